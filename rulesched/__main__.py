@@ -1,0 +1,3 @@
+from rulesched.cli import main
+
+raise SystemExit(main())

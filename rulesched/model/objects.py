@@ -1,0 +1,187 @@
+"""Pods, nodes and the parts of them scheduling looks at, as frozen values.
+
+Field names follow the Kubernetes API in snake_case. Absent optional fields take an empty value
+(``""``, ``()``, an empty mapping) rather than ``None`` wherever the API itself treats "absent" and
+"empty" alike, so that later stages need no ``None`` checks. Resource amounts are milli-units
+(see :mod:`rulesched.model.quantity`).
+
+``Pod`` and ``Node`` compare by identity: a changed object is a new value, and caches key on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
+EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = ""  # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: str = ""  # "" matches every effect
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredSchedulingTerm:
+    weight: int
+    preference: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector. ``None`` (where a field holds one) selects nothing; an empty
+    selector selects everything, as in the API."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    label_selector: LabelSelector | None = None
+    min_domains: int = 1
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerPort:
+    host_port: int
+    protocol: str = "TCP"
+    host_ip: str = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Pod:
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    labels: Mapping[str, str] = EMPTY
+    annotations: Mapping[str, str] = EMPTY
+    priority: int = 0
+    preemption_policy: str = "PreemptLowerPriority"
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""  # spec.nodeName: set on running pods and on pods that ask for a node
+    nominated_node_name: str = ""
+    phase: str = "Pending"
+    # resources, per resource name, in milli-units (see rulesched.model.quantity)
+    requests: Mapping[str, int] = EMPTY_RESOURCES
+    # requests with kube-scheduler's non-zero defaults (100m cpu, 200Mi memory) for scoring
+    nonzero_requests: Mapping[str, int] = EMPTY_RESOURCES
+    node_selector: Mapping[str, str] = EMPTY
+    required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None  # None: no requirement
+    preferred_node_affinity: tuple[PreferredSchedulingTerm, ...] = ()
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_pod_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
+    host_ports: tuple[ContainerPort, ...] = ()
+    images: tuple[str, ...] = ()
+    creation_timestamp: float = 0.0  # seconds since the epoch
+    start_time: float = 0.0
+    deleting: bool = False
+    owner: str = ""  # "Kind/name" of the controlling owner, if any
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def running(self) -> bool:
+        return bool(self.node_name) and self.phase not in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Node:
+    name: str
+    labels: Mapping[str, str] = EMPTY
+    annotations: Mapping[str, str] = EMPTY
+    allocatable: Mapping[str, int] = EMPTY_RESOURCES
+    capacity: Mapping[str, int] = EMPTY_RESOURCES
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    # image name (every name the image is known by) -> size in bytes
+    images: Mapping[str, int] = EMPTY_RESOURCES
+    uid: str = ""
+    resource_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    name: str
+    namespace: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+    preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
