@@ -109,8 +109,8 @@ class Pod:
     name: str
     namespace: str = "default"
     uid: str = ""
-    labels: Mapping[str, str] = EMPTY
-    annotations: Mapping[str, str] = EMPTY
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     priority: int = 0
     preemption_policy: str = "PreemptLowerPriority"
     scheduler_name: str = "default-scheduler"
@@ -118,10 +118,10 @@ class Pod:
     nominated_node_name: str = ""
     phase: str = "Pending"
     # resources, per resource name, in milli-units (see rulesched.model.quantity)
-    requests: Mapping[str, int] = EMPTY_RESOURCES
+    requests: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
     # requests with kube-scheduler's non-zero defaults (100m cpu, 200Mi memory) for scoring
-    nonzero_requests: Mapping[str, int] = EMPTY_RESOURCES
-    node_selector: Mapping[str, str] = EMPTY
+    nonzero_requests: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
+    node_selector: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     required_node_affinity: tuple[NodeSelectorTerm, ...] | None = None  # None: no requirement
     preferred_node_affinity: tuple[PreferredSchedulingTerm, ...] = ()
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
@@ -149,14 +149,14 @@ class Pod:
 @dataclass(frozen=True, slots=True, eq=False)
 class Node:
     name: str
-    labels: Mapping[str, str] = EMPTY
-    annotations: Mapping[str, str] = EMPTY
-    allocatable: Mapping[str, int] = EMPTY_RESOURCES
-    capacity: Mapping[str, int] = EMPTY_RESOURCES
+    labels: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    allocatable: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
+    capacity: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
     # image name (every name the image is known by) -> size in bytes
-    images: Mapping[str, int] = EMPTY_RESOURCES
+    images: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
     uid: str = ""
     resource_version: str = ""
 

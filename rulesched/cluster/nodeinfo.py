@@ -1,0 +1,90 @@
+"""A node and the pods on it, with the sums rules ask for kept up to date incrementally.
+
+This is the object a rule's ``node`` variable reads (it satisfies
+:class:`rulesched.lang.schema.NodeView`). Adding or removing a pod updates ``requested``,
+``nonzero_requested``, ``free`` and ``used_ports`` in place, bumps ``generation`` and clears
+``memo`` — the per-node cache compiled rules keep node-only results in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rulesched.model import ContainerPort, Node, Pod, Taint
+
+
+class NodeInfo:
+    __slots__ = (
+        "node", "name", "labels", "annotations", "allocatable", "capacity", "unschedulable", "taints",
+        "images", "pods", "requested", "nonzero_requested", "free", "used_ports", "generation", "memo",
+    )
+
+    def __init__(self, node: Node, pods: Iterable[Pod] = ()) -> None:
+        self.pods: list[Pod] = []
+        self.requested: dict[str, int] = {}
+        self.nonzero_requested: dict[str, int] = {}
+        self.used_ports: list[ContainerPort] = []
+        self.generation = 0
+        self.memo: dict[Any, Any] = {}
+        self.set_node(node)
+        for pod in pods:
+            self.add_pod(pod)
+
+    def set_node(self, node: Node) -> None:
+        """Replace the Node object (labels, taints, allocatable may all change)."""
+        self.node = node
+        self.name = node.name
+        self.labels: Mapping[str, str] = node.labels
+        self.annotations: Mapping[str, str] = node.annotations
+        self.allocatable: Mapping[str, int] = node.allocatable
+        self.capacity: Mapping[str, int] = node.capacity
+        self.unschedulable = node.unschedulable
+        self.taints: tuple[Taint, ...] = node.taints
+        self.images: Mapping[str, int] = node.images
+        self.free: dict[str, int] = {}
+        self._refresh_free(self.allocatable.keys() | self.requested.keys())
+        self._changed()
+
+    def add_pod(self, pod: Pod) -> None:
+        self.pods.append(pod)
+        _add(self.requested, pod.requests, 1)
+        _add(self.nonzero_requested, pod.nonzero_requests, 1)
+        self.used_ports.extend(pod.host_ports)
+        self._refresh_free(pod.requests.keys())
+        self._changed()
+
+    def remove_pod(self, pod: Pod) -> bool:
+        """Remove a pod (matched by namespace/name); False if it was not here."""
+        for i, present in enumerate(self.pods):
+            if present is pod or (present.name == pod.name and present.namespace == pod.namespace):
+                del self.pods[i]
+                _add(self.requested, present.requests, -1)
+                _add(self.nonzero_requested, present.nonzero_requests, -1)
+                for port in present.host_ports:
+                    self.used_ports.remove(port)
+                self._refresh_free(present.requests.keys())
+                self._changed()
+                return True
+        return False
+
+    def _refresh_free(self, keys: Iterable[str]) -> None:
+        allocatable, requested, free = self.allocatable, self.requested, self.free
+        for key in keys:
+            free[key] = allocatable.get(key, 0) - requested.get(key, 0)
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self.memo.clear()
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name!r}, pods={len(self.pods)})"
+
+
+def _add(total: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
+    for key, value in amounts.items():
+        left = total.get(key, 0) + sign * value
+        if left:
+            total[key] = left
+        else:
+            total.pop(key, None)

@@ -1,0 +1,179 @@
+"""The rules AST: frozen values with a span on every node.
+
+Built by :mod:`rulesched.lang.parse`, printed back by :mod:`rulesched.lang.printer`, checked by
+:mod:`rulesched.lang.check`. Spans are left out of equality, so ``parse(print(tree)) == tree``
+is the round-trip property.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from rulesched.lang.source import Source, Span
+
+
+class LiteralKind(Enum):
+    NUMBER = "number"  # int or float
+    QUANTITY = "quantity"  # int milli-units
+    DURATION = "duration"  # float seconds
+    STRING = "string"
+    BOOL = "bool"
+
+
+@dataclass(frozen=True)
+class Node:
+    span: Span = field(compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Literal(Node):
+    kind: LiteralKind
+    value: object
+    text: str = field(compare=False, default="")  # as written: 500m stays 500m when printed
+
+
+@dataclass(frozen=True)
+class ListExpr(Node):
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Name(Node):
+    id: str
+
+
+@dataclass(frozen=True)
+class Attr(Node):
+    obj: Expr
+    name: str
+
+
+@dataclass(frozen=True)
+class Index(Node):
+    obj: Expr
+    key: Expr
+
+
+@dataclass(frozen=True)
+class Call(Node):
+    func: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Unary(Node):
+    op: str  # "-" | "not"
+    operand: Expr
+
+
+@dataclass(frozen=True)
+class Binary(Node):
+    op: str  # + - * / // % == != < <= > >= in "not in" and or
+    left: Expr
+    right: Expr
+
+
+@dataclass(frozen=True)
+class If(Node):
+    cond: Expr
+    then: Expr
+    otherwise: Expr
+
+
+@dataclass(frozen=True)
+class Quantifier(Node):
+    """``count|any|all(var in iterable where cond)``."""
+
+    kind: str
+    var: str
+    iterable: Expr
+    where: Expr | None
+
+
+@dataclass(frozen=True)
+class Aggregate(Node):
+    """``sum|min|max|collect(value for var in iterable where cond)``."""
+
+    kind: str
+    value: Expr
+    var: str
+    iterable: Expr
+    where: Expr | None
+
+
+Expr = Literal | ListExpr | Name | Attr | Index | Call | Unary | Binary | If | Quantifier | Aggregate
+
+
+class RuleKind(Enum):
+    FILTER = "filter"
+    SCORE = "score"
+    PREEMPT = "preempt"
+
+
+@dataclass(frozen=True)
+class Let(Node):
+    name: str
+    value: Expr
+    name_span: Span = field(compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Rule(Node):
+    kind: RuleKind
+    name: str
+    body: Expr
+    guard: Expr | None = None
+    override: bool = False
+    reason: Expr | None = None  # filter: the failure reason(s), a string or list of strings
+    weight: Expr | None = None  # score: a positive number literal (1 when absent)
+    normalize: str | None = None  # score: none | max | reverse | minmax (none when absent)
+    order: Expr | None = None  # preempt: sort key for candidate nodes, lowest first
+    name_span: Span = field(compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Disable(Node):
+    name: str
+
+
+@dataclass(frozen=True)
+class Extends(Node):
+    """``extends "default"``: compose another rule set (a path, or a bundled set's name) first."""
+
+    target: str
+
+
+Item = Let | Rule | Disable | Extends
+
+
+@dataclass(frozen=True)
+class RulesFile:
+    source: Source = field(compare=False, repr=False)
+    items: tuple[Item, ...]
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct sub-expressions of an expression, in source order."""
+    match expr:
+        case Literal() | Name():
+            return ()
+        case ListExpr(items=items):
+            return items
+        case Attr(obj=obj):
+            return (obj,)
+        case Index(obj=obj, key=key):
+            return (obj, key)
+        case Call(args=args):
+            return args
+        case Unary(operand=operand):
+            return (operand,)
+        case Binary(left=left, right=right):
+            return (left, right)
+        case If(cond=c, then=t, otherwise=o):
+            return (c, t, o)
+        case Quantifier(iterable=it, where=w):
+            return (it,) if w is None else (it, w)
+        case Aggregate(value=v, iterable=it, where=w):
+            return (v, it) if w is None else (v, it, w)
+    raise TypeError(f"not an expression: {expr!r}")  # pragma: no cover

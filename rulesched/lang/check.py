@@ -1,0 +1,423 @@
+"""Check parsed rules: compose files, resolve names, infer types, collect every diagnostic.
+
+Input: parsed files in order (later files override or disable rules of earlier ones). Output: a
+:class:`CheckedRules` holding the effective rules in order and, per expression, the decisions the
+next stages follow (types, operator coercions, what each name and attribute refers to).
+The checker never stops at the first problem. Next stage: :mod:`rulesched.lang.compile`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rulesched.lang import ast, schema
+from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.source import Diagnostic, Severity, Span, error, warning
+from rulesched.lang.types import (
+    ANY,
+    BOOL,
+    DURATION,
+    NUMBER,
+    QUANTITY,
+    STRING,
+    BinaryInfo,
+    ListOf,
+    MapOf,
+    Record,
+    Type,
+    binary,
+    fits,
+    is_numeric,
+)
+
+NORMALIZATIONS = ("none", "max", "reverse", "minmax")
+_LITERAL_TYPES = {
+    ast.LiteralKind.NUMBER: NUMBER,
+    ast.LiteralKind.QUANTITY: QUANTITY,
+    ast.LiteralKind.DURATION: DURATION,
+    ast.LiteralKind.STRING: STRING,
+    ast.LiteralKind.BOOL: BOOL,
+}
+
+
+@dataclass(frozen=True)
+class NameRef:
+    """What a name stands for: a rule variable (pod, node, victim), a bound variable, a let."""
+
+    kind: str  # "var" | "bound" | "let"
+    name: str
+
+
+@dataclass(frozen=True)
+class AttrRef:
+    """How an attribute is read: a record field's getter, or a resource key in a resources map."""
+
+    field: schema.Field | None = None
+    resource: str | None = None
+
+
+@dataclass
+class Annotations:
+    """The checker's decisions, keyed by ``id()`` of the expression they concern."""
+
+    types: dict[int, Type] = field(default_factory=dict)
+    binary: dict[int, BinaryInfo] = field(default_factory=dict)
+    calls: dict[int, tuple[str | None, ...]] = field(default_factory=dict)
+    names: dict[int, NameRef] = field(default_factory=dict)
+    attrs: dict[int, AttrRef] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CheckedRule:
+    rule: ast.Rule
+    weight: int = 1
+    normalize: str = "none"
+
+    @property
+    def name(self) -> str:
+        return self.rule.name
+
+    @property
+    def kind(self) -> ast.RuleKind:
+        return self.rule.kind
+
+
+@dataclass(frozen=True)
+class CheckedRules:
+    rules: tuple[CheckedRule, ...]
+    lets: dict[str, ast.Let]
+    notes: Annotations
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not any(d.severity is Severity.ERROR for d in self.diagnostics)
+
+
+def check(files: Sequence[ast.RulesFile]) -> CheckedRules:
+    return _Checker().run(files)
+
+
+@dataclass
+class _Scope:
+    variables: dict[str, Type]
+    bound: dict[str, Type] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)  # rule variables the expression reads
+    where: str = ""  # for messages: "a guard", "a score"
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.diagnostics: list[Diagnostic] = []
+        self.notes = Annotations()
+        self.lets: dict[str, ast.Let] = {}
+        self.let_types: dict[str, tuple[Type, frozenset[str]]] = {}
+        self.let_stack: list[str] = []
+        self.used_lets: set[str] = set()
+
+    # --- composition -------------------------------------------------------------------------
+    def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
+        rules: dict[str, ast.Rule] = {}
+        for file in files:
+            for item in file.items:
+                if isinstance(item, ast.Let):
+                    self._add_let(item)
+                elif isinstance(item, ast.Extends):
+                    continue  # resolved by rulesched.lang.load before checking
+                elif isinstance(item, ast.Disable):
+                    if item.name in rules:
+                        del rules[item.name]
+                    else:
+                        self._unknown_rule("disable", item.name, item.span, rules)
+                else:
+                    self._add_rule(item, rules)
+        checked = [self._check_rule(rule) for rule in rules.values()]
+        for name, let in self.lets.items():
+            if name not in self.let_types:
+                self._let_type(name)
+            if name not in self.used_lets:
+                self.diagnostics.append(warning("unused-let", f"let '{name}' is never used", let.name_span))
+        return CheckedRules(tuple(checked), dict(self.lets), self.notes, tuple(self.diagnostics))
+
+    def _add_let(self, let: ast.Let) -> None:
+        if let.name in self.lets:
+            first = self.lets[let.name].name_span.location()
+            self.diagnostics.append(error("duplicate-let", f"let '{let.name}' is already defined at {first}", let.name_span))
+        elif let.name in schema.BODY_VARIABLES["preempt"] or let.name in BUILTINS:
+            self.diagnostics.append(error("reserved-name", f"'{let.name}' is a built-in name", let.name_span))
+        else:
+            self.lets[let.name] = let
+
+    def _add_rule(self, rule: ast.Rule, rules: dict[str, ast.Rule]) -> None:
+        previous = rules.get(rule.name)
+        if rule.override:
+            if previous is None:
+                self._unknown_rule("override", rule.name, rule.name_span, rules)
+                return
+            if previous.kind is not rule.kind:
+                self.diagnostics.append(error(
+                    "override-kind", f"'{rule.name}' is a {previous.kind.value} rule; override it with a {previous.kind.value}",
+                    rule.name_span, suggestion=f"write `override {previous.kind.value} {rule.name}`"))
+                return
+            rules[rule.name] = rule  # keeps the overridden rule's place in the order
+            return
+        if previous is not None:
+            self.diagnostics.append(error(
+                "duplicate-rule", f"rule '{rule.name}' is already defined at {previous.name_span.location()}",
+                rule.name_span, suggestion=f"write `override {rule.kind.value} {rule.name}` to replace it"))
+            return
+        rules[rule.name] = rule
+
+    def _unknown_rule(self, verb: str, name: str, span: Span, rules: dict[str, ast.Rule]) -> None:
+        self.diagnostics.append(error(f"unknown-rule", f"cannot {verb} '{name}': no such rule", span,
+                                      suggestion=_did_you_mean(name, rules)))
+
+    # --- rules ----------------------------------------------------------------------------------
+    def _check_rule(self, rule: ast.Rule) -> CheckedRule:
+        kind = rule.kind.value
+        if rule.guard is not None:
+            self._expect(rule.guard, BOOL, _Scope(dict(schema.GUARD_VARIABLES), where="a when guard"), "a when guard")
+        body_scope = _Scope(dict(schema.BODY_VARIABLES[kind]), where=f"a {kind} rule")
+        weight, normalize = 1, "none"
+        if rule.kind is ast.RuleKind.FILTER:
+            self._expect(rule.body, BOOL, body_scope, "a filter")
+            if rule.reason is not None:
+                reason = self._infer(rule.reason, _Scope(dict(schema.BODY_VARIABLES[kind])))
+                if not (fits(reason, STRING) or fits(reason, ListOf(STRING))):
+                    self._error("type", f"a filter's reason must be a string or a list of strings, not {reason}", rule.reason)
+        elif rule.kind is ast.RuleKind.SCORE:
+            body = self._infer(rule.body, body_scope)
+            if body != ANY and body != NUMBER:
+                hint = "convert with number(...)" if is_numeric(body) else ""
+                self._error("type", f"a score must be a number, not {body}", rule.body, hint)
+            weight = self._weight(rule)
+            normalize = rule.normalize or "none"
+            if normalize not in NORMALIZATIONS:
+                self.diagnostics.append(error("normalize", f"unknown normalization '{normalize}'", rule.name_span,
+                                              suggestion=_did_you_mean(normalize, NORMALIZATIONS) or
+                                              "one of: " + ", ".join(NORMALIZATIONS)))
+        else:
+            self._expect(rule.body, BOOL, body_scope, "a preempt rule")
+            if rule.order is not None:
+                order = self._infer(rule.order, _Scope(dict(schema.BODY_VARIABLES["filter"])))
+                if not (is_numeric(order) or order == STRING):
+                    self._error("type", f"a preempt order must be a number or string, not {order}", rule.order)
+        return CheckedRule(rule, weight, normalize)
+
+    def _weight(self, rule: ast.Rule) -> int:
+        if rule.weight is None:
+            return 1
+        assert isinstance(rule.weight, ast.Literal)
+        value = rule.weight.value
+        if rule.weight.kind is not ast.LiteralKind.NUMBER or not isinstance(value, int) or value <= 0:
+            self._error("weight", f"weight must be a positive whole number, not {rule.weight.text}", rule.weight)
+            return 1
+        return value
+
+    def _expect(self, expr: ast.Expr, want: Type, scope: _Scope, what: str) -> None:
+        got = self._infer(expr, scope)
+        if not fits(got, want):
+            self._error("type", f"{what} must be {want}, not {got}", expr)
+
+    # --- expressions ----------------------------------------------------------------------------
+    def _infer(self, expr: ast.Expr, scope: _Scope) -> Type:
+        t = self._infer_inner(expr, scope)
+        self.notes.types[id(expr)] = t
+        return t
+
+    def _infer_inner(self, expr: ast.Expr, scope: _Scope) -> Type:
+        match expr:
+            case ast.Literal(kind=kind):
+                return _LITERAL_TYPES[kind]
+            case ast.ListExpr(items=items):
+                types = [self._infer(item, scope) for item in items]
+                elem = next((t for t in types if t != ANY), ANY)
+                for item, t in zip(items, types, strict=True):
+                    if not (fits(t, elem) or fits(elem, t)):
+                        self._error("type", f"list items must have one type: {elem} and {t}", item)
+                if elem == NUMBER and any(t == QUANTITY for t in types):
+                    elem = QUANTITY
+                return ListOf(elem)
+            case ast.Name():
+                return self._name(expr, scope)
+            case ast.Attr():
+                return self._attr(expr, scope)
+            case ast.Index(obj=obj, key=key):
+                container, key_type = self._infer(obj, scope), self._infer(key, scope)
+                if isinstance(container, MapOf):
+                    if not fits(key_type, STRING):
+                        self._error("type", f"map keys are strings, not {key_type}", key)
+                    return container.value
+                if isinstance(container, ListOf):
+                    if not fits(key_type, NUMBER):
+                        self._error("type", f"list indexes are numbers, not {key_type}", key)
+                    return container.elem
+                if container != ANY:
+                    self._error("type", f"cannot index {container}", obj)
+                return ANY
+            case ast.Call():
+                return self._call(expr, scope)
+            case ast.Unary(op="not", operand=operand):
+                self._expect(operand, BOOL, scope, "'not' operand")
+                return BOOL
+            case ast.Unary(operand=operand):
+                t = self._infer(operand, scope)
+                if not is_numeric(t):
+                    self._error("type", f"cannot negate {t}", operand)
+                    return ANY
+                return t
+            case ast.Binary(op=op, left=left, right=right):
+                info = binary(op, self._infer(left, scope), self._infer(right, scope))
+                if isinstance(info, str):
+                    self._error("type", info, expr)
+                    return ANY
+                self.notes.binary[id(expr)] = info
+                return info.result
+            case ast.If(cond=cond, then=then, otherwise=otherwise):
+                self._expect(cond, BOOL, scope, "an if condition")
+                a, b = self._infer(then, scope), self._infer(otherwise, scope)
+                if a == ANY:
+                    return b
+                if b == ANY or fits(b, a):
+                    return a
+                if fits(a, b):
+                    return b
+                self._error("type", f"if branches differ: {a} and {b}", expr)
+                return ANY
+            case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
+                elem = self._element(iterable, scope)
+                inner = self._bind(scope, var, elem, expr)
+                if where is not None:
+                    self._expect(where, BOOL, inner, "a where condition")
+                self._merge(scope, inner)
+                return NUMBER if kind == "count" else BOOL
+            case ast.Aggregate(kind=kind, value=value, var=var, iterable=iterable, where=where):
+                elem = self._element(iterable, scope)
+                inner = self._bind(scope, var, elem, expr)
+                if where is not None:
+                    self._expect(where, BOOL, inner, "a where condition")
+                t = self._infer(value, inner)
+                self._merge(scope, inner)
+                if kind == "collect":
+                    return ListOf(t)
+                if not is_numeric(t):
+                    self._error("type", f"{kind} needs numbers, not {t}", value)
+                    return ANY
+                return t
+        raise AssertionError(f"unknown expression {expr!r}")  # pragma: no cover
+
+    def _element(self, iterable: ast.Expr, scope: _Scope) -> Type:
+        t = self._infer(iterable, scope)
+        if isinstance(t, ListOf):
+            return t.elem
+        if isinstance(t, MapOf):
+            return STRING  # iterating a map walks its keys
+        if t != ANY:
+            self._error("type", f"cannot iterate over {t}", iterable)
+        return ANY
+
+    def _bind(self, scope: _Scope, var: str, elem: Type, expr: ast.Expr) -> _Scope:
+        if var in scope.variables or var in scope.bound or var in self.lets:
+            self._error("shadow", f"'{var}' is already a name here; pick another", expr)
+        return _Scope(scope.variables, {**scope.bound, var: elem}, scope.used, scope.where)
+
+    @staticmethod
+    def _merge(scope: _Scope, inner: _Scope) -> None:
+        scope.used |= inner.used
+
+    def _name(self, expr: ast.Name, scope: _Scope) -> Type:
+        name = expr.id
+        if name in scope.bound:
+            self.notes.names[id(expr)] = NameRef("bound", name)
+            return scope.bound[name]
+        if name in scope.variables:
+            self.notes.names[id(expr)] = NameRef("var", name)
+            scope.used.add(name)
+            return scope.variables[name]
+        if name in self.lets:
+            self.notes.names[id(expr)] = NameRef("let", name)
+            self.used_lets.add(name)
+            t, needs = self._let_type(name)
+            missing = sorted(needs - set(scope.variables))
+            if missing:
+                self._error("scope", f"let '{name}' reads {', '.join(missing)}, which {scope.where or 'this place'} cannot use", expr)
+                return ANY
+            scope.used |= needs
+            return t
+        known = [*scope.bound, *scope.variables, *self.lets]
+        if name in schema.BODY_VARIABLES["preempt"]:
+            self._error("scope", f"'{name}' cannot be used in {scope.where or 'this place'}", expr)
+        else:
+            self._error("unknown-name", f"unknown name '{name}'", expr, _did_you_mean(name, known))
+        return ANY
+
+    def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
+        if name in self.let_types:
+            return self.let_types[name]
+        if name in self.let_stack:
+            self._error("let-cycle", f"let '{name}' refers to itself through {' -> '.join(self.let_stack)}", self.lets[name].value)
+            return ANY, frozenset()
+        self.let_stack.append(name)
+        scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
+        t = self._infer(self.lets[name].value, scope)
+        self.let_stack.pop()
+        self.let_types[name] = (t, frozenset(scope.used))
+        return self.let_types[name]
+
+    def _attr(self, expr: ast.Attr, scope: _Scope) -> Type:
+        t = self._infer(expr.obj, scope)
+        if isinstance(t, Record):
+            fields = schema.RECORDS[t]
+            if expr.name in fields:
+                self.notes.attrs[id(expr)] = AttrRef(field=fields[expr.name])
+                return fields[expr.name].type
+            owner = _describe(expr.obj)
+            hint = _did_you_mean(expr.name, fields, prefix=f"{owner}.")
+            self._error("unknown-field", f"{t} has no field '{expr.name}'", expr, hint)
+            return ANY
+        if isinstance(t, MapOf) and t.resources:
+            if expr.name in schema.RESOURCE_ATTRIBUTES:
+                self.notes.attrs[id(expr)] = AttrRef(resource=schema.RESOURCE_ATTRIBUTES[expr.name])
+                return t.value
+            close = _did_you_mean(expr.name, schema.RESOURCE_ATTRIBUTES, prefix=f"{_describe(expr.obj)}.")
+            self._error("unknown-field", f"'{expr.name}' is not a resource name; write {_describe(expr.obj)}[\"{expr.name}\"] for other resources",
+                        expr, close)
+            return ANY
+        if isinstance(t, MapOf):
+            self._error("type", f"use {_describe(expr.obj)}[\"{expr.name}\"] to read a map", expr)
+            return ANY
+        if t != ANY:
+            self._error("type", f"{t} has no fields", expr)
+        return ANY
+
+    def _call(self, expr: ast.Call, scope: _Scope) -> Type:
+        args = [self._infer(arg, scope) for arg in expr.args]
+        builtin = BUILTINS.get(expr.func)
+        if builtin is None:
+            self._error("unknown-function", f"unknown function '{expr.func}'", expr, _did_you_mean(expr.func, BUILTINS))
+            return ANY
+        result = builtin.check(args)
+        if isinstance(result, str):
+            self._error("type", f"{expr.func}() {result}", expr, f"{builtin.signature}")
+            return ANY
+        self.notes.calls[id(expr)] = result[1]
+        return result[0]
+
+    def _error(self, code: str, message: str, expr: Any, suggestion: str = "") -> None:
+        self.diagnostics.append(error(code, message, expr.span, suggestion))
+
+
+def _did_you_mean(name: str, candidates: Iterable[str], prefix: str = "") -> str:
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean `{prefix}{close[0]}`?" if close else ""
+
+
+def _describe(expr: ast.Expr) -> str:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attr):
+        return f"{_describe(expr.obj)}.{expr.name}"
+    return "(...)"

@@ -1,0 +1,112 @@
+"""The reference interpreter: a plain tree walk over checked rules, the compiler's test oracle.
+
+It evaluates each expression afresh for each (pod, node) with no staging, hoisting or caching,
+so it is slow and obviously right; tests run it and :mod:`rulesched.lang.compile` on the same
+cases and demand equal answers. Operator meanings come from :mod:`rulesched.lang.values`, the
+checker's decisions from :class:`rulesched.lang.check.Annotations`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rulesched.lang import ast, schema
+from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.check import Annotations, CheckedRule
+from rulesched.lang.context import EvalContext
+from rulesched.lang.types import ListOf, MapOf, zero
+from rulesched.lang.values import COERCIONS, binary_function
+
+
+class Interpreter:
+    def __init__(self, notes: Annotations, lets: dict[str, ast.Let]) -> None:
+        self.notes = notes
+        self.lets = lets
+
+    def eval(self, expr: ast.Expr, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
+        notes = self.notes
+        match expr:
+            case ast.Literal(value=value):
+                return value
+            case ast.ListExpr(items=items):
+                return tuple(self.eval(i, ctx, node, scope) for i in items)
+            case ast.Name(id=name):
+                ref = notes.names[id(expr)]
+                if ref.kind == "let":
+                    return self.eval(self.lets[name].value, ctx, node, scope)
+                if ref.kind == "bound" or name == schema.VICTIM_VARIABLE:
+                    return scope[name]
+                return ctx.pod if name == schema.POD_VARIABLE else node
+            case ast.Attr(obj=obj):
+                value = self.eval(obj, ctx, node, scope)
+                ref = notes.attrs[id(expr)]
+                if ref.field is not None:
+                    return ref.field.get(value)
+                return value.get(ref.resource, 0)
+            case ast.Index(obj=obj, key=key):
+                container, k = self.eval(obj, ctx, node, scope), self.eval(key, ctx, node, scope)
+                t = notes.types[id(obj)]
+                if isinstance(t, ListOf):
+                    ok = isinstance(k, int) and -len(container) <= k < len(container)
+                    return container[k] if ok else zero(t.elem)
+                assert isinstance(t, MapOf)
+                return container[k] if k in container else zero(t.value)
+            case ast.Call(func=func, args=args):
+                builtin = BUILTINS[func]
+                values = [self._coerce(c, self.eval(a, ctx, node, scope))
+                          for a, c in zip(args, notes.calls[id(expr)], strict=True)]
+                return builtin.impl(ctx, *values) if builtin.context else builtin.impl(*values)
+            case ast.Unary(op="not", operand=operand):
+                return not self.eval(operand, ctx, node, scope)
+            case ast.Unary(operand=operand):
+                return -self.eval(operand, ctx, node, scope)
+            case ast.Binary(op="and", left=left, right=right):
+                return self.eval(left, ctx, node, scope) and self.eval(right, ctx, node, scope)
+            case ast.Binary(op="or", left=left, right=right):
+                return self.eval(left, ctx, node, scope) or self.eval(right, ctx, node, scope)
+            case ast.Binary(op=op, left=left, right=right):
+                info = notes.binary[id(expr)]
+                a = self._coerce(info.left, self.eval(left, ctx, node, scope))
+                b = self._coerce(info.right, self.eval(right, ctx, node, scope))
+                return binary_function(op, info.kind)(a, b)
+            case ast.If(cond=cond, then=then, otherwise=otherwise):
+                branch = then if self.eval(cond, ctx, node, scope) else otherwise
+                return self.eval(branch, ctx, node, scope)
+            case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
+                hits = [x for x in self.eval(iterable, ctx, node, scope)
+                        if where is None or self.eval(where, ctx, node, {**scope, var: x})]
+                if kind == "count":
+                    return len(hits)
+                if kind == "any":
+                    return bool(hits)
+                elements = list(self.eval(iterable, ctx, node, scope))
+                return len(hits) == len(elements)
+            case ast.Aggregate(kind=kind, value=value, var=var, iterable=iterable, where=where):
+                found = [self.eval(value, ctx, node, {**scope, var: x})
+                         for x in self.eval(iterable, ctx, node, scope)
+                         if where is None or self.eval(where, ctx, node, {**scope, var: x})]
+                if kind == "collect":
+                    return tuple(found)
+                if kind == "sum":
+                    return sum(found)
+                if not found:
+                    return 0
+                return min(found) if kind == "min" else max(found)
+        raise AssertionError(f"cannot evaluate {expr!r}")  # pragma: no cover
+
+    @staticmethod
+    def _coerce(coercion: str | None, value: Any) -> Any:
+        return value if coercion is None else COERCIONS[coercion](value)
+
+    # --- whole rules --------------------------------------------------------------------------
+    def applies(self, rule: CheckedRule, ctx: EvalContext) -> bool:
+        guard = rule.rule.guard
+        return guard is None or bool(self.eval(guard, ctx, None, {}))
+
+    def body(self, rule: CheckedRule, ctx: EvalContext, node: Any, victim: Any = None) -> Any:
+        scope = {schema.VICTIM_VARIABLE: victim} if rule.kind is ast.RuleKind.PREEMPT else {}
+        return self.eval(rule.rule.body, ctx, node, scope)
+
+    def reason(self, rule: CheckedRule, ctx: EvalContext, node: Any) -> Any:
+        reason = rule.rule.reason
+        return None if reason is None else self.eval(reason, ctx, node, {})

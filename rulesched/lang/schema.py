@@ -1,0 +1,196 @@
+"""What rules can read: the record types (pod, node, taint, ...) and their fields.
+
+Each field has a type and a getter that reads it from the run-time object. Pods are
+:class:`rulesched.model.Pod` values; a rule's ``node`` is any object with the attributes of
+:class:`NodeView` — the scheduler's snapshot supplies it (this package never imports it).
+Names of the predeclared variables per rule kind are here too.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from rulesched.lang.types import (
+    BOOL,
+    NUMBER,
+    RESOURCES,
+    STRING,
+    ListOf,
+    MapOf,
+    Record,
+    Type,
+)
+from rulesched.model import ContainerPort, Pod, Taint
+
+
+class NodeView(Protocol):
+    """A node as rules see it: the Node object's fields plus what its pods add up to.
+
+    ``memo`` is a dict the owner clears whenever the node or its pods change; compiled rules keep
+    node-only results there (see :mod:`rulesched.lang.compile`).
+    """
+
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    capacity: Mapping[str, int]
+    requested: Mapping[str, int]
+    nonzero_requested: Mapping[str, int]
+    free: Mapping[str, int]
+    unschedulable: bool
+    taints: Sequence[Taint]
+    pods: Sequence[Pod]
+    images: Mapping[str, int]
+    used_ports: Sequence[ContainerPort]
+    memo: dict[Any, Any]
+
+
+@dataclass(frozen=True)
+class Field:
+    type: Type
+    get: Callable[[Any], Any]
+    doc: str = ""
+
+
+POD = Record("pod")
+NODE = Record("node")
+TAINT = Record("taint")
+TOLERATION = Record("toleration")
+PORT = Record("port")
+NODE_SELECTOR_TERM = Record("node selector term")
+PREFERRED_TERM = Record("preferred scheduling term")
+LABEL_SELECTOR = Record("label selector")
+POD_AFFINITY_TERM = Record("pod affinity term")
+WEIGHTED_POD_AFFINITY_TERM = Record("weighted pod affinity term")
+SPREAD_CONSTRAINT = Record("topology spread constraint")
+
+STRINGS = MapOf(STRING)
+
+
+def _attr(name: str) -> Callable[[Any], Any]:
+    return operator.attrgetter(name)
+
+
+def _fields(spec: dict[str, tuple[Type, str]]) -> dict[str, Field]:
+    return {name: Field(t, _attr(name), doc) for name, (t, doc) in spec.items()}
+
+
+def _none_as_empty(name: str) -> Callable[[Any], Any]:
+    def get(obj: Any) -> Any:
+        value = getattr(obj, name)
+        return () if value is None else value
+
+    return get
+
+
+RECORDS: dict[Record, dict[str, Field]] = {
+    POD: {
+        **_fields(
+            {
+                "name": (STRING, "metadata.name"),
+                "namespace": (STRING, "metadata.namespace"),
+                "uid": (STRING, "metadata.uid"),
+                "labels": (STRINGS, "metadata.labels"),
+                "annotations": (STRINGS, "metadata.annotations"),
+                "owner": (STRING, "the controlling owner as Kind/name, or empty"),
+                "priority": (NUMBER, "spec.priority, resolved from priorityClassName"),
+                "preemption_policy": (STRING, "PreemptLowerPriority or Never"),
+                "scheduler_name": (STRING, "spec.schedulerName"),
+                "node_name": (STRING, "spec.nodeName: the node a pod runs on or asks for"),
+                "nominated_node_name": (STRING, "status.nominatedNodeName"),
+                "phase": (STRING, "status.phase"),
+                "requests": (RESOURCES, "effective requests: containers, init containers, overhead"),
+                "nonzero_requests": (RESOURCES, "requests with 100m cpu / 200Mi memory defaults"),
+                "node_selector": (STRINGS, "spec.nodeSelector"),
+                "preferred_node_affinity": (ListOf(PREFERRED_TERM), "preferred node affinity terms"),
+                "pod_affinity": (ListOf(POD_AFFINITY_TERM), "required pod affinity terms"),
+                "preferred_pod_affinity": (ListOf(WEIGHTED_POD_AFFINITY_TERM), "preferred pod affinity"),
+                "pod_anti_affinity": (ListOf(POD_AFFINITY_TERM), "required pod anti-affinity terms"),
+                "preferred_pod_anti_affinity": (ListOf(WEIGHTED_POD_AFFINITY_TERM), "preferred anti-affinity"),
+                "tolerations": (ListOf(TOLERATION), "spec.tolerations"),
+                "topology_spread_constraints": (ListOf(SPREAD_CONSTRAINT), "spec.topologySpreadConstraints"),
+                "host_ports": (ListOf(PORT), "container ports with a hostPort"),
+                "images": (ListOf(STRING), "container images"),
+                "creation_timestamp": (NUMBER, "seconds since the epoch"),
+                "start_time": (NUMBER, "status.startTime, seconds since the epoch"),
+            }
+        ),
+        "required_node_affinity": Field(
+            ListOf(NODE_SELECTOR_TERM),
+            _none_as_empty("required_node_affinity"),
+            "required node affinity terms (ORed); empty when there is no requirement",
+        ),
+        "has_required_node_affinity": Field(
+            BOOL, lambda pod: pod.required_node_affinity is not None, "whether the pod has required node affinity"
+        ),
+    },
+    NODE: _fields(
+        {
+            "name": (STRING, "metadata.name"),
+            "labels": (STRINGS, "metadata.labels"),
+            "annotations": (STRINGS, "metadata.annotations"),
+            "allocatable": (RESOURCES, "status.allocatable"),
+            "capacity": (RESOURCES, "status.capacity"),
+            "requested": (RESOURCES, "the sum of the requests of the pods on the node"),
+            "nonzero_requested": (RESOURCES, "the same with 100m cpu / 200Mi memory defaults"),
+            "free": (RESOURCES, "allocatable minus requested"),
+            "unschedulable": (BOOL, "spec.unschedulable"),
+            "taints": (ListOf(TAINT), "spec.taints"),
+            "pods": (ListOf(POD), "the pods on the node, assumed ones included"),
+            "images": (MapOf(NUMBER), "image name -> size in bytes"),
+            "used_ports": (ListOf(PORT), "host ports used by the pods on the node"),
+        }
+    ),
+    TAINT: _fields({"key": (STRING, ""), "value": (STRING, ""), "effect": (STRING, "")}),
+    TOLERATION: {
+        **_fields({"key": (STRING, ""), "operator": (STRING, ""), "value": (STRING, ""), "effect": (STRING, "")}),
+        "toleration_seconds": Field(
+            NUMBER,
+            lambda t: -1 if t.toleration_seconds is None else t.toleration_seconds,
+            "-1 when unset (tolerate forever)",
+        ),
+    },
+    PORT: _fields({"host_port": (NUMBER, ""), "protocol": (STRING, ""), "host_ip": (STRING, "")}),
+    NODE_SELECTOR_TERM: {},
+    LABEL_SELECTOR: {},
+    PREFERRED_TERM: _fields({"weight": (NUMBER, ""), "preference": (NODE_SELECTOR_TERM, "")}),
+    POD_AFFINITY_TERM: {
+        **_fields({"topology_key": (STRING, ""), "namespaces": (ListOf(STRING), "")}),
+        "label_selector": Field(LABEL_SELECTOR, _attr("label_selector"), "None selects nothing"),
+    },
+    WEIGHTED_POD_AFFINITY_TERM: _fields({"weight": (NUMBER, ""), "term": (POD_AFFINITY_TERM, "")}),
+    SPREAD_CONSTRAINT: _fields(
+        {
+            "max_skew": (NUMBER, ""),
+            "topology_key": (STRING, ""),
+            "when_unsatisfiable": (STRING, "DoNotSchedule or ScheduleAnyway"),
+            "label_selector": (LABEL_SELECTOR, ""),
+            "min_domains": (NUMBER, ""),
+            "node_affinity_policy": (STRING, "Honor or Ignore"),
+            "node_taints_policy": (STRING, "Honor or Ignore"),
+        }
+    ),
+}
+
+# Attribute-style names for common resources: node.free.cpu is node.free["cpu"].
+RESOURCE_ATTRIBUTES = {
+    "cpu": "cpu",
+    "memory": "memory",
+    "pods": "pods",
+    "ephemeral_storage": "ephemeral-storage",
+}
+
+# The variables each rule kind may use, and what they hold.
+POD_VARIABLE = "pod"
+NODE_VARIABLE = "node"
+VICTIM_VARIABLE = "victim"
+GUARD_VARIABLES: dict[str, Type] = {POD_VARIABLE: POD}
+BODY_VARIABLES: dict[str, dict[str, Type]] = {
+    "filter": {POD_VARIABLE: POD, NODE_VARIABLE: NODE},
+    "score": {POD_VARIABLE: POD, NODE_VARIABLE: NODE},
+    "preempt": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, VICTIM_VARIABLE: POD},
+}

@@ -1,0 +1,113 @@
+"""Run-time meaning of the operators, shared by the compiler and the reference interpreter.
+
+Every operation is total: division or remainder by zero is 0, a missing map key reads as the
+value type's zero (see :func:`rulesched.lang.types.zero`), so no rule evaluation raises.
+Quantities stay integers of milli-units; a result that is not a whole milli-unit rounds up, as
+Kubernetes' ``MilliValue`` does.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from rulesched.lang.types import TO_MILLI, TO_NUMBER
+
+MILLI = 1000
+
+
+def to_milli(value: Any) -> int:
+    if isinstance(value, int):
+        return value * MILLI
+    return math.ceil(value * MILLI)
+
+
+def to_number(value: int) -> int | float:
+    whole, rest = divmod(value, MILLI)
+    return whole if rest == 0 else value / MILLI
+
+
+COERCIONS: dict[str, Callable[[Any], Any]] = {TO_MILLI: to_milli, TO_NUMBER: to_number}
+
+
+def _div(a: Any, b: Any) -> Any:
+    return a / b if b else 0
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    return a // b if b else 0
+
+
+def _mod(a: Any, b: Any) -> Any:
+    return a % b if b else 0
+
+
+def _q_mul(a: Any, b: Any) -> int:
+    product = a * b
+    return product if isinstance(product, int) else math.ceil(product)
+
+
+def _q_div(a: Any, b: Any) -> int:
+    if not b:
+        return 0
+    if isinstance(b, int):
+        return -(-a // b)  # exact ceiling in integers
+    return math.ceil(a / b)
+
+
+def _q_floordiv(a: Any, b: Any) -> int:
+    return int(a // b) if b else 0
+
+
+def _contains(item: Any, container: Any) -> bool:
+    return item in container
+
+
+def _not_contains(item: Any, container: Any) -> bool:
+    return item not in container
+
+
+ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": _div,
+    "//": _floordiv,
+    "%": _mod,
+}
+# Quantity arithmetic ("q" in BinaryInfo.kind) keeps whole milli-units.
+QUANTITY_ARITHMETIC: dict[str, Callable[[Any, Any], Any]] = {
+    **ARITHMETIC,
+    "*": _q_mul,
+    "/": _q_div,
+    "//": _q_floordiv,
+}
+COMPARISON: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "in": _contains,
+    "not in": _not_contains,
+}
+
+
+def binary_function(op: str, kind: str) -> Callable[[Any, Any], Any]:
+    if op in COMPARISON:
+        return COMPARISON[op]
+    return (QUANTITY_ARITHMETIC if kind == "q" else ARITHMETIC)[op]
+
+
+def as_score(value: Any) -> int:
+    """A score rule's value as kube-scheduler's int64 score: truncated toward zero."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return 0
+        return int(value)
+    return int(value)
