@@ -110,6 +110,8 @@ def _load_file(path: Path, parsed: list[ast.RulesFile], diagnostics: list[Diagno
     source = read_source(path)
     tree, problems = parse_source(source)
     diagnostics.extend(problems)
+    if not tree.items and not problems:
+        diagnostics.append(Diagnostic(Severity.WARNING, "empty", "no rules in this file", None, path=str(path)))
     for item in tree.items:
         if isinstance(item, ast.Extends):
             base = _extends_target(path, item.target)

@@ -1,0 +1,71 @@
+"""The ``rulesched`` command: parses arguments into settings dataclasses and runs one job.
+
+Every :class:`rulesched.errors.RuleschedError` ends here as one line on stderr and exit status 2
+(lint's own findings exit 1); anything else escaping is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from rulesched import __version__
+from rulesched.errors import RuleschedError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rulesched", description="Kubernetes scheduling policy as rules.")
+    parser.add_argument("--version", action="version", version=f"rulesched {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    lint = sub.add_parser("lint", help="check rules files like a compiler")
+    lint.add_argument("paths", nargs="+", metavar="PATH", help="rules files or folders")
+    lint.add_argument("--format", choices=("text", "json"), default="text")
+    lint.add_argument("--strict", action="store_true", help="warnings fail too")
+
+    fmt = sub.add_parser("fmt", help="print rules files in canonical form")
+    fmt.add_argument("paths", nargs="+", metavar="PATH")
+    fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
+    fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
+
+    from rulesched.simulate.cli import add_simulate_parser
+
+    add_simulate_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "lint":
+            return _lint(args)
+        if args.command == "fmt":
+            return _fmt(args)
+        from rulesched.simulate.cli import run_simulate
+
+        return run_simulate(args)
+    except RuleschedError as err:
+        print(f"rulesched: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _lint(args: argparse.Namespace) -> int:
+    from rulesched.lang.lint import LintSettings, exit_code, lint, render
+
+    settings = LintSettings(tuple(args.paths), args.format, args.strict)
+    result = lint(settings)
+    print(render(result, settings.format))
+    return exit_code(result, settings.strict)
+
+
+def _fmt(args: argparse.Namespace) -> int:
+    from rulesched.lang.format import FormatSettings, format_paths
+
+    return format_paths(FormatSettings(tuple(args.paths), check=args.check, write=args.write))

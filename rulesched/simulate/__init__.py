@@ -1,0 +1,1 @@
+"""The embedded simulator: a cluster from YAML, scheduled with the same rules and cycle."""
