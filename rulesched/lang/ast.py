@@ -134,7 +134,10 @@ class Rule(Node):
 
 @dataclass(frozen=True)
 class Disable(Node):
+    """``disable [kind] NAME``: without a kind, every rule of that name (filter, score, preempt)."""
+
     name: str
+    kind: RuleKind | None = None
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,19 @@ cluster (topology domains) take the evaluation context first; see :class:`EvalCo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang import schema
+from rulesched.lang import schema, topology
+from rulesched.lang.matching import (
+    label_selector_matches,
+    node_selector_term_matches,
+    ports_conflict,
+    subset,
+    tolerated,
+    tolerates,
+)
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -29,16 +37,7 @@ from rulesched.lang.types import (
     is_numeric,
 )
 from rulesched.lang.values import to_number
-from rulesched.model import (
-    ContainerPort,
-    LabelSelector,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
-    QuantityError,
-    Taint,
-    Toleration,
-    parse_quantity,
-)
+from rulesched.model import QuantityError, parse_quantity
 
 Check = Callable[[Sequence[Type]], "tuple[Type, tuple[str | None, ...]] | str"]
 
@@ -135,107 +134,6 @@ def _sqrt(value: Any) -> float:
     return math.sqrt(value) if value > 0 else 0.0
 
 
-def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics: None matches nothing, an empty selector everything."""
-    if selector is None:
-        return False
-    for key, value in selector.match_labels:
-        if labels.get(key) != value:
-            return False
-    for req in selector.match_expressions:
-        present = req.key in labels
-        op = req.operator
-        if op == "In":
-            if not present or labels[req.key] not in req.values:
-                return False
-        elif op == "NotIn":
-            if present and labels[req.key] in req.values:
-                return False
-        elif op == "Exists":
-            if not present:
-                return False
-        elif op == "DoesNotExist":
-            if present:
-                return False
-        else:
-            return False
-    return True
-
-
-def _requirement_matches(req: NodeSelectorRequirement, values: Mapping[str, str]) -> bool:
-    op = req.operator
-    present = req.key in values
-    if op == "In":
-        return present and values[req.key] in req.values
-    if op == "NotIn":
-        return not present or values[req.key] not in req.values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        if not present or len(req.values) != 1:
-            return False
-        try:
-            actual, bound = int(values[req.key]), int(req.values[0])
-        except ValueError:
-            return False
-        return actual > bound if op == "Gt" else actual < bound
-    return False
-
-
-def node_selector_term_matches(term: NodeSelectorTerm, node: Any) -> bool:
-    """A NodeSelectorTerm: every expression (on labels) and field (metadata.name) must hold.
-    A term with neither matches nothing, as in component-helpers."""
-    if not term.match_expressions and not term.match_fields:
-        return False
-    labels = node.labels
-    for req in term.match_expressions:
-        if not _requirement_matches(req, labels):
-            return False
-    if term.match_fields:
-        fields = {"metadata.name": node.name}
-        for req in term.match_fields:
-            if req.key != "metadata.name" or req.operator not in ("In", "NotIn"):
-                return False
-            if not _requirement_matches(req, fields):
-                return False
-    return True
-
-
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """v1.Toleration.ToleratesTaint: effect (empty matches all), key (empty with Exists matches
-    all keys), then Exists, or Equal on the value."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator == "Exists":
-        return True
-    if toleration.operator in ("Equal", ""):
-        return toleration.value == taint.value
-    return False
-
-
-def tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
-    return any(tolerates(t, taint) for t in tolerations)
-
-
-def subset(small: Mapping[str, str], big: Mapping[str, str]) -> bool:
-    return all(big.get(k) == v for k, v in small.items())
-
-
-def ports_conflict(wanted: Sequence[ContainerPort], used: Sequence[ContainerPort]) -> bool:
-    """NodePorts: same port and protocol, and the host IPs overlap (0.0.0.0 overlaps all)."""
-    for want in wanted:
-        for have in used:
-            if want.host_port != have.host_port or want.protocol != have.protocol:
-                continue
-            if want.host_ip == have.host_ip or "0.0.0.0" in (want.host_ip, have.host_ip):
-                return True
-    return False
-
-
 BUILTINS: dict[str, Builtin] = {
     b.name: b
     for b in [
@@ -276,6 +174,22 @@ BUILTINS: dict[str, Builtin] = {
                 "ports_conflict(wanted ports, used ports) -> bool", "Host port conflicts, 0.0.0.0 overlapping all."),
     ]
 }
+
+def _topology(name: str, result: Type, doc: str) -> Builtin:
+    return Builtin(name, _sig([schema.NODE], result), getattr(topology, name), f"{name}(node) -> {result}", doc,
+                   context=True)
+
+
+BUILTINS.update({b.name: b for b in [
+    _topology("pod_affinity_ok", BOOL, "The pod's required pod affinity holds on the node (InterPodAffinity)."),
+    _topology("pod_anti_affinity_ok", BOOL, "The pod's required pod anti-affinity holds on the node."),
+    _topology("existing_anti_affinity_ok", BOOL, "No existing pod's required anti-affinity rejects the pod there."),
+    _topology("inter_pod_affinity_score", NUMBER, "Summed preferred (anti-)affinity weights of the node's domains."),
+    _topology("spread_has_labels", BOOL, "The node has every DoNotSchedule spread constraint's topology key."),
+    _topology("spread_ok", BOOL, "Every DoNotSchedule topology spread constraint's skew holds on the node."),
+    _topology("spread_score", NUMBER, "PodTopologySpread's score for ScheduleAnyway constraints; -1: ignored."),
+    _topology("image_locality", NUMBER, "ImageLocality's 0..100 score for the pod's images on the node."),
+]})
 
 # number(q) is coerced by the checker (TO_NUMBER), so its implementation is the identity; keep
 # the import used where a caller wants the conversion directly.

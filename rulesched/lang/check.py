@@ -15,7 +15,7 @@ from typing import Any
 
 from rulesched.lang import ast, schema
 from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.source import Diagnostic, Severity, Span, error, warning
+from rulesched.lang.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -33,7 +33,7 @@ from rulesched.lang.types import (
     is_numeric,
 )
 
-NORMALIZATIONS = ("none", "max", "reverse", "minmax")
+NORMALIZATIONS = ("none", "max", "reverse", "minmax", "spread")
 _LITERAL_TYPES = {
     ast.LiteralKind.NUMBER: NUMBER,
     ast.LiteralKind.QUANTITY: QUANTITY,
@@ -120,7 +120,9 @@ class _Checker:
 
     # --- composition -------------------------------------------------------------------------
     def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
-        rules: dict[str, ast.Rule] = {}
+        # Rule names are unique per kind, as kube-scheduler's plugins are per extension point:
+        # a filter and a score may share a name (NodeAffinity is both).
+        rules: dict[tuple[ast.RuleKind, str], ast.Rule] = {}
         for file in files:
             for item in file.items:
                 if isinstance(item, ast.Let):
@@ -128,10 +130,7 @@ class _Checker:
                 elif isinstance(item, ast.Extends):
                     continue  # resolved by rulesched.lang.load before checking
                 elif isinstance(item, ast.Disable):
-                    if item.name in rules:
-                        del rules[item.name]
-                    else:
-                        self._unknown_rule("disable", item.name, item.span, rules)
+                    self._disable(item, rules)
                 else:
                     self._add_rule(item, rules)
         checked = [self._check_rule(rule) for rule in rules.values()]
@@ -151,29 +150,39 @@ class _Checker:
         else:
             self.lets[let.name] = let
 
-    def _add_rule(self, rule: ast.Rule, rules: dict[str, ast.Rule]) -> None:
-        previous = rules.get(rule.name)
+    def _disable(self, item: ast.Disable, rules: dict[tuple[ast.RuleKind, str], ast.Rule]) -> None:
+        keys = [k for k in rules if k[1] == item.name and (item.kind is None or k[0] is item.kind)]
+        for key in keys:
+            del rules[key]
+        if not keys:
+            kind = item.kind.value if item.kind else "rule"
+            self.diagnostics.append(error("unknown-rule", f"cannot disable {kind} '{item.name}': no such {kind}",
+                                          item.span, suggestion=_did_you_mean(item.name, {k[1] for k in rules})))
+
+    def _add_rule(self, rule: ast.Rule, rules: dict[tuple[ast.RuleKind, str], ast.Rule]) -> None:
+        kind = rule.kind.value
+        key = (rule.kind, rule.name)
+        previous = rules.get(key)
         if rule.override:
-            if previous is None:
-                self._unknown_rule("override", rule.name, rule.name_span, rules)
+            if previous is not None:
+                rules[key] = rule  # keeps the overridden rule's place in the order
                 return
-            if previous.kind is not rule.kind:
+            others = sorted(k[0].value for k in rules if k[1] == rule.name)
+            if others:
                 self.diagnostics.append(error(
-                    "override-kind", f"'{rule.name}' is a {previous.kind.value} rule; override it with a {previous.kind.value}",
-                    rule.name_span, suggestion=f"write `override {previous.kind.value} {rule.name}`"))
+                    "override-kind", f"there is no {kind} '{rule.name}' to override ('{rule.name}' is a {others[0]})",
+                    rule.name_span, suggestion=f"write `override {others[0]} {rule.name}`"))
                 return
-            rules[rule.name] = rule  # keeps the overridden rule's place in the order
+            self.diagnostics.append(error(
+                "unknown-rule", f"cannot override {kind} '{rule.name}': no such {kind}", rule.name_span,
+                suggestion=_did_you_mean(rule.name, {k[1] for k in rules if k[0] is rule.kind})))
             return
         if previous is not None:
             self.diagnostics.append(error(
-                "duplicate-rule", f"rule '{rule.name}' is already defined at {previous.name_span.location()}",
-                rule.name_span, suggestion=f"write `override {rule.kind.value} {rule.name}` to replace it"))
+                "duplicate-rule", f"{kind} '{rule.name}' is already defined at {previous.name_span.location()}",
+                rule.name_span, suggestion=f"write `override {kind} {rule.name}` to replace it"))
             return
-        rules[rule.name] = rule
-
-    def _unknown_rule(self, verb: str, name: str, span: Span, rules: dict[str, ast.Rule]) -> None:
-        self.diagnostics.append(error(f"unknown-rule", f"cannot {verb} '{name}': no such rule", span,
-                                      suggestion=_did_you_mean(name, rules)))
+        rules[key] = rule
 
     # --- rules ----------------------------------------------------------------------------------
     def _check_rule(self, rule: ast.Rule) -> CheckedRule:

@@ -34,6 +34,7 @@ NodeFn = Callable[[Any, Any], Any]  # (node, env) -> value
 Factory = Callable[[EvalContext], NodeFn]
 
 _POD = frozenset({schema.POD_VARIABLE})
+_NODE = frozenset({schema.NODE_VARIABLE})
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class _Compiler:
         code = self._compile(expr, slots)
         if code.is_const or code.pod is not None or code.static is None:
             return code
-        if self._costly(expr):
+        if self._costly(expr) and code.free <= _NODE:  # a bound variable or victim varies per node
             return _memoised(code)
         return code
 
@@ -238,8 +239,8 @@ def _loop(kind: str, slot: int, it: NodeFn, wf: NodeFn | None, vf: NodeFn | None
         return count
     if kind in ("any", "all"):
         want = kind == "any"
-        if wf is None:
-            return (lambda n, env: any(it(n, env))) if want else (lambda n, env: all(it(n, env)))
+        if wf is None:  # no condition: every element counts, whatever its value
+            return (lambda n, env: len(it(n, env)) > 0) if want else (lambda n, env: True)
 
         def quantify(n: Any, env: Any) -> bool:
             for x in it(n, env):

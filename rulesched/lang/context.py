@@ -6,7 +6,7 @@ that read the whole cluster keep their per-pod precomputation in ``scratch``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,15 +17,26 @@ from rulesched.model import Pod
 class ClusterView(Protocol):
     """What cluster-wide built-ins may ask of the snapshot (implemented outside this package)."""
 
-    def node_views(self) -> Iterable[NodeView]: ...
-
-    def node_view(self, name: str) -> NodeView | None: ...
+    def node_views(self) -> Sequence[NodeView]: ...
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]: ...
+
+    def image_node_count(self, image: str) -> int:
+        """How many nodes hold the image (by any of its names)."""
+        ...
+
+    def affinity_pods(self) -> Iterable[tuple[Pod, NodeView]]:
+        """The pods that have any (anti-)affinity term, with their nodes: an index, so
+        existing-pod anti-affinity need not scan every pod."""
+        ...
 
 
 @dataclass
 class EvalContext:
+    """``feasible`` is set by the scheduler between filtering and scoring (kube-scheduler passes
+    the filtered nodes to PreScore the same way); score built-ins may read it."""
+
     pod: Pod
     cluster: ClusterView | None = None
     scratch: dict[Any, Any] = field(default_factory=dict)
+    feasible: Sequence[NodeView] | None = None

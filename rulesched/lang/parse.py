@@ -22,7 +22,13 @@ from typing import Any
 
 import lark
 from lark import Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
 
 from rulesched.lang import ast
 from rulesched.lang.source import Diagnostic, Source, Span, error
@@ -106,10 +112,9 @@ class _Builder(Transformer[Token, Any]):
     def name(self, tok: Token) -> ast.Name:
         return ast.Name(str(tok), span=self._tok_span(tok))
 
-    def list(self, *items: Any) -> ast.ListExpr:
-        exprs = tuple(i for i in items if i is not None)
-        span = self._span(exprs[0], exprs[-1]) if exprs else Span(self.source, self.offset, self.offset)
-        return ast.ListExpr(exprs, span=span)
+    def list(self, open_: Token, *items: Any) -> ast.ListExpr:
+        exprs = tuple(i for i in items[:-1] if i is not None)
+        return ast.ListExpr(exprs, span=self._span(open_, items[-1]))
 
     # --- operators ---------------------------------------------------------------------------
     def attr(self, obj: ast.Expr, name: Token) -> ast.Attr:
@@ -219,8 +224,17 @@ class _Builder(Transformer[Token, Any]):
     def extends(self, target: Token) -> ast.Extends:
         return ast.Extends(self.string(target).value, span=self._tok_span(target))  # type: ignore[arg-type]
 
-    def disable_rule(self, name: Token) -> ast.Disable:
-        return ast.Disable(str(name), span=self._tok_span(name))
+    def kind_filter(self) -> ast.RuleKind:
+        return ast.RuleKind.FILTER
+
+    def kind_score(self) -> ast.RuleKind:
+        return ast.RuleKind.SCORE
+
+    def kind_preempt(self) -> ast.RuleKind:
+        return ast.RuleKind.PREEMPT
+
+    def disable_rule(self, kind: ast.RuleKind | None, name: Token) -> ast.Disable:
+        return ast.Disable(str(name), kind, span=self._tok_span(name))
 
 
 def _number_literal(text: str, span: Span) -> ast.Literal:

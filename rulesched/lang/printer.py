@@ -29,8 +29,8 @@ def print_item(item: ast.Item) -> str:
     match item:
         case ast.Let(name=name, value=value):
             return f"let {name} = {expr_text(value)}"
-        case ast.Disable(name=name):
-            return f"disable {name}"
+        case ast.Disable(name=name, kind=kind):
+            return f"disable {kind.value} {name}" if kind is not None else f"disable {name}"
         case ast.Extends(target=target):
             return f"extends {_string(target)}"
         case ast.Rule():
