@@ -1,0 +1,159 @@
+"""The cluster store: nodes with their pods, kept current as objects arrive, bind and leave.
+
+One implementation feeds the simulator, the scheduler loop and the extender. It is also the
+:class:`rulesched.lang.ClusterView` cluster-wide built-ins read, with the indexes they need kept
+incrementally: image name -> number of nodes holding it, and the pods that carry (anti-)affinity
+terms. A pod the scheduler has chosen a node for is *assumed* here before its binding finishes,
+so the next cycle already sees its resources; :meth:`forget` rolls an assumption back.
+Next stage: :mod:`rulesched.scheduler` reads this state each cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.errors import InputError
+from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.objects import EMPTY
+
+
+def _has_affinity(pod: Pod) -> bool:
+    return bool(pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity
+                or pod.preferred_pod_anti_affinity)
+
+
+class ClusterState:
+    def __init__(self) -> None:
+        self._nodes: dict[str, NodeInfo] = {}
+        self._order: list[NodeInfo] = []  # stable node order: the scheduler walks it round-robin
+        self._where: dict[str, str] = {}  # pod key -> node name
+        self._assumed: set[str] = set()
+        self._images: Counter[str] = Counter()
+        self._affinity: dict[str, Pod] = {}  # pod key -> pod, for pods with affinity terms
+        self.pdbs: list[PodDisruptionBudget] = []
+        self.namespaces: dict[str, Mapping[str, str]] = {}
+        self.generation = 0  # bumped on every change; lets callers notice "something changed"
+
+    # --- ClusterView ---------------------------------------------------------------------------
+    def node_views(self) -> Sequence[NodeInfo]:
+        return self._order
+
+    def node_view(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self.namespaces.get(namespace, EMPTY)
+
+    def image_node_count(self, image: str) -> int:
+        return self._images.get(image, 0)
+
+    def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
+        for key, pod in self._affinity.items():
+            yield pod, self._nodes[self._where[key]]
+
+    # --- nodes ---------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> Sequence[NodeInfo]:
+        return self._order
+
+    def add_node(self, node: Node) -> NodeInfo:
+        if node.name in self._nodes:
+            return self.update_node(node)
+        info = NodeInfo(node)
+        self._nodes[node.name] = info
+        self._order.append(info)
+        self._images.update(node.images.keys())
+        self.generation += 1
+        return info
+
+    def update_node(self, node: Node) -> NodeInfo:
+        info = self._nodes[node.name]
+        self._images.subtract(info.images.keys())
+        info.set_node(node)
+        self._images.update(node.images.keys())
+        self._images += Counter()  # drop zero counts
+        self.generation += 1
+        return info
+
+    def remove_node(self, name: str) -> list[Pod]:
+        """Remove a node; returns the pods that were on it (they are removed too)."""
+        info = self._nodes.pop(name, None)
+        if info is None:
+            return []
+        self._order.remove(info)
+        self._images.subtract(info.images.keys())
+        self._images += Counter()
+        for pod in info.pods:
+            self._where.pop(pod.key, None)
+            self._assumed.discard(pod.key)
+            self._affinity.pop(pod.key, None)
+        self.generation += 1
+        return list(info.pods)
+
+    # --- pods ----------------------------------------------------------------------------------
+    def add_pod(self, pod: Pod) -> None:
+        """Add a pod bound to ``pod.node_name`` (replacing an earlier version or assumption)."""
+        info = self._nodes.get(pod.node_name)
+        if info is None:
+            raise InputError(f"Pod {pod.key}: spec.nodeName: node {pod.node_name!r} does not exist")
+        if pod.key in self._where:
+            self.remove_pod(pod.key)
+        info.add_pod(pod)
+        self._where[pod.key] = info.name
+        if _has_affinity(pod):
+            self._affinity[pod.key] = pod
+        self.generation += 1
+
+    def remove_pod(self, key: str) -> Pod | None:
+        name = self._where.pop(key, None)
+        if name is None:
+            return None
+        info = self._nodes[name]
+        namespace, _, pod_name = key.partition("/")
+        removed = next((p for p in info.pods if p.name == pod_name and p.namespace == namespace), None)
+        if removed is not None:
+            info.remove_pod(removed)
+        self._assumed.discard(key)
+        self._affinity.pop(key, None)
+        self.generation += 1
+        return removed
+
+    def pod_node(self, key: str) -> str | None:
+        return self._where.get(key)
+
+    def pods(self) -> Iterator[Pod]:
+        for info in self._order:
+            yield from info.pods
+
+    def assume(self, pod: Pod, node_name: str) -> Pod:
+        """Place a pod on a node before its binding completes; returns the placed pod."""
+        placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
+        self.add_pod(placed)
+        self._assumed.add(placed.key)
+        return placed
+
+    def finish_binding(self, key: str) -> None:
+        self._assumed.discard(key)
+
+    def forget(self, key: str) -> None:
+        """Undo an assumption whose binding failed."""
+        if key in self._assumed:
+            self.remove_pod(key)
+
+    def is_assumed(self, key: str) -> bool:
+        return key in self._assumed
+
+    @classmethod
+    def build(cls, nodes: Iterable[Node], pods: Iterable[Pod], pdbs: Iterable[PodDisruptionBudget] = (),
+              namespaces: Mapping[str, Mapping[str, str]] | None = None) -> ClusterState:
+        state = cls()
+        for node in nodes:
+            state.add_node(node)
+        for pod in pods:
+            state.add_pod(pod)
+        state.pdbs = list(pdbs)
+        state.namespaces = dict(namespaces or {})
+        return state

@@ -1,0 +1,103 @@
+"""One scheduling cycle for one pod: bind the rules, filter nodes, score the feasible ones, pick.
+
+Filtering walks the nodes round-robin from where the previous cycle stopped and stops once
+``num_feasible_nodes_to_find`` nodes fit (percentageOfNodesToScore). A pod with a nominated node
+(set by an earlier preemption) tries that node first. Nothing here changes the cluster: the
+:class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose.
+Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+
+from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.cluster.state import ClusterState
+from rulesched.lang import BoundRules, RuleSet
+from rulesched.model import Pod
+from rulesched.scheduler.framework import (
+    Code,
+    CycleResult,
+    SchedulerSettings,
+    num_feasible_nodes_to_find,
+)
+from rulesched.scheduler.scoring import normalize, select_host
+
+
+class Cycle:
+    def __init__(self, rules: RuleSet, state: ClusterState, settings: SchedulerSettings) -> None:
+        self.rules = rules
+        self.state = state
+        self.settings = settings
+        self.rng = random.Random(settings.seed)
+        self.next_start = 0
+
+    def run(self, pod: Pod) -> tuple[CycleResult, BoundRules]:
+        state, explain = self.state, self.settings.explain
+        bound = self.rules.bind(pod, state)
+        nodes = state.nodes
+        result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
+        if explain:
+            result.filtered, result.scores = {}, {}
+        nominated = state.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
+        if nominated is not None and bound.first_failure(nominated) is None:
+            result.code, result.node = Code.SCHEDULED, nominated.name
+            return result, bound
+        feasible = self._filter(bound, nodes, result)
+        if not feasible:
+            return result, bound
+        result.code = Code.SCHEDULED
+        if len(feasible) == 1 and not explain:
+            result.node = feasible[0].name
+            return result, bound
+        totals = self._score(bound, feasible, result)
+        result.node = feasible[select_host(totals, self.rng)].name
+        return result, bound
+
+    def _filter(self, bound: BoundRules, nodes: Sequence[NodeInfo], result: CycleResult) -> list[NodeInfo]:
+        count = len(nodes)
+        if count == 0:
+            return []
+        wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+        feasible: list[NodeInfo] = []
+        reasons: Counter[str] = result.reasons
+        filtered = result.filtered
+        filters = bound.filters
+        start = self.next_start % count
+        evaluated = 0
+        for i in range(count):
+            node = nodes[(start + i) % count]
+            evaluated += 1
+            for f in filters:
+                if not f.passes(node):
+                    why = f.reasons(node)
+                    reasons.update(set(why))
+                    if filtered is not None:
+                        filtered[node.name] = why
+                    break
+            else:
+                feasible.append(node)
+                if len(feasible) >= wanted:
+                    break
+        self.next_start = (start + evaluated) % count
+        return feasible
+
+    def _score(self, bound: BoundRules, feasible: list[NodeInfo], result: CycleResult) -> list[int]:
+        bound.ctx.feasible = feasible
+        totals = [0] * len(feasible)
+        per_rule: list[tuple[str, list[int]]] = []
+        for s in bound.scores:
+            normalized = normalize(s.normalize, [s.score(n) for n in feasible])
+            weight = s.weight
+            for i, value in enumerate(normalized):
+                totals[i] += weight * value
+            if result.scores is not None:
+                per_rule.append((s.name, normalized))
+        if result.scores is not None:
+            for i, node in enumerate(feasible):
+                entry = {name: values[i] for name, values in per_rule}
+                entry["total"] = totals[i]
+                result.scores[node.name] = entry
+        return totals

@@ -1,0 +1,85 @@
+"""The scheduling vocabulary: settings, outcomes as a closed set of codes, the message users see.
+
+Outcomes are values, not exceptions, as in kube-scheduler's framework: a cycle ends
+:attr:`Code.SCHEDULED`, :attr:`Code.UNSCHEDULABLE` (no node fits; maybe preemption helped) or
+:attr:`Code.BIND_FAILED`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from rulesched.model import Pod
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE = 5
+MAX_NODE_SCORE = 100
+
+
+class Code(Enum):
+    SCHEDULED = "Scheduled"
+    UNSCHEDULABLE = "Unschedulable"
+    BIND_FAILED = "BindFailed"
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    """Built by the command line; every knob of the cycle and the queue."""
+
+    percentage_of_nodes_to_score: int = 0  # 0: upstream's adaptive formula; 100: every node
+    seed: int = 0
+    explain: bool = False
+    initial_backoff_seconds: float = 1.0
+    max_backoff_seconds: float = 10.0
+    scheduler_name: str | None = None  # None: every pending pod
+
+
+def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
+    """kube-scheduler's numFeasibleNodesToFind."""
+    if num_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return num_nodes
+    if percentage <= 0:
+        percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE, 50 - num_nodes // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, num_nodes * percentage // 100)
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """What preemption did for a pod that fit nowhere."""
+
+    nominated: str | None
+    victims: tuple[Pod, ...] = ()
+    message: str = ""  # upstream's "preemption: ..." post-filter message
+
+
+@dataclass
+class CycleResult:
+    pod: Pod
+    code: Code
+    node: str | None = None
+    num_nodes: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)  # reason -> number of nodes
+    preemption: Preemption | None = None
+    filtered: dict[str, tuple[str, ...]] | None = None  # with explain: node -> reasons
+    scores: dict[str, dict[str, int]] | None = None  # with explain: node -> rule -> score, total
+
+    @property
+    def message(self) -> str:
+        if self.code is Code.SCHEDULED:
+            return f"Successfully assigned {self.pod.key} to {self.node}"
+        message = fit_error(self.num_nodes, self.reasons)
+        if self.preemption is not None and self.preemption.message:
+            message += f" {self.preemption.message}"
+        return message
+
+
+def fit_error(num_nodes: int, reasons: Mapping[str, int]) -> str:
+    """FitError.Error(): ``0/N nodes are available: <count reason>, ... sorted.``"""
+    message = f"0/{num_nodes} nodes are available:"
+    histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    if histogram:
+        message += " " + ", ".join(histogram) + "."
+    return message

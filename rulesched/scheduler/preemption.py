@@ -1,0 +1,161 @@
+"""Preemption for a pod that fits nowhere: kube-scheduler's DefaultPreemption, driven by rules.
+
+For each node, the pods every applicable ``preempt`` rule allows to be evicted are the potential
+victims. If the pod fits once all of them are gone, as many as possible are reprieved — those
+whose eviction would violate a PodDisruptionBudget first, then the rest, most important first —
+and the remaining ones are the node's victims. The node is then chosen by upstream's order:
+fewest PDB violations, lowest highest-victim priority, smallest priority sum, fewest victims,
+latest start time of the highest-priority victims. The dry runs change the cluster state and
+restore it before returning.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.cluster.state import ClusterState
+from rulesched.lang import BoundRules
+from rulesched.lang.matching import label_selector_matches
+from rulesched.model import Pod, PodDisruptionBudget
+from rulesched.scheduler.framework import Preemption, fit_error
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+_PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node: str
+    victims: tuple[Pod, ...]  # most important first
+    pdb_violations: int
+
+
+def _importance(pod: Pod) -> tuple[int, float]:
+    """Sort key, most important first (MoreImportantPod: higher priority, then started earlier)."""
+    return (-pod.priority, pod.start_time)
+
+
+def preempt(state: ClusterState, bound: BoundRules) -> Preemption:
+    """Find the node and victims for ``bound.ctx.pod``; the caller evicts and nominates."""
+    if not bound.preempts:
+        return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.")
+    statuses: Counter[str] = Counter()
+    candidates: list[Candidate] = []
+    for node in list(state.nodes):
+        allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
+        if not allowed:
+            statuses[NO_VICTIMS] += 1
+            continue
+        candidate = _select_victims(state, bound, node, sorted(allowed, key=_importance))
+        if candidate is None:
+            statuses[NOT_HELPFUL] += 1
+        else:
+            candidates.append(candidate)
+    if not candidates:
+        return Preemption(None, message="preemption: " + fit_error(len(state.nodes), statuses))
+    chosen = pick_candidate(candidates, _rule_order(state, bound))
+    return Preemption(chosen.node, chosen.victims)
+
+
+def _rule_order(state: ClusterState, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:
+    """The preempt rules' ``order`` expressions as one sort key; lower values are preferred."""
+    orders = [p.order for p in bound.preempts if p.order is not None]
+    if not orders:
+        return None
+
+    def key(candidate: Candidate) -> tuple[float, ...]:
+        node = state.node_view(candidate.node)
+        return tuple(float(order(node)) for order in orders)
+
+    return key
+
+
+def _fits(bound: BoundRules, node: NodeInfo) -> bool:
+    bound.ctx.scratch.clear()  # cluster-wide precomputation is stale after every change
+    return bound.first_failure(node) is None
+
+
+def _select_victims(state: ClusterState, bound: BoundRules, node: NodeInfo,
+                    potential: list[Pod]) -> Candidate | None:
+    """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits."""
+    for victim in potential:
+        state.remove_pod(victim.key)
+    try:
+        if not _fits(bound, node):
+            return None
+        violating, safe = _split_by_pdb(potential, state.pdbs)
+        victims: list[Pod] = []
+        violations = 0
+        for group, violates in ((violating, True), (safe, False)):
+            for candidate in group:
+                state.add_pod(candidate)
+                if _fits(bound, node):
+                    continue  # reprieved
+                state.remove_pod(candidate.key)
+                victims.append(candidate)
+                violations += violates
+        return Candidate(node.name, tuple(sorted(victims, key=_importance)), violations)
+    finally:
+        for pod in potential:
+            if state.pod_node(pod.key) is None:
+                state.add_pod(pod)
+        bound.ctx.scratch.clear()
+
+
+def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
+    """filterPodsWithPDBViolation: budgets count down as pods are considered, in order."""
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating, safe = [], []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, pdb in enumerate(pdbs):
+                selector = pdb.selector
+                if pdb.namespace != pod.namespace or selector is None:
+                    continue
+                if not (selector.match_labels or selector.match_expressions):
+                    continue  # an empty selector matches nothing here
+                if not label_selector_matches(selector, pod.labels):
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else safe).append(pod)
+    return violating, safe
+
+
+def pick_candidate(candidates: Sequence[Candidate],
+                   rule_order: Callable[[Candidate], tuple[float, ...]] | None = None) -> Candidate:
+    """pickOneNodeForPreemption, after the preempt rules' own ``order``: each criterion keeps
+    only the best candidates until one is left; then the first in node order."""
+    for c in candidates:
+        if not c.victims:
+            return c
+    criteria: list[Callable[[Candidate], Any]] = []
+    if rule_order is not None:
+        criteria.append(lambda c: tuple(-v for v in rule_order(c)))
+    criteria += [
+        lambda c: -c.pdb_violations,
+        lambda c: -c.victims[0].priority,
+        lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),
+        lambda c: -len(c.victims),
+        lambda c: _earliest_start_of_highest(c.victims),
+    ]
+    remaining = list(candidates)
+    for criterion in criteria:
+        best = max(criterion(c) for c in remaining)
+        remaining = [c for c in remaining if criterion(c) == best]
+        if len(remaining) == 1:
+            break
+    return remaining[0]
+
+
+def _earliest_start_of_highest(victims: Sequence[Pod]) -> float:
+    """GetEarliestPodStartTime among the highest-priority victims; later is better."""
+    top = victims[0].priority
+    return min(v.start_time for v in victims if v.priority == top)

@@ -1,0 +1,59 @@
+"""Score normalisation, the ways kube-scheduler's score plugins normalise, and host selection.
+
+Scores are int64 in kube-scheduler, so the arithmetic here is integer arithmetic that truncates
+toward zero as Go's does.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from rulesched.scheduler.framework import MAX_NODE_SCORE
+
+
+def _div(a: int, b: int) -> int:
+    """Go's integer division: truncates toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def normalize(mode: str, scores: Sequence[int]) -> list[int]:
+    if mode == "none" or not scores:
+        return list(scores)
+    if mode in ("max", "reverse"):  # helper.DefaultNormalizeScore
+        reverse = mode == "reverse"
+        top = max(0, max(scores))
+        if top == 0:
+            return [MAX_NODE_SCORE if reverse else s for s in scores]
+        out = [_div(MAX_NODE_SCORE * s, top) for s in scores]
+        return [MAX_NODE_SCORE - s for s in out] if reverse else out
+    if mode == "minmax":  # InterPodAffinity.NormalizeScore
+        low, high = min(scores), max(scores)
+        if high == low:
+            return [0] * len(scores)
+        return [int(MAX_NODE_SCORE * ((s - low) / (high - low))) for s in scores]
+    if mode == "spread":  # PodTopologySpread.NormalizeScore; negative marks an ignored node
+        valid = [s for s in scores if s >= 0]
+        if not valid:
+            return [0] * len(scores)
+        low, high = min(valid), max(valid)
+        if high == 0:
+            return [0 if s < 0 else MAX_NODE_SCORE for s in scores]
+        return [0 if s < 0 else _div(MAX_NODE_SCORE * (high + low - s), high) for s in scores]
+    raise ValueError(f"unknown normalization {mode!r}")  # the checker admits only the above
+
+
+def select_host(totals: Sequence[int], rng: random.Random) -> int:
+    """Index of the highest total; ties broken uniformly at random (reservoir sampling, as
+    kube-scheduler's selectHost), reproducibly for a seeded generator."""
+    best, chosen, ties = totals[0], 0, 1
+    for i in range(1, len(totals)):
+        score = totals[i]
+        if score > best:
+            best, chosen, ties = score, i, 1
+        elif score == best:
+            ties += 1
+            if rng.randrange(ties) == 0:
+                chosen = i
+    return chosen
