@@ -1,0 +1,102 @@
+"""Run rules/default.rules the way upstream plugin unit tests run one plugin.
+
+Upstream tables build pods and nodes with st.MakePod()/st.MakeNode(); here they are written as
+the Kubernetes dicts those builders produce and decoded with rulesched.model.decode, so a ported
+table reads close to the original. ``filter_reasons`` runs one named filter rule (or all of them,
+in order); ``normalized_scores`` runs one score rule over the feasible nodes and normalises it
+the way the scheduler does.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rulesched.cluster.state import ClusterState
+from rulesched.lang import BoundRules, RuleSet, load_rules, resolve_rules_path
+from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.decode import decode_node, decode_pdb, decode_pod
+from rulesched.scheduler.scoring import normalize
+
+
+@functools.lru_cache(maxsize=1)
+def default_rules() -> RuleSet:
+    return load_rules([resolve_rules_path("default")])
+
+
+def node(name: str, labels: Mapping[str, str] | None = None, allocatable: Mapping[str, Any] | None = None,
+         taints: Sequence[Mapping[str, str]] = (), unschedulable: bool = False,
+         images: Sequence[tuple[Sequence[str], int]] = ()) -> Node:
+    obj: dict[str, Any] = {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": {"taints": [dict(t) for t in taints], "unschedulable": unschedulable},
+        "status": {"allocatable": dict(allocatable or {"cpu": "32", "memory": "64Gi", "pods": "110"}),
+                   "images": [{"names": list(n), "sizeBytes": size} for n, size in images]},
+    }
+    return decode_node(obj, "test")
+
+
+def pod(name: str = "p", namespace: str = "default", spec: Mapping[str, Any] | None = None,
+        labels: Mapping[str, str] | None = None, node_name: str = "", **meta: Any) -> Pod:
+    body: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
+    body.update(spec or {})
+    if node_name:
+        body["nodeName"] = node_name
+    obj = {"kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}), **meta},
+           "spec": body, "status": {"phase": "Running" if node_name else "Pending"}}
+    return decode_pod(obj, "test")
+
+
+def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_allowed: int) -> PodDisruptionBudget:
+    return decode_pdb({"kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace},
+                       "spec": {"selector": {"matchLabels": dict(match_labels)}},
+                       "status": {"disruptionsAllowed": disruptions_allowed}}, "test")
+
+
+def state(nodes: Iterable[Node], pods: Iterable[Pod] = (), pdbs: Iterable[PodDisruptionBudget] = (),
+          namespaces: Mapping[str, Mapping[str, str]] | None = None) -> ClusterState:
+    return ClusterState.build(nodes, pods, pdbs, namespaces)
+
+
+def bind(p: Pod, cluster: ClusterState) -> BoundRules:
+    return default_rules().bind(p, cluster)
+
+
+def filter_reasons(p: Pod, cluster: ClusterState, node_name: str, rule: str | None = None) -> tuple[str, ...] | None:
+    """None if the node passes the named filter (every filter when ``rule`` is None), else the
+    failing filter's reasons. A filter whose ``when`` guard is false passes."""
+    bound = bind(p, cluster)
+    info = cluster.node_view(node_name)
+    assert info is not None, node_name
+    for f in bound.filters:
+        if rule is not None and f.name != rule:
+            continue
+        if not f.passes(info):
+            return f.reasons(info)
+    return None
+
+
+def raw_scores(p: Pod, cluster: ClusterState, rule: str, feasible: Sequence[str] | None = None) -> dict[str, int]:
+    """One score rule's values before normalisation, over ``feasible`` (default: every node)."""
+    bound = bind(p, cluster)
+    nodes = [cluster.node_view(n) for n in feasible] if feasible is not None else list(cluster.nodes)
+    bound.ctx.feasible = nodes  # type: ignore[assignment]
+    for s in bound.scores:
+        if s.name == rule:
+            return {n.name: s.score(n) for n in nodes if n is not None}
+    return {n.name: 0 for n in nodes if n is not None}  # guard false: the plugin is skipped
+
+
+def normalized_scores(p: Pod, cluster: ClusterState, rule: str,
+                      feasible: Sequence[str] | None = None) -> dict[str, int]:
+    """One score rule normalised over the feasible nodes, as kube-scheduler's plugin tests check."""
+    bound = bind(p, cluster)
+    names = list(feasible) if feasible is not None else [n.name for n in cluster.nodes]
+    nodes = [cluster.node_view(n) for n in names]
+    bound.ctx.feasible = nodes  # type: ignore[assignment]
+    for s in bound.scores:
+        if s.name == rule:
+            return dict(zip(names, normalize(s.normalize, [s.score(n) for n in nodes]), strict=True))
+    return {n: 0 for n in names}
