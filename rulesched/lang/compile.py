@@ -74,7 +74,7 @@ class _Compiler:
         self.let_codes: dict[tuple[str, tuple[tuple[str, int], ...]], Code] = {}
 
     # Slots: the env index of each bound variable in scope.
-    def compile(self, expr: ast.Expr, slots: dict[str, int]) -> Code:
+    def code(self, expr: ast.Expr, slots: dict[str, int]) -> Code:
         code = self._compile(expr, slots)
         if code.is_const or code.pod is not None or code.static is None:
             return code
@@ -87,12 +87,12 @@ class _Compiler:
             case ast.Literal(value=value):
                 return Code(frozenset(), const=value)
             case ast.ListExpr(items=items):
-                parts = [self.compile(i, slots) for i in items]
+                parts = [self.code(i, slots) for i in items]
                 return _combine(parts, lambda *vals: tuple(vals))
             case ast.Name():
                 return self._name(expr, slots)
             case ast.Attr():
-                obj = self.compile(expr.obj, slots)
+                obj = self.code(expr.obj, slots)
                 ref = self.notes.attrs[id(expr)]
                 if ref.field is not None:
                     return _map1(obj, ref.field.get)
@@ -102,22 +102,22 @@ class _Compiler:
                 t = self.notes.types[id(obj_expr)]
                 default = zero(t.value) if isinstance(t, MapOf) else zero(t.elem) if isinstance(t, ListOf) else None
                 if isinstance(t, ListOf):
-                    return _combine([self.compile(obj_expr, slots), self.compile(key_expr, slots)],
+                    return _combine([self.code(obj_expr, slots), self.code(key_expr, slots)],
                                     lambda seq, i: _list_index(seq, i, default))
-                return _combine([self.compile(obj_expr, slots), self.compile(key_expr, slots)],
+                return _combine([self.code(obj_expr, slots), self.code(key_expr, slots)],
                                 lambda m, k: m.get(k, default))
             case ast.Call(func=func, args=args):
                 return self._call(expr, func, args, slots)
             case ast.Unary(op=op, operand=operand):
-                inner = self.compile(operand, slots)
+                inner = self.code(operand, slots)
                 return _map1(inner, (lambda v: not v) if op == "not" else (lambda v: -v))
             case ast.Binary(op="and" | "or"):
                 return self._logic(expr, slots)
             case ast.Binary(op=op, left=left, right=right):
                 info = self.notes.binary[id(expr)]
                 fn = binary_function(op, info.kind)
-                lcode = _coerce(self.compile(left, slots), info.left)
-                rcode = _coerce(self.compile(right, slots), info.right)
+                lcode = _coerce(self.code(left, slots), info.left)
+                rcode = _coerce(self.code(right, slots), info.right)
                 return _combine([lcode, rcode], fn)
             case ast.If(cond=cond, then=then, otherwise=otherwise):
                 return self._if(cond, then, otherwise, slots)
@@ -130,7 +130,7 @@ class _Compiler:
         if ref.kind == "let":
             key = (ref.name, tuple(sorted(slots.items())))
             if key not in self.let_codes:
-                self.let_codes[key] = self.compile(self.lets[ref.name].value, slots)
+                self.let_codes[key] = self.code(self.lets[ref.name].value, slots)
             return self.let_codes[key]
         if ref.kind == "bound" or ref.name == schema.VICTIM_VARIABLE:
             slot = slots[ref.name]
@@ -142,7 +142,7 @@ class _Compiler:
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Code:
         builtin = BUILTINS[func]
         coercions = self.notes.calls[id(expr)]
-        parts = [_coerce(self.compile(a, slots), c) for a, c in zip(args, coercions, strict=True)]
+        parts = [_coerce(self.code(a, slots), c) for a, c in zip(args, coercions, strict=True)]
         if not builtin.context:
             return _combine(parts, builtin.impl)
         # A built-in that reads the cluster depends on the pod's evaluation context.
@@ -151,7 +151,7 @@ class _Compiler:
         return _combine([ctx_code, *parts], impl)
 
     def _logic(self, expr: ast.Binary, slots: dict[str, int]) -> Code:
-        left, right = self.compile(expr.left, slots), self.compile(expr.right, slots)
+        left, right = self.code(expr.left, slots), self.code(expr.right, slots)
         is_and = expr.op == "and"
         if left.is_const:
             if bool(left.const) is (not is_and):  # false and x / true or x
@@ -160,7 +160,7 @@ class _Compiler:
         return _lazy([left, right], expr.op)
 
     def _if(self, cond: ast.Expr, then: ast.Expr, otherwise: ast.Expr, slots: dict[str, int]) -> Code:
-        c, t, o = self.compile(cond, slots), self.compile(then, slots), self.compile(otherwise, slots)
+        c, t, o = self.code(cond, slots), self.code(then, slots), self.code(otherwise, slots)
         if c.is_const:
             return t if c.const else o
         return _lazy([c, t, o], "if")
@@ -168,9 +168,9 @@ class _Compiler:
     def _aggregate(self, expr: ast.Quantifier | ast.Aggregate, slots: dict[str, int]) -> Code:
         slot = len(slots)
         inner_slots = {**slots, expr.var: slot}
-        iterable = self.compile(expr.iterable, slots)
-        where = self.compile(expr.where, inner_slots) if expr.where is not None else None
-        value = self.compile(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
+        iterable = self.code(expr.iterable, slots)
+        where = self.code(expr.where, inner_slots) if expr.where is not None else None
+        value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
         parts = [p for p in (where, value) if p is not None]
         free = iterable.free | frozenset().union(*(p.free for p in parts)) - {expr.var}
         kind = expr.kind
@@ -340,7 +340,9 @@ def _combine(parts: list[Code], fn: Callable[..., Any]) -> Code:
     factories = [p.factory() if not p.is_const and p.pod is None else None for p in parts]
 
     def make(ctx: EvalContext) -> NodeFn:
-        consts, getters, is_const = [], [], []
+        consts: list[Any] = []
+        getters: list[NodeFn | None] = []
+        is_const: list[bool] = []
         for p, fac in zip(parts, factories, strict=True):
             if fac is None:  # known at bind time: fold it in as a constant
                 value = p.const if p.is_const else p.pod(ctx, {})  # type: ignore[misc]
@@ -440,9 +442,9 @@ def compile_rules(checked: CheckedRules) -> list[CompiledRule]:
     for c in checked.rules:
         rule = c.rule
         slots = {schema.VICTIM_VARIABLE: 0} if rule.kind is ast.RuleKind.PREEMPT else {}
-        guard = compiler.compile(rule.guard, {}) if rule.guard is not None else None
-        body = compiler.compile(rule.body, slots)
-        reason = compiler.compile(rule.reason, {}) if rule.reason is not None else None
-        order = compiler.compile(rule.order, {}) if rule.order is not None else None
+        guard = compiler.code(rule.guard, {}) if rule.guard is not None else None
+        body = compiler.code(rule.body, slots)
+        reason = compiler.code(rule.reason, {}) if rule.reason is not None else None
+        order = compiler.code(rule.order, {}) if rule.order is not None else None
         out.append(CompiledRule(c, guard, body, reason, order))
     return out

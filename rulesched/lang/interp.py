@@ -23,28 +23,28 @@ class Interpreter:
         self.notes = notes
         self.lets = lets
 
-    def eval(self, expr: ast.Expr, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
+    def evaluate(self, expr: ast.Expr, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
         notes = self.notes
         match expr:
             case ast.Literal(value=value):
                 return value
             case ast.ListExpr(items=items):
-                return tuple(self.eval(i, ctx, node, scope) for i in items)
+                return tuple(self.evaluate(i, ctx, node, scope) for i in items)
             case ast.Name(id=name):
                 ref = notes.names[id(expr)]
                 if ref.kind == "let":
-                    return self.eval(self.lets[name].value, ctx, node, scope)
+                    return self.evaluate(self.lets[name].value, ctx, node, scope)
                 if ref.kind == "bound" or name == schema.VICTIM_VARIABLE:
                     return scope[name]
                 return ctx.pod if name == schema.POD_VARIABLE else node
             case ast.Attr(obj=obj):
-                value = self.eval(obj, ctx, node, scope)
-                ref = notes.attrs[id(expr)]
-                if ref.field is not None:
-                    return ref.field.get(value)
-                return value.get(ref.resource, 0)
+                value = self.evaluate(obj, ctx, node, scope)
+                attr = notes.attrs[id(expr)]
+                if attr.field is not None:
+                    return attr.field.get(value)
+                return value.get(attr.resource, 0)
             case ast.Index(obj=obj, key=key):
-                container, k = self.eval(obj, ctx, node, scope), self.eval(key, ctx, node, scope)
+                container, k = self.evaluate(obj, ctx, node, scope), self.evaluate(key, ctx, node, scope)
                 t = notes.types[id(obj)]
                 if isinstance(t, ListOf):
                     ok = isinstance(k, int) and -len(container) <= k < len(container)
@@ -53,38 +53,38 @@ class Interpreter:
                 return container[k] if k in container else zero(t.value)
             case ast.Call(func=func, args=args):
                 builtin = BUILTINS[func]
-                values = [self._coerce(c, self.eval(a, ctx, node, scope))
+                values = [self._coerce(c, self.evaluate(a, ctx, node, scope))
                           for a, c in zip(args, notes.calls[id(expr)], strict=True)]
                 return builtin.impl(ctx, *values) if builtin.context else builtin.impl(*values)
             case ast.Unary(op="not", operand=operand):
-                return not self.eval(operand, ctx, node, scope)
+                return not self.evaluate(operand, ctx, node, scope)
             case ast.Unary(operand=operand):
-                return -self.eval(operand, ctx, node, scope)
+                return -self.evaluate(operand, ctx, node, scope)
             case ast.Binary(op="and", left=left, right=right):
-                return self.eval(left, ctx, node, scope) and self.eval(right, ctx, node, scope)
+                return self.evaluate(left, ctx, node, scope) and self.evaluate(right, ctx, node, scope)
             case ast.Binary(op="or", left=left, right=right):
-                return self.eval(left, ctx, node, scope) or self.eval(right, ctx, node, scope)
+                return self.evaluate(left, ctx, node, scope) or self.evaluate(right, ctx, node, scope)
             case ast.Binary(op=op, left=left, right=right):
                 info = notes.binary[id(expr)]
-                a = self._coerce(info.left, self.eval(left, ctx, node, scope))
-                b = self._coerce(info.right, self.eval(right, ctx, node, scope))
+                a = self._coerce(info.left, self.evaluate(left, ctx, node, scope))
+                b = self._coerce(info.right, self.evaluate(right, ctx, node, scope))
                 return binary_function(op, info.kind)(a, b)
             case ast.If(cond=cond, then=then, otherwise=otherwise):
-                branch = then if self.eval(cond, ctx, node, scope) else otherwise
-                return self.eval(branch, ctx, node, scope)
+                branch = then if self.evaluate(cond, ctx, node, scope) else otherwise
+                return self.evaluate(branch, ctx, node, scope)
             case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
-                hits = [x for x in self.eval(iterable, ctx, node, scope)
-                        if where is None or self.eval(where, ctx, node, {**scope, var: x})]
+                hits = [x for x in self.evaluate(iterable, ctx, node, scope)
+                        if where is None or self.evaluate(where, ctx, node, {**scope, var: x})]
                 if kind == "count":
                     return len(hits)
                 if kind == "any":
                     return bool(hits)
-                elements = list(self.eval(iterable, ctx, node, scope))
+                elements = list(self.evaluate(iterable, ctx, node, scope))
                 return len(hits) == len(elements)
             case ast.Aggregate(kind=kind, value=value, var=var, iterable=iterable, where=where):
-                found = [self.eval(value, ctx, node, {**scope, var: x})
-                         for x in self.eval(iterable, ctx, node, scope)
-                         if where is None or self.eval(where, ctx, node, {**scope, var: x})]
+                found = [self.evaluate(value, ctx, node, {**scope, var: x})
+                         for x in self.evaluate(iterable, ctx, node, scope)
+                         if where is None or self.evaluate(where, ctx, node, {**scope, var: x})]
                 if kind == "collect":
                     return tuple(found)
                 if kind == "sum":
@@ -101,12 +101,12 @@ class Interpreter:
     # --- whole rules --------------------------------------------------------------------------
     def applies(self, rule: CheckedRule, ctx: EvalContext) -> bool:
         guard = rule.rule.guard
-        return guard is None or bool(self.eval(guard, ctx, None, {}))
+        return guard is None or bool(self.evaluate(guard, ctx, None, {}))
 
     def body(self, rule: CheckedRule, ctx: EvalContext, node: Any, victim: Any = None) -> Any:
         scope = {schema.VICTIM_VARIABLE: victim} if rule.kind is ast.RuleKind.PREEMPT else {}
-        return self.eval(rule.rule.body, ctx, node, scope)
+        return self.evaluate(rule.rule.body, ctx, node, scope)
 
     def reason(self, rule: CheckedRule, ctx: EvalContext, node: Any) -> Any:
         reason = rule.rule.reason
-        return None if reason is None else self.eval(reason, ctx, node, {})
+        return None if reason is None else self.evaluate(reason, ctx, node, {})

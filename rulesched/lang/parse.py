@@ -87,7 +87,7 @@ class _Builder(Transformer[Token, Any]):
         return int(obj.span.end)
 
     def _tok_span(self, tok: Token) -> Span:
-        return Span(self.source, self.offset + tok.start_pos, self.offset + tok.end_pos)
+        return Span(self.source, self.offset + (tok.start_pos or 0), self.offset + (tok.end_pos or 0))
 
     # --- atoms -------------------------------------------------------------------------------
     def number(self, tok: Token) -> ast.Literal:
@@ -130,8 +130,8 @@ class _Builder(Transformer[Token, Any]):
     def neg(self, op: Token, operand: ast.Expr) -> ast.Unary:
         return ast.Unary("-", operand, span=self._span(op, operand))
 
-    def not_op(self, operand: ast.Expr) -> ast.Unary:
-        return ast.Unary("not", operand, span=operand.span)
+    def not_op(self, op: Token, operand: ast.Expr) -> ast.Unary:
+        return ast.Unary("not", operand, span=self._span(op, operand))
 
     def arith(self, left: ast.Expr, op: Token, right: ast.Expr) -> ast.Binary:
         return ast.Binary(str(op), left, right, span=self._span(left, right))
@@ -150,8 +150,8 @@ class _Builder(Transformer[Token, Any]):
     def or_op(self, left: ast.Expr, right: ast.Expr) -> ast.Binary:
         return ast.Binary("or", left, right, span=self._span(left, right))
 
-    def if_expr(self, cond: ast.Expr, then: ast.Expr, otherwise: ast.Expr) -> ast.If:
-        return ast.If(cond, then, otherwise, span=self._span(cond, otherwise))
+    def if_expr(self, keyword: Token, cond: ast.Expr, then: ast.Expr, otherwise: ast.Expr) -> ast.If:
+        return ast.If(cond, then, otherwise, span=self._span(keyword, otherwise))
 
     def quantifier(self, kind: Token, var: Token, iterable: ast.Expr, where: Any = None) -> ast.Quantifier:
         return ast.Quantifier(str(kind), str(var), iterable, where, span=self._span(kind, where or iterable))

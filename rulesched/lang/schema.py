@@ -33,20 +33,47 @@ class NodeView(Protocol):
     node-only results there (see :mod:`rulesched.lang.compile`).
     """
 
-    name: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    allocatable: Mapping[str, int]
-    capacity: Mapping[str, int]
-    requested: Mapping[str, int]
-    nonzero_requested: Mapping[str, int]
-    free: Mapping[str, int]
-    unschedulable: bool
-    taints: Sequence[Taint]
-    pods: Sequence[Pod]
-    images: Mapping[str, int]
-    used_ports: Sequence[ContainerPort]
-    memo: dict[Any, Any]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+    @property
+    def allocatable(self) -> Mapping[str, int]: ...
+
+    @property
+    def capacity(self) -> Mapping[str, int]: ...
+
+    @property
+    def requested(self) -> Mapping[str, int]: ...
+
+    @property
+    def nonzero_requested(self) -> Mapping[str, int]: ...
+
+    @property
+    def free(self) -> Mapping[str, int]: ...
+
+    @property
+    def unschedulable(self) -> bool: ...
+
+    @property
+    def taints(self) -> Sequence[Taint]: ...
+
+    @property
+    def pods(self) -> Sequence[Pod]: ...
+
+    @property
+    def images(self) -> Mapping[str, int]: ...
+
+    @property
+    def used_ports(self) -> Sequence[ContainerPort]: ...
+
+    @property
+    def memo(self) -> dict[Any, Any]: ...
 
 
 @dataclass(frozen=True)

@@ -190,8 +190,8 @@ def _score_pair(ctx: EvalContext, pod: Pod, other: Pod, labels: Mapping[str, str
     for term in incoming:  # the incoming pod's preferences about existing pods
         add(term, other, term.weight)
     if HARD_POD_AFFINITY_WEIGHT > 0:  # existing pods' required affinity to the incoming pod
-        for term in other.pod_affinity:
-            add(_resolve(other, term), pod, HARD_POD_AFFINITY_WEIGHT)
+        for required in other.pod_affinity:
+            add(_resolve(other, required), pod, HARD_POD_AFFINITY_WEIGHT)
     for w in other.preferred_pod_affinity:
         add(_resolve(other, w.term), pod, w.weight)
     for w in other.preferred_pod_anti_affinity:

@@ -21,7 +21,7 @@ MILLI = 1000
 def to_milli(value: Any) -> int:
     if isinstance(value, int):
         return value * MILLI
-    return math.ceil(value * MILLI)
+    return int(math.ceil(value * MILLI))
 
 
 def to_number(value: int) -> int | float:
@@ -53,8 +53,8 @@ def _q_div(a: Any, b: Any) -> int:
     if not b:
         return 0
     if isinstance(b, int):
-        return -(-a // b)  # exact ceiling in integers
-    return math.ceil(a / b)
+        return int(-(-a // b))  # exact ceiling in integers
+    return int(math.ceil(a / b))
 
 
 def _q_floordiv(a: Any, b: Any) -> int:

@@ -110,7 +110,8 @@ def _select_victims(state: ClusterState, bound: BoundRules, node: NodeInfo,
 def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
     """filterPodsWithPDBViolation: budgets count down as pods are considered, in order."""
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
-    violating, safe = [], []
+    violating: list[Pod] = []
+    safe: list[Pod] = []
     for pod in pods:
         violated = False
         if pod.labels:

@@ -1,0 +1,40 @@
+"""The project's own rules, checked by their tools: layer contracts, types, no eval of rules."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed")
+    return found
+
+
+def test_import_contracts_hold() -> None:
+    result = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_mypy_strict_is_clean() -> None:
+    result = subprocess.run([sys.executable, "-m", "mypy", "rulesched"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rules_text_is_never_evaluated_as_python() -> None:
+    offenders = []
+    for path in (ROOT / "rulesched").rglob("*.py"):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"(^|[^_.a-z])(eval|exec|compile)\(", line) and "noqa: rules-are-data" not in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
