@@ -1,0 +1,264 @@
+"""Kubernetes objects, as ``kubectl get -o yaml|json`` prints them, turned into model values.
+
+The input is the plain ``dict`` tree that :mod:`json` or :mod:`yaml` (or the API client's
+``sanitize_for_serialization``) produces; nothing here imports the Kubernetes client, so a
+simulation from files needs no cluster. Each decoder reads only what scheduling looks at, checks
+the type of everything it reads, and applies the defaults the API server would have applied to an
+object written by hand (namespace ``default``, requests from limits, ``minDomains: 1``, ...), so
+that a file and a live cluster give the same values.
+
+Every problem raises :class:`~rulesched.errors.ObjectError`, whose ``str()`` is one line:
+``cluster.yaml: Pod default/web-1: spec.containers[0].resources.requests.cpu: 'abc' is not a
+quantity (expected e.g. 500m, 2Gi, 1.5)``. Nothing is deep-copied: string maps are copied
+shallowly into read-only views, which is cheap and keeps later edits to the input from leaking in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from rulesched.errors import ObjectError
+from rulesched.model.fields import (
+    Memo,
+    Where,
+    describe,
+    get_bool,
+    get_choice,
+    get_int,
+    get_map,
+    get_maps,
+    get_opt_int,
+    get_resources,
+    get_str,
+    get_str_list,
+    get_str_map,
+    get_time,
+)
+from rulesched.model.objects import (
+    EMPTY_RESOURCES,
+    LabelSelector,
+    Namespace,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PriorityClass,
+)
+from rulesched.model.parts import (
+    affinity,
+    decode_label_selector,
+    decode_node_selector_term,
+    label_selector,
+    normalized_image_name,
+    ports_and_images,
+    spread_constraints,
+    taints,
+    tolerations,
+)
+from rulesched.model.requests import pod_requests
+
+_PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+_INT32 = (-(2**31), 2**31 - 1)
+
+# The API server creates these in every cluster, so pods may name them without a file saying so.
+SYSTEM_PRIORITY_CLASSES: Mapping[str, PriorityClass] = MappingProxyType(
+    {
+        "system-cluster-critical": PriorityClass("system-cluster-critical", 2000000000),
+        "system-node-critical": PriorityClass("system-node-critical", 2000001000),
+    }
+)
+
+
+def _metadata(
+    obj: object, kind: str, source: str, namespaced: bool, memo: Memo | None = None
+) -> tuple[Mapping[str, Any], Mapping[str, Any], str, str, Where]:
+    """Check the object is a mapping with a name; return it, its metadata, name, namespace and
+    a :class:`Where` naming it (``Pod default/web-1``) for every later error."""
+    if type(obj) is not dict:
+        raise ObjectError(f"expected a mapping, got {describe(obj)}", source=source, obj=kind)
+    where = Where(source, kind, memo)
+    meta = get_map(obj, "metadata", where, "")
+    name = get_str(meta, "name", where, "metadata")
+    if not name:
+        raise where.error("missing", "metadata.name")
+    namespace = (get_str(meta, "namespace", where, "metadata") or "default") if namespaced else ""
+    where.obj = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+    return obj, meta, name, namespace, where
+
+
+def _resources(amounts: dict[str, int]) -> Mapping[str, int]:
+    return MappingProxyType(amounts) if amounts else EMPTY_RESOURCES
+
+
+def _controller(meta: Mapping[str, Any], where: Where) -> str:
+    for path, ref in get_maps(meta, "ownerReferences", where, "metadata"):
+        if get_bool(ref, "controller", where, path):
+            return f"{get_str(ref, 'kind', where, path)}/{get_str(ref, 'name', where, path)}"
+    return ""
+
+
+def _priority(
+    spec: Mapping[str, Any], where: Where, classes: Mapping[str, PriorityClass] | None
+) -> tuple[int, str]:
+    """Priority and preemption policy the way the Priority admission plugin sets them: the
+    named class, else the global default class (the lowest-valued one if several), else 0.
+    A ``spec.priority`` already set (every pod read back from the API has one) wins."""
+    classes = classes or {}
+    explicit = get_opt_int(spec, "priority", where, "spec")
+    name = get_str(spec, "priorityClassName", where, "spec")
+    found: PriorityClass | None = None
+    if name:
+        found = classes.get(name) or SYSTEM_PRIORITY_CLASSES.get(name)
+        if found is None and explicit is None:
+            known = ", ".join(sorted(classes)) or "none loaded"
+            raise where.error(
+                f"no PriorityClass named {name!r} (known: {known})", "spec.priorityClassName"
+            )
+    else:
+        for pc in classes.values():
+            if pc.global_default and (found is None or pc.value < found.value):
+                found = pc
+    priority = explicit if explicit is not None else (found.value if found else 0)
+    default_policy = found.preemption_policy if found else "PreemptLowerPriority"
+    policy = get_choice(
+        spec, "preemptionPolicy", where, "spec", _PREEMPTION_POLICIES, default_policy
+    )
+    return priority, policy
+
+
+# -- objects ---------------------------------------------------------------------------------
+
+
+def decode_pod(
+    obj: object,
+    source: str = "",
+    priority_classes: Mapping[str, PriorityClass] | None = None,
+    *,
+    memo: Memo | None = None,
+) -> Pod:
+    """A Pod; ``priority_classes`` (by name) resolve ``spec.priorityClassName`` for pods that
+    have no ``spec.priority`` yet, i.e. pods written by hand rather than read from the API.
+    Passing one ``memo`` dict to many calls shares equal parts between them (faster loads)."""
+    obj, meta, name, namespace, where = _metadata(obj, "Pod", source, True, memo)
+    spec = get_map(obj, "spec", where, "")
+    status = get_map(obj, "status", where, "")
+    requests, nonzero = pod_requests(spec, status, where)
+    priority, policy = _priority(spec, where, priority_classes)
+    aff = affinity(spec, where)
+    host_ports, images = ports_and_images(spec, where)
+    return Pod(
+        name=name,
+        namespace=namespace,
+        uid=get_str(meta, "uid", where, "metadata"),
+        labels=get_str_map(meta, "labels", where, "metadata"),
+        annotations=get_str_map(meta, "annotations", where, "metadata"),
+        priority=priority,
+        preemption_policy=policy,
+        scheduler_name=get_str(spec, "schedulerName", where, "spec") or "default-scheduler",
+        node_name=get_str(spec, "nodeName", where, "spec"),
+        nominated_node_name=get_str(status, "nominatedNodeName", where, "status"),
+        phase=get_choice(status, "phase", where, "status", _PHASES, "Pending"),
+        requests=_resources(requests),
+        nonzero_requests=MappingProxyType(nonzero),
+        node_selector=get_str_map(spec, "nodeSelector", where, "spec"),
+        required_node_affinity=aff.required_node,
+        preferred_node_affinity=aff.preferred_node,
+        pod_affinity=aff.pod_affinity,
+        preferred_pod_affinity=aff.preferred_pod_affinity,
+        pod_anti_affinity=aff.pod_anti_affinity,
+        preferred_pod_anti_affinity=aff.preferred_pod_anti_affinity,
+        tolerations=tolerations(spec, where),
+        topology_spread_constraints=spread_constraints(spec, where),
+        host_ports=host_ports,
+        images=images,
+        creation_timestamp=get_time(meta, "creationTimestamp", where, "metadata"),
+        start_time=get_time(status, "startTime", where, "status"),
+        deleting=meta.get("deletionTimestamp") is not None,
+        owner=_controller(meta, where),
+    )
+
+
+def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> Node:
+    """A Node; allocatable defaults to capacity (as the API server defaults it), and every name
+    an image is known by maps to its size."""
+    obj, meta, name, _, where = _metadata(obj, "Node", source, False, memo)
+    spec = get_map(obj, "spec", where, "")
+    status = get_map(obj, "status", where, "")
+    capacity = _resources(get_resources(status, "capacity", where, "status"))
+    allocatable = capacity
+    if status.get("allocatable") is not None:
+        allocatable = _resources(get_resources(status, "allocatable", where, "status"))
+    images: dict[str, int] = {}
+    for path, image in get_maps(status, "images", where, "status"):
+        size = get_int(image, "sizeBytes", where, path)
+        for image_name in get_str_list(image, "names", where, path):
+            images[image_name] = size
+    return Node(
+        name=name,
+        labels=get_str_map(meta, "labels", where, "metadata"),
+        annotations=get_str_map(meta, "annotations", where, "metadata"),
+        allocatable=allocatable,
+        capacity=capacity,
+        unschedulable=get_bool(spec, "unschedulable", where, "spec"),
+        taints=taints(spec, where),
+        images=_resources(images),
+        uid=get_str(meta, "uid", where, "metadata"),
+        resource_version=get_str(meta, "resourceVersion", where, "metadata"),
+    )
+
+
+def decode_pdb(obj: object, source: str = "") -> PodDisruptionBudget:
+    """A PodDisruptionBudget with the disruptions its status allows now (0 when it has no
+    status yet, the safe reading: evict nothing)."""
+    obj, _, name, namespace, where = _metadata(obj, "PodDisruptionBudget", source, True)
+    spec = get_map(obj, "spec", where, "")
+    selector = label_selector(spec.get("selector"), where, "spec.selector")
+    if obj.get("apiVersion") == "policy/v1beta1" and selector == LabelSelector():
+        selector = None  # in v1beta1 an empty selector selected nothing; in v1, everything
+    status = get_map(obj, "status", where, "")
+    allowed = get_int(status, "disruptionsAllowed", where, "status")
+    return PodDisruptionBudget(name, namespace, selector, allowed)
+
+
+def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
+    """A PriorityClass; ``value`` is required and must fit in 32 bits, as in the API."""
+    obj, _, name, _, where = _metadata(obj, "PriorityClass", source, namespaced=False)
+    value = get_opt_int(obj, "value", where, "")
+    if value is None:
+        raise where.error("missing", "value")
+    if not _INT32[0] <= value <= _INT32[1]:
+        raise where.error(f"{value} does not fit in 32 bits", "value")
+    return PriorityClass(
+        name=name,
+        value=value,
+        global_default=get_bool(obj, "globalDefault", where, ""),
+        preemption_policy=get_choice(
+            obj, "preemptionPolicy", where, "", _PREEMPTION_POLICIES, "PreemptLowerPriority"
+        ),
+    )
+
+
+def decode_namespace(obj: object, source: str = "") -> Namespace:
+    """A Namespace, with the ``kubernetes.io/metadata.name`` label the API server always sets
+    (namespace selectors match on it)."""
+    _, meta, name, _, where = _metadata(obj, "Namespace", source, namespaced=False)
+    labels = get_str_map(meta, "labels", where, "metadata")
+    if labels.get("kubernetes.io/metadata.name") != name:
+        labels = MappingProxyType({**labels, "kubernetes.io/metadata.name": name})
+    return Namespace(name, labels)
+
+
+__all__ = [
+    "SYSTEM_PRIORITY_CLASSES",
+    "Memo",
+    "decode_label_selector",
+    "decode_namespace",
+    "decode_node",
+    "decode_node_selector_term",
+    "decode_pdb",
+    "decode_pod",
+    "decode_priority_class",
+    "normalized_image_name",
+]

@@ -1,0 +1,271 @@
+"""Typed reads from parsed JSON/YAML objects that fail with one line naming the object and field.
+
+Kubernetes objects reach the decoders as plain ``dict``/``list`` trees from :mod:`json` or
+:mod:`yaml`. Hand-written files get types wrong in ways a Go client would reject (a list where a
+mapping belongs, ``version: 2`` unquoted where a string belongs), and a ``KeyError`` or
+``TypeError`` from deep inside the scheduler would not say where. Every read here checks the type
+and raises :class:`~rulesched.errors.ObjectError` with the field path instead.
+
+The getters take the *path of the parent* and the key, and join the two only when raising, so the
+happy path builds few strings (one path per list item): decoding tens of thousands of pods must
+stay fast.
+"""
+
+from __future__ import annotations
+
+import marshal
+from collections.abc import Callable, Mapping
+from datetime import UTC, date, datetime
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from rulesched.errors import ObjectError
+from rulesched.model.objects import EMPTY
+from rulesched.model.quantity import MILLI, QuantityError, parse_quantity
+
+NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
+
+# Parts already decoded during one load, keyed by kind and the serialized raw form: the pods of
+# one workload carry identical tolerations, affinity and container resources, and building frozen
+# values is the dearest step of decoding. The key is marshal format 2, which is fast, keeps 1, 1.0
+# and True apart and (unlike later formats) does not depend on reference counts, so equal keys
+# always decode alike. One per load; never shared between threads.
+Memo = dict[tuple[str, bytes], Any]
+
+T = TypeVar("T")
+
+# Suffixes of the quantities that real objects use almost exclusively, parsed without the regex
+# and Decimal arithmetic of parse_quantity; anything else goes the exact, slower way.
+_FAST_SUFFIX = {
+    "m": 1,
+    "k": 1000 * MILLI,
+    "M": 10**6 * MILLI,
+    "G": 10**9 * MILLI,
+    "T": 10**12 * MILLI,
+    "Ki": 2**10 * MILLI,
+    "Mi": 2**20 * MILLI,
+    "Gi": 2**30 * MILLI,
+    "Ti": 2**40 * MILLI,
+}
+
+
+class Where:
+    """The file and object being decoded, so a problem found deep inside names both; it also
+    carries the load's :data:`Memo`, if any, to every part decoder."""
+
+    __slots__ = ("source", "obj", "memo")
+
+    def __init__(self, source: str, obj: str, memo: Memo | None = None) -> None:
+        self.source = source
+        self.obj = obj
+        self.memo = memo
+
+    def error(self, problem: str, field: str = "") -> ObjectError:
+        return ObjectError(problem, source=self.source, obj=self.obj, field=field)
+
+
+def memoized(where: Where, kind: str, raw: Any, build: Callable[[], T]) -> T:
+    """``build()``, or the value an equal ``raw`` built earlier in this load. Only successes
+    are remembered, so error messages always name the object at hand."""
+    memo = where.memo
+    if memo is None or raw is None:
+        return build()
+    try:
+        key = (kind, marshal.dumps(raw, 2))
+    except ValueError:  # a value JSON cannot hold, e.g. a YAML timestamp: decode it afresh
+        return build()
+    found = memo.get(key, memo)
+    if found is memo:
+        found = memo[key] = build()
+    return found  # type: ignore[no-any-return]
+
+
+def join(at: str, key: str) -> str:
+    """``spec`` + ``nodeName`` -> ``spec.nodeName``; the root path is ``""``."""
+    return f"{at}.{key}" if at else key
+
+
+def describe(value: object) -> str:
+    """A short phrase naming a wrong value and its type, for ``expected X, got Y``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {shown!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, date):
+        return f"the timestamp {value.isoformat()}"
+    return f"a {type(value).__name__}"
+
+
+def not_a_string(value: object) -> str:
+    """The problem with a non-string where a string belongs, hinting at YAML's implicit typing
+    (``version: 2`` and ``enabled: yes`` are not strings unless quoted)."""
+    if isinstance(value, bool | int | float):
+        shown = ("true" if value else "false") if isinstance(value, bool) else repr(value)
+        return f'expected a string, got {describe(value)} (quote it in YAML: "{shown}")'
+    return f"expected a string, got {describe(value)}"
+
+
+def get_map(d: Mapping[str, Any], key: str, where: Where, at: str) -> Mapping[str, Any]:
+    """``d[key]`` as a mapping; absent or null reads as empty, as in the API."""
+    value = d.get(key)
+    if value is None:
+        return NO_FIELDS
+    if type(value) is dict:
+        return value
+    raise where.error(f"expected a mapping, got {describe(value)}", join(at, key))
+
+
+def get_list(d: Mapping[str, Any], key: str, where: Where, at: str) -> list[Any]:
+    """``d[key]`` as a list; absent or null reads as empty."""
+    value = d.get(key)
+    if value is None:
+        return []
+    if type(value) is list:
+        return value
+    raise where.error(f"expected a list, got {describe(value)}", join(at, key))
+
+
+def get_maps(
+    d: Mapping[str, Any], key: str, where: Where, at: str
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """The items of a list of mappings, each with its own path (``spec.containers[0]``)."""
+    items = d.get(key)
+    if items is None:
+        return []
+    if type(items) is not list:
+        raise where.error(f"expected a list, got {describe(items)}", join(at, key))
+    base = join(at, key)
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for i, item in enumerate(items):
+        if type(item) is not dict:
+            raise where.error(f"expected a mapping, got {describe(item)}", f"{base}[{i}]")
+        out.append((f"{base}[{i}]", item))
+    return out
+
+
+def get_str(d: Mapping[str, Any], key: str, where: Where, at: str, default: str = "") -> str:
+    value = d.get(key)
+    if value is None:
+        return default
+    if type(value) is str:
+        return value
+    raise where.error(not_a_string(value), join(at, key))
+
+
+def get_int(d: Mapping[str, Any], key: str, where: Where, at: str, default: int = 0) -> int:
+    value = get_opt_int(d, key, where, at)
+    return default if value is None else value
+
+
+def get_opt_int(d: Mapping[str, Any], key: str, where: Where, at: str) -> int | None:
+    value = d.get(key)
+    if value is None or type(value) is int:
+        return value
+    raise where.error(f"expected an integer, got {describe(value)}", join(at, key))
+
+
+def get_bool(d: Mapping[str, Any], key: str, where: Where, at: str, default: bool = False) -> bool:
+    value = d.get(key)
+    if value is None:
+        return default
+    if type(value) is bool:
+        return value
+    raise where.error(f"expected true or false, got {describe(value)}", join(at, key))
+
+
+def get_choice(
+    d: Mapping[str, Any], key: str, where: Where, at: str, allowed: tuple[str, ...], default: str
+) -> str:
+    """A string field with a fixed set of values (an operator, an effect, a policy)."""
+    value = get_str(d, key, where, at, default)
+    if value in allowed:
+        return value
+    listed = ", ".join(a for a in allowed if a)
+    problem = f"missing (one of {listed})" if not value else f"{value!r} is not one of {listed}"
+    raise where.error(problem, join(at, key))
+
+
+def get_str_map(d: Mapping[str, Any], key: str, where: Where, at: str) -> Mapping[str, str]:
+    """A ``map[string]string`` (labels, annotations, nodeSelector), copied and read-only."""
+    value = get_map(d, key, where, at)
+    if not value:
+        return EMPTY
+    for k, v in value.items():
+        if type(v) is not str or type(k) is not str:
+            path = join(join(at, key), str(k))
+            if type(k) is not str:
+                raise where.error(f"keys must be strings, got {describe(k)}", path)
+            raise where.error(not_a_string(v), path)
+    return MappingProxyType(dict(value))
+
+
+def get_str_list(d: Mapping[str, Any], key: str, where: Where, at: str) -> tuple[str, ...]:
+    items = get_list(d, key, where, at)
+    for i, item in enumerate(items):
+        if type(item) is not str:
+            path = f"{join(at, key)}[{i}]"
+            raise where.error(not_a_string(item), path)
+    return tuple(items)
+
+
+def quantity(value: object, where: Where, field: str) -> int:
+    """A resource quantity in milli-units; the common shapes skip the regex and Decimal."""
+    if type(value) is str and value.isascii():
+        if value.isdigit():
+            return int(value) * MILLI
+        for cut in (1, 2):
+            scale = _FAST_SUFFIX.get(value[-cut:])
+            if scale is not None and value[:-cut].isdigit():
+                return int(value[:-cut]) * scale
+    try:
+        milli = parse_quantity(value)  # type: ignore[arg-type]  # parse_quantity rejects others
+    except QuantityError as err:
+        raise where.error(str(err), field) from None
+    if milli < 0:
+        raise where.error(f"{value!r} is negative; resource amounts cannot be", field)
+    return milli
+
+
+def get_resources(d: Mapping[str, Any], key: str, where: Where, at: str) -> dict[str, int]:
+    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) as a fresh dict of milli-units."""
+    value = get_map(d, key, where, at)
+    out: dict[str, int] = {}
+    if value:
+        path = join(at, key)
+        for name, amount in value.items():
+            if type(name) is not str:
+                raise where.error(f"keys must be strings, got {describe(name)}", path)
+            out[name] = quantity(amount, where, f"{path}.{name}")
+    return out
+
+
+def get_time(d: Mapping[str, Any], key: str, where: Where, at: str) -> float:
+    """An RFC 3339 time as seconds since the epoch; 0.0 when absent. A time without an offset is
+    taken as UTC, which is what the API server writes."""
+    value = d.get(key)
+    if value is None:
+        return 0.0
+    if type(value) is str:
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise where.error(
+                f"{value!r} is not an RFC 3339 time (expected e.g. 2024-05-01T12:00:00Z)",
+                join(at, key),
+            ) from None
+    elif type(value) is date:  # YAML reads an unquoted 2024-05-01 as a date
+        value = datetime(value.year, value.month, value.day)
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.timestamp()
+    raise where.error(f"expected an RFC 3339 time, got {describe(value)}", join(at, key))
