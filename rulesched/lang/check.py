@@ -23,6 +23,7 @@ from rulesched.lang.types import (
     NUMBER,
     QUANTITY,
     STRING,
+    TO_MILLI,
     BinaryInfo,
     ListOf,
     MapOf,
@@ -68,6 +69,9 @@ class Annotations:
     calls: dict[int, tuple[str | None, ...]] = field(default_factory=dict)
     names: dict[int, NameRef] = field(default_factory=dict)
     attrs: dict[int, AttrRef] = field(default_factory=dict)
+    # A conversion applied to an expression's own value, where its context wants another unit:
+    # the 1 in [1, 2Gi], a number branch of an if whose other branch is a quantity.
+    coercions: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -249,6 +253,8 @@ class _Checker:
                         self._error("type", f"list items must have one type: {elem} and {t}", item)
                 if elem == NUMBER and any(t == QUANTITY for t in types):
                     elem = QUANTITY
+                if elem == QUANTITY:
+                    self._to_quantity(items, types)
                 return ListOf(elem)
             case ast.Name():
                 return self._name(expr, scope)
@@ -279,7 +285,12 @@ class _Checker:
                     return ANY
                 return t
             case ast.Binary(op=op, left=left, right=right):
-                info = binary(op, self._infer(left, scope), self._infer(right, scope))
+                lt, rt = self._infer(left, scope), self._infer(right, scope)
+                if op in ("in", "not in") and lt == QUANTITY and rt == ListOf(NUMBER) and isinstance(right, ast.ListExpr):
+                    self._to_quantity(right.items, [NUMBER] * len(right.items))  # x in [1, 2]: whole units
+                    rt = ListOf(QUANTITY)
+                    self.notes.types[id(right)] = rt
+                info = binary(op, lt, rt)
                 if isinstance(info, str):
                     self._error("type", info, expr)
                     return ANY
@@ -288,6 +299,9 @@ class _Checker:
             case ast.If(cond=cond, then=then, otherwise=otherwise):
                 self._expect(cond, BOOL, scope, "an if condition")
                 a, b = self._infer(then, scope), self._infer(otherwise, scope)
+                if {a, b} == {NUMBER, QUANTITY}:  # the number branch is read in whole units
+                    self._to_quantity([then if a == NUMBER else otherwise], [NUMBER])
+                    return QUANTITY
                 if a == ANY:
                     return b
                 if b == ANY or fits(b, a):
@@ -317,6 +331,11 @@ class _Checker:
                     return ANY
                 return t
         raise AssertionError(f"unknown expression {expr!r}")  # pragma: no cover
+
+    def _to_quantity(self, exprs: Sequence[ast.Expr], types: Sequence[Type]) -> None:
+        for expr, t in zip(exprs, types, strict=True):
+            if t == NUMBER:
+                self.notes.coercions[id(expr)] = TO_MILLI
 
     def _element(self, iterable: ast.Expr, scope: _Scope) -> Type:
         t = self._infer(iterable, scope)

@@ -26,7 +26,8 @@ from rulesched.lang import ast, schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import CheckedRule, CheckedRules
 from rulesched.lang.context import EvalContext
-from rulesched.lang.types import ListOf, MapOf, zero
+from rulesched.lang.schema import zero_value
+from rulesched.lang.types import ListOf, MapOf
 from rulesched.lang.values import COERCIONS, binary_function
 
 PodFn = Callable[[EvalContext, Any], Any]  # (ctx, env) -> value
@@ -75,7 +76,7 @@ class _Compiler:
 
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Code:
-        code = self._compile(expr, slots)
+        code = _coerce(self._compile(expr, slots), self.notes.coercions.get(id(expr)))
         if code.is_const or code.pod is not None or code.static is None:
             return code
         if self._costly(expr) and code.free <= _NODE:  # a bound variable or victim varies per node
@@ -100,7 +101,7 @@ class _Compiler:
                 return _map1(obj, lambda m: m.get(key, 0))
             case ast.Index(obj=obj_expr, key=key_expr):
                 t = self.notes.types[id(obj_expr)]
-                default = zero(t.value) if isinstance(t, MapOf) else zero(t.elem) if isinstance(t, ListOf) else None
+                default = zero_value(t.value) if isinstance(t, MapOf) else zero_value(t.elem) if isinstance(t, ListOf) else None
                 if isinstance(t, ListOf):
                     return _combine([self.code(obj_expr, slots), self.code(key_expr, slots)],
                                     lambda seq, i: _list_index(seq, i, default))

@@ -14,7 +14,8 @@ from rulesched.lang import ast, schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import Annotations, CheckedRule
 from rulesched.lang.context import EvalContext
-from rulesched.lang.types import ListOf, MapOf, zero
+from rulesched.lang.schema import zero_value
+from rulesched.lang.types import ListOf, MapOf
 from rulesched.lang.values import COERCIONS, binary_function
 
 
@@ -24,6 +25,11 @@ class Interpreter:
         self.lets = lets
 
     def evaluate(self, expr: ast.Expr, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
+        value = self._evaluate(expr, ctx, node, scope)
+        coercion = self.notes.coercions.get(id(expr))
+        return value if coercion is None else COERCIONS[coercion](value)
+
+    def _evaluate(self, expr: ast.Expr, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
         notes = self.notes
         match expr:
             case ast.Literal(value=value):
@@ -48,9 +54,9 @@ class Interpreter:
                 t = notes.types[id(obj)]
                 if isinstance(t, ListOf):
                     ok = isinstance(k, int) and -len(container) <= k < len(container)
-                    return container[k] if ok else zero(t.elem)
+                    return container[k] if ok else zero_value(t.elem)
                 assert isinstance(t, MapOf)
-                return container[k] if k in container else zero(t.value)
+                return container[k] if k in container else zero_value(t.value)
             case ast.Call(func=func, args=args):
                 builtin = BUILTINS[func]
                 values = [self._coerce(c, self.evaluate(a, ctx, node, scope))

@@ -88,11 +88,17 @@ def check_paths(paths: Iterable[str | Path]) -> Loaded:
     parsed: list[ast.RulesFile] = []
     diagnostics: list[Diagnostic] = []
     seen: set[Path] = set()
+    roots: set[str] = set()
     for path in paths:
         for file in rule_files(Path(path)):
+            roots.add(str(file))
             _load_file(file, parsed, diagnostics, seen, stack=())
     checked = check(parsed)
-    return Loaded(tuple(parsed), checked, sort_diagnostics([*diagnostics, *checked.diagnostics]))
+    # Warnings about a base a file extends (say, a let of default.rules that an override left
+    # unused) are not the extending file's business; errors anywhere still count.
+    kept = [d for d in (*diagnostics, *checked.diagnostics)
+            if d.severity is Severity.ERROR or d.span is None or d.span.source.path in roots]
+    return Loaded(tuple(parsed), checked, sort_diagnostics(kept))
 
 
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:

@@ -34,6 +34,14 @@ from rulesched.lang import ast
 from rulesched.lang.source import Diagnostic, Source, Span, error
 from rulesched.model.quantity import QuantityError, parse_quantity
 
+# Words the grammar gives a meaning to. lark's contextual lexer would accept most of them as
+# names where no keyword fits; they are refused as names of rules, lets and variables so that a
+# file means the same to every reader. (Field names after "." are free: p.weight is fine.)
+RESERVED = frozenset({
+    "let", "filter", "score", "preempt", "disable", "override", "extends", "weight", "normalize",
+    "when", "else", "order", "if", "then", "and", "or", "not", "in", "where", "for", "true", "false",
+    "count", "any", "all", "sum", "min", "max", "collect",
+})
 MAX_DEPTH = 64
 MAX_LINE_CHARS = 4_000
 MAX_FILE_CHARS = 2_000_000
@@ -109,8 +117,15 @@ class _Builder(Transformer[Token, Any]):
             return self._tok_span(toks[0])
         return Span(self.source, self.offset, self.offset + len(word))  # pragma: no cover
 
+    def _word(self, tok: Token) -> str:
+        """A name being defined or bound: reserved words are refused."""
+        if str(tok) in RESERVED:
+            raise ParseFailed(error("syntax", f"'{tok}' is a reserved word and cannot be used as a name",
+                                    self._tok_span(tok)))
+        return str(tok)
+
     def name(self, tok: Token) -> ast.Name:
-        return ast.Name(str(tok), span=self._tok_span(tok))
+        return ast.Name(self._word(tok), span=self._tok_span(tok))
 
     def list(self, open_: Token, *items: Any) -> ast.ListExpr:
         exprs = tuple(i for i in items[:-1] if i is not None)
@@ -154,20 +169,20 @@ class _Builder(Transformer[Token, Any]):
         return ast.If(cond, then, otherwise, span=self._span(keyword, otherwise))
 
     def quantifier(self, kind: Token, var: Token, iterable: ast.Expr, where: Any = None) -> ast.Quantifier:
-        return ast.Quantifier(str(kind), str(var), iterable, where, span=self._span(kind, where or iterable))
+        return ast.Quantifier(str(kind), self._word(var), iterable, where, span=self._span(kind, where or iterable))
 
     def aggregate(
         self, kind: Token, value: ast.Expr, var: Token, iterable: ast.Expr, where: Any = None
     ) -> ast.Aggregate:
         span = self._span(kind, where or iterable)
-        return ast.Aggregate(str(kind), value, str(var), iterable, where, span=span)
+        return ast.Aggregate(str(kind), value, self._word(var), iterable, where, span=span)
 
     def where(self, expr: ast.Expr) -> ast.Expr:
         return expr
 
     # --- items -------------------------------------------------------------------------------
     def let_def(self, name: Token, value: ast.Expr) -> ast.Let:
-        return ast.Let(str(name), value, span=self._span(name, value), name_span=self._tok_span(name))
+        return ast.Let(self._word(name), value, span=self._span(name, value), name_span=self._tok_span(name))
 
     def guard(self, expr: ast.Expr) -> tuple[str, ast.Expr]:
         return ("guard", expr)
@@ -194,6 +209,7 @@ class _Builder(Transformer[Token, Any]):
         override = bool(parts) and isinstance(parts[0], Token) and parts[0].type == "OVERRIDE"
         rest = list(parts[1:] if override else parts)
         name = rest.pop(0)
+        self._word(name)
         options: dict[str, Any] = {}
         exprs: list[ast.Expr] = []
         for part in rest:
@@ -234,7 +250,7 @@ class _Builder(Transformer[Token, Any]):
         return ast.RuleKind.PREEMPT
 
     def disable_rule(self, kind: ast.RuleKind | None, name: Token) -> ast.Disable:
-        return ast.Disable(str(name), kind, span=self._tok_span(name))
+        return ast.Disable(self._word(name), kind, span=self._tok_span(name))
 
 
 def _number_literal(text: str, span: Span) -> ast.Literal:
@@ -259,7 +275,8 @@ class _Parser:
 
     def __init__(self) -> None:
         self.builder = _Builder(Source("<none>", ""), 0)
-        self.lark = lark.Lark(grammar_text(), parser="lalr", transformer=self.builder, maybe_placeholders=True)
+        self.lark = lark.Lark(grammar_text(), parser="lalr", transformer=self.builder,
+                              maybe_placeholders=True)
         self.lock = threading.Lock()
 
     def parse(self, source: Source, text: str, offset: int) -> Any:

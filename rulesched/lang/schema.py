@@ -22,8 +22,19 @@ from rulesched.lang.types import (
     MapOf,
     Record,
     Type,
+    zero,
 )
-from rulesched.model import ContainerPort, Pod, Taint
+from rulesched.model import (
+    ContainerPort,
+    NodeSelectorTerm,
+    Pod,
+    PodAffinityTerm,
+    PreferredSchedulingTerm,
+    Taint,
+    Toleration,
+    TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+)
 
 
 class NodeView(Protocol):
@@ -202,6 +213,28 @@ RECORDS: dict[Record, dict[str, Field]] = {
         }
     ),
 }
+
+# What an out-of-range list index of records reads as: an empty record, so that reading its
+# fields gives their zero values too (docs/language.md, "Missing values").
+ZERO_RECORDS: dict[Record, Any] = {
+    POD: Pod(""),
+    TAINT: Taint(""),
+    TOLERATION: Toleration(),
+    PORT: ContainerPort(0),
+    NODE_SELECTOR_TERM: NodeSelectorTerm(),
+    PREFERRED_TERM: PreferredSchedulingTerm(0, NodeSelectorTerm()),
+    POD_AFFINITY_TERM: PodAffinityTerm(""),
+    WEIGHTED_POD_AFFINITY_TERM: WeightedPodAffinityTerm(0, PodAffinityTerm("")),
+    SPREAD_CONSTRAINT: TopologySpreadConstraint(0, "", ""),
+}
+
+
+def zero_value(t: Type) -> Any:
+    """The type's zero value, records included (see :func:`rulesched.lang.types.zero`)."""
+    if isinstance(t, Record):
+        return ZERO_RECORDS.get(t)
+    return zero(t)
+
 
 # Attribute-style names for common resources: node.free.cpu is node.free["cpu"].
 RESOURCE_ATTRIBUTES = {

@@ -111,7 +111,7 @@ class BinaryInfo:
     result: Type
     left: str | None = None
     right: str | None = None
-    kind: str = ""  # quantity arithmetic rounds differently from number arithmetic: "q" or ""
+    kind: str = ""  # "q": quantity arithmetic (whole milli-units); "seq": list equality or joining
 
 
 def binary(op: str, lt: Type, rt: Type) -> BinaryInfo | str:
@@ -122,6 +122,8 @@ def binary(op: str, lt: Type, rt: Type) -> BinaryInfo | str:
         return f"'{op}' needs booleans, not {lt} and {rt}"
     if op in ("in", "not in"):
         if isinstance(rt, ListOf) and (fits(lt, rt.elem) or fits(rt.elem, lt)):
+            if lt == NUMBER and rt.elem == QUANTITY:
+                return BinaryInfo(BOOL, TO_MILLI)  # 1 in [500m, 1]: whole units
             return BinaryInfo(BOOL)
         if isinstance(rt, MapOf) and fits(lt, STRING):
             return BinaryInfo(BOOL)
@@ -145,6 +147,10 @@ def binary(op: str, lt: Type, rt: Type) -> BinaryInfo | str:
 def _equality(op: str, lt: Type, rt: Type) -> BinaryInfo | str:
     if ANY in (lt, rt):
         return BinaryInfo(BOOL)
+    if isinstance(lt, ListOf) and isinstance(rt, ListOf):
+        if fits(lt, rt) or fits(rt, lt):
+            return BinaryInfo(BOOL, kind="seq")  # lists compare by elements, whatever their container
+        return f"cannot compare {lt} with {rt} using '{op}'"
     unit = _common_unit(lt, rt)
     if unit is not None:
         return BinaryInfo(BOOL, *_to_unit(unit, lt, rt))
@@ -172,7 +178,7 @@ def _arithmetic(op: str, lt: Type, rt: Type) -> BinaryInfo | str:
     if op == "+" and lt == STRING and rt == STRING:
         return BinaryInfo(STRING)
     if op == "+" and isinstance(lt, ListOf) and isinstance(rt, ListOf) and (fits(lt, rt) or fits(rt, lt)):
-        return BinaryInfo(lt if lt.elem != ANY else rt)
+        return BinaryInfo(lt if lt.elem != ANY else rt, kind="seq")
     if not (is_numeric(lt) and is_numeric(rt)):
         return f"'{op}' needs numbers, not {lt} and {rt}"
     if ANY in (lt, rt):

@@ -96,7 +96,17 @@ COMPARISON: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+# Lists from the cluster are Python lists, list literals are tuples: compare and join as tuples.
+SEQUENCE: dict[str, Callable[[Any, Any], Any]] = {
+    "==": lambda a, b: tuple(a) == tuple(b),
+    "!=": lambda a, b: tuple(a) != tuple(b),
+    "+": lambda a, b: (*a, *b),
+}
+
+
 def binary_function(op: str, kind: str) -> Callable[[Any, Any], Any]:
+    if kind == "seq":
+        return SEQUENCE[op]
     if op in COMPARISON:
         return COMPARISON[op]
     return (QUANTITY_ARITHMETIC if kind == "q" else ARITHMETIC)[op]
