@@ -11,6 +11,7 @@ restore it before returning.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,9 +36,15 @@ class Candidate:
     pdb_violations: int
 
 
+def _started(pod: Pod) -> float:
+    """GetPodStartTime: a pod without status.startTime (assumed, or bound but not started yet)
+    counts as starting now, i.e. after every pod that has one."""
+    return pod.start_time or math.inf
+
+
 def _importance(pod: Pod) -> tuple[int, float]:
     """Sort key, most important first (MoreImportantPod: higher priority, then started earlier)."""
-    return (-pod.priority, pod.start_time)
+    return (-pod.priority, _started(pod))
 
 
 def preempt(state: ClusterState, bound: BoundRules) -> Preemption:
@@ -76,7 +83,7 @@ def _rule_order(state: ClusterState, bound: BoundRules) -> Callable[[Candidate],
 
 
 def _fits(bound: BoundRules, node: NodeInfo) -> bool:
-    bound.ctx.scratch.clear()  # cluster-wide precomputation is stale after every change
+    bound.refresh()  # cluster-wide precomputation and cached answers are stale after a change
     return bound.first_failure(node) is None
 
 
@@ -104,7 +111,7 @@ def _select_victims(state: ClusterState, bound: BoundRules, node: NodeInfo,
         for pod in potential:
             if state.pod_node(pod.key) is None:
                 state.add_pod(pod)
-        bound.ctx.scratch.clear()
+        bound.refresh()
 
 
 def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
@@ -159,4 +166,4 @@ def pick_candidate(candidates: Sequence[Candidate],
 def _earliest_start_of_highest(victims: Sequence[Pod]) -> float:
     """GetEarliestPodStartTime among the highest-priority victims; later is better."""
     top = victims[0].priority
-    return min(v.start_time for v in victims if v.priority == top)
+    return min(_started(v) for v in victims if v.priority == top)

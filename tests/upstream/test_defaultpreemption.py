@@ -1,0 +1,259 @@
+"""kube-scheduler's DefaultPreemption unit tests, run through rules/default.rules.
+
+Ported from pkg/scheduler/framework/plugins/defaultpreemption/default_preemption_test.go:
+TestPostFilter, TestDryRunPreemption, TestSelectBestCandidate, TestPodEligibleToPreemptOthers and
+TestPreempt. Test ids are the upstream test names. Upstream registers only the plugins a table
+needs (NodeResourcesFit, InterPodAffinity, PodTopologySpread); here every default filter runs,
+which changes nothing for these clusters. Dry-run candidates are observed where preemption hands
+them to ``pick_candidate``; victims are compared by name, sorted, as upstream does.
+
+Not ported (rulesched does not model what they need):
+- TestPostFilter "preemption should respect filteredNodesStatuses", "no candidate nodes found, no
+  enough resource after removing low priority pods", "no candidate nodes found with mixed reasons,
+  no lower priority pod and no enough CPU resource", "no candidate nodes found with mixed reason, 2
+  UnschedulableAndUnresolvable nodes and 2 nodes don't have enough CPU resource": they hand
+  PostFilter made-up node statuses (a request above allocatable is really UnschedulableAndUnresolvable,
+  which preemption skips); "preemption result filtered out by extenders" (extenders); "only one node
+  but failed with TestPlugin", "one failed with TestPlugin and the other pass" (fake plugin errors).
+- TestDryRunPreemption "a pod that does not fit on any node", "a pod that fits with no preemption",
+  "a pod that fits on one node with no preemption", "get Unschedulable in the preemption phase when
+  the filter plugins filtering the nodes" (fake filter plugins); "preemption with violation of the
+  pdb with pod whose eviction was processed, the victim belongs to DisruptedPods" and "... the
+  victim which belongs to DisruptedPods is treated as 'nonViolating'" (PDB status.disruptedPods);
+  "all nodes are possible candidates, but DefaultPreemptionArgs limits to 2", "some nodes are not
+  possible candidates, DefaultPreemptionArgs limits to 2", "preemption offset across multiple
+  scheduling cycles and wrap around", "preemption looks past numCandidates until a non-PDB
+  violating node is found" (minCandidateNodes sampling: rulesched dry-runs every node).
+- TestPodEligibleToPreemptOthers "Pod with nominated node", "Pod without nominated node",
+  "preemption victim pod terminating, as indicated by the dedicated DisruptionTarget condition",
+  "non-victim Pods terminating" (nominated-pod accounting and DisruptionTarget conditions).
+- TestPreempt's four extender tables (extenders).
+
+The last table is not upstream's: it pins util.GetPodStartTime's rule (a pod without a start time
+counts as started now) that the tables above never reach.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from rulesched.scheduler import preemption
+from tests.upstream.harness import bind, node, pdb, pod, state
+
+NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
+SMALL, MEDIUM = {"cpu": "100m", "memory": "100"}, {"cpu": "200m", "memory": "200"}
+LARGE, VERY_LARGE = {"cpu": "300m", "memory": "300"}, {"cpu": "500m", "memory": "500"}
+ONE_POD = {"pods": "1"}
+
+
+def P(name: str, prio: int | None = None, on: str = "", req: dict | None = None, start: int | None = None,
+      labels: dict | None = None, never: bool = False, **spec: Any) -> Any:
+    """st.MakePod(): priority, node, requests, start time (epochTimeN is N seconds here: only the
+    order matters), labels, preemptionPolicy Never."""
+    body: dict[str, Any] = dict(spec)
+    if prio is not None:
+        body["priority"] = prio
+    if never:
+        body["preemptionPolicy"] = "Never"
+    if req:
+        body["containers"] = [{"name": "c", "image": "busybox", "resources": {"requests": req}}]
+    p = pod(name, spec=body, labels=labels, node_name=on)
+    return dataclasses.replace(p, start_time=float(start)) if start is not None else p
+
+
+def nodes(*names: str, res: dict = VERY_LARGE, labelled: bool = True) -> list[Any]:
+    """st.MakeNode().Capacity(res) (pods default to 32); "node-a/zone1" is node-a with labels
+    {hostname: node-a, zone: zone1}, as the upstream tables split the name."""
+    out = []
+    for n in names:
+        parts = n.split("/")
+        labels = dict(zip(("hostname", "zone", "region"), parts, strict=False)) if labelled else {}
+        out.append(node(parts[0], labels, allocatable={"pods": "32", **res}))
+    return out
+
+
+def candidates(monkeypatch: pytest.MonkeyPatch, cluster: Any, incoming: Any) -> dict[str, tuple]:
+    """The dry run's candidates: node -> (sorted victim names, PDB violations)."""
+    seen: list[preemption.Candidate] = []
+    real = preemption.pick_candidate
+
+    def spy(cands: Any, order: Any = None) -> Any:
+        seen.extend(cands)
+        return real(cands, order)
+
+    monkeypatch.setattr(preemption, "pick_candidate", spy)
+    preemption.preempt(cluster, bind(incoming, cluster))
+    return {c.node: (sorted(v.name for v in c.victims), c.pdb_violations) for c in seen}
+
+
+def run(cluster: Any, incoming: Any) -> tuple[str | None, list[str], str]:
+    result = preemption.preempt(cluster, bind(incoming, cluster))
+    return result.nominated, sorted(v.name for v in result.victims), result.message
+
+
+# --- TestPostFilter -------------------------------------------------------------------------------
+
+POST_FILTER = [
+    ("pod with higher priority can be made schedulable", P("p", HIGH), [P("p1", on="node1")],
+     nodes("node1", res=ONE_POD, labelled=False), ("node1", ["p1"], "")),
+    ("pod with tied priority is still unschedulable", P("p"), [P("p1", on="node1")],
+     nodes("node1", res=ONE_POD, labelled=False),
+     (None, [], "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")),
+    ("pod can be made schedulable on one node", P("p", MID), [P("p1", HIGH, "node1"), P("p2", LOW, "node2")],
+     nodes("node1", "node2", res=ONE_POD, labelled=False), ("node2", ["p2"], "")),
+]
+
+
+@pytest.mark.parametrize(("incoming", "pods", "cluster_nodes", "want"), [pytest.param(*c[1:], id=c[0]) for c in POST_FILTER])
+def test_post_filter(incoming: Any, pods: list, cluster_nodes: list, want: tuple) -> None:
+    assert run(state(cluster_nodes, pods), incoming) == want
+
+
+# --- TestDryRunPreemption -------------------------------------------------------------------------
+
+APP_FOO = {"app": "foo"}
+SAME_PDB_PODS = [P("p1.1", MID, "node1", MEDIUM, labels=APP_FOO), P("p1.2", MID, "node1", MEDIUM, labels=APP_FOO)]
+ANTI_FOO = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}, "topologyKey": "hostname"}]}}}
+FOO_EXISTS = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
+SPREAD = {"topologySpreadConstraints": [
+    {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": FOO_EXISTS}
+    for key in ("zone", "hostname")]}
+FOO = {"foo": ""}
+ZONES = ("node-a/zone1", "node-b/zone1", "node-x/zone2")
+
+DRY_RUN = [
+    ("a pod that fits on both nodes when lower priority pods are preempted", ("node1", "node2"), P("p", HIGH, req=LARGE),
+     [P("p1", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)], [],
+     {"node1": (["p1"], 0), "node2": (["p2"], 0)}),
+    ("a pod that would fit on the nodes, but other pods running are higher priority, no preemption would happen",
+     ("node1", "node2"), P("p", LOW, req=LARGE), [P("p1", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)], [], {}),
+    ("medium priority pod is preempted, but lower priority one stays as it is small", ("node1", "node2"),
+     P("p", HIGH, req=LARGE),
+     [P("p1.1", LOW, "node1", SMALL), P("p1.2", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)], [],
+     {"node1": (["p1.2"], 0), "node2": (["p2"], 0)}),
+    ("mixed priority pods are preempted", ("node1", "node2"), P("p", HIGH, req=LARGE),
+     [P("p1.1", MID, "node1", SMALL), P("p1.2", LOW, "node1", SMALL), P("p1.3", MID, "node1", MEDIUM),
+      P("p1.4", HIGH, "node1", SMALL), P("p2", HIGH, "node2", LARGE)], [],
+     {"node1": (["p1.2", "p1.3"], 0)}),
+    ("mixed priority pods are preempted, pick later StartTime one when priorities are equal", ("node1", "node2"),
+     P("p", HIGH, req=LARGE),
+     [P("p1.1", LOW, "node1", SMALL, 5), P("p1.2", LOW, "node1", SMALL, 4), P("p1.3", MID, "node1", MEDIUM, 3),
+      P("p1.4", HIGH, "node1", SMALL, 2), P("p2", HIGH, "node2", LARGE, 1)], [],
+     {"node1": (["p1.1", "p1.3"], 0)}),
+    ("pod with anti-affinity is preempted", ("node1", "node2"), P("p", HIGH, req=SMALL, labels=FOO),
+     [P("p1.1", LOW, "node1", SMALL, labels=FOO, **ANTI_FOO), P("p1.2", MID, "node1", SMALL),
+      P("p1.3", HIGH, "node1", SMALL), P("p2", HIGH, "node2", SMALL)], [],
+     {"node1": (["p1.1"], 0)}),
+    ("preemption to resolve pod topology spread filter failure", ZONES, P("p", HIGH, labels=FOO, **SPREAD),
+     [P("pod-a1", MID, "node-a", labels=FOO), P("pod-a2", LOW, "node-a", labels=FOO),
+      P("pod-b1", LOW, "node-b", labels=FOO), P("pod-x1", HIGH, "node-x", labels=FOO),
+      P("pod-x2", HIGH, "node-x", labels=FOO)], [],
+     {"node-a": (["pod-a2"], 0), "node-b": (["pod-b1"], 0)}),
+    ("preemption with violation of same pdb", ("node1",), P("p", HIGH, req=VERY_LARGE), SAME_PDB_PODS,
+     [pdb("pdb", "default", APP_FOO, 1)], {"node1": (["p1.1", "p1.2"], 1)}),
+    # its PDB lists p2 in status.disruptedPods; p2 is not a victim, so the budget counts as usual
+    ("preemption with violation of the pdb with pod whose eviction was processed, the victim doesn't belong to DisruptedPods",
+     ("node1",), P("p", HIGH, req=VERY_LARGE), SAME_PDB_PODS, [pdb("pdb", "default", APP_FOO, 1)],
+     {"node1": (["p1.1", "p1.2"], 1)}),
+]
+
+
+@pytest.mark.parametrize(("names", "incoming", "pods", "pdbs", "want"), [pytest.param(*c[1:], id=c[0]) for c in DRY_RUN])
+def test_dry_run_preemption(monkeypatch: pytest.MonkeyPatch, names: tuple, incoming: Any, pods: list, pdbs: list,
+                            want: dict) -> None:
+    assert candidates(monkeypatch, state(nodes(*names), pods, pdbs), incoming) == want
+
+
+# --- TestSelectBestCandidate ----------------------------------------------------------------------
+
+
+def at(node_name: str, *pods: tuple) -> list[Any]:
+    """Pods "pN.i" on node N: (index, priority, requests[, start])."""
+    return [P(f"p{node_name[-1]}.{p[0]}", p[1], node_name, p[2], p[3] if len(p) > 3 else 0) for p in pods]
+
+
+SELECT_BEST = [
+    ("a pod that fits on both nodes when lower priority pods are preempted", 2, P("p", HIGH, req=LARGE),
+     at("node1", (1, MID, LARGE)) + at("node2", (1, MID, LARGE)), {"node1", "node2"}),
+    ("node with min highest priority pod is picked", 3, P("p", HIGH, req=VERY_LARGE),
+     at("node1", (1, MID, MEDIUM), (2, MID, LARGE)) + at("node2", (1, MID, MEDIUM), (2, LOW, MEDIUM))
+     + at("node3", (1, LOW, MEDIUM), (2, LOW, MEDIUM)), {"node3"}),
+    ("when highest priorities are the same, minimum sum of priorities is picked", 3, P("p", HIGH, req=VERY_LARGE),
+     at("node1", (1, MID, MEDIUM), (2, MID, LARGE)) + at("node2", (1, MID, LARGE), (2, LOW, MEDIUM))
+     + at("node3", (1, MID, MEDIUM), (2, MID, MEDIUM)), {"node2"}),
+    ("when highest priority and sum are the same, minimum number of pods is picked", 3, P("p", HIGH, req=VERY_LARGE),
+     at("node1", (1, MID, SMALL), (2, NEG, SMALL), (3, MID, SMALL), (4, NEG, SMALL))
+     + at("node2", (1, MID, LARGE), (2, NEG, MEDIUM))
+     + at("node3", (1, MID, MEDIUM), (2, NEG, SMALL), (3, LOW, SMALL)), {"node2"}),
+    ("sum of adjusted priorities is considered", 3, P("p", HIGH, req=VERY_LARGE),
+     at("node1", (1, MID, SMALL), (2, NEG, SMALL), (3, NEG, SMALL)) + at("node2", (1, MID, LARGE), (2, NEG, MEDIUM))
+     + at("node3", (1, MID, MEDIUM), (2, NEG, SMALL), (3, LOW, SMALL)), {"node2"}),
+    ("non-overlapping lowest high priority, sum priorities, and number of pods", 4, P("p", VERY_HIGH, req=VERY_LARGE),
+     at("node1", (1, MID, SMALL), (2, LOW, SMALL), (3, LOW, SMALL)) + at("node2", (1, HIGH, LARGE))
+     + at("node3", (1, MID, MEDIUM), (2, LOW, SMALL), (3, LOW, SMALL), (4, LOW, MEDIUM))
+     + at("node4", (1, MID, MEDIUM), (2, MID, SMALL), (3, MID, SMALL), (4, NEG, SMALL)), {"node1"}),
+    ("same priority, same number of victims, different start time for each node's pod", 3,
+     P("p", HIGH, req=VERY_LARGE),
+     at("node1", (1, MID, MEDIUM, 2), (2, MID, MEDIUM, 2)) + at("node2", (1, MID, MEDIUM, 3), (2, MID, MEDIUM, 3))
+     + at("node3", (1, MID, MEDIUM, 1), (2, MID, MEDIUM, 1)), {"node2"}),
+    ("same priority, same number of victims, different start time for all pods", 3, P("p", HIGH, req=VERY_LARGE),
+     at("node1", (1, MID, MEDIUM, 4), (2, MID, MEDIUM, 2)) + at("node2", (1, MID, MEDIUM, 5), (2, MID, MEDIUM, 1))
+     + at("node3", (1, MID, MEDIUM, 3), (2, MID, MEDIUM, 6)), {"node3"}),
+    ("different priority, same number of victims, different start time for all pods", 3,
+     P("p", HIGH, req=VERY_LARGE),
+     at("node1", (1, LOW, MEDIUM, 4), (2, MID, MEDIUM, 2)) + at("node2", (1, MID, MEDIUM, 6), (2, LOW, MEDIUM, 1))
+     + at("node3", (1, LOW, MEDIUM, 3), (2, MID, MEDIUM, 5)), {"node2"}),
+]
+
+
+@pytest.mark.parametrize(("count", "incoming", "pods", "want"), [pytest.param(*c[1:], id=c[0]) for c in SELECT_BEST])
+def test_select_best_candidate(count: int, incoming: Any, pods: list, want: set[str]) -> None:
+    cluster = state(nodes(*(f"node{i + 1}" for i in range(count)), labelled=False), pods)
+    nominated, _, _ = run(cluster, incoming)
+    assert nominated in want
+
+
+# --- TestPodEligibleToPreemptOthers, TestPreempt --------------------------------------------------
+
+BASIC = [P("p1.1", LOW, "node1", SMALL), P("p1.2", LOW, "node1", SMALL), P("p2.1", HIGH, "node2", LARGE),
+         P("p3.1", MID, "node3", MEDIUM)]
+NODES3 = ("node1", "node2", "node3")
+PREEMPT = [
+    ("Pod with 'PreemptNever' preemption policy", (), P("p_with_preempt_never_policy", HIGH, never=True), [],
+     (None, [])),
+    ("basic preemption logic", NODES3, P("p", HIGH, req=VERY_LARGE), BASIC, ("node1", ["p1.1", "p1.2"])),
+    ("preemption for topology spread constraints", ZONES, P("p", HIGH, labels=FOO, **SPREAD),
+     [P("p-a1", HIGH, "node-a", labels=FOO), P("p-a2", HIGH, "node-a", labels=FOO),
+      P("p-b1", LOW, "node-b", labels=FOO), P("p-x1", HIGH, "node-x", labels=FOO),
+      P("p-x2", HIGH, "node-x", labels=FOO)], ("node-b", ["p-b1"])),
+    ("no preempting in pod", NODES3, P("p", HIGH, req=VERY_LARGE, never=True), BASIC, (None, [])),
+    ("PreemptionPolicy is nil", NODES3, P("p", HIGH, req=VERY_LARGE), BASIC, ("node1", ["p1.1", "p1.2"])),
+]
+
+
+@pytest.mark.parametrize(("names", "incoming", "pods", "want"), [pytest.param(*c[1:], id=c[0]) for c in PREEMPT])
+def test_preempt(names: tuple, incoming: Any, pods: list, want: tuple) -> None:
+    """The first table is TestPodEligibleToPreemptOthers: a Never pod is not eligible."""
+    nominated, victims, _ = run(state(nodes(*names), pods), incoming)
+    assert (nominated, victims) == want
+
+
+# --- not an upstream table: util.GetPodStartTime, which MoreImportantPod and GetEarliestPodStartTime
+# use, takes a pod without status.startTime (assumed, or bound and not started) as started now ----
+
+NO_START_TIME = [
+    ("victims: the pod without a start time is the less important one", ("node1",), P("p", HIGH, req=LARGE),
+     [P("started", MID, "node1", MEDIUM, 1), P("not-started", MID, "node1", MEDIUM)], ("node1", ["not-started"])),
+    ("candidates: a victim without a start time started latest", ("node1", "node2"), P("p", HIGH, req=LARGE),
+     [P("started", MID, "node1", LARGE, 5), P("not-started", MID, "node2", LARGE)], ("node2", ["not-started"])),
+]
+
+
+@pytest.mark.parametrize(("names", "incoming", "pods", "want"), [pytest.param(*c[1:], id=c[0]) for c in NO_START_TIME])
+def test_pods_without_start_time_count_as_started_now(names: tuple, incoming: Any, pods: list, want: tuple) -> None:
+    nominated, victims, _ = run(state(nodes(*names, labelled=False), pods), incoming)
+    assert (nominated, victims) == want
