@@ -35,7 +35,10 @@ class ClusterState:
         self._affinity: dict[str, Pod] = {}  # pod key -> pod, for pods with affinity terms
         self.pdbs: list[PodDisruptionBudget] = []
         self.namespaces: dict[str, Mapping[str, str]] = {}
-        self.generation = 0  # bumped on every change; lets callers notice "something changed"
+        # Change counters (compiled rules key cached cluster-wide answers on them):
+        self.generation = 0  # any change
+        self.affinity_generation = 0  # pods with affinity terms, or node labels, changed
+        self.node_generation = 0  # nodes came, went or changed
 
     # --- ClusterView ---------------------------------------------------------------------------
     def node_views(self) -> Sequence[NodeInfo]:
@@ -66,7 +69,7 @@ class ClusterState:
         self._nodes[node.name] = info
         self._order.append(info)
         self._images.update(node.images.keys())
-        self.generation += 1
+        self._nodes_changed()
         return info
 
     def update_node(self, node: Node) -> NodeInfo:
@@ -75,7 +78,7 @@ class ClusterState:
         info.set_node(node)
         self._images.update(node.images.keys())
         self._images += Counter()  # drop zero counts
-        self.generation += 1
+        self._nodes_changed()
         return info
 
     def remove_node(self, name: str) -> list[Pod]:
@@ -90,8 +93,13 @@ class ClusterState:
             self._where.pop(pod.key, None)
             self._assumed.discard(pod.key)
             self._affinity.pop(pod.key, None)
-        self.generation += 1
+        self._nodes_changed()
         return list(info.pods)
+
+    def _nodes_changed(self) -> None:
+        self.generation += 1
+        self.affinity_generation += 1
+        self.node_generation += 1
 
     # --- pods ----------------------------------------------------------------------------------
     def add_pod(self, pod: Pod) -> None:
@@ -105,6 +113,7 @@ class ClusterState:
         self._where[pod.key] = info.name
         if _has_affinity(pod):
             self._affinity[pod.key] = pod
+            self.affinity_generation += 1
         self.generation += 1
 
     def remove_pod(self, key: str) -> Pod | None:
@@ -117,7 +126,8 @@ class ClusterState:
         if removed is not None:
             info.remove_pod(removed)
         self._assumed.discard(key)
-        self._affinity.pop(key, None)
+        if self._affinity.pop(key, None) is not None:
+            self.affinity_generation += 1
         self.generation += 1
         return removed
 

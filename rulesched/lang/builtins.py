@@ -51,6 +51,10 @@ class Builtin:
     doc: str
     context: bool = False  # impl(ctx, *args): needs the cluster; see rulesched.lang.compile
     costly: bool = False  # worth caching per node when its arguments depend on the node only
+    # Context built-ins only: the pod fields the implementation reads, and a token that changes
+    # whenever the cluster-wide answer may change (None: never cache, e.g. reads ctx.feasible).
+    pod_fields: frozenset[str] = frozenset()
+    version: Callable[[Any], object] | None = None
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -177,7 +181,7 @@ BUILTINS: dict[str, Builtin] = {
 
 def _topology(name: str, result: Type, doc: str) -> Builtin:
     return Builtin(name, _sig([schema.NODE], result), getattr(topology, name), f"{name}(node) -> {result}", doc,
-                   context=True)
+                   context=True, pod_fields=topology.POD_FIELDS, version=topology.VERSIONS[name])
 
 
 BUILTINS.update({b.name: b for b in [

@@ -72,6 +72,10 @@ class Annotations:
     # A conversion applied to an expression's own value, where its context wants another unit:
     # the 1 in [1, 2Gi], a number branch of an if whose other branch is a quantity.
     coercions: dict[int, str] = field(default_factory=dict)
+    # The pod fields the rules read ("*": the pod as a whole), and the context built-ins called:
+    # what makes two pods equivalent for scheduling (see rulesched.lang.ruleset).
+    pod_fields: set[str] = field(default_factory=set)
+    context_calls: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,8 @@ class _Checker:
         self.let_types: dict[str, tuple[Type, frozenset[str]]] = {}
         self.let_stack: list[str] = []
         self.used_lets: set[str] = set()
+        self.pod_reads = 0  # every use of the name `pod` ...
+        self.pod_attr_reads = 0  # ... and those that read one of its fields
 
     # --- composition -------------------------------------------------------------------------
     def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
@@ -143,6 +149,8 @@ class _Checker:
                 self._let_type(name)
             if name not in self.used_lets:
                 self.diagnostics.append(warning("unused-let", f"let '{name}' is never used", let.name_span))
+        if self.pod_reads > self.pod_attr_reads:
+            self.notes.pod_fields.add("*")  # the pod is used whole somewhere
         return CheckedRules(tuple(checked), dict(self.lets), self.notes, tuple(self.diagnostics))
 
     def _add_let(self, let: ast.Let) -> None:
@@ -363,6 +371,8 @@ class _Checker:
             return scope.bound[name]
         if name in scope.variables:
             self.notes.names[id(expr)] = NameRef("var", name)
+            if name == schema.POD_VARIABLE:
+                self.pod_reads += 1
             scope.used.add(name)
             return scope.variables[name]
         if name in self.lets:
@@ -397,6 +407,10 @@ class _Checker:
 
     def _attr(self, expr: ast.Attr, scope: _Scope) -> Type:
         t = self._infer(expr.obj, scope)
+        ref = self.notes.names.get(id(expr.obj))
+        if ref is not None and ref.kind == "var" and ref.name == schema.POD_VARIABLE:
+            self.notes.pod_fields.add(expr.name)
+            self.pod_attr_reads += 1
         if isinstance(t, Record):
             fields = schema.RECORDS[t]
             if expr.name in fields:
@@ -432,6 +446,9 @@ class _Checker:
             self._error("type", f"{expr.func}() {result}", expr, f"{builtin.signature}")
             return ANY
         self.notes.calls[id(expr)] = result[1]
+        if builtin.context:
+            self.notes.context_calls.add(builtin.name)
+            self.notes.pod_fields.update(builtin.pod_fields)
         return result[0]
 
     def _error(self, code: str, message: str, expr: Any, suggestion: str = "") -> None:

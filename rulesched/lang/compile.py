@@ -424,13 +424,17 @@ def _lazy_fn(kind: str, fns: list[Callable[[Any, Any], Any]]) -> Callable[[Any, 
 
 @dataclass(frozen=True)
 class CompiledRule:
-    """A rule ready to bind: its guard, body, and (filter) reason, each staged."""
+    """A rule ready to bind: its guard, body, and (filter) reason, each staged.
+
+    ``context`` names the cluster-wide built-ins the body calls (lets included): their version
+    tokens decide how long a cached per-node result stays valid (rulesched.lang.ruleset)."""
 
     checked: CheckedRule
     guard: Code | None
     body: Code
     reason: Code | None
     order: Code | None
+    context: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -447,5 +451,22 @@ def compile_rules(checked: CheckedRules) -> list[CompiledRule]:
         body = compiler.code(rule.body, slots)
         reason = compiler.code(rule.reason, {}) if rule.reason is not None else None
         order = compiler.code(rule.order, {}) if rule.order is not None else None
-        out.append(CompiledRule(c, guard, body, reason, order))
+        out.append(CompiledRule(c, guard, body, reason, order, _context_calls(rule.body, checked)))
     return out
+
+
+def _context_calls(expr: ast.Expr, checked: CheckedRules) -> frozenset[str]:
+    found: set[str] = set()
+    seen_lets: set[str] = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.Call) and BUILTINS[e.func].context:
+            found.add(e.func)
+        elif isinstance(e, ast.Name):
+            ref = checked.notes.names.get(id(e))
+            if ref is not None and ref.kind == "let" and ref.name not in seen_lets:
+                seen_lets.add(ref.name)
+                stack.append(checked.lets[ref.name].value)
+        stack.extend(ast.children(e))
+    return frozenset(found)

@@ -25,6 +25,17 @@ class ClusterView(Protocol):
         """How many nodes hold the image (by any of its names)."""
         ...
 
+    @property
+    def generation(self) -> int:
+        """Bumped by every change; with the two below, versions cached cluster-wide answers."""
+        ...
+
+    @property
+    def affinity_generation(self) -> int: ...
+
+    @property
+    def node_generation(self) -> int: ...
+
     def affinity_pods(self) -> Iterable[tuple[Pod, NodeView]]:
         """The pods that have any (anti-)affinity term, with their nodes: an index, so
         existing-pod anti-affinity need not scan every pod."""

@@ -4,20 +4,34 @@
 :class:`BoundRules` whose filters, scores and preemption predicates are plain functions of a node
 (and, for preemption, a victim pod). This mirrors a kube-scheduler cycle: PreFilter work happens
 at bind time, Filter and Score per node.
+
+Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
+(the checker lists them) is equal — a ReplicaSet's pods usually are. A shared binding keeps, in
+each node's ``memo`` (cleared when the node or its pods change), the node's filter outcome and
+its raw scores, stamped with the version tokens of the cluster-wide built-ins the rules call;
+a stamp that no longer matches means the entry is recomputed. Rules that read a pod's name or
+uid, or the pod as a whole, make every pod its own class and switch this off.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang import ast
+import cachetools
+
+from rulesched.lang import ast, schema
+from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import CheckedRules
 from rulesched.lang.compile import Code, CompiledRule, compile_rules
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.values import as_score
 from rulesched.model import Pod
+
+_PER_POD_FIELDS = frozenset({"name", "uid", "*"})
+CLASS_CACHE_SIZE = 512  # equivalence classes kept bound at once (least recently used go first)
 
 
 @dataclass(frozen=True)
@@ -42,25 +56,111 @@ class BoundPreempt:
     order: Callable[[Any], Any] | None  # node -> sort key, lowest preferred
 
 
-@dataclass(frozen=True)
+Failure = tuple[BoundFilter, tuple[str, ...]]
+
+
 class BoundRules:
-    """The rules that apply to one pod (guards already decided), as functions of a node."""
+    """The rules that apply to one pod (guards already decided), as functions of a node.
 
-    ctx: EvalContext
-    filters: tuple[BoundFilter, ...]
-    scores: tuple[BoundScore, ...]
-    preempts: tuple[BoundPreempt, ...]
+    :meth:`first_failure` and :meth:`score_vector` are what the scheduler calls per node; with
+    ``cached`` they keep their answers in the node's memo (see the module docstring). Call
+    :meth:`refresh` after the cluster changed within a cycle (preemption's dry runs do).
+    """
 
-    def first_failure(self, node: Any) -> tuple[BoundFilter, tuple[str, ...]] | None:
-        """The first filter (in rule order) the node fails, with its reasons; None if it fits."""
+    def __init__(self, ctx: EvalContext, filters: tuple[BoundFilter, ...], scores: tuple[BoundScore, ...],
+                 preempts: tuple[BoundPreempt, ...], versions: tuple[Callable[[EvalContext], object], ...] = (),
+                 volatile: frozenset[int] = frozenset(), cached: bool = False) -> None:
+        self.ctx = ctx
+        self.filters = filters
+        self.scores = scores
+        self.preempts = preempts
+        self.cached = cached
+        self._versions = versions  # of every cluster-wide built-in the filters and scores call
+        self._volatile = volatile  # indexes of scores never cached (they read the cycle itself)
+        self._filter_key, self._score_key = object(), object()
+        self._token: object = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Start afresh after a cluster change: per-pod precomputation and version stamps."""
+        self.ctx.scratch.clear()
+        self._token = tuple(v(self.ctx) for v in self._versions)
+
+    def _first_failure(self, node: Any) -> Failure | None:
         for f in self.filters:
             if not f.passes(node):
                 return f, f.reasons(node)
         return None
 
+    def first_failure(self, node: Any) -> Failure | None:
+        """The first filter (in rule order) the node fails, with its reasons; None if it fits."""
+        if not self.cached:
+            return self._first_failure(node)
+        memo = node.memo
+        hit = memo.get(self._filter_key)
+        if hit is not None and hit[0] == self._token:
+            return hit[1]  # type: ignore[no-any-return]
+        outcome = self._first_failure(node)
+        memo[self._filter_key] = (self._token, outcome)
+        return outcome
+
+    def feasible(self, nodes: Sequence[Any], start: int, wanted: int,
+                 failed: Callable[[Any, tuple[str, ...]], None]) -> tuple[list[Any], int]:
+        """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit; report each node that
+        does not to ``failed``. Returns the feasible nodes and how many nodes were looked at.
+        (The loop of :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
+        count = len(nodes)
+        found: list[Any] = []
+        token, key, cached = self._token, self._filter_key, self.cached
+        uncached = self._first_failure
+        looked = 0
+        for i in range(count):
+            node = nodes[(start + i) % count]
+            looked += 1
+            if cached:
+                memo = node.memo
+                hit = memo.get(key)
+                if hit is not None and hit[0] == token:
+                    outcome = hit[1]
+                else:
+                    outcome = uncached(node)
+                    memo[key] = (token, outcome)
+            else:
+                outcome = uncached(node)
+            if outcome is None:
+                found.append(node)
+                if len(found) >= wanted:
+                    break
+            else:
+                failed(node, outcome[1])
+        return found, looked
+
+    def score_vector(self, node: Any) -> tuple[int, ...]:
+        """Every score rule's raw value for the node, in rule order, then one more element: the
+        weighted sum of the rules that are not normalised (their share of the total is final)."""
+        if not self.cached:
+            return self._vector(node, ())
+        memo = node.memo
+        hit = memo.get(self._score_key)
+        if hit is not None and hit[0] == self._token:
+            vector: tuple[int, ...] = hit[1]
+        else:
+            vector = self._vector(node, self._volatile)
+            memo[self._score_key] = (self._token, vector)
+        if self._volatile:
+            vector = self._vector(node, (), vector)
+        return vector
+
+    def _vector(self, node: Any, skip: Collection[int], known: tuple[int, ...] = ()) -> tuple[int, ...]:
+        """Raw scores (0 for ``skip``, reused from ``known`` unless volatile) and the fixed sum."""
+        values = [0 if i in skip else known[i] if known and i not in self._volatile else s.score(node)
+                  for i, s in enumerate(self.scores)]
+        fixed = sum(s.weight * v for s, v in zip(self.scores, values, strict=True) if s.normalize == "none")
+        return (*values, fixed)
+
 
 class RuleSet:
-    """A checked, compiled set of rules. Immutable: a reload builds a new one."""
+    """A checked, compiled set of rules. Immutable but for its cache: a reload builds a new one."""
 
     def __init__(self, checked: CheckedRules, files: Sequence[str] = ()) -> None:
         self.checked = checked
@@ -69,17 +169,59 @@ class RuleSet:
         self.filters = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.FILTER)
         self.scores = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.SCORE)
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
+        fields = checked.notes.pod_fields
+        self.class_fields: tuple[str, ...] | None = (
+            None if fields & _PER_POD_FIELDS else tuple(sorted(fields)))
+        # Raw model attributes where there is one (None and () differ for node affinity),
+        # else the field's getter (has_required_node_affinity is derived).
+        self._class_getters = [
+            operator.attrgetter(f) if f in Pod.__dataclass_fields__ else schema.RECORDS[schema.POD][f].get
+            for f in self.class_fields or ()
+        ]
+        self._classes: cachetools.LRUCache[Any, BoundRules] = cachetools.LRUCache(CLASS_CACHE_SIZE)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.checked.rules)
 
+    def class_key(self, pod: Pod) -> tuple[Any, ...] | None:
+        """The pod's equivalence class: the values of every field the rules read."""
+        if self.class_fields is None:
+            return None
+        return tuple(_hashable(get(pod)) for get in self._class_getters)
+
     def bind(self, pod: Pod, cluster: ClusterView | None = None) -> BoundRules:
+        key = self.class_key(pod)
+        if key is None:
+            return self._bind(pod, cluster, cache=False)
+        slot = (key, id(cluster))
+        bound = self._classes.get(slot)
+        if bound is not None and bound.ctx.cluster is cluster:
+            bound.ctx.pod, bound.ctx.feasible = pod, None  # same guards and pod-only values
+            bound.refresh()
+            return bound
+        bound = self._bind(pod, cluster, cache=True)
+        self._classes[slot] = bound
+        return bound
+
+    def _bind(self, pod: Pod, cluster: ClusterView | None, cache: bool) -> BoundRules:
         ctx = EvalContext(pod, cluster)
-        filters = tuple(_bind_filter(r, ctx) for r in self.filters if _applies(r, ctx))
-        scores = tuple(_bind_score(r, ctx) for r in self.scores if _applies(r, ctx))
+        filter_rules = [r for r in self.filters if _applies(r, ctx)]
+        score_rules = [r for r in self.scores if _applies(r, ctx)]
         preempts = tuple(_bind_preempt(r, ctx) for r in self.preempts if _applies(r, ctx))
-        return BoundRules(ctx, filters, scores, preempts)
+        context = sorted(set().union(*(r.context for r in (*filter_rules, *score_rules))))
+        versions = tuple(v for v in (BUILTINS[name].version for name in context) if v is not None)
+        volatile = frozenset(i for i, r in enumerate(score_rules)
+                             if any(BUILTINS[name].version is None for name in r.context))
+        return BoundRules(ctx, tuple(_bind_filter(r, ctx) for r in filter_rules),
+                          tuple(_bind_score(r, ctx) for r in score_rules), preempts,
+                          versions, volatile, cached=cache)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return frozenset(value.items())
+    return value
 
 
 def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:
@@ -117,7 +259,11 @@ def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
 
 def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:
     fn = _node_fn(rule.body, ctx)
-    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, lambda n: as_score(fn(n)))
+
+    def score(n: Any) -> int:
+        return as_score(fn(n))
+
+    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, score)
 
 
 def _bind_preempt(rule: CompiledRule, ctx: EvalContext) -> BoundPreempt:

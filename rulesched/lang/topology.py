@@ -404,3 +404,58 @@ def image_locality(ctx: EvalContext, node: Any) -> int:
     upper = _MAX_IMAGE_PER_CONTAINER * len(images)
     total = min(max(total, _MIN_IMAGE), upper)
     return 100 * (total - _MIN_IMAGE) // (upper - _MIN_IMAGE)
+
+
+# --- what the answers depend on ------------------------------------------------------------------
+# Compiled rules cache results per node for equivalent pods (rulesched.lang.ruleset); a cluster-
+# wide built-in's cached answer stays valid while its version token is unchanged. The tokens
+# read counters the cluster view bumps: ``generation`` on any change, ``affinity_generation`` when
+# pods with (anti-)affinity terms or node labels change, ``node_generation`` when nodes change.
+
+POD_FIELDS = frozenset({
+    "namespace", "labels", "pod_affinity", "pod_anti_affinity", "preferred_pod_affinity",
+    "preferred_pod_anti_affinity", "topology_spread_constraints", "node_selector",
+    "required_node_affinity", "tolerations", "images",
+})
+
+
+def _generation(ctx: EvalContext) -> object:
+    return getattr(ctx.cluster, "generation", 0)
+
+
+def _affinity_generation(ctx: EvalContext) -> object:
+    return getattr(ctx.cluster, "affinity_generation", 0)
+
+
+def _node_generation(ctx: EvalContext) -> object:
+    return getattr(ctx.cluster, "node_generation", 0)
+
+
+def _if(field: str, then: Any, otherwise: Any) -> Any:
+    """The version of a built-in whose answer is fixed unless the pod has ``field``."""
+    def version(ctx: EvalContext) -> object:
+        return then(ctx) if getattr(ctx.pod, field) else otherwise(ctx)
+    return version
+
+
+def _constant(ctx: EvalContext) -> object:
+    return 0
+
+
+def _preferred_version(ctx: EvalContext) -> object:
+    pod = ctx.pod
+    if pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity:
+        return _generation(ctx)
+    return _affinity_generation(ctx)
+
+
+VERSIONS: dict[str, Any] = {
+    "pod_affinity_ok": _if("pod_affinity", _generation, _constant),
+    "pod_anti_affinity_ok": _if("pod_anti_affinity", _generation, _constant),
+    "existing_anti_affinity_ok": _affinity_generation,
+    "inter_pod_affinity_score": _preferred_version,
+    "spread_has_labels": _constant,
+    "spread_ok": _generation,
+    "spread_score": None,  # depends on the feasible nodes of the cycle: never cached
+    "image_locality": _node_generation,
+}

@@ -61,43 +61,54 @@ class Cycle:
         if count == 0:
             return []
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
-        feasible: list[NodeInfo] = []
         reasons: Counter[str] = result.reasons
         filtered = result.filtered
-        filters = bound.filters
+
+        def failed(node: NodeInfo, why: tuple[str, ...]) -> None:
+            reasons.update(set(why))
+            if filtered is not None:
+                filtered[node.name] = why
+
         start = self.next_start % count
-        evaluated = 0
-        for i in range(count):
-            node = nodes[(start + i) % count]
-            evaluated += 1
-            for f in filters:
-                if not f.passes(node):
-                    why = f.reasons(node)
-                    reasons.update(set(why))
-                    if filtered is not None:
-                        filtered[node.name] = why
-                    break
-            else:
-                feasible.append(node)
-                if len(feasible) >= wanted:
-                    break
-        self.next_start = (start + evaluated) % count
+        feasible, looked = bound.feasible(nodes, start, wanted, failed)
+        self.next_start = (start + looked) % count
         return feasible
 
     def _score(self, bound: BoundRules, feasible: list[NodeInfo], result: CycleResult) -> list[int]:
+        """Weighted sum of normalised scores per feasible node. Rules that are not normalised come
+        pre-summed from the vectors' last element; a normalised column whose values are all equal
+        normalises to one number, added once rather than per node."""
         bound.ctx.feasible = feasible
-        totals = [0] * len(feasible)
-        per_rule: list[tuple[str, list[int]]] = []
-        for s in bound.scores:
-            normalized = normalize(s.normalize, [s.score(n) for n in feasible])
-            weight = s.weight
-            for i, value in enumerate(normalized):
-                totals[i] += weight * value
-            if result.scores is not None:
-                per_rule.append((s.name, normalized))
+        score_vector = bound.score_vector
+        vectors = [score_vector(n) for n in feasible]
         if result.scores is not None:
-            for i, node in enumerate(feasible):
-                entry = {name: values[i] for name, values in per_rule}
-                entry["total"] = totals[i]
-                result.scores[node.name] = entry
+            return self._explain(bound, feasible, vectors, result.scores)
+        totals = [v[-1] for v in vectors]
+        offset = 0
+        for index, s in enumerate(bound.scores):
+            if s.normalize == "none":
+                continue
+            column = [v[index] for v in vectors]
+            low, high = min(column), max(column)
+            if low == high:
+                offset += s.weight * normalize(s.normalize, [low])[0]
+                continue
+            weight = s.weight
+            totals = [t + weight * v for t, v in zip(totals, normalize(s.normalize, column), strict=True)]
+        return totals if not offset else [t + offset for t in totals]
+
+    @staticmethod
+    def _explain(bound: BoundRules, feasible: list[NodeInfo], vectors: list[tuple[int, ...]],
+                 out: dict[str, dict[str, int]]) -> list[int]:
+        """The same totals, computed rule by rule and recorded per node (``--explain``)."""
+        totals = [0] * len(feasible)
+        per_rule = []
+        for index, s in enumerate(bound.scores):
+            normalized = normalize(s.normalize, [v[index] for v in vectors])
+            totals = [t + s.weight * v for t, v in zip(totals, normalized, strict=True)]
+            per_rule.append((s.name, normalized))
+        for i, node in enumerate(feasible):
+            entry = {name: values[i] for name, values in per_rule}
+            entry["total"] = totals[i]
+            out[node.name] = entry
         return totals

@@ -83,7 +83,7 @@ def _rule_order(state: ClusterState, bound: BoundRules) -> Callable[[Candidate],
 
 
 def _fits(bound: BoundRules, node: NodeInfo) -> bool:
-    bound.ctx.scratch.clear()  # cluster-wide precomputation is stale after every change
+    bound.refresh()  # cluster-wide precomputation and cached answers are stale after a change
     return bound.first_failure(node) is None
 
 
@@ -111,7 +111,7 @@ def _select_victims(state: ClusterState, bound: BoundRules, node: NodeInfo,
         for pod in potential:
             if state.pod_node(pod.key) is None:
                 state.add_pod(pod)
-        bound.ctx.scratch.clear()
+        bound.refresh()
 
 
 def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:

@@ -45,15 +45,9 @@ def normalize(mode: str, scores: Sequence[int]) -> list[int]:
 
 
 def select_host(totals: Sequence[int], rng: random.Random) -> int:
-    """Index of the highest total; ties broken uniformly at random (reservoir sampling, as
-    kube-scheduler's selectHost), reproducibly for a seeded generator."""
-    best, chosen, ties = totals[0], 0, 1
-    for i in range(1, len(totals)):
-        score = totals[i]
-        if score > best:
-            best, chosen, ties = score, i, 1
-        elif score == best:
-            ties += 1
-            if rng.randrange(ties) == 0:
-                chosen = i
-    return chosen
+    """Index of the highest total; ties broken uniformly at random, as kube-scheduler's
+    selectHost does (it samples a reservoir; one draw among the ties is the same distribution),
+    reproducibly for a seeded generator."""
+    best = max(totals)
+    ties = [i for i, score in enumerate(totals) if score == best]
+    return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
