@@ -292,25 +292,31 @@ def _spread_state(ctx: EvalContext) -> _SpreadState:
     return state
 
 
-def spread_has_labels(ctx: EvalContext, node: Any) -> bool:
-    """Whether the node carries every hard constraint's topology key."""
-    return all(c.topology_key in node.labels for c in _spread_state(ctx).constraints)
-
-
 def spread_ok(ctx: EvalContext, node: Any) -> bool:
     """PodTopologySpread Filter: for every hard constraint, skew <= maxSkew."""
+    return _spread_failure(ctx, node) is None
+
+
+def spread_missing_label(ctx: EvalContext, node: Any) -> bool:
+    """Whether the first constraint the node fails, in order, fails for lack of its label (the
+    "(missing required label)" reason) rather than for skew."""
+    return _spread_failure(ctx, node) == "label"
+
+
+def _spread_failure(ctx: EvalContext, node: Any) -> str | None:
+    """PodTopologySpread Filter, constraint by constraint: None, "label" or "skew"."""
     state = _spread_state(ctx)
     pod = ctx.pod
     for c in state.constraints:
         value = node.labels.get(c.topology_key)
         if value is None:
-            return False
+            return "label"
         key = c.topology_key
         minimum = 0 if state.domains.get(key, 0) < c.min_domains else state.minimum.get(key, 0)
         self_match = 1 if label_selector_matches(c.selector, pod.labels) else 0
         if state.counts.get((key, value), 0) + self_match - minimum > c.max_skew:
-            return False
-    return True
+            return "skew"
+    return None
 
 
 @dataclass(frozen=True)
@@ -454,7 +460,7 @@ VERSIONS: dict[str, Any] = {
     "pod_anti_affinity_ok": _if("pod_anti_affinity", _generation, _constant),
     "existing_anti_affinity_ok": _affinity_generation,
     "inter_pod_affinity_score": _preferred_version,
-    "spread_has_labels": _constant,
+    "spread_missing_label": _generation,
     "spread_ok": _generation,
     "spread_score": None,  # depends on the feasible nodes of the cycle: never cached
     "image_locality": _node_generation,

@@ -1,0 +1,111 @@
+"""Scheduling throughput on kube-scheduler-perf-like clusters, through the embedded simulator.
+
+    python benchmarks/bench_schedule.py                       # every workload in the table
+    python benchmarks/bench_schedule.py --workload basic --nodes 5000 --running 1000 --pending 10000
+    python benchmarks/bench_schedule.py --scaling             # per-pod cost at 500, 5000, 15000 nodes
+
+Prints, per workload: load time (JSON text -> cluster objects, as `kubectl get -o json` output),
+pods/s of scheduling time, p50/p99 per-pod latency, and peak RSS. Figures only; no assertions.
+Upstream scheduler_perf thresholds for comparison: SchedulingBasic 270 pods/s, node affinity 220,
+topology spreading 85, pod anti-affinity 60 (on far bigger machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gen_cluster import generate  # noqa: E402
+
+from rulesched.cluster.state import ClusterState  # noqa: E402
+from rulesched.lang import load_rules, resolve_rules_path  # noqa: E402
+from rulesched.model import Pod  # noqa: E402
+from rulesched.scheduler.framework import SchedulerSettings  # noqa: E402
+from rulesched.scheduler.scheduler import Scheduler  # noqa: E402
+from rulesched.simulate.load import load_cluster  # noqa: E402
+
+UPSTREAM = {"basic": 270, "node-affinity": 220, "spreading": 85, "anti-affinity": 60}
+
+
+class _Binder:
+    def bind(self, pod: Pod, node: str) -> bool:
+        return True
+
+
+def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.json"
+        path.write_text(json.dumps(generate(nodes, running, pending, workload, seed)))
+        gc.collect()
+        started = time.perf_counter()
+        objects = load_cluster([path])
+        load_seconds = time.perf_counter() - started
+    rules = load_rules([resolve_rules_path("default")])
+    state = ClusterState.build(objects.nodes, objects.running_pods, objects.pdbs)
+    scheduler = Scheduler(rules, state, SchedulerSettings(seed=seed), _Binder())
+    for pod in objects.pending_pods:
+        scheduler.add(pod)
+    latencies = []
+    clock = time.perf_counter
+    started = clock()
+    while True:
+        t0 = clock()
+        if scheduler.schedule_one() is None:
+            break
+        latencies.append(clock() - t0)
+    total = clock() - started
+    scheduled = sum(1 for h in scheduler.history.values() if h.node is not None)
+    latencies.sort()
+    return {
+        "nodes": nodes, "running": running, "pending": pending, "scheduled": scheduled,
+        "load_s": load_seconds, "sched_s": total, "pods_per_s": len(latencies) / total,
+        "p50_ms": 1000 * statistics.median(latencies),
+        "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def show(workload: str, r: dict[str, float]) -> None:
+    target = 4 * UPSTREAM[workload] if workload != "basic" else 1000
+    print(f"{workload:14} nodes={r['nodes']:>6} running={r['running']:>6} pending={r['pending']:>6} "
+          f"scheduled={r['scheduled']:>6}  load {r['load_s']:.2f}s  {r['pods_per_s']:7.0f} pods/s "
+          f"(target {target})  p50 {r['p50_ms']:.2f}ms  p99 {r['p99_ms']:.2f}ms  "
+          f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", choices=sorted(UPSTREAM), action="append")
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--running", type=int, default=1000)
+    parser.add_argument("--pending", type=int)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scaling", action="store_true", help="basic workload at 500, 5000, 15000 nodes")
+    args = parser.parse_args(argv)
+    if args.scaling:
+        base = None
+        for n in (500, 5000, 15000):
+            r = run("basic", n, n // 5, args.pending or 2000, args.seed)
+            show("basic", r)
+            per_pod = 1000 / r["pods_per_s"]
+            base = base or per_pod
+            print(f"    per-pod {per_pod:.3f} ms, {per_pod / base:.2f}x the 500-node cost")
+        return 0
+    # Pending counts follow scheduler_perf: 10000 for SchedulingBasic, fewer for the heavy ones.
+    pending = {"basic": 10000, "node-affinity": 5000, "spreading": 5000, "anti-affinity": 2000}
+    for workload in args.workload or ["basic", "node-affinity", "spreading", "anti-affinity"]:
+        show(workload, run(workload, args.nodes, args.running, args.pending or pending[workload], args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
