@@ -1,0 +1,140 @@
+"""The example rule sets under rules/examples/<name>/: each policy.rules simulated on its
+cluster.yaml gives the outcome its comments state."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rulesched.simulate.load import load_cluster
+from rulesched.simulate.report import Report
+from rulesched.simulate.run import SimulateSettings, simulate
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "rules" / "examples"
+NAMES = ("underlay-ip", "pod-capacity", "gpu-binpacking", "zone-spreading")
+
+
+def run_example(name: str, rules: str | None = None, explain: bool = False) -> Report:
+    folder = EXAMPLES / name
+    cluster = folder / "cluster.yaml"
+    settings = SimulateSettings(cluster=(str(cluster),), rules=(rules or str(folder),), explain=explain)
+    return simulate(load_cluster([cluster]), settings)
+
+
+def placements(report: Report) -> dict[str, str | None]:
+    return {str(row["pod"]): row["node"] for row in report.rows()}  # type: ignore[misc]
+
+
+def messages(report: Report) -> dict[str, str]:
+    return {str(row["pod"]): str(row["message"]) for row in report.rows()}
+
+
+def gpus_in_use(report: Report) -> dict[str, int]:
+    return {n.name: n.requested.get("nvidia.com/gpu", 0) // 1000 for n in report.state.nodes}
+
+
+def test_every_example_has_a_policy_a_cluster_and_a_test() -> None:
+    found = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
+    assert found == sorted(NAMES)
+    for name in found:
+        assert (EXAMPLES / name / "cluster.yaml").is_file()
+        first = next(line for line in (EXAMPLES / name / "policy.rules").read_text().splitlines()
+                     if line.strip() and not line.startswith("#"))
+        assert first == 'extends "default"'
+
+
+def test_examples_lint_clean() -> None:
+    done = subprocess.run([sys.executable, "-m", "rulesched", "lint", "--strict", "rules/"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 errors, 0 warnings" in done.stdout
+
+
+# --- underlay-ip -----------------------------------------------------------------------------------
+
+def test_underlay_ip_limit_per_node() -> None:
+    report = run_example("underlay-ip")
+    # node-a had 2 of its 3 underlay IPs in use; node-b and node-c had none free
+    assert placements(report) == {"net/underlay-1": "node-a", "net/underlay-2": None, "net/overlay-1": "node-b"}
+    message = messages(report)["net/underlay-2"]
+    assert message.startswith("0/3 nodes are available: 3 node has no free underlay IP.")
+    assert "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod." in message
+    underlay = {n.name: sum(p.annotations.get("network.example.com/mode") == "underlay" for p in n.pods)
+                for n in report.state.nodes}
+    assert underlay == {"node-a": 3, "node-b": 3, "node-c": 3}
+    assert report.summary()["scheduled"] == 2 and report.summary()["unschedulable"] == 1
+
+
+def test_underlay_ip_default_rules_have_no_such_limit() -> None:
+    report = run_example("underlay-ip", rules="default")
+    assert all(node is not None for node in placements(report).values())
+
+
+# --- pod-capacity ----------------------------------------------------------------------------------
+
+def test_pod_capacity_prefers_the_node_with_fewest_pods() -> None:
+    report = run_example("pod-capacity", explain=True)
+    assert {n.name: len(n.pods) for n in report.state.nodes} == {"node-a": 21, "node-b": 18, "node-c": 25}
+    assert placements(report) == {"apps/new-pod": "node-b"}
+    (row,) = report.rows()
+    scores = row["scores"]
+    assert isinstance(scores, dict)
+    # 100 - 100 * pods / 110, truncated, over 21, 17 and 25 pods
+    assert {n: s["pod_capacity"] for n, s in scores.items()} == {"node-a": 80, "node-b": 84, "node-c": 77}
+    assert all("NodeResourcesFit" not in s and "NodeResourcesBalancedAllocation" not in s for s in scores.values())
+
+
+# --- gpu-binpacking --------------------------------------------------------------------------------
+
+def test_gpu_pods_pack_onto_the_fullest_gpu_node() -> None:
+    report = run_example("gpu-binpacking")
+    assert placements(report) == {
+        "ml/train-1": "gpu-b",  # 3 of 4 in use: the fullest that still fits
+        "ml/train-2": "gpu-a",  # gpu-b is now full
+        "ml/train-3": "gpu-a",  # 2 + 2 fills gpu-a
+        "ml/train-4": "gpu-c",  # the only GPUs left
+        "shop/web": "cpu-d",    # no GPU: the rule's guard leaves it to the defaults (and the taints)
+    }
+    assert gpus_in_use(report) == {"gpu-a": 4, "gpu-b": 4, "gpu-c": 1, "cpu-d": 0}
+
+
+def test_gpu_binpacking_differs_from_default_spreading() -> None:
+    report = run_example("gpu-binpacking", rules="default")
+    assert placements(report)["ml/train-1"] == "gpu-c"  # LeastAllocated picks the emptiest node
+    assert gpus_in_use(report)["gpu-b"] == 3
+
+
+# --- zone-spreading --------------------------------------------------------------------------------
+
+def zone_counts(report: Report) -> Counter[str]:
+    return Counter(n.labels["topology.kubernetes.io/zone"] for n in report.state.nodes
+                   for p in n.pods if p.labels.get("app") == "web")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_zone_spreading_keeps_zones_within_max_skew(seed: int) -> None:
+    folder = EXAMPLES / "zone-spreading"
+    settings = SimulateSettings(cluster=(str(folder / "cluster.yaml"),), rules=(str(folder),), seed=seed)
+    report = simulate(load_cluster([folder / "cluster.yaml"]), settings)
+    webs = {pod: node for pod, node in placements(report).items() if pod.startswith("shop/web-")}
+    assert len(webs) == 7 and all(webs.values())
+    counts = zone_counts(report)
+    assert sum(counts.values()) == 10 and set(counts) == {"zone-a", "zone-b", "zone-c"}
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
+
+
+def test_zone_spreading_policy_rejects_pods_that_do_not_spread() -> None:
+    report = run_example("zone-spreading")
+    assert placements(report)["shop/stray"] is None
+    assert messages(report)["shop/stray"].startswith(
+        "0/6 nodes are available: 6 pod must spread over topology.kubernetes.io/zone.")
+    # without the policy, only the spread constraint (in the pods) keeps the zones even
+    default = run_example("zone-spreading", rules="default")
+    assert placements(default)["shop/stray"] is not None
+    counts = zone_counts(default)
+    assert max(counts.values()) - min(counts.values()) <= 1, counts

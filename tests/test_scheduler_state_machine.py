@@ -1,0 +1,300 @@
+"""A stateful property test of ClusterState + Scheduler under the default rules.
+
+Hypothesis drives a cluster through node adds/removes/cordons, running-pod adds and deletes,
+pending-pod adds, single scheduling cycles and run-until-settled, with a Binder test double that
+fails binds as drawn. After every step the cluster's bookkeeping must match a recomputation from
+scratch and no node may be overcommitted. At every bind, the chosen node is re-checked: on a copy
+of the cluster rebuilt from scratch without the pod, a binding of a separately loaded copy of the
+default rules (no cache shared with the scheduler) must pass every filter on that node (the
+scheduler never places a pod where a filter rejects it); when a cycle finds no node, the same
+reference check must reject every node. A failed bind must leave
+no assumed pod behind and requeue the pod with backoff.
+
+Deleting a *pending* pod is not modelled: the Scheduler has no API to drop a queued pod.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import Counter, deque
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from rulesched.cluster.state import ClusterState
+from rulesched.lang import RuleSet, load_rules, resolve_rules_path
+from rulesched.model import Node, Pod
+from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.scheduler.scheduler import Scheduler, VirtualClock
+from tests.upstream.harness import default_rules, node, pod
+
+GPU = "nvidia.com/gpu"
+CHECKED = ("cpu", "memory", GPU)
+ZONES = ("zone-a", "zone-b", "zone-c")
+GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+
+
+@st.composite
+def node_shapes(draw: Any) -> dict[str, Any]:
+    gpus = draw(st.sampled_from([0, 0, 2, 4]))
+    allocatable = {"cpu": draw(st.sampled_from(["1", "2", "4"])),
+                   "memory": draw(st.sampled_from(["2Gi", "4Gi", "8Gi"])),
+                   "pods": draw(st.sampled_from(["2", "3", "110"]))}
+    if gpus:
+        allocatable[GPU] = str(gpus)
+    taints = [{"key": GPU, "value": "present", "effect": "NoSchedule"}] if gpus and draw(st.booleans()) else []
+    return {"allocatable": allocatable, "taints": taints, "zone": draw(st.sampled_from(ZONES)),
+            "unschedulable": draw(st.sampled_from([False] * 7 + [True]))}
+
+
+@st.composite
+def pod_shapes(draw: Any) -> dict[str, Any]:
+    """A pod spec fragment and labels; a few pods carry constraints that read other pods."""
+    requests = {}
+    cpu = draw(st.sampled_from([None, "100m", "500m", "1", "2"]))
+    memory = draw(st.sampled_from([None, "128Mi", "1Gi", "3Gi"]))
+    if cpu:
+        requests["cpu"] = cpu
+    if memory:
+        requests["memory"] = memory
+    gpu = draw(st.sampled_from([0, 0, 0, 1, 2]))
+    container: dict[str, Any] = {"name": "c", "image": draw(st.sampled_from(["busybox", "nginx:1.27"])),
+                                 "resources": {"requests": requests, **({"limits": {GPU: str(gpu)}} if gpu else {})}}
+    app = draw(st.sampled_from(["web", "db"]))
+    spec: dict[str, Any] = {"containers": [container], "priority": draw(st.sampled_from([0, 0, 10]))}
+    selector = {"matchLabels": {"app": app}}
+    for extra in draw(st.sets(st.sampled_from(["port", "zone", "tolerate", "anti", "spread", "soft-spread"]),
+                              max_size=2)):
+        if extra == "port":
+            container["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        elif extra == "zone":
+            spec["nodeSelector"] = {"topology.kubernetes.io/zone": draw(st.sampled_from(ZONES))}
+        elif extra == "tolerate":
+            spec["tolerations"] = [GPU_TOLERATION]
+        elif extra == "anti":
+            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}}
+        else:
+            spec["topologySpreadConstraints"] = [{
+                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "labelSelector": selector,
+                "whenUnsatisfiable": "DoNotSchedule" if extra == "spread" else "ScheduleAnyway"}]
+    if gpu:
+        spec.setdefault("tolerations", [GPU_TOLERATION])
+    return {"spec": spec, "labels": {"app": app}}
+
+
+class PlannedBinder:
+    """Binds succeed or fail as planned (then succeed). Every bind re-checks the placement."""
+
+    def __init__(self, machine: SchedulerMachine) -> None:
+        self.machine = machine
+        self.plan: deque[bool] = deque()
+        self.calls: list[tuple[str, str, bool]] = []
+
+    def bind(self, pod: Pod, node: str) -> bool:
+        self.machine.check_placement(pod, node)
+        ok = self.plan.popleft() if self.plan else True
+        self.calls.append((pod.key, node, ok))
+        return ok
+
+
+@functools.lru_cache(maxsize=1)
+def reference_rules() -> RuleSet:
+    """The default rules loaded a second time: checks never share the scheduler's binding caches."""
+    return load_rules([resolve_rules_path("default")])
+
+
+def fresh_copy(state: ClusterState, without: str | None = None) -> ClusterState:
+    """The cluster rebuilt from scratch (new NodeInfos, empty memos), optionally without one pod."""
+    return ClusterState.build([info.node for info in state.nodes],
+                              [p for p in state.pods() if p.key != without], state.pdbs, state.namespaces)
+
+
+def _sum(pods: list[Pod], attr: str) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for p in pods:
+        total.update(getattr(p, attr))
+    return {k: v for k, v in total.items() if v}
+
+
+class SchedulerMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rules = default_rules()
+        self.state = ClusterState()
+        self.clock = VirtualClock()
+        self.binder = PlannedBinder(self)
+        self.scheduler = Scheduler(self.rules, self.state, SchedulerSettings(), self.binder, clock=self.clock)
+        self.counter = 0
+        self.placements = 0
+
+    def _name(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def check_placement(self, placed: Pod, node_name: str) -> None:
+        """At bind time the pod is assumed on the node; without it, the node must pass every filter."""
+        assert self.state.is_assumed(placed.key) and self.state.pod_node(placed.key) == node_name
+        without = fresh_copy(self.state, without=placed.key)
+        info = without.node_view(node_name)
+        assert info is not None
+        failure = reference_rules().bind(dataclasses.replace(placed, node_name=""), without).first_failure(info)
+        assert failure is None, f"{placed.key} placed on {node_name} but {failure[0].name} rejects: {failure[1]}"
+
+    def _on_a_node(self, key: str) -> bool:
+        return any(p.key == key for info in self.state.nodes for p in info.pods)
+
+    # --- cluster changes -----------------------------------------------------------------------
+    @initialize(shapes=st.lists(node_shapes(), min_size=1, max_size=3))
+    def start(self, shapes: list[dict[str, Any]]) -> None:
+        for shape in shapes:
+            self.add_node(shape)
+
+    @rule(shape=node_shapes())
+    def add_node(self, shape: dict[str, Any]) -> None:
+        name = self._name("n")
+        self.state.add_node(node(name, labels={"kubernetes.io/hostname": name,
+                                                "topology.kubernetes.io/zone": shape["zone"]},
+                                 allocatable=shape["allocatable"], taints=shape["taints"],
+                                 unschedulable=shape["unschedulable"],
+                                 images=[(["docker.io/library/nginx:1.27", "nginx:1.27"], 200_000_000)]))
+        self.scheduler.queue.cluster_changed()
+
+    @precondition(lambda self: self.state.nodes)
+    @rule(data=st.data())
+    def remove_node(self, data: Any) -> None:
+        info = data.draw(st.sampled_from(list(self.state.nodes)))
+        keys = [p.key for p in info.pods]
+        gone = self.state.remove_node(info.name)
+        assert sorted(p.key for p in gone) == sorted(keys)
+        assert self.state.node_view(info.name) is None
+        for key in keys:
+            assert self.state.pod_node(key) is None and not self._on_a_node(key)
+
+    @precondition(lambda self: self.state.nodes)
+    @rule(data=st.data())
+    def toggle_cordon(self, data: Any) -> None:
+        info = data.draw(st.sampled_from(list(self.state.nodes)))
+        n: Node = info.node
+        self.state.update_node(dataclasses.replace(n, unschedulable=not n.unschedulable))
+        self.scheduler.queue.cluster_changed()
+
+    @precondition(lambda self: self.state.nodes)
+    @rule(data=st.data(), shape=pod_shapes())
+    def add_running_pod(self, data: Any, shape: dict[str, Any]) -> None:
+        """A pod bound by someone else; only added where it fits, so nodes stay within allocatable."""
+        info = data.draw(st.sampled_from(list(self.state.nodes)))
+        p = pod(self._name("r"), spec={**shape["spec"], "priority": 0}, labels=shape["labels"], node_name=info.name)
+        if len(info.pods) >= info.allocatable.get("pods", 0) // 1000:
+            return
+        if any(v > info.free.get(r, 0) for r, v in p.requests.items()):
+            return
+        self.state.add_pod(p)
+        self.scheduler.queue.cluster_changed()
+
+    @precondition(lambda self: any(info.pods for info in self.state.nodes))
+    @rule(data=st.data())
+    def delete_pod(self, data: Any) -> None:
+        key = data.draw(st.sampled_from(sorted(p.key for p in self.state.pods())))
+        assert self.state.remove_pod(key) is not None
+        assert self.state.pod_node(key) is None and not self._on_a_node(key)
+        self.scheduler.queue.cluster_changed()
+
+    @rule(shape=pod_shapes(), replicas=st.integers(1, 4))
+    def add_pending_pods(self, shape: dict[str, Any], replicas: int) -> None:
+        """Replicas are equal but for their names: the rules' equivalence-class cache shares them."""
+        for _ in range(replicas):
+            self.scheduler.add(pod(self._name("p"), spec=shape["spec"], labels=shape["labels"]))
+
+    @rule(seconds=st.sampled_from([1.0, 5.0, 20.0]))
+    def advance_clock(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    # --- scheduling ----------------------------------------------------------------------------
+    @rule(bind_ok=st.booleans())
+    def schedule_one(self, bind_ok: bool) -> None:
+        self.binder.plan = deque([bind_ok])
+        calls = len(self.binder.calls)
+        result = self.scheduler.schedule_one()
+        self.binder.plan.clear()
+        if result is None:
+            assert len(self.binder.calls) == calls
+            return
+        key, queue = result.pod.key, self.scheduler.queue
+        if result.code is Code.SCHEDULED:
+            assert self.binder.calls[calls:] == [(key, result.node, True)]
+            assert self.state.pod_node(key) == result.node and not self.state.is_assumed(key)
+            assert self.scheduler.history[key].node == result.node
+        elif result.code is Code.BIND_FAILED:
+            assert self.binder.calls[calls:] == [(key, result.node, False)]
+            assert not self.state.is_assumed(key)
+            assert self.state.pod_node(key) is None and not self._on_a_node(key)
+            assert any(e.pod.key == key for e in queue._backoff), "a failed bind must requeue with backoff"
+        else:
+            assert len(self.binder.calls) == calls
+            assert self.state.pod_node(key) is None
+            # no node was feasible: a fresh binding must reject every node (all are evaluated below 100)
+            fresh = fresh_copy(self.state)
+            bound = reference_rules().bind(result.pod, fresh)
+            preemption = result.preemption
+            if preemption is not None and preemption.nominated is not None:
+                for victim in preemption.victims:
+                    assert self.state.pod_node(victim.key) is None
+                assert any(e.pod.key == key and e.pod.nominated_node_name == preemption.nominated
+                           for e in queue._active)
+            else:
+                for info in fresh.nodes:
+                    assert bound.first_failure(info) is not None, f"{key} was unschedulable but fits {info.name}"
+                assert key in queue._unschedulable
+
+    @rule(plan=st.lists(st.booleans(), max_size=4))
+    def run_until_settled(self, plan: list[bool]) -> None:
+        self.binder.plan = deque(plan)
+        self.scheduler.run()
+        queue = self.scheduler.queue
+        assert not queue._active and not queue._backoff, "run() returned before the queue settled"
+        self.binder.plan.clear()
+        for key in queue._unschedulable:
+            assert self.state.pod_node(key) is None
+
+    # --- invariants ----------------------------------------------------------------------------
+    @invariant()
+    def within_allocatable(self) -> None:
+        for info in self.state.nodes:
+            assert len(info.pods) <= info.allocatable.get("pods", 0) // 1000, info
+            for r in CHECKED:
+                assert info.requested.get(r, 0) <= info.allocatable.get(r, 0), (info, r)
+
+    @invariant()
+    def aggregates_match_a_recount(self) -> None:
+        for info in self.state.nodes:
+            assert info.requested == _sum(info.pods, "requests"), info
+            assert info.nonzero_requested == _sum(info.pods, "nonzero_requests"), info
+            for r in info.allocatable.keys() | info.requested.keys():
+                assert info.free.get(r, 0) == info.allocatable.get(r, 0) - info.requested.get(r, 0), (info, r)
+            assert Counter(info.used_ports) == Counter(port for p in info.pods for port in p.host_ports)
+
+    @invariant()
+    def index_consistent_and_nothing_assumed(self) -> None:
+        seen: set[str] = set()
+        for info in self.state.nodes:
+            for p in info.pods:
+                assert p.key not in seen, f"{p.key} is on two nodes"
+                seen.add(p.key)
+                assert p.node_name == info.name and self.state.pod_node(p.key) == info.name
+                assert not self.state.is_assumed(p.key), f"{p.key} still assumed after its bind finished"
+        images = Counter(name for info in self.state.nodes for name in info.images)
+        for name, count in images.items():
+            assert self.state.image_node_count(name) == count
+        affinity = sorted(p.key for p, _ in self.state.affinity_pods())
+        assert affinity == sorted(p.key for p in self.state.pods() if p.pod_anti_affinity or p.pod_affinity)
+
+
+SchedulerMachine.TestCase.settings = settings(
+    max_examples=50, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+TestSchedulerStateMachine = SchedulerMachine.TestCase
