@@ -55,6 +55,7 @@ class Builtin:
     # whenever the cluster-wide answer may change (None: never cache, e.g. reads ctx.feasible).
     pod_fields: frozenset[str] = frozenset()
     version: Callable[[Any], object] | None = None
+    moves: Callable[[Any], bool] | None = None  # for this pod, does every cluster change move it?
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -181,7 +182,7 @@ BUILTINS: dict[str, Builtin] = {
 
 def _topology(name: str, result: Type, doc: str) -> Builtin:
     return Builtin(name, _sig([schema.NODE], result), getattr(topology, name), f"{name}(node) -> {result}", doc,
-                   context=True, pod_fields=topology.POD_FIELDS, version=topology.VERSIONS[name])
+                   context=True, pod_fields=topology.POD_FIELDS, version=topology.VERSIONS[name], moves=topology.MOVES[name])
 
 
 BUILTINS.update({b.name: b for b in [

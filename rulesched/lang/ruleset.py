@@ -69,14 +69,17 @@ class BoundRules:
 
     def __init__(self, ctx: EvalContext, filters: tuple[BoundFilter, ...], scores: tuple[BoundScore, ...],
                  preempts: tuple[BoundPreempt, ...], versions: tuple[Callable[[EvalContext], object], ...] = (),
-                 volatile: frozenset[int] = frozenset(), cached: bool = False) -> None:
+                 volatile: frozenset[int] = frozenset(), cached: bool = False,
+                 dynamic: tuple[int, ...] = ()) -> None:
         self.ctx = ctx
         self.filters = filters
         self.scores = scores
         self.preempts = preempts
         self.cached = cached
         self._versions = versions  # of every cluster-wide built-in the filters and scores call
-        self._volatile = volatile  # indexes of scores never cached (they read the cycle itself)
+        self._volatile = volatile  # indexes of scores never cached (cycle- or change-dependent)
+        self._dynamic = dynamic  # indexes of filters evaluated afresh each time, in order
+        self._dynamic_set = frozenset(dynamic)
         self._filter_key, self._score_key = object(), object()
         self._token: object = None
         self.refresh()
@@ -92,17 +95,42 @@ class BoundRules:
                 return f, f.reasons(node)
         return None
 
+    def _static_failure(self, node: Any) -> tuple[int, Failure] | None:
+        """The first failing filter among those whose answers are cached, with its index."""
+        dynamic = self._dynamic_set
+        for i, f in enumerate(self.filters):
+            if i not in dynamic and not f.passes(node):
+                return i, (f, f.reasons(node))
+        return None
+
+    def _with_dynamic(self, node: Any, static: tuple[int, Failure] | None) -> Failure | None:
+        """Merge the cached outcome with the filters evaluated afresh, keeping rule order."""
+        limit = static[0] if static is not None else len(self.filters)
+        for i in self._dynamic:
+            if i >= limit:
+                break
+            f = self.filters[i]
+            if not f.passes(node):
+                return f, f.reasons(node)
+        return static[1] if static is not None else None
+
+    def _cached_outcome(self, node: Any) -> Failure | None:
+        memo = node.memo
+        hit = memo.get(self._filter_key)
+        if hit is not None and hit[0] == self._token:
+            static = hit[1]
+        else:
+            static = self._static_failure(node)
+            memo[self._filter_key] = (self._token, static)
+        if not self._dynamic:
+            return static[1] if static is not None else None
+        return self._with_dynamic(node, static)
+
     def first_failure(self, node: Any) -> Failure | None:
         """The first filter (in rule order) the node fails, with its reasons; None if it fits."""
         if not self.cached:
             return self._first_failure(node)
-        memo = node.memo
-        hit = memo.get(self._filter_key)
-        if hit is not None and hit[0] == self._token:
-            return hit[1]  # type: ignore[no-any-return]
-        outcome = self._first_failure(node)
-        memo[self._filter_key] = (self._token, outcome)
-        return outcome
+        return self._cached_outcome(node)
 
     def feasible(self, nodes: Sequence[Any], start: int, wanted: int,
                  failed: Callable[[Any, tuple[str, ...]], None]) -> tuple[list[Any], int]:
@@ -111,22 +139,24 @@ class BoundRules:
         (The loop of :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
         count = len(nodes)
         found: list[Any] = []
-        token, key, cached = self._token, self._filter_key, self.cached
-        uncached = self._first_failure
+        token, key = self._token, self._filter_key
+        evaluate = self._first_failure if not self.cached else self._cached_outcome if self._dynamic else None
+        static_failure = self._static_failure
         looked = 0
         for i in range(count):
             node = nodes[(start + i) % count]
             looked += 1
-            if cached:
+            if evaluate is None:  # the common case, inlined: one memo lookup per node
                 memo = node.memo
                 hit = memo.get(key)
                 if hit is not None and hit[0] == token:
-                    outcome = hit[1]
+                    static = hit[1]
                 else:
-                    outcome = uncached(node)
-                    memo[key] = (token, outcome)
+                    static = static_failure(node)
+                    memo[key] = (token, static)
+                outcome = static[1] if static is not None else None
             else:
-                outcome = uncached(node)
+                outcome = evaluate(node)
             if outcome is None:
                 found.append(node)
                 if len(found) >= wanted:
@@ -209,13 +239,17 @@ class RuleSet:
         filter_rules = [r for r in self.filters if _applies(r, ctx)]
         score_rules = [r for r in self.scores if _applies(r, ctx)]
         preempts = tuple(_bind_preempt(r, ctx) for r in self.preempts if _applies(r, ctx))
-        context = sorted(set().union(*(r.context for r in (*filter_rules, *score_rules))))
-        versions = tuple(v for v in (BUILTINS[name].version for name in context) if v is not None)
-        volatile = frozenset(i for i, r in enumerate(score_rules)
-                             if any(BUILTINS[name].version is None for name in r.context))
+        def moving(name: str) -> bool:
+            builtin = BUILTINS[name]
+            return builtin.version is None or (builtin.moves is not None and bool(builtin.moves(ctx)))
+
+        dynamic = tuple(i for i, r in enumerate(filter_rules) if any(moving(n) for n in r.context))
+        volatile = frozenset(i for i, r in enumerate(score_rules) if any(moving(n) for n in r.context))
+        steady = sorted({n for r in (*filter_rules, *score_rules) for n in r.context if not moving(n)})
+        versions = tuple(v for v in (BUILTINS[name].version for name in steady) if v is not None)
         return BoundRules(ctx, tuple(_bind_filter(r, ctx) for r in filter_rules),
                           tuple(_bind_score(r, ctx) for r in score_rules), preempts,
-                          versions, volatile, cached=cache)
+                          versions, volatile, cached=cache, dynamic=dynamic)
 
 
 def _hashable(value: Any) -> Any:

@@ -455,6 +455,34 @@ def _preferred_version(ctx: EvalContext) -> object:
     return _affinity_generation(ctx)
 
 
+def _has(*fields: str) -> Any:
+    def moves(ctx: EvalContext) -> bool:
+        return any(getattr(ctx.pod, f) for f in fields)
+    return moves
+
+
+def _always(ctx: EvalContext) -> bool:
+    return True
+
+
+def _never(ctx: EvalContext) -> bool:
+    return False
+
+
+# Whether, for this pod, a built-in's answer moves with (nearly) every change to the cluster:
+# caching it per node would miss every time, so rules calling it are evaluated afresh and kept
+# out of the cached per-node outcome (rulesched.lang.ruleset).
+MOVES: dict[str, Any] = {
+    "pod_affinity_ok": _has("pod_affinity"),
+    "pod_anti_affinity_ok": _has("pod_anti_affinity"),
+    "existing_anti_affinity_ok": _never,
+    "inter_pod_affinity_score": _has("preferred_pod_affinity", "preferred_pod_anti_affinity"),
+    "spread_missing_label": _always,
+    "spread_ok": _always,
+    "spread_score": _always,
+    "image_locality": _never,
+}
+
 VERSIONS: dict[str, Any] = {
     "pod_affinity_ok": _if("pod_affinity", _generation, _constant),
     "pod_anti_affinity_ok": _if("pod_anti_affinity", _generation, _constant),
