@@ -98,7 +98,7 @@ def render(result: LintResult, fmt: str) -> str:
         }, indent=2)
     lines = [d.render() for d in result.diagnostics]
     files = sum(len(g) for g in result.rule_sets)
-    lines.append(f"{files} file{'s' if files != 1 else ''}, {result.rules} rules: "
+    lines.append(f"{files} file{'s' if files != 1 else ''}, {result.rules} rule{'s' if result.rules != 1 else ''}: "
                  f"{result.errors} error{'s' if result.errors != 1 else ''}, "
                  f"{result.warnings} warning{'s' if result.warnings != 1 else ''}")
     return "\n".join(lines)
