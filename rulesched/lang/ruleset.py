@@ -25,8 +25,9 @@ import cachetools
 from rulesched.lang import ast, schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import CheckedRules
-from rulesched.lang.compile import Code, CompiledRule, compile_rules
+from rulesched.lang.compile import CompiledRule, compile_rules
 from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.stages import Code
 from rulesched.lang.values import as_score
 from rulesched.model import Pod
 
@@ -265,13 +266,12 @@ def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:
 
 
 def _node_fn(code: Code, ctx: EvalContext) -> Callable[[Any], Any]:
-    """The code as a one-argument function of a node. One env dict per binding is enough:
-    evaluation is sequential and every slot is written before it is read."""
+    """The code as a one-argument function of a node: compiled node functions take
+    ``(node, env=None)`` and make their own env where they loop, so no wrapper is needed."""
     if code.is_const:
         value = code.const
         return lambda n: value
-    fn, env = code.factory()(ctx), {}  # type: ignore[var-annotated]
-    return lambda n: fn(n, env)
+    return code.factory()(ctx)
 
 
 def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
@@ -295,7 +295,8 @@ def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:
     fn = _node_fn(rule.body, ctx)
 
     def score(n: Any) -> int:
-        return as_score(fn(n))
+        value = fn(n)
+        return value if type(value) is int else as_score(value)  # ints are already scores
 
     return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, score)
 
