@@ -15,6 +15,7 @@ uid, or the pod as a whole, make every pod its own class and switch this off.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -138,14 +139,12 @@ class BoundRules:
         """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit; report each node that
         does not to ``failed``. Returns the feasible nodes and how many nodes were looked at.
         (The loop of :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
-        count = len(nodes)
         found: list[Any] = []
         token, key = self._token, self._filter_key
         evaluate = self._first_failure if not self.cached else self._cached_outcome if self._dynamic else None
         static_failure = self._static_failure
         looked = 0
-        for i in range(count):
-            node = nodes[(start + i) % count]
+        for node in itertools.chain(nodes[start:], nodes[:start]):
             looked += 1
             if evaluate is None:  # the common case, inlined: one memo lookup per node
                 memo = node.memo
@@ -155,9 +154,14 @@ class BoundRules:
                 else:
                     static = static_failure(node)
                     memo[key] = (token, static)
-                outcome = static[1] if static is not None else None
-            else:
-                outcome = evaluate(node)
+                if static is None:
+                    found.append(node)
+                    if len(found) >= wanted:
+                        break
+                else:
+                    failed(node, static[1][1])
+                continue
+            outcome = evaluate(node)
             if outcome is None:
                 found.append(node)
                 if len(found) >= wanted:
@@ -165,6 +169,23 @@ class BoundRules:
             else:
                 failed(node, outcome[1])
         return found, looked
+
+    def score_vectors(self, nodes: Sequence[Any]) -> list[tuple[int, ...]]:
+        """:meth:`score_vector` for many nodes, with the cache lookup inlined."""
+        if not self.cached or self._volatile:
+            return [self.score_vector(n) for n in nodes]
+        token, key, compute = self._token, self._score_key, self._vector
+        out = []
+        for node in nodes:
+            memo = node.memo
+            hit = memo.get(key)
+            if hit is not None and hit[0] == token:
+                out.append(hit[1])
+            else:
+                vector = compute(node, ())
+                memo[key] = (token, vector)
+                out.append(vector)
+        return out
 
     def score_vector(self, node: Any) -> tuple[int, ...]:
         """Every score rule's raw value for the node, in rule order, then one more element: the

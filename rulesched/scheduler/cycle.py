@@ -79,8 +79,7 @@ class Cycle:
         pre-summed from the vectors' last element; a normalised column whose values are all equal
         normalises to one number, added once rather than per node."""
         bound.ctx.feasible = feasible
-        score_vector = bound.score_vector
-        vectors = [score_vector(n) for n in feasible]
+        vectors = bound.score_vectors(feasible)
         if result.scores is not None:
             return self._explain(bound, feasible, vectors, result.scores)
         totals = [v[-1] for v in vectors]
