@@ -113,7 +113,8 @@ def test_generated_rules_cover_every_kind_and_the_tricky_shapes() -> None:
     loops over node pods that read an outer variable, and victim reads."""
     seen: set[str] = set()
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    # derandomize: a fixed, reproducible sample, so the check cannot flake from one run to the next
+    @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(typed_rule_sets())
     def collect(text: str) -> None:
         _load(text)
