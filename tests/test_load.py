@@ -4,9 +4,7 @@ the skipped-kinds warning, and one-line InputErrors for every way a file can be 
 from __future__ import annotations
 
 import json
-import os
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -278,14 +276,11 @@ def _fake_cluster(nodes: int, pods: int) -> tuple[dict[str, Any], dict[str, Any]
     return {"kind": "NodeList", "items": node_items}, {"kind": "PodList", "items": pod_items}
 
 
-def test_large_cluster_loads_quickly(tmp_path: Path) -> None:
-    """5,000 nodes and 11,000 pods of JSON: the target is well under 2 s; the bound here leaves
-    room for a busy CI machine (RULESCHED_LOAD_BUDGET overrides it)."""
+def test_large_cluster_loads(tmp_path: Path) -> None:
+    """5,000 nodes and 11,000 pods of JSON load whole (how fast is benchmarks/bench_schedule.py's
+    business: tests assert behaviour, not time)."""
     nodes, pods = _fake_cluster(5000, 11000)
     a = write(tmp_path, "nodes.json", json.dumps(nodes))
     b = write(tmp_path, "pods.json", json.dumps(pods))
-    start = time.perf_counter()
     cluster = load_cluster([a, b])
-    elapsed = time.perf_counter() - start
     assert (len(cluster.nodes), len(cluster.pods), len(cluster.running_pods)) == (5000, 11000, 10000)
-    assert elapsed < float(os.environ.get("RULESCHED_LOAD_BUDGET", "3.0")), elapsed
