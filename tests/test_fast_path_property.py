@@ -94,7 +94,7 @@ def _maybe(strategy: Any, max_size: int, chance: int) -> Any:
 def components(app: str, pending: bool, rich: bool = False) -> dict[str, Any]:
     """Strategies for each part of a pod whose ``app`` label is ``app``; selectors pick it half
     the time, so pods of one template select each other (spreading, (anti-)affinity). A ``rich``
-    pod always has preferred pod (anti-)affinity terms."""
+    pod always has preferred pod (anti-)affinity terms and spreading, often required terms."""
     apps = st.sampled_from([app, app, *APPS])
     selector = st.one_of(
         st.builds(lambda a: {"matchLabels": {"app": a}}, apps),
@@ -104,7 +104,7 @@ def components(app: str, pending: bool, rich: bool = False) -> dict[str, Any]:
         st.just({"matchExpressions": [{"key": "team", "operator": "Exists"}]}))
     term = st.builds(lambda sel, key, ns: {"labelSelector": sel, "topologyKey": key, **ns},
                      selector, st.sampled_from([ZONE, ZONE, HOST]), namespace_parts)
-    pod_affinity = st.tuples(_maybe(term, 1, 4 if pending else 5), _maybe(st.builds(
+    pod_affinity = st.tuples(_maybe(term, 1, 2 if rich else 4 if pending else 5), _maybe(st.builds(
         lambda w, t: {"weight": w, "podAffinityTerm": t}, st.integers(1, 100), term), 2, 1 if rich else 3))
     parts = {
         "namespace": st.sampled_from(["default", "default", "other"]),
@@ -127,7 +127,7 @@ def components(app: str, pending: bool, rich: bool = False) -> dict[str, Any]:
                                                "labelSelector": {"matchLabels": {"app": a}}, **extra},
             st.integers(1, 2), st.sampled_from([ZONE, HOST]), st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]),
             apps, st.sampled_from([{}, {}, {"minDomains": 3}, {"nodeTaintsPolicy": "Honor"},
-                                   {"nodeAffinityPolicy": "Ignore"}, {"matchLabelKeys": ["team"]}])), 2, 2)
+                                   {"nodeAffinityPolicy": "Ignore"}, {"matchLabelKeys": ["team"]}])), 2, 1 if rich else 2)
     return parts
 
 
