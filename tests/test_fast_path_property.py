@@ -1,15 +1,17 @@
-"""Property: the fast path and the reference interpreter agree on generated clusters.
+"""Property: the fast path and the reference interpreter agree on generated clusters (default rules).
 
-The fast path is everything :meth:`RuleSet.bind` adds on top of plain evaluation: compiled
-closures with pod-only parts hoisted, one binding shared by every pod of an equivalence class,
-per-node memos of filter outcomes and score vectors stamped with cluster version tokens. The
-reference is :class:`rulesched.lang.interp.Interpreter` with a fresh :class:`EvalContext`, over a
-:class:`ClusterState` rebuilt from scratch (so stale incremental aggregates would show too).
+The fast path is what :meth:`RuleSet.bind` adds to plain evaluation: compiled closures with
+pod-only parts hoisted, one binding per equivalence class of pods, per-node memos of filter
+outcomes and score vectors stamped with cluster version tokens. The reference is
+:class:`rulesched.lang.interp.Interpreter` with a fresh :class:`EvalContext` over a
+:class:`ClusterState` rebuilt from the objects (so stale incremental aggregates would show too).
 
-Pending pods come from 2-3 templates, so several share one binding; each is placed on its first
-feasible node before the next is bound, and pods are removed or nodes added or replaced between
-pods: a stale memo entry or version token shows up as a disagreement. A second property runs the
-real :class:`Scheduler` and checks each placement against the reference.
+Pending pods come from a template and 1-2 variants of it (near-equal classes, several pods per
+class); each is placed on a drawn feasible node. Between pods, running pods come and go and nodes
+are added or replaced. At every step one pod of every template, and a never-placed pod rich in
+pod (anti-)affinity and spreading, are checked too: a stale memo entry, a version token that
+does not move, or a class key missing a field shows up as a disagreement. A second property
+runs the real :class:`Scheduler` and checks every outcome against the reference.
 """
 
 from __future__ import annotations
@@ -206,37 +208,25 @@ def scenarios(draw: Any) -> Scenario:
 
 
 def apply_events(state: ClusterState, events: list[Any], step: int) -> None:
-    for number, event in enumerate(events):
-        apply_event(state, event, f"{step}-{number}")
-
-
-def apply_event(state: ClusterState, event: Any, number: str) -> None:
-    if event[0] == "remove":
+    for number, (kind, a, b) in enumerate(events):
         keys = sorted(p.key for p in state.pods())
-        if keys:
-            state.remove_pod(keys[event[1] % len(keys)])
-    elif event[0] == "run":
-        state.add_pod(pod(f"e{number}", *event[1], node_name=state.nodes[event[2] % len(state.nodes)].name))
-    elif event[0] == "add":
-        state.add_node(build_node(f"x{number}", event[2]))
-    else:
-        state.update_node(build_node(state.nodes[event[1] % len(state.nodes)].name, event[2]))
-
-
-def build_state(scenario: Scenario) -> ClusterState:
-    return ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+        if kind == "remove" and keys:
+            state.remove_pod(keys[a % len(keys)])
+        elif kind == "run":
+            state.add_pod(pod(f"e{step}-{number}", *a, node_name=state.nodes[b % len(state.nodes)].name))
+        elif kind == "add":
+            state.add_node(build_node(f"x{step}-{number}", b))
+        elif kind == "update":
+            state.update_node(build_node(state.nodes[a % len(state.nodes)].name, b))
 
 
 # --- the reference --------------------------------------------------------------------------------
 
 
 def _reasons(value: Any, name: str) -> tuple[str, ...]:
-    default = (f"node(s) didn't satisfy rule {name}",)
-    if value is None:
-        return default
-    if isinstance(value, str):
-        return (value,) if value else default
-    return tuple(value) or default
+    """A filter's reasons as ruleset reports them: a string or list, else the default one."""
+    value = (value,) if isinstance(value, str) and value else () if value is None or value == "" else value
+    return tuple(value) or (f"node(s) didn't satisfy rule {name}",)
 
 
 @dataclass
@@ -279,6 +269,7 @@ def reference(p: Pod, nodes: list[Node], pods: list[Pod]) -> Outcome:
 
 
 def fast_path(p: Pod, state: ClusterState, start: int, walk_first: bool) -> Outcome:
+    """Per node and through the scheduler's batch calls (in drawn order: the second hits memos)."""
     bound = default_rules().bind(p, state)
     nodes = state.nodes
     walked: dict[str, tuple[str, ...]] = {}
@@ -298,26 +289,17 @@ def fast_path(p: Pod, state: ClusterState, start: int, walk_first: bool) -> Outc
     assert sorted(via_walk) == sorted(n.name for n in feasible)
     assert walked == {name: why for name, (_, why) in failures.items()}
     bound.ctx.feasible = feasible
-
-    def one_by_one() -> list[tuple[int, ...]]:
-        return [bound.score_vector(n) for n in feasible]
-
-    def batch() -> list[tuple[int, ...]]:
-        return bound.score_vectors(feasible)
-
-    first, second = (batch, one_by_one) if walk_first else (one_by_one, batch)
-    listed = first()
-    assert second() == listed  # the other path, answering from the memo, agrees
-    vectors = dict(zip([n.name for n in feasible], listed, strict=True))
-    scores = [(s.name, s.weight, s.normalize) for s in bound.scores]
-    for vector in vectors.values():
+    batch = bound.score_vectors(feasible) if walk_first else None
+    vectors = [bound.score_vector(n) for n in feasible]
+    assert vectors == (batch if batch is not None else bound.score_vectors(feasible))
+    for vector in vectors:  # the last element: the weighted sum of the rules not normalised
         assert vector[-1] == sum(s.weight * v for s, v in zip(bound.scores, vector, strict=False)
                                  if s.normalize == "none")
     names = [n.name for n in feasible]
-    raw = {s.name: {n: vectors[n][i] for n in names} for i, s in enumerate(bound.scores)}
+    raw = {s.name: {n: v[i] for n, v in zip(names, vectors, strict=True)} for i, s in enumerate(bound.scores)}
     normalized = {s.name: dict(zip(names, normalize(s.normalize, [raw[s.name][n] for n in names]), strict=True))
                   for s in bound.scores}
-    return Outcome(failures, names, scores, raw, normalized)
+    return Outcome(failures, names, [(s.name, s.weight, s.normalize) for s in bound.scores], raw, normalized)
 
 
 def snapshot(state: ClusterState, without: str = "") -> tuple[list[Node], list[Pod]]:
@@ -330,18 +312,12 @@ def snapshot(state: ClusterState, without: str = "") -> tuple[list[Node], list[P
 @SETTINGS
 @given(scenarios(), st.booleans())
 def test_fast_path_agrees_with_the_interpreter(scenario: Scenario, walk_first: bool) -> None:
-    state = build_state(scenario)
+    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     for i, (p, event) in enumerate(zip(scenario.pending, scenario.events, strict=True)):
         apply_events(state, event, i)
         for q in (*scenario.probes, p):  # the pending pod last: its outcome places it
             fast = fast_path(q, state, scenario.start + i, walk_first)
-            ref = reference(q, *snapshot(state))
-            where = (q.key, i)
-            assert fast.feasible == ref.feasible, where
-            assert fast.failures == ref.failures, where
-            assert fast.scores == ref.scores, where
-            assert fast.raw == ref.raw, where
-            assert fast.normalized == ref.normalized, where
+            assert fast == reference(q, *snapshot(state)), (q.key, i)  # feasible, reasons, scores
         if fast.feasible:  # the next pod of the class reuses the binding over a changed cluster
             target = fast.feasible[scenario.places[i] % len(fast.feasible)]
             state.finish_binding(state.assume(p, target).key)
@@ -353,11 +329,15 @@ class AlwaysBind:
 
 
 @SETTINGS
-@given(scenarios(), st.integers(0, 2**16))
-def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, seed: int) -> None:
-    state, clock = build_state(scenario), VirtualClock()
-    scheduler = Scheduler(default_rules(), state, SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed),
-                          AlwaysBind(), clock=clock)
+@given(scenarios(), st.integers(0, 2**16), st.booleans())
+def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, seed: int, explain: bool) -> None:
+    """Each cycle (all nodes scored) against the reference without the pod: an unschedulable pod
+    fits nowhere; a placed one passes every filter and has the highest total. With ``explain`` the
+    cycle's per-node reasons and normalised scores must be the reference's, too."""
+    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    clock = VirtualClock()
+    settings_ = SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, explain=explain)
+    scheduler = Scheduler(default_rules(), state, settings_, AlwaysBind(), clock=clock)
     for p in scenario.pending:
         scheduler.add(p)
     for step in range(3 * len(scenario.pending)):
@@ -370,12 +350,17 @@ def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, s
                 break
             clock.now = max(clock.now, ready)
             continue
-        ref = reference(result.pod, *snapshot(state, without=result.pod.key))
+        key = result.pod.key
+        ref = reference(result.pod, *snapshot(state, without=key))
+        totals = ref.totals()
+        if explain:
+            assert result.filtered == {n: why for n, (_, why) in ref.failures.items()}, key
+            assert result.scores == {n: {**{r: ref.normalized[r][n] for r, _, _ in ref.scores}, "total": total}
+                                     for n, total in totals.items()}, key
         if result.code is not Code.SCHEDULED:
-            assert result.code is Code.UNSCHEDULABLE and ref.feasible == [], (result.pod.key, ref.feasible)
+            assert result.code is Code.UNSCHEDULABLE and ref.feasible == [], (key, ref.feasible)
             assert result.preemption is None or result.preemption.nominated is None
             continue
-        assert state.pod_node(result.pod.key) == result.node
-        assert result.node in ref.feasible, (result.pod.key, result.node, ref.failures.get(result.node or ""))
-        totals = ref.totals()
-        assert totals[result.node] == max(totals.values()), (result.pod.key, result.node, totals)
+        assert state.pod_node(key) == result.node
+        assert result.node in ref.feasible, (key, result.node, ref.failures.get(result.node or ""))
+        assert totals[result.node] == max(totals.values()), (key, result.node, totals)
