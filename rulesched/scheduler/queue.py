@@ -32,6 +32,7 @@ class SchedulingQueue:
         self._active: list[_Entry] = []
         self._backoff: list[_Entry] = []  # sort key: (ready time, seq)
         self._unschedulable: dict[str, Pod] = {}
+        self._waiting_on_pods: set[str] = set()  # parked pods another pod's arrival could help
         self._attempts: dict[str, int] = {}
         self._queued: set[str] = set()
 
@@ -63,10 +64,17 @@ class SchedulingQueue:
         attempts = max(1, self._attempts.get(key, 1))
         return float(min(self._max, self._initial * 2 ** (attempts - 1)))
 
-    def unschedulable(self, pod: Pod) -> None:
-        """The pod fit nowhere: park it until the cluster changes."""
+    def unschedulable(self, pod: Pod, waits_on_pods: bool = False) -> None:
+        """The pod fit nowhere: park it until the cluster changes. ``waits_on_pods``: a newly
+        placed pod could help it (pod affinity, spreading), not only a pod leaving."""
         self._queued.add(pod.key)
         self._unschedulable[pod.key] = pod
+        if waits_on_pods:
+            self._waiting_on_pods.add(pod.key)
+
+    @property
+    def any_waiting_on_pods(self) -> bool:
+        return bool(self._waiting_on_pods)
 
     def requeue(self, pod: Pod, backoff: bool = True) -> None:
         """Try the pod again: after its backoff (a failed bind), or at once (after preemption)."""
@@ -84,6 +92,7 @@ class SchedulingQueue:
         to backoff. Returns how many moved."""
         parked = list(self._unschedulable.values())
         self._unschedulable.clear()
+        self._waiting_on_pods.clear()
         for pod in parked:
             self._queued.discard(pod.key)
             self.requeue(pod, backoff=True)
@@ -92,11 +101,8 @@ class SchedulingQueue:
     def forget(self, key: str) -> None:
         """The pod was deleted or scheduled elsewhere: drop it from the pool."""
         self._unschedulable.pop(key, None)
+        self._waiting_on_pods.discard(key)
         self._attempts.pop(key, None)
-
-    @property
-    def parked(self) -> list[Pod]:
-        return list(self._unschedulable.values())
 
     def _flush_backoff(self) -> None:
         now = self._clock()

@@ -103,7 +103,7 @@ class Scheduler:
             self.queue.forget(pod.key)
             history.node = node
             log.debug("bound", extra={"pod": pod.key, "node": node})
-            if any(_waits_on_other_pods(p) for p in self.queue.parked):
+            if self.queue.any_waiting_on_pods:
                 self.queue.cluster_changed()  # a new pod can satisfy affinity or spreading
             return
         self.state.forget(placed.key)
@@ -115,7 +115,7 @@ class Scheduler:
         outcome = preempt(self.state, bound)
         result.preemption = outcome
         if outcome.nominated is None:
-            self.queue.unschedulable(pod)
+            self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod))
             return
         for victim in outcome.victims:
             self.state.remove_pod(victim.key)
