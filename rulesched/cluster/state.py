@@ -3,7 +3,9 @@
 One implementation feeds the simulator, the scheduler loop and the extender. It is also the
 :class:`rulesched.lang.ClusterView` cluster-wide built-ins read, with the indexes they need kept
 incrementally: image name -> number of nodes holding it, and the pods that carry (anti-)affinity
-terms. A pod the scheduler has chosen a node for is *assumed* here before its binding finishes,
+terms. Every pod added or removed is also written to a bounded journal, which the built-ins replay
+into the per-domain counts they keep in ``indexes`` (rulesched.lang.indexes), so spreading and
+inter-pod affinity need not rescan the cluster for every pod. A pod the scheduler has chosen a node for is *assumed* here before its binding finishes,
 so the next cycle already sees its resources; :meth:`forget` rolls an assumption back.
 Next stage: :mod:`rulesched.scheduler` reads this state each cycle.
 """
@@ -13,11 +15,18 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import cachetools
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.errors import InputError
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
+
+
+JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
+INDEX_CACHE_SIZE = 128  # derived indexes kept at once (least recently used go first)
 
 
 def _has_affinity(pod: Pod) -> bool:
@@ -38,7 +47,12 @@ class ClusterState:
         # Change counters (compiled rules key cached cluster-wide answers on them):
         self.generation = 0  # any change
         self.affinity_generation = 0  # pods with affinity terms, or node labels, changed
-        self.node_generation = 0  # nodes came, went or changed
+        self.node_generation = 0  # nodes came, went or changed (or namespaces' labels)
+        # Pod journal: (+1 | -1, pod, node) per change; _journal[0] is change number _journal_start.
+        self._journal: list[tuple[int, Pod, NodeInfo]] = []
+        self._journal_start = 0
+        # Owned by cluster-wide built-ins (rulesched.lang.indexes); this class never reads it.
+        self.indexes: cachetools.LRUCache[Any, Any] = cachetools.LRUCache(INDEX_CACHE_SIZE)
 
     # --- ClusterView ---------------------------------------------------------------------------
     def node_views(self) -> Sequence[NodeInfo]:
@@ -56,6 +70,29 @@ class ClusterState:
     def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
         for key, pod in self._affinity.items():
             yield pod, self._nodes[self._where[key]]
+
+    @property
+    def pod_position(self) -> int:
+        """How many pod changes there have been: the journal position of the next one."""
+        return self._journal_start + len(self._journal)
+
+    def pod_changes(self, since: int) -> Sequence[tuple[int, Pod, NodeInfo]] | None:
+        """The pod changes from position ``since`` on; None if they are no longer kept."""
+        if since < self._journal_start:
+            return None
+        return self._journal[since - self._journal_start:]
+
+    def _log(self, sign: int, pod: Pod, info: NodeInfo) -> None:
+        journal = self._journal
+        journal.append((sign, pod, info))
+        if len(journal) > 2 * JOURNAL_KEEP:
+            del journal[:JOURNAL_KEEP]
+            self._journal_start += JOURNAL_KEEP
+
+    def set_namespaces(self, namespaces: Mapping[str, Mapping[str, str]]) -> None:
+        """Replace the namespaces' labels (affinity terms may select namespaces by label)."""
+        self.namespaces = dict(namespaces)
+        self._nodes_changed()
 
     # --- nodes ---------------------------------------------------------------------------------
     @property
@@ -111,6 +148,7 @@ class ClusterState:
             self.remove_pod(pod.key)
         info.add_pod(pod)
         self._where[pod.key] = info.name
+        self._log(1, pod, info)
         if _has_affinity(pod):
             self._affinity[pod.key] = pod
             self.affinity_generation += 1
@@ -125,6 +163,7 @@ class ClusterState:
         removed = next((p for p in info.pods if p.name == pod_name and p.namespace == namespace), None)
         if removed is not None:
             info.remove_pod(removed)
+            self._log(-1, removed, info)
         self._assumed.discard(key)
         if self._affinity.pop(key, None) is not None:
             self.affinity_generation += 1
@@ -165,5 +204,5 @@ class ClusterState:
         for pod in pods:
             state.add_pod(pod)
         state.pdbs = list(pdbs)
-        state.namespaces = dict(namespaces or {})
+        state.set_namespaces(namespaces or {})
         return state

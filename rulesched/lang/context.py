@@ -6,7 +6,7 @@ that read the whole cluster keep their per-pod precomputation in ``scratch``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,6 +39,21 @@ class ClusterView(Protocol):
     def affinity_pods(self) -> Iterable[tuple[Pod, NodeView]]:
         """The pods that have any (anti-)affinity term, with their nodes: an index, so
         existing-pod anti-affinity need not scan every pod."""
+        ...
+
+    @property
+    def indexes(self) -> MutableMapping[Any, Any]:
+        """Where cluster-wide built-ins keep the indexes they maintain (rulesched.lang.indexes)."""
+        ...
+
+    @property
+    def pod_position(self) -> int:
+        """How many pods have been added or removed so far."""
+        ...
+
+    def pod_changes(self, since: int) -> Sequence[tuple[int, Pod, NodeView]] | None:
+        """Pods added (+1) and removed (-1), with their nodes, from position ``since`` on; None if
+        they are no longer kept. Node changes are not listed: they bump ``node_generation``."""
         ...
 
 

@@ -1,0 +1,222 @@
+"""Inter-pod affinity built-ins: required affinity and anti-affinity (both ways) and the preferred
+terms' score, after kube-scheduler's InterPodAffinity plugin.
+
+PreFilter / PreScore state — matching pods per topology pair — comes from indexes kept current
+between cycles (:mod:`rulesched.lang.indexes`), keyed by what the incoming pod brings: its
+resolved terms, or its namespace and labels for the terms of pods already running. The per-pod
+state is kept in ``ctx.scratch``; per node each built-in is a few dictionary lookups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.indexes import Add, PodSum, current
+from rulesched.lang.matching import label_selector_matches
+from rulesched.lang.schema import NodeView
+from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
+
+HARD_POD_AFFINITY_WEIGHT = 1  # InterPodAffinityArgs.hardPodAffinityWeight default
+Pair = tuple[str, str]
+_NOTHING: dict[Any, int] = {}
+
+
+@dataclass(frozen=True)
+class Term:
+    """An affinity term resolved for its owner pod (framework.AffinityTerm)."""
+
+    topology_key: str
+    selector: LabelSelector | None
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None
+    weight: int = 0
+
+    def matches(self, pod: Pod, cluster: ClusterView | None) -> bool:
+        """AffinityTerm.Matches: namespace (listed or selected), then labels."""
+        if pod.namespace not in self.namespaces:
+            if self.namespace_selector is None or cluster is None:
+                return False
+            if not label_selector_matches(self.namespace_selector, cluster.namespace_labels(pod.namespace)):
+                return False
+        return label_selector_matches(self.selector, pod.labels)
+
+
+def resolve(owner: Pod, term: PodAffinityTerm, weight: int = 0) -> Term:
+    namespaces = set(term.namespaces)
+    if not namespaces and term.namespace_selector is None:
+        namespaces.add(owner.namespace)  # no namespaces and no selector: the owner's namespace
+    selector = term.label_selector
+    extra = [LabelSelectorRequirement(k, "In", (owner.labels[k],)) for k in term.match_label_keys if k in owner.labels]
+    extra += [LabelSelectorRequirement(k, "NotIn", (owner.labels[k],)) for k in term.mismatch_label_keys
+              if k in owner.labels]
+    if extra and selector is not None:
+        selector = LabelSelector(selector.match_labels, (*selector.match_expressions, *extra))
+    return Term(term.topology_key, selector, frozenset(namespaces), term.namespace_selector, weight)
+
+
+def _terms(pod: Pod, terms: Sequence[PodAffinityTerm]) -> tuple[Term, ...]:
+    return tuple(resolve(pod, t) for t in terms)
+
+
+def _matches_all(pod: Pod, terms: Sequence[Term], cluster: ClusterView | None) -> bool:
+    """podMatchesAllAffinityTerms: false for no terms."""
+    return bool(terms) and all(t.matches(pod, cluster) for t in terms)
+
+
+# --- filter ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _AffinityState:
+    """InterPodAffinity PreFilter state: topology pair -> count, three ways."""
+
+    affinity_terms: tuple[Term, ...]
+    anti_terms: tuple[Term, ...]
+    affinity_counts: Mapping[Pair, int]
+    anti_counts: Mapping[Pair, int]
+    existing_anti_counts: Mapping[Pair, int]
+
+
+def _existing_anti_counts(pod: Pod, cluster: ClusterView) -> Mapping[Pair, int]:
+    """Pairs where running pods' required anti-affinity terms select the incoming pod."""
+    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+        if other.pod_anti_affinity:
+            for term in _terms(other, other.pod_anti_affinity):
+                value = node.labels.get(term.topology_key)
+                if value is not None and term.matches(pod, cluster):
+                    add((term.topology_key, value), 1)
+
+    key = ("existing-anti", pod.namespace, frozenset(pod.labels.items()))
+    return current(cluster, key, lambda: PodSum(contribute, affinity_only=True)).counts
+
+
+def _affinity_counts(terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
+    """Pairs of the terms' keys on nodes running pods that match every term."""
+    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+        if _matches_all(other, terms, cluster):
+            labels = node.labels
+            for term in terms:
+                value = labels.get(term.topology_key)
+                if value is not None:
+                    add((term.topology_key, value), 1)
+
+    return current(cluster, ("affinity", terms), lambda: PodSum(contribute)).counts
+
+
+def _anti_counts(terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
+    """Pairs of each term's key on nodes running pods that term matches."""
+    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+        labels = node.labels
+        for term in terms:
+            value = labels.get(term.topology_key)
+            if value is not None and term.matches(other, cluster):
+                add((term.topology_key, value), 1)
+
+    return current(cluster, ("anti", terms), lambda: PodSum(contribute)).counts
+
+
+def _affinity_state(ctx: EvalContext) -> _AffinityState:
+    state = ctx.scratch.get("interpod")
+    if state is not None:
+        return state  # type: ignore[no-any-return]
+    pod, cluster = ctx.pod, ctx.cluster
+    affinity_terms = _terms(pod, pod.pod_affinity)
+    anti_terms = _terms(pod, pod.pod_anti_affinity)
+    if cluster is None:
+        state = _AffinityState(affinity_terms, anti_terms, _NOTHING, _NOTHING, _NOTHING)
+    else:
+        state = _AffinityState(
+            affinity_terms, anti_terms,
+            _affinity_counts(affinity_terms, cluster) if affinity_terms else _NOTHING,
+            _anti_counts(anti_terms, cluster) if anti_terms else _NOTHING,
+            _existing_anti_counts(pod, cluster))
+    ctx.scratch["interpod"] = state
+    return state
+
+
+def pod_affinity_ok(ctx: EvalContext, node: Any) -> bool:
+    """satisfyPodAffinity, with the first-pod-of-a-group exception."""
+    state = _affinity_state(ctx)
+    pods_exist = True
+    counts = state.affinity_counts
+    for term in state.affinity_terms:
+        value = node.labels.get(term.topology_key)
+        if value is None:
+            return False
+        if counts.get((term.topology_key, value), 0) <= 0:
+            pods_exist = False
+    if pods_exist:
+        return True
+    return not counts and _matches_all(ctx.pod, state.affinity_terms, ctx.cluster)
+
+
+def pod_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
+    """satisfyPodAntiAffinity."""
+    state = _affinity_state(ctx)
+    counts = state.anti_counts
+    if not counts:
+        return True
+    for term in state.anti_terms:
+        value = node.labels.get(term.topology_key)
+        if value is not None and counts.get((term.topology_key, value), 0) > 0:
+            return False
+    return True
+
+
+def existing_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
+    """satisfyExistingPodsAntiAffinity."""
+    counts = _affinity_state(ctx).existing_anti_counts
+    if not counts:
+        return True
+    return not any(counts.get(pair, 0) > 0 for pair in node.labels.items())
+
+
+# --- score -------------------------------------------------------------------------------------
+
+
+def _affinity_scores(ctx: EvalContext) -> Mapping[Pair, int]:
+    """InterPodAffinity PreScore: topology pair -> summed weights."""
+    scores = ctx.scratch.get("interpod-score")
+    if scores is not None:
+        return scores  # type: ignore[no-any-return]
+    pod, cluster = ctx.pod, ctx.cluster
+    preferred = [resolve(pod, w.term, w.weight) for w in pod.preferred_pod_affinity]
+    preferred_anti = [resolve(pod, w.term, -w.weight) for w in pod.preferred_pod_anti_affinity]
+    incoming = tuple(preferred + preferred_anti)
+    if cluster is None:
+        totals: Mapping[Pair, int] = _NOTHING
+    else:
+        def contribute(other: Pod, node: NodeView, add: Add) -> None:
+            _score_pair(pod, other, node.labels, incoming, add, cluster)
+
+        key = ("interpod-score", pod.namespace, frozenset(pod.labels.items()), incoming)
+        totals = current(cluster, key, lambda: PodSum(contribute, affinity_only=not incoming)).counts
+    ctx.scratch["interpod-score"] = totals
+    return totals
+
+
+def _score_pair(pod: Pod, other: Pod, labels: Mapping[str, str], incoming: Sequence[Term], add: Add,
+                cluster: ClusterView) -> None:
+    def count(term: Term, target: Pod, weight: int) -> None:
+        if weight and term.topology_key in labels and term.matches(target, cluster):
+            add((term.topology_key, labels[term.topology_key]), weight)
+
+    for term in incoming:  # the incoming pod's preferences about existing pods
+        count(term, other, term.weight)
+    if HARD_POD_AFFINITY_WEIGHT > 0:  # existing pods' required affinity to the incoming pod
+        for required in other.pod_affinity:
+            count(resolve(other, required), pod, HARD_POD_AFFINITY_WEIGHT)
+    for w in other.preferred_pod_affinity:
+        count(resolve(other, w.term), pod, w.weight)
+    for w in other.preferred_pod_anti_affinity:
+        count(resolve(other, w.term), pod, -w.weight)
+
+
+def inter_pod_affinity_score(ctx: EvalContext, node: Any) -> int:
+    totals = _affinity_scores(ctx)
+    if not totals:
+        return 0
+    return sum(totals.get(pair, 0) for pair in node.labels.items())

@@ -1,0 +1,239 @@
+"""Topology spreading built-ins, after kube-scheduler's PodTopologySpread plugin: the filter for
+DoNotSchedule constraints and the score for ScheduleAnyway ones.
+
+Matching pods per domain, per constraint, are kept in an index current between cycles
+(:mod:`rulesched.lang.indexes`) keyed by the incoming pod's constraints, namespace and — where a
+node inclusion policy is honoured — its node selector, node affinity and tolerations. Each pod's
+PreFilter state (the minimum per constraint, whether the pod matches itself) is derived from it
+once, in ``ctx.scratch``; per node the filter is a dictionary lookup per constraint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.indexes import current
+from rulesched.lang.matching import label_selector_matches, node_selector_term_matches, subset, tolerated
+from rulesched.lang.schema import NodeView
+from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True)
+class _Constraint:
+    max_skew: int
+    topology_key: str
+    selector: LabelSelector | None
+    min_domains: int
+    honor_affinity: bool
+    honor_taints: bool
+
+
+def _constraints(pod: Pod, mode: str) -> tuple[_Constraint, ...]:
+    return tuple(
+        _Constraint(c.max_skew, c.topology_key, _with_label_keys(pod, c), c.min_domains,
+                    c.node_affinity_policy != "Ignore", c.node_taints_policy == "Honor")
+        for c in pod.topology_spread_constraints if c.when_unsatisfiable == mode)
+
+
+def _with_label_keys(pod: Pod, c: TopologySpreadConstraint) -> LabelSelector | None:
+    selector = c.label_selector
+    keys = [k for k in c.match_label_keys if k in pod.labels]
+    if not keys or selector is None:
+        return selector
+    extra = tuple(LabelSelectorRequirement(k, "In", (pod.labels[k],)) for k in keys)
+    return LabelSelector(selector.match_labels, (*selector.match_expressions, *extra))
+
+
+def _included(pod: Pod, c: _Constraint, node: Any) -> bool:
+    """matchNodeInclusionPolicies: the pod's node affinity/selector, and taints if honoured."""
+    if c.honor_affinity:
+        if not subset(pod.node_selector, node.labels):
+            return False
+        terms = pod.required_node_affinity
+        if terms is not None and not any(node_selector_term_matches(t, node) for t in terms):
+            return False
+    if c.honor_taints:
+        for taint in node.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not tolerated(taint, pod.tolerations):
+                return False
+    return True
+
+
+def _selected(pod: Pod, selector: LabelSelector | None, namespace: str) -> bool:
+    """countPodsMatchSelector, for one pod: same namespace, not terminating, labels selected."""
+    return pod.namespace == namespace and not pod.deleting and label_selector_matches(selector, pod.labels)
+
+
+def _count_matching(pods: Sequence[Pod], selector: LabelSelector | None, namespace: str) -> int:
+    return sum(1 for p in pods if _selected(p, selector, namespace))
+
+
+class _DomainCounts:
+    """Per constraint: topology value -> pods the constraint selects, over the nodes that carry
+    every constraint's key and that the constraint includes (its inclusion policies). A domain
+    with no such pod is present with 0: it still counts for the minimum and for minDomains."""
+
+    def __init__(self, owner: Pod, constraints: tuple[_Constraint, ...]) -> None:
+        self.counts: list[dict[str, int]] = [{} for _ in constraints]
+        self._owner, self._constraints = owner, constraints
+        self._keys = tuple(c.topology_key for c in constraints)
+        self._partial: dict[str, tuple[bool, ...]] = {}  # nodes some constraint leaves out
+
+    def build(self, cluster: ClusterView) -> None:
+        owner, constraints, counts, keys = self._owner, self._constraints, self.counts, self._keys
+        for node in cluster.node_views():
+            labels = node.labels
+            if not all(k in labels for k in keys):
+                continue
+            included = tuple(_included(owner, c, node) for c in constraints)
+            if not all(included):
+                self._partial[node.name] = included
+            for c, inc, domains in zip(constraints, included, counts, strict=True):
+                if inc:
+                    value = labels[c.topology_key]
+                    domains[value] = domains.get(value, 0) + _count_matching(node.pods, c.selector,
+                                                                             owner.namespace)
+
+    def apply(self, sign: int, pod: Pod, node: NodeView) -> None:
+        labels = node.labels
+        if pod.namespace != self._owner.namespace or not all(k in labels for k in self._keys):
+            return
+        included = self._partial.get(node.name)
+        for i, (c, domains) in enumerate(zip(self._constraints, self.counts, strict=True)):
+            if (included is None or included[i]) and _selected(pod, c.selector, pod.namespace):
+                value = labels[c.topology_key]
+                domains[value] = domains.get(value, 0) + sign
+
+
+def _domain_counts(pod: Pod, mode: str, constraints: tuple[_Constraint, ...],
+                   cluster: ClusterView) -> list[dict[str, int]]:
+    affinity = any(c.honor_affinity for c in constraints)
+    key: Hashable = (
+        "spread", mode, pod.namespace, constraints,
+        (frozenset(pod.node_selector.items()), pod.required_node_affinity) if affinity else None,
+        pod.tolerations if any(c.honor_taints for c in constraints) else None)
+    return current(cluster, key, lambda: _DomainCounts(pod, constraints)).counts
+
+
+# --- filter ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One DoNotSchedule constraint, ready for the per-node test."""
+
+    topology_key: str
+    counts: Mapping[str, int]
+    limit: int  # the largest count a node's domain may have: maxSkew + minimum - selfMatch
+
+
+def _spread_checks(ctx: EvalContext) -> tuple[_Check, ...]:
+    """PodTopologySpread PreFilter: per constraint, the domain counts and the skew limit."""
+    checks = ctx.scratch.get("spread")
+    if checks is not None:
+        return checks  # type: ignore[no-any-return]
+    pod = ctx.pod
+    constraints = _constraints(pod, "DoNotSchedule")
+    if not constraints:
+        checks = ()
+    else:
+        counts = (_domain_counts(pod, "DoNotSchedule", constraints, ctx.cluster) if ctx.cluster is not None
+                  else [{} for _ in constraints])
+        out = []
+        for c, domains in zip(constraints, counts, strict=True):
+            minimum = 0 if len(domains) < c.min_domains else min(domains.values(), default=0)
+            self_match = 1 if label_selector_matches(c.selector, pod.labels) else 0
+            out.append(_Check(c.topology_key, domains, c.max_skew + minimum - self_match))
+        checks = tuple(out)
+    ctx.scratch["spread"] = checks
+    return checks
+
+
+def _spread_failure(ctx: EvalContext, node: Any) -> str | None:
+    """PodTopologySpread Filter, constraint by constraint: None, "label" or "skew"."""
+    labels = node.labels
+    for check in _spread_checks(ctx):
+        value = labels.get(check.topology_key)
+        if value is None:
+            return "label"
+        if check.counts.get(value, 0) > check.limit:
+            return "skew"
+    return None
+
+
+def spread_ok(ctx: EvalContext, node: Any) -> bool:
+    """PodTopologySpread Filter: for every hard constraint, skew <= maxSkew."""
+    return _spread_failure(ctx, node) is None
+
+
+def spread_missing_label(ctx: EvalContext, node: Any) -> bool:
+    """Whether the first constraint the node fails, in order, fails for lack of its label (the
+    "(missing required label)" reason) rather than for skew."""
+    return _spread_failure(ctx, node) == "label"
+
+
+# --- score -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SpreadScoreState:
+    constraints: tuple[_Constraint, ...]
+    counts: list[dict[str, int]]  # per constraint, the domains of the feasible nodes only
+    weights: list[float]
+    ignored: frozenset[str]
+
+
+def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
+    """PodTopologySpread PreScore over the feasible nodes."""
+    state = ctx.scratch.get("spread-score")
+    if state is not None:
+        return state  # type: ignore[no-any-return]
+    pod = ctx.pod
+    constraints = _constraints(pod, "ScheduleAnyway")
+    feasible = list(ctx.feasible or ())
+    ignored: set[str] = set()
+    counts: list[dict[str, int]] = [{} for _ in constraints]
+    for node in feasible:
+        labels = node.labels
+        if not all(c.topology_key in labels for c in constraints):
+            ignored.add(node.name)
+            continue
+        for c, domains in zip(constraints, counts, strict=True):
+            if c.topology_key != HOSTNAME:
+                domains[labels[c.topology_key]] = 0
+    weights = []
+    for c, domains in zip(constraints, counts, strict=True):
+        size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(domains)
+        weights.append(math.log(size + 2))
+    if any(counts) and ctx.cluster is not None:
+        everywhere = _domain_counts(pod, "ScheduleAnyway", constraints, ctx.cluster)
+        for domains, known in zip(counts, everywhere, strict=True):
+            for value in domains:
+                domains[value] = known.get(value, 0)
+    state = _SpreadScoreState(constraints, counts, weights, frozenset(ignored))
+    ctx.scratch["spread-score"] = state
+    return state
+
+
+def spread_score(ctx: EvalContext, node: Any) -> int:
+    """PodTopologySpread Score; -1 marks a node left out of normalisation (``normalize spread``)."""
+    state = _spread_score_state(ctx)
+    if node.name in state.ignored:
+        return -1
+    score = 0.0
+    for c, weight, domains in zip(state.constraints, state.weights, state.counts, strict=True):
+        value = node.labels.get(c.topology_key)
+        if value is None:
+            continue
+        if c.topology_key == HOSTNAME:
+            count = _count_matching(node.pods, c.selector, ctx.pod.namespace)
+        else:
+            count = domains.get(value, 0)
+        score += count * weight + (c.max_skew - 1)
+    return int(math.floor(score + 0.5))  # math.Round: half away from zero (scores are >= 0)
