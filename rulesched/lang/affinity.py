@@ -80,8 +80,15 @@ class _AffinityState:
     existing_anti_counts: Mapping[Pair, int]
 
 
-def _existing_anti_counts(pod: Pod, cluster: ClusterView) -> Mapping[Pair, int]:
+def existing_anti_index(ctx: EvalContext) -> PodSum | None:
     """Pairs where running pods' required anti-affinity terms select the incoming pod."""
+    index = ctx.scratch.get("existing-anti")
+    if index is None and ctx.cluster is not None:
+        index = ctx.scratch["existing-anti"] = _existing_anti_index(ctx.pod, ctx.cluster)
+    return index
+
+
+def _existing_anti_index(pod: Pod, cluster: ClusterView) -> PodSum:
     def contribute(other: Pod, node: NodeView, add: Add) -> None:
         if other.pod_anti_affinity:
             for term in _terms(other, other.pod_anti_affinity):
@@ -90,7 +97,7 @@ def _existing_anti_counts(pod: Pod, cluster: ClusterView) -> Mapping[Pair, int]:
                     add((term.topology_key, value), 1)
 
     key = ("existing-anti", pod.namespace, frozenset(pod.labels.items()))
-    return current(cluster, key, lambda: PodSum(contribute, affinity_only=True)).counts
+    return current(cluster, key, lambda: PodSum(contribute, affinity_only=True))
 
 
 def _affinity_counts(terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
@@ -125,14 +132,15 @@ def _affinity_state(ctx: EvalContext) -> _AffinityState:
     pod, cluster = ctx.pod, ctx.cluster
     affinity_terms = _terms(pod, pod.pod_affinity)
     anti_terms = _terms(pod, pod.pod_anti_affinity)
-    if cluster is None:
+    existing = existing_anti_index(ctx)
+    if cluster is None or existing is None:
         state = _AffinityState(affinity_terms, anti_terms, _NOTHING, _NOTHING, _NOTHING)
     else:
         state = _AffinityState(
             affinity_terms, anti_terms,
             _affinity_counts(affinity_terms, cluster) if affinity_terms else _NOTHING,
             _anti_counts(anti_terms, cluster) if anti_terms else _NOTHING,
-            _existing_anti_counts(pod, cluster))
+            existing.counts)
     ctx.scratch["interpod"] = state
     return state
 
@@ -177,25 +185,23 @@ def existing_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
 # --- score -------------------------------------------------------------------------------------
 
 
-def _affinity_scores(ctx: EvalContext) -> Mapping[Pair, int]:
-    """InterPodAffinity PreScore: topology pair -> summed weights."""
-    scores = ctx.scratch.get("interpod-score")
-    if scores is not None:
-        return scores  # type: ignore[no-any-return]
+def score_index(ctx: EvalContext) -> PodSum | None:
+    """InterPodAffinity PreScore: topology pair -> summed weights, both ways."""
+    index = ctx.scratch.get("interpod-score")
+    if index is not None or ctx.cluster is None:
+        return index
     pod, cluster = ctx.pod, ctx.cluster
     preferred = [resolve(pod, w.term, w.weight) for w in pod.preferred_pod_affinity]
     preferred_anti = [resolve(pod, w.term, -w.weight) for w in pod.preferred_pod_anti_affinity]
     incoming = tuple(preferred + preferred_anti)
-    if cluster is None:
-        totals: Mapping[Pair, int] = _NOTHING
-    else:
-        def contribute(other: Pod, node: NodeView, add: Add) -> None:
-            _score_pair(pod, other, node.labels, incoming, add, cluster)
 
-        key = ("interpod-score", pod.namespace, frozenset(pod.labels.items()), incoming)
-        totals = current(cluster, key, lambda: PodSum(contribute, affinity_only=not incoming)).counts
-    ctx.scratch["interpod-score"] = totals
-    return totals
+    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+        _score_pair(pod, other, node.labels, incoming, add, cluster)
+
+    key = ("interpod-score", pod.namespace, frozenset(pod.labels.items()), incoming)
+    index = current(cluster, key, lambda: PodSum(contribute, affinity_only=not incoming))
+    ctx.scratch["interpod-score"] = index
+    return index
 
 
 def _score_pair(pod: Pod, other: Pod, labels: Mapping[str, str], incoming: Sequence[Term], add: Add,
@@ -216,7 +222,8 @@ def _score_pair(pod: Pod, other: Pod, labels: Mapping[str, str], incoming: Seque
 
 
 def inter_pod_affinity_score(ctx: EvalContext, node: Any) -> int:
-    totals = _affinity_scores(ctx)
-    if not totals:
+    index = score_index(ctx)
+    if index is None or not index.counts:
         return 0
+    totals = index.counts
     return sum(totals.get(pair, 0) for pair in node.labels.items())

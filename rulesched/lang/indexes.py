@@ -12,6 +12,7 @@ the journal no longer covers means a rebuild. The built-ins themselves are in
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -59,6 +60,7 @@ def current(cluster: ClusterView, key: Hashable, make: Callable[[], I]) -> I:
     return index
 
 
+_BUILDS = itertools.count(1)
 Add = Callable[[Any, int], None]
 Contribution = Callable[[Pod, NodeView, Add], None]
 
@@ -67,15 +69,23 @@ class PodSum:
     """Per-key sums of what each (pod, node) contributes (``contribute`` calls ``add(key, n)``),
     with zero sums dropped, so an empty index means "nothing counted" as upstream's maps do.
     ``affinity_only``: pods without (anti-)affinity terms contribute nothing, so a build walks
-    only those that have some."""
+    only those that have some. ``version`` changes whenever the counts do (answers computed
+    from them may be cached under it)."""
 
     def __init__(self, contribute: Contribution, affinity_only: bool = False) -> None:
         self.counts: dict[Any, int] = {}
         self._contribute = contribute
         self._affinity_only = affinity_only
+        self._build = 0
+        self._changes = 0
+
+    @property
+    def version(self) -> tuple[int, int]:
+        return self._build, self._changes
 
     def build(self, cluster: ClusterView) -> None:
         counts, contribute = self.counts, self._contribute
+        self._build = next(_BUILDS)
 
         def add(key: Any, n: int) -> None:
             counts[key] = counts.get(key, 0) + n
@@ -94,6 +104,7 @@ class PodSum:
         counts = self.counts
 
         def add(key: Any, n: int) -> None:
+            self._changes += 1
             total = counts.get(key, 0) + sign * n
             if total:
                 counts[key] = total

@@ -70,26 +70,47 @@ class BoundRules:
     """
 
     def __init__(self, ctx: EvalContext, filters: tuple[BoundFilter, ...], scores: tuple[BoundScore, ...],
-                 preempts: tuple[BoundPreempt, ...], versions: tuple[Callable[[EvalContext], object], ...] = (),
-                 volatile: frozenset[int] = frozenset(), cached: bool = False,
-                 dynamic: tuple[int, ...] = ()) -> None:
+                 preempts: tuple[BoundPreempt, ...], uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
+                 cached: bool = False) -> None:
         self.ctx = ctx
         self.filters = filters
         self.scores = scores
         self.preempts = preempts
         self.cached = cached
-        self._versions = versions  # of every cluster-wide built-in the filters and scores call
-        self._volatile = volatile  # indexes of scores never cached (cycle- or change-dependent)
-        self._dynamic = dynamic  # indexes of filters evaluated afresh each time, in order
-        self._dynamic_set = frozenset(dynamic)
+        # The cluster-wide built-ins each filter and each score calls; which of them move with
+        # (nearly) every change is decided again at each refresh.
+        self._filter_uses, self._score_uses = uses
+        self._names = sorted({n for names in (*self._filter_uses, *self._score_uses) for n in names})
+        self._moving: frozenset[str] | None = None
+        self._versions: tuple[Callable[[EvalContext], object], ...] = ()  # of the steady built-ins
+        self._volatile: frozenset[int] = frozenset()  # indexes of scores never cached
+        self._dynamic: tuple[int, ...] = ()  # indexes of filters evaluated afresh each time, in order
+        self._dynamic_set: frozenset[int] = frozenset()
         self._filter_key, self._score_key = object(), object()
-        self._token: object = None
+        self._token: object = ()
         self.refresh()
 
     def refresh(self) -> None:
         """Start afresh after a cluster change: per-pod precomputation and version stamps."""
-        self.ctx.scratch.clear()
-        self._token = tuple(v(self.ctx) for v in self._versions)
+        ctx = self.ctx
+        ctx.scratch.clear()
+        if self._names:
+            moving = frozenset(n for n in self._names if _moves(n, ctx))
+            if moving != self._moving:
+                self._split(moving)
+            # The moving set is part of the stamp: cached outcomes leave the dynamic filters out.
+            # Stamps are compared by identity (per node, per pod), so an equal one is kept.
+            token = (tuple(v(ctx) for v in self._versions), moving)
+            if token != self._token:
+                self._token = token
+
+    def _split(self, moving: frozenset[str]) -> None:
+        self._moving = moving
+        self._dynamic = tuple(i for i, names in enumerate(self._filter_uses) if names & moving)
+        self._dynamic_set = frozenset(self._dynamic)
+        self._volatile = frozenset(i for i, names in enumerate(self._score_uses) if names & moving)
+        steady = [n for n in self._names if n not in moving]
+        self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
 
     def _first_failure(self, node: Any) -> Failure | None:
         for f in self.filters:
@@ -119,7 +140,7 @@ class BoundRules:
     def _cached_outcome(self, node: Any) -> Failure | None:
         memo = node.memo
         hit = memo.get(self._filter_key)
-        if hit is not None and hit[0] == self._token:
+        if hit is not None and hit[0] is self._token:
             static = hit[1]
         else:
             static = self._static_failure(node)
@@ -135,11 +156,13 @@ class BoundRules:
         return self._cached_outcome(node)
 
     def feasible(self, nodes: Sequence[Any], start: int, wanted: int,
-                 failed: Callable[[Any, tuple[str, ...]], None]) -> tuple[list[Any], int]:
+                 failed: Callable[[Any, tuple[str, ...]], None] | None = None) -> tuple[list[Any], int]:
         """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit; report each node that
-        does not to ``failed``. Returns the feasible nodes and how many nodes were looked at.
-        (The loop of :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
+        does not to ``failed`` (if given: reasons cost work a scheduled pod does not need).
+        Returns the feasible nodes and how many nodes were looked at. (The loop of
+        :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
         found: list[Any] = []
+        append = found.append
         token, key = self._token, self._filter_key
         evaluate = self._first_failure if not self.cached else self._cached_outcome if self._dynamic else None
         static_failure = self._static_failure
@@ -149,24 +172,24 @@ class BoundRules:
             if evaluate is None:  # the common case, inlined: one memo lookup per node
                 memo = node.memo
                 hit = memo.get(key)
-                if hit is not None and hit[0] == token:
+                if hit is not None and hit[0] is token:
                     static = hit[1]
                 else:
                     static = static_failure(node)
                     memo[key] = (token, static)
                 if static is None:
-                    found.append(node)
+                    append(node)
                     if len(found) >= wanted:
                         break
-                else:
+                elif failed is not None:
                     failed(node, static[1][1])
                 continue
             outcome = evaluate(node)
             if outcome is None:
-                found.append(node)
+                append(node)
                 if len(found) >= wanted:
                     break
-            else:
+            elif failed is not None:
                 failed(node, outcome[1])
         return found, looked
 
@@ -179,7 +202,7 @@ class BoundRules:
         for node in nodes:
             memo = node.memo
             hit = memo.get(key)
-            if hit is not None and hit[0] == token:
+            if hit is not None and hit[0] is token:
                 out.append(hit[1])
             else:
                 vector = compute(node, ())
@@ -194,7 +217,7 @@ class BoundRules:
             return self._vector(node, ())
         memo = node.memo
         hit = memo.get(self._score_key)
-        if hit is not None and hit[0] == self._token:
+        if hit is not None and hit[0] is self._token:
             vector: tuple[int, ...] = hit[1]
         else:
             vector = self._vector(node, self._volatile)
@@ -261,17 +284,15 @@ class RuleSet:
         filter_rules = [r for r in self.filters if _applies(r, ctx)]
         score_rules = [r for r in self.scores if _applies(r, ctx)]
         preempts = tuple(_bind_preempt(r, ctx) for r in self.preempts if _applies(r, ctx))
-        def moving(name: str) -> bool:
-            builtin = BUILTINS[name]
-            return builtin.version is None or (builtin.moves is not None and bool(builtin.moves(ctx)))
-
-        dynamic = tuple(i for i, r in enumerate(filter_rules) if any(moving(n) for n in r.context))
-        volatile = frozenset(i for i, r in enumerate(score_rules) if any(moving(n) for n in r.context))
-        steady = sorted({n for r in (*filter_rules, *score_rules) for n in r.context if not moving(n)})
-        versions = tuple(v for v in (BUILTINS[name].version for name in steady) if v is not None)
+        uses = (tuple(frozenset(r.context) for r in filter_rules), tuple(frozenset(r.context) for r in score_rules))
         return BoundRules(ctx, tuple(_bind_filter(r, ctx) for r in filter_rules),
-                          tuple(_bind_score(r, ctx) for r in score_rules), preempts,
-                          versions, volatile, cached=cache, dynamic=dynamic)
+                          tuple(_bind_score(r, ctx) for r in score_rules), preempts, uses, cached=cache)
+
+
+def _moves(name: str, ctx: EvalContext) -> bool:
+    """Whether, for this pod now, the built-in's answers move with (nearly) every cluster change."""
+    builtin = BUILTINS[name]
+    return builtin.version is None or (builtin.moves is not None and bool(builtin.moves(ctx)))
 
 
 def _hashable(value: Any) -> Any:

@@ -14,9 +14,11 @@ from typing import Any
 
 from rulesched.lang.affinity import (
     existing_anti_affinity_ok,
+    existing_anti_index,
     inter_pod_affinity_score,
     pod_affinity_ok,
     pod_anti_affinity_ok,
+    score_index,
 )
 from rulesched.lang.context import EvalContext
 from rulesched.lang.spreading import spread_missing_label, spread_ok, spread_score
@@ -62,8 +64,9 @@ def image_locality(ctx: EvalContext, node: Any) -> int:
 # --- what the answers depend on ------------------------------------------------------------------
 # Compiled rules cache results per node for equivalent pods (rulesched.lang.ruleset); a cluster-
 # wide built-in's cached answer stays valid while its version token is unchanged. The tokens
-# read counters the cluster view bumps: ``generation`` on any change, ``affinity_generation`` when
-# pods with (anti-)affinity terms or node labels change, ``node_generation`` when nodes change.
+# read counters the cluster view bumps (``generation`` on any change, ``node_generation`` when
+# nodes change) or the version of the index the answer is computed from, which moves only when
+# the counts that matter to this pod do.
 
 POD_FIELDS = frozenset({
     "namespace", "labels", "pod_affinity", "pod_anti_affinity", "preferred_pod_affinity",
@@ -74,10 +77,6 @@ POD_FIELDS = frozenset({
 
 def _generation(ctx: EvalContext) -> object:
     return getattr(ctx.cluster, "generation", 0)
-
-
-def _affinity_generation(ctx: EvalContext) -> object:
-    return getattr(ctx.cluster, "affinity_generation", 0)
 
 
 def _node_generation(ctx: EvalContext) -> object:
@@ -95,11 +94,20 @@ def _constant(ctx: EvalContext) -> object:
     return 0
 
 
-def _preferred_version(ctx: EvalContext) -> object:
-    pod = ctx.pod
-    if pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity:
-        return _generation(ctx)
-    return _affinity_generation(ctx)
+def _version_of(index: Any) -> Any:
+    def version(ctx: EvalContext) -> object:
+        found = index(ctx)
+        return None if found is None else found.version
+    return version
+
+
+def _counts_something(index: Any) -> Any:
+    """Moves while the index counts anything for this pod: the answer then differs from node to
+    node and each change may shift it, but it is a lookup, cheap to evaluate afresh."""
+    def moves(ctx: EvalContext) -> bool:
+        found = index(ctx)
+        return found is not None and bool(found.counts)
+    return moves
 
 
 def _has(*fields: str) -> Any:
@@ -122,8 +130,8 @@ def _never(ctx: EvalContext) -> bool:
 MOVES: dict[str, Any] = {
     "pod_affinity_ok": _has("pod_affinity"),
     "pod_anti_affinity_ok": _has("pod_anti_affinity"),
-    "existing_anti_affinity_ok": _never,
-    "inter_pod_affinity_score": _has("preferred_pod_affinity", "preferred_pod_anti_affinity"),
+    "existing_anti_affinity_ok": _counts_something(existing_anti_index),
+    "inter_pod_affinity_score": _counts_something(score_index),
     "spread_missing_label": _always,
     "spread_ok": _always,
     "spread_score": _always,
@@ -133,8 +141,8 @@ MOVES: dict[str, Any] = {
 VERSIONS: dict[str, Any] = {
     "pod_affinity_ok": _if("pod_affinity", _generation, _constant),
     "pod_anti_affinity_ok": _if("pod_anti_affinity", _generation, _constant),
-    "existing_anti_affinity_ok": _affinity_generation,
-    "inter_pod_affinity_score": _preferred_version,
+    "existing_anti_affinity_ok": _version_of(existing_anti_index),
+    "inter_pod_affinity_score": _version_of(score_index),
     "spread_missing_label": _generation,
     "spread_ok": _generation,
     "spread_score": None,  # depends on the feasible nodes of the cycle: never cached

@@ -70,8 +70,16 @@ class Cycle:
                 filtered[node.name] = why
 
         start = self.next_start % count
-        feasible, looked = bound.feasible(nodes, start, wanted, failed)
+        # Why nodes failed matters when no node fits (the FitError message) or when explaining;
+        # otherwise the walk skips collecting it, and a fruitless walk is redone for the reasons
+        # (from the memos it just filled).
+        feasible, looked = bound.feasible(nodes, start, wanted, failed if filtered is not None else None)
         self.next_start = (start + looked) % count
+        if not feasible and filtered is None:
+            for node in nodes:
+                failure = bound.first_failure(node)
+                if failure is not None:
+                    failed(node, failure[1])
         return feasible
 
     def _score(self, bound: BoundRules, feasible: list[NodeInfo], result: CycleResult) -> list[int]:
