@@ -112,6 +112,31 @@ class BoundRules:
         steady = [n for n in self._names if n not in moving]
         self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
 
+    # --- for batch evaluation (rulesched.scheduler.table): the cached part and the rest --------
+    @property
+    def token(self) -> object:
+        """The stamp answers of :meth:`static_failure` and :meth:`steady_vector` stay valid under
+        while a node is unchanged; a new object after a refresh that changed anything."""
+        return self._token
+
+    def static_failure(self, node: Any) -> Failure | None:
+        """The first failure among the filters that are not dynamic (uncached)."""
+        found = self._static_failure(node)
+        return None if found is None else found[1]
+
+    @property
+    def dynamic_filters(self) -> tuple[BoundFilter, ...]:
+        """Filters evaluated afresh for every node, in rule order."""
+        return tuple(self.filters[i] for i in self._dynamic)
+
+    def steady_vector(self, node: Any) -> tuple[int, ...]:
+        """:meth:`score_vector` with the volatile scores left at 0 (and out of the fixed sum)."""
+        return self._vector(node, self._volatile)
+
+    @property
+    def volatile_scores(self) -> tuple[tuple[int, BoundScore], ...]:
+        return tuple((i, self.scores[i]) for i in sorted(self._volatile))
+
     def _first_failure(self, node: Any) -> Failure | None:
         for f in self.filters:
             if not f.passes(node):

@@ -2,7 +2,9 @@
 
 Filtering walks the nodes round-robin from where the previous cycle stopped and stops once
 ``num_feasible_nodes_to_find`` nodes fit (percentageOfNodesToScore). A pod with a nominated node
-(set by an earlier preemption) tries that node first. Nothing here changes the cluster: the
+(set by an earlier preemption) tries that node first. Pods of an equivalence class walk their
+class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); others, and
+``explain`` runs, which record every node's reasons and scores, walk node by node. Nothing here changes the cluster: the
 :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose.
 Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 """
@@ -12,6 +14,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Sequence
+
+import cachetools
+import numpy as np
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.state import ClusterState
@@ -23,7 +28,10 @@ from rulesched.scheduler.framework import (
     SchedulerSettings,
     num_feasible_nodes_to_find,
 )
-from rulesched.scheduler.scoring import normalize, select_host
+from rulesched.scheduler.scoring import normalize, normalize_array, select_host
+from rulesched.scheduler.table import NodeTable, TableOverflow
+
+TABLES = 64  # classes whose node tables are kept (each holds a row per node)
 
 
 class Cycle:
@@ -33,6 +41,7 @@ class Cycle:
         self.settings = settings
         self.rng = random.Random(settings.seed)
         self.next_start = 0
+        self._tables: cachetools.LRUCache[int, NodeTable] = cachetools.LRUCache(TABLES)
 
     def run(self, pod: Pod) -> tuple[CycleResult, BoundRules]:
         state, explain = self.state, self.settings.explain
@@ -45,6 +54,11 @@ class Cycle:
         if nominated is not None and bound.first_failure(nominated) is None:
             result.code, result.node = Code.SCHEDULED, nominated.name
             return result, bound
+        if bound.cached and not explain and nodes:
+            try:
+                return self._run_table(bound, result), bound
+            except TableOverflow:
+                pass  # a score beyond int64: the per-node path computes with Python ints
         feasible = self._filter(bound, nodes, result)
         if not feasible:
             return result, bound
@@ -55,6 +69,43 @@ class Cycle:
         totals = self._score(bound, feasible, result)
         result.node = feasible[select_host(totals, self.rng)].name
         return result, bound
+
+    def _run_table(self, bound: BoundRules, result: CycleResult) -> CycleResult:
+        table = self._tables.get(id(bound))
+        if table is None or table.bound is not bound:
+            table = self._tables[id(bound)] = NodeTable(bound, self.state)
+        table.sync()
+        count = len(self.state.nodes)
+        wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+        start = self.next_start % count
+        rows, looked = table.feasible(start, wanted)
+        self.next_start = (start + looked) % count
+        if not len(rows):
+            self._reasons(bound, result)
+            return result
+        result.code = Code.SCHEDULED
+        if len(rows) == 1:
+            result.node = table.node(int(rows[0])).name
+            return result
+        vectors = table.vectors(rows)
+        totals = vectors[:, -1].copy()
+        for index, s in enumerate(bound.scores):
+            column = vectors[:, index]
+            # A column of equal values normalises to one number: it cannot change the pick.
+            if s.normalize != "none" and column.min() != column.max():
+                totals += s.weight * normalize_array(s.normalize, column)
+        ties = np.flatnonzero(totals == totals.max())
+        pick = int(ties[0]) if len(ties) == 1 else int(ties[self.rng.randrange(len(ties))])
+        result.node = table.node(int(rows[pick])).name
+        return result
+
+    def _reasons(self, bound: BoundRules, result: CycleResult) -> None:
+        """Why each node failed, for the FitError message of a pod no node fits."""
+        reasons = result.reasons
+        for node in self.state.nodes:
+            failure = bound.first_failure(node)
+            if failure is not None:
+                reasons.update(set(failure[1]))
 
     def _filter(self, bound: BoundRules, nodes: Sequence[NodeInfo], result: CycleResult) -> list[NodeInfo]:
         count = len(nodes)
@@ -76,10 +127,7 @@ class Cycle:
         feasible, looked = bound.feasible(nodes, start, wanted, failed if filtered is not None else None)
         self.next_start = (start + looked) % count
         if not feasible and filtered is None:
-            for node in nodes:
-                failure = bound.first_failure(node)
-                if failure is not None:
-                    failed(node, failure[1])
+            self._reasons(bound, result)
         return feasible
 
     def _score(self, bound: BoundRules, feasible: list[NodeInfo], result: CycleResult) -> list[int]:

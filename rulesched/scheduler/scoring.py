@@ -9,7 +9,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from rulesched.scheduler.framework import MAX_NODE_SCORE
+
+Column = npt.NDArray[np.int64]
 
 
 def _div(a: int, b: int) -> int:
@@ -42,6 +47,39 @@ def normalize(mode: str, scores: Sequence[int]) -> list[int]:
             return [0 if s < 0 else MAX_NODE_SCORE for s in scores]
         return [0 if s < 0 else _div(MAX_NODE_SCORE * (high + low - s), high) for s in scores]
     raise ValueError(f"unknown normalization {mode!r}")  # the checker admits only the above
+
+
+def _div_array(a: Column, b: int) -> Column:
+    """:func:`_div` over an array, for b > 0."""
+    q = np.abs(a) // b
+    return np.where(a >= 0, q, -q)
+
+
+def normalize_array(mode: str, scores: Column) -> Column:
+    """:func:`normalize` over a non-empty int64 array, value for value the same."""
+    if mode == "none":
+        return scores
+    if mode in ("max", "reverse"):
+        top = max(0, int(scores.max()))
+        if top == 0:
+            return np.full_like(scores, MAX_NODE_SCORE) if mode == "reverse" else scores
+        out = _div_array(MAX_NODE_SCORE * scores, top)
+        return MAX_NODE_SCORE - out if mode == "reverse" else out
+    if mode == "minmax":
+        low, high = int(scores.min()), int(scores.max())
+        if high == low:
+            return np.zeros_like(scores)
+        # The same float operations in the same order as the list version, then truncation.
+        return (MAX_NODE_SCORE * ((scores - low) / (high - low))).astype(np.int64)
+    if mode == "spread":
+        valid = scores >= 0
+        if not valid.any():
+            return np.zeros_like(scores)
+        low, high = int(scores[valid].min()), int(scores[valid].max())
+        if high == 0:
+            return np.where(valid, MAX_NODE_SCORE, 0)
+        return np.where(valid, _div_array(MAX_NODE_SCORE * (high + low - scores), high), 0)
+    raise ValueError(f"unknown normalization {mode!r}")
 
 
 def select_host(totals: Sequence[int], rng: random.Random) -> int:

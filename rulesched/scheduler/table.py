@@ -1,0 +1,152 @@
+"""Filtering and scoring for one class of equivalent pods, kept as arrays over the cluster's nodes.
+
+A cycle walks hundreds of nodes round-robin. For pods of one equivalence class (a ReplicaSet's,
+say) every node's outcome of the cached filters and its steady scores do not change until the
+node does, or until a cluster-wide answer the rules read moves (the binding's ``token``). So a
+:class:`NodeTable` keeps them in arrays, one row per node in the cluster's order, marks rows stale
+from the cluster's pod journal (a bind changes one node) and recomputes stale rows only when a
+walk reaches them. A walk is then a few array operations per pod rather than Python work per
+node; filters evaluated afresh for every node (spreading, the pod's own affinity) still run per
+node, on the rows the cached filters let through. Answers and their order are those of
+:meth:`rulesched.lang.BoundRules.feasible` and ``score_vector``.
+Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.cluster.state import ClusterState
+from rulesched.lang import BoundRules
+
+Rows = npt.NDArray[np.intp]
+
+
+class TableOverflow(Exception):
+    """A score does not fit in int64 (kube-scheduler's score type): use the per-node path."""
+
+
+class NodeTable:
+    def __init__(self, bound: BoundRules, state: ClusterState) -> None:
+        self.bound = bound
+        self.state = state
+        self._ratio = 2.0  # nodes looked at per feasible node found, last time: sizes the next chunk
+        self._reset()
+
+    def _reset(self) -> None:
+        state, bound = self.state, self.bound
+        self._nodes: Sequence[NodeInfo] = state.nodes
+        n = len(self._nodes)
+        self._row = {node.name: i for i, node in enumerate(self._nodes)}
+        self._rows: Rows = np.arange(n, dtype=np.intp)
+        self._checked = np.zeros(n, dtype=bool)  # the cached filters' outcome is known
+        self._fits = np.zeros(n, dtype=bool)  # ... and it is a pass
+        self._scored = np.zeros(n, dtype=bool)  # the steady score vector is known
+        self._vectors = np.zeros((n, len(bound.scores) + 1), dtype=np.int64)
+        self._generation = state.node_generation
+        self._position = state.pod_position
+        self._token = bound.token
+
+    def sync(self) -> None:
+        """Mark stale what changed since the last walk: every row after a node change or a new
+        token, else the rows of the nodes that gained or lost pods."""
+        state, bound = self.state, self.bound
+        if state.node_generation != self._generation:
+            self._reset()
+            return
+        if bound.token is not self._token:
+            self._token = bound.token
+            self._checked[:] = False
+            self._scored[:] = False
+        if state.pod_position != self._position:
+            changes = state.pod_changes(self._position)
+            if changes is None:
+                self._checked[:] = False
+                self._scored[:] = False
+            else:
+                stale = list({self._row[node.name] for _, _, node in changes})
+                self._checked[stale] = False
+                self._scored[stale] = False
+            self._position = state.pod_position
+
+    def feasible(self, start: int, wanted: int) -> tuple[Rows, int]:
+        """Rows of the first ``wanted`` feasible nodes walking round-robin from ``start``, in
+        walk order, and how many nodes were looked at (all of them if fewer fit)."""
+        n = len(self._nodes)
+        found: list[Rows] = []
+        need, looked, pos = wanted, 0, start
+        dynamic = [f.passes for f in self.bound.dynamic_filters]
+        while need > 0 and looked < n:
+            size = min(n - looked, int(need * self._ratio) + 32)
+            rows = self._window(pos, size)
+            self._check(rows)
+            fit = rows[self._fits[rows]]
+            if dynamic:
+                fit = self._dynamic(fit, dynamic, need)
+            if len(fit) >= need:
+                fit = fit[:need]
+                size = (int(fit[-1]) - pos) % n + 1
+            found.append(fit)
+            need -= len(fit)
+            looked += size
+            pos = (pos + size) % n
+        rows = np.concatenate(found) if len(found) != 1 else found[0]
+        if len(rows):
+            self._ratio = max(1.0, looked / len(rows))
+        return rows, looked
+
+    def vectors(self, rows: Rows) -> npt.NDArray[np.int64]:
+        """Score vectors (as ``BoundRules.score_vector``) of the rows, one per row."""
+        stale = rows[~self._scored[rows]]
+        if len(stale):
+            nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
+            try:
+                for i in stale.tolist():
+                    vectors[i] = steady(nodes[i])
+            except OverflowError as e:
+                raise TableOverflow(str(e)) from None
+            self._scored[stale] = True
+        out = self._vectors[rows]
+        volatile = self.bound.volatile_scores
+        if volatile:
+            nodes = [self._nodes[i] for i in rows.tolist()]
+            self.bound.ctx.feasible = nodes
+            for index, score in volatile:
+                column = np.array([score.score(node) for node in nodes], dtype=np.int64)
+                out[:, index] = column
+                if score.normalize == "none":
+                    out[:, -1] += score.weight * column
+        return out
+
+    def node(self, row: int) -> NodeInfo:
+        return self._nodes[row]
+
+    def _window(self, pos: int, size: int) -> Rows:
+        n = len(self._nodes)
+        if pos + size <= n:
+            return self._rows[pos:pos + size]
+        return np.concatenate((self._rows[pos:], self._rows[:pos + size - n]))
+
+    def _check(self, rows: Rows) -> None:
+        stale = rows[~self._checked[rows]]
+        if len(stale):
+            nodes, fits, failure = self._nodes, self._fits, self.bound.static_failure
+            for i in stale.tolist():
+                fits[i] = failure(nodes[i]) is None
+            self._checked[stale] = True
+
+    def _dynamic(self, fit: Rows, passes: list[Any], need: int) -> Rows:
+        """The rows whose node passes every dynamic filter too, up to ``need`` of them."""
+        nodes, kept = self._nodes, []
+        for i in fit.tolist():
+            node = nodes[i]
+            if all(p(node) for p in passes):
+                kept.append(i)
+                if len(kept) == need:
+                    break
+        return np.array(kept, dtype=np.intp)

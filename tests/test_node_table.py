@@ -1,0 +1,80 @@
+"""Property: a class's NodeTable (rulesched.scheduler.table) answers as its binding does node by
+node — same feasible nodes in the same walk order, same number looked at, same score vectors —
+for any start and any number wanted, while pods come and go and nodes change between walks
+(so stale rows must be found from the pod journal and node generations). And the scheduler picks
+the same nodes, seed for seed, whether it walks tables or (with ``explain``) node by node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rulesched.cluster.state import ClusterState
+from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.scheduler.scheduler import Scheduler, VirtualClock
+from rulesched.scheduler.table import NodeTable
+from tests.test_fast_path_property import NAMESPACES, SETTINGS, AlwaysBind, Scenario, apply_events, scenarios
+from tests.upstream.harness import default_rules
+
+
+@SETTINGS
+@given(scenarios(), st.lists(st.tuples(st.integers(0, 99), st.integers(1, 12)), min_size=1, max_size=4))
+def test_table_walk_matches_the_node_by_node_walk(scenario: Scenario, walks: list[tuple[int, int]]) -> None:
+    rules = default_rules()
+    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    tables: dict[int, NodeTable] = {}
+    for i, (p, event) in enumerate(zip(scenario.pending, scenario.events, strict=True)):
+        apply_events(state, event, i)
+        for q in (*scenario.probes, p):
+            bound = rules.bind(q, state)
+            if not bound.cached or not state.nodes:
+                continue
+            table = tables.get(id(bound))
+            if table is None or table.bound is not bound:
+                table = tables[id(bound)] = NodeTable(bound, state)
+            table.sync()
+            nodes = state.nodes
+            for start, wanted in walks:
+                start %= len(nodes)
+                rows, looked = table.feasible(start, wanted)
+                expected, expected_looked = bound.feasible(nodes, start, wanted)
+                assert [table.node(r).name for r in rows.tolist()] == [n.name for n in expected], (q.key, i)
+                assert looked == expected_looked, (q.key, i)
+                if len(rows):
+                    bound.ctx.feasible = expected
+                    assert [tuple(v) for v in table.vectors(rows).tolist()] == \
+                        [bound.score_vector(n) for n in expected], (q.key, i)
+        feasible, _ = rules.bind(p, state).feasible(state.nodes, 0, len(state.nodes))
+        if feasible:
+            target = feasible[scenario.places[i] % len(feasible)]
+            state.finish_binding(state.assume(p, target.name).key)
+
+
+def _placements(scenario: Scenario, seed: int, explain: bool) -> list[Any]:
+    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    clock = VirtualClock()
+    scheduler = Scheduler(default_rules(), state, SchedulerSettings(seed=seed, explain=explain), AlwaysBind(),
+                          clock=clock)
+    for p in scenario.pending:
+        scheduler.add(p)
+    out = []
+    for step in range(3 * len(scenario.pending)):
+        if step < len(scenario.events):
+            apply_events(state, scenario.events[step], step)
+        result = scheduler.schedule_one()
+        if result is None:
+            ready = scheduler.queue.next_ready_time()
+            if ready is None:
+                break
+            clock.now = max(clock.now, ready)
+            continue
+        out.append((result.pod.key, result.code, result.node, result.message))
+    return out
+
+
+@SETTINGS
+@given(scenarios(), st.integers(0, 2**16))
+def test_tables_and_node_by_node_place_alike(scenario: Scenario, seed: int) -> None:
+    assert _placements(scenario, seed, explain=False) == _placements(scenario, seed, explain=True)
