@@ -15,7 +15,14 @@ from rulesched.cluster.state import ClusterState
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler, VirtualClock
 from rulesched.scheduler.table import NodeTable
-from tests.test_fast_path_property import NAMESPACES, SETTINGS, AlwaysBind, Scenario, apply_events, scenarios
+from tests.test_fast_path_property import (
+    NAMESPACES,
+    SETTINGS,
+    AlwaysBind,
+    Scenario,
+    apply_events,
+    scenarios,
+)
 from tests.upstream.harness import default_rules
 
 

@@ -24,7 +24,6 @@ from rulesched.errors import InputError
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
 
-
 JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
 INDEX_CACHE_SIZE = 128  # derived indexes kept at once (least recently used go first)
 

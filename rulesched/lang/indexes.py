@@ -29,20 +29,20 @@ class PodIndex(Protocol):
         """Count a pod added to (+1) or removed from (-1) a node."""
 
 
-I = TypeVar("I", bound=PodIndex)
+IndexT = TypeVar("IndexT", bound=PodIndex)
 
 
-class _Entry(Generic[I]):
+class _Entry(Generic[IndexT]):
     __slots__ = ("index", "node_generation", "position")
 
-    def __init__(self, index: I, node_generation: int, position: int) -> None:
+    def __init__(self, index: IndexT, node_generation: int, position: int) -> None:
         self.index, self.node_generation, self.position = index, node_generation, position
 
 
-def current(cluster: ClusterView, key: Hashable, make: Callable[[], I]) -> I:
+def current(cluster: ClusterView, key: Hashable, make: Callable[[], IndexT]) -> IndexT:
     """The index stored under ``key``, brought up to date; built by ``make()`` if there is none."""
     store = cluster.indexes
-    entry: _Entry[I] | None = store.get(key)
+    entry: _Entry[IndexT] | None = store.get(key)
     generation, position = cluster.node_generation, cluster.pod_position
     if entry is not None and entry.node_generation == generation:
         if entry.position == position:

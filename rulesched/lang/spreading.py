@@ -17,7 +17,12 @@ from typing import Any
 
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.indexes import current
-from rulesched.lang.matching import label_selector_matches, node_selector_term_matches, subset, tolerated
+from rulesched.lang.matching import (
+    label_selector_matches,
+    node_selector_term_matches,
+    subset,
+    tolerated,
+)
 from rulesched.lang.schema import NodeView
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
 
