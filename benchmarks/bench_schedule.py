@@ -3,6 +3,7 @@
     python benchmarks/bench_schedule.py                       # every workload in the table
     python benchmarks/bench_schedule.py --workload basic --nodes 5000 --running 1000 --pending 10000
     python benchmarks/bench_schedule.py --scaling             # per-pod cost at 500, 5000, 15000 nodes
+    python benchmarks/bench_schedule.py --repeat 3            # fastest of 3 runs each (busy machines)
 
 Prints, per workload: load time (JSON text -> cluster objects, as `kubectl get -o json` output),
 pods/s of scheduling time, p50/p99 per-pod latency, and peak RSS. Figures only; no assertions.
@@ -54,6 +55,8 @@ def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dic
     scheduler = Scheduler(rules, state, SchedulerSettings(seed=seed), _Binder())
     for pod in objects.pending_pods:
         scheduler.add(pod)
+    gc.collect()
+    gc.freeze()  # as `rulesched simulate` does once the cluster is loaded
     latencies = []
     clock = time.perf_counter
     started = clock()
@@ -63,6 +66,7 @@ def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dic
             break
         latencies.append(clock() - t0)
     total = clock() - started
+    gc.unfreeze()
     scheduled = sum(1 for h in scheduler.history.values() if h.node is not None)
     latencies.sort()
     return {
@@ -90,20 +94,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pending", type=int)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--scaling", action="store_true", help="basic workload at 500, 5000, 15000 nodes")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per workload; the fastest is shown (steadier on a busy machine)")
     args = parser.parse_args(argv)
+
+    def best(workload: str, nodes: int, running: int, pending: int) -> dict[str, float]:
+        runs = [run(workload, nodes, running, pending, args.seed) for _ in range(args.repeat)]
+        return max(runs, key=lambda r: r["pods_per_s"])
+
     if args.scaling:
         base = None
         for n in (500, 5000, 15000):
-            r = run("basic", n, n // 5, args.pending or 2000, args.seed)
+            r = best("basic", n, n // 5, args.pending or 10000)
             show("basic", r)
             per_pod = 1000 / r["pods_per_s"]
             base = base or per_pod
-            print(f"    per-pod {per_pod:.3f} ms, {per_pod / base:.2f}x the 500-node cost")
+            print(f"    per-pod {per_pod:.3f} ms (mean, first walk over cold nodes included), "
+                  f"{per_pod / base:.2f}x the 500-node cost")
         return 0
     # Pending counts follow scheduler_perf: 10000 for SchedulingBasic, fewer for the heavy ones.
     pending = {"basic": 10000, "node-affinity": 5000, "spreading": 5000, "anti-affinity": 2000}
     for workload in args.workload or ["basic", "node-affinity", "spreading", "anti-affinity"]:
-        show(workload, run(workload, args.nodes, args.running, args.pending or pending[workload], args.seed))
+        show(workload, best(workload, args.nodes, args.running, args.pending or pending[workload]))
     return 0
 
 

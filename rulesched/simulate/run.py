@@ -7,6 +7,7 @@ scheduler; binding always succeeds) -> :mod:`rulesched.simulate.report`.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from dataclasses import dataclass
@@ -57,6 +58,10 @@ def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
                if settings.scheduler_name is None or p.scheduler_name == settings.scheduler_name]
     for pod in pending:
         scheduler.add(pod)
+    # The loaded cluster lives as long as the run: keep the cyclic collector from walking it
+    # again at every full collection (it costs more the bigger the cluster).
+    gc.collect()
+    gc.freeze()
     started = time.perf_counter()
     scheduler.run()
     elapsed = time.perf_counter() - started
