@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.lang import inline
 from rulesched.lang.context import EvalContext
 from rulesched.lang.matching import subset
 from rulesched.lang.values import COERCIONS, _div
@@ -332,11 +333,17 @@ def node_apply(fn: Callable[..., Any], getters: list[Any], is_const: list[bool],
         if is_const[0]:
             if fn is subset:  # the pod's nodeSelector is known at bind time
                 return subset_of(c0, g1)
+            if fn in inline.LEFT:
+                return inline.LEFT[fn](c0, g1)
             return lambda n, env=None: fn(c0, g1(n, env))
         if is_const[1]:
             if fn is _div and c1:  # x / constant: no zero check per node
                 return lambda n, env=None: g0(n, env) / c1
+            if fn in inline.RIGHT:
+                return inline.RIGHT[fn](g0, c1)
             return lambda n, env=None: fn(g0(n, env), c1)
+        if fn in inline.BOTH:
+            return inline.BOTH[fn](g0, g1)
         return lambda n, env=None: fn(g0(n, env), g1(n, env))
     items = list(zip(getters, is_const, consts, strict=True))
     return lambda n, env=None: fn(*(c if k else g(n, env) for g, k, c in items))

@@ -1,0 +1,72 @@
+"""Two-operand closures with the operator written out, for the operators rules use most.
+
+A compiled binary operation is a closure calling its operands' closures; calling the operator
+as a function on top costs a third call. These shapes write the operator into the closure
+instead (``g0(n, env) - g1(n, env)``), for an operand pair that is two node values, or a node
+value and a constant known at bind time. :func:`rulesched.lang.stages.node_apply` uses them;
+anything else goes through the generic shapes there.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from rulesched.lang.values import _div, _floordiv
+
+NodeFn = Callable[..., Any]
+Shape = Callable[[Any, Any], NodeFn]
+
+
+def _div_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
+    def div(n: Any, env: Any = None) -> Any:
+        b = g1(n, env)
+        return g0(n, env) / b if b else 0  # x / 0 is 0 (operands are pure: order is free)
+    return div
+
+
+def _floordiv_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
+    def floordiv(n: Any, env: Any = None) -> Any:
+        b = g1(n, env)
+        return g0(n, env) // b if b else 0
+    return floordiv
+
+
+BOTH: dict[Any, Shape] = {  # (node value, node value)
+    operator.add: lambda g0, g1: lambda n, env=None: g0(n, env) + g1(n, env),
+    operator.sub: lambda g0, g1: lambda n, env=None: g0(n, env) - g1(n, env),
+    operator.mul: lambda g0, g1: lambda n, env=None: g0(n, env) * g1(n, env),
+    operator.lt: lambda g0, g1: lambda n, env=None: g0(n, env) < g1(n, env),
+    operator.le: lambda g0, g1: lambda n, env=None: g0(n, env) <= g1(n, env),
+    operator.gt: lambda g0, g1: lambda n, env=None: g0(n, env) > g1(n, env),
+    operator.ge: lambda g0, g1: lambda n, env=None: g0(n, env) >= g1(n, env),
+    operator.eq: lambda g0, g1: lambda n, env=None: g0(n, env) == g1(n, env),
+    operator.ne: lambda g0, g1: lambda n, env=None: g0(n, env) != g1(n, env),
+    _div: _div_vv,
+    _floordiv: _floordiv_vv,
+}
+
+RIGHT: dict[Any, Shape] = {  # (node value, constant)
+    operator.add: lambda g0, c: lambda n, env=None: g0(n, env) + c,
+    operator.sub: lambda g0, c: lambda n, env=None: g0(n, env) - c,
+    operator.mul: lambda g0, c: lambda n, env=None: g0(n, env) * c,
+    operator.lt: lambda g0, c: lambda n, env=None: g0(n, env) < c,
+    operator.le: lambda g0, c: lambda n, env=None: g0(n, env) <= c,
+    operator.gt: lambda g0, c: lambda n, env=None: g0(n, env) > c,
+    operator.ge: lambda g0, c: lambda n, env=None: g0(n, env) >= c,
+    operator.eq: lambda g0, c: lambda n, env=None: g0(n, env) == c,
+    operator.ne: lambda g0, c: lambda n, env=None: g0(n, env) != c,
+}
+
+LEFT: dict[Any, Shape] = {  # (constant, node value)
+    operator.add: lambda c, g1: lambda n, env=None: c + g1(n, env),
+    operator.sub: lambda c, g1: lambda n, env=None: c - g1(n, env),
+    operator.mul: lambda c, g1: lambda n, env=None: c * g1(n, env),
+    operator.lt: lambda c, g1: lambda n, env=None: c < g1(n, env),
+    operator.le: lambda c, g1: lambda n, env=None: c <= g1(n, env),
+    operator.gt: lambda c, g1: lambda n, env=None: c > g1(n, env),
+    operator.ge: lambda c, g1: lambda n, env=None: c >= g1(n, env),
+    operator.eq: lambda c, g1: lambda n, env=None: c == g1(n, env),
+    operator.ne: lambda c, g1: lambda n, env=None: c != g1(n, env),
+}
