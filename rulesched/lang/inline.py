@@ -47,6 +47,34 @@ BOTH: dict[Any, Shape] = {  # (node value, node value)
     _floordiv: _floordiv_vv,
 }
 
+def _max_left(c: Any, g1: NodeFn) -> NodeFn:
+    def largest(n: Any, env: Any = None) -> Any:
+        v = g1(n, env)
+        return v if v > c else c  # max(a, b) keeps a unless b > a
+    return largest
+
+
+def _min_left(c: Any, g1: NodeFn) -> NodeFn:
+    def smallest(n: Any, env: Any = None) -> Any:
+        v = g1(n, env)
+        return v if v < c else c
+    return smallest
+
+
+def _max_right(g0: NodeFn, c: Any) -> NodeFn:
+    def largest(n: Any, env: Any = None) -> Any:
+        v = g0(n, env)
+        return c if c > v else v
+    return largest
+
+
+def _min_right(g0: NodeFn, c: Any) -> NodeFn:
+    def smallest(n: Any, env: Any = None) -> Any:
+        v = g0(n, env)
+        return c if c < v else v
+    return smallest
+
+
 RIGHT: dict[Any, Shape] = {  # (node value, constant)
     operator.add: lambda g0, c: lambda n, env=None: g0(n, env) + c,
     operator.sub: lambda g0, c: lambda n, env=None: g0(n, env) - c,
@@ -57,6 +85,8 @@ RIGHT: dict[Any, Shape] = {  # (node value, constant)
     operator.ge: lambda g0, c: lambda n, env=None: g0(n, env) >= c,
     operator.eq: lambda g0, c: lambda n, env=None: g0(n, env) == c,
     operator.ne: lambda g0, c: lambda n, env=None: g0(n, env) != c,
+    max: _max_right,
+    min: _min_right,
 }
 
 LEFT: dict[Any, Shape] = {  # (constant, node value)
@@ -69,4 +99,6 @@ LEFT: dict[Any, Shape] = {  # (constant, node value)
     operator.ge: lambda c, g1: lambda n, env=None: c >= g1(n, env),
     operator.eq: lambda c, g1: lambda n, env=None: c == g1(n, env),
     operator.ne: lambda c, g1: lambda n, env=None: c != g1(n, env),
+    max: _max_left,
+    min: _min_left,
 }

@@ -362,8 +362,13 @@ def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:
     fn = _node_fn(rule.body, ctx)
 
     def score(n: Any) -> int:
+        # int() is as_score for ints, bools and finite floats (truncation toward zero); NaN and
+        # the infinities raise, and as_score makes them 0.
         value = fn(n)
-        return value if type(value) is int else as_score(value)  # ints are already scores
+        try:
+            return int(value)
+        except (ValueError, OverflowError):
+            return as_score(value)
 
     return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, score)
 
