@@ -102,3 +102,73 @@ LEFT: dict[Any, Shape] = {  # (constant, node value)
     max: _max_left,
     min: _min_left,
 }
+
+
+# --- an operand that is a two-step node path (``node.allocatable.cpu``: an attribute, then a key)
+# is read inside the operator's closure too, saving the path's own closure call.
+
+Path = tuple[Callable[[Any], Any], Any, Any]  # (attribute getter, key, default)
+
+
+def node_path(chain: Any) -> Path | None:
+    """``(f0, key, default)`` when ``chain`` (rulesched.lang.stages.Code.chain) reads
+    ``f0(node).get(key, default)``; else None."""
+    if chain is None or chain[0] is not None or len(chain[1]) != 2:
+        return None
+    (kind0, *rest0), (kind1, *rest1) = chain[1]
+    if kind0 != "fn" or kind1 != "get":
+        return None
+    return rest0[0], rest1[0], rest1[1]
+
+
+def _path_div(g0: NodeFn, p: Path) -> NodeFn:
+    f0, k, d = p
+
+    def div(n: Any, env: Any = None) -> Any:
+        b = f0(n).get(k, d)
+        return g0(n, env) / b if b else 0
+    return div
+
+
+PathShape = Callable[[Any, Path], NodeFn]
+
+
+def _path(make: Callable[[Any, Any, Any, Any], NodeFn]) -> PathShape:
+    return lambda x, p: make(x, *p)
+
+
+# (node value, path)
+BOTH_PATH: dict[Any, PathShape] = {
+    _div: _path_div,
+    operator.add: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) + f0(n).get(k, d)),
+    operator.sub: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) - f0(n).get(k, d)),
+    operator.mul: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) * f0(n).get(k, d)),
+    operator.lt: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) < f0(n).get(k, d)),
+    operator.le: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) <= f0(n).get(k, d)),
+    operator.gt: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) > f0(n).get(k, d)),
+    operator.ge: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) >= f0(n).get(k, d)),
+}
+
+# (path, constant)
+PATH_RIGHT: dict[Any, PathShape] = {
+    operator.add: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) + c),
+    operator.sub: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) - c),
+    operator.mul: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) * c),
+    operator.lt: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) < c),
+    operator.le: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) <= c),
+    operator.gt: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) > c),
+    operator.ge: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) >= c),
+    operator.eq: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) == c),
+    operator.ne: _path(lambda c, f0, k, d: lambda n, env=None: f0(n).get(k, d) != c),
+}
+
+# (constant, path)
+PATH_LEFT: dict[Any, PathShape] = {
+    operator.add: _path(lambda c, f0, k, d: lambda n, env=None: c + f0(n).get(k, d)),
+    operator.sub: _path(lambda c, f0, k, d: lambda n, env=None: c - f0(n).get(k, d)),
+    operator.mul: _path(lambda c, f0, k, d: lambda n, env=None: c * f0(n).get(k, d)),
+    operator.lt: _path(lambda c, f0, k, d: lambda n, env=None: c < f0(n).get(k, d)),
+    operator.le: _path(lambda c, f0, k, d: lambda n, env=None: c <= f0(n).get(k, d)),
+    operator.gt: _path(lambda c, f0, k, d: lambda n, env=None: c > f0(n).get(k, d)),
+    operator.ge: _path(lambda c, f0, k, d: lambda n, env=None: c >= f0(n).get(k, d)),
+}

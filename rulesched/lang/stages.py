@@ -300,9 +300,10 @@ def combine(parts: list[Code], fn: Callable[..., Any]) -> Code:
         return Code(free, pod=lambda ctx, env: fn(*(g(ctx, env) for g in getters)))
     if all(p.is_const or p.static is not None for p in parts):
         return Code(free, static=node_apply(fn, [static_getter(p) for p in parts], [p.is_const for p in parts],
-                                             [p.const for p in parts]),
+                                             [p.const for p in parts], [p.chain for p in parts]),
                     cost=1 + call_count(fn) + sum(p.cost for p in parts if not p.is_const))
     factories = [p.factory() if not p.is_const and p.pod is None else None for p in parts]
+    chains = [p.chain for p in parts]
 
     def make(ctx: EvalContext) -> NodeFn:
         consts: list[Any] = []
@@ -318,30 +319,39 @@ def combine(parts: list[Code], fn: Callable[..., Any]) -> Code:
                 consts.append(None)
                 getters.append(fac(ctx))
                 is_const.append(False)
-        return node_apply(fn, getters, is_const, consts)
+        return node_apply(fn, getters, is_const, consts, chains)
 
     return Code(free, node=make)
 
 
-def node_apply(fn: Callable[..., Any], getters: list[Any], is_const: list[bool], consts: list[Any]) -> NodeFn:
-    """The per-node closure, specialised for the one- and two-operand shapes that dominate."""
+def node_apply(fn: Callable[..., Any], getters: list[Any], is_const: list[bool], consts: list[Any],
+               chains: list[Any] | None = None) -> NodeFn:
+    """The per-node closure, specialised for the one- and two-operand shapes that dominate
+    (see :mod:`rulesched.lang.inline`; ``chains`` tell which operands are node paths)."""
     if len(getters) == 1:
         g = getters[0]
         return lambda n, env=None: fn(g(n, env))
     if len(getters) == 2:
         (g0, g1), (c0, c1) = getters, consts
+        p0, p1 = (inline.node_path(c) for c in chains) if chains else (None, None)
         if is_const[0]:
             if fn is subset:  # the pod's nodeSelector is known at bind time
                 return subset_of(c0, g1)
+            if p1 is not None and fn in inline.PATH_LEFT:
+                return inline.PATH_LEFT[fn](c0, p1)
             if fn in inline.LEFT:
                 return inline.LEFT[fn](c0, g1)
             return lambda n, env=None: fn(c0, g1(n, env))
         if is_const[1]:
             if fn is _div and c1:  # x / constant: no zero check per node
                 return lambda n, env=None: g0(n, env) / c1
+            if p0 is not None and fn in inline.PATH_RIGHT:
+                return inline.PATH_RIGHT[fn](c1, p0)
             if fn in inline.RIGHT:
                 return inline.RIGHT[fn](g0, c1)
             return lambda n, env=None: fn(g0(n, env), c1)
+        if p1 is not None and fn in inline.BOTH_PATH:
+            return inline.BOTH_PATH[fn](g0, p1)
         if fn in inline.BOTH:
             return inline.BOTH[fn](g0, g1)
         return lambda n, env=None: fn(g0(n, env), g1(n, env))
