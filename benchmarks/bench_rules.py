@@ -1,8 +1,11 @@
 """How much does writing policy as rules cost, per (pod, node), against hand-written Python?
 
-    python benchmarks/bench_rules.py [--nodes 5000] [--pods 50] [--seed 1] [--repeat 5] [--profile]
+    python benchmarks/bench_rules.py [--policy bench|default] [--nodes 5000] [--pods 50] [--seed 1]
+                                     [--repeat 5] [--profile]
 
-The rule set is ``benchmarks/rules/bench.rules``: ten filters and five scores of the kinds
+``--policy default`` compares ``rules/default.rules`` (kube-scheduler's default profile) with its
+hand-written twin in ``handwritten_default.py``; the default, ``--policy bench``, uses the rule
+set below. The rule set is ``benchmarks/rules/bench.rules``: ten filters and five scores of the kinds
 platform teams write (taints, nodeSelector, free resources, GPUs, an underlay-IP limit, host
 ports, a zone pin, replicas per node; pod capacity, LeastAllocated, GPU bin-packing,
 PreferNoSchedule taints, zone/lifecycle preference). ``handwritten_filter`` and
@@ -59,12 +62,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.handwritten_default import default_filter, default_scores  # noqa: E402
 from rulesched.cluster.nodeinfo import NodeInfo  # noqa: E402
 from rulesched.lang import RuleSet, load_rules  # noqa: E402
+from rulesched.lang.context import EvalContext  # noqa: E402
 from rulesched.lang.matching import ports_conflict, tolerated  # noqa: E402
 from rulesched.model import ContainerPort, Node, Pod, Taint, Toleration  # noqa: E402
 
 RULES = ROOT / "benchmarks" / "rules" / "bench.rules"
+DEFAULT_RULES = ROOT / "rules" / "default.rules"
 
 KI, MI, GI = 2**10 * 1000, 2**20 * 1000, 2**30 * 1000  # bytes as milli-units
 GPU = "nvidia.com/gpu"
@@ -313,7 +319,27 @@ def make_cluster(n_nodes: int, n_pods: int, seed: int) -> tuple[list[NodeInfo], 
 # --------------------------------------------------------------------------------------------
 
 
-def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod]) -> tuple[int, int, Counter[str]]:
+class Twin:
+    """The hand-written functions a rule set is compared with. ``with_ctx``: they also take the
+    pod's evaluation context (the cluster-wide plugins of the default profile read it)."""
+
+    def __init__(self, filter_fn: Any, scores_fn: Any, with_ctx: bool) -> None:
+        self.filter, self.scores, self.with_ctx = filter_fn, scores_fn, with_ctx
+
+    def for_pod(self, pod: Pod) -> tuple[Any, Any]:
+        """(filter(node), scores(node)) for one pod, for the equivalence check."""
+        if not self.with_ctx:
+            return (lambda node: self.filter(pod, node)), (lambda node: self.scores(pod, node))
+        ctx = EvalContext(pod)
+        return (lambda node: self.filter(pod, node, ctx)), (lambda node: self.scores(pod, node, ctx))
+
+
+TWINS = {"bench": Twin(handwritten_filter, handwritten_scores, False),
+         "default": Twin(default_filter, default_scores, True)}
+
+
+def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod],
+                      twin: Twin) -> tuple[int, int, Counter[str]]:
     """Assert the DSL and the hand-written functions agree on every (pod, node); return the
     number of feasible pairs, of score values compared, and how often each rule runs in a
     scheduling cycle (filters up to the first failure, scores on feasible nodes)."""
@@ -321,6 +347,7 @@ def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[
     reached: Counter[str] = Counter()
     for pod in pods:
         bound = rules.bind(pod)
+        hand_filter, hand_scores = twin.for_pod(pod)
         for node in nodes:
             failed = None
             for f in bound.filters:
@@ -328,13 +355,13 @@ def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[
                 if not f.passes(node):
                     failed = f.name
                     break
-            want = handwritten_filter(pod, node)
+            want = hand_filter(node)
             if (failed is None) != want:
                 raise AssertionError(f"{pod.name} on {node.name}: DSL says {'fails ' + failed if failed else 'fits'}, "
                                      f"hand-written says {'fits' if want else 'fails'}")
             # scores are compared on every node, feasible or not, to cover more values
             dsl = [s.score(node) for s in bound.scores]
-            hand = handwritten_scores(pod, node)
+            hand = hand_scores(node)
             if dsl != hand:
                 names = [s.name for s in bound.scores]
                 raise AssertionError(f"{pod.name} on {node.name}: scores {names}: DSL {dsl} != hand-written {hand}")
@@ -414,15 +441,25 @@ def forget_bindings(rules: RuleSet) -> None:
         classes.clear()
 
 
-def cycle_handwritten(nodes: Sequence[NodeInfo], pod: Pod) -> Phases:
-    """The same cycle with the hand-written functions (nothing to bind)."""
+def cycle_handwritten(nodes: Sequence[NodeInfo], pod: Pod, twin: Twin) -> Phases:
+    """The same cycle with the hand-written functions (nothing to bind but, for the default
+    profile, the evaluation context its cluster-wide plugins take)."""
     clock = time.perf_counter
-    t1 = clock()
-    feasible = [node for node in nodes if handwritten_filter(pod, node)]
-    t2 = clock()
-    scored = [(node, handwritten_scores(pod, node)) for node in feasible]
+    t0 = clock()
+    fits, scores = twin.filter, twin.scores
+    if twin.with_ctx:
+        ctx = EvalContext(pod)
+        t1 = clock()
+        feasible = [node for node in nodes if fits(pod, node, ctx)]
+        t2 = clock()
+        scored = [(node, scores(pod, node, ctx)) for node in feasible]
+    else:
+        t1 = clock()
+        feasible = [node for node in nodes if fits(pod, node)]
+        t2 = clock()
+        scored = [(node, scores(pod, node)) for node in feasible]
     t3 = clock()
-    return Phases(0.0, t2 - t1, t3 - t2, len(scored))
+    return Phases(t1 - t0, t2 - t1, t3 - t2, len(scored))
 
 
 class Memos:
@@ -447,7 +484,7 @@ VARIANTS = ("hand", "warm", "cold", "api", "replica")
 
 
 def measure(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memos: Memos,
-            repeat: int) -> dict[str, Phases]:
+            repeat: int, twin: Twin) -> dict[str, Phases]:
     """Per variant (see VARIANTS), the sum over pods of the pod's fastest cycle out of
     ``repeat``. The variants take turns pod by pod, so a burst of load on the machine hits one
     repetition of one pod, which the minimum then discards, not one whole variant. Every DSL
@@ -460,7 +497,7 @@ def measure(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memo
         for pod in pods:
             runs: dict[str, list[Phases]] = {v: [] for v in VARIANTS}
             for _ in range(repeat):
-                runs["hand"].append(cycle_handwritten(nodes, pod))
+                runs["hand"].append(cycle_handwritten(nodes, pod, twin))
                 memos.restore()  # untimed, as is everything on this side of a cycle call
                 forget_bindings(rules)
                 runs["warm"].append(cycle_dsl(rules, nodes, pod))
@@ -532,11 +569,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=5, help="timed cycles per pod and variant; the fastest counts")
-    parser.add_argument("--rules", default=str(RULES), help="rules file (must match the hand-written twin)")
+    parser.add_argument("--policy", choices=sorted(TWINS), default="bench",
+                        help="bench: benchmarks/rules/bench.rules; default: rules/default.rules")
+    parser.add_argument("--rules", help="rules file (must match the policy's hand-written twin)")
     parser.add_argument("--no-per-rule", action="store_true", help="skip the per-rule DSL table")
     parser.add_argument("--profile", action="store_true", help="cProfile the warm DSL path and print the top functions")
     parser.add_argument("--top", type=int, default=25, help="functions listed by --profile")
     args = parser.parse_args(argv)
+    twin = TWINS[args.policy]
+    args.rules = args.rules or str(DEFAULT_RULES if args.policy == "default" else RULES)
 
     rules = load_rules([args.rules])
     n_filters, n_scores = len(rules.filters), len(rules.scores)
@@ -552,14 +593,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"cluster: {len(nodes)} nodes, {running} running pods (built in {build:.1f}s); {len(pods)} pending pods; "
           f"{pairs} (pod, node) pairs")
 
-    feasible, score_values, reached = check_equivalence(rules, nodes, pods)
+    feasible, score_values, reached = check_equivalence(rules, nodes, pods, twin)
     filter_evals = sum(reached[f.name] for f in rules.filters)
     print(f"equivalence: OK - feasibility of all {pairs} pairs and {score_values} raw score values identical; "
           f"{feasible} feasible pairs ({100 * feasible / pairs:.1f}%), {filter_evals / pairs:.2f} filters run per pair")
 
     forget_bindings(rules)
     memos = Memos(nodes)  # the equivalence pass filled every node-only value there is
-    results = measure(rules, nodes, pods, memos, args.repeat)
+    results = measure(rules, nodes, pods, memos, args.repeat, twin)
     for p in results.values():
         assert p.feasible == feasible, (p.feasible, feasible)
     hand, warm, cold = results["hand"], results["warm"], results["cold"]
