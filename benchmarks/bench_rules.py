@@ -339,19 +339,19 @@ TWINS = {"bench": Twin(handwritten_filter, handwritten_scores, False),
 
 
 def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod],
-                      twin: Twin) -> tuple[int, int, Counter[str]]:
+                      twin: Twin) -> tuple[int, int, Counter[tuple[str, str]]]:
     """Assert the DSL and the hand-written functions agree on every (pod, node); return the
     number of feasible pairs, of score values compared, and how often each rule runs in a
     scheduling cycle (filters up to the first failure, scores on feasible nodes)."""
     feasible = score_values = 0
-    reached: Counter[str] = Counter()
+    reached: Counter[tuple[str, str]] = Counter()
     for pod in pods:
         bound = rules.bind(pod)
         hand_filter, hand_scores = twin.for_pod(pod)
         for node in nodes:
             failed = None
             for f in bound.filters:
-                reached[f.name] += 1
+                reached[("filter", f.name)] += 1
                 if not f.passes(node):
                     failed = f.name
                     break
@@ -368,7 +368,7 @@ def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[
             feasible += want
             score_values += len(dsl)
             if want:
-                reached.update(s.name for s in bound.scores)
+                reached.update(("score", s.name) for s in bound.scores)
     return feasible, score_values, reached
 
 
@@ -542,13 +542,13 @@ def per_rule(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod],
                     for node in nodes:
                         fn(node)
                     fastest = min(fastest, clock() - t0)
-                row = rows.setdefault(name, [kind, name, 0, 0.0])
+                row = rows.setdefault(f"{kind} {name}", [kind, name, 0, 0.0])
                 row[2] += len(nodes)
                 row[3] += fastest
     finally:
         gc.enable()
-    order = {r.name: i for i, r in enumerate(rules.checked.rules)}
-    return [(k, n, secs / evals * 1e6) for k, n, evals, secs in sorted(rows.values(), key=lambda r: order[r[1]])]
+    order = {(r.kind.value, r.name): i for i, r in enumerate(rules.checked.rules)}
+    return [(k, n, secs / evals * 1e6) for k, n, evals, secs in sorted(rows.values(), key=lambda r: order[(r[0], r[1])])]
 
 
 def profile_dsl(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], top: int) -> str:
@@ -594,7 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{pairs} (pod, node) pairs")
 
     feasible, score_values, reached = check_equivalence(rules, nodes, pods, twin)
-    filter_evals = sum(reached[f.name] for f in rules.filters)
+    filter_evals = sum(reached[("filter", f.name)] for f in rules.filters)
     print(f"equivalence: OK - feasibility of all {pairs} pairs and {score_values} raw score values identical; "
           f"{feasible} feasible pairs ({100 * feasible / pairs:.1f}%), {filter_evals / pairs:.2f} filters run per pair")
 
@@ -641,8 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("(warm memos); 'in cycle': how often the rule runs in the timed cycle (filters stop at the first")
         print("failure, scores run on feasible nodes) and the µs per pair that makes:")
         for kind, name, micro in per_rule(rules, nodes, pods, min(args.repeat, 3)):
-            share = reached[name] * micro / pairs
-            print(f"  {kind:<7}{name:<22}{micro:7.3f} µs  x {reached[name]:>7} in cycle = {share:6.3f} µs/pair")
+            runs = reached[(kind, name)]
+            print(f"  {kind:<7}{name:<32}{micro:7.3f} µs  x {runs:>7} in cycle = {runs * micro / pairs:6.3f} µs/pair")
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     peak_mib = peak / 2**20 if sys.platform == "darwin" else peak / 2**10

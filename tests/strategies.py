@@ -178,7 +178,8 @@ def _choose(draw: st.DrawFn, leaves: list[str], compound: list[Thunk]) -> str:
 
 def _loop(draw: st.DrawFn, env: Env) -> tuple[str, str, Env]:
     """An iterable, its bound variable and the environment inside the loop."""
-    sources = [("pod.tolerations", "toleration"), ("[0, 1, 2]", "num"), ('["", "web"]', "str")]
+    sources = [("pod.tolerations", "toleration"), ("[0, 1, 2]", "num"), ('["", "web"]', "str"),
+               ("pod.labels", "str")]
     if env.node:
         sources += [("node.pods", "pod"), ("node.taints", "taint")]
     iterable, kind = draw(st.sampled_from(sources))

@@ -47,6 +47,7 @@ from rulesched.lang.stages import (
     list_index,
     map1,
     memoised,
+    unrolled,
 )
 from rulesched.lang.types import (
     BOOL,
@@ -66,6 +67,7 @@ _POD = frozenset({schema.POD_VARIABLE})
 # costs about one call and a dict lookup.
 _WORTH_CACHING = 3
 _LOOP_COST = 20
+_UNROLL_MAX = 16  # elements of a bind-time list a quantifier is unrolled over
 # types whose == agrees with dict lookup (hash equality), for _Compiler._indexed
 _HASHABLE = (STRING, NUMBER, QUANTITY, DURATION, BOOL)
 _NODE = frozenset({schema.NODE_VARIABLE})
@@ -76,6 +78,8 @@ class _Compiler:
         self.notes = checked.notes
         self.lets = checked.lets
         self.let_codes: dict[tuple[str, tuple[tuple[str, int], ...]], Code] = {}
+        # Slots whose bound variable is fixed to a value while an unrolled loop body is compiled.
+        self.fixed: dict[int, Any] = {}
 
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Code:
@@ -141,6 +145,8 @@ class _Compiler:
             return self.let_codes[key]
         if ref.kind == "bound" or ref.name == schema.VICTIM_VARIABLE:
             slot = slots[ref.name]
+            if slot in self.fixed:
+                return Code(frozenset(), const=self.fixed[slot])
             return Code(frozenset({ref.name}), static=lambda n, env=None: env[slot], chain=(slot, ()))
         if ref.name == schema.POD_VARIABLE:
             return Code(_POD, pod=lambda ctx, env: ctx.pod)
@@ -197,6 +203,9 @@ class _Compiler:
                 return node_fn(None, env if env is not None else {})
 
             return Code(free, pod=pod_fn)
+        if (isinstance(expr, ast.Quantifier) and where is not None and not iterable.free - _POD
+                and not self.fixed):
+            return self._unrolled(expr, iterable, slot, inner_slots, free)
         if not (free & _POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
             static = build(iterable.factory()(NO_CTX), where.factory()(NO_CTX) if where else None,
                            value.factory()(NO_CTX) if value else None)
@@ -271,6 +280,46 @@ class _Compiler:
             return from_counts(kind, negate, lambda n, env=None: ((g := grouped(n, env))[0].get(v, 0), g[1]))
 
         return Code(iterable.free | known[0].free, node=make)
+
+    def _unrolled(self, expr: ast.Quantifier, iterable: Code, slot: int, inner_slots: dict[str, int],
+                  free: frozenset[str]) -> Code:
+        """any / all / count over a list known at bind time (``pod.requests``, ``pod.tolerations``)
+        whose condition reads the node: at bind time the condition is compiled once per element
+        with the element as a constant, so what depends on the pod and the element folds away
+        (``pod.requests[r] <= node.free[r]`` becomes ``500 <= node.free.cpu``) and each node
+        costs one closure per element instead of a loop. Compiled conditions are kept per element
+        value; a list of unhashable or too many elements is looped over as usual."""
+        assert expr.where is not None
+        where_expr, kind = expr.where, expr.kind
+        items_of = iterable.factory()
+        compiled: dict[Any, Code] = {}
+        loop_fac = Code(free, node=lambda ctx: aggregate_loop(
+            kind, slot, items_of(ctx), self.code(where_expr, inner_slots).factory()(ctx), None, None)).node
+        assert loop_fac is not None
+
+        def condition(item: Any) -> Code:
+            code = compiled.get(item)
+            if code is None:
+                self.fixed = {slot: item}
+                try:
+                    code = compiled[item] = self.code(where_expr, inner_slots)
+                finally:
+                    self.fixed = {}
+            return code
+
+        def make(ctx: EvalContext) -> NodeFn:
+            try:
+                items = list(items_of(ctx)(None, {}))
+                # Numbers are left to the loop: 1, 1.0 and True (or 0.0 and -0.0) are one key.
+                if len(items) > _UNROLL_MAX or any(isinstance(i, (int, float)) for i in items):
+                    raise TypeError("not unrolled")
+                codes = [condition(item) for item in items]
+            except TypeError:  # unhashable elements, numbers, too many
+                return loop_fac(ctx)
+            return unrolled(kind, [c.const if c.is_const else c.factory()(ctx) for c in codes],
+                            [c.is_const or c.pod is not None for c in codes])
+
+        return Code(free, node=make)
 
     def _whole_product(self, left: ast.Expr, right: ast.Expr, lcode: Code, rcode: Code, info: BinaryInfo) -> bool:
         """Whether quantity * x is sure to be whole, so that plain * does what _q_mul does: a

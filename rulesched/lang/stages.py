@@ -138,6 +138,37 @@ def aggregate_loop(kind: str, slot: int, it: NodeFn, wf: NodeFn | None, vf: Node
     return extreme
 
 
+def unrolled(kind: str, conditions: list[Any], known: list[bool]) -> NodeFn:
+    """any / all / count of conditions, one per element of a list known at bind time; a known
+    condition is a value (``known``), the others node functions. (Compiler._unrolled.)"""
+    values = [c for c, k in zip(conditions, known, strict=True) if k]
+    fns = [c for c, k in zip(conditions, known, strict=True) if not k]
+    if kind == "count":
+        base = sum(1 for v in values if v)
+        return lambda n, env=None: base + sum(1 for f in fns if f(n, env))
+    want = kind == "any"
+    if any(bool(v) is want for v in values):
+        return lambda n, env=None: want
+    if not fns:
+        return lambda n, env=None: not want
+    if len(fns) == 1:
+        f0 = fns[0]
+        return (lambda n, env=None: bool(f0(n, env))) if want else (lambda n, env=None: bool(f0(n, env)))
+    if len(fns) == 2:
+        f0, f1 = fns
+        if want:
+            return lambda n, env=None: bool(f0(n, env) or f1(n, env))
+        return lambda n, env=None: bool(f0(n, env) and f1(n, env))
+
+    def quantify(n: Any, env: Any = None) -> bool:
+        for f in fns:
+            if bool(f(n, env)) is want:
+                return want
+        return not want
+
+    return quantify
+
+
 def from_counts(kind: str, negate: bool, counts: Callable[..., tuple[int, int]]) -> NodeFn:
     """count / any / all from (elements equal to the value, all elements)."""
     if kind == "count":
