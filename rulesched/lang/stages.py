@@ -370,6 +370,8 @@ def node_apply(fn: Callable[..., Any], getters: list[Any], is_const: list[bool],
                 return subset_of(c0, g1)
             if p1 is not None and fn in inline.PATH_LEFT:
                 return inline.PATH_LEFT[fn](c0, p1)
+            if chains and chains[1] == (None, ()):  # f(constant, node): a cluster-wide built-in
+                return lambda n, env=None: fn(c0, n)
             if fn in inline.LEFT:
                 return inline.LEFT[fn](c0, g1)
             return lambda n, env=None: fn(c0, g1(n, env))
