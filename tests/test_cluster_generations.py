@@ -1,5 +1,6 @@
-"""The change counters compiled rules stamp cached cluster-wide answers with: each change must
-move exactly the counters whose answers it can change (rulesched.lang.topology VERSIONS)."""
+"""The change counters compiled rules stamp cached cluster-wide answers with, and the pod journal
+position the per-domain indexes replay from: each change must move exactly the ones whose
+answers it can change (rulesched.lang.topology VERSIONS, rulesched.lang.indexes)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ ANTI = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringE
 
 
 def counters(state: ClusterState) -> tuple[int, int, int]:
-    return state.generation, state.affinity_generation, state.node_generation
+    return state.generation, state.pod_position, state.node_generation
 
 
 def moved(before: tuple[int, int, int], after: tuple[int, int, int]) -> tuple[bool, bool, bool]:
@@ -23,15 +24,16 @@ def moved(before: tuple[int, int, int], after: tuple[int, int, int]) -> tuple[bo
 def test_each_change_moves_the_counters_it_should() -> None:
     state = ClusterState.build([node("n1", {"kubernetes.io/hostname": "n1"})], [])
     cases = [
-        ("add node", lambda: state.add_node(node("n2")), (True, True, True)),
-        ("relabel node", lambda: state.update_node(node("n2", {"zone": "a"})), (True, True, True)),
-        ("add plain pod", lambda: state.add_pod(pod("a", node_name="n1")), (True, False, False)),
+        ("add node", lambda: state.add_node(node("n2")), (True, False, True)),
+        ("relabel node", lambda: state.update_node(node("n2", {"zone": "a"})), (True, False, True)),
+        ("add plain pod", lambda: state.add_pod(pod("a", node_name="n1")), (True, True, False)),
         ("add pod with anti-affinity", lambda: state.add_pod(pod("b", spec=ANTI, node_name="n1")), (True, True, False)),
-        ("remove plain pod", lambda: state.remove_pod("default/a"), (True, False, False)),
+        ("remove plain pod", lambda: state.remove_pod("default/a"), (True, True, False)),
         ("remove pod with anti-affinity", lambda: state.remove_pod("default/b"), (True, True, False)),
-        ("assume", lambda: state.assume(pod("c"), "n2"), (True, False, False)),
-        ("forget", lambda: state.forget("default/c"), (True, False, False)),
-        ("remove node", lambda: state.remove_node("n2"), (True, True, True)),
+        ("assume", lambda: state.assume(pod("c"), "n2"), (True, True, False)),
+        ("forget", lambda: state.forget("default/c"), (True, True, False)),
+        ("remove node", lambda: state.remove_node("n2"), (True, False, True)),
+        ("namespaces", lambda: state.set_namespaces({"default": {"env": "x"}}), (True, False, True)),
     ]
     for name, change, expected in cases:
         before = counters(state)

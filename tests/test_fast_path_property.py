@@ -16,6 +16,7 @@ runs the real :class:`Scheduler` and checks every outcome against the reference.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ from rulesched.lang.context import EvalContext
 from rulesched.lang.interp import Interpreter
 from rulesched.lang.values import as_score
 from rulesched.model import Node, Pod
-from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler, VirtualClock
 from rulesched.scheduler.scoring import normalize
 from tests.upstream.harness import default_rules, node, pod
@@ -328,15 +329,10 @@ class AlwaysBind:
         return True
 
 
-@SETTINGS
-@given(scenarios(), st.integers(0, 2**16), st.booleans())
-def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, seed: int, explain: bool) -> None:
-    """Each cycle (all nodes scored) against the reference without the pod: an unschedulable pod
-    fits nowhere; a placed one passes every filter and has the highest total. With ``explain`` the
-    cycle's per-node reasons and normalised scores must be the reference's, too."""
-    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+def schedule(scenario: Scenario, state: ClusterState, settings_: SchedulerSettings) -> Iterator[CycleResult]:
+    """Run the real Scheduler over the scenario's pending pods, the scenario's events applied
+    between cycles and virtual time jumped over backoffs; yields each cycle's result."""
     clock = VirtualClock()
-    settings_ = SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, explain=explain)
     scheduler = Scheduler(default_rules(), state, settings_, AlwaysBind(), clock=clock)
     for p in scenario.pending:
         scheduler.add(p)
@@ -350,6 +346,18 @@ def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, s
                 break
             clock.now = max(clock.now, ready)
             continue
+        yield result
+
+
+@SETTINGS
+@given(scenarios(), st.integers(0, 2**16), st.booleans())
+def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, seed: int, explain: bool) -> None:
+    """Each cycle (all nodes scored) against the reference without the pod: an unschedulable pod
+    fits nowhere; a placed one passes every filter and has the highest total. With ``explain`` the
+    cycle's per-node reasons and normalised scores must be the reference's, too."""
+    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    settings_ = SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, explain=explain)
+    for result in schedule(scenario, state, settings_):
         key = result.pod.key
         ref = reference(result.pod, *snapshot(state, without=key))
         totals = ref.totals()

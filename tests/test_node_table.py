@@ -13,15 +13,14 @@ from hypothesis import strategies as st
 
 from rulesched.cluster.state import ClusterState
 from rulesched.scheduler.framework import SchedulerSettings
-from rulesched.scheduler.scheduler import Scheduler, VirtualClock
 from rulesched.scheduler.table import NodeTable
 from tests.test_fast_path_property import (
     NAMESPACES,
     SETTINGS,
-    AlwaysBind,
     Scenario,
     apply_events,
     scenarios,
+    schedule,
 )
 from tests.upstream.harness import default_rules
 
@@ -61,24 +60,8 @@ def test_table_walk_matches_the_node_by_node_walk(scenario: Scenario, walks: lis
 
 def _placements(scenario: Scenario, seed: int, explain: bool) -> list[Any]:
     state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    clock = VirtualClock()
-    scheduler = Scheduler(default_rules(), state, SchedulerSettings(seed=seed, explain=explain), AlwaysBind(),
-                          clock=clock)
-    for p in scenario.pending:
-        scheduler.add(p)
-    out = []
-    for step in range(3 * len(scenario.pending)):
-        if step < len(scenario.events):
-            apply_events(state, scenario.events[step], step)
-        result = scheduler.schedule_one()
-        if result is None:
-            ready = scheduler.queue.next_ready_time()
-            if ready is None:
-                break
-            clock.now = max(clock.now, ready)
-            continue
-        out.append((result.pod.key, result.code, result.node, result.message))
-    return out
+    return [(r.pod.key, r.code, r.node, r.message)
+            for r in schedule(scenario, state, SchedulerSettings(seed=seed, explain=explain))]
 
 
 @SETTINGS

@@ -45,7 +45,6 @@ class ClusterState:
         self.namespaces: dict[str, Mapping[str, str]] = {}
         # Change counters (compiled rules key cached cluster-wide answers on them):
         self.generation = 0  # any change
-        self.affinity_generation = 0  # pods with affinity terms, or node labels, changed
         self.node_generation = 0  # nodes came, went or changed (or namespaces' labels)
         # Pod journal: (+1 | -1, pod, node) per change; _journal[0] is change number _journal_start.
         self._journal: list[tuple[int, Pod, NodeInfo]] = []
@@ -134,7 +133,6 @@ class ClusterState:
 
     def _nodes_changed(self) -> None:
         self.generation += 1
-        self.affinity_generation += 1
         self.node_generation += 1
 
     # --- pods ----------------------------------------------------------------------------------
@@ -150,7 +148,6 @@ class ClusterState:
         self._log(1, pod, info)
         if _has_affinity(pod):
             self._affinity[pod.key] = pod
-            self.affinity_generation += 1
         self.generation += 1
 
     def remove_pod(self, key: str) -> Pod | None:
@@ -164,8 +161,7 @@ class ClusterState:
             info.remove_pod(removed)
             self._log(-1, removed, info)
         self._assumed.discard(key)
-        if self._affinity.pop(key, None) is not None:
-            self.affinity_generation += 1
+        self._affinity.pop(key, None)
         self.generation += 1
         return removed
 

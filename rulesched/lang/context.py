@@ -27,14 +27,13 @@ class ClusterView(Protocol):
 
     @property
     def generation(self) -> int:
-        """Bumped by every change; with the two below, versions cached cluster-wide answers."""
+        """Bumped by every change; with the one below, versions cached cluster-wide answers."""
         ...
 
     @property
-    def affinity_generation(self) -> int: ...
-
-    @property
-    def node_generation(self) -> int: ...
+    def node_generation(self) -> int:
+        """Bumped when nodes come, go or change (their labels decide topology domains)."""
+        ...
 
     def affinity_pods(self) -> Iterable[tuple[Pod, NodeView]]:
         """The pods that have any (anti-)affinity term, with their nodes: an index, so
