@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from rulesched.lang.values import _div, _floordiv
+from rulesched.lang.values import _div, _floordiv, _q_floordiv
 
 NodeFn = Callable[..., Any]
 Shape = Callable[[Any, Any], NodeFn]
@@ -33,6 +33,13 @@ def _floordiv_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
     return floordiv
 
 
+def _q_floordiv_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
+    def floordiv(n: Any, env: Any = None) -> Any:
+        b = g1(n, env)
+        return int(g0(n, env) // b) if b else 0  # quantities stay whole
+    return floordiv
+
+
 BOTH: dict[Any, Shape] = {  # (node value, node value)
     operator.add: lambda g0, g1: lambda n, env=None: g0(n, env) + g1(n, env),
     operator.sub: lambda g0, g1: lambda n, env=None: g0(n, env) - g1(n, env),
@@ -45,6 +52,7 @@ BOTH: dict[Any, Shape] = {  # (node value, node value)
     operator.ne: lambda g0, g1: lambda n, env=None: g0(n, env) != g1(n, env),
     _div: _div_vv,
     _floordiv: _floordiv_vv,
+    _q_floordiv: _q_floordiv_vv,
 }
 
 def _max_left(c: Any, g1: NodeFn) -> NodeFn:
@@ -121,6 +129,24 @@ def node_path(chain: Any) -> Path | None:
     return rest0[0], rest1[0], rest1[1]
 
 
+def _path_floordiv(g0: NodeFn, p: Path) -> NodeFn:
+    f0, k, d = p
+
+    def floordiv(n: Any, env: Any = None) -> Any:
+        b = f0(n).get(k, d)
+        return g0(n, env) // b if b else 0
+    return floordiv
+
+
+def _path_q_floordiv(g0: NodeFn, p: Path) -> NodeFn:
+    f0, k, d = p
+
+    def floordiv(n: Any, env: Any = None) -> Any:
+        b = f0(n).get(k, d)
+        return int(g0(n, env) // b) if b else 0
+    return floordiv
+
+
 def _path_div(g0: NodeFn, p: Path) -> NodeFn:
     f0, k, d = p
 
@@ -140,6 +166,8 @@ def _path(make: Callable[[Any, Any, Any, Any], NodeFn]) -> PathShape:
 # (node value, path)
 BOTH_PATH: dict[Any, PathShape] = {
     _div: _path_div,
+    _floordiv: _path_floordiv,
+    _q_floordiv: _path_q_floordiv,
     operator.add: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) + f0(n).get(k, d)),
     operator.sub: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) - f0(n).get(k, d)),
     operator.mul: _path(lambda g0, f0, k, d: lambda n, env=None: g0(n, env) * f0(n).get(k, d)),
