@@ -427,10 +427,14 @@ def lazy(parts: list[Code], kind: str) -> Code:
     if all(p.is_const or p.pod is not None for p in parts):
         return Code(free, pod=lazy_fn(kind, [pod_getter(p) for p in parts]))
     if all(p.is_const or p.static is not None for p in parts):
-        return Code(free, static=lazy_fn(kind, [p.factory()(NO_CTX) for p in parts]),
+        static = (if_known([p.factory()(NO_CTX) for p in parts], [p.is_const for p in parts], [p.const for p in parts])
+                  if kind == "if" else None)
+        return Code(free, static=static or lazy_fn(kind, [p.factory()(NO_CTX) for p in parts]),
                     cost=1 + sum(p.cost for p in parts if not p.is_const))
     first_known = parts[0].is_const or parts[0].pod is not None
     first, factories = pod_getter(parts[0]) if first_known else None, [p.factory() for p in parts]
+    branches_known = [p.is_const or p.pod is not None for p in parts]
+    branch_values = [pod_getter(p) if known else None for p, known in zip(parts, branches_known, strict=True)]
 
     def make(ctx: EvalContext) -> NodeFn:
         if first is not None:  # decided per pod: fold the branch away for every node
@@ -440,9 +444,31 @@ def lazy(parts: list[Code], kind: str) -> Code:
             if kind == "or":
                 return (lambda n, env=None: value) if value else factories[1](ctx)
             return factories[1](ctx) if value else factories[2](ctx)
-        return lazy_fn(kind, [f(ctx) for f in factories])
+        fns = [f(ctx) for f in factories]
+        if kind == "if" and (branches_known[1] or branches_known[2]):
+            values = [g(ctx, {}) if g is not None else None for g in branch_values]
+            shaped = if_known(fns, branches_known, values)
+            if shaped is not None:
+                return shaped
+        return lazy_fn(kind, fns)
 
     return Code(free, node=make)
+
+
+def if_known(fns: list[NodeFn], known: list[bool], values: list[Any]) -> NodeFn | None:
+    """``if c then a else b`` with a branch known for every node (``then 0``): the value sits in
+    the closure instead of behind a call. None when neither branch is known."""
+    f0, f1, f2 = fns
+    if known[1] and known[2]:
+        a, b = values[1], values[2]
+        return lambda n, env=None: a if f0(n, env) else b
+    if known[1]:
+        a = values[1]
+        return lambda n, env=None: a if f0(n, env) else f2(n, env)
+    if known[2]:
+        b = values[2]
+        return lambda n, env=None: f1(n, env) if f0(n, env) else b
+    return None
 
 
 def lazy_fn(kind: str, fns: list[Callable[..., Any]]) -> Callable[..., Any]:

@@ -1,8 +1,12 @@
-"""Quantifiers over a list known at bind time whose condition reads the node are unrolled per
-element (rulesched.lang.compile._Compiler._unrolled). Table of shapes, each checked against the
-reference interpreter on generated pods and nodes: maps' keys, records, constant string lists,
-empty lists, numbers (left to the loop), nesting, the victim of a preemption rule, and a binding
-reused after the node changed."""
+"""Closure shapes the compiler specialises, each checked against the reference interpreter on
+generated pods and nodes (also as a score, ``if body then 7 else 1``, and in a preemption rule
+beside the victim), and again after the node changed:
+
+* quantifiers over a list known at bind time whose condition reads the node, unrolled per
+  element (rulesched.lang.compile._Compiler._unrolled): maps' keys, records, constant string
+  lists, empty lists, numbers (left to the loop), nesting;
+* ``if`` with a branch known for every node — a constant or a pod-only value
+  (rulesched.lang.stages.if_known)."""
 
 from __future__ import annotations
 
@@ -35,6 +39,12 @@ BODIES = [
     'count(k in pod.labels where k == "tier" or has(node.labels, k)) >= 2',
     'all(k in pod.labels where k != "tier" or node.labels[k] == pod.labels[k])',
     'any(k in pod.labels where k == "app" and node.name == "web")',
+    # if with known branches
+    "(if node.unschedulable then 0 else len(node.pods)) < 2",
+    "(if len(node.taints) > 0 then len(node.pods) else 3) >= 2",
+    '(if has(node.labels, "zone") then pod.priority else len(node.pods)) > 1',
+    '(if has(node.labels, "app") then len(node.taints) else pod.priority) == 0',
+    "(if node.unschedulable then pod.priority else 2) > 1",
 ]
 
 
@@ -46,7 +56,7 @@ def rules_for(body: str) -> str:
 @pytest.mark.parametrize("body", BODIES)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(pods(), min_size=1, max_size=3), st.lists(nodes(), min_size=1, max_size=3), pods())
-def test_unrolled_quantifiers_agree_with_the_interpreter(body: str, incoming: list[Pod], cluster: list[NodeInfo],
+def test_specialised_shapes_agree_with_the_interpreter(body: str, incoming: list[Pod], cluster: list[NodeInfo],
                                                          arriving: Pod) -> None:
     text = rules_for(body)
     checked = _load(text)
