@@ -147,7 +147,7 @@ def _affinity_state(ctx: EvalContext) -> _AffinityState:
 
 def pod_affinity_ok(ctx: EvalContext, node: Any) -> bool:
     """satisfyPodAffinity, with the first-pod-of-a-group exception."""
-    state = _affinity_state(ctx)
+    state = ctx.scratch.get("interpod") or _affinity_state(ctx)  # per node: skip the call
     pods_exist = True
     counts = state.affinity_counts
     for term in state.affinity_terms:
@@ -163,7 +163,7 @@ def pod_affinity_ok(ctx: EvalContext, node: Any) -> bool:
 
 def pod_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
     """satisfyPodAntiAffinity."""
-    state = _affinity_state(ctx)
+    state = ctx.scratch.get("interpod") or _affinity_state(ctx)  # per node: skip the call
     counts = state.anti_counts
     if not counts:
         return True
@@ -176,7 +176,7 @@ def pod_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
 
 def existing_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
     """satisfyExistingPodsAntiAffinity."""
-    counts = _affinity_state(ctx).existing_anti_counts
+    counts = (ctx.scratch.get("interpod") or _affinity_state(ctx)).existing_anti_counts
     if not counts:
         return True
     return not any(counts.get(pair, 0) > 0 for pair in node.labels.items())

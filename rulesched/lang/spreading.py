@@ -173,8 +173,17 @@ def _spread_failure(ctx: EvalContext, node: Any) -> str | None:
 
 
 def spread_ok(ctx: EvalContext, node: Any) -> bool:
-    """PodTopologySpread Filter: for every hard constraint, skew <= maxSkew."""
-    return _spread_failure(ctx, node) is None
+    """PodTopologySpread Filter: for every hard constraint, skew <= maxSkew. (_spread_failure
+    without the reason: this runs for every node of every cycle.)"""
+    checks = ctx.scratch.get("spread")
+    if checks is None:
+        checks = _spread_checks(ctx)
+    labels = node.labels
+    for check in checks:
+        value = labels.get(check.topology_key)
+        if value is None or check.counts.get(value, 0) > check.limit:
+            return False
+    return True
 
 
 def spread_missing_label(ctx: EvalContext, node: Any) -> bool:

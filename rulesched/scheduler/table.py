@@ -142,11 +142,23 @@ class NodeTable:
 
     def _dynamic(self, fit: Rows, passes: list[Any], need: int) -> Rows:
         """The rows whose node passes every dynamic filter too, up to ``need`` of them."""
-        nodes, kept = self._nodes, []
-        for i in fit.tolist():
-            node = nodes[i]
-            if all(p(node) for p in passes):
-                kept.append(i)
-                if len(kept) == need:
-                    break
+        nodes, kept = self._nodes, list[int]()
+        append = kept.append
+        if len(passes) == 1:  # the usual case (spreading, or the pod's own affinity): no inner loop
+            passes_one = passes[0]
+            for i in fit.tolist():
+                if passes_one(nodes[i]):
+                    append(i)
+                    if len(kept) == need:
+                        break
+        else:
+            for i in fit.tolist():
+                node = nodes[i]
+                for p in passes:
+                    if not p(node):
+                        break
+                else:
+                    append(i)
+                    if len(kept) == need:
+                        break
         return np.array(kept, dtype=np.intp)
