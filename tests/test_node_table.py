@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 
 from rulesched.cluster.state import ClusterState
 from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.scheduler.scheduler import Scheduler
 from rulesched.scheduler.table import NodeTable
 from tests.test_fast_path_property import (
     NAMESPACES,
     SETTINGS,
+    AlwaysBind,
     Scenario,
     apply_events,
     scenarios,
@@ -68,3 +70,24 @@ def _placements(scenario: Scenario, seed: int, explain: bool) -> list[Any]:
 @given(scenarios(), st.integers(0, 2**16))
 def test_tables_and_node_by_node_place_alike(scenario: Scenario, seed: int) -> None:
     assert _placements(scenario, seed, explain=False) == _placements(scenario, seed, explain=True)
+
+
+def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
+    """A score too big for the table's int64 arrays: the cycle starts over node by node, from the
+    same start, and places as the node-by-node path does (here: on the node with most pods)."""
+    from rulesched.lang import load_rules
+    from tests.upstream.harness import node, pod
+
+    path = tmp_path / "big.rules"
+    path.write_text('extends "default"\nscore crowd weight 1:\n    len(node.pods) * 100000000000000000000000\n')
+    placements = []
+    for explain in (False, True):
+        state = ClusterState.build([node(f"n{i}") for i in range(4)],
+                                   [pod(f"r{i}", node_name=f"n{min(i, 2)}") for i in range(4)])
+        scheduler = Scheduler(load_rules([path]), state, SchedulerSettings(seed=3, explain=explain), AlwaysBind())
+        for i in range(3):
+            scheduler.add(pod(f"p{i}"))
+        placed = [scheduler.schedule_one() for _ in range(3)]
+        placements.append([(r.pod.key, r.code, r.node) for r in placed if r is not None])
+    assert placements[0] == placements[1]
+    assert [node_name for _, _, node_name in placements[0]] == ["n2", "n2", "n2"]

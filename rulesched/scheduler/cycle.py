@@ -55,10 +55,12 @@ class Cycle:
             result.code, result.node = Code.SCHEDULED, nominated.name
             return result, bound
         if bound.cached and not explain and nodes:
+            start = self.next_start
             try:
                 return self._run_table(bound, result), bound
-            except TableOverflow:
-                pass  # a score beyond int64: the per-node path computes with Python ints
+            except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
+                self.next_start = start
+                result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
         feasible = self._filter(bound, nodes, result)
         if not feasible:
             return result, bound
