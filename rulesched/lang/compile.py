@@ -205,7 +205,7 @@ class _Compiler:
             return Code(free, pod=pod_fn)
         if (isinstance(expr, ast.Quantifier) and where is not None and not iterable.free - _POD
                 and not self.fixed):
-            return self._unrolled(expr, iterable, slot, inner_slots, free)
+            return self._unrolled(expr, iterable, where, slot, inner_slots, free)
         if not (free & _POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
             static = build(iterable.factory()(NO_CTX), where.factory()(NO_CTX) if where else None,
                            value.factory()(NO_CTX) if value else None)
@@ -281,21 +281,19 @@ class _Compiler:
 
         return Code(iterable.free | known[0].free, node=make)
 
-    def _unrolled(self, expr: ast.Quantifier, iterable: Code, slot: int, inner_slots: dict[str, int],
-                  free: frozenset[str]) -> Code:
+    def _unrolled(self, expr: ast.Quantifier, iterable: Code, where: Code, slot: int,
+                  inner_slots: dict[str, int], free: frozenset[str]) -> Code:
         """any / all / count over a list known at bind time (``pod.requests``, ``pod.tolerations``)
         whose condition reads the node: at bind time the condition is compiled once per element
         with the element as a constant, so what depends on the pod and the element folds away
         (``pod.requests[r] <= node.free[r]`` becomes ``500 <= node.free.cpu``) and each node
         costs one closure per element instead of a loop. Compiled conditions are kept per element
-        value; a list of unhashable or too many elements is looped over as usual."""
+        value; a list of unhashable or too many elements is looped over as usual, with ``where``
+        (the condition compiled for the loop)."""
         assert expr.where is not None
         where_expr, kind = expr.where, expr.kind
-        items_of = iterable.factory()
+        items_of, where_of = iterable.factory(), where.factory()
         compiled: dict[Any, Code] = {}
-        loop_fac = Code(free, node=lambda ctx: aggregate_loop(
-            kind, slot, items_of(ctx), self.code(where_expr, inner_slots).factory()(ctx), None, None)).node
-        assert loop_fac is not None
 
         def condition(item: Any) -> Code:
             code = compiled.get(item)
@@ -315,7 +313,7 @@ class _Compiler:
                     raise TypeError("not unrolled")
                 codes = [condition(item) for item in items]
             except TypeError:  # unhashable elements, numbers, too many
-                return loop_fac(ctx)
+                return aggregate_loop(kind, slot, items_of(ctx), where_of(ctx), None, None)
             return unrolled(kind, [c.const if c.is_const else c.factory()(ctx) for c in codes],
                             [c.is_const or c.pod is not None for c in codes])
 
