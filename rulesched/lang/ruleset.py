@@ -22,10 +22,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import cachetools
+import numpy as np
+import numpy.typing as npt
 
 from rulesched.lang import ast, schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import CheckedRules
+from rulesched.lang.columns import (
+    ColumnEvaluator,
+    NodeColumns,
+    Unsupported,
+    node_fields,
+    vectorisable,
+)
 from rulesched.lang.compile import CompiledRule, compile_rules
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.stages import Code
@@ -59,6 +68,21 @@ class BoundPreempt:
 
 
 Failure = tuple[BoundFilter, tuple[str, ...]]
+Rows = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class ColumnBodies:
+    """What column evaluation needs: the evaluator, and the body of each bound filter and score
+    that it can evaluate (None: node by node only), in the binding's rule order."""
+
+    evaluator: ColumnEvaluator
+    filters: tuple[ast.Expr | None, ...]
+    scores: tuple[ast.Expr | None, ...]
+    # For rules evaluated node by node: the node fields each reads, when it reads the node only
+    # through fields (then nodes equal in those fields share one evaluation), else None.
+    filter_fields: tuple[tuple[str, ...] | None, ...]
+    score_fields: tuple[tuple[str, ...] | None, ...]
 
 
 class BoundRules:
@@ -71,8 +95,9 @@ class BoundRules:
 
     def __init__(self, ctx: EvalContext, filters: tuple[BoundFilter, ...], scores: tuple[BoundScore, ...],
                  preempts: tuple[BoundPreempt, ...], uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
-                 cached: bool = False) -> None:
+                 cached: bool = False, columns: ColumnBodies | None = None) -> None:
         self.ctx = ctx
+        self.columns = columns
         self.filters = filters
         self.scores = scores
         self.preempts = preempts
@@ -218,6 +243,80 @@ class BoundRules:
                 failed(node, outcome[1])
         return found, looked
 
+    # --- many nodes at once (rulesched.lang.columns) ----------------------------------------
+    def filter_mask(self, cols: NodeColumns, rows: Rows, static: bool = False) -> npt.NDArray[np.bool_]:
+        """Whether the node of each row (of ``cols.nodes``) passes every filter, or with
+        ``static`` every filter but the dynamic ones (:meth:`static_failure`'s set). Filters
+        that evaluate as columns run first, the rest node by node on the rows still passing:
+        which filter fails first does not change whether a node fits, and no filter has effects."""
+        alive = np.ones(len(rows), dtype=bool)
+        per_node = []
+        for i, f in enumerate(self.filters):
+            if static and i in self._dynamic_set:
+                continue
+            live = np.flatnonzero(alive)
+            if not len(live):
+                return alive
+            ok = self._column(cols, rows[live], f.passes, i, True)
+            if ok is None:
+                per_node.append(f.passes)
+            else:
+                alive[live[~ok.astype(bool)]] = False
+        if per_node:
+            nodes = cols.nodes
+            for j in np.flatnonzero(alive).tolist():
+                node = nodes[rows[j]]
+                for passes in per_node:
+                    if not passes(node):
+                        alive[j] = False
+                        break
+        return alive
+
+    def _column(self, cols: NodeColumns, rows: Rows, per_node: Callable[[Any], Any], index: int,
+                is_filter: bool) -> npt.NDArray[Any] | None:
+        """A filter's outcome or a score's value for each row, as columns or once per group of
+        nodes equal in the fields the rule reads; None: evaluate it node by node."""
+        bodies = self.columns
+        if bodies is None:
+            return None
+        body = (bodies.filters if is_filter else bodies.scores)[index]
+        if body is not None:
+            try:
+                if is_filter:
+                    return bodies.evaluator.filter(body, self.ctx, cols, rows)
+                return bodies.evaluator.score(body, self.ctx, cols, rows)
+            except Unsupported:
+                pass
+        fields = (bodies.filter_fields if is_filter else bodies.score_fields)[index]
+        groups = cols.groups(fields) if fields is not None else None
+        if groups is None:
+            return None
+        nodes = cols.nodes
+        answers = [per_node(nodes[r]) for r in groups.representatives]
+        per_group = np.array(answers, dtype=bool if is_filter else np.int64)
+        return per_group[groups.codes[rows]]
+
+    def score_matrix(self, cols: NodeColumns, rows: Rows, steady: bool = False) -> npt.NDArray[np.int64]:
+        """:meth:`score_vector` of each row's node, one row each (:meth:`steady_vector` with
+        ``steady``). Raises OverflowError for a score or sum beyond int64."""
+        out = np.zeros((len(rows), len(self.scores) + 1), dtype=np.int64)
+        skip = self._volatile if steady else frozenset()
+        nodes = cols.nodes
+        fixed_bound = 0
+        for i, s in enumerate(self.scores):
+            if i in skip:
+                continue
+            column = self._column(cols, rows, s.score, i, False)
+            if column is None:
+                column = np.array([s.score(nodes[r]) for r in rows.tolist()], dtype=np.int64)
+            out[:, i] = column
+            if s.normalize == "none" and len(column):
+                fixed_bound += s.weight * max(int(column.max()), -int(column.min()))
+                if fixed_bound >= 2**63:
+                    raise OverflowError("the sum of unnormalised scores does not fit in int64")
+                out[:, -1] += s.weight * column
+        return out
+
     def score_vectors(self, nodes: Sequence[Any]) -> list[tuple[int, ...]]:
         """:meth:`score_vector` for many nodes, with the cache lookup inlined."""
         if not self.cached or self._volatile:
@@ -279,6 +378,11 @@ class RuleSet:
             for f in self.class_fields or ()
         ]
         self._classes: cachetools.LRUCache[Any, BoundRules] = cachetools.LRUCache(CLASS_CACHE_SIZE)
+        self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
+        self._vectorisable = {id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets)
+                              for r in (*self.filters, *self.scores)}
+        self._fields = {id(r): node_fields(r.checked.rule.body, checked.notes, checked.lets)
+                        for r in (*self.filters, *self.scores)}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -304,14 +408,21 @@ class RuleSet:
         self._classes[slot] = bound
         return bound
 
+    def _bodies(self, rules: Sequence[CompiledRule]) -> tuple[ast.Expr | None, ...]:
+        return tuple(r.checked.rule.body if self._vectorisable[id(r)] else None for r in rules)
+
     def _bind(self, pod: Pod, cluster: ClusterView | None, cache: bool) -> BoundRules:
         ctx = EvalContext(pod, cluster)
         filter_rules = [r for r in self.filters if _applies(r, ctx)]
         score_rules = [r for r in self.scores if _applies(r, ctx)]
         preempts = tuple(_bind_preempt(r, ctx) for r in self.preempts if _applies(r, ctx))
         uses = (tuple(frozenset(r.context) for r in filter_rules), tuple(frozenset(r.context) for r in score_rules))
+        columns = ColumnBodies(self._evaluator, self._bodies(filter_rules), self._bodies(score_rules),
+                               tuple(self._fields[id(r)] for r in filter_rules),
+                               tuple(self._fields[id(r)] for r in score_rules))
         return BoundRules(ctx, tuple(_bind_filter(r, ctx) for r in filter_rules),
-                          tuple(_bind_score(r, ctx) for r in score_rules), preempts, uses, cached=cache)
+                          tuple(_bind_score(r, ctx) for r in score_rules), preempts, uses, cached=cache,
+                          columns=columns)
 
 
 def _moves(name: str, ctx: EvalContext) -> bool:
