@@ -58,6 +58,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
@@ -65,6 +67,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 from benchmarks.handwritten_default import default_filter, default_scores  # noqa: E402
 from rulesched.cluster.nodeinfo import NodeInfo  # noqa: E402
 from rulesched.lang import RuleSet, load_rules  # noqa: E402
+from rulesched.lang.columns import NodeColumns  # noqa: E402
 from rulesched.lang.context import EvalContext  # noqa: E402
 from rulesched.lang.matching import ports_conflict, tolerated  # noqa: E402
 from rulesched.model import ContainerPort, Node, Pod, Taint, Toleration  # noqa: E402
@@ -433,6 +436,41 @@ def cycle_scheduler_api(rules: RuleSet, nodes: Sequence[NodeInfo], pod: Pod) -> 
     return Phases(t1 - t0, t2 - t1, t3 - t2, len(scored))
 
 
+def cycle_columns(rules: RuleSet, cols: NodeColumns, pod: Pod) -> Phases:
+    """The same cycle evaluated as columns over every node at once (BoundRules.filter_mask and
+    score_matrix, what the scheduler's node tables use for many nodes): bind, the feasible
+    mask, the raw score matrix of the feasible nodes."""
+    clock = time.perf_counter
+    t0 = clock()
+    bound = rules.bind(pod)
+    rows = np.arange(len(cols.nodes), dtype=np.intp)
+    t1 = clock()
+    feasible = rows[bound.filter_mask(cols, rows)]
+    t2 = clock()
+    matrix = bound.score_matrix(cols, feasible)
+    t3 = clock()
+    return Phases(t1 - t0, t2 - t1, t3 - t2, len(matrix))
+
+
+def check_columns(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], twin: Twin) -> None:
+    """Column evaluation must agree with the hand-written functions too: feasibility of every
+    (pod, node), and every raw score on every node."""
+    cols = NodeColumns(nodes)
+    rows = np.arange(len(nodes), dtype=np.intp)
+    for pod in pods:
+        bound = rules.bind(pod)
+        hand_filter, hand_scores = twin.for_pod(pod)
+        mask = bound.filter_mask(cols, rows).tolist()
+        want = [bool(hand_filter(node)) for node in nodes]
+        if mask != want:
+            bad = next(i for i, (a, b) in enumerate(zip(mask, want, strict=True)) if a != b)
+            raise AssertionError(f"{pod.name} on {nodes[bad].name}: columns say {mask[bad]}, hand-written {want[bad]}")
+        matrix = bound.score_matrix(cols, rows)[:, :-1].tolist()
+        for node, got in zip(nodes, matrix, strict=True):
+            if got != hand_scores(node):
+                raise AssertionError(f"{pod.name} on {node.name}: column scores {got} != hand-written {hand_scores(node)}")
+
+
 def forget_bindings(rules: RuleSet) -> None:
     """Drop the rule set's cache of bindings by pod equivalence class (where it has one), so
     that the next bind is a first bind, as for a pod unlike any before it."""
@@ -480,7 +518,7 @@ class Memos:
             node.memo.clear()
 
 
-VARIANTS = ("hand", "warm", "cold", "api", "replica")
+VARIANTS = ("hand", "warm", "cold", "api", "replica", "columns", "columns_cold")
 
 
 def measure(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memos: Memos,
@@ -491,6 +529,11 @@ def measure(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memo
     cycle but "replica" starts with a first bind (no cached binding); untimed set-up between
     cycles is marked."""
     totals = {v: Phases() for v in VARIANTS}
+    cols = NodeColumns(nodes)  # warm: columns kept across pods, as the scheduler keeps them
+    rows = np.arange(len(nodes), dtype=np.intp)
+    for pod in pods:  # untimed: build every column the pods' rules read
+        rules.bind(pod).filter_mask(cols, rows)
+        rules.bind(pod).score_matrix(cols, rows)
     gc.collect()
     gc.disable()
     try:
@@ -513,6 +556,13 @@ def measure(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memo
                     replica = cycle_scheduler_api(rules, nodes, pod)
                     assert replica is not None
                     runs["replica"].append(replica)
+                memos.restore()
+                forget_bindings(rules)
+                runs["columns"].append(cycle_columns(rules, cols, pod))
+                memos.clear()
+                cold_cols = NodeColumns(nodes)  # every column (and group) built inside the cycle
+                forget_bindings(rules)
+                runs["columns_cold"].append(cycle_columns(rules, cold_cols, pod))
             for v, pod_runs in runs.items():
                 if pod_runs:
                     totals[v].add(min(pod_runs, key=lambda p: p.total))
@@ -594,8 +644,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{pairs} (pod, node) pairs")
 
     feasible, score_values, reached = check_equivalence(rules, nodes, pods, twin)
+    check_columns(rules, nodes, pods, twin)
     filter_evals = sum(reached[("filter", f.name)] for f in rules.filters)
-    print(f"equivalence: OK - feasibility of all {pairs} pairs and {score_values} raw score values identical; "
+    print(f"equivalence: OK - feasibility of all {pairs} pairs and {score_values} raw score values identical "
+          "(node by node and as columns); "
           f"{feasible} feasible pairs ({100 * feasible / pairs:.1f}%), {filter_evals / pairs:.2f} filters run per pair")
 
     forget_bindings(rules)
@@ -619,6 +671,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cold": "DSL, cold (memos cleared per pod)",
         "api": "DSL via feasible()+score_vector()",
         "replica": "  same, pod a replica of the last",
+        "columns": "DSL as columns, warm columns",
+        "columns_cold": "DSL as columns, columns built per pod",
     }
     for variant, p in results.items():
         bind_pod = f"{p.bind / len(pods) * 1e6:9.1f}" if p.bind else f"{'-':>9}"
@@ -634,6 +688,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         api, replica = results["api"], results["replica"]
         print(f"ratio through the scheduler's calls: {api.total / hand.total:.2f} for pods unlike any before, "
               f"{replica.total / hand.total:.2f} for a replica of the previous pod")
+
+    columns, columns_cold = results["columns"], results["columns_cold"]
+    print(f"ratio DSL as columns (the scheduler's node tables) / hand-written: {columns.total / hand.total:.2f} "
+          f"(filter phase {columns.filter / hand.filter:.2f}, score phase {columns.score / hand.score:.2f}); "
+          f"with every column built in the cycle {columns_cold.total / hand.total:.2f}")
 
     if not args.no_per_rule:
         print()

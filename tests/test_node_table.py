@@ -1,20 +1,22 @@
 """Property: a class's NodeTable (rulesched.scheduler.table) answers as its binding does node by
 node — same feasible nodes in the same walk order, same number looked at, same score vectors —
 for any start and any number wanted, while pods come and go and nodes change between walks
-(so stale rows must be found from the pod journal and node generations). And the scheduler picks
-the same nodes, seed for seed, whether it walks tables or (with ``explain``) node by node."""
+(so stale rows must be found from the pod journal and node generations), whether stale rows are
+evaluated node by node or as columns. And the scheduler picks the same nodes, seed for seed,
+whether it walks tables (node by node or as columns) or (with ``explain``) node by node."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.state import ClusterState
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from rulesched.scheduler.table import NodeTable
+from rulesched.scheduler.table import ColumnStore, NodeTable
 from tests.test_fast_path_property import (
     NAMESPACES,
     SETTINGS,
@@ -27,11 +29,14 @@ from tests.test_fast_path_property import (
 from tests.upstream.harness import default_rules
 
 
+@pytest.mark.parametrize("columns_from", [0, 1], ids=["node-by-node", "columns"])
 @SETTINGS
 @given(scenarios(), st.lists(st.tuples(st.integers(0, 99), st.integers(1, 12)), min_size=1, max_size=4))
-def test_table_walk_matches_the_node_by_node_walk(scenario: Scenario, walks: list[tuple[int, int]]) -> None:
+def test_table_walk_matches_the_node_by_node_walk(columns_from: int, scenario: Scenario,
+                                                  walks: list[tuple[int, int]]) -> None:
     rules = default_rules()
     state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    store = ColumnStore(state)
     tables: dict[int, NodeTable] = {}
     for i, (p, event) in enumerate(zip(scenario.pending, scenario.events, strict=True)):
         apply_events(state, event, i)
@@ -41,7 +46,7 @@ def test_table_walk_matches_the_node_by_node_walk(scenario: Scenario, walks: lis
                 continue
             table = tables.get(id(bound))
             if table is None or table.bound is not bound:
-                table = tables[id(bound)] = NodeTable(bound, state)
+                table = tables[id(bound)] = NodeTable(bound, state, store, columns_from)
             table.sync()
             nodes = state.nodes
             for start, wanted in walks:
@@ -60,16 +65,18 @@ def test_table_walk_matches_the_node_by_node_walk(scenario: Scenario, walks: lis
             state.finish_binding(state.assume(p, target.name).key)
 
 
-def _placements(scenario: Scenario, seed: int, explain: bool) -> list[Any]:
+def _placements(scenario: Scenario, seed: int, explain: bool, columns_from: int = 0) -> list[Any]:
     state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    return [(r.pod.key, r.code, r.node, r.message)
-            for r in schedule(scenario, state, SchedulerSettings(seed=seed, explain=explain))]
+    settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
+    return [(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings)]
 
 
 @SETTINGS
 @given(scenarios(), st.integers(0, 2**16))
 def test_tables_and_node_by_node_place_alike(scenario: Scenario, seed: int) -> None:
-    assert _placements(scenario, seed, explain=False) == _placements(scenario, seed, explain=True)
+    by_node = _placements(scenario, seed, explain=True)
+    assert _placements(scenario, seed, explain=False) == by_node
+    assert _placements(scenario, seed, explain=False, columns_from=1) == by_node
 
 
 def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
@@ -84,7 +91,8 @@ def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
     for explain in (False, True):
         state = ClusterState.build([node(f"n{i}") for i in range(4)],
                                    [pod(f"r{i}", node_name=f"n{min(i, 2)}") for i in range(4)])
-        scheduler = Scheduler(load_rules([path]), state, SchedulerSettings(seed=3, explain=explain), AlwaysBind())
+        scheduler = Scheduler(load_rules([path]), state, SchedulerSettings(seed=3, explain=explain, columns_from=1),
+                              AlwaysBind())
         for i in range(3):
             scheduler.add(pod(f"p{i}"))
         placed = [scheduler.schedule_one() for _ in range(3)]

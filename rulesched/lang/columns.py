@@ -246,6 +246,15 @@ def node_fields(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
 def typed(values: list[Any], kind: Type | None) -> Array:
     """Values as an array whose elements mean exactly what the Python values do: bool, int64
     (ints that fit), float64 (floats, and ints up to 2**53 beside them), else object."""
+    if kind == BOOL and all(type(v) is bool for v in values):
+        return np.array(values, dtype=bool)
+    if kind in _NUMERIC and values:  # the common case, checked after numpy inferred the dtype
+        try:
+            a = np.array(values)
+        except OverflowError:
+            a = None
+        if a is not None and a.dtype == np.int64 and -INT_LIMIT < int(a.min()) and int(a.max()) < INT_LIMIT:
+            return a
     dtype = _dtype(values, kind)
     if dtype is object:
         return np.fromiter(values, dtype=object, count=len(values))

@@ -29,7 +29,7 @@ from rulesched.scheduler.framework import (
     num_feasible_nodes_to_find,
 )
 from rulesched.scheduler.scoring import normalize, normalize_array, select_host
-from rulesched.scheduler.table import NodeTable, TableOverflow
+from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
 TABLES = 64  # classes whose node tables are kept (each holds a row per node)
 
@@ -42,6 +42,7 @@ class Cycle:
         self.rng = random.Random(settings.seed)
         self.next_start = 0
         self._tables: cachetools.LRUCache[int, NodeTable] = cachetools.LRUCache(TABLES)
+        self._columns = ColumnStore(state)
 
     def run(self, pod: Pod) -> tuple[CycleResult, BoundRules]:
         state, explain = self.state, self.settings.explain
@@ -75,7 +76,8 @@ class Cycle:
     def _run_table(self, bound: BoundRules, result: CycleResult) -> CycleResult:
         table = self._tables.get(id(bound))
         if table is None or table.bound is not bound:
-            table = self._tables[id(bound)] = NodeTable(bound, self.state)
+            table = self._tables[id(bound)] = NodeTable(bound, self.state, self._columns,
+                                                        self.settings.columns_from)
         table.sync()
         count = len(self.state.nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)

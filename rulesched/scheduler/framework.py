@@ -35,6 +35,9 @@ class SchedulerSettings:
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
     scheduler_name: str | None = None  # None: every pending pod
+    # A table walk that meets at least this many stale nodes evaluates the rules over them as
+    # columns (rulesched.lang.columns) rather than node by node; 0 never does.
+    columns_from: int = 64
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:

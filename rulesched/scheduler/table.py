@@ -9,6 +9,11 @@ walk reaches them. A walk is then a few array operations per pod rather than Pyt
 node; filters evaluated afresh for every node (spreading, the pod's own affinity) still run per
 node, on the rows the cached filters let through. Answers and their order are those of
 :meth:`rulesched.lang.BoundRules.feasible` and ``score_vector``.
+
+Many stale rows at once (the first walk of a new class, every row after a node change) are
+evaluated as columns over those rows (``BoundRules.filter_mask`` / ``score_matrix``) from a
+:class:`ColumnStore` every table shares: node values as arrays, kept in step with the same
+journal.
 Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks the host.
 """
 
@@ -23,6 +28,7 @@ import numpy.typing as npt
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.state import ClusterState
 from rulesched.lang import BoundRules
+from rulesched.lang.columns import NodeColumns
 
 Rows = npt.NDArray[np.intp]
 
@@ -31,10 +37,42 @@ class TableOverflow(Exception):
     """A score does not fit in int64 (kube-scheduler's score type): use the per-node path."""
 
 
+class ColumnStore:
+    """The cluster's nodes as columns (:class:`rulesched.lang.columns.NodeColumns`), re-read
+    where the pod journal says nodes changed, rebuilt after a node change."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self._reset()
+
+    def _reset(self) -> None:
+        state = self.state
+        self.columns = NodeColumns(state.nodes)
+        self._row = {node.name: i for i, node in enumerate(state.nodes)}
+        self._generation = state.node_generation
+        self._position = state.pod_position
+
+    def current(self) -> NodeColumns:
+        state = self.state
+        if state.node_generation != self._generation:
+            self._reset()
+        elif state.pod_position != self._position:
+            changes = state.pod_changes(self._position)
+            if changes is None:
+                self.columns.clear()
+            else:
+                self.columns.update(sorted({self._row[node.name] for _, _, node in changes}))
+            self._position = state.pod_position
+        return self.columns
+
+
 class NodeTable:
-    def __init__(self, bound: BoundRules, state: ClusterState) -> None:
+    def __init__(self, bound: BoundRules, state: ClusterState, store: ColumnStore | None = None,
+                 columns_from: int = 0) -> None:
         self.bound = bound
         self.state = state
+        self._store = store
+        self._columns_from = columns_from if store is not None else 0
         self._ratio = 2.0  # nodes looked at per feasible node found, last time: sizes the next chunk
         self._reset()
 
@@ -106,8 +144,12 @@ class NodeTable:
         if len(stale):
             nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
             try:
-                for i in stale.tolist():
-                    vectors[i] = steady(nodes[i])
+                if self._many(stale):
+                    assert self._store is not None
+                    vectors[stale] = self.bound.score_matrix(self._store.current(), stale, steady=True)
+                else:
+                    for i in stale.tolist():
+                        vectors[i] = steady(nodes[i])
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
             self._scored[stale] = True
@@ -136,9 +178,17 @@ class NodeTable:
         stale = rows[~self._checked[rows]]
         if len(stale):
             nodes, fits, failure = self._nodes, self._fits, self.bound.static_failure
-            for i in stale.tolist():
-                fits[i] = failure(nodes[i]) is None
+            if self._many(stale):
+                assert self._store is not None
+                fits[stale] = self.bound.filter_mask(self._store.current(), stale, static=True)
+            else:
+                for i in stale.tolist():
+                    fits[i] = failure(nodes[i]) is None
             self._checked[stale] = True
+
+    def _many(self, stale: Rows) -> bool:
+        """Enough stale rows that evaluating them as columns pays for its per-call set-up."""
+        return 0 < self._columns_from <= len(stale)
 
     def _dynamic(self, fit: Rows, passes: list[Any], need: int) -> Rows:
         """The rows whose node passes every dynamic filter too, up to ``need`` of them."""
