@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.state import ClusterState
-from rulesched.lang import ast
+from rulesched.lang import RuleSet, ast
 from rulesched.lang.context import EvalContext
 from rulesched.lang.interp import Interpreter
 from rulesched.lang.values import as_score
@@ -329,11 +329,12 @@ class AlwaysBind:
         return True
 
 
-def schedule(scenario: Scenario, state: ClusterState, settings_: SchedulerSettings) -> Iterator[CycleResult]:
+def schedule(scenario: Scenario, state: ClusterState, settings_: SchedulerSettings,
+             rules: RuleSet | None = None) -> Iterator[CycleResult]:
     """Run the real Scheduler over the scenario's pending pods, the scenario's events applied
     between cycles and virtual time jumped over backoffs; yields each cycle's result."""
     clock = VirtualClock()
-    scheduler = Scheduler(default_rules(), state, settings_, AlwaysBind(), clock=clock)
+    scheduler = Scheduler(rules or default_rules(), state, settings_, AlwaysBind(), clock=clock)
     for p in scenario.pending:
         scheduler.add(p)
     for step in range(3 * len(scenario.pending)):

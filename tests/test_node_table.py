@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.state import ClusterState
+from rulesched.lang import RuleSet
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
 from rulesched.scheduler.table import ColumnStore, NodeTable
@@ -65,10 +66,11 @@ def test_table_walk_matches_the_node_by_node_walk(columns_from: int, scenario: S
             state.finish_binding(state.assume(p, target.name).key)
 
 
-def _placements(scenario: Scenario, seed: int, explain: bool, columns_from: int = 0) -> list[Any]:
+def _placements(scenario: Scenario, seed: int, explain: bool, columns_from: int = 0,
+                rules: RuleSet | None = None) -> list[Any]:
     state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
-    return [(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings)]
+    return [(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings, rules)]
 
 
 @SETTINGS
@@ -77,6 +79,29 @@ def test_tables_and_node_by_node_place_alike(scenario: Scenario, seed: int) -> N
     by_node = _placements(scenario, seed, explain=True)
     assert _placements(scenario, seed, explain=False) == by_node
     assert _placements(scenario, seed, explain=False, columns_from=1) == by_node
+
+
+def _per_pod_rules() -> RuleSet:
+    """The default rules and a score that reads the pod's name: every pod is its own class."""
+    from rulesched.lang.check import check
+    from rulesched.lang.parse import parse_source
+    from rulesched.lang.source import Source
+
+    text = ('extends "default"\nscore named weight 1:\n'
+            '    if endswith(node.name, pod.name) then 10 else len(node.pods)\n')
+    tree, problems = parse_source(Source("named.rules", text))
+    assert problems == []
+    return RuleSet(check([tree]))
+
+
+@SETTINGS
+@given(scenarios(), st.integers(0, 2**16))
+def test_pods_of_their_own_class_place_alike(scenario: Scenario, seed: int) -> None:
+    rules = _per_pod_rules()
+    assert rules.class_key(scenario.pending[0]) is None if scenario.pending else True
+    by_node = _placements(scenario, seed, explain=True, rules=rules)
+    assert _placements(scenario, seed, explain=False, rules=rules) == by_node
+    assert _placements(scenario, seed, explain=False, columns_from=1, rules=rules) == by_node
 
 
 def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:

@@ -3,8 +3,9 @@
 Filtering walks the nodes round-robin from where the previous cycle stopped and stops once
 ``num_feasible_nodes_to_find`` nodes fit (percentageOfNodesToScore). A pod with a nominated node
 (set by an earlier preemption) tries that node first. Pods of an equivalence class walk their
-class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); others, and
-``explain`` runs, which record every node's reasons and scores, walk node by node. Nothing here changes the cluster: the
+class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); a pod of its own
+class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
+scores, walk node by node. Nothing here changes the cluster: the
 :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose.
 Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 """
@@ -55,7 +56,7 @@ class Cycle:
         if nominated is not None and bound.first_failure(nominated) is None:
             result.code, result.node = Code.SCHEDULED, nominated.name
             return result, bound
-        if bound.cached and not explain and nodes:
+        if not explain and nodes:
             start = self.next_start
             try:
                 return self._run_table(bound, result), bound
@@ -74,10 +75,11 @@ class Cycle:
         return result, bound
 
     def _run_table(self, bound: BoundRules, result: CycleResult) -> CycleResult:
-        table = self._tables.get(id(bound))
+        table = self._tables.get(id(bound)) if bound.cached else None
         if table is None or table.bound is not bound:
-            table = self._tables[id(bound)] = NodeTable(bound, self.state, self._columns,
-                                                        self.settings.columns_from)
+            table = NodeTable(bound, self.state, self._columns, self.settings.columns_from)
+            if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
+                self._tables[id(bound)] = table
         table.sync()
         count = len(self.state.nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
