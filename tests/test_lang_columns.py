@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang import ast, load_rules
 from rulesched.lang.check import CheckedRules
-from rulesched.lang.columns import NodeColumns, node_fields, vectorisable
+from rulesched.lang.columns import NodeColumns, node_fields
 from rulesched.lang.context import EvalContext
 from rulesched.lang.interp import Interpreter
 from rulesched.lang.ruleset import BoundRules, RuleSet
 from rulesched.lang.values import as_score
+from rulesched.lang.vectorise import vectorisable
 from rulesched.model import Node, Pod, Taint
 from tests.strategies import LETS, nodes, pods, typed_rule_sets
 from tests.test_lang_properties import _load

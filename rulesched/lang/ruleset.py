@@ -26,19 +26,15 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.lang import ast, schema
+from rulesched.lang.arrays import Unsupported
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import CheckedRules
-from rulesched.lang.columns import (
-    ColumnEvaluator,
-    NodeColumns,
-    Unsupported,
-    node_fields,
-    vectorisable,
-)
+from rulesched.lang.columns import NodeColumns, node_fields
 from rulesched.lang.compile import CompiledRule, compile_rules
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.stages import Code
 from rulesched.lang.values import as_score
+from rulesched.lang.vectorise import ColumnEvaluator, vectorisable
 from rulesched.model import Pod
 
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})

@@ -1,0 +1,416 @@
+"""Column evaluation: one rule over many nodes at once, as numpy arrays.
+
+The closures of :mod:`rulesched.lang.compile` answer one (pod, node) at a time; arithmetic costs
+a call per operator per node. For a pod unlike any before it the scheduler needs every rule on
+hundreds or thousands of nodes, so a rule whose body is arithmetic, comparisons and logic over
+node values (``node.allocatable.cpu``, ``node.free["nvidia.com/gpu"]``, ``len(node.pods)``)
+and values known once the pod is (``pod.requests.cpu``, a constant) is evaluated here as array
+operations over the nodes' columns (:mod:`rulesched.lang.columns`) instead. Built-ins and record
+fields that numpy cannot express are called per node inside the column (the same
+implementations); what cannot be expressed at all (a loop over a node's own list, ``in`` over
+lists) leaves the rule to the closures, decided once per rule when the rules load
+(:func:`vectorisable`).
+
+Answers are the reference interpreter's, exactly: the pod-only parts are evaluated by
+:class:`rulesched.lang.interp.Interpreter` itself, the rest by :mod:`rulesched.lang.arrays`,
+which raises :class:`Unsupported` where numpy could not be exact (the caller then evaluates the
+rule node by node). ``and``/``or``/``if`` evaluate their later operands only on the rows that
+need them; quantifiers over a pod-side list are unrolled per element.
+Next stage: :class:`rulesched.lang.ruleset.BoundRules` (``filter_mask`` and ``score_matrix``),
+called by ``rulesched.scheduler.table``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rulesched.lang import ast, schema
+from rulesched.lang.arrays import (
+    EXACT_LIMIT,
+    SCALAR,
+    Col,
+    Unsupported,
+    Value,
+    add,
+    binary,
+    bools,
+    coerce,
+    column_of,
+    extreme,
+    merge,
+    need_numeric,
+    take,
+)
+from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.check import Annotations
+from rulesched.lang.columns import NodeColumns
+from rulesched.lang.context import EvalContext
+from rulesched.lang.interp import Interpreter
+from rulesched.lang.schema import zero_value
+from rulesched.lang.types import QUANTITY, STRING, MapOf
+from rulesched.lang.values import as_score, binary_function
+
+Rows = npt.NDArray[np.intp]
+MAX_ITEMS = 64  # elements of a pod-side list a quantifier is unrolled over
+_NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
+
+
+def vectorisable(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> bool:
+    """Whether :class:`ColumnEvaluator` can evaluate ``expr`` (values may still make it raise
+    :class:`Unsupported`)."""
+    return _Analysis(notes, lets).supported(expr)
+
+
+class _Analysis:
+    def __init__(self, notes: Annotations, lets: dict[str, ast.Let]) -> None:
+        self.notes, self.lets = notes, lets
+        self._node: dict[int, bool] = {}
+
+    def reads_node(self, expr: ast.Expr) -> bool:
+        key = id(expr)
+        hit = self._node.get(key)
+        if hit is None:
+            if isinstance(expr, ast.Name):
+                ref = self.notes.names[key]
+                if ref.kind == "let":
+                    hit = self.reads_node(self.lets[ref.name].value)
+                else:
+                    hit = ref.kind != "bound" and ref.name == schema.NODE_VARIABLE
+            else:
+                hit = any(self.reads_node(c) for c in ast.children(expr))
+            self._node[key] = hit
+        return hit
+
+    def supported(self, expr: ast.Expr) -> bool:
+        if not self.reads_node(expr):
+            return True
+        notes = self.notes
+        match expr:
+            case ast.Name():
+                ref = notes.names[id(expr)]
+                return ref.kind != "let" or self.supported(self.lets[ref.name].value)
+            case ast.Attr(obj=obj):
+                return self.supported(obj)
+            case ast.Index(obj=obj, key=key):
+                return (isinstance(notes.types[id(obj)], MapOf) and not self.reads_node(key)
+                        and self.supported(obj))
+            case ast.Call(args=args):
+                return all(self.supported(a) for a in args)
+            case ast.Unary(operand=operand):
+                return self.supported(operand)
+            case ast.Binary(op=op, left=left, right=right):
+                if op not in ("and", "or"):
+                    info = notes.binary[id(expr)]
+                    if info.kind == "seq" or op in ("in", "not in", "%"):
+                        return False
+                    if notes.types[id(left)] not in SCALAR or notes.types[id(right)] not in SCALAR:
+                        return False
+                return self.supported(left) and self.supported(right)
+            case ast.If(cond=cond, then=then, otherwise=otherwise):
+                return all(self.supported(e) for e in (cond, then, otherwise))
+            case ast.Quantifier(iterable=iterable, where=where):
+                return not self.reads_node(iterable) and (where is None or self.supported(where))
+            case ast.Aggregate(kind=kind, iterable=iterable, value=value, where=where):
+                return (kind == "sum" and not self.reads_node(iterable) and self.supported(value)
+                        and (where is None or self.supported(where)))
+        return False
+
+
+class ColumnEvaluator:
+    """Evaluates checked expressions over the rows of a :class:`NodeColumns` for one pod."""
+
+    def __init__(self, notes: Annotations, lets: dict[str, ast.Let]) -> None:
+        self.notes, self.lets = notes, lets
+        self.interp = Interpreter(notes, lets)
+        self._analysis = _Analysis(notes, lets)
+        self._paths: dict[int, tuple[Any, Callable[[Any], Any]] | None] = {}
+
+    def evaluate(self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows,
+                 scope: dict[str, Any] | None = None) -> Value:
+        return _Run(self, ctx, cols).value(expr, rows, scope or {})
+
+    def filter(self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows) -> npt.NDArray[np.bool_]:
+        """A filter body's outcome per row."""
+        value = self.evaluate(expr, ctx, cols, rows)
+        if isinstance(value, Col):
+            return value.array.astype(bool, copy=False)
+        return np.full(len(rows), bool(value))
+
+    def score(self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows) -> npt.NDArray[np.int64]:
+        """A score body's value per row, truncated as :func:`rulesched.lang.values.as_score`."""
+        value = self.evaluate(expr, ctx, cols, rows)
+        if not isinstance(value, Col):
+            return np.full(len(rows), as_score(value), dtype=np.int64)
+        a = value.array
+        if a.dtype == object:
+            raise Unsupported("score values are not numbers numpy holds exactly")
+        if a.dtype.kind == "f":
+            a = np.where(np.isfinite(a), a, 0.0)  # as_score: NaN and the infinities score 0
+            if len(a) and float(np.max(np.abs(a))) >= 2**63:
+                raise Unsupported("score beyond int64")
+            return np.trunc(a).astype(np.int64)
+        return a.astype(np.int64, copy=False)
+
+    def path(self, expr: ast.Expr) -> tuple[Any, Callable[[Any], Any]] | None:
+        """For a read of the node through fields, resource keys and constant map keys (and
+        ``len`` of one): a cache key and the reader; else None."""
+        key = id(expr)
+        if key not in self._paths:
+            self._paths[key] = self._path(expr)
+        return self._paths[key]
+
+    def _path(self, expr: ast.Expr) -> tuple[Any, Callable[[Any], Any]] | None:
+        notes = self.notes
+        match expr:
+            case ast.Name():
+                ref = notes.names[id(expr)]
+                if ref.kind == "let":
+                    return self.path(self.lets[ref.name].value)
+                if ref.kind != "bound" and ref.name == schema.NODE_VARIABLE:
+                    return (), lambda n: n
+                return None
+            case ast.Attr(obj=obj):
+                inner = self.path(obj)
+                if inner is None:
+                    return None
+                base_key, base = inner
+                attr = notes.attrs[id(expr)]
+                if attr.field is not None:
+                    get = attr.field.get
+                    return (*base_key, ("f", id(attr.field))), (get if not base_key else lambda n: get(base(n)))
+                resource = attr.resource
+                return (*base_key, ("r", resource)), lambda n: base(n).get(resource, 0)
+            case ast.Index(obj=obj, key=ast.Literal(value=k)) if isinstance(k, str) and not notes.coercions.get(id(expr.key)):
+                inner = self.path(obj)
+                t = notes.types[id(obj)]
+                if inner is None or not isinstance(t, MapOf):
+                    return None
+                base_key, base = inner
+                default = zero_value(t.value)
+                return (*base_key, ("k", k)), lambda n: base(n).get(k, default)
+            case ast.Call(func="len", args=(arg,)):
+                inner = self.path(arg)
+                if inner is None:
+                    return None
+                base_key, base = inner
+                return (*base_key, ("len",)), lambda n: len(base(n))
+        return None
+
+
+class _Run:
+    """One evaluation: the pod's context, the columns, and a memo of pod-only values."""
+
+    def __init__(self, ev: ColumnEvaluator, ctx: EvalContext, cols: NodeColumns) -> None:
+        self.ev, self.ctx, self.cols = ev, ctx, cols
+        self.notes = ev.notes
+
+    def value(self, expr: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
+        ev = self.ev
+        if not ev._analysis.reads_node(expr):
+            return ev.interp.evaluate(expr, self.ctx, None, scope)
+        path = ev.path(expr)
+        if path is not None:
+            key, read = path
+            kind = self.notes.types[id(expr)]
+            if key == ():
+                out: Value = Col(self.cols.objects()[rows])
+            else:
+                out = Col(self.cols.column(key, read, kind)[rows])
+        else:
+            out = self._compute(expr, rows, scope)
+        coercion = self.notes.coercions.get(id(expr))
+        return out if coercion is None else coerce(coercion, out)
+
+    def _compute(self, expr: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
+        notes = self.notes
+        match expr:
+            case ast.Name():  # a let that reads the node
+                ref = notes.names[id(expr)]
+                return self.value(self.ev.lets[ref.name].value, rows, scope)
+            case ast.Attr(obj=obj):
+                base = self._objects(self.value(obj, rows, scope))
+                attr = notes.attrs[id(expr)]
+                if attr.field is not None:
+                    get = attr.field.get
+                    return column_of([get(x) for x in base], notes.types[id(expr)])
+                resource = attr.resource
+                return column_of([x.get(resource, 0) for x in base], QUANTITY)
+            case ast.Index(obj=obj, key=key):
+                k = self.value(key, rows, scope)  # known: the analysis allows no node-read keys
+                t = notes.types[id(obj)]
+                assert isinstance(t, MapOf)
+                default = zero_value(t.value)
+                inner = self.ev.path(obj)
+                if inner is not None and isinstance(k, str):  # node.free[r], r fixed by an unrolled loop
+                    base_key, get = inner
+                    read = _reader(get, k, default)
+                    return Col(self.cols.column((*base_key, ("k", k)), read, t.value)[rows])
+                maps = self._objects(self.value(obj, rows, scope))
+                return column_of([x[k] if k in x else default for x in maps], t.value)
+            case ast.Call(func=func, args=args):
+                return self._call(expr, func, args, rows, scope)
+            case ast.Unary(op=op, operand=operand):
+                v = self.value(operand, rows, scope)
+                if not isinstance(v, Col):  # a shortcut decided it for every row
+                    return (not v) if op == "not" else -v
+                if op == "not":
+                    return Col(~bools(v))
+                need_numeric(v)
+                return Col(-v.array, v.bound)
+            case ast.Binary(op="and" | "or", left=left, right=right):
+                return self._logic(expr.op, left, right, rows, scope)
+            case ast.Binary(op=op, left=left, right=right):
+                info = notes.binary[id(expr)]
+                a = coerce(info.left, self.value(left, rows, scope))
+                b = coerce(info.right, self.value(right, rows, scope))
+                if not isinstance(a, Col) and not isinstance(b, Col):
+                    return binary_function(op, info.kind)(a, b)
+                return binary(op, info.kind, a, b, notes.types[id(left)], notes.types[id(right)], len(rows))
+            case ast.If(cond=cond, then=then, otherwise=otherwise):
+                c = self.value(cond, rows, scope)
+                if not isinstance(c, Col):
+                    return self.value(then if c else otherwise, rows, scope)
+                mask = bools(c)
+                return merge(mask, self.value(then, rows[mask], scope), self.value(otherwise, rows[~mask], scope),
+                              len(rows))
+            case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
+                items = self._items(iterable, scope)
+                if where is None:
+                    return len(items) if kind == "count" else bool(items) if kind == "any" else True
+                return self._quantify(kind, var, items, where, rows, scope)
+            case ast.Aggregate(var=var, iterable=iterable, value=value, where=where):
+                total: Value = 0
+                for item in self._items(iterable, scope):
+                    item_scope = {**scope, var: item}
+                    v = self.value(value, rows, item_scope)
+                    if where is not None:
+                        keep = self.value(where, rows, item_scope)
+                        if not isinstance(keep, Col):
+                            if not keep:
+                                continue
+                        else:
+                            v = merge(bools(keep), take(v, bools(keep)), 0, len(rows))
+                    total = add(total, v, len(rows))
+                return total
+        raise Unsupported(f"cannot evaluate {type(expr).__name__} as columns")
+
+    def _items(self, iterable: ast.Expr, scope: dict[str, Any]) -> list[Any]:
+        items = list(self.ev.interp.evaluate(iterable, self.ctx, None, scope))
+        if len(items) > MAX_ITEMS:
+            raise Unsupported("list too long to unroll")
+        return items
+
+    def _quantify(self, kind: str, var: str, items: list[Any], where: ast.Expr, rows: Rows,
+                  scope: dict[str, Any]) -> Value:
+        n = len(rows)
+        if kind == "count":
+            total: Value = 0
+            for item in items:
+                hit = self.value(where, rows, {**scope, var: item})
+                total = add(total, Col(bools(hit).astype(np.int64), None) if isinstance(hit, Col) else int(bool(hit)), n)
+            return total
+        # any / all: each element is evaluated only on the rows still undecided
+        decided_as = kind == "any"
+        result = np.full(n, not decided_as)
+        open_ = np.arange(n)
+        for item in items:
+            if not len(open_):
+                break
+            hit = self.value(where, rows[open_], {**scope, var: item})
+            hits = bools(hit) if isinstance(hit, Col) else np.full(len(open_), bool(hit))
+            done = hits if decided_as else ~hits
+            result[open_[done]] = decided_as
+            open_ = open_[~done]
+        return Col(result)
+
+    def _logic(self, op: str, left: ast.Expr, right: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
+        a = self.value(left, rows, scope)
+        is_and = op == "and"
+        if not isinstance(a, Col):
+            if bool(a) is not is_and:  # false and x / true or x
+                return a
+            return self.value(right, rows, scope)
+        mask = bools(a)
+        need = mask if is_and else ~mask
+        out = mask.copy()
+        if need.any():
+            b = self.value(right, rows[need], scope)
+            out[need] = bools(b) if isinstance(b, Col) else bool(b)
+        return Col(out)
+
+    def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], rows: Rows, scope: dict[str, Any]) -> Value:
+        builtin = BUILTINS[func]
+        coercions = self.notes.calls[id(expr)]
+        values = [coerce(c, self.value(a, rows, scope)) for a, c in zip(args, coercions, strict=True)]
+        n = len(rows)
+        if func in _NUMPY_CALLS and all(not isinstance(v, Col) or v.array.dtype != object for v in values):
+            if func in ("number", "seconds"):
+                return values[0]
+            if func == "abs":
+                v = values[0]
+                return Col(np.abs(v.array), v.bound)
+            if func in ("floor", "ceil"):
+                v = values[0]
+                if not v.is_float:
+                    return v
+                if v.bound > EXACT_LIMIT:
+                    raise Unsupported("floor of a float beyond 2**53")
+                return Col((np.floor if func == "floor" else np.ceil)(v.array).astype(np.int64))
+            if func in ("min", "max"):
+                return extreme(func, values, n)
+        shortcut = self._shortcut(func, args, values, rows)
+        if shortcut is not None:
+            return shortcut
+        # Anything else: the built-in itself, called per row.
+        impl = builtin.impl
+        known = [v for v in values if not isinstance(v, Col)]
+        if builtin.context:
+            known.insert(0, self.ctx)
+        last = values[-1]
+        if isinstance(last, Col) and len(known) == len(values) - 1 + builtin.context:
+            # the usual shape (f(pod-side value, node value), f(ctx, node)): one map, no tuples
+            results = list(map(partial(impl, *known), last.array.tolist()))
+        else:
+            columns = [v.array.tolist() if isinstance(v, Col) else [v] * n for v in values]
+            if builtin.context:
+                columns.insert(0, [self.ctx] * n)
+            results = [impl(*a) for a in zip(*columns, strict=True)]
+        return column_of(results, self.notes.types[id(expr)])
+
+    def _shortcut(self, func: str, args: tuple[ast.Expr, ...], values: list[Value], rows: Rows) -> Value | None:
+        """Built-ins whose pod-side argument decides much: nodeSelector matching as a few label
+        columns (``subset``), no host ports wanted (``ports_conflict``)."""
+        first = values[0]
+        if isinstance(first, Col) or len(values) != 2 or not isinstance(values[1], Col):
+            return None
+        if func == "ports_conflict" and not first:
+            return False
+        if func == "subset":
+            if not first:
+                return True
+            inner = self.ev.path(args[1])
+            if inner is None or len(first) > MAX_ITEMS:
+                return None
+            base_key, get = inner
+            out = np.ones(len(rows), dtype=bool)
+            for k, v in first.items():  # big.get(k) == v for every key: a missing label is None
+                labels = self.cols.column((*base_key, ("get", k)), _reader(get, k, None), STRING)[rows]
+                hit = np.asarray(labels == v, dtype=bool)
+                out &= hit
+            return Col(out)
+        return None
+
+    @staticmethod
+    def _objects(v: Value) -> list[Any]:
+        assert isinstance(v, Col)
+        objects: list[Any] = v.array.tolist()
+        return objects
+
+
+def _reader(base: Callable[[Any], Any], key: str, default: Any) -> Callable[[Any], Any]:
+    return lambda n: base(n).get(key, default)
