@@ -351,13 +351,16 @@ def schedule(scenario: Scenario, state: ClusterState, settings_: SchedulerSettin
 
 
 @SETTINGS
-@given(scenarios(), st.integers(0, 2**16), st.booleans())
-def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, seed: int, explain: bool) -> None:
+@given(scenarios(), st.integers(0, 2**16), st.sampled_from(["explain", "tables", "columns"]))
+def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, seed: int, mode: str) -> None:
     """Each cycle (all nodes scored) against the reference without the pod: an unschedulable pod
     fits nowhere; a placed one passes every filter and has the highest total. With ``explain`` the
-    cycle's per-node reasons and normalised scores must be the reference's, too."""
+    cycle's per-node reasons and normalised scores must be the reference's, too. Without, the
+    cycle walks node tables, their stale rows evaluated node by node or (``columns``) as columns."""
     state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    settings_ = SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, explain=explain)
+    explain = mode == "explain"
+    settings_ = SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, explain=explain,
+                                  columns_from=1 if mode == "columns" else 0)
     for result in schedule(scenario, state, settings_):
         key = result.pod.key
         ref = reference(result.pod, *snapshot(state, without=key))

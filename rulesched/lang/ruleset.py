@@ -85,7 +85,9 @@ class BoundRules:
     """The rules that apply to one pod (guards already decided), as functions of a node.
 
     :meth:`first_failure` and :meth:`score_vector` are what the scheduler calls per node; with
-    ``cached`` they keep their answers in the node's memo (see the module docstring). Call
+    ``cached`` they keep their answers in the node's memo (see the module docstring).
+    :meth:`filter_mask` and :meth:`score_matrix` give the same answers for many nodes at once,
+    evaluated as columns (:mod:`rulesched.lang.vectorise`) where the rule allows. Call
     :meth:`refresh` after the cluster changed within a cycle (preemption's dry runs do).
     """
 
