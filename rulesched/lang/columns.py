@@ -11,6 +11,7 @@ Next stage: :mod:`rulesched.lang.vectorise` evaluates rules over these columns.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,34 @@ from rulesched.lang.check import Annotations
 from rulesched.lang.types import Type
 
 
+@dataclass(frozen=True)
+class Path:
+    """A read of node values as steps: ``("field", getter)``, ``("key", key, default)`` (a map
+    read, ``default`` when absent), ``("len",)``. No steps: the node itself. A whole column is
+    read one step at a time over every node (one map or comprehension per step), and the path is
+    the column's cache key."""
+
+    steps: tuple[tuple[Any, ...], ...] = ()
+
+    def then(self, *step: Any) -> Path:
+        return Path((*self.steps, step))
+
+    def read_all(self, nodes: Sequence[Any]) -> list[Any]:
+        values = list(nodes)
+        for step in self.steps:
+            if step[0] == "field":
+                values = list(map(step[1], values))
+            elif step[0] == "key":
+                key, default = step[1], step[2]
+                values = [v.get(key, default) for v in values]
+            else:
+                values = list(map(len, values))
+        return values
+
+    def read(self, node: Any) -> Any:
+        return self.read_all((node,))[0]
+
+
 class NodeColumns:
     """Node values as arrays over a fixed sequence of nodes, each built on first use.
 
@@ -30,7 +59,7 @@ class NodeColumns:
 
     def __init__(self, nodes: Sequence[Any]) -> None:
         self.nodes = nodes
-        self._columns: dict[Any, tuple[Callable[[Any], Any], Array]] = {}
+        self._columns: dict[Path, Array] = {}
         self._objects: Array | None = None
         self._groups: dict[tuple[str, ...], Groups | None] = {}
 
@@ -40,11 +69,12 @@ class NodeColumns:
             self._objects = np.fromiter(self.nodes, dtype=object, count=len(self.nodes))
         return self._objects
 
-    def column(self, key: Any, read: Callable[[Any], Any], kind: Type) -> Array:
-        hit = self._columns.get(key)
+    def column(self, path: Path, kind: Type) -> Array:
+        """The path's value for every node (``kind``: the rules' type of it)."""
+        hit = self._columns.get(path)
         if hit is None:
-            hit = self._columns[key] = (read, typed([read(n) for n in self.nodes], kind))
-        return hit[1]
+            hit = self._columns[path] = typed(path.read_all(self.nodes), kind)
+        return hit
 
     def groups(self, fields: tuple[str, ...]) -> Groups | None:
         """Nodes grouped by their values of these node fields: each row's group, and one row per
@@ -61,14 +91,15 @@ class NodeColumns:
             if groups is None or not groups.still(self.nodes, rows):
                 del self._groups[fields]
         nodes, index = self.nodes, list(rows)
-        for key, (read, array) in list(self._columns.items()):
-            values = [read(nodes[i]) for i in index]
+        changed = [nodes[i] for i in index]
+        for path, array in list(self._columns.items()):
+            values = path.read_all(changed)
             if array.dtype == object:
                 array[index] = np.fromiter(values, dtype=object, count=len(values))
             elif dtype_of(values, None) == array.dtype:
                 array[index] = values
             else:  # a value the column's dtype cannot hold exactly: build it again when asked
-                del self._columns[key]
+                del self._columns[path]
 
     def clear(self) -> None:
         self._columns.clear()
@@ -96,8 +127,11 @@ class Groups:
         codes = np.empty(len(nodes), dtype=np.intp)
         limit = max(MAX_GROUPS, len(nodes) // 8)
         try:
-            for row, node in enumerate(nodes):
-                key = tuple(_frozen(get(node)) for get in getters)
+            if len(getters) == 1:
+                keys = [(_frozen(value),) for value in map(getters[0], nodes)]
+            else:
+                keys = [tuple(_frozen(get(node)) for get in getters) for node in nodes]
+            for row, key in enumerate(keys):
                 code = index.get(key)
                 if code is None:
                     if len(representatives) >= limit:
@@ -127,6 +161,8 @@ def _getters(fields: tuple[str, ...]) -> list[Callable[[Any], Any]]:
 
 
 def _frozen(value: Any) -> Any:
+    if type(value) is tuple:  # the common case (taints): hashed when used as a key
+        return value
     if isinstance(value, Mapping):
         return frozenset(value.items())
     if isinstance(value, list):

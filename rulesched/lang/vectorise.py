@@ -22,7 +22,6 @@ called by ``rulesched.scheduler.table``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -48,7 +47,7 @@ from rulesched.lang.arrays import (
 )
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import Annotations
-from rulesched.lang.columns import NodeColumns
+from rulesched.lang.columns import NodeColumns, Path
 from rulesched.lang.context import EvalContext
 from rulesched.lang.interp import Interpreter
 from rulesched.lang.schema import zero_value
@@ -128,7 +127,7 @@ class ColumnEvaluator:
         self.notes, self.lets = notes, lets
         self.interp = Interpreter(notes, lets)
         self._analysis = _Analysis(notes, lets)
-        self._paths: dict[int, tuple[Any, Callable[[Any], Any]] | None] = {}
+        self._paths: dict[int, Path | None] = {}
 
     def evaluate(self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows,
                  scope: dict[str, Any] | None = None) -> Value:
@@ -156,49 +155,42 @@ class ColumnEvaluator:
             return np.trunc(a).astype(np.int64)
         return a.astype(np.int64, copy=False)
 
-    def path(self, expr: ast.Expr) -> tuple[Any, Callable[[Any], Any]] | None:
+    def path(self, expr: ast.Expr) -> Path | None:
         """For a read of the node through fields, resource keys and constant map keys (and
-        ``len`` of one): a cache key and the reader; else None."""
+        ``len`` of one): the path; else None."""
         key = id(expr)
         if key not in self._paths:
             self._paths[key] = self._path(expr)
         return self._paths[key]
 
-    def _path(self, expr: ast.Expr) -> tuple[Any, Callable[[Any], Any]] | None:
+    def _path(self, expr: ast.Expr) -> Path | None:
         notes = self.notes
         match expr:
             case ast.Name():
                 ref = notes.names[id(expr)]
                 if ref.kind == "let":
-                    return self.path(self.lets[ref.name].value)
+                    value = self.lets[ref.name].value
+                    return None if id(value) in notes.coercions else self.path(value)
                 if ref.kind != "bound" and ref.name == schema.NODE_VARIABLE:
-                    return (), lambda n: n
+                    return Path()
                 return None
             case ast.Attr(obj=obj):
                 inner = self.path(obj)
                 if inner is None:
                     return None
-                base_key, base = inner
                 attr = notes.attrs[id(expr)]
                 if attr.field is not None:
-                    get = attr.field.get
-                    return (*base_key, ("f", id(attr.field))), (get if not base_key else lambda n: get(base(n)))
-                resource = attr.resource
-                return (*base_key, ("r", resource)), lambda n: base(n).get(resource, 0)
+                    return inner.then("field", attr.field.get)
+                return inner.then("key", attr.resource, 0)
             case ast.Index(obj=obj, key=ast.Literal(value=k)) if isinstance(k, str) and not notes.coercions.get(id(expr.key)):
                 inner = self.path(obj)
                 t = notes.types[id(obj)]
                 if inner is None or not isinstance(t, MapOf):
                     return None
-                base_key, base = inner
-                default = zero_value(t.value)
-                return (*base_key, ("k", k)), lambda n: base(n).get(k, default)
+                return inner.then("key", k, zero_value(t.value))
             case ast.Call(func="len", args=(arg,)):
                 inner = self.path(arg)
-                if inner is None:
-                    return None
-                base_key, base = inner
-                return (*base_key, ("len",)), lambda n: len(base(n))
+                return None if inner is None else inner.then("len")
         return None
 
 
@@ -215,12 +207,10 @@ class _Run:
             return ev.interp.evaluate(expr, self.ctx, None, scope)
         path = ev.path(expr)
         if path is not None:
-            key, read = path
-            kind = self.notes.types[id(expr)]
-            if key == ():
+            if not path.steps:
                 out: Value = Col(self.cols.objects()[rows])
             else:
-                out = Col(self.cols.column(key, read, kind)[rows])
+                out = Col(self.cols.column(path, self.notes.types[id(expr)])[rows])
         else:
             out = self._compute(expr, rows, scope)
         coercion = self.notes.coercions.get(id(expr))
@@ -247,9 +237,7 @@ class _Run:
                 default = zero_value(t.value)
                 inner = self.ev.path(obj)
                 if inner is not None and isinstance(k, str):  # node.free[r], r fixed by an unrolled loop
-                    base_key, get = inner
-                    read = _reader(get, k, default)
-                    return Col(self.cols.column((*base_key, ("k", k)), read, t.value)[rows])
+                    return Col(self.cols.column(inner.then("key", k, default), t.value)[rows])
                 maps = self._objects(self.value(obj, rows, scope))
                 return column_of([x[k] if k in x else default for x in maps], t.value)
             case ast.Call(func=func, args=args):
@@ -396,10 +384,9 @@ class _Run:
             inner = self.ev.path(args[1])
             if inner is None or len(first) > MAX_ITEMS:
                 return None
-            base_key, get = inner
             out = np.ones(len(rows), dtype=bool)
             for k, v in first.items():  # big.get(k) == v for every key: a missing label is None
-                labels = self.cols.column((*base_key, ("get", k)), _reader(get, k, None), STRING)[rows]
+                labels = self.cols.column(inner.then("key", k, None), STRING)[rows]
                 hit = np.asarray(labels == v, dtype=bool)
                 out &= hit
             return Col(out)
@@ -410,7 +397,3 @@ class _Run:
         assert isinstance(v, Col)
         objects: list[Any] = v.array.tolist()
         return objects
-
-
-def _reader(base: Callable[[Any], Any], key: str, default: Any) -> Callable[[Any], Any]:
-    return lambda n: base(n).get(key, default)
