@@ -191,9 +191,10 @@ def binary(op: str, kind: str, a: Value, b: Value, left: Type, right: Type, n: i
             if xf:
                 raise Unsupported("quantity division of a float by an int")
             return _int_result(_where_nonzero(zero, -np.floor_divide(np.negative(x), np.where(zero, 1, y)), n), xb)
+        out = _safe_div(x, y, zero, n)
         if (not xf and xb > EXACT_LIMIT) or (not yf and yb > EXACT_LIMIT):
-            raise Unsupported("true division of integers beyond 2**53")
-        return _float_result(_safe_div(x, y, zero, n))
+            _divide_big_rows(out, x, xf, y, yf, n)
+        return _float_result(out)
     if op == "//":
         if floats:
             raise Unsupported("floor division of floats")
@@ -213,6 +214,19 @@ def _compare_objects(op: str, a: Value, b: Value) -> Value:
         raise Unsupported(f"operator {op} on strings")
     # Elementwise Python comparisons (object arrays) or numpy's on bool arrays: same answers.
     return Col(np.asarray(_COMPARE[op](x, y), dtype=bool))
+
+
+def _divide_big_rows(out: Array, x: Any, xf: bool, y: Any, yf: bool, n: int) -> None:
+    """Python divides two ints exactly rounded, numpy converts each to float64 first: rows with
+    an int beyond 2**53 are divided in Python (milli-byte memory times 100 gets there)."""
+    xs, ys = np.broadcast_to(x, (n,)), np.broadcast_to(y, (n,))
+    big = np.zeros(n, dtype=bool)
+    for values, is_float in ((xs, xf), (ys, yf)):
+        if not is_float:
+            big |= np.abs(values) > EXACT_LIMIT
+    rows = np.flatnonzero(big)
+    if len(rows):
+        out[rows] = [a / b if b else 0 for a, b in zip(xs[rows].tolist(), ys[rows].tolist(), strict=True)]
 
 
 def _safe_div(x: Any, y: Any, zero: Any, n: int) -> Array:
