@@ -87,6 +87,8 @@ def typed(values: list[Any], kind: Type | None) -> Array:
 def dtype_of(values: list[Any], kind: Type | None) -> Any:
     if kind is not None and kind not in SCALAR:
         return object
+    if not values and kind in (STRING, BOOL):  # no rows: still the type's array
+        return bool if kind == BOOL else object
     ints = floats = bools = 0
     for v in values:
         t = type(v)
@@ -121,11 +123,9 @@ def column_of(values: list[Any], kind: Type) -> Col:
             a = np.array(values)
         except OverflowError:
             return Col(np.fromiter(values, dtype=object, count=len(values)))
-        if a.dtype == np.int64:
-            return Col(a)
         if a.dtype == np.float64 and all(type(v) is float for v in values):
             return Col(a)
-    return Col(typed(values, kind))
+    return Col(typed(values, kind))  # ints checked against INT_LIMIT there
 
 
 def bools(v: Value) -> npt.NDArray[np.bool_]:

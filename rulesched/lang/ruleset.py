@@ -16,6 +16,7 @@ uid, or the pod as a whole, make every pod its own class and switch this off.
 from __future__ import annotations
 
 import itertools
+import logging
 import operator
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from rulesched.lang.values import as_score
 from rulesched.lang.vectorise import ColumnEvaluator, vectorisable
 from rulesched.model import Pod
 
+log = logging.getLogger(__name__)
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
 CLASS_CACHE_SIZE = 512  # equivalence classes kept bound at once (least recently used go first)
 
@@ -285,6 +287,11 @@ class BoundRules:
                 return bodies.evaluator.score(body, self.ctx, cols, rows)
             except Unsupported:
                 pass
+            except Exception:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
+                bodies.evaluator.failures += 1
+                name = (self.filters if is_filter else self.scores)[index].name
+                log.warning("rule %s: column evaluation failed, evaluating node by node", name,
+                            exc_info=True, extra={"rule": name, "pod": self.ctx.pod.key})
         fields = (bodies.filter_fields if is_filter else bodies.score_fields)[index]
         groups = cols.groups(fields) if fields is not None else None
         if groups is None:
