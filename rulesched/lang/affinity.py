@@ -161,6 +161,16 @@ def pod_affinity_ok(ctx: EvalContext, node: Any) -> bool:
     return not counts and _matches_all(ctx.pod, state.affinity_terms, ctx.cluster)
 
 
+def affinity_keys(ctx: EvalContext) -> tuple[str, ...]:
+    """The labels :func:`pod_affinity_ok` reads of a node: its terms' topology keys."""
+    return tuple(term.topology_key for term in _affinity_state(ctx).affinity_terms)
+
+
+def anti_affinity_keys(ctx: EvalContext) -> tuple[str, ...]:
+    """The labels :func:`pod_anti_affinity_ok` reads of a node."""
+    return tuple(term.topology_key for term in _affinity_state(ctx).anti_terms)
+
+
 def pod_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
     """satisfyPodAntiAffinity."""
     state = ctx.scratch.get("interpod") or _affinity_state(ctx)  # per node: skip the call

@@ -56,6 +56,9 @@ class Builtin:
     pod_fields: frozenset[str] = frozenset()
     version: Callable[[Any], object] | None = None
     moves: Callable[[Any], bool] | None = None  # for this pod, does every cluster change move it?
+    # The node labels the answer depends on, for this pod at this moment (the rest is the
+    # context's): nodes alike in those labels get one evaluation (rulesched.lang.vectorise).
+    domain: Callable[[Any], tuple[str, ...]] | None = None
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -182,7 +185,8 @@ BUILTINS: dict[str, Builtin] = {
 
 def _topology(name: str, result: Type, doc: str) -> Builtin:
     return Builtin(name, _sig([schema.NODE], result), getattr(topology, name), f"{name}(node) -> {result}", doc,
-                   context=True, pod_fields=topology.POD_FIELDS, version=topology.VERSIONS[name], moves=topology.MOVES[name])
+                   context=True, pod_fields=topology.POD_FIELDS, version=topology.VERSIONS[name], moves=topology.MOVES[name],
+                   domain=topology.DOMAINS.get(name))
 
 
 BUILTINS.update({b.name: b for b in [

@@ -61,7 +61,7 @@ class NodeColumns:
         self.nodes = nodes
         self._columns: dict[Path, Array] = {}
         self._objects: Array | None = None
-        self._groups: dict[tuple[str, ...], Groups | None] = {}
+        self._groups: dict[tuple[str, tuple[str, ...]], Groups | None] = {}
 
     def objects(self) -> Array:
         """The nodes themselves, as an object array."""
@@ -79,17 +79,24 @@ class NodeColumns:
     def groups(self, fields: tuple[str, ...]) -> Groups | None:
         """Nodes grouped by their values of these node fields: each row's group, and one row per
         group (its representative). None when the values are unhashable or nearly all distinct."""
-        if fields not in self._groups:
-            self._groups[fields] = Groups.of(self.nodes, fields)
-        return self._groups[fields]
+        return self._grouped(("fields", fields), _getters(fields))
+
+    def label_groups(self, keys: tuple[str, ...]) -> Groups | None:
+        """Nodes grouped by their values of these labels (None when absent), as :meth:`groups`."""
+        return self._grouped(("labels", keys), [_label(k) for k in keys])
+
+    def _grouped(self, key: tuple[str, tuple[str, ...]], getters: list[Callable[[Any], Any]]) -> Groups | None:
+        if key not in self._groups:
+            self._groups[key] = Groups.of(self.nodes, getters)
+        return self._groups[key]
 
     def update(self, rows: Sequence[int]) -> None:
         """Re-read the given rows of every column (their nodes changed)."""
         if not rows:
             return
-        for fields, groups in list(self._groups.items()):
+        for key, groups in list(self._groups.items()):
             if groups is None or not groups.still(self.nodes, rows):
-                del self._groups[fields]
+                del self._groups[key]
         nodes, index = self.nodes, list(rows)
         changed = [nodes[i] for i in index]
         for path, array in list(self._columns.items()):
@@ -108,20 +115,18 @@ class NodeColumns:
 
 
 class Groups:
-    """Rows grouped by the values of some node fields (``codes[row]`` is the row's group;
-    ``representatives[g]`` a row of group g). A rule that reads the node only through those
-    fields has one answer per group, so it is evaluated on the representatives alone."""
+    """Rows grouped by the values some getters read (node fields, labels): ``codes[row]`` is the
+    row's group, ``representatives[g]`` a row of group g. What depends on a node only through
+    those values has one answer per group, so it is evaluated on the representatives alone."""
 
-    __slots__ = ("fields", "codes", "representatives", "_index", "_getters")
+    __slots__ = ("codes", "representatives", "_index", "_getters")
 
-    def __init__(self, fields: tuple[str, ...], codes: npt.NDArray[np.intp], representatives: list[int],
+    def __init__(self, getters: list[Callable[[Any], Any]], codes: npt.NDArray[np.intp], representatives: list[int],
                  index: dict[Any, int]) -> None:
-        self.fields, self.codes, self.representatives, self._index = fields, codes, representatives, index
-        self._getters = _getters(fields)
+        self.codes, self.representatives, self._index, self._getters = codes, representatives, index, getters
 
     @staticmethod
-    def of(nodes: Sequence[Any], fields: tuple[str, ...]) -> Groups | None:
-        getters = _getters(fields)
+    def of(nodes: Sequence[Any], getters: list[Callable[[Any], Any]]) -> Groups | None:
         index: dict[Any, int] = {}
         representatives: list[int] = []
         codes = np.empty(len(nodes), dtype=np.intp)
@@ -141,7 +146,7 @@ class Groups:
                 codes[row] = code
         except TypeError:  # unhashable values (pods, records holding dicts)
             return None
-        return Groups(fields, codes, representatives, index)
+        return Groups(getters, codes, representatives, index)
 
     def still(self, nodes: Sequence[Any], rows: Sequence[int]) -> bool:
         """Whether the changed rows kept their group (a pod bound to a node leaves its taints)."""
@@ -158,6 +163,10 @@ MAX_GROUPS = 64
 def _getters(fields: tuple[str, ...]) -> list[Callable[[Any], Any]]:
     node_fields = schema.RECORDS[schema.NODE]
     return [node_fields[f].get for f in fields]
+
+
+def _label(key: str) -> Callable[[Any], Any]:
+    return lambda node: node.labels.get(key)
 
 
 def _frozen(value: Any) -> Any:

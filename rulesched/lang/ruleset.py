@@ -244,15 +244,16 @@ class BoundRules:
         return found, looked
 
     # --- many nodes at once (rulesched.lang.columns) ----------------------------------------
-    def filter_mask(self, cols: NodeColumns, rows: Rows, static: bool = False) -> npt.NDArray[np.bool_]:
-        """Whether the node of each row (of ``cols.nodes``) passes every filter, or with
-        ``static`` every filter but the dynamic ones (:meth:`static_failure`'s set). Filters
+    def filter_mask(self, cols: NodeColumns, rows: Rows, which: str = "all") -> npt.NDArray[np.bool_]:
+        """Whether the node of each row (of ``cols.nodes``) passes every filter, or (``which``)
+        every filter but the dynamic ones (``"static"``: :meth:`static_failure`'s set), or only
+        the dynamic ones (``"dynamic"``: :attr:`dynamic_filters`). Filters
         that evaluate as columns run first, the rest node by node on the rows still passing:
         which filter fails first does not change whether a node fits, and no filter has effects."""
         alive = np.ones(len(rows), dtype=bool)
         per_node = []
         for i, f in enumerate(self.filters):
-            if static and i in self._dynamic_set:
+            if which != "all" and (i in self._dynamic_set) == (which == "static"):
                 continue
             live = np.flatnonzero(alive)
             if not len(live):

@@ -186,6 +186,11 @@ def spread_ok(ctx: EvalContext, node: Any) -> bool:
     return True
 
 
+def spread_keys(ctx: EvalContext) -> tuple[str, ...]:
+    """The labels :func:`spread_ok` reads of a node: the hard constraints' topology keys."""
+    return tuple(check.topology_key for check in _spread_checks(ctx))
+
+
 def spread_missing_label(ctx: EvalContext, node: Any) -> bool:
     """Whether the first constraint the node fails, in order, fails for lack of its label (the
     "(missing required label)" reason) rather than for skew."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from rulesched.lang.affinity import (
+    affinity_keys,
+    anti_affinity_keys,
     existing_anti_affinity_ok,
     existing_anti_index,
     inter_pod_affinity_score,
@@ -21,10 +23,10 @@ from rulesched.lang.affinity import (
     score_index,
 )
 from rulesched.lang.context import EvalContext
-from rulesched.lang.spreading import spread_missing_label, spread_ok, spread_score
+from rulesched.lang.spreading import spread_keys, spread_missing_label, spread_ok, spread_score
 
 __all__ = [
-    "MOVES", "POD_FIELDS", "VERSIONS", "existing_anti_affinity_ok", "image_locality", "inter_pod_affinity_score",
+    "DOMAINS", "MOVES", "POD_FIELDS", "VERSIONS", "existing_anti_affinity_ok", "image_locality", "inter_pod_affinity_score",
     "normalized_image", "pod_affinity_ok", "pod_anti_affinity_ok", "spread_missing_label", "spread_ok",
     "spread_score",
 ]
@@ -147,4 +149,13 @@ VERSIONS: dict[str, Any] = {
     "spread_ok": _generation,
     "spread_score": None,  # depends on the feasible nodes of the cycle: never cached
     "image_locality": _node_generation,
+}
+
+# The node labels each filter's answer reads (the topology keys of the pod's terms or
+# constraints): nodes alike in them are evaluated once per cycle (rulesched.lang.vectorise).
+DOMAINS: dict[str, Any] = {
+    "pod_affinity_ok": affinity_keys,
+    "pod_anti_affinity_ok": anti_affinity_keys,
+    "spread_ok": spread_keys,
+    "spread_missing_label": spread_keys,
 }

@@ -362,6 +362,13 @@ class _Run:
         shortcut = self._shortcut(func, args, values, rows)
         if shortcut is not None:
             return shortcut
+        if builtin.domain is not None and len(args) == 1 and self.ev.path(args[0]) == Path():
+            # f(node) whose answer depends on a few of the node's labels: once per distinct value
+            groups = self.cols.label_groups(builtin.domain(self.ctx))
+            if groups is not None:
+                nodes, ctx = self.cols.nodes, self.ctx
+                answers = [builtin.impl(ctx, nodes[r]) for r in groups.representatives]
+                return Col(column_of(answers, self.notes.types[id(expr)]).array[groups.codes[rows]])
         # Anything else: the built-in itself, called per row.
         impl = builtin.impl
         known = [v for v in values if not isinstance(v, Col)]

@@ -180,7 +180,7 @@ class NodeTable:
             nodes, fits, failure = self._nodes, self._fits, self.bound.static_failure
             if self._many(stale):
                 assert self._store is not None
-                fits[stale] = self.bound.filter_mask(self._store.current(), stale, static=True)
+                fits[stale] = self.bound.filter_mask(self._store.current(), stale, "static")
             else:
                 for i in stale.tolist():
                     fits[i] = failure(nodes[i]) is None
@@ -192,6 +192,9 @@ class NodeTable:
 
     def _dynamic(self, fit: Rows, passes: list[Any], need: int) -> Rows:
         """The rows whose node passes every dynamic filter too, up to ``need`` of them."""
+        if self._many(fit):  # as columns: spreading's answer is one per zone, say
+            assert self._store is not None
+            return fit[self.bound.filter_mask(self._store.current(), fit, "dynamic")][:need]
         nodes, kept = self._nodes, list[int]()
         append = kept.append
         if len(passes) == 1:  # the usual case (spreading, or the pod's own affinity): no inner loop
