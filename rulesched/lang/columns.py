@@ -10,7 +10,7 @@ Next stage: :mod:`rulesched.lang.vectorise` evaluates rules over these columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,7 +95,9 @@ class NodeColumns:
         if not rows:
             return
         for key, groups in list(self._groups.items()):
-            if groups is None or not groups.still(self.nodes, rows):
+            # (None stays None: too many distinct values, or unhashable ones, rarely stop being so
+            # when pods come and go, and finding out again costs a pass over every node.)
+            if groups is not None and not groups.still(self.nodes, rows):
                 del self._groups[key]
         nodes, index = self.nodes, list(rows)
         changed = [nodes[i] for i in index]
@@ -133,10 +135,11 @@ class Groups:
         limit = max(MAX_GROUPS, len(nodes) // 8)
         try:
             if len(getters) == 1:
-                keys = [(_frozen(value),) for value in map(getters[0], nodes)]
+                get = getters[0]
+                keys: Iterable[Any] = ((_frozen(get(node)),) for node in nodes)
             else:
-                keys = [tuple(_frozen(get(node)) for get in getters) for node in nodes]
-            for row, key in enumerate(keys):
+                keys = (tuple(_frozen(get(node)) for get in getters) for node in nodes)
+            for row, key in enumerate(keys):  # lazily: too many distinct values stops early
                 code = index.get(key)
                 if code is None:
                     if len(representatives) >= limit:

@@ -302,6 +302,18 @@ class BoundRules:
         per_group = np.array(answers, dtype=bool if is_filter else np.int64)
         return per_group[groups.codes[rows]]
 
+    def dynamic_grouped(self, cols: NodeColumns) -> bool:
+        """Whether every dynamic filter reads the cluster only through built-ins whose answer is
+        one per group of nodes alike in a few labels (spreading by zone): evaluated as columns
+        they then cost a call per group rather than per node. (Per node, a walk stops as soon as
+        enough nodes fit, which is cheaper when every node needs its own call.)"""
+        for i in self._dynamic:
+            for name in self._filter_uses[i]:
+                domain = BUILTINS[name].domain
+                if domain is None or cols.label_groups(domain(self.ctx)) is None:
+                    return False
+        return True
+
     def score_matrix(self, cols: NodeColumns, rows: Rows, steady: bool = False) -> npt.NDArray[np.int64]:
         """:meth:`score_vector` of each row's node, one row each (:meth:`steady_vector` with
         ``steady``). Raises OverflowError for a score or sum beyond int64."""

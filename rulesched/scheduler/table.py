@@ -192,9 +192,11 @@ class NodeTable:
 
     def _dynamic(self, fit: Rows, passes: list[Any], need: int) -> Rows:
         """The rows whose node passes every dynamic filter too, up to ``need`` of them."""
-        if self._many(fit):  # as columns: spreading's answer is one per zone, say
+        if self._many(fit):  # as columns where that is one call per zone (spreading), say
             assert self._store is not None
-            return fit[self.bound.filter_mask(self._store.current(), fit, "dynamic")][:need]
+            columns = self._store.current()
+            if self.bound.dynamic_grouped(columns):
+                return fit[self.bound.filter_mask(columns, fit, "dynamic")][:need]
         nodes, kept = self._nodes, list[int]()
         append = kept.append
         if len(passes) == 1:  # the usual case (spreading, or the pod's own affinity): no inner loop
