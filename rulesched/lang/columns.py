@@ -47,9 +47,6 @@ class Path:
                 values = list(map(len, values))
         return values
 
-    def read(self, node: Any) -> Any:
-        return self.read_all((node,))[0]
-
 
 class NodeColumns:
     """Node values as arrays over a fixed sequence of nodes, each built on first use.

@@ -199,7 +199,7 @@ class ColumnEvaluator:
 
 
 class _Run:
-    """One evaluation: the pod's context, the columns, and a memo of pod-only values."""
+    """One evaluation: the pod's context and the columns; pod-only parts go to the interpreter."""
 
     def __init__(self, ev: ColumnEvaluator, ctx: EvalContext, cols: NodeColumns) -> None:
         self.ev, self.ctx, self.cols = ev, ctx, cols
