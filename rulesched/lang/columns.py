@@ -22,6 +22,8 @@ from rulesched.lang.arrays import Array, dtype_of, typed
 from rulesched.lang.check import Annotations
 from rulesched.lang.types import Type
 
+Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes
+
 
 @dataclass(frozen=True)
 class Path:

@@ -30,7 +30,7 @@ from rulesched.lang import ast, schema
 from rulesched.lang.arrays import Unsupported
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import CheckedRules
-from rulesched.lang.columns import NodeColumns, node_fields
+from rulesched.lang.columns import NodeColumns, Rows, node_fields
 from rulesched.lang.compile import CompiledRule, compile_rules
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.stages import Code
@@ -66,7 +66,6 @@ class BoundPreempt:
 
 
 Failure = tuple[BoundFilter, tuple[str, ...]]
-Rows = npt.NDArray[np.intp]
 
 
 @dataclass(frozen=True)
@@ -262,7 +261,7 @@ class BoundRules:
             if ok is None:
                 per_node.append(f.passes)
             else:
-                alive[live[~ok.astype(bool)]] = False
+                alive[live[~ok]] = False
         if per_node:
             nodes = cols.nodes
             for j in np.flatnonzero(alive).tolist():

@@ -48,14 +48,13 @@ from rulesched.lang.arrays import (
 )
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.check import Annotations
-from rulesched.lang.columns import NodeColumns, Path
+from rulesched.lang.columns import NodeColumns, Path, Rows
 from rulesched.lang.context import EvalContext
 from rulesched.lang.interp import Interpreter
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import QUANTITY, STRING, MapOf
 from rulesched.lang.values import as_score, binary_function
 
-Rows = npt.NDArray[np.intp]
 MAX_ITEMS = 64  # elements of a pod-side list a quantifier is unrolled over
 _NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
 

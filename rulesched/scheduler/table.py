@@ -28,9 +28,7 @@ import numpy.typing as npt
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.state import ClusterState
 from rulesched.lang import BoundRules
-from rulesched.lang.columns import NodeColumns
-
-Rows = npt.NDArray[np.intp]
+from rulesched.lang.columns import NodeColumns, Rows
 
 
 class TableOverflow(Exception):
