@@ -12,9 +12,13 @@ from __future__ import annotations
 import math
 
 from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.lang.context import EvalContext
-from rulesched.lang.matching import node_selector_term_matches, ports_conflict, tolerated, tolerates
-from rulesched.lang.topology import (
+from rulesched.lang.builtins.matching import (
+    node_selector_term_matches,
+    ports_conflict,
+    tolerated,
+    tolerates,
+)
+from rulesched.lang.builtins.topology import (
     existing_anti_affinity_ok,
     image_locality,
     inter_pod_affinity_score,
@@ -23,6 +27,7 @@ from rulesched.lang.topology import (
     spread_ok,
     spread_score,
 )
+from rulesched.lang.context import EvalContext
 from rulesched.model import Pod
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"

@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from rulesched.lang.lint import LintSettings, exit_code, lint, render
+    from rulesched.lang.frontend.lint import LintSettings, exit_code, lint, render
 
     settings = LintSettings(tuple(args.paths), args.format, args.strict)
     result = lint(settings)
@@ -69,6 +69,6 @@ def _lint(args: argparse.Namespace) -> int:
 
 
 def _fmt(args: argparse.Namespace) -> int:
-    from rulesched.lang.format import FormatSettings, format_paths
+    from rulesched.lang.frontend.format import FormatSettings, format_paths
 
     return format_paths(FormatSettings(tuple(args.paths), check=args.check, write=args.write))

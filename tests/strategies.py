@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from hypothesis import strategies as st
 
 from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.lang import ast
-from rulesched.lang.source import Source, Span
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.source import Source, Span
 from rulesched.model import Node, Pod, Taint, Toleration
 
 GI = 2**30 * 1000

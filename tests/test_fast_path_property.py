@@ -3,7 +3,7 @@
 The fast path is what :meth:`RuleSet.bind` adds to plain evaluation: compiled closures with
 pod-only parts hoisted, one binding per equivalence class of pods, per-node memos of filter
 outcomes and score vectors stamped with cluster version tokens. The reference is
-:class:`rulesched.lang.interp.Interpreter` with a fresh :class:`EvalContext` over a
+:class:`rulesched.lang.evaluation.interp.Interpreter` with a fresh :class:`EvalContext` over a
 :class:`ClusterState` rebuilt from the objects (so stale incremental aggregates would show too).
 
 Pending pods come from a template and 1-2 variants of it (near-equal classes, several pods per
@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.state import ClusterState
-from rulesched.lang import RuleSet, ast
+from rulesched.lang import RuleSet
 from rulesched.lang.context import EvalContext
-from rulesched.lang.interp import Interpreter
+from rulesched.lang.evaluation.interp import Interpreter
+from rulesched.lang.frontend import ast
 from rulesched.lang.values import as_score
 from rulesched.model import Node, Pod
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings

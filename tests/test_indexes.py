@@ -1,4 +1,4 @@
-"""The per-domain counts spreading and inter-pod affinity keep (rulesched.lang.indexes) give the
+"""The per-domain counts spreading and inter-pod affinity keep (rulesched.lang.builtins.indexes) give the
 answers a freshly built cluster gives: after a few pod changes (replayed from the journal), after
 more changes than the journal keeps (rebuilt), and after a node's labels change (rebuilt)."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from rulesched.cluster import state as state_module
 from rulesched.cluster.state import ClusterState
-from rulesched.lang import topology
+from rulesched.lang.builtins import topology
 from rulesched.lang.context import EvalContext
 from rulesched.model import Node, Pod
 from tests.upstream.harness import node, pod

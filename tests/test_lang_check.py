@@ -13,9 +13,9 @@ import pytest
 
 from rulesched.errors import RulesError
 from rulesched.lang import check_paths, load_rules
-from rulesched.lang.check import check
-from rulesched.lang.parse import MAX_LINE_CHARS, parse_source
-from rulesched.lang.source import Severity, Source
+from rulesched.lang.frontend.check import check
+from rulesched.lang.frontend.parse import MAX_LINE_CHARS, parse_source
+from rulesched.lang.frontend.source import Severity, Source
 from rulesched.model import Pod
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""Column evaluation (rulesched.lang.columns, BoundRules.filter_mask / score_matrix) against the
+"""Column evaluation (rulesched.lang.evaluation.columns, BoundRules.filter_mask / score_matrix) against the
 reference interpreter: generated rule sets, the specialised shapes, values at the edges of exact
 int64 / float64 arithmetic, row subsets, and nodes that change after the columns were built."""
 
@@ -12,14 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.lang import ast, load_rules
-from rulesched.lang.check import CheckedRules
-from rulesched.lang.columns import NodeColumns, node_fields
+from rulesched.lang import load_rules
 from rulesched.lang.context import EvalContext
-from rulesched.lang.interp import Interpreter
-from rulesched.lang.ruleset import BoundRules, RuleSet
+from rulesched.lang.evaluation.columns import NodeColumns, node_fields
+from rulesched.lang.evaluation.interp import Interpreter
+from rulesched.lang.evaluation.ruleset import BoundRules, RuleSet
+from rulesched.lang.evaluation.vectorise import vectorisable
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.values import as_score
-from rulesched.lang.vectorise import vectorisable
 from rulesched.model import Node, Pod, Taint
 from tests.strategies import LETS, nodes, pods, typed_rule_sets
 from tests.test_lang_properties import _load

@@ -1,4 +1,4 @@
-"""Table-driven: every operator shape of rulesched.lang.inline returns what the operator
+"""Table-driven: every operator shape of rulesched.lang.evaluation.inline returns what the operator
 function itself returns — same value and same type — for a grid of operands (zeros, negatives,
 floats, NaN, -0.0, big ints), node paths with the key present and absent included."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from rulesched.lang import inline
-from rulesched.lang.stages import chain_steps
+from rulesched.lang.evaluation import inline
+from rulesched.lang.evaluation.stages import chain_steps
 
 VALUES = [0, 1, -3, 7, 2.5, -0.0, float("nan"), 10**20, True]
 

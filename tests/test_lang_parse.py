@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rulesched.lang import ast
-from rulesched.lang.parse import MAX_DEPTH, MAX_FILE_CHARS, MAX_LINE_CHARS, parse_source
-from rulesched.lang.source import Severity, Source
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.parse import MAX_DEPTH, MAX_FILE_CHARS, MAX_LINE_CHARS, parse_source
+from rulesched.lang.frontend.source import Severity, Source
 
 K = ast.LiteralKind
 GI = 2**30 * 1000  # one Gi in milli-units

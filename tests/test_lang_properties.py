@@ -10,14 +10,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.lang import ast
-from rulesched.lang.check import CheckedRule, CheckedRules, check
 from rulesched.lang.context import EvalContext
-from rulesched.lang.interp import Interpreter
-from rulesched.lang.parse import parse_source
-from rulesched.lang.printer import print_file
-from rulesched.lang.ruleset import BoundRules, RuleSet
-from rulesched.lang.source import Severity, Source
+from rulesched.lang.evaluation.interp import Interpreter
+from rulesched.lang.evaluation.ruleset import BoundRules, RuleSet
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.check import CheckedRule, CheckedRules, check
+from rulesched.lang.frontend.parse import parse_source
+from rulesched.lang.frontend.printer import print_file
+from rulesched.lang.frontend.source import Severity, Source
 from rulesched.lang.values import as_score
 from rulesched.model import Pod
 from tests.strategies import LETS, nodes, pods, rules_files, typed_rule_sets

@@ -3,10 +3,10 @@ generated pods and nodes (also as a score, ``if body then 7 else 1``, and in a p
 beside the victim), and again after the node changed:
 
 * quantifiers over a list known at bind time whose condition reads the node, unrolled per
-  element (rulesched.lang.compile._Compiler._unrolled): maps' keys, records, constant string
+  element (rulesched.lang.evaluation.compile._Compiler._unrolled): maps' keys, records, constant string
   lists, empty lists, numbers (left to the loop), nesting;
 * ``if`` with a branch known for every node — a constant or a pod-only value
-  (rulesched.lang.stages.if_known)."""
+  (rulesched.lang.evaluation.stages.if_known)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.lang.interp import Interpreter
-from rulesched.lang.ruleset import RuleSet
+from rulesched.lang.evaluation.interp import Interpreter
+from rulesched.lang.evaluation.ruleset import RuleSet
 from rulesched.model import Pod
 from tests.strategies import LETS, nodes, pods
 from tests.test_lang_properties import _agree, _load

@@ -83,9 +83,9 @@ def test_tables_and_node_by_node_place_alike(scenario: Scenario, seed: int) -> N
 
 def _per_pod_rules() -> RuleSet:
     """The default rules and a score that reads the pod's name: every pod is its own class."""
-    from rulesched.lang.check import check
-    from rulesched.lang.parse import parse_source
-    from rulesched.lang.source import Source
+    from rulesched.lang.frontend.check import check
+    from rulesched.lang.frontend.parse import parse_source
+    from rulesched.lang.frontend.source import Source
 
     text = ('extends "default"\nscore named weight 1:\n'
             '    if endswith(node.name, pod.name) then 10 else len(node.pods)\n')

@@ -4,7 +4,7 @@ One implementation feeds the simulator, the scheduler loop and the extender. It 
 :class:`rulesched.lang.ClusterView` cluster-wide built-ins read, with the indexes they need kept
 incrementally: image name -> number of nodes holding it, and the pods that carry (anti-)affinity
 terms. Every pod added or removed is also written to a bounded journal, which the built-ins replay
-into the per-domain counts they keep in ``indexes`` (rulesched.lang.indexes), so spreading and
+into the per-domain counts they keep in ``indexes`` (rulesched.lang.builtins.indexes), so spreading and
 inter-pod affinity need not rescan the cluster for every pod. A pod the scheduler has chosen a node for is *assumed* here before its binding finishes,
 so the next cycle already sees its resources; :meth:`forget` rolls an assumption back.
 Next stage: :mod:`rulesched.scheduler` reads this state each cycle.
@@ -49,7 +49,7 @@ class ClusterState:
         # Pod journal: (+1 | -1, pod, node) per change; _journal[0] is change number _journal_start.
         self._journal: list[tuple[int, Pod, NodeInfo]] = []
         self._journal_start = 0
-        # Owned by cluster-wide built-ins (rulesched.lang.indexes); this class never reads it.
+        # Owned by cluster-wide built-ins (rulesched.lang.builtins.indexes); this class never reads it.
         self.indexes: cachetools.LRUCache[Any, Any] = cachetools.LRUCache(INDEX_CACHE_SIZE)
 
     # --- ClusterView ---------------------------------------------------------------------------

@@ -2,21 +2,40 @@
 
 Public API:
 
-* :func:`load_rules` - files or folders to a compiled :class:`RuleSet` (or ``RulesError``);
-* :func:`check_paths` - everything lint needs: parsed files, the checked set, diagnostics;
+* :func:`load_rules` / :func:`load_rules_text` - files or folders, or ``{name: text}`` (a
+  ConfigMap's data), to a compiled :class:`RuleSet` (or ``RulesError``);
+* :func:`check_paths` / :func:`check_texts` - everything lint needs: parsed files, the checked
+  set, diagnostics;
+* :class:`RulesHandle` - the active set, swapped atomically on reload;
 * :class:`RuleSet` / :class:`BoundRules` - ``rules.bind(pod, cluster)`` then per-node functions;
 * :class:`Diagnostic` - located problems, rendered compiler-style.
 
-Modules, in the order data flows through them: ``source``, ``parse`` (with ``ast``), ``check``
-(with ``types``, ``schema``, ``builtins``), ``compile`` (with ``values``, ``context``),
-``ruleset``; beside them ``interp`` (the reference interpreter), ``printer`` and ``lint``.
-This package never imports the cluster or Kubernetes side (an import-linter contract).
+Sub-packages, in the order data flows through them: ``frontend`` (source, parse, check, and the
+tools printer, format, lint), ``evaluation`` (compile, ruleset, vectorise, the reference
+interpreter); ``builtins`` holds the built-in functions and the Kubernetes semantics they
+implement (matching, affinity, spreading, topology, indexes). ``types``, ``schema``, ``values``
+and ``context`` are the vocabulary all of them share. ``load`` and ``handle`` are the front door.
+This package never imports the cluster or Kubernetes side (an import-linter contract, as are the
+layers between the sub-packages).
 """
 
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.load import bundled_rules_dir, check_paths, load_rules, resolve_rules_path
-from rulesched.lang.ruleset import BoundFilter, BoundPreempt, BoundRules, BoundScore, RuleSet
-from rulesched.lang.source import Diagnostic, Severity, Source
+from rulesched.lang.evaluation.ruleset import (
+    BoundFilter,
+    BoundPreempt,
+    BoundRules,
+    BoundScore,
+    RuleSet,
+)
+from rulesched.lang.frontend.files import (
+    bundled_rules_dir,
+    check_paths,
+    check_texts,
+    resolve_rules_path,
+)
+from rulesched.lang.frontend.source import Diagnostic, Severity, Source
+from rulesched.lang.handle import RulesHandle
+from rulesched.lang.load import load_rules, load_rules_text
 
 __all__ = [
     "BoundFilter",
@@ -27,10 +46,13 @@ __all__ = [
     "Diagnostic",
     "EvalContext",
     "RuleSet",
+    "RulesHandle",
     "Severity",
     "Source",
     "bundled_rules_dir",
     "check_paths",
+    "check_texts",
     "load_rules",
+    "load_rules_text",
     "resolve_rules_path",
 ]

@@ -42,7 +42,7 @@ class ClusterView(Protocol):
 
     @property
     def indexes(self) -> MutableMapping[Any, Any]:
-        """Where cluster-wide built-ins keep the indexes they maintain (rulesched.lang.indexes)."""
+        """Where cluster-wide built-ins keep the indexes they maintain (rulesched.lang.builtins.indexes)."""
         ...
 
     @property

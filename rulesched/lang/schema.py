@@ -41,7 +41,7 @@ class NodeView(Protocol):
     """A node as rules see it: the Node object's fields plus what its pods add up to.
 
     ``memo`` is a dict the owner clears whenever the node or its pods change; compiled rules keep
-    node-only results there (see :mod:`rulesched.lang.compile`).
+    node-only results there (see :mod:`rulesched.lang.evaluation.compile`).
     """
 
     @property

@@ -36,7 +36,7 @@ class SchedulerSettings:
     max_backoff_seconds: float = 10.0
     scheduler_name: str | None = None  # None: every pending pod
     # A table walk that meets at least this many stale nodes evaluates the rules over them as
-    # columns (rulesched.lang.columns) rather than node by node; 0 never does.
+    # columns (rulesched.lang.evaluation.columns) rather than node by node; 0 never does.
     columns_from: int = 64
 
 

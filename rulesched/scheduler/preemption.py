@@ -20,7 +20,7 @@ from typing import Any
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.state import ClusterState
 from rulesched.lang import BoundRules
-from rulesched.lang.matching import label_selector_matches
+from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.framework import Preemption, fit_error
 

@@ -28,7 +28,7 @@ import numpy.typing as npt
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.state import ClusterState
 from rulesched.lang import BoundRules
-from rulesched.lang.columns import NodeColumns, Rows
+from rulesched.lang.evaluation.columns import NodeColumns, Rows
 
 
 class TableOverflow(Exception):
@@ -36,7 +36,7 @@ class TableOverflow(Exception):
 
 
 class ColumnStore:
-    """The cluster's nodes as columns (:class:`rulesched.lang.columns.NodeColumns`), re-read
+    """The cluster's nodes as columns (:class:`rulesched.lang.evaluation.columns.NodeColumns`), re-read
     where the pod journal says nodes changed, rebuilt after a node change."""
 
     def __init__(self, state: ClusterState) -> None:

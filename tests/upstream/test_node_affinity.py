@@ -87,7 +87,7 @@ FILTER = [
     pytest.param(required(term(expr("foo", "NotIn", "invalid value: ___@#$%^"))), FOO_BAR, "node", REASON, id=INVALID,
                  marks=pytest.mark.xfail(strict=True, reason="rulesched does not validate requirement values: "
                                          "upstream's selector fails to parse and matches nothing; rulesched's NotIn "
-                                         "matches (rulesched/lang/matching.py, rulesched/model/parts.py)")),
+                                         "matches (rulesched/lang/builtins/matching.py, rulesched/model/parts.py)")),
     ("Pod with matchFields using In operator that matches the existing node",
      required(term(fields=(expr(NAME, "In", "node1"),))), {}, "node1", None),
     ("Pod with matchFields using In operator that does not match the existing node",

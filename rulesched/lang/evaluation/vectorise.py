@@ -1,22 +1,22 @@
 """Column evaluation: one rule over many nodes at once, as numpy arrays.
 
-The closures of :mod:`rulesched.lang.compile` answer one (pod, node) at a time; arithmetic costs
+The closures of :mod:`rulesched.lang.evaluation.compile` answer one (pod, node) at a time; arithmetic costs
 a call per operator per node. For a pod unlike any before it the scheduler needs every rule on
 hundreds or thousands of nodes, so a rule whose body is arithmetic, comparisons and logic over
 node values (``node.allocatable.cpu``, ``node.free["nvidia.com/gpu"]``, ``len(node.pods)``)
 and values known once the pod is (``pod.requests.cpu``, a constant) is evaluated here as array
-operations over the nodes' columns (:mod:`rulesched.lang.columns`) instead. Built-ins and record
+operations over the nodes' columns (:mod:`rulesched.lang.evaluation.columns`) instead. Built-ins and record
 fields that numpy cannot express are called per node inside the column (the same
 implementations); what cannot be expressed at all (a loop over a node's own list, ``in`` over
 lists) leaves the rule to the closures, decided once per rule when the rules load
 (:func:`vectorisable`).
 
 Answers are the reference interpreter's, exactly: the pod-only parts are evaluated by
-:class:`rulesched.lang.interp.Interpreter` itself, the rest by :mod:`rulesched.lang.arrays`,
+:class:`rulesched.lang.evaluation.interp.Interpreter` itself, the rest by :mod:`rulesched.lang.evaluation.arrays`,
 which raises :class:`Unsupported` where numpy could not be exact (the caller then evaluates the
 rule node by node). ``and``/``or``/``if`` evaluate their later operands only on the rows that
 need them; quantifiers over a pod-side list are unrolled per element.
-Next stage: :class:`rulesched.lang.ruleset.BoundRules` (``filter_mask`` and ``score_matrix``),
+Next stage: :class:`rulesched.lang.evaluation.ruleset.BoundRules` (``filter_mask`` and ``score_matrix``),
 called by ``rulesched.scheduler.table``.
 """
 
@@ -29,8 +29,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang import ast, schema
-from rulesched.lang.arrays import (
+from rulesched.lang import schema
+from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.context import EvalContext
+from rulesched.lang.evaluation.arrays import (
     EXACT_LIMIT,
     SCALAR,
     Col,
@@ -46,11 +48,10 @@ from rulesched.lang.arrays import (
     need_numeric,
     take,
 )
-from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.check import Annotations
-from rulesched.lang.columns import NodeColumns, Path, Rows
-from rulesched.lang.context import EvalContext
-from rulesched.lang.interp import Interpreter
+from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
+from rulesched.lang.evaluation.interp import Interpreter
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.check import Annotations
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import QUANTITY, STRING, MapOf
 from rulesched.lang.values import as_score, binary_function

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rulesched.errors import RulesError
-from rulesched.lang.load import RULES_SUFFIX, check_paths
-from rulesched.lang.source import Diagnostic, Severity
+from rulesched.lang.frontend.files import RULES_SUFFIX, check_paths
+from rulesched.lang.frontend.source import Diagnostic, Severity
 
 
 @dataclass(frozen=True)

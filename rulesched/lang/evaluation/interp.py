@@ -1,19 +1,20 @@
 """The reference interpreter: a plain tree walk over checked rules, the compiler's test oracle.
 
 It evaluates each expression afresh for each (pod, node) with no staging, hoisting or caching,
-so it is slow and obviously right; tests run it and :mod:`rulesched.lang.compile` on the same
+so it is slow and obviously right; tests run it and :mod:`rulesched.lang.evaluation.compile` on the same
 cases and demand equal answers. Operator meanings come from :mod:`rulesched.lang.values`, the
-checker's decisions from :class:`rulesched.lang.check.Annotations`.
+checker's decisions from :class:`rulesched.lang.frontend.check.Annotations`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rulesched.lang import ast, schema
+from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.check import Annotations, CheckedRule
 from rulesched.lang.context import EvalContext
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.check import Annotations, CheckedRule
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import ListOf, MapOf
 from rulesched.lang.values import COERCIONS, binary_function

@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang import schema, topology
-from rulesched.lang.matching import (
+from rulesched.lang import schema
+from rulesched.lang.builtins import topology
+from rulesched.lang.builtins.matching import (
     label_selector_matches,
     node_selector_term_matches,
     ports_conflict,
@@ -49,7 +50,7 @@ class Builtin:
     impl: Callable[..., Any]
     signature: str  # for docs and "did you mean" help
     doc: str
-    context: bool = False  # impl(ctx, *args): needs the cluster; see rulesched.lang.compile
+    context: bool = False  # impl(ctx, *args): needs the cluster; see rulesched.lang.evaluation.compile
     costly: bool = False  # worth caching per node when its arguments depend on the node only
     # Context built-ins only: the pod fields the implementation reads, and a token that changes
     # whenever the cluster-wide answer may change (None: never cache, e.g. reads ctx.feasible).
@@ -57,7 +58,7 @@ class Builtin:
     version: Callable[[Any], object] | None = None
     moves: Callable[[Any], bool] | None = None  # for this pod, does every cluster change move it?
     # The node labels the answer depends on, for this pod at this moment (the rest is the
-    # context's): nodes alike in those labels get one evaluation (rulesched.lang.vectorise).
+    # context's): nodes alike in those labels get one evaluation (rulesched.lang.evaluation.vectorise).
     domain: Callable[[Any], tuple[str, ...]] | None = None
 
 

@@ -8,7 +8,7 @@ exactly the parentheses their precedence needs, literals keep the spelling they 
 
 from __future__ import annotations
 
-from rulesched.lang import ast
+from rulesched.lang.frontend import ast
 
 INDENT = "    "
 # Binding strength, loosest first; a child needs parentheses when it binds looser than its slot.

@@ -2,7 +2,7 @@
 terms' score, after kube-scheduler's InterPodAffinity plugin.
 
 PreFilter / PreScore state — matching pods per topology pair — comes from indexes kept current
-between cycles (:mod:`rulesched.lang.indexes`), keyed by what the incoming pod brings: its
+between cycles (:mod:`rulesched.lang.builtins.indexes`), keyed by what the incoming pod brings: its
 resolved terms, or its namespace and labels for the terms of pods already running. The per-pod
 state is kept in ``ctx.scratch``; per node each built-in is a few dictionary lookups.
 """
@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.lang.builtins.indexes import Add, PodSum, current
+from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.indexes import Add, PodSum, current
-from rulesched.lang.matching import label_selector_matches
 from rulesched.lang.schema import NodeView
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
 

@@ -2,7 +2,7 @@
 DoNotSchedule constraints and the score for ScheduleAnyway ones.
 
 Matching pods per domain, per constraint, are kept in an index current between cycles
-(:mod:`rulesched.lang.indexes`) keyed by the incoming pod's constraints, namespace and — where a
+(:mod:`rulesched.lang.builtins.indexes`) keyed by the incoming pod's constraints, namespace and — where a
 node inclusion policy is honoured — its node selector, node affinity and tolerations. Each pod's
 PreFilter state (the minimum per constraint, whether the pod matches itself) is derived from it
 once, in ``ctx.scratch``; per node the filter is a dictionary lookup per constraint.
@@ -15,14 +15,14 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.indexes import current
-from rulesched.lang.matching import (
+from rulesched.lang.builtins.indexes import current
+from rulesched.lang.builtins.matching import (
     label_selector_matches,
     node_selector_term_matches,
     subset,
     tolerated,
 )
+from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.schema import NodeView
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
 

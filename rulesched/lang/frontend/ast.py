@@ -1,7 +1,7 @@
 """The rules AST: frozen values with a span on every node.
 
-Built by :mod:`rulesched.lang.parse`, printed back by :mod:`rulesched.lang.printer`, checked by
-:mod:`rulesched.lang.check`. Spans are left out of equality, so ``parse(print(tree)) == tree``
+Built by :mod:`rulesched.lang.frontend.parse`, printed back by :mod:`rulesched.lang.frontend.printer`, checked by
+:mod:`rulesched.lang.frontend.check`. Spans are left out of equality, so ``parse(print(tree)) == tree``
 is the round-trip property.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from rulesched.lang.source import Source, Span
+from rulesched.lang.frontend.source import Source, Span
 
 
 class LiteralKind(Enum):

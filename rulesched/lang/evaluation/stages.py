@@ -1,4 +1,4 @@
-"""Staged closures: the building blocks :mod:`rulesched.lang.compile` assembles.
+"""Staged closures: the building blocks :mod:`rulesched.lang.evaluation.compile` assembles.
 
 A :class:`Code` is one compiled expression in the earliest stage its inputs allow: a constant,
 a pod-stage function ``(ctx, env)`` run once per pod, or a node-stage function ``(node, env)``
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang import inline
+from rulesched.lang.builtins.matching import subset
 from rulesched.lang.context import EvalContext
-from rulesched.lang.matching import subset
+from rulesched.lang.evaluation import inline
 from rulesched.lang.values import COERCIONS, _div
 
 PodFn = Callable[[EvalContext, Any], Any]  # (ctx, env) -> value
@@ -358,7 +358,7 @@ def combine(parts: list[Code], fn: Callable[..., Any]) -> Code:
 def node_apply(fn: Callable[..., Any], getters: list[Any], is_const: list[bool], consts: list[Any],
                chains: list[Any] | None = None) -> NodeFn:
     """The per-node closure, specialised for the one- and two-operand shapes that dominate
-    (see :mod:`rulesched.lang.inline`; ``chains`` tell which operands are node paths)."""
+    (see :mod:`rulesched.lang.evaluation.inline`; ``chains`` tell which operands are node paths)."""
     if len(getters) == 1:
         g = getters[0]
         return lambda n, env=None: fn(g(n, env))

@@ -2,17 +2,17 @@
 their answers depend on.
 
 These read the whole cluster through :class:`rulesched.lang.context.ClusterView`, so they take the
-evaluation context. Inter-pod affinity is in :mod:`rulesched.lang.affinity`, spreading in
-:mod:`rulesched.lang.spreading` (both count pods per topology domain with the indexes of
-:mod:`rulesched.lang.indexes`); image locality is here. ``VERSIONS`` and ``MOVES`` below tell the
-compiled rule set (rulesched.lang.ruleset) when a cached answer of each may be reused.
+evaluation context. Inter-pod affinity is in :mod:`rulesched.lang.builtins.affinity`, spreading in
+:mod:`rulesched.lang.builtins.spreading` (both count pods per topology domain with the indexes of
+:mod:`rulesched.lang.builtins.indexes`); image locality is here. ``VERSIONS`` and ``MOVES`` below tell the
+compiled rule set (rulesched.lang.evaluation.ruleset) when a cached answer of each may be reused.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rulesched.lang.affinity import (
+from rulesched.lang.builtins.affinity import (
     affinity_keys,
     anti_affinity_keys,
     existing_anti_affinity_ok,
@@ -22,8 +22,13 @@ from rulesched.lang.affinity import (
     pod_anti_affinity_ok,
     score_index,
 )
+from rulesched.lang.builtins.spreading import (
+    spread_keys,
+    spread_missing_label,
+    spread_ok,
+    spread_score,
+)
 from rulesched.lang.context import EvalContext
-from rulesched.lang.spreading import spread_keys, spread_missing_label, spread_ok, spread_score
 
 __all__ = [
     "DOMAINS", "MOVES", "POD_FIELDS", "VERSIONS", "existing_anti_affinity_ok", "image_locality", "inter_pod_affinity_score",
@@ -64,7 +69,7 @@ def image_locality(ctx: EvalContext, node: Any) -> int:
 
 
 # --- what the answers depend on ------------------------------------------------------------------
-# Compiled rules cache results per node for equivalent pods (rulesched.lang.ruleset); a cluster-
+# Compiled rules cache results per node for equivalent pods (rulesched.lang.evaluation.ruleset); a cluster-
 # wide built-in's cached answer stays valid while its version token is unchanged. The tokens
 # read counters the cluster view bumps (``generation`` on any change, ``node_generation`` when
 # nodes change) or the version of the index the answer is computed from, which moves only when
@@ -128,7 +133,7 @@ def _never(ctx: EvalContext) -> bool:
 
 # Whether, for this pod, a built-in's answer moves with (nearly) every change to the cluster:
 # caching it per node would miss every time, so rules calling it are evaluated afresh and kept
-# out of the cached per-node outcome (rulesched.lang.ruleset).
+# out of the cached per-node outcome (rulesched.lang.evaluation.ruleset).
 MOVES: dict[str, Any] = {
     "pod_affinity_ok": _has("pod_affinity"),
     "pod_anti_affinity_ok": _has("pod_anti_affinity"),
@@ -152,7 +157,7 @@ VERSIONS: dict[str, Any] = {
 }
 
 # The node labels each filter's answer reads (the topology keys of the pod's terms or
-# constraints): nodes alike in them are evaluated once per cycle (rulesched.lang.vectorise).
+# constraints): nodes alike in them are evaluated once per cycle (rulesched.lang.evaluation.vectorise).
 DOMAINS: dict[str, Any] = {
     "pod_affinity_ok": affinity_keys,
     "pod_anti_affinity_ok": anti_affinity_keys,

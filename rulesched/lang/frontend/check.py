@@ -3,7 +3,7 @@
 Input: parsed files in order (later files override or disable rules of earlier ones). Output: a
 :class:`CheckedRules` holding the effective rules in order and, per expression, the decisions the
 next stages follow (types, operator coercions, what each name and attribute refers to).
-The checker never stops at the first problem. Next stage: :mod:`rulesched.lang.compile`.
+The checker never stops at the first problem. Next stage: :mod:`rulesched.lang.evaluation.compile`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rulesched.lang import ast, schema
+from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.source import Diagnostic, Severity, error, warning
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -73,7 +74,7 @@ class Annotations:
     # the 1 in [1, 2Gi], a number branch of an if whose other branch is a quantity.
     coercions: dict[int, str] = field(default_factory=dict)
     # The pod fields the rules read ("*": the pod as a whole), and the context built-ins called:
-    # what makes two pods equivalent for scheduling (see rulesched.lang.ruleset).
+    # what makes two pods equivalent for scheduling (see rulesched.lang.evaluation.ruleset).
     pod_fields: set[str] = field(default_factory=set)
     context_calls: set[str] = field(default_factory=set)
 
@@ -138,7 +139,7 @@ class _Checker:
                 if isinstance(item, ast.Let):
                     self._add_let(item)
                 elif isinstance(item, ast.Extends):
-                    continue  # resolved by rulesched.lang.load before checking
+                    continue  # resolved by rulesched.lang.frontend.files before checking
                 elif isinstance(item, ast.Disable):
                     self._disable(item, rules)
                 else:

@@ -26,16 +26,18 @@ import cachetools
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang import ast, schema
-from rulesched.lang.arrays import Unsupported
+from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.check import CheckedRules
-from rulesched.lang.columns import NodeColumns, Rows, node_fields
-from rulesched.lang.compile import CompiledRule, compile_rules
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.stages import Code
+from rulesched.lang.evaluation.arrays import Unsupported
+from rulesched.lang.evaluation.columns import NodeColumns, Rows, node_fields
+from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
+from rulesched.lang.evaluation.stages import Code
+from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.check import CheckedRules
+from rulesched.lang.frontend.files import content_digest
 from rulesched.lang.values import as_score
-from rulesched.lang.vectorise import ColumnEvaluator, vectorisable
 from rulesched.model import Pod
 
 log = logging.getLogger(__name__)
@@ -88,7 +90,7 @@ class BoundRules:
     :meth:`first_failure` and :meth:`score_vector` are what the scheduler calls per node; with
     ``cached`` they keep their answers in the node's memo (see the module docstring).
     :meth:`filter_mask` and :meth:`score_matrix` give the same answers for many nodes at once,
-    evaluated as columns (:mod:`rulesched.lang.vectorise`) where the rule allows. Call
+    evaluated as columns (:mod:`rulesched.lang.evaluation.vectorise`) where the rule allows. Call
     :meth:`refresh` after the cluster changed within a cycle (preemption's dry runs do).
     """
 
@@ -242,7 +244,7 @@ class BoundRules:
                 failed(node, outcome[1])
         return found, looked
 
-    # --- many nodes at once (rulesched.lang.columns) ----------------------------------------
+    # --- many nodes at once (rulesched.lang.evaluation.columns) ----------------------------------------
     def filter_mask(self, cols: NodeColumns, rows: Rows, which: str = "all") -> npt.NDArray[np.bool_]:
         """Whether the node of each row (of ``cols.nodes``) passes every filter, or (``which``)
         every filter but the dynamic ones (``"static"``: :meth:`static_failure`'s set), or only
@@ -378,9 +380,13 @@ class BoundRules:
 class RuleSet:
     """A checked, compiled set of rules. Immutable but for its cache: a reload builds a new one."""
 
-    def __init__(self, checked: CheckedRules, files: Sequence[str] = ()) -> None:
+    def __init__(self, checked: CheckedRules, files: Sequence[str] = (), digest: str | None = None) -> None:
         self.checked = checked
         self.files = tuple(files)
+        # The content hash names the set in logs, metrics and events (given by the loader; for a
+        # set built from trees directly, the texts its rules came from).
+        self.digest = digest or content_digest(
+            dict.fromkeys(r.rule.span.source.text for r in checked.rules ))
         compiled = compile_rules(checked)
         self.filters = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.FILTER)
         self.scores = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.SCORE)
@@ -400,6 +406,10 @@ class RuleSet:
                               for r in (*self.filters, *self.scores)}
         self._fields = {id(r): node_fields(r.checked.rule.body, checked.notes, checked.lets)
                         for r in (*self.filters, *self.scores)}
+
+    def drop_caches(self) -> None:
+        """Forget every bound class (a swapped-out set's caches go with it)."""
+        self._classes.clear()
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -3,7 +3,7 @@
 A compiled binary operation is a closure calling its operands' closures; calling the operator
 as a function on top costs a third call. These shapes write the operator into the closure
 instead (``g0(n, env) - g1(n, env)``), for an operand pair that is two node values, or a node
-value and a constant known at bind time. :func:`rulesched.lang.stages.node_apply` uses them;
+value and a constant known at bind time. :func:`rulesched.lang.evaluation.stages.node_apply` uses them;
 anything else goes through the generic shapes there.
 """
 
@@ -119,7 +119,7 @@ Path = tuple[Callable[[Any], Any], Any, Any]  # (attribute getter, key, default)
 
 
 def node_path(chain: Any) -> Path | None:
-    """``(f0, key, default)`` when ``chain`` (rulesched.lang.stages.Code.chain) reads
+    """``(f0, key, default)`` when ``chain`` (rulesched.lang.evaluation.stages.Code.chain) reads
     ``f0(node).get(key, default)``; else None."""
     if chain is None or chain[0] is not None or len(chain[1]) != 2:
         return None

@@ -1,4 +1,4 @@
-"""Parse rules text into the AST (:mod:`rulesched.lang.ast`), with located syntax errors.
+"""Parse rules text into the AST (:mod:`rulesched.lang.frontend.ast`), with located syntax errors.
 
 The grammar is data (``grammar/rules.lark``) read by lark's LALR parser. The tree is built while
 parsing (lark applies the transformer on each reduction), so a pathological input — a megabyte of
@@ -7,7 +7,7 @@ which bounds every later recursive stage.
 
 A file that fails to parse is parsed again item by item (an item starts at a line beginning with a
 top-level keyword) so that one syntax error does not hide the problems in the other rules.
-Next stage: :mod:`rulesched.lang.check`.
+Next stage: :mod:`rulesched.lang.frontend.check`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from lark.exceptions import (
     VisitError,
 )
 
-from rulesched.lang import ast
-from rulesched.lang.source import Diagnostic, Source, Span, error
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.source import Diagnostic, Source, Span, error
 from rulesched.model.quantity import QuantityError, parse_quantity
 
 # Words the grammar gives a meaning to. lark's contextual lexer would accept most of them as
@@ -63,7 +63,7 @@ def grammar_text() -> str:
     packaged = resources.files("rulesched").joinpath("_data/grammar/rules.lark")
     if packaged.is_file():
         return packaged.read_text(encoding="utf-8")
-    return (Path(__file__).resolve().parents[2] / "grammar" / "rules.lark").read_text(encoding="utf-8")
+    return (Path(__file__).resolve().parents[3] / "grammar" / "rules.lark").read_text(encoding="utf-8")
 
 
 class ParseFailed(Exception):

@@ -5,7 +5,7 @@ by what it reads:
 
 * **constant** parts are folded at compile time;
 * **pod-only** parts (``pod.requests.cpu``, a guard, ``any(t in pod.tolerations ...)``) are
-  evaluated once per pod, when the pod is bound (:meth:`rulesched.lang.ruleset.RuleSet.bind`), and enter the
+  evaluated once per pod, when the pod is bound (:meth:`rulesched.lang.evaluation.ruleset.RuleSet.bind`), and enter the
   per-node closures as constants;
 * **node-only** parts that cost something (aggregates over ``node.pods``, costly built-ins, and
   any node-only expression that takes more calls than a cache lookup, such as
@@ -16,7 +16,7 @@ by what it reads:
 No source text is generated or evaluated: every stage is a Python closure over closures. Bound
 variables of aggregates live in a per-evaluation dict (``env``), one slot per nesting level,
 made by the outermost loop; node functions take ``(node, env=None)``.
-The closures are built from :mod:`rulesched.lang.stages`.
+The closures are built from :mod:`rulesched.lang.evaluation.stages`.
 Next stage: the scheduler calls :meth:`RuleSet.bind` (see ``rulesched.scheduler``).
 """
 
@@ -26,12 +26,10 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang import ast, schema
+from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.check import CheckedRule, CheckedRules
 from rulesched.lang.context import EvalContext
-from rulesched.lang.schema import zero_value
-from rulesched.lang.stages import (
+from rulesched.lang.evaluation.stages import (
     NO_CTX,
     Code,
     NodeFn,
@@ -49,6 +47,9 @@ from rulesched.lang.stages import (
     memoised,
     unrolled,
 )
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.check import CheckedRule, CheckedRules
+from rulesched.lang.schema import zero_value
 from rulesched.lang.types import (
     BOOL,
     DURATION,
@@ -344,7 +345,7 @@ class CompiledRule:
     """A rule ready to bind: its guard, body, and (filter) reason, each staged.
 
     ``context`` names the cluster-wide built-ins the body calls (lets included): their version
-    tokens decide how long a cached per-node result stays valid (rulesched.lang.ruleset)."""
+    tokens decide how long a cached per-node result stays valid (rulesched.lang.evaluation.ruleset)."""
 
     checked: CheckedRule
     guard: Code | None

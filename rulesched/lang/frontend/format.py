@@ -11,12 +11,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rulesched.lang import ast
-from rulesched.lang.lint import rule_sets
-from rulesched.lang.load import read_source
-from rulesched.lang.parse import parse_source
-from rulesched.lang.printer import print_item
-from rulesched.lang.source import Source
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.files import read_source
+from rulesched.lang.frontend.lint import rule_sets
+from rulesched.lang.frontend.parse import parse_source
+from rulesched.lang.frontend.printer import print_item
+from rulesched.lang.frontend.source import Source
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A :class:`Source` is one rules file's text. Every AST node carries a :class:`Span` into it, so any
 later stage can report a problem as ``path:line:col``, with the source line and a caret under it.
-Next stage: :mod:`rulesched.lang.parse`.
+Next stage: :mod:`rulesched.lang.frontend.parse`.
 """
 
 from __future__ import annotations

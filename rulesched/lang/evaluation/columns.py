@@ -5,7 +5,7 @@ and kept: columns are node-only facts, so one store serves every pod. Its owner 
 :class:`rulesched.scheduler.table.ColumnStore`, or a benchmark) says which rows changed
 (:meth:`NodeColumns.update`). :class:`Groups` partition the nodes by the values of a few fields
 (their taints, say), for rules that read nothing else of a node.
-Next stage: :mod:`rulesched.lang.vectorise` evaluates rules over these columns.
+Next stage: :mod:`rulesched.lang.evaluation.vectorise` evaluates rules over these columns.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang import ast, schema
-from rulesched.lang.arrays import Array, dtype_of, typed
-from rulesched.lang.check import Annotations
+from rulesched.lang import schema
+from rulesched.lang.evaluation.arrays import Array, dtype_of, typed
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.check import Annotations
 from rulesched.lang.types import Type
 
 Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes

@@ -7,7 +7,7 @@ built once by a walk, stored in the cluster view's ``indexes`` under a key namin
 the pods added and removed since (``ClusterView.pod_changes``). Counts are sums over pods, so a
 removal is the addition with sign -1. A change to nodes (their labels decide domains) or a replay
 the journal no longer covers means a rebuild. The built-ins themselves are in
-:mod:`rulesched.lang.affinity` and :mod:`rulesched.lang.spreading`.
+:mod:`rulesched.lang.builtins.affinity` and :mod:`rulesched.lang.builtins.spreading`.
 """
 
 from __future__ import annotations
