@@ -474,9 +474,9 @@ def check_columns(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod]
 def forget_bindings(rules: RuleSet) -> None:
     """Drop the rule set's cache of bindings by pod equivalence class (where it has one), so
     that the next bind is a first bind, as for a pod unlike any before it."""
-    classes = getattr(rules, "_classes", None)
-    if classes is not None:
-        classes.clear()
+    session = getattr(rules, "session", None)
+    if session is not None:
+        session().classes.clear()
 
 
 def cycle_handwritten(nodes: Sequence[NodeInfo], pod: Pod, twin: Twin) -> Phases:

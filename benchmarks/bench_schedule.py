@@ -27,19 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gen_cluster import generate  # noqa: E402
 
-from rulesched.cluster.state import ClusterState  # noqa: E402
+from rulesched.cluster.store import ClusterStore  # noqa: E402
 from rulesched.lang import load_rules, resolve_rules_path  # noqa: E402
-from rulesched.model import Pod  # noqa: E402
 from rulesched.scheduler.framework import SchedulerSettings  # noqa: E402
-from rulesched.scheduler.scheduler import Scheduler  # noqa: E402
+from rulesched.simulate.driver import Simulation  # noqa: E402
 from rulesched.simulate.load import load_cluster  # noqa: E402
 
 UPSTREAM = {"basic": 270, "node-affinity": 220, "spreading": 85, "anti-affinity": 60}
-
-
-class _Binder:
-    def bind(self, pod: Pod, node: str) -> bool:
-        return True
 
 
 def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dict[str, float]:
@@ -51,8 +45,8 @@ def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dic
         objects = load_cluster([path])
         load_seconds = time.perf_counter() - started
     rules = load_rules([resolve_rules_path("default")])
-    state = ClusterState.build(objects.nodes, objects.running_pods, objects.pdbs)
-    scheduler = Scheduler(rules, state, SchedulerSettings(seed=seed), _Binder())
+    state = ClusterStore.build(objects.nodes, objects.running_pods, objects.pdbs)
+    scheduler = Simulation(rules, state, SchedulerSettings(seed=seed))
     for pod in objects.pending_pods:
         scheduler.add(pod)
     gc.collect()

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster.store import ClusterStore
 from tests.upstream.harness import node, pod
 
 ANTI = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
     {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
 
 
-def counters(state: ClusterState) -> tuple[int, int, int]:
+def counters(state: ClusterStore) -> tuple[int, int, int]:
     return state.generation, state.pod_position, state.node_generation
 
 
@@ -22,7 +22,7 @@ def moved(before: tuple[int, int, int], after: tuple[int, int, int]) -> tuple[bo
 
 
 def test_each_change_moves_the_counters_it_should() -> None:
-    state = ClusterState.build([node("n1", {"kubernetes.io/hostname": "n1"})], [])
+    state = ClusterStore.build([node("n1", {"kubernetes.io/hostname": "n1"})], [])
     cases = [
         ("add node", lambda: state.add_node(node("n2")), (True, False, True)),
         ("relabel node", lambda: state.update_node(node("n2", {"zone": "a"})), (True, False, True)),
@@ -47,7 +47,7 @@ def test_cached_existing_anti_affinity_answer_follows_a_new_pod() -> None:
     from tests.upstream.harness import default_rules
 
     zone = {"zone": "a"}
-    state = ClusterState.build([node("n1", zone), node("n2", zone), node("n3", {"zone": "b"})], [])
+    state = ClusterStore.build([node("n1", zone), node("n2", zone), node("n3", {"zone": "b"})], [])
     incoming = pod("p", labels={"app": "x"})
     rules = default_rules()
     n1 = state.node_view("n1")

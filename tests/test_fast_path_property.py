@@ -4,7 +4,7 @@ The fast path is what :meth:`RuleSet.bind` adds to plain evaluation: compiled cl
 pod-only parts hoisted, one binding per equivalence class of pods, per-node memos of filter
 outcomes and score vectors stamped with cluster version tokens. The reference is
 :class:`rulesched.lang.evaluation.interp.Interpreter` with a fresh :class:`EvalContext` over a
-:class:`ClusterState` rebuilt from the objects (so stale incremental aggregates would show too).
+:class:`ClusterStore` rebuilt from the objects (so stale incremental aggregates would show too).
 
 Pending pods come from a template and 1-2 variants of it (near-equal classes, several pods per
 class); each is placed on a drawn feasible node. Between pods, running pods come and go and nodes
@@ -23,7 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
@@ -31,8 +31,9 @@ from rulesched.lang.frontend import ast
 from rulesched.lang.values import as_score
 from rulesched.model import Node, Pod
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
-from rulesched.scheduler.scheduler import Scheduler, VirtualClock
+from rulesched.scheduler.scheduler import Scheduler
 from rulesched.scheduler.scoring import normalize
+from rulesched.simulate.driver import VirtualClock
 from tests.upstream.harness import default_rules, node, pod
 
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
@@ -209,7 +210,7 @@ def scenarios(draw: Any) -> Scenario:
     return Scenario(nodes, running, pending, probes, events, places, draw(st.integers(0, 99)))
 
 
-def apply_events(state: ClusterState, events: list[Any], step: int) -> None:
+def apply_events(state: ClusterStore, events: list[Any], step: int) -> None:
     for number, (kind, a, b) in enumerate(events):
         keys = sorted(p.key for p in state.pods())
         if kind == "remove" and keys:
@@ -247,7 +248,7 @@ def reference(p: Pod, nodes: list[Node], pods: list[Pod]) -> Outcome:
     """The interpreter, a fresh context, and a cluster rebuilt from the objects alone."""
     checked = default_rules().checked
     interp = Interpreter(checked.notes, checked.lets)
-    cluster = ClusterState.build(nodes, pods, namespaces=NAMESPACES)
+    cluster = ClusterStore.build(nodes, pods, namespaces=NAMESPACES)
     ctx = EvalContext(p, cluster)
     rules = [r for r in checked.rules if interp.applies(r, ctx)]
     failures, feasible = {}, []
@@ -270,7 +271,7 @@ def reference(p: Pod, nodes: list[Node], pods: list[Pod]) -> Outcome:
 # --- the fast path --------------------------------------------------------------------------------
 
 
-def fast_path(p: Pod, state: ClusterState, start: int, walk_first: bool) -> Outcome:
+def fast_path(p: Pod, state: ClusterStore, start: int, walk_first: bool) -> Outcome:
     """Per node and through the scheduler's batch calls (in drawn order: the second hits memos)."""
     bound = default_rules().bind(p, state)
     nodes = state.nodes
@@ -304,7 +305,7 @@ def fast_path(p: Pod, state: ClusterState, start: int, walk_first: bool) -> Outc
     return Outcome(failures, names, [(s.name, s.weight, s.normalize) for s in bound.scores], raw, normalized)
 
 
-def snapshot(state: ClusterState, without: str = "") -> tuple[list[Node], list[Pod]]:
+def snapshot(state: ClusterStore, without: str = "") -> tuple[list[Node], list[Pod]]:
     return [n.node for n in state.nodes], [p for p in state.pods() if p.key != without]
 
 
@@ -314,7 +315,7 @@ def snapshot(state: ClusterState, without: str = "") -> tuple[list[Node], list[P
 @SETTINGS
 @given(scenarios(), st.booleans())
 def test_fast_path_agrees_with_the_interpreter(scenario: Scenario, walk_first: bool) -> None:
-    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     for i, (p, event) in enumerate(zip(scenario.pending, scenario.events, strict=True)):
         apply_events(state, event, i)
         for q in (*scenario.probes, p):  # the pending pod last: its outcome places it
@@ -330,7 +331,7 @@ class AlwaysBind:
         return True
 
 
-def schedule(scenario: Scenario, state: ClusterState, settings_: SchedulerSettings,
+def schedule(scenario: Scenario, state: ClusterStore, settings_: SchedulerSettings,
              rules: RuleSet | None = None) -> Iterator[CycleResult]:
     """Run the real Scheduler over the scenario's pending pods, the scenario's events applied
     between cycles and virtual time jumped over backoffs; yields each cycle's result."""
@@ -358,7 +359,7 @@ def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, s
     fits nowhere; a placed one passes every filter and has the highest total. With ``explain`` the
     cycle's per-node reasons and normalised scores must be the reference's, too. Without, the
     cycle walks node tables, their stale rows evaluated node by node or (``columns``) as columns."""
-    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     explain = mode == "explain"
     settings_ = SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, explain=explain,
                                   columns_from=1 if mode == "columns" else 0)

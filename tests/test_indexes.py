@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from rulesched.cluster import state as state_module
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster import store as state_module
+from rulesched.cluster.store import ClusterStore
 from rulesched.lang.builtins import topology
-from rulesched.lang.context import EvalContext
+from rulesched.lang.context import EvalContext, new_index_store
 from rulesched.model import Node, Pod
 from tests.upstream.harness import node, pod
 
@@ -33,26 +33,29 @@ def running(i: int, node_name: str, spec: dict[str, Any] | None = None) -> Pod:
     return pod(f"r{i}", labels={"app": "web" if i % 2 else "db"}, node_name=node_name, spec=spec)
 
 
-def answers(incoming: Pod, cluster: ClusterState) -> dict[str, list[bool]]:
-    ctx = EvalContext(incoming, cluster)
+_INDEXES: dict[object, Any] = {}  # per cluster, one session's index store: answers replay it
+
+
+def answers(incoming: Pod, cluster: ClusterStore) -> dict[str, list[bool]]:
+    ctx = EvalContext(incoming, cluster, indexes=_INDEXES.setdefault(cluster.history, new_index_store()))
     return {name: [getattr(topology, name)(ctx, n) for n in cluster.nodes] for name in BUILTINS}
 
 
-def fresh(cluster: ClusterState) -> ClusterState:
-    return ClusterState.build([n.node for n in cluster.nodes], list(cluster.pods()))
+def fresh(cluster: ClusterStore) -> ClusterStore:
+    return ClusterStore.build([n.node for n in cluster.nodes], list(cluster.pods()))
 
 
 INCOMING = [pod("spread", labels={"app": "web"}, spec=SPREAD), pod("anti", labels={"app": "web"}, spec=ANTI),
             pod("plain", labels={"app": "web"})]
 
 
-def churn(cluster: ClusterState, start: int, count: int) -> None:
+def churn(cluster: ClusterStore, start: int, count: int) -> None:
     """Add web and db pods round the nodes (some repelling web pods in their zone)..."""
     for i in range(start, start + count):
         cluster.add_pod(running(i, f"n{(i * 7) % 6}", ANTI if i % 4 == 1 else None))
 
 
-def unchurn(cluster: ClusterState, start: int, count: int) -> None:
+def unchurn(cluster: ClusterStore, start: int, count: int) -> None:
     """... and take them away again."""
     for i in range(start, start + count):
         cluster.remove_pod(f"default/r{i}")
@@ -60,7 +63,7 @@ def unchurn(cluster: ClusterState, start: int, count: int) -> None:
 
 @pytest.mark.parametrize("incoming", INCOMING, ids=lambda p: p.name)
 def test_replayed_counts_match_a_fresh_cluster(incoming: Pod) -> None:
-    cluster = ClusterState.build(nodes(), [running(i, f"n{i % 6}") for i in range(4)])
+    cluster = ClusterStore.build(nodes(), [running(i, f"n{i % 6}") for i in range(4)])
     initial = answers(incoming, cluster)  # indexes built
     assert initial == answers(incoming, fresh(cluster))
     for step in range(4):
@@ -76,7 +79,7 @@ def test_replayed_counts_match_a_fresh_cluster(incoming: Pod) -> None:
 def test_counts_are_rebuilt_past_the_journal_or_after_a_node_change(incoming: Pod,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(state_module, "JOURNAL_KEEP", 4)
-    cluster = ClusterState.build(nodes(), [running(i, f"n{i % 6}") for i in range(4)])
+    cluster = ClusterStore.build(nodes(), [running(i, f"n{i % 6}") for i in range(4)])
     before = answers(incoming, cluster)
     churn(cluster, 100, 20)  # far more changes than the journal keeps
     unchurn(cluster, 100, 8)

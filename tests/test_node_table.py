@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
@@ -36,20 +36,21 @@ from tests.upstream.harness import default_rules
 def test_table_walk_matches_the_node_by_node_walk(columns_from: int, scenario: Scenario,
                                                   walks: list[tuple[int, int]]) -> None:
     rules = default_rules()
-    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    store = ColumnStore(state)
+    state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    store = ColumnStore()
     tables: dict[int, NodeTable] = {}
     for i, (p, event) in enumerate(zip(scenario.pending, scenario.events, strict=True)):
         apply_events(state, event, i)
+        snapshot = state.snapshot()
         for q in (*scenario.probes, p):
-            bound = rules.bind(q, state)
-            if not bound.cached or not state.nodes:
+            bound = rules.bind(q, snapshot)
+            if not bound.cached or not snapshot.nodes:
                 continue
             table = tables.get(id(bound))
             if table is None or table.bound is not bound:
-                table = tables[id(bound)] = NodeTable(bound, state, store, columns_from)
-            table.sync()
-            nodes = state.nodes
+                table = tables[id(bound)] = NodeTable(bound, store, columns_from)
+            table.sync(snapshot)
+            nodes = snapshot.nodes
             for start, wanted in walks:
                 start %= len(nodes)
                 rows, looked = table.feasible(start, wanted)
@@ -68,7 +69,7 @@ def test_table_walk_matches_the_node_by_node_walk(columns_from: int, scenario: S
 
 def _placements(scenario: Scenario, seed: int, explain: bool, columns_from: int = 0,
                 rules: RuleSet | None = None) -> list[Any]:
-    state = ClusterState.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+    state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
     return [(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings, rules)]
 
@@ -114,7 +115,7 @@ def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
     path.write_text('extends "default"\nscore crowd weight 1:\n    len(node.pods) * 100000000000000000000000\n')
     placements = []
     for explain in (False, True):
-        state = ClusterState.build([node(f"n{i}") for i in range(4)],
+        state = ClusterStore.build([node(f"n{i}") for i in range(4)],
                                    [pod(f"r{i}", node_name=f"n{min(i, 2)}") for i in range(4)])
         scheduler = Scheduler(load_rules([path]), state, SchedulerSettings(seed=3, explain=explain, columns_from=1),
                               AlwaysBind())

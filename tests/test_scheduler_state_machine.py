@@ -1,4 +1,4 @@
-"""A stateful property test of ClusterState + Scheduler under the default rules.
+"""A stateful property test of ClusterStore + Scheduler under the default rules.
 
 Hypothesis drives a cluster through node adds/removes/cordons, running-pod adds and deletes,
 pending-pod adds, single scheduling cycles and run-until-settled, with a Binder test double that
@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod
 from rulesched.scheduler.framework import Code, SchedulerSettings
-from rulesched.scheduler.scheduler import Scheduler, VirtualClock
+from rulesched.simulate.driver import Simulation
 from tests.upstream.harness import default_rules, node, pod
 
 GPU = "nvidia.com/gpu"
@@ -107,9 +107,9 @@ def reference_rules() -> RuleSet:
     return load_rules([resolve_rules_path("default")])
 
 
-def fresh_copy(state: ClusterState, without: str | None = None) -> ClusterState:
+def fresh_copy(state: ClusterStore, without: str | None = None) -> ClusterStore:
     """The cluster rebuilt from scratch (new NodeInfos, empty memos), optionally without one pod."""
-    return ClusterState.build([info.node for info in state.nodes],
+    return ClusterStore.build([info.node for info in state.nodes],
                               [p for p in state.pods() if p.key != without], state.pdbs, state.namespaces)
 
 
@@ -124,10 +124,10 @@ class SchedulerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rules = default_rules()
-        self.state = ClusterState()
-        self.clock = VirtualClock()
+        self.state = ClusterStore()
         self.binder = PlannedBinder(self)
-        self.scheduler = Scheduler(self.rules, self.state, SchedulerSettings(), self.binder, clock=self.clock)
+        self.scheduler = Simulation(self.rules, self.state, SchedulerSettings(), self.binder)
+        self.clock = self.scheduler.clock
         self.counter = 0
         self.placements = 0
 

@@ -3,7 +3,11 @@
 This is the object a rule's ``node`` variable reads (it satisfies
 :class:`rulesched.lang.schema.NodeView`). Adding or removing a pod updates ``requested``,
 ``nonzero_requested``, ``free`` and ``used_ports`` in place, bumps ``generation`` and clears
-``memo`` — the per-node cache compiled rules keep node-only results in.
+``memo`` (the per-node cache compiled rules keep node-only values in).
+
+Once a snapshot holds a NodeInfo it is never changed again: the store changes a :meth:`clone`
+instead (``epoch`` says which snapshot generation a NodeInfo was made in), so a cycle or an
+extender request can read a snapshot's nodes while the store moves on.
 """
 
 from __future__ import annotations
@@ -16,20 +20,57 @@ from rulesched.model import ContainerPort, Node, Pod, Taint
 
 class NodeInfo:
     __slots__ = (
-        "node", "name", "labels", "annotations", "allocatable", "capacity", "unschedulable", "taints",
-        "images", "pods", "requested", "nonzero_requested", "free", "used_ports", "generation", "memo",
+        "node",
+        "name",
+        "labels",
+        "annotations",
+        "allocatable",
+        "capacity",
+        "unschedulable",
+        "taints",
+        "images",
+        "pods",
+        "requested",
+        "nonzero_requested",
+        "free",
+        "used_ports",
+        "generation",
+        "memo",
+        "memo_owner",
+        "epoch",
     )
 
-    def __init__(self, node: Node, pods: Iterable[Pod] = ()) -> None:
+    def __init__(self, node: Node, pods: Iterable[Pod] = (), epoch: int = 0) -> None:
         self.pods: list[Pod] = []
         self.requested: dict[str, int] = {}
         self.nonzero_requested: dict[str, int] = {}
         self.used_ports: list[ContainerPort] = []
         self.generation = 0
         self.memo: dict[Any, Any] = {}
+        # The compiled rule set whose node-only values ``memo`` holds (another set's first read
+        # replaces the dict, so a node's memo never outgrows one rule set).
+        self.memo_owner: object = None
+        self.epoch = epoch
         self.set_node(node)
         for pod in pods:
             self.add_pod(pod)
+
+    def clone(self, epoch: int) -> NodeInfo:
+        """A copy to change while this one stays as it is (a snapshot holds it); empty memo."""
+        new = NodeInfo.__new__(NodeInfo)
+        new.node, new.name, new.labels = self.node, self.name, self.labels
+        new.annotations, new.allocatable, new.capacity = self.annotations, self.allocatable, self.capacity
+        new.unschedulable, new.taints, new.images = self.unschedulable, self.taints, self.images
+        new.pods = list(self.pods)
+        new.requested = dict(self.requested)
+        new.nonzero_requested = dict(self.nonzero_requested)
+        new.free = dict(self.free)
+        new.used_ports = list(self.used_ports)
+        new.generation = self.generation
+        new.memo = {}
+        new.memo_owner = None
+        new.epoch = epoch
+        return new
 
     def set_node(self, node: Node) -> None:
         """Replace the Node object (labels, taints, allocatable may all change)."""
@@ -67,6 +108,10 @@ class NodeInfo:
                 self._changed()
                 return True
         return False
+
+    def find_pod(self, key: str) -> Pod | None:
+        namespace, _, name = key.partition("/")
+        return next((p for p in self.pods if p.name == name and p.namespace == namespace), None)
 
     def _refresh_free(self, keys: Iterable[str]) -> None:
         allocatable, requested, free = self.allocatable, self.requested, self.free

@@ -20,13 +20,14 @@ layers between the sub-packages).
 """
 
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.evaluation.ruleset import (
+from rulesched.lang.evaluation.bound import (
     BoundFilter,
     BoundPreempt,
     BoundRules,
     BoundScore,
-    RuleSet,
+    Filters,
 )
+from rulesched.lang.evaluation.ruleset import RuleSet, Session
 from rulesched.lang.frontend.files import (
     bundled_rules_dir,
     check_paths,
@@ -45,8 +46,12 @@ __all__ = [
     "ClusterView",
     "Diagnostic",
     "EvalContext",
+    "Filters",
+    "Filters",
     "RuleSet",
     "RulesHandle",
+    "Session",
+    "Session",
     "Severity",
     "Source",
     "bundled_rules_dir",

@@ -1,7 +1,10 @@
 """The evaluation context of one pod: the pod, the cluster it is placed in, and scratch space.
 
 Built once per pod per scheduling cycle (kube-scheduler's CycleState plays this part): built-ins
-that read the whole cluster keep their per-pod precomputation in ``scratch``.
+that read the whole cluster keep their per-pod precomputation in ``scratch``, and the per-domain
+counts they keep between cycles in ``indexes`` (rulesched.lang.builtins.indexes), which belong to
+the evaluating session (one per thread), not to the cluster: two threads reading two snapshots
+never share one.
 """
 
 from __future__ import annotations
@@ -10,8 +13,12 @@ from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import cachetools
+
 from rulesched.lang.schema import NodeView
 from rulesched.model import Pod
+
+INDEX_CACHE_SIZE = 128  # derived indexes kept at once per session (least recently used go first)
 
 
 class ClusterView(Protocol):
@@ -23,6 +30,12 @@ class ClusterView(Protocol):
 
     def image_node_count(self, image: str) -> int:
         """How many nodes hold the image (by any of its names)."""
+        ...
+
+    @property
+    def history(self) -> object:
+        """Names the sequence of changes the counters below count (one per store): positions
+        and generations of different histories are not comparable."""
         ...
 
     @property
@@ -41,27 +54,30 @@ class ClusterView(Protocol):
         ...
 
     @property
-    def indexes(self) -> MutableMapping[Any, Any]:
-        """Where cluster-wide built-ins keep the indexes they maintain (rulesched.lang.builtins.indexes)."""
-        ...
-
-    @property
     def pod_position(self) -> int:
         """How many pods have been added or removed so far."""
         ...
 
-    def pod_changes(self, since: int) -> Sequence[tuple[int, Pod, NodeView]] | None:
-        """Pods added (+1) and removed (-1), with their nodes, from position ``since`` on; None if
-        they are no longer kept. Node changes are not listed: they bump ``node_generation``."""
+    def pod_changes(self, since: int) -> Sequence[tuple[int, Pod, Any]] | None:
+        """Pods added (+1) and removed (-1), with the node (its ``name`` and ``labels``), from
+        position ``since`` on; None if they are no longer kept. Node changes are not listed:
+        they bump ``node_generation``."""
         ...
+
+
+def new_index_store() -> MutableMapping[Any, Any]:
+    """Where a session keeps the indexes cluster-wide built-ins maintain."""
+    return cachetools.LRUCache(INDEX_CACHE_SIZE)
 
 
 @dataclass
 class EvalContext:
     """``feasible`` is set by the scheduler between filtering and scoring (kube-scheduler passes
-    the filtered nodes to PreScore the same way); score built-ins may read it."""
+    the filtered nodes to PreScore the same way); score built-ins may read it. ``indexes`` is the
+    evaluating session's store of per-domain counts; a context made on its own gets a fresh one."""
 
     pod: Pod
     cluster: ClusterView | None = None
     scratch: dict[Any, Any] = field(default_factory=dict)
     feasible: Sequence[NodeView] | None = None
+    indexes: MutableMapping[Any, Any] = field(default_factory=new_index_store)

@@ -41,8 +41,11 @@ class NodeView(Protocol):
     """A node as rules see it: the Node object's fields plus what its pods add up to.
 
     ``memo`` is a dict the owner clears whenever the node or its pods change; compiled rules keep
-    node-only results there (see :mod:`rulesched.lang.evaluation.compile`).
+    node-only results there (see :mod:`rulesched.lang.evaluation.compile`), and replace it when
+    ``memo_owner`` names another compiled rule set.
     """
+
+    memo_owner: object
 
     @property
     def name(self) -> str: ...
@@ -83,8 +86,7 @@ class NodeView(Protocol):
     @property
     def used_ports(self) -> Sequence[ContainerPort]: ...
 
-    @property
-    def memo(self) -> dict[Any, Any]: ...
+    memo: dict[Any, Any]
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,12 @@ victims. If the pod fits once all of them are gone, as many as possible are repr
 whose eviction would violate a PodDisruptionBudget first, then the rest, most important first —
 and the remaining ones are the node's victims. The node is then chosen by upstream's order:
 fewest PDB violations, lowest highest-victim priority, smallest priority sum, fewest victims,
-latest start time of the highest-priority victims. The dry runs change the cluster state and
-restore it before returning.
+latest start time of the highest-priority victims.
+
+The dry runs take pods off and put them back on a :class:`rulesched.cluster.snapshot.ClusterOverlay`
+of the cycle's snapshot (cloned node infos, a private continuation of the pod journal, indexes
+forked from the session's), as kube-scheduler simulates on cloned node infos: the snapshot and
+the store are never touched.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.cluster.state import ClusterState
-from rulesched.lang import BoundRules
+from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
+from rulesched.lang import BoundRules, Session
+from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.framework import Preemption, fit_error
@@ -47,71 +51,77 @@ def _importance(pod: Pod) -> tuple[int, float]:
     return (-pod.priority, _started(pod))
 
 
-def preempt(state: ClusterState, bound: BoundRules) -> Preemption:
-    """Find the node and victims for ``bound.ctx.pod``; the caller evicts and nominates."""
+def preempt(snapshot: Snapshot, session: Session, pod: Pod) -> Preemption:
+    """Find the node and victims for ``pod``; the caller evicts and nominates."""
+    overlay = ClusterOverlay(snapshot)
+    bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
         return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.")
     statuses: Counter[str] = Counter()
     candidates: list[Candidate] = []
-    for node in list(state.nodes):
+    for node in snapshot.nodes:
         allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
         if not allowed:
             statuses[NO_VICTIMS] += 1
             continue
-        candidate = _select_victims(state, bound, node, sorted(allowed, key=_importance))
+        candidate = _select_victims(overlay, bound, node.name, sorted(allowed, key=_importance))
         if candidate is None:
             statuses[NOT_HELPFUL] += 1
         else:
             candidates.append(candidate)
     if not candidates:
-        return Preemption(None, message="preemption: " + fit_error(len(state.nodes), statuses))
-    chosen = pick_candidate(candidates, _rule_order(state, bound))
+        return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), statuses))
+    chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
     return Preemption(chosen.node, chosen.victims)
 
 
-def _rule_order(state: ClusterState, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:
+def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:
     """The preempt rules' ``order`` expressions as one sort key; lower values are preferred."""
     orders = [p.order for p in bound.preempts if p.order is not None]
     if not orders:
         return None
 
     def key(candidate: Candidate) -> tuple[float, ...]:
-        node = state.node_view(candidate.node)
+        node = snapshot.node_view(candidate.node)
         return tuple(float(order(node)) for order in orders)
 
     return key
 
 
-def _fits(bound: BoundRules, node: NodeInfo) -> bool:
-    bound.refresh()  # cluster-wide precomputation and cached answers are stale after a change
-    return bound.first_failure(node) is None
+def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str) -> bool:
+    bound.refresh()  # cluster-wide precomputation is stale after a change
+    node = overlay.node_view(name)
+    return node is not None and bound.first_failure(node) is None
 
 
-def _select_victims(state: ClusterState, bound: BoundRules, node: NodeInfo,
-                    potential: list[Pod]) -> Candidate | None:
+def _select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod]) -> Candidate | None:
     """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits."""
+    off: set[str] = set()
     for victim in potential:
-        state.remove_pod(victim.key)
+        overlay.remove_pod(victim)
+        off.add(victim.key)
     try:
-        if not _fits(bound, node):
+        if not _fits(bound, overlay, name):
             return None
-        violating, safe = _split_by_pdb(potential, state.pdbs)
+        violating, safe = _split_by_pdb(potential, overlay.pdbs)
         victims: list[Pod] = []
         violations = 0
         for group, violates in ((violating, True), (safe, False)):
             for candidate in group:
-                state.add_pod(candidate)
-                if _fits(bound, node):
+                overlay.add_pod(candidate)
+                off.discard(candidate.key)
+                if _fits(bound, overlay, name):
                     continue  # reprieved
-                state.remove_pod(candidate.key)
+                overlay.remove_pod(candidate)
+                off.add(candidate.key)
                 victims.append(candidate)
                 violations += violates
-        return Candidate(node.name, tuple(sorted(victims, key=_importance)), violations)
+        return Candidate(name, tuple(sorted(victims, key=_importance)), violations)
     finally:
         for pod in potential:
-            if state.pod_node(pod.key) is None:
-                state.add_pod(pod)
-        bound.refresh()
+            if pod.key in off:
+                overlay.add_pod(pod)
+        overlay.reset_node(name)
 
 
 def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:

@@ -1,20 +1,41 @@
 """The scheduling queue: active pods by priority then arrival, backoff, and the unschedulable pool.
 
 As in kube-scheduler, a pod that fits nowhere waits in the unschedulable pool until the cluster
-changes in a way that could help (:meth:`SchedulingQueue.cluster_changed`); it then waits out its
-backoff — 1 s doubling per failed attempt up to 10 s by default — before it is tried again.
-Time comes from a clock function so the simulator can run on virtual time.
+changes in a way that could help (:meth:`SchedulingQueue.move`), or for at most five minutes;
+it then waits out its backoff (1 s doubling per failed attempt, up to 10 s by default) before it
+is tried again. Pending pods can be updated (a changed spec goes back to be tried at once) or
+deleted in every sub-queue, and while a cycle holds them (in flight). Time comes from a clock
+function so the simulator can run on virtual time; :meth:`pop` can wait for a pod on a real one.
+
+The queue is safe to call from several threads (the scheduler pops on one, events may arrive on
+another); nothing here is on the per-node hot path.
 Next stage: :mod:`rulesched.scheduler.cycle` schedules what :meth:`pop` returns.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import heapq
 import itertools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rulesched.model import Pod
+
+UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
+
+
+class Event(enum.Enum):
+    """Cluster changes that can make a parked pod schedulable (kube-scheduler's cluster events,
+    coarsely)."""
+
+    NODE_ADDED = "NodeAdd"
+    NODE_CHANGED = "NodeUpdate"  # labels, taints, allocatable, schedulability
+    POD_ADDED = "AssignedPodAdd"  # a pod placed: may satisfy pod affinity or spreading
+    POD_DELETED = "AssignedPodDelete"  # resources freed
+    OTHER = "Other"  # anything else worth a retry (PDBs, namespaces, preemption)
 
 
 @dataclass(order=True)
@@ -23,42 +44,169 @@ class _Entry:
     pod: Pod = field(compare=False)
 
 
+@dataclass
+class _Parked:
+    pod: Pod
+    since: float
+    waits_on_pods: bool  # a newly placed pod could help it (pod affinity, spreading)
+
+
 class SchedulingQueue:
-    def __init__(self, clock: Callable[[], float], initial_backoff: float = 1.0, max_backoff: float = 10.0) -> None:
+    def __init__(self, clock: Callable[[], float], initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 unschedulable_max: float = UNSCHEDULABLE_MAX_SECONDS) -> None:
         self._clock = clock
         self._initial = initial_backoff
         self._max = max_backoff
+        self._unschedulable_max = unschedulable_max
         self._seq = itertools.count()
         self._active: list[_Entry] = []
         self._backoff: list[_Entry] = []  # sort key: (ready time, seq)
-        self._unschedulable: dict[str, Pod] = {}
-        self._waiting_on_pods: set[str] = set()  # parked pods another pod's arrival could help
+        self._unschedulable: dict[str, _Parked] = {}
         self._attempts: dict[str, int] = {}
-        self._queued: set[str] = set()
+        self._queued: dict[str, _Entry | None] = {}  # pod key -> its heap entry (None: parked)
+        self._in_flight: dict[str, Pod | None] = {}  # popped, not yet settled -> newer version (None: none)
+        self._deleted_in_flight: set[str] = set()
+        self._lock = threading.RLock()
+        self._ready = threading.Condition(self._lock)
+        self._closed = False
+        self._woken = False
 
     def __len__(self) -> int:
-        return len(self._active) + len(self._backoff) + len(self._unschedulable)
+        with self._lock:
+            return len(self._active) + len(self._backoff) + len(self._unschedulable)
 
+    def __contains__(self, key: str) -> bool:
+        with self._lock:
+            return key in self._queued or key in self._in_flight
+
+    # --- arrivals, updates, deletions ------------------------------------------------------------
     def add(self, pod: Pod) -> None:
-        """A new pending pod: straight to the active queue."""
-        if pod.key in self._queued:
-            return
-        self._queued.add(pod.key)
-        heapq.heappush(self._active, _Entry((-pod.priority, next(self._seq)), pod))
+        """A new pending pod: straight to the active queue (an update if it is known)."""
+        with self._lock:
+            if pod.key in self._queued or pod.key in self._in_flight:
+                self.update(pod)
+                return
+            self._push_active(pod)
 
-    def pop(self) -> Pod | None:
-        """The next pod to schedule: highest priority, earliest arrival; None when none is ready."""
-        self._flush_backoff()
-        if not self._active:
+    def update(self, pod: Pod) -> None:
+        """A pending pod changed: its queue entry holds the new version; a parked pod is tried
+        again (after its backoff), since the change may be what it needed; a pod in flight is
+        requeued with the new version if its cycle does not place it."""
+        with self._lock:
+            key = pod.key
+            if key in self._in_flight:
+                self._in_flight[key] = pod
+                return
+            if key not in self._queued:
+                self._push_active(pod)
+                return
+            parked = self._unschedulable.pop(key, None)
+            if parked is not None:
+                del self._queued[key]
+                self._push_backoff(pod)
+                return
+            entry = self._queued[key]
+            assert entry is not None
+            if entry.pod.priority != pod.priority and entry in self._active:
+                self._remove(self._active, entry)
+                self._push_active(pod)
+            else:
+                entry.pod = pod
+
+    def delete(self, key: str) -> bool:
+        """A pending pod was deleted (or bound by someone else): it leaves every sub-queue.
+        Returns whether the queue held it."""
+        with self._lock:
+            self._attempts.pop(key, None)
+            if key in self._in_flight:
+                self._deleted_in_flight.add(key)
+                return True
+            if key not in self._queued:
+                return False
+            entry = self._queued.pop(key)
+            if entry is None:
+                del self._unschedulable[key]
+            elif entry in self._active:
+                self._remove(self._active, entry)
+            else:
+                self._remove(self._backoff, entry)
+            return True
+
+    def _remove(self, heap: list[_Entry], entry: _Entry) -> None:
+        for i, e in enumerate(heap):
+            if e is entry:
+                heap[i] = heap[-1]
+                heap.pop()
+                if i < len(heap):
+                    heapq.heapify(heap)
+                return
+
+    # --- the scheduler's side ----------------------------------------------------------------------
+    def pop(self, timeout: float | None = 0.0) -> Pod | None:
+        """The next pod to schedule: highest priority, earliest arrival. With ``timeout`` 0 (the
+        default) None at once when none is ready; otherwise wait up to ``timeout`` seconds (None:
+        no limit) for one, returning None early when :meth:`wake` or :meth:`close` is called."""
+        with self._lock:
+            end = None if timeout is None else self._clock() + timeout
+            while True:
+                self._flush()
+                if self._active:
+                    entry = heapq.heappop(self._active)
+                    pod = entry.pod
+                    del self._queued[pod.key]
+                    self._in_flight[pod.key] = None
+                    self._attempts[pod.key] = self._attempts.get(pod.key, 0) + 1
+                    return pod
+                now = self._clock()
+                if self._closed or self._woken or (end is not None and now >= end):
+                    self._woken = False
+                    return None
+                wait = None if end is None else end - now
+                for due in self._due_times():
+                    wait = max(0.0, due - now) if wait is None else min(wait, max(0.0, due - now))
+                self._ready.wait(wait)
+
+    def _due_times(self) -> list[float]:
+        """When the next backed-off pod is ready, and when the longest-parked pod must move."""
+        due = []
+        if self._backoff:
+            due.append(self._backoff[0].sort_key[0])
+        if self._unschedulable:
+            due.append(next(iter(self._unschedulable.values())).since + self._unschedulable_max)
+        return due
+
+    def wake(self) -> None:
+        """Make a waiting :meth:`pop` return None (an event arrived for the scheduler's thread
+        to apply)."""
+        with self._lock:
+            self._woken = True
+            self._ready.notify_all()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._ready.notify_all()
+
+    def done(self, key: str) -> None:
+        """The pod's cycle placed it (its binding finished): forget it."""
+        with self._lock:
+            self._in_flight.pop(key, None)
+            self._deleted_in_flight.discard(key)
+            self._attempts.pop(key, None)
+
+    def _settle(self, pod: Pod) -> Pod | None:
+        """The version of an in-flight pod to requeue, or None if it was deleted meanwhile."""
+        key = pod.key
+        newer = self._in_flight.pop(key, None)
+        if key in self._deleted_in_flight:
+            self._deleted_in_flight.discard(key)
             return None
-        pod = heapq.heappop(self._active).pod
-        self._queued.discard(pod.key)
-        self._attempts[pod.key] = self._attempts.get(pod.key, 0) + 1
-        return pod
+        return newer or pod
 
     def next_ready_time(self) -> float | None:
         """When the earliest backing-off pod becomes ready (the simulator jumps its clock there)."""
-        return self._backoff[0].sort_key[0] if self._backoff else None
+        with self._lock:
+            return self._backoff[0].sort_key[0] if self._backoff else None
 
     def backoff_seconds(self, key: str) -> float:
         attempts = max(1, self._attempts.get(key, 1))
@@ -67,45 +215,89 @@ class SchedulingQueue:
     def unschedulable(self, pod: Pod, waits_on_pods: bool = False) -> None:
         """The pod fit nowhere: park it until the cluster changes. ``waits_on_pods``: a newly
         placed pod could help it (pod affinity, spreading), not only a pod leaving."""
-        self._queued.add(pod.key)
-        self._unschedulable[pod.key] = pod
-        if waits_on_pods:
-            self._waiting_on_pods.add(pod.key)
+        with self._lock:
+            settled = self._settle(pod)
+            if settled is None:
+                return
+            if settled is not pod:  # updated during its cycle: try the new version soon
+                self._push_backoff(settled)
+                return
+            self._queued[pod.key] = None
+            self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods)
 
     @property
     def any_waiting_on_pods(self) -> bool:
-        return bool(self._waiting_on_pods)
+        with self._lock:
+            return any(p.waits_on_pods for p in self._unschedulable.values())
 
     def requeue(self, pod: Pod, backoff: bool = True) -> None:
         """Try the pod again: after its backoff (a failed bind), or at once (after preemption)."""
-        if pod.key in self._queued:
-            return
-        self._queued.add(pod.key)
-        if backoff:
-            ready = self._clock() + self.backoff_seconds(pod.key)
-            heapq.heappush(self._backoff, _Entry((ready, next(self._seq)), pod))
-        else:
-            heapq.heappush(self._active, _Entry((-pod.priority, next(self._seq)), pod))
+        with self._lock:
+            settled = self._settle(pod)
+            if settled is None or settled.key in self._queued:
+                return
+            if settled is not pod:
+                settled = _keep_nomination(settled, pod)
+            if backoff:
+                self._push_backoff(settled)
+            else:
+                self._push_active(settled)
+
+    def move(self, event: Event = Event.OTHER) -> int:
+        """Something that could help happened: move the parked pods to backoff. Coarser than
+        kube-scheduler's queueing hints: any event moves every parked pod, except that a pod
+        placed moves them only while one of them waits on pods (affinity, spreading).
+        Returns how many moved."""
+        with self._lock:
+            if event is Event.POD_ADDED and not any(p.waits_on_pods for p in self._unschedulable.values()):
+                return 0
+            moved = list(self._unschedulable)
+            for key in moved:
+                parked = self._unschedulable.pop(key)
+                del self._queued[key]
+                self._push_backoff(parked.pod)
+            return len(moved)
 
     def cluster_changed(self) -> int:
-        """Something that could help happened (a pod left, a node came): move every parked pod
-        to backoff. Returns how many moved."""
-        parked = list(self._unschedulable.values())
-        self._unschedulable.clear()
-        self._waiting_on_pods.clear()
-        for pod in parked:
-            self._queued.discard(pod.key)
-            self.requeue(pod, backoff=True)
-        return len(parked)
+        """:meth:`move` for any change."""
+        return self.move(Event.OTHER)
 
-    def forget(self, key: str) -> None:
-        """The pod was deleted or scheduled elsewhere: drop it from the pool."""
-        self._unschedulable.pop(key, None)
-        self._waiting_on_pods.discard(key)
-        self._attempts.pop(key, None)
+    # --- heaps --------------------------------------------------------------------------------------
+    def _push_active(self, pod: Pod) -> None:
+        entry = _Entry((-pod.priority, next(self._seq)), pod)
+        heapq.heappush(self._active, entry)
+        self._queued[pod.key] = entry
+        self._ready.notify_all()
 
-    def _flush_backoff(self) -> None:
+    def _push_backoff(self, pod: Pod) -> None:
+        ready = self._clock() + self.backoff_seconds(pod.key)
+        entry = _Entry((ready, next(self._seq)), pod)
+        heapq.heappush(self._backoff, entry)
+        self._queued[pod.key] = entry
+        self._ready.notify_all()
+
+    def _flush(self) -> None:
+        """Backed-off pods whose time came go active; pods parked too long go to backoff."""
         now = self._clock()
         while self._backoff and self._backoff[0].sort_key[0] <= now:
             pod = heapq.heappop(self._backoff).pod
-            heapq.heappush(self._active, _Entry((-pod.priority, next(self._seq)), pod))
+            self._push_active(pod)
+        if self._unschedulable:
+            # Parked in order of arrival (a clock never goes back): the stale ones come first.
+            limit = now - self._unschedulable_max
+            stale = []
+            for key, parked in self._unschedulable.items():
+                if parked.since > limit:
+                    break
+                stale.append(key)
+            for key in stale:
+                parked = self._unschedulable.pop(key)
+                del self._queued[key]
+                self._push_backoff(parked.pod)
+
+
+def _keep_nomination(newer: Pod, requeued: Pod) -> Pod:
+    """A pod updated during its cycle keeps the node its preemption nominated."""
+    if requeued.nominated_node_name and not newer.nominated_node_name:
+        return dataclasses.replace(newer, nominated_node_name=requeued.nominated_node_name)
+    return newer

@@ -1,33 +1,43 @@
 """The scheduler: pops pods from the queue, runs a cycle, preempts, assumes and binds.
 
-One driver for every face of rulesched: the simulator binds into its in-memory state, the
-scheduler loop binds through the API server. Binding goes through a :class:`Binder`; the pod is
-assumed in the cluster state first so the next cycle sees it, and a failed bind rolls the
-assumption back and requeues the pod with backoff.
+One driver for every face of rulesched: the simulator binds into its in-memory store, the
+scheduler loop binds through the API server. Each cycle reads the rules once from their handle
+and the cluster once as a snapshot, so a reload or an informer event never shows a cycle half of
+anything. The scheduling cycle is apart from the binding cycle: the pod is assumed in the store
+first, so the next cycle sees it, then handed to a :class:`Binder`, which may answer at once (the
+simulator) or later (:meth:`Scheduler.binding_finished`, called on the scheduler's thread when
+the API server has answered). A failed binding rolls the assumption back and requeues the pod
+with backoff. What happens to each pod is reported to an :class:`Observer` (the simulator's
+report, the live scheduler's events and metrics).
+
+The scheduler is not thread-safe: one thread owns it, the store and the queue's pops; other
+threads reach it through that thread (see :mod:`rulesched.scheduler.queue` for waking it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
-from rulesched.cluster.state import ClusterState
-from rulesched.lang import BoundRules, RuleSet
+from rulesched.cluster.store import ClusterStore
+from rulesched.lang import RuleSet, RulesHandle
 from rulesched.model import Pod
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.preemption import preempt
-from rulesched.scheduler.queue import SchedulingQueue
+from rulesched.scheduler.queue import Event, SchedulingQueue
 
 log = logging.getLogger(__name__)
 
 
 class Binder(Protocol):
-    def bind(self, pod: Pod, node: str) -> bool:
-        """Bind the pod to the node; False if the API refused (the pod is then retried)."""
+    def bind(self, pod: Pod, node: str) -> bool | None:
+        """Bind the pod (already assumed on ``node``). True: bound, and final (the binder is
+        the cluster, as the simulator's is); False: refused (the pod is retried); None: under
+        way, the outcome comes later through :meth:`Scheduler.binding_finished`."""
         ...
 
 
@@ -35,106 +45,144 @@ class Evictor(Protocol):
     def evict(self, pod: Pod, preemptor: Pod) -> None: ...
 
 
-@dataclass
-class PodHistory:
-    """What happened to one pending pod, for reports: its last cycle and what it preempted."""
+class Observer:
+    """What happened to pods, for reports, events and metrics. The methods do nothing here."""
 
-    pod: Pod
-    last: CycleResult | None = None
-    node: str | None = None
-    nominated: str | None = None
-    victims: list[Pod] = field(default_factory=list)
-    attempts: int = 0
+    def attempted(self, result: CycleResult) -> None:
+        """A cycle ended (``result.preemption`` says what preemption did, if it ran)."""
+
+    def bound(self, pod: Pod, node: str) -> None:
+        """The pod's binding succeeded."""
+
+    def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
+        """The pod's binding failed; it will be retried."""
 
 
-class VirtualClock:
-    """Simulated time: the simulator jumps it to the next backoff expiry instead of sleeping."""
+class StoreEvictor:
+    """Eviction into the store itself: the victim is gone at once (no API server to ask)."""
 
-    def __init__(self) -> None:
-        self.now = 0.0
+    def __init__(self, store: ClusterStore) -> None:
+        self.store = store
 
-    def __call__(self) -> float:
-        return self.now
+    def evict(self, pod: Pod, preemptor: Pod) -> None:
+        self.store.remove_pod(pod.key)
 
 
 def _waits_on_other_pods(pod: Pod) -> bool:
     return bool(pod.pod_affinity or pod.topology_spread_constraints)
 
 
+@dataclasses.dataclass
+class _Binding:
+    pod: Pod
+    node: str
+    result: CycleResult
+
+
 class Scheduler:
-    def __init__(self, rules: RuleSet, state: ClusterState, settings: SchedulerSettings, binder: Binder,
-                 evictor: Evictor | None = None, clock: Callable[[], float] | None = None) -> None:
-        self.rules = rules
-        self.state = state
+    def __init__(
+        self,
+        rules: RulesHandle | RuleSet,
+        store: ClusterStore,
+        settings: SchedulerSettings,
+        binder: Binder,
+        evictor: Evictor | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        observer: Observer | None = None,
+    ) -> None:
+        self.rules = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
+        self.store = store
         self.settings = settings
         self.binder = binder
-        self.evictor = evictor
-        self.clock = clock or VirtualClock()
-        self.queue = SchedulingQueue(self.clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
-        self.cycle = Cycle(rules, state, settings)
-        self.history: dict[str, PodHistory] = {}
-        self.evicted: list[Pod] = []
+        self.evictor = evictor or StoreEvictor(store)
+        self.clock = clock
+        self.observer = observer or Observer()
+        self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
+        self.cycle = Cycle(settings)
+        self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
 
+    # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
-        self.history.setdefault(pod.key, PodHistory(pod))
         self.queue.add(pod)
 
-    def schedule_one(self) -> CycleResult | None:
-        """One cycle for the next ready pod; None when no pod is ready."""
-        pod = self.queue.pop()
+    def update(self, pod: Pod) -> None:
+        self.queue.update(pod)
+
+    def delete(self, key: str) -> None:
+        self.queue.delete(key)
+
+    @property
+    def bindings_in_flight(self) -> int:
+        return len(self._bindings)
+
+    # --- one cycle ------------------------------------------------------------------------------------
+    def schedule_one(self, timeout: float | None = 0.0) -> CycleResult | None:
+        """One cycle for the next ready pod; None when none is ready (waiting up to ``timeout``
+        seconds for one: see :meth:`SchedulingQueue.pop`)."""
+        pod = self.queue.pop(timeout)
         if pod is None:
             return None
-        history = self.history.setdefault(pod.key, PodHistory(pod))
-        history.attempts += 1
-        result, bound = self.cycle.run(pod)
-        history.last = result
+        rules = self.rules.rules  # once per cycle: a reload takes effect at the next one
+        session = rules.session()
+        snapshot = self.store.snapshot()
+        result, _ = self.cycle.run(pod, snapshot, session)
         if result.code is Code.SCHEDULED and result.node is not None:
-            self._bind(pod, result, history)
+            self._bind(pod, result)
         else:
-            self._preempt_or_park(pod, result, bound, history)
+            outcome = preempt(snapshot, session, pod)
+            result.preemption = outcome
+            if outcome.nominated is None:
+                self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod))
+            else:
+                self._nominate(pod, outcome.nominated, outcome.victims)
+        self.observer.attempted(result)
         return result
 
-    def _bind(self, pod: Pod, result: CycleResult, history: PodHistory) -> None:
+    def _nominate(self, pod: Pod, node: str, victims: tuple[Pod, ...]) -> None:
+        for victim in victims:
+            self.evictor.evict(victim, pod)
+        log.info("preempted %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
+        self.queue.move(Event.POD_DELETED)
+        self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
+
+    # --- binding --------------------------------------------------------------------------------------
+    def _bind(self, pod: Pod, result: CycleResult) -> None:
         node = result.node
         assert node is not None
-        placed = self.state.assume(pod, node)
-        if self.binder.bind(placed, node):
-            self.state.finish_binding(placed.key)
-            self.queue.forget(pod.key)
-            history.node = node
-            log.debug("bound", extra={"pod": pod.key, "node": node})
-            if self.queue.any_waiting_on_pods:
-                self.queue.cluster_changed()  # a new pod can satisfy affinity or spreading
+        placed = self.store.assume(pod, node)
+        outcome = self.binder.bind(placed, node)
+        if outcome is None:
+            self._bindings[pod.key] = _Binding(pod, node, result)
             return
-        self.state.forget(placed.key)
-        result.code = Code.BIND_FAILED
-        log.info("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node})
+        self._finish(_Binding(pod, node, result), outcome, final=True)
+
+    def binding_finished(self, key: str, ok: bool, reason: str = "") -> None:
+        """The outcome of a binding that was under way (the Binder returned None)."""
+        binding = self._bindings.pop(key, None)
+        if binding is not None:
+            self._finish(binding, ok, final=False, reason=reason)
+
+    def _finish(self, binding: _Binding, ok: bool, final: bool, reason: str = "") -> None:
+        pod, node = binding.pod, binding.node
+        if ok:
+            self.store.finish_binding(pod.key, None if final else self.clock())
+            self.queue.done(pod.key)
+            log.debug("bound", extra={"pod": pod.key, "node": node})
+            self.observer.bound(pod, node)
+            if self.queue.any_waiting_on_pods:
+                self.queue.move(Event.POD_ADDED)  # a new pod can satisfy affinity or spreading
+            return
+        self.store.forget(pod.key)
+        binding.result.code = Code.BIND_FAILED
+        log.info("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
+        self.observer.bind_failed(pod, node, reason)
         self.queue.requeue(pod, backoff=True)
 
-    def _preempt_or_park(self, pod: Pod, result: CycleResult, bound: BoundRules, history: PodHistory) -> None:
-        outcome = preempt(self.state, bound)
-        result.preemption = outcome
-        if outcome.nominated is None:
-            self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod))
-            return
-        for victim in outcome.victims:
-            self.state.remove_pod(victim.key)
-            self.evicted.append(victim)
-            if self.evictor is not None:
-                self.evictor.evict(victim, pod)
-        history.nominated = outcome.nominated
-        history.victims.extend(outcome.victims)
-        log.info("preempted %d pod(s)", len(outcome.victims), extra={"pod": pod.key, "node": outcome.nominated})
-        self.queue.cluster_changed()
-        self.queue.requeue(dataclasses.replace(pod, nominated_node_name=outcome.nominated), backoff=False)
-
-    def run(self) -> None:
-        """Schedule until the queue settles: nothing ready and nothing backing off."""
-        clock = self.clock
-        while True:
-            if self.schedule_one() is not None:
-                continue
-            ready = self.queue.next_ready_time()
-            if ready is None or not isinstance(clock, VirtualClock):
-                return
-            clock.now = max(clock.now, ready)
+    # --- upkeep ---------------------------------------------------------------------------------------
+    def expire_assumed(self) -> int:
+        """Drop assumptions no informer confirmed in time (their resources come back)."""
+        expired = self.store.expire_assumed(self.clock())
+        if expired:
+            log.warning("%d assumed pod(s) expired unconfirmed", len(expired))
+            self.queue.move(Event.POD_DELETED)
+        return len(expired)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from rulesched.lang import BoundScore
 from rulesched.scheduler.framework import MAX_NODE_SCORE
 
 Column = npt.NDArray[np.int64]
@@ -82,10 +84,47 @@ def normalize_array(mode: str, scores: Column) -> Column:
     raise ValueError(f"unknown normalization {mode!r}")
 
 
-def select_host(totals: Sequence[int], rng: random.Random) -> int:
+Matrix = npt.NDArray[Any]  # rows x (score rules + 1): raw scores, then the fixed sum
+
+
+def score_matrix(vectors: Sequence[Sequence[int]]) -> Matrix:
+    """Score vectors as a matrix for :func:`weighted_totals`: int64 where every value fits, else
+    Python ints (an object array: the same operations, without overflow)."""
+    try:
+        return np.array(vectors, dtype=np.int64)
+    except OverflowError:
+        return np.array(vectors, dtype=object)
+
+
+def weighted_totals(scores: Sequence[BoundScore], matrix: Matrix, per_rule: list[Matrix] | None = None) -> Matrix:
+    """The one scoring function (cycles, explain and the extender all total with it): each
+    score rule's column normalised as the rule says, times its weight, plus the fixed sum of the
+    rules that are not normalised (the last column). With ``per_rule``, each rule's normalised
+    column is appended to it, in rule order."""
+    totals = matrix[:, -1].copy()
+    for index, s in enumerate(scores):
+        column = matrix[:, index]
+        if s.normalize == "none":
+            if per_rule is not None:
+                per_rule.append(column)
+            continue
+        low, high = column.min(), column.max()
+        if low == high:  # normalises to one number: it cannot change the pick, only the totals
+            value = normalize(s.normalize, [low])[0]
+            totals += s.weight * value
+            if per_rule is not None:
+                per_rule.append(np.full(len(column), value, dtype=matrix.dtype))
+            continue
+        normalized = normalize_array(s.normalize, column)
+        totals += s.weight * normalized
+        if per_rule is not None:
+            per_rule.append(normalized)
+    return totals
+
+
+def select_host(totals: Matrix, rng: random.Random) -> int:
     """Index of the highest total; ties broken uniformly at random, as kube-scheduler's
     selectHost does (it samples a reservoir; one draw among the ties is the same distribution),
     reproducibly for a seeded generator."""
-    best = max(totals)
-    ties = [i for i, score in enumerate(totals) if score == best]
-    return ties[0] if len(ties) == 1 else ties[rng.randrange(len(ties))]
+    ties = np.flatnonzero(totals == totals.max())
+    return int(ties[0]) if len(ties) == 1 else int(ties[rng.randrange(len(ties))])

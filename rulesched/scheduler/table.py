@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.cluster.state import ClusterState
-from rulesched.lang import BoundRules
+from rulesched.cluster.snapshot import Snapshot
+from rulesched.lang import BoundRules, Filters
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
 
 
@@ -36,47 +36,45 @@ class TableOverflow(Exception):
 
 
 class ColumnStore:
-    """The cluster's nodes as columns (:class:`rulesched.lang.evaluation.columns.NodeColumns`), re-read
-    where the pod journal says nodes changed, rebuilt after a node change."""
+    """The cluster's nodes as columns (:class:`rulesched.lang.evaluation.columns.NodeColumns`),
+    kept in step with the snapshots a scheduler reads: rows re-read where the pod journal says
+    nodes changed, everything rebuilt after a node change."""
 
-    def __init__(self, state: ClusterState) -> None:
-        self.state = state
-        self._reset()
+    def __init__(self) -> None:
+        self._columns: NodeColumns | None = None
+        self._history: object = None
+        self._generation = -1
+        self._position = -1
 
-    def _reset(self) -> None:
-        state = self.state
-        self.columns = NodeColumns(state.nodes)
-        self._row = {node.name: i for i, node in enumerate(state.nodes)}
-        self._generation = state.node_generation
-        self._position = state.pod_position
-
-    def current(self) -> NodeColumns:
-        state = self.state
-        if state.node_generation != self._generation:
-            self._reset()
-        elif state.pod_position != self._position:
-            changes = state.pod_changes(self._position)
+    def current(self, snapshot: Snapshot) -> NodeColumns:
+        columns = self._columns
+        if (columns is None or snapshot.history is not self._history
+                or snapshot.node_generation != self._generation or snapshot.pod_position < self._position):
+            columns = self._columns = NodeColumns(snapshot.nodes)
+            self._row = {node.name: i for i, node in enumerate(snapshot.nodes)}
+            self._history, self._generation = snapshot.history, snapshot.node_generation
+        elif snapshot.pod_position != self._position:
+            changes = snapshot.pod_changes(self._position)
             if changes is None:
-                self.columns.clear()
+                columns.clear()
+                columns.nodes = snapshot.nodes
             else:
-                self.columns.update(sorted({self._row[node.name] for _, _, node in changes}))
-            self._position = state.pod_position
-        return self.columns
+                columns.update(sorted({self._row[node.name] for _, _, node in changes}), snapshot.nodes)
+        self._position = snapshot.pod_position
+        return columns
 
 
 class NodeTable:
-    def __init__(self, bound: BoundRules, state: ClusterState, store: ColumnStore | None = None,
-                 columns_from: int = 0) -> None:
+    def __init__(self, bound: BoundRules, store: ColumnStore | None = None, columns_from: int = 0) -> None:
         self.bound = bound
-        self.state = state
         self._store = store
         self._columns_from = columns_from if store is not None else 0
         self._ratio = 2.0  # nodes looked at per feasible node found, last time: sizes the next chunk
-        self._reset()
+        self._history: object = None
 
-    def _reset(self) -> None:
-        state, bound = self.state, self.bound
-        self._nodes: Sequence[NodeInfo] = state.nodes
+    def _reset(self, snapshot: Snapshot) -> None:
+        bound = self.bound
+        self._nodes: Sequence[NodeInfo] = snapshot.nodes
         n = len(self._nodes)
         self._row = {node.name: i for i, node in enumerate(self._nodes)}
         self._rows: Rows = np.arange(n, dtype=np.intp)
@@ -84,23 +82,28 @@ class NodeTable:
         self._fits = np.zeros(n, dtype=bool)  # ... and it is a pass
         self._scored = np.zeros(n, dtype=bool)  # the steady score vector is known
         self._vectors = np.zeros((n, len(bound.scores) + 1), dtype=np.int64)
-        self._generation = state.node_generation
-        self._position = state.pod_position
+        self._history = snapshot.history
+        self._generation = snapshot.node_generation
+        self._position = snapshot.pod_position
         self._token = bound.token
 
-    def sync(self) -> None:
-        """Mark stale what changed since the last walk: every row after a node change or a new
-        token, else the rows of the nodes that gained or lost pods."""
-        state, bound = self.state, self.bound
-        if state.node_generation != self._generation:
-            self._reset()
+    def sync(self, snapshot: Snapshot) -> None:
+        """Walk ``snapshot`` from now on. Marks stale what changed since the last walk: every
+        row after a node change or a new token, else the rows of the nodes that gained or lost
+        pods."""
+        self._snapshot = snapshot
+        bound = self.bound
+        if (snapshot.history is not self._history or snapshot.node_generation != self._generation
+                or snapshot.pod_position < self._position):
+            self._reset(snapshot)
             return
+        self._nodes = snapshot.nodes
         if bound.token is not self._token:
             self._token = bound.token
             self._checked[:] = False
             self._scored[:] = False
-        if state.pod_position != self._position:
-            changes = state.pod_changes(self._position)
+        if snapshot.pod_position != self._position:
+            changes = snapshot.pod_changes(self._position)
             if changes is None:
                 self._checked[:] = False
                 self._scored[:] = False
@@ -108,7 +111,11 @@ class NodeTable:
                 stale = list({self._row[node.name] for _, _, node in changes})
                 self._checked[stale] = False
                 self._scored[stale] = False
-            self._position = state.pod_position
+            self._position = snapshot.pod_position
+
+    def _columns(self) -> NodeColumns:
+        assert self._store is not None
+        return self._store.current(self._snapshot)
 
     def feasible(self, start: int, wanted: int) -> tuple[Rows, int]:
         """Rows of the first ``wanted`` feasible nodes walking round-robin from ``start``, in
@@ -143,8 +150,7 @@ class NodeTable:
             nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
             try:
                 if self._many(stale):
-                    assert self._store is not None
-                    vectors[stale] = self.bound.score_matrix(self._store.current(), stale, steady=True)
+                    vectors[stale] = self.bound.score_matrix(self._columns(), stale, steady=True)
                 else:
                     for i in stale.tolist():
                         vectors[i] = steady(nodes[i])
@@ -177,8 +183,7 @@ class NodeTable:
         if len(stale):
             nodes, fits, failure = self._nodes, self._fits, self.bound.static_failure
             if self._many(stale):
-                assert self._store is not None
-                fits[stale] = self.bound.filter_mask(self._store.current(), stale, "static")
+                fits[stale] = self.bound.filter_mask(self._columns(), stale, Filters.STATIC)
             else:
                 for i in stale.tolist():
                     fits[i] = failure(nodes[i]) is None
@@ -191,10 +196,9 @@ class NodeTable:
     def _dynamic(self, fit: Rows, passes: list[Any], need: int) -> Rows:
         """The rows whose node passes every dynamic filter too, up to ``need`` of them."""
         if self._many(fit):  # as columns where that is one call per zone (spreading), say
-            assert self._store is not None
-            columns = self._store.current()
+            columns = self._columns()
             if self.bound.dynamic_grouped(columns):
-                return fit[self.bound.filter_mask(columns, fit, "dynamic")][:need]
+                return fit[self.bound.filter_mask(columns, fit, Filters.DYNAMIC)][:need]
         nodes, kept = self._nodes, list[int]()
         append = kept.append
         if len(passes) == 1:  # the usual case (spreading, or the pod's own affinity): no inner loop

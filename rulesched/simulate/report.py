@@ -6,16 +6,16 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.scheduler.scheduler import PodHistory
+from rulesched.simulate.driver import PodHistory
 
 
 @dataclass(frozen=True)
 class Report:
     pending: Sequence[Pod]
     history: Mapping[str, PodHistory]
-    state: ClusterState
+    state: ClusterStore
     evicted: Sequence[Pod]
     seconds: float
     explain: bool

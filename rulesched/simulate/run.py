@@ -1,8 +1,8 @@
 """``rulesched simulate``: schedule a cluster read from files, then report placements.
 
-cluster files -> :func:`rulesched.simulate.load.load_cluster` -> :class:`ClusterState` ->
-:class:`rulesched.scheduler.scheduler.Scheduler` (same queue, cycle and preemption as the live
-scheduler; binding always succeeds) -> :mod:`rulesched.simulate.report`.
+cluster files -> :func:`rulesched.simulate.load.load_cluster` -> :class:`ClusterStore` ->
+:class:`rulesched.simulate.driver.Simulation` (the live scheduler's queue, cycle and preemption
+on virtual time; binding always succeeds) -> :mod:`rulesched.simulate.report`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import logging
 import time
 from dataclasses import dataclass
 
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules, resolve_rules_path
-from rulesched.model import Pod
 from rulesched.scheduler.framework import SchedulerSettings
-from rulesched.scheduler.scheduler import Scheduler
+from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 from rulesched.simulate.report import Report, render_json, render_table
 
@@ -34,16 +33,9 @@ class SimulateSettings:
     scheduler_name: str | None = None
 
 
-class _InMemoryBinder:
-    """The simulator's binder: the assumed placement simply stands."""
-
-    def bind(self, pod: Pod, node: str) -> bool:
-        return True
-
-
 def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
-    state = ClusterState.build(
+    store = ClusterStore.build(
         objects.nodes, objects.running_pods, objects.pdbs,
         {ns.name: ns.labels for ns in objects.namespaces},
     )
@@ -53,19 +45,19 @@ def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
         explain=settings.explain,
         scheduler_name=settings.scheduler_name,
     )
-    scheduler = Scheduler(rules, state, scheduler_settings, _InMemoryBinder())
+    simulation = Simulation(rules, store, scheduler_settings)
     pending = [p for p in objects.pending_pods
                if settings.scheduler_name is None or p.scheduler_name == settings.scheduler_name]
     for pod in pending:
-        scheduler.add(pod)
+        simulation.add(pod)
     # The loaded cluster lives as long as the run: keep the cyclic collector from walking it
     # again at every full collection (it costs more the bigger the cluster).
     gc.collect()
     gc.freeze()
     started = time.perf_counter()
-    scheduler.run()
+    simulation.run()
     elapsed = time.perf_counter() - started
-    return Report(pending, scheduler.history, state, scheduler.evicted, elapsed, settings.explain)
+    return Report(pending, simulation.history, store, simulation.evicted, elapsed, settings.explain)
 
 
 def simulate_command(settings: SimulateSettings) -> int:

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rulesched.cluster.state import ClusterState
+from rulesched.cluster.store import ClusterStore
 from rulesched.lang import BoundRules, RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_node, decode_pdb, decode_pod
@@ -56,15 +56,15 @@ def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_
 
 
 def state(nodes: Iterable[Node], pods: Iterable[Pod] = (), pdbs: Iterable[PodDisruptionBudget] = (),
-          namespaces: Mapping[str, Mapping[str, str]] | None = None) -> ClusterState:
-    return ClusterState.build(nodes, pods, pdbs, namespaces)
+          namespaces: Mapping[str, Mapping[str, str]] | None = None) -> ClusterStore:
+    return ClusterStore.build(nodes, pods, pdbs, namespaces)
 
 
-def bind(p: Pod, cluster: ClusterState) -> BoundRules:
+def bind(p: Pod, cluster: ClusterStore) -> BoundRules:
     return default_rules().bind(p, cluster)
 
 
-def filter_reasons(p: Pod, cluster: ClusterState, node_name: str, rule: str | None = None) -> tuple[str, ...] | None:
+def filter_reasons(p: Pod, cluster: ClusterStore, node_name: str, rule: str | None = None) -> tuple[str, ...] | None:
     """None if the node passes the named filter (every filter when ``rule`` is None), else the
     failing filter's reasons. A filter whose ``when`` guard is false passes."""
     bound = bind(p, cluster)
@@ -78,7 +78,7 @@ def filter_reasons(p: Pod, cluster: ClusterState, node_name: str, rule: str | No
     return None
 
 
-def raw_scores(p: Pod, cluster: ClusterState, rule: str, feasible: Sequence[str] | None = None) -> dict[str, int]:
+def raw_scores(p: Pod, cluster: ClusterStore, rule: str, feasible: Sequence[str] | None = None) -> dict[str, int]:
     """One score rule's values before normalisation, over ``feasible`` (default: every node)."""
     bound = bind(p, cluster)
     nodes = [cluster.node_view(n) for n in feasible] if feasible is not None else list(cluster.nodes)
@@ -89,7 +89,7 @@ def raw_scores(p: Pod, cluster: ClusterState, rule: str, feasible: Sequence[str]
     return {n.name: 0 for n in nodes if n is not None}  # guard false: the plugin is skipped
 
 
-def normalized_scores(p: Pod, cluster: ClusterState, rule: str,
+def normalized_scores(p: Pod, cluster: ClusterStore, rule: str,
                       feasible: Sequence[str] | None = None) -> dict[str, int]:
     """One score rule normalised over the feasible nodes, as kube-scheduler's plugin tests check."""
     bound = bind(p, cluster)

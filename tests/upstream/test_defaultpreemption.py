@@ -41,7 +41,7 @@ from typing import Any
 import pytest
 
 from rulesched.scheduler import preemption
-from tests.upstream.harness import bind, node, pdb, pod, state
+from tests.upstream.harness import default_rules, node, pdb, pod, state
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL, MEDIUM = {"cpu": "100m", "memory": "100"}, {"cpu": "200m", "memory": "200"}
@@ -85,12 +85,12 @@ def candidates(monkeypatch: pytest.MonkeyPatch, cluster: Any, incoming: Any) -> 
         return real(cands, order)
 
     monkeypatch.setattr(preemption, "pick_candidate", spy)
-    preemption.preempt(cluster, bind(incoming, cluster))
+    preemption.preempt(cluster.snapshot(), default_rules().session(), incoming)
     return {c.node: (sorted(v.name for v in c.victims), c.pdb_violations) for c in seen}
 
 
 def run(cluster: Any, incoming: Any) -> tuple[str | None, list[str], str]:
-    result = preemption.preempt(cluster, bind(incoming, cluster))
+    result = preemption.preempt(cluster.snapshot(), default_rules().session(), incoming)
     return result.nominated, sorted(v.name for v in result.victims), result.message
 
 

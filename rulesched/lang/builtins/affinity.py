@@ -16,7 +16,6 @@ from typing import Any
 from rulesched.lang.builtins.indexes import Add, PodSum, current
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.schema import NodeView
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
 
 HARD_POD_AFFINITY_WEIGHT = 1  # InterPodAffinityArgs.hardPodAffinityWeight default
@@ -84,12 +83,14 @@ def existing_anti_index(ctx: EvalContext) -> PodSum | None:
     """Pairs where running pods' required anti-affinity terms select the incoming pod."""
     index = ctx.scratch.get("existing-anti")
     if index is None and ctx.cluster is not None:
-        index = ctx.scratch["existing-anti"] = _existing_anti_index(ctx.pod, ctx.cluster)
+        index = ctx.scratch["existing-anti"] = _existing_anti_index(ctx, ctx.cluster)
     return index
 
 
-def _existing_anti_index(pod: Pod, cluster: ClusterView) -> PodSum:
-    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+def _existing_anti_index(ctx: EvalContext, cluster: ClusterView) -> PodSum:
+    pod = ctx.pod
+
+    def contribute(other: Pod, node: Any, add: Add) -> None:
         if other.pod_anti_affinity:
             for term in _terms(other, other.pod_anti_affinity):
                 value = node.labels.get(term.topology_key)
@@ -97,12 +98,12 @@ def _existing_anti_index(pod: Pod, cluster: ClusterView) -> PodSum:
                     add((term.topology_key, value), 1)
 
     key = ("existing-anti", pod.namespace, frozenset(pod.labels.items()))
-    return current(cluster, key, lambda: PodSum(contribute, affinity_only=True))
+    return current(ctx, key, lambda: PodSum(contribute, affinity_only=True))
 
 
-def _affinity_counts(terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
+def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
     """Pairs of the terms' keys on nodes running pods that match every term."""
-    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+    def contribute(other: Pod, node: Any, add: Add) -> None:
         if _matches_all(other, terms, cluster):
             labels = node.labels
             for term in terms:
@@ -110,19 +111,19 @@ def _affinity_counts(terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[P
                 if value is not None:
                     add((term.topology_key, value), 1)
 
-    return current(cluster, ("affinity", terms), lambda: PodSum(contribute)).counts
+    return current(ctx, ("affinity", terms), lambda: PodSum(contribute)).counts
 
 
-def _anti_counts(terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
+def _anti_counts(ctx: EvalContext, terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
     """Pairs of each term's key on nodes running pods that term matches."""
-    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+    def contribute(other: Pod, node: Any, add: Add) -> None:
         labels = node.labels
         for term in terms:
             value = labels.get(term.topology_key)
             if value is not None and term.matches(other, cluster):
                 add((term.topology_key, value), 1)
 
-    return current(cluster, ("anti", terms), lambda: PodSum(contribute)).counts
+    return current(ctx, ("anti", terms), lambda: PodSum(contribute)).counts
 
 
 def _affinity_state(ctx: EvalContext) -> _AffinityState:
@@ -138,8 +139,8 @@ def _affinity_state(ctx: EvalContext) -> _AffinityState:
     else:
         state = _AffinityState(
             affinity_terms, anti_terms,
-            _affinity_counts(affinity_terms, cluster) if affinity_terms else _NOTHING,
-            _anti_counts(anti_terms, cluster) if anti_terms else _NOTHING,
+            _affinity_counts(ctx, affinity_terms, cluster) if affinity_terms else _NOTHING,
+            _anti_counts(ctx, anti_terms, cluster) if anti_terms else _NOTHING,
             existing.counts)
     ctx.scratch["interpod"] = state
     return state
@@ -205,11 +206,11 @@ def score_index(ctx: EvalContext) -> PodSum | None:
     preferred_anti = [resolve(pod, w.term, -w.weight) for w in pod.preferred_pod_anti_affinity]
     incoming = tuple(preferred + preferred_anti)
 
-    def contribute(other: Pod, node: NodeView, add: Add) -> None:
+    def contribute(other: Pod, node: Any, add: Add) -> None:
         _score_pair(pod, other, node.labels, incoming, add, cluster)
 
     key = ("interpod-score", pod.namespace, frozenset(pod.labels.items()), incoming)
-    index = current(cluster, key, lambda: PodSum(contribute, affinity_only=not incoming))
+    index = current(ctx, key, lambda: PodSum(contribute, affinity_only=not incoming))
     ctx.scratch["interpod-score"] = index
     return index
 

@@ -2,22 +2,23 @@
 
 kube-scheduler's PreFilter for inter-pod affinity and topology spreading counts matching pods per
 topology domain by walking every node, for every pod. Here such counts are kept: an index is
-built once by a walk, stored in the cluster view's ``indexes`` under a key naming what it counts
+built once by a walk, stored in the evaluating session's ``EvalContext.indexes`` under a key
+naming what it counts
 (the incoming pod's terms, namespace, ...), and brought up to date before each use by replaying
 the pods added and removed since (``ClusterView.pod_changes``). Counts are sums over pods, so a
 removal is the addition with sign -1. A change to nodes (their labels decide domains) or a replay
-the journal no longer covers means a rebuild. The built-ins themselves are in
+the journal no longer covers means a rebuild; so does a cluster of another history (entries
+record which store's positions they are at). The built-ins themselves are in
 :mod:`rulesched.lang.builtins.affinity` and :mod:`rulesched.lang.builtins.spreading`.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator, MutableMapping
 from typing import Any, Generic, Protocol, TypeVar
 
-from rulesched.lang.context import ClusterView
-from rulesched.lang.schema import NodeView
+from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.model import Pod
 
 
@@ -25,44 +26,99 @@ class PodIndex(Protocol):
     def build(self, cluster: ClusterView) -> None:
         """Count from scratch."""
 
-    def apply(self, sign: int, pod: Pod, node: NodeView) -> None:
-        """Count a pod added to (+1) or removed from (-1) a node."""
+    def apply(self, sign: int, pod: Pod, node: Any) -> None:
+        """Count a pod added to (+1) or removed from (-1) a node (its ``name`` and ``labels``)."""
+
+    def fork(self) -> PodIndex:
+        """A copy to apply further changes to, leaving this one as it is."""
 
 
 IndexT = TypeVar("IndexT", bound=PodIndex)
 
 
 class _Entry(Generic[IndexT]):
-    __slots__ = ("index", "node_generation", "position")
+    __slots__ = ("history", "index", "node_generation", "position")
 
-    def __init__(self, index: IndexT, node_generation: int, position: int) -> None:
-        self.index, self.node_generation, self.position = index, node_generation, position
+    def __init__(self, index: IndexT, history: object, node_generation: int, position: int) -> None:
+        self.index, self.history = index, history
+        self.node_generation, self.position = node_generation, position
 
 
-def current(cluster: ClusterView, key: Hashable, make: Callable[[], IndexT]) -> IndexT:
-    """The index stored under ``key``, brought up to date; built by ``make()`` if there is none."""
-    store = cluster.indexes
+def current(ctx: EvalContext, key: Hashable, make: Callable[[], IndexT]) -> IndexT:
+    """The index stored under ``key`` in the context's index store, brought up to date with its
+    cluster; built by ``make()`` if there is none (or none of this cluster's history)."""
+    cluster = ctx.cluster
+    assert cluster is not None
+    store = ctx.indexes
     entry: _Entry[IndexT] | None = store.get(key)
-    generation, position = cluster.node_generation, cluster.pod_position
-    if entry is not None and entry.node_generation == generation:
+    history, generation, position = cluster.history, cluster.node_generation, cluster.pod_position
+    if entry is not None and entry.history is history and entry.node_generation == generation:
         if entry.position == position:
             return entry.index
-        changes = cluster.pod_changes(entry.position)
-        if changes is not None:
-            apply = entry.index.apply
-            for sign, pod, node in changes:
-                apply(sign, pod, node)
-            entry.position = position
-            return entry.index
+        if entry.position < position:
+            changes = cluster.pod_changes(entry.position)
+            if changes is not None:
+                apply = entry.index.apply
+                for sign, pod, node in changes:
+                    apply(sign, pod, node)
+                entry.position = position
+                return entry.index
     index = make()
     index.build(cluster)
-    store[key] = _Entry(index, generation, position)
+    store[key] = _Entry(index, history, generation, position)
     return index
+
+
+class ForkedIndexes(MutableMapping[Any, Any]):
+    """An index store for a private continuation of a cluster's history (preemption's dry runs
+    on a :class:`rulesched.cluster.snapshot.ClusterOverlay`): an index asked for is forked from
+    the session's store, brought to the snapshot's position first, and the fork alone follows
+    the overlay's changes. The session's store never sees the overlay's positions."""
+
+    def __init__(self, base: MutableMapping[Any, Any], snapshot: ClusterView) -> None:
+        self._base, self._snapshot = base, snapshot
+        self._own: dict[Any, Any] = {}
+
+    def __getitem__(self, key: Any) -> Any:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self._own:
+            return self._own[key]
+        entry = self._base.get(key)
+        snapshot = self._snapshot
+        if (entry is None or entry.history is not snapshot.history
+                or entry.node_generation != snapshot.node_generation or entry.position > snapshot.pod_position):
+            return default
+        if entry.position < snapshot.pod_position:
+            changes = snapshot.pod_changes(entry.position)
+            if changes is None:
+                return default
+            for sign, pod, node in changes:
+                entry.index.apply(sign, pod, node)
+            entry.position = snapshot.pod_position
+        fork = self._own[key] = _Entry(entry.index.fork(), entry.history, entry.node_generation, entry.position)
+        return fork
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._own[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        del self._own[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._own)
+
+    def __len__(self) -> int:
+        return len(self._own)
 
 
 _BUILDS = itertools.count(1)
 Add = Callable[[Any, int], None]
-Contribution = Callable[[Pod, NodeView, Add], None]
+Contribution = Callable[[Pod, Any, Add], None]  # (pod, its node: name and labels, add)
 
 
 class PodSum:
@@ -100,7 +156,13 @@ class PodSum:
         for key in [k for k, v in counts.items() if v == 0]:
             del counts[key]
 
-    def apply(self, sign: int, pod: Pod, node: NodeView) -> None:
+    def fork(self) -> PodSum:
+        twin = PodSum(self._contribute, self._affinity_only)
+        twin.counts = dict(self.counts)
+        twin._build, twin._changes = next(_BUILDS), 0
+        return twin
+
+    def apply(self, sign: int, pod: Pod, node: Any) -> None:
         counts = self.counts
 
         def add(key: Any, n: int) -> None:

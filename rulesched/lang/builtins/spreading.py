@@ -23,7 +23,6 @@ from rulesched.lang.builtins.matching import (
     tolerated,
 )
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.schema import NodeView
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -105,7 +104,13 @@ class _DomainCounts:
                     domains[value] = domains.get(value, 0) + _count_matching(node.pods, c.selector,
                                                                              owner.namespace)
 
-    def apply(self, sign: int, pod: Pod, node: NodeView) -> None:
+    def fork(self) -> _DomainCounts:
+        twin = _DomainCounts(self._owner, self._constraints)
+        twin.counts = [dict(domains) for domains in self.counts]
+        twin._partial = self._partial  # which nodes a constraint leaves out: unchanged by pods
+        return twin
+
+    def apply(self, sign: int, pod: Pod, node: Any) -> None:
         labels = node.labels
         if pod.namespace != self._owner.namespace or not all(k in labels for k in self._keys):
             return
@@ -116,14 +121,14 @@ class _DomainCounts:
                 domains[value] = domains.get(value, 0) + sign
 
 
-def _domain_counts(pod: Pod, mode: str, constraints: tuple[_Constraint, ...],
-                   cluster: ClusterView) -> list[dict[str, int]]:
+def _domain_counts(ctx: EvalContext, mode: str, constraints: tuple[_Constraint, ...]) -> list[dict[str, int]]:
+    pod = ctx.pod
     affinity = any(c.honor_affinity for c in constraints)
     key: Hashable = (
         "spread", mode, pod.namespace, constraints,
         (frozenset(pod.node_selector.items()), pod.required_node_affinity) if affinity else None,
         pod.tolerations if any(c.honor_taints for c in constraints) else None)
-    return current(cluster, key, lambda: _DomainCounts(pod, constraints)).counts
+    return current(ctx, key, lambda: _DomainCounts(pod, constraints)).counts
 
 
 # --- filter ------------------------------------------------------------------------------------
@@ -148,7 +153,7 @@ def _spread_checks(ctx: EvalContext) -> tuple[_Check, ...]:
     if not constraints:
         checks = ()
     else:
-        counts = (_domain_counts(pod, "DoNotSchedule", constraints, ctx.cluster) if ctx.cluster is not None
+        counts = (_domain_counts(ctx, "DoNotSchedule", constraints) if ctx.cluster is not None
                   else [{} for _ in constraints])
         out = []
         for c, domains in zip(constraints, counts, strict=True):
@@ -231,7 +236,7 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
         size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(domains)
         weights.append(math.log(size + 2))
     if any(counts) and ctx.cluster is not None:
-        everywhere = _domain_counts(pod, "ScheduleAnyway", constraints, ctx.cluster)
+        everywhere = _domain_counts(ctx, "ScheduleAnyway", constraints)
         for domains, known in zip(counts, everywhere, strict=True):
             for value in domains:
                 domains[value] = known.get(value, 0)

@@ -90,16 +90,23 @@ class NodeColumns:
             self._groups[key] = Groups.of(self.nodes, getters)
         return self._groups[key]
 
-    def update(self, rows: Sequence[int]) -> None:
-        """Re-read the given rows of every column (their nodes changed)."""
+    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None) -> None:
+        """Re-read the given rows of every column: their nodes changed (and are, with ``nodes``,
+        new node objects at the same positions: a newer snapshot's)."""
+        if nodes is not None:
+            self.nodes = nodes
         if not rows:
             return
+        index = list(rows)
+        nodes = self.nodes
+        if self._objects is not None:
+            for i in index:
+                self._objects[i] = nodes[i]
         for key, groups in list(self._groups.items()):
             # (None stays None: too many distinct values, or unhashable ones, rarely stop being so
             # when pods come and go, and finding out again costs a pass over every node.)
-            if groups is not None and not groups.still(self.nodes, rows):
+            if groups is not None and not groups.still(nodes, rows):
                 del self._groups[key]
-        nodes, index = self.nodes, list(rows)
         changed = [nodes[i] for i in index]
         for path, array in list(self._columns.items()):
             values = path.read_all(changed)

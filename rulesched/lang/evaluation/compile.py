@@ -31,8 +31,8 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.stages import (
     NO_CTX,
-    Code,
     NodeFn,
+    Staged,
     aggregate_loop,
     as_pod_node,
     chain1,
@@ -78,23 +78,24 @@ class _Compiler:
     def __init__(self, checked: CheckedRules) -> None:
         self.notes = checked.notes
         self.lets = checked.lets
-        self.let_codes: dict[tuple[str, tuple[tuple[str, int], ...]], Code] = {}
+        self.memo_owner = object()  # this compilation's node memos (rulesched.lang.evaluation.stages.memoised)
+        self.let_codes: dict[tuple[str, tuple[tuple[str, int], ...]], Staged] = {}
         # Slots whose bound variable is fixed to a value while an unrolled loop body is compiled.
         self.fixed: dict[int, Any] = {}
 
     # Slots: the env index of each bound variable in scope.
-    def code(self, expr: ast.Expr, slots: dict[str, int]) -> Code:
+    def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
         code = coerce(self._compile(expr, slots), self.notes.coercions.get(id(expr)))
         if code.is_const or code.pod is not None or code.static is None:
             return code
         if code.free <= _NODE and (self._costly(expr) or code.cost >= _WORTH_CACHING):
-            return memoised(code)  # (a bound variable or victim varies per node: never cached)
+            return memoised(code, self.memo_owner)  # (a bound variable or victim varies per node: never cached)
         return code
 
-    def _compile(self, expr: ast.Expr, slots: dict[str, int]) -> Code:
+    def _compile(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
         match expr:
             case ast.Literal(value=value):
-                return Code(frozenset(), const=value)
+                return Staged(frozenset(), const=value)
             case ast.ListExpr(items=items):
                 parts = [self.code(i, slots) for i in items]
                 return combine(parts, lambda *vals: tuple(vals))
@@ -137,7 +138,7 @@ class _Compiler:
                 return self._aggregate(expr, slots)
         raise AssertionError(f"cannot compile {expr!r}")  # pragma: no cover
 
-    def _name(self, expr: ast.Name, slots: dict[str, int]) -> Code:
+    def _name(self, expr: ast.Name, slots: dict[str, int]) -> Staged:
         ref = self.notes.names[id(expr)]
         if ref.kind == "let":
             key = (ref.name, tuple(sorted(slots.items())))
@@ -147,13 +148,13 @@ class _Compiler:
         if ref.kind == "bound" or ref.name == schema.VICTIM_VARIABLE:
             slot = slots[ref.name]
             if slot in self.fixed:
-                return Code(frozenset(), const=self.fixed[slot])
-            return Code(frozenset({ref.name}), static=lambda n, env=None: env[slot], chain=(slot, ()))
+                return Staged(frozenset(), const=self.fixed[slot])
+            return Staged(frozenset({ref.name}), static=lambda n, env=None: env[slot], chain=(slot, ()))
         if ref.name == schema.POD_VARIABLE:
-            return Code(_POD, pod=lambda ctx, env: ctx.pod)
-        return Code(frozenset({schema.NODE_VARIABLE}), static=lambda n, env=None: n, chain=(None, ()))
+            return Staged(_POD, pod=lambda ctx, env: ctx.pod)
+        return Staged(frozenset({schema.NODE_VARIABLE}), static=lambda n, env=None: n, chain=(None, ()))
 
-    def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Code:
+    def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Staged:
         builtin = BUILTINS[func]
         coercions = self.notes.calls[id(expr)]
         parts = [coerce(self.code(a, slots), c) for a, c in zip(args, coercions, strict=True)]
@@ -161,25 +162,25 @@ class _Compiler:
             return combine(parts, builtin.impl)
         # A built-in that reads the cluster depends on the pod's evaluation context.
         impl = builtin.impl
-        ctx_code = Code(_POD, pod=lambda ctx, env: ctx)
+        ctx_code = Staged(_POD, pod=lambda ctx, env: ctx)
         return combine([ctx_code, *parts], impl)
 
-    def _logic(self, expr: ast.Binary, slots: dict[str, int]) -> Code:
+    def _logic(self, expr: ast.Binary, slots: dict[str, int]) -> Staged:
         left, right = self.code(expr.left, slots), self.code(expr.right, slots)
         is_and = expr.op == "and"
         if left.is_const:
             if bool(left.const) is (not is_and):  # false and x / true or x
-                return Code(frozenset(), const=left.const)
+                return Staged(frozenset(), const=left.const)
             return right
         return lazy([left, right], expr.op)
 
-    def _if(self, cond: ast.Expr, then: ast.Expr, otherwise: ast.Expr, slots: dict[str, int]) -> Code:
+    def _if(self, cond: ast.Expr, then: ast.Expr, otherwise: ast.Expr, slots: dict[str, int]) -> Staged:
         c, t, o = self.code(cond, slots), self.code(then, slots), self.code(otherwise, slots)
         if c.is_const:
             return t if c.const else o
         return lazy([c, t, o], "if")
 
-    def _aggregate(self, expr: ast.Quantifier | ast.Aggregate, slots: dict[str, int]) -> Code:
+    def _aggregate(self, expr: ast.Quantifier | ast.Aggregate, slots: dict[str, int]) -> Staged:
         slot = len(slots)
         inner_slots = {**slots, expr.var: slot}
         iterable = self.code(expr.iterable, slots)
@@ -191,7 +192,7 @@ class _Compiler:
         parts = [p for p in (where, value) if p is not None]
         free = iterable.free | frozenset().union(*(p.free for p in parts)) - {expr.var}
         kind = expr.kind
-        empty = empty_result(kind, self.notes.types[id(expr)])
+        empty = empty_result(kind)
 
         def build(it: NodeFn, wf: NodeFn | None, vf: NodeFn | None) -> NodeFn:
             return aggregate_loop(kind, slot, it, wf, vf, empty)
@@ -203,23 +204,23 @@ class _Compiler:
                 node_fn = build(it_f(ctx), w_f(ctx) if where else None, v_f(ctx) if value else None)
                 return node_fn(None, env if env is not None else {})
 
-            return Code(free, pod=pod_fn)
+            return Staged(free, pod=pod_fn)
         if (isinstance(expr, ast.Quantifier) and where is not None and not iterable.free - _POD
                 and not self.fixed):
             return self._unrolled(expr, iterable, where, slot, inner_slots, free)
         if not (free & _POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
             static = build(iterable.factory()(NO_CTX), where.factory()(NO_CTX) if where else None,
                            value.factory()(NO_CTX) if value else None)
-            return Code(free, static=static, cost=_LOOP_COST)
+            return Staged(free, static=static, cost=_LOOP_COST)
         it_fac, w_fac, v_fac = iterable.factory(), where.factory() if where else None, value.factory() if value else None
 
         def factory(ctx: EvalContext) -> NodeFn:
             return build(it_fac(ctx), w_fac(ctx) if w_fac else None, v_fac(ctx) if v_fac else None)
 
-        return Code(free, node=factory)
+        return Staged(free, node=factory)
 
-    def _indexed(self, expr: ast.Quantifier | ast.Aggregate, iterable: Code, slot: int,
-                 inner_slots: dict[str, int]) -> Code | None:
+    def _indexed(self, expr: ast.Quantifier | ast.Aggregate, iterable: Staged, slot: int,
+                 inner_slots: dict[str, int]) -> Staged | None:
         """count / any / all over a node-only list, where the condition compares a value of the
         element with a value known at bind time::
 
@@ -270,7 +271,7 @@ class _Compiler:
                     total += 1
                 return counts, total
 
-        grouped = memoised(Code(iterable.free, static=group)).static
+        grouped = memoised(Staged(iterable.free, static=group), self.memo_owner).static
         assert grouped is not None
         kind, negate = expr.kind, where.op == "!="
 
@@ -280,10 +281,10 @@ class _Compiler:
                 return from_counts(kind, negate, lambda n, env=None: (0, grouped(n, env)[1]))
             return from_counts(kind, negate, lambda n, env=None: ((g := grouped(n, env))[0].get(v, 0), g[1]))
 
-        return Code(iterable.free | known[0].free, node=make)
+        return Staged(iterable.free | known[0].free, node=make)
 
-    def _unrolled(self, expr: ast.Quantifier, iterable: Code, where: Code, slot: int,
-                  inner_slots: dict[str, int], free: frozenset[str]) -> Code:
+    def _unrolled(self, expr: ast.Quantifier, iterable: Staged, where: Staged, slot: int,
+                  inner_slots: dict[str, int], free: frozenset[str]) -> Staged:
         """any / all / count over a list known at bind time (``pod.requests``, ``pod.tolerations``)
         whose condition reads the node: at bind time the condition is compiled once per element
         with the element as a constant, so what depends on the pod and the element folds away
@@ -294,9 +295,9 @@ class _Compiler:
         assert expr.where is not None
         where_expr, kind = expr.where, expr.kind
         items_of, where_of = iterable.factory(), where.factory()
-        compiled: dict[Any, Code] = {}
+        compiled: dict[Any, Staged] = {}
 
-        def condition(item: Any) -> Code:
+        def condition(item: Any) -> Staged:
             code = compiled.get(item)
             if code is None:
                 self.fixed = {slot: item}
@@ -318,16 +319,16 @@ class _Compiler:
             return unrolled(kind, [c.const if c.is_const else c.factory()(ctx) for c in codes],
                             [c.is_const or c.pod is not None for c in codes])
 
-        return Code(free, node=make)
+        return Staged(free, node=make)
 
-    def _whole_product(self, left: ast.Expr, right: ast.Expr, lcode: Code, rcode: Code, info: BinaryInfo) -> bool:
+    def _whole_product(self, left: ast.Expr, right: ast.Expr, lcode: Staged, rcode: Staged, info: BinaryInfo) -> bool:
         """Whether quantity * x is sure to be whole, so that plain * does what _q_mul does: a
         quantity (always int milli-units) times a constant int."""
         def quantity(expr: ast.Expr, coercion: str | None) -> bool:
             return (self.notes.types[id(expr)] == QUANTITY or coercion == TO_MILLI
                     or self.notes.coercions.get(id(expr)) == TO_MILLI)
 
-        def whole(code: Code) -> bool:
+        def whole(code: Staged) -> bool:
             return code.is_const and isinstance(code.const, int) and not isinstance(code.const, bool)
 
         return ((quantity(left, info.left) and whole(rcode)) or (quantity(right, info.right) and whole(lcode)))
@@ -348,10 +349,10 @@ class CompiledRule:
     tokens decide how long a cached per-node result stays valid (rulesched.lang.evaluation.ruleset)."""
 
     checked: CheckedRule
-    guard: Code | None
-    body: Code
-    reason: Code | None
-    order: Code | None
+    guard: Staged | None
+    body: Staged
+    reason: Staged | None
+    order: Staged | None
     context: frozenset[str] = frozenset()
 
     @property

@@ -119,7 +119,7 @@ Path = tuple[Callable[[Any], Any], Any, Any]  # (attribute getter, key, default)
 
 
 def node_path(chain: Any) -> Path | None:
-    """``(f0, key, default)`` when ``chain`` (rulesched.lang.evaluation.stages.Code.chain) reads
+    """``(f0, key, default)`` when ``chain`` (rulesched.lang.evaluation.stages.Staged.chain) reads
     ``f0(node).get(key, default)``; else None."""
     if chain is None or chain[0] is not None or len(chain[1]) != 2:
         return None

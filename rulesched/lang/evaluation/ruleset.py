@@ -1,38 +1,43 @@
-"""Compiled rule sets and their per-pod binding: what the scheduler calls.
+"""Compiled rule sets and the sessions that bind them to pods: what the scheduler calls.
 
-``RuleSet.bind(pod, cluster)`` evaluates guards and every pod-only part once, and returns
-:class:`BoundRules` whose filters, scores and preemption predicates are plain functions of a node
-(and, for preemption, a victim pod). This mirrors a kube-scheduler cycle: PreFilter work happens
-at bind time, Filter and Score per node.
+A :class:`RuleSet` is compiled once and then only read, by any number of threads. Evaluation
+state lives in a :class:`Session`, one per thread (``rules.session()``): the bound equivalence
+classes and the per-domain indexes cluster-wide built-ins keep. So evaluations for different pods
+run concurrently (extender requests) without a lock on the hot path, and a reload that swaps in
+a new set drops the old set's sessions with it (:class:`rulesched.lang.handle.RulesHandle`).
+
+``session.bind(pod, cluster)`` evaluates guards and every pod-only part once and returns
+:class:`rulesched.lang.evaluation.bound.BoundRules`, whose filters, scores and preemption
+predicates are plain functions of a node. This mirrors a kube-scheduler cycle: PreFilter work
+happens at bind time, Filter and Score per node.
 
 Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
-(the checker lists them) is equal — a ReplicaSet's pods usually are. A shared binding keeps, in
-each node's ``memo`` (cleared when the node or its pods change), the node's filter outcome and
-its raw scores, stamped with the version tokens of the cluster-wide built-ins the rules call;
-a stamp that no longer matches means the entry is recomputed. Rules that read a pod's name or
-uid, or the pod as a whole, make every pod its own class and switch this off.
+(the checker lists them) is equal — a ReplicaSet's pods usually are. Rules that read a pod's name
+or uid, or the pod as a whole, make every pod its own class and switch this off.
+Next stage: :mod:`rulesched.lang.evaluation.bound` (a binding, evaluated per node).
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
 import operator
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import cachetools
-import numpy as np
-import numpy.typing as npt
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns, Rows, node_fields
+from rulesched.lang.context import ClusterView, EvalContext, new_index_store
+from rulesched.lang.evaluation.bound import (
+    BoundFilter,
+    BoundPreempt,
+    BoundRules,
+    BoundScore,
+    ColumnBodies,
+)
+from rulesched.lang.evaluation.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
-from rulesched.lang.evaluation.stages import Code
+from rulesched.lang.evaluation.stages import Staged
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
@@ -40,376 +45,55 @@ from rulesched.lang.frontend.files import content_digest
 from rulesched.lang.values import as_score
 from rulesched.model import Pod
 
-log = logging.getLogger(__name__)
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
-CLASS_CACHE_SIZE = 512  # equivalence classes kept bound at once (least recently used go first)
-
-
-@dataclass(frozen=True)
-class BoundFilter:
-    name: str
-    passes: Callable[[Any], bool]
-    reasons: Callable[[Any], tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class BoundScore:
-    name: str
-    weight: int
-    normalize: str
-    score: Callable[[Any], int]
-
-
-@dataclass(frozen=True)
-class BoundPreempt:
-    name: str
-    allows: Callable[[Any, Pod], bool]  # (node, victim) -> may the victim be evicted?
-    order: Callable[[Any], Any] | None  # node -> sort key, lowest preferred
-
-
-Failure = tuple[BoundFilter, tuple[str, ...]]
-
-
-@dataclass(frozen=True)
-class ColumnBodies:
-    """What column evaluation needs: the evaluator, and the body of each bound filter and score
-    that it can evaluate (None: node by node only), in the binding's rule order."""
-
-    evaluator: ColumnEvaluator
-    filters: tuple[ast.Expr | None, ...]
-    scores: tuple[ast.Expr | None, ...]
-    # For rules evaluated node by node: the node fields each reads, when it reads the node only
-    # through fields (then nodes equal in those fields share one evaluation), else None.
-    filter_fields: tuple[tuple[str, ...] | None, ...]
-    score_fields: tuple[tuple[str, ...] | None, ...]
-
-
-class BoundRules:
-    """The rules that apply to one pod (guards already decided), as functions of a node.
-
-    :meth:`first_failure` and :meth:`score_vector` are what the scheduler calls per node; with
-    ``cached`` they keep their answers in the node's memo (see the module docstring).
-    :meth:`filter_mask` and :meth:`score_matrix` give the same answers for many nodes at once,
-    evaluated as columns (:mod:`rulesched.lang.evaluation.vectorise`) where the rule allows. Call
-    :meth:`refresh` after the cluster changed within a cycle (preemption's dry runs do).
-    """
-
-    def __init__(self, ctx: EvalContext, filters: tuple[BoundFilter, ...], scores: tuple[BoundScore, ...],
-                 preempts: tuple[BoundPreempt, ...], uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
-                 cached: bool = False, columns: ColumnBodies | None = None) -> None:
-        self.ctx = ctx
-        self.columns = columns
-        self.filters = filters
-        self.scores = scores
-        self.preempts = preempts
-        self.cached = cached
-        # The cluster-wide built-ins each filter and each score calls; which of them move with
-        # (nearly) every change is decided again at each refresh.
-        self._filter_uses, self._score_uses = uses
-        self._names = sorted({n for names in (*self._filter_uses, *self._score_uses) for n in names})
-        self._moving: frozenset[str] | None = None
-        self._versions: tuple[Callable[[EvalContext], object], ...] = ()  # of the steady built-ins
-        self._volatile: frozenset[int] = frozenset()  # indexes of scores never cached
-        self._dynamic: tuple[int, ...] = ()  # indexes of filters evaluated afresh each time, in order
-        self._dynamic_set: frozenset[int] = frozenset()
-        self._filter_key, self._score_key = object(), object()
-        self._token: object = ()
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Start afresh after a cluster change: per-pod precomputation and version stamps."""
-        ctx = self.ctx
-        ctx.scratch.clear()
-        if self._names:
-            moving = frozenset(n for n in self._names if _moves(n, ctx))
-            if moving != self._moving:
-                self._split(moving)
-            # The moving set is part of the stamp: cached outcomes leave the dynamic filters out.
-            # Stamps are compared by identity (per node, per pod), so an equal one is kept.
-            token = (tuple(v(ctx) for v in self._versions), moving)
-            if token != self._token:
-                self._token = token
-
-    def _split(self, moving: frozenset[str]) -> None:
-        self._moving = moving
-        self._dynamic = tuple(i for i, names in enumerate(self._filter_uses) if names & moving)
-        self._dynamic_set = frozenset(self._dynamic)
-        self._volatile = frozenset(i for i, names in enumerate(self._score_uses) if names & moving)
-        steady = [n for n in self._names if n not in moving]
-        self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
-
-    # --- for batch evaluation (rulesched.scheduler.table): the cached part and the rest --------
-    @property
-    def token(self) -> object:
-        """The stamp answers of :meth:`static_failure` and :meth:`steady_vector` stay valid under
-        while a node is unchanged; a new object after a refresh that changed anything."""
-        return self._token
-
-    def static_failure(self, node: Any) -> Failure | None:
-        """The first failure among the filters that are not dynamic (uncached)."""
-        found = self._static_failure(node)
-        return None if found is None else found[1]
-
-    @property
-    def dynamic_filters(self) -> tuple[BoundFilter, ...]:
-        """Filters evaluated afresh for every node, in rule order."""
-        return tuple(self.filters[i] for i in self._dynamic)
-
-    def steady_vector(self, node: Any) -> tuple[int, ...]:
-        """:meth:`score_vector` with the volatile scores left at 0 (and out of the fixed sum)."""
-        return self._vector(node, self._volatile)
-
-    @property
-    def volatile_scores(self) -> tuple[tuple[int, BoundScore], ...]:
-        return tuple((i, self.scores[i]) for i in sorted(self._volatile))
-
-    def _first_failure(self, node: Any) -> Failure | None:
-        for f in self.filters:
-            if not f.passes(node):
-                return f, f.reasons(node)
-        return None
-
-    def _static_failure(self, node: Any) -> tuple[int, Failure] | None:
-        """The first failing filter among those whose answers are cached, with its index."""
-        dynamic = self._dynamic_set
-        for i, f in enumerate(self.filters):
-            if i not in dynamic and not f.passes(node):
-                return i, (f, f.reasons(node))
-        return None
-
-    def _with_dynamic(self, node: Any, static: tuple[int, Failure] | None) -> Failure | None:
-        """Merge the cached outcome with the filters evaluated afresh, keeping rule order."""
-        limit = static[0] if static is not None else len(self.filters)
-        for i in self._dynamic:
-            if i >= limit:
-                break
-            f = self.filters[i]
-            if not f.passes(node):
-                return f, f.reasons(node)
-        return static[1] if static is not None else None
-
-    def _cached_outcome(self, node: Any) -> Failure | None:
-        memo = node.memo
-        hit = memo.get(self._filter_key)
-        if hit is not None and hit[0] is self._token:
-            static = hit[1]
-        else:
-            static = self._static_failure(node)
-            memo[self._filter_key] = (self._token, static)
-        if not self._dynamic:
-            return static[1] if static is not None else None
-        return self._with_dynamic(node, static)
-
-    def first_failure(self, node: Any) -> Failure | None:
-        """The first filter (in rule order) the node fails, with its reasons; None if it fits."""
-        if not self.cached:
-            return self._first_failure(node)
-        return self._cached_outcome(node)
-
-    def feasible(self, nodes: Sequence[Any], start: int, wanted: int,
-                 failed: Callable[[Any, tuple[str, ...]], None] | None = None) -> tuple[list[Any], int]:
-        """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit; report each node that
-        does not to ``failed`` (if given: reasons cost work a scheduled pod does not need).
-        Returns the feasible nodes and how many nodes were looked at. (The loop of
-        :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
-        found: list[Any] = []
-        append = found.append
-        token, key = self._token, self._filter_key
-        evaluate = self._first_failure if not self.cached else self._cached_outcome if self._dynamic else None
-        static_failure = self._static_failure
-        looked = 0
-        for node in itertools.chain(nodes[start:], nodes[:start]):
-            looked += 1
-            if evaluate is None:  # the common case, inlined: one memo lookup per node
-                memo = node.memo
-                hit = memo.get(key)
-                if hit is not None and hit[0] is token:
-                    static = hit[1]
-                else:
-                    static = static_failure(node)
-                    memo[key] = (token, static)
-                if static is None:
-                    append(node)
-                    if len(found) >= wanted:
-                        break
-                elif failed is not None:
-                    failed(node, static[1][1])
-                continue
-            outcome = evaluate(node)
-            if outcome is None:
-                append(node)
-                if len(found) >= wanted:
-                    break
-            elif failed is not None:
-                failed(node, outcome[1])
-        return found, looked
-
-    # --- many nodes at once (rulesched.lang.evaluation.columns) ----------------------------------------
-    def filter_mask(self, cols: NodeColumns, rows: Rows, which: str = "all") -> npt.NDArray[np.bool_]:
-        """Whether the node of each row (of ``cols.nodes``) passes every filter, or (``which``)
-        every filter but the dynamic ones (``"static"``: :meth:`static_failure`'s set), or only
-        the dynamic ones (``"dynamic"``: :attr:`dynamic_filters`). Filters
-        that evaluate as columns run first, the rest node by node on the rows still passing:
-        which filter fails first does not change whether a node fits, and no filter has effects."""
-        alive = np.ones(len(rows), dtype=bool)
-        per_node = []
-        for i, f in enumerate(self.filters):
-            if which != "all" and (i in self._dynamic_set) == (which == "static"):
-                continue
-            live = np.flatnonzero(alive)
-            if not len(live):
-                return alive
-            ok = self._column(cols, rows[live], f.passes, i, True)
-            if ok is None:
-                per_node.append(f.passes)
-            else:
-                alive[live[~ok]] = False
-        if per_node:
-            nodes = cols.nodes
-            for j in np.flatnonzero(alive).tolist():
-                node = nodes[rows[j]]
-                for passes in per_node:
-                    if not passes(node):
-                        alive[j] = False
-                        break
-        return alive
-
-    def _column(self, cols: NodeColumns, rows: Rows, per_node: Callable[[Any], Any], index: int,
-                is_filter: bool) -> npt.NDArray[Any] | None:
-        """A filter's outcome or a score's value for each row, as columns or once per group of
-        nodes equal in the fields the rule reads; None: evaluate it node by node."""
-        bodies = self.columns
-        if bodies is None:
-            return None
-        body = (bodies.filters if is_filter else bodies.scores)[index]
-        if body is not None:
-            try:
-                if is_filter:
-                    return bodies.evaluator.filter(body, self.ctx, cols, rows)
-                return bodies.evaluator.score(body, self.ctx, cols, rows)
-            except Unsupported:
-                pass
-            except Exception:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
-                bodies.evaluator.failures += 1
-                name = (self.filters if is_filter else self.scores)[index].name
-                log.warning("rule %s: column evaluation failed, evaluating node by node", name,
-                            exc_info=True, extra={"rule": name, "pod": self.ctx.pod.key})
-        fields = (bodies.filter_fields if is_filter else bodies.score_fields)[index]
-        groups = cols.groups(fields) if fields is not None else None
-        if groups is None:
-            return None
-        nodes = cols.nodes
-        answers = [per_node(nodes[r]) for r in groups.representatives]
-        per_group = np.array(answers, dtype=bool if is_filter else np.int64)
-        return per_group[groups.codes[rows]]
-
-    def dynamic_grouped(self, cols: NodeColumns) -> bool:
-        """Whether every dynamic filter reads the cluster only through built-ins whose answer is
-        one per group of nodes alike in a few labels (spreading by zone): evaluated as columns
-        they then cost a call per group rather than per node. (Per node, a walk stops as soon as
-        enough nodes fit, which is cheaper when every node needs its own call.)"""
-        for i in self._dynamic:
-            for name in self._filter_uses[i]:
-                domain = BUILTINS[name].domain
-                if domain is None or cols.label_groups(domain(self.ctx)) is None:
-                    return False
-        return True
-
-    def score_matrix(self, cols: NodeColumns, rows: Rows, steady: bool = False) -> npt.NDArray[np.int64]:
-        """:meth:`score_vector` of each row's node, one row each (:meth:`steady_vector` with
-        ``steady``). Raises OverflowError for a score or sum beyond int64."""
-        out = np.zeros((len(rows), len(self.scores) + 1), dtype=np.int64)
-        skip = self._volatile if steady else frozenset()
-        nodes = cols.nodes
-        fixed_bound = 0
-        for i, s in enumerate(self.scores):
-            if i in skip:
-                continue
-            column = self._column(cols, rows, s.score, i, False)
-            if column is None:
-                column = np.array([s.score(nodes[r]) for r in rows.tolist()], dtype=np.int64)
-            out[:, i] = column
-            if s.normalize == "none" and len(column):
-                fixed_bound += s.weight * max(int(column.max()), -int(column.min()))
-                if fixed_bound >= 2**63:
-                    raise OverflowError("the sum of unnormalised scores does not fit in int64")
-                out[:, -1] += s.weight * column
-        return out
-
-    def score_vectors(self, nodes: Sequence[Any]) -> list[tuple[int, ...]]:
-        """:meth:`score_vector` for many nodes, with the cache lookup inlined."""
-        if not self.cached or self._volatile:
-            return [self.score_vector(n) for n in nodes]
-        token, key, compute = self._token, self._score_key, self._vector
-        out = []
-        for node in nodes:
-            memo = node.memo
-            hit = memo.get(key)
-            if hit is not None and hit[0] is token:
-                out.append(hit[1])
-            else:
-                vector = compute(node, ())
-                memo[key] = (token, vector)
-                out.append(vector)
-        return out
-
-    def score_vector(self, node: Any) -> tuple[int, ...]:
-        """Every score rule's raw value for the node, in rule order, then one more element: the
-        weighted sum of the rules that are not normalised (their share of the total is final)."""
-        if not self.cached:
-            return self._vector(node, ())
-        memo = node.memo
-        hit = memo.get(self._score_key)
-        if hit is not None and hit[0] is self._token:
-            vector: tuple[int, ...] = hit[1]
-        else:
-            vector = self._vector(node, self._volatile)
-            memo[self._score_key] = (self._token, vector)
-        if self._volatile:
-            vector = self._vector(node, (), vector)
-        return vector
-
-    def _vector(self, node: Any, skip: Collection[int], known: tuple[int, ...] = ()) -> tuple[int, ...]:
-        """Raw scores (0 for ``skip``, reused from ``known`` unless volatile) and the fixed sum."""
-        values = [0 if i in skip else known[i] if known and i not in self._volatile else s.score(node)
-                  for i, s in enumerate(self.scores)]
-        fixed = sum(s.weight * v for s, v in zip(self.scores, values, strict=True) if s.normalize == "none")
-        return (*values, fixed)
+CLASS_CACHE_SIZE = 512  # equivalence classes a session keeps bound (least recently used go first)
 
 
 class RuleSet:
-    """A checked, compiled set of rules. Immutable but for its cache: a reload builds a new one."""
+    """A checked, compiled set of rules; read-only once built (a reload builds a new one)."""
 
     def __init__(self, checked: CheckedRules, files: Sequence[str] = (), digest: str | None = None) -> None:
         self.checked = checked
         self.files = tuple(files)
         # The content hash names the set in logs, metrics and events (given by the loader; for a
         # set built from trees directly, the texts its rules came from).
-        self.digest = digest or content_digest(
-            dict.fromkeys(r.rule.span.source.text for r in checked.rules ))
+        self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
         compiled = compile_rules(checked)
         self.filters = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.FILTER)
         self.scores = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.SCORE)
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
         fields = checked.notes.pod_fields
-        self.class_fields: tuple[str, ...] | None = (
-            None if fields & _PER_POD_FIELDS else tuple(sorted(fields)))
+        self.class_fields: tuple[str, ...] | None = None if fields & _PER_POD_FIELDS else tuple(sorted(fields))
         # Raw model attributes where there is one (None and () differ for node affinity),
         # else the field's getter (has_required_node_affinity is derived).
         self._class_getters = [
             operator.attrgetter(f) if f in Pod.__dataclass_fields__ else schema.RECORDS[schema.POD][f].get
             for f in self.class_fields or ()
         ]
-        self._classes: cachetools.LRUCache[Any, BoundRules] = cachetools.LRUCache(CLASS_CACHE_SIZE)
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
-        self._vectorisable = {id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets)
-                              for r in (*self.filters, *self.scores)}
-        self._fields = {id(r): node_fields(r.checked.rule.body, checked.notes, checked.lets)
-                        for r in (*self.filters, *self.scores)}
+        self._vectorisable = {
+            id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
+        }
+        self._fields = {
+            id(r): node_fields(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
+        }
+        self._local = threading.local()
+
+    def session(self) -> Session:
+        """This thread's session with this rule set (made on first use)."""
+        session: Session | None = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = Session(self)
+        return session
 
     def drop_caches(self) -> None:
-        """Forget every bound class (a swapped-out set's caches go with it)."""
-        self._classes.clear()
+        """Forget every thread's session (a swapped-out set's caches go with it); a session in
+        use keeps working for its holder until it lets go."""
+        self._local = threading.local()
+
+    def bind(self, pod: Pod, cluster: ClusterView | None = None) -> BoundRules:
+        """``self.session().bind(pod, cluster)``."""
+        return self.session().bind(pod, cluster)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -421,41 +105,65 @@ class RuleSet:
             return None
         return tuple(_hashable(get(pod)) for get in self._class_getters)
 
-    def bind(self, pod: Pod, cluster: ClusterView | None = None) -> BoundRules:
-        key = self.class_key(pod)
-        if key is None:
-            return self._bind(pod, cluster, cache=False)
-        slot = (key, id(cluster))
-        bound = self._classes.get(slot)
-        if bound is not None and bound.ctx.cluster is cluster:
-            bound.ctx.pod, bound.ctx.feasible = pod, None  # same guards and pod-only values
-            bound.refresh()
-            return bound
-        bound = self._bind(pod, cluster, cache=True)
-        self._classes[slot] = bound
-        return bound
-
     def _bodies(self, rules: Sequence[CompiledRule]) -> tuple[ast.Expr | None, ...]:
         return tuple(r.checked.rule.body if self._vectorisable[id(r)] else None for r in rules)
 
-    def _bind(self, pod: Pod, cluster: ClusterView | None, cache: bool) -> BoundRules:
-        ctx = EvalContext(pod, cluster)
+    def bind_new(
+        self, pod: Pod, cluster: ClusterView | None, indexes: MutableMapping[Any, Any], cache: bool
+    ) -> BoundRules:
+        """A new binding of the rules to ``pod`` (sessions cache them; see :class:`Session`)."""
+        ctx = EvalContext(pod, cluster, indexes=indexes)
         filter_rules = [r for r in self.filters if _applies(r, ctx)]
         score_rules = [r for r in self.scores if _applies(r, ctx)]
         preempts = tuple(_bind_preempt(r, ctx) for r in self.preempts if _applies(r, ctx))
         uses = (tuple(frozenset(r.context) for r in filter_rules), tuple(frozenset(r.context) for r in score_rules))
-        columns = ColumnBodies(self._evaluator, self._bodies(filter_rules), self._bodies(score_rules),
-                               tuple(self._fields[id(r)] for r in filter_rules),
-                               tuple(self._fields[id(r)] for r in score_rules))
-        return BoundRules(ctx, tuple(_bind_filter(r, ctx) for r in filter_rules),
-                          tuple(_bind_score(r, ctx) for r in score_rules), preempts, uses, cached=cache,
-                          columns=columns)
+        columns = ColumnBodies(
+            self._evaluator,
+            self._bodies(filter_rules),
+            self._bodies(score_rules),
+            tuple(self._fields[id(r)] for r in filter_rules),
+            tuple(self._fields[id(r)] for r in score_rules),
+        )
+        return BoundRules(
+            ctx,
+            tuple(_bind_filter(r, ctx) for r in filter_rules),
+            tuple(_bind_score(r, ctx) for r in score_rules),
+            preempts,
+            uses,
+            cached=cache,
+            columns=columns,
+        )
 
 
-def _moves(name: str, ctx: EvalContext) -> bool:
-    """Whether, for this pod now, the built-in's answers move with (nearly) every cluster change."""
-    builtin = BUILTINS[name]
-    return builtin.version is None or (builtin.moves is not None and bool(builtin.moves(ctx)))
+class Session:
+    """One thread's evaluation state for one rule set: bound classes of pods, each with its
+    per-node caches (a bounded LRU), and the per-domain indexes cluster-wide built-ins keep
+    between cycles. Not shared between threads."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self.classes: cachetools.LRUCache[Any, BoundRules] = cachetools.LRUCache(CLASS_CACHE_SIZE)
+        self.indexes = new_index_store()
+
+    def bind(self, pod: Pod, cluster: ClusterView | None = None) -> BoundRules:
+        """The rules bound to ``pod`` in ``cluster``: its class's binding, rebound to this pod
+        (same guards and pod-only values), or a binding of its own."""
+        rules = self.rules
+        key = rules.class_key(pod)
+        if key is None:
+            return rules.bind_new(pod, cluster, self.indexes, cache=False)
+        bound = self.classes.get(key)
+        if bound is not None:
+            bound.rebind(pod, cluster)
+            return bound
+        bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True)
+        bound.class_key = key
+        return bound
+
+    def bind_private(self, pod: Pod, cluster: ClusterView, indexes: MutableMapping[Any, Any]) -> BoundRules:
+        """An uncached binding for a view nobody else evaluates against (preemption's overlay),
+        with its own index store."""
+        return self.rules.bind_new(pod, cluster, indexes, cache=False)
 
 
 def _hashable(value: Any) -> Any:
@@ -470,7 +178,7 @@ def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:
     return bool(_node_fn(rule.guard, ctx)(None))
 
 
-def _node_fn(code: Code, ctx: EvalContext) -> Callable[[Any], Any]:
+def _node_fn(code: Staged, ctx: EvalContext) -> Callable[[Any], Any]:
     """The code as a one-argument function of a node: compiled node functions take
     ``(node, env=None)`` and make their own env where they loop, so no wrapper is needed."""
     if code.is_const:

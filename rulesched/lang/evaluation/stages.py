@@ -1,6 +1,6 @@
 """Staged closures: the building blocks :mod:`rulesched.lang.evaluation.compile` assembles.
 
-A :class:`Code` is one compiled expression in the earliest stage its inputs allow: a constant,
+A :class:`Staged` is one compiled expression in the earliest stage its inputs allow: a constant,
 a pod-stage function ``(ctx, env)`` run once per pod, or a node-stage function ``(node, env)``
 (``static`` when it does not depend on the pod, built once; else a factory called per pod).
 The combinators here fold constants, hoist pod-stage values into node closures, fuse attribute
@@ -31,7 +31,7 @@ Step = tuple[Any, ...]  # ("fn", f): f(value); ("get", key, default): value.get(
 
 
 @dataclass(frozen=True)
-class Code:
+class Staged:
     """One compiled expression: a constant, a pod-stage function, or a node-stage factory."""
 
     free: frozenset[str]  # variables it reads: "pod", "node", bound variable names
@@ -72,7 +72,7 @@ class NoContext:
 NO_CTX: Any = NoContext()
 
 
-def as_pod_node(code: Code | None) -> Callable[[EvalContext], NodeFn]:
+def as_pod_node(code: Staged | None) -> Callable[[EvalContext], NodeFn]:
     """A pod-only code as a per-ctx node function (node ignored), for pod-stage aggregates."""
     if code is None:
         return lambda ctx: (lambda n, env=None: None)
@@ -153,7 +153,7 @@ def unrolled(kind: str, conditions: list[Any], known: list[bool]) -> NodeFn:
         return lambda n, env=None: not want
     if len(fns) == 1:
         f0 = fns[0]
-        return (lambda n, env=None: bool(f0(n, env))) if want else (lambda n, env=None: bool(f0(n, env)))
+        return lambda n, env=None: bool(f0(n, env))  # any and all of one condition alike
     if len(fns) == 2:
         f0, f1 = fns
         if want:
@@ -184,7 +184,7 @@ def from_counts(kind: str, negate: bool, counts: Callable[..., tuple[int, int]])
     return lambda n, env=None: (c := counts(n, env))[0] == c[1]
 
 
-def empty_result(kind: str, t: Any) -> Any:
+def empty_result(kind: str) -> Any:
     return 0 if kind in ("count", "sum", "min", "max") else ()
 
 
@@ -194,7 +194,7 @@ def list_index(seq: Any, i: Any, default: Any) -> Any:
     return default
 
 
-def coerce(code: Code, coercion: str | None) -> Code:
+def coerce(code: Staged, coercion: str | None) -> Staged:
     if coercion is None:
         return code
     return map1(code, COERCIONS[coercion])
@@ -203,40 +203,48 @@ def coerce(code: Code, coercion: str | None) -> Code:
 _MISSING: Any = object()
 
 
-def memoised(code: Code) -> Code:
-    """Cache a node-only value in the node's memo; the key is unique to this compiled expression."""
+def memoised(code: Staged, owner: object) -> Staged:
+    """Cache a node-only value in the node's memo; the key is unique to this compiled expression.
+    ``owner`` names the compiled rule set: a node's memo holds one set's values at a time (the
+    first read by another set starts it afresh), so memos do not grow with reloads."""
     assert code.static is not None
     inner, key = code.static, object()
 
     def cached(n: Any, env: Any = None) -> Any:
-        # get() rather than try/except KeyError: a miss happens for every cached expression of
-        # every changed node, and a raised KeyError costs more than the lookup itself
-        value = n.memo.get(key, _MISSING)
-        if value is _MISSING:
-            value = n.memo[key] = inner(n, env)
+        if n.memo_owner is owner:
+            memo = n.memo
+            # get() rather than try/except KeyError: a miss happens for every cached expression
+            # of every changed node, and a raised KeyError costs more than the lookup itself
+            value = memo.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
+        else:
+            memo = n.memo = {}
+            n.memo_owner = owner
+        value = memo[key] = inner(n, env)
         return value
 
-    return Code(code.free, static=cached, cost=1)
+    return Staged(code.free, static=cached, cost=1)
 
 
-def map1(code: Code, fn: Callable[[Any], Any]) -> Code:
+def map1(code: Staged, fn: Callable[[Any], Any]) -> Staged:
     if code.is_const:
-        return Code(code.free, const=fn(code.const))
+        return Staged(code.free, const=fn(code.const))
     if code.pod is not None:
         pod = code.pod
-        return Code(code.free, pod=lambda ctx, env: fn(pod(ctx, env)))
+        return Staged(code.free, pod=lambda ctx, env: fn(pod(ctx, env)))
     if code.chain is not None:
         return chained(code, ("fn", fn))
     if code.static is not None:
         static = code.static
-        return Code(code.free, static=lambda n, env=None: fn(static(n, env)), cost=code.cost + 1 + call_count(fn))
+        return Staged(code.free, static=lambda n, env=None: fn(static(n, env)), cost=code.cost + 1 + call_count(fn))
     factory = code.factory()
 
     def make(ctx: EvalContext) -> NodeFn:
         f = factory(ctx)
         return lambda n, env=None: fn(f(n, env))
 
-    return Code(code.free, node=make)
+    return Staged(code.free, node=make)
 
 
 def call_count(fn: Any) -> int:
@@ -244,18 +252,18 @@ def call_count(fn: Any) -> int:
     return 1 if isinstance(fn, (types.FunctionType, types.MethodType)) else 0
 
 
-def get_key(code: Code, key: Any, default: Any) -> Code:
+def get_key(code: Staged, key: Any, default: Any) -> Staged:
     """``code[key]`` on a map, ``default`` when the key is missing."""
     if code.chain is not None:
         return chained(code, ("get", key, default))
     return map1(code, lambda m: m.get(key, default))
 
 
-def chained(code: Code, step: Step) -> Code:
+def chained(code: Staged, step: Step) -> Staged:
     assert code.chain is not None
     root, steps = code.chain
     chain = (root, (*steps, step))
-    return Code(code.free, static=chain_steps(*chain), chain=chain, cost=code.cost + (call_count(step[1]) if step[0] == "fn" else 0))
+    return Staged(code.free, static=chain_steps(*chain), chain=chain, cost=code.cost + (call_count(step[1]) if step[0] == "fn" else 0))
 
 
 def chain_steps(root: int | None, steps: tuple[Step, ...]) -> NodeFn:
@@ -316,21 +324,21 @@ def chain1(steps: tuple[Step, ...]) -> Callable[[Any], Any]:
     return lambda x: walk(None, (x,))
 
 
-def combine(parts: list[Code], fn: Callable[..., Any]) -> Code:
+def combine(parts: list[Staged], fn: Callable[..., Any]) -> Staged:
     """Apply ``fn`` to the parts' values, at the earliest stage all of them are known."""
     free = frozenset().union(*(p.free for p in parts)) if parts else frozenset()
     if all(p.is_const for p in parts):
-        return Code(free, const=fn(*(p.const for p in parts)))
+        return Staged(free, const=fn(*(p.const for p in parts)))
     if len(parts) == 1 and parts[0].chain is not None:
         return chained(parts[0], ("fn", fn))
     if all(p.is_const or p.pod is not None for p in parts):
         getters = [pod_getter(p) for p in parts]
         if len(getters) == 2:
             g0, g1 = getters
-            return Code(free, pod=lambda ctx, env: fn(g0(ctx, env), g1(ctx, env)))
-        return Code(free, pod=lambda ctx, env: fn(*(g(ctx, env) for g in getters)))
+            return Staged(free, pod=lambda ctx, env: fn(g0(ctx, env), g1(ctx, env)))
+        return Staged(free, pod=lambda ctx, env: fn(*(g(ctx, env) for g in getters)))
     if all(p.is_const or p.static is not None for p in parts):
-        return Code(free, static=node_apply(fn, [static_getter(p) for p in parts], [p.is_const for p in parts],
+        return Staged(free, static=node_apply(fn, [static_getter(p) for p in parts], [p.is_const for p in parts],
                                              [p.const for p in parts], [p.chain for p in parts]),
                     cost=1 + call_count(fn) + sum(p.cost for p in parts if not p.is_const))
     factories = [p.factory() if not p.is_const and p.pod is None else None for p in parts]
@@ -352,7 +360,7 @@ def combine(parts: list[Code], fn: Callable[..., Any]) -> Code:
                 is_const.append(False)
         return node_apply(fn, getters, is_const, consts, chains)
 
-    return Code(free, node=make)
+    return Staged(free, node=make)
 
 
 def node_apply(fn: Callable[..., Any], getters: list[Any], is_const: list[bool], consts: list[Any],
@@ -409,7 +417,7 @@ def subset_of(small: Any, big: NodeFn) -> NodeFn:
     return contains
 
 
-def pod_getter(code: Code) -> PodFn:
+def pod_getter(code: Staged) -> PodFn:
     if code.is_const:
         value = code.const
         return lambda ctx, env: value
@@ -417,19 +425,19 @@ def pod_getter(code: Code) -> PodFn:
     return code.pod
 
 
-def static_getter(code: Code) -> NodeFn | None:
+def static_getter(code: Staged) -> NodeFn | None:
     return None if code.is_const else code.static
 
 
-def lazy(parts: list[Code], kind: str) -> Code:
+def lazy(parts: list[Staged], kind: str) -> Staged:
     """and / or / if: like combine, but evaluating only the operands the outcome needs."""
     free = frozenset().union(*(p.free for p in parts))
     if all(p.is_const or p.pod is not None for p in parts):
-        return Code(free, pod=lazy_fn(kind, [pod_getter(p) for p in parts]))
+        return Staged(free, pod=lazy_fn(kind, [pod_getter(p) for p in parts]))
     if all(p.is_const or p.static is not None for p in parts):
         static = (if_known([p.factory()(NO_CTX) for p in parts], [p.is_const for p in parts], [p.const for p in parts])
                   if kind == "if" else None)
-        return Code(free, static=static or lazy_fn(kind, [p.factory()(NO_CTX) for p in parts]),
+        return Staged(free, static=static or lazy_fn(kind, [p.factory()(NO_CTX) for p in parts]),
                     cost=1 + sum(p.cost for p in parts if not p.is_const))
     first_known = parts[0].is_const or parts[0].pod is not None
     first, factories = pod_getter(parts[0]) if first_known else None, [p.factory() for p in parts]
@@ -452,7 +460,7 @@ def lazy(parts: list[Code], kind: str) -> Code:
                 return shaped
         return lazy_fn(kind, fns)
 
-    return Code(free, node=make)
+    return Staged(free, node=make)
 
 
 def if_known(fns: list[NodeFn], known: list[bool], values: list[Any]) -> NodeFn | None:

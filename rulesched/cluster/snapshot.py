@@ -1,0 +1,208 @@
+"""An immutable view of the cluster for one scheduling cycle or one extender request.
+
+kube-scheduler takes a snapshot of its cache at the start of every cycle; so does rulesched.
+A :class:`Snapshot` holds the store's node infos, indexes and pod journal as they were when it
+was taken. The store never changes anything a snapshot holds (it copies a node info, a list or
+a map before its first change after a snapshot), so a snapshot may be read from any thread, for
+as long as its reader likes, while the store moves on. Taking one costs a few references; the
+copies are paid by the store's next change.
+
+Preemption's dry runs need the cluster with some pods removed: a :class:`ClusterOverlay` is a
+private, changeable layer over a snapshot (cloned node infos, its own continuation of the pod
+journal); the snapshot and the store are never touched.
+Next stage: :mod:`rulesched.scheduler.cycle` filters and scores against a snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.objects import EMPTY
+
+# A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
+# object, whose labels the indexes read, rather than a node info with a copy of its pods).
+Change = tuple[int, Pod, Node]
+
+
+class Snapshot:
+    """What the cluster looked like at one moment; satisfies
+    :class:`rulesched.lang.context.ClusterView`."""
+
+    __slots__ = (
+        "history",
+        "nodes",
+        "_positions",
+        "_images",
+        "_affinity",
+        "pdbs",
+        "namespaces",
+        "generation",
+        "node_generation",
+        "pod_position",
+        "_journal",
+        "_journal_start",
+    )
+
+    def __init__(
+        self,
+        *,
+        history: object,
+        nodes: Sequence[NodeInfo],
+        positions: Mapping[str, int],
+        images: Mapping[str, int],
+        affinity: Mapping[str, tuple[Pod, str]],
+        pdbs: tuple[PodDisruptionBudget, ...],
+        namespaces: Mapping[str, Mapping[str, str]],
+        generation: int,
+        node_generation: int,
+        journal: Sequence[Change],
+        journal_start: int,
+        pod_position: int,
+    ) -> None:
+        self.history = history  # the store this came from: positions and generations are its own
+        self.nodes = nodes
+        self._positions = positions
+        self._images = images
+        self._affinity = affinity  # pod key -> (pod, node name), for pods with affinity terms
+        self.pdbs = pdbs
+        self.namespaces = namespaces
+        self.generation = generation
+        self.node_generation = node_generation
+        self._journal = journal
+        self._journal_start = journal_start
+        self.pod_position = pod_position
+
+    # --- ClusterView ---------------------------------------------------------------------------
+    def node_views(self) -> Sequence[NodeInfo]:
+        return self.nodes
+
+    def node_view(self, name: str) -> NodeInfo | None:
+        position = self._positions.get(name)
+        return None if position is None else self.nodes[position]
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self.namespaces.get(namespace, EMPTY)
+
+    def image_node_count(self, image: str) -> int:
+        return self._images.get(image, 0)
+
+    def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
+        nodes, positions = self.nodes, self._positions
+        for pod, node_name in self._affinity.values():
+            yield pod, nodes[positions[node_name]]
+
+    def pod_changes(self, since: int) -> Sequence[Change] | None:
+        """The pod changes from position ``since`` up to this snapshot; None if no longer kept."""
+        if since < self._journal_start or since > self.pod_position:
+            return None
+        # (the store appends to the same list after this snapshot: stop at its position)
+        return self._journal[since - self._journal_start : self.pod_position - self._journal_start]
+
+    # --- reading ---------------------------------------------------------------------------------
+    def pods(self) -> Iterator[Pod]:
+        for info in self.nodes:
+            yield from info.pods
+
+    def pod_node(self, key: str) -> str | None:
+        for info in self.nodes:
+            if info.find_pod(key) is not None:
+                return info.name
+        return None
+
+
+class ClusterOverlay:
+    """A snapshot with pods taken off and put back, for preemption's dry runs. Changes clone
+    the node info they touch and continue the snapshot's journal privately; positions and
+    generations go on from the snapshot's, so indexes forked from the snapshot's can replay
+    them (:class:`rulesched.lang.builtins.indexes.ForkedIndexes`). Single-threaded, short-lived."""
+
+    def __init__(self, base: Snapshot) -> None:
+        self.base = base
+        self.history = base.history
+        self.pdbs = base.pdbs
+        self.node_generation = base.node_generation
+        self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
+        self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off
+        self._added: dict[str, tuple[Pod, str]] = {}  # pods put back (or on), by key
+        self._journal: list[Change] = []
+        self._nodes: list[NodeInfo] | None = None
+
+    @property
+    def generation(self) -> int:
+        return self.base.generation + len(self._journal)
+
+    @property
+    def pod_position(self) -> int:
+        return self.base.pod_position + len(self._journal)
+
+    def node_views(self) -> Sequence[NodeInfo]:
+        if not self._changed:
+            return self.base.nodes
+        if self._nodes is None:
+            changed = self._changed
+            self._nodes = [changed.get(info.name, info) for info in self.base.nodes]
+        return self._nodes
+
+    @property
+    def nodes(self) -> Sequence[NodeInfo]:
+        return self.node_views()
+
+    def node_view(self, name: str) -> NodeInfo | None:
+        return self._changed.get(name) or self.base.node_view(name)
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self.base.namespace_labels(namespace)
+
+    def image_node_count(self, image: str) -> int:
+        return self.base.image_node_count(image)
+
+    def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
+        for pod, info in self.base.affinity_pods():
+            key = pod.key
+            if key not in self._removed and key not in self._added:
+                yield pod, self.node_view(info.name) or info
+        for pod, node_name in self._added.values():
+            if pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity:
+                placed = self.node_view(node_name)
+                if placed is not None:
+                    yield pod, placed
+
+    def pod_changes(self, since: int) -> Sequence[Change] | None:
+        base = self.base.pod_position
+        if since >= base:
+            return self._journal[since - base :] if since <= self.pod_position else None
+        earlier = self.base.pod_changes(since)
+        return None if earlier is None else [*earlier, *self._journal]
+
+    # --- the dry run's changes -----------------------------------------------------------------
+    def _writable(self, name: str) -> NodeInfo:
+        changed = self._changed.get(name)
+        if changed is not None:
+            return changed
+        base = self.base.node_view(name)
+        assert base is not None, name
+        info = self._changed[name] = base.clone(epoch=-1)
+        self._nodes = None
+        return info
+
+    def remove_pod(self, pod: Pod) -> None:
+        info = self._writable(pod.node_name)
+        if info.remove_pod(pod):
+            self._journal.append((-1, pod, info.node))
+            self._added.pop(pod.key, None)
+            self._removed[pod.key] = info.name
+
+    def add_pod(self, pod: Pod) -> None:
+        info = self._writable(pod.node_name)
+        info.add_pod(pod)
+        self._journal.append((1, pod, info.node))
+        self._removed.pop(pod.key, None)
+        self._added[pod.key] = (pod, info.name)
+
+    def reset_node(self, name: str) -> None:
+        """Forget the clone of a node whose pods are all back (its base info is equal again)."""
+        if self._changed.pop(name, None) is not None:
+            self._nodes = None
+            self._added = {k: v for k, v in self._added.items() if v[1] != name}

@@ -1,0 +1,431 @@
+"""The cluster store: nodes with their pods, kept current as objects arrive, bind and leave.
+
+One implementation feeds the simulator, the scheduler loop and the extender. It has one writer
+(the thread that owns it) and any number of readers, who read :meth:`ClusterStore.snapshot`\\ s,
+never the store itself. Writes come in as an informer delivers them, in any order: a pod bound to
+a node the store does not know yet is kept aside until the node arrives (and goes aside again if
+its node is deleted), deletes of unknown objects do nothing, repeated objects replace themselves.
+
+Beside the nodes it keeps the indexes cluster-wide built-ins read (image name -> number of nodes
+holding it, the pods that carry (anti-)affinity terms), PodDisruptionBudgets and namespace
+labels, and a bounded journal of pod adds and removes, which the built-ins replay into the
+per-domain counts they keep (rulesched.lang.builtins.indexes), so spreading and inter-pod
+affinity need not rescan the cluster for every pod.
+
+A pod the scheduler has chosen a node for is *assumed* here before its binding finishes, so the
+next cycle already sees its resources; :meth:`forget` rolls an assumption back. When the binding
+call succeeds the assumption waits for the informer to report the pod bound; one that never
+shows up expires (:meth:`expire_assumed`), as in kube-scheduler's cache.
+Next stage: :mod:`rulesched.cluster.snapshot`, what every cycle reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.cluster.snapshot import Change, Snapshot
+from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.objects import EMPTY
+
+JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
+ASSUMED_TTL_SECONDS = 30.0  # kube-scheduler's durationToExpireAssumedPod of old
+FINISHED = ("Succeeded", "Failed")
+
+
+def _has_affinity(pod: Pod) -> bool:
+    return bool(
+        pod.pod_affinity
+        or pod.pod_anti_affinity
+        or pod.preferred_pod_affinity
+        or pod.preferred_pod_anti_affinity
+    )
+
+
+class _History:
+    """Names one store's sequence of changes: journal positions and generation numbers mean
+    something only within it (index entries and node tables check it)."""
+
+    __slots__ = ()
+
+
+class ClusterStore:
+    def __init__(self, assumed_ttl: float | None = ASSUMED_TTL_SECONDS) -> None:
+        self.history = _History()
+        self._assumed_ttl = assumed_ttl
+        self._nodes: dict[str, NodeInfo] = {}
+        self._order: list[NodeInfo] = []  # stable node order: the scheduler walks it round-robin
+        self._positions: dict[str, int] = {}  # node name -> index in _order
+        self._where: dict[str, str] = {}  # pod key -> node name, for pods on known nodes
+        self._orphans: dict[str, Pod] = {}  # pod key -> pod bound to a node not (or no longer) known
+        # pod key -> when an assumption whose binding call succeeded expires (None: in flight)
+        self._assumed: dict[str, float | None] = {}
+        self._images: Counter[str] = Counter()
+        self._affinity: dict[str, tuple[Pod, str]] = {}  # pod key -> (pod, node), pods with terms
+        self._pdbs: dict[str, PodDisruptionBudget] = {}
+        self._pdb_tuple: tuple[PodDisruptionBudget, ...] = ()
+        self._namespaces: dict[str, Mapping[str, str]] = {}
+        # Change counters (compiled rules key cached cluster-wide answers on them):
+        self.generation = 0  # any change
+        self.node_generation = 0  # nodes came, went or changed (or namespaces' labels)
+        # Pod journal: (+1 | -1, pod, node) per change; _journal[0] is change number _journal_start.
+        self._journal: list[Change] = []
+        self._journal_start = 0
+        # Copy on write: the containers the last snapshot shares with the store, copied before
+        # the store's next change to them; node infos made before ``_epoch`` are shared too.
+        self._shared: set[str] = set()
+        self._epoch = 0
+        self._snapshot: Snapshot | None = None
+
+    # --- snapshots -----------------------------------------------------------------------------
+    def snapshot(self) -> Snapshot:
+        """The cluster as it is now, for readers on any thread; the same object until the next
+        change."""
+        if self._snapshot is None:
+            self._snapshot = Snapshot(
+                history=self.history,
+                nodes=self._order,
+                positions=self._positions,
+                images=self._images,
+                affinity=self._affinity,
+                pdbs=self._pdb_tuple,
+                namespaces=self._namespaces,
+                generation=self.generation,
+                node_generation=self.node_generation,
+                journal=self._journal,
+                journal_start=self._journal_start,
+                pod_position=self.pod_position,
+            )
+            self._shared = {"order", "positions", "images", "affinity", "namespaces"}
+            self._epoch += 1
+        return self._snapshot
+
+    def _own(self, name: str) -> bool:
+        """Whether container ``name`` must be copied before changing it (a snapshot holds it)."""
+        if name in self._shared:
+            self._shared.discard(name)
+            return True
+        return False
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self._snapshot = None
+
+    # --- reading (the writer's own view; other threads read snapshots) ----------------------
+    @property
+    def nodes(self) -> Sequence[NodeInfo]:
+        return self._order
+
+    def node_views(self) -> Sequence[NodeInfo]:
+        return self._order
+
+    def node_view(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    @property
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        return self._namespaces
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        return self._namespaces.get(namespace, EMPTY)
+
+    def image_node_count(self, image: str) -> int:
+        return self._images.get(image, 0)
+
+    def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
+        for pod, node_name in self._affinity.values():
+            yield pod, self._nodes[node_name]
+
+    @property
+    def pdbs(self) -> tuple[PodDisruptionBudget, ...]:
+        return self._pdb_tuple
+
+    @property
+    def pod_position(self) -> int:
+        """How many pod changes there have been: the journal position of the next one."""
+        return self._journal_start + len(self._journal)
+
+    def pod_changes(self, since: int) -> Sequence[Change] | None:
+        """The pod changes from position ``since`` on; None if they are no longer kept."""
+        if since < self._journal_start:
+            return None
+        return self._journal[since - self._journal_start :]
+
+    def pods(self) -> Iterator[Pod]:
+        """The pods on known nodes (assumed ones included), node by node."""
+        for info in self._order:
+            yield from info.pods
+
+    def pod_node(self, key: str) -> str | None:
+        return self._where.get(key)
+
+    def is_assumed(self, key: str) -> bool:
+        return key in self._assumed
+
+    @property
+    def orphans(self) -> Mapping[str, Pod]:
+        """Pods bound to nodes the store does not know (yet): they use no node's resources."""
+        return self._orphans
+
+    # --- nodes ---------------------------------------------------------------------------------
+    def add_node(self, node: Node) -> NodeInfo:
+        """A node was added or changed (an informer's add and update are the same here)."""
+        info = self._nodes.get(node.name)
+        if info is not None:
+            return self._update_node(info, node)
+        info = NodeInfo(node, epoch=self._epoch)
+        if self._own("order"):
+            self._order = list(self._order)
+        if self._own("positions"):
+            self._positions = dict(self._positions)
+        self._nodes[node.name] = info
+        self._positions[node.name] = len(self._order)
+        self._order.append(info)
+        self._count_images(node.images.keys(), 1)
+        self._nodes_changed()
+        waiting = [p for p in self._orphans.values() if p.node_name == node.name]
+        for pod in waiting:  # pods that arrived before their node
+            del self._orphans[pod.key]
+            self._place(pod, log=False)
+        return info
+
+    update_node = add_node
+
+    def _update_node(self, info: NodeInfo, node: Node) -> NodeInfo:
+        images = info.images
+        info = self._writable(node.name)
+        info.set_node(node)
+        if images is not node.images:
+            self._count_images(images.keys(), -1)
+            self._count_images(node.images.keys(), 1)
+        self._nodes_changed()
+        return info
+
+    def remove_node(self, name: str) -> list[Pod]:
+        """Remove a node; returns the pods that were on it. They stay in the store, using no
+        resources, until they are deleted or their node comes back (kube-scheduler keeps them
+        the same way)."""
+        info = self._nodes.pop(name, None)
+        if info is None:
+            return []
+        if self._own("order"):
+            self._order = list(self._order)
+        if self._own("positions"):
+            self._positions = dict(self._positions)
+        del self._order[self._positions.pop(name)]
+        for i, later in enumerate(self._order):
+            self._positions[later.name] = i
+        self._count_images(info.images.keys(), -1)
+        for pod in info.pods:
+            key = pod.key
+            self._where.pop(key, None)
+            self._orphans[key] = pod
+            if key in self._affinity:
+                self._drop_affinity(key)
+        self._nodes_changed()
+        return list(info.pods)
+
+    def _count_images(self, names: Iterable[str], sign: int) -> None:
+        if self._own("images"):
+            self._images = Counter(self._images)
+        images = self._images
+        for name in names:
+            left = images[name] + sign
+            if left > 0:
+                images[name] = left
+            else:
+                del images[name]
+
+    def _nodes_changed(self) -> None:
+        self._changed()
+        self.node_generation += 1
+
+    def _writable(self, name: str) -> NodeInfo:
+        """The node's info, cloned first if a snapshot holds it."""
+        info = self._nodes[name]
+        if info.epoch != self._epoch:
+            info = info.clone(self._epoch)
+            self._nodes[name] = info
+            if self._own("order"):
+                self._order = list(self._order)
+            self._order[self._positions[name]] = info
+        return info
+
+    # --- pods ----------------------------------------------------------------------------------
+    def upsert_pod(self, pod: Pod) -> None:
+        """A pod as an informer reports it, in any state: bound pods use their node's
+        resources; finished pods (Succeeded, Failed) free them; unbound pods are not the
+        store's (they are the queue's), except that an assumption outlives the informer's
+        older view of an assumed pod as still unbound."""
+        if pod.phase in FINISHED:
+            self.remove_pod(pod.key)
+        elif pod.node_name:
+            self.add_pod(pod)
+        elif pod.key not in self._assumed:
+            self.remove_pod(pod.key)
+
+    def add_pod(self, pod: Pod) -> None:
+        """Add a pod bound to ``pod.node_name``, replacing an earlier version or an assumption
+        (which the informer thereby confirms: a pod found bound elsewhere is taken as bound
+        there). The very object assumed coming back confirms it without a change."""
+        key = pod.key
+        if key in self._assumed:
+            node_name = self._where.get(key)
+            placed = None if node_name is None else self._nodes[node_name].find_pod(key)
+            del self._assumed[key]
+            if placed is pod:
+                return
+        self.remove_pod(key, forget=False)
+        if pod.node_name in self._nodes:
+            self._place(pod)
+        else:
+            self._orphans[key] = pod
+            self._changed()
+
+    def _place(self, pod: Pod, log: bool = True) -> None:
+        info = self._writable(pod.node_name)
+        info.add_pod(pod)
+        key = pod.key
+        self._where[key] = info.name
+        if log:
+            self._log(1, pod, info.node)
+        if _has_affinity(pod):
+            if self._own("affinity"):
+                self._affinity = dict(self._affinity)
+            self._affinity[key] = (pod, info.name)
+        self._changed()
+
+    def remove_pod(self, key: str, forget: bool = True) -> Pod | None:
+        """Remove a pod (deleted, finished); None if the store does not hold it."""
+        if forget:
+            self._assumed.pop(key, None)
+        orphan = self._orphans.pop(key, None)
+        if orphan is not None:
+            self._changed()
+            return orphan
+        name = self._where.pop(key, None)
+        if name is None:
+            return None
+        info = self._writable(name)
+        removed = info.find_pod(key)
+        if removed is not None:
+            info.remove_pod(removed)
+            self._log(-1, removed, info.node)
+        if key in self._affinity:
+            self._drop_affinity(key)
+        self._changed()
+        return removed
+
+    def _drop_affinity(self, key: str) -> None:
+        if self._own("affinity"):
+            self._affinity = dict(self._affinity)
+        del self._affinity[key]
+
+    def _log(self, sign: int, pod: Pod, node: Node) -> None:
+        journal = self._journal
+        journal.append((sign, pod, node))
+        if len(journal) > 2 * JOURNAL_KEEP:
+            # A new list rather than a deletion: snapshots slice the old one.
+            self._journal = journal[JOURNAL_KEEP:]
+            self._journal_start += JOURNAL_KEEP
+
+    # --- the scheduler's assumptions -------------------------------------------------------------
+    def assume(self, pod: Pod, node_name: str) -> Pod:
+        """Place a pod on a node before its binding completes; returns the placed pod."""
+        placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
+        self.add_pod(placed)
+        self._assumed[placed.key] = None
+        return placed
+
+    def finish_binding(self, key: str, now: float | None = None) -> None:
+        """The binding call succeeded. Without ``now`` the binding is final (the simulator's
+        binder is the cluster); with it, the assumption stands until the informer reports the
+        pod bound, and expires ``assumed_ttl`` seconds after ``now`` if it never does."""
+        if key not in self._assumed:
+            return
+        if now is None:
+            del self._assumed[key]
+        else:
+            ttl = self._assumed_ttl
+            self._assumed[key] = now + ttl if ttl else math.inf
+
+    def forget(self, key: str) -> None:
+        """Undo an assumption whose binding failed."""
+        if key in self._assumed:
+            self.remove_pod(key)
+
+    def expire_assumed(self, now: float) -> list[Pod]:
+        """Drop assumptions whose binding finished long ago but which no informer confirmed."""
+        expired = [k for k, deadline in self._assumed.items() if deadline is not None and deadline <= now]
+        return [p for p in (self.remove_pod(k) for k in expired) if p is not None]
+
+    # --- budgets and namespaces ------------------------------------------------------------------
+    def set_pdb(self, pdb: PodDisruptionBudget) -> None:
+        self._pdbs[pdb.key] = pdb
+        self._pdb_tuple = tuple(self._pdbs.values())
+        self._changed()
+
+    def remove_pdb(self, key: str) -> None:
+        if self._pdbs.pop(key, None) is not None:
+            self._pdb_tuple = tuple(self._pdbs.values())
+            self._changed()
+
+    def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        """A namespace added or changed (affinity terms may select namespaces by label)."""
+        if self._namespaces.get(name) == labels and name in self._namespaces:
+            return
+        if self._own("namespaces"):
+            self._namespaces = dict(self._namespaces)
+        self._namespaces[name] = labels
+        self._nodes_changed()
+
+    def remove_namespace(self, name: str) -> None:
+        if name in self._namespaces:
+            if self._own("namespaces"):
+                self._namespaces = dict(self._namespaces)
+            del self._namespaces[name]
+            self._nodes_changed()
+
+    def set_namespaces(self, namespaces: Mapping[str, Mapping[str, str]]) -> None:
+        """Replace every namespace's labels."""
+        self._namespaces = dict(namespaces)
+        self._shared.discard("namespaces")
+        self._nodes_changed()
+
+    # --- comparing and building ------------------------------------------------------------------
+    def contents(self) -> dict[str, Any]:
+        """What the store holds, as plain values: equal for stores that hold the same objects
+        however they got there (tests compare stores built by different event orders)."""
+        return {
+            "nodes": {n.name: n.node for n in self._order},
+            "pods": {n.name: sorted(p.key for p in n.pods) for n in self._order},
+            "requested": {n.name: dict(n.requested) for n in self._order},
+            "orphans": sorted(self._orphans),
+            "assumed": sorted(self._assumed),
+            "images": dict(self._images),
+            "affinity": sorted(self._affinity),
+            "pdbs": dict(self._pdbs),
+            "namespaces": dict(self._namespaces),
+        }
+
+    @classmethod
+    def build(
+        cls,
+        nodes: Iterable[Node],
+        pods: Iterable[Pod],
+        pdbs: Iterable[PodDisruptionBudget] = (),
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> ClusterStore:
+        store = cls()
+        for node in nodes:
+            store.add_node(node)
+        for pod in pods:
+            store.add_pod(pod)
+        for pdb in pdbs:
+            store.set_pdb(pdb)
+        store.set_namespaces(namespaces or {})
+        return store

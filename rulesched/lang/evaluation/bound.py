@@ -1,0 +1,410 @@
+"""Rules bound to one pod: filters, scores and preemption predicates as functions of a node.
+
+:meth:`rulesched.lang.evaluation.ruleset.Session.bind` makes these; the scheduler calls them per
+node. Guards and pod-only parts were evaluated at bind time (kube-scheduler's PreFilter), so a
+filter is a plain ``node -> bool``. A :class:`BoundRules` belongs to one session (one thread):
+its context and caches change from pod to pod of its class, never concurrently.
+
+A binding shared by a class of equivalent pods (``cached``) keeps each node's filter outcome
+and raw scores, stamped with the node info (and its generation) and with the version tokens of
+the cluster-wide built-ins the rules call; a stamp that no longer matches means the entry is
+recomputed. The caches hold one entry per node name, so they never outgrow the cluster, and go
+with the binding when its session forgets the class.
+Next stage: the scheduler's cycle (rulesched.scheduler.cycle) walks nodes with these.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.evaluation.arrays import Unsupported
+from rulesched.lang.evaluation.columns import NodeColumns, Rows
+from rulesched.lang.evaluation.vectorise import ColumnEvaluator
+from rulesched.lang.frontend import ast
+from rulesched.model import Pod
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BoundFilter:
+    name: str
+    passes: Callable[[Any], bool]
+    reasons: Callable[[Any], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class BoundScore:
+    name: str
+    weight: int
+    normalize: str
+    score: Callable[[Any], int]
+
+
+@dataclass(frozen=True)
+class BoundPreempt:
+    name: str
+    allows: Callable[[Any, Pod], bool]  # (node, victim) -> may the victim be evicted?
+    order: Callable[[Any], Any] | None  # node -> sort key, lowest preferred
+
+
+Failure = tuple[BoundFilter, tuple[str, ...]]
+
+
+class Filters(enum.Enum):
+    """Which filters :meth:`BoundRules.filter_mask` evaluates."""
+
+    ALL = "all"
+    STATIC = "static"  # those whose outcome is cached (static_failure's set)
+    DYNAMIC = "dynamic"  # those evaluated afresh for every node (dynamic_filters)
+
+
+@dataclass(frozen=True)
+class ColumnBodies:
+    """What column evaluation needs: the evaluator, and the body of each bound filter and score
+    that it can evaluate (None: node by node only), in the binding's rule order."""
+
+    evaluator: ColumnEvaluator
+    filters: tuple[ast.Expr | None, ...]
+    scores: tuple[ast.Expr | None, ...]
+    # For rules evaluated node by node: the node fields each reads, when it reads the node only
+    # through fields (then nodes equal in those fields share one evaluation), else None.
+    filter_fields: tuple[tuple[str, ...] | None, ...]
+    score_fields: tuple[tuple[str, ...] | None, ...]
+
+
+class BoundRules:
+    """The rules that apply to one pod (guards already decided), as functions of a node.
+
+    :meth:`first_failure` and :meth:`score_vector` are what the scheduler calls per node; with
+    ``cached`` they keep their answers per node (see the module docstring).
+    :meth:`filter_mask` and :meth:`score_matrix` give the same answers for many nodes at once,
+    evaluated as columns (:mod:`rulesched.lang.evaluation.vectorise`) where the rule allows. Call
+    :meth:`refresh` after the cluster changed within a cycle.
+    """
+
+    def __init__(
+        self,
+        ctx: EvalContext,
+        filters: tuple[BoundFilter, ...],
+        scores: tuple[BoundScore, ...],
+        preempts: tuple[BoundPreempt, ...],
+        uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
+        cached: bool = False,
+        columns: ColumnBodies | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.columns = columns
+        self.filters = filters
+        self.scores = scores
+        self.preempts = preempts
+        self.cached = cached
+        self.class_key: tuple[Any, ...] | None = None  # the class a session shares this binding with
+        # The cluster-wide built-ins each filter and each score calls; which of them move with
+        # (nearly) every change is decided again at each refresh.
+        self._filter_uses, self._score_uses = uses
+        self._names = sorted({n for names in (*self._filter_uses, *self._score_uses) for n in names})
+        self._moving: frozenset[str] | None = None
+        self._versions: tuple[Callable[[EvalContext], object], ...] = ()  # of the steady built-ins
+        self._volatile: frozenset[int] = frozenset()  # indexes of scores never cached
+        self._dynamic: tuple[int, ...] = ()  # indexes of filters evaluated afresh each time, in order
+        self._dynamic_set: frozenset[int] = frozenset()
+        # node name -> (node info, its generation, token, answer): one entry per node
+        self._outcomes: dict[str, tuple[Any, int, object, tuple[int, Failure] | None]] = {}
+        self._vectors: dict[str, tuple[Any, int, object, tuple[int, ...]]] = {}
+        self._token: object = ()
+        self.refresh()
+
+    def rebind(self, pod: Pod, cluster: ClusterView | None) -> None:
+        """Use this binding for another pod of its class, in (a newer view of) the cluster."""
+        ctx = self.ctx
+        ctx.pod, ctx.cluster, ctx.feasible = pod, cluster, None
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Start afresh after a cluster change: per-pod precomputation and version stamps."""
+        ctx = self.ctx
+        ctx.scratch.clear()
+        if self._names:
+            moving = frozenset(n for n in self._names if _moves(n, ctx))
+            if moving != self._moving:
+                self._split(moving)
+            # The moving set is part of the stamp: cached outcomes leave the dynamic filters out.
+            # Stamps are compared by identity (per node, per pod), so an equal one is kept.
+            token = (tuple(v(ctx) for v in self._versions), moving)
+            if token != self._token:
+                self._token = token
+
+    def _split(self, moving: frozenset[str]) -> None:
+        self._moving = moving
+        self._dynamic = tuple(i for i, names in enumerate(self._filter_uses) if names & moving)
+        self._dynamic_set = frozenset(self._dynamic)
+        self._volatile = frozenset(i for i, names in enumerate(self._score_uses) if names & moving)
+        steady = [n for n in self._names if n not in moving]
+        self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
+
+    # --- for batch evaluation (rulesched.scheduler.table): the cached part and the rest --------
+    @property
+    def token(self) -> object:
+        """The stamp answers of :meth:`static_failure` and :meth:`steady_vector` stay valid under
+        while a node is unchanged; a new object after a refresh that changed anything."""
+        return self._token
+
+    def static_failure(self, node: Any) -> Failure | None:
+        """The first failure among the filters that are not dynamic (uncached)."""
+        found = self._static_failure(node)
+        return None if found is None else found[1]
+
+    @property
+    def dynamic_filters(self) -> tuple[BoundFilter, ...]:
+        """Filters evaluated afresh for every node, in rule order."""
+        return tuple(self.filters[i] for i in self._dynamic)
+
+    def steady_vector(self, node: Any) -> tuple[int, ...]:
+        """:meth:`score_vector` with the volatile scores left at 0 (and out of the fixed sum)."""
+        return self._vector(node, self._volatile)
+
+    @property
+    def volatile_scores(self) -> tuple[tuple[int, BoundScore], ...]:
+        return tuple((i, self.scores[i]) for i in sorted(self._volatile))
+
+    def _first_failure(self, node: Any) -> Failure | None:
+        for f in self.filters:
+            if not f.passes(node):
+                return f, f.reasons(node)
+        return None
+
+    def _static_failure(self, node: Any) -> tuple[int, Failure] | None:
+        """The first failing filter among those whose answers are cached, with its index."""
+        dynamic = self._dynamic_set
+        for i, f in enumerate(self.filters):
+            if i not in dynamic and not f.passes(node):
+                return i, (f, f.reasons(node))
+        return None
+
+    def _with_dynamic(self, node: Any, static: tuple[int, Failure] | None) -> Failure | None:
+        """Merge the cached outcome with the filters evaluated afresh, keeping rule order."""
+        limit = static[0] if static is not None else len(self.filters)
+        for i in self._dynamic:
+            if i >= limit:
+                break
+            f = self.filters[i]
+            if not f.passes(node):
+                return f, f.reasons(node)
+        return static[1] if static is not None else None
+
+    def _cached_static(self, node: Any) -> tuple[int, Failure] | None:
+        hit = self._outcomes.get(node.name)
+        if hit is not None and hit[0] is node and hit[1] == node.generation and hit[2] is self._token:
+            return hit[3]
+        static = self._static_failure(node)
+        self._outcomes[node.name] = (node, node.generation, self._token, static)
+        return static
+
+    def _cached_outcome(self, node: Any) -> Failure | None:
+        static = self._cached_static(node)
+        if not self._dynamic:
+            return static[1] if static is not None else None
+        return self._with_dynamic(node, static)
+
+    def first_failure(self, node: Any) -> Failure | None:
+        """The first filter (in rule order) the node fails, with its reasons; None if it fits."""
+        if not self.cached:
+            return self._first_failure(node)
+        return self._cached_outcome(node)
+
+    def feasible(
+        self,
+        nodes: Sequence[Any],
+        start: int,
+        wanted: int,
+        failed: Callable[[Any, tuple[str, ...]], None] | None = None,
+    ) -> tuple[list[Any], int]:
+        """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit; report each node that
+        does not to ``failed`` (if given: reasons cost work a scheduled pod does not need).
+        Returns the feasible nodes and how many nodes were looked at. (The loop of
+        :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
+        found: list[Any] = []
+        append = found.append
+        token, outcomes = self._token, self._outcomes
+        evaluate = self._first_failure if not self.cached else self._cached_outcome if self._dynamic else None
+        static_failure = self._static_failure
+        looked = 0
+        for node in itertools.chain(nodes[start:], nodes[:start]):
+            looked += 1
+            if evaluate is None:  # the common case, inlined: one cache lookup per node
+                name, generation = node.name, node.generation
+                hit = outcomes.get(name)
+                if hit is not None and hit[0] is node and hit[1] == generation and hit[2] is token:
+                    static = hit[3]
+                else:
+                    static = static_failure(node)
+                    outcomes[name] = (node, generation, token, static)
+                if static is None:
+                    append(node)
+                    if len(found) >= wanted:
+                        break
+                elif failed is not None:
+                    failed(node, static[1][1])
+                continue
+            outcome = evaluate(node)
+            if outcome is None:
+                append(node)
+                if len(found) >= wanted:
+                    break
+            elif failed is not None:
+                failed(node, outcome[1])
+        return found, looked
+
+    # --- many nodes at once (rulesched.lang.evaluation.columns) ----------------------------
+    def filter_mask(self, cols: NodeColumns, rows: Rows, which: Filters = Filters.ALL) -> npt.NDArray[np.bool_]:
+        """Whether the node of each row (of ``cols.nodes``) passes every filter of ``which``.
+        Filters that evaluate as columns run first, the rest node by node on the rows still
+        passing: which filter fails first does not change whether a node fits, and no filter
+        has effects."""
+        alive = np.ones(len(rows), dtype=bool)
+        per_node = []
+        for i, f in enumerate(self.filters):
+            if which is not Filters.ALL and (i in self._dynamic_set) == (which is Filters.STATIC):
+                continue
+            live = np.flatnonzero(alive)
+            if not len(live):
+                return alive
+            ok = self._column(cols, rows[live], f.passes, i, True)
+            if ok is None:
+                per_node.append(f.passes)
+            else:
+                alive[live[~ok]] = False
+        if per_node:
+            nodes = cols.nodes
+            for j in np.flatnonzero(alive).tolist():
+                node = nodes[rows[j]]
+                for passes in per_node:
+                    if not passes(node):
+                        alive[j] = False
+                        break
+        return alive
+
+    def _column(
+        self, cols: NodeColumns, rows: Rows, per_node: Callable[[Any], Any], index: int, is_filter: bool
+    ) -> npt.NDArray[Any] | None:
+        """A filter's outcome or a score's value for each row, as columns or once per group of
+        nodes equal in the fields the rule reads; None: evaluate it node by node."""
+        bodies = self.columns
+        if bodies is None:
+            return None
+        body = (bodies.filters if is_filter else bodies.scores)[index]
+        if body is not None:
+            try:
+                if is_filter:
+                    return bodies.evaluator.filter(body, self.ctx, cols, rows)
+                return bodies.evaluator.score(body, self.ctx, cols, rows)
+            except Unsupported:
+                pass
+            except Exception:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
+                bodies.evaluator.failures += 1
+                name = (self.filters if is_filter else self.scores)[index].name
+                log.warning(
+                    "rule %s: column evaluation failed, evaluating node by node",
+                    name,
+                    exc_info=True,
+                    extra={"rule": name, "pod": self.ctx.pod.key},
+                )
+        fields = (bodies.filter_fields if is_filter else bodies.score_fields)[index]
+        groups = cols.groups(fields) if fields is not None else None
+        if groups is None:
+            return None
+        nodes = cols.nodes
+        answers = [per_node(nodes[r]) for r in groups.representatives]
+        per_group = np.array(answers, dtype=bool if is_filter else np.int64)
+        return per_group[groups.codes[rows]]
+
+    def dynamic_grouped(self, cols: NodeColumns) -> bool:
+        """Whether every dynamic filter reads the cluster only through built-ins whose answer is
+        one per group of nodes alike in a few labels (spreading by zone): evaluated as columns
+        they then cost a call per group rather than per node. (Per node, a walk stops as soon as
+        enough nodes fit, which is cheaper when every node needs its own call.)"""
+        for i in self._dynamic:
+            for name in self._filter_uses[i]:
+                domain = BUILTINS[name].domain
+                if domain is None or cols.label_groups(domain(self.ctx)) is None:
+                    return False
+        return True
+
+    def score_matrix(self, cols: NodeColumns, rows: Rows, steady: bool = False) -> npt.NDArray[np.int64]:
+        """:meth:`score_vector` of each row's node, one row each (:meth:`steady_vector` with
+        ``steady``). Raises OverflowError for a score or sum beyond int64."""
+        out = np.zeros((len(rows), len(self.scores) + 1), dtype=np.int64)
+        skip = self._volatile if steady else frozenset()
+        nodes = cols.nodes
+        fixed_bound = 0
+        for i, s in enumerate(self.scores):
+            if i in skip:
+                continue
+            column = self._column(cols, rows, s.score, i, False)
+            if column is None:
+                column = np.array([s.score(nodes[r]) for r in rows.tolist()], dtype=np.int64)
+            out[:, i] = column
+            if s.normalize == "none" and len(column):
+                fixed_bound += s.weight * max(int(column.max()), -int(column.min()))
+                if fixed_bound >= 2**63:
+                    raise OverflowError("the sum of unnormalised scores does not fit in int64")
+                out[:, -1] += s.weight * column
+        return out
+
+    def score_vectors(self, nodes: Sequence[Any]) -> list[tuple[int, ...]]:
+        """:meth:`score_vector` for many nodes, with the cache lookup inlined."""
+        if not self.cached or self._volatile:
+            return [self.score_vector(n) for n in nodes]
+        token, cache, compute = self._token, self._vectors, self._vector
+        out = []
+        for node in nodes:
+            name, generation = node.name, node.generation
+            hit = cache.get(name)
+            if hit is not None and hit[0] is node and hit[1] == generation and hit[2] is token:
+                out.append(hit[3])
+            else:
+                vector = compute(node, ())
+                cache[name] = (node, generation, token, vector)
+                out.append(vector)
+        return out
+
+    def score_vector(self, node: Any) -> tuple[int, ...]:
+        """Every score rule's raw value for the node, in rule order, then one more element: the
+        weighted sum of the rules that are not normalised (their share of the total is final)."""
+        if not self.cached:
+            return self._vector(node, ())
+        hit = self._vectors.get(node.name)
+        if hit is not None and hit[0] is node and hit[1] == node.generation and hit[2] is self._token:
+            vector: tuple[int, ...] = hit[3]
+        else:
+            vector = self._vector(node, self._volatile)
+            self._vectors[node.name] = (node, node.generation, self._token, vector)
+        if self._volatile:
+            vector = self._vector(node, (), vector)
+        return vector
+
+    def _vector(self, node: Any, skip: Collection[int], known: tuple[int, ...] = ()) -> tuple[int, ...]:
+        """Raw scores (0 for ``skip``, reused from ``known`` unless volatile) and the fixed sum."""
+        values = [
+            0 if i in skip else known[i] if known and i not in self._volatile else s.score(node)
+            for i, s in enumerate(self.scores)
+        ]
+        fixed = sum(s.weight * v for s, v in zip(self.scores, values, strict=True) if s.normalize == "none")
+        return (*values, fixed)
+
+
+def _moves(name: str, ctx: EvalContext) -> bool:
+    """Whether, for this pod now, the built-in's answers move with (nearly) every cluster change."""
+    builtin = BUILTINS[name]
+    return builtin.version is None or (builtin.moves is not None and bool(builtin.moves(ctx)))

@@ -1,0 +1,80 @@
+"""Filter these nodes for this pod; score these nodes for this pod.
+
+The node-by-node forms of what a cycle does, for every caller that wants answers per node: the
+cycle's ``explain`` runs and its fallback for scores beyond int64, the extender's filter and
+prioritize verbs, reports. Totals come from :func:`rulesched.scheduler.scoring.weighted_totals`,
+as in a cycle's table walk, so every face of rulesched ranks nodes alike.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rulesched.lang import BoundRules
+from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
+
+
+@dataclass
+class Filtered:
+    feasible: list[Any]  # nodes that pass every filter, in walk order
+    looked: int  # nodes looked at (the walk stops once enough fit)
+    reasons: Counter[str] = field(default_factory=Counter)  # reason -> nodes failing with it
+    failed: dict[str, tuple[str, ...]] | None = None  # with explain: node -> its reasons
+
+
+def filter_nodes(bound: BoundRules, nodes: Sequence[Any], start: int = 0, wanted: int | None = None,
+                 explain: bool = False) -> Filtered:
+    """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit (default: every node).
+    Why nodes failed is collected when explaining, or when no node fits (the FitError message);
+    otherwise the walk skips that work."""
+    out = Filtered([], 0, failed={} if explain else None)
+    if not nodes:
+        return out
+    reasons, failed = out.reasons, out.failed
+
+    def record(node: Any, why: tuple[str, ...]) -> None:
+        reasons.update(set(why))
+        if failed is not None:
+            failed[node.name] = why
+
+    out.feasible, out.looked = bound.feasible(nodes, start, len(nodes) if wanted is None else wanted,
+                                              record if explain else None)
+    if not out.feasible and not explain:  # redone for the reasons, from the caches just filled
+        reasons.update(failure_reasons(bound, nodes))
+    return out
+
+
+def failure_reasons(bound: BoundRules, nodes: Sequence[Any]) -> Counter[str]:
+    """Reason -> how many of ``nodes`` fail with it (their first failing filter's reasons)."""
+    reasons: Counter[str] = Counter()
+    for node in nodes:
+        failure = bound.first_failure(node)
+        if failure is not None:
+            reasons.update(set(failure[1]))
+    return reasons
+
+
+@dataclass
+class Scored:
+    totals: Matrix  # one weighted total per node, in the order given
+    per_node: dict[str, dict[str, int]] | None = None  # with explain: node -> rule -> score, "total"
+
+
+def score_nodes(bound: BoundRules, nodes: Sequence[Any], explain: bool = False) -> Scored:
+    """Score ``nodes`` (the feasible ones: score built-ins read them as the cycle's PreScore
+    set). With ``explain``, every rule's normalised score per node as well."""
+    bound.ctx.feasible = nodes
+    matrix = score_matrix(bound.score_vectors(nodes))
+    if not explain:
+        return Scored(weighted_totals(bound.scores, matrix))
+    per_rule: list[Matrix] = []
+    totals = weighted_totals(bound.scores, matrix, per_rule)
+    per_node = {}
+    for i, node in enumerate(nodes):
+        entry = {s.name: int(values[i]) for s, values in zip(bound.scores, per_rule, strict=True)}
+        entry["total"] = int(totals[i])
+        per_node[node.name] = entry
+    return Scored(totals, per_node)

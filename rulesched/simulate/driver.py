@@ -1,0 +1,123 @@
+"""The simulator's driver: the core scheduler on virtual time, with a report of every pod.
+
+Bindings and evictions happen in the store itself (there is no API server to ask), and time
+jumps to the next backoff expiry instead of passing, so :meth:`Simulation.run` schedules until
+the queue settles: nothing ready and nothing backing off.
+Next stage: :mod:`rulesched.simulate.report` renders what the :class:`Recorder` saw.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rulesched.cluster.store import ClusterStore
+from rulesched.lang import RuleSet, RulesHandle
+from rulesched.model import Pod
+from rulesched.scheduler.framework import CycleResult, SchedulerSettings
+from rulesched.scheduler.queue import SchedulingQueue
+from rulesched.scheduler.scheduler import Binder, Observer, Scheduler
+
+
+class VirtualClock:
+    """Simulated time: the simulator jumps it to the next backoff expiry instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class PodHistory:
+    """What happened to one pending pod, for reports: its last cycle and what it preempted."""
+
+    pod: Pod
+    last: CycleResult | None = None
+    node: str | None = None
+    nominated: str | None = None
+    victims: list[Pod] = field(default_factory=list)
+    attempts: int = 0
+
+
+class Recorder(Observer):
+    """Keeps each pod's history and the pods evicted, in order."""
+
+    def __init__(self) -> None:
+        self.history: dict[str, PodHistory] = {}
+        self.evicted: list[Pod] = []
+
+    def _of(self, pod: Pod) -> PodHistory:
+        return self.history.setdefault(pod.key, PodHistory(pod))
+
+    def attempted(self, result: CycleResult) -> None:
+        history = self._of(result.pod)
+        history.attempts += 1
+        history.last = result
+        preemption = result.preemption
+        if preemption is not None and preemption.nominated is not None:
+            history.nominated = preemption.nominated
+            history.victims.extend(preemption.victims)
+
+    def bound(self, pod: Pod, node: str) -> None:
+        self._of(pod).node = node
+
+
+class InMemoryBinder:
+    """The simulator's binder: the assumed placement simply stands."""
+
+    def bind(self, pod: Pod, node: str) -> bool:
+        return True
+
+
+class InMemoryEvictor:
+    """Evicts straight out of the store, and remembers whom."""
+
+    def __init__(self, store: ClusterStore, recorder: Recorder) -> None:
+        self.store, self.recorder = store, recorder
+
+    def evict(self, pod: Pod, preemptor: Pod) -> None:
+        self.store.remove_pod(pod.key)
+        self.recorder.evicted.append(pod)
+
+
+class Simulation:
+    """A :class:`Scheduler` on a :class:`VirtualClock`, recording every pod's history."""
+
+    def __init__(self, rules: RulesHandle | RuleSet, store: ClusterStore, settings: SchedulerSettings,
+                 binder: Binder | None = None) -> None:
+        self.clock = VirtualClock()
+        self.recorder = Recorder()
+        self.store = store
+        self.scheduler = Scheduler(rules, store, settings, binder or InMemoryBinder(),
+                                   InMemoryEvictor(store, self.recorder), clock=self.clock, observer=self.recorder)
+
+    @property
+    def queue(self) -> SchedulingQueue:
+        return self.scheduler.queue
+
+    @property
+    def history(self) -> dict[str, PodHistory]:
+        return self.recorder.history
+
+    @property
+    def evicted(self) -> list[Pod]:
+        return self.recorder.evicted
+
+    def add(self, pod: Pod) -> None:
+        self.recorder.history.setdefault(pod.key, PodHistory(pod))
+        self.scheduler.add(pod)
+
+    def schedule_one(self) -> CycleResult | None:
+        return self.scheduler.schedule_one()
+
+    def run(self) -> None:
+        """Schedule until the queue settles: nothing ready and nothing backing off."""
+        clock, scheduler = self.clock, self.scheduler
+        while True:
+            if scheduler.schedule_one() is not None:
+                continue
+            ready = scheduler.queue.next_ready_time()
+            if ready is None:
+                return
+            clock.now = max(clock.now, ready)
