@@ -43,6 +43,7 @@ class Snapshot:
         "pod_position",
         "_journal",
         "_journal_start",
+        "__weakref__",
     )
 
     def __init__(
@@ -154,6 +155,10 @@ class ClusterOverlay:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self.base.namespace_labels(namespace)
+
+    @property
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        return self.base.namespaces
 
     def image_node_count(self, image: str) -> int:
         return self.base.image_node_count(image)

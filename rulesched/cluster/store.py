@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
 
+_CONTAINERS = ("order", "positions", "images", "affinity", "namespaces")
 JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
 ASSUMED_TTL_SECONDS = 30.0  # kube-scheduler's durationToExpireAssumedPod of old
 FINISHED = ("Succeeded", "Failed")
@@ -75,45 +77,65 @@ class ClusterStore:
         # Pod journal: (+1 | -1, pod, node) per change; _journal[0] is change number _journal_start.
         self._journal: list[Change] = []
         self._journal_start = 0
-        # Copy on write: the containers the last snapshot shares with the store, copied before
-        # the store's next change to them; node infos made before ``_epoch`` are shared too.
-        self._shared: set[str] = set()
+        # Copy on write, while someone holds a snapshot. Each snapshot is taken at an epoch; a
+        # node info or a container made at epoch e is held by the live snapshots taken at e or
+        # later, and copied before the store changes it. The store itself only keeps weak
+        # references to snapshots: once every reader has let go of them (the scheduler does at
+        # the end of each cycle), the store changes in place again.
         self._epoch = 0
-        self._snapshot: Snapshot | None = None
+        self._made: dict[str, int] = dict.fromkeys(_CONTAINERS, 0)  # container -> epoch made
+        self._live: list[tuple[weakref.ref[Snapshot], int]] = []  # (snapshot, epoch taken at)
+        self._last: weakref.ref[Snapshot] | None = None
 
     # --- snapshots -----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:
         """The cluster as it is now, for readers on any thread; the same object until the next
-        change."""
-        if self._snapshot is None:
-            self._snapshot = Snapshot(
-                history=self.history,
-                nodes=self._order,
-                positions=self._positions,
-                images=self._images,
-                affinity=self._affinity,
-                pdbs=self._pdb_tuple,
-                namespaces=self._namespaces,
-                generation=self.generation,
-                node_generation=self.node_generation,
-                journal=self._journal,
-                journal_start=self._journal_start,
-                pod_position=self.pod_position,
-            )
-            self._shared = {"order", "positions", "images", "affinity", "namespaces"}
-            self._epoch += 1
-        return self._snapshot
+        change. It stays as it is for as long as anyone holds it."""
+        last = self._last() if self._last is not None else None
+        if last is not None:
+            return last
+        snapshot = Snapshot(
+            history=self.history,
+            nodes=self._order,
+            positions=self._positions,
+            images=self._images,
+            affinity=self._affinity,
+            pdbs=self._pdb_tuple,
+            namespaces=self._namespaces,
+            generation=self.generation,
+            node_generation=self.node_generation,
+            journal=self._journal,
+            journal_start=self._journal_start,
+            pod_position=self.pod_position,
+        )
+        ref = weakref.ref(snapshot)
+        self._live = [(r, taken) for r, taken in self._live if r() is not None]
+        self._live.append((ref, self._epoch))
+        self._last = ref
+        self._epoch += 1
+        return snapshot
+
+    def _held(self) -> int:
+        """The newest epoch a snapshot still alive was taken at; -1 when none is alive."""
+        newest = -1
+        for ref, taken in self._live:
+            if taken > newest and ref() is not None:
+                newest = taken
+        if newest < 0 and self._live:
+            self._live = []
+        return newest
 
     def _own(self, name: str) -> bool:
-        """Whether container ``name`` must be copied before changing it (a snapshot holds it)."""
-        if name in self._shared:
-            self._shared.discard(name)
+        """Whether container ``name`` must be copied before changing it (a live snapshot holds
+        it); the caller makes the copy, which is the store's own."""
+        if self._made[name] <= self._held():
+            self._made[name] = self._epoch
             return True
         return False
 
     def _changed(self) -> None:
         self.generation += 1
-        self._snapshot = None
+        self._last = None
 
     # --- reading (the writer's own view; other threads read snapshots) ----------------------
     @property
@@ -247,7 +269,7 @@ class ClusterStore:
     def _writable(self, name: str) -> NodeInfo:
         """The node's info, cloned first if a snapshot holds it."""
         info = self._nodes[name]
-        if info.epoch != self._epoch:
+        if info.epoch <= self._held():
             info = info.clone(self._epoch)
             self._nodes[name] = info
             if self._own("order"):
@@ -393,7 +415,7 @@ class ClusterStore:
     def set_namespaces(self, namespaces: Mapping[str, Mapping[str, str]]) -> None:
         """Replace every namespace's labels."""
         self._namespaces = dict(namespaces)
-        self._shared.discard("namespaces")
+        self._made["namespaces"] = self._epoch
         self._nodes_changed()
 
     # --- comparing and building ------------------------------------------------------------------

@@ -28,6 +28,11 @@ class ClusterView(Protocol):
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]: ...
 
+    @property
+    def namespaces(self) -> Mapping[str, Mapping[str, str]]:
+        """Every namespace's labels (a value that does not change: a new one replaces it)."""
+        ...
+
     def image_node_count(self, image: str) -> int:
         """How many nodes hold the image (by any of its names)."""
         ...

@@ -100,6 +100,12 @@ class Cycle:
             if key is not None:  # (else a pod of its own class, its rules read its name: this cycle only)
                 self._tables[key] = table
         table.sync(snapshot)
+        try:
+            return self._walk(table, bound, snapshot, result)
+        finally:
+            table.release()
+
+    def _walk(self, table: NodeTable, bound: BoundRules, snapshot: Snapshot, result: CycleResult) -> CycleResult:
         count = len(snapshot.nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
         start = self.next_start % count

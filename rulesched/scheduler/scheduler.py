@@ -125,16 +125,21 @@ class Scheduler:
         rules = self.rules.rules  # once per cycle: a reload takes effect at the next one
         session = rules.session()
         snapshot = self.store.snapshot()
-        result, _ = self.cycle.run(pod, snapshot, session)
+        result, bound = self.cycle.run(pod, snapshot, session)
         if result.code is Code.SCHEDULED and result.node is not None:
-            self._bind(pod, result)
+            outcome = None
         else:
             outcome = preempt(snapshot, session, pod)
             result.preemption = outcome
-            if outcome.nominated is None:
-                self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod))
-            else:
-                self._nominate(pod, outcome.nominated, outcome.victims)
+        # Done reading: once nobody holds the snapshot, the store changes in place again.
+        bound.release()
+        del snapshot
+        if outcome is None:
+            self._bind(pod, result)
+        elif outcome.nominated is None:
+            self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod))
+        else:
+            self._nominate(pod, outcome.nominated, outcome.victims)
         self.observer.attempted(result)
         return result
 

@@ -51,6 +51,19 @@ def normalize(mode: str, scores: Sequence[int]) -> list[int]:
     raise ValueError(f"unknown normalization {mode!r}")  # the checker admits only the above
 
 
+def normalize_constant(mode: str, value: int) -> int:
+    """What :func:`normalize` makes of a column whose values all equal ``value``."""
+    if mode == "max":
+        return MAX_NODE_SCORE if value > 0 else value
+    if mode == "reverse":
+        return 0 if value > 0 else MAX_NODE_SCORE
+    if mode == "minmax":
+        return 0
+    if mode == "spread":
+        return 0 if value < 0 else MAX_NODE_SCORE
+    return value
+
+
 def _div_array(a: Column, b: int) -> Column:
     """:func:`_div` over an array, for b > 0."""
     q = np.abs(a) // b
@@ -85,6 +98,7 @@ def normalize_array(mode: str, scores: Column) -> Column:
 
 
 Matrix = npt.NDArray[Any]  # rows x (score rules + 1): raw scores, then the fixed sum
+_EXACT = 2**62 // 1000  # int64 normalisation of values within this bound cannot overflow
 
 
 def score_matrix(vectors: Sequence[Sequence[int]]) -> Matrix:
@@ -109,8 +123,11 @@ def weighted_totals(scores: Sequence[BoundScore], matrix: Matrix, per_rule: list
                 per_rule.append(column)
             continue
         low, high = column.min(), column.max()
+        if (high > _EXACT or low < -_EXACT) and column.dtype != object:
+            # normalising multiplies by up to 300: go on in Python ints rather than wrap around
+            column, totals = column.astype(object), totals.astype(object)
         if low == high:  # normalises to one number: it cannot change the pick, only the totals
-            value = normalize(s.normalize, [low])[0]
+            value = normalize_constant(s.normalize, int(low))
             totals += s.weight * value
             if per_rule is not None:
                 per_rule.append(np.full(len(column), value, dtype=matrix.dtype))

@@ -71,6 +71,7 @@ class NodeTable:
         self._columns_from = columns_from if store is not None else 0
         self._ratio = 2.0  # nodes looked at per feasible node found, last time: sizes the next chunk
         self._history: object = None
+        self._snapshot: Snapshot | None = None
 
     def _reset(self, snapshot: Snapshot) -> None:
         bound = self.bound
@@ -113,7 +114,12 @@ class NodeTable:
                 self._scored[stale] = False
             self._position = snapshot.pod_position
 
+    def release(self) -> None:
+        """The walk is over: let go of its snapshot (the rows stay)."""
+        self._snapshot = None
+
     def _columns(self) -> NodeColumns:
+        assert self._snapshot is not None
         assert self._store is not None
         return self._store.current(self._snapshot)
 

@@ -17,10 +17,12 @@ from rulesched.lang.builtins.indexes import Add, PodSum, current
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
+from rulesched.model.objects import EMPTY
 
 HARD_POD_AFFINITY_WEIGHT = 1  # InterPodAffinityArgs.hardPodAffinityWeight default
 Pair = tuple[str, str]
 _NOTHING: dict[Any, int] = {}
+Namespaces = Mapping[str, Mapping[str, str]]
 
 
 @dataclass(frozen=True)
@@ -33,12 +35,13 @@ class Term:
     namespace_selector: LabelSelector | None
     weight: int = 0
 
-    def matches(self, pod: Pod, cluster: ClusterView | None) -> bool:
-        """AffinityTerm.Matches: namespace (listed or selected), then labels."""
+    def matches(self, pod: Pod, namespaces: Namespaces | None) -> bool:
+        """AffinityTerm.Matches: namespace (listed or selected by its labels; None: no cluster
+        to know them from), then labels."""
         if pod.namespace not in self.namespaces:
-            if self.namespace_selector is None or cluster is None:
+            if self.namespace_selector is None or namespaces is None:
                 return False
-            if not label_selector_matches(self.namespace_selector, cluster.namespace_labels(pod.namespace)):
+            if not label_selector_matches(self.namespace_selector, namespaces.get(pod.namespace, EMPTY)):
                 return False
         return label_selector_matches(self.selector, pod.labels)
 
@@ -60,9 +63,15 @@ def _terms(pod: Pod, terms: Sequence[PodAffinityTerm]) -> tuple[Term, ...]:
     return tuple(resolve(pod, t) for t in terms)
 
 
-def _matches_all(pod: Pod, terms: Sequence[Term], cluster: ClusterView | None) -> bool:
+def _matches_all(pod: Pod, terms: Sequence[Term], namespaces: Namespaces | None) -> bool:
     """podMatchesAllAffinityTerms: false for no terms."""
-    return bool(terms) and all(t.matches(pod, cluster) for t in terms)
+    return bool(terms) and all(t.matches(pod, namespaces) for t in terms)
+
+
+def _namespaces(cluster: ClusterView | None) -> Namespaces | None:
+    """The namespaces' labels, which the indexes' counting functions keep (not the cluster view:
+    an index outlives the snapshot it was built from; namespace changes rebuild it)."""
+    return cluster.namespaces if cluster is not None else None
 
 
 # --- filter ------------------------------------------------------------------------------------
@@ -83,28 +92,28 @@ def existing_anti_index(ctx: EvalContext) -> PodSum | None:
     """Pairs where running pods' required anti-affinity terms select the incoming pod."""
     index = ctx.scratch.get("existing-anti")
     if index is None and ctx.cluster is not None:
-        index = ctx.scratch["existing-anti"] = _existing_anti_index(ctx, ctx.cluster)
+        index = ctx.scratch["existing-anti"] = _existing_anti_index(ctx, ctx.cluster.namespaces)
     return index
 
 
-def _existing_anti_index(ctx: EvalContext, cluster: ClusterView) -> PodSum:
+def _existing_anti_index(ctx: EvalContext, namespaces: Namespaces) -> PodSum:
     pod = ctx.pod
 
     def contribute(other: Pod, node: Any, add: Add) -> None:
         if other.pod_anti_affinity:
             for term in _terms(other, other.pod_anti_affinity):
                 value = node.labels.get(term.topology_key)
-                if value is not None and term.matches(pod, cluster):
+                if value is not None and term.matches(pod, namespaces):
                     add((term.topology_key, value), 1)
 
     key = ("existing-anti", pod.namespace, frozenset(pod.labels.items()))
     return current(ctx, key, lambda: PodSum(contribute, affinity_only=True))
 
 
-def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
+def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], namespaces: Namespaces) -> Mapping[Pair, int]:
     """Pairs of the terms' keys on nodes running pods that match every term."""
     def contribute(other: Pod, node: Any, add: Add) -> None:
-        if _matches_all(other, terms, cluster):
+        if _matches_all(other, terms, namespaces):
             labels = node.labels
             for term in terms:
                 value = labels.get(term.topology_key)
@@ -114,13 +123,13 @@ def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], cluster: Cluster
     return current(ctx, ("affinity", terms), lambda: PodSum(contribute)).counts
 
 
-def _anti_counts(ctx: EvalContext, terms: tuple[Term, ...], cluster: ClusterView) -> Mapping[Pair, int]:
+def _anti_counts(ctx: EvalContext, terms: tuple[Term, ...], namespaces: Namespaces) -> Mapping[Pair, int]:
     """Pairs of each term's key on nodes running pods that term matches."""
     def contribute(other: Pod, node: Any, add: Add) -> None:
         labels = node.labels
         for term in terms:
             value = labels.get(term.topology_key)
-            if value is not None and term.matches(other, cluster):
+            if value is not None and term.matches(other, namespaces):
                 add((term.topology_key, value), 1)
 
     return current(ctx, ("anti", terms), lambda: PodSum(contribute)).counts
@@ -139,8 +148,8 @@ def _affinity_state(ctx: EvalContext) -> _AffinityState:
     else:
         state = _AffinityState(
             affinity_terms, anti_terms,
-            _affinity_counts(ctx, affinity_terms, cluster) if affinity_terms else _NOTHING,
-            _anti_counts(ctx, anti_terms, cluster) if anti_terms else _NOTHING,
+            _affinity_counts(ctx, affinity_terms, cluster.namespaces) if affinity_terms else _NOTHING,
+            _anti_counts(ctx, anti_terms, cluster.namespaces) if anti_terms else _NOTHING,
             existing.counts)
     ctx.scratch["interpod"] = state
     return state
@@ -159,7 +168,7 @@ def pod_affinity_ok(ctx: EvalContext, node: Any) -> bool:
             pods_exist = False
     if pods_exist:
         return True
-    return not counts and _matches_all(ctx.pod, state.affinity_terms, ctx.cluster)
+    return not counts and _matches_all(ctx.pod, state.affinity_terms, _namespaces(ctx.cluster))
 
 
 def affinity_keys(ctx: EvalContext) -> tuple[str, ...]:
@@ -201,13 +210,13 @@ def score_index(ctx: EvalContext) -> PodSum | None:
     index = ctx.scratch.get("interpod-score")
     if index is not None or ctx.cluster is None:
         return index
-    pod, cluster = ctx.pod, ctx.cluster
+    pod, namespaces = ctx.pod, ctx.cluster.namespaces
     preferred = [resolve(pod, w.term, w.weight) for w in pod.preferred_pod_affinity]
     preferred_anti = [resolve(pod, w.term, -w.weight) for w in pod.preferred_pod_anti_affinity]
     incoming = tuple(preferred + preferred_anti)
 
     def contribute(other: Pod, node: Any, add: Add) -> None:
-        _score_pair(pod, other, node.labels, incoming, add, cluster)
+        _score_pair(pod, other, node.labels, incoming, add, namespaces)
 
     key = ("interpod-score", pod.namespace, frozenset(pod.labels.items()), incoming)
     index = current(ctx, key, lambda: PodSum(contribute, affinity_only=not incoming))
@@ -216,9 +225,9 @@ def score_index(ctx: EvalContext) -> PodSum | None:
 
 
 def _score_pair(pod: Pod, other: Pod, labels: Mapping[str, str], incoming: Sequence[Term], add: Add,
-                cluster: ClusterView) -> None:
+                namespaces: Namespaces) -> None:
     def count(term: Term, target: Pod, weight: int) -> None:
-        if weight and term.topology_key in labels and term.matches(target, cluster):
+        if weight and term.topology_key in labels and term.matches(target, namespaces):
             add((term.topology_key, labels[term.topology_key]), weight)
 
     for term in incoming:  # the incoming pod's preferences about existing pods

@@ -131,6 +131,13 @@ class BoundRules:
         ctx.pod, ctx.cluster, ctx.feasible = pod, cluster, None
         self.refresh()
 
+    def release(self) -> None:
+        """Let go of the cluster view and what was computed from it (the caller is done with
+        this pod): a snapshot nobody holds lets its store change in place again."""
+        ctx = self.ctx
+        ctx.cluster, ctx.feasible = None, None
+        ctx.scratch.clear()
+
     def refresh(self) -> None:
         """Start afresh after a cluster change: per-pod precomputation and version stamps."""
         ctx = self.ctx
