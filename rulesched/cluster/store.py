@@ -109,7 +109,8 @@ class ClusterStore:
             pod_position=self.pod_position,
         )
         ref = weakref.ref(snapshot)
-        self._live = [(r, taken) for r, taken in self._live if r() is not None]
+        if self._live:
+            self._live = [(r, taken) for r, taken in self._live if r() is not None]
         self._live.append((ref, self._epoch))
         self._last = ref
         self._epoch += 1
@@ -117,6 +118,8 @@ class ClusterStore:
 
     def _held(self) -> int:
         """The newest epoch a snapshot still alive was taken at; -1 when none is alive."""
+        if not self._live:
+            return -1
         newest = -1
         for ref, taken in self._live:
             if taken > newest and ref() is not None:
@@ -301,7 +304,8 @@ class ClusterStore:
             del self._assumed[key]
             if placed is pod:
                 return
-        self.remove_pod(key, forget=False)
+        if key in self._where or key in self._orphans:
+            self.remove_pod(key, forget=False)
         if pod.node_name in self._nodes:
             self._place(pod)
         else:

@@ -45,7 +45,8 @@ class Cycle:
         self.rng = random.Random(settings.seed)
         self.next_start = 0
         self._rules: RuleSet | None = None
-        self._tables: cachetools.LRUCache[object, NodeTable] = cachetools.LRUCache(TABLES)
+        # keyed by the class's binding itself (held here, so never confused with a later one)
+        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(TABLES)
         self._columns = ColumnStore()
 
     def run(self, pod: Pod, snapshot: Snapshot, session: Session) -> tuple[CycleResult, BoundRules]:
@@ -93,12 +94,11 @@ class Cycle:
         return result, bound
 
     def _run_table(self, bound: BoundRules, snapshot: Snapshot, result: CycleResult) -> CycleResult:
-        key = bound.class_key
-        table = self._tables.get(key) if key is not None else None
-        if table is None or table.bound is not bound:
+        table = self._tables.get(bound) if bound.cached else None
+        if table is None:
             table = NodeTable(bound, self._columns, self.settings.columns_from)
-            if key is not None:  # (else a pod of its own class, its rules read its name: this cycle only)
-                self._tables[key] = table
+            if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
+                self._tables[bound] = table
         table.sync(snapshot)
         try:
             return self._walk(table, bound, snapshot, result)

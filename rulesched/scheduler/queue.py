@@ -62,6 +62,7 @@ class SchedulingQueue:
         self._active: list[_Entry] = []
         self._backoff: list[_Entry] = []  # sort key: (ready time, seq)
         self._unschedulable: dict[str, _Parked] = {}
+        self._waiting = 0  # parked pods that wait on pods
         self._attempts: dict[str, int] = {}
         self._queued: dict[str, _Entry | None] = {}  # pod key -> its heap entry (None: parked)
         self._in_flight: dict[str, Pod | None] = {}  # popped, not yet settled -> newer version (None: none)
@@ -100,10 +101,8 @@ class SchedulingQueue:
             if key not in self._queued:
                 self._push_active(pod)
                 return
-            parked = self._unschedulable.pop(key, None)
-            if parked is not None:
-                del self._queued[key]
-                self._push_backoff(pod)
+            if key in self._unschedulable:
+                self._unpark(key, pod)
                 return
             entry = self._queued[key]
             assert entry is not None
@@ -123,13 +122,13 @@ class SchedulingQueue:
                 return True
             if key not in self._queued:
                 return False
-            entry = self._queued.pop(key)
+            entry = self._queued[key]
             if entry is None:
-                del self._unschedulable[key]
-            elif entry in self._active:
-                self._remove(self._active, entry)
+                self._waiting -= self._unschedulable.pop(key).waits_on_pods
+                del self._queued[key]
             else:
-                self._remove(self._backoff, entry)
+                del self._queued[key]
+                self._remove(self._active if entry in self._active else self._backoff, entry)
             return True
 
     def _remove(self, heap: list[_Entry], entry: _Entry) -> None:
@@ -224,11 +223,11 @@ class SchedulingQueue:
                 return
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods)
+            self._waiting += waits_on_pods
 
     @property
     def any_waiting_on_pods(self) -> bool:
-        with self._lock:
-            return any(p.waits_on_pods for p in self._unschedulable.values())
+        return self._waiting > 0
 
     def requeue(self, pod: Pod, backoff: bool = True) -> None:
         """Try the pod again: after its backoff (a failed bind), or at once (after preemption)."""
@@ -249,13 +248,11 @@ class SchedulingQueue:
         placed moves them only while one of them waits on pods (affinity, spreading).
         Returns how many moved."""
         with self._lock:
-            if event is Event.POD_ADDED and not any(p.waits_on_pods for p in self._unschedulable.values()):
+            if event is Event.POD_ADDED and not self._waiting:
                 return 0
             moved = list(self._unschedulable)
             for key in moved:
-                parked = self._unschedulable.pop(key)
-                del self._queued[key]
-                self._push_backoff(parked.pod)
+                self._unpark(key)
             return len(moved)
 
     def cluster_changed(self) -> int:
@@ -263,6 +260,13 @@ class SchedulingQueue:
         return self.move(Event.OTHER)
 
     # --- heaps --------------------------------------------------------------------------------------
+    def _unpark(self, key: str, pod: Pod | None = None) -> None:
+        """From the unschedulable pool to backoff (as ``pod``, its newer version, if given)."""
+        parked = self._unschedulable.pop(key)
+        self._waiting -= parked.waits_on_pods
+        del self._queued[key]
+        self._push_backoff(pod or parked.pod)
+
     def _push_active(self, pod: Pod) -> None:
         entry = _Entry((-pod.priority, next(self._seq)), pod)
         heapq.heappush(self._active, entry)
@@ -291,9 +295,7 @@ class SchedulingQueue:
                     break
                 stale.append(key)
             for key in stale:
-                parked = self._unschedulable.pop(key)
-                del self._queued[key]
-                self._push_backoff(parked.pod)
+                self._unpark(key)
 
 
 def _keep_nomination(newer: Pod, requeued: Pod) -> Pod:

@@ -159,16 +159,15 @@ class Scheduler:
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
             return
-        self._finish(_Binding(pod, node, result), outcome, final=True)
+        self._finish(pod, node, result, outcome, final=True)
 
     def binding_finished(self, key: str, ok: bool, reason: str = "") -> None:
         """The outcome of a binding that was under way (the Binder returned None)."""
         binding = self._bindings.pop(key, None)
         if binding is not None:
-            self._finish(binding, ok, final=False, reason=reason)
+            self._finish(binding.pod, binding.node, binding.result, ok, final=False, reason=reason)
 
-    def _finish(self, binding: _Binding, ok: bool, final: bool, reason: str = "") -> None:
-        pod, node = binding.pod, binding.node
+    def _finish(self, pod: Pod, node: str, result: CycleResult, ok: bool, final: bool, reason: str = "") -> None:
         if ok:
             self.store.finish_binding(pod.key, None if final else self.clock())
             self.queue.done(pod.key)
@@ -178,7 +177,7 @@ class Scheduler:
                 self.queue.move(Event.POD_ADDED)  # a new pod can satisfy affinity or spreading
             return
         self.store.forget(pod.key)
-        binding.result.code = Code.BIND_FAILED
+        result.code = Code.BIND_FAILED
         log.info("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
         self.queue.requeue(pod, backoff=True)

@@ -116,26 +116,29 @@ def weighted_totals(scores: Sequence[BoundScore], matrix: Matrix, per_rule: list
     rules that are not normalised (the last column). With ``per_rule``, each rule's normalised
     column is appended to it, in rule order."""
     totals = matrix[:, -1].copy()
+    offset = 0  # the constant columns' share, added once
     for index, s in enumerate(scores):
         column = matrix[:, index]
         if s.normalize == "none":
             if per_rule is not None:
                 per_rule.append(column)
             continue
-        low, high = column.min(), column.max()
-        if (high > _EXACT or low < -_EXACT) and column.dtype != object:
-            # normalising multiplies by up to 300: go on in Python ints rather than wrap around
-            column, totals = column.astype(object), totals.astype(object)
+        low, high = int(column.min()), int(column.max())
         if low == high:  # normalises to one number: it cannot change the pick, only the totals
-            value = normalize_constant(s.normalize, int(low))
-            totals += s.weight * value
+            value = normalize_constant(s.normalize, low)
+            offset += s.weight * value
             if per_rule is not None:
                 per_rule.append(np.full(len(column), value, dtype=matrix.dtype))
             continue
+        if (high > _EXACT or low < -_EXACT) and column.dtype != object:
+            # normalising multiplies by up to 300: go on in Python ints rather than wrap around
+            column, totals = column.astype(object), totals.astype(object)
         normalized = normalize_array(s.normalize, column)
         totals += s.weight * normalized
         if per_rule is not None:
             per_rule.append(normalized)
+    if offset:
+        totals += offset
     return totals
 
 

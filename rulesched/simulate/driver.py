@@ -48,7 +48,11 @@ class Recorder(Observer):
         self.evicted: list[Pod] = []
 
     def _of(self, pod: Pod) -> PodHistory:
-        return self.history.setdefault(pod.key, PodHistory(pod))
+        key = pod.key
+        history = self.history.get(key)
+        if history is None:
+            history = self.history[key] = PodHistory(pod)
+        return history
 
     def attempted(self, result: CycleResult) -> None:
         history = self._of(result.pod)

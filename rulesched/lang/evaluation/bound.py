@@ -109,7 +109,6 @@ class BoundRules:
         self.scores = scores
         self.preempts = preempts
         self.cached = cached
-        self.class_key: tuple[Any, ...] | None = None  # the class a session shares this binding with
         # The cluster-wide built-ins each filter and each score calls; which of them move with
         # (nearly) every change is decided again at each refresh.
         self._filter_uses, self._score_uses = uses

@@ -23,6 +23,7 @@ Next stage: the scheduler calls :meth:`RuleSet.bind` (see ``rulesched.scheduler`
 from __future__ import annotations
 
 import operator
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,7 @@ class _Compiler:
         self.let_codes: dict[tuple[str, tuple[tuple[str, int], ...]], Staged] = {}
         # Slots whose bound variable is fixed to a value while an unrolled loop body is compiled.
         self.fixed: dict[int, Any] = {}
+        self.lock = threading.RLock()  # held while compiling at bind time (unrolled conditions)
 
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
@@ -300,11 +302,16 @@ class _Compiler:
         def condition(item: Any) -> Staged:
             code = compiled.get(item)
             if code is None:
-                self.fixed = {slot: item}
-                try:
-                    code = compiled[item] = self.code(where_expr, inner_slots)
-                finally:
-                    self.fixed = {}
+                # Compiling at bind time, possibly on several threads at once: the compiler's
+                # state (fixed slots, let codes) is shared, so one compilation at a time.
+                with self.lock:
+                    code = compiled.get(item)
+                    if code is None:
+                        self.fixed = {slot: item}
+                        try:
+                            code = compiled[item] = self.code(where_expr, inner_slots)
+                        finally:
+                            self.fixed = {}
             return code
 
         def make(ctx: EvalContext) -> NodeFn:

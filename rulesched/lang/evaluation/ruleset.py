@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
 import cachetools
@@ -42,6 +42,7 @@ from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.frontend.files import content_digest
+from rulesched.lang.types import MapOf
 from rulesched.lang.values import as_score
 from rulesched.model import Pod
 
@@ -65,9 +66,13 @@ class RuleSet:
         fields = checked.notes.pod_fields
         self.class_fields: tuple[str, ...] | None = None if fields & _PER_POD_FIELDS else tuple(sorted(fields))
         # Raw model attributes where there is one (None and () differ for node affinity),
-        # else the field's getter (has_required_node_affinity is derived).
+        # else the field's getter (has_required_node_affinity is derived); maps are keyed by
+        # their items. (Decided here from the schema: an isinstance check per field per pod
+        # costs more than the rest of the key.)
+        pod_schema = schema.RECORDS[schema.POD]
         self._class_getters = [
-            operator.attrgetter(f) if f in Pod.__dataclass_fields__ else schema.RECORDS[schema.POD][f].get
+            (operator.attrgetter(f) if f in Pod.__dataclass_fields__ else pod_schema[f].get,
+             isinstance(pod_schema[f].type, MapOf))
             for f in self.class_fields or ()
         ]
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
@@ -103,7 +108,7 @@ class RuleSet:
         """The pod's equivalence class: the values of every field the rules read."""
         if self.class_fields is None:
             return None
-        return tuple(_hashable(get(pod)) for get in self._class_getters)
+        return tuple([frozenset(get(pod).items()) if is_map else get(pod) for get, is_map in self._class_getters])
 
     def _bodies(self, rules: Sequence[CompiledRule]) -> tuple[ast.Expr | None, ...]:
         return tuple(r.checked.rule.body if self._vectorisable[id(r)] else None for r in rules)
@@ -157,19 +162,12 @@ class Session:
             bound.rebind(pod, cluster)
             return bound
         bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True)
-        bound.class_key = key
         return bound
 
     def bind_private(self, pod: Pod, cluster: ClusterView, indexes: MutableMapping[Any, Any]) -> BoundRules:
         """An uncached binding for a view nobody else evaluates against (preemption's overlay),
         with its own index store."""
         return self.rules.bind_new(pod, cluster, indexes, cache=False)
-
-
-def _hashable(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return frozenset(value.items())
-    return value
 
 
 def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:
