@@ -1,0 +1,192 @@
+"""The scheduling queue: pending pods are updated and deleted wherever they wait (active,
+backoff, the unschedulable pool, or in flight in a cycle), parked pods move on cluster events
+or after five minutes, and a blocking pop waits on the real clock and can be woken."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from rulesched.model import Pod
+from rulesched.scheduler.queue import Event, SchedulingQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def p(name: str, priority: int = 0, **kw: object) -> Pod:
+    return Pod(name, priority=priority, **kw)  # type: ignore[arg-type]
+
+
+def where(queue: SchedulingQueue, key: str) -> str:
+    """Which sub-queue holds the pod."""
+    if any(e.pod.key == key for e in queue._active):
+        return "active"
+    if any(e.pod.key == key for e in queue._backoff):
+        return "backoff"
+    if key in queue._unschedulable:
+        return "unschedulable"
+    return "in flight" if key in queue._in_flight else "nowhere"
+
+
+def test_pops_by_priority_then_arrival() -> None:
+    queue = SchedulingQueue(Clock())
+    for pod in (p("a"), p("b", 10), p("c"), p("d", 10)):
+        queue.add(pod)
+    assert [queue.pop().name for _ in range(4)] == ["b", "d", "a", "c"]  # type: ignore[union-attr]
+    assert queue.pop() is None
+
+
+@pytest.mark.parametrize("place", ["active", "backoff", "unschedulable"])
+def test_a_deleted_pod_leaves_every_sub_queue(place: str) -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock)
+    queue.add(p("x"))
+    queue.add(p("other"))
+    if place != "active":
+        pod = queue.pop()
+        assert pod is not None and pod.name == "x"
+        if place == "backoff":
+            queue.requeue(pod, backoff=True)
+        else:
+            queue.unschedulable(pod)
+    assert where(queue, "default/x") == place
+    assert queue.delete("default/x")
+    assert where(queue, "default/x") == "nowhere" and "default/x" not in queue
+    clock.now += 100
+    assert [queue.pop().name, queue.pop()] == ["other", None]  # type: ignore[union-attr]
+    assert not queue.delete("default/x")  # deleting what is not there does nothing
+
+
+@pytest.mark.parametrize("place", ["active", "backoff", "unschedulable"])
+def test_an_updated_pod_is_tried_with_its_new_spec(place: str) -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock)
+    queue.add(p("x"))
+    if place != "active":
+        pod = queue.pop()
+        assert pod is not None
+        (queue.requeue(pod) if place == "backoff" else queue.unschedulable(pod))
+    queue.update(p("x", labels={"v": "2"}))
+    # an unschedulable pod's update may be what it needed: it leaves the pool for backoff
+    assert where(queue, "default/x") == ("backoff" if place == "unschedulable" else place)
+    clock.now += 100
+    got = queue.pop()
+    assert got is not None and got.labels == {"v": "2"}
+
+
+def test_a_priority_change_reorders_the_active_queue() -> None:
+    queue = SchedulingQueue(Clock())
+    queue.add(p("a"))
+    queue.add(p("b"))
+    queue.update(p("b", 5))
+    assert queue.pop().name == "b"  # type: ignore[union-attr]
+
+
+def test_pods_in_flight_take_updates_and_deletes_with_them() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock)
+    queue.add(p("u"))
+    queue.add(p("d"))
+    u, d = queue.pop(), queue.pop()
+    assert u is not None and d is not None
+    queue.update(p("u", labels={"v": "2"}))  # updated during its cycle
+    queue.delete("default/d")  # deleted during its cycle
+    queue.unschedulable(u)  # the cycle found no node for the old version ...
+    queue.requeue(d, backoff=True)  # ... and a failed binding would retry the deleted one
+    assert where(queue, "default/d") == "nowhere"
+    assert where(queue, "default/u") == "backoff"  # the new version is tried, not parked
+    clock.now += 100
+    got = queue.pop()
+    assert got is not None and got.labels == {"v": "2"}
+
+
+def test_a_placed_pod_is_forgotten() -> None:
+    queue = SchedulingQueue(Clock())
+    queue.add(p("x"))
+    queue.pop()
+    queue.done("default/x")
+    assert "default/x" not in queue and len(queue) == 0
+
+
+def test_parked_pods_move_on_events_and_after_five_minutes() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock)
+    for name in ("plain", "spread"):
+        queue.add(p(name))
+    plain, spread = queue.pop(), queue.pop()
+    assert plain is not None and spread is not None
+    queue.unschedulable(plain)
+    queue.unschedulable(spread, waits_on_pods=True)
+    assert queue.any_waiting_on_pods
+    assert queue.move(Event.NODE_ADDED) == 2
+    assert not queue.any_waiting_on_pods
+    for pod in (queue.pop(), queue.pop()):  # their backoff has not passed yet
+        assert pod is None
+    clock.now += 10
+    a, b = queue.pop(), queue.pop()
+    assert a is not None and b is not None
+    queue.unschedulable(a)
+    assert queue.move(Event.POD_ADDED) == 0  # nobody waits on pods: a new pod helps no one
+    clock.now += 299
+    assert queue.pop() is None
+    clock.now += 1  # five minutes in the pool: tried again anyway (after its backoff)
+    queue.pop()
+    assert where(queue, a.key) == "backoff"
+
+
+def test_backoff_doubles_up_to_the_maximum() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(clock, initial_backoff=1.0, max_backoff=10.0)
+    queue.add(p("x"))
+    waits = []
+    for _ in range(6):
+        pod = queue.pop()
+        while pod is None:
+            clock.now += 0.5
+            pod = queue.pop()
+        start = clock.now
+        queue.requeue(pod, backoff=True)
+        ready = queue.next_ready_time()
+        assert ready is not None
+        waits.append(ready - start)
+        clock.now = ready
+    assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_a_blocking_pop_waits_for_a_pod_and_can_be_woken() -> None:
+    queue = SchedulingQueue(time.monotonic)
+    got: list[Pod | None] = []
+    waiter = threading.Thread(target=lambda: got.append(queue.pop(timeout=5)))
+    waiter.start()
+    time.sleep(0.05)
+    queue.add(p("late"))
+    waiter.join(timeout=5)
+    assert got and got[0] is not None and got[0].name == "late"
+    woken: list[Pod | None] = []
+    waiter = threading.Thread(target=lambda: woken.append(queue.pop(timeout=5)))
+    started = time.monotonic()
+    waiter.start()
+    time.sleep(0.05)
+    queue.wake()  # an event for the owner thread to apply: pop returns at once, empty-handed
+    waiter.join(timeout=5)
+    assert woken == [None] and time.monotonic() - started < 2
+    assert queue.pop(timeout=0.05) is None  # a timeout with nothing to pop
+
+
+def test_a_blocking_pop_wakes_when_a_backoff_expires() -> None:
+    queue = SchedulingQueue(time.monotonic, initial_backoff=0.1)
+    queue.add(p("x"))
+    pod = queue.pop()
+    assert pod is not None
+    queue.requeue(pod, backoff=True)
+    started = time.monotonic()
+    again = queue.pop(timeout=5)
+    assert again is not None and 0.05 < time.monotonic() - started < 2
