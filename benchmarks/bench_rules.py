@@ -216,10 +216,13 @@ def make_node(i: int, rng: random.Random) -> NodeInfo:
         POOL: pool,
         LIFECYCLE: "spot" if spot else "on-demand",
     }
-    capacity = {"cpu": cpus * 1000, "memory": mem_gi * GI, "pods": max_pods * 1000,
-                "ephemeral-storage": 100 * GI}
-    allocatable = {"cpu": cpus * 1000 - 70 - 10 * cpus, "memory": mem_gi * GI - (255 + 11 * max_pods) * MI,
-                   "pods": max_pods * 1000, "ephemeral-storage": 90 * GI}
+    capacity = {"cpu": cpus * 1000, "memory": mem_gi * GI, "pods": max_pods * 1000, "ephemeral-storage": 100 * GI}
+    allocatable = {
+        "cpu": cpus * 1000 - 70 - 10 * cpus,
+        "memory": mem_gi * GI - (255 + 11 * max_pods) * MI,
+        "pods": max_pods * 1000,
+        "ephemeral-storage": 90 * GI,
+    }
     if gpus:
         capacity[GPU] = allocatable[GPU] = gpus * 1000
     taints: list[Taint] = []
@@ -236,8 +239,15 @@ def make_node(i: int, rng: random.Random) -> NodeInfo:
         taints.append(Taint("node.example.com/maintenance", "scheduled", "PreferNoSchedule"))
     if rng.random() < 0.01:
         taints.append(Taint("node.kubernetes.io/not-ready", "", "NoExecute"))
-    node = Node(name, labels=labels, allocatable=allocatable, capacity=capacity, unschedulable=unschedulable,
-                taints=tuple(taints), uid=f"uid-{name}")
+    node = Node(
+        name,
+        labels=labels,
+        allocatable=allocatable,
+        capacity=capacity,
+        unschedulable=unschedulable,
+        taints=tuple(taints),
+        uid=f"uid-{name}",
+    )
 
     n = rng.randint(5, min(30, max_pods))
     cpu_parts = _split(int(allocatable["cpu"] * rng.uniform(0.1, 1.0)), n, rng, 10)
@@ -258,9 +268,20 @@ def make_node(i: int, rng: random.Random) -> NodeInfo:
         elif rng.random() < 0.03:
             host_ports = (ContainerPort(rng.choice((8080, 8443))),)
         annotations = {UNDERLAY: "underlay"} if rng.random() < 0.35 else {}
-        pods.append(Pod(f"{app}-{i}-{j}", labels={"app": app, "pod-template-hash": f"{j:x}"}, annotations=annotations,
-                        uid=f"uid-{i}-{j}", node_name=name, phase="Running", requests=requests,
-                        nonzero_requests=_nonzero(requests), tolerations=DEFAULT_TOLERATIONS, host_ports=host_ports))
+        pods.append(
+            Pod(
+                f"{app}-{i}-{j}",
+                labels={"app": app, "pod-template-hash": f"{j:x}"},
+                annotations=annotations,
+                uid=f"uid-{i}-{j}",
+                node_name=name,
+                phase="Running",
+                requests=requests,
+                nonzero_requests=_nonzero(requests),
+                tolerations=DEFAULT_TOLERATIONS,
+                host_ports=host_ports,
+            )
+        )
     return NodeInfo(node, pods)
 
 
@@ -279,8 +300,10 @@ def make_pending_pod(i: int, rng: random.Random) -> Pod:
         annotations[PREFERRED_ZONE] = rng.choice(ZONES)
     requests: dict[str, int] = {}
     if rng.random() > 0.06:
-        requests = {"cpu": rng.choice((100, 250, 500, 1000, 2000, 4000)),
-                    "memory": rng.choice((128, 256, 512, 1024, 2048, 4096, 8192)) * MI}
+        requests = {
+            "cpu": rng.choice((100, 250, 500, 1000, 2000, 4000)),
+            "memory": rng.choice((128, 256, 512, 1024, 2048, 4096, 8192)) * MI,
+        }
     tolerations = list(DEFAULT_TOLERATIONS)
     node_selector: dict[str, str] = {}
     if rng.random() < 0.1:
@@ -304,9 +327,18 @@ def make_pending_pod(i: int, rng: random.Random) -> Pod:
     host_ports: tuple[ContainerPort, ...] = ()
     if rng.random() < 0.08:
         host_ports = (ContainerPort(rng.choice((9100, 8080, 10250 + i))),)
-    return Pod(f"pending-{i:03d}", labels=labels, annotations=annotations, uid=f"uid-pending-{i}",
-               requests=requests, nonzero_requests=_nonzero(requests), node_selector=node_selector,
-               tolerations=tuple(tolerations), host_ports=host_ports, creation_timestamp=1.7e9 + i)
+    return Pod(
+        f"pending-{i:03d}",
+        labels=labels,
+        annotations=annotations,
+        uid=f"uid-pending-{i}",
+        requests=requests,
+        nonzero_requests=_nonzero(requests),
+        node_selector=node_selector,
+        tolerations=tuple(tolerations),
+        host_ports=host_ports,
+        creation_timestamp=1.7e9 + i,
+    )
 
 
 def make_cluster(n_nodes: int, n_pods: int, seed: int) -> tuple[list[NodeInfo], list[Pod]]:
@@ -337,12 +369,15 @@ class Twin:
         return (lambda node: self.filter(pod, node, ctx)), (lambda node: self.scores(pod, node, ctx))
 
 
-TWINS = {"bench": Twin(handwritten_filter, handwritten_scores, False),
-         "default": Twin(default_filter, default_scores, True)}
+TWINS = {
+    "bench": Twin(handwritten_filter, handwritten_scores, False),
+    "default": Twin(default_filter, default_scores, True),
+}
 
 
-def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod],
-                      twin: Twin) -> tuple[int, int, Counter[tuple[str, str]]]:
+def check_equivalence(
+    rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], twin: Twin
+) -> tuple[int, int, Counter[tuple[str, str]]]:
     """Assert the DSL and the hand-written functions agree on every (pod, node); return the
     number of feasible pairs, of score values compared, and how often each rule runs in a
     scheduling cycle (filters up to the first failure, scores on feasible nodes)."""
@@ -360,8 +395,10 @@ def check_equivalence(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[
                     break
             want = hand_filter(node)
             if (failed is None) != want:
-                raise AssertionError(f"{pod.name} on {node.name}: DSL says {'fails ' + failed if failed else 'fits'}, "
-                                     f"hand-written says {'fits' if want else 'fails'}")
+                raise AssertionError(
+                    f"{pod.name} on {node.name}: DSL says {'fails ' + failed if failed else 'fits'}, "
+                    f"hand-written says {'fits' if want else 'fails'}"
+                )
             # scores are compared on every node, feasible or not, to cover more values
             dsl = [s.score(node) for s in bound.scores]
             hand = hand_scores(node)
@@ -468,7 +505,9 @@ def check_columns(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod]
         matrix = bound.score_matrix(cols, rows)[:, :-1].tolist()
         for node, got in zip(nodes, matrix, strict=True):
             if got != hand_scores(node):
-                raise AssertionError(f"{pod.name} on {node.name}: column scores {got} != hand-written {hand_scores(node)}")
+                raise AssertionError(
+                    f"{pod.name} on {node.name}: column scores {got} != hand-written {hand_scores(node)}"
+                )
 
 
 def forget_bindings(rules: RuleSet) -> None:
@@ -521,8 +560,9 @@ class Memos:
 VARIANTS = ("hand", "warm", "cold", "api", "replica", "columns", "columns_cold")
 
 
-def measure(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memos: Memos,
-            repeat: int, twin: Twin) -> dict[str, Phases]:
+def measure(
+    rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memos: Memos, repeat: int, twin: Twin
+) -> dict[str, Phases]:
     """Per variant (see VARIANTS), the sum over pods of the pod's fastest cycle out of
     ``repeat``. The variants take turns pod by pod, so a burst of load on the machine hits one
     repetition of one pod, which the minimum then discards, not one whole variant. Every DSL
@@ -573,8 +613,9 @@ def measure(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], memo
     return {v: p for v, p in totals.items() if p.feasible or v in ("hand", "warm", "cold")}
 
 
-def per_rule(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod],
-             repeat: int) -> list[tuple[str, str, float]]:
+def per_rule(
+    rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], repeat: int
+) -> list[tuple[str, str, float]]:
     """Each DSL rule alone, on every node for every pod it applies to (no short-circuit), warm
     memos, fastest of ``repeat`` per pod: (kind, name, µs per evaluation)."""
     rows: dict[str, list[Any]] = {}
@@ -584,7 +625,9 @@ def per_rule(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod],
     try:
         for pod in pods:
             bound = rules.bind(pod)
-            fns = [("filter", f.name, f.passes) for f in bound.filters] + [("score", s.name, s.score) for s in bound.scores]
+            fns = [("filter", f.name, f.passes) for f in bound.filters] + [
+                ("score", s.name, s.score) for s in bound.scores
+            ]
             for kind, name, fn in fns:
                 fastest = float("inf")
                 for _ in range(repeat):
@@ -598,7 +641,9 @@ def per_rule(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod],
     finally:
         gc.enable()
     order = {(r.kind.value, r.name): i for i, r in enumerate(rules.checked.rules)}
-    return [(k, n, secs / evals * 1e6) for k, n, evals, secs in sorted(rows.values(), key=lambda r: order[(r[0], r[1])])]
+    return [
+        (k, n, secs / evals * 1e6) for k, n, evals, secs in sorted(rows.values(), key=lambda r: order[(r[0], r[1])])
+    ]
 
 
 def profile_dsl(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod], top: int) -> str:
@@ -619,8 +664,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=5, help="timed cycles per pod and variant; the fastest counts")
-    parser.add_argument("--policy", choices=sorted(TWINS), default="bench",
-                        help="bench: benchmarks/rules/bench.rules; default: rules/default.rules")
+    parser.add_argument(
+        "--policy",
+        choices=sorted(TWINS),
+        default="bench",
+        help="bench: benchmarks/rules/bench.rules; default: rules/default.rules",
+    )
     parser.add_argument("--rules", help="rules file (must match the policy's hand-written twin)")
     parser.add_argument("--no-per-rule", action="store_true", help="skip the per-rule DSL table")
     parser.add_argument("--profile", action="store_true", help="cProfile the warm DSL path and print the top functions")
@@ -640,15 +689,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = rel.relative_to(ROOT) if rel.is_relative_to(ROOT) else rel
     print(f"rulesched rules benchmark: {n_filters} filters + {n_scores} scores from {shown}")
     print(f"python {platform.python_version()} ({platform.python_implementation()}), seed {args.seed}")
-    print(f"cluster: {len(nodes)} nodes, {running} running pods (built in {build:.1f}s); {len(pods)} pending pods; "
-          f"{pairs} (pod, node) pairs")
+    print(
+        f"cluster: {len(nodes)} nodes, {running} running pods (built in {build:.1f}s); {len(pods)} pending pods; "
+        f"{pairs} (pod, node) pairs"
+    )
 
     feasible, score_values, reached = check_equivalence(rules, nodes, pods, twin)
     check_columns(rules, nodes, pods, twin)
     filter_evals = sum(reached[("filter", f.name)] for f in rules.filters)
-    print(f"equivalence: OK - feasibility of all {pairs} pairs and {score_values} raw score values identical "
-          "(node by node and as columns); "
-          f"{feasible} feasible pairs ({100 * feasible / pairs:.1f}%), {filter_evals / pairs:.2f} filters run per pair")
+    print(
+        f"equivalence: OK - feasibility of all {pairs} pairs and {score_values} raw score values identical "
+        "(node by node and as columns); "
+        f"{feasible} feasible pairs ({100 * feasible / pairs:.1f}%), {filter_evals / pairs:.2f} filters run per pair"
+    )
 
     forget_bindings(rules)
     memos = Memos(nodes)  # the equivalence pass filled every node-only value there is
@@ -676,23 +729,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for variant, p in results.items():
         bind_pod = f"{p.bind / len(pods) * 1e6:9.1f}" if p.bind else f"{'-':>9}"
-        print(f"{labels[variant]:<34}{us(p.total, pairs)}{us(p.bind, pairs) if p.bind else f'{0:9.3f}'}"
-              f"{us(p.filter, pairs)}{us(p.score, pairs)}  |{bind_pod}{us(p.score, feasible):>10}")
+        print(
+            f"{labels[variant]:<34}{us(p.total, pairs)}{us(p.bind, pairs) if p.bind else f'{0:9.3f}'}"
+            f"{us(p.filter, pairs)}{us(p.score, pairs)}  |{bind_pod}{us(p.score, feasible):>10}"
+        )
     print()
     print(f"hand-written: {hand.total / pairs * 1e6:.3f} µs per (pod, node)")
     print(f"DSL (warm):   {warm.total / pairs * 1e6:.3f} µs per (pod, node)")
     print(f"DSL (cold):   {cold.total / pairs * 1e6:.3f} µs per (pod, node)")
-    print(f"ratio DSL / hand-written: warm {warm.total / hand.total:.2f}, cold {cold.total / hand.total:.2f} "
-          f"(filter phase {warm.filter / hand.filter:.2f}, score phase {warm.score / hand.score:.2f})")
+    print(
+        f"ratio DSL / hand-written: warm {warm.total / hand.total:.2f}, cold {cold.total / hand.total:.2f} "
+        f"(filter phase {warm.filter / hand.filter:.2f}, score phase {warm.score / hand.score:.2f})"
+    )
     if "api" in results:
         api, replica = results["api"], results["replica"]
-        print(f"ratio through the scheduler's calls: {api.total / hand.total:.2f} for pods unlike any before, "
-              f"{replica.total / hand.total:.2f} for a replica of the previous pod")
+        print(
+            f"ratio through the scheduler's calls: {api.total / hand.total:.2f} for pods unlike any before, "
+            f"{replica.total / hand.total:.2f} for a replica of the previous pod"
+        )
 
     columns, columns_cold = results["columns"], results["columns_cold"]
-    print(f"ratio DSL as columns (the scheduler's node tables) / hand-written: {columns.total / hand.total:.2f} "
-          f"(filter phase {columns.filter / hand.filter:.2f}, score phase {columns.score / hand.score:.2f}); "
-          f"with every column built in the cycle {columns_cold.total / hand.total:.2f}")
+    print(
+        f"ratio DSL as columns (the scheduler's node tables) / hand-written: {columns.total / hand.total:.2f} "
+        f"(filter phase {columns.filter / hand.filter:.2f}, score phase {columns.score / hand.score:.2f}); "
+        f"with every column built in the cycle {columns_cold.total / hand.total:.2f}"
+    )
 
     if not args.no_per_rule:
         print()

@@ -64,8 +64,13 @@ def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dic
     scheduled = sum(1 for h in scheduler.history.values() if h.node is not None)
     latencies.sort()
     return {
-        "nodes": nodes, "running": running, "pending": pending, "scheduled": scheduled,
-        "load_s": load_seconds, "sched_s": total, "pods_per_s": len(latencies) / total,
+        "nodes": nodes,
+        "running": running,
+        "pending": pending,
+        "scheduled": scheduled,
+        "load_s": load_seconds,
+        "sched_s": total,
+        "pods_per_s": len(latencies) / total,
         "p50_ms": 1000 * statistics.median(latencies),
         "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))],
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -74,10 +79,13 @@ def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dic
 
 def show(workload: str, r: dict[str, float]) -> None:
     target = 4 * UPSTREAM[workload] if workload != "basic" else 1000
-    print(f"{workload:14} nodes={r['nodes']:>6} running={r['running']:>6} pending={r['pending']:>6} "
-          f"scheduled={r['scheduled']:>6}  load {r['load_s']:.2f}s  {r['pods_per_s']:7.0f} pods/s "
-          f"(target {target})  p50 {r['p50_ms']:.2f}ms  p99 {r['p99_ms']:.2f}ms  "
-          f"peak RSS {r['peak_rss_mb']:.0f} MB", flush=True)
+    print(
+        f"{workload:14} nodes={r['nodes']:>6} running={r['running']:>6} pending={r['pending']:>6} "
+        f"scheduled={r['scheduled']:>6}  load {r['load_s']:.2f}s  {r['pods_per_s']:7.0f} pods/s "
+        f"(target {target})  p50 {r['p50_ms']:.2f}ms  p99 {r['p99_ms']:.2f}ms  "
+        f"peak RSS {r['peak_rss_mb']:.0f} MB",
+        flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pending", type=int)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--scaling", action="store_true", help="basic workload at 500, 5000, 15000 nodes")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="runs per workload; the fastest is shown (steadier on a busy machine)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs per workload; the fastest is shown (steadier on a busy machine)"
+    )
     args = parser.parse_args(argv)
 
     def best(workload: str, nodes: int, running: int, pending: int) -> dict[str, float]:
@@ -103,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             show("basic", r)
             per_pod = 1000 / r["pods_per_s"]
             base = base or per_pod
-            print(f"    per-pod {per_pod:.3f} ms (mean, first walk over cold nodes included), "
-                  f"{per_pod / base:.2f}x the 500-node cost")
+            print(
+                f"    per-pod {per_pod:.3f} ms (mean, first walk over cold nodes included), "
+                f"{per_pod / base:.2f}x the 500-node cost"
+            )
         return 0
     # Pending counts follow scheduler_perf: 10000 for SchedulingBasic, fewer for the heavy ones.
     pending = {"basic": 10000, "node-affinity": 5000, "spreading": 5000, "anti-affinity": 2000}

@@ -28,12 +28,20 @@ def node(i: int, rng: random.Random) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-{name}", "labels": {
-            "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
-            "node.kubernetes.io/instance-type": rng.choice(("std-4", "std-4", "mem-4"))}},
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": zone,
+                "node.kubernetes.io/instance-type": rng.choice(("std-4", "std-4", "mem-4")),
+            },
+        },
         "spec": {},
-        "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
-                   "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"}},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+            "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+        },
     }
 
 
@@ -41,23 +49,48 @@ def pod(name: str, workload: str, group: int, node_name: str | None, rng: random
     labels = {"app": f"app-{group}"}
     spec: dict[str, Any] = {
         "schedulerName": "default-scheduler",
-        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}],
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}},
+            }
+        ],
     }
     if node_name:
         spec["nodeName"] = node_name
     if workload == "node-affinity":
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(ZONES[:2])}]}]}}}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": list(ZONES[:2])}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
     elif workload == "spreading":
-        spec["topologySpreadConstraints"] = [{
-            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": labels}}]
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": labels},
+            }
+        ]
     elif workload == "anti-affinity":
         labels["color"] = "green"
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"color": "green"}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        }
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -82,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--running", type=int, default=1000)
     parser.add_argument("--pending", type=int, default=10000)
-    parser.add_argument("--workload", choices=("basic", "node-affinity", "spreading", "anti-affinity"),
-                        default="basic")
+    parser.add_argument("--workload", choices=("basic", "node-affinity", "spreading", "anti-affinity"), default="basic")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--groups", type=int, default=1,
-                        help="distinct pod templates (app labels); scheduler_perf uses one")
+    parser.add_argument(
+        "--groups", type=int, default=1, help="distinct pod templates (app labels); scheduler_perf uses one"
+    )
     args = parser.parse_args(argv)
     json.dump(generate(args.nodes, args.running, args.pending, args.workload, args.seed, args.groups), sys.stdout)
     sys.stdout.write("\n")

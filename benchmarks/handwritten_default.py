@@ -36,9 +36,11 @@ FIRST = ("cpu", "memory", "ephemeral-storage")
 
 def default_filter(pod: Pod, node: NodeInfo, ctx: EvalContext) -> bool:
     if node.unschedulable and not any(
-            (t.key == UNSCHEDULABLE_TAINT or (t.key == "" and t.operator == "Exists"))
-            and t.effect in ("NoSchedule", "") and (t.operator == "Exists" or t.value == "")
-            for t in pod.tolerations):
+        (t.key == UNSCHEDULABLE_TAINT or (t.key == "" and t.operator == "Exists"))
+        and t.effect in ("NoSchedule", "")
+        and (t.operator == "Exists" or t.value == "")
+        for t in pod.tolerations
+    ):
         return False
     if pod.node_name and pod.node_name != node.name:
         return False
@@ -78,7 +80,8 @@ def default_scores(pod: Pod, node: NodeInfo, ctx: EvalContext) -> list[int]:
     untolerated = 0
     for taint in node.taints:
         if taint.effect == "PreferNoSchedule" and not any(
-                t.effect in ("PreferNoSchedule", "") and tolerates(t, taint) for t in pod.tolerations):
+            t.effect in ("PreferNoSchedule", "") and tolerates(t, taint) for t in pod.tolerations
+        ):
             untolerated += 1
     scores = [untolerated]
     scores.append(sum(p.weight for p in pod.preferred_node_affinity if node_selector_term_matches(p.preference, node)))
@@ -88,8 +91,9 @@ def default_scores(pod: Pod, node: NodeInfo, ctx: EvalContext) -> list[int]:
 
     allocatable, nonzero = node.allocatable, node.nonzero_requested
     cpu, memory = allocatable.get("cpu", 0), allocatable.get("memory", 0)
-    shares = (_least_allocated(nonzero.get("cpu", 0), pod.nonzero_requests.get("cpu", 0), cpu)
-              + _least_allocated(nonzero.get("memory", 0), pod.nonzero_requests.get("memory", 0), memory))
+    shares = _least_allocated(nonzero.get("cpu", 0), pod.nonzero_requests.get("cpu", 0), cpu) + _least_allocated(
+        nonzero.get("memory", 0), pod.nonzero_requests.get("memory", 0), memory
+    )
     resources = (cpu > 0) + (memory > 0)
     scores.append(shares // resources if resources else 0)
 

@@ -25,19 +25,68 @@ GI = 2**30 * 1000
 # --- ASTs for the round trip ------------------------------------------------------------------
 
 # Every word the grammar gives a meaning to (grammar/rules.lark): never generated as a name.
-KEYWORDS = frozenset({
-    "let", "filter", "score", "preempt", "disable", "override", "extends", "weight", "normalize",
-    "when", "else", "order", "if", "then", "and", "or", "not", "in", "where", "for", "true", "false",
-    "count", "any", "all", "sum", "min", "max", "collect",
-})
+KEYWORDS = frozenset(
+    {
+        "let",
+        "filter",
+        "score",
+        "preempt",
+        "disable",
+        "override",
+        "extends",
+        "weight",
+        "normalize",
+        "when",
+        "else",
+        "order",
+        "if",
+        "then",
+        "and",
+        "or",
+        "not",
+        "in",
+        "where",
+        "for",
+        "true",
+        "false",
+        "count",
+        "any",
+        "all",
+        "sum",
+        "min",
+        "max",
+        "collect",
+    }
+)
 SPAN = Span(Source("<generated>", ""), 0, 0)  # spans are not part of AST equality
 K = ast.LiteralKind
 
 names = st.one_of(
     st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,7}", fullmatch=True).filter(lambda s: s not in KEYWORDS),
     # names that start like keywords, numbers' suffixes or differ from a keyword only in case
-    st.sampled_from(["iff", "notin", "count_", "anyone", "true_", "override2", "whenever", "form",
-                     "node", "pod", "e", "m", "Gi", "s", "min_", "TRUE", "If", "inx", "_"]),
+    st.sampled_from(
+        [
+            "iff",
+            "notin",
+            "count_",
+            "anyone",
+            "true_",
+            "override2",
+            "whenever",
+            "form",
+            "node",
+            "pod",
+            "e",
+            "m",
+            "Gi",
+            "s",
+            "min_",
+            "TRUE",
+            "If",
+            "inx",
+            "_",
+        ]
+    ),
 )
 non_negative_floats = st.floats(min_value=0, allow_nan=False, allow_infinity=False).map(abs)
 
@@ -73,8 +122,11 @@ def _extend(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr
         node(ast.Attr, children, names),
         node(ast.Index, children, children),
         node(ast.Call, names, few),
-        node(ast.Call, st.sampled_from(["sum", "min", "max", "collect"]),
-             st.lists(children, min_size=2, max_size=3).map(tuple)),
+        node(
+            ast.Call,
+            st.sampled_from(["sum", "min", "max", "collect"]),
+            st.lists(children, min_size=2, max_size=3).map(tuple),
+        ),
         node(ast.Quantifier, st.sampled_from(["count", "any", "all"]), names, children, where),
         node(ast.Aggregate, st.sampled_from(["sum", "min", "max", "collect"]), children, names, children, where),
     )
@@ -114,12 +166,17 @@ def rules(draw: st.DrawFn) -> ast.Rule:
     kind = draw(st.sampled_from(list(ast.RuleKind)))
     maybe = st.none() | expressions
     return ast.Rule(
-        kind, draw(names), draw(expressions), guard=draw(maybe), override=draw(st.booleans()),
+        kind,
+        draw(names),
+        draw(expressions),
+        guard=draw(maybe),
+        override=draw(st.booleans()),
         reason=draw(maybe) if kind is ast.RuleKind.FILTER else None,
         weight=draw(st.none() | weights) if kind is ast.RuleKind.SCORE else None,
         normalize=draw(st.none() | names | st.sampled_from(["max", "min"])) if kind is ast.RuleKind.SCORE else None,
         order=draw(maybe) if kind is ast.RuleKind.PREEMPT else None,
-        span=SPAN, name_span=SPAN,
+        span=SPAN,
+        name_span=SPAN,
     )
 
 
@@ -178,8 +235,7 @@ def _choose(draw: st.DrawFn, leaves: list[str], compound: list[Thunk]) -> str:
 
 def _loop(draw: st.DrawFn, env: Env) -> tuple[str, str, Env]:
     """An iterable, its bound variable and the environment inside the loop."""
-    sources = [("pod.tolerations", "toleration"), ("[0, 1, 2]", "num"), ('["", "web"]', "str"),
-               ("pod.labels", "str")]
+    sources = [("pod.tolerations", "toleration"), ("[0, 1, 2]", "num"), ('["", "web"]', "str"), ("pod.labels", "str")]
     if env.node:
         sources += [("node.pods", "pod"), ("node.taints", "taint")]
     iterable, kind = draw(st.sampled_from(sources))
@@ -215,11 +271,18 @@ def _bool(draw: st.DrawFn, env: Env, depth: int) -> str:
         leaves += ["node.unschedulable", '"zone" in node.labels', "crowded", "busy"]
     if env.victim:
         leaves += ["junior"]
+
     def relative() -> str:  # a node loop that reads an outer variable: must not be cached per node
         outer = _pick(draw, [*(["victim"] if env.victim else []), *env.of("pod")])
         var, inner = env.bind("pod")
-        cond = _pick(draw, [f"{var}.priority {cmp()} {outer}.priority", f'{var}.labels["app"] == {outer}.labels["app"]',
-                            f"({gen(draw, 'bool', inner, depth - 1)}) and {var}.name != {outer}.name"])
+        cond = _pick(
+            draw,
+            [
+                f"{var}.priority {cmp()} {outer}.priority",
+                f'{var}.labels["app"] == {outer}.labels["app"]',
+                f"({gen(draw, 'bool', inner, depth - 1)}) and {var}.name != {outer}.name",
+            ],
+        )
         return f"count({var} in node.pods where {cond}) {cmp()} {draw(st.integers(0, 2))}"
 
     def bare() -> str:  # no where: every element counts, falsy ones too
@@ -227,18 +290,28 @@ def _bool(draw: st.DrawFn, env: Env, depth: int) -> str:
         lists = ["[0, 1, 2]", "[false]", '[""]', "[]", "pod.tolerations", *(["node.taints"] if env.node else [])]
         return f"{_pick(draw, ['any', 'all'])}({var} in {_pick(draw, lists)})"
 
-    compound: list[Thunk] = [] if depth <= 0 else [
-        *([relative] * 2 if env.node and (env.victim or env.of("pod")) else []),
-        lambda: f"not ({g('bool')})", lambda: f"({g('bool')}) and ({g('bool')})",
-        lambda: f"({g('bool')}) or ({g('bool')})", lambda: f"(if {g('bool')} then {g('bool')} else {g('bool')})",
-        lambda: f"({g('num')}) {cmp()} ({g('num')})", lambda: f"({g('qty')}) {cmp()} ({g('qty')})",
-        lambda: f"({g('qty')}) {cmp()} ({g('num')})", lambda: f"({g('str')}) {cmp()} ({g('str')})",
-        lambda: f"({g('str')}) in [{g('str')}, {g('str')}]", lambda: f"({g('str')}) not in {p}.labels",
-        lambda: f"({g('str')}) in ({g('str')})", lambda: f"({g('qty')}) in [{g('qty')}, {g('num')}]",
-        lambda: _quantified(draw, env, depth, lambda it, v, c: f"any({v} in {it} where {c})"),
-        lambda: _quantified(draw, env, depth, lambda it, v, c: f"all({v} in {it} where {c})"),
-        bare,
-    ]
+    compound: list[Thunk] = (
+        []
+        if depth <= 0
+        else [
+            *([relative] * 2 if env.node and (env.victim or env.of("pod")) else []),
+            lambda: f"not ({g('bool')})",
+            lambda: f"({g('bool')}) and ({g('bool')})",
+            lambda: f"({g('bool')}) or ({g('bool')})",
+            lambda: f"(if {g('bool')} then {g('bool')} else {g('bool')})",
+            lambda: f"({g('num')}) {cmp()} ({g('num')})",
+            lambda: f"({g('qty')}) {cmp()} ({g('qty')})",
+            lambda: f"({g('qty')}) {cmp()} ({g('num')})",
+            lambda: f"({g('str')}) {cmp()} ({g('str')})",
+            lambda: f"({g('str')}) in [{g('str')}, {g('str')}]",
+            lambda: f"({g('str')}) not in {p}.labels",
+            lambda: f"({g('str')}) in ({g('str')})",
+            lambda: f"({g('qty')}) in [{g('qty')}, {g('num')}]",
+            lambda: _quantified(draw, env, depth, lambda it, v, c: f"any({v} in {it} where {c})"),
+            lambda: _quantified(draw, env, depth, lambda it, v, c: f"all({v} in {it} where {c})"),
+            bare,
+        ]
+    )
     return _choose(draw, leaves, compound)
 
 
@@ -262,14 +335,23 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
     if env.node:
         leaves += ["len(node.pods)", "len(node.taints)"]
     op = _pick(draw, ["+", "-", "*", "/", "//", "%"])
-    compound: list[Thunk] = [] if depth <= 0 else [
-        lambda: f"({g('num')}) {op} ({g('num')})", lambda: f"-({g('num')})",
-        lambda: f"(if {g('bool')} then {g('num')} else {g('num')})", lambda: f"max({g('num')}, {g('num')})",
-        lambda: f"number({g('qty')})", lambda: f"({g('qty')}) / ({g('qty')})", lambda: f"abs({g('num')})",
-        lambda: f"({g('num')}) / ({g('qty')})", weighted,
-        lambda: _quantified(draw, env, depth, lambda it, v, c: f"count({v} in {it} where {c})"),
-        *([aggregate] if env.node else []),
-    ]
+    compound: list[Thunk] = (
+        []
+        if depth <= 0
+        else [
+            lambda: f"({g('num')}) {op} ({g('num')})",
+            lambda: f"-({g('num')})",
+            lambda: f"(if {g('bool')} then {g('num')} else {g('num')})",
+            lambda: f"max({g('num')}, {g('num')})",
+            lambda: f"number({g('qty')})",
+            lambda: f"({g('qty')}) / ({g('qty')})",
+            lambda: f"abs({g('num')})",
+            lambda: f"({g('num')}) / ({g('qty')})",
+            weighted,
+            lambda: _quantified(draw, env, depth, lambda it, v, c: f"count({v} in {it} where {c})"),
+            *([aggregate] if env.node else []),
+        ]
+    )
     return _choose(draw, leaves, compound)
 
 
@@ -280,24 +362,43 @@ def _qty(draw: st.DrawFn, env: Env, depth: int) -> str:
     def aggregate() -> str:
         var, inner = env.bind("pod")
         cond = gen(draw, "bool", inner, depth - 1)
-        return _pick(draw, [f"sum({var}.requests.cpu for {var} in node.pods where {cond})",
-                            f"min({var}.requests.memory for {var} in node.pods)"])
+        return _pick(
+            draw,
+            [
+                f"sum({var}.requests.cpu for {var} in node.pods where {cond})",
+                f"min({var}.requests.memory for {var} in node.pods)",
+            ],
+        )
 
     p = _pick(draw, env.pods())
-    leaves = [f"{p}.requests.cpu", f"{p}.requests.memory", _pick(draw, ["500m", "2Gi", "1k", "0m"]),
-              f'quantity({p}.annotations["size"])']
+    leaves = [
+        f"{p}.requests.cpu",
+        f"{p}.requests.memory",
+        _pick(draw, ["500m", "2Gi", "1k", "0m"]),
+        f'quantity({p}.annotations["size"])',
+    ]
     if env.node:
         leaves += ["node.free.cpu", "node.free.memory", "node.allocatable.pods", "node.requested.cpu", "load"]
-    compound: list[Thunk] = [] if depth <= 0 else [
-        lambda: f"({g('qty')}) + ({g('qty')})", lambda: f"({g('qty')}) - ({g('qty')})",
-        lambda: f"({g('qty')}) + ({g('num')})", lambda: f"({g('qty')}) * ({g('num')})",
-        lambda: f"({g('num')}) * ({g('qty')})", lambda: f"({g('qty')}) / ({g('num')})",
-        lambda: f"({g('qty')}) // ({g('num')})", lambda: f"({g('qty')}) % ({g('qty')})", lambda: f"-({g('qty')})",
-        lambda: f"(if {g('bool')} then {g('qty')} else {g('qty')})",
-        lambda: f"(if {g('bool')} then {g('qty')} else {g('num')})", lambda: f"max({g('qty')}, {g('num')})",
-        lambda: f"[{g('num')}, {g('qty')}][{draw(st.integers(-1, 2))}]",
-        *([aggregate] if env.node else []),
-    ]
+    compound: list[Thunk] = (
+        []
+        if depth <= 0
+        else [
+            lambda: f"({g('qty')}) + ({g('qty')})",
+            lambda: f"({g('qty')}) - ({g('qty')})",
+            lambda: f"({g('qty')}) + ({g('num')})",
+            lambda: f"({g('qty')}) * ({g('num')})",
+            lambda: f"({g('num')}) * ({g('qty')})",
+            lambda: f"({g('qty')}) / ({g('num')})",
+            lambda: f"({g('qty')}) // ({g('num')})",
+            lambda: f"({g('qty')}) % ({g('qty')})",
+            lambda: f"-({g('qty')})",
+            lambda: f"(if {g('bool')} then {g('qty')} else {g('qty')})",
+            lambda: f"(if {g('bool')} then {g('qty')} else {g('num')})",
+            lambda: f"max({g('qty')}, {g('num')})",
+            lambda: f"[{g('num')}, {g('qty')}][{draw(st.integers(-1, 2))}]",
+            *([aggregate] if env.node else []),
+        ]
+    )
     return _choose(draw, leaves, compound)
 
 
@@ -306,16 +407,30 @@ def _str(draw: st.DrawFn, env: Env, depth: int) -> str:
         return gen(draw, t, env, depth - 1)
 
     p = _pick(draw, env.pods())
-    leaves = ['"web"', '"db"', '""', '"z1"', f'{p}.labels["app"]', f'{p}.labels["tier"]', f"{p}.name",
-              f'{p}.annotations["note"]']
+    leaves = [
+        '"web"',
+        '"db"',
+        '""',
+        '"z1"',
+        f'{p}.labels["app"]',
+        f'{p}.labels["tier"]',
+        f"{p}.name",
+        f'{p}.annotations["note"]',
+    ]
     leaves += [f"{t}.{field}" for t in env.of("taint") for field in ("key", "value", "effect")]
     leaves += [f"{u}.key" for u in env.of("toleration")] + env.of("str")
     if env.node:
         leaves += ['node.labels["zone"]', "node.name"]
-    compound: list[Thunk] = [] if depth <= 0 else [
-        lambda: f"({g('str')}) + ({g('str')})", lambda: f"lower({g('str')})", lambda: f"string({g('num')})",
-        lambda: f"(if {g('bool')} then {g('str')} else {g('str')})",
-    ]
+    compound: list[Thunk] = (
+        []
+        if depth <= 0
+        else [
+            lambda: f"({g('str')}) + ({g('str')})",
+            lambda: f"lower({g('str')})",
+            lambda: f"string({g('num')})",
+            lambda: f"(if {g('bool')} then {g('str')} else {g('str')})",
+        ]
+    )
     return _choose(draw, leaves, compound)
 
 
@@ -334,7 +449,9 @@ def typed_rule_sets(draw: st.DrawFn, max_depth: int = 3) -> str:
                 reason = f"\n    else {_pick(draw, [gen(draw, 'str', body_env, 1), '[' + gen(draw, 'str', body_env, 1) + ']'])}"
             out.append(f"filter r{i}{guard}:\n    {gen(draw, 'bool', body_env, depth)}{reason}\n")
         elif kind == "score":
-            out.append(f"score r{i} weight {draw(st.integers(1, 3))}{guard}:\n    {gen(draw, 'num', body_env, depth)}\n")
+            out.append(
+                f"score r{i} weight {draw(st.integers(1, 3))}{guard}:\n    {gen(draw, 'num', body_env, depth)}\n"
+            )
         else:
             order = f"\n    order {gen(draw, 'num', body_env, 1)}" if draw(st.booleans()) else ""
             body = gen(draw, "bool", Env(node=True, victim=True), depth)
@@ -344,13 +461,17 @@ def typed_rule_sets(draw: st.DrawFn, max_depth: int = 3) -> str:
 
 # --- pods and nodes ---------------------------------------------------------------------------
 
+
 def _labels(keys: list[str], values: list[str]) -> st.SearchStrategy[dict[str, str]]:
     return st.dictionaries(st.sampled_from(keys), st.sampled_from(values), max_size=2)
 
 
 tolerations = st.builds(
-    Toleration, key=st.sampled_from(["", "gpu", "dedicated"]), operator=st.sampled_from(["Equal", "Exists"]),
-    value=st.sampled_from(["", "true"]), effect=st.sampled_from(["", "NoSchedule", "NoExecute"]),
+    Toleration,
+    key=st.sampled_from(["", "gpu", "dedicated"]),
+    operator=st.sampled_from(["Equal", "Exists"]),
+    value=st.sampled_from(["", "true"]),
+    effect=st.sampled_from(["", "NoSchedule", "NoExecute"]),
     toleration_seconds=st.sampled_from([None, 0, 5]),
 )
 
@@ -372,11 +493,24 @@ def nodes(draw: st.DrawFn) -> NodeInfo:
     node = Node(
         draw(st.sampled_from(["n1", "n2", "web"])),
         labels=draw(_labels(["zone", "app"], ["z1", "z2", "web"])),
-        allocatable={"cpu": draw(st.sampled_from([0, 2000, 4000])), "memory": draw(st.sampled_from([0, 4 * GI])),
-                     "pods": draw(st.sampled_from([0, 3000, 110_000]))},
+        allocatable={
+            "cpu": draw(st.sampled_from([0, 2000, 4000])),
+            "memory": draw(st.sampled_from([0, 4 * GI])),
+            "pods": draw(st.sampled_from([0, 3000, 110_000])),
+        },
         unschedulable=draw(st.booleans()),
-        taints=tuple(draw(st.lists(st.builds(Taint, st.sampled_from(["gpu", "dedicated"]), st.sampled_from(["", "true"]),
-                                             st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"])),
-                                   max_size=2))),
+        taints=tuple(
+            draw(
+                st.lists(
+                    st.builds(
+                        Taint,
+                        st.sampled_from(["gpu", "dedicated"]),
+                        st.sampled_from(["", "true"]),
+                        st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+                    ),
+                    max_size=2,
+                )
+            )
+        ),
     )
     return NodeInfo(node, draw(st.lists(pods(), max_size=3)))

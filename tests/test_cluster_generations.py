@@ -9,8 +9,15 @@ import dataclasses
 from rulesched.cluster.store import ClusterStore
 from tests.upstream.harness import node, pod
 
-ANTI = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
+ANTI = {
+    "affinity": {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}
+            ]
+        }
+    }
+}
 
 
 def counters(state: ClusterStore) -> tuple[int, int, int]:
@@ -52,8 +59,15 @@ def test_cached_existing_anti_affinity_answer_follows_a_new_pod() -> None:
     rules = default_rules()
     n1 = state.node_view("n1")
     assert rules.bind(incoming, state).first_failure(n1) is None
-    anti_zone = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}]}}}
+    anti_zone = {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+                ]
+            }
+        }
+    }
     state.add_pod(pod("guard", spec=anti_zone, node_name="n2"))
     again = rules.bind(dataclasses.replace(incoming, name="p2"), state)
     failure = again.first_failure(n1)

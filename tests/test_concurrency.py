@@ -30,37 +30,91 @@ CROWD = 'extends "default"\n\nscore crowd weight 3:\n    100 - len(node.pods)\n'
 
 
 def requests(cpu: str, memory: str = "256Mi") -> dict[str, Any]:
-    return {"containers": [{"name": "c", "image": "nginx:1.0", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    return {
+        "containers": [{"name": "c", "image": "nginx:1.0", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]
+    }
 
 
 def build_store(rng: random.Random) -> ClusterStore:
     store = ClusterStore()
     for i in range(30):
-        store.add_node(node(f"n{i}", {ZONE: f"z{i % 3}", HOST: f"n{i}", "disk": "ssd" if i % 4 else "hdd"},
-                            {"cpu": "4", "memory": "8Gi", "pods": "110"},
-                            taints=[{"key": "gpu", "value": "x", "effect": "NoSchedule"}] if i % 7 == 0 else (),
-                            images=[(["nginx:1.0"], 200_000_000)] if i % 2 else ()))
+        store.add_node(
+            node(
+                f"n{i}",
+                {ZONE: f"z{i % 3}", HOST: f"n{i}", "disk": "ssd" if i % 4 else "hdd"},
+                {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                taints=[{"key": "gpu", "value": "x", "effect": "NoSchedule"}] if i % 7 == 0 else (),
+                images=[(["nginx:1.0"], 200_000_000)] if i % 2 else (),
+            )
+        )
     for i in range(60):
         spec = requests(rng.choice(["100m", "250m", "500m"]))
         if i % 5 == 0:
-            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOST}]}}
-        store.add_pod(pod(f"r{i}", labels={"app": rng.choice(["web", "db"])}, spec=spec, node_name=f"n{rng.randrange(30)}"))
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOST}
+                    ]
+                }
+            }
+        store.add_pod(
+            pod(f"r{i}", labels={"app": rng.choice(["web", "db"])}, spec=spec, node_name=f"n{rng.randrange(30)}")
+        )
     return store
 
 
 def pending() -> list[Pod]:
     web = {"app": "web"}
-    spread = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
-                                             "labelSelector": {"matchLabels": web}}]}
-    soft = {"topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
-                                           "labelSelector": {"matchLabels": web}}]}
-    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-        {"labelSelector": {"matchLabels": web}, "topologyKey": ZONE}]}}}
-    preferred = {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 50, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOST}}]}}}
-    shapes = [{}, spread, soft, anti, preferred, {"nodeSelector": {"disk": "ssd"}},
-              {"tolerations": [{"key": "gpu", "operator": "Exists"}]}]
+    spread = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": web},
+            }
+        ]
+    }
+    soft = {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 2,
+                "topologyKey": HOST,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": web},
+            }
+        ]
+    }
+    anti = {
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": web}, "topologyKey": ZONE}
+                ]
+            }
+        }
+    }
+    preferred = {
+        "affinity": {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 50,
+                        "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOST},
+                    }
+                ]
+            }
+        }
+    }
+    shapes = [
+        {},
+        spread,
+        soft,
+        anti,
+        preferred,
+        {"nodeSelector": {"disk": "ssd"}},
+        {"tolerations": [{"key": "gpu", "operator": "Exists"}]},
+    ]
     pods = []
     for i in range(28):
         spec = {**requests(["100m", "1", "3"][i % 3]), **shapes[i % len(shapes)]}
@@ -68,7 +122,9 @@ def pending() -> list[Pod]:
     return pods
 
 
-Result = tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, tuple[tuple[str, int], ...]], ...]]
+Result = tuple[
+    tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...], tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+]
 
 
 def evaluate(rules: RuleSet, p: Pod, snapshot: Snapshot) -> Result:
@@ -76,8 +132,11 @@ def evaluate(rules: RuleSet, p: Pod, snapshot: Snapshot) -> Result:
     filtered = filter_nodes(bound, snapshot.nodes, explain=True)
     scored = score_nodes(bound, filtered.feasible, explain=True) if filtered.feasible else None
     per_node = scored.per_node or {} if scored is not None else {}
-    return (tuple(n.name for n in filtered.feasible), tuple(sorted((filtered.failed or {}).items())),
-            tuple(sorted((n, tuple(sorted(s.items()))) for n, s in per_node.items())))
+    return (
+        tuple(n.name for n in filtered.feasible),
+        tuple(sorted((filtered.failed or {}).items())),
+        tuple(sorted((n, tuple(sorted(s.items()))) for n, s in per_node.items())),
+    )
 
 
 def churn(store: ClusterStore, rng: random.Random, step: int) -> None:
@@ -91,7 +150,9 @@ def churn(store: ClusterStore, rng: random.Random, step: int) -> None:
         store.remove_pod(rng.choice(keys))
     elif kind == 2:
         name = rng.choice(names)
-        store.update_node(node(name, {ZONE: f"z{rng.randrange(3)}", HOST: name}, {"cpu": "8", "memory": "16Gi", "pods": "110"}))
+        store.update_node(
+            node(name, {ZONE: f"z{rng.randrange(3)}", HOST: name}, {"cpu": "8", "memory": "16Gi", "pods": "110"})
+        )
     else:
         store.add_node(node(f"x{step}", {ZONE: "z0", HOST: f"x{step}"}))
 

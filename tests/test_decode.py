@@ -200,7 +200,11 @@ def test_pod_fields_and_defaults() -> None:
         [container("100m", ports=[{"containerPort": 80, "hostPort": 8080}, {"containerPort": 9}])],
         [
             container(name="setup", image="busybox", ports=[{"hostPort": 1}]),
-            {**sidecar("10m"), "image": "reg:5000/proxy", "ports": [{"hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}]},
+            {
+                **sidecar("10m"),
+                "image": "reg:5000/proxy",
+                "ports": [{"hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}],
+            },
         ],
         nodeSelector={"disk": "ssd"},
         tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}, {"key": "a", "value": "b"}],
@@ -219,7 +223,11 @@ def test_pod_fields_and_defaults() -> None:
     obj["status"] = {"nominatedNodeName": "n2", "startTime": "2024-01-02T03:04:06.5+00:00"}
     p = decode_pod(obj, "cluster.yaml")
     assert (p.namespace, p.key, p.uid, p.scheduler_name, p.phase) == (
-        "default", "default/web-1", "u-1", "default-scheduler", "Pending",
+        "default",
+        "default/web-1",
+        "u-1",
+        "default-scheduler",
+        "Pending",
     )
     assert (p.creation_timestamp, p.start_time) == (1704164645.0, 1704164646.5)
     assert p.deleting and p.owner == "ReplicaSet/web-abc" and p.nominated_node_name == "n2"
@@ -233,7 +241,10 @@ def test_pod_fields_and_defaults() -> None:
     assert p.tolerations == (Toleration("gpu", "Exists", "", "NoSchedule"), Toleration("a", "Equal", "b"))
     (tsc,) = p.topology_spread_constraints
     assert (tsc.max_skew, tsc.min_domains, tsc.node_affinity_policy, tsc.node_taints_policy) == (
-        2, 1, "Honor", "Ignore",
+        2,
+        1,
+        "Honor",
+        "Ignore",
     )
     assert tsc.label_selector is None
 
@@ -249,7 +260,10 @@ def test_affinity() -> None:
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]},
             "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 5, "preference": {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}}
+                {
+                    "weight": 5,
+                    "preference": {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]},
+                }
             ],
         },
         "podAntiAffinity": {
@@ -269,9 +283,7 @@ def test_affinity() -> None:
         },
     }
     p = decode_pod(pod(affinity=affinity))
-    assert p.required_node_affinity == (
-        NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("a", "b")),)),
-    )
+    assert p.required_node_affinity == (NodeSelectorTerm((NodeSelectorRequirement("zone", "In", ("a", "b")),)),)
     (pref,) = p.preferred_node_affinity
     assert pref.weight == 5
     assert pref.preference.match_fields == (NodeSelectorRequirement("metadata.name", "NotIn", ("n1",)),)
@@ -362,8 +374,7 @@ def _error(obj: Any, decoder: Any = decode_pod, source: str = "cluster.yaml") ->
 def test_error_messages_name_file_object_and_field() -> None:
     prefix = "cluster.yaml: Pod default/web-1: "
     assert _error(pod([container("abc")])) == (
-        prefix + "spec.containers[0].resources.requests.cpu: "
-        "'abc' is not a quantity (expected e.g. 500m, 2Gi, 1.5)"
+        prefix + "spec.containers[0].resources.requests.cpu: 'abc' is not a quantity (expected e.g. 500m, 2Gi, 1.5)"
     )
     assert _error(pod([{"name": "c", "resources": []}])) == (
         prefix + "spec.containers[0].resources: expected a mapping, got a list"
@@ -378,12 +389,20 @@ def test_error_messages_name_file_object_and_field() -> None:
         prefix + 'metadata.labels.enabled: expected a string, got true (quote it in YAML: "true")'
     )
     selector = {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Contains"}]}, "topologyKey": "z"}
-    assert _error(pod(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [selector]}})) == (
+    assert _error(
+        pod(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [selector]}})
+    ) == (
         prefix + "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
         ".labelSelector.matchExpressions[0].operator: 'Contains' is not one of In, NotIn, Exists, DoesNotExist"
     )
     no_values = {"matchExpressions": [{"key": "a", "operator": "In"}]}
-    assert _error(pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [no_values]}}})) == (
+    assert _error(
+        pod(
+            affinity={
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [no_values]}}
+            }
+        )
+    ) == (
         prefix + "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
         ".nodeSelectorTerms[0].matchExpressions[0].values: operator In needs at least one value"
     )
@@ -414,7 +433,19 @@ def test_errors_for_names_kinds_and_taints() -> None:
 
 # what JSON and YAML can produce where a field is expected: YAML adds dates and non-string keys
 _WRONG_VALUES: list[Any] = [
-    None, 0, -3, 1.5, True, "x", "", [], [1], {}, {"a": 1}, {1: "a"}, date(2024, 1, 1),
+    None,
+    0,
+    -3,
+    1.5,
+    True,
+    "x",
+    "",
+    [],
+    [1],
+    {},
+    {"a": 1},
+    {1: "a"},
+    date(2024, 1, 1),
     datetime(2024, 1, 1, 12, 0),
 ]
 
@@ -436,10 +467,7 @@ def _outcome(obj: Any, memo: dict[Any, Any] | None) -> object:
         decoded = decode_pod(obj, "f", memo=memo)
     except ObjectError as err:
         return str(err)
-    return {
-        f.name: dict(v) if isinstance(v := getattr(decoded, f.name), Mapping) else v
-        for f in fields(decoded)
-    }
+    return {f.name: dict(v) if isinstance(v := getattr(decoded, f.name), Mapping) else v for f in fields(decoded)}
 
 
 def test_any_wrong_type_anywhere_is_an_object_error() -> None:
@@ -453,8 +481,13 @@ def test_any_wrong_type_anywhere_is_an_object_error() -> None:
         resources={"requests": {"cpu": "2"}, "limits": {"memory": "1Gi"}},
         tolerations=[{"key": "k", "operator": "Exists", "tolerationSeconds": 3}],
         topologySpreadConstraints=[
-            {"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule",
-             "labelSelector": {"matchLabels": {"a": "b"}}, "minDomains": 2}
+            {
+                "maxSkew": 1,
+                "topologyKey": "z",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"a": "b"}},
+                "minDomains": 2,
+            }
         ],
         affinity={
             "nodeAffinity": {
@@ -472,10 +505,16 @@ def test_any_wrong_type_anywhere_is_an_object_error() -> None:
         priorityClassName="system-node-critical",
         nodeName="n1",
     )
-    base["metadata"].update(labels={"a": "b"}, creationTimestamp="2024-01-01T00:00:00Z",
-                            ownerReferences=[{"kind": "K", "name": "n", "controller": True}])
-    base["status"] = {"phase": "Running", "containerStatuses": [{"name": "c", "allocatedResources": {"cpu": "1"}}],
-                      "conditions": [{"type": "PodResizePending", "reason": "Deferred"}]}
+    base["metadata"].update(
+        labels={"a": "b"},
+        creationTimestamp="2024-01-01T00:00:00Z",
+        ownerReferences=[{"kind": "K", "name": "n", "controller": True}],
+    )
+    base["status"] = {
+        "phase": "Running",
+        "containerStatuses": [{"name": "c", "allocatedResources": {"cpu": "1"}}],
+        "conditions": [{"type": "PodResizePending", "reason": "Deferred"}],
+    }
     shared: dict[Any, Any] = {}
     assert isinstance(_outcome(base, shared), dict)
     for path in _paths(base):

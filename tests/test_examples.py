@@ -43,19 +43,28 @@ def test_every_example_has_a_policy_a_cluster_and_a_test() -> None:
     assert found == sorted(NAMES)
     for name in found:
         assert (EXAMPLES / name / "cluster.yaml").is_file()
-        first = next(line for line in (EXAMPLES / name / "policy.rules").read_text().splitlines()
-                     if line.strip() and not line.startswith("#"))
+        first = next(
+            line
+            for line in (EXAMPLES / name / "policy.rules").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        )
         assert first == 'extends "default"'
 
 
 def test_examples_lint_clean() -> None:
-    done = subprocess.run([sys.executable, "-m", "rulesched", "lint", "--strict", "rules/"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "rulesched", "lint", "--strict", "rules/"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 errors, 0 warnings" in done.stdout
 
 
 # --- underlay-ip -----------------------------------------------------------------------------------
+
 
 def test_underlay_ip_limit_per_node() -> None:
     report = run_example("underlay-ip")
@@ -64,8 +73,10 @@ def test_underlay_ip_limit_per_node() -> None:
     message = messages(report)["net/underlay-2"]
     assert message.startswith("0/3 nodes are available: 3 node has no free underlay IP.")
     assert "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod." in message
-    underlay = {n.name: sum(p.annotations.get("network.example.com/mode") == "underlay" for p in n.pods)
-                for n in report.state.nodes}
+    underlay = {
+        n.name: sum(p.annotations.get("network.example.com/mode") == "underlay" for p in n.pods)
+        for n in report.state.nodes
+    }
     assert underlay == {"node-a": 3, "node-b": 3, "node-c": 3}
     assert report.summary()["scheduled"] == 2 and report.summary()["unschedulable"] == 1
 
@@ -76,6 +87,7 @@ def test_underlay_ip_default_rules_have_no_such_limit() -> None:
 
 
 # --- pod-capacity ----------------------------------------------------------------------------------
+
 
 def test_pod_capacity_prefers_the_node_with_fewest_pods() -> None:
     report = run_example("pod-capacity", explain=True)
@@ -91,6 +103,7 @@ def test_pod_capacity_prefers_the_node_with_fewest_pods() -> None:
 
 # --- gpu-binpacking --------------------------------------------------------------------------------
 
+
 def test_gpu_pods_pack_onto_the_fullest_gpu_node() -> None:
     report = run_example("gpu-binpacking")
     assert placements(report) == {
@@ -98,7 +111,7 @@ def test_gpu_pods_pack_onto_the_fullest_gpu_node() -> None:
         "ml/train-2": "gpu-a",  # gpu-b is now full
         "ml/train-3": "gpu-a",  # 2 + 2 fills gpu-a
         "ml/train-4": "gpu-c",  # the only GPUs left
-        "shop/web": "cpu-d",    # no GPU: the rule's guard leaves it to the defaults (and the taints)
+        "shop/web": "cpu-d",  # no GPU: the rule's guard leaves it to the defaults (and the taints)
     }
     assert gpus_in_use(report) == {"gpu-a": 4, "gpu-b": 4, "gpu-c": 1, "cpu-d": 0}
 
@@ -111,9 +124,14 @@ def test_gpu_binpacking_differs_from_default_spreading() -> None:
 
 # --- zone-spreading --------------------------------------------------------------------------------
 
+
 def zone_counts(report: Report) -> Counter[str]:
-    return Counter(n.labels["topology.kubernetes.io/zone"] for n in report.state.nodes
-                   for p in n.pods if p.labels.get("app") == "web")
+    return Counter(
+        n.labels["topology.kubernetes.io/zone"]
+        for n in report.state.nodes
+        for p in n.pods
+        if p.labels.get("app") == "web"
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -132,7 +150,8 @@ def test_zone_spreading_policy_rejects_pods_that_do_not_spread() -> None:
     report = run_example("zone-spreading")
     assert placements(report)["shop/stray"] is None
     assert messages(report)["shop/stray"].startswith(
-        "0/6 nodes are available: 6 pod must spread over topology.kubernetes.io/zone.")
+        "0/6 nodes are available: 6 pod must spread over topology.kubernetes.io/zone."
+    )
     # without the policy, only the spread constraint (in the pods) keeps the zones even
     default = run_example("zone-spreading", rules="default")
     assert placements(default)["shop/stray"] is not None

@@ -41,8 +41,9 @@ ZONES, APPS = ("z1", "z2", "z3"), ("web", "db", "cache")
 NAMESPACES = {"default": {"env": "prod"}, "other": {"env": "dev"}}
 MB = 1024 * 1024
 IMAGES = (("nginx:1.0",), ("redis:latest", "docker.io/library/redis:latest"), ("busybox:latest",))
-SETTINGS = settings(max_examples=60, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 # --- strategies ---------------------------------------------------------------------------------
 
@@ -55,17 +56,27 @@ def node_kwargs(draw: Any) -> dict[str, Any]:
         labels[ZONE] = draw(st.sampled_from(ZONES))
     if draw(st.booleans()):
         labels["disk"] = draw(st.sampled_from(["ssd", "hdd"]))
-    taint = st.fixed_dictionaries({"key": st.sampled_from(["dedicated", "gpu"]), "value": st.sampled_from(["x", "y"]),
-                                   "effect": st.sampled_from([*["PreferNoSchedule"] * 3, "NoSchedule"])})
+    taint = st.fixed_dictionaries(
+        {
+            "key": st.sampled_from(["dedicated", "gpu"]),
+            "value": st.sampled_from(["x", "y"]),
+            "effect": st.sampled_from([*["PreferNoSchedule"] * 3, "NoSchedule"]),
+        }
+    )
     return {
-        "labels": labels, "hostname": draw(st.integers(0, 5)) < 5,
-        "allocatable": {"cpu": draw(st.sampled_from([*["4", "2", "4", "8"] * 3, "0"])),
-                        "memory": draw(st.sampled_from([*["8Gi", "2Gi", "4Gi", "8Gi"] * 3, "0"])),
-                        "pods": draw(st.sampled_from(["110", "3", "6", "110"]))},
+        "labels": labels,
+        "hostname": draw(st.integers(0, 5)) < 5,
+        "allocatable": {
+            "cpu": draw(st.sampled_from([*["4", "2", "4", "8"] * 3, "0"])),
+            "memory": draw(st.sampled_from([*["8Gi", "2Gi", "4Gi", "8Gi"] * 3, "0"])),
+            "pods": draw(st.sampled_from(["110", "3", "6", "110"])),
+        },
         "taints": draw(st.lists(taint, max_size=2, unique_by=lambda t: (t["key"], t["effect"]))),
         "unschedulable": draw(st.integers(0, 9)) == 9,
-        "images": [(names, draw(st.sampled_from([10 * MB, 100 * MB, 600 * MB])))
-                   for names in draw(st.lists(st.sampled_from(IMAGES), max_size=2, unique=True))],
+        "images": [
+            (names, draw(st.sampled_from([10 * MB, 100 * MB, 600 * MB])))
+            for names in draw(st.lists(st.sampled_from(IMAGES), max_size=2, unique=True))
+        ],
     }
 
 
@@ -74,26 +85,40 @@ def build_node(name: str, kw: dict[str, Any]) -> Node:
     return node(name, labels, kw["allocatable"], kw["taints"], kw["unschedulable"], kw["images"])
 
 
-namespace_parts = st.sampled_from([{}, {}, {"namespaces": ["default", "other"]},
-                                   {"namespaceSelector": {"matchLabels": {"env": "prod"}}}, {"namespaceSelector": {}}])
+namespace_parts = st.sampled_from(
+    [
+        {},
+        {},
+        {"namespaces": ["default", "other"]},
+        {"namespaceSelector": {"matchLabels": {"env": "prod"}}},
+        {"namespaceSelector": {}},
+    ]
+)
 node_expressions = st.one_of(
-    st.builds(lambda op, vs: {"key": ZONE, "operator": op, "values": vs}, st.sampled_from(["In", "NotIn"]),
-              st.lists(st.sampled_from(ZONES), min_size=1, max_size=2, unique=True)),
+    st.builds(
+        lambda op, vs: {"key": ZONE, "operator": op, "values": vs},
+        st.sampled_from(["In", "NotIn"]),
+        st.lists(st.sampled_from(ZONES), min_size=1, max_size=2, unique=True),
+    ),
     st.builds(lambda op: {"key": "disk", "operator": op}, st.sampled_from(["Exists", "DoesNotExist"])),
 )
 node_terms = st.builds(lambda e: {"matchExpressions": e}, st.lists(node_expressions, min_size=1, max_size=2))
-tolerations = st.sampled_from([
-    {"key": "dedicated", "operator": "Equal", "value": "x", "effect": "NoSchedule"},
-    {"key": "gpu", "operator": "Exists"}, {"operator": "Exists"},
-    {"key": "dedicated", "operator": "Exists", "effect": "PreferNoSchedule"},
-    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-])
+tolerations = st.sampled_from(
+    [
+        {"key": "dedicated", "operator": "Equal", "value": "x", "effect": "NoSchedule"},
+        {"key": "gpu", "operator": "Exists"},
+        {"operator": "Exists"},
+        {"key": "dedicated", "operator": "Exists", "effect": "PreferNoSchedule"},
+        {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+)
 
 
 def _maybe(strategy: Any, max_size: int, chance: int) -> Any:
     """Usually nothing; one time in ``chance`` a short list (shrinks towards nothing)."""
     return st.sampled_from([False] * (chance - 1) + [True]).flatmap(
-        lambda some: st.lists(strategy, min_size=1, max_size=max_size) if some else st.just([]))
+        lambda some: st.lists(strategy, min_size=1, max_size=max_size) if some else st.just([])
+    )
 
 
 def components(app: str, pending: bool, rich: bool = False) -> dict[str, Any]:
@@ -103,36 +128,81 @@ def components(app: str, pending: bool, rich: bool = False) -> dict[str, Any]:
     apps = st.sampled_from([app, app, *APPS])
     selector = st.one_of(
         st.builds(lambda a: {"matchLabels": {"app": a}}, apps),
-        st.builds(lambda op, vs: {"matchExpressions": [{"key": "app", "operator": op, "values": vs}]},
-                  st.sampled_from(["In", "NotIn"]), st.lists(apps, min_size=1, max_size=2, unique=True)),
+        st.builds(
+            lambda op, vs: {"matchExpressions": [{"key": "app", "operator": op, "values": vs}]},
+            st.sampled_from(["In", "NotIn"]),
+            st.lists(apps, min_size=1, max_size=2, unique=True),
+        ),
         st.builds(lambda t: {"matchLabels": {"team": t}}, st.sampled_from(["x", "y"])),
-        st.just({"matchExpressions": [{"key": "team", "operator": "Exists"}]}))
-    term = st.builds(lambda sel, key, ns: {"labelSelector": sel, "topologyKey": key, **ns},
-                     selector, st.sampled_from([ZONE, ZONE, HOST]), namespace_parts)
-    pod_affinity = st.tuples(_maybe(term, 1, 2 if rich else 4 if pending else 5), _maybe(st.builds(
-        lambda w, t: {"weight": w, "podAffinityTerm": t}, st.integers(1, 100), term), 2, 1 if rich else 3))
+        st.just({"matchExpressions": [{"key": "team", "operator": "Exists"}]}),
+    )
+    term = st.builds(
+        lambda sel, key, ns: {"labelSelector": sel, "topologyKey": key, **ns},
+        selector,
+        st.sampled_from([ZONE, ZONE, HOST]),
+        namespace_parts,
+    )
+    pod_affinity = st.tuples(
+        _maybe(term, 1, 2 if rich else 4 if pending else 5),
+        _maybe(
+            st.builds(lambda w, t: {"weight": w, "podAffinityTerm": t}, st.integers(1, 100), term), 2, 1 if rich else 3
+        ),
+    )
     parts = {
         "namespace": st.sampled_from(["default", "default", "other"]),
         "team": st.sampled_from([None, "x", "y"]),
-        "requests": st.tuples(st.sampled_from([None, "100m", "500m", "1", "2"]),
-                              st.sampled_from([None, "256Mi", "1Gi", "2Gi"])),
+        "requests": st.tuples(
+            st.sampled_from([None, "100m", "500m", "1", "2"]), st.sampled_from([None, "256Mi", "1Gi", "2Gi"])
+        ),
         "image": st.sampled_from(["nginx:1.0", "redis", "busybox", "x:1"]),
-        "port": st.sampled_from([None] * 5 + [8080, 9090]).flatmap(lambda port: st.none() if port is None else (
-            st.sampled_from([{}, {"protocol": "UDP"}, {"hostIP": "127.0.0.1"}]).map(
-                lambda extra: {"containerPort": 80, "hostPort": port, **extra}))),
-        "podAffinity": pod_affinity, "podAntiAffinity": pod_affinity,
+        "port": st.sampled_from([None] * 5 + [8080, 9090]).flatmap(
+            lambda port: (
+                st.none()
+                if port is None
+                else (
+                    st.sampled_from([{}, {"protocol": "UDP"}, {"hostIP": "127.0.0.1"}]).map(
+                        lambda extra: {"containerPort": 80, "hostPort": port, **extra}
+                    )
+                )
+            )
+        ),
+        "podAffinity": pod_affinity,
+        "podAntiAffinity": pod_affinity,
     }
     if pending:
         parts["nodeSelector"] = st.sampled_from([{}] * 4 + [{ZONE: "z1"}, {"disk": "ssd"}, {ZONE: "z2", "disk": "hdd"}])
         parts["tolerations"] = _maybe(tolerations, 2, 2)
-        parts["nodeAffinity"] = st.tuples(_maybe(node_terms, 2, 5), _maybe(st.builds(
-            lambda w, t: {"weight": w, "preference": t}, st.integers(1, 100), node_terms), 2, 2))
-        parts["spread"] = _maybe(st.builds(
-            lambda skew, key, when, a, extra: {"maxSkew": skew, "topologyKey": key, "whenUnsatisfiable": when,
-                                               "labelSelector": {"matchLabels": {"app": a}}, **extra},
-            st.integers(1, 2), st.sampled_from([ZONE, HOST]), st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]),
-            apps, st.sampled_from([{}, {}, {"minDomains": 3}, {"nodeTaintsPolicy": "Honor"},
-                                   {"nodeAffinityPolicy": "Ignore"}, {"matchLabelKeys": ["team"]}])), 2, 1 if rich else 2)
+        parts["nodeAffinity"] = st.tuples(
+            _maybe(node_terms, 2, 5),
+            _maybe(st.builds(lambda w, t: {"weight": w, "preference": t}, st.integers(1, 100), node_terms), 2, 2),
+        )
+        parts["spread"] = _maybe(
+            st.builds(
+                lambda skew, key, when, a, extra: {
+                    "maxSkew": skew,
+                    "topologyKey": key,
+                    "whenUnsatisfiable": when,
+                    "labelSelector": {"matchLabels": {"app": a}},
+                    **extra,
+                },
+                st.integers(1, 2),
+                st.sampled_from([ZONE, HOST]),
+                st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]),
+                apps,
+                st.sampled_from(
+                    [
+                        {},
+                        {},
+                        {"minDomains": 3},
+                        {"nodeTaintsPolicy": "Honor"},
+                        {"nodeAffinityPolicy": "Ignore"},
+                        {"matchLabelKeys": ["team"]},
+                    ]
+                ),
+            ),
+            2,
+            1 if rich else 2,
+        )
     return parts
 
 
@@ -140,8 +210,11 @@ def assemble(app: str, parts: dict[str, Any]) -> tuple[str, dict[str, Any], dict
     """(namespace, spec, labels) from drawn parts."""
     labels = {"app": app, **({"team": parts["team"]} if parts["team"] else {})}
     cpu, memory = parts["requests"]
-    container: dict[str, Any] = {"name": "c", "image": parts["image"], "resources": {"requests": {
-        k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}}}
+    container: dict[str, Any] = {
+        "name": "c",
+        "image": parts["image"],
+        "resources": {"requests": {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}},
+    }
     if parts["port"]:
         container["ports"] = [parts["port"]]
     spec: dict[str, Any] = {"containers": [container], "affinity": {}}
@@ -150,7 +223,8 @@ def assemble(app: str, parts: dict[str, Any]) -> tuple[str, dict[str, Any], dict
         section: dict[str, Any] = {}
         if required:
             section["requiredDuringSchedulingIgnoredDuringExecution"] = (
-                {"nodeSelectorTerms": required} if kind == "nodeAffinity" else required)
+                {"nodeSelectorTerms": required} if kind == "nodeAffinity" else required
+            )
         if preferred:
             section["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
         if section:
@@ -202,9 +276,13 @@ def scenarios(draw: Any) -> Scenario:
     probes.append(pod("probe-rich", *assemble(*draw(pod_parts(True, (app, *APPS), rich=True)))))  # never placed
     index = st.integers(0, 99)
     # Pod changes move few version tokens (stale answers would survive); node changes move all.
-    event = st.sampled_from(["run", "run", "remove", "remove", "add", "update"]).flatmap(lambda kind: st.tuples(
-        st.just(kind), pod_parts(False, (app, *APPS)).map(lambda ap: assemble(*ap)) if kind == "run" else index,
-        index if kind in ("run", "remove") else node_kwargs()))
+    event = st.sampled_from(["run", "run", "remove", "remove", "add", "update"]).flatmap(
+        lambda kind: st.tuples(
+            st.just(kind),
+            pod_parts(False, (app, *APPS)).map(lambda ap: assemble(*ap)) if kind == "run" else index,
+            index if kind in ("run", "remove") else node_kwargs(),
+        )
+    )
     events = draw(st.lists(st.lists(event, max_size=2), min_size=len(pending), max_size=len(pending)))
     places = draw(st.lists(st.integers(0, 11), min_size=len(pending), max_size=len(pending)))
     return Scenario(nodes, running, pending, probes, events, places, draw(st.integers(0, 99)))
@@ -263,8 +341,9 @@ def reference(p: Pod, nodes: list[Node], pods: list[Pod]) -> Outcome:
     scores = [r for r in rules if r.kind is ast.RuleKind.SCORE]
     names = [n.name for n in feasible]
     raw = {r.name: {n.name: as_score(interp.body(r, ctx, n)) for n in feasible} for r in scores}
-    normalized = {r.name: dict(zip(names, normalize(r.normalize, [raw[r.name][n] for n in names]), strict=True))
-                  for r in scores}
+    normalized = {
+        r.name: dict(zip(names, normalize(r.normalize, [raw[r.name][n] for n in names]), strict=True)) for r in scores
+    }
     return Outcome(failures, names, [(r.name, r.weight, r.normalize) for r in scores], raw, normalized)
 
 
@@ -278,8 +357,9 @@ def fast_path(p: Pod, state: ClusterStore, start: int, walk_first: bool) -> Outc
     walked: dict[str, tuple[str, ...]] = {}
 
     def walk() -> list[str]:
-        found, looked = bound.feasible(nodes, start % len(nodes), len(nodes),
-                                       lambda n, why: walked.__setitem__(n.name, why))
+        found, looked = bound.feasible(
+            nodes, start % len(nodes), len(nodes), lambda n, why: walked.__setitem__(n.name, why)
+        )
         assert looked == len(nodes)
         return [n.name for n in found]
 
@@ -296,12 +376,15 @@ def fast_path(p: Pod, state: ClusterStore, start: int, walk_first: bool) -> Outc
     vectors = [bound.score_vector(n) for n in feasible]
     assert vectors == (batch if batch is not None else bound.score_vectors(feasible))
     for vector in vectors:  # the last element: the weighted sum of the rules not normalised
-        assert vector[-1] == sum(s.weight * v for s, v in zip(bound.scores, vector, strict=False)
-                                 if s.normalize == "none")
+        assert vector[-1] == sum(
+            s.weight * v for s, v in zip(bound.scores, vector, strict=False) if s.normalize == "none"
+        )
     names = [n.name for n in feasible]
     raw = {s.name: {n: v[i] for n, v in zip(names, vectors, strict=True)} for i, s in enumerate(bound.scores)}
-    normalized = {s.name: dict(zip(names, normalize(s.normalize, [raw[s.name][n] for n in names]), strict=True))
-                  for s in bound.scores}
+    normalized = {
+        s.name: dict(zip(names, normalize(s.normalize, [raw[s.name][n] for n in names]), strict=True))
+        for s in bound.scores
+    }
     return Outcome(failures, names, [(s.name, s.weight, s.normalize) for s in bound.scores], raw, normalized)
 
 
@@ -331,8 +414,9 @@ class AlwaysBind:
         return True
 
 
-def schedule(scenario: Scenario, state: ClusterStore, settings_: SchedulerSettings,
-             rules: RuleSet | None = None) -> Iterator[CycleResult]:
+def schedule(
+    scenario: Scenario, state: ClusterStore, settings_: SchedulerSettings, rules: RuleSet | None = None
+) -> Iterator[CycleResult]:
     """Run the real Scheduler over the scenario's pending pods, the scenario's events applied
     between cycles and virtual time jumped over backoffs; yields each cycle's result."""
     clock = VirtualClock()
@@ -361,16 +445,19 @@ def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, s
     cycle walks node tables, their stale rows evaluated node by node or (``columns``) as columns."""
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     explain = mode == "explain"
-    settings_ = SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, explain=explain,
-                                  columns_from=1 if mode == "columns" else 0)
+    settings_ = SchedulerSettings(
+        percentage_of_nodes_to_score=100, seed=seed, explain=explain, columns_from=1 if mode == "columns" else 0
+    )
     for result in schedule(scenario, state, settings_):
         key = result.pod.key
         ref = reference(result.pod, *snapshot(state, without=key))
         totals = ref.totals()
         if explain:
             assert result.filtered == {n: why for n, (_, why) in ref.failures.items()}, key
-            assert result.scores == {n: {**{r: ref.normalized[r][n] for r, _, _ in ref.scores}, "total": total}
-                                     for n, total in totals.items()}, key
+            assert result.scores == {
+                n: {**{r: ref.normalized[r][n] for r, _, _ in ref.scores}, "total": total}
+                for n, total in totals.items()
+            }, key
         if result.code is not Code.SCHEDULED:
             assert result.code is Code.UNSCHEDULABLE and ref.feasible == [], (key, ref.feasible)
             assert result.preemption is None or result.preemption.nominated is None

@@ -17,11 +17,25 @@ from rulesched.model import Node, Pod
 from tests.upstream.harness import node, pod
 
 ZONE = "topology.kubernetes.io/zone"
-SPREAD = {"topologySpreadConstraints": [
-    {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
-     "labelSelector": {"matchLabels": {"app": "web"}}}]}
-ANTI = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE}]}}}
+SPREAD = {
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+}
+ANTI = {
+    "affinity": {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": ZONE}
+            ]
+        }
+    }
+}
 BUILTINS = ("spread_ok", "pod_anti_affinity_ok", "existing_anti_affinity_ok", "pod_affinity_ok")
 
 
@@ -45,8 +59,11 @@ def fresh(cluster: ClusterStore) -> ClusterStore:
     return ClusterStore.build([n.node for n in cluster.nodes], list(cluster.pods()))
 
 
-INCOMING = [pod("spread", labels={"app": "web"}, spec=SPREAD), pod("anti", labels={"app": "web"}, spec=ANTI),
-            pod("plain", labels={"app": "web"})]
+INCOMING = [
+    pod("spread", labels={"app": "web"}, spec=SPREAD),
+    pod("anti", labels={"app": "web"}, spec=ANTI),
+    pod("plain", labels={"app": "web"}),
+]
 
 
 def churn(cluster: ClusterStore, start: int, count: int) -> None:
@@ -76,8 +93,9 @@ def test_replayed_counts_match_a_fresh_cluster(incoming: Pod) -> None:
 
 
 @pytest.mark.parametrize("incoming", INCOMING, ids=lambda p: p.name)
-def test_counts_are_rebuilt_past_the_journal_or_after_a_node_change(incoming: Pod,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_counts_are_rebuilt_past_the_journal_or_after_a_node_change(
+    incoming: Pod, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(state_module, "JOURNAL_KEEP", 4)
     cluster = ClusterStore.build(nodes(), [running(i, f"n{i % 6}") for i in range(4)])
     before = answers(incoming, cluster)

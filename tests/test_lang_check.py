@@ -32,50 +32,104 @@ def located(text: str) -> list[tuple[str, int, int]]:
 
 # --- diagnostics ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "code", "line", "column", "message", "suggestion"), [
-    ("filter f:\n    node.allocatible.cpu > 1", "unknown-field", 2, 5, "node has no field 'allocatible'",
-     "did you mean `node.allocatable`?"),
-    ("filter f: node.free.cpus > 1", "unknown-field", 1, 11, "'cpus' is not a resource name",
-     "did you mean `node.free.cpu`?"),
-    ('filter f: pod.lables["a"] == "b"', "unknown-field", 1, 11, "pod has no field 'lables'",
-     "did you mean `pod.labels`?"),
-    ('filter f: nod.name == "a"', "unknown-name", 1, 11, "unknown name 'nod'", "did you mean `node`?"),
-    ("filter f: tolerate(1)", "unknown-function", 1, 11, "unknown function 'tolerate'",
-     "did you mean `tolerates`?"),
-    ('filter f: node.free.cpu > "a"', "type", 1, 11, "cannot compare quantity with string", ""),
-    ("filter f: 2s < 1Gi", "type", 1, 11, "cannot compare duration with quantity", ""),
-    ("filter f:\n  1 + 2", "type", 2, 3, "a filter must be bool, not number", ""),
-    ('score s: "x"', "type", 1, 10, "a score must be a number, not string", ""),
-    ("score s: true", "type", 1, 10, "a score must be a number, not bool", ""),
-    ("score s: node.free.cpu", "type", 1, 10, "a score must be a number, not quantity", "convert with number(...)"),
-    ("filter f: true else 1", "type", 1, 21, "a filter's reason must be a string or a list of strings", ""),
-    ('filter f: true else ["a", 2]', "type", 1, 27, "list items must have one type", ""),
-    ('score s: if true then 1 else "a"', "type", 1, 10, "if branches differ: number and string", ""),
-    ("filter f: (not true) == 1", "type", 1, 12, "cannot compare bool with number", ""),
-    ("filter f: not 1", "type", 1, 15, "'not' operand must be bool, not number", ""),
-    ('filter f: pod.labels.app == "a"', "type", 1, 11, 'use pod.labels["app"] to read a map', ""),
-    ("score s: len(1)", "type", 1, 10, "len() argument 1 must be", "len(list | map | string) -> number"),
-    ("filter f: true\nfilter f: false", "duplicate-rule", 2, 8, "filter 'f' is already defined at t.rules:1:8",
-     "write `override filter f` to replace it"),
-    ("override filter g: true", "unknown-rule", 1, 17, "cannot override filter 'g': no such filter", ""),
-    ("filter f: true\noverride score f: 1", "override-kind", 2, 16, "there is no score 'f' to override",
-     "write `override filter f`"),
-    ("disable zz", "unknown-rule", 1, 9, "cannot disable rule 'zz'", ""),
-    ("filter f: true\ndisable score f", "unknown-rule", 2, 15, "cannot disable score 'f'", "did you mean `f`?"),
-    ("score s weight 0: 1", "weight", 1, 16, "weight must be a positive whole number, not 0", ""),
-    ("score s weight 1.5: 1", "weight", 1, 16, "not 1.5", ""),
-    ("score s weight 500m: 1", "weight", 1, 16, "not 500m", ""),
-    ("score s normalize maxx: 1", "normalize", 1, 7, "unknown normalization 'maxx'", "did you mean `max`?"),
-    ("let a = b\nlet b = a\nfilter f: a", "let-cycle", 1, 9, "let 'a' refers to itself through a -> b", ""),
-    ("let a = a + 1\nscore s: a", "let-cycle", 1, 9, "let 'a' refers to itself", ""),
-    ('let n = node.name == "x"\nfilter f when n: true', "scope", 2, 15, "let 'n' reads node, which a when guard cannot use", ""),
-    ('filter f when node.name == "a": true', "scope", 1, 15, "'node' cannot be used in a when guard", ""),
-    ("filter f: victim.priority > 1", "scope", 1, 11, "'victim' cannot be used in a filter rule", ""),
-    ("let v = victim.priority\nfilter f: v > 1", "scope", 2, 11, "let 'v' reads victim", ""),
-    ("filter f: count(p in node.pods where any(p in node.pods)) > 0", "shadow", 1, 38, "'p' is already a name", ""),
-    ("let x = 1\nlet x = 2\nfilter f: x > 0", "duplicate-let", 2, 5, "let 'x' is already defined at t.rules:1:5", ""),
-    ("let node = 1", "reserved-name", 1, 5, "'node' is a built-in name", ""),
-])
+
+@pytest.mark.parametrize(
+    ("text", "code", "line", "column", "message", "suggestion"),
+    [
+        (
+            "filter f:\n    node.allocatible.cpu > 1",
+            "unknown-field",
+            2,
+            5,
+            "node has no field 'allocatible'",
+            "did you mean `node.allocatable`?",
+        ),
+        (
+            "filter f: node.free.cpus > 1",
+            "unknown-field",
+            1,
+            11,
+            "'cpus' is not a resource name",
+            "did you mean `node.free.cpu`?",
+        ),
+        (
+            'filter f: pod.lables["a"] == "b"',
+            "unknown-field",
+            1,
+            11,
+            "pod has no field 'lables'",
+            "did you mean `pod.labels`?",
+        ),
+        ('filter f: nod.name == "a"', "unknown-name", 1, 11, "unknown name 'nod'", "did you mean `node`?"),
+        (
+            "filter f: tolerate(1)",
+            "unknown-function",
+            1,
+            11,
+            "unknown function 'tolerate'",
+            "did you mean `tolerates`?",
+        ),
+        ('filter f: node.free.cpu > "a"', "type", 1, 11, "cannot compare quantity with string", ""),
+        ("filter f: 2s < 1Gi", "type", 1, 11, "cannot compare duration with quantity", ""),
+        ("filter f:\n  1 + 2", "type", 2, 3, "a filter must be bool, not number", ""),
+        ('score s: "x"', "type", 1, 10, "a score must be a number, not string", ""),
+        ("score s: true", "type", 1, 10, "a score must be a number, not bool", ""),
+        ("score s: node.free.cpu", "type", 1, 10, "a score must be a number, not quantity", "convert with number(...)"),
+        ("filter f: true else 1", "type", 1, 21, "a filter's reason must be a string or a list of strings", ""),
+        ('filter f: true else ["a", 2]', "type", 1, 27, "list items must have one type", ""),
+        ('score s: if true then 1 else "a"', "type", 1, 10, "if branches differ: number and string", ""),
+        ("filter f: (not true) == 1", "type", 1, 12, "cannot compare bool with number", ""),
+        ("filter f: not 1", "type", 1, 15, "'not' operand must be bool, not number", ""),
+        ('filter f: pod.labels.app == "a"', "type", 1, 11, 'use pod.labels["app"] to read a map', ""),
+        ("score s: len(1)", "type", 1, 10, "len() argument 1 must be", "len(list | map | string) -> number"),
+        (
+            "filter f: true\nfilter f: false",
+            "duplicate-rule",
+            2,
+            8,
+            "filter 'f' is already defined at t.rules:1:8",
+            "write `override filter f` to replace it",
+        ),
+        ("override filter g: true", "unknown-rule", 1, 17, "cannot override filter 'g': no such filter", ""),
+        (
+            "filter f: true\noverride score f: 1",
+            "override-kind",
+            2,
+            16,
+            "there is no score 'f' to override",
+            "write `override filter f`",
+        ),
+        ("disable zz", "unknown-rule", 1, 9, "cannot disable rule 'zz'", ""),
+        ("filter f: true\ndisable score f", "unknown-rule", 2, 15, "cannot disable score 'f'", "did you mean `f`?"),
+        ("score s weight 0: 1", "weight", 1, 16, "weight must be a positive whole number, not 0", ""),
+        ("score s weight 1.5: 1", "weight", 1, 16, "not 1.5", ""),
+        ("score s weight 500m: 1", "weight", 1, 16, "not 500m", ""),
+        ("score s normalize maxx: 1", "normalize", 1, 7, "unknown normalization 'maxx'", "did you mean `max`?"),
+        ("let a = b\nlet b = a\nfilter f: a", "let-cycle", 1, 9, "let 'a' refers to itself through a -> b", ""),
+        ("let a = a + 1\nscore s: a", "let-cycle", 1, 9, "let 'a' refers to itself", ""),
+        (
+            'let n = node.name == "x"\nfilter f when n: true',
+            "scope",
+            2,
+            15,
+            "let 'n' reads node, which a when guard cannot use",
+            "",
+        ),
+        ('filter f when node.name == "a": true', "scope", 1, 15, "'node' cannot be used in a when guard", ""),
+        ("filter f: victim.priority > 1", "scope", 1, 11, "'victim' cannot be used in a filter rule", ""),
+        ("let v = victim.priority\nfilter f: v > 1", "scope", 2, 11, "let 'v' reads victim", ""),
+        ("filter f: count(p in node.pods where any(p in node.pods)) > 0", "shadow", 1, 38, "'p' is already a name", ""),
+        (
+            "let x = 1\nlet x = 2\nfilter f: x > 0",
+            "duplicate-let",
+            2,
+            5,
+            "let 'x' is already defined at t.rules:1:5",
+            "",
+        ),
+        ("let node = 1", "reserved-name", 1, 5, "'node' is a built-in name", ""),
+    ],
+)
 def test_one_diagnostic(text: str, code: str, line: int, column: int, message: str, suggestion: str) -> None:
     found = [d for d in diagnostics(text) if d.severity is Severity.ERROR]
     assert len(found) == 1, [d.render() for d in found]
@@ -96,15 +150,17 @@ def test_rules_of_different_kinds_may_share_a_name() -> None:
 
 
 def test_every_problem_is_reported_not_just_the_first() -> None:
-    text = ('filter a: node.alocatable.cpu > 1\n'
-            'score b: "x"\n'
-            'filter c: nope\n'
-            'filter c: true\n')
+    text = 'filter a: node.alocatable.cpu > 1\nscore b: "x"\nfilter c: nope\nfilter c: true\n'
     assert sorted(located(text), key=lambda x: x[1:]) == [
-        ("unknown-field", 1, 11), ("type", 2, 10), ("unknown-name", 3, 11), ("duplicate-rule", 4, 8)]
+        ("unknown-field", 1, 11),
+        ("type", 2, 10),
+        ("unknown-name", 3, 11),
+        ("duplicate-rule", 4, 8),
+    ]
 
 
 # --- composition ------------------------------------------------------------------------------
+
 
 def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
@@ -112,10 +168,7 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
-BASE = ('filter first: true\n'
-        'filter middle: pod.priority > 5 else "too low"\n'
-        'score s weight 2: 10\n'
-        'filter last: true\n')
+BASE = 'filter first: true\nfilter middle: pod.priority > 5 else "too low"\nscore s weight 2: 10\nfilter last: true\n'
 
 
 def filter_names(rules, pod: Pod) -> list[str]:
@@ -134,18 +187,20 @@ def test_later_file_overrides_and_keeps_the_position(tmp_path: Path) -> None:
 
 
 def test_disable_removes_a_rule(tmp_path: Path) -> None:
-    rules = load_rules([write(tmp_path, "a.rules", BASE), write(tmp_path, "b.rules", "disable middle\ndisable score s\n")])
+    rules = load_rules(
+        [write(tmp_path, "a.rules", BASE), write(tmp_path, "b.rules", "disable middle\ndisable score s\n")]
+    )
     assert rules.names == ("first", "last")
     assert rules.bind(Pod("p")).scores == ()
 
 
 def test_extends_composes_the_base_first(tmp_path: Path) -> None:
     write(tmp_path, "base.rules", BASE)
-    child = write(tmp_path, "site.rules", (
-        'extends "base.rules"\n\n'
-        "override score s weight 5: 1\n"
-        "disable first\n"
-        "filter extra: pod.priority < 100\n"))
+    child = write(
+        tmp_path,
+        "site.rules",
+        ('extends "base.rules"\n\noverride score s weight 5: 1\ndisable first\nfilter extra: pod.priority < 100\n'),
+    )
     rules = load_rules([child])
     assert rules.names == ("middle", "s", "last", "extra")
     (score,) = rules.bind(Pod("p")).scores
@@ -184,20 +239,31 @@ def test_load_rules_raises_with_every_diagnostic(tmp_path: Path) -> None:
 
 # --- rulesched lint ---------------------------------------------------------------------------
 
+
 def lint(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rulesched", "lint", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rulesched", "lint", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 HEADER = re.compile(r"^\S+:(\d+:\d+:)? (error|warning): ", re.MULTILINE)
 
 
 def test_must_show_three_located_problems(tmp_path: Path) -> None:
-    path = write(tmp_path, "three.rules", (
-        "filter fits:\n"
-        "    node.allocatible.cpu >= pod.requests.cpu\n\n"
-        'score busy:\n    len(node.pods) + "x"\n\n'
-        "filter broken:\n    pod.priority > > 1\n"))
+    path = write(
+        tmp_path,
+        "three.rules",
+        (
+            "filter fits:\n"
+            "    node.allocatible.cpu >= pod.requests.cpu\n\n"
+            'score busy:\n    len(node.pods) + "x"\n\n'
+            "filter broken:\n    pod.priority > > 1\n"
+        ),
+    )
     run = lint(path)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "Traceback" not in run.stdout + run.stderr
@@ -269,16 +335,30 @@ def test_missing_path_is_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_json_format(tmp_path: Path) -> None:
-    path = write(tmp_path, "j.rules", "let spare = 1\n\nfilter f: node.nmae == \"a\"\n")
+    path = write(tmp_path, "j.rules", 'let spare = 1\n\nfilter f: node.nmae == "a"\n')
     run = lint("--format", "json", path)
     assert run.returncode == 1
     report = json.loads(run.stdout)
     assert (report["errors"], report["warnings"], report["rules"]) == (1, 1, 1)
     assert report["diagnostics"] == [
-        {"path": str(path), "line": 1, "column": 5, "severity": "warning", "code": "unused-let",
-         "message": "let 'spare' is never used", "suggestion": None},
-        {"path": str(path), "line": 3, "column": 11, "severity": "error", "code": "unknown-field",
-         "message": "node has no field 'nmae'", "suggestion": "did you mean `node.name`?"},
+        {
+            "path": str(path),
+            "line": 1,
+            "column": 5,
+            "severity": "warning",
+            "code": "unused-let",
+            "message": "let 'spare' is never used",
+            "suggestion": None,
+        },
+        {
+            "path": str(path),
+            "line": 3,
+            "column": 11,
+            "severity": "error",
+            "code": "unknown-field",
+            "message": "node has no field 'nmae'",
+            "suggestion": "did you mean `node.name`?",
+        },
     ]
 
 

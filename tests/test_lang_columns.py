@@ -49,7 +49,7 @@ def _agree(checked: CheckedRules, bound: BoundRules, cols: NodeColumns, rows: li
     try:
         matrix = bound.score_matrix(cols, index)
     except OverflowError:  # a score or the fixed sum beyond int64: the caller's Python-int path
-        assert any(not -2**63 <= v < 2**63 for vector in vectors for v in vector), text
+        assert any(not -(2**63) <= v < 2**63 for vector in vectors for v in vector), text
         return
     finally:  # right answers, and not from the node-by-node safety net after a column bug
         assert bound.columns.evaluator.failures == 0, text
@@ -79,18 +79,25 @@ def _exercise(text: str, incoming: list[Pod], cluster: list[NodeInfo], arriving:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(typed_rule_sets(), st.lists(pods(), min_size=1, max_size=2), st.lists(nodes(), min_size=1, max_size=6),
-       pods(), st.data())
-def test_columns_agree_with_the_interpreter(text: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod,
-                                            data: st.DataObject) -> None:
+@given(
+    typed_rule_sets(),
+    st.lists(pods(), min_size=1, max_size=2),
+    st.lists(nodes(), min_size=1, max_size=6),
+    pods(),
+    st.data(),
+)
+def test_columns_agree_with_the_interpreter(
+    text: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod, data: st.DataObject
+) -> None:
     _exercise(text, incoming, cluster, arriving, data)
 
 
 @pytest.mark.parametrize("body", BODIES)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(pods(), min_size=1, max_size=2), st.lists(nodes(), min_size=1, max_size=6), pods(), st.data())
-def test_specialised_shapes_as_columns(body: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod,
-                                       data: st.DataObject) -> None:
+def test_specialised_shapes_as_columns(
+    body: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod, data: st.DataObject
+) -> None:
     _exercise(rules_for(body), incoming, cluster, arriving, data)
 
 
@@ -100,22 +107,26 @@ DECIDED = [
     "abs(if pod.priority > 1 then -3 else len(node.pods)) > 1",
     "floor(number(if pod.priority > 1 then 2500m else node.free.cpu)) >= 1",
     "max(if pod.priority > 2 then 1 else len(node.pods), 2) == 2",
-    'len(if pod.priority > 1 then pod.labels else node.labels) > 0',
+    "len(if pod.priority > 1 then pod.labels else node.labels) > 0",
     '(if pod.priority > 1 then pod.labels else node.labels)["app"] == "web"',
     "(if pod.priority > 1 then pod.requests else node.free).cpu > 0",
     "not subset(pod.node_selector, node.labels) or len(node.pods) > 1",
-    "string(if pod.priority > 1 then 1 else len(node.pods)) == \"1\"",
+    'string(if pod.priority > 1 then 1 else len(node.pods)) == "1"',
 ]
 
 
 @pytest.mark.parametrize("body", DECIDED)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(pods(), min_size=1, max_size=2), st.lists(nodes(), min_size=1, max_size=4), pods(), st.data())
-def test_values_decided_for_every_row(body: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod,
-                                      data: st.DataObject) -> None:
+def test_values_decided_for_every_row(
+    body: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod, data: st.DataObject
+) -> None:
     checked = _load(rules_for(body))
-    assert all(vectorisable(r.rule.body, checked.notes, checked.lets)
-               for r in checked.rules if r.kind is not ast.RuleKind.PREEMPT), body
+    assert all(
+        vectorisable(r.rule.body, checked.notes, checked.lets)
+        for r in checked.rules
+        if r.kind is not ast.RuleKind.PREEMPT
+    ), body
     _exercise(rules_for(body), incoming, cluster, arriving, data)
 
 
@@ -156,15 +167,17 @@ BEYOND = [2**62, 2**63 + 5, 10**25]
 
 @st.composite
 def edge_nodes(draw: st.DrawFn, values: list[int]) -> NodeInfo:
-    node = Node(draw(st.sampled_from(["a", "b"])),
-                allocatable={"cpu": draw(st.sampled_from(values)), "memory": draw(st.sampled_from(values)),
-                             "pods": 110_000},
-                unschedulable=draw(st.booleans()))
+    node = Node(
+        draw(st.sampled_from(["a", "b"])),
+        allocatable={"cpu": draw(st.sampled_from(values)), "memory": draw(st.sampled_from(values)), "pods": 110_000},
+        unschedulable=draw(st.booleans()),
+    )
     return NodeInfo(node, draw(st.lists(pods(), max_size=2)))
 
 
 edge_clusters = st.sampled_from([IN_RANGE, IN_RANGE, IN_RANGE + BEYOND]).flatmap(
-    lambda values: st.lists(edge_nodes(values), min_size=1, max_size=4))
+    lambda values: st.lists(edge_nodes(values), min_size=1, max_size=4)
+)
 
 
 def _edge_rules(body: str) -> str:
@@ -183,21 +196,26 @@ def test_values_at_the_edges_of_exact_arithmetic(body: str, cluster: list[NodeIn
     _agree(checked, rules.bind(pod), NodeColumns(cluster), list(range(len(cluster))), body)
 
 
-@pytest.mark.parametrize(("body", "cpu", "memory"), [
-    ("node.allocatable.memory / node.allocatable.cpu", 3, 2**53 + 1),  # float64 would round the dividend
-    ("node.allocatable.cpu * 3 + node.allocatable.memory", 2**62 - 1, 0),  # int64 would wrap
-    ("node.allocatable.memory * 1000000000 > 0", 1, 2**62 - 1),
-    ("node.allocatable.memory * 1000000000 > 0", 1, 2**61 + 3),
-    ("number(node.allocatable.cpu) * 0.5 < number(node.allocatable.memory) * 0.5", 2**53 + 1, 2**53 + 2),
-    ("(if node.unschedulable then 0.5 else node.allocatable.memory)", 1, 2**53 + 1),
-    ("max(node.allocatable.memory, 0.5)", 1, 2**53 + 1),
-    ("node.allocatable.memory == 9007199254740993.0", 1, 2**53 + 1),
-])
+@pytest.mark.parametrize(
+    ("body", "cpu", "memory"),
+    [
+        ("node.allocatable.memory / node.allocatable.cpu", 3, 2**53 + 1),  # float64 would round the dividend
+        ("node.allocatable.cpu * 3 + node.allocatable.memory", 2**62 - 1, 0),  # int64 would wrap
+        ("node.allocatable.memory * 1000000000 > 0", 1, 2**62 - 1),
+        ("node.allocatable.memory * 1000000000 > 0", 1, 2**61 + 3),
+        ("number(node.allocatable.cpu) * 0.5 < number(node.allocatable.memory) * 0.5", 2**53 + 1, 2**53 + 2),
+        ("(if node.unschedulable then 0.5 else node.allocatable.memory)", 1, 2**53 + 1),
+        ("max(node.allocatable.memory, 0.5)", 1, 2**53 + 1),
+        ("node.allocatable.memory == 9007199254740993.0", 1, 2**53 + 1),
+    ],
+)
 def test_exact_where_numpy_would_not_be(body: str, cpu: int, memory: int) -> None:
     """Each case gives a wrong answer if the bounds checks are skipped (checked by hand)."""
     checked = _load(_edge_rules(body))
-    cluster = [NodeInfo(Node("odd", allocatable={"cpu": cpu, "memory": memory, "pods": 110_000})),
-               NodeInfo(Node("plain", allocatable={"cpu": 4000, "memory": 2**30, "pods": 110_000}))]
+    cluster = [
+        NodeInfo(Node("odd", allocatable={"cpu": cpu, "memory": memory, "pods": 110_000})),
+        NodeInfo(Node("plain", allocatable={"cpu": 4000, "memory": 2**30, "pods": 110_000})),
+    ]
     _agree(checked, RuleSet(checked).bind(Pod("p")), NodeColumns(cluster), [0, 1], body)
 
 
@@ -209,13 +227,21 @@ def test_default_rules_mostly_evaluate_as_columns() -> None:
     (the taint rules read nothing of the node but its taints), and which node by node."""
     rules = load_rules([Path(__file__).resolve().parent.parent / "rules" / "default.rules"])
     notes, lets = rules.checked.notes, rules.checked.lets
-    column = {r.name for r in (*rules.filters, *rules.scores)
-              if vectorisable(r.checked.rule.body, notes, lets)}
-    grouped = {(r.checked.kind.value, r.name): node_fields(r.checked.rule.body, notes, lets)
-               for r in (*rules.filters, *rules.scores)
-               if not vectorisable(r.checked.rule.body, notes, lets)}
-    assert {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "NodeUnschedulable", "NodePorts",
-            "NodeAffinity", "InterPodAffinity", "ImageLocality"} <= column
+    column = {r.name for r in (*rules.filters, *rules.scores) if vectorisable(r.checked.rule.body, notes, lets)}
+    grouped = {
+        (r.checked.kind.value, r.name): node_fields(r.checked.rule.body, notes, lets)
+        for r in (*rules.filters, *rules.scores)
+        if not vectorisable(r.checked.rule.body, notes, lets)
+    }
+    assert {
+        "NodeResourcesFit",
+        "NodeResourcesBalancedAllocation",
+        "NodeUnschedulable",
+        "NodePorts",
+        "NodeAffinity",
+        "InterPodAffinity",
+        "ImageLocality",
+    } <= column
     assert grouped == {("filter", "TaintToleration"): ("taints",), ("score", "TaintToleration"): ("taints",)}
 
 

@@ -42,8 +42,11 @@ def test_two_node_values(fn: Any) -> None:
         assert same(got, want), (fn, a, b, got, want)
 
 
-@pytest.mark.parametrize(("table", "fn"), [(t, f) for t in ("LEFT", "RIGHT") for f in getattr(inline, t)],
-                         ids=lambda x: x if isinstance(x, str) else x.__name__)
+@pytest.mark.parametrize(
+    ("table", "fn"),
+    [(t, f) for t in ("LEFT", "RIGHT") for f in getattr(inline, t)],
+    ids=lambda x: x if isinstance(x, str) else x.__name__,
+)
 def test_a_node_value_and_a_constant(table: str, fn: Any) -> None:
     for a, b in itertools.product(VALUES, repeat=2):
         closure = inline.LEFT[fn](a, const(b)) if table == "LEFT" else inline.RIGHT[fn](const(a), b)
@@ -55,9 +58,11 @@ def nodes_with(value: Any) -> list[Any]:
     return [SimpleNamespace(m={"k": value}), SimpleNamespace(m={})]  # the key there, and absent
 
 
-@pytest.mark.parametrize(("table", "fn"), [(t, f) for t in ("BOTH_PATH", "PATH_LEFT", "PATH_RIGHT")
-                                          for f in getattr(inline, t)],
-                         ids=lambda x: x if isinstance(x, str) else x.__name__)
+@pytest.mark.parametrize(
+    ("table", "fn"),
+    [(t, f) for t in ("BOTH_PATH", "PATH_LEFT", "PATH_RIGHT") for f in getattr(inline, t)],
+    ids=lambda x: x if isinstance(x, str) else x.__name__,
+)
 def test_node_paths(table: str, fn: Any) -> None:
     chain = (None, (("fn", operator.attrgetter("m")), ("get", "k", 4)))
     path = inline.node_path(chain)

@@ -61,30 +61,34 @@ def shape(e: ast.Expr | None) -> str:
 
 # --- literals ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "kind", "value"), [
-    ("0", K.NUMBER, 0),
-    ("42", K.NUMBER, 42),
-    ("1.5", K.NUMBER, 1.5),
-    ("1e3", K.NUMBER, 1000.0),
-    ("2.5E-1", K.NUMBER, 0.25),
-    ("500m", K.QUANTITY, 500),
-    ("2Gi", K.QUANTITY, 2 * GI),
-    ("1.5k", K.QUANTITY, 1_500_000),
-    ("1Ki", K.QUANTITY, 1024 * 1000),
-    ("3M", K.QUANTITY, 3_000_000 * 1000),
-    ("1u", K.QUANTITY, 1),  # below a milli-unit rounds up
-    ("30s", K.DURATION, 30.0),
-    ("100ms", K.DURATION, 0.1),
-    ("5min", K.DURATION, 300.0),
-    ("2h", K.DURATION, 7200.0),
-    ("1.5h", K.DURATION, 5400.0),
-    ('""', K.STRING, ""),
-    ('"plain"', K.STRING, "plain"),
-    (r'"a\n\"b\\c\td"', K.STRING, 'a\n"b\\c\td'),
-    ('"# not a comment"', K.STRING, "# not a comment"),
-    ("true", K.BOOL, True),
-    ("false", K.BOOL, False),
-])
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("0", K.NUMBER, 0),
+        ("42", K.NUMBER, 42),
+        ("1.5", K.NUMBER, 1.5),
+        ("1e3", K.NUMBER, 1000.0),
+        ("2.5E-1", K.NUMBER, 0.25),
+        ("500m", K.QUANTITY, 500),
+        ("2Gi", K.QUANTITY, 2 * GI),
+        ("1.5k", K.QUANTITY, 1_500_000),
+        ("1Ki", K.QUANTITY, 1024 * 1000),
+        ("3M", K.QUANTITY, 3_000_000 * 1000),
+        ("1u", K.QUANTITY, 1),  # below a milli-unit rounds up
+        ("30s", K.DURATION, 30.0),
+        ("100ms", K.DURATION, 0.1),
+        ("5min", K.DURATION, 300.0),
+        ("2h", K.DURATION, 7200.0),
+        ("1.5h", K.DURATION, 5400.0),
+        ('""', K.STRING, ""),
+        ('"plain"', K.STRING, "plain"),
+        (r'"a\n\"b\\c\td"', K.STRING, 'a\n"b\\c\td'),
+        ('"# not a comment"', K.STRING, "# not a comment"),
+        ("true", K.BOOL, True),
+        ("false", K.BOOL, False),
+    ],
+)
 def test_literals(text: str, kind: ast.LiteralKind, value: object) -> None:
     lit = expr(text)
     assert isinstance(lit, ast.Literal)
@@ -93,12 +97,15 @@ def test_literals(text: str, kind: ast.LiteralKind, value: object) -> None:
     assert lit.text == text  # kept as written, for the printer
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("[]", "[]"),
-    ("[1, 2]", "[1 2]"),
-    ("[[1], [], true]", "[[1] [] True]"),
-    ('["a", 500m]', "['a' 500]"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[]", "[]"),
+        ("[1, 2]", "[1 2]"),
+        ("[[1], [], true]", "[[1] [] True]"),
+        ('["a", 500m]', "['a' 500]"),
+    ],
+)
 def test_lists(text: str, expected: str) -> None:
     assert shape(expr(text)) == expected
 
@@ -113,56 +120,67 @@ def test_expressions_starting_with_a_keyword_or_bracket_are_located(text: str) -
 
 # --- precedence -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("a or b and c", "(or a (and b c))"),
-    ("a and b or c", "(or (and a b) c)"),
-    ("a or b or c", "(or (or a b) c)"),
-    ("not a == b", "(not (== a b))"),
-    ("not a and b", "(and (not a) b)"),
-    ("not not a", "(not (not a))"),
-    ("not a in b", "(not (in a b))"),
-    ("a not in b", "(not in a b)"),
-    ("-x.y", "(- (. x y))"),
-    ("- -x", "(- (- x))"),
-    ("-a * b", "(* (- a) b)"),
-    ("1 + 2 * 3", "(+ 1 (* 2 3))"),
-    ("(1 + 2) * 3", "(* (+ 1 2) 3)"),
-    ("1 - 2 - 3", "(- (- 1 2) 3)"),
-    ("a // b % c / d", "(/ (% (// a b) c) d)"),
-    ("a + b < c * d", "(< (+ a b) (* c d))"),
-    ("a >= b and c != d", "(and (>= a b) (!= c d))"),
-    ("a[0].b", "(. ([] a 0) b)"),
-    ("f(a, b)[1]", "([] (call f a b) 1)"),
-    ("f()", "(call f)"),
-    ("pod.labels[\"app\"] == \"web\"", "(== ([] (. pod labels) 'app') 'web')"),
-    ("if a then b else c or d", "(if a b (or c d))"),
-    ("if a then if b then c else d else e", "(if a (if b c d) e)"),
-    ("2Gi / 2 == 1Gi", f"(== (/ {2 * GI} 2) {GI})"),
-])
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a or b and c", "(or a (and b c))"),
+        ("a and b or c", "(or (and a b) c)"),
+        ("a or b or c", "(or (or a b) c)"),
+        ("not a == b", "(not (== a b))"),
+        ("not a and b", "(and (not a) b)"),
+        ("not not a", "(not (not a))"),
+        ("not a in b", "(not (in a b))"),
+        ("a not in b", "(not in a b)"),
+        ("-x.y", "(- (. x y))"),
+        ("- -x", "(- (- x))"),
+        ("-a * b", "(* (- a) b)"),
+        ("1 + 2 * 3", "(+ 1 (* 2 3))"),
+        ("(1 + 2) * 3", "(* (+ 1 2) 3)"),
+        ("1 - 2 - 3", "(- (- 1 2) 3)"),
+        ("a // b % c / d", "(/ (% (// a b) c) d)"),
+        ("a + b < c * d", "(< (+ a b) (* c d))"),
+        ("a >= b and c != d", "(and (>= a b) (!= c d))"),
+        ("a[0].b", "(. ([] a 0) b)"),
+        ("f(a, b)[1]", "([] (call f a b) 1)"),
+        ("f()", "(call f)"),
+        ('pod.labels["app"] == "web"', "(== ([] (. pod labels) 'app') 'web')"),
+        ("if a then b else c or d", "(if a b (or c d))"),
+        ("if a then if b then c else d else e", "(if a (if b c d) e)"),
+        ("2Gi / 2 == 1Gi", f"(== (/ {2 * GI} 2) {GI})"),
+    ],
+)
 def test_precedence(text: str, expected: str) -> None:
     assert shape(expr(text)) == expected
 
 
 # --- aggregates and quantifiers ---------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("count(p in node.pods where p.priority > 1)", "(count p (. node pods) (> (. p priority) 1))"),
-    ("any(t in node.taints)", "(any t (. node taints) _)"),
-    ("all(x in [1, 2] where x > 0 and x < 3)", "(all x [1 2] (and (> x 0) (< x 3)))"),
-    ("sum(p.priority for p in node.pods where p.priority > 0)",
-     "(sum (. p priority) p (. node pods) (> (. p priority) 0))"),
-    ("collect(p.name for p in node.pods)", "(collect (. p name) p (. node pods) _)"),
-    ("min(x * 2 for x in [1])", "(min (* x 2) x [1] _)"),
-    ("max(a, b)", "(call max a b)"),
-    ("min(a, b, c)", "(call min a b c)"),
-    ("count(x in keys(m)) + 1", "(+ (count x (call keys m) _) 1)"),
-    ("counter + anyone", "(+ counter anyone)"),  # keyword prefixes are plain names
-])
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("count(p in node.pods where p.priority > 1)", "(count p (. node pods) (> (. p priority) 1))"),
+        ("any(t in node.taints)", "(any t (. node taints) _)"),
+        ("all(x in [1, 2] where x > 0 and x < 3)", "(all x [1 2] (and (> x 0) (< x 3)))"),
+        (
+            "sum(p.priority for p in node.pods where p.priority > 0)",
+            "(sum (. p priority) p (. node pods) (> (. p priority) 0))",
+        ),
+        ("collect(p.name for p in node.pods)", "(collect (. p name) p (. node pods) _)"),
+        ("min(x * 2 for x in [1])", "(min (* x 2) x [1] _)"),
+        ("max(a, b)", "(call max a b)"),
+        ("min(a, b, c)", "(call min a b c)"),
+        ("count(x in keys(m)) + 1", "(+ (count x (call keys m) _) 1)"),
+        ("counter + anyone", "(+ counter anyone)"),  # keyword prefixes are plain names
+    ],
+)
 def test_aggregates_and_quantifiers(text: str, expected: str) -> None:
     assert shape(expr(text)) == expected
 
 
 # --- items ------------------------------------------------------------------------------------
+
 
 def test_rule_headers() -> None:
     items = parse_ok(
@@ -208,30 +226,34 @@ def test_empty_file_and_comments_only() -> None:
 
 # --- syntax errors ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "line", "column", "words"), [
-    ("filter f true", 1, 10, "unexpected 'true'; expected ':', 'when'"),
-    ("let x = 1 +", 1, 11, "unexpected end of file"),
-    ("filter f: (1", 1, 12, "expected ')'"),
-    ("score s: 1 2", 1, 12, "unexpected '2'"),
-    ("let = 1", 1, 5, "expected a name"),
-    ("filter f: a == b == c", 1, 18, "unexpected '=='"),
-    ("let x = 1 $ 2", 1, 11, "unexpected '$'"),
-    ('let x = "abc', 1, 9, "unexpected '\"'"),
-    ("let x = 2Gix", 1, 9, "unexpected '2'"),
-    ("score s weight: 1", 1, 15, "expected a number"),
-    ("score s weight -1: 1", 1, 16, "unexpected '-'"),
-    ("override let x = 1", 1, 10, "expected 'filter', 'preempt', 'score'"),
-    ("preempt p: a else b", 1, 14, "unexpected 'else'"),
-    ("score s: a order b", 1, 12, "unexpected 'order'"),
-    ("filter f: count(p in x", 1, 22, "expected ')', 'where'"),
-    ("let x = [1, 2", 1, 13, "expected ')', ',', ']'"),
-    ("let x = 1\n\x00", 2, 1, "unexpected character U+0000"),
-    ("\n\nfilter f:\n    a and\n", 4, 9, "unexpected end of file"),
-    ("let filter = 1", 1, 5, "'filter' is a reserved word"),
-    ("filter when: true", 1, 8, "'when' is a reserved word"),
-    ("filter f: count(in in node.pods) > 0", 1, 17, "'in' is a reserved word"),
-    ("disable max", 1, 9, "'max' is a reserved word"),
-])
+
+@pytest.mark.parametrize(
+    ("text", "line", "column", "words"),
+    [
+        ("filter f true", 1, 10, "unexpected 'true'; expected ':', 'when'"),
+        ("let x = 1 +", 1, 11, "unexpected end of file"),
+        ("filter f: (1", 1, 12, "expected ')'"),
+        ("score s: 1 2", 1, 12, "unexpected '2'"),
+        ("let = 1", 1, 5, "expected a name"),
+        ("filter f: a == b == c", 1, 18, "unexpected '=='"),
+        ("let x = 1 $ 2", 1, 11, "unexpected '$'"),
+        ('let x = "abc', 1, 9, "unexpected '\"'"),
+        ("let x = 2Gix", 1, 9, "unexpected '2'"),
+        ("score s weight: 1", 1, 15, "expected a number"),
+        ("score s weight -1: 1", 1, 16, "unexpected '-'"),
+        ("override let x = 1", 1, 10, "expected 'filter', 'preempt', 'score'"),
+        ("preempt p: a else b", 1, 14, "unexpected 'else'"),
+        ("score s: a order b", 1, 12, "unexpected 'order'"),
+        ("filter f: count(p in x", 1, 22, "expected ')', 'where'"),
+        ("let x = [1, 2", 1, 13, "expected ')', ',', ']'"),
+        ("let x = 1\n\x00", 2, 1, "unexpected character U+0000"),
+        ("\n\nfilter f:\n    a and\n", 4, 9, "unexpected end of file"),
+        ("let filter = 1", 1, 5, "'filter' is a reserved word"),
+        ("filter when: true", 1, 8, "'when' is a reserved word"),
+        ("filter f: count(in in node.pods) > 0", 1, 17, "'in' is a reserved word"),
+        ("disable max", 1, 9, "'max' is a reserved word"),
+    ],
+)
 def test_syntax_errors_are_located(text: str, line: int, column: int, words: str) -> None:
     items, diagnostics = parse(text)
     assert len(diagnostics) == 1
@@ -244,16 +266,20 @@ def test_syntax_errors_are_located(text: str, line: int, column: int, words: str
 
 def test_errors_in_several_rules_are_all_reported() -> None:
     text = (
-        "filter a:\n    pod.priority >\n\n"      # 2: end of rule
-        "score good: 1\n\n"                      # 4: fine
-        "score b: * 2\n\n"                       # 6: '*'
-        "let c = )\n\n"                          # 8: ')'
-        "filter also_good: true\n\n"             # 10: fine
-        "preempt d: victim.priority < < 1\n"     # 12: second '<'
+        "filter a:\n    pod.priority >\n\n"  # 2: end of rule
+        "score good: 1\n\n"  # 4: fine
+        "score b: * 2\n\n"  # 6: '*'
+        "let c = )\n\n"  # 8: ')'
+        "filter also_good: true\n\n"  # 10: fine
+        "preempt d: victim.priority < < 1\n"  # 12: second '<'
     )
     items, diagnostics = parse(text)
     assert [(d.code, d.span.line, d.span.column) for d in diagnostics] == [
-        ("syntax", 2, 18), ("syntax", 6, 10), ("syntax", 8, 9), ("syntax", 12, 30)]
+        ("syntax", 2, 18),
+        ("syntax", 6, 10),
+        ("syntax", 8, 9),
+        ("syntax", 12, 30),
+    ]
     assert diagnostics[0].message.startswith("unexpected end of rule")
     assert [i.name for i in items if isinstance(i, ast.Rule)] == ["good", "also_good"]
 
@@ -265,6 +291,7 @@ def test_indented_keyword_is_not_an_item_boundary() -> None:
 
 
 # --- limits -----------------------------------------------------------------------------------
+
 
 def test_line_over_the_limit_is_one_diagnostic() -> None:
     items, diagnostics = parse("filter ok: true\nlet x = " + "1+" * 500_000 + "1\n")
@@ -280,14 +307,17 @@ def test_file_over_the_limit_is_one_diagnostic() -> None:
     assert [(d.code, d.span) for d in diagnostics] == [("too-large", None)]
 
 
-@pytest.mark.parametrize("deep", [
-    "-" * MAX_DEPTH + "1",
-    "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5),
-    "not " * (MAX_DEPTH + 1) + "true",
-    "(" * 1500 + "-" * 100 + "1" + ")" * 1500,
-    "\n".join(["a +" * 900] * 30) + " 1",  # a long chain spread over lines, none too long
-    "f(" * 200 + ")" * 200,
-])
+@pytest.mark.parametrize(
+    "deep",
+    [
+        "-" * MAX_DEPTH + "1",
+        "[" * (MAX_DEPTH + 5) + "]" * (MAX_DEPTH + 5),
+        "not " * (MAX_DEPTH + 1) + "true",
+        "(" * 1500 + "-" * 100 + "1" + ")" * 1500,
+        "\n".join(["a +" * 900] * 30) + " 1",  # a long chain spread over lines, none too long
+        "f(" * 200 + ")" * 200,
+    ],
+)
 def test_nesting_deeper_than_max_depth_is_one_diagnostic(deep: str) -> None:
     items, diagnostics = parse(f"filter ok: true\n\nlet deep = {deep}\n\nscore fine: 1\n")
     assert [d.code for d in diagnostics] == ["too-deep"]

@@ -89,10 +89,10 @@ def _agree(checked: CheckedRules, interp: Interpreter, bound: BoundRules, nodes:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(typed_rule_sets(), st.lists(pods(), min_size=1, max_size=2), st.lists(nodes(), min_size=1, max_size=3),
-       pods())
-def test_compiled_rules_agree_with_the_interpreter(text: str, incoming: list[Pod], cluster: list[NodeInfo],
-                                                   arriving: Pod) -> None:
+@given(typed_rule_sets(), st.lists(pods(), min_size=1, max_size=2), st.lists(nodes(), min_size=1, max_size=3), pods())
+def test_compiled_rules_agree_with_the_interpreter(
+    text: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod
+) -> None:
     checked = _load(text)
     rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)
     bindings = [rules.bind(pod) for pod in incoming]
@@ -119,10 +119,32 @@ def test_generated_rules_cover_every_kind_and_the_tricky_shapes() -> None:
     def collect(text: str) -> None:
         _load(text)
         assert text.startswith(LETS)
-        text = text[len(LETS):]
-        for marker in ("filter r", "score r", "preempt r", " when ", "else ", "order ", "victim.", "junior", "v1 in", "v0."):
+        text = text[len(LETS) :]
+        for marker in (
+            "filter r",
+            "score r",
+            "preempt r",
+            " when ",
+            "else ",
+            "order ",
+            "victim.",
+            "junior",
+            "v1 in",
+            "v0.",
+        ):
             if marker in text:
                 seen.add(marker)
 
     collect()
-    assert seen == {"filter r", "score r", "preempt r", " when ", "else ", "order ", "victim.", "junior", "v1 in", "v0."}
+    assert seen == {
+        "filter r",
+        "score r",
+        "preempt r",
+        " when ",
+        "else ",
+        "order ",
+        "victim.",
+        "junior",
+        "v1 in",
+        "v0.",
+    }

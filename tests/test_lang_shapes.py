@@ -49,15 +49,18 @@ BODIES = [
 
 
 def rules_for(body: str) -> str:
-    return (LETS + f"filter f:\n    {body}\nscore s weight 1:\n    if {body} then 7 else 1\n"
-            f"preempt p:\n    {body} or any(k in pod.labels where victim.labels[k] == k)\n")
+    return (
+        LETS + f"filter f:\n    {body}\nscore s weight 1:\n    if {body} then 7 else 1\n"
+        f"preempt p:\n    {body} or any(k in pod.labels where victim.labels[k] == k)\n"
+    )
 
 
 @pytest.mark.parametrize("body", BODIES)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(pods(), min_size=1, max_size=3), st.lists(nodes(), min_size=1, max_size=3), pods())
-def test_specialised_shapes_agree_with_the_interpreter(body: str, incoming: list[Pod], cluster: list[NodeInfo],
-                                                         arriving: Pod) -> None:
+def test_specialised_shapes_agree_with_the_interpreter(
+    body: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod
+) -> None:
     text = rules_for(body)
     checked = _load(text)
     rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)

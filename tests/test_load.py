@@ -158,9 +158,7 @@ def test_duplicates_name_both_files(tmp_path: Path) -> None:
 
 def test_running_pod_on_a_missing_node(tmp_path: Path) -> None:
     path = write(tmp_path, "p.yaml", node("n1") + "---\n" + pod("web", extra="nodeName: n9"))
-    assert load_error(path) == (
-        f"{path}: Pod default/web: spec.nodeName: node 'n9' does not exist in the files loaded"
-    )
+    assert load_error(path) == (f"{path}: Pod default/web: spec.nodeName: node 'n9' does not exist in the files loaded")
 
 
 def test_decode_errors_name_the_file(tmp_path: Path) -> None:
@@ -174,13 +172,37 @@ def test_decode_errors_name_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "text", "expected"),
     [
-        ("bad.yaml", "kind: Pod\nmetadata:\n  name: [a\n", ":4:1: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence)"),
-        ("tab.yaml", "a: 1\n\tb: 2\n", ":2:1: invalid YAML: found a tab character that violates indentation (while scanning a plain scalar)"),
-        ("nul.yaml", "kind: Pod\x00\n", ":1:10: invalid YAML: unacceptable character #x0000: control characters are not allowed"),
-        ("tag.yaml", "kind: !secret Pod\n", ":1:7: invalid YAML: could not determine a constructor for the tag '!secret'"),
+        (
+            "bad.yaml",
+            "kind: Pod\nmetadata:\n  name: [a\n",
+            ":4:1: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence)",
+        ),
+        (
+            "tab.yaml",
+            "a: 1\n\tb: 2\n",
+            ":2:1: invalid YAML: found a tab character that violates indentation (while scanning a plain scalar)",
+        ),
+        (
+            "nul.yaml",
+            "kind: Pod\x00\n",
+            ":1:10: invalid YAML: unacceptable character #x0000: control characters are not allowed",
+        ),
+        (
+            "tag.yaml",
+            "kind: !secret Pod\n",
+            ":1:7: invalid YAML: could not determine a constructor for the tag '!secret'",
+        ),
         ("bad.json", '{"kind": "Pod",,}', ":1:16: invalid JSON: Expecting property name enclosed in double quotes"),
-        ("scalar.yaml", "just words\n", ": document 1 (line 1) is the string 'just words', not an object (a mapping with a kind)"),
-        ("list.yaml", node("n1") + "---\n- kind: Pod\n", ": document 2 (line 7) is a list, not an object (a mapping with a kind)"),
+        (
+            "scalar.yaml",
+            "just words\n",
+            ": document 1 (line 1) is the string 'just words', not an object (a mapping with a kind)",
+        ),
+        (
+            "list.yaml",
+            node("n1") + "---\n- kind: Pod\n",
+            ": document 2 (line 7) is a list, not an object (a mapping with a kind)",
+        ),
         ("nokind.yaml", "metadata: {name: x}\n", ": document 1 (line 1): kind: missing"),
         ("item.yaml", "kind: List\nitems:\n- metadata: {name: x}\n", ": document 1 (line 1): items[0]: kind: missing"),
         ("items.yaml", "kind: List\nitems: {a: 1}\n", ": document 1 (line 1): items: expected a list, got a mapping"),
@@ -207,7 +229,7 @@ def test_unreadable_and_binary_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["a" * 1_000_000, "[" * 1_000_000, "{" * 1_000_000, "- " * 500_000, "{\"a\": " * 200_000, "x: " * 333_333],
+    ["a" * 1_000_000, "[" * 1_000_000, "{" * 1_000_000, "- " * 500_000, '{"a": ' * 200_000, "x: " * 333_333],
 )
 def test_hostile_input_gives_input_error(tmp_path: Path, line: str) -> None:
     """A 1 MB line must give an InputError: not RecursionError, and not the crash libyaml's
@@ -260,11 +282,19 @@ def _fake_cluster(nodes: int, pods: int) -> tuple[dict[str, Any], dict[str, Any]
             },
             "spec": {
                 "containers": [
-                    {"name": "app", "image": f"registry/img{i % 5}:1.0",
-                     "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}}}
+                    {
+                        "name": "app",
+                        "image": f"registry/img{i % 5}:1.0",
+                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+                    }
                 ],
                 "tolerations": [
-                    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+                    {
+                        "key": "node.kubernetes.io/not-ready",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    }
                 ],
                 **({"nodeName": f"node-{i % nodes}"} if i < pods - 1000 else {}),
                 "priority": 0,

@@ -66,15 +66,29 @@ def pending(i: int) -> Pod:
 
 @functools.cache
 def template(c: int) -> Pod:
-    spec = {"containers": [{"name": "c", "image": f"img:{c % 5}",
-                            "resources": {"requests": {"cpu": f"{10 + c}m", "memory": "64Mi"}}}]}
+    spec = {
+        "containers": [
+            {"name": "c", "image": f"img:{c % 5}", "resources": {"requests": {"cpu": f"{10 + c}m", "memory": "64Mi"}}}
+        ]
+    }
     labels = {"app": f"a{c % 40}"}
     if c % 3 == 0:
-        spec["topologySpreadConstraints"] = [{"maxSkew": 3, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
-                                              "labelSelector": {"matchLabels": labels}}]
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 3,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": labels},
+            }
+        ]
     if c % 5 == 0:
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": {"app": "never"}}, "topologyKey": HOST}]}}
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "never"}}, "topologyKey": HOST}
+                ]
+            }
+        }
     return pod(f"class{c}", labels=labels, spec=spec)
 
 
@@ -88,8 +102,14 @@ def live() -> tuple[int, int]:
 def test_memory_is_flat_over_reloads_and_cycles() -> None:
     store = ClusterStore()
     for i in range(12):
-        store.add_node(node(f"n{i}", {ZONE: f"z{i % 3}", HOST: f"n{i}"}, {"cpu": "64", "memory": "256Gi", "pods": "500"},
-                            images=[([f"img:{i % 5}"], 300_000_000)]))
+        store.add_node(
+            node(
+                f"n{i}",
+                {ZONE: f"z{i % 3}", HOST: f"n{i}"},
+                {"cpu": "64", "memory": "256Gi", "pods": "500"},
+                images=[([f"img:{i % 5}"], 300_000_000)],
+            )
+        )
     for i in range(4):  # never chosen, so never changed: their memos see every rule set
         store.add_node(node(f"tiny{i}", {ZONE: "z0", HOST: f"tiny{i}"}, {"cpu": "500m", "memory": "1Gi", "pods": "10"}))
     checked = [check_texts({"p.rules": POLICY}).checked, check_texts({"p.rules": POLICY + EXTRA}).checked]

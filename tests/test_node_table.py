@@ -33,8 +33,9 @@ from tests.upstream.harness import default_rules
 @pytest.mark.parametrize("columns_from", [0, 1], ids=["node-by-node", "columns"])
 @SETTINGS
 @given(scenarios(), st.lists(st.tuples(st.integers(0, 99), st.integers(1, 12)), min_size=1, max_size=4))
-def test_table_walk_matches_the_node_by_node_walk(columns_from: int, scenario: Scenario,
-                                                  walks: list[tuple[int, int]]) -> None:
+def test_table_walk_matches_the_node_by_node_walk(
+    columns_from: int, scenario: Scenario, walks: list[tuple[int, int]]
+) -> None:
     rules = default_rules()
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     store = ColumnStore()
@@ -59,16 +60,18 @@ def test_table_walk_matches_the_node_by_node_walk(columns_from: int, scenario: S
                 assert looked == expected_looked, (q.key, i)
                 if len(rows):
                     bound.ctx.feasible = expected
-                    assert [tuple(v) for v in table.vectors(rows).tolist()] == \
-                        [bound.score_vector(n) for n in expected], (q.key, i)
+                    assert [tuple(v) for v in table.vectors(rows).tolist()] == [
+                        bound.score_vector(n) for n in expected
+                    ], (q.key, i)
         feasible, _ = rules.bind(p, state).feasible(state.nodes, 0, len(state.nodes))
         if feasible:
             target = feasible[scenario.places[i] % len(feasible)]
             state.finish_binding(state.assume(p, target.name).key)
 
 
-def _placements(scenario: Scenario, seed: int, explain: bool, columns_from: int = 0,
-                rules: RuleSet | None = None) -> list[Any]:
+def _placements(
+    scenario: Scenario, seed: int, explain: bool, columns_from: int = 0, rules: RuleSet | None = None
+) -> list[Any]:
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
     return [(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings, rules)]
@@ -88,8 +91,9 @@ def _per_pod_rules() -> RuleSet:
     from rulesched.lang.frontend.parse import parse_source
     from rulesched.lang.frontend.source import Source
 
-    text = ('extends "default"\nscore named weight 1:\n'
-            '    if endswith(node.name, pod.name) then 10 else len(node.pods)\n')
+    text = (
+        'extends "default"\nscore named weight 1:\n    if endswith(node.name, pod.name) then 10 else len(node.pods)\n'
+    )
     tree, problems = parse_source(Source("named.rules", text))
     assert problems == []
     return RuleSet(check([tree]))
@@ -115,10 +119,12 @@ def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
     path.write_text('extends "default"\nscore crowd weight 1:\n    len(node.pods) * 100000000000000000000000\n')
     placements = []
     for explain in (False, True):
-        state = ClusterStore.build([node(f"n{i}") for i in range(4)],
-                                   [pod(f"r{i}", node_name=f"n{min(i, 2)}") for i in range(4)])
-        scheduler = Scheduler(load_rules([path]), state, SchedulerSettings(seed=3, explain=explain, columns_from=1),
-                              AlwaysBind())
+        state = ClusterStore.build(
+            [node(f"n{i}") for i in range(4)], [pod(f"r{i}", node_name=f"n{min(i, 2)}") for i in range(4)]
+        )
+        scheduler = Scheduler(
+            load_rules([path]), state, SchedulerSettings(seed=3, explain=explain, columns_from=1), AlwaysBind()
+        )
         for i in range(3):
             scheduler.add(pod(f"p{i}"))
         placed = [scheduler.schedule_one() for _ in range(3)]

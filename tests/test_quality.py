@@ -36,6 +36,11 @@ def test_ruff_is_clean() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_ruff_format_is_clean() -> None:
+    result = subprocess.run([_tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_rules_text_is_never_evaluated_as_python() -> None:
     offenders = []
     for path in (ROOT / "rulesched").rglob("*.py"):

@@ -122,7 +122,9 @@ def test_a_swap_takes_effect_at_the_next_cycle() -> None:
         store.add_node(node(n))
     store.add_pod(pod("busy", node_name="n1"))
     prefer_busy = load_rules_text({"busy.rules": 'extends "default"\n\nscore busy weight 100:\n    len(node.pods)\n'})
-    prefer_idle = load_rules_text({"idle.rules": 'extends "default"\n\nscore idle weight 100:\n    10 - len(node.pods)\n'})
+    prefer_idle = load_rules_text(
+        {"idle.rules": 'extends "default"\n\nscore idle weight 100:\n    10 - len(node.pods)\n'}
+    )
     handle = RulesHandle(prefer_busy)
     scheduler = Scheduler(handle, store, SchedulerSettings(), Later())
     scheduler.add(pod("a"))

@@ -40,14 +40,20 @@ GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 @st.composite
 def node_shapes(draw: Any) -> dict[str, Any]:
     gpus = draw(st.sampled_from([0, 0, 2, 4]))
-    allocatable = {"cpu": draw(st.sampled_from(["1", "2", "4"])),
-                   "memory": draw(st.sampled_from(["2Gi", "4Gi", "8Gi"])),
-                   "pods": draw(st.sampled_from(["2", "3", "110"]))}
+    allocatable = {
+        "cpu": draw(st.sampled_from(["1", "2", "4"])),
+        "memory": draw(st.sampled_from(["2Gi", "4Gi", "8Gi"])),
+        "pods": draw(st.sampled_from(["2", "3", "110"])),
+    }
     if gpus:
         allocatable[GPU] = str(gpus)
     taints = [{"key": GPU, "value": "present", "effect": "NoSchedule"}] if gpus and draw(st.booleans()) else []
-    return {"allocatable": allocatable, "taints": taints, "zone": draw(st.sampled_from(ZONES)),
-            "unschedulable": draw(st.sampled_from([False] * 7 + [True]))}
+    return {
+        "allocatable": allocatable,
+        "taints": taints,
+        "zone": draw(st.sampled_from(ZONES)),
+        "unschedulable": draw(st.sampled_from([False] * 7 + [True])),
+    }
 
 
 @st.composite
@@ -61,13 +67,17 @@ def pod_shapes(draw: Any) -> dict[str, Any]:
     if memory:
         requests["memory"] = memory
     gpu = draw(st.sampled_from([0, 0, 0, 1, 2]))
-    container: dict[str, Any] = {"name": "c", "image": draw(st.sampled_from(["busybox", "nginx:1.27"])),
-                                 "resources": {"requests": requests, **({"limits": {GPU: str(gpu)}} if gpu else {})}}
+    container: dict[str, Any] = {
+        "name": "c",
+        "image": draw(st.sampled_from(["busybox", "nginx:1.27"])),
+        "resources": {"requests": requests, **({"limits": {GPU: str(gpu)}} if gpu else {})},
+    }
     app = draw(st.sampled_from(["web", "db"]))
     spec: dict[str, Any] = {"containers": [container], "priority": draw(st.sampled_from([0, 0, 10]))}
     selector = {"matchLabels": {"app": app}}
-    for extra in draw(st.sets(st.sampled_from(["port", "zone", "tolerate", "anti", "spread", "soft-spread"]),
-                              max_size=2)):
+    for extra in draw(
+        st.sets(st.sampled_from(["port", "zone", "tolerate", "anti", "spread", "soft-spread"]), max_size=2)
+    ):
         if extra == "port":
             container["ports"] = [{"containerPort": 80, "hostPort": 8080}]
         elif extra == "zone":
@@ -75,12 +85,22 @@ def pod_shapes(draw: Any) -> dict[str, Any]:
         elif extra == "tolerate":
             spec["tolerations"] = [GPU_TOLERATION]
         elif extra == "anti":
-            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}]}}
+            spec["affinity"] = {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+                    ]
+                }
+            }
         else:
-            spec["topologySpreadConstraints"] = [{
-                "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "labelSelector": selector,
-                "whenUnsatisfiable": "DoNotSchedule" if extra == "spread" else "ScheduleAnyway"}]
+            spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "labelSelector": selector,
+                    "whenUnsatisfiable": "DoNotSchedule" if extra == "spread" else "ScheduleAnyway",
+                }
+            ]
     if gpu:
         spec.setdefault("tolerations", [GPU_TOLERATION])
     return {"spec": spec, "labels": {"app": app}}
@@ -109,8 +129,9 @@ def reference_rules() -> RuleSet:
 
 def fresh_copy(state: ClusterStore, without: str | None = None) -> ClusterStore:
     """The cluster rebuilt from scratch (new NodeInfos, empty memos), optionally without one pod."""
-    return ClusterStore.build([info.node for info in state.nodes],
-                              [p for p in state.pods() if p.key != without], state.pdbs, state.namespaces)
+    return ClusterStore.build(
+        [info.node for info in state.nodes], [p for p in state.pods() if p.key != without], state.pdbs, state.namespaces
+    )
 
 
 def _sum(pods: list[Pod], attr: str) -> dict[str, int]:
@@ -156,11 +177,16 @@ class SchedulerMachine(RuleBasedStateMachine):
     @rule(shape=node_shapes())
     def add_node(self, shape: dict[str, Any]) -> None:
         name = self._name("n")
-        self.state.add_node(node(name, labels={"kubernetes.io/hostname": name,
-                                                "topology.kubernetes.io/zone": shape["zone"]},
-                                 allocatable=shape["allocatable"], taints=shape["taints"],
-                                 unschedulable=shape["unschedulable"],
-                                 images=[(["docker.io/library/nginx:1.27", "nginx:1.27"], 200_000_000)]))
+        self.state.add_node(
+            node(
+                name,
+                labels={"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": shape["zone"]},
+                allocatable=shape["allocatable"],
+                taints=shape["taints"],
+                unschedulable=shape["unschedulable"],
+                images=[(["docker.io/library/nginx:1.27", "nginx:1.27"], 200_000_000)],
+            )
+        )
         self.scheduler.queue.cluster_changed()
 
     @precondition(lambda self: self.state.nodes)
@@ -243,8 +269,9 @@ class SchedulerMachine(RuleBasedStateMachine):
             if preemption is not None and preemption.nominated is not None:
                 for victim in preemption.victims:
                     assert self.state.pod_node(victim.key) is None
-                assert any(e.pod.key == key and e.pod.nominated_node_name == preemption.nominated
-                           for e in queue._active)
+                assert any(
+                    e.pod.key == key and e.pod.nominated_node_name == preemption.nominated for e in queue._active
+                )
             else:
                 for info in fresh.nodes:
                     assert bound.first_failure(info) is not None, f"{key} was unschedulable but fits {info.name}"
@@ -294,7 +321,9 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 
 SchedulerMachine.TestCase.settings = settings(
-    max_examples=50, stateful_step_count=30, deadline=None,
+    max_examples=50,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestSchedulerStateMachine = SchedulerMachine.TestCase

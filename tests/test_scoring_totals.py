@@ -18,9 +18,12 @@ def test_a_constant_column_normalises_as_the_list_normaliser(mode: str, value: i
     assert normalize(mode, [value] * count) == [normalize_constant(mode, value)] * count
 
 
-@given(st.lists(st.tuples(st.sampled_from(MODES), st.integers(1, 5)), min_size=1, max_size=4),
-       st.integers(1, 6), st.data())
-def test_totals_are_the_weighted_sum_of_normalised_scores(rules: list[tuple[str, int]], rows: int, data: st.DataObject) -> None:
+@given(
+    st.lists(st.tuples(st.sampled_from(MODES), st.integers(1, 5)), min_size=1, max_size=4), st.integers(1, 6), st.data()
+)
+def test_totals_are_the_weighted_sum_of_normalised_scores(
+    rules: list[tuple[str, int]], rows: int, data: st.DataObject
+) -> None:
     big = data.draw(st.booleans())
     values = st.integers(-3, 2**70 if big else 400)
     raw = [[data.draw(values) for _ in rules] for _ in range(rows)]

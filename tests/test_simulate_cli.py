@@ -20,8 +20,9 @@ SUMMARY_KEYS = {"scheduled", "unschedulable", "preempted", "scheduling_seconds"}
 
 
 def rulesched(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rulesched", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "rulesched", *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 def simulate_json(*args: str | Path) -> dict[str, Any]:
@@ -42,20 +43,32 @@ def write_list(path: Path, items: list[dict[str, Any]]) -> Path:
 
 def node(name: str, cpu: str = "4", memory: str = "8Gi", pods: str = "110") -> dict[str, Any]:
     alloc = {"cpu": cpu, "memory": memory, "pods": pods}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-            "status": {"allocatable": alloc, "capacity": alloc}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": alloc, "capacity": alloc},
+    }
 
 
 def pod(name: str, cpu: str = "100m", node_name: str = "", **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox",
-                                            "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}], **spec}
+    body: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+        **spec,
+    }
     if node_name:
         body["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": body,
-            "status": {"phase": "Running" if node_name else "Pending"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": body,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
 
 
 # --- the bundled example ---------------------------------------------------------------------------
+
 
 def test_table_has_a_row_per_pending_pod_and_node_utilisation() -> None:
     done = rulesched("simulate", CLUSTER)
@@ -66,7 +79,7 @@ def test_table_has_a_row_per_pending_pod_and_node_utilisation() -> None:
     assert [line.split()[0] for line in lines[1:blank]] == PENDING
     nodes_header = lines[blank + 1]
     assert nodes_header.split() == ["NODE", "CPU", "MEMORY", "PODS"]
-    node_rows = lines[blank + 2:lines.index("", blank + 1)]
+    node_rows = lines[blank + 2 : lines.index("", blank + 1)]
     assert [r.split()[0] for r in node_rows] == ["small-a", "large-b", "gpu-c", "cordoned-d"]
     for row in node_rows:
         assert re.fullmatch(r"\S+\s+(\d+%|-)\s+(\d+%|-)\s+\d+/\d+", row), row
@@ -86,8 +99,13 @@ def test_json_has_exactly_the_documented_shape() -> None:
     summary = result["summary"]
     assert (summary["scheduled"], summary["unschedulable"], summary["preempted"]) == (4, 1, 2)
     assert isinstance(summary["scheduling_seconds"], float)
-    assert placements(result) == {"shop/web-1": "large-b", "ml/trainer": "gpu-c", "shop/api": "large-b",
-                                  "shop/payments": "large-b", "shop/giant": None}
+    assert placements(result) == {
+        "shop/web-1": "large-b",
+        "ml/trainer": "gpu-c",
+        "shop/api": "large-b",
+        "shop/payments": "large-b",
+        "shop/giant": None,
+    }
     victims = {row["pod"]: row["victims"] for row in result["pods"]}
     assert sorted(victims["shop/api"] + victims["shop/payments"]) == ["jobs/batch-1", "jobs/batch-2"]
 
@@ -102,8 +120,15 @@ def test_explain_adds_filtered_and_scores() -> None:
     web = rows["shop/web-1"]
     assert "small-a" in web["filtered"]  # anti-affinity with web-0
     assert web["node"] in web["scores"] and "small-a" not in web["scores"]
-    weights = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2,
-               "NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+    weights = {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
+        "NodeResourcesFit": 1,
+        "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
+    }
     for per_node in web["scores"].values():
         assert per_node["total"] == sum(weights[k] * v for k, v in per_node.items() if k != "total")
     assert max(web["scores"], key=lambda n: web["scores"][n]["total"]) == web["node"]
@@ -117,6 +142,7 @@ def test_the_same_cluster_as_json_gives_the_same_placements(tmp_path: Path) -> N
 
 # --- message format --------------------------------------------------------------------------------
 
+
 def test_unschedulable_message_counts_and_sorts_reasons_then_preemption() -> None:
     rows = {row["pod"]: row for row in simulate_json(CLUSTER)["pods"]}
     message = rows["shop/giant"]["message"]
@@ -129,29 +155,36 @@ def test_unschedulable_message_counts_and_sorts_reasons_then_preemption() -> Non
 
 
 def test_preemption_that_cannot_help_is_reported(tmp_path: Path) -> None:
-    cluster = write_list(tmp_path / "c.yaml", [
-        node("n1", cpu="2"), pod("low", cpu="1", node_name="n1", priority=-5),
-        pod("big", cpu="8", priority=100)])
+    cluster = write_list(
+        tmp_path / "c.yaml",
+        [node("n1", cpu="2"), pod("low", cpu="1", node_name="n1", priority=-5), pod("big", cpu="8", priority=100)],
+    )
     (row,) = simulate_json(cluster)["pods"]
     assert row["node"] is None and row["victims"] == [] and row["nominated"] is None
-    assert row["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
-                              "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
+    assert row["message"] == (
+        "0/1 nodes are available: 1 Insufficient cpu. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
 
 
 # --- options ---------------------------------------------------------------------------------------
 
+
 def test_seed_makes_tie_breaking_reproducible(tmp_path: Path) -> None:
     # eight identical nodes, pods that request nothing: every cycle is an eight-way tie
-    cluster = write_list(tmp_path / "ties.yaml", [node(f"n{i}") for i in range(8)]
-                         + [pod(f"p{i}", cpu="0") for i in range(12)])
+    cluster = write_list(
+        tmp_path / "ties.yaml", [node(f"n{i}") for i in range(8)] + [pod(f"p{i}", cpu="0") for i in range(12)]
+    )
     runs = {seed: placements(simulate_json(cluster, "--seed", str(seed))) for seed in range(3)}
     assert runs[1] == placements(simulate_json(cluster, "--seed", "1"))
     assert len({tuple(r.values()) for r in runs.values()}) > 1, "seeds should break ties differently"
 
 
 def test_scheduler_name_restricts_the_pods_scheduled(tmp_path: Path) -> None:
-    cluster = write_list(tmp_path / "c.yaml", [node("n1"), pod("mine", schedulerName="rulesched"),
-                                               pod("theirs"), pod("other", schedulerName="other")])
+    cluster = write_list(
+        tmp_path / "c.yaml",
+        [node("n1"), pod("mine", schedulerName="rulesched"), pod("theirs"), pod("other", schedulerName="other")],
+    )
     assert set(placements(simulate_json(cluster))) == {"default/mine", "default/theirs", "default/other"}
     only = simulate_json(cluster, "--scheduler-name", "rulesched")
     assert placements(only) == {"default/mine": "n1"}
@@ -178,11 +211,17 @@ OBJECTS = "kind: List\nitems:\n- {kind: Node, metadata: {name: n1}, status: {all
 BAD = {
     "yaml": ("c.yaml", "kind: List\nitems:\n- {kind: Node, metadata: {name: a}\n", ["invalid YAML", "c.yaml:4:"]),
     "json": ("c.json", '{"kind": "List", "items": [}', ["invalid JSON", "c.json:1:"]),
-    "quantity": ("c.yaml", OBJECTS + "- {kind: Pod, metadata: {name: p1}, spec: {containers: "
-                 "[{name: c, image: x, resources: {requests: {cpu: lots}}}]}}\n",
-                 ["Pod default/p1", "spec.containers[0].resources.requests.cpu", "'lots' is not a quantity"]),
-    "missing-node": ("c.yaml", OBJECTS + "- {kind: Pod, metadata: {name: p1}, spec: {nodeName: ghost, "
-                     "containers: [{name: c, image: x}]}}\n", ["Pod default/p1", "spec.nodeName", "ghost"]),
+    "quantity": (
+        "c.yaml",
+        OBJECTS + "- {kind: Pod, metadata: {name: p1}, spec: {containers: "
+        "[{name: c, image: x, resources: {requests: {cpu: lots}}}]}}\n",
+        ["Pod default/p1", "spec.containers[0].resources.requests.cpu", "'lots' is not a quantity"],
+    ),
+    "missing-node": (
+        "c.yaml",
+        OBJECTS + "- {kind: Pod, metadata: {name: p1}, spec: {nodeName: ghost, containers: [{name: c, image: x}]}}\n",
+        ["Pod default/p1", "spec.nodeName", "ghost"],
+    ),
     "duplicate-node": ("c.yaml", OBJECTS + "- {kind: Node, metadata: {name: n1}}\n", ["duplicate Node n1"]),
     "not-objects": ("c.yaml", "- just\n- a list\n", ["document 1", "not an object"]),
     "comments-only": ("c.yaml", "# nothing\n---\n", ["no Kubernetes objects"]),

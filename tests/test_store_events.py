@@ -51,18 +51,31 @@ class Event:
 
 
 def node_version(name: str, draw: Any) -> Node:
-    return node(name, {"zone": draw(st.sampled_from(["a", "b"])), "kubernetes.io/hostname": name},
-                {"cpu": draw(st.sampled_from(["2", "4"])), "memory": "8Gi", "pods": "110"},
-                images=[(["img:1"], 10)] if draw(st.booleans()) else [])
+    return node(
+        name,
+        {"zone": draw(st.sampled_from(["a", "b"])), "kubernetes.io/hostname": name},
+        {"cpu": draw(st.sampled_from(["2", "4"])), "memory": "8Gi", "pods": "110"},
+        images=[(["img:1"], 10)] if draw(st.booleans()) else [],
+    )
 
 
-ANTI = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}]}}}
+ANTI = {
+    "affinity": {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+            ]
+        }
+    }
+}
 
 
 def pod_version(name: str, draw: Any, node_name: str) -> Pod:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "image": "img:1", "resources": {
-        "requests": {"cpu": draw(st.sampled_from(["100m", "500m"]))}}}]}
+    spec: dict[str, Any] = {
+        "containers": [
+            {"name": "c", "image": "img:1", "resources": {"requests": {"cpu": draw(st.sampled_from(["100m", "500m"]))}}}
+        ]
+    }
     if draw(st.booleans()):
         spec.update(ANTI)
     p = pod(name, labels={"app": "x"}, spec=spec, node_name=node_name)
@@ -99,16 +112,20 @@ def histories(draw: Any) -> tuple[list[Event], dict[str, Any]]:
         if versions and versions[-1].obj is not None:
             final["pods"].append(versions[-1].obj)
     for name in ("p1", "p2"):
-        versions = [Event("pdb", f"default/{name}", pdb(name, "default", {"app": "x"}, draw(st.integers(0, 2))))
-                    for _ in range(draw(st.integers(0, 2)))]
+        versions = [
+            Event("pdb", f"default/{name}", pdb(name, "default", {"app": "x"}, draw(st.integers(0, 2))))
+            for _ in range(draw(st.integers(0, 2)))
+        ]
         if versions and draw(st.booleans()):
             versions.append(Event("pdb", f"default/{name}", None))
         per_object.append(versions)
         if versions and versions[-1].obj is not None:
             final["pdbs"].append(versions[-1].obj)
     for name in ("default", "other"):
-        versions = [Event("namespace", name, {"env": draw(st.sampled_from(["prod", "dev"]))})
-                    for _ in range(draw(st.integers(0, 2)))]
+        versions = [
+            Event("namespace", name, {"env": draw(st.sampled_from(["prod", "dev"]))})
+            for _ in range(draw(st.integers(0, 2)))
+        ]
         if versions and draw(st.booleans()):
             versions.append(Event("namespace", name, None))
         per_object.append(versions)
@@ -130,10 +147,15 @@ def histories(draw: Any) -> tuple[list[Event], dict[str, Any]]:
 
 def view(snapshot: Snapshot) -> Any:
     """What a snapshot shows, as plain values."""
-    return ([(n.name, n.node, tuple(p.key for p in n.pods), dict(n.requested), dict(n.free)) for n in snapshot.nodes],
-            sorted(p.key for p, _ in snapshot.affinity_pods()), snapshot.pdbs, dict(snapshot.namespaces),
-            snapshot.pod_position, snapshot.generation,
-            [(s, p.key, n.name) for s, p, n in snapshot.pod_changes(max(0, snapshot.pod_position - 50)) or ()])
+    return (
+        [(n.name, n.node, tuple(p.key for p in n.pods), dict(n.requested), dict(n.free)) for n in snapshot.nodes],
+        sorted(p.key for p, _ in snapshot.affinity_pods()),
+        snapshot.pdbs,
+        dict(snapshot.namespaces),
+        snapshot.pod_position,
+        snapshot.generation,
+        [(s, p.key, n.name) for s, p, n in snapshot.pod_changes(max(0, snapshot.pod_position - 50)) or ()],
+    )
 
 
 def recount(store: ClusterStore) -> None:
@@ -151,8 +173,9 @@ def recount(store: ClusterStore) -> None:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(histories(), st.data())
-def test_any_event_order_gives_the_store_the_final_objects_give(history: tuple[list[Event], dict[str, Any]],
-                                                              data: Any) -> None:
+def test_any_event_order_gives_the_store_the_final_objects_give(
+    history: tuple[list[Event], dict[str, Any]], data: Any
+) -> None:
     events, final = history
     store = ClusterStore()
     taken: list[tuple[Snapshot, Any]] = []
@@ -178,8 +201,11 @@ def test_any_event_order_gives_the_store_the_final_objects_give(history: tuple[l
 
 def test_a_pod_before_its_node_waits_and_a_deleted_node_keeps_its_pods() -> None:
     store = ClusterStore()
-    early = pod("early", node_name="n1", spec={"containers": [{"name": "c", "image": "x", "resources": {
-        "requests": {"cpu": "1"}}}]})
+    early = pod(
+        "early",
+        node_name="n1",
+        spec={"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]},
+    )
     store.upsert_pod(early)
     assert store.orphans == {"default/early": early} and store.pod_node("default/early") is None
     store.add_node(node("n1"))
@@ -225,8 +251,9 @@ def test_assumed_pods_expire_unless_an_informer_confirms_them() -> None:
 def test_finished_pods_free_their_node() -> None:
     store = ClusterStore()
     store.add_node(node("n1"))
-    running = pod("r", node_name="n1", spec={"containers": [{"name": "c", "image": "x", "resources": {
-        "requests": {"cpu": "1"}}}]})
+    running = pod(
+        "r", node_name="n1", spec={"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+    )
     store.upsert_pod(running)
     assert store.node_view("n1").requested.get("cpu") == 1000  # type: ignore[union-attr]
     store.upsert_pod(dataclasses.replace(running, phase="Succeeded"))

@@ -169,7 +169,12 @@ class ClusterOverlay:
             if key not in self._removed and key not in self._added:
                 yield pod, self.node_view(info.name) or info
         for pod, node_name in self._added.values():
-            if pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity:
+            if (
+                pod.pod_affinity
+                or pod.pod_anti_affinity
+                or pod.preferred_pod_affinity
+                or pod.preferred_pod_anti_affinity
+            ):
                 placed = self.node_view(node_name)
                 if placed is not None:
                     yield pod, placed

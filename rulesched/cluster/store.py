@@ -41,10 +41,7 @@ FINISHED = ("Succeeded", "Failed")
 
 def _has_affinity(pod: Pod) -> bool:
     return bool(
-        pod.pod_affinity
-        or pod.pod_anti_affinity
-        or pod.preferred_pod_affinity
-        or pod.preferred_pod_anti_affinity
+        pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity
     )
 
 

@@ -99,9 +99,7 @@ def _controller(meta: Mapping[str, Any], where: Where) -> str:
     return ""
 
 
-def _priority(
-    spec: Mapping[str, Any], where: Where, classes: Mapping[str, PriorityClass] | None
-) -> tuple[int, str]:
+def _priority(spec: Mapping[str, Any], where: Where, classes: Mapping[str, PriorityClass] | None) -> tuple[int, str]:
     """Priority and preemption policy the way the Priority admission plugin sets them: the
     named class, else the global default class (the lowest-valued one if several), else 0.
     A ``spec.priority`` already set (every pod read back from the API has one) wins."""
@@ -113,18 +111,14 @@ def _priority(
         found = classes.get(name) or SYSTEM_PRIORITY_CLASSES.get(name)
         if found is None and explicit is None:
             known = ", ".join(sorted(classes)) or "none loaded"
-            raise where.error(
-                f"no PriorityClass named {name!r} (known: {known})", "spec.priorityClassName"
-            )
+            raise where.error(f"no PriorityClass named {name!r} (known: {known})", "spec.priorityClassName")
     else:
         for pc in classes.values():
             if pc.global_default and (found is None or pc.value < found.value):
                 found = pc
     priority = explicit if explicit is not None else (found.value if found else 0)
     default_policy = found.preemption_policy if found else "PreemptLowerPriority"
-    policy = get_choice(
-        spec, "preemptionPolicy", where, "spec", _PREEMPTION_POLICIES, default_policy
-    )
+    policy = get_choice(spec, "preemptionPolicy", where, "spec", _PREEMPTION_POLICIES, default_policy)
     return priority, policy
 
 
@@ -234,9 +228,7 @@ def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
         name=name,
         value=value,
         global_default=get_bool(obj, "globalDefault", where, ""),
-        preemption_policy=get_choice(
-            obj, "preemptionPolicy", where, "", _PREEMPTION_POLICIES, "PreemptLowerPriority"
-        ),
+        preemption_policy=get_choice(obj, "preemptionPolicy", where, "", _PREEMPTION_POLICIES, "PreemptLowerPriority"),
     )
 
 

@@ -134,9 +134,7 @@ def get_list(d: Mapping[str, Any], key: str, where: Where, at: str) -> list[Any]
     raise where.error(f"expected a list, got {describe(value)}", join(at, key))
 
 
-def get_maps(
-    d: Mapping[str, Any], key: str, where: Where, at: str
-) -> list[tuple[str, Mapping[str, Any]]]:
+def get_maps(d: Mapping[str, Any], key: str, where: Where, at: str) -> list[tuple[str, Mapping[str, Any]]]:
     """The items of a list of mappings, each with its own path (``spec.containers[0]``)."""
     items = d.get(key)
     if items is None:
@@ -182,9 +180,7 @@ def get_bool(d: Mapping[str, Any], key: str, where: Where, at: str, default: boo
     raise where.error(f"expected true or false, got {describe(value)}", join(at, key))
 
 
-def get_choice(
-    d: Mapping[str, Any], key: str, where: Where, at: str, allowed: tuple[str, ...], default: str
-) -> str:
+def get_choice(d: Mapping[str, Any], key: str, where: Where, at: str, allowed: tuple[str, ...], default: str) -> str:
     """A string field with a fixed set of values (an operator, an effect, a policy)."""
     value = get_str(d, key, where, at, default)
     if value in allowed:

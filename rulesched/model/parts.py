@@ -93,16 +93,12 @@ def _node_selector_term(term: Mapping[str, Any], where: Where, at: str) -> NodeS
     return NodeSelectorTerm(exprs, fields)
 
 
-def decode_label_selector(
-    value: object, *, source: str = "", obj: str = "", field: str = ""
-) -> LabelSelector | None:
+def decode_label_selector(value: object, *, source: str = "", obj: str = "", field: str = "") -> LabelSelector | None:
     """Decode a label selector found anywhere; ``obj`` and ``field`` name it in errors."""
     return label_selector(value, Where(source, obj), field)
 
 
-def decode_node_selector_term(
-    value: object, *, source: str = "", obj: str = "", field: str = ""
-) -> NodeSelectorTerm:
+def decode_node_selector_term(value: object, *, source: str = "", obj: str = "", field: str = "") -> NodeSelectorTerm:
     """Decode one ``nodeSelectorTerms`` entry found anywhere."""
     where = Where(source, obj)
     if type(value) is not dict:
@@ -146,9 +142,7 @@ def _pod_affinity_term(term: Mapping[str, Any], where: Where, at: str) -> PodAff
         topology_key=key,
         label_selector=label_selector(term.get("labelSelector"), where, join(at, "labelSelector")),
         namespaces=get_str_list(term, "namespaces", where, at),
-        namespace_selector=label_selector(
-            term.get("namespaceSelector"), where, join(at, "namespaceSelector")
-        ),
+        namespace_selector=label_selector(term.get("namespaceSelector"), where, join(at, "namespaceSelector")),
         match_label_keys=get_str_list(term, "matchLabelKeys", where, at),
         mismatch_label_keys=get_str_list(term, "mismatchLabelKeys", where, at),
     )
@@ -164,20 +158,14 @@ def pod_affinity(
         return (), ()
     required = tuple(
         _pod_affinity_term(t, where, path)
-        for path, t in get_maps(
-            section, "requiredDuringSchedulingIgnoredDuringExecution", where, at
-        )
+        for path, t in get_maps(section, "requiredDuringSchedulingIgnoredDuringExecution", where, at)
     )
     preferred = tuple(
         WeightedPodAffinityTerm(
             _weight(w, where, path),
-            _pod_affinity_term(
-                get_map(w, "podAffinityTerm", where, path), where, f"{path}.podAffinityTerm"
-            ),
+            _pod_affinity_term(get_map(w, "podAffinityTerm", where, path), where, f"{path}.podAffinityTerm"),
         )
-        for path, w in get_maps(
-            section, "preferredDuringSchedulingIgnoredDuringExecution", where, at
-        )
+        for path, w in get_maps(section, "preferredDuringSchedulingIgnoredDuringExecution", where, at)
     )
     return required, preferred
 
@@ -206,17 +194,11 @@ def spread_constraint(c: Mapping[str, Any], where: Where, at: str) -> TopologySp
     return TopologySpreadConstraint(
         max_skew=max_skew,
         topology_key=key,
-        when_unsatisfiable=get_choice(
-            c, "whenUnsatisfiable", where, at, ("DoNotSchedule", "ScheduleAnyway"), ""
-        ),
+        when_unsatisfiable=get_choice(c, "whenUnsatisfiable", where, at, ("DoNotSchedule", "ScheduleAnyway"), ""),
         label_selector=label_selector(c.get("labelSelector"), where, join(at, "labelSelector")),
         min_domains=min_domains,
-        node_affinity_policy=get_choice(
-            c, "nodeAffinityPolicy", where, at, ("Honor", "Ignore"), "Honor"
-        ),
-        node_taints_policy=get_choice(
-            c, "nodeTaintsPolicy", where, at, ("Honor", "Ignore"), "Ignore"
-        ),
+        node_affinity_policy=get_choice(c, "nodeAffinityPolicy", where, at, ("Honor", "Ignore"), "Honor"),
+        node_taints_policy=get_choice(c, "nodeTaintsPolicy", where, at, ("Honor", "Ignore"), "Ignore"),
         match_label_keys=get_str_list(c, "matchLabelKeys", where, at),
     )
 
@@ -226,9 +208,7 @@ def normalized_image_name(image: str) -> str:
     return image if image.rfind(":") > image.rfind("/") else image + ":latest"
 
 
-def ports_and_images(
-    spec: Mapping[str, Any], where: Where
-) -> tuple[tuple[ContainerPort, ...], tuple[str, ...]]:
+def ports_and_images(spec: Mapping[str, Any], where: Where) -> tuple[tuple[ContainerPort, ...], tuple[str, ...]]:
     """Host ports as kube-scheduler's GetHostPorts collects them (sidecar init containers, then
     containers; ``hostPort > 0``; with ``hostNetwork`` the API server makes every container port a
     host port) and images as ImageLocality does (init containers, then containers, normalized,
@@ -298,16 +278,12 @@ def tolerations(spec: Mapping[str, Any], where: Where) -> tuple[Toleration, ...]
     """``spec.tolerations``; an empty operator means ``Equal``."""
 
     def build() -> tuple[Toleration, ...]:
-        return tuple(
-            toleration(t, where, p) for p, t in get_maps(spec, "tolerations", where, "spec")
-        )
+        return tuple(toleration(t, where, p) for p, t in get_maps(spec, "tolerations", where, "spec"))
 
     return memoized(where, "tolerations", spec.get("tolerations") or None, build)
 
 
-def spread_constraints(
-    spec: Mapping[str, Any], where: Where
-) -> tuple[TopologySpreadConstraint, ...]:
+def spread_constraints(spec: Mapping[str, Any], where: Where) -> tuple[TopologySpreadConstraint, ...]:
     """``spec.topologySpreadConstraints`` with the API defaults (minDomains 1, nodeAffinityPolicy
     Honor, nodeTaintsPolicy Ignore)."""
     key = "topologySpreadConstraints"

@@ -187,9 +187,7 @@ def _container_requests(
 ) -> Resources:
     """AggregateContainerRequests: the spec, or with in-place resizes the larger of spec,
     allocated and actual (only the status ones when the resize is infeasible)."""
-    spec = _aggregate(
-        (c.requests for c in regular), ((c.requests, c.sidecar) for c in init), non_missing
-    )
+    spec = _aggregate((c.requests for c in regular), ((c.requests, c.sidecar) for c in init), non_missing)
     if status is None:
         return spec
     empty: Resources = {}
@@ -231,9 +229,7 @@ def _pod_level_set(spec: Mapping[str, Any], where: Where) -> bool:
     return any(_supported_at_pod_level(str(n)) for n in names)
 
 
-def pod_requests(
-    spec: Mapping[str, Any], status: Mapping[str, Any], where: Where
-) -> tuple[Resources, Resources]:
+def pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: Where) -> tuple[Resources, Resources]:
     """``(requests, nonzero_requests)`` of a pod, in milli-units.
 
     ``requests`` holds every resource any container, the pod level or the overhead names (an
@@ -242,9 +238,7 @@ def pod_requests(
     """
     if where.memo is None:
         return _pod_requests(spec, status, where)
-    return memoized(
-        where, "requests", _inputs(spec, status), lambda: _pod_requests(spec, status, where)
-    )
+    return memoized(where, "requests", _inputs(spec, status), lambda: _pod_requests(spec, status, where))
 
 
 def _inputs(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[object] | None:
@@ -285,16 +279,12 @@ def _inputs(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[object] 
     return inputs
 
 
-def _pod_requests(
-    spec: Mapping[str, Any], status: Mapping[str, Any], where: Where
-) -> tuple[Resources, Resources]:
+def _pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: Where) -> tuple[Resources, Resources]:
     regular = _containers(spec, "containers", where)
     init = _containers(spec, "initContainers", where)
     resized = _status_requests(status, where) if status else None
     overhead = get_resources(spec, "overhead", where, "spec")
-    spec_only = _aggregate(
-        (c.requests for c in regular), ((c.requests, c.sidecar) for c in init), {}
-    )
+    spec_only = _aggregate((c.requests for c in regular), ((c.requests, c.sidecar) for c in init), {})
     pod_level = _pod_level_requests(spec, spec_only, where)
 
     def total(non_missing: Mapping[str, int], containers: Resources | None = None) -> Resources:
@@ -310,9 +300,7 @@ def _pod_requests(
         # upstream's getNonMissingContainerRequests: with pod-level resources, default only what
         # neither the containers nor the pod level name
         defaults = {k: v for k, v in defaults.items() if k not in requests}
-    named = resized is None and all(
-        _CPU in c.requests and _MEMORY in c.requests for c in (*regular, *init)
-    )
+    named = resized is None and all(_CPU in c.requests and _MEMORY in c.requests for c in (*regular, *init))
     nonzero = total(defaults) if defaults and not named else requests
     return requests, {_CPU: nonzero.get(_CPU, 0), _MEMORY: nonzero.get(_MEMORY, 0)}
 

@@ -118,6 +118,6 @@ class Cycle:
         if len(rows) == 1:
             result.node = table.node(int(rows[0])).name
             return result
-        totals = weighted_totals(bound.scores, table.vectors(rows))
+        totals = weighted_totals(bound.scores, table.vectors(rows), ranking_only=True)
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         return result

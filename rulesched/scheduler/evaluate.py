@@ -25,8 +25,9 @@ class Filtered:
     failed: dict[str, tuple[str, ...]] | None = None  # with explain: node -> its reasons
 
 
-def filter_nodes(bound: BoundRules, nodes: Sequence[Any], start: int = 0, wanted: int | None = None,
-                 explain: bool = False) -> Filtered:
+def filter_nodes(
+    bound: BoundRules, nodes: Sequence[Any], start: int = 0, wanted: int | None = None, explain: bool = False
+) -> Filtered:
     """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit (default: every node).
     Why nodes failed is collected when explaining, or when no node fits (the FitError message);
     otherwise the walk skips that work."""
@@ -40,8 +41,9 @@ def filter_nodes(bound: BoundRules, nodes: Sequence[Any], start: int = 0, wanted
         if failed is not None:
             failed[node.name] = why
 
-    out.feasible, out.looked = bound.feasible(nodes, start, len(nodes) if wanted is None else wanted,
-                                              record if explain else None)
+    out.feasible, out.looked = bound.feasible(
+        nodes, start, len(nodes) if wanted is None else wanted, record if explain else None
+    )
     if not out.feasible and not explain:  # redone for the reasons, from the caches just filled
         reasons.update(failure_reasons(bound, nodes))
     return out

@@ -147,8 +147,9 @@ def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> t
     return violating, safe
 
 
-def pick_candidate(candidates: Sequence[Candidate],
-                   rule_order: Callable[[Candidate], tuple[float, ...]] | None = None) -> Candidate:
+def pick_candidate(
+    candidates: Sequence[Candidate], rule_order: Callable[[Candidate], tuple[float, ...]] | None = None
+) -> Candidate:
     """pickOneNodeForPreemption, after the preempt rules' own ``order``: each criterion keeps
     only the best candidates until one is left; then the first in node order."""
     for c in candidates:

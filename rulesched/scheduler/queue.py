@@ -52,8 +52,13 @@ class _Parked:
 
 
 class SchedulingQueue:
-    def __init__(self, clock: Callable[[], float], initial_backoff: float = 1.0, max_backoff: float = 10.0,
-                 unschedulable_max: float = UNSCHEDULABLE_MAX_SECONDS) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        unschedulable_max: float = UNSCHEDULABLE_MAX_SECONDS,
+    ) -> None:
         self._clock = clock
         self._initial = initial_backoff
         self._max = max_backoff

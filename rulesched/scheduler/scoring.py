@@ -110,11 +110,14 @@ def score_matrix(vectors: Sequence[Sequence[int]]) -> Matrix:
         return np.array(vectors, dtype=object)
 
 
-def weighted_totals(scores: Sequence[BoundScore], matrix: Matrix, per_rule: list[Matrix] | None = None) -> Matrix:
+def weighted_totals(
+    scores: Sequence[BoundScore], matrix: Matrix, per_rule: list[Matrix] | None = None, ranking_only: bool = False
+) -> Matrix:
     """The one scoring function (cycles, explain and the extender all total with it): each
     score rule's column normalised as the rule says, times its weight, plus the fixed sum of the
     rules that are not normalised (the last column). With ``per_rule``, each rule's normalised
-    column is appended to it, in rule order."""
+    column is appended to it, in rule order. ``ranking_only`` leaves out what adds the same to
+    every node (a column of equal values), for a caller that only picks the highest."""
     totals = matrix[:, -1].copy()
     offset = 0  # the constant columns' share, added once
     for index, s in enumerate(scores):
@@ -123,8 +126,11 @@ def weighted_totals(scores: Sequence[BoundScore], matrix: Matrix, per_rule: list
             if per_rule is not None:
                 per_rule.append(column)
             continue
-        low, high = int(column.min()), int(column.max())
+        low, high = column.min(), column.max()
         if low == high:  # normalises to one number: it cannot change the pick, only the totals
+            if ranking_only:
+                continue
+            low = int(low)
             value = normalize_constant(s.normalize, low)
             offset += s.weight * value
             if per_rule is not None:

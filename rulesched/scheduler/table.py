@@ -48,8 +48,12 @@ class ColumnStore:
 
     def current(self, snapshot: Snapshot) -> NodeColumns:
         columns = self._columns
-        if (columns is None or snapshot.history is not self._history
-                or snapshot.node_generation != self._generation or snapshot.pod_position < self._position):
+        if (
+            columns is None
+            or snapshot.history is not self._history
+            or snapshot.node_generation != self._generation
+            or snapshot.pod_position < self._position
+        ):
             columns = self._columns = NodeColumns(snapshot.nodes)
             self._row = {node.name: i for i, node in enumerate(snapshot.nodes)}
             self._history, self._generation = snapshot.history, snapshot.node_generation
@@ -94,8 +98,11 @@ class NodeTable:
         pods."""
         self._snapshot = snapshot
         bound = self.bound
-        if (snapshot.history is not self._history or snapshot.node_generation != self._generation
-                or snapshot.pod_position < self._position):
+        if (
+            snapshot.history is not self._history
+            or snapshot.node_generation != self._generation
+            or snapshot.pod_position < self._position
+        ):
             self._reset(snapshot)
             return
         self._nodes = snapshot.nodes
@@ -181,8 +188,8 @@ class NodeTable:
     def _window(self, pos: int, size: int) -> Rows:
         n = len(self._nodes)
         if pos + size <= n:
-            return self._rows[pos:pos + size]
-        return np.concatenate((self._rows[pos:], self._rows[:pos + size - n]))
+            return self._rows[pos : pos + size]
+        return np.concatenate((self._rows[pos:], self._rows[: pos + size - n]))
 
     def _check(self, rows: Rows) -> None:
         stale = rows[~self._checked[rows]]

@@ -88,13 +88,25 @@ class InMemoryEvictor:
 class Simulation:
     """A :class:`Scheduler` on a :class:`VirtualClock`, recording every pod's history."""
 
-    def __init__(self, rules: RulesHandle | RuleSet, store: ClusterStore, settings: SchedulerSettings,
-                 binder: Binder | None = None) -> None:
+    def __init__(
+        self,
+        rules: RulesHandle | RuleSet,
+        store: ClusterStore,
+        settings: SchedulerSettings,
+        binder: Binder | None = None,
+    ) -> None:
         self.clock = VirtualClock()
         self.recorder = Recorder()
         self.store = store
-        self.scheduler = Scheduler(rules, store, settings, binder or InMemoryBinder(),
-                                   InMemoryEvictor(store, self.recorder), clock=self.clock, observer=self.recorder)
+        self.scheduler = Scheduler(
+            rules,
+            store,
+            settings,
+            binder or InMemoryBinder(),
+            InMemoryEvictor(store, self.recorder),
+            clock=self.clock,
+            observer=self.recorder,
+        )
 
     @property
     def queue(self) -> SchedulingQueue:

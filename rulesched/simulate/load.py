@@ -80,9 +80,7 @@ class ClusterObjects:
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
-    priority_classes: Mapping[str, PriorityClass] = field(
-        default_factory=lambda: MappingProxyType({})
-    )
+    priority_classes: Mapping[str, PriorityClass] = field(default_factory=lambda: MappingProxyType({}))
     namespaces: tuple[Namespace, ...] = ()
     warnings: tuple[str, ...] = ()
 
@@ -162,9 +160,7 @@ def _text(data: bytes, path: Path) -> str:
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as err:
-        raise InputError(
-            f"{path}: not a text file (no {encoding.upper()} text: byte {err.start} is invalid)"
-        ) from None
+        raise InputError(f"{path}: not a text file (no {encoding.upper()} text: byte {err.start} is invalid)") from None
 
 
 def _json(text: str, path: Path) -> Any:

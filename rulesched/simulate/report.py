@@ -63,21 +63,35 @@ def render_table(report: Report) -> str:
     for row in rows:
         victims = row["victims"]
         assert isinstance(victims, list)
-        table.append((str(row["pod"]), str(row["node"] or "-"), str(row["nominated"] or "-"),
-                      ",".join(victims) or "-", str(row["message"])))
+        table.append(
+            (
+                str(row["pod"]),
+                str(row["node"] or "-"),
+                str(row["nominated"] or "-"),
+                ",".join(victims) or "-",
+                str(row["message"]),
+            )
+        )
     lines.extend(_columns(table))
     lines.append("")
     nodes = [("NODE", "CPU", "MEMORY", "PODS")]
     for info in report.state.nodes:
         alloc, req = info.allocatable, info.requested
-        nodes.append((info.name, _percent(req.get("cpu", 0), alloc.get("cpu", 0)),
-                      _percent(req.get("memory", 0), alloc.get("memory", 0)),
-                      f"{len(info.pods)}/{alloc.get('pods', 0) // 1000}"))
+        nodes.append(
+            (
+                info.name,
+                _percent(req.get("cpu", 0), alloc.get("cpu", 0)),
+                _percent(req.get("memory", 0), alloc.get("memory", 0)),
+                f"{len(info.pods)}/{alloc.get('pods', 0) // 1000}",
+            )
+        )
     lines.extend(_columns(nodes))
     summary = report.summary()
     lines.append("")
-    lines.append(f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
-                 f"{summary['preempted']} preempted in {summary['scheduling_seconds']:.3f}s")
+    lines.append(
+        f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
+        f"{summary['preempted']} preempted in {summary['scheduling_seconds']:.3f}s"
+    )
     return "\n".join(lines)
 
 

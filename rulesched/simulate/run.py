@@ -36,7 +36,9 @@ class SimulateSettings:
 def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     store = ClusterStore.build(
-        objects.nodes, objects.running_pods, objects.pdbs,
+        objects.nodes,
+        objects.running_pods,
+        objects.pdbs,
         {ns.name: ns.labels for ns in objects.namespaces},
     )
     scheduler_settings = SchedulerSettings(
@@ -46,8 +48,11 @@ def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
         scheduler_name=settings.scheduler_name,
     )
     simulation = Simulation(rules, store, scheduler_settings)
-    pending = [p for p in objects.pending_pods
-               if settings.scheduler_name is None or p.scheduler_name == settings.scheduler_name]
+    pending = [
+        p
+        for p in objects.pending_pods
+        if settings.scheduler_name is None or p.scheduler_name == settings.scheduler_name
+    ]
     for pod in pending:
         simulation.add(pod)
     # The loaded cluster lives as long as the run: keep the cyclic collector from walking it
@@ -65,8 +70,9 @@ def simulate_command(settings: SimulateSettings) -> int:
     objects = load_cluster(settings.cluster)
     for warning in objects.warnings:
         log.warning(warning)
-    log.info("loaded %d nodes and %d pods in %.2fs", len(objects.nodes), len(objects.pods),
-             time.perf_counter() - started)
+    log.info(
+        "loaded %d nodes and %d pods in %.2fs", len(objects.nodes), len(objects.pods), time.perf_counter() - started
+    )
     report = simulate(objects, settings)
     print(render_json(report) if settings.output == "json" else render_table(report))
     return 0

@@ -25,38 +25,65 @@ def default_rules() -> RuleSet:
     return load_rules([resolve_rules_path("default")])
 
 
-def node(name: str, labels: Mapping[str, str] | None = None, allocatable: Mapping[str, Any] | None = None,
-         taints: Sequence[Mapping[str, str]] = (), unschedulable: bool = False,
-         images: Sequence[tuple[Sequence[str], int]] = ()) -> Node:
+def node(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, Any] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+    images: Sequence[tuple[Sequence[str], int]] = (),
+) -> Node:
     obj: dict[str, Any] = {
         "kind": "Node",
         "metadata": {"name": name, "labels": dict(labels or {})},
         "spec": {"taints": [dict(t) for t in taints], "unschedulable": unschedulable},
-        "status": {"allocatable": dict(allocatable or {"cpu": "32", "memory": "64Gi", "pods": "110"}),
-                   "images": [{"names": list(n), "sizeBytes": size} for n, size in images]},
+        "status": {
+            "allocatable": dict(allocatable or {"cpu": "32", "memory": "64Gi", "pods": "110"}),
+            "images": [{"names": list(n), "sizeBytes": size} for n, size in images],
+        },
     }
     return decode_node(obj, "test")
 
 
-def pod(name: str = "p", namespace: str = "default", spec: Mapping[str, Any] | None = None,
-        labels: Mapping[str, str] | None = None, node_name: str = "", **meta: Any) -> Pod:
+def pod(
+    name: str = "p",
+    namespace: str = "default",
+    spec: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+    node_name: str = "",
+    **meta: Any,
+) -> Pod:
     body: dict[str, Any] = {"containers": [{"name": "c", "image": "busybox"}]}
     body.update(spec or {})
     if node_name:
         body["nodeName"] = node_name
-    obj = {"kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}), **meta},
-           "spec": body, "status": {"phase": "Running" if node_name else "Pending"}}
+    obj = {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}), **meta},
+        "spec": body,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
     return decode_pod(obj, "test")
 
 
 def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_allowed: int) -> PodDisruptionBudget:
-    return decode_pdb({"kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": namespace},
-                       "spec": {"selector": {"matchLabels": dict(match_labels)}},
-                       "status": {"disruptionsAllowed": disruptions_allowed}}, "test")
+    return decode_pdb(
+        {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": dict(match_labels)}},
+            "status": {"disruptionsAllowed": disruptions_allowed},
+        },
+        "test",
+    )
 
 
-def state(nodes: Iterable[Node], pods: Iterable[Pod] = (), pdbs: Iterable[PodDisruptionBudget] = (),
-          namespaces: Mapping[str, Mapping[str, str]] | None = None) -> ClusterStore:
+def state(
+    nodes: Iterable[Node],
+    pods: Iterable[Pod] = (),
+    pdbs: Iterable[PodDisruptionBudget] = (),
+    namespaces: Mapping[str, Mapping[str, str]] | None = None,
+) -> ClusterStore:
     return ClusterStore.build(nodes, pods, pdbs, namespaces)
 
 
@@ -89,8 +116,9 @@ def raw_scores(p: Pod, cluster: ClusterStore, rule: str, feasible: Sequence[str]
     return {n.name: 0 for n in nodes if n is not None}  # guard false: the plugin is skipped
 
 
-def normalized_scores(p: Pod, cluster: ClusterStore, rule: str,
-                      feasible: Sequence[str] | None = None) -> dict[str, int]:
+def normalized_scores(
+    p: Pod, cluster: ClusterStore, rule: str, feasible: Sequence[str] | None = None
+) -> dict[str, int]:
     """One score rule normalised over the feasible nodes, as kube-scheduler's plugin tests check."""
     bound = bind(p, cluster)
     names = list(feasible) if feasible is not None else [n.name for n in cluster.nodes]

@@ -49,8 +49,16 @@ LARGE, VERY_LARGE = {"cpu": "300m", "memory": "300"}, {"cpu": "500m", "memory": 
 ONE_POD = {"pods": "1"}
 
 
-def P(name: str, prio: int | None = None, on: str = "", req: dict | None = None, start: int | None = None,
-      labels: dict | None = None, never: bool = False, **spec: Any) -> Any:
+def P(
+    name: str,
+    prio: int | None = None,
+    on: str = "",
+    req: dict | None = None,
+    start: int | None = None,
+    labels: dict | None = None,
+    never: bool = False,
+    **spec: Any,
+) -> Any:
     """st.MakePod(): priority, node, requests, start time (epochTimeN is N seconds here: only the
     order matters), labels, preemptionPolicy Never."""
     body: dict[str, Any] = dict(spec)
@@ -97,17 +105,33 @@ def run(cluster: Any, incoming: Any) -> tuple[str | None, list[str], str]:
 # --- TestPostFilter -------------------------------------------------------------------------------
 
 POST_FILTER = [
-    ("pod with higher priority can be made schedulable", P("p", HIGH), [P("p1", on="node1")],
-     nodes("node1", res=ONE_POD, labelled=False), ("node1", ["p1"], "")),
-    ("pod with tied priority is still unschedulable", P("p"), [P("p1", on="node1")],
-     nodes("node1", res=ONE_POD, labelled=False),
-     (None, [], "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")),
-    ("pod can be made schedulable on one node", P("p", MID), [P("p1", HIGH, "node1"), P("p2", LOW, "node2")],
-     nodes("node1", "node2", res=ONE_POD, labelled=False), ("node2", ["p2"], "")),
+    (
+        "pod with higher priority can be made schedulable",
+        P("p", HIGH),
+        [P("p1", on="node1")],
+        nodes("node1", res=ONE_POD, labelled=False),
+        ("node1", ["p1"], ""),
+    ),
+    (
+        "pod with tied priority is still unschedulable",
+        P("p"),
+        [P("p1", on="node1")],
+        nodes("node1", res=ONE_POD, labelled=False),
+        (None, [], "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."),
+    ),
+    (
+        "pod can be made schedulable on one node",
+        P("p", MID),
+        [P("p1", HIGH, "node1"), P("p2", LOW, "node2")],
+        nodes("node1", "node2", res=ONE_POD, labelled=False),
+        ("node2", ["p2"], ""),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("incoming", "pods", "cluster_nodes", "want"), [pytest.param(*c[1:], id=c[0]) for c in POST_FILTER])
+@pytest.mark.parametrize(
+    ("incoming", "pods", "cluster_nodes", "want"), [pytest.param(*c[1:], id=c[0]) for c in POST_FILTER]
+)
 def test_post_filter(incoming: Any, pods: list, cluster_nodes: list, want: tuple) -> None:
     assert run(state(cluster_nodes, pods), incoming) == want
 
@@ -116,55 +140,134 @@ def test_post_filter(incoming: Any, pods: list, cluster_nodes: list, want: tuple
 
 APP_FOO = {"app": "foo"}
 SAME_PDB_PODS = [P("p1.1", MID, "node1", MEDIUM, labels=APP_FOO), P("p1.2", MID, "node1", MEDIUM, labels=APP_FOO)]
-ANTI_FOO = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-    {"labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}, "topologyKey": "hostname"}]}}}
+ANTI_FOO = {
+    "affinity": {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]},
+                    "topologyKey": "hostname",
+                }
+            ]
+        }
+    }
+}
 FOO_EXISTS = {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
-SPREAD = {"topologySpreadConstraints": [
-    {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": FOO_EXISTS}
-    for key in ("zone", "hostname")]}
+SPREAD = {
+    "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": FOO_EXISTS}
+        for key in ("zone", "hostname")
+    ]
+}
 FOO = {"foo": ""}
 ZONES = ("node-a/zone1", "node-b/zone1", "node-x/zone2")
 
 DRY_RUN = [
-    ("a pod that fits on both nodes when lower priority pods are preempted", ("node1", "node2"), P("p", HIGH, req=LARGE),
-     [P("p1", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)], [],
-     {"node1": (["p1"], 0), "node2": (["p2"], 0)}),
-    ("a pod that would fit on the nodes, but other pods running are higher priority, no preemption would happen",
-     ("node1", "node2"), P("p", LOW, req=LARGE), [P("p1", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)], [], {}),
-    ("medium priority pod is preempted, but lower priority one stays as it is small", ("node1", "node2"),
-     P("p", HIGH, req=LARGE),
-     [P("p1.1", LOW, "node1", SMALL), P("p1.2", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)], [],
-     {"node1": (["p1.2"], 0), "node2": (["p2"], 0)}),
-    ("mixed priority pods are preempted", ("node1", "node2"), P("p", HIGH, req=LARGE),
-     [P("p1.1", MID, "node1", SMALL), P("p1.2", LOW, "node1", SMALL), P("p1.3", MID, "node1", MEDIUM),
-      P("p1.4", HIGH, "node1", SMALL), P("p2", HIGH, "node2", LARGE)], [],
-     {"node1": (["p1.2", "p1.3"], 0)}),
-    ("mixed priority pods are preempted, pick later StartTime one when priorities are equal", ("node1", "node2"),
-     P("p", HIGH, req=LARGE),
-     [P("p1.1", LOW, "node1", SMALL, 5), P("p1.2", LOW, "node1", SMALL, 4), P("p1.3", MID, "node1", MEDIUM, 3),
-      P("p1.4", HIGH, "node1", SMALL, 2), P("p2", HIGH, "node2", LARGE, 1)], [],
-     {"node1": (["p1.1", "p1.3"], 0)}),
-    ("pod with anti-affinity is preempted", ("node1", "node2"), P("p", HIGH, req=SMALL, labels=FOO),
-     [P("p1.1", LOW, "node1", SMALL, labels=FOO, **ANTI_FOO), P("p1.2", MID, "node1", SMALL),
-      P("p1.3", HIGH, "node1", SMALL), P("p2", HIGH, "node2", SMALL)], [],
-     {"node1": (["p1.1"], 0)}),
-    ("preemption to resolve pod topology spread filter failure", ZONES, P("p", HIGH, labels=FOO, **SPREAD),
-     [P("pod-a1", MID, "node-a", labels=FOO), P("pod-a2", LOW, "node-a", labels=FOO),
-      P("pod-b1", LOW, "node-b", labels=FOO), P("pod-x1", HIGH, "node-x", labels=FOO),
-      P("pod-x2", HIGH, "node-x", labels=FOO)], [],
-     {"node-a": (["pod-a2"], 0), "node-b": (["pod-b1"], 0)}),
-    ("preemption with violation of same pdb", ("node1",), P("p", HIGH, req=VERY_LARGE), SAME_PDB_PODS,
-     [pdb("pdb", "default", APP_FOO, 1)], {"node1": (["p1.1", "p1.2"], 1)}),
+    (
+        "a pod that fits on both nodes when lower priority pods are preempted",
+        ("node1", "node2"),
+        P("p", HIGH, req=LARGE),
+        [P("p1", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)],
+        [],
+        {"node1": (["p1"], 0), "node2": (["p2"], 0)},
+    ),
+    (
+        "a pod that would fit on the nodes, but other pods running are higher priority, no preemption would happen",
+        ("node1", "node2"),
+        P("p", LOW, req=LARGE),
+        [P("p1", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)],
+        [],
+        {},
+    ),
+    (
+        "medium priority pod is preempted, but lower priority one stays as it is small",
+        ("node1", "node2"),
+        P("p", HIGH, req=LARGE),
+        [P("p1.1", LOW, "node1", SMALL), P("p1.2", MID, "node1", LARGE), P("p2", MID, "node2", LARGE)],
+        [],
+        {"node1": (["p1.2"], 0), "node2": (["p2"], 0)},
+    ),
+    (
+        "mixed priority pods are preempted",
+        ("node1", "node2"),
+        P("p", HIGH, req=LARGE),
+        [
+            P("p1.1", MID, "node1", SMALL),
+            P("p1.2", LOW, "node1", SMALL),
+            P("p1.3", MID, "node1", MEDIUM),
+            P("p1.4", HIGH, "node1", SMALL),
+            P("p2", HIGH, "node2", LARGE),
+        ],
+        [],
+        {"node1": (["p1.2", "p1.3"], 0)},
+    ),
+    (
+        "mixed priority pods are preempted, pick later StartTime one when priorities are equal",
+        ("node1", "node2"),
+        P("p", HIGH, req=LARGE),
+        [
+            P("p1.1", LOW, "node1", SMALL, 5),
+            P("p1.2", LOW, "node1", SMALL, 4),
+            P("p1.3", MID, "node1", MEDIUM, 3),
+            P("p1.4", HIGH, "node1", SMALL, 2),
+            P("p2", HIGH, "node2", LARGE, 1),
+        ],
+        [],
+        {"node1": (["p1.1", "p1.3"], 0)},
+    ),
+    (
+        "pod with anti-affinity is preempted",
+        ("node1", "node2"),
+        P("p", HIGH, req=SMALL, labels=FOO),
+        [
+            P("p1.1", LOW, "node1", SMALL, labels=FOO, **ANTI_FOO),
+            P("p1.2", MID, "node1", SMALL),
+            P("p1.3", HIGH, "node1", SMALL),
+            P("p2", HIGH, "node2", SMALL),
+        ],
+        [],
+        {"node1": (["p1.1"], 0)},
+    ),
+    (
+        "preemption to resolve pod topology spread filter failure",
+        ZONES,
+        P("p", HIGH, labels=FOO, **SPREAD),
+        [
+            P("pod-a1", MID, "node-a", labels=FOO),
+            P("pod-a2", LOW, "node-a", labels=FOO),
+            P("pod-b1", LOW, "node-b", labels=FOO),
+            P("pod-x1", HIGH, "node-x", labels=FOO),
+            P("pod-x2", HIGH, "node-x", labels=FOO),
+        ],
+        [],
+        {"node-a": (["pod-a2"], 0), "node-b": (["pod-b1"], 0)},
+    ),
+    (
+        "preemption with violation of same pdb",
+        ("node1",),
+        P("p", HIGH, req=VERY_LARGE),
+        SAME_PDB_PODS,
+        [pdb("pdb", "default", APP_FOO, 1)],
+        {"node1": (["p1.1", "p1.2"], 1)},
+    ),
     # its PDB lists p2 in status.disruptedPods; p2 is not a victim, so the budget counts as usual
-    ("preemption with violation of the pdb with pod whose eviction was processed, the victim doesn't belong to DisruptedPods",
-     ("node1",), P("p", HIGH, req=VERY_LARGE), SAME_PDB_PODS, [pdb("pdb", "default", APP_FOO, 1)],
-     {"node1": (["p1.1", "p1.2"], 1)}),
+    (
+        "preemption with violation of the pdb with pod whose eviction was processed, the victim doesn't belong to DisruptedPods",
+        ("node1",),
+        P("p", HIGH, req=VERY_LARGE),
+        SAME_PDB_PODS,
+        [pdb("pdb", "default", APP_FOO, 1)],
+        {"node1": (["p1.1", "p1.2"], 1)},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("names", "incoming", "pods", "pdbs", "want"), [pytest.param(*c[1:], id=c[0]) for c in DRY_RUN])
-def test_dry_run_preemption(monkeypatch: pytest.MonkeyPatch, names: tuple, incoming: Any, pods: list, pdbs: list,
-                            want: dict) -> None:
+@pytest.mark.parametrize(
+    ("names", "incoming", "pods", "pdbs", "want"), [pytest.param(*c[1:], id=c[0]) for c in DRY_RUN]
+)
+def test_dry_run_preemption(
+    monkeypatch: pytest.MonkeyPatch, names: tuple, incoming: Any, pods: list, pdbs: list, want: dict
+) -> None:
     assert candidates(monkeypatch, state(nodes(*names), pods, pdbs), incoming) == want
 
 
@@ -177,36 +280,86 @@ def at(node_name: str, *pods: tuple) -> list[Any]:
 
 
 SELECT_BEST = [
-    ("a pod that fits on both nodes when lower priority pods are preempted", 2, P("p", HIGH, req=LARGE),
-     at("node1", (1, MID, LARGE)) + at("node2", (1, MID, LARGE)), {"node1", "node2"}),
-    ("node with min highest priority pod is picked", 3, P("p", HIGH, req=VERY_LARGE),
-     at("node1", (1, MID, MEDIUM), (2, MID, LARGE)) + at("node2", (1, MID, MEDIUM), (2, LOW, MEDIUM))
-     + at("node3", (1, LOW, MEDIUM), (2, LOW, MEDIUM)), {"node3"}),
-    ("when highest priorities are the same, minimum sum of priorities is picked", 3, P("p", HIGH, req=VERY_LARGE),
-     at("node1", (1, MID, MEDIUM), (2, MID, LARGE)) + at("node2", (1, MID, LARGE), (2, LOW, MEDIUM))
-     + at("node3", (1, MID, MEDIUM), (2, MID, MEDIUM)), {"node2"}),
-    ("when highest priority and sum are the same, minimum number of pods is picked", 3, P("p", HIGH, req=VERY_LARGE),
-     at("node1", (1, MID, SMALL), (2, NEG, SMALL), (3, MID, SMALL), (4, NEG, SMALL))
-     + at("node2", (1, MID, LARGE), (2, NEG, MEDIUM))
-     + at("node3", (1, MID, MEDIUM), (2, NEG, SMALL), (3, LOW, SMALL)), {"node2"}),
-    ("sum of adjusted priorities is considered", 3, P("p", HIGH, req=VERY_LARGE),
-     at("node1", (1, MID, SMALL), (2, NEG, SMALL), (3, NEG, SMALL)) + at("node2", (1, MID, LARGE), (2, NEG, MEDIUM))
-     + at("node3", (1, MID, MEDIUM), (2, NEG, SMALL), (3, LOW, SMALL)), {"node2"}),
-    ("non-overlapping lowest high priority, sum priorities, and number of pods", 4, P("p", VERY_HIGH, req=VERY_LARGE),
-     at("node1", (1, MID, SMALL), (2, LOW, SMALL), (3, LOW, SMALL)) + at("node2", (1, HIGH, LARGE))
-     + at("node3", (1, MID, MEDIUM), (2, LOW, SMALL), (3, LOW, SMALL), (4, LOW, MEDIUM))
-     + at("node4", (1, MID, MEDIUM), (2, MID, SMALL), (3, MID, SMALL), (4, NEG, SMALL)), {"node1"}),
-    ("same priority, same number of victims, different start time for each node's pod", 3,
-     P("p", HIGH, req=VERY_LARGE),
-     at("node1", (1, MID, MEDIUM, 2), (2, MID, MEDIUM, 2)) + at("node2", (1, MID, MEDIUM, 3), (2, MID, MEDIUM, 3))
-     + at("node3", (1, MID, MEDIUM, 1), (2, MID, MEDIUM, 1)), {"node2"}),
-    ("same priority, same number of victims, different start time for all pods", 3, P("p", HIGH, req=VERY_LARGE),
-     at("node1", (1, MID, MEDIUM, 4), (2, MID, MEDIUM, 2)) + at("node2", (1, MID, MEDIUM, 5), (2, MID, MEDIUM, 1))
-     + at("node3", (1, MID, MEDIUM, 3), (2, MID, MEDIUM, 6)), {"node3"}),
-    ("different priority, same number of victims, different start time for all pods", 3,
-     P("p", HIGH, req=VERY_LARGE),
-     at("node1", (1, LOW, MEDIUM, 4), (2, MID, MEDIUM, 2)) + at("node2", (1, MID, MEDIUM, 6), (2, LOW, MEDIUM, 1))
-     + at("node3", (1, LOW, MEDIUM, 3), (2, MID, MEDIUM, 5)), {"node2"}),
+    (
+        "a pod that fits on both nodes when lower priority pods are preempted",
+        2,
+        P("p", HIGH, req=LARGE),
+        at("node1", (1, MID, LARGE)) + at("node2", (1, MID, LARGE)),
+        {"node1", "node2"},
+    ),
+    (
+        "node with min highest priority pod is picked",
+        3,
+        P("p", HIGH, req=VERY_LARGE),
+        at("node1", (1, MID, MEDIUM), (2, MID, LARGE))
+        + at("node2", (1, MID, MEDIUM), (2, LOW, MEDIUM))
+        + at("node3", (1, LOW, MEDIUM), (2, LOW, MEDIUM)),
+        {"node3"},
+    ),
+    (
+        "when highest priorities are the same, minimum sum of priorities is picked",
+        3,
+        P("p", HIGH, req=VERY_LARGE),
+        at("node1", (1, MID, MEDIUM), (2, MID, LARGE))
+        + at("node2", (1, MID, LARGE), (2, LOW, MEDIUM))
+        + at("node3", (1, MID, MEDIUM), (2, MID, MEDIUM)),
+        {"node2"},
+    ),
+    (
+        "when highest priority and sum are the same, minimum number of pods is picked",
+        3,
+        P("p", HIGH, req=VERY_LARGE),
+        at("node1", (1, MID, SMALL), (2, NEG, SMALL), (3, MID, SMALL), (4, NEG, SMALL))
+        + at("node2", (1, MID, LARGE), (2, NEG, MEDIUM))
+        + at("node3", (1, MID, MEDIUM), (2, NEG, SMALL), (3, LOW, SMALL)),
+        {"node2"},
+    ),
+    (
+        "sum of adjusted priorities is considered",
+        3,
+        P("p", HIGH, req=VERY_LARGE),
+        at("node1", (1, MID, SMALL), (2, NEG, SMALL), (3, NEG, SMALL))
+        + at("node2", (1, MID, LARGE), (2, NEG, MEDIUM))
+        + at("node3", (1, MID, MEDIUM), (2, NEG, SMALL), (3, LOW, SMALL)),
+        {"node2"},
+    ),
+    (
+        "non-overlapping lowest high priority, sum priorities, and number of pods",
+        4,
+        P("p", VERY_HIGH, req=VERY_LARGE),
+        at("node1", (1, MID, SMALL), (2, LOW, SMALL), (3, LOW, SMALL))
+        + at("node2", (1, HIGH, LARGE))
+        + at("node3", (1, MID, MEDIUM), (2, LOW, SMALL), (3, LOW, SMALL), (4, LOW, MEDIUM))
+        + at("node4", (1, MID, MEDIUM), (2, MID, SMALL), (3, MID, SMALL), (4, NEG, SMALL)),
+        {"node1"},
+    ),
+    (
+        "same priority, same number of victims, different start time for each node's pod",
+        3,
+        P("p", HIGH, req=VERY_LARGE),
+        at("node1", (1, MID, MEDIUM, 2), (2, MID, MEDIUM, 2))
+        + at("node2", (1, MID, MEDIUM, 3), (2, MID, MEDIUM, 3))
+        + at("node3", (1, MID, MEDIUM, 1), (2, MID, MEDIUM, 1)),
+        {"node2"},
+    ),
+    (
+        "same priority, same number of victims, different start time for all pods",
+        3,
+        P("p", HIGH, req=VERY_LARGE),
+        at("node1", (1, MID, MEDIUM, 4), (2, MID, MEDIUM, 2))
+        + at("node2", (1, MID, MEDIUM, 5), (2, MID, MEDIUM, 1))
+        + at("node3", (1, MID, MEDIUM, 3), (2, MID, MEDIUM, 6)),
+        {"node3"},
+    ),
+    (
+        "different priority, same number of victims, different start time for all pods",
+        3,
+        P("p", HIGH, req=VERY_LARGE),
+        at("node1", (1, LOW, MEDIUM, 4), (2, MID, MEDIUM, 2))
+        + at("node2", (1, MID, MEDIUM, 6), (2, LOW, MEDIUM, 1))
+        + at("node3", (1, LOW, MEDIUM, 3), (2, MID, MEDIUM, 5)),
+        {"node2"},
+    ),
 ]
 
 
@@ -219,17 +372,35 @@ def test_select_best_candidate(count: int, incoming: Any, pods: list, want: set[
 
 # --- TestPodEligibleToPreemptOthers, TestPreempt --------------------------------------------------
 
-BASIC = [P("p1.1", LOW, "node1", SMALL), P("p1.2", LOW, "node1", SMALL), P("p2.1", HIGH, "node2", LARGE),
-         P("p3.1", MID, "node3", MEDIUM)]
+BASIC = [
+    P("p1.1", LOW, "node1", SMALL),
+    P("p1.2", LOW, "node1", SMALL),
+    P("p2.1", HIGH, "node2", LARGE),
+    P("p3.1", MID, "node3", MEDIUM),
+]
 NODES3 = ("node1", "node2", "node3")
 PREEMPT = [
-    ("Pod with 'PreemptNever' preemption policy", (), P("p_with_preempt_never_policy", HIGH, never=True), [],
-     (None, [])),
+    (
+        "Pod with 'PreemptNever' preemption policy",
+        (),
+        P("p_with_preempt_never_policy", HIGH, never=True),
+        [],
+        (None, []),
+    ),
     ("basic preemption logic", NODES3, P("p", HIGH, req=VERY_LARGE), BASIC, ("node1", ["p1.1", "p1.2"])),
-    ("preemption for topology spread constraints", ZONES, P("p", HIGH, labels=FOO, **SPREAD),
-     [P("p-a1", HIGH, "node-a", labels=FOO), P("p-a2", HIGH, "node-a", labels=FOO),
-      P("p-b1", LOW, "node-b", labels=FOO), P("p-x1", HIGH, "node-x", labels=FOO),
-      P("p-x2", HIGH, "node-x", labels=FOO)], ("node-b", ["p-b1"])),
+    (
+        "preemption for topology spread constraints",
+        ZONES,
+        P("p", HIGH, labels=FOO, **SPREAD),
+        [
+            P("p-a1", HIGH, "node-a", labels=FOO),
+            P("p-a2", HIGH, "node-a", labels=FOO),
+            P("p-b1", LOW, "node-b", labels=FOO),
+            P("p-x1", HIGH, "node-x", labels=FOO),
+            P("p-x2", HIGH, "node-x", labels=FOO),
+        ],
+        ("node-b", ["p-b1"]),
+    ),
     ("no preempting in pod", NODES3, P("p", HIGH, req=VERY_LARGE, never=True), BASIC, (None, [])),
     ("PreemptionPolicy is nil", NODES3, P("p", HIGH, req=VERY_LARGE), BASIC, ("node1", ["p1.1", "p1.2"])),
 ]
@@ -246,10 +417,20 @@ def test_preempt(names: tuple, incoming: Any, pods: list, want: tuple) -> None:
 # use, takes a pod without status.startTime (assumed, or bound and not started) as started now ----
 
 NO_START_TIME = [
-    ("victims: the pod without a start time is the less important one", ("node1",), P("p", HIGH, req=LARGE),
-     [P("started", MID, "node1", MEDIUM, 1), P("not-started", MID, "node1", MEDIUM)], ("node1", ["not-started"])),
-    ("candidates: a victim without a start time started latest", ("node1", "node2"), P("p", HIGH, req=LARGE),
-     [P("started", MID, "node1", LARGE, 5), P("not-started", MID, "node2", LARGE)], ("node2", ["not-started"])),
+    (
+        "victims: the pod without a start time is the less important one",
+        ("node1",),
+        P("p", HIGH, req=LARGE),
+        [P("started", MID, "node1", MEDIUM, 1), P("not-started", MID, "node1", MEDIUM)],
+        ("node1", ["not-started"]),
+    ),
+    (
+        "candidates: a victim without a start time started latest",
+        ("node1", "node2"),
+        P("p", HIGH, req=LARGE),
+        [P("started", MID, "node1", LARGE, 5), P("not-started", MID, "node2", LARGE)],
+        ("node2", ["not-started"]),
+    ),
 ]
 
 

@@ -35,8 +35,11 @@ def term(*exprs: dict[str, Any], fields: tuple[dict[str, Any], ...] = ()) -> dic
 
 
 def required(*terms: dict[str, Any], selector: dict[str, str] | None = None) -> Any:
-    spec: dict[str, Any] = {"affinity": {"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}}
+    spec: dict[str, Any] = {
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}
+        }
+    }
     if selector:
         spec["nodeSelector"] = selector
     return pod("p", spec=spec)
@@ -55,76 +58,203 @@ FILTER = [
     ("same labels", selector(FOO_BAR), FOO_BAR, "node", None),
     ("node labels are superset", selector(FOO_BAR), {"foo": "bar", "baz": "blah"}, "node", None),
     ("node labels are subset", selector({"foo": "bar", "baz": "blah"}), FOO_BAR, "node", REASON),
-    ("Pod with matchExpressions using In operator that matches the existing node",
-     required(term(expr("foo", "In", "bar", "value2"))), FOO_BAR, "node", None),
-    ("Pod with matchExpressions using Gt operator that matches the existing node",
-     required(term(expr("kernel-version", "Gt", "0204"))), {"kernel-version": "0206"}, "node", None),
-    ("Pod with matchExpressions using NotIn operator that matches the existing node",
-     required(term(expr("mem-type", "NotIn", "DDR", "DDR2"))), {"mem-type": "DDR3"}, "node", None),
-    ("Pod with matchExpressions using Exists operator that matches the existing node",
-     required(term(expr("GPU", "Exists"))), GPU, "node", None),
-    ("Pod with affinity that don't match node's labels won't schedule onto the node",
-     required(term(expr("foo", "In", "value1", "value2"))), FOO_BAR, "node", REASON),
-    ("Pod with empty MatchExpressions is not a valid value will match no objects and won't schedule onto the node",
-     required(term()), FOO_BAR, "node", REASON),
+    (
+        "Pod with matchExpressions using In operator that matches the existing node",
+        required(term(expr("foo", "In", "bar", "value2"))),
+        FOO_BAR,
+        "node",
+        None,
+    ),
+    (
+        "Pod with matchExpressions using Gt operator that matches the existing node",
+        required(term(expr("kernel-version", "Gt", "0204"))),
+        {"kernel-version": "0206"},
+        "node",
+        None,
+    ),
+    (
+        "Pod with matchExpressions using NotIn operator that matches the existing node",
+        required(term(expr("mem-type", "NotIn", "DDR", "DDR2"))),
+        {"mem-type": "DDR3"},
+        "node",
+        None,
+    ),
+    (
+        "Pod with matchExpressions using Exists operator that matches the existing node",
+        required(term(expr("GPU", "Exists"))),
+        GPU,
+        "node",
+        None,
+    ),
+    (
+        "Pod with affinity that don't match node's labels won't schedule onto the node",
+        required(term(expr("foo", "In", "value1", "value2"))),
+        FOO_BAR,
+        "node",
+        REASON,
+    ),
+    (
+        "Pod with empty MatchExpressions is not a valid value will match no objects and won't schedule onto the node",
+        required(term()),
+        FOO_BAR,
+        "node",
+        REASON,
+    ),
     ("Pod with no Affinity will schedule onto a node", pod("p"), FOO_BAR, "node", None),
-    ("Pod with Affinity but nil NodeSelector will schedule onto a node",
-     pod("p", spec={"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": None}}}),
-     FOO_BAR, "node", None),
-    ("Pod with multiple matchExpressions ANDed that matches the existing node",
-     required(term(expr("GPU", "Exists"), expr("GPU", "NotIn", "AMD", "INTER"))), GPU, "node", None),
-    ("Pod with multiple matchExpressions ANDed that doesn't match the existing node",
-     required(term(expr("GPU", "Exists"), expr("GPU", "In", "AMD", "INTER"))), GPU, "node", REASON),
-    ("Pod with multiple NodeSelectorTerms ORed in affinity, matches the node's labels and will schedule onto the node",
-     required(term(expr("foo", "In", "bar", "value2")), term(expr("diffkey", "In", "wrong", "value2"))),
-     FOO_BAR, "node", None),
-    ("Pod with an Affinity and a PodSpec.NodeSelector(the old thing that we are deprecating) "
-     "both are satisfied, will schedule onto the node",
-     required(term(expr("foo", "Exists")), selector=FOO_BAR), FOO_BAR, "node", None),
-    ("Pod with an Affinity matches node's labels but the PodSpec.NodeSelector(the old thing that we are deprecating) "
-     "is not satisfied, won't schedule onto the node",
-     required(term(expr("foo", "Exists")), selector=FOO_BAR), {"foo": "barrrrrr"}, "node", REASON),
-    pytest.param(required(term(expr("foo", "NotIn", "invalid value: ___@#$%^"))), FOO_BAR, "node", REASON, id=INVALID,
-                 marks=pytest.mark.xfail(strict=True, reason="rulesched does not validate requirement values: "
-                                         "upstream's selector fails to parse and matches nothing; rulesched's NotIn "
-                                         "matches (rulesched/lang/builtins/matching.py, rulesched/model/parts.py)")),
-    ("Pod with matchFields using In operator that matches the existing node",
-     required(term(fields=(expr(NAME, "In", "node1"),))), {}, "node1", None),
-    ("Pod with matchFields using In operator that does not match the existing node",
-     required(term(fields=(expr(NAME, "In", "node1"),))), {}, "node2", REASON),
-    ("Pod with two terms: matchFields does not match, but matchExpressions matches",
-     required(term(fields=(expr(NAME, "In", "node1"), expr(NAME, "In", "node2"))), term(expr("foo", "In", "bar"))),
-     FOO_BAR, "node2", None),
-    ("Pod with one term: matchFields does not match, but matchExpressions matches",
-     required(term(expr("foo", "In", "bar"), fields=(expr(NAME, "In", "node1"),))), FOO_BAR, "node2", REASON),
-    ("Pod with one term: both matchFields and matchExpressions match",
-     required(term(expr("foo", "In", "bar"), fields=(expr(NAME, "In", "node1"),))), FOO_BAR, "node1", None),
-    ("Pod with two terms: both matchFields and matchExpressions do not match",
-     required(term(fields=(expr(NAME, "In", "node1"),)), term(expr("foo", "In", "not-match-to-bar"))),
-     FOO_BAR, "node2", REASON),
-    ("Pod with two terms of node.Name affinity",
-     required(term(fields=(expr(NAME, "In", "node1"),)), term(fields=(expr(NAME, "In", "node2"),))),
-     {}, "node2", None),
-    ("Pod with two conflicting mach field requirements",
-     required(term(fields=(expr(NAME, "In", "node1"), expr(NAME, "In", "node2")))), FOO_BAR, "node2", REASON),
-    ("Matches node selector correctly even if PreFilter is not called",
-     selector(FOO_BAR), {"foo": "bar", "baz": "blah"}, "node", None),
-    ("Matches node affinity correctly even if PreFilter is not called",
-     required(term(expr("GPU", "Exists"), expr("GPU", "NotIn", "AMD", "INTER"))), GPU, "node", None),
+    (
+        "Pod with Affinity but nil NodeSelector will schedule onto a node",
+        pod("p", spec={"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": None}}}),
+        FOO_BAR,
+        "node",
+        None,
+    ),
+    (
+        "Pod with multiple matchExpressions ANDed that matches the existing node",
+        required(term(expr("GPU", "Exists"), expr("GPU", "NotIn", "AMD", "INTER"))),
+        GPU,
+        "node",
+        None,
+    ),
+    (
+        "Pod with multiple matchExpressions ANDed that doesn't match the existing node",
+        required(term(expr("GPU", "Exists"), expr("GPU", "In", "AMD", "INTER"))),
+        GPU,
+        "node",
+        REASON,
+    ),
+    (
+        "Pod with multiple NodeSelectorTerms ORed in affinity, matches the node's labels and will schedule onto the node",
+        required(term(expr("foo", "In", "bar", "value2")), term(expr("diffkey", "In", "wrong", "value2"))),
+        FOO_BAR,
+        "node",
+        None,
+    ),
+    (
+        "Pod with an Affinity and a PodSpec.NodeSelector(the old thing that we are deprecating) "
+        "both are satisfied, will schedule onto the node",
+        required(term(expr("foo", "Exists")), selector=FOO_BAR),
+        FOO_BAR,
+        "node",
+        None,
+    ),
+    (
+        "Pod with an Affinity matches node's labels but the PodSpec.NodeSelector(the old thing that we are deprecating) "
+        "is not satisfied, won't schedule onto the node",
+        required(term(expr("foo", "Exists")), selector=FOO_BAR),
+        {"foo": "barrrrrr"},
+        "node",
+        REASON,
+    ),
+    pytest.param(
+        required(term(expr("foo", "NotIn", "invalid value: ___@#$%^"))),
+        FOO_BAR,
+        "node",
+        REASON,
+        id=INVALID,
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="rulesched does not validate requirement values: "
+            "upstream's selector fails to parse and matches nothing; rulesched's NotIn "
+            "matches (rulesched/lang/builtins/matching.py, rulesched/model/parts.py)",
+        ),
+    ),
+    (
+        "Pod with matchFields using In operator that matches the existing node",
+        required(term(fields=(expr(NAME, "In", "node1"),))),
+        {},
+        "node1",
+        None,
+    ),
+    (
+        "Pod with matchFields using In operator that does not match the existing node",
+        required(term(fields=(expr(NAME, "In", "node1"),))),
+        {},
+        "node2",
+        REASON,
+    ),
+    (
+        "Pod with two terms: matchFields does not match, but matchExpressions matches",
+        required(term(fields=(expr(NAME, "In", "node1"), expr(NAME, "In", "node2"))), term(expr("foo", "In", "bar"))),
+        FOO_BAR,
+        "node2",
+        None,
+    ),
+    (
+        "Pod with one term: matchFields does not match, but matchExpressions matches",
+        required(term(expr("foo", "In", "bar"), fields=(expr(NAME, "In", "node1"),))),
+        FOO_BAR,
+        "node2",
+        REASON,
+    ),
+    (
+        "Pod with one term: both matchFields and matchExpressions match",
+        required(term(expr("foo", "In", "bar"), fields=(expr(NAME, "In", "node1"),))),
+        FOO_BAR,
+        "node1",
+        None,
+    ),
+    (
+        "Pod with two terms: both matchFields and matchExpressions do not match",
+        required(term(fields=(expr(NAME, "In", "node1"),)), term(expr("foo", "In", "not-match-to-bar"))),
+        FOO_BAR,
+        "node2",
+        REASON,
+    ),
+    (
+        "Pod with two terms of node.Name affinity",
+        required(term(fields=(expr(NAME, "In", "node1"),)), term(fields=(expr(NAME, "In", "node2"),))),
+        {},
+        "node2",
+        None,
+    ),
+    (
+        "Pod with two conflicting mach field requirements",
+        required(term(fields=(expr(NAME, "In", "node1"), expr(NAME, "In", "node2")))),
+        FOO_BAR,
+        "node2",
+        REASON,
+    ),
+    (
+        "Matches node selector correctly even if PreFilter is not called",
+        selector(FOO_BAR),
+        {"foo": "bar", "baz": "blah"},
+        "node",
+        None,
+    ),
+    (
+        "Matches node affinity correctly even if PreFilter is not called",
+        required(term(expr("GPU", "Exists"), expr("GPU", "NotIn", "AMD", "INTER"))),
+        GPU,
+        "node",
+        None,
+    ),
 ]
 
 
-@pytest.mark.parametrize(("incoming", "labels", "node_name", "want"),
-                         [pytest.param(*c[1:], id=c[0]) if isinstance(c[0], str) else c for c in FILTER])
-def test_node_affinity_filter(incoming: Any, labels: dict[str, str], node_name: str,
-                              want: tuple[str, ...] | None) -> None:
+@pytest.mark.parametrize(
+    ("incoming", "labels", "node_name", "want"),
+    [pytest.param(*c[1:], id=c[0]) if isinstance(c[0], str) else c for c in FILTER],
+)
+def test_node_affinity_filter(
+    incoming: Any, labels: dict[str, str], node_name: str, want: tuple[str, ...] | None
+) -> None:
     cluster = state([node(node_name, labels=labels)])
     assert filter_reasons(incoming, cluster, node_name, rule="NodeAffinity") == want
 
 
 def preferred(*weighted: tuple[int, dict[str, Any]]) -> Any:
-    return pod("p", spec={"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": w, "preference": t} for w, t in weighted]}}})
+    return pod(
+        "p",
+        spec={
+            "affinity": {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": w, "preference": t} for w, t in weighted
+                    ]
+                }
+            }
+        },
+    )
 
 
 LABEL1 = {"foo": "bar"}
@@ -133,23 +263,46 @@ LABEL3 = {"az": "az1"}
 LABEL4 = {"abc": "az11", "def": "az22"}
 LABEL5 = {"foo": "bar", "key": "value", "az": "az1"}
 AFFINITY1 = preferred((2, term(expr("foo", "In", "bar"))))
-AFFINITY2 = preferred((2, term(expr("foo", "In", "bar"))), (4, term(expr("key", "In", "value"))),
-                      (5, term(expr("foo", "In", "bar"), expr("key", "In", "value"), expr("az", "In", "az1"))))
+AFFINITY2 = preferred(
+    (2, term(expr("foo", "In", "bar"))),
+    (4, term(expr("key", "In", "value"))),
+    (5, term(expr("foo", "In", "bar"), expr("key", "In", "value"), expr("az", "In", "az1"))),
+)
 NO_AFFINITY = pod("p", annotations={})
 
 SCORE = [
-    ("all nodes are same priority as NodeAffinity is nil", NO_AFFINITY,
-     [("node1", LABEL1), ("node2", LABEL2), ("node3", LABEL3)], {"node1": 0, "node2": 0, "node3": 0}),
+    (
+        "all nodes are same priority as NodeAffinity is nil",
+        NO_AFFINITY,
+        [("node1", LABEL1), ("node2", LABEL2), ("node3", LABEL3)],
+        {"node1": 0, "node2": 0, "node3": 0},
+    ),
     # upstream checks that PreScore returns Skip; the outcome is that the plugin adds nothing
     ("Skip is returned in PreScore when NodeAffinity is nil", NO_AFFINITY, [("node1", LABEL1)], {"node1": 0}),
-    ("no node matches preferred scheduling requirements in NodeAffinity of pod so all nodes' priority is zero",
-     AFFINITY1, [("node1", LABEL4), ("node2", LABEL2), ("node3", LABEL3)], {"node1": 0, "node2": 0, "node3": 0}),
-    ("only node1 matches the preferred scheduling requirements of pod", AFFINITY1,
-     [("node1", LABEL1), ("node2", LABEL2), ("node3", LABEL3)], {"node1": 100, "node2": 0, "node3": 0}),
-    ("all nodes matches the preferred scheduling requirements of pod but with different priorities ", AFFINITY2,
-     [("node1", LABEL1), ("node5", LABEL5), ("node2", LABEL2)], {"node1": 18, "node5": 100, "node2": 36}),
-    ("calculate the priorities correctly even if PreScore is not called", AFFINITY2,
-     [("node1", LABEL1), ("node5", LABEL5), ("node2", LABEL2)], {"node1": 18, "node5": 100, "node2": 36}),
+    (
+        "no node matches preferred scheduling requirements in NodeAffinity of pod so all nodes' priority is zero",
+        AFFINITY1,
+        [("node1", LABEL4), ("node2", LABEL2), ("node3", LABEL3)],
+        {"node1": 0, "node2": 0, "node3": 0},
+    ),
+    (
+        "only node1 matches the preferred scheduling requirements of pod",
+        AFFINITY1,
+        [("node1", LABEL1), ("node2", LABEL2), ("node3", LABEL3)],
+        {"node1": 100, "node2": 0, "node3": 0},
+    ),
+    (
+        "all nodes matches the preferred scheduling requirements of pod but with different priorities ",
+        AFFINITY2,
+        [("node1", LABEL1), ("node5", LABEL5), ("node2", LABEL2)],
+        {"node1": 18, "node5": 100, "node2": 36},
+    ),
+    (
+        "calculate the priorities correctly even if PreScore is not called",
+        AFFINITY2,
+        [("node1", LABEL1), ("node5", LABEL5), ("node2", LABEL2)],
+        {"node1": 18, "node5": 100, "node2": 36},
+    ),
 ]
 
 

@@ -20,8 +20,11 @@ def new_pod(*ports: str, name: str = "p", node_name: str = "") -> Any:
     for p in ports:
         protocol, host_ip, host_port = p.split("/")
         container_ports.append({"hostIP": host_ip, "hostPort": int(host_port), "protocol": protocol})
-    return pod(name, spec={"containers": [{"name": "container", "image": "pause", "ports": container_ports}]},
-               node_name=node_name)
+    return pod(
+        name,
+        spec={"containers": [{"name": "container", "image": "pause", "ports": container_ports}]},
+        node_name=node_name,
+    )
 
 
 CASES = [
@@ -32,15 +35,27 @@ CASES = [
     ("different host ip", new_pod("TCP/127.0.0.1/8080"), ("TCP/127.0.0.2/8080",), None),
     ("different protocol", new_pod("UDP/127.0.0.1/8080"), ("TCP/127.0.0.1/8080",), None),
     ("second udp port conflict", new_pod("UDP/127.0.0.1/8000", "UDP/127.0.0.1/8080"), ("UDP/127.0.0.1/8080",), REASON),
-    ("first tcp port conflict", new_pod("TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"),
-     ("TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"), REASON),
+    (
+        "first tcp port conflict",
+        new_pod("TCP/127.0.0.1/8001", "UDP/127.0.0.1/8080"),
+        ("TCP/127.0.0.1/8001", "UDP/127.0.0.1/8081"),
+        REASON,
+    ),
     ("first tcp port conflict due to 0.0.0.0 hostIP", new_pod("TCP/0.0.0.0/8001"), ("TCP/127.0.0.1/8001",), REASON),
-    ("TCP hostPort conflict due to 0.0.0.0 hostIP", new_pod("TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"),
-     ("TCP/127.0.0.1/8001",), REASON),
+    (
+        "TCP hostPort conflict due to 0.0.0.0 hostIP",
+        new_pod("TCP/10.0.10.10/8001", "TCP/0.0.0.0/8001"),
+        ("TCP/127.0.0.1/8001",),
+        REASON,
+    ),
     ("second tcp port conflict to 0.0.0.0 hostIP", new_pod("TCP/127.0.0.1/8001"), ("TCP/0.0.0.0/8001",), REASON),
     ("second different protocol", new_pod("UDP/127.0.0.1/8001"), ("TCP/0.0.0.0/8001",), None),
-    ("UDP hostPort conflict due to 0.0.0.0 hostIP", new_pod("UDP/127.0.0.1/8001"),
-     ("TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"), REASON),
+    (
+        "UDP hostPort conflict due to 0.0.0.0 hostIP",
+        new_pod("UDP/127.0.0.1/8001"),
+        ("TCP/0.0.0.0/8001", "UDP/0.0.0.0/8001"),
+        REASON,
+    ),
 ]
 
 

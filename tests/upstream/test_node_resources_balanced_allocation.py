@@ -43,22 +43,51 @@ def make_node(name: str, milli_cpu: int, memory: int) -> Any:
 SCHEDULED = [("node1", CPU_ONLY), ("node2", CPU_AND_MEMORY)]
 
 CASES = [
-    ("nothing scheduled, resources requested, differently sized nodes", CPU_AND_MEMORY,
-     [("node1", 4000, 10000), ("node2", 6000, 10000)], [], {"node1": 87, "node2": 100}),
-    ("resources requested, pods scheduled with resources", CPU_AND_MEMORY,
-     [("node1", 10000, 20000), ("node2", 10000, 20000)], SCHEDULED, {"node1": 82, "node2": 95}),
-    ("resources requested, pods scheduled with resources, differently sized nodes", CPU_AND_MEMORY,
-     [("node1", 10000, 20000), ("node2", 10000, 50000)], SCHEDULED, {"node1": 82, "node2": 80}),
-    ("requested resources at node capacity", CPU_ONLY,
-     [("node1", 6000, 10000), ("node2", 6000, 10000)], SCHEDULED, {"node1": 50, "node2": 75}),
-    ("resources requested, pods scheduled with resources if PreScore not called", CPU_AND_MEMORY,
-     [("node1", 10000, 20000), ("node2", 10000, 20000)], SCHEDULED, {"node1": 82, "node2": 95}),
+    (
+        "nothing scheduled, resources requested, differently sized nodes",
+        CPU_AND_MEMORY,
+        [("node1", 4000, 10000), ("node2", 6000, 10000)],
+        [],
+        {"node1": 87, "node2": 100},
+    ),
+    (
+        "resources requested, pods scheduled with resources",
+        CPU_AND_MEMORY,
+        [("node1", 10000, 20000), ("node2", 10000, 20000)],
+        SCHEDULED,
+        {"node1": 82, "node2": 95},
+    ),
+    (
+        "resources requested, pods scheduled with resources, differently sized nodes",
+        CPU_AND_MEMORY,
+        [("node1", 10000, 20000), ("node2", 10000, 50000)],
+        SCHEDULED,
+        {"node1": 82, "node2": 80},
+    ),
+    (
+        "requested resources at node capacity",
+        CPU_ONLY,
+        [("node1", 6000, 10000), ("node2", 6000, 10000)],
+        SCHEDULED,
+        {"node1": 50, "node2": 75},
+    ),
+    (
+        "resources requested, pods scheduled with resources if PreScore not called",
+        CPU_AND_MEMORY,
+        [("node1", 10000, 20000), ("node2", 10000, 20000)],
+        SCHEDULED,
+        {"node1": 82, "node2": 95},
+    ),
 ]
 
 
 @pytest.mark.parametrize(("containers", "nodes", "scheduled", "want"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
-def test_balanced_allocation(containers: list[dict[str, Any]], nodes: list[tuple[str, int, int]],
-                             scheduled: list[tuple[str, list[dict[str, Any]]]], want: dict[str, int]) -> None:
+def test_balanced_allocation(
+    containers: list[dict[str, Any]],
+    nodes: list[tuple[str, int, int]],
+    scheduled: list[tuple[str, list[dict[str, Any]]]],
+    want: dict[str, int],
+) -> None:
     pods = [mkpod(c, name=f"existing{i}", node_name=n) for i, (n, c) in enumerate(scheduled)]
     cluster = state([make_node(*n) for n in nodes], pods)
     assert normalized_scores(mkpod(containers), cluster, RULE) == want

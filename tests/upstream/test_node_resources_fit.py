@@ -40,8 +40,14 @@ def r(cpu: int = 0, mem: int = 0, eph: int = 0, **scalars: int) -> dict[str, str
     return requests
 
 
-def rpod(*usage: dict[str, str], init: tuple[dict[str, str], ...] = (), overhead: dict[str, str] | None = None,
-         pod_level: dict[str, str] | None = None, name: str = "p", node_name: str = "") -> Any:
+def rpod(
+    *usage: dict[str, str],
+    init: tuple[dict[str, str], ...] = (),
+    overhead: dict[str, str] | None = None,
+    pod_level: dict[str, str] | None = None,
+    name: str = "p",
+    node_name: str = "",
+) -> Any:
     spec: dict[str, Any] = {
         "containers": [{"name": f"c{i}", "resources": {"requests": u}} for i, u in enumerate(usage)],
         "initContainers": [{"name": f"i{i}", "resources": {"requests": u}} for i, u in enumerate(init)],
@@ -57,8 +63,12 @@ def rpod(*usage: dict[str, str], init: tuple[dict[str, str], ...] = (), overhead
 ALLOCATABLE = {"cpu": "10m", "memory": "20", "pods": "32", A: "5", "ephemeral-storage": "20", HP: "5"}
 
 
-def check(incoming: Any, existing: tuple[dict[str, str], ...] | None, allocatable: dict[str, str],
-          want: tuple[str, ...] | None) -> None:
+def check(
+    incoming: Any,
+    existing: tuple[dict[str, str], ...] | None,
+    allocatable: dict[str, str],
+    want: tuple[str, ...] | None,
+) -> None:
     pods = [] if existing is None else [rpod(*existing, name="existing", node_name="node")]
     cluster = state([node("node", allocatable=allocatable)], pods)
     assert filter_reasons(incoming, cluster, "node", rule="NodeResourcesFit") == want
@@ -79,18 +89,38 @@ def ins(name: str) -> tuple[str, ...]:
 ENOUGH = [
     ("no resources requested always fits", rpod(), (r(10, 20),), None),
     # written memory-first: upstream's ResourceList is a Go map and reasons still come cpu-first
-    ("too many resources fails", rpod({"memory": "1", "ephemeral-storage": "0", "pods": "0", "cpu": "1m"}),
-     (r(10, 20),), ("Insufficient cpu", "Insufficient memory")),
+    (
+        "too many resources fails",
+        rpod({"memory": "1", "ephemeral-storage": "0", "pods": "0", "cpu": "1m"}),
+        (r(10, 20),),
+        ("Insufficient cpu", "Insufficient memory"),
+    ),
     ("too many resources fails due to init container cpu", rpod(r(1, 1), init=(r(3, 1),)), (r(8, 19),), cpu()),
-    ("too many resources fails due to highest init container cpu",
-     rpod(r(1, 1), init=(r(3, 1), r(2, 1))), (r(8, 19),), cpu()),
+    (
+        "too many resources fails due to highest init container cpu",
+        rpod(r(1, 1), init=(r(3, 1), r(2, 1))),
+        (r(8, 19),),
+        cpu(),
+    ),
     ("too many resources fails due to init container memory", rpod(r(1, 1), init=(r(1, 3),)), (r(9, 19),), mem()),
-    ("too many resources fails due to highest init container memory",
-     rpod(r(1, 1), init=(r(1, 3), r(1, 2))), (r(9, 19),), mem()),
-    ("init container fits because it's the max, not sum, of containers and init containers",
-     rpod(r(1, 1), init=(r(1, 1),)), (r(9, 19),), None),
-    ("multiple init containers fit because it's the max, not sum, of containers and init containers",
-     rpod(r(1, 1), init=(r(1, 1), r(1, 1))), (r(9, 19),), None),
+    (
+        "too many resources fails due to highest init container memory",
+        rpod(r(1, 1), init=(r(1, 3), r(1, 2))),
+        (r(9, 19),),
+        mem(),
+    ),
+    (
+        "init container fits because it's the max, not sum, of containers and init containers",
+        rpod(r(1, 1), init=(r(1, 1),)),
+        (r(9, 19),),
+        None,
+    ),
+    (
+        "multiple init containers fit because it's the max, not sum, of containers and init containers",
+        rpod(r(1, 1), init=(r(1, 1), r(1, 1))),
+        (r(9, 19),),
+        None,
+    ),
     ("both resources fit", rpod(r(1, 1)), (r(5, 5),), None),
     ("one resource memory fits", rpod(r(2, 1)), (r(9, 5),), cpu()),
     ("one resource cpu fits", rpod(r(1, 2)), (r(5, 19),), mem()),
@@ -99,46 +129,101 @@ ENOUGH = [
     ("extended resource fits", rpod(r(**{A: 1})), (r(),), None),
     ("extended resource fits for init container", rpod(r(), init=(r(**{A: 1}),)), (r(),), None),
     ("extended resource capacity enforced", rpod(r(1, 1, **{A: 10})), (r(0, 0, **{A: 0}),), ins(A)),
-    ("extended resource capacity enforced for init container",
-     rpod(r(), init=(r(1, 1, **{A: 10}),)), (r(0, 0, **{A: 0}),), ins(A)),
+    (
+        "extended resource capacity enforced for init container",
+        rpod(r(), init=(r(1, 1, **{A: 10}),)),
+        (r(0, 0, **{A: 0}),),
+        ins(A),
+    ),
     ("extended resource allocatable enforced", rpod(r(1, 1, **{A: 1})), (r(0, 0, **{A: 5}),), ins(A)),
-    ("extended resource allocatable enforced for init container",
-     rpod(r(), init=(r(1, 1, **{A: 1}),)), (r(0, 0, **{A: 5}),), ins(A)),
-    ("extended resource allocatable enforced for multiple containers",
-     rpod(r(1, 1, **{A: 3}), r(1, 1, **{A: 3})), (r(0, 0, **{A: 2}),), ins(A)),
-    ("extended resource allocatable admits multiple init containers",
-     rpod(r(), init=(r(1, 1, **{A: 3}), r(1, 1, **{A: 3}))), (r(0, 0, **{A: 2}),), None),
-    ("extended resource allocatable enforced for multiple init containers",
-     rpod(r(), init=(r(1, 1, **{A: 6}), r(1, 1, **{A: 3}))), (r(0, 0, **{A: 2}),), ins(A)),
+    (
+        "extended resource allocatable enforced for init container",
+        rpod(r(), init=(r(1, 1, **{A: 1}),)),
+        (r(0, 0, **{A: 5}),),
+        ins(A),
+    ),
+    (
+        "extended resource allocatable enforced for multiple containers",
+        rpod(r(1, 1, **{A: 3}), r(1, 1, **{A: 3})),
+        (r(0, 0, **{A: 2}),),
+        ins(A),
+    ),
+    (
+        "extended resource allocatable admits multiple init containers",
+        rpod(r(), init=(r(1, 1, **{A: 3}), r(1, 1, **{A: 3}))),
+        (r(0, 0, **{A: 2}),),
+        None,
+    ),
+    (
+        "extended resource allocatable enforced for multiple init containers",
+        rpod(r(), init=(r(1, 1, **{A: 6}), r(1, 1, **{A: 3}))),
+        (r(0, 0, **{A: 2}),),
+        ins(A),
+    ),
     ("extended resource allocatable enforced for unknown resource", rpod(r(1, 1, **{B: 1})), (r(),), ins(B)),
-    ("extended resource allocatable enforced for unknown resource for init container",
-     rpod(r(), init=(r(1, 1, **{B: 1}),)), (r(),), ins(B)),
+    (
+        "extended resource allocatable enforced for unknown resource for init container",
+        rpod(r(), init=(r(1, 1, **{B: 1}),)),
+        (r(),),
+        ins(B),
+    ),
     ("kubernetes.io resource capacity enforced", rpod(r(1, 1, **{K8S_A: 10})), (r(),), ins(K8S_A)),
-    ("kubernetes.io resource capacity enforced for init container",
-     rpod(r(), init=(r(1, 1, **{K8S_B: 10}),)), (r(),), ins(K8S_B)),
+    (
+        "kubernetes.io resource capacity enforced for init container",
+        rpod(r(), init=(r(1, 1, **{K8S_B: 10}),)),
+        (r(),),
+        ins(K8S_B),
+    ),
     ("hugepages resource capacity enforced", rpod(r(1, 1, **{HP: 10})), (r(0, 0, **{HP: 0}),), ins(HP)),
-    ("hugepages resource capacity enforced for init container",
-     rpod(r(), init=(r(1, 1, **{HP: 10}),)), (r(0, 0, **{HP: 0}),), ins(HP)),
-    ("hugepages resource allocatable enforced for multiple containers",
-     rpod(r(1, 1, **{HP: 3}), r(1, 1, **{HP: 3})), (r(0, 0, **{HP: 2}),), ins(HP)),
+    (
+        "hugepages resource capacity enforced for init container",
+        rpod(r(), init=(r(1, 1, **{HP: 10}),)),
+        (r(0, 0, **{HP: 0}),),
+        ins(HP),
+    ),
+    (
+        "hugepages resource allocatable enforced for multiple containers",
+        rpod(r(1, 1, **{HP: 3}), r(1, 1, **{HP: 3})),
+        (r(0, 0, **{HP: 2}),),
+        ins(HP),
+    ),
     ("resources + pod overhead fits", rpod(r(1, 1), overhead={"cpu": "3m", "memory": "13"}), (r(5, 5),), None),
-    ("requests + overhead does not fit for memory",
-     rpod(r(1, 1), overhead={"cpu": "1m", "memory": "15"}), (r(5, 5),), mem()),
-    ("skip checking extended resource request with quantity zero via resource groups",
-     rpod(r(1, 1, **{A: 0})), (r(0, 0, **{A: 6}),), None),
+    (
+        "requests + overhead does not fit for memory",
+        rpod(r(1, 1), overhead={"cpu": "1m", "memory": "15"}),
+        (r(5, 5),),
+        mem(),
+    ),
+    (
+        "skip checking extended resource request with quantity zero via resource groups",
+        rpod(r(1, 1, **{A: 0})),
+        (r(0, 0, **{A: 6}),),
+        None,
+    ),
     # podLevelResourcesEnabled: true from here on (PodLevelResources is on by default)
     ("skip checking resource request with quantity zero", rpod(r(**{A: 1})), (r(20, 30, **{A: 1}),), None),
-    ("both pod-level and container-level resources fit",
-     rpod(r(1, 1), pod_level={"cpu": "1m", "memory": "2"}), (r(5, 5),), None),
+    (
+        "both pod-level and container-level resources fit",
+        rpod(r(1, 1), pod_level={"cpu": "1m", "memory": "2"}),
+        (r(5, 5),),
+        None,
+    ),
     ("pod-level cpu resource not fit", rpod(r(1, 1), pod_level={"cpu": "7m", "memory": "2"}), (r(5, 5),), cpu()),
-    ("pod-level memory resource not fit",
-     rpod(r(1, 1), pod_level={"cpu": "3m", "memory": "2"}), (r(5, 19),), mem()),
+    ("pod-level memory resource not fit", rpod(r(1, 1), pod_level={"cpu": "3m", "memory": "2"}), (r(5, 19),), mem()),
     ("pod-level hugepages resource fit", rpod(pod_level={"cpu": "3m", "memory": "2", HP: "5"}), None, None),
-    ("both pod-level and container-level hugepages resource fit",
-     rpod(r(1, 1, **{HP: 3}), pod_level={"cpu": "3m", "memory": "2", HP: "5"}), None, None),
+    (
+        "both pod-level and container-level hugepages resource fit",
+        rpod(r(1, 1, **{HP: 3}), pod_level={"cpu": "3m", "memory": "2", HP: "5"}),
+        None,
+        None,
+    ),
     ("pod-level hugepages resource not fit", rpod(pod_level={"cpu": "3m", "memory": "2", HP: "10"}), None, ins(HP)),
-    ("one pod-level cpu resource fits and all init and non-init containers resources fit",
-     rpod(r(1, 1), init=(r(1, 1),), pod_level={"cpu": "3m", "memory": "2"}), (r(5, 19),), mem()),
+    (
+        "one pod-level cpu resource fits and all init and non-init containers resources fit",
+        rpod(r(1, 1), init=(r(1, 1),), pod_level={"cpu": "3m", "memory": "2"}),
+        (r(5, 19),),
+        mem(),
+    ),
     # draExtendedResourceEnabled: false
     ("extended resource backed by DRA not enabled", rpod(r(1, 1, **{DRA: 1})), (r(),), ins(DRA)),
 ]
@@ -151,14 +236,18 @@ def test_enough_requests(incoming: Any, existing: Any, want: tuple[str, ...] | N
 
 # makeAllocatableResources(10, 20, 1, 0, 0, 0): room for one pod, which is already there
 NOT_ENOUGH = [
-    ("even without specified resources, predicate fails when there's no space for additional pod",
-     rpod(), (r(10, 20),)),
-    ("even if both resources fit, predicate fails when there's no space for additional pod",
-     rpod(r(1, 1)), (r(5, 5),)),
-    ("even for equal edge case, predicate fails when there's no space for additional pod",
-     rpod(r(5, 1)), (r(5, 19),)),
-    ("even for equal edge case, predicate fails when there's no space for additional pod due to init container",
-     rpod(r(5, 1), init=(r(5, 1),)), (r(5, 19),)),
+    (
+        "even without specified resources, predicate fails when there's no space for additional pod",
+        rpod(),
+        (r(10, 20),),
+    ),
+    ("even if both resources fit, predicate fails when there's no space for additional pod", rpod(r(1, 1)), (r(5, 5),)),
+    ("even for equal edge case, predicate fails when there's no space for additional pod", rpod(r(5, 1)), (r(5, 19),)),
+    (
+        "even for equal edge case, predicate fails when there's no space for additional pod due to init container",
+        rpod(r(5, 1), init=(r(5, 1),)),
+        (r(5, 19),),
+    ),
 ]
 
 
@@ -170,8 +259,12 @@ def test_not_enough_requests(incoming: Any, existing: Any) -> None:
 
 STORAGE = [
     ("empty storage requested, and pod fits", rpod(r(1, 1)), (r(2, 10),), None),
-    ("storage ephemeral local storage request exceeds allocatable", rpod(r(eph=25)), (r(2, 2),),
-     ins("ephemeral-storage")),
+    (
+        "storage ephemeral local storage request exceeds allocatable",
+        rpod(r(eph=25)),
+        (r(2, 2),),
+        ins("ephemeral-storage"),
+    ),
     ("ephemeral local storage is sufficient", rpod(r(eph=5)), (r(2, 2, eph=10),), None),
     ("pod fits", rpod(r(eph=10)), (r(2, 2),), None),
 ]
@@ -196,15 +289,27 @@ def sidecar_pod(request: str | None = None, sidecar: str | None = None, with_sid
 
 
 RESTARTABLE = [
-    ("allow pod without restartable init containers if sidecar containers is disabled",
-     sidecar_pod(with_sidecar=False), None),
-    ("allow pod without restartable init containers if sidecar containers is enabled",
-     sidecar_pod(with_sidecar=False), None),
+    (
+        "allow pod without restartable init containers if sidecar containers is disabled",
+        sidecar_pod(with_sidecar=False),
+        None,
+    ),
+    (
+        "allow pod without restartable init containers if sidecar containers is enabled",
+        sidecar_pod(with_sidecar=False),
+        None,
+    ),
     ("allow pod with restartable init containers if sidecar containers is enabled", sidecar_pod(), None),
-    ("allow pod if the total requested resources do not exceed the node's allocatable resources",
-     sidecar_pod("1m", "1m"), None),
-    ("not allow pod if the total requested resources do exceed the node's allocatable resources",
-     sidecar_pod("1m", "2m"), cpu()),
+    (
+        "allow pod if the total requested resources do not exceed the node's allocatable resources",
+        sidecar_pod("1m", "1m"),
+        None,
+    ),
+    (
+        "not allow pod if the total requested resources do exceed the node's allocatable resources",
+        sidecar_pod("1m", "2m"),
+        cpu(),
+    ),
 ]
 
 

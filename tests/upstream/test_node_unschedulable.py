@@ -12,12 +12,19 @@ import pytest
 from tests.upstream.harness import filter_reasons, node, pod, state
 
 CASES = [
-    ("Does not schedule pod to unschedulable node (node.Spec.Unschedulable==true)", pod("p"), True,
-     ("node(s) were unschedulable",)),
+    (
+        "Does not schedule pod to unschedulable node (node.Spec.Unschedulable==true)",
+        pod("p"),
+        True,
+        ("node(s) were unschedulable",),
+    ),
     ("Schedule pod to normal node", pod("p"), False, None),
-    ("Schedule pod with toleration to unschedulable node (node.Spec.Unschedulable==true)",
-     pod("p", spec={"tolerations": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}),
-     True, None),
+    (
+        "Schedule pod with toleration to unschedulable node (node.Spec.Unschedulable==true)",
+        pod("p", spec={"tolerations": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}),
+        True,
+        None,
+    ),
 ]
 
 

@@ -69,7 +69,9 @@ def _sig(params: Sequence[Type], result: Type) -> Check:
         for i, (arg, param) in enumerate(zip(args, params, strict=True), 1):
             if not fits(arg, param):
                 return f"argument {i} must be {param}, not {arg}"
-        coercions = tuple(TO_MILLI if p == QUANTITY and a == NUMBER else None for a, p in zip(args, params, strict=True))
+        coercions = tuple(
+            TO_MILLI if p == QUANTITY and a == NUMBER else None for a, p in zip(args, params, strict=True)
+        )
         return result, coercions
 
     return check
@@ -147,10 +149,20 @@ BUILTINS: dict[str, Builtin] = {
     b.name: b
     for b in [
         Builtin("len", _check_len, len, "len(list | map | string) -> number", "Number of elements or characters."),
-        Builtin("has", _sig([MapOf(ANY), STRING], BOOL), lambda m, k: k in m, "has(map, key) -> bool",
-                "Whether the map has the key (an empty value counts as present)."),
-        Builtin("keys", _sig([MapOf(ANY)], ListOf(STRING)), lambda m: tuple(m), "keys(map) -> list of string",
-                "The map's keys."),
+        Builtin(
+            "has",
+            _sig([MapOf(ANY), STRING], BOOL),
+            lambda m, k: k in m,
+            "has(map, key) -> bool",
+            "Whether the map has the key (an empty value counts as present).",
+        ),
+        Builtin(
+            "keys",
+            _sig([MapOf(ANY)], ListOf(STRING)),
+            lambda m: tuple(m),
+            "keys(map) -> list of string",
+            "The map's keys.",
+        ),
         Builtin("lower", _sig([STRING], STRING), str.lower, "lower(string) -> string", "Lower case."),
         Builtin("upper", _sig([STRING], STRING), str.upper, "upper(string) -> string", "Upper case."),
         Builtin("startswith", _sig([STRING, STRING], BOOL), str.startswith, "startswith(s, prefix) -> bool", ""),
@@ -163,44 +175,105 @@ BUILTINS: dict[str, Builtin] = {
         Builtin("ceil", _sig([NUMBER], NUMBER), math.ceil, "ceil(number) -> number", ""),
         Builtin("min", _check_extreme, min, "min(a, b, ...) -> smallest", ""),
         Builtin("max", _check_extreme, max, "max(a, b, ...) -> largest", ""),
-        Builtin("number", _check_number, lambda x: x, "number(quantity | duration) -> number",
-                "A quantity in whole units (500m is 0.5), a duration in seconds."),
-        Builtin("quantity", _check_quantity, _quantity, "quantity(string | number) -> quantity",
-                "Parse a Kubernetes quantity, e.g. from an annotation; 0 when it is not one."),
+        Builtin(
+            "number",
+            _check_number,
+            lambda x: x,
+            "number(quantity | duration) -> number",
+            "A quantity in whole units (500m is 0.5), a duration in seconds.",
+        ),
+        Builtin(
+            "quantity",
+            _check_quantity,
+            _quantity,
+            "quantity(string | number) -> quantity",
+            "Parse a Kubernetes quantity, e.g. from an annotation; 0 when it is not one.",
+        ),
         Builtin("seconds", _sig([DURATION], NUMBER), lambda d: d, "seconds(duration) -> number", ""),
-        Builtin("matches", _sig([schema.LABEL_SELECTOR, MapOf(STRING)], BOOL), label_selector_matches,
-                "matches(label selector, labels) -> bool", "metav1.LabelSelector matching."),
-        Builtin("term_matches", _sig([schema.NODE_SELECTOR_TERM, schema.NODE], BOOL), node_selector_term_matches,
-                "term_matches(node selector term, node) -> bool",
-                "NodeSelectorTerm matching: In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields."),
-        Builtin("tolerates", _sig([schema.TOLERATION, schema.TAINT], BOOL), tolerates,
-                "tolerates(toleration, taint) -> bool", "Whether one toleration tolerates a taint."),
-        Builtin("tolerated", _sig([schema.TAINT, ListOf(schema.TOLERATION)], BOOL), tolerated,
-                "tolerated(taint, tolerations) -> bool", "Whether any of the tolerations tolerates the taint."),
-        Builtin("subset", _sig([MapOf(STRING), MapOf(STRING)], BOOL), subset, "subset(map, map) -> bool",
-                "Whether every key of the first map has the same value in the second (nodeSelector)."),
-        Builtin("ports_conflict", _sig([ListOf(schema.PORT), ListOf(schema.PORT)], BOOL), ports_conflict,
-                "ports_conflict(wanted ports, used ports) -> bool", "Host port conflicts, 0.0.0.0 overlapping all."),
+        Builtin(
+            "matches",
+            _sig([schema.LABEL_SELECTOR, MapOf(STRING)], BOOL),
+            label_selector_matches,
+            "matches(label selector, labels) -> bool",
+            "metav1.LabelSelector matching.",
+        ),
+        Builtin(
+            "term_matches",
+            _sig([schema.NODE_SELECTOR_TERM, schema.NODE], BOOL),
+            node_selector_term_matches,
+            "term_matches(node selector term, node) -> bool",
+            "NodeSelectorTerm matching: In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields.",
+        ),
+        Builtin(
+            "tolerates",
+            _sig([schema.TOLERATION, schema.TAINT], BOOL),
+            tolerates,
+            "tolerates(toleration, taint) -> bool",
+            "Whether one toleration tolerates a taint.",
+        ),
+        Builtin(
+            "tolerated",
+            _sig([schema.TAINT, ListOf(schema.TOLERATION)], BOOL),
+            tolerated,
+            "tolerated(taint, tolerations) -> bool",
+            "Whether any of the tolerations tolerates the taint.",
+        ),
+        Builtin(
+            "subset",
+            _sig([MapOf(STRING), MapOf(STRING)], BOOL),
+            subset,
+            "subset(map, map) -> bool",
+            "Whether every key of the first map has the same value in the second (nodeSelector).",
+        ),
+        Builtin(
+            "ports_conflict",
+            _sig([ListOf(schema.PORT), ListOf(schema.PORT)], BOOL),
+            ports_conflict,
+            "ports_conflict(wanted ports, used ports) -> bool",
+            "Host port conflicts, 0.0.0.0 overlapping all.",
+        ),
     ]
 }
 
+
 def _topology(name: str, result: Type, doc: str) -> Builtin:
-    return Builtin(name, _sig([schema.NODE], result), getattr(topology, name), f"{name}(node) -> {result}", doc,
-                   context=True, pod_fields=topology.POD_FIELDS, version=topology.VERSIONS[name], moves=topology.MOVES[name],
-                   domain=topology.DOMAINS.get(name))
+    return Builtin(
+        name,
+        _sig([schema.NODE], result),
+        getattr(topology, name),
+        f"{name}(node) -> {result}",
+        doc,
+        context=True,
+        pod_fields=topology.POD_FIELDS,
+        version=topology.VERSIONS[name],
+        moves=topology.MOVES[name],
+        domain=topology.DOMAINS.get(name),
+    )
 
 
-BUILTINS.update({b.name: b for b in [
-    _topology("pod_affinity_ok", BOOL, "The pod's required pod affinity holds on the node (InterPodAffinity)."),
-    _topology("pod_anti_affinity_ok", BOOL, "The pod's required pod anti-affinity holds on the node."),
-    _topology("existing_anti_affinity_ok", BOOL, "No existing pod's required anti-affinity rejects the pod there."),
-    _topology("inter_pod_affinity_score", NUMBER, "Summed preferred (anti-)affinity weights of the node's domains."),
-    _topology("spread_missing_label", BOOL,
-              "The first DoNotSchedule constraint the node fails, it fails for lack of its topology key."),
-    _topology("spread_ok", BOOL, "Every DoNotSchedule topology spread constraint's skew holds on the node."),
-    _topology("spread_score", NUMBER, "PodTopologySpread's score for ScheduleAnyway constraints; -1: ignored."),
-    _topology("image_locality", NUMBER, "ImageLocality's 0..100 score for the pod's images on the node."),
-]})
+BUILTINS.update(
+    {
+        b.name: b
+        for b in [
+            _topology("pod_affinity_ok", BOOL, "The pod's required pod affinity holds on the node (InterPodAffinity)."),
+            _topology("pod_anti_affinity_ok", BOOL, "The pod's required pod anti-affinity holds on the node."),
+            _topology(
+                "existing_anti_affinity_ok", BOOL, "No existing pod's required anti-affinity rejects the pod there."
+            ),
+            _topology(
+                "inter_pod_affinity_score", NUMBER, "Summed preferred (anti-)affinity weights of the node's domains."
+            ),
+            _topology(
+                "spread_missing_label",
+                BOOL,
+                "The first DoNotSchedule constraint the node fails, it fails for lack of its topology key.",
+            ),
+            _topology("spread_ok", BOOL, "Every DoNotSchedule topology spread constraint's skew holds on the node."),
+            _topology("spread_score", NUMBER, "PodTopologySpread's score for ScheduleAnyway constraints; -1: ignored."),
+            _topology("image_locality", NUMBER, "ImageLocality's 0..100 score for the pod's images on the node."),
+        ]
+    }
+)
 
 # number(q) is coerced by the checker (TO_NUMBER), so its implementation is the identity; keep
 # the import used where a caller wants the conversion directly.

@@ -52,8 +52,9 @@ def resolve(owner: Pod, term: PodAffinityTerm, weight: int = 0) -> Term:
         namespaces.add(owner.namespace)  # no namespaces and no selector: the owner's namespace
     selector = term.label_selector
     extra = [LabelSelectorRequirement(k, "In", (owner.labels[k],)) for k in term.match_label_keys if k in owner.labels]
-    extra += [LabelSelectorRequirement(k, "NotIn", (owner.labels[k],)) for k in term.mismatch_label_keys
-              if k in owner.labels]
+    extra += [
+        LabelSelectorRequirement(k, "NotIn", (owner.labels[k],)) for k in term.mismatch_label_keys if k in owner.labels
+    ]
     if extra and selector is not None:
         selector = LabelSelector(selector.match_labels, (*selector.match_expressions, *extra))
     return Term(term.topology_key, selector, frozenset(namespaces), term.namespace_selector, weight)
@@ -112,6 +113,7 @@ def _existing_anti_index(ctx: EvalContext, namespaces: Namespaces) -> PodSum:
 
 def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], namespaces: Namespaces) -> Mapping[Pair, int]:
     """Pairs of the terms' keys on nodes running pods that match every term."""
+
     def contribute(other: Pod, node: Any, add: Add) -> None:
         if _matches_all(other, terms, namespaces):
             labels = node.labels
@@ -125,6 +127,7 @@ def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], namespaces: Name
 
 def _anti_counts(ctx: EvalContext, terms: tuple[Term, ...], namespaces: Namespaces) -> Mapping[Pair, int]:
     """Pairs of each term's key on nodes running pods that term matches."""
+
     def contribute(other: Pod, node: Any, add: Add) -> None:
         labels = node.labels
         for term in terms:
@@ -147,10 +150,12 @@ def _affinity_state(ctx: EvalContext) -> _AffinityState:
         state = _AffinityState(affinity_terms, anti_terms, _NOTHING, _NOTHING, _NOTHING)
     else:
         state = _AffinityState(
-            affinity_terms, anti_terms,
+            affinity_terms,
+            anti_terms,
             _affinity_counts(ctx, affinity_terms, cluster.namespaces) if affinity_terms else _NOTHING,
             _anti_counts(ctx, anti_terms, cluster.namespaces) if anti_terms else _NOTHING,
-            existing.counts)
+            existing.counts,
+        )
     ctx.scratch["interpod"] = state
     return state
 
@@ -224,8 +229,9 @@ def score_index(ctx: EvalContext) -> PodSum | None:
     return index
 
 
-def _score_pair(pod: Pod, other: Pod, labels: Mapping[str, str], incoming: Sequence[Term], add: Add,
-                namespaces: Namespaces) -> None:
+def _score_pair(
+    pod: Pod, other: Pod, labels: Mapping[str, str], incoming: Sequence[Term], add: Add, namespaces: Namespaces
+) -> None:
     def count(term: Term, target: Pod, weight: int) -> None:
         if weight and term.topology_key in labels and term.matches(target, namespaces):
             add((term.topology_key, labels[term.topology_key]), weight)

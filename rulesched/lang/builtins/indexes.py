@@ -90,8 +90,12 @@ class ForkedIndexes(MutableMapping[Any, Any]):
             return self._own[key]
         entry = self._base.get(key)
         snapshot = self._snapshot
-        if (entry is None or entry.history is not snapshot.history
-                or entry.node_generation != snapshot.node_generation or entry.position > snapshot.pod_position):
+        if (
+            entry is None
+            or entry.history is not snapshot.history
+            or entry.node_generation != snapshot.node_generation
+            or entry.position > snapshot.pod_position
+        ):
             return default
         if entry.position < snapshot.pod_position:
             changes = snapshot.pod_changes(entry.position)

@@ -40,9 +40,17 @@ class _Constraint:
 
 def _constraints(pod: Pod, mode: str) -> tuple[_Constraint, ...]:
     return tuple(
-        _Constraint(c.max_skew, c.topology_key, _with_label_keys(pod, c), c.min_domains,
-                    c.node_affinity_policy != "Ignore", c.node_taints_policy == "Honor")
-        for c in pod.topology_spread_constraints if c.when_unsatisfiable == mode)
+        _Constraint(
+            c.max_skew,
+            c.topology_key,
+            _with_label_keys(pod, c),
+            c.min_domains,
+            c.node_affinity_policy != "Ignore",
+            c.node_taints_policy == "Honor",
+        )
+        for c in pod.topology_spread_constraints
+        if c.when_unsatisfiable == mode
+    )
 
 
 def _with_label_keys(pod: Pod, c: TopologySpreadConstraint) -> LabelSelector | None:
@@ -101,8 +109,7 @@ class _DomainCounts:
             for c, inc, domains in zip(constraints, included, counts, strict=True):
                 if inc:
                     value = labels[c.topology_key]
-                    domains[value] = domains.get(value, 0) + _count_matching(node.pods, c.selector,
-                                                                             owner.namespace)
+                    domains[value] = domains.get(value, 0) + _count_matching(node.pods, c.selector, owner.namespace)
 
     def fork(self) -> _DomainCounts:
         twin = _DomainCounts(self._owner, self._constraints)
@@ -125,9 +132,13 @@ def _domain_counts(ctx: EvalContext, mode: str, constraints: tuple[_Constraint, 
     pod = ctx.pod
     affinity = any(c.honor_affinity for c in constraints)
     key: Hashable = (
-        "spread", mode, pod.namespace, constraints,
+        "spread",
+        mode,
+        pod.namespace,
+        constraints,
         (frozenset(pod.node_selector.items()), pod.required_node_affinity) if affinity else None,
-        pod.tolerations if any(c.honor_taints for c in constraints) else None)
+        pod.tolerations if any(c.honor_taints for c in constraints) else None,
+    )
     return current(ctx, key, lambda: _DomainCounts(pod, constraints)).counts
 
 
@@ -153,8 +164,9 @@ def _spread_checks(ctx: EvalContext) -> tuple[_Check, ...]:
     if not constraints:
         checks = ()
     else:
-        counts = (_domain_counts(ctx, "DoNotSchedule", constraints) if ctx.cluster is not None
-                  else [{} for _ in constraints])
+        counts = (
+            _domain_counts(ctx, "DoNotSchedule", constraints) if ctx.cluster is not None else [{} for _ in constraints]
+        )
         out = []
         for c, domains in zip(constraints, counts, strict=True):
             minimum = 0 if len(domains) < c.min_domains else min(domains.values(), default=0)

@@ -31,8 +31,18 @@ from rulesched.lang.builtins.spreading import (
 from rulesched.lang.context import EvalContext
 
 __all__ = [
-    "DOMAINS", "MOVES", "POD_FIELDS", "VERSIONS", "existing_anti_affinity_ok", "image_locality", "inter_pod_affinity_score",
-    "normalized_image", "pod_affinity_ok", "pod_anti_affinity_ok", "spread_missing_label", "spread_ok",
+    "DOMAINS",
+    "MOVES",
+    "POD_FIELDS",
+    "VERSIONS",
+    "existing_anti_affinity_ok",
+    "image_locality",
+    "inter_pod_affinity_score",
+    "normalized_image",
+    "pod_affinity_ok",
+    "pod_anti_affinity_ok",
+    "spread_missing_label",
+    "spread_ok",
     "spread_score",
 ]
 
@@ -75,11 +85,21 @@ def image_locality(ctx: EvalContext, node: Any) -> int:
 # nodes change) or the version of the index the answer is computed from, which moves only when
 # the counts that matter to this pod do.
 
-POD_FIELDS = frozenset({
-    "namespace", "labels", "pod_affinity", "pod_anti_affinity", "preferred_pod_affinity",
-    "preferred_pod_anti_affinity", "topology_spread_constraints", "node_selector",
-    "required_node_affinity", "tolerations", "images",
-})
+POD_FIELDS = frozenset(
+    {
+        "namespace",
+        "labels",
+        "pod_affinity",
+        "pod_anti_affinity",
+        "preferred_pod_affinity",
+        "preferred_pod_anti_affinity",
+        "topology_spread_constraints",
+        "node_selector",
+        "required_node_affinity",
+        "tolerations",
+        "images",
+    }
+)
 
 
 def _generation(ctx: EvalContext) -> object:
@@ -92,8 +112,10 @@ def _node_generation(ctx: EvalContext) -> object:
 
 def _if(field: str, then: Any, otherwise: Any) -> Any:
     """The version of a built-in whose answer is fixed unless the pod has ``field``."""
+
     def version(ctx: EvalContext) -> object:
         return then(ctx) if getattr(ctx.pod, field) else otherwise(ctx)
+
     return version
 
 
@@ -105,21 +127,25 @@ def _version_of(index: Any) -> Any:
     def version(ctx: EvalContext) -> object:
         found = index(ctx)
         return None if found is None else found.version
+
     return version
 
 
 def _counts_something(index: Any) -> Any:
     """Moves while the index counts anything for this pod: the answer then differs from node to
     node and each change may shift it, but it is a lookup, cheap to evaluate afresh."""
+
     def moves(ctx: EvalContext) -> bool:
         found = index(ctx)
         return found is not None and bool(found.counts)
+
     return moves
 
 
 def _has(*fields: str) -> Any:
     def moves(ctx: EvalContext) -> bool:
         return any(getattr(ctx.pod, f) for f in fields)
+
     return moves
 
 

@@ -203,7 +203,12 @@ def binary(op: str, kind: str, a: Value, b: Value, left: Type, right: Type, n: i
 
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
 }
 
 

@@ -130,8 +130,13 @@ class Groups:
 
     __slots__ = ("codes", "representatives", "_index", "_getters")
 
-    def __init__(self, getters: list[Callable[[Any], Any]], codes: npt.NDArray[np.intp], representatives: list[int],
-                 index: dict[Any, int]) -> None:
+    def __init__(
+        self,
+        getters: list[Callable[[Any], Any]],
+        codes: npt.NDArray[np.intp],
+        representatives: list[int],
+        index: dict[Any, int],
+    ) -> None:
         self.codes, self.representatives, self._index, self._getters = codes, representatives, index, getters
 
     @staticmethod

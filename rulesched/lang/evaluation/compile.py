@@ -111,10 +111,18 @@ class _Compiler:
                 return get_key(obj, ref.resource, 0)
             case ast.Index(obj=obj_expr, key=key_expr):
                 t = self.notes.types[id(obj_expr)]
-                default = zero_value(t.value) if isinstance(t, MapOf) else zero_value(t.elem) if isinstance(t, ListOf) else None
+                default = (
+                    zero_value(t.value)
+                    if isinstance(t, MapOf)
+                    else zero_value(t.elem)
+                    if isinstance(t, ListOf)
+                    else None
+                )
                 if isinstance(t, ListOf):
-                    return combine([self.code(obj_expr, slots), self.code(key_expr, slots)],
-                                    lambda seq, i: list_index(seq, i, default))
+                    return combine(
+                        [self.code(obj_expr, slots), self.code(key_expr, slots)],
+                        lambda seq, i: list_index(seq, i, default),
+                    )
                 obj_code, key_code = self.code(obj_expr, slots), self.code(key_expr, slots)
                 if key_code.is_const:
                     return get_key(obj_code, key_code.const, default)
@@ -207,22 +215,29 @@ class _Compiler:
                 return node_fn(None, env if env is not None else {})
 
             return Staged(free, pod=pod_fn)
-        if (isinstance(expr, ast.Quantifier) and where is not None and not iterable.free - _POD
-                and not self.fixed):
+        if isinstance(expr, ast.Quantifier) and where is not None and not iterable.free - _POD and not self.fixed:
             return self._unrolled(expr, iterable, where, slot, inner_slots, free)
         if not (free & _POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
-            static = build(iterable.factory()(NO_CTX), where.factory()(NO_CTX) if where else None,
-                           value.factory()(NO_CTX) if value else None)
+            static = build(
+                iterable.factory()(NO_CTX),
+                where.factory()(NO_CTX) if where else None,
+                value.factory()(NO_CTX) if value else None,
+            )
             return Staged(free, static=static, cost=_LOOP_COST)
-        it_fac, w_fac, v_fac = iterable.factory(), where.factory() if where else None, value.factory() if value else None
+        it_fac, w_fac, v_fac = (
+            iterable.factory(),
+            where.factory() if where else None,
+            value.factory() if value else None,
+        )
 
         def factory(ctx: EvalContext) -> NodeFn:
             return build(it_fac(ctx), w_fac(ctx) if w_fac else None, v_fac(ctx) if v_fac else None)
 
         return Staged(free, node=factory)
 
-    def _indexed(self, expr: ast.Quantifier | ast.Aggregate, iterable: Staged, slot: int,
-                 inner_slots: dict[str, int]) -> Staged | None:
+    def _indexed(
+        self, expr: ast.Quantifier | ast.Aggregate, iterable: Staged, slot: int, inner_slots: dict[str, int]
+    ) -> Staged | None:
         """count / any / all over a node-only list, where the condition compares a value of the
         element with a value known at bind time::
 
@@ -240,8 +255,10 @@ class _Compiler:
         if types.get(id(where.left)) not in _HASHABLE or types.get(id(where.right)) not in _HASHABLE:
             return None  # maps, lists, records: equality is not what a dict lookup does
         info = self.notes.binary[id(where)]
-        sides = (coerce(self.code(where.left, inner_slots), info.left),
-                 coerce(self.code(where.right, inner_slots), info.right))
+        sides = (
+            coerce(self.code(where.left, inner_slots), info.left),
+            coerce(self.code(where.right, inner_slots), info.right),
+        )
         element = frozenset({expr.var})
         keyed = [c for c in sides if c.static is not None and c.free == element]
         known = [c for c in sides if c.pod is not None]  # a constant: the aggregate is node-only
@@ -261,6 +278,7 @@ class _Compiler:
                     counts[k] = get(k, 0) + 1
                 return counts, len(items)
         else:
+
             def group(n: Any, env: Any = None) -> tuple[dict[Any, int], int]:
                 if env is None:
                     env = {}
@@ -285,8 +303,15 @@ class _Compiler:
 
         return Staged(iterable.free | known[0].free, node=make)
 
-    def _unrolled(self, expr: ast.Quantifier, iterable: Staged, where: Staged, slot: int,
-                  inner_slots: dict[str, int], free: frozenset[str]) -> Staged:
+    def _unrolled(
+        self,
+        expr: ast.Quantifier,
+        iterable: Staged,
+        where: Staged,
+        slot: int,
+        inner_slots: dict[str, int],
+        free: frozenset[str],
+    ) -> Staged:
         """any / all / count over a list known at bind time (``pod.requests``, ``pod.tolerations``)
         whose condition reads the node: at bind time the condition is compiled once per element
         with the element as a constant, so what depends on the pod and the element folds away
@@ -323,22 +348,29 @@ class _Compiler:
                 codes = [condition(item) for item in items]
             except TypeError:  # unhashable elements, numbers, too many
                 return aggregate_loop(kind, slot, items_of(ctx), where_of(ctx), None, None)
-            return unrolled(kind, [c.const if c.is_const else c.factory()(ctx) for c in codes],
-                            [c.is_const or c.pod is not None for c in codes])
+            return unrolled(
+                kind,
+                [c.const if c.is_const else c.factory()(ctx) for c in codes],
+                [c.is_const or c.pod is not None for c in codes],
+            )
 
         return Staged(free, node=make)
 
     def _whole_product(self, left: ast.Expr, right: ast.Expr, lcode: Staged, rcode: Staged, info: BinaryInfo) -> bool:
         """Whether quantity * x is sure to be whole, so that plain * does what _q_mul does: a
         quantity (always int milli-units) times a constant int."""
+
         def quantity(expr: ast.Expr, coercion: str | None) -> bool:
-            return (self.notes.types[id(expr)] == QUANTITY or coercion == TO_MILLI
-                    or self.notes.coercions.get(id(expr)) == TO_MILLI)
+            return (
+                self.notes.types[id(expr)] == QUANTITY
+                or coercion == TO_MILLI
+                or self.notes.coercions.get(id(expr)) == TO_MILLI
+            )
 
         def whole(code: Staged) -> bool:
             return code.is_const and isinstance(code.const, int) and not isinstance(code.const, bool)
 
-        return ((quantity(left, info.left) and whole(rcode)) or (quantity(right, info.right) and whole(lcode)))
+        return (quantity(left, info.left) and whole(rcode)) or (quantity(right, info.right) and whole(lcode))
 
     def _costly(self, expr: ast.Expr) -> bool:
         if isinstance(expr, (ast.Quantifier, ast.Aggregate)):

@@ -23,6 +23,7 @@ def _div_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
     def div(n: Any, env: Any = None) -> Any:
         b = g1(n, env)
         return g0(n, env) / b if b else 0  # x / 0 is 0 (operands are pure: order is free)
+
     return div
 
 
@@ -30,6 +31,7 @@ def _floordiv_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
     def floordiv(n: Any, env: Any = None) -> Any:
         b = g1(n, env)
         return g0(n, env) // b if b else 0
+
     return floordiv
 
 
@@ -37,6 +39,7 @@ def _q_floordiv_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
     def floordiv(n: Any, env: Any = None) -> Any:
         b = g1(n, env)
         return int(g0(n, env) // b) if b else 0  # quantities stay whole
+
     return floordiv
 
 
@@ -55,10 +58,12 @@ BOTH: dict[Any, Shape] = {  # (node value, node value)
     _q_floordiv: _q_floordiv_vv,
 }
 
+
 def _max_left(c: Any, g1: NodeFn) -> NodeFn:
     def largest(n: Any, env: Any = None) -> Any:
         v = g1(n, env)
         return v if v > c else c  # max(a, b) keeps a unless b > a
+
     return largest
 
 
@@ -66,6 +71,7 @@ def _min_left(c: Any, g1: NodeFn) -> NodeFn:
     def smallest(n: Any, env: Any = None) -> Any:
         v = g1(n, env)
         return v if v < c else c
+
     return smallest
 
 
@@ -73,6 +79,7 @@ def _max_right(g0: NodeFn, c: Any) -> NodeFn:
     def largest(n: Any, env: Any = None) -> Any:
         v = g0(n, env)
         return c if c > v else v
+
     return largest
 
 
@@ -80,6 +87,7 @@ def _min_right(g0: NodeFn, c: Any) -> NodeFn:
     def smallest(n: Any, env: Any = None) -> Any:
         v = g0(n, env)
         return c if c < v else v
+
     return smallest
 
 
@@ -135,6 +143,7 @@ def _path_floordiv(g0: NodeFn, p: Path) -> NodeFn:
     def floordiv(n: Any, env: Any = None) -> Any:
         b = f0(n).get(k, d)
         return g0(n, env) // b if b else 0
+
     return floordiv
 
 
@@ -144,6 +153,7 @@ def _path_q_floordiv(g0: NodeFn, p: Path) -> NodeFn:
     def floordiv(n: Any, env: Any = None) -> Any:
         b = f0(n).get(k, d)
         return int(g0(n, env) // b) if b else 0
+
     return floordiv
 
 
@@ -153,6 +163,7 @@ def _path_div(g0: NodeFn, p: Path) -> NodeFn:
     def div(n: Any, env: Any = None) -> Any:
         b = f0(n).get(k, d)
         return g0(n, env) / b if b else 0
+
     return div
 
 

@@ -60,8 +60,10 @@ class Interpreter:
                 return container[k] if k in container else zero_value(t.value)
             case ast.Call(func=func, args=args):
                 builtin = BUILTINS[func]
-                values = [self._coerce(c, self.evaluate(a, ctx, node, scope))
-                          for a, c in zip(args, notes.calls[id(expr)], strict=True)]
+                values = [
+                    self._coerce(c, self.evaluate(a, ctx, node, scope))
+                    for a, c in zip(args, notes.calls[id(expr)], strict=True)
+                ]
                 return builtin.impl(ctx, *values) if builtin.context else builtin.impl(*values)
             case ast.Unary(op="not", operand=operand):
                 return not self.evaluate(operand, ctx, node, scope)
@@ -80,8 +82,11 @@ class Interpreter:
                 branch = then if self.evaluate(cond, ctx, node, scope) else otherwise
                 return self.evaluate(branch, ctx, node, scope)
             case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
-                hits = [x for x in self.evaluate(iterable, ctx, node, scope)
-                        if where is None or self.evaluate(where, ctx, node, {**scope, var: x})]
+                hits = [
+                    x
+                    for x in self.evaluate(iterable, ctx, node, scope)
+                    if where is None or self.evaluate(where, ctx, node, {**scope, var: x})
+                ]
                 if kind == "count":
                     return len(hits)
                 if kind == "any":
@@ -89,9 +94,11 @@ class Interpreter:
                 elements = list(self.evaluate(iterable, ctx, node, scope))
                 return len(hits) == len(elements)
             case ast.Aggregate(kind=kind, value=value, var=var, iterable=iterable, where=where):
-                found = [self.evaluate(value, ctx, node, {**scope, var: x})
-                         for x in self.evaluate(iterable, ctx, node, scope)
-                         if where is None or self.evaluate(where, ctx, node, {**scope, var: x})]
+                found = [
+                    self.evaluate(value, ctx, node, {**scope, var: x})
+                    for x in self.evaluate(iterable, ctx, node, scope)
+                    if where is None or self.evaluate(where, ctx, node, {**scope, var: x})
+                ]
                 if kind == "collect":
                     return tuple(found)
                 if kind == "sum":

@@ -71,8 +71,10 @@ class RuleSet:
         # costs more than the rest of the key.)
         pod_schema = schema.RECORDS[schema.POD]
         self._class_getters = [
-            (operator.attrgetter(f) if f in Pod.__dataclass_fields__ else pod_schema[f].get,
-             isinstance(pod_schema[f].type, MapOf))
+            (
+                operator.attrgetter(f) if f in Pod.__dataclass_fields__ else pod_schema[f].get,
+                isinstance(pod_schema[f].type, MapOf),
+            )
             for f in self.class_fields or ()
         ]
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets)

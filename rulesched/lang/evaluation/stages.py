@@ -57,12 +57,14 @@ class Staged:
             return self.node
         pod = self.pod
         if pod is not None:
+
             def hoisted(ctx: EvalContext) -> NodeFn:
                 value = pod(ctx, {})
                 return lambda n, env=None: value
+
             return hoisted
         const = self.const
-        return lambda ctx: (lambda n, env=None: const)
+        return lambda ctx: lambda n, env=None: const
 
 
 class NoContext:
@@ -75,10 +77,10 @@ NO_CTX: Any = NoContext()
 def as_pod_node(code: Staged | None) -> Callable[[EvalContext], NodeFn]:
     """A pod-only code as a per-ctx node function (node ignored), for pod-stage aggregates."""
     if code is None:
-        return lambda ctx: (lambda n, env=None: None)
+        return lambda ctx: lambda n, env=None: None
     if code.pod is not None:
         pod = code.pod
-        return lambda ctx: (lambda n, env=None: pod(ctx, env))
+        return lambda ctx: lambda n, env=None: pod(ctx, env)
     return code.factory()
 
 
@@ -263,7 +265,12 @@ def chained(code: Staged, step: Step) -> Staged:
     assert code.chain is not None
     root, steps = code.chain
     chain = (root, (*steps, step))
-    return Staged(code.free, static=chain_steps(*chain), chain=chain, cost=code.cost + (call_count(step[1]) if step[0] == "fn" else 0))
+    return Staged(
+        code.free,
+        static=chain_steps(*chain),
+        chain=chain,
+        cost=code.cost + (call_count(step[1]) if step[0] == "fn" else 0),
+    )
 
 
 def chain_steps(root: int | None, steps: tuple[Step, ...]) -> NodeFn:
@@ -338,9 +345,17 @@ def combine(parts: list[Staged], fn: Callable[..., Any]) -> Staged:
             return Staged(free, pod=lambda ctx, env: fn(g0(ctx, env), g1(ctx, env)))
         return Staged(free, pod=lambda ctx, env: fn(*(g(ctx, env) for g in getters)))
     if all(p.is_const or p.static is not None for p in parts):
-        return Staged(free, static=node_apply(fn, [static_getter(p) for p in parts], [p.is_const for p in parts],
-                                             [p.const for p in parts], [p.chain for p in parts]),
-                    cost=1 + call_count(fn) + sum(p.cost for p in parts if not p.is_const))
+        return Staged(
+            free,
+            static=node_apply(
+                fn,
+                [static_getter(p) for p in parts],
+                [p.is_const for p in parts],
+                [p.const for p in parts],
+                [p.chain for p in parts],
+            ),
+            cost=1 + call_count(fn) + sum(p.cost for p in parts if not p.is_const),
+        )
     factories = [p.factory() if not p.is_const and p.pod is None else None for p in parts]
     chains = [p.chain for p in parts]
 
@@ -363,8 +378,9 @@ def combine(parts: list[Staged], fn: Callable[..., Any]) -> Staged:
     return Staged(free, node=make)
 
 
-def node_apply(fn: Callable[..., Any], getters: list[Any], is_const: list[bool], consts: list[Any],
-               chains: list[Any] | None = None) -> NodeFn:
+def node_apply(
+    fn: Callable[..., Any], getters: list[Any], is_const: list[bool], consts: list[Any], chains: list[Any] | None = None
+) -> NodeFn:
     """The per-node closure, specialised for the one- and two-operand shapes that dominate
     (see :mod:`rulesched.lang.evaluation.inline`; ``chains`` tell which operands are node paths)."""
     if len(getters) == 1:
@@ -407,7 +423,7 @@ def subset_of(small: Any, big: NodeFn) -> NodeFn:
     if not items:
         return lambda n, env=None: True
     if len(items) == 1:
-        (k, v), = items
+        ((k, v),) = items
         return lambda n, env=None: big(n, env).get(k) == v
 
     def contains(n: Any, env: Any = None) -> bool:
@@ -435,10 +451,16 @@ def lazy(parts: list[Staged], kind: str) -> Staged:
     if all(p.is_const or p.pod is not None for p in parts):
         return Staged(free, pod=lazy_fn(kind, [pod_getter(p) for p in parts]))
     if all(p.is_const or p.static is not None for p in parts):
-        static = (if_known([p.factory()(NO_CTX) for p in parts], [p.is_const for p in parts], [p.const for p in parts])
-                  if kind == "if" else None)
-        return Staged(free, static=static or lazy_fn(kind, [p.factory()(NO_CTX) for p in parts]),
-                    cost=1 + sum(p.cost for p in parts if not p.is_const))
+        static = (
+            if_known([p.factory()(NO_CTX) for p in parts], [p.is_const for p in parts], [p.const for p in parts])
+            if kind == "if"
+            else None
+        )
+        return Staged(
+            free,
+            static=static or lazy_fn(kind, [p.factory()(NO_CTX) for p in parts]),
+            cost=1 + sum(p.cost for p in parts if not p.is_const),
+        )
     first_known = parts[0].is_const or parts[0].pod is not None
     first, factories = pod_getter(parts[0]) if first_known else None, [p.factory() for p in parts]
     branches_known = [p.is_const or p.pod is not None for p in parts]

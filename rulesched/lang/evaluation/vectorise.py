@@ -97,8 +97,7 @@ class _Analysis:
             case ast.Attr(obj=obj):
                 return self.supported(obj)
             case ast.Index(obj=obj, key=key):
-                return (isinstance(notes.types[id(obj)], MapOf) and not self.reads_node(key)
-                        and self.supported(obj))
+                return isinstance(notes.types[id(obj)], MapOf) and not self.reads_node(key) and self.supported(obj)
             case ast.Call(args=args):
                 return all(self.supported(a) for a in args)
             case ast.Unary(operand=operand):
@@ -116,8 +115,12 @@ class _Analysis:
             case ast.Quantifier(iterable=iterable, where=where):
                 return not self.reads_node(iterable) and (where is None or self.supported(where))
             case ast.Aggregate(kind=kind, iterable=iterable, value=value, where=where):
-                return (kind == "sum" and not self.reads_node(iterable) and self.supported(value)
-                        and (where is None or self.supported(where)))
+                return (
+                    kind == "sum"
+                    and not self.reads_node(iterable)
+                    and self.supported(value)
+                    and (where is None or self.supported(where))
+                )
         return False
 
 
@@ -133,8 +136,9 @@ class ColumnEvaluator:
         # by node and logged it). Tests demand 0.
         self.failures = 0
 
-    def evaluate(self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows,
-                 scope: dict[str, Any] | None = None) -> Value:
+    def evaluate(
+        self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows, scope: dict[str, Any] | None = None
+    ) -> Value:
         return _Run(self, ctx, cols).value(expr, rows, scope or {})
 
     def filter(self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows) -> npt.NDArray[np.bool_]:
@@ -186,7 +190,9 @@ class ColumnEvaluator:
                 if attr.field is not None:
                     return inner.then("field", attr.field.get)
                 return inner.then("key", attr.resource, 0)
-            case ast.Index(obj=obj, key=ast.Literal(value=k)) if isinstance(k, str) and not notes.coercions.get(id(expr.key)):
+            case ast.Index(obj=obj, key=ast.Literal(value=k)) if isinstance(k, str) and not notes.coercions.get(
+                id(expr.key)
+            ):
                 inner = self.path(obj)
                 t = notes.types[id(obj)]
                 if inner is None or not isinstance(t, MapOf):
@@ -232,8 +238,10 @@ class _Run:
                 get = attr.field.get if attr.field is not None else _resource(attr.resource)
                 if not isinstance(record, Col):  # decided for every row (an if with a known branch)
                     return get(record)
-                return column_of([get(x) for x in record.array.tolist()],
-                                 notes.types[id(expr)] if attr.field is not None else QUANTITY)
+                return column_of(
+                    [get(x) for x in record.array.tolist()],
+                    notes.types[id(expr)] if attr.field is not None else QUANTITY,
+                )
             case ast.Index(obj=obj, key=key):
                 k = self.value(key, rows, scope)  # known: the analysis allows no node-read keys
                 t = notes.types[id(obj)]
@@ -270,8 +278,9 @@ class _Run:
                 if not isinstance(c, Col):
                     return self.value(then if c else otherwise, rows, scope)
                 mask = bools(c)
-                return merge(mask, self.value(then, rows[mask], scope), self.value(otherwise, rows[~mask], scope),
-                              len(rows))
+                return merge(
+                    mask, self.value(then, rows[mask], scope), self.value(otherwise, rows[~mask], scope), len(rows)
+                )
             case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
                 items = self._items(iterable, scope)
                 if where is None:
@@ -299,14 +308,17 @@ class _Run:
             raise Unsupported("list too long to unroll")
         return items
 
-    def _quantify(self, kind: str, var: str, items: list[Any], where: ast.Expr, rows: Rows,
-                  scope: dict[str, Any]) -> Value:
+    def _quantify(
+        self, kind: str, var: str, items: list[Any], where: ast.Expr, rows: Rows, scope: dict[str, Any]
+    ) -> Value:
         n = len(rows)
         if kind == "count":
             total: Value = 0
             for item in items:
                 hit = self.value(where, rows, {**scope, var: item})
-                total = add(total, Col(bools(hit).astype(np.int64), None) if isinstance(hit, Col) else int(bool(hit)), n)
+                total = add(
+                    total, Col(bools(hit).astype(np.int64), None) if isinstance(hit, Col) else int(bool(hit)), n
+                )
             return total
         # any / all: each element is evaluated only on the rows still undecided
         decided_as = kind == "any"
@@ -406,7 +418,6 @@ class _Run:
                 out &= hit
             return Col(out)
         return None
-
 
 
 def _resource(name: str | None) -> Callable[[Any], Any]:

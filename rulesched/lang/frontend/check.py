@@ -157,7 +157,9 @@ class _Checker:
     def _add_let(self, let: ast.Let) -> None:
         if let.name in self.lets:
             first = self.lets[let.name].name_span.location()
-            self.diagnostics.append(error("duplicate-let", f"let '{let.name}' is already defined at {first}", let.name_span))
+            self.diagnostics.append(
+                error("duplicate-let", f"let '{let.name}' is already defined at {first}", let.name_span)
+            )
         elif let.name in schema.BODY_VARIABLES["preempt"] or let.name in BUILTINS:
             self.diagnostics.append(error("reserved-name", f"'{let.name}' is a built-in name", let.name_span))
         else:
@@ -169,8 +171,14 @@ class _Checker:
             del rules[key]
         if not keys:
             kind = item.kind.value if item.kind else "rule"
-            self.diagnostics.append(error("unknown-rule", f"cannot disable {kind} '{item.name}': no such {kind}",
-                                          item.span, suggestion=_did_you_mean(item.name, {k[1] for k in rules})))
+            self.diagnostics.append(
+                error(
+                    "unknown-rule",
+                    f"cannot disable {kind} '{item.name}': no such {kind}",
+                    item.span,
+                    suggestion=_did_you_mean(item.name, {k[1] for k in rules}),
+                )
+            )
 
     def _add_rule(self, rule: ast.Rule, rules: dict[tuple[ast.RuleKind, str], ast.Rule]) -> None:
         kind = rule.kind.value
@@ -182,18 +190,33 @@ class _Checker:
                 return
             others = sorted(k[0].value for k in rules if k[1] == rule.name)
             if others:
-                self.diagnostics.append(error(
-                    "override-kind", f"there is no {kind} '{rule.name}' to override ('{rule.name}' is a {others[0]})",
-                    rule.name_span, suggestion=f"write `override {others[0]} {rule.name}`"))
+                self.diagnostics.append(
+                    error(
+                        "override-kind",
+                        f"there is no {kind} '{rule.name}' to override ('{rule.name}' is a {others[0]})",
+                        rule.name_span,
+                        suggestion=f"write `override {others[0]} {rule.name}`",
+                    )
+                )
                 return
-            self.diagnostics.append(error(
-                "unknown-rule", f"cannot override {kind} '{rule.name}': no such {kind}", rule.name_span,
-                suggestion=_did_you_mean(rule.name, {k[1] for k in rules if k[0] is rule.kind})))
+            self.diagnostics.append(
+                error(
+                    "unknown-rule",
+                    f"cannot override {kind} '{rule.name}': no such {kind}",
+                    rule.name_span,
+                    suggestion=_did_you_mean(rule.name, {k[1] for k in rules if k[0] is rule.kind}),
+                )
+            )
             return
         if previous is not None:
-            self.diagnostics.append(error(
-                "duplicate-rule", f"{kind} '{rule.name}' is already defined at {previous.name_span.location()}",
-                rule.name_span, suggestion=f"write `override {kind} {rule.name}` to replace it"))
+            self.diagnostics.append(
+                error(
+                    "duplicate-rule",
+                    f"{kind} '{rule.name}' is already defined at {previous.name_span.location()}",
+                    rule.name_span,
+                    suggestion=f"write `override {kind} {rule.name}` to replace it",
+                )
+            )
             return
         rules[key] = rule
 
@@ -209,7 +232,9 @@ class _Checker:
             if rule.reason is not None:
                 reason = self._infer(rule.reason, _Scope(dict(schema.BODY_VARIABLES[kind])))
                 if not (fits(reason, STRING) or fits(reason, ListOf(STRING))):
-                    self._error("type", f"a filter's reason must be a string or a list of strings, not {reason}", rule.reason)
+                    self._error(
+                        "type", f"a filter's reason must be a string or a list of strings, not {reason}", rule.reason
+                    )
         elif rule.kind is ast.RuleKind.SCORE:
             body = self._infer(rule.body, body_scope)
             if body != ANY and body != NUMBER:
@@ -218,9 +243,14 @@ class _Checker:
             weight = self._weight(rule)
             normalize = rule.normalize or "none"
             if normalize not in NORMALIZATIONS:
-                self.diagnostics.append(error("normalize", f"unknown normalization '{normalize}'", rule.name_span,
-                                              suggestion=_did_you_mean(normalize, NORMALIZATIONS) or
-                                              "one of: " + ", ".join(NORMALIZATIONS)))
+                self.diagnostics.append(
+                    error(
+                        "normalize",
+                        f"unknown normalization '{normalize}'",
+                        rule.name_span,
+                        suggestion=_did_you_mean(normalize, NORMALIZATIONS) or "one of: " + ", ".join(NORMALIZATIONS),
+                    )
+                )
         else:
             self._expect(rule.body, BOOL, body_scope, "a preempt rule")
             if rule.order is not None:
@@ -295,7 +325,12 @@ class _Checker:
                 return t
             case ast.Binary(op=op, left=left, right=right):
                 lt, rt = self._infer(left, scope), self._infer(right, scope)
-                if op in ("in", "not in") and lt == QUANTITY and rt == ListOf(NUMBER) and isinstance(right, ast.ListExpr):
+                if (
+                    op in ("in", "not in")
+                    and lt == QUANTITY
+                    and rt == ListOf(NUMBER)
+                    and isinstance(right, ast.ListExpr)
+                ):
                     self._to_quantity(right.items, [NUMBER] * len(right.items))  # x in [1, 2]: whole units
                     rt = ListOf(QUANTITY)
                     self.notes.types[id(right)] = rt
@@ -382,7 +417,11 @@ class _Checker:
             t, needs = self._let_type(name)
             missing = sorted(needs - set(scope.variables))
             if missing:
-                self._error("scope", f"let '{name}' reads {', '.join(missing)}, which {scope.where or 'this place'} cannot use", expr)
+                self._error(
+                    "scope",
+                    f"let '{name}' reads {', '.join(missing)}, which {scope.where or 'this place'} cannot use",
+                    expr,
+                )
                 return ANY
             scope.used |= needs
             return t
@@ -397,7 +436,11 @@ class _Checker:
         if name in self.let_types:
             return self.let_types[name]
         if name in self.let_stack:
-            self._error("let-cycle", f"let '{name}' refers to itself through {' -> '.join(self.let_stack)}", self.lets[name].value)
+            self._error(
+                "let-cycle",
+                f"let '{name}' refers to itself through {' -> '.join(self.let_stack)}",
+                self.lets[name].value,
+            )
             return ANY, frozenset()
         self.let_stack.append(name)
         scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
@@ -426,11 +469,15 @@ class _Checker:
                 self.notes.attrs[id(expr)] = AttrRef(resource=schema.RESOURCE_ATTRIBUTES[expr.name])
                 return t.value
             close = _did_you_mean(expr.name, schema.RESOURCE_ATTRIBUTES, prefix=f"{_describe(expr.obj)}.")
-            self._error("unknown-field", f"'{expr.name}' is not a resource name; write {_describe(expr.obj)}[\"{expr.name}\"] for other resources",
-                        expr, close)
+            self._error(
+                "unknown-field",
+                f"'{expr.name}' is not a resource name; write {_describe(expr.obj)}[\"{expr.name}\"] for other resources",
+                expr,
+                close,
+            )
             return ANY
         if isinstance(t, MapOf):
-            self._error("type", f"use {_describe(expr.obj)}[\"{expr.name}\"] to read a map", expr)
+            self._error("type", f'use {_describe(expr.obj)}["{expr.name}"] to read a map', expr)
             return ANY
         if t != ANY:
             self._error("type", f"{t} has no fields", expr)

@@ -69,20 +69,14 @@ def read_source(path: Path) -> Source:
 def decode_source(name: str, data: bytes | str) -> Source:
     """Rules text from bytes (or text) named ``name``, or a RulesError saying why it is not."""
     if len(data) > MAX_FILE_CHARS:
-        raise RulesError(
-            f"{name}: {len(data):,} bytes is too large for a rules file (limit {MAX_FILE_CHARS:,})"
-        )
+        raise RulesError(f"{name}: {len(data):,} bytes is too large for a rules file (limit {MAX_FILE_CHARS:,})")
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise RulesError(
-                f"{name}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})"
-            ) from None
+            raise RulesError(f"{name}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start})") from None
     if "\x00" in data:
-        raise RulesError(
-            f"{name}: binary data, not a rules file (NUL byte at offset {data.index(chr(0))})"
-        )
+        raise RulesError(f"{name}: binary data, not a rules file (NUL byte at offset {data.index(chr(0))})")
     return Source(name, data)
 
 
@@ -193,9 +187,7 @@ def _load(
     tree, problems = parse_source(unit.source)
     diagnostics.extend(problems)
     if not tree.items and not problems:
-        diagnostics.append(
-            Diagnostic(Severity.WARNING, "empty", "no rules in this file", None, path=unit.source.path)
-        )
+        diagnostics.append(Diagnostic(Severity.WARNING, "empty", "no rules in this file", None, path=unit.source.path))
     for item in tree.items:
         if isinstance(item, ast.Extends):
             base = unit.extends(item.target)
@@ -209,9 +201,7 @@ def _load(
                     )
                 )
             elif base.identity in (*stack, unit.identity):
-                diagnostics.append(
-                    error("extends", f"'{item.target}' extends this file again (a cycle)", item.span)
-                )
+                diagnostics.append(error("extends", f"'{item.target}' extends this file again (a cycle)", item.span))
             else:
                 _load(base, parsed, diagnostics, seen, (*stack, unit.identity))
     parsed.append(tree)

@@ -63,7 +63,10 @@ def format_source(source: Source) -> tuple[str | None, str]:
         inside = [c for c in notes if start <= c[0] < span.end]
         if inside:
             line, column = source.position(inside[0][0])
-            return None, f"{source.path}:{line}:{column}: a comment inside an item would be lost; move it above the item"
+            return (
+                None,
+                f"{source.path}:{line}:{column}: a comment inside an item would be lost; move it above the item",
+            )
         leading = [text for offset, text in notes if position <= offset < start]
         blocks.append("\n".join([*leading, print_item(item)]))
         position = span.end
@@ -101,6 +104,9 @@ def format_paths(settings: FormatSettings) -> int:
             Path(path).write_text(text, encoding="utf-8")
             print(f"{path}: reformatted")
         else:
-            sys.stdout.writelines(difflib.unified_diff(
-                source.text.splitlines(keepends=True), text.splitlines(keepends=True), str(path), str(path)))
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    source.text.splitlines(keepends=True), text.splitlines(keepends=True), str(path), str(path)
+                )
+            )
     return status

@@ -89,16 +89,21 @@ def exit_code(result: LintResult, strict: bool) -> int:
 
 def render(result: LintResult, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps({
-            "rule_sets": [list(g) for g in result.rule_sets],
-            "rules": result.rules,
-            "errors": result.errors,
-            "warnings": result.warnings,
-            "diagnostics": [d.to_json() for d in result.diagnostics],
-        }, indent=2)
+        return json.dumps(
+            {
+                "rule_sets": [list(g) for g in result.rule_sets],
+                "rules": result.rules,
+                "errors": result.errors,
+                "warnings": result.warnings,
+                "diagnostics": [d.to_json() for d in result.diagnostics],
+            },
+            indent=2,
+        )
     lines = [d.render() for d in result.diagnostics]
     files = sum(len(g) for g in result.rule_sets)
-    lines.append(f"{files} file{'s' if files != 1 else ''}, {result.rules} rule{'s' if result.rules != 1 else ''}: "
-                 f"{result.errors} error{'s' if result.errors != 1 else ''}, "
-                 f"{result.warnings} warning{'s' if result.warnings != 1 else ''}")
+    lines.append(
+        f"{files} file{'s' if files != 1 else ''}, {result.rules} rule{'s' if result.rules != 1 else ''}: "
+        f"{result.errors} error{'s' if result.errors != 1 else ''}, "
+        f"{result.warnings} warning{'s' if result.warnings != 1 else ''}"
+    )
     return "\n".join(lines)

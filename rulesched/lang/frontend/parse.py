@@ -37,11 +37,39 @@ from rulesched.model.quantity import QuantityError, parse_quantity
 # Words the grammar gives a meaning to. lark's contextual lexer would accept most of them as
 # names where no keyword fits; they are refused as names of rules, lets and variables so that a
 # file means the same to every reader. (Field names after "." are free: p.weight is fine.)
-RESERVED = frozenset({
-    "let", "filter", "score", "preempt", "disable", "override", "extends", "weight", "normalize",
-    "when", "else", "order", "if", "then", "and", "or", "not", "in", "where", "for", "true", "false",
-    "count", "any", "all", "sum", "min", "max", "collect",
-})
+RESERVED = frozenset(
+    {
+        "let",
+        "filter",
+        "score",
+        "preempt",
+        "disable",
+        "override",
+        "extends",
+        "weight",
+        "normalize",
+        "when",
+        "else",
+        "order",
+        "if",
+        "then",
+        "and",
+        "or",
+        "not",
+        "in",
+        "where",
+        "for",
+        "true",
+        "false",
+        "count",
+        "any",
+        "all",
+        "sum",
+        "min",
+        "max",
+        "collect",
+    }
+)
 MAX_DEPTH = 64
 MAX_LINE_CHARS = 4_000
 MAX_FILE_CHARS = 2_000_000
@@ -50,11 +78,25 @@ _DURATION_SECONDS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
 _TERMINAL_NAMES = {
-    "NAME": "a name", "NUMBER": "a number", "STRING": "a string", "COMPARE": "a comparison",
-    "PLUS": "'+'", "MINUS": "'-'", "MUL_OP": "'*', '/', '//' or '%'", "COLON": "':'",
-    "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'", "COMMA": "','", "DOT": "'.'",
-    "EQUAL": "'='", "QUANTIFIER": "count/any/all", "AGGREGATE": "sum/min/max/collect",
-    "$END": "end of file", "OVERRIDE": "'override'",
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "COMPARE": "a comparison",
+    "PLUS": "'+'",
+    "MINUS": "'-'",
+    "MUL_OP": "'*', '/', '//' or '%'",
+    "COLON": "':'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "LSQB": "'['",
+    "RSQB": "']'",
+    "COMMA": "','",
+    "DOT": "'.'",
+    "EQUAL": "'='",
+    "QUANTIFIER": "count/any/all",
+    "AGGREGATE": "sum/min/max/collect",
+    "$END": "end of file",
+    "OVERRIDE": "'override'",
 }
 
 
@@ -120,8 +162,9 @@ class _Builder(Transformer[Token, Any]):
     def _word(self, tok: Token) -> str:
         """A name being defined or bound: reserved words are refused."""
         if str(tok) in RESERVED:
-            raise ParseFailed(error("syntax", f"'{tok}' is a reserved word and cannot be used as a name",
-                                    self._tok_span(tok)))
+            raise ParseFailed(
+                error("syntax", f"'{tok}' is a reserved word and cannot be used as a name", self._tok_span(tok))
+            )
         return str(tok)
 
     def name(self, tok: Token) -> ast.Name:
@@ -275,8 +318,7 @@ class _Parser:
 
     def __init__(self) -> None:
         self.builder = _Builder(Source("<none>", ""), 0)
-        self.lark = lark.Lark(grammar_text(), parser="lalr", transformer=self.builder,
-                              maybe_placeholders=True)
+        self.lark = lark.Lark(grammar_text(), parser="lalr", transformer=self.builder, maybe_placeholders=True)
         self.lock = threading.Lock()
 
     def parse(self, source: Source, text: str, offset: int) -> Any:
@@ -311,7 +353,9 @@ def parse_source(source: Source) -> tuple[ast.RulesFile, list[Diagnostic]]:
 def _over_limits(source: Source) -> Diagnostic | None:
     """Refuse inputs no reviewed rules file needs, before spending parser time on them."""
     if len(source.text) > MAX_FILE_CHARS:
-        return error("too-large", f"rules file is {len(source.text):,} characters; the limit is {MAX_FILE_CHARS:,}", None)
+        return error(
+            "too-large", f"rules file is {len(source.text):,} characters; the limit is {MAX_FILE_CHARS:,}", None
+        )
     offset = 0
     for line in source.text.split("\n"):
         if len(line) > MAX_LINE_CHARS:
@@ -365,8 +409,11 @@ def _syntax_diagnostic(source: Source, err: UnexpectedInput, offset: int, end: i
     assert isinstance(err, UnexpectedToken)
     token = err.token
     length = max(1, len(str(token)))
-    return error("syntax", f"unexpected {str(token)!r}" + (f"; {hint}" if hint else ""),
-                 Span(source, position, position + length))
+    return error(
+        "syntax",
+        f"unexpected {str(token)!r}" + (f"; {hint}" if hint else ""),
+        Span(source, position, position + length),
+    )
 
 
 def _expected(err: UnexpectedInput) -> set[str]:

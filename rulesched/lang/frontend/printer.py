@@ -14,10 +14,22 @@ INDENT = "    "
 # Binding strength, loosest first; a child needs parentheses when it binds looser than its slot.
 _IF, _OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(10)
 _BINARY = {
-    "or": _OR, "and": _AND,
-    "==": _COMPARE, "!=": _COMPARE, "<": _COMPARE, "<=": _COMPARE, ">": _COMPARE, ">=": _COMPARE,
-    "in": _COMPARE, "not in": _COMPARE,
-    "+": _SUM, "-": _SUM, "*": _PRODUCT, "/": _PRODUCT, "//": _PRODUCT, "%": _PRODUCT,
+    "or": _OR,
+    "and": _AND,
+    "==": _COMPARE,
+    "!=": _COMPARE,
+    "<": _COMPARE,
+    "<=": _COMPARE,
+    ">": _COMPARE,
+    ">=": _COMPARE,
+    "in": _COMPARE,
+    "not in": _COMPARE,
+    "+": _SUM,
+    "-": _SUM,
+    "*": _PRODUCT,
+    "/": _PRODUCT,
+    "//": _PRODUCT,
+    "%": _PRODUCT,
 }
 
 
