@@ -5,10 +5,12 @@
     ├── InputError                 a cluster file or API object is malformed
     │   └── ObjectError            ... naming the object and the field
     ├── ConfigError                bad command-line or configuration settings
-    └── KubeError                  the API server said no (rulesched.kube maps client errors here)
-        ├── ConflictError          409: resourceVersion/bind conflicts, retried by callers
+    └── KubeError                  the API server said no (rulesched.kube.api maps client errors here)
+        ├── ConflictError          409: resourceVersion/bind conflicts
         ├── GoneError              410: a watch's resourceVersion is too old; relist
-        └── NotFoundError          404
+        ├── NotFoundError          404
+        ├── TooManyRequestsError   429: an eviction a PodDisruptionBudget forbids now; throttling
+        └── UnavailableError       5xx, or no connection: retried with backoff
 
 The command line catches ``RuleschedError`` and prints its one line; anything else is a bug.
 """
@@ -66,3 +68,11 @@ class GoneError(KubeError):
 
 class NotFoundError(KubeError):
     """404 Not Found."""
+
+
+class TooManyRequestsError(KubeError):
+    """429 Too Many Requests."""
+
+
+class UnavailableError(KubeError):
+    """5xx, or the API server could not be reached (status 0)."""

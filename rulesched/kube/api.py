@@ -1,0 +1,227 @@
+"""The Kubernetes API behind one thin adapter: the only module that imports the client library.
+
+The official ``kubernetes`` client does the transport: configuration (a kubeconfig file, or the
+pod's service account in a cluster), authentication, TLS and the urllib3 connection pool. This
+module asks it for raw responses and decodes the JSON itself, since rulesched decodes API objects
+into its own model (:mod:`rulesched.model.decode`) and the client's generated classes would only
+be thrown away. Failures become the small error tree of :mod:`rulesched.errors`:
+
+    KubeError                   anything the API server refused, or could not be reached for
+    ├── ConflictError           409: a binding to a pod already bound, a stale resourceVersion
+    ├── GoneError               410: a watch's resourceVersion is too old (relist)
+    ├── NotFoundError           404
+    ├── TooManyRequestsError    429: an eviction a PodDisruptionBudget forbids, or throttling
+    └── UnavailableError        5xx, or the connection failed or was cut: retry with backoff
+
+Next stage: :mod:`rulesched.kube.informer` lists and watches with :meth:`KubeApi.list` and
+:meth:`KubeApi.watch`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from rulesched.errors import (
+    ConfigError,
+    ConflictError,
+    GoneError,
+    KubeError,
+    NotFoundError,
+    TooManyRequestsError,
+    UnavailableError,
+)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the API."""
+
+    kind: str
+    prefix: str  # /api/v1, /apis/policy/v1, ...
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        parts = [self.prefix]
+        if namespace is not None and self.namespaced:
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(name)
+        if sub is not None:
+            parts.append(sub)
+        return "/".join(parts)
+
+
+NODES = Resource("Node", "/api/v1", "nodes", False)
+PODS = Resource("Pod", "/api/v1", "pods", True)
+NAMESPACES = Resource("Namespace", "/api/v1", "namespaces", False)
+CONFIGMAPS = Resource("ConfigMap", "/api/v1", "configmaps", True)
+PDBS = Resource("PodDisruptionBudget", "/apis/policy/v1", "poddisruptionbudgets", True)
+PRIORITY_CLASSES = Resource("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses", False)
+LEASES = Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True)
+EVENTS = Resource("Event", "/apis/events.k8s.io/v1", "events", True)
+
+
+@dataclass(frozen=True)
+class Listed:
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+class KubeApi:
+    """Requests to one API server. Safe to share between threads (the pool is)."""
+
+    def __init__(self, kubeconfig: str | None = None, timeout: float = 30.0) -> None:
+        configuration = k8s_client.Configuration()
+        try:
+            if kubeconfig:
+                k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except (k8s_config.ConfigException, OSError, ValueError) as err:
+            where = kubeconfig or "the in-cluster service account"
+            raise ConfigError(f"cannot configure the Kubernetes client from {where}: {err}") from None
+        configuration.retries = False  # retries are ours: with backoff, and never for a binding
+        self.host = configuration.host
+        self._client = k8s_client.ApiClient(configuration)
+        self._timeout = timeout
+
+    def close(self) -> None:
+        self._client.close()  # type: ignore[no-untyped-call]
+
+    # --- requests ---------------------------------------------------------------------------------
+    def _call(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = None,
+        stream: bool = False,
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            method, url, headers, body, post = self._client.param_serialize(
+                method,
+                path,
+                query_params=list((query or {}).items()),
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self._client.call_api(
+                method, url, headers, body, post, _request_timeout=timeout or self._timeout
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise UnavailableError(f"{method} {path}: {err}") from None
+        raw = response.response
+        if response.status >= 400:
+            data = raw.data
+            raw.release_conn()
+            raise _error(method, path, response.status, data)
+        if stream:
+            return raw
+        data = raw.data
+        raw.release_conn()
+        return json.loads(data) if data else None
+
+    def list(self, resource: Resource) -> Listed:
+        found = self._call("GET", resource.path())
+        return Listed(found.get("items") or [], str(found.get("metadata", {}).get("resourceVersion", "")))
+
+    def watch(
+        self, resource: Resource, resource_version: str, timeout_seconds: int = 300
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(type, object) from a watch that starts after ``resource_version``: ADDED, MODIFIED,
+        DELETED and BOOKMARK. A 410 in the stream raises GoneError; the stream ending (the
+        server's timeout, a cut connection) ends the iteration or raises UnavailableError."""
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        raw = self._call("GET", resource.path(), query, timeout=(10.0, timeout_seconds + 30.0), stream=True)
+        try:
+            buffer = b""
+            for chunk in raw.stream(65536, decode_content=True):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        raise _error("WATCH", resource.path(), code or 500, json.dumps(obj).encode())
+                    yield str(kind), obj
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise UnavailableError(f"watch {resource.plural}: {err}") from None
+        finally:
+            raw.release_conn()
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self._call("GET", resource.path(namespace, name))
+        return found
+
+    def create(self, resource: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        created: dict[str, Any] = self._call("POST", resource.path(namespace), body=body)
+        return created
+
+    def replace(self, resource: Resource, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT: fails with ConflictError when body's resourceVersion is not the current one."""
+        replaced: dict[str, Any] = self._call("PUT", resource.path(namespace, name), body=body)
+        return replaced
+
+    def delete(self, resource: Resource, namespace: str | None, name: str) -> None:
+        self._call("DELETE", resource.path(namespace, name))
+
+    # --- what the scheduler writes --------------------------------------------------------------
+    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST pods/binding (ConflictError: already bound)."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self._call("POST", PODS.path(namespace, name, "binding"), body=body)
+
+    def evict(self, namespace: str, name: str) -> None:
+        """POST pods/eviction (TooManyRequestsError: a PodDisruptionBudget forbids it now)."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        self._call("POST", PODS.path(namespace, name, "eviction"), body=body)
+
+    def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._call(
+            "PATCH", PODS.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
+        )
+
+
+def _error(method: str, path: str, status: int, data: bytes) -> KubeError:
+    try:
+        message = json.loads(data).get("message") or ""
+    except (ValueError, AttributeError):
+        message = data[:200].decode("utf-8", "replace")
+    text = f"{method} {path}: {status} {message}".rstrip()
+    if status == 404:
+        return NotFoundError(text, status)
+    if status == 409:
+        return ConflictError(text, status)
+    if status == 410:
+        return GoneError(text, status)
+    if status == 429:
+        return TooManyRequestsError(text, status)
+    if status >= 500:
+        return UnavailableError(text, status)
+    return KubeError(text, status)

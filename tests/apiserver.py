@@ -1,0 +1,554 @@
+"""A Kubernetes API server for tests and benchmarks: real HTTP, real watch streams, faults on
+demand.
+
+It keeps objects of the kinds rulesched reads and writes (nodes, pods, namespaces,
+PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps) with one resourceVersion
+counter, as etcd does, and serves:
+
+* list (``GET /api/v1/pods``, namespaced or not) with ``metadata.resourceVersion``;
+* watch (``?watch=1&resourceVersion=N&allowWatchBookmarks=true&timeoutSeconds=S``): JSON lines,
+  ADDED / MODIFIED / DELETED / BOOKMARK, and an ERROR event with a 410 Status when N is older
+  than the history kept (``history`` events);
+* create, get, replace (with resourceVersion preconditions: 409), merge-patch and delete;
+* the ``binding`` (409 when already bound) and ``eviction`` (429 when a PodDisruptionBudget
+  allows no disruption) subresources, and ``status`` merge-patches.
+
+Faults, set through ``POST /_faults`` (JSON) or :meth:`TestApiServer.set_faults`: every watch
+cut after ``cut_watches_every`` seconds, ``error_rate`` of requests answered 500/503,
+``bind_conflict_rate`` of bindings answered 409, ``gone_on_resume`` (every watch that resumes
+from a resourceVersion gets 410), ``delay`` seconds before every answer; ``POST /_restart``
+closes every connection (a restart that keeps etcd).
+
+Run it as a process: ``python -m tests.apiserver --port 0`` prints ``listening on PORT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+# plural -> (kind, group/version prefix, namespaced)
+RESOURCES = {
+    "nodes": ("Node", "/api/v1", False),
+    "pods": ("Pod", "/api/v1", True),
+    "namespaces": ("Namespace", "/api/v1", False),
+    "configmaps": ("ConfigMap", "/api/v1", True),
+    "events": ("Event", "/api/v1", True),
+    "poddisruptionbudgets": ("PodDisruptionBudget", "/apis/policy/v1", True),
+    "priorityclasses": ("PriorityClass", "/apis/scheduling.k8s.io/v1", False),
+    "leases": ("Lease", "/apis/coordination.k8s.io/v1", True),
+}
+PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
+
+
+@dataclass
+class Faults:
+    cut_watches_every: float = 0.0
+    error_rate: float = 0.0
+    bind_conflict_rate: float = 0.0
+    gone_on_resume: bool = False
+    delay: float = 0.0
+    seed: int = 0
+
+
+@dataclass
+class Store:
+    """The objects, by plural then ``namespace/name`` (``name`` when cluster-scoped)."""
+
+    objects: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: {p: {} for p in RESOURCES})
+    revision: int = 0
+    history: deque[tuple[int, str, str, dict[str, Any]]] = field(default_factory=deque)  # (rv, plural, type, obj)
+    history_size: int = 10_000
+    changed: threading.Condition = field(default_factory=threading.Condition)
+    bindings: int = 0  # successful binding calls, for tests
+    binding_log: list[tuple[str, str, float]] = field(default_factory=list)  # (pod key, node, time)
+    evictions: list[str] = field(default_factory=list)
+
+    def write(self, plural: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Record a change (``kind``: ADDED, MODIFIED, DELETED) under the next revision."""
+        with self.changed:
+            self.revision += 1
+            meta = obj.setdefault("metadata", {})
+            meta["resourceVersion"] = str(self.revision)
+            key = _key(meta)
+            if kind == "DELETED":
+                self.objects[plural].pop(key, None)
+            else:
+                self.objects[plural][key] = obj
+            self.history.append((self.revision, plural, kind, copy.deepcopy(obj)))
+            while len(self.history) > self.history_size:
+                self.history.popleft()
+            self.changed.notify_all()
+            return obj
+
+    def oldest(self) -> int:
+        return self.history[0][0] if self.history else self.revision
+
+
+def _key(meta: dict[str, Any]) -> str:
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+    # --- plumbing -----------------------------------------------------------------------------
+    def _send(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        return json.loads(self.rfile.read(length) or b"null") if length else None
+
+    def _fault(self) -> bool:
+        faults = self.server.faults
+        if faults.delay:
+            time.sleep(faults.delay)
+        if faults.error_rate and self.server.rng.random() < faults.error_rate:
+            code = self.server.rng.choice((500, 503))
+            self._send(code, _status(code, "InternalError" if code == 500 else "ServiceUnavailable", "injected fault"))
+            return True
+        return False
+
+    def _route(self) -> tuple[str, str | None, str | None, str | None, dict[str, list[str]]] | None:
+        """(plural, namespace, name, subresource, query) for a resource path."""
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        for prefix in (
+            "/api/v1",
+            "/apis/policy/v1",
+            "/apis/scheduling.k8s.io/v1",
+            "/apis/coordination.k8s.io/v1",
+            "/apis/events.k8s.io/v1",
+        ):
+            if url.path.startswith(prefix + "/"):
+                parts = url.path[len(prefix) + 1 :].split("/")
+                break
+        else:
+            return None
+        namespace = None
+        if parts[0] == "namespaces" and len(parts) >= 3:
+            namespace, parts = parts[1], parts[2:]
+        plural = parts[0]
+        if plural not in RESOURCES:
+            return None
+        name = parts[1] if len(parts) > 1 else None
+        sub = parts[2] if len(parts) > 2 else None
+        return plural, namespace, name, sub, query
+
+    # --- verbs --------------------------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        route = self._route()
+        if route is None:
+            self._send(404, _status(404, "NotFound", self.path))
+            return
+        if self._fault():
+            return
+        plural, namespace, name, _, query = route
+        store = self.server.store
+        if name is not None:
+            obj = store.objects[plural].get(f"{namespace}/{name}" if namespace else name)
+            if obj is None:
+                self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+            else:
+                self._send(200, obj)
+            return
+        if query.get("watch", ["0"])[0] in ("1", "true"):
+            self._watch(plural, namespace, query)
+            return
+        with store.changed:
+            items = [o for k, o in store.objects[plural].items() if namespace is None or k.startswith(namespace + "/")]
+            body = {
+                "kind": RESOURCES[plural][0] + "List",
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": str(store.revision)},
+                "items": copy.deepcopy(items),
+            }
+        self._send(200, body)
+
+    def _watch(self, plural: str, namespace: str | None, query: dict[str, list[str]]) -> None:
+        store, faults = self.server.store, self.server.faults
+        since = int(query.get("resourceVersion", ["0"])[0] or 0)
+        bookmarks = query.get("allowWatchBookmarks", ["false"])[0] == "true"
+        timeout = float(query.get("timeoutSeconds", ["300"])[0])
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.server.track(self.connection)
+        started = time.monotonic()
+        cut = faults.cut_watches_every
+        try:
+            if since and (faults.gone_on_resume or since < store.oldest() - 1):
+                self._chunk({"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {since}")})
+                return
+            position = since or store.revision
+            last_bookmark = time.monotonic()
+            while True:
+                now = time.monotonic()
+                if now - started >= timeout or (cut and now - started >= cut) or self.server.stopping:
+                    return
+                with store.changed:
+                    pending = [e for e in store.history if e[0] > position]
+                    if not pending:
+                        store.changed.wait(0.2)
+                        pending = [e for e in store.history if e[0] > position]
+                for rv, kind_plural, kind, obj in pending:
+                    position = rv
+                    if kind_plural != plural:
+                        continue
+                    if namespace and obj["metadata"].get("namespace") != namespace:
+                        continue
+                    self._chunk({"type": kind, "object": obj})
+                if bookmarks and time.monotonic() - last_bookmark > 1.0:
+                    last_bookmark = time.monotonic()
+                    self._chunk(
+                        {
+                            "type": "BOOKMARK",
+                            "object": {
+                                "kind": RESOURCES[plural][0],
+                                "apiVersion": "v1",
+                                "metadata": {"resourceVersion": str(position)},
+                            },
+                        }
+                    )
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return
+        finally:
+            try:
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass
+            self.close_connection = True
+
+    def _chunk(self, event: dict[str, Any]) -> None:
+        data = json.dumps(event).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def do_POST(self) -> None:  # noqa: N802
+        if self.path == "/_faults":
+            self.server.set_faults(**(self._body() or {}))
+            self._send(200, {"ok": True})
+            return
+        if self.path == "/_restart":
+            self._send(200, {"ok": True})
+            self.server.drop_connections()
+            return
+        route = self._route()
+        if route is None:
+            self._send(404, _status(404, "NotFound", self.path))
+            return
+        if self._fault():
+            return
+        plural, namespace, name, sub, _ = route
+        body = self._body() or {}
+        store = self.server.store
+        if sub == "binding":
+            self._bind(namespace, name, body)
+            return
+        if sub == "eviction":
+            self._evict(namespace, name)
+            return
+        meta = body.setdefault("metadata", {})
+        if namespace:
+            meta["namespace"] = namespace
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        body.setdefault("kind", RESOURCES[plural][0])
+        with store.changed:
+            if _key(meta) in store.objects[plural]:
+                self._send(409, _status(409, "AlreadyExists", f"{plural} {meta['name']} already exists"))
+                return
+            obj = store.write(plural, "ADDED", body)
+        self._send(201, obj)
+
+    def _bind(self, namespace: str | None, name: str | None, body: dict[str, Any]) -> None:
+        store, server = self.server.store, self.server
+        target = (body.get("target") or {}).get("name")
+        with store.changed:
+            pod = store.objects["pods"].get(f"{namespace}/{name}")
+            if pod is None:
+                self._send(404, _status(404, "NotFound", f"pods {name} not found"))
+                return
+            if pod.get("spec", {}).get("nodeName") or (
+                server.faults.bind_conflict_rate and server.rng.random() < server.faults.bind_conflict_rate
+            ):
+                self._send(
+                    409,
+                    _status(
+                        409,
+                        "Conflict",
+                        f"pod {name} is already assigned to node {pod.get('spec', {}).get('nodeName', '')!r}",
+                    ),
+                )
+                return
+            pod = copy.deepcopy(pod)
+            pod.setdefault("spec", {})["nodeName"] = target
+            store.write("pods", "MODIFIED", pod)
+            store.bindings += 1
+            store.binding_log.append((f"{namespace}/{name}", str(target), time.monotonic()))
+        self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+
+    def _evict(self, namespace: str | None, name: str | None) -> None:
+        store = self.server.store
+        with store.changed:
+            pod = store.objects["pods"].get(f"{namespace}/{name}")
+            if pod is None:
+                self._send(404, _status(404, "NotFound", f"pods {name} not found"))
+                return
+            labels = pod.get("metadata", {}).get("labels") or {}
+            for pdb in store.objects["poddisruptionbudgets"].values():
+                if pdb["metadata"].get("namespace") != namespace:
+                    continue
+                wanted = (pdb.get("spec", {}).get("selector") or {}).get("matchLabels") or {}
+                if wanted and all(labels.get(k) == v for k, v in wanted.items()):
+                    allowed = int((pdb.get("status") or {}).get("disruptionsAllowed", 0))
+                    if allowed <= 0:
+                        self._send(
+                            429,
+                            _status(
+                                429,
+                                "TooManyRequests",
+                                "Cannot evict pod as it would violate the pod's disruption budget.",
+                            ),
+                        )
+                        return
+                    pdb = copy.deepcopy(pdb)
+                    pdb.setdefault("status", {})["disruptionsAllowed"] = allowed - 1
+                    store.write("poddisruptionbudgets", "MODIFIED", pdb)
+            store.write("pods", "DELETED", copy.deepcopy(pod))
+            store.evictions.append(f"{namespace}/{name}")
+        self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+
+    def do_PUT(self) -> None:  # noqa: N802
+        route = self._route()
+        if route is None or self._fault():
+            if route is None:
+                self._send(404, _status(404, "NotFound", self.path))
+            return
+        plural, namespace, name, _, _ = route
+        body = self._body() or {}
+        store = self.server.store
+        key = f"{namespace}/{name}" if namespace else str(name)
+        with store.changed:
+            current = store.objects[plural].get(key)
+            if current is None:
+                self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+                return
+            wanted = body.get("metadata", {}).get("resourceVersion")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                self._send(
+                    409,
+                    _status(
+                        409,
+                        "Conflict",
+                        "the object has been modified; please apply your changes to the latest version and try again",
+                    ),
+                )
+                return
+            body.setdefault("metadata", {}).update(
+                {"name": name, **({"namespace": namespace} if namespace else {}), "uid": current["metadata"].get("uid")}
+            )
+            obj = store.write(plural, "MODIFIED", body)
+        self._send(200, obj)
+
+    def do_PATCH(self) -> None:  # noqa: N802
+        route = self._route()
+        if route is None or self._fault():
+            if route is None:
+                self._send(404, _status(404, "NotFound", self.path))
+            return
+        plural, namespace, name, _, _ = route
+        patch = self._body() or {}
+        store = self.server.store
+        key = f"{namespace}/{name}" if namespace else str(name)
+        with store.changed:
+            current = store.objects[plural].get(key)
+            if current is None:
+                self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+                return
+            obj = store.write(plural, "MODIFIED", _merge(copy.deepcopy(current), patch))
+        self._send(200, obj)
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        route = self._route()
+        if route is None or self._fault():
+            if route is None:
+                self._send(404, _status(404, "NotFound", self.path))
+            return
+        plural, namespace, name, _, _ = route
+        store = self.server.store
+        key = f"{namespace}/{name}" if namespace else str(name)
+        with store.changed:
+            current = store.objects[plural].get(key)
+            if current is None:
+                self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+                return
+            store.write(plural, "DELETED", copy.deepcopy(current))
+        self._send(200, current)
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386); lists are replaced, None deletes."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+    return target
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _Handler)
+        self.store = Store()
+        self.faults = Faults()
+        self.rng = random.Random(0)
+        self.stopping = False
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def set_faults(self, **settings: Any) -> None:
+        self.faults = Faults(**settings)
+        self.rng = random.Random(self.faults.seed)
+
+    def track(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(conn)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.track(request)
+        super().process_request(request, client_address)
+
+    def drop_connections(self) -> None:
+        """Close every open connection: what clients see when an API server restarts."""
+        with self._lock:
+            conns, self._connections = list(self._connections), set()
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class TestApiServer:
+    """The server on a thread of this process (tests), at ``url``."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(self, port: int = 0) -> None:
+        self._server = _Server(("127.0.0.1", port))
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def store(self) -> Store:
+        return self._server.store
+
+    def set_faults(self, **settings: Any) -> None:
+        self._server.set_faults(**settings)
+
+    def restart(self) -> None:
+        self._server.drop_connections()
+
+    def add(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create an object directly (set-up)."""
+        obj = copy.deepcopy(obj)
+        obj.setdefault("kind", RESOURCES[plural][0])
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("uid", str(uuid.uuid4()))
+        if RESOURCES[plural][2]:
+            meta.setdefault("namespace", "default")
+        return self.store.write(plural, "ADDED", obj)
+
+    def update(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.store.write(plural, "MODIFIED", copy.deepcopy(obj))
+
+    def delete(self, plural: str, key: str) -> None:
+        obj = self.store.objects[plural].get(key)
+        if obj is not None:
+            self.store.write(plural, "DELETED", copy.deepcopy(obj))
+
+    def objects(self, plural: str) -> Iterator[dict[str, Any]]:
+        with self.store.changed:
+            return iter(list(self.store.objects[plural].values()))
+
+    def stop(self) -> None:
+        self._server.stopping = True
+        self._server.shutdown()
+        self._server.drop_connections()
+        self._server.server_close()
+
+    def kubeconfig(self, path: str) -> str:
+        """Write a kubeconfig for this server to ``path``; returns the path."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url}}],
+            "users": [{"name": "test", "user": {"token": "test-token"}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+        }
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="a Kubernetes API server for tests and benchmarks")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    server = TestApiServer(args.port)
+    print(f"listening on {server.url.rsplit(':', 1)[1]}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Informers against a real HTTP API server (tests/apiserver.py) that injects faults: watch
+streams cut every half second, 10% of answers 500/503, every resumed watch answered 410 Gone,
+a restart that resets every connection. While objects are created, changed and deleted, what
+the informer delivered must end up equal to what the server holds: nothing missed, nothing
+duplicated, nothing deleted kept. And the adapter maps the server's refusals onto the error
+tree."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rulesched.errors import ConflictError, GoneError, NotFoundError, TooManyRequestsError, UnavailableError
+from rulesched.kube.api import NODES, PDBS, PODS, KubeApi
+from rulesched.kube.informer import Delta, Informer, object_key
+from tests.apiserver import TestApiServer
+
+
+@pytest.fixture
+def server() -> Iterator[TestApiServer]:
+    s = TestApiServer()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def api(server: TestApiServer, tmp_path: Path) -> Iterator[KubeApi]:
+    client = KubeApi(server.kubeconfig(str(tmp_path / "kubeconfig")), timeout=5)
+    yield client
+    client.close()
+
+
+class View:
+    """What a consumer of deltas holds: key -> resourceVersion."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.deltas = 0
+
+    def __call__(self, delta: Delta) -> None:
+        with self.lock:
+            self.deltas += 1
+            if delta.type == "DELETED":
+                assert delta.key in self.objects, f"deleted {delta.key}, never seen"
+                del self.objects[delta.key]
+            else:
+                self.objects[delta.key] = delta.obj["metadata"]["resourceVersion"]
+
+
+def pod(name: str, node: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "x"}], **({"nodeName": node} if node else {})},
+    }
+
+
+def expected(server: TestApiServer, plural: str) -> dict[str, str]:
+    return {object_key(o): o["metadata"]["resourceVersion"] for o in server.objects(plural)}
+
+
+def wait_until(condition: Any, seconds: float = 20.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        {},
+        {"cut_watches_every": 0.5},
+        {"cut_watches_every": 0.5, "error_rate": 0.1, "seed": 3},
+        {"cut_watches_every": 0.7, "gone_on_resume": True, "error_rate": 0.05, "seed": 4},
+    ],
+    ids=["clean", "cuts", "cuts+5xx", "cuts+410+5xx"],
+)
+def test_informers_converge_under_faults(server: TestApiServer, api: KubeApi, faults: dict[str, Any]) -> None:
+    for i in range(5):
+        server.add("nodes", {"metadata": {"name": f"n{i}"}})
+    for i in range(20):
+        server.add("pods", pod(f"p{i}"))
+    server.set_faults(**faults)
+    stop = threading.Event()
+    nodes, pods = View(), View()
+    informers = [
+        Informer(api, NODES, nodes, stop, watch_timeout=5).start(),
+        Informer(api, PODS, pods, stop, watch_timeout=5).start(),
+    ]
+    try:
+        assert wait_until(lambda: all(i.synced.is_set() for i in informers))
+        for step in range(60):  # churn while the faults hit
+            server.add("pods", pod(f"q{step}"))
+            if step % 3 == 0:
+                server.delete("pods", f"default/p{step // 3}")
+            if step % 4 == 0:
+                obj = server.store.objects["pods"][f"default/q{step}"]
+                server.update("pods", {**obj, "spec": {**obj["spec"], "nodeName": "n1"}})
+            if step % 10 == 0:
+                server.add("nodes", {"metadata": {"name": f"m{step}"}})
+            if step == 30:
+                server.restart()
+            time.sleep(0.02)
+        assert wait_until(
+            lambda: pods.objects == expected(server, "pods") and nodes.objects == expected(server, "nodes")
+        ), sorted(set(pods.objects.items()) ^ set(expected(server, "pods").items()))
+    finally:
+        stop.set()
+        for informer in informers:
+            informer.join(timeout=10)
+    if faults.get("gone_on_resume"):
+        assert informers[1].relists > 1  # 410 made it list again, and the relist reconciled
+    if faults.get("error_rate"):
+        assert sum(i.errors for i in informers) > 0  # the 5xx answers were met and survived
+
+
+def test_the_adapter_maps_refusals_onto_the_error_tree(server: TestApiServer, api: KubeApi) -> None:
+    server.add("nodes", {"metadata": {"name": "n1"}})
+    created = server.add("pods", pod("a"))
+    api.bind("default", "a", created["metadata"]["uid"], "n1")
+    assert server.store.objects["pods"]["default/a"]["spec"]["nodeName"] == "n1"
+    with pytest.raises(ConflictError):
+        api.bind("default", "a", created["metadata"]["uid"], "n1")  # already bound
+    with pytest.raises(NotFoundError):
+        api.bind("default", "missing", "", "n1")
+    server.add(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "b", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "x"}}},
+            "status": {"disruptionsAllowed": 0},
+        },
+    )
+    server.add(
+        "pods",
+        {**pod("guarded", "n1"), "metadata": {"name": "guarded", "namespace": "default", "labels": {"app": "x"}}},
+    )
+    with pytest.raises(TooManyRequestsError):
+        api.evict("default", "guarded")
+    api.evict("default", "a")
+    assert "default/a" not in server.store.objects["pods"]
+    listed = api.list(PDBS)
+    assert [o["metadata"]["name"] for o in listed.items] == ["b"] and listed.resource_version
+    with pytest.raises(GoneError):
+        server.set_faults(gone_on_resume=True)
+        list(api.watch(PODS, "1", timeout_seconds=1))
+    server.set_faults(error_rate=1.0)
+    with pytest.raises(UnavailableError):
+        api.list(NODES)
+    server.stop()
+    with pytest.raises(UnavailableError):
+        api.list(NODES)  # nobody listening
