@@ -31,9 +31,11 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
+    from rulesched.run.cli import add_run_parser
     from rulesched.simulate.cli import add_simulate_parser
 
     add_simulate_parser(sub)
+    add_run_parser(sub)
     return parser
 
 
@@ -46,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _lint(args)
         if args.command == "fmt":
             return _fmt(args)
+        if args.command == "run":
+            from rulesched.run.cli import run_command
+
+            return run_command(args)
         from rulesched.simulate.cli import run_simulate
 
         return run_simulate(args)
@@ -72,3 +78,7 @@ def _fmt(args: argparse.Namespace) -> int:
     from rulesched.lang.frontend.format import FormatSettings, format_paths
 
     return format_paths(FormatSettings(tuple(args.paths), check=args.check, write=args.write))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -261,8 +261,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_POST(self) -> None:  # noqa: N802
+        payload = self._body()  # read first: an answer that leaves it unread breaks the connection
         if self.path == "/_faults":
-            self.server.set_faults(**(self._body() or {}))
+            self.server.set_faults(**(payload or {}))
             self._send(200, {"ok": True})
             return
         if self.path == "/_restart":
@@ -276,7 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._fault():
             return
         plural, namespace, name, sub, _ = route
-        body = self._body() or {}
+        body = payload or {}
         store = self.server.store
         if sub == "binding":
             self._bind(namespace, name, body)
@@ -358,13 +359,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
     def do_PUT(self) -> None:  # noqa: N802
+        payload = self._body()
         route = self._route()
         if route is None or self._fault():
             if route is None:
                 self._send(404, _status(404, "NotFound", self.path))
             return
         plural, namespace, name, _, _ = route
-        body = self._body() or {}
+        body = payload or {}
         store = self.server.store
         key = f"{namespace}/{name}" if namespace else str(name)
         with store.changed:
@@ -390,13 +392,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, obj)
 
     def do_PATCH(self) -> None:  # noqa: N802
+        payload = self._body()
         route = self._route()
         if route is None or self._fault():
             if route is None:
                 self._send(404, _status(404, "NotFound", self.path))
             return
         plural, namespace, name, _, _ = route
-        patch = self._body() or {}
+        patch = payload or {}
         store = self.server.store
         key = f"{namespace}/{name}" if namespace else str(name)
         with store.changed:
@@ -408,6 +411,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, obj)
 
     def do_DELETE(self) -> None:  # noqa: N802
+        self._body()
         route = self._route()
         if route is None or self._fault():
             if route is None:

@@ -90,6 +90,7 @@ class KubeApi:
             where = kubeconfig or "the in-cluster service account"
             raise ConfigError(f"cannot configure the Kubernetes client from {where}: {err}") from None
         configuration.retries = False  # retries are ours: with backoff, and never for a binding
+        configuration.connection_pool_maxsize = 64  # watches, binding workers, events at once
         self.host = configuration.host
         self._client = k8s_client.ApiClient(configuration)
         self._timeout = timeout

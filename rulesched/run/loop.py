@@ -1,0 +1,239 @@
+"""``rulesched run``: the scheduler on the Kubernetes API, one thread owning store and queue.
+
+Informer threads (:mod:`rulesched.kube.informer`) and binding workers (:mod:`rulesched.run.workers`)
+put what they learn on one thread-safe queue and wake the scheduler's thread, which applies it
+between cycles: nodes, bound pods, PodDisruptionBudgets and namespaces into the store; pending
+pods that name this scheduler into the scheduling queue (updated in place, dropped when deleted
+or bound by someone else); binding outcomes into the scheduler. Objects that do not decode are
+logged in one line and skipped; the loop never stops for them.
+
+Pods bound by other schedulers count as used capacity; finished pods (Succeeded, Failed) and
+deleted pods free their node; a cordoned or deleted node counts at once. Parked pods move back
+when a node is added or changes in labels, taints, allocatable or schedulability, or a pod is
+deleted (and after at most five minutes).
+Next stage: :mod:`rulesched.scheduler.scheduler` schedules what the queue holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rulesched.cluster.store import ClusterStore
+from rulesched.errors import InputError
+from rulesched.kube.api import NAMESPACES, NODES, PDBS, PODS, PRIORITY_CLASSES, KubeApi
+from rulesched.kube.informer import Delta, Informer
+from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
+from rulesched.model import Node, Pod, PriorityClass
+from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.run.workers import Outcome, Workers
+from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
+from rulesched.scheduler.queue import Event
+from rulesched.scheduler.scheduler import Observer, Scheduler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Built by the command line (or a --config file); named like kube-scheduler's flags."""
+
+    kubeconfig: str | None = None
+    scheduler_name: str = "rulesched"
+    rules: tuple[str, ...] = ("default",)
+    bind_workers: int = 16
+    percentage_of_nodes_to_score: int = 0
+    grace_seconds: float = 10.0  # on SIGTERM: how long in-flight bindings may take
+
+
+class _Binder:
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+
+    def bind(self, pod: Pod, node: str) -> bool | None:
+        self.workers.bind(pod, node)
+        return None  # the outcome comes back through the loop
+
+
+class _Reporter(Observer):
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+
+    def attempted(self, result: CycleResult) -> None:
+        pod = result.pod
+        if result.code is Code.UNSCHEDULABLE:
+            preemption = result.preemption
+            if preemption is not None and preemption.nominated is not None:
+                self.workers.nominate(pod, preemption.nominated)
+            self.workers.unschedulable(pod, result.message)
+        log.debug("cycle: %s", result.code.value, extra={"pod": pod.key, "node": result.node})
+
+    def bound(self, pod: Pod, node: str) -> None:
+        self.workers.forget(pod.key)
+        log.info("bound", extra={"pod": pod.key, "node": node})
+
+
+def _relevant(old: Node | None, new: Node) -> bool:
+    """Whether a node change can make a parked pod schedulable (not a status heartbeat)."""
+    return old is None or (old.labels, old.taints, old.allocatable, old.unschedulable) != (
+        new.labels,
+        new.taints,
+        new.allocatable,
+        new.unschedulable,
+    )
+
+
+class Loop:
+    def __init__(self, settings: RunSettings, api: KubeApi | None = None) -> None:
+        self.settings = settings
+        self.api = api or KubeApi(settings.kubeconfig)
+        self.rules = RulesHandle(load_rules([resolve_rules_path(r) for r in settings.rules]))
+        self.store = ClusterStore()
+        self.stop = threading.Event()
+        self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
+        self.workers = Workers(
+            self.api,
+            settings.scheduler_name,
+            self._deliver,
+            settings.bind_workers,
+            rules_digest=lambda: self.rules.digest,
+        )
+        scheduler_settings = SchedulerSettings(
+            percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
+            scheduler_name=settings.scheduler_name,
+        )
+        self.scheduler = Scheduler(
+            self.rules,
+            self.store,
+            scheduler_settings,
+            _Binder(self.workers),
+            evictor=self.workers,
+            clock=time.monotonic,
+            observer=_Reporter(self.workers),
+        )
+        self._classes: dict[str, PriorityClass] = {}
+        self.informers = [
+            Informer(self.api, resource, self._deliver, self.stop)
+            for resource in (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, PODS)
+        ]
+        self.cycles = 0
+
+    def _deliver(self, item: Delta | Outcome) -> None:
+        self._inbox.put(item)
+        self.scheduler.queue.wake()
+
+    @property
+    def ready(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    # --- running ---------------------------------------------------------------------------------
+    def run(self, until: Callable[[], bool] | None = None) -> None:
+        """Schedule until :attr:`stop` is set (or ``until()`` is true); then stop taking pods
+        and let bindings under way finish within the grace period."""
+        for informer in self.informers:
+            informer.start()
+        while not self.ready and not self.stop.is_set():
+            self._drain()
+            self.stop.wait(0.05)
+        log.info("caches synced: %d nodes, rules %s", len(self.store.nodes), self.rules.digest)
+        last_expiry = time.monotonic()
+        while not self.stop.is_set() and (until is None or not until()):
+            self._drain()
+            if self.scheduler.schedule_one(timeout=0.5) is not None:
+                self.cycles += 1
+            now = time.monotonic()
+            if now - last_expiry > 1.0:
+                self.scheduler.expire_assumed()
+                last_expiry = now
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        self.stop.set()
+        deadline = time.monotonic() + self.settings.grace_seconds
+        while self.workers.in_flight and time.monotonic() < deadline:
+            self._drain()
+            time.sleep(0.02)
+        self._drain()
+        self.workers.shutdown(wait=False)
+        for informer in self.informers:
+            informer.join(timeout=1.0)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                if isinstance(item, Outcome):
+                    self._outcome(item)
+                else:
+                    self._apply(item)
+            except InputError as err:
+                log.warning("skipping %s %s: %s", getattr(item, "kind", ""), getattr(item, "key", ""), err)
+
+    # --- applying what arrived -------------------------------------------------------------------
+    def _outcome(self, outcome: Outcome) -> None:
+        if outcome.bound_elsewhere is not None:
+            self.scheduler.binding_finished(outcome.key, False, outcome.reason)
+            self.scheduler.delete(outcome.key)
+            self.store.upsert_pod(decode_pod(outcome.bound_elsewhere, "binding", self._classes))
+            return
+        self.scheduler.binding_finished(outcome.key, outcome.ok, outcome.reason)
+
+    def _apply(self, delta: Delta) -> None:
+        store, scheduler, kind, obj = self.store, self.scheduler, delta.kind, delta.obj
+        deleted = delta.type == "DELETED"
+        if kind == "Pod":
+            if deleted:
+                scheduler.delete(delta.key)
+                self.workers.forget(delta.key)
+                if store.remove_pod(delta.key) is not None:
+                    scheduler.queue.move(Event.POD_DELETED)
+                return
+            self._pod(decode_pod(obj, "watch", self._classes))
+        elif kind == "Node":
+            if deleted:
+                store.remove_node(delta.key)
+                return
+            node = decode_node(obj, "watch")
+            old = store.node_view(node.name)
+            store.add_node(node)
+            if _relevant(old.node if old is not None else None, node):
+                scheduler.queue.move(Event.NODE_ADDED if old is None else Event.NODE_CHANGED)
+        elif kind == "PodDisruptionBudget":
+            if deleted:
+                store.remove_pdb(delta.key)
+            else:
+                store.set_pdb(decode_pdb(obj, "watch"))
+        elif kind == "Namespace":
+            if deleted:
+                store.remove_namespace(delta.key)
+            else:
+                namespace = decode_namespace(obj, "watch")
+                store.set_namespace(namespace.name, namespace.labels)
+        elif kind == "PriorityClass":
+            if deleted:
+                self._classes.pop(delta.key, None)
+            else:
+                priority_class = decode_priority_class(obj, "watch")
+                self._classes[priority_class.name] = priority_class
+
+    def _pod(self, pod: Pod) -> None:
+        store, scheduler = self.store, self.scheduler
+        key = pod.key
+        if pod.node_name or pod.phase in ("Succeeded", "Failed"):
+            scheduler.delete(key)  # bound (by us, confirmed, or by someone else) or finished
+            store.upsert_pod(pod)
+            if pod.phase in ("Succeeded", "Failed"):
+                scheduler.queue.move(Event.POD_DELETED)
+            elif scheduler.queue.any_waiting_on_pods:
+                scheduler.queue.move(Event.POD_ADDED)
+        elif pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
+            scheduler.add(pod)  # new, or updated while pending
+        else:
+            scheduler.delete(key)  # terminating, or handed to another scheduler

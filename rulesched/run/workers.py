@@ -1,0 +1,205 @@
+"""The binding cycle, apart from the scheduling cycle: API calls on a bounded pool of threads.
+
+The scheduler's thread assumes a pod and hands its binding here (:class:`ApiBinder` answers
+"under way"); a worker posts the binding through the ``pods/binding`` subresource, then the
+``Scheduled`` event, and sends the outcome back to the scheduler's thread as an
+:class:`Outcome`, which that thread applies between cycles. A 409 means the pod is bound
+already: the worker reads where, and the outcome says so (the pod is then taken as bound there,
+not retried). Evictions of preemption victims, ``FailedScheduling`` events and pod status
+patches (PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
+PodDisruptionBudget refuses (429) is retried later, never fatal.
+Next stage: :mod:`rulesched.run.loop` applies the outcomes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError, UnavailableError
+from rulesched.kube.api import EVENTS, PODS, KubeApi
+from rulesched.model import Pod
+
+log = logging.getLogger(__name__)
+EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
+EVICTION_RETRY_SECONDS = 5.0
+EVENT_ATTEMPTS = 6
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A binding's end, for the scheduler's thread."""
+
+    key: str
+    node: str
+    ok: bool
+    reason: str = ""
+    bound_elsewhere: dict[str, Any] | None = None  # the pod as the API has it, when a 409 says so
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Workers:
+    """The pool, and what it does for the scheduler."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        scheduler_name: str,
+        outcomes: Callable[[Outcome], None],
+        threads: int = 16,
+        rules_digest: Callable[[], str] = lambda: "",
+    ) -> None:
+        self.api = api
+        self.scheduler_name = scheduler_name
+        self.outcomes = outcomes
+        self.rules_digest = rules_digest
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
+        self._lock = threading.Lock()
+        self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
+        self.in_flight = 0
+
+    def shutdown(self, wait: bool = True) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            self.in_flight += 1
+
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - a worker's failure is logged, never fatal
+                log.exception("worker task failed")
+            finally:
+                with self._lock:
+                    self.in_flight -= 1
+
+        self._pool.submit(run)
+
+    # --- binding ----------------------------------------------------------------------------------
+    def bind(self, pod: Pod, node: str) -> None:
+        self._submit(self._bind, pod, node)
+
+    def _bind(self, pod: Pod, node: str) -> None:
+        key = pod.key
+        try:
+            self.api.bind(pod.namespace, pod.name, pod.uid, node)
+        except ConflictError as err:
+            try:
+                current = self.api.get(PODS, pod.namespace, pod.name)
+            except KubeError:
+                current = None
+            where = ((current or {}).get("spec") or {}).get("nodeName")
+            self.outcomes(Outcome(key, node, False, str(err), current if where else None))
+            return
+        except KubeError as err:
+            self.outcomes(Outcome(key, node, False, str(err)))
+            return
+        self.outcomes(Outcome(key, node, True))
+        digest = self.rules_digest()
+        note = f"Successfully assigned {key} to {node}" + (f" (rules {digest})" if digest else "")
+        self._event(pod, "Normal", "Scheduled", "Binding", note)
+
+    # --- what users see ---------------------------------------------------------------------------
+    def unschedulable(self, pod: Pod, message: str) -> None:
+        """FailedScheduling event and the PodScheduled=False condition, at most once a minute for
+        the same message (a pod retried every few seconds must not flood)."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._last_event.get(pod.key)
+            if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_SECONDS:
+                return
+            self._last_event[pod.key] = (message, now)
+        self._submit(self._unschedulable, pod, message)
+
+    def _unschedulable(self, pod: Pod, message: str) -> None:
+        self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": _now()[:19] + "Z",
+        }
+        self._patch_status(pod, {"status": {"conditions": [condition]}})
+
+    def nominate(self, pod: Pod, node: str) -> None:
+        self._submit(self._patch_status, pod, {"status": {"nominatedNodeName": node}})
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._last_event.pop(key, None)
+
+    def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        try:
+            self.api.patch_pod_status(pod.namespace, pod.name, patch)
+        except NotFoundError:
+            pass
+        except KubeError as err:
+            log.warning("status of %s: %s", pod.key, err, extra={"pod": pod.key})
+
+    def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str) -> None:
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
+            "eventTime": _now(),
+            "reportingController": self.scheduler_name,
+            "reportingInstance": self.scheduler_name,
+            "action": action,
+            "reason": reason,
+            "type": type_,
+            "note": note[:1024],
+            "regarding": {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
+        }
+        for attempt in range(EVENT_ATTEMPTS):  # as client-go's event broadcaster, retry a few times
+            try:
+                self.api.create(EVENTS, pod.namespace, body)
+                return
+            except UnavailableError as err:
+                if attempt == EVENT_ATTEMPTS - 1:
+                    log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
+                time.sleep(0.05 * 2**attempt)
+            except KubeError as err:
+                log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
+                return
+
+    # --- preemption ---------------------------------------------------------------------------------
+    def evict(self, victim: Pod, preemptor: Pod) -> None:
+        self._submit(self._evict, victim, preemptor, 0)
+
+    def _evict(self, victim: Pod, preemptor: Pod, attempt: int) -> None:
+        try:
+            self.api.evict(victim.namespace, victim.name)
+            self._event(
+                victim,
+                "Normal",
+                "Preempted",
+                "Preempting",
+                f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
+            )
+        except NotFoundError:
+            pass  # gone already
+        except (TooManyRequestsError, KubeError) as err:
+            if attempt >= 20:
+                log.warning("eviction of %s given up: %s", victim.key, err, extra={"pod": victim.key})
+                return
+            log.info("eviction of %s refused (%s); retrying", victim.key, err, extra={"pod": victim.key})
+            timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1))
+            timer.daemon = True
+            timer.start()

@@ -1,0 +1,132 @@
+"""``rulesched run`` end to end, over HTTP, against the test API server with faults: pending pods
+that name rulesched are bound exactly once each, no node over its allocatable, one Scheduled
+event per pod; pods of other schedulers, terminating pods and finished pods are never touched;
+the loop stops cleanly."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rulesched.run.loop import Loop, RunSettings
+from tests.apiserver import TestApiServer
+
+
+@pytest.fixture
+def server() -> Iterator[TestApiServer]:
+    s = TestApiServer()
+    yield s
+    s.stop()
+
+
+def node(name: str, cpu: str = "4") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def pod(name: str, cpu: str = "500m", scheduler: str = "rulesched", **extra: Any) -> dict[str, Any]:
+    spec = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    spec.update(extra.pop("spec", {}))
+    return {
+        "metadata": {"name": name, "namespace": "default", **extra.pop("metadata", {})},
+        "spec": spec,
+        "status": extra.pop("status", {"phase": "Pending"}),
+    }
+
+
+def milli(cpu: str) -> int:
+    return int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+
+
+def run_until_bound(server: TestApiServer, tmp_path: Path, ours: list[str], seconds: float = 90.0) -> Loop:
+    loop = Loop(
+        RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), bind_workers=8, grace_seconds=5)
+    )
+
+    def done() -> bool:
+        pods = server.store.objects["pods"]
+        return all(pods[f"default/{n}"]["spec"].get("nodeName") for n in ours)
+
+    thread = threading.Thread(target=loop.run, kwargs={"until": lambda: loop.stop.is_set()}, daemon=True)
+    thread.start()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not done():
+        time.sleep(0.1)
+    time.sleep(0.5)  # let the last events land
+    started = time.monotonic()
+    loop.stop.set()
+    loop.scheduler.queue.wake()
+    thread.join(timeout=15)
+    assert not thread.is_alive() and time.monotonic() - started < 10, "the loop did not stop in time"
+    assert done(), [n for n in ours if not server.store.objects["pods"][f"default/{n}"]["spec"].get("nodeName")]
+    return loop
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [{}, {"cut_watches_every": 2.0, "error_rate": 0.05, "bind_conflict_rate": 0.05, "seed": 11}],
+    ids=["clean", "faults"],
+)
+def test_every_pod_bound_once_within_allocatable(server: TestApiServer, tmp_path: Path, faults: dict[str, Any]) -> None:
+    for i in range(50):
+        server.add("nodes", node(f"n{i}"))
+    ours = [f"p{i}" for i in range(200)]
+    for i, name in enumerate(ours):
+        server.add("pods", pod(name, cpu=["250m", "500m", "1"][i % 3]))
+    # never touched: another scheduler's pod, a terminating pod, a finished pod
+    server.add("pods", pod("theirs", scheduler="default-scheduler"))
+    server.add("pods", pod("leaving", metadata={"deletionTimestamp": "2026-01-01T00:00:00Z"}))
+    server.add("pods", pod("done", spec={"nodeName": "n0"}, status={"phase": "Succeeded"}))
+    server.set_faults(**faults)
+    run_until_bound(server, tmp_path, ours)
+    server.set_faults()
+    bound = Counter(key for key, _, _ in server.store.binding_log)
+    assert all(bound[f"default/{n}"] == 1 for n in ours), {k: v for k, v in bound.items() if v != 1}
+    assert set(bound) == {f"default/{n}" for n in ours}  # nobody else's pod was bound
+    pods = server.store.objects["pods"]
+    assert not pods["default/theirs"]["spec"].get("nodeName") and not pods["default/leaving"]["spec"].get("nodeName")
+    used: Counter[str] = Counter()
+    for name in ours:
+        spec = pods[f"default/{name}"]["spec"]
+        used[spec["nodeName"]] += milli(spec["containers"][0]["resources"]["requests"]["cpu"])
+    assert max(used.values()) <= 4000
+    scheduled = Counter(
+        e["regarding"]["name"] for e in server.store.objects["events"].values() if e["reason"] == "Scheduled"
+    )
+    assert all(scheduled[n] == 1 for n in ours), {n: scheduled[n] for n in ours if scheduled[n] != 1}
+
+
+def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition(server: TestApiServer, tmp_path: Path) -> None:
+    server.add("nodes", node("small", cpu="1"))
+    server.add("pods", pod("fits", cpu="500m"))
+    server.add("pods", pod("huge", cpu="8"))
+    loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    end = time.monotonic() + 30
+    events: list[dict[str, Any]] = []
+    while time.monotonic() < end:
+        events = [e for e in server.store.objects["events"].values() if e["reason"] == "FailedScheduling"]
+        status = server.store.objects["pods"]["default/huge"].get("status", {})
+        if events and status.get("conditions"):
+            break
+        time.sleep(0.1)
+    loop.stop.set()
+    loop.scheduler.queue.wake()
+    thread.join(timeout=10)
+    assert events and events[0]["regarding"]["name"] == "huge" and events[0]["type"] == "Warning"
+    assert events[0]["note"].startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    (condition,) = server.store.objects["pods"]["default/huge"]["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    assert server.store.objects["pods"]["default/fits"]["spec"]["nodeName"] == "small"
