@@ -130,3 +130,59 @@ def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition(server: 
     (condition,) = server.store.objects["pods"]["default/huge"]["status"]["conditions"]
     assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
     assert server.store.objects["pods"]["default/fits"]["spec"]["nodeName"] == "small"
+
+
+def test_preemption_evicts_through_the_api_waits_for_a_budget_then_binds(server: TestApiServer, tmp_path: Path) -> None:
+    """A high-priority pod fits only once both low-priority pods on the node go; a
+    PodDisruptionBudget allows one disruption, so the second eviction is refused (429) and
+    retried; once the budget allows it, the node empties and the preemptor is bound there."""
+    server.add("nodes", node("n1", cpu="2"))
+    for name in ("low-a", "low-b"):
+        server.add(
+            "pods",
+            pod(
+                name,
+                cpu="1",
+                spec={"nodeName": "n1", "priority": 0},
+                metadata={"labels": {"app": "guarded"}},
+                status={"phase": "Running"},
+            ),
+        )
+    server.add(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "guard", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "guarded"}}},
+            "status": {"disruptionsAllowed": 1},
+        },
+    )
+    server.add("pods", pod("high", cpu="2", spec={"priority": 1000}))
+    loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        end = time.monotonic() + 20
+        while time.monotonic() < end and len(server.store.evictions) < 1:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the second eviction meets the budget, now at 0
+        assert len(server.store.evictions) == 1
+        assert not server.store.objects["pods"]["default/high"]["spec"].get("nodeName")
+        nominated = [
+            o
+            for _, plural, _, o in server.store.history
+            if plural == "pods"
+            and o["metadata"]["name"] == "high"
+            and (o.get("status") or {}).get("nominatedNodeName") == "n1"
+        ]
+        assert nominated, "the preemptor's status.nominatedNodeName was not set"
+        budget = server.store.objects["poddisruptionbudgets"]["default/guard"]
+        server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 1}})  # the budget recovers
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not server.store.objects["pods"]["default/high"]["spec"].get("nodeName"):
+            time.sleep(0.1)
+        assert server.store.objects["pods"]["default/high"]["spec"].get("nodeName") == "n1"
+        assert sorted(server.store.evictions) == ["default/low-a", "default/low-b"]
+    finally:
+        loop.stop.set()
+        loop.scheduler.queue.wake()
+        thread.join(timeout=10)

@@ -26,7 +26,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.model import Pod
 from rulesched.scheduler.cycle import Cycle
-from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
+from rulesched.scheduler.framework import Code, CycleResult, Preemption, SchedulerSettings
 from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
 
@@ -100,6 +100,7 @@ class Scheduler:
         self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
         self.cycle = Cycle(settings)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
+        self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
@@ -110,6 +111,7 @@ class Scheduler:
 
     def delete(self, key: str) -> None:
         self.queue.delete(key)
+        self._victims.pop(key, None)
 
     @property
     def bindings_in_flight(self) -> int:
@@ -126,8 +128,15 @@ class Scheduler:
         session = rules.session()
         snapshot = self.store.snapshot()
         result, bound = self.cycle.run(pod, snapshot, session)
+        waiting = False
         if result.code is Code.SCHEDULED and result.node is not None:
             outcome = None
+            self._victims.pop(pod.key, None)
+        elif self._victims_remain(pod):
+            # Its earlier preemption's victims are still leaving (their deletion has not been
+            # reported): wait for them rather than preempt again (PodEligibleToPreemptOthers).
+            outcome, waiting = Preemption(None, message="preemption: waiting for the preempted pods to leave."), True
+            result.preemption = outcome
         else:
             outcome = preempt(snapshot, session, pod)
             result.preemption = outcome
@@ -137,13 +146,26 @@ class Scheduler:
         if outcome is None:
             self._bind(pod, result)
         elif outcome.nominated is None:
-            self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod))
+            self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting)
         else:
             self._nominate(pod, outcome.nominated, outcome.victims)
         self.observer.attempted(result)
         return result
 
+    def _victims_remain(self, pod: Pod) -> bool:
+        victims = self._victims.get(pod.key)
+        if not victims:
+            return False
+        remaining = [key for key in victims if self.store.pod_node(key) is not None]
+        if remaining:
+            self._victims[pod.key] = remaining
+            return True
+        del self._victims[pod.key]
+        return False
+
     def _nominate(self, pod: Pod, node: str, victims: tuple[Pod, ...]) -> None:
+        if victims:
+            self._victims[pod.key] = [v.key for v in victims]
         for victim in victims:
             self.evictor.evict(victim, pod)
         log.info("preempted %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
