@@ -24,7 +24,24 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable)")
     run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
     run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
+    run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")
+    run.add_argument("--leader-elect-resource-namespace", "--lease-namespace", metavar="NS")
+    run.add_argument("--leader-elect-resource-name", "--lease-name", metavar="NAME")
+    run.add_argument("--leader-elect-lease-duration", type=_seconds, metavar="DURATION", help="default 15s")
+    run.add_argument("--leader-elect-renew-deadline", type=_seconds, metavar="DURATION", help="default 10s")
+    run.add_argument("--leader-elect-retry-period", type=_seconds, metavar="DURATION", help="default 2s")
     run.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
+
+
+def _seconds(text: str) -> float:
+    """A duration as kube-scheduler writes them (15s, 1m, 500ms) or plain seconds."""
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * factor
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 15s, 500ms, 1m)") from None
 
 
 def settings_from(args: argparse.Namespace) -> Any:
@@ -44,7 +61,18 @@ def settings_from(args: argparse.Namespace) -> Any:
             if name not in fields:
                 raise ConfigError(f"{args.config}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
             values[name] = tuple(value) if name == "rules" else value
-    for name in ("kubeconfig", "scheduler_name", "bind_workers", "percentage_of_nodes_to_score"):
+    for name in (
+        "kubeconfig",
+        "scheduler_name",
+        "bind_workers",
+        "percentage_of_nodes_to_score",
+        "leader_elect",
+        "leader_elect_resource_namespace",
+        "leader_elect_resource_name",
+        "leader_elect_lease_duration",
+        "leader_elect_renew_deadline",
+        "leader_elect_retry_period",
+    ):
         value = getattr(args, name)
         if value is not None:
             values[name] = value
@@ -66,4 +94,4 @@ def run_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     loop.run()
-    return 0
+    return loop.exit_code

@@ -30,6 +30,7 @@ from rulesched.kube.informer import Delta, Informer
 from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event
@@ -48,6 +49,12 @@ class RunSettings:
     bind_workers: int = 16
     percentage_of_nodes_to_score: int = 0
     grace_seconds: float = 10.0  # on SIGTERM: how long in-flight bindings may take
+    leader_elect: bool = False
+    leader_elect_resource_namespace: str = "kube-system"
+    leader_elect_resource_name: str = "rulesched"
+    leader_elect_lease_duration: float = 15.0
+    leader_elect_renew_deadline: float = 10.0
+    leader_elect_retry_period: float = 2.0
 
 
 class _Binder:
@@ -121,6 +128,29 @@ class Loop:
             for resource in (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, PODS)
         ]
         self.cycles = 0
+        self.exit_code = 0
+        self.elector: LeaderElector | None = None
+        if settings.leader_elect:
+            leader = LeaderSettings(
+                settings.leader_elect_resource_namespace,
+                settings.leader_elect_resource_name,
+                settings.leader_elect_lease_duration,
+                settings.leader_elect_renew_deadline,
+                settings.leader_elect_retry_period,
+            )
+            self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
+
+    def _lost(self) -> None:
+        """Leadership lost: stop scheduling at once and exit (a restart comes back as a standby),
+        as kube-scheduler does."""
+        log.error("leader election lost")
+        self.exit_code = 1
+        self.stop.set()
+        self.scheduler.queue.wake()
+
+    @property
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.leading.is_set()
 
     def _deliver(self, item: Delta | Outcome) -> None:
         self._inbox.put(item)
@@ -136,6 +166,8 @@ class Loop:
         and let bindings under way finish within the grace period."""
         for informer in self.informers:
             informer.start()
+        if self.elector is not None:
+            self.elector.start()
         while not self.ready and not self.stop.is_set():
             self._drain()
             self.stop.wait(0.05)
@@ -143,6 +175,9 @@ class Loop:
         last_expiry = time.monotonic()
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()
+            if not self.leading:  # a standby keeps its caches warm and waits
+                self.stop.wait(0.1)
+                continue
             if self.scheduler.schedule_one(timeout=0.5) is not None:
                 self.cycles += 1
             now = time.monotonic()
