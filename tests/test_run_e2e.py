@@ -186,3 +186,53 @@ def test_preemption_evicts_through_the_api_waits_for_a_budget_then_binds(server:
         loop.stop.set()
         loop.scheduler.queue.wake()
         thread.join(timeout=10)
+
+
+def test_probes_and_metrics(server: TestApiServer, tmp_path: Path) -> None:
+    import urllib.request
+
+    server.add("nodes", node("n1"))
+    server.add("pods", pod("a"))
+    settings = RunSettings(
+        kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), metrics_bind_address="127.0.0.1:0", grace_seconds=2
+    )
+    loop = Loop(settings)
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(
+            lambda: loop.ops is not None and server.store.objects["pods"]["default/a"]["spec"].get("nodeName")
+        )
+        assert loop.ops is not None
+        base = f"http://127.0.0.1:{loop.ops.port}"
+        with urllib.request.urlopen(base + "/healthz") as r:
+            assert r.status == 200
+        with urllib.request.urlopen(base + "/readyz") as r:
+            assert r.read().decode() == f"ok: rules {loop.rules.digest}"
+        assert wait_for(
+            lambda: 'scheduler_binding_duration_seconds_count{result="scheduled"} 1.0' in fetch(base + "/metrics")
+        )
+        text = fetch(base + "/metrics")
+        assert 'scheduler_schedule_attempts_total{profile="rulesched",result="scheduled"} 1.0' in text
+        assert 'rulesched_rules_info{files="' in text and f'hash="{loop.rules.digest}"' in text
+        assert "scheduler_e2e_scheduling_duration_seconds_bucket" in text and "scheduler_pending_pods" in text
+    finally:
+        loop.stop.set()
+        loop.scheduler.queue.wake()
+        thread.join(timeout=10)
+
+
+def fetch(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url) as r:
+        return str(r.read().decode())
+
+
+def wait_for(condition: Any, seconds: float = 20.0) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return bool(condition())

@@ -30,6 +30,11 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--leader-elect-lease-duration", type=_seconds, metavar="DURATION", help="default 15s")
     run.add_argument("--leader-elect-renew-deadline", type=_seconds, metavar="DURATION", help="default 10s")
     run.add_argument("--leader-elect-retry-period", type=_seconds, metavar="DURATION", help="default 2s")
+    run.add_argument(
+        "--metrics-bind-address",
+        metavar="HOST:PORT",
+        help="/healthz, /readyz, /metrics (default 0.0.0.0:10251; '' turns them off)",
+    )
     run.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
 
 
@@ -78,6 +83,12 @@ def settings_from(args: argparse.Namespace) -> Any:
             values[name] = value
     if args.rules:
         values["rules"] = tuple(args.rules)
+    address = (
+        args.metrics_bind_address
+        if args.metrics_bind_address is not None
+        else values.get("metrics_bind_address", "0.0.0.0:10251")
+    )
+    values["metrics_bind_address"] = address or None
     return RunSettings(**values)
 
 

@@ -31,6 +31,7 @@ from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
 from rulesched.run.leader import LeaderElector, LeaderSettings
+from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event
@@ -55,6 +56,7 @@ class RunSettings:
     leader_elect_lease_duration: float = 15.0
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
+    metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
 
 
 class _Binder:
@@ -67,11 +69,15 @@ class _Binder:
 
 
 class _Reporter(Observer):
-    def __init__(self, workers: Workers) -> None:
-        self.workers = workers
+    def __init__(self, workers: Workers, metrics: Metrics) -> None:
+        self.workers, self.metrics = workers, metrics
 
     def attempted(self, result: CycleResult) -> None:
         pod = result.pod
+        outcome = "scheduled" if result.code is Code.SCHEDULED else "unschedulable"
+        self.metrics.attempts.labels(result=outcome, profile=self.metrics.profile).inc()
+        if result.preemption is not None:
+            self.metrics.preemption_victims.inc(len(result.preemption.victims))
         if result.code is Code.UNSCHEDULABLE:
             preemption = result.preemption
             if preemption is not None and preemption.nominated is not None:
@@ -113,6 +119,8 @@ class Loop:
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
             scheduler_name=settings.scheduler_name,
         )
+        self.metrics = Metrics(settings.scheduler_name)
+        self.metrics.set_rules(self.rules.digest, self.rules.rules.files)
         self.scheduler = Scheduler(
             self.rules,
             self.store,
@@ -120,8 +128,10 @@ class Loop:
             _Binder(self.workers),
             evictor=self.workers,
             clock=time.monotonic,
-            observer=_Reporter(self.workers),
+            observer=_Reporter(self.workers, self.metrics),
         )
+        self._cycle_started: dict[str, float] = {}  # pod key -> when its scheduling cycle began
+        self.ops: OpsServer | None = None
         self._classes: dict[str, PriorityClass] = {}
         self.informers = [
             Informer(self.api, resource, self._deliver, self.stop)
@@ -164,6 +174,8 @@ class Loop:
     def run(self, until: Callable[[], bool] | None = None) -> None:
         """Schedule until :attr:`stop` is set (or ``until()`` is true); then stop taking pods
         and let bindings under way finish within the grace period."""
+        if self.settings.metrics_bind_address:
+            self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
         for informer in self.informers:
             informer.start()
         if self.elector is not None:
@@ -178,11 +190,17 @@ class Loop:
             if not self.leading:  # a standby keeps its caches warm and waits
                 self.stop.wait(0.1)
                 continue
-            if self.scheduler.schedule_one(timeout=0.5) is not None:
+            started = time.monotonic()
+            result = self.scheduler.schedule_one(timeout=0.5)
+            if result is not None:
                 self.cycles += 1
+                self.metrics.evaluation.observe(time.monotonic() - started)
+                if result.code is Code.SCHEDULED:
+                    self._cycle_started[result.pod.key] = started
             now = time.monotonic()
             if now - last_expiry > 1.0:
                 self.scheduler.expire_assumed()
+                self.metrics.set_pending(self.scheduler.queue.counts())
                 last_expiry = now
         self.shutdown()
 
@@ -196,6 +214,15 @@ class Loop:
         self.workers.shutdown(wait=False)
         for informer in self.informers:
             informer.join(timeout=1.0)
+        if self.ops is not None:
+            self.ops.stop()
+
+    def _readiness(self) -> tuple[bool, str]:
+        role = "" if self.elector is None else ("; leading" if self.leading else "; standby")
+        if not self.ready:
+            waiting = [i.resource.plural for i in self.informers if not i.synced.is_set()]
+            return False, f"caches not synced ({', '.join(waiting)})"
+        return True, f"rules {self.rules.digest}{role}"
 
     def _drain(self) -> None:
         while True:
@@ -213,6 +240,11 @@ class Loop:
 
     # --- applying what arrived -------------------------------------------------------------------
     def _outcome(self, outcome: Outcome) -> None:
+        result = "scheduled" if outcome.ok else "error"
+        self.metrics.binding.labels(result=result).observe(outcome.seconds)
+        started = self._cycle_started.pop(outcome.key, None)
+        if started is not None:
+            self.metrics.e2e.labels(result=result, profile=self.metrics.profile).observe(time.monotonic() - started)
         if outcome.bound_elsewhere is not None:
             self.scheduler.binding_finished(outcome.key, False, outcome.reason)
             self.scheduler.delete(outcome.key)

@@ -41,6 +41,7 @@ class Outcome:
     ok: bool
     reason: str = ""
     bound_elsewhere: dict[str, Any] | None = None  # the pod as the API has it, when a 409 says so
+    seconds: float = 0.0  # the binding call
 
 
 def _now() -> str:
@@ -91,6 +92,7 @@ class Workers:
 
     def _bind(self, pod: Pod, node: str) -> None:
         key = pod.key
+        started = time.monotonic()
         try:
             self.api.bind(pod.namespace, pod.name, pod.uid, node)
         except ConflictError as err:
@@ -99,12 +101,12 @@ class Workers:
             except KubeError:
                 current = None
             where = ((current or {}).get("spec") or {}).get("nodeName")
-            self.outcomes(Outcome(key, node, False, str(err), current if where else None))
+            self.outcomes(Outcome(key, node, False, str(err), current if where else None, time.monotonic() - started))
             return
         except KubeError as err:
-            self.outcomes(Outcome(key, node, False, str(err)))
+            self.outcomes(Outcome(key, node, False, str(err), seconds=time.monotonic() - started))
             return
-        self.outcomes(Outcome(key, node, True))
+        self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started))
         digest = self.rules_digest()
         note = f"Successfully assigned {key} to {node}" + (f" (rules {digest})" if digest else "")
         self._event(pod, "Normal", "Scheduled", "Binding", note)

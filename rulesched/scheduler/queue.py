@@ -81,6 +81,16 @@ class SchedulingQueue:
         with self._lock:
             return len(self._active) + len(self._backoff) + len(self._unschedulable)
 
+    def counts(self) -> dict[str, int]:
+        """Pending pods per sub-queue (kube-scheduler's scheduler_pending_pods{queue})."""
+        with self._lock:
+            return {
+                "active": len(self._active),
+                "backoff": len(self._backoff),
+                "unschedulable": len(self._unschedulable),
+                "in_flight": len(self._in_flight),
+            }
+
     def __contains__(self, key: str) -> bool:
         with self._lock:
             return key in self._queued or key in self._in_flight
