@@ -49,6 +49,8 @@ def start(kubeconfig: str, log: Path) -> subprocess.Popen[bytes]:
             "2s",
             "--leader-elect-retry-period",
             "300ms",
+            "--metrics-bind-address",
+            "127.0.0.1:0",
         ],
         cwd=ROOT,
         stdout=log.open("wb"),
