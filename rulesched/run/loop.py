@@ -194,7 +194,7 @@ class Loop:
             result = self.scheduler.schedule_one(timeout=0.5)
             if result is not None:
                 self.cycles += 1
-                self.metrics.evaluation.observe(time.monotonic() - started)
+                self.metrics.evaluation.observe(self.scheduler.last_cycle_seconds)
                 if result.code is Code.SCHEDULED:
                     self._cycle_started[result.pod.key] = started
             now = time.monotonic()

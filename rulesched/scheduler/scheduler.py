@@ -101,6 +101,7 @@ class Scheduler:
         self.cycle = Cycle(settings)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
+        self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
@@ -124,6 +125,7 @@ class Scheduler:
         pod = self.queue.pop(timeout)
         if pod is None:
             return None
+        started = time.perf_counter()
         rules = self.rules.rules  # once per cycle: a reload takes effect at the next one
         session = rules.session()
         snapshot = self.store.snapshot()
@@ -149,6 +151,7 @@ class Scheduler:
             self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting)
         else:
             self._nominate(pod, outcome.nominated, outcome.victims)
+        self.last_cycle_seconds = time.perf_counter() - started
         self.observer.attempted(result)
         return result
 
