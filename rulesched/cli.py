@@ -39,10 +39,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Fields(logging.Formatter):
+    """Appends the pod, node, rule and reason a record carries (``extra={...}``) as key=value."""
+
+    FIELDS = ("pod", "node", "rule", "reason")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = [f"{name}={getattr(record, name)}" for name in self.FIELDS if getattr(record, name, None)]
+        return f"{text} {' '.join(fields)}" if fields else text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Fields("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     try:
         if args.command == "lint":
             return _lint(args)

@@ -1,0 +1,54 @@
+"""`rulesched run` settings: flags named like kube-scheduler's, the same settings from a YAML
+file (flags win), durations as kube-scheduler writes them, unknown settings refused in one line;
+log lines carry the pod and node they are about."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from rulesched.cli import _Fields, _parser
+from rulesched.errors import ConfigError
+from rulesched.run.cli import settings_from
+
+
+def test_flags_and_a_config_file_make_the_settings(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("scheduler-name: team-a\nbind_workers: 4\nrules: [default, extra.rules]\nleader_elect: true\n")
+    args = _parser().parse_args(
+        [
+            "run",
+            "--config",
+            str(config),
+            "--bind-workers",
+            "8",
+            "--leader-elect-lease-duration",
+            "30s",
+            "--leader-elect-retry-period",
+            "500ms",
+            "--metrics-bind-address",
+            "",
+        ]
+    )
+    settings = settings_from(args)
+    assert settings.scheduler_name == "team-a" and settings.bind_workers == 8  # the flag wins
+    assert settings.rules == ("default", "extra.rules") and settings.leader_elect
+    assert (settings.leader_elect_lease_duration, settings.leader_elect_retry_period) == (30.0, 0.5)
+    assert settings.metrics_bind_address is None  # '' turns the probes off
+
+
+def test_a_bad_config_is_one_clear_error(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("schedulerName: x\n")
+    with pytest.raises(ConfigError, match="unknown setting 'schedulerName'"):
+        settings_from(_parser().parse_args(["run", "--config", str(config)]))
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["run", "--leader-elect-lease-duration", "soon"])
+
+
+def test_log_lines_carry_pod_and_node() -> None:
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "bound", (), None)
+    record.pod, record.node = "default/p", "n1"
+    assert _Fields("%(message)s").format(record) == "bound pod=default/p node=n1"
