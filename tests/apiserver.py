@@ -410,73 +410,66 @@ class _Handler(BaseHTTPRequestHandler):
             store.evictions.append(f"{namespace}/{name}")
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
-    def do_PUT(self) -> None:  # noqa: N802
-        payload = self._body()
+    def _existing(self) -> tuple[str, str | None, str, dict[str, Any]] | None:
+        """For PUT, PATCH and DELETE of one object: (plural, namespace, name, the object as
+        stored), or None once a 404 or a bad path has been answered. The caller holds the
+        store's lock (and has injected its faults before taking it)."""
         route = self._route()
-        if route is None or self._fault():
-            if route is None:
-                self._send(404, _status(404, "NotFound", self.path))
-            return
+        if route is None or route[2] is None:
+            self._send(404, _status(404, "NotFound", self.path))
+            return None
         plural, namespace, name, _, _ = route
-        body = payload or {}
+        current = self.server.store.objects[plural].get(f"{namespace}/{name}" if namespace else name)
+        if current is None:
+            self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+            return None
+        return plural, namespace, name, current
+
+    def do_PUT(self) -> None:  # noqa: N802
+        body = self._body() or {}
         store = self.server.store
-        key = f"{namespace}/{name}" if namespace else str(name)
+        if self._fault():
+            return
         with store.changed:
-            current = store.objects[plural].get(key)
-            if current is None:
-                self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+            found = self._existing()
+            if found is None:
                 return
+            plural, namespace, name, current = found
             wanted = body.get("metadata", {}).get("resourceVersion")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
-                self._send(
-                    409,
-                    _status(
-                        409,
-                        "Conflict",
-                        "the object has been modified; please apply your changes to the latest version and try again",
-                    ),
-                )
+                message = "the object has been modified; please apply your changes to the latest version and try again"
+                self._send(409, _status(409, "Conflict", message))
                 return
-            body.setdefault("metadata", {}).update(
-                {"name": name, **({"namespace": namespace} if namespace else {}), "uid": current["metadata"].get("uid")}
-            )
+            meta = body.setdefault("metadata", {})
+            meta.update({"name": name, "uid": current["metadata"].get("uid")})
+            if namespace:
+                meta["namespace"] = namespace
             obj = store.write(plural, "MODIFIED", body)
         self._send(200, obj)
 
     def do_PATCH(self) -> None:  # noqa: N802
-        payload = self._body()
-        route = self._route()
-        if route is None or self._fault():
-            if route is None:
-                self._send(404, _status(404, "NotFound", self.path))
-            return
-        plural, namespace, name, _, _ = route
-        patch = payload or {}
+        patch = self._body() or {}
         store = self.server.store
-        key = f"{namespace}/{name}" if namespace else str(name)
+        if self._fault():
+            return
         with store.changed:
-            current = store.objects[plural].get(key)
-            if current is None:
-                self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+            found = self._existing()
+            if found is None:
                 return
+            plural, _, _, current = found
             obj = store.write(plural, "MODIFIED", _merge(copy.deepcopy(current), patch))
         self._send(200, obj)
 
     def do_DELETE(self) -> None:  # noqa: N802
         self._body()
-        route = self._route()
-        if route is None or self._fault():
-            if route is None:
-                self._send(404, _status(404, "NotFound", self.path))
-            return
-        plural, namespace, name, _, _ = route
         store = self.server.store
-        key = f"{namespace}/{name}" if namespace else str(name)
+        if self._fault():
+            return
         with store.changed:
-            current = store.objects[plural].get(key)
-            if current is None:
-                self._send(404, _status(404, "NotFound", f"{plural} {name} not found"))
+            found = self._existing()
+            if found is None:
                 return
+            plural, _, _, current = found
             store.write(plural, "DELETED", copy.deepcopy(current))
         self._send(200, current)
 
