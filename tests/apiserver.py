@@ -77,6 +77,8 @@ class Store:
     dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESOURCES, 0))
     history_size: int = 20_000
     changed: threading.Condition = field(default_factory=threading.Condition)
+    # per plural, a condition on the same lock: a write wakes only the watches of its kind
+    watchers: dict[str, threading.Condition] = field(default_factory=dict)
     bindings: int = 0  # successful binding calls, for tests
     binding_log: list[tuple[str, str, float]] = field(default_factory=list)  # (pod key, node, time)
     evictions: list[str] = field(default_factory=list)
@@ -94,12 +96,21 @@ class Store:
             else:
                 self.objects[plural][key] = obj
             changes = self.changes[plural]
-            changes.append((self.revision, kind, copy.deepcopy(obj)))
+            # Stored objects are never changed in place (every change writes a new one), so the
+            # history can share them with the objects: no copy per write.
+            changes.append((self.revision, kind, obj))
             if len(changes) > 2 * self.history_size:  # compaction, as etcd's
                 self.dropped[plural] = changes[-self.history_size - 1][0]
                 del changes[: -self.history_size]
-            self.changed.notify_all()
+            self.watchers_of(plural).notify_all()
             return obj
+
+    def watchers_of(self, plural: str) -> threading.Condition:
+        """The condition a watch of ``plural`` waits on (the caller holds ``changed``)."""
+        found = self.watchers.get(plural)
+        if found is None:
+            found = self.watchers[plural] = threading.Condition(self.changed._lock)  # type: ignore[attr-defined]
+        return found
 
     def since(self, plural: str, rv: int) -> list[tuple[int, str, dict[str, Any]]]:
         """The plural's changes after revision ``rv`` (the caller holds ``changed``)."""
@@ -219,7 +230,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "kind": RESOURCES[plural][0] + "List",
                 "apiVersion": "v1",
                 "metadata": {"resourceVersion": str(store.revision)},
-                "items": copy.deepcopy(items),
+                "items": list(items),  # encoded below, never changed
             }
         self._send(200, body)
 
@@ -248,7 +259,7 @@ class _Handler(BaseHTTPRequestHandler):
                 with store.changed:
                     pending = store.since(plural, position)
                     if not pending:
-                        store.changed.wait(0.2)
+                        store.watchers_of(plural).wait(0.2)
                         pending = store.since(plural, position)
                         if not pending:
                             position = max(position, store.revision)
@@ -406,7 +417,7 @@ class _Handler(BaseHTTPRequestHandler):
                     pdb = copy.deepcopy(pdb)
                     pdb.setdefault("status", {})["disruptionsAllowed"] = allowed - 1
                     store.write("poddisruptionbudgets", "MODIFIED", pdb)
-            store.write("pods", "DELETED", copy.deepcopy(pod))
+            store.write("pods", "DELETED", {**pod, "metadata": dict(pod["metadata"])})
             store.evictions.append(f"{namespace}/{name}")
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
@@ -470,7 +481,7 @@ class _Handler(BaseHTTPRequestHandler):
             if found is None:
                 return
             plural, _, _, current = found
-            store.write(plural, "DELETED", copy.deepcopy(current))
+            store.write(plural, "DELETED", {**current, "metadata": dict(current["metadata"])})
         self._send(200, current)
 
 
@@ -559,7 +570,7 @@ class TestApiServer:
     def delete(self, plural: str, key: str) -> None:
         obj = self.store.objects[plural].get(key)
         if obj is not None:
-            self.store.write(plural, "DELETED", copy.deepcopy(obj))
+            self.store.write(plural, "DELETED", {**obj, "metadata": dict(obj["metadata"])})
 
     def objects(self, plural: str) -> Iterator[dict[str, Any]]:
         with self.store.changed:
