@@ -20,6 +20,9 @@ Next stage: :mod:`rulesched.kube.informer` lists and watches with :meth:`KubeApi
 from __future__ import annotations
 
 import json
+import math
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +73,32 @@ LEASES = Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True)
 EVENTS = Resource("Event", "/apis/events.k8s.io/v1", "events", True)
 
 
+TOKEN_REFRESH_SECONDS = 60.0
+
+
+def _at_most_every(seconds: float, hook: Any) -> Any:
+    """The token refresh hook, run at most once per ``seconds`` (tokens live for many minutes;
+    the client would otherwise re-read the configuration and the proxy environment on every
+    request: a third of a request's CPU)."""
+    last = [-math.inf]
+    hooks = [hook]
+    lock = threading.Lock()
+
+    def throttled(configuration: Any) -> None:
+        now = time.monotonic()
+        with lock:
+            if now - last[0] < seconds:
+                return
+            last[0] = now
+        hooks[0](configuration)
+        installed = configuration.refresh_api_key_hook
+        if installed is not throttled:  # the kubeconfig loader's hook puts itself back: keep ours
+            hooks[0] = installed
+            configuration.refresh_api_key_hook = throttled
+
+    return throttled
+
+
 @dataclass(frozen=True)
 class Listed:
     items: list[dict[str, Any]]
@@ -90,6 +119,9 @@ class KubeApi:
             where = kubeconfig or "the in-cluster service account"
             raise ConfigError(f"cannot configure the Kubernetes client from {where}: {err}") from None
         configuration.retries = False  # retries are ours: with backoff, and never for a binding
+        hook = configuration.refresh_api_key_hook
+        if hook is not None:  # the loaders re-apply the whole config before every request: once
+            configuration.refresh_api_key_hook = _at_most_every(TOKEN_REFRESH_SECONDS, hook)  # a minute is plenty
         configuration.connection_pool_maxsize = 64  # watches, binding workers, events at once
         self.host = configuration.host
         self._client = k8s_client.ApiClient(configuration)
@@ -118,6 +150,7 @@ class KubeApi:
                 header_params=headers,
                 body=body,
                 auth_settings=["BearerToken"],
+                _host=self.host,  # (the configuration's own host property re-reads proxy settings every time)
             )
             response = self._client.call_api(
                 method, url, headers, body, post, _request_timeout=timeout or self._timeout
