@@ -30,11 +30,13 @@ from tests.test_fast_path_property import (
 from tests.upstream.harness import default_rules
 
 
-@pytest.mark.parametrize("columns_from", [0, 1], ids=["node-by-node", "columns"])
+@pytest.mark.parametrize(
+    ("columns_from", "chunk"), [(0, 0), (1, 0), (0, 5)], ids=["node-by-node", "columns", "small-steps"]
+)
 @SETTINGS
 @given(scenarios(), st.lists(st.tuples(st.integers(0, 99), st.integers(1, 12)), min_size=1, max_size=4))
 def test_table_walk_matches_the_node_by_node_walk(
-    columns_from: int, scenario: Scenario, walks: list[tuple[int, int]]
+    columns_from: int, chunk: int, scenario: Scenario, walks: list[tuple[int, int]]
 ) -> None:
     rules = default_rules()
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
@@ -49,7 +51,7 @@ def test_table_walk_matches_the_node_by_node_walk(
                 continue
             table = tables.get(id(bound))
             if table is None or table.bound is not bound:
-                table = tables[id(bound)] = NodeTable(bound, store, columns_from)
+                table = tables[id(bound)] = NodeTable(bound, store, columns_from, chunk)
             table.sync(snapshot)
             nodes = snapshot.nodes
             for start, wanted in walks:

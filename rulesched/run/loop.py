@@ -40,6 +40,9 @@ from rulesched.scheduler.scheduler import Observer, Scheduler
 log = logging.getLogger(__name__)
 
 
+WALK_CHUNK = 448  # see SchedulerSettings.walk_chunk: under numpy's 500, which frees the lock
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Built by the command line (or a --config file); named like kube-scheduler's flags."""
@@ -118,6 +121,7 @@ class Loop:
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
             scheduler_name=settings.scheduler_name,
+            walk_chunk=WALK_CHUNK,
         )
         self.metrics = Metrics(settings.scheduler_name)
         self.metrics.set_rules(self.rules.digest, self.rules.rules.files)

@@ -96,7 +96,7 @@ class Cycle:
     def _run_table(self, bound: BoundRules, snapshot: Snapshot, result: CycleResult) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, self.settings.columns_from)
+            table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
                 self._tables[bound] = table
         table.sync(snapshot)

@@ -69,11 +69,14 @@ class ColumnStore:
 
 
 class NodeTable:
-    def __init__(self, bound: BoundRules, store: ColumnStore | None = None, columns_from: int = 0) -> None:
+    def __init__(
+        self, bound: BoundRules, store: ColumnStore | None = None, columns_from: int = 0, chunk: int = 0
+    ) -> None:
         self.bound = bound
         self._store = store
         self._columns_from = columns_from if store is not None else 0
         self._ratio = 2.0  # nodes looked at per feasible node found, last time: sizes the next chunk
+        self._chunk = chunk or 2**62  # the most nodes one step of a walk takes
         self._history: object = None
         self._snapshot: Snapshot | None = None
 
@@ -138,7 +141,7 @@ class NodeTable:
         need, looked, pos = wanted, 0, start
         dynamic = [f.passes for f in self.bound.dynamic_filters]
         while need > 0 and looked < n:
-            size = min(n - looked, int(need * self._ratio) + 32)
+            size = min(n - looked, int(need * self._ratio) + 32, self._chunk)
             rows = self._window(pos, size)
             self._check(rows)
             fit = rows[self._fits[rows]]
