@@ -106,12 +106,6 @@ class Snapshot:
         for info in self.nodes:
             yield from info.pods
 
-    def pod_node(self, key: str) -> str | None:
-        for info in self.nodes:
-            if info.find_pod(key) is not None:
-                return info.name
-        return None
-
 
 class ClusterOverlay:
     """A snapshot with pods taken off and put back, for preemption's dry runs. Changes clone
