@@ -1,9 +1,9 @@
 """``rulesched run``: the scheduler on the Kubernetes API, one thread owning store and queue.
 
-Informer threads (:mod:`rulesched.kube.informer`) and binding workers (:mod:`rulesched.run.workers`)
+Informer threads (the :mod:`rulesched.mirror`) and binding workers (:mod:`rulesched.run.workers`)
 put what they learn on one thread-safe queue and wake the scheduler's thread, which applies it
-between cycles: nodes, bound pods, PodDisruptionBudgets and namespaces into the store; pending
-pods that name this scheduler into the scheduling queue (updated in place, dropped when deleted
+between cycles: the mirror writes nodes, bound pods, PodDisruptionBudgets and namespaces into the
+store; pending pods that name this scheduler go into the scheduling queue (updated in place, dropped when deleted
 or bound by someone else); binding outcomes into the scheduler. Objects that do not decode are
 logged in one line and skipped; the loop never stops for them.
 
@@ -25,16 +25,15 @@ from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
-from rulesched.kube.api import NAMESPACES, NODES, PDBS, PODS, PRIORITY_CLASSES, KubeApi
-from rulesched.kube.informer import Delta, Informer
+from rulesched.kube.api import KubeApi
+from rulesched.kube.informer import Delta
 from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
-from rulesched.model import Node, Pod, PriorityClass
-from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.mirror import Mirror
+from rulesched.model import Pod
 from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
-from rulesched.scheduler.queue import Event
 from rulesched.scheduler.scheduler import Observer, Scheduler
 
 log = logging.getLogger(__name__)
@@ -93,16 +92,6 @@ class _Reporter(Observer):
         log.info("bound", extra={"pod": pod.key, "node": node})
 
 
-def _relevant(old: Node | None, new: Node) -> bool:
-    """Whether a node change can make a parked pod schedulable (not a status heartbeat)."""
-    return old is None or (old.labels, old.taints, old.allocatable, old.unschedulable) != (
-        new.labels,
-        new.taints,
-        new.allocatable,
-        new.unschedulable,
-    )
-
-
 class Loop:
     def __init__(self, settings: RunSettings, api: KubeApi | None = None) -> None:
         self.settings = settings
@@ -136,11 +125,7 @@ class Loop:
         )
         self._cycle_started: dict[str, float] = {}  # pod key -> when its scheduling cycle began
         self.ops: OpsServer | None = None
-        self._classes: dict[str, PriorityClass] = {}
-        self.informers = [
-            Informer(self.api, resource, self._deliver, self.stop)
-            for resource in (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, PODS)
-        ]
+        self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         self.cycles = 0
         self.exit_code = 0
         self.elector: LeaderElector | None = None
@@ -172,7 +157,7 @@ class Loop:
 
     @property
     def ready(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers)
+        return self.mirror.synced
 
     # --- running ---------------------------------------------------------------------------------
     def run(self, until: Callable[[], bool] | None = None) -> None:
@@ -180,8 +165,7 @@ class Loop:
         and let bindings under way finish within the grace period."""
         if self.settings.metrics_bind_address:
             self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
-        for informer in self.informers:
-            informer.start()
+        self.mirror.start()
         if self.elector is not None:
             self.elector.start()
         while not self.ready and not self.stop.is_set():
@@ -216,16 +200,14 @@ class Loop:
             time.sleep(0.02)
         self._drain()
         self.workers.shutdown(wait=False)
-        for informer in self.informers:
-            informer.join(timeout=1.0)
+        self.mirror.join(timeout=1.0)
         if self.ops is not None:
             self.ops.stop()
 
     def _readiness(self) -> tuple[bool, str]:
         role = "" if self.elector is None else ("; leading" if self.leading else "; standby")
         if not self.ready:
-            waiting = [i.resource.plural for i in self.informers if not i.synced.is_set()]
-            return False, f"caches not synced ({', '.join(waiting)})"
+            return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         return True, f"rules {self.rules.digest}{role}"
 
     def _drain(self) -> None:
@@ -252,59 +234,22 @@ class Loop:
         if outcome.bound_elsewhere is not None:
             self.scheduler.binding_finished(outcome.key, False, outcome.reason)
             self.scheduler.delete(outcome.key)
-            self.store.upsert_pod(decode_pod(outcome.bound_elsewhere, "binding", self._classes))
+            self.store.upsert_pod(self.mirror.decode_pod(outcome.bound_elsewhere, "binding"))
             return
         self.scheduler.binding_finished(outcome.key, outcome.ok, outcome.reason)
 
     def _apply(self, delta: Delta) -> None:
-        store, scheduler, kind, obj = self.store, self.scheduler, delta.kind, delta.obj
-        deleted = delta.type == "DELETED"
-        if kind == "Pod":
-            if deleted:
-                scheduler.delete(delta.key)
-                self.workers.forget(delta.key)
-                if store.remove_pod(delta.key) is not None:
-                    scheduler.queue.move(Event.POD_DELETED)
-                return
-            self._pod(decode_pod(obj, "watch", self._classes))
-        elif kind == "Node":
-            if deleted:
-                store.remove_node(delta.key)
-                return
-            node = decode_node(obj, "watch")
-            old = store.node_view(node.name)
-            store.add_node(node)
-            if _relevant(old.node if old is not None else None, node):
-                scheduler.queue.move(Event.NODE_ADDED if old is None else Event.NODE_CHANGED)
-        elif kind == "PodDisruptionBudget":
-            if deleted:
-                store.remove_pdb(delta.key)
+        scheduler = self.scheduler
+        applied = self.mirror.apply(delta, scheduler.queue.any_waiting_on_pods)
+        if applied.settled is not None:
+            scheduler.delete(applied.settled)  # bound (by us, confirmed, or elsewhere), finished or gone
+            if delta.type == "DELETED":
+                self.workers.forget(applied.settled)
+        pod = applied.pending
+        if pod is not None:
+            if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
+                scheduler.add(pod)  # new, or updated while pending
             else:
-                store.set_pdb(decode_pdb(obj, "watch"))
-        elif kind == "Namespace":
-            if deleted:
-                store.remove_namespace(delta.key)
-            else:
-                namespace = decode_namespace(obj, "watch")
-                store.set_namespace(namespace.name, namespace.labels)
-        elif kind == "PriorityClass":
-            if deleted:
-                self._classes.pop(delta.key, None)
-            else:
-                priority_class = decode_priority_class(obj, "watch")
-                self._classes[priority_class.name] = priority_class
-
-    def _pod(self, pod: Pod) -> None:
-        store, scheduler = self.store, self.scheduler
-        key = pod.key
-        if pod.node_name or pod.phase in ("Succeeded", "Failed"):
-            scheduler.delete(key)  # bound (by us, confirmed, or by someone else) or finished
-            store.upsert_pod(pod)
-            if pod.phase in ("Succeeded", "Failed"):
-                scheduler.queue.move(Event.POD_DELETED)
-            elif scheduler.queue.any_waiting_on_pods:
-                scheduler.queue.move(Event.POD_ADDED)
-        elif pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
-            scheduler.add(pod)  # new, or updated while pending
-        else:
-            scheduler.delete(key)  # terminating, or handed to another scheduler
+                scheduler.delete(pod.key)  # terminating, or handed to another scheduler
+        if applied.event is not None:
+            scheduler.queue.move(applied.event)

@@ -1,0 +1,132 @@
+"""The informer cache: the cluster as the API server tells it, kept in a :class:`ClusterStore`.
+
+Informer threads (:mod:`rulesched.kube.informer`) hand their deltas to a sink; the thread that
+owns the store applies them with :meth:`Mirror.apply` (one thread writes the store, so a cycle or
+an extender request never sees half an update). The store takes nodes, pods that are bound or
+finished, PodDisruptionBudgets and namespaces; priority classes resolve pods' priorities.
+Pending pods are not placed anywhere: :class:`Applied` hands them back to the caller (the live
+scheduler queues the ones that name it; the extender ignores them). Objects that do not decode
+raise :class:`rulesched.errors.InputError` for the caller to log and skip.
+
+Both live faces read the cluster through this one module: ``rulesched run`` and ``rulesched
+extender`` (whose node-cache-capable mode takes nodes from here, and whose full-node mode takes
+only pods: nodes then arrive in the requests).
+Next stage: :mod:`rulesched.scheduler` reads the store's snapshots.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from rulesched.cluster.store import ClusterStore
+from rulesched.kube.api import NAMESPACES, NODES, PDBS, PODS, PRIORITY_CLASSES, KubeApi, Resource
+from rulesched.kube.informer import Delta, Informer
+from rulesched.model import Node, Pod, PriorityClass
+from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.scheduler.queue import Event
+
+EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, PODS)  # priority classes first: pods read them
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What one delta meant to a scheduler: a queue event to raise (parked pods may fit now), a
+    pod that is pending (to queue, if it names this scheduler), or the key of a pod that is no
+    longer pending (bound, finished or deleted)."""
+
+    event: Event | None = None
+    pending: Pod | None = None
+    settled: str | None = None
+
+
+def relevant(old: Node | None, new: Node) -> bool:
+    """Whether a node change can make a parked pod schedulable (not a status heartbeat)."""
+    return old is None or (old.labels, old.taints, old.allocatable, old.unschedulable) != (
+        new.labels,
+        new.taints,
+        new.allocatable,
+        new.unschedulable,
+    )
+
+
+class Mirror:
+    """Informers for ``resources`` feeding ``sink``; :meth:`apply` writes a delta to ``store``."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        store: ClusterStore,
+        sink: Callable[[Delta], None],
+        stop: threading.Event,
+        resources: Iterable[Resource] = EVERYTHING,
+    ) -> None:
+        self.store = store
+        self.classes: dict[str, PriorityClass] = {}
+        self.informers = [Informer(api, resource, sink, stop) for resource in resources]
+
+    def start(self) -> None:
+        for informer in self.informers:
+            informer.start()
+
+    def join(self, timeout: float) -> None:
+        for informer in self.informers:
+            informer.join(timeout)
+
+    @property
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers)
+
+    def waiting(self) -> list[str]:
+        """The resources whose first list has not arrived yet."""
+        return [i.resource.plural for i in self.informers if not i.synced.is_set()]
+
+    def decode_pod(self, obj: object, source: str) -> Pod:
+        return decode_pod(obj, source, self.classes)
+
+    def apply(self, delta: Delta, any_waiting_on_pods: bool = True) -> Applied:
+        store, kind, obj = self.store, delta.kind, delta.obj
+        deleted = delta.type == "DELETED"
+        if kind == "Pod":
+            if deleted:
+                gone = store.remove_pod(delta.key) is not None
+                return Applied(Event.POD_DELETED if gone else None, settled=delta.key)
+            return self.place(self.decode_pod(obj, "watch"), any_waiting_on_pods)
+        if kind == "Node":
+            if deleted:
+                store.remove_node(delta.key)
+                return Applied()
+            node = decode_node(obj, "watch")
+            old = store.node_view(node.name)
+            store.add_node(node)
+            if relevant(old.node if old is not None else None, node):
+                return Applied(Event.NODE_ADDED if old is None else Event.NODE_CHANGED)
+        elif kind == "PodDisruptionBudget":
+            if deleted:
+                store.remove_pdb(delta.key)
+            else:
+                store.set_pdb(decode_pdb(obj, "watch"))
+        elif kind == "Namespace":
+            if deleted:
+                store.remove_namespace(delta.key)
+            else:
+                namespace = decode_namespace(obj, "watch")
+                store.set_namespace(namespace.name, namespace.labels)
+        elif kind == "PriorityClass":
+            if deleted:
+                self.classes.pop(delta.key, None)
+            else:
+                priority_class = decode_priority_class(obj, "watch")
+                self.classes[priority_class.name] = priority_class
+        return Applied()
+
+    def place(self, pod: Pod, any_waiting_on_pods: bool = True) -> Applied:
+        """A pod as the API now has it: bound or finished pods go into the store (finished ones
+        free their node); a pending one is handed back."""
+        if pod.node_name or pod.phase in ("Succeeded", "Failed"):
+            self.store.upsert_pod(pod)
+            if pod.phase in ("Succeeded", "Failed"):
+                return Applied(Event.POD_DELETED, settled=pod.key)
+            return Applied(Event.POD_ADDED if any_waiting_on_pods else None, settled=pod.key)
+        return Applied(pending=pod)
