@@ -31,11 +31,13 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
+    from rulesched.extender.cli import add_extender_parser
     from rulesched.run.cli import add_run_parser
     from rulesched.simulate.cli import add_simulate_parser
 
     add_simulate_parser(sub)
     add_run_parser(sub)
+    add_extender_parser(sub)
     return parser
 
 
@@ -65,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rulesched.run.cli import run_command
 
             return run_command(args)
+        if args.command == "extender":
+            from rulesched.extender.cli import extender_command
+
+            return extender_command(args)
         from rulesched.simulate.cli import run_simulate
 
         return run_simulate(args)

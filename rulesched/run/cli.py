@@ -4,15 +4,11 @@ the same), or the same settings from a YAML file (``--config``)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import signal
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from rulesched.errors import ConfigError
+from rulesched.config import merge_flags, read_config, seconds
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +23,9 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")
     run.add_argument("--leader-elect-resource-namespace", "--lease-namespace", metavar="NS")
     run.add_argument("--leader-elect-resource-name", "--lease-name", metavar="NAME")
-    run.add_argument("--leader-elect-lease-duration", type=_seconds, metavar="DURATION", help="default 15s")
-    run.add_argument("--leader-elect-renew-deadline", type=_seconds, metavar="DURATION", help="default 10s")
-    run.add_argument("--leader-elect-retry-period", type=_seconds, metavar="DURATION", help="default 2s")
+    run.add_argument("--leader-elect-lease-duration", type=seconds, metavar="DURATION", help="default 15s")
+    run.add_argument("--leader-elect-renew-deadline", type=seconds, metavar="DURATION", help="default 10s")
+    run.add_argument("--leader-elect-retry-period", type=seconds, metavar="DURATION", help="default 2s")
     run.add_argument(
         "--metrics-bind-address",
         metavar="HOST:PORT",
@@ -38,51 +34,27 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
 
 
-def _seconds(text: str) -> float:
-    """A duration as kube-scheduler writes them (15s, 1m, 500ms) or plain seconds."""
-    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
-            return float(text[: -len(suffix)]) * factor
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 15s, 500ms, 1m)") from None
-
-
 def settings_from(args: argparse.Namespace) -> Any:
     from rulesched.run.loop import RunSettings
 
-    values: dict[str, Any] = {}
-    if args.config:
-        try:
-            loaded = yaml.safe_load(Path(args.config).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as err:
-            raise ConfigError(f"{args.config}: {err}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{args.config}: expected a mapping of settings")
-        fields = {f.name for f in dataclasses.fields(RunSettings)}
-        for key, value in loaded.items():
-            name = str(key).replace("-", "_")
-            if name not in fields:
-                raise ConfigError(f"{args.config}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
-            values[name] = tuple(value) if name == "rules" else value
-    for name in (
-        "kubeconfig",
-        "scheduler_name",
-        "bind_workers",
-        "percentage_of_nodes_to_score",
-        "leader_elect",
-        "leader_elect_resource_namespace",
-        "leader_elect_resource_name",
-        "leader_elect_lease_duration",
-        "leader_elect_renew_deadline",
-        "leader_elect_retry_period",
-    ):
-        value = getattr(args, name)
-        if value is not None:
-            values[name] = value
-    if args.rules:
-        values["rules"] = tuple(args.rules)
+    values = read_config(args.config, RunSettings) if args.config else {}
+    merge_flags(
+        values,
+        args,
+        (
+            "kubeconfig",
+            "scheduler_name",
+            "rules",
+            "bind_workers",
+            "percentage_of_nodes_to_score",
+            "leader_elect",
+            "leader_elect_resource_namespace",
+            "leader_elect_resource_name",
+            "leader_elect_lease_duration",
+            "leader_elect_renew_deadline",
+            "leader_elect_retry_period",
+        ),
+    )
     address = (
         args.metrics_bind_address
         if args.metrics_bind_address is not None

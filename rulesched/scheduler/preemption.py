@@ -46,7 +46,7 @@ def _started(pod: Pod) -> float:
     return pod.start_time or math.inf
 
 
-def _importance(pod: Pod) -> tuple[int, float]:
+def importance(pod: Pod) -> tuple[int, float]:
     """Sort key, most important first (MoreImportantPod: higher priority, then started earlier)."""
     return (-pod.priority, _started(pod))
 
@@ -64,7 +64,7 @@ def preempt(snapshot: Snapshot, session: Session, pod: Pod) -> Preemption:
         if not allowed:
             statuses[NO_VICTIMS] += 1
             continue
-        candidate = _select_victims(overlay, bound, node.name, sorted(allowed, key=_importance))
+        candidate = select_victims(overlay, bound, node.name, sorted(allowed, key=importance))
         if candidate is None:
             statuses[NOT_HELPFUL] += 1
         else:
@@ -94,7 +94,7 @@ def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str) -> bool:
     return node is not None and bound.first_failure(node) is None
 
 
-def _select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod]) -> Candidate | None:
+def select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod]) -> Candidate | None:
     """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits."""
     off: set[str] = set()
     for victim in potential:
@@ -116,7 +116,7 @@ def _select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, poten
                 off.add(candidate.key)
                 victims.append(candidate)
                 violations += violates
-        return Candidate(name, tuple(sorted(victims, key=_importance)), violations)
+        return Candidate(name, tuple(sorted(victims, key=importance)), violations)
     finally:
         for pod in potential:
             if pod.key in off:

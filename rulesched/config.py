@@ -1,0 +1,55 @@
+"""Settings files and values shared by the long-running commands (``run``, ``extender``).
+
+A ``--config`` file is YAML mapping setting names (snake_case, or the flag's own spelling with
+dashes) to values; flags given on the command line win over it. Durations are written as
+kube-scheduler writes them (``15s``, ``500ms``, ``1m``) or as plain seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rulesched.errors import ConfigError
+
+
+def seconds(text: str) -> float:
+    """A duration as kube-scheduler writes them (15s, 1m, 500ms) or plain seconds."""
+    for suffix, factor in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+        if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
+            return float(text[: -len(suffix)]) * factor
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 15s, 500ms, 1m)") from None
+
+
+def read_config(path: str, settings: type[Any], tuples: tuple[str, ...] = ("rules",)) -> dict[str, Any]:
+    """The settings a ``--config`` file gives, checked against the dataclass ``settings``."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"{path}: {err}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings")
+    fields = {f.name for f in dataclasses.fields(settings)}
+    values: dict[str, Any] = {}
+    for key, value in loaded.items():
+        name = str(key).replace("-", "_")
+        if name not in fields:
+            raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
+        values[name] = tuple(value) if name in tuples and isinstance(value, list) else value
+    return values
+
+
+def merge_flags(values: dict[str, Any], args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """Flags given on the command line (not None) over the file's values."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None:
+            values[name] = tuple(value) if isinstance(value, list) else value
+    return values

@@ -1,0 +1,50 @@
+"""``rulesched extender``: command-line settings, or the same from a YAML file (``--config``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+from typing import Any
+
+from rulesched.config import merge_flags, read_config
+
+log = logging.getLogger(__name__)
+
+
+def add_extender_parser(sub: Any) -> None:
+    ext = sub.add_parser("extender", help="serve the rules to kube-scheduler as a scheduler extender")
+    ext.add_argument("--listen", metavar="HOST:PORT", help="default 0.0.0.0:8888 (port 0: any free port)")
+    ext.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable)")
+    ext.add_argument("--kubeconfig", metavar="FILE", help="informer cache and binding through this cluster")
+    ext.add_argument("--in-cluster", action="store_true", default=None, help="... through the service account")
+    ext.add_argument("--tls-cert", metavar="FILE")
+    ext.add_argument("--tls-key", metavar="FILE")
+    ext.add_argument("--client-ca", metavar="FILE", help="require client certificates signed by this CA")
+    ext.add_argument("--max-body-bytes", type=int, metavar="N", help="larger requests get 413 (default 128 MiB)")
+    ext.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
+
+
+def settings_from(args: argparse.Namespace) -> Any:
+    from rulesched.extender.server import ExtenderSettings
+
+    values = read_config(args.config, ExtenderSettings) if args.config else {}
+    merge_flags(
+        values,
+        args,
+        ("listen", "rules", "kubeconfig", "in_cluster", "tls_cert", "tls_key", "client_ca", "max_body_bytes"),
+    )
+    return ExtenderSettings(**values)
+
+
+def extender_command(args: argparse.Namespace) -> int:
+    from rulesched.extender.server import serve
+
+    return asyncio.run(serve(settings_from(args), _stop_on_signals))
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)

@@ -1,0 +1,218 @@
+"""The extender's HTTP side: aiohttp serving kube-scheduler's verbs and the operator's probes.
+
+aiohttp is already in rulesched's dependencies (the Kubernetes client needs it), parses HTTP in
+C, caps request bodies (413) and answers unknown paths (404) and wrong methods (405) itself;
+it serves TLS from a standard ``ssl`` context, client-certificate checks included. (The other
+candidates: uvicorn and hypercorn need an ASGI layer on top; waitress has no TLS; the standard
+library's servers are what the issue asks not to rely on for this.)
+
+The event loop only moves bytes. Every request's decoding, evaluation and encoding runs on one
+worker thread, in arrival order, so the :class:`rulesched.extender.service.Extender` and its
+caches are only ever touched by that thread. Each request has a deadline covering its reading,
+its wait for the worker and its evaluation; past it the answer is 503 with the reason in
+``Error`` (kube-scheduler treats any status but 200 as the extender failing this pod, and
+retries the pod later). Errors are JSON ``{"Error": "..."}`` with the status: 400 for a request
+that does not decode, 404, 405, 413, 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from rulesched.errors import ConfigError, InputError
+from rulesched.extender.service import Answer, Extender
+from rulesched.extender.wire import encode
+
+log = logging.getLogger(__name__)
+
+_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+@dataclass(frozen=True)
+class ExtenderSettings:
+    """Built by the command line (or a --config file)."""
+
+    listen: str = "0.0.0.0:8888"
+    rules: tuple[str, ...] = ("default",)
+    kubeconfig: str | None = None  # the informer cache and binding: a kubeconfig file ...
+    in_cluster: bool = False  # ... or the pod's service account
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    client_ca: str | None = None  # require client certificates signed by this CA
+    max_body_bytes: int = 128 * 2**20  # 5000 full nodes are ~35 MB
+    request_timeout: float = 5.0  # kube-scheduler's default httpTimeout
+    node_ttl: float = 600.0  # without a cache: forget nodes no request named for this long
+    filter_path: str = "/filter"
+    prioritize_path: str = "/prioritize"
+    preempt_path: str = "/preempt"
+    bind_path: str = "/bind"
+
+
+class ExtenderMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "rulesched_extender_requests", "Extender requests by verb and status code.", ["verb", "code"], registry=r
+        )
+        self.latency = Histogram(
+            "rulesched_extender_request_duration_seconds",
+            "From the request's arrival to its answer, by verb.",
+            ["verb"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.rules = Info("rulesched_rules", "The active rule set.", registry=r)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.Response(status=status, body=encode({"Error": message}), content_type="application/json")
+
+
+def tls_context(settings: ExtenderSettings) -> ssl.SSLContext | None:
+    if not settings.tls_cert and not settings.tls_key:
+        if settings.client_ca:
+            raise ConfigError("--client-ca needs --tls-cert and --tls-key")
+        return None
+    if not (settings.tls_cert and settings.tls_key):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+        if settings.client_ca:
+            context.load_verify_locations(settings.client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(f"TLS: {err}") from None
+    return context
+
+
+class ExtenderServer:
+    def __init__(self, settings: ExtenderSettings, extender: Extender) -> None:
+        self.settings = settings
+        self.extender = extender
+        self.metrics = ExtenderMetrics()
+        self.metrics.rules.info({"hash": extender.rules.digest, "files": ",".join(extender.rules.rules.files)})
+        self._worker = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="extender")
+        self.app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[self._errors])
+        verbs: dict[str, Callable[[bytes], Answer]] = {
+            settings.filter_path: extender.filter,
+            settings.prioritize_path: extender.prioritize,
+            settings.preempt_path: extender.preempt,
+            settings.bind_path: extender.bind,
+        }
+        for path, verb in verbs.items():
+            self.app.router.add_post(path, self._handler(path.strip("/") or "root", verb))
+        self.app.router.add_get("/healthz", self._healthz)
+        self.app.router.add_get("/readyz", self._readyz)
+        self.app.router.add_get("/metrics", self._metrics)
+        self._runner: web.AppRunner | None = None
+        self.address = ""
+
+    @web.middleware
+    async def _errors(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException as err:  # 404, 405, 413 from aiohttp: the reason as JSON
+            if err.status < 400:
+                raise
+            self.metrics.requests.labels(verb="other", code=str(err.status)).inc()
+            return _error(err.status, err.text or err.reason)
+
+    def _handler(self, verb: str, call: Callable[[bytes], Answer]) -> Callable[[web.Request], Awaitable[web.Response]]:
+        timeout = self.settings.request_timeout
+
+        async def handle(request: web.Request) -> web.Response:
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(timeout):
+                    body = await request.read()
+                    loop = asyncio.get_running_loop()
+                    answer = await loop.run_in_executor(self._worker, self._call, call, body)
+                response = web.Response(status=answer.status, body=answer.body, content_type="application/json")
+            except TimeoutError:
+                response = _error(503, f"{verb}: no answer within {timeout:g}s")
+            self.metrics.requests.labels(verb=verb, code=str(response.status)).inc()
+            self.metrics.latency.labels(verb=verb).observe(time.perf_counter() - started)
+            return response
+
+        return handle
+
+    @staticmethod
+    def _call(call: Callable[[bytes], Answer], body: bytes) -> Answer:
+        try:
+            return call(body)
+        except InputError as err:
+            return Answer(400, encode({"Error": str(err)}))
+        except Exception as err:  # noqa: BLE001 - a bug answers 500 and the server lives on
+            log.exception("extender request failed")
+            return Answer(500, encode({"Error": f"internal error: {type(err).__name__}: {err}"}))
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        ready, why = self.extender.ready
+        return web.Response(status=200 if ready else 503, text=why)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def start(self) -> str:
+        host, _, port = self.settings.listen.rpartition(":")
+        try:
+            port_number = int(port)
+        except ValueError:
+            raise ConfigError(f"--listen {self.settings.listen}: expected HOST:PORT") from None
+        context = tls_context(self.settings)
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host or "0.0.0.0", port_number, ssl_context=context)
+        try:
+            await site.start()
+        except OSError as err:
+            raise ConfigError(f"--listen {self.settings.listen}: {err}") from None
+        bound = self._runner.addresses[0]
+        self.address = f"{bound[0]}:{bound[1]}"
+        return self.address
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self._worker.shutdown(wait=False, cancel_futures=True)
+
+
+async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event], None] | None = None) -> int:
+    """Run the extender until ``arm``'s event is set (the command line sets it on SIGTERM)."""
+    from rulesched.kube.api import KubeApi
+    from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
+
+    rules = RulesHandle(load_rules([resolve_rules_path(r) for r in settings.rules]))
+    api = KubeApi(settings.kubeconfig) if settings.kubeconfig or settings.in_cluster else None
+    extender = Extender(rules, api, node_ttl=settings.node_ttl)
+    server = ExtenderServer(settings, extender)
+    address = await server.start()
+    extender.start()
+    mode = "with the informer cache" if api is not None else "without a cache (full nodes only)"
+    log.warning("rulesched extender listening on %s %s, rules %s", address, mode, rules.digest)
+    stop = asyncio.Event()
+    if arm is not None:
+        arm(stop)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+        extender.close()
+    return 0

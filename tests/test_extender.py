@@ -1,0 +1,507 @@
+"""``rulesched extender`` over HTTP, in its own process, sent what kube-scheduler sends: bodies in
+Go field case and in lower case, full-node and node-cache-capable modes, every bad input with
+its status code, and arbitrary JSON that must never break the server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.apiserver import TestApiServer
+from tests.extender_client import ExtenderProcess, extender_args, lower_keys, preemption_args
+
+FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+PROTECT = 'preempt Protected when pod.preemption_policy != "Never":\n    victim.labels["protected"] != "true"\n'
+
+
+def node(name: str, cpu: str = "4", **spec: Any) -> dict[str, Any]:
+    """A node as kube-scheduler's json.Marshal writes it."""
+    return {
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": "7",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "a"},
+        },
+        "spec": spec,
+        "status": {
+            "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+            "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": "",
+                "systemUUID": "",
+                "bootID": "",
+                "kernelVersion": "",
+                "osImage": "",
+                "containerRuntimeVersion": "",
+                "kubeletVersion": "",
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+            },
+        },
+    }
+
+
+def pod(name: str, cpu: str = "500m", priority: int = 0, node_name: str = "", **labels: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+        "schedulerName": "default-scheduler",
+        "priority": priority,
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-{name}",
+            "labels": labels,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExtenderProcess]:
+    """No cache: nodes come in the requests."""
+    folder = tmp_path_factory.mktemp("ext")
+    (folder / "protect.rules").write_text(PROTECT)
+    config = folder / "config.yaml"
+    config.write_text("request_timeout: 2\nmax_body_bytes: 200000000\n")
+    process = ExtenderProcess("--rules", "default", "--rules", str(folder / "protect.rules"), "--config", str(config))
+    yield process
+    process.stop()
+
+
+NODES = [
+    node("n1"),
+    node("n2", unschedulable=True),
+    node("n3", cpu="100m"),
+    node("n4", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+]
+
+
+@pytest.mark.parametrize("case", ["go", "lower"])
+def test_filter_full_nodes_answers_in_go_field_names(plain: ExtenderProcess, case: str) -> None:
+    message = extender_args(pod("p"), nodes=NODES)
+    status, answer = plain.post("/filter", lower_keys(message) if case == "lower" else message)
+    assert status == 200
+    assert set(answer) == FILTER_KEYS
+    assert answer["Error"] == "" and answer["NodeNames"] is None
+    assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["n1"]
+    assert answer["Nodes"]["items"][0] == NODES[0]  # the node as it came, byte for byte
+    assert answer["FailedNodes"] == {
+        "n2": "node(s) were unschedulable",
+        "n3": "Insufficient cpu",
+        "n4": "node(s) had untolerated taint {dedicated: gpu}",
+    }
+    assert answer["FailedAndUnresolvableNodes"] == {}
+
+
+def test_prioritize_full_nodes_keeps_the_rules_order(plain: ExtenderProcess) -> None:
+    busy = node("busy")
+    busy["status"]["allocatable"]["cpu"] = busy["status"]["capacity"]["cpu"] = "1"
+    nodes = [node("big", cpu="16"), node("mid", cpu="4"), busy]
+    status, answer = plain.post("/prioritize", extender_args(pod("p"), nodes=nodes))
+    assert status == 200
+    assert [set(h) for h in answer] == [{"Host", "Score"}] * 3
+    scores = {h["Host"]: h["Score"] for h in answer}
+    assert all(0 <= s <= 10 for s in scores.values())
+    assert scores["big"] > scores["mid"] > scores["busy"]  # LeastAllocated decides
+    status, lower = plain.post("/prioritize", lower_keys(extender_args(pod("p"), nodes=nodes)))
+    assert lower == answer
+
+
+def test_preempt_full_pods_keeps_fewest_and_respects_rules(plain: ExtenderProcess) -> None:
+    nodes = [node("v1", cpu="1"), node("v2", cpu="1")]
+    plain.post("/filter", extender_args(pod("warm"), nodes=nodes))  # kube-scheduler filters first
+    low_a, low_b = pod("low-a", "500m", 1, "v1"), pod("low-b", "500m", 2, "v1")
+    guarded = pod("guarded", "1", 1, "v2", protected="true")
+    high = pod("high", "500m", priority=100)
+    for message in (
+        preemption_args(high, victims={"v1": [low_a, low_b], "v2": [guarded]}),
+        lower_keys(preemption_args(high, victims={"v1": [low_a, low_b], "v2": [guarded]})),
+    ):
+        status, answer = plain.post("/preempt", message)
+        assert status == 200, answer
+        # v1: evicting the lower-priority of the two is enough; v2's only victim is protected
+        assert answer == {"NodeNameToMetaVictims": {"v1": {"Pods": [{"UID": "uid-low-a"}], "NumPDBViolations": 0}}}
+
+
+def test_preempt_never_policy_proposes_nothing(plain: ExtenderProcess) -> None:
+    high = pod("high", "500m", priority=100)
+    high["spec"]["preemptionPolicy"] = "Never"
+    status, answer = plain.post("/preempt", preemption_args(high, victims={"v1": [pod("x", "1", 0, "v1")]}))
+    assert status == 200 and answer == {"NodeNameToMetaVictims": {}}
+
+
+def test_node_names_without_a_cache_is_a_clear_400(plain: ExtenderProcess) -> None:
+    status, answer = plain.post("/filter", extender_args(pod("p"), names=["n1"]))
+    assert status == 400 and "informer cache" in answer["Error"]
+
+
+def test_bind_without_api_access_says_so(plain: ExtenderProcess) -> None:
+    message = {"PodName": "p", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}
+    status, answer = plain.post("/bind", message)
+    assert status == 200 and "no API access" in answer["Error"]
+
+
+BAD = [
+    ("/filter", b"{", 400, "malformed JSON"),
+    ("/filter", b"[1, 2]", 400, "expected object"),
+    ("/filter", b'{"Pod": 3, "NodeNames": []}', 400, "Pod: expected an object"),
+    (
+        "/filter",
+        b'{"Pod": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", '
+        b'"resources": {"requests": {"cpu": "lots"}}}]}}, "Nodes": {"items": []}}',
+        400,
+        "spec.containers[0].resources.requests.cpu",
+    ),
+    (
+        "/filter",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"metadata": {"name": "n"}, '
+        b'"status": {"allocatable": {"cpu": []}}}]}}',
+        400,
+        "Nodes.items[0]",
+    ),
+    ("/filter", b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": 5}}', 400, "Nodes.items"),
+    ("/filter", b'{"Pod": {"metadata": {"name": "p"}}}', 400, "neither Nodes nor NodeNames"),
+    ("/prioritize", b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": [1]}', 400, "NodeNames[0]"),
+    (
+        "/preempt",
+        b'{"Pod": {"metadata": {"name": "p"}}, "NodeNameToVictims": {"n": {"Pods": 3}}}',
+        400,
+        "NodeNameToVictims[n].Pods",
+    ),
+    (
+        "/preempt",
+        b'{"Pod": {"metadata": {"name": "p"}}, "NodeNameToMetaVictims": {"n": {"Pods": [{"UID": 1}]}}}',
+        400,
+        "UID",
+    ),
+    ("/bind", b'{"PodName": 3}', 400, "PodName"),
+    ("/bind", b"{}", 400, "required"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "words"), BAD, ids=[f"{p}-{i}" for i, (p, *_) in enumerate(BAD)])
+def test_bad_requests_get_400_naming_the_field(
+    plain: ExtenderProcess, path: str, body: bytes, status: int, words: str
+) -> None:
+    got, data = plain.request("POST", path, body)
+    answer = json.loads(data)
+    assert got == status and words in answer["Error"], answer
+    assert "\n" not in answer["Error"] and "Traceback" not in answer["Error"]
+
+
+def test_unknown_path_wrong_method_and_big_body(tmp_path: Path) -> None:
+    process = ExtenderProcess("--max-body-bytes", "1000")
+    try:
+        status, data = process.request("POST", "/nope", b"{}")
+        assert status == 404 and "Error" in json.loads(data)
+        status, data = process.request("GET", "/filter")
+        assert status == 405 and "Error" in json.loads(data)
+        status, data = process.request("POST", "/filter", b'{"Pod": "' + b"x" * 5000 + b'"}')
+        assert status == 413 and "Error" in json.loads(data)
+        assert process.alive()
+        status, data = process.request("GET", "/metrics")
+        text = data.decode()
+        assert 'rulesched_extender_requests_total{code="404",verb="other"} 1.0' in text
+        assert 'rulesched_extender_requests_total{code="413",verb="other"} 1.0' in text
+    finally:
+        process.stop()
+
+
+def test_a_stalled_request_is_answered_within_the_timeout(plain: ExtenderProcess) -> None:
+    """A client that promises a body and stops sending gets 503 at the deadline (2 s here)."""
+    started = time.monotonic()
+    with socket.create_connection((plain.host, plain.port), timeout=10) as sock:
+        sock.sendall(
+            b'POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"Pod":'
+        )
+        reply = sock.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 503"), reply[:100]
+    assert b"no answer within 2s" in reply
+    assert time.monotonic() - started < 5
+    assert plain.alive()
+
+
+def test_concurrent_requests_all_answered_right(plain: ExtenderProcess) -> None:
+    results: list[Any] = []
+
+    def client(i: int) -> None:
+        conn = plain.connection()
+        for _ in range(10):
+            nodes = [node(f"c{i}-{k}", cpu="1" if k % 2 else "8") for k in range(20)]
+            status, answer = plain.post("/filter", extender_args(pod(f"p{i}", cpu="2"), nodes=nodes), conn)
+            results.append(
+                (
+                    status,
+                    sorted(n["metadata"]["name"] for n in answer["Nodes"]["items"]),
+                    sorted(f"c{i}-{k}" for k in range(0, 20, 2)),
+                )
+            )
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 60
+    assert all(status == 200 and got == want for status, got, want in results)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+envelope_keys = st.sampled_from(
+    [
+        "Pod",
+        "pod",
+        "Nodes",
+        "NodeNames",
+        "nodenames",
+        "NodeNameToVictims",
+        "NodeNameToMetaVictims",
+        "PodName",
+        "Node",
+        "PodUID",
+        "items",
+    ]
+)
+messages = st.one_of(
+    json_values,
+    st.dictionaries(envelope_keys, json_values, max_size=4),
+    st.builds(lambda p, n: {"Pod": p, "Nodes": {"items": n}}, json_values, st.lists(json_values, max_size=3)),
+    st.builds(
+        lambda p, v: {"Pod": p, "NodeNameToVictims": {"n": {"Pods": v}}}, json_values, st.lists(json_values, max_size=3)
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(path=st.sampled_from(["/filter", "/prioritize", "/preempt", "/bind"]), message=messages)
+def test_arbitrary_json_never_breaks_the_server(plain: ExtenderProcess, path: str, message: Any) -> None:
+    status, data = plain.request("POST", path, json.dumps(message).encode())
+    assert status in (200, 400), (status, data[:300])
+    answer = json.loads(data)
+    if status == 400:
+        assert isinstance(answer, dict) and answer["Error"]
+
+
+def test_server_survives_the_fuzzing(plain: ExtenderProcess) -> None:
+    assert plain.alive()
+    status, _ = plain.post("/filter", extender_args(pod("p"), nodes=NODES))
+    assert status == 200
+
+
+# --- node-cache-capable, with the informer cache on the test API server ----------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestApiServer, ExtenderProcess]]:
+    server = TestApiServer()
+    for i in range(5000):
+        spec: dict[str, Any] = {}
+        if i % 10 == 3:
+            spec["unschedulable"] = True
+        if i % 10 == 7:
+            spec["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+        server.add("nodes", node(f"node-{i}", cpu="100m" if i % 10 == 5 else "4", **spec))
+    server.add("pods", pod("low-1", "2", 1, "node-0"))
+    server.add("pods", pod("low-2", "1500m", 2, "node-0"))
+    server.add("pods", pod("guarded", "4", 1, "node-1", protected="true"))
+    folder = tmp_path_factory.mktemp("cache")
+    (folder / "protect.rules").write_text(PROTECT)
+    kubeconfig = server.kubeconfig(str(folder / "kubeconfig"))
+    process = ExtenderProcess(
+        "--kubeconfig", kubeconfig, "--rules", "default", "--rules", str(folder / "protect.rules")
+    )
+    process.wait_ready()
+    yield server, process
+    process.stop()
+    server.stop()
+
+
+def _wait_for(process: ExtenderProcess, message: dict[str, Any], check: Any, seconds: float = 20.0) -> Any:
+    """The informer cache catches up asynchronously: ask until the answer passes ``check``."""
+    end = time.monotonic() + seconds
+    while True:
+        status, answer = process.post("/filter", message)
+        if status == 200 and check(answer) or time.monotonic() > end:
+            return answer
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("case", ["go", "lower"])
+def test_filter_5000_node_names(cluster: tuple[TestApiServer, ExtenderProcess], case: str) -> None:
+    _, process = cluster
+    names = [f"node-{i}" for i in range(5000)] + ["node-unknown"]
+    message = extender_args(pod("p", cpu="1"), names=names)
+    status, answer = process.post("/filter", lower_keys(message) if case == "lower" else message)
+    assert status == 200
+    assert set(answer) == FILTER_KEYS and answer["Nodes"] is None and answer["Error"] == ""
+    failing = {
+        3: "node(s) were unschedulable",
+        5: "Insufficient cpu",
+        7: "node(s) had untolerated taint {dedicated: gpu}",
+    }
+    # node-0 holds 3.5 of its 4 CPUs, node-1 all 4
+    expected_pass = [f"node-{i}" for i in range(5000) if i % 10 not in failing and i not in (0, 1)]
+    assert answer["NodeNames"] == expected_pass
+    expected_failed = {f"node-{i}": failing[i % 10] for i in range(5000) if i % 10 in failing}
+    expected_failed.update(
+        {
+            "node-0": "Insufficient cpu",
+            "node-1": "Insufficient cpu",
+            "node-unknown": "node is not in rulesched's informer cache",
+        }
+    )
+    assert answer["FailedNodes"] == expected_failed
+
+
+def test_prioritize_node_names(cluster: tuple[TestApiServer, ExtenderProcess]) -> None:
+    _, process = cluster
+    status, answer = process.post(
+        "/prioritize", extender_args(pod("p", cpu="100m"), names=["node-0", "node-2", "node-4"])
+    )
+    assert status == 200
+    scores = {h["Host"]: h["Score"] for h in answer}
+    assert scores["node-2"] == scores["node-4"] == 10 and scores["node-0"] < 10  # node-0 is busy
+
+
+def test_preempt_meta_victims_from_the_cache(cluster: tuple[TestApiServer, ExtenderProcess]) -> None:
+    _, process = cluster
+    high = pod("high", "2", priority=100)
+    message = preemption_args(
+        high, meta={"node-0": ["uid-low-1", "uid-low-2"], "node-1": ["uid-guarded"], "node-2": ["uid-not-there"]}
+    )
+    for m in (message, lower_keys(message)):
+        status, answer = process.post("/preempt", m)
+        assert status == 200, answer
+        # node-0: 0.5 CPU free, the pod needs 2: evicting low-1 (2 CPUs, lower priority) is enough.
+        # node-1: its only victim is protected. node-2: the cache knows no such pod.
+        assert answer == {"NodeNameToMetaVictims": {"node-0": {"Pods": [{"UID": "uid-low-1"}], "NumPDBViolations": 0}}}
+
+
+def test_cache_follows_the_cluster_and_bind_goes_through_the_api(
+    cluster: tuple[TestApiServer, ExtenderProcess],
+) -> None:
+    server, process = cluster
+    server.add("nodes", node("node-new"))
+    message = extender_args(pod("p", cpu="1"), names=["node-new"])
+    answer = _wait_for(process, message, lambda a: a["NodeNames"] == ["node-new"])
+    assert answer["NodeNames"] == ["node-new"]
+    server.add("pods", pod("bound-here", "4", 0, "node-new"))
+    answer = _wait_for(process, message, lambda a: a["NodeNames"] == [])
+    assert answer["FailedNodes"] == {"node-new": "Insufficient cpu"}
+    server.add("pods", pod("to-bind"))
+    status, result = process.post(
+        "/bind", {"PodName": "to-bind", "PodNamespace": "default", "PodUID": "uid-to-bind", "Node": "node-4"}
+    )
+    assert status == 200 and result == {"Error": ""}
+    assert server.store.objects["pods"]["default/to-bind"]["spec"]["nodeName"] == "node-4"
+    status, result = process.post(
+        "/bind", {"PodName": "to-bind", "PodNamespace": "default", "PodUID": "uid-to-bind", "Node": "node-6"}
+    )
+    assert status == 200 and result["Error"]  # already bound: the API server's conflict, passed on
+
+
+# --- TLS ---------------------------------------------------------------------------------------------
+
+
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def test_tls_with_client_certificates(tmp_path: Path) -> None:
+    import http.client
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    d = str(tmp_path)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        f"{d}/ca.key",
+        "-out",
+        f"{d}/ca.crt",
+    )
+    for who in ("server", "client"):
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            f"/CN={who}",
+            "-keyout",
+            f"{d}/{who}.key",
+            "-out",
+            f"{d}/{who}.csr",
+            *(["-addext", "subjectAltName=IP:127.0.0.1"] if who == "server" else []),
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{d}/{who}.csr",
+            "-CA",
+            f"{d}/ca.crt",
+            "-CAkey",
+            f"{d}/ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-copy_extensions",
+            "copy",
+            "-out",
+            f"{d}/{who}.crt",
+        )
+    process = ExtenderProcess(
+        "--tls-cert", f"{d}/server.crt", "--tls-key", f"{d}/server.key", "--client-ca", f"{d}/ca.crt"
+    )
+    try:
+        body = json.dumps(extender_args(pod("p"), nodes=NODES[:1])).encode()
+        good = ssl.create_default_context(cafile=f"{d}/ca.crt")
+        good.load_cert_chain(f"{d}/client.crt", f"{d}/client.key")
+        conn = http.client.HTTPSConnection(process.host, process.port, context=good, timeout=10)
+        conn.request("POST", "/filter", body=body)
+        response = conn.getresponse()
+        assert response.status == 200 and json.loads(response.read())["Nodes"]["items"][0]["metadata"]["name"] == "n1"
+        anonymous = ssl.create_default_context(cafile=f"{d}/ca.crt")
+        conn = http.client.HTTPSConnection(process.host, process.port, context=anonymous, timeout=10)
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            conn.request("POST", "/filter", body=body)
+            conn.getresponse().read()
+        assert process.proc.poll() is None
+    finally:
+        process.stop()
