@@ -45,6 +45,77 @@ def node(i: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+def full_node(i: int, rng: random.Random) -> dict[str, Any]:
+    """A node as a real cluster's API server returns it (about 7 kB of JSON): what the scheduler
+    reads plus conditions, addresses, node info and 25 images, as kube-scheduler sends nodes to
+    an extender that is not node-cache-capable."""
+    out = node(i, rng)
+    name = out["metadata"]["name"]
+    out["metadata"].update(
+        resourceVersion=str(1000 + i),
+        creationTimestamp="2026-01-01T00:00:00Z",
+        annotations={
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+        },
+    )
+    out["metadata"]["labels"].update({f"example.com/label-{k}": f"value-{k}" for k in range(6)})
+    out["metadata"]["labels"].update({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"})
+    out["spec"] = {"podCIDR": f"10.{i // 250}.{i % 250}.0/24", "providerID": f"test:///{name}"}
+    stamp = "2026-01-01T00:00:00Z"
+    out["status"].update(
+        conditions=[
+            {
+                "type": t,
+                "status": "False",
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+                "reason": f"KubeletHasSufficient{t}",
+                "message": f"kubelet has sufficient {t}",
+            }
+            for t in ("MemoryPressure", "DiskPressure", "PIDPressure")
+        ]
+        + [
+            {
+                "type": "Ready",
+                "status": "True",
+                "lastHeartbeatTime": stamp,
+                "lastTransitionTime": stamp,
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+            }
+        ],
+        addresses=[
+            {"type": "InternalIP", "address": f"10.250.{i // 250}.{i % 250}"},
+            {"type": "Hostname", "address": name},
+        ],
+        daemonEndpoints={"kubeletEndpoint": {"Port": 10250}},
+        nodeInfo={
+            "machineID": name,
+            "systemUUID": name,
+            "bootID": name,
+            "kernelVersion": "6.1.0",
+            "osImage": "Debian GNU/Linux 13",
+            "containerRuntimeVersion": "containerd://2.0.0",
+            "kubeletVersion": "v1.34.0",
+            "kubeProxyVersion": "v1.34.0",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+        images=[
+            {
+                "names": [
+                    f"registry.example.com/team/image-{k}@sha256:{k:064x}",
+                    f"registry.example.com/team/image-{k}:v1.{k}",
+                ],
+                "sizeBytes": 100_000_000 + k * 1_000_000,
+            }
+            for k in range(25)
+        ],
+    )
+    return out
+
+
 def pod(name: str, workload: str, group: int, node_name: str | None, rng: random.Random) -> dict[str, Any]:
     labels = {"app": f"app-{group}"}
     spec: dict[str, Any] = {

@@ -32,6 +32,7 @@ Next stage: :mod:`rulesched.extender.wire` encodes the answer.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import queue
 import threading
@@ -65,6 +66,7 @@ from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.lang import BoundRules, RulesHandle
 from rulesched.lang.builtins.indexes import ForkedIndexes
+from rulesched.lang.evaluation.columns import Rows
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.evaluate import score_nodes
@@ -75,23 +77,58 @@ from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 log = logging.getLogger(__name__)
 
 TABLES = 64  # pod classes whose node tables are kept
+FREEZE_AFTER = 1000  # deltas applied at once
 NOT_CACHED = "node is not in rulesched's informer cache"
 
 
-def priority_levels(totals: Sequence[int]) -> list[int]:
+def priority_levels(totals: Sequence[int] | Matrix) -> list[int]:
     """Totals onto MinExtenderPriority..MaxExtenderPriority (0..10), order kept as far as 11
     levels allow: with at most 11 distinct totals each gets its own level, spread evenly from 0
     (the lowest) to 10 (the highest); with more, the distinct totals are cut into 11 groups of
     (nearly) equal count. Equal totals always get equal levels; a single distinct total is 10."""
-    distinct = sorted(set(totals))
+    if not len(totals):
+        return []
+    distinct, rank = np.unique(np.asarray(totals), return_inverse=True)
     d = len(distinct)
-    if d <= 1:
+    if d == 1:
         return [MAX_EXTENDER_PRIORITY] * len(totals)
     if d <= MAX_EXTENDER_PRIORITY + 1:
-        rank = {v: round(i * MAX_EXTENDER_PRIORITY / (d - 1)) for i, v in enumerate(distinct)}
+        levels = np.rint(np.arange(d) * MAX_EXTENDER_PRIORITY / (d - 1)).astype(np.int64)
     else:
-        rank = {v: i * (MAX_EXTENDER_PRIORITY + 1) // d for i, v in enumerate(distinct)}
-    return [rank[t] for t in totals]
+        levels = np.arange(d, dtype=np.int64) * (MAX_EXTENDER_PRIORITY + 1) // d
+    out: list[int] = levels[rank.reshape(-1)].tolist()
+    return out
+
+
+class NodeIndex:
+    """Rows of the snapshot's nodes by name, for one node list (a node change makes a new one),
+    and the rows of whole NodeNames lists by their bytes: kube-scheduler names the same nodes,
+    in the same order, request after request."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.key = (snapshot.history, snapshot.node_generation)
+        self.row = {node.name: i for i, node in enumerate(snapshot.nodes)}
+        self.names = np.array([node.name for node in snapshot.nodes], dtype=object)
+        self._lists: cachetools.LRUCache[bytes, tuple[Rows, list[int], list[str]]] = cachetools.LRUCache(16)
+
+    def rows(self, names: Sequence[str], raw: bytes = b"") -> tuple[Rows, list[int], list[str]]:
+        """The rows of the nodes named, the positions in ``names`` of those found, and the
+        names that are no node."""
+        hit = self._lists.get(raw) if raw else None
+        if hit is not None:
+            return hit
+        row, found, positions, missing = self.row, list[int](), list[int](), list[str]()
+        for position, name in enumerate(names):
+            i = row.get(name)
+            if i is None:
+                missing.append(name)
+            else:
+                found.append(i)
+                positions.append(position)
+        out = (np.array(found, dtype=np.intp), positions, missing)
+        if raw:
+            self._lists[raw] = out
+        return out
 
 
 @dataclass(frozen=True)
@@ -124,6 +161,7 @@ class Extender:
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(TABLES)
         self._columns = ColumnStore()
         self._rules_of_tables: object = None
+        self._index: NodeIndex | None = None
 
     @property
     def ready(self) -> tuple[bool, str]:
@@ -143,16 +181,23 @@ class Extender:
     # --- the cache ---------------------------------------------------------------------------
     def sync(self) -> None:
         """Apply what the informers delivered since the last request."""
+        applied = 0
         while True:
             try:
                 delta = self._inbox.get_nowait()
             except queue.Empty:
                 break
             assert self.mirror is not None
+            applied += 1
             try:
                 self.mirror.apply(delta, any_waiting_on_pods=False)
             except InputError as err:
                 log.warning("skipping %s %s: %s", delta.kind, delta.key, err)
+        if applied > FREEZE_AFTER:
+            # A large batch (the first lists, a relist) is long-lived: keep the collector from
+            # walking it again and again (a full collection over a big cluster costs ~10 ms).
+            gc.collect()
+            gc.freeze()
         if self.mirror is None and self.clock() - self._last_sweep > self.node_ttl / 10:
             self._sweep()
 
@@ -172,6 +217,12 @@ class Extender:
                 store.add_node(node)
             if self.mirror is None:
                 self._seen[node.name] = now
+
+    def _node_index(self, snapshot: Snapshot) -> NodeIndex:
+        index = self._index
+        if index is None or index.key != (snapshot.history, snapshot.node_generation):
+            index = self._index = NodeIndex(snapshot)
+        return index
 
     def _table(self, bound: BoundRules, snapshot: Snapshot) -> NodeTable:
         rules = self.rules.rules
@@ -198,54 +249,72 @@ class Extender:
     def filter(self, body: bytes) -> Answer:
         self.sync()
         args = self._args(body)
-        names = [n.name for n in args.nodes] if args.nodes is not None else list(args.names or ())
+        names = [n.name for n in args.nodes] if args.nodes is not None else args.names or []
         snapshot = self.store.snapshot()
         bound = self.rules.rules.session().bind(args.pod, snapshot)
+        index = self._node_index(snapshot)
+        rows, _, missing = index.rows(names, args.raw_names)
         table = self._table(bound, snapshot)
         try:
-            rows, missing = table.rows_of(names)
             passing = table.passing(rows)
             failed = {name: NOT_CACHED for name in missing}
             if len(passing) != len(rows):
-                ok = np.zeros(len(snapshot.nodes), dtype=bool)
-                ok[passing] = True
-                for i in rows[~ok[rows]].tolist():
-                    node = table.node(i)
-                    failure = bound.first_failure(node)
-                    failed[node.name] = ", ".join(failure[1]) if failure is not None else "filtered"
-            passing_names = [table.node(i).name for i in passing.tolist()]
+                failed.update(self._reasons(bound, table, rows, passing, index))
         finally:
             table.release()
-        log.debug("filter: %d of %d nodes pass", len(passing_names), len(names), extra={"pod": args.pod.key})
+        log.debug("filter: %d of %d nodes pass", len(passing), len(names), extra={"pod": args.pod.key})
         if args.nodes is None:
-            return Answer(200, filter_result(passing_names, failed, {}))
-        keep = set(passing_names)
+            return Answer(200, filter_result(index.names[passing].tolist(), failed, {}))
+        keep = set(index.names[passing].tolist())
         raw = [r for r, node in zip(args.raw_nodes, args.nodes, strict=True) if node.name in keep]
         return Answer(200, filter_result(None, failed, {}, raw))
+
+    @staticmethod
+    def _reasons(bound: BoundRules, table: NodeTable, rows: Rows, passing: Rows, index: NodeIndex) -> dict[str, str]:
+        """Node name -> why it fails, for the rows that do not pass: the first failing filter's
+        reasons (one dynamic filter after passing the cached ones: its reasons, not re-run)."""
+        ok = np.zeros(len(index.names), dtype=bool)
+        ok[passing] = True
+        failing = rows[~ok[rows]]
+        dynamic = bound.dynamic_filters
+        out: dict[str, str] = {}
+        if len(dynamic) == 1:  # failing after passing every cached filter: that one's reasons
+            static_ok = table.static_passing(failing)
+            reasons, node_of = dynamic[0].reasons, table.node
+            for i in failing[static_ok].tolist():
+                node = node_of(i)
+                out[node.name] = ", ".join(reasons(node))
+            failing = failing[~static_ok]
+        for i in failing.tolist():
+            node = table.node(i)
+            failure = bound.first_failure(node)
+            out[node.name] = ", ".join(failure[1]) if failure is not None else "filtered"
+        return out
 
     def prioritize(self, body: bytes) -> Answer:
         self.sync()
         args = self._args(body)
-        names = [n.name for n in args.nodes] if args.nodes is not None else list(args.names or ())
+        names = [n.name for n in args.nodes] if args.nodes is not None else args.names or []
         snapshot = self.store.snapshot()
         bound = self.rules.rules.session().bind(args.pod, snapshot)
-        table = self._table(bound, snapshot)
-        try:
-            rows, missing = table.rows_of(names)
-            totals: Matrix | list[int]
-            if not len(rows) or not bound.scores:
-                totals = [0] * len(rows)
-            else:
-                try:
-                    totals = weighted_totals(bound.scores, table.vectors(rows))
-                except TableOverflow:
-                    totals = score_nodes(bound, [table.node(i) for i in rows.tolist()]).totals
-            scored = [table.node(i).name for i in rows.tolist()]
-        finally:
-            table.release()
-        levels = priority_levels([int(t) for t in totals])
-        answer = list(zip(scored, levels, strict=True)) + [(name, 0) for name in missing]
-        return Answer(200, host_priorities(answer))
+        index = self._node_index(snapshot)
+        rows, positions, missing = index.rows(names, args.raw_names)
+        totals: Matrix | list[int] = [0] * len(rows)
+        if len(rows) and bound.scores:
+            table = self._table(bound, snapshot)
+            try:
+                totals = weighted_totals(bound.scores, table.vectors(rows))
+            except TableOverflow:
+                totals = score_nodes(bound, [table.node(i) for i in rows.tolist()]).totals
+            finally:
+                table.release()
+        levels = priority_levels(totals)
+        if missing:  # names the cache does not know: the lowest score
+            scores = [0] * len(names)
+            for position, level in zip(positions, levels, strict=True):
+                scores[position] = level
+            levels = scores
+        return Answer(200, host_priorities(names, levels))
 
     def preempt(self, body: bytes) -> Answer:
         self.sync()

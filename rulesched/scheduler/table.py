@@ -159,17 +159,6 @@ class NodeTable:
             self._ratio = max(1.0, looked / len(rows))
         return rows, looked
 
-    def rows_of(self, names: Sequence[str]) -> tuple[Rows, list[str]]:
-        """The rows of the nodes named, in the order given, and the names that are no node."""
-        row, found, missing = self._row, list[int](), list[str]()
-        for name in names:
-            i = row.get(name)
-            if i is None:
-                missing.append(name)
-            else:
-                found.append(i)
-        return np.array(found, dtype=np.intp), missing
-
     def passing(self, rows: Rows) -> Rows:
         """Those of ``rows`` whose node passes every filter, in the order given (the extender's
         filter: every node asked about, not the first ones that fit)."""
@@ -179,6 +168,11 @@ class NodeTable:
         if dynamic and len(fit):
             fit = self._dynamic(fit, dynamic, len(fit))
         return fit
+
+    def static_passing(self, rows: Rows) -> npt.NDArray[np.bool_]:
+        """Whether each row's node passes the cached (not dynamic) filters."""
+        self._check(rows)
+        return self._fits[rows]
 
     def vectors(self, rows: Rows) -> npt.NDArray[np.int64]:
         """Score vectors (as ``BoundRules.score_vector``) of the rows, one per row."""
