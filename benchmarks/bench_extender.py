@@ -115,7 +115,7 @@ def run_case(
     for message in messages:
         body = json.dumps(message).encode()
         bodies.append((body, _prioritize_body(ext, body, full, message)))
-    for body, prioritize in bodies:  # warm: every pod class seen once, as in a running cluster
+    for _body, prioritize in bodies:  # warm: every pod class seen once, as in a running cluster
         ext.request("POST", "/prioritize", prioritize)
     per_client = max(1, requests // clients)
     jobs = [
