@@ -23,6 +23,7 @@ MODELS = {
     ("rbac.authorization.k8s.io/v1", "Role"): "V1Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
     ("apps/v1", "Deployment"): "V1Deployment",
+    ("v1", "Service"): "V1Service",
 }
 # (apiGroup, resource) -> verbs rulesched's code uses (rulesched/kube/api.py and its callers)
 USED = {
@@ -39,43 +40,57 @@ USED = {
 }
 
 
-def manifests() -> list[dict[str, Any]]:
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+# What `rulesched extender` calls: the informer cache, and the binding (when it is the binder).
+EXTENDER_USED = {
+    ("", "nodes"): {"list", "watch"},
+    ("", "namespaces"): {"list", "watch"},
+    ("", "pods"): {"list", "watch"},
+    ("", "pods/binding"): {"create"},
+    ("policy", "poddisruptionbudgets"): {"list", "watch"},
+    ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
+}
+EXTENDER = DEPLOY / "extender"
+
+
+def manifests(folder: Path = DEPLOY) -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     docs = []
     for name in kustomization["resources"]:
-        docs += [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
+        docs += [d for d in yaml.safe_load_all((folder / name).read_text()) if d]
     return docs
 
 
-@pytest.mark.parametrize("doc", manifests(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+@pytest.mark.parametrize("doc", manifests() + manifests(EXTENDER), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
 def test_each_object_is_a_valid_model_of_its_kind(doc: dict[str, Any]) -> None:
     model = MODELS[doc["apiVersion"], doc["kind"]]
     obj = client.ApiClient().deserialize(json.dumps(doc), model, "application/json")
     assert obj.metadata.name == doc["metadata"]["name"]
     assert type(obj).__name__ == model
     if doc["kind"] == "Deployment":
-        assert obj.spec.replicas == 2 and obj.spec.template.spec.service_account_name == "rulesched"
+        assert obj.spec.replicas == 2 and obj.spec.template.spec.service_account_name == doc["metadata"]["name"]
 
 
-def test_the_kustomization_names_files_that_exist() -> None:
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+@pytest.mark.parametrize("folder", [DEPLOY, EXTENDER], ids=["run", "extender"])
+def test_the_kustomization_names_files_that_exist(folder: Path) -> None:
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
     for name in kustomization["resources"]:
-        assert (DEPLOY / name).is_file(), name
+        assert (folder / name).is_file(), name
     for generator in kustomization["configMapGenerator"]:
         for name in generator["files"]:
-            assert (DEPLOY / name).is_file(), name
+            assert (folder / name).is_file(), name
 
 
-def test_rbac_grants_what_is_used_and_nothing_more() -> None:
+@pytest.mark.parametrize(("folder", "used"), [(DEPLOY, USED), (EXTENDER, EXTENDER_USED)], ids=["run", "extender"])
+def test_rbac_grants_what_is_used_and_nothing_more(folder: Path, used: dict[tuple[str, str], set[str]]) -> None:
     granted: dict[tuple[str, str], set[str]] = {}
-    for doc in manifests():
+    for doc in manifests(folder):
         if doc["kind"] in ("ClusterRole", "Role"):
             for rule in doc["rules"]:
                 for group in rule["apiGroups"]:
                     for resource in rule["resources"]:
                         assert "*" not in (group, resource, *rule["verbs"])
                         granted.setdefault((group, resource), set()).update(rule["verbs"])
-    assert granted == USED
+    assert granted == used
 
 
 def test_the_deployment_runs_flags_the_cli_accepts() -> None:
@@ -87,3 +102,42 @@ def test_the_deployment_runs_flags_the_cli_accepts() -> None:
     assert args.rules[0] == mount
     probes = {container["livenessProbe"]["httpGet"]["path"], container["readinessProbe"]["httpGet"]["path"]}
     assert probes == {"/healthz", "/readyz"}
+
+
+def test_the_extender_deployment_runs_flags_the_cli_accepts() -> None:
+    (deployment,) = [d for d in manifests(EXTENDER) if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["rulesched", "extender"]
+    args = _parser().parse_args(["extender", *container["args"]])
+    assert args.in_cluster and args.rules == [container["volumeMounts"][0]["mountPath"]]
+    port = int(args.listen.rsplit(":", 1)[1])
+    (service,) = [d for d in manifests(EXTENDER) if d["kind"] == "Service"]
+    assert container["ports"][0]["containerPort"] == port
+    assert service["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
+
+
+def test_kube_scheduler_config_points_at_the_extender_verbs() -> None:
+    from rulesched.extender.server import ExtenderSettings
+
+    config = yaml.safe_load((EXTENDER / "scheduler-config.yaml").read_text())
+    assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1" and config["kind"] == "KubeSchedulerConfiguration"
+    (extender,) = config["extenders"]
+    defaults = ExtenderSettings()
+    assert "/" + extender["filterVerb"] == defaults.filter_path
+    assert "/" + extender["prioritizeVerb"] == defaults.prioritize_path
+    assert "/" + extender["preemptVerb"] == defaults.preempt_path
+    assert extender["urlPrefix"].endswith(":8888") and extender["nodeCacheCapable"] is True
+    assert set(extender) <= {
+        "urlPrefix",
+        "filterVerb",
+        "prioritizeVerb",
+        "preemptVerb",
+        "bindVerb",
+        "weight",
+        "enableHTTPS",
+        "nodeCacheCapable",
+        "ignorable",
+        "httpTimeout",
+        "managedResources",
+        "tlsConfig",
+    }
