@@ -31,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
+    from rulesched.authoring.diff import add_diff_parser
+    from rulesched.authoring.ruletest import add_test_parser
     from rulesched.extender.cli import add_extender_parser
     from rulesched.run.cli import add_run_parser
     from rulesched.simulate.cli import add_simulate_parser
@@ -38,6 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     add_simulate_parser(sub)
     add_run_parser(sub)
     add_extender_parser(sub)
+    add_test_parser(sub)
+    add_diff_parser(sub)
     return parser
 
 
@@ -67,6 +71,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rulesched.run.cli import run_command
 
             return run_command(args)
+        if args.command == "test":
+            from rulesched.authoring.ruletest import test_command
+
+            return test_command(args)
+        if args.command == "diff":
+            from rulesched.authoring.diff import diff_command
+
+            return diff_command(args)
         if args.command == "extender":
             from rulesched.extender.cli import extender_command
 
