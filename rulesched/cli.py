@@ -46,9 +46,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 class _Fields(logging.Formatter):
-    """Appends the pod, node, rule and reason a record carries (``extra={...}``) as key=value."""
+    """Appends the pod, node, rule, reason and rules (a rule set's digest) a record carries
+    (``extra={...}``) as key=value."""
 
-    FIELDS = ("pod", "node", "rule", "reason")
+    FIELDS = ("pod", "node", "rule", "reason", "rules")
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)

@@ -130,6 +130,12 @@ def _key(meta: dict[str, Any]) -> str:
     return f"{ns}/{meta['name']}" if ns else str(meta["name"])
 
 
+def _selected_name(query: dict[str, list[str]]) -> str | None:
+    """The name a ``fieldSelector=metadata.name=NAME`` asks for (the only selector supported)."""
+    selector = query.get("fieldSelector", [""])[0]
+    return selector.removeprefix("metadata.name=") if selector.startswith("metadata.name=") else None
+
+
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
     return {
         "kind": "Status",
@@ -224,8 +230,13 @@ class _Handler(BaseHTTPRequestHandler):
         if query.get("watch", ["0"])[0] in ("1", "true"):
             self._watch(plural, namespace, query)
             return
+        named = _selected_name(query)
         with store.changed:
-            items = [o for k, o in store.objects[plural].items() if namespace is None or k.startswith(namespace + "/")]
+            items = [
+                o
+                for k, o in store.objects[plural].items()
+                if (namespace is None or k.startswith(namespace + "/")) and named in (None, o["metadata"].get("name"))
+            ]
             body = {
                 "kind": RESOURCES[plural][0] + "List",
                 "apiVersion": "v1",
@@ -239,6 +250,7 @@ class _Handler(BaseHTTPRequestHandler):
         since = int(query.get("resourceVersion", ["0"])[0] or 0)
         bookmarks = query.get("allowWatchBookmarks", ["false"])[0] == "true"
         timeout = float(query.get("timeoutSeconds", ["300"])[0])
+        named = _selected_name(query)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -266,6 +278,8 @@ class _Handler(BaseHTTPRequestHandler):
                 for rv, kind, obj in pending:
                     position = rv
                     if namespace and obj["metadata"].get("namespace") != namespace:
+                        continue
+                    if named is not None and obj["metadata"].get("name") != named:
                         continue
                     self._chunk({"type": kind, "object": obj})
                 if bookmarks and time.monotonic() - last_bookmark > 1.0:

@@ -6,9 +6,12 @@ import argparse
 import asyncio
 import logging
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rulesched.config import merge_flags, read_config
+
+if TYPE_CHECKING:
+    from rulesched.reload import Reloader
 
 log = logging.getLogger(__name__)
 
@@ -16,7 +19,10 @@ log = logging.getLogger(__name__)
 def add_extender_parser(sub: Any) -> None:
     ext = sub.add_parser("extender", help="serve the rules to kube-scheduler as a scheduler extender")
     ext.add_argument("--listen", metavar="HOST:PORT", help="default 0.0.0.0:8888 (port 0: any free port)")
-    ext.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable)")
+    ext.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable; watched)")
+    ext.add_argument(
+        "--rules-configmap", metavar="NS/NAME", help="a ConfigMap whose .rules keys join the set (watched)"
+    )
     ext.add_argument("--kubeconfig", metavar="FILE", help="informer cache and binding through this cluster")
     ext.add_argument("--in-cluster", action="store_true", default=None, help="... through the service account")
     ext.add_argument("--tls-cert", metavar="FILE")
@@ -33,8 +39,20 @@ def settings_from(args: argparse.Namespace) -> Any:
     merge_flags(
         values,
         args,
-        ("listen", "rules", "kubeconfig", "in_cluster", "tls_cert", "tls_key", "client_ca", "max_body_bytes"),
+        (
+            "listen",
+            "rules",
+            "rules_configmap",
+            "kubeconfig",
+            "in_cluster",
+            "tls_cert",
+            "tls_key",
+            "client_ca",
+            "max_body_bytes",
+        ),
     )
+    if values.get("rules_configmap") and "rules" not in values:
+        values["rules"] = ()  # the ConfigMap alone (its files may `extends "default"`)
     return ExtenderSettings(**values)
 
 
@@ -44,7 +62,8 @@ def extender_command(args: argparse.Namespace) -> int:
     return asyncio.run(serve(settings_from(args), _stop_on_signals))
 
 
-def _stop_on_signals(stop: asyncio.Event) -> None:
+def _stop_on_signals(stop: asyncio.Event, reloader: Reloader) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reloader.trigger)

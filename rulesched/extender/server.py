@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from rulesched.errors import ConfigError, InputError
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
+from rulesched.reload import Reloader, ReloadOutcome, RulesSources
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class ExtenderSettings:
 
     listen: str = "0.0.0.0:8888"
     rules: tuple[str, ...] = ("default",)
+    rules_configmap: str | None = None  # NAMESPACE/NAME: its .rules keys join the set, watched
     kubeconfig: str | None = None  # the informer cache and binding: a kubeconfig file ...
     in_cluster: bool = False  # ... or the pod's service account
     tls_cert: str | None = None
@@ -73,6 +76,11 @@ class ExtenderMetrics:
             registry=r,
         )
         self.rules = Info("rulesched_rules", "The active rule set.", registry=r)
+        self.reloads = Counter("rulesched_rules_reloads", "Rule reloads by result.", ["result"], registry=r)
+
+    def reloaded(self, outcome: ReloadOutcome) -> None:
+        self.reloads.labels(result="success" if outcome.ok else "error").inc()
+        self.rules.info({"hash": outcome.digest, "files": ",".join(outcome.files)})
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -164,7 +172,7 @@ class ExtenderServer:
         return web.Response(text="ok")
 
     async def _readyz(self, request: web.Request) -> web.Response:
-        ready, why = self.extender.ready
+        ready, why = self.extender.ready  # (the active rules' hash, when ready)
         return web.Response(status=200 if ready else 503, text=why)
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -194,25 +202,30 @@ class ExtenderServer:
         self._worker.shutdown(wait=False, cancel_futures=True)
 
 
-async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event], None] | None = None) -> int:
-    """Run the extender until ``arm``'s event is set (the command line sets it on SIGTERM)."""
+async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reloader], None] | None = None) -> int:
+    """Run the extender until ``arm``'s event is set (the command line sets it on SIGTERM, and
+    triggers the reloader on SIGHUP)."""
     from rulesched.kube.api import KubeApi
-    from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
 
-    rules = RulesHandle(load_rules([resolve_rules_path(r) for r in settings.rules]))
     api = KubeApi(settings.kubeconfig) if settings.kubeconfig or settings.in_cluster else None
-    extender = Extender(rules, api, node_ttl=settings.node_ttl)
+    stopping = threading.Event()
+    reloader = Reloader(RulesSources(settings.rules, settings.rules_configmap), api, stopping)
+    rules = reloader.initial()
+    extender = Extender(rules, api, stop=stopping, node_ttl=settings.node_ttl)
     server = ExtenderServer(settings, extender)
+    reloader.on_outcome = server.metrics.reloaded
     address = await server.start()
     extender.start()
+    reloader.start()
     mode = "with the informer cache" if api is not None else "without a cache (full nodes only)"
     log.warning("rulesched extender listening on %s %s, rules %s", address, mode, rules.digest)
     stop = asyncio.Event()
     if arm is not None:
-        arm(stop)
+        arm(stop, reloader)
     try:
         await stop.wait()
     finally:
         await server.stop()
         extender.close()
+        reloader.join(timeout=1.0)
     return 0

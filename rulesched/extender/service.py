@@ -64,7 +64,7 @@ from rulesched.extender.wire import (
 )
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
-from rulesched.lang import BoundRules, RulesHandle
+from rulesched.lang import BoundRules, RuleSet, RulesHandle
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.evaluation.columns import Rows
 from rulesched.mirror import Mirror
@@ -224,8 +224,7 @@ class Extender:
             index = self._index = NodeIndex(snapshot)
         return index
 
-    def _table(self, bound: BoundRules, snapshot: Snapshot) -> NodeTable:
-        rules = self.rules.rules
+    def _table(self, bound: BoundRules, snapshot: Snapshot, rules: RuleSet) -> NodeTable:
         if rules is not self._rules_of_tables:  # a reload: the old set's tables go with it
             self._rules_of_tables = rules
             self._tables.clear()
@@ -251,10 +250,11 @@ class Extender:
         args = self._args(body)
         names = [n.name for n in args.nodes] if args.nodes is not None else args.names or []
         snapshot = self.store.snapshot()
-        bound = self.rules.rules.session().bind(args.pod, snapshot)
+        rules = self.rules.rules  # once per request: a reload takes effect at the next one
+        bound = rules.session().bind(args.pod, snapshot)
         index = self._node_index(snapshot)
         rows, _, missing = index.rows(names, args.raw_names)
-        table = self._table(bound, snapshot)
+        table = self._table(bound, snapshot, rules)
         try:
             passing = table.passing(rows)
             failed = {name: NOT_CACHED for name in missing}
@@ -296,12 +296,13 @@ class Extender:
         args = self._args(body)
         names = [n.name for n in args.nodes] if args.nodes is not None else args.names or []
         snapshot = self.store.snapshot()
-        bound = self.rules.rules.session().bind(args.pod, snapshot)
+        rules = self.rules.rules  # once per request: a reload takes effect at the next one
+        bound = rules.session().bind(args.pod, snapshot)
         index = self._node_index(snapshot)
         rows, positions, missing = index.rows(names, args.raw_names)
         totals: Matrix | list[int] = [0] * len(rows)
         if len(rows) and bound.scores:
-            table = self._table(bound, snapshot)
+            table = self._table(bound, snapshot, rules)
             try:
                 totals = weighted_totals(bound.scores, table.vectors(rows))
             except TableOverflow:

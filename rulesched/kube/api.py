@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import urllib3
@@ -63,6 +64,18 @@ class Resource:
         return "/".join(parts)
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Which objects of a kind a list or watch covers: one namespace, one name (a field
+    selector on ``metadata.name``, as for a single ConfigMap)."""
+
+    namespace: str | None = None
+    name: str | None = None
+
+    def query(self) -> dict[str, str]:
+        return {"fieldSelector": f"metadata.name={self.name}"} if self.name else {}
+
+
 NODES = Resource("Node", "/api/v1", "nodes", False)
 PODS = Resource("Pod", "/api/v1", "pods", True)
 NAMESPACES = Resource("Namespace", "/api/v1", "namespaces", False)
@@ -74,6 +87,7 @@ EVENTS = Resource("Event", "/apis/events.k8s.io/v1", "events", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
+EVENT_ATTEMPTS = 6
 
 
 def _at_most_every(seconds: float, hook: Any) -> Any:
@@ -168,12 +182,13 @@ class KubeApi:
         raw.release_conn()
         return json.loads(data) if data else None
 
-    def list(self, resource: Resource) -> Listed:
-        found = self._call("GET", resource.path())
+    def list(self, resource: Resource, scope: Scope | None = None) -> Listed:
+        query = scope.query() if scope is not None else {}
+        found = self._call("GET", resource.path(scope.namespace if scope else None), query)
         return Listed(found.get("items") or [], str(found.get("metadata", {}).get("resourceVersion", "")))
 
     def watch(
-        self, resource: Resource, resource_version: str, timeout_seconds: int = 300
+        self, resource: Resource, resource_version: str, timeout_seconds: int = 300, scope: Scope | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """(type, object) from a watch that starts after ``resource_version``: ADDED, MODIFIED,
         DELETED and BOOKMARK. A 410 in the stream raises GoneError; the stream ending (the
@@ -183,8 +198,10 @@ class KubeApi:
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
+            **(scope.query() if scope is not None else {}),
         }
-        raw = self._call("GET", resource.path(), query, timeout=(10.0, timeout_seconds + 30.0), stream=True)
+        path = resource.path(scope.namespace if scope else None)
+        raw = self._call("GET", path, query, timeout=(10.0, timeout_seconds + 30.0), stream=True)
         try:
             buffer = b""
             for chunk in raw.stream(65536, decode_content=True):
@@ -240,6 +257,33 @@ class KubeApi:
         self._call(
             "PATCH", PODS.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
         )
+
+    def post_event(self, regarding: dict[str, str], type_: str, reason: str, action: str, note: str, by: str) -> None:
+        """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid);
+        a connection failure is retried a few times, as client-go's event broadcaster does."""
+        namespace = regarding.get("namespace") or "default"
+        name = regarding.get("name") or "object"
+        body = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reportingController": by,
+            "reportingInstance": by,
+            "action": action,
+            "reason": reason,
+            "type": type_,
+            "note": note[:1024],
+            "regarding": regarding,
+        }
+        for attempt in range(EVENT_ATTEMPTS):
+            try:
+                self.create(EVENTS, namespace, body)
+                return
+            except UnavailableError:
+                if attempt == EVENT_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * 2**attempt)
 
 
 def _error(method: str, path: str, status: int, data: bytes) -> KubeError:

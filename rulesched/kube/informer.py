@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.errors import GoneError, KubeError
-from rulesched.kube.api import KubeApi, Resource
+from rulesched.kube.api import KubeApi, Resource, Scope
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +73,10 @@ class Informer:
         stop: threading.Event,
         watch_timeout: int = 300,
         backoff: Backoff | None = None,
+        scope: Scope | None = None,
     ) -> None:
         self.api, self.resource, self.sink, self.stop = api, resource, sink, stop
+        self.scope = scope
         self.watch_timeout = watch_timeout
         self.backoff = backoff or Backoff()
         self.synced = threading.Event()
@@ -96,7 +98,7 @@ class Informer:
             try:
                 if version is None:
                     version = self._relist()
-                for kind, obj in self.api.watch(self.resource, version, self.watch_timeout):
+                for kind, obj in self.api.watch(self.resource, version, self.watch_timeout, self.scope):
                     if self.stop.is_set():
                         return
                     version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
@@ -117,7 +119,7 @@ class Informer:
                 self.stop.wait(self.backoff.next())
 
     def _relist(self) -> str:
-        listed = self.api.list(self.resource)
+        listed = self.api.list(self.resource, self.scope)
         self.relists += 1
         seen = set()
         for obj in listed.items:

@@ -36,7 +36,7 @@ from rulesched.lang.frontend.files import (
 )
 from rulesched.lang.frontend.source import Diagnostic, Severity, Source
 from rulesched.lang.handle import RulesHandle
-from rulesched.lang.load import load_rules, load_rules_text
+from rulesched.lang.load import load_rules, load_rules_text, load_sources
 
 __all__ = [
     "BoundFilter",
@@ -59,5 +59,6 @@ __all__ = [
     "check_texts",
     "load_rules",
     "load_rules_text",
+    "load_sources",
     "resolve_rules_path",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rulesched.errors import RulesError
 from rulesched.lang.evaluation.ruleset import RuleSet
-from rulesched.lang.frontend.files import Loaded, check_paths, check_texts, content_digest
+from rulesched.lang.frontend.files import Loaded, check_paths, check_sources, check_texts, content_digest
 from rulesched.lang.frontend.source import Severity
 
 
@@ -28,6 +28,14 @@ def load_rules_text(texts: Mapping[str, str | bytes]) -> RuleSet:
     """The same for rules held as text (a ConfigMap's data): keys ending in ``.rules`` are the
     files, in name order; diagnostics name the key."""
     return compile_loaded(check_texts(texts))
+
+
+def load_sources(paths: Sequence[str | Path], texts: Mapping[str, str | bytes] | None = None) -> RuleSet:
+    """Files and texts (a ConfigMap's data) as one set: what ``--rules`` and
+    ``--rules-configmap`` name together."""
+    if not texts:
+        return load_rules(paths)
+    return compile_loaded(check_sources(paths, texts))
 
 
 def compile_loaded(loaded: Loaded) -> RuleSet:

@@ -17,7 +17,10 @@ def add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
     run.add_argument("--kubeconfig", metavar="FILE", help="default: the in-cluster service account")
     run.add_argument("--scheduler-name", metavar="NAME", help="pods naming this scheduler (default rulesched)")
-    run.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable)")
+    run.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable; watched)")
+    run.add_argument(
+        "--rules-configmap", metavar="NS/NAME", help="a ConfigMap whose .rules keys join the set (watched)"
+    )
     run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
     run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
     run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")
@@ -45,6 +48,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             "kubeconfig",
             "scheduler_name",
             "rules",
+            "rules_configmap",
             "bind_workers",
             "percentage_of_nodes_to_score",
             "leader_elect",
@@ -61,6 +65,8 @@ def settings_from(args: argparse.Namespace) -> Any:
         else values.get("metrics_bind_address", "0.0.0.0:10251")
     )
     values["metrics_bind_address"] = address or None
+    if values.get("rules_configmap") and "rules" not in values:
+        values["rules"] = ()  # the ConfigMap alone (its files may `extends "default"`)
     return RunSettings(**values)
 
 
@@ -76,5 +82,6 @@ def run_command(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, lambda signum, frame: loop.reloader.trigger())
     loop.run()
     return loop.exit_code

@@ -27,9 +27,9 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
-from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
+from rulesched.reload import Reloader, ReloadOutcome, RulesSources
 from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
@@ -49,6 +49,7 @@ class RunSettings:
     kubeconfig: str | None = None
     scheduler_name: str = "rulesched"
     rules: tuple[str, ...] = ("default",)
+    rules_configmap: str | None = None  # NAMESPACE/NAME: its .rules keys join the set, watched
     bind_workers: int = 16
     percentage_of_nodes_to_score: int = 0
     grace_seconds: float = 10.0  # on SIGTERM: how long in-flight bindings may take
@@ -62,11 +63,11 @@ class RunSettings:
 
 
 class _Binder:
-    def __init__(self, workers: Workers) -> None:
-        self.workers = workers
+    def __init__(self, workers: Workers, rules: Callable[[], str]) -> None:
+        self.workers, self.rules = workers, rules
 
     def bind(self, pod: Pod, node: str) -> bool | None:
-        self.workers.bind(pod, node)
+        self.workers.bind(pod, node, self.rules())
         return None  # the outcome comes back through the loop
 
 
@@ -88,24 +89,29 @@ class _Reporter(Observer):
         log.debug("cycle: %s", result.code.value, extra={"pod": pod.key, "node": result.node})
 
     def bound(self, pod: Pod, node: str) -> None:
-        self.workers.forget(pod.key)
-        log.info("bound", extra={"pod": pod.key, "node": node})
+        self.workers.forget(pod.key)  # (the workers log the binding, with the rules' digest)
 
 
 class Loop:
     def __init__(self, settings: RunSettings, api: KubeApi | None = None) -> None:
         self.settings = settings
         self.api = api or KubeApi(settings.kubeconfig)
-        self.rules = RulesHandle(load_rules([resolve_rules_path(r) for r in settings.rules]))
         self.store = ClusterStore()
         self.stop = threading.Event()
+        self.reloader = Reloader(
+            RulesSources(settings.rules, settings.rules_configmap),
+            self.api,
+            self.stop,
+            on_outcome=self._reloaded,
+            controller=settings.scheduler_name,
+        )
+        self.rules = self.reloader.initial()
         self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
         self.workers = Workers(
             self.api,
             settings.scheduler_name,
             self._deliver,
             settings.bind_workers,
-            rules_digest=lambda: self.rules.digest,
         )
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
@@ -118,7 +124,7 @@ class Loop:
             self.rules,
             self.store,
             scheduler_settings,
-            _Binder(self.workers),
+            _Binder(self.workers, lambda: self.scheduler.last_rules),
             evictor=self.workers,
             clock=time.monotonic,
             observer=_Reporter(self.workers, self.metrics),
@@ -138,6 +144,11 @@ class Loop:
                 settings.leader_elect_retry_period,
             )
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
+
+    def _reloaded(self, outcome: ReloadOutcome) -> None:
+        """(On the reloader's thread: metrics are thread-safe.)"""
+        self.metrics.reloads.labels(result="success" if outcome.ok else "error").inc()
+        self.metrics.set_rules(outcome.digest, outcome.files)
 
     def _lost(self) -> None:
         """Leadership lost: stop scheduling at once and exit (a restart comes back as a standby),
@@ -166,6 +177,7 @@ class Loop:
         if self.settings.metrics_bind_address:
             self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
         self.mirror.start()
+        self.reloader.start()
         if self.elector is not None:
             self.elector.start()
         while not self.ready and not self.stop.is_set():
@@ -201,6 +213,7 @@ class Loop:
         self._drain()
         self.workers.shutdown(wait=False)
         self.mirror.join(timeout=1.0)
+        self.reloader.join(timeout=1.0)
         if self.ops is not None:
             self.ops.stop()
 

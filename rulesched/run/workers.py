@@ -22,14 +22,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError, UnavailableError
-from rulesched.kube.api import EVENTS, PODS, KubeApi
+from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
+from rulesched.kube.api import PODS, KubeApi
 from rulesched.model import Pod
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
 EVICTION_RETRY_SECONDS = 5.0
-EVENT_ATTEMPTS = 6
 
 
 @dataclass(frozen=True)
@@ -57,12 +56,10 @@ class Workers:
         scheduler_name: str,
         outcomes: Callable[[Outcome], None],
         threads: int = 16,
-        rules_digest: Callable[[], str] = lambda: "",
     ) -> None:
         self.api = api
         self.scheduler_name = scheduler_name
         self.outcomes = outcomes
-        self.rules_digest = rules_digest
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
@@ -87,10 +84,12 @@ class Workers:
         self._pool.submit(run)
 
     # --- binding ----------------------------------------------------------------------------------
-    def bind(self, pod: Pod, node: str) -> None:
-        self._submit(self._bind, pod, node)
+    def bind(self, pod: Pod, node: str, rules: str = "") -> None:
+        """Bind through the API; ``rules`` is the digest of the rule set that chose the node
+        (the Scheduled event and the log name it)."""
+        self._submit(self._bind, pod, node, rules)
 
-    def _bind(self, pod: Pod, node: str) -> None:
+    def _bind(self, pod: Pod, node: str, rules: str) -> None:
         key = pod.key
         started = time.monotonic()
         try:
@@ -107,8 +106,8 @@ class Workers:
             self.outcomes(Outcome(key, node, False, str(err), seconds=time.monotonic() - started))
             return
         self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started))
-        digest = self.rules_digest()
-        note = f"Successfully assigned {key} to {node}" + (f" (rules {digest})" if digest else "")
+        log.info("bound", extra={"pod": key, "node": node, "rules": rules})
+        note = f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
         self._event(pod, "Normal", "Scheduled", "Binding", note)
 
     # --- what users see ---------------------------------------------------------------------------
@@ -150,36 +149,11 @@ class Workers:
             log.warning("status of %s: %s", pod.key, err, extra={"pod": pod.key})
 
     def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str) -> None:
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{pod.name}.", "namespace": pod.namespace},
-            "eventTime": _now(),
-            "reportingController": self.scheduler_name,
-            "reportingInstance": self.scheduler_name,
-            "action": action,
-            "reason": reason,
-            "type": type_,
-            "note": note[:1024],
-            "regarding": {
-                "kind": "Pod",
-                "apiVersion": "v1",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-            },
-        }
-        for attempt in range(EVENT_ATTEMPTS):  # as client-go's event broadcaster, retry a few times
-            try:
-                self.api.create(EVENTS, pod.namespace, body)
-                return
-            except UnavailableError as err:
-                if attempt == EVENT_ATTEMPTS - 1:
-                    log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
-                time.sleep(0.05 * 2**attempt)
-            except KubeError as err:
-                log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
-                return
+        regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        try:
+            self.api.post_event(regarding, type_, reason, action, note, self.scheduler_name)
+        except KubeError as err:
+            log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
 
     # --- preemption ---------------------------------------------------------------------------------
     def evict(self, victim: Pod, preemptor: Pod) -> None:

@@ -102,6 +102,7 @@ class Scheduler:
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
         self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
+        self.last_rules = ""  # the digest of the rule set the last cycle used
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
@@ -127,6 +128,7 @@ class Scheduler:
             return None
         started = time.perf_counter()
         rules = self.rules.rules  # once per cycle: a reload takes effect at the next one
+        self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
         session = rules.session()
         snapshot = self.store.snapshot()
         result, bound = self.cycle.run(pod, snapshot, session)

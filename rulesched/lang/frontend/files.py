@@ -111,13 +111,25 @@ class _Unit:
 def check_paths(paths: Iterable[str | Path]) -> Loaded:
     """Parse and check the files under ``paths`` as one rule set; never raises for bad rules
     text (only for unreadable files), so lint can report everything at once."""
-    units = [_disk_unit(file) for path in paths for file in rule_files(Path(path))]
-    return _check_units(units)
+    return _check_units(_path_units(paths))
 
 
 def check_texts(texts: Mapping[str, str | bytes]) -> Loaded:
     """:func:`check_paths` for rules held as text: every key ending in ``.rules`` is a file of
     the set, in name order; ``extends`` finds other keys first, then the bundled sets."""
+    return _check_units(_text_units(texts))
+
+
+def check_sources(paths: Iterable[str | Path], texts: Mapping[str, str | bytes]) -> Loaded:
+    """Files and texts as one set (``--rules default`` with a ConfigMap): the files first."""
+    return _check_units([*_path_units(paths), *_text_units(texts)])
+
+
+def _path_units(paths: Iterable[str | Path]) -> list[_Unit]:
+    return [_disk_unit(file) for path in paths for file in rule_files(Path(path))]
+
+
+def _text_units(texts: Mapping[str, str | bytes]) -> list[_Unit]:
     names = sorted(k for k in texts if k.endswith(RULES_SUFFIX))
     if not names:
         raise RulesError(f"no {RULES_SUFFIX} entries (keys: {', '.join(sorted(texts)) or 'none'})")
@@ -135,7 +147,7 @@ def check_texts(texts: Mapping[str, str | bytes]) -> Loaded:
             units[key] = _Unit(decode_source(key, texts[key]), ("text", key), find)
         return units[key]
 
-    return _check_units([unit(name) for name in names])
+    return [unit(name) for name in names]
 
 
 def _disk_unit(path: Path) -> _Unit:
