@@ -37,6 +37,7 @@ USED = {
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
+    ("", "configmaps"): {"get", "list", "watch"},
 }
 
 
@@ -48,6 +49,8 @@ EXTENDER_USED = {
     ("", "pods/binding"): {"create"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
+    ("", "configmaps"): {"get", "list", "watch"},
+    ("events.k8s.io", "events"): {"create"},
 }
 EXTENDER = DEPLOY / "extender"
 
@@ -97,9 +100,10 @@ def test_the_deployment_runs_flags_the_cli_accepts() -> None:
     (deployment,) = [d for d in manifests() if d["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     args = _parser().parse_args(["run", *container["args"]])
-    assert args.leader_elect and args.rules == ["/etc/rulesched/rules"]
-    mount = container["volumeMounts"][0]["mountPath"]
-    assert args.rules[0] == mount
+    assert args.leader_elect and args.rules_configmap == "rulesched/rulesched-rules"
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    assert kustomization["configMapGenerator"][0]["name"] == "rulesched-rules"
+    assert kustomization["generatorOptions"]["disableNameSuffixHash"] is True  # watched, so the name stays
     probes = {container["livenessProbe"]["httpGet"]["path"], container["readinessProbe"]["httpGet"]["path"]}
     assert probes == {"/healthz", "/readyz"}
 
@@ -109,7 +113,7 @@ def test_the_extender_deployment_runs_flags_the_cli_accepts() -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["rulesched", "extender"]
     args = _parser().parse_args(["extender", *container["args"]])
-    assert args.in_cluster and args.rules == [container["volumeMounts"][0]["mountPath"]]
+    assert args.in_cluster and args.rules_configmap == "rulesched/rulesched-extender-rules"
     port = int(args.listen.rsplit(":", 1)[1])
     (service,) = [d for d in manifests(EXTENDER) if d["kind"] == "Service"]
     assert container["ports"][0]["containerPort"] == port
