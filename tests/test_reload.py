@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from rulesched.errors import ConfigError
-from rulesched.lang import RulesHandle, load_rules_text
+from rulesched.lang import load_rules_text
 from rulesched.reload import Reloader, RulesSources
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
