@@ -87,6 +87,7 @@ class ReloadOutcome:
     digest: str  # the active set's, after this reload
     files: tuple[str, ...]
     error: str = ""
+    changed: bool = False  # a new set was swapped in
 
 
 def configmap_texts(obj: dict[str, Any]) -> dict[str, str | bytes]:
@@ -233,11 +234,12 @@ class Reloader:
             self._warn(lines)
             outcome = ReloadOutcome(False, active.digest, tuple(active.files), "; ".join(lines))
         else:
-            if rules.digest != active.digest:
+            changed = rules.digest != active.digest
+            if changed:
                 handle.swap(rules)
                 self.reloads += 1
                 log.warning("rules reloaded: %s -> %s", active.digest, rules.digest, extra={"rules": rules.digest})
-            outcome = ReloadOutcome(True, handle.digest, tuple(handle.rules.files))
+            outcome = ReloadOutcome(True, handle.digest, tuple(handle.rules.files), changed=changed)
         self.on_outcome(outcome)
         return outcome
 

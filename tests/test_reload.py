@@ -285,3 +285,19 @@ def test_the_extender_answers_with_one_set_or_the_other_never_a_mix(tmp_path: Pa
         assert 'rulesched_rules_reloads_total{result="success"}' in metrics
     finally:
         process.stop()
+
+
+def test_a_pod_the_old_set_parked_is_retried_under_the_new_one(server: TestApiServer, tmp_path: Path) -> None:
+    server.add("nodes", node("a"))
+    server.add("configmaps", configmap(only("nowhere")))
+    loop, thread = _start(server, tmp_path)
+    try:
+        server.add("pods", pod("parked"))
+        end = time.monotonic() + 10
+        while not loop.scheduler.queue.counts().get("unschedulable") and time.monotonic() < end:
+            time.sleep(0.02)
+        assert loop.scheduler.queue.counts().get("unschedulable") == 1
+        _update(server, only("a"))
+        assert _node_of(server, "parked", 5) == "a"  # long before the five-minute flush
+    finally:
+        _stop(loop, thread)

@@ -34,6 +34,7 @@ from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
+from rulesched.scheduler.queue import Event
 from rulesched.scheduler.scheduler import Observer, Scheduler
 
 log = logging.getLogger(__name__)
@@ -146,9 +147,13 @@ class Loop:
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
 
     def _reloaded(self, outcome: ReloadOutcome) -> None:
-        """(On the reloader's thread: metrics are thread-safe.)"""
+        """(On the reloader's thread: metrics and the queue are thread-safe.) New rules may fit
+        pods the old ones parked: they go back to the queue."""
         self.metrics.reloads.labels(result="success" if outcome.ok else "error").inc()
         self.metrics.set_rules(outcome.digest, outcome.files)
+        if outcome.changed:
+            self.scheduler.queue.move(Event.OTHER)
+            self.scheduler.queue.wake()
 
     def _lost(self) -> None:
         """Leadership lost: stop scheduling at once and exit (a restart comes back as a standby),
