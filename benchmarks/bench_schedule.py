@@ -3,12 +3,14 @@
     python benchmarks/bench_schedule.py                       # every workload in the table
     python benchmarks/bench_schedule.py --workload basic --nodes 5000 --running 1000 --pending 10000
     python benchmarks/bench_schedule.py --scaling             # per-pod cost at 500, 5000, 15000 nodes
+    python benchmarks/bench_schedule.py --scaling --workload mixed
     python benchmarks/bench_schedule.py --repeat 3            # fastest of 3 runs each (busy machines)
 
 Prints, per workload: load time (JSON text -> cluster objects, as `kubectl get -o json` output),
 pods/s of scheduling time, p50/p99 per-pod latency, and peak RSS. Figures only; no assertions.
 Upstream scheduler_perf thresholds for comparison: SchedulingBasic 270 pods/s, node affinity 220,
-topology spreading 85, pod anti-affinity 60 (on far bigger machines).
+topology spreading 85, pod anti-affinity 60 (on far bigger machines). `mixed` (200 Deployments
+interleaved) and `distinct` (no two pending pods alike) are real-cluster-like: 5000 running pods.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from rulesched.simulate.driver import Simulation  # noqa: E402
 from rulesched.simulate.load import load_cluster  # noqa: E402
 
 UPSTREAM = {"basic": 270, "node-affinity": 220, "spreading": 85, "anti-affinity": 60}
+# Real-cluster-like workloads (gen_cluster.py): targets of their own, and 5000 running pods.
+TARGETS = {"mixed": 1000, "distinct": 500}
+RUNNING = {"mixed": 5000, "distinct": 5000}
 
 
 def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dict[str, float]:
@@ -78,7 +83,7 @@ def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dic
 
 
 def show(workload: str, r: dict[str, float]) -> None:
-    target = 4 * UPSTREAM[workload] if workload != "basic" else 1000
+    target = TARGETS.get(workload) or (4 * UPSTREAM[workload] if workload != "basic" else 1000)
     print(
         f"{workload:14} nodes={r['nodes']:>6} running={r['running']:>6} pending={r['pending']:>6} "
         f"scheduled={r['scheduled']:>6}  load {r['load_s']:.2f}s  {r['pods_per_s']:7.0f} pods/s "
@@ -90,12 +95,12 @@ def show(workload: str, r: dict[str, float]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", choices=sorted(UPSTREAM), action="append")
+    parser.add_argument("--workload", choices=sorted({*UPSTREAM, *TARGETS}), action="append")
     parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--running", type=int, default=1000)
+    parser.add_argument("--running", type=int, help="default 1000 (mixed, distinct: 5000)")
     parser.add_argument("--pending", type=int)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--scaling", action="store_true", help="basic workload at 500, 5000, 15000 nodes")
+    parser.add_argument("--scaling", action="store_true", help="per-pod cost at 500, 5000, 15000 nodes")
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per workload; the fastest is shown (steadier on a busy machine)"
     )
@@ -107,20 +112,25 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.scaling:
         base = None
-        for n in (500, 5000, 15000):
-            r = best("basic", n, n // 5, args.pending or 10000)
-            show("basic", r)
-            per_pod = 1000 / r["pods_per_s"]
-            base = base or per_pod
-            print(
-                f"    per-pod {per_pod:.3f} ms (mean, first walk over cold nodes included), "
-                f"{per_pod / base:.2f}x the 500-node cost"
-            )
+        for workload in args.workload or ["basic"]:
+            base = None
+            for n in (500, 5000, 15000):
+                running = n if workload in RUNNING else n // 5
+                r = best(workload, n, running, args.pending or 10000)
+                show(workload, r)
+                per_pod = 1000 / r["pods_per_s"]
+                base = base or per_pod
+                print(
+                    f"    per-pod {per_pod:.3f} ms (mean, first walk over cold nodes included), "
+                    f"{per_pod / base:.2f}x the 500-node cost"
+                )
         return 0
     # Pending counts follow scheduler_perf: 10000 for SchedulingBasic, fewer for the heavy ones.
     pending = {"basic": 10000, "node-affinity": 5000, "spreading": 5000, "anti-affinity": 2000}
-    for workload in args.workload or ["basic", "node-affinity", "spreading", "anti-affinity"]:
-        show(workload, best(workload, args.nodes, args.running, args.pending or pending[workload]))
+    pending.update(mixed=10000, distinct=10000)
+    for workload in args.workload or ["basic", "node-affinity", "spreading", "anti-affinity", "mixed", "distinct"]:
+        running = args.running if args.running is not None else RUNNING.get(workload, 1000)
+        show(workload, best(workload, args.nodes, running, args.pending or pending[workload]))
     return 0
 
 

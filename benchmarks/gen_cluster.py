@@ -8,6 +8,10 @@ Workloads (after upstream scheduler_perf's test cases):
   node-affinity  SchedulingNodeAffinity: pending pods require a zone label via node affinity
   spreading      TopologySpreading: zone spread constraint, maxSkew 1, DoNotSchedule
   anti-affinity  SchedulingPodAntiAffinity: each pod repels its own group on the hostname key
+  mixed          like a real cluster: 4 node shapes, some tainted or cordoned; pending pods of 200
+                 Deployments (--groups) interleaved, each with its own requests and image, some with
+                 tolerations, nodeSelectors, preferred node affinity, zone spreading, anti-affinity
+  distinct       the mixed cluster's nodes; no two pending pods alike (each its own CPU request)
 Deterministic by seed. Node shape follows scheduler_perf's node template (4 CPU, 32Gi, 110 pods).
 """
 
@@ -171,8 +175,116 @@ def pod(name: str, workload: str, group: int, node_name: str | None, rng: random
     }
 
 
+SHAPES = (  # (cpu, memory, pods): four node shapes
+    ("4", "16Gi", "110"),
+    ("8", "32Gi", "110"),
+    ("16", "64Gi", "250"),
+    ("32", "128Gi", "250"),
+)
+
+
+def real_node(i: int, rng: random.Random) -> dict[str, Any]:
+    """A node of a mixed cluster: one of four shapes, three zones, 1 in 25 tainted for a team,
+    1 in 100 cordoned."""
+    out = node(i, rng)
+    cpu, memory, pods = SHAPES[rng.randrange(len(SHAPES))]
+    out["metadata"]["labels"]["node.kubernetes.io/instance-type"] = f"shape-{cpu}"
+    out["status"]["allocatable"] = out["status"]["capacity"] = {"cpu": cpu, "memory": memory, "pods": pods}
+    if i % 25 == 7:
+        out["spec"]["taints"] = [{"key": "team", "value": "batch", "effect": "NoSchedule"}]
+    if i % 100 == 42:
+        out["spec"]["unschedulable"] = True
+    return out
+
+
+def deployment_pod(name: str, d: int, node_name: str | None) -> dict[str, Any]:
+    """A pod of Deployment ``d`` of a mixed workload: its own requests and image; one Deployment in
+    ten tolerates the team taint, one in ten has a nodeSelector, one in ten a preferred node
+    affinity, one in ten a zone spread constraint (DoNotSchedule), one in twenty preferred
+    hostname anti-affinity against its own pods. The same ``d`` always gives the same spec."""
+    rng = random.Random(d * 7919 + 17)
+    app = f"deploy-{d}"
+    labels = {"app": app, "pod-template-hash": f"{d:08x}"}
+    spec: dict[str, Any] = {
+        "schedulerName": "default-scheduler",
+        "containers": [
+            {
+                "name": "main",
+                "image": f"registry.example.com/team-{d % 13}/{app}:v{rng.randrange(1, 9)}",
+                "resources": {
+                    "requests": {
+                        "cpu": f"{rng.choice((50, 100, 200, 250, 500, 750, 1000))}m",
+                        "memory": f"{rng.choice((64, 128, 256, 512, 1024, 2048))}Mi",
+                    }
+                },
+            }
+        ],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    if d % 10 == 1:
+        spec["tolerations"] = [{"key": "team", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}]
+    if d % 10 == 2:
+        spec["nodeSelector"] = {"node.kubernetes.io/instance-type": rng.choice(("shape-8", "shape-16"))}
+    if d % 10 == 3:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": rng.randrange(1, 100),
+                        "preference": {
+                            "matchExpressions": [
+                                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [rng.choice(ZONES)]}
+                            ]
+                        },
+                    }
+                ]
+            }
+        }
+    if d % 10 == 4:
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": app}},
+            }
+        ]
+    if d % 20 == 5:
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"app": app}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels},
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def distinct_pod(name: str, i: int) -> dict[str, Any]:
+    """A pending pod unlike every other: its own CPU request (and app label)."""
+    out = pod(name, "basic", 0, None, random.Random(i))
+    out["metadata"]["labels"] = {"app": f"distinct-{i}"}
+    out["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{50 + i}m"
+    return out
+
+
 def generate(nodes: int, running: int, pending: int, workload: str, seed: int, groups: int = 1) -> dict[str, Any]:
     rng = random.Random(seed)
+    if workload in ("mixed", "distinct"):
+        return _generate_real(nodes, running, pending, workload, rng, groups if groups > 1 else 200)
     items = [node(i, rng) for i in range(nodes)]
     for i in range(running):
         items.append(pod(f"running-{i}", "basic", i % groups, f"node-{rng.randrange(nodes)}", rng))
@@ -181,12 +293,33 @@ def generate(nodes: int, running: int, pending: int, workload: str, seed: int, g
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
+def _generate_real(
+    nodes: int, running: int, pending: int, workload: str, rng: random.Random, deployments: int
+) -> dict[str, Any]:
+    """A cluster like a real one: mixed node shapes, running pods of the Deployments, and
+    pending pods from ``deployments`` Deployments interleaved in arrival order (``mixed``) or
+    all different (``distinct``)."""
+    items = [real_node(i, rng) for i in range(nodes)]
+    for i in range(running):
+        items.append(deployment_pod(f"running-{i}", rng.randrange(deployments), f"node-{rng.randrange(nodes)}"))
+    for i in range(pending):
+        if workload == "mixed":
+            items.append(deployment_pod(f"pending-{i}", rng.randrange(deployments), None))
+        else:
+            items.append(distinct_pod(f"pending-{i}", i))
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--running", type=int, default=1000)
     parser.add_argument("--pending", type=int, default=10000)
-    parser.add_argument("--workload", choices=("basic", "node-affinity", "spreading", "anti-affinity"), default="basic")
+    parser.add_argument(
+        "--workload",
+        choices=("basic", "node-affinity", "spreading", "anti-affinity", "mixed", "distinct"),
+        default="basic",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--groups", type=int, default=1, help="distinct pod templates (app labels); scheduler_perf uses one"
