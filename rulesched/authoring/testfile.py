@@ -1,0 +1,385 @@
+"""Rule test files (``*.test.yaml``): their format, read and checked into values for
+:mod:`rulesched.authoring.ruletest`.
+
+A test file sits next to the rules it tests. Each case is one scheduling cycle of one pod on a
+small cluster, and what should come of it. Pods and nodes are ordinary Kubernetes YAML (what
+``kubectl get -o yaml`` prints, or what you would ``kubectl apply``; ``kind`` and ``apiVersion``
+may be left out) and get the defaults the simulator's decoder gives them::
+
+    rules: [default, ../site.rules]   # optional; default: the .rules files in this file's folder
+    nodes:                            # optional: the nodes of every case that has none of its own
+      - metadata: {name: small}
+        status: {allocatable: {cpu: "2", memory: 8Gi, pods: "110"}}
+      - metadata: {name: large}
+        status: {allocatable: {cpu: "8", memory: 8Gi, pods: "110"}}
+    cases:
+      - name: a 4-cpu pod fits only the large node
+        pod:
+          metadata: {name: big}
+          spec:
+            containers: [{name: c, resources: {requests: {cpu: "4"}}}]
+        pods: []                      # running pods (spec.nodeName set), optional
+        expect:
+          feasible: [large]
+          winner: large
+          reasons: {small: [Insufficient cpu]}
+          scores: {large: {NodeResourcesFit: 73}}
+
+Top-level keys: ``rules`` (a path or a list of paths relative to the file, folders meaning their
+``.rules`` files; ``default`` is the bundled rule set), ``cases``, and shared objects: ``nodes``,
+``pods``, ``pdbs``, ``namespaces`` and ``priorityClasses``. A case has ``name`` (unique in the
+file), ``pod``, ``expect``, and any of the object keys; its own list replaces the file's. YAML
+anchors share other lists (``nodes: &zones [...]``, later ``nodes: *zones``), and a list inside
+an object list is spliced in, so ``pods: [*running, {metadata: ...}]`` adds one pod to a shared
+list. ``expect`` holds any of:
+
+- ``feasible: [NODE...]`` — exactly the nodes that pass every filter (in any order);
+- ``winner: NODE`` — the node with the highest total; ``winner: [A, B]`` — exactly these nodes
+  tie for the highest total (the scheduler draws one of them at random);
+- ``unschedulable: true|false`` — no node passes the filters (or some does);
+- ``reasons: {NODE: [REASON...]}`` — the reasons of the first filter the node fails, in order
+  (``[]``: it passes every filter; a single string stands for a list of one);
+- ``scores: {NODE: {RULE: N, total: N}}`` — normalised per-rule scores and the weighted total,
+  as ``rulesched simulate --explain`` shows them, for any subset of rules (``RULE: null``: the
+  rule does not apply to this pod);
+- ``message`` — the scheduler's message (``0/3 nodes are available: ...``, preemption's
+  outcome included);
+- ``nominated: NODE|null`` and ``victims: [NAMESPACE/NAME...]`` — what preemption does when no
+  node fits.
+
+Every problem is a :class:`RuleTestError` naming the file and the field (``policy.test.yaml: case
+'big pod': expect.winner: ...``; ``cases[2]`` before the case has a name); objects that do not
+decode raise the decoder's own error with the same prefix. Node names in ``expect`` must be the
+case's nodes, and victims its running pods, so a typo is an error rather than a test that cannot
+pass.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+import yaml
+
+from rulesched.errors import InputError, ObjectError
+from rulesched.lang import bundled_rules_dir, resolve_rules_path
+from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.fields import Memo, describe
+from rulesched.model.objects import Namespace
+
+RULES_SUFFIX = ".rules"
+OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses")
+FILE_KEYS = ("rules", "cases", *OBJECT_KEYS)
+CASE_KEYS = ("name", "pod", "expect", *OBJECT_KEYS)
+EXPECT_KEYS = ("feasible", "winner", "unschedulable", "reasons", "scores", "message", "nominated", "victims")
+_KINDS = {
+    "nodes": "Node",
+    "pods": "Pod",
+    "pdbs": "PodDisruptionBudget",
+    "namespaces": "Namespace",
+    "priorityClasses": "PriorityClass",
+}
+
+T = TypeVar("T")
+
+
+class RuleTestError(InputError):
+    """A test file that cannot be used: ``path: field: problem``, one line."""
+
+    def __init__(self, path: Path | str, field: str, problem: str) -> None:
+        self.path, self.field, self.problem = str(path), field, problem
+        super().__init__(": ".join(part for part in (str(path), field, problem) if part))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A case's cluster: its nodes, the pods running on them, PDBs and namespaces."""
+
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a case checks; ``None`` leaves a field unchecked."""
+
+    feasible: frozenset[str] | None = None
+    winner: frozenset[str] | None = None  # one node, or the nodes tying for the highest total
+    unschedulable: bool | None = None
+    reasons: Mapping[str, tuple[str, ...]] | None = None
+    scores: Mapping[str, Mapping[str, int | None]] | None = None  # None: the rule does not apply
+    message: str | None = None
+    nominated: str | None = None  # "" expects no node nominated
+    victims: frozenset[str] | None = None  # pod keys (namespace/name)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    pod: Pod
+    cluster: Cluster
+    expect: Expect
+
+
+@dataclass(frozen=True)
+class CaseFile:
+    """A test file read and checked: the rule set it tests (files or folders) and its cases."""
+
+    path: Path
+    rules: tuple[Path, ...]
+    cases: tuple[Case, ...]
+
+
+def read_case_file(path: Path) -> CaseFile:
+    """Read, check and decode one test file, or raise :class:`RuleTestError` (or the decoder's
+    :class:`ObjectError`) naming the file and field."""
+    doc = _load_yaml(path)
+    if not isinstance(doc, dict):
+        raise RuleTestError(path, "", f"expected a mapping with 'cases:', got {describe(doc)}")
+    _check_keys(doc, FILE_KEYS, path, str)
+    rules = _rules(doc["rules"], path) if "rules" in doc else _folder_rules(path)
+    raw_cases = doc.get("cases")
+    if not isinstance(raw_cases, list) or not raw_cases:
+        got = "nothing" if raw_cases is None else describe(raw_cases)
+        raise RuleTestError(path, "cases", f"expected a list of cases, got {got}")
+    shared = {key: (doc[key], key) for key in OBJECT_KEYS if key in doc}
+    cases: list[Case] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_cases):
+        case = _case(raw, f"cases[{i}]", path, shared)
+        if case.name in seen:
+            raise RuleTestError(path, f"cases[{i}].name", f"{case.name!r} names another case too")
+        seen.add(case.name)
+        cases.append(case)
+    return CaseFile(path, rules, tuple(cases))
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as err:
+        raise RuleTestError(path, "", f"cannot read: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise RuleTestError(path, "", f"not UTF-8 text (byte {err.start} is invalid)") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = (err.problem or "malformed").splitlines()[0]
+        raise RuleTestError(where, "", f"invalid YAML: {problem}") from None
+    except (yaml.YAMLError, RecursionError) as err:
+        raise RuleTestError(
+            path, "", f"invalid YAML: {str(err).splitlines()[0] if str(err) else 'malformed'}"
+        ) from None
+
+
+def _check_keys(raw: Mapping[Any, Any], allowed: Sequence[str], path: Path, field: Callable[[str], str]) -> None:
+    for key in raw:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"expected one of {', '.join(allowed)}"
+            raise RuleTestError(path, field(str(key)), f"unknown field; {hint}")
+
+
+# --- the rule set --------------------------------------------------------------------------------
+
+
+def _rules(raw: Any, path: Path) -> tuple[Path, ...]:
+    entries = [raw] if isinstance(raw, str) else raw
+    if not isinstance(entries, list) or not entries or not all(isinstance(e, str) and e for e in entries):
+        raise RuleTestError(path, "rules", f"expected a path or a list of paths, got {describe(raw)}")
+    return tuple(_rule_path(entry, path) for entry in entries)
+
+
+def _rule_path(entry: str, path: Path) -> Path:
+    """Relative to the test file's folder; else a bundled rule set (``default``)."""
+    near = path.parent / entry
+    if near.exists():
+        return near
+    bundled = resolve_rules_path(entry)
+    if bundled.is_file() and bundled.parent.resolve() == bundled_rules_dir().resolve():
+        return bundled
+    raise RuleTestError(path, "rules", f"{entry!r}: no such file or folder next to the test file, nor a bundled set")
+
+
+def _folder_rules(path: Path) -> tuple[Path, ...]:
+    folder = path.parent
+    if not any(p.suffix == RULES_SUFFIX and p.is_file() for p in folder.iterdir()):
+        raise RuleTestError(path, "rules", f"no {RULES_SUFFIX} files next to the test file; name them with 'rules:'")
+    return (folder,)
+
+
+# --- cases -----------------------------------------------------------------------------------------
+
+
+def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]]) -> Case:
+    if not isinstance(raw, dict):
+        raise RuleTestError(path, label, f"expected a case (a mapping with name, pod, expect), got {describe(raw)}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise RuleTestError(path, f"{label}.name", f"expected the case's name, got {describe(name)}")
+    label = f"case {name!r}"  # fields below are named "case 'big pod': nodes[0]"
+
+    def at(key: str) -> str:
+        return f"{label}: {key}"
+
+    _check_keys(raw, CASE_KEYS, path, at)
+    for key in ("pod", "expect"):
+        if key not in raw:
+            raise RuleTestError(path, at(key), "missing")
+
+    def given(key: str) -> list[tuple[Any, str]]:
+        """The case's own list for ``key``, else the file's: items with their field labels."""
+        value, where = (raw[key], at(key)) if key in raw else shared.get(key, (None, key))
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise RuleTestError(path, where, f"expected a list of {_KINDS[key]} objects, got {describe(value)}")
+        items = list(_flatten(value, where))
+        for item, item_label in items:
+            kind = item.get("kind") if isinstance(item, dict) else None
+            if kind is not None and kind != _KINDS[key]:
+                raise RuleTestError(path, f"{item_label}.kind", f"expected {_KINDS[key]}, got {describe(kind)}")
+        return items
+
+    memo: Memo = {}
+
+    def decode(key: str, decoder: Callable[[Any, str], T]) -> list[tuple[T, str]]:
+        return [(decoder(item, f"{path}: {item_label}"), item_label) for item, item_label in given(key)]
+
+    classes = {pc.name: pc for pc, _ in decode("priorityClasses", decode_priority_class)}
+    namespaces = decode("namespaces", decode_namespace)
+    if "nodes" not in raw and "nodes" not in shared:
+        raise RuleTestError(path, at("nodes"), "missing (give the case's nodes, or nodes for the whole file)")
+    nodes = decode("nodes", lambda obj, source: decode_node(obj, source, memo=memo))
+    pdbs = decode("pdbs", decode_pdb)
+    pods = decode("pods", lambda obj, source: decode_pod(obj, source, classes, memo=memo))
+    node_names = _unique([(n.name, where) for n, where in nodes], path, "Node")
+    pod_keys = _unique([(p.key, where) for p, where in pods], path, "Pod")
+    _unique([(p.key, where) for p, where in pdbs], path, "PodDisruptionBudget")
+    _unique([(ns.name, where) for ns, where in namespaces], path, "Namespace")
+    for pod, where in pods:
+        if pod.node_name not in node_names:
+            problem = (
+                f"node {pod.node_name!r} is not one of this case's nodes"
+                if pod.node_name
+                else "missing: a running pod names its node (the pod under test goes in 'pod')"
+            )
+            raise ObjectError(problem, source=f"{path}: {where}", obj=f"Pod {pod.key}", field="spec.nodeName")
+    pod = decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)
+    expect = _expect(raw["expect"], path, at("expect"), node_names, pod_keys)
+    cluster = Cluster(
+        tuple(n for n, _ in nodes),
+        tuple(p for p, _ in pods if p.phase not in ("Succeeded", "Failed")),  # finished pods hold nothing
+        tuple(pdb for pdb, _ in pdbs),
+        tuple(ns for ns, _ in namespaces),
+    )
+    return Case(name, pod, cluster, expect)
+
+
+def _flatten(items: list[Any], label: str) -> Iterator[tuple[Any, str]]:
+    """The objects of a list with their labels; a list inside is spliced in (``- *shared``)."""
+    for i, item in enumerate(items):
+        if isinstance(item, list):
+            yield from _flatten(item, f"{label}[{i}]")
+        else:
+            yield item, f"{label}[{i}]"
+
+
+def _unique(names: list[tuple[str, str]], path: Path, kind: str) -> list[str]:
+    """The names, each with its field label; the second of two equal names is an error."""
+    seen: set[str] = set()
+    for name, where in names:
+        if name in seen:
+            raise RuleTestError(path, where, f"duplicate {kind} {name}")
+        seen.add(name)
+    return [name for name, _ in names]
+
+
+# --- expectations ------------------------------------------------------------------------------------
+
+
+def _expect(raw: Any, path: Path, label: str, nodes: Sequence[str], pods: Sequence[str]) -> Expect:
+    if not isinstance(raw, dict) or not raw:
+        got = "an empty mapping" if isinstance(raw, dict) else describe(raw)
+        raise RuleTestError(path, label, f"expected a mapping of checks ({', '.join(EXPECT_KEYS)}), got {got}")
+    _check_keys(raw, EXPECT_KEYS, path, lambda key: f"{label}.{key}")
+
+    def fail(key: str, problem: str) -> RuleTestError:
+        return RuleTestError(path, f"{label}.{key}", problem)
+
+    def node(value: Any, key: str) -> str:
+        if not isinstance(value, str):
+            raise fail(key, f"expected a node name, got {describe(value)}")
+        if value not in nodes:
+            raise fail(key, f"no node {value!r} in this case (nodes: {', '.join(nodes) or 'none'})")
+        return value
+
+    def node_list(value: Any, key: str) -> frozenset[str]:
+        if not isinstance(value, list):
+            raise fail(key, f"expected a list of node names, got {describe(value)}")
+        return frozenset(node(v, f"{key}[{i}]") for i, v in enumerate(value))
+
+    def node_map(value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise fail(key, f"expected a mapping of node names, got {describe(value)}")
+        return {node(k, f"{key}.{k}"): v for k, v in value.items()}
+
+    checks: dict[str, Any] = {}
+    if "feasible" in raw:
+        checks["feasible"] = node_list(raw["feasible"], "feasible")
+    if "winner" in raw:
+        winner = raw["winner"]
+        if winner is None:
+            raise fail("winner", "expected a node name or a list of node names (for no node: unschedulable: true)")
+        checks["winner"] = (
+            node_list(winner, "winner") if isinstance(winner, list) else frozenset([node(winner, "winner")])
+        )
+        if not checks["winner"]:
+            raise fail("winner", "an empty list; for no node write unschedulable: true")
+    if "unschedulable" in raw:
+        if not isinstance(raw["unschedulable"], bool):
+            raise fail("unschedulable", f"expected true or false, got {describe(raw['unschedulable'])}")
+        checks["unschedulable"] = raw["unschedulable"]
+    if "reasons" in raw:
+        reasons = {}
+        for name, value in node_map(raw["reasons"], "reasons").items():
+            value = [value] if isinstance(value, str) else value
+            if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
+                raise fail(f"reasons.{name}", f"expected a list of reasons (strings), got {describe(value)}")
+            reasons[name] = tuple(value)
+        checks["reasons"] = MappingProxyType(reasons)
+    if "scores" in raw:
+        scores = {}
+        for name, value in node_map(raw["scores"], "scores").items():
+            if not isinstance(value, dict) or not value:
+                raise fail(f"scores.{name}", f"expected a mapping of rule names to scores, got {describe(value)}")
+            for rule, score in value.items():
+                if isinstance(score, bool) or not (score is None or isinstance(score, int)):
+                    raise fail(f"scores.{name}.{rule}", f"expected a whole number (or null), got {describe(score)}")
+            scores[name] = MappingProxyType({str(rule): score for rule, score in value.items()})
+        checks["scores"] = MappingProxyType(scores)
+    if "message" in raw:
+        if not isinstance(raw["message"], str):
+            raise fail("message", f"expected a string, got {describe(raw['message'])}")
+        checks["message"] = raw["message"]
+    if "nominated" in raw:
+        checks["nominated"] = "" if raw["nominated"] is None else node(raw["nominated"], "nominated")
+    if "victims" in raw:
+        victims = raw["victims"]
+        if not isinstance(victims, list) or not all(isinstance(v, str) and v for v in victims):
+            raise fail("victims", f"expected a list of running pods (namespace/name), got {describe(victims)}")
+        keys = frozenset(v if "/" in v else f"default/{v}" for v in victims)
+        unknown = sorted(keys - set(pods))
+        if unknown:
+            raise fail("victims", f"no running pod {unknown[0]!r} in this case")
+        checks["victims"] = keys
+    return Expect(**checks)
