@@ -18,7 +18,7 @@ import cachetools
 from rulesched.lang.schema import NodeView
 from rulesched.model import Pod
 
-INDEX_CACHE_SIZE = 128  # derived indexes kept at once per session (least recently used go first)
+INDEX_CACHE_SIZE = 2048  # derived indexes kept at once per session (least recently used go first)
 
 
 class ClusterView(Protocol):

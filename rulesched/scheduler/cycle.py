@@ -32,7 +32,14 @@ from rulesched.scheduler.framework import (
 from rulesched.scheduler.scoring import select_host, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
-TABLES = 64  # classes whose node tables are kept (each holds a row per node)
+TABLE_ROWS = 1_500_000  # node-table rows kept over all classes (~70 bytes each): ~100 MB
+MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
+
+
+def tables_for(nodes: int) -> int:
+    """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (300 at 5000
+    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16."""
+    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes)))
 
 
 class Cycle:
@@ -46,7 +53,7 @@ class Cycle:
         self.next_start = 0
         self._rules: RuleSet | None = None
         # keyed by the class's binding itself (held here, so never confused with a later one)
-        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(TABLES)
+        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
 
     def run(self, pod: Pod, snapshot: Snapshot, session: Session) -> tuple[CycleResult, BoundRules]:
@@ -98,6 +105,9 @@ class Cycle:
         if table is None:
             table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
+                limit = tables_for(len(snapshot.nodes))
+                while len(self._tables) >= limit:
+                    self._tables.popitem()  # the least recently used
                 self._tables[bound] = table
         table.sync(snapshot)
         try:

@@ -45,6 +45,16 @@ class ColumnStore:
         self._history: object = None
         self._generation = -1
         self._position = -1
+        self._rows_key: tuple[object, int] | None = None
+        self._rows_by_name: dict[str, int] = {}
+
+    def rows_by_name(self, snapshot: Snapshot) -> dict[str, int]:
+        """Node name -> row in ``snapshot.nodes``: one dict for every table of this node list."""
+        key = (snapshot.history, snapshot.node_generation)
+        if key != self._rows_key:
+            self._rows_by_name = {node.name: i for i, node in enumerate(snapshot.nodes)}
+            self._rows_key = key
+        return self._rows_by_name
 
     def current(self, snapshot: Snapshot) -> NodeColumns:
         columns = self._columns
@@ -84,7 +94,10 @@ class NodeTable:
         bound = self.bound
         self._nodes: Sequence[NodeInfo] = snapshot.nodes
         n = len(self._nodes)
-        self._row = {node.name: i for i, node in enumerate(self._nodes)}
+        if self._store is not None:
+            self._row = self._store.rows_by_name(snapshot)
+        else:
+            self._row = {node.name: i for i, node in enumerate(self._nodes)}
         self._rows: Rows = np.arange(n, dtype=np.intp)
         self._checked = np.zeros(n, dtype=bool)  # the cached filters' outcome is known
         self._fits = np.zeros(n, dtype=bool)  # ... and it is a pass

@@ -63,19 +63,37 @@ def normalized_image(name: str) -> str:
 
 def image_locality(ctx: EvalContext, node: Any) -> int:
     """ImageLocality Score: image sizes on the node, spread-scaled, between thresholds -> 0..100."""
-    images = ctx.pod.images
-    if not images or ctx.cluster is None:
+    plan = ctx.scratch.get("images")
+    if plan is None:
+        plan = ctx.scratch["images"] = _image_plan(ctx)
+    if not plan:
         return 0
-    total_nodes = len(ctx.cluster.node_views())
+    held = node.images
+    names, total_nodes, upper = plan
     total = 0
-    for image in images:
-        name = normalized_image(image)
-        size = node.images.get(name)
-        if size is not None and total_nodes:
-            total += int(size * ctx.cluster.image_node_count(name) / total_nodes)
-    upper = _MAX_IMAGE_PER_CONTAINER * len(images)
+    for name, count in names:
+        size = held.get(name)
+        if size is not None:
+            total += int(size * count / total_nodes)
+    if not total:  # (the common case: none of the pod's images here) clamped to the minimum: 0
+        return 0
     total = min(max(total, _MIN_IMAGE), upper)
     return 100 * (total - _MIN_IMAGE) // (upper - _MIN_IMAGE)
+
+
+def _image_plan(ctx: EvalContext) -> tuple[tuple[tuple[str, int], ...], int, int] | tuple[()]:
+    """Once per pod and cluster view: each image's normalised name with how many nodes hold it,
+    the number of nodes, and the upper threshold. Empty: the score is 0 everywhere."""
+    images = ctx.pod.images
+    cluster = ctx.cluster
+    if not images or cluster is None:
+        return ()
+    total_nodes = len(cluster.node_views())
+    if not total_nodes:
+        return ()
+    names = tuple(normalized_image(i) for i in images)
+    counts = tuple((n, cluster.image_node_count(n)) for n in names)
+    return counts, total_nodes, _MAX_IMAGE_PER_CONTAINER * len(images)
 
 
 # --- what the answers depend on ------------------------------------------------------------------
