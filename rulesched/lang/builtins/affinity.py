@@ -3,7 +3,8 @@ terms' score, after kube-scheduler's InterPodAffinity plugin.
 
 PreFilter / PreScore state — matching pods per topology pair — comes from indexes kept current
 between cycles (:mod:`rulesched.lang.builtins.indexes`), keyed by what the incoming pod brings: its
-resolved terms, or its namespace and labels for the terms of pods already running. The per-pod
+resolved terms, and, for the terms of pods already running, which of those terms select it (a
+registry of the running pods' distinct terms says; pods alike in that share an index). The per-pod
 state is kept in ``ctx.scratch``; per node each built-in is a few dictionary lookups.
 """
 
@@ -99,16 +100,41 @@ def existing_anti_index(ctx: EvalContext) -> PodSum | None:
 
 def _existing_anti_index(ctx: EvalContext, namespaces: Namespaces) -> PodSum:
     pod = ctx.pod
+    # Which running pods' required anti-affinity terms select this pod: pods alike in that share
+    # the index (a class of its own per pod, keyed by its labels, would walk the cluster each time).
+    selecting = frozenset(k for k in existing_terms(ctx) if k[0] == ANTI and k[1].matches(pod, namespaces))
 
     def contribute(other: Pod, node: Any, add: Add) -> None:
         if other.pod_anti_affinity:
             for term in _terms(other, other.pod_anti_affinity):
                 value = node.labels.get(term.topology_key)
-                if value is not None and term.matches(pod, namespaces):
+                if value is not None and (ANTI, term, 0) in selecting:
                     add((term.topology_key, value), 1)
 
-    key = ("existing-anti", pod.namespace, frozenset(pod.labels.items()))
-    return current(ctx, key, lambda: PodSum(contribute, affinity_only=True))
+    return current(ctx, ("existing-anti", selecting), lambda: PodSum(contribute, affinity_only=True))
+
+
+# Roles of running pods' terms in the registry of distinct terms (existing_terms).
+AFFINITY, PREFERRED, ANTI = "affinity", "preferred", "anti"
+TermKey = tuple[str, Term, int]  # (role, resolved term, weight: negative for preferred anti-affinity)
+
+
+def existing_terms(ctx: EvalContext) -> Mapping[TermKey, int]:
+    """Every distinct (anti-)affinity term of the running pods, resolved for its owner, with
+    how many pods carry it. What the running pods think of an incoming pod is decided by which
+    of these select it: two pods that the same terms select get the same per-pair sums."""
+
+    def contribute(other: Pod, node: Any, add: Add) -> None:
+        for t in other.pod_affinity:
+            add((AFFINITY, resolve(other, t), HARD_POD_AFFINITY_WEIGHT), 1)
+        for w in other.preferred_pod_affinity:
+            add((PREFERRED, resolve(other, w.term), w.weight), 1)
+        for w in other.preferred_pod_anti_affinity:
+            add((PREFERRED, resolve(other, w.term), -w.weight), 1)
+        for t in other.pod_anti_affinity:
+            add((ANTI, resolve(other, t), 0), 1)
+
+    return current(ctx, ("existing-terms",), lambda: PodSum(contribute, affinity_only=True)).counts
 
 
 def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], namespaces: Namespaces) -> Mapping[Pair, int]:
@@ -219,32 +245,52 @@ def score_index(ctx: EvalContext) -> PodSum | None:
     preferred = [resolve(pod, w.term, w.weight) for w in pod.preferred_pod_affinity]
     preferred_anti = [resolve(pod, w.term, -w.weight) for w in pod.preferred_pod_anti_affinity]
     incoming = tuple(preferred + preferred_anti)
+    # The running pods' terms that select this pod (see existing_terms): with its own terms, all
+    # the sums depend on. Pods alike in both share one index.
+    selecting = frozenset(
+        k
+        for k in existing_terms(ctx)
+        if k[0] != ANTI
+        and k[2]
+        and (k[0] == PREFERRED or HARD_POD_AFFINITY_WEIGHT > 0)
+        and k[1].matches(pod, namespaces)
+    )
 
     def contribute(other: Pod, node: Any, add: Add) -> None:
-        _score_pair(pod, other, node.labels, incoming, add, namespaces)
+        _score_pair(other, node.labels, incoming, selecting, add, namespaces)
 
-    key = ("interpod-score", pod.namespace, frozenset(pod.labels.items()), incoming)
+    key = ("interpod-score", selecting, incoming)
     index = current(ctx, key, lambda: PodSum(contribute, affinity_only=not incoming))
     ctx.scratch["interpod-score"] = index
     return index
 
 
 def _score_pair(
-    pod: Pod, other: Pod, labels: Mapping[str, str], incoming: Sequence[Term], add: Add, namespaces: Namespaces
+    other: Pod,
+    labels: Mapping[str, str],
+    incoming: Sequence[Term],
+    selecting: frozenset[TermKey],
+    add: Add,
+    namespaces: Namespaces,
 ) -> None:
-    def count(term: Term, target: Pod, weight: int) -> None:
-        if weight and term.topology_key in labels and term.matches(target, namespaces):
-            add((term.topology_key, labels[term.topology_key]), weight)
-
     for term in incoming:  # the incoming pod's preferences about existing pods
-        count(term, other, term.weight)
+        if term.weight and term.topology_key in labels and term.matches(other, namespaces):
+            add((term.topology_key, labels[term.topology_key]), term.weight)
+    if not selecting:
+        return
+
+    def count(key: TermKey) -> None:  # an existing pod's term, if it selects the incoming pod
+        term = key[1]
+        if term.topology_key in labels and key in selecting:
+            add((term.topology_key, labels[term.topology_key]), key[2])
+
     if HARD_POD_AFFINITY_WEIGHT > 0:  # existing pods' required affinity to the incoming pod
         for required in other.pod_affinity:
-            count(resolve(other, required), pod, HARD_POD_AFFINITY_WEIGHT)
+            count((AFFINITY, resolve(other, required), HARD_POD_AFFINITY_WEIGHT))
     for w in other.preferred_pod_affinity:
-        count(resolve(other, w.term), pod, w.weight)
+        count((PREFERRED, resolve(other, w.term), w.weight))
     for w in other.preferred_pod_anti_affinity:
-        count(resolve(other, w.term), pod, -w.weight)
+        count((PREFERRED, resolve(other, w.term), -w.weight))
 
 
 def inter_pod_affinity_score(ctx: EvalContext, node: Any) -> int:
