@@ -60,6 +60,9 @@ class Builtin:
     # The node labels the answer depends on, for this pod at this moment (the rest is the
     # context's): nodes alike in those labels get one evaluation (rulesched.lang.evaluation.vectorise).
     domain: Callable[[Any], tuple[str, ...]] | None = None
+    # For this pod at this moment, the answer on every node when it is the same everywhere (the
+    # running pods' terms select nothing of it, ...), else None: a column is then one value.
+    uniform: Callable[[Any], Any] | None = None
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -248,6 +251,7 @@ def _topology(name: str, result: Type, doc: str) -> Builtin:
         version=topology.VERSIONS[name],
         moves=topology.MOVES[name],
         domain=topology.DOMAINS.get(name),
+        uniform=topology.UNIFORM.get(name),
     )
 
 

@@ -200,6 +200,28 @@ VERSIONS: dict[str, Any] = {
     "image_locality": _node_generation,
 }
 
+
+def _when_nothing_counted(index: Any, value: Any) -> Any:
+    def uniform(ctx: EvalContext) -> Any:
+        found = index(ctx)
+        return value if found is None or not found.counts else None
+
+    return uniform
+
+
+def _no_images(ctx: EvalContext) -> int | None:
+    plan = ctx.scratch.get("images")
+    if plan is None:
+        plan = ctx.scratch["images"] = _image_plan(ctx)
+    return 0 if not plan else None
+
+
+UNIFORM: dict[str, Any] = {
+    "existing_anti_affinity_ok": _when_nothing_counted(existing_anti_index, True),
+    "inter_pod_affinity_score": _when_nothing_counted(score_index, 0),
+    "image_locality": _no_images,
+}
+
 # The node labels each filter's answer reads (the topology keys of the pod's terms or
 # constraints): nodes alike in them are evaluated once per cycle (rulesched.lang.evaluation.vectorise).
 DOMAINS: dict[str, Any] = {

@@ -374,6 +374,10 @@ class _Run:
         shortcut = self._shortcut(func, args, values, rows)
         if shortcut is not None:
             return shortcut
+        if builtin.uniform is not None:  # the same answer on every node, for this pod: one value
+            same = builtin.uniform(self.ctx)
+            if same is not None:
+                return same
         if builtin.domain is not None and len(args) == 1 and self.ev.path(args[0]) == Path():
             # f(node) whose answer depends on a few of the node's labels: once per distinct value
             groups = self.cols.label_groups(builtin.domain(self.ctx))
