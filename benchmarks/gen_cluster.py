@@ -11,7 +11,7 @@ Workloads (after upstream scheduler_perf's test cases):
   mixed          like a real cluster: 4 node shapes, some tainted or cordoned; pending pods of 200
                  Deployments (--groups) interleaved, each with its own requests and image, some with
                  tolerations, nodeSelectors, preferred node affinity, zone spreading, anti-affinity
-  distinct       the mixed cluster's nodes; no two pending pods alike (each its own CPU request)
+  distinct       the mixed cluster's nodes; no two pending pods alike (each its own memory request)
 Deterministic by seed. Node shape follows scheduler_perf's node template (4 CPU, 32Gi, 110 pods).
 """
 
@@ -274,10 +274,13 @@ def deployment_pod(name: str, d: int, node_name: str | None) -> dict[str, Any]:
 
 
 def distinct_pod(name: str, i: int) -> dict[str, Any]:
-    """A pending pod unlike every other: its own CPU request (and app label)."""
+    """A pending pod unlike every other: its own memory request (and app label); CPU requests
+    between 100m and 499m."""
     out = pod(name, "basic", 0, None, random.Random(i))
     out["metadata"]["labels"] = {"app": f"distinct-{i}"}
-    out["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{50 + i}m"
+    requests = out["spec"]["containers"][0]["resources"]["requests"]
+    requests["cpu"] = f"{100 + i % 400}m"
+    requests["memory"] = str(128 * 2**20 + i * 4096)  # bytes: 128Mi and 4Ki more per pod
     return out
 
 

@@ -210,10 +210,11 @@ def _when_nothing_counted(index: Any, value: Any) -> Any:
 
 
 def _no_images(ctx: EvalContext) -> int | None:
+    """0 everywhere when the pod has no images or no node holds any of them."""
     plan = ctx.scratch.get("images")
     if plan is None:
         plan = ctx.scratch["images"] = _image_plan(ctx)
-    return 0 if not plan else None
+    return 0 if not plan or not any(count for _, count in plan[0]) else None
 
 
 UNIFORM: dict[str, Any] = {
