@@ -99,6 +99,17 @@ def _controller(meta: Mapping[str, Any], where: Where) -> str:
     return ""
 
 
+def _gates(spec: Mapping[str, Any], where: Where) -> tuple[str, ...]:
+    """spec.schedulingGates[].name (the API requires a name and unique names)."""
+    names = []
+    for path, gate in get_maps(spec, "schedulingGates", where, "spec"):
+        name = get_str(gate, "name", where, path)
+        if not name:
+            raise where.error("missing", f"{path}.name")
+        names.append(name)
+    return tuple(names)
+
+
 def _priority(spec: Mapping[str, Any], where: Where, classes: Mapping[str, PriorityClass] | None) -> tuple[int, str]:
     """Priority and preemption policy the way the Priority admission plugin sets them: the
     named class, else the global default class (the lowest-valued one if several), else 0.
@@ -171,6 +182,7 @@ def decode_pod(
         start_time=get_time(status, "startTime", where, "status"),
         deleting=meta.get("deletionTimestamp") is not None,
         owner=_controller(meta, where),
+        scheduling_gates=_gates(spec, where),
     )
 
 

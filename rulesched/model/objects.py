@@ -136,6 +136,7 @@ class Pod:
     start_time: float = 0.0
     deleting: bool = False
     owner: str = ""  # "Kind/name" of the controlling owner, if any
+    scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
 
     @property
     def key(self) -> str:

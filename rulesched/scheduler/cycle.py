@@ -32,7 +32,7 @@ from rulesched.scheduler.framework import (
 from rulesched.scheduler.scoring import select_host, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
-TABLE_ROWS = 1_500_000  # node-table rows kept over all classes (~70 bytes each): ~100 MB
+TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
 MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
 
 

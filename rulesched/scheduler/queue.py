@@ -72,6 +72,9 @@ class SchedulingQueue:
         self._queued: dict[str, _Entry | None] = {}  # pod key -> its heap entry (None: parked)
         self._in_flight: dict[str, Pod | None] = {}  # popped, not yet settled -> newer version (None: none)
         self._deleted_in_flight: set[str] = set()
+        # Pods with scheduling gates: never attempted until an update removes the last gate
+        # (kube-scheduler's SchedulingGates PreEnqueue plugin keeps them out of the active queue).
+        self._gated: dict[str, Pod] = {}
         self._lock = threading.RLock()
         self._ready = threading.Condition(self._lock)
         self._closed = False
@@ -89,16 +92,26 @@ class SchedulingQueue:
                 "backoff": len(self._backoff),
                 "unschedulable": len(self._unschedulable),
                 "in_flight": len(self._in_flight),
+                "gated": len(self._gated),
             }
 
     def __contains__(self, key: str) -> bool:
         with self._lock:
-            return key in self._queued or key in self._in_flight
+            return key in self._queued or key in self._in_flight or key in self._gated
+
+    def gated(self) -> list[Pod]:
+        """The pods held back by scheduling gates, in arrival order."""
+        with self._lock:
+            return list(self._gated.values())
 
     # --- arrivals, updates, deletions ------------------------------------------------------------
     def add(self, pod: Pod) -> None:
-        """A new pending pod: straight to the active queue (an update if it is known)."""
+        """A new pending pod: straight to the active queue (an update if it is known); held
+        back while it has scheduling gates."""
         with self._lock:
+            if self._gates(pod):
+                self.update(pod)
+                return
             if pod.key in self._queued or pod.key in self._in_flight:
                 self.update(pod)
                 return
@@ -110,6 +123,13 @@ class SchedulingQueue:
         requeued with the new version if its cycle does not place it."""
         with self._lock:
             key = pod.key
+            if self._gates(pod):
+                if pod.scheduling_gates:  # (gates are only ever removed, never added, by the API)
+                    self._gated[key] = pod
+                    return
+                del self._gated[key]  # the last gate went: schedule it now
+                self._push_active(pod)
+                return
             if key in self._in_flight:
                 self._in_flight[key] = pod
                 return
@@ -132,6 +152,8 @@ class SchedulingQueue:
         Returns whether the queue held it."""
         with self._lock:
             self._attempts.pop(key, None)
+            if self._gated.pop(key, None) is not None:
+                return True
             if key in self._in_flight:
                 self._deleted_in_flight.add(key)
                 return True
@@ -145,6 +167,14 @@ class SchedulingQueue:
                 del self._queued[key]
                 self._remove(self._active if entry in self._active else self._backoff, entry)
             return True
+
+    def _gates(self, pod: Pod) -> bool:
+        """Whether the pod is or becomes gated (a pod queued or in flight has no gates: the API
+        only ever removes them)."""
+        key = pod.key
+        return key in self._gated or bool(
+            pod.scheduling_gates and key not in self._in_flight and key not in self._queued
+        )
 
     def _remove(self, heap: list[_Entry], entry: _Entry) -> None:
         for i, e in enumerate(heap):

@@ -28,7 +28,7 @@ class Report:
             row: dict[str, object] = {
                 "pod": pod.key,
                 "node": h.node,
-                "message": last.message if last is not None else "not attempted",
+                "message": last.message if last is not None else _not_attempted(pod),
                 "nominated": h.nominated,
                 "victims": [v.key for v in h.victims],
             }
@@ -40,12 +40,20 @@ class Report:
 
     def summary(self) -> dict[str, object]:
         scheduled = sum(1 for p in self.pending if self.history[p.key].node is not None)
+        gated = sum(1 for p in self.pending if p.scheduling_gates and self.history[p.key].last is None)
         return {
             "scheduled": scheduled,
-            "unschedulable": len(self.pending) - scheduled,
+            "unschedulable": len(self.pending) - scheduled - gated,
+            "gated": gated,
             "preempted": len(self.evicted),
             "scheduling_seconds": round(self.seconds, 6),
         }
+
+
+def _not_attempted(pod: Pod) -> str:
+    if pod.scheduling_gates:  # kube-scheduler's PodScheduled=False, reason SchedulingGated
+        return f"Scheduling is blocked due to non-empty scheduling gates ({', '.join(pod.scheduling_gates)})"
+    return "not attempted"
 
 
 def render_json(report: Report) -> str:
@@ -90,7 +98,8 @@ def render_table(report: Report) -> str:
     lines.append("")
     lines.append(
         f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
-        f"{summary['preempted']} preempted in {summary['scheduling_seconds']:.3f}s"
+        + (f"{summary['gated']} gated, " if summary["gated"] else "")
+        + f"{summary['preempted']} preempted in {summary['scheduling_seconds']:.3f}s"
     )
     return "\n".join(lines)
 
