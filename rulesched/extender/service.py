@@ -69,6 +69,7 @@ from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.evaluation.columns import Rows
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
+from rulesched.scheduler.cycle import MAX_TABLES, tables_for
 from rulesched.scheduler.evaluate import score_nodes
 from rulesched.scheduler.preemption import importance, select_victims
 from rulesched.scheduler.scoring import Matrix, weighted_totals
@@ -76,7 +77,6 @@ from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
 log = logging.getLogger(__name__)
 
-TABLES = 64  # pod classes whose node tables are kept
 FREEZE_AFTER = 1000  # deltas applied at once
 NOT_CACHED = "node is not in rulesched's informer cache"
 
@@ -158,7 +158,7 @@ class Extender:
         self._nodes = NodeCache()
         self._seen: dict[str, float] = {}  # without a cache: node name -> last request naming it
         self._last_sweep = clock()
-        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(TABLES)
+        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
         self._rules_of_tables: object = None
         self._index: NodeIndex | None = None
@@ -232,6 +232,9 @@ class Extender:
         if table is None:
             table = NodeTable(bound, self._columns, 64)
             if bound.cached:
+                limit = tables_for(len(snapshot.nodes))  # as a scheduling cycle keeps them
+                while len(self._tables) >= limit:
+                    self._tables.popitem()
                 self._tables[bound] = table
         table.sync(snapshot)
         return table
