@@ -97,6 +97,12 @@ def test_run_waits_for_the_gates_then_binds(tmp_path: Path) -> None:
         time.sleep(0.5)
         assert pods["default/free"]["spec"].get("nodeName") == "n1"
         assert not pods["default/held"]["spec"].get("nodeName")  # gated: not attempted
+        (condition,) = pods["default/held"]["status"]["conditions"]
+        assert (condition["type"], condition["status"], condition["reason"]) == (
+            "PodScheduled",
+            "False",
+            "SchedulingGated",
+        )
         server.update("pods", {**pods["default/held"], "spec": {**pods["default/held"]["spec"], "schedulingGates": []}})
         end = time.monotonic() + 10
         while not pods["default/held"]["spec"].get("nodeName") and time.monotonic() < end:

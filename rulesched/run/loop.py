@@ -266,7 +266,9 @@ class Loop:
         pod = applied.pending
         if pod is not None:
             if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
-                scheduler.add(pod)  # new, or updated while pending
+                scheduler.add(pod)  # new, or updated while pending (held back while gated)
+                if pod.scheduling_gates:
+                    self.workers.gated(pod)
             else:
                 scheduler.delete(pod.key)  # terminating, or handed to another scheduler
         if applied.event is not None:

@@ -124,10 +124,25 @@ class Workers:
 
     def _unschedulable(self, pod: Pod, message: str) -> None:
         self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+        self._condition(pod, "Unschedulable", message)
+
+    def gated(self, pod: Pod) -> None:
+        """PodScheduled=False, reason SchedulingGated (as kube-scheduler marks a gated pod), once
+        per pod and set of gates; no event."""
+        message = "Scheduling is blocked due to non-empty scheduling gates"
+        with self._lock:
+            marked = "gated:" + ",".join(pod.scheduling_gates)
+            last = self._last_event.get(pod.key)
+            if last is not None and last[0] == marked:
+                return
+            self._last_event[pod.key] = (marked, time.monotonic())
+        self._submit(self._condition, pod, "SchedulingGated", message)
+
+    def _condition(self, pod: Pod, reason: str, message: str) -> None:
         condition = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": "Unschedulable",
+            "reason": reason,
             "message": message,
             "lastTransitionTime": _now()[:19] + "Z",
         }
