@@ -30,6 +30,7 @@ from typing import Any
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Change, Snapshot
+from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
 
@@ -448,7 +449,40 @@ class ClusterStore:
             store.add_node(node)
         for pod in pods:
             store.add_pod(pod)
+        pods = list(store.pods())
         for pdb in pdbs:
+            if not pdb.status_known:  # as the disruption controller would have set it
+                pdb = dataclasses.replace(pdb, disruptions_allowed=disruptions_allowed(pdb, pods))
             store.set_pdb(pdb)
         store.set_namespaces(namespaces or {})
         return store
+
+
+def disruptions_allowed(pdb: PodDisruptionBudget, pods: Iterable[Pod]) -> int:
+    """What the disruption controller puts in ``status.disruptionsAllowed``: healthy pods the
+    budget selects (running, not terminating), less the healthy pods it wants: ``minAvailable``
+    (a count, or a percentage of the selected pods rounded up), or the selected pods less
+    ``maxUnavailable`` (likewise); 0 at least. (The controller counts the expected pods from
+    their controllers' scale; here, the pods selected.)"""
+    selected = [
+        p
+        for p in pods
+        if p.namespace == pdb.namespace
+        and pdb.selector is not None  # (v1beta1's empty selector: nothing)
+        and label_selector_matches(pdb.selector, p.labels)
+    ]
+    healthy = sum(1 for p in selected if p.phase == "Running" and not p.deleting)
+    expected = len(selected)
+    desired = 0
+    if pdb.max_unavailable is not None:
+        desired = max(0, expected - _scaled(pdb.max_unavailable, expected))
+    elif pdb.min_available is not None:
+        desired = _scaled(pdb.min_available, expected)
+    return max(0, healthy - desired)
+
+
+def _scaled(value: int | str, total: int) -> int:
+    """An IntOrString against ``total``: a count as is, a percentage rounded up."""
+    if isinstance(value, int):
+        return value
+    return -(-int(value[:-1]) * total // 100)

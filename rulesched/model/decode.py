@@ -216,8 +216,9 @@ def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> N
 
 
 def decode_pdb(obj: object, source: str = "") -> PodDisruptionBudget:
-    """A PodDisruptionBudget with the disruptions its status allows now (0 when it has no
-    status yet, the safe reading: evict nothing)."""
+    """A PodDisruptionBudget with the disruptions its status allows now. Without a status
+    (``status_known`` false) it allows 0 until :func:`rulesched.cluster.store.disruptions_allowed`
+    computes it from the pods, as the disruption controller would."""
     obj, _, name, namespace, where = _metadata(obj, "PodDisruptionBudget", source, True)
     spec = get_map(obj, "spec", where, "")
     selector = label_selector(spec.get("selector"), where, "spec.selector")
@@ -225,7 +226,27 @@ def decode_pdb(obj: object, source: str = "") -> PodDisruptionBudget:
         selector = None  # in v1beta1 an empty selector selected nothing; in v1, everything
     status = get_map(obj, "status", where, "")
     allowed = get_int(status, "disruptionsAllowed", where, "status")
-    return PodDisruptionBudget(name, namespace, selector, allowed)
+    return PodDisruptionBudget(
+        name,
+        namespace,
+        selector,
+        allowed,
+        min_available=_int_or_percent(spec, "minAvailable", where),
+        max_unavailable=_int_or_percent(spec, "maxUnavailable", where),
+        status_known="disruptionsAllowed" in status,
+    )
+
+
+def _int_or_percent(spec: Mapping[str, Any], key: str, where: Where) -> int | str | None:
+    """An IntOrString field: a non-negative count or "N%"."""
+    value = spec.get(key)
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit():
+        return value
+    raise where.error(f"{describe(value)} is not a count or a percentage (say 2 or 50%)", f"spec.{key}")
 
 
 def decode_priority_class(obj: object, source: str = "") -> PriorityClass:

@@ -168,6 +168,11 @@ class PodDisruptionBudget:
     namespace: str
     selector: LabelSelector | None
     disruptions_allowed: int
+    # The spec, for a budget whose status is not known yet (a file written by hand, a dump taken
+    # before the disruption controller ran): disruptions_allowed is then computed from the pods.
+    min_available: int | str | None = None  # a count or "N%"
+    max_unavailable: int | str | None = None
+    status_known: bool = True
 
     @property
     def key(self) -> str:
