@@ -11,6 +11,7 @@ workload repeat these parts verbatim.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -46,6 +47,20 @@ from rulesched.model.requests import is_sidecar
 
 _LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _NODE_OPERATORS = (*_LABEL_OPERATORS, "Gt", "Lt")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def valid_label_value(value: str) -> bool:
+    """A label value the API server accepts: at most 63 characters, alphanumerics with ``-_.``
+    inside (or empty)."""
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+# A requirement no label set meets (In, no values): what an invalid selector or term becomes.
+# The API server's selector parsing rejects values that are not label values, and the scheduler
+# then matches nothing with them (nodeaffinity's lazy-error selector drops the term).
+NEVER_LABELS = LabelSelectorRequirement("", "In", ())
+NEVER_NODE = NodeSelectorRequirement("", "In", ())
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
 
@@ -79,6 +94,9 @@ def label_selector(value: object, where: Where, at: str) -> LabelSelector | None
         LabelSelectorRequirement(*_requirement(e, where, path, _LABEL_OPERATORS))
         for path, e in get_maps(value, "matchExpressions", where, at)
     )
+    values = [*labels.values(), *(v for e in exprs for v in e.values)]
+    if not all(valid_label_value(v) for v in values):
+        return LabelSelector((), (NEVER_LABELS,))  # selects nothing
     return LabelSelector(tuple(labels.items()), exprs)
 
 
@@ -90,6 +108,8 @@ def _node_selector_term(term: Mapping[str, Any], where: Where, at: str) -> NodeS
         )
         for key in ("matchExpressions", "matchFields")
     )
+    if not all(valid_label_value(v) for e in exprs if e.operator in ("In", "NotIn") for v in e.values):
+        return NodeSelectorTerm((NEVER_NODE,), ())  # the term matches no node
     return NodeSelectorTerm(exprs, fields)
 
 
