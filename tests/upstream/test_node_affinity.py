@@ -150,13 +150,7 @@ FILTER = [
         FOO_BAR,
         "node",
         REASON,
-        id=INVALID,
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="rulesched does not validate requirement values: "
-            "upstream's selector fails to parse and matches nothing; rulesched's NotIn "
-            "matches (rulesched/lang/builtins/matching.py, rulesched/model/parts.py)",
-        ),
+        id=INVALID,  # the value is no label value: the term matches nothing (rulesched/model/parts.py)
     ),
     (
         "Pod with matchFields using In operator that matches the existing node",
