@@ -8,15 +8,34 @@ from typing import Any
 
 def add_simulate_parser(sub: Any) -> None:
     sim = sub.add_parser("simulate", help="schedule the pending pods of a cluster read from YAML/JSON")
-    sim.add_argument("cluster", nargs="+", metavar="CLUSTER", help="kubectl get -o yaml|json output files")
+    sim.add_argument(
+        "cluster",
+        nargs="+",
+        metavar="CLUSTER",
+        help="kubectl get -o yaml|json output files or folders; - (once) reads standard input",
+    )
     sim.add_argument(
         "--rules",
         action="append",
         metavar="PATH",
         help="rules file or folder (repeatable; default: the bundled default rules)",
     )
-    sim.add_argument("--output", choices=("table", "json"), default="table")
-    sim.add_argument("--explain", action="store_true", help="include per-node filter reasons and scores")
+    sim.add_argument(
+        "--output",
+        choices=("table", "json", "summary"),
+        default="table",
+        help="table (default), json, or summary: only the counts and the scheduling time",
+    )
+    sim.add_argument(
+        "--explain",
+        action="store_true",
+        help="per-node reasons and scores: table shows each pod's top 3 nodes and its filtered nodes by reason",
+    )
+    sim.add_argument(
+        "--strict",
+        action="store_true",
+        help="a pod bound to a node missing from the files is an error (default: warn and skip it)",
+    )
     sim.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
     sim.add_argument(
         "--percentage-of-nodes-to-score",
@@ -39,5 +58,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         scheduler_name=args.scheduler_name,
+        strict=args.strict,
     )
     return simulate_command(settings)

@@ -8,6 +8,7 @@ Next stage: :mod:`rulesched.simulate.report` renders what the :class:`Recorder` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rulesched.cluster.store import ClusterStore
@@ -127,11 +128,34 @@ class Simulation:
     def schedule_one(self) -> CycleResult | None:
         return self.scheduler.schedule_one()
 
-    def run(self) -> None:
-        """Schedule until the queue settles: nothing ready and nothing backing off."""
+    def run(self, progress: Callable[[int], None] | None = None) -> None:
+        """Schedule until the queue settles: nothing ready and nothing backing off.
+
+        ``progress``, if given, is called with the number of pods attempted so far each time a
+        pod has its first cycle (a progress bar's total is the pods added without scheduling
+        gates). Without it the loop is the bare one: no per-cycle cost."""
+        if progress is not None:
+            self._run_reporting(progress)
+            return
         clock, scheduler = self.clock, self.scheduler
         while True:
             if scheduler.schedule_one() is not None:
+                continue
+            ready = scheduler.queue.next_ready_time()
+            if ready is None:
+                return
+            clock.now = max(clock.now, ready)
+
+    def _run_reporting(self, progress: Callable[[int], None]) -> None:
+        clock, scheduler, history = self.clock, self.scheduler, self.recorder.history
+        attempted = 0
+        while True:
+            result = scheduler.schedule_one()
+            if result is not None:
+                pod_history = history.get(result.pod.key)
+                if pod_history is not None and pod_history.attempts == 1:
+                    attempted += 1
+                    progress(attempted)
                 continue
             ready = scheduler.queue.next_ready_time()
             if ready is None:

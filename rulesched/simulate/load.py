@@ -2,11 +2,13 @@
 
 The files are what ``kubectl get -o yaml`` or ``-o json`` prints: YAML streams (several documents,
 empty ones ignored), JSON, and ``kind: List`` / ``PodList`` / ... wrappers, whose items often omit
-``kind``. Nodes, Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded; other
+``kind``. The path ``-`` (given once) is standard input, named ``<stdin>`` in messages. Nodes, Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded; other
 kinds are counted into one warning, since a dump of a namespace holds Services and Deployments
 that scheduling does not need. PriorityClasses are decoded before any pod, across all files, so
 ``priorityClassName`` resolves whatever the order. Finished pods (Succeeded, Failed) hold no
-resources and are dropped.
+resources and are dropped. A pod bound to a node the files do not hold is an error, or, for dumps
+of a live cluster (``kubectl get pods -A`` lists pods on nodes just deleted), set aside in
+:attr:`ClusterObjects.skipped_pods` when asked to.
 
 Every problem is an :class:`~rulesched.errors.InputError` of one line naming the file (and for
 YAML syntax the line and column), so the command line can print it as is.
@@ -21,12 +23,13 @@ from __future__ import annotations
 
 import gc
 import json
+import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 from yaml.composer import Composer
@@ -46,6 +49,8 @@ from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, P
 
 _KINDS = ("PriorityClass", "Namespace", "Node", "PodDisruptionBudget", "Pod")
 _SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "-"  # the path that means standard input
+STDIN_NAME = "<stdin>"  # its name in messages
 
 try:
     from yaml._yaml import CParser
@@ -75,7 +80,8 @@ else:
 @dataclass(frozen=True, slots=True)
 class ClusterObjects:
     """Everything a simulation starts from. ``pods`` holds bound pods (``spec.nodeName`` set,
-    every one on a loaded node) and pending ones, in file order."""
+    every one on a loaded node) and pending ones, in file order; ``skipped_pods`` the pods bound
+    to nodes that were not loaded, when :func:`load_cluster` was asked to skip them."""
 
     nodes: tuple[Node, ...] = ()
     pods: tuple[Pod, ...] = ()
@@ -83,6 +89,7 @@ class ClusterObjects:
     priority_classes: Mapping[str, PriorityClass] = field(default_factory=lambda: MappingProxyType({}))
     namespaces: tuple[Namespace, ...] = ()
     warnings: tuple[str, ...] = ()
+    skipped_pods: tuple[Pod, ...] = ()
 
     @property
     def running_pods(self) -> tuple[Pod, ...]:
@@ -95,32 +102,49 @@ class ClusterObjects:
         return tuple(p for p in self.pods if not p.node_name)
 
 
-def load_cluster(paths: Sequence[str | Path]) -> ClusterObjects:
+def load_cluster(
+    paths: Sequence[str | Path], *, skip_missing_nodes: bool = False, stdin: BinaryIO | None = None
+) -> ClusterObjects:
     """Load and decode the objects in ``paths`` (files, or directories of ``*.yaml``, ``*.yml``
-    and ``*.json``); raise :class:`InputError` on the first problem."""
+    and ``*.json``; the string ``"-"`` is ``stdin``, by default :data:`sys.stdin`); raise
+    :class:`InputError` on the first problem. A pod bound to a node not loaded is one, unless
+    ``skip_missing_nodes``: then it goes to :attr:`ClusterObjects.skipped_pods`."""
     if isinstance(paths, str | Path):  # one path given bare: not a sequence of characters
         paths = [paths]
+    if sum(1 for p in paths if _is_stdin(p)) > 1:
+        raise InputError(f"{STDIN_NAME}: '{STDIN}' given more than once; standard input can be read only once")
     collecting = gc.isenabled()
     gc.disable()
     try:
         found: dict[str, list[tuple[str, Any]]] = {kind: [] for kind in _KINDS}
         skipped: Counter[str] = Counter()
         for path in _expand(paths):
-            source = str(path)
-            for label, doc in _documents(path):
+            if path is None:
+                source, data, suffix = STDIN_NAME, _read_stdin(stdin), ""
+            else:
+                source, data, suffix = str(path), _read(path), path.suffix.lower()
+            for label, doc in _documents(data, source, suffix):
                 for kind, obj in _objects(doc, f"{source}: {label}"):
                     if kind in found:
                         found[kind].append((source, obj))
                     else:
                         skipped[kind] += 1
-        return _decode(found, skipped)
+        return _decode(found, skipped, skip_missing_nodes)
     finally:
         if collecting:
             gc.enable()
 
 
-def _expand(paths: Sequence[str | Path]) -> Iterator[Path]:
+def _is_stdin(given: str | Path) -> bool:
+    return isinstance(given, str) and given == STDIN  # Path("-") stays a file of that name
+
+
+def _expand(paths: Sequence[str | Path]) -> Iterator[Path | None]:
+    """The files to read, in order; ``None`` for standard input."""
     for given in paths:
+        if _is_stdin(given):
+            yield None
+            continue
         path = Path(given)
         if path.is_dir():
             yield from sorted(p for p in path.iterdir() if p.suffix.lower() in _SUFFIXES)
@@ -128,13 +152,15 @@ def _expand(paths: Sequence[str | Path]) -> Iterator[Path]:
             yield path
 
 
-def _documents(path: Path) -> list[tuple[str, Any]]:
-    """The non-empty documents of one file, each with a label (``document 2 (line 14)``)."""
-    text = _text(_read(path), path)
+def _documents(data: bytes, path: str, suffix: str) -> list[tuple[str, Any]]:
+    """The non-empty documents of one file (``path`` names it, ``suffix`` is its lower-case
+    extension), each with a label (``document 2 (line 14)``)."""
+    text = _text(data, path)
     start = text.lstrip()[:1]
     if not start:
-        raise InputError(f"{path}: empty file; expected Kubernetes objects")
-    if path.suffix.lower() == ".json":
+        what = "input" if path == STDIN_NAME else "file"
+        raise InputError(f"{path}: empty {what}; expected Kubernetes objects")
+    if suffix == ".json":
         return [("document 1", _json(text, path))]
     if start in ("{", "["):
         try:
@@ -154,7 +180,22 @@ def _read(path: Path) -> bytes:
         raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
-def _text(data: bytes, path: Path) -> str:
+def _read_stdin(stream: BinaryIO | None) -> bytes:
+    if stream is None:
+        stdin = sys.stdin
+        if stdin is None:  # started with standard input closed
+            raise InputError(f"{STDIN_NAME}: cannot read: no standard input")
+        buffer = getattr(stdin, "buffer", None)
+        if buffer is None:  # a text stream standing in for stdin
+            return stdin.read().encode("utf-8")
+        stream = buffer
+    try:
+        return stream.read()
+    except OSError as err:
+        raise InputError(f"{STDIN_NAME}: cannot read: {err.strerror or err}") from None
+
+
+def _text(data: bytes, path: str) -> str:
     # kubectl's output redirected by Windows PowerShell is UTF-16 with a byte order mark
     encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
     try:
@@ -163,7 +204,7 @@ def _text(data: bytes, path: Path) -> str:
         raise InputError(f"{path}: not a text file (no {encoding.upper()} text: byte {err.start} is invalid)") from None
 
 
-def _json(text: str, path: Path) -> Any:
+def _json(text: str, path: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
@@ -172,7 +213,7 @@ def _json(text: str, path: Path) -> Any:
         raise InputError(f"{path}: invalid JSON: nested too deeply") from None
 
 
-def _yaml(text: str, path: Path) -> list[tuple[str, Any]]:
+def _yaml(text: str, path: str) -> list[tuple[str, Any]]:
     loader = _Loader(text)
     docs: list[tuple[str, Any]] = []
     number = 0
@@ -192,7 +233,7 @@ def _yaml(text: str, path: Path) -> list[tuple[str, Any]]:
         raise InputError(f"{where}: invalid YAML: {_one_line(problem)}") from None
     except yaml.YAMLError as err:  # ReaderError: characters YAML does not allow
         position = getattr(err, "position", None)
-        where = str(path)
+        where = path
         if isinstance(position, int):
             line = text.count("\n", 0, position) + 1
             where = f"{path}:{line}:{position - text.rfind(chr(10), 0, position)}"
@@ -235,7 +276,9 @@ def _duplicate(kind: str, name: str, source: str, first: str) -> ObjectError:
     return err
 
 
-def _decode(found: dict[str, list[tuple[str, Any]]], skipped: Counter[str]) -> ClusterObjects:
+def _decode(
+    found: dict[str, list[tuple[str, Any]]], skipped: Counter[str], skip_missing_nodes: bool = False
+) -> ClusterObjects:
     memo: Memo = {}
     seen: dict[tuple[str, str], str] = {}  # (kind, name) -> the file it came from
 
@@ -264,12 +307,16 @@ def _decode(found: dict[str, list[tuple[str, Any]]], skipped: Counter[str]) -> C
         unique("PodDisruptionBudget", pdbs[-1].key, source)
     node_names = {node.name for node in nodes}
     pods = []
+    orphans = []
     for source, obj in found["Pod"]:
         pod = decode_pod(obj, source, classes, memo=memo)
         unique("Pod", pod.key, source)
         if pod.phase in ("Succeeded", "Failed"):
             continue
         if pod.node_name and pod.node_name not in node_names:
+            if skip_missing_nodes:
+                orphans.append(pod)
+                continue
             raise ObjectError(
                 f"node {pod.node_name!r} does not exist in the files loaded",
                 source=source,
@@ -284,6 +331,7 @@ def _decode(found: dict[str, list[tuple[str, Any]]], skipped: Counter[str]) -> C
         priority_classes=MappingProxyType(classes),
         namespaces=tuple(namespaces),
         warnings=_skipped_warning(skipped),
+        skipped_pods=tuple(orphans),
     )
 
 

@@ -1,4 +1,6 @@
-"""Simulation results as the stable JSON documented in the README, or as a table for people."""
+"""Simulation results as the stable JSON documented in the README, as a table for people (with
+``--explain``, each pod's best nodes and its filtered nodes under its row), or as the summary
+line alone."""
 
 from __future__ import annotations
 
@@ -8,17 +10,25 @@ from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
+from rulesched.scheduler.framework import CycleResult
 from rulesched.simulate.driver import PodHistory
+
+EXPLAIN_TOP_NODES = 3  # table --explain: the best nodes shown per pod
+EXPLAIN_NODE_NAMES = 3  # and the nodes named per filter reason before "(+N more)"
 
 
 @dataclass(frozen=True)
 class Report:
+    """One simulation's outcome: the pods it was to schedule (in input order), what happened to
+    each, the cluster after it, and ``skipped``, the pods left out as bound to missing nodes."""
+
     pending: Sequence[Pod]
     history: Mapping[str, PodHistory]
     state: ClusterStore
     evicted: Sequence[Pod]
     seconds: float
     explain: bool
+    skipped: int = 0
 
     def rows(self) -> list[dict[str, object]]:
         rows = []
@@ -46,6 +56,7 @@ class Report:
             "unschedulable": len(self.pending) - scheduled - gated,
             "gated": gated,
             "preempted": len(self.evicted),
+            "skipped": self.skipped,
             "scheduling_seconds": round(self.seconds, 6),
         }
 
@@ -64,9 +75,25 @@ def _percent(used: int, total: int) -> str:
     return f"{100 * used / total:.0f}%" if total else "-"
 
 
+def render_summary(report: Report) -> str:
+    """``--output summary``: the counts and the scheduling time, on one line."""
+    return summary_line(report.summary())
+
+
+def summary_line(summary: Mapping[str, object]) -> str:
+    """``4 scheduled, 1 unschedulable, 2 preempted in 0.004s`` (gated and skipped pods when any)."""
+    return (
+        f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
+        + (f"{summary['gated']} gated, " if summary["gated"] else "")
+        + f"{summary['preempted']} preempted"
+        + (f", {summary['skipped']} skipped (bound to missing nodes)" if summary["skipped"] else "")
+        + f" in {summary['scheduling_seconds']:.3f}s"
+    )
+
+
 def render_table(report: Report) -> str:
     rows = report.rows()
-    lines = []
+    lines: list[str] = []
     table = [("POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE")]
     for row in rows:
         victims = row["victims"]
@@ -80,7 +107,12 @@ def render_table(report: Report) -> str:
                 str(row["message"]),
             )
         )
-    lines.extend(_columns(table))
+    pod_lines = _columns(table)
+    lines.append(pod_lines[0])
+    for pod, line in zip(report.pending, pod_lines[1:], strict=True):
+        lines.append(line)
+        if report.explain:
+            lines.extend(explain_lines(report.history[pod.key]))
     lines.append("")
     nodes = [("NODE", "CPU", "MEMORY", "PODS")]
     for info in report.state.nodes:
@@ -94,14 +126,68 @@ def render_table(report: Report) -> str:
             )
         )
     lines.extend(_columns(nodes))
-    summary = report.summary()
     lines.append("")
-    lines.append(
-        f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
-        + (f"{summary['gated']} gated, " if summary["gated"] else "")
-        + f"{summary['preempted']} preempted in {summary['scheduling_seconds']:.3f}s"
-    )
+    lines.append(summary_line(report.summary()))
     return "\n".join(lines)
+
+
+def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
+    """Table ``--explain`` for one pod, from its last cycle: the best nodes by total, one column
+    each, with every score rule's normalised value and the total; then the nodes filtered out,
+    grouped by reason (a node failing with two reasons is under both)."""
+    last = history.last
+    if last is None:  # gated, or never reached: the message says why
+        return []
+    scores, filtered = last.scores or {}, last.filtered or {}
+    if not scores and not filtered:
+        if last.node is not None:  # a nominated node that still fits is taken without a look at others
+            return [f"{indent}its last cycle evaluated only its nominated node {last.node}, which fit"]
+        return [f"{indent}no node was evaluated"]
+    lines = _score_lines(last, indent) if scores else [f"{indent}scores: no node passed the filters"]
+    if filtered:
+        lines.append(f"{indent}filtered out ({len(filtered)} of {last.num_nodes} nodes)")
+        lines.extend(f"{indent}  {group}" for group in _reason_groups(filtered))
+    return lines
+
+
+def _score_lines(last: CycleResult, indent: str) -> list[str]:
+    scores = last.scores or {}
+    # highest total first; among equal totals the node chosen (the tie draw's winner), then by name
+    ranked = sorted(scores, key=lambda n: (-scores[n].get("total", 0), n != last.node, n))
+    top = ranked[:EXPLAIN_TOP_NODES]
+    rules = list(dict.fromkeys(rule for node in top for rule in scores[node] if rule != "total"))
+    scored = (
+        f"top {len(top)} of {len(ranked)} nodes scored" if len(ranked) > len(top) else _nodes(len(ranked)) + " scored"
+    )
+    table = [(f"scores ({scored})", *top)]
+    table.extend((f"  {rule}", *(_score(scores[node].get(rule)) for node in top)) for rule in [*rules, "total"])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return [
+        indent + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+        for row in table
+    ]
+
+
+def _nodes(count: int) -> str:
+    return f"{count} node" if count == 1 else f"{count} nodes"
+
+
+def _score(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _reason_groups(filtered: Mapping[str, Sequence[str]]) -> list[str]:
+    """``Insufficient cpu: n3, n4, n7 (+12 more)``, most nodes first, nodes in cluster order."""
+    by_reason: dict[str, list[str]] = {}
+    for node, reasons in filtered.items():
+        for reason in dict.fromkeys(reasons):
+            by_reason.setdefault(reason, []).append(node)
+    groups = []
+    for reason, nodes in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
+        named = ", ".join(nodes[:EXPLAIN_NODE_NAMES])
+        more = len(nodes) - EXPLAIN_NODE_NAMES
+        groups.append(f"{reason}: {named}" + (f" (+{more} more)" if more > 0 else ""))
+    return groups
 
 
 def _columns(rows: Sequence[Sequence[str]]) -> list[str]:

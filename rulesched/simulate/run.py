@@ -3,27 +3,40 @@
 cluster files -> :func:`rulesched.simulate.load.load_cluster` -> :class:`ClusterStore` ->
 :class:`rulesched.simulate.driver.Simulation` (the live scheduler's queue, cycle and preemption
 on virtual time; binding always succeeds) -> :mod:`rulesched.simulate.report`.
+
+A long run (more than :data:`PROGRESS_MIN_PODS` pods to schedule) draws a progress bar on stderr
+when stderr is a terminal, never otherwise (pipes, CI, tests): see :func:`wants_progress`.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules, resolve_rules_path
+from rulesched.model import Pod
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
-from rulesched.simulate.report import Report, render_json, render_table
+from rulesched.simulate.report import Report, render_json, render_summary, render_table
 
 log = logging.getLogger(__name__)
+
+PROGRESS_MIN_PODS = 500  # more pods to schedule than this: a progress bar, when stderr is a terminal
+_NAMED_SKIPPED = 3  # pods named in the warning about pods bound to missing nodes
 
 
 @dataclass(frozen=True)
 class SimulateSettings:
+    """``rulesched simulate``'s options. ``cluster`` paths may include ``-`` (standard input)
+    once; ``strict`` makes a pod bound to a node missing from them an error, not a warning."""
+
     cluster: tuple[str, ...]
     rules: tuple[str, ...] = ("default",)
     output: str = "table"
@@ -31,9 +44,38 @@ class SimulateSettings:
     seed: int = 0
     percentage_of_nodes_to_score: int = 0
     scheduler_name: str | None = None
+    strict: bool = False
 
 
-def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
+def pods_to_schedule(objects: ClusterObjects, settings: SimulateSettings) -> list[Pod]:
+    """The pending pods the run schedules, in input order (those naming ``--scheduler-name``)."""
+    return [
+        p
+        for p in objects.pending_pods
+        if settings.scheduler_name is None or p.scheduler_name == settings.scheduler_name
+    ]
+
+
+def wants_progress(pods: int, stderr_is_tty: bool) -> bool:
+    """Whether to draw a progress bar for a run that attempts ``pods`` pods: only on a terminal,
+    and only when the run is long enough to need one."""
+    return stderr_is_tty and pods > PROGRESS_MIN_PODS
+
+
+def skipped_warning(skipped: Sequence[Pod]) -> str:
+    """The one warning line for pods left out as bound to nodes missing from the files."""
+    named = [f"{p.key} on {p.node_name}" for p in skipped[:_NAMED_SKIPPED]]
+    if len(skipped) > _NAMED_SKIPPED:
+        named.append(f"+{len(skipped) - _NAMED_SKIPPED} more")
+    what = "1 pod bound to a node" if len(skipped) == 1 else f"{len(skipped)} pods bound to nodes"
+    return f"skipped {what} missing from the cluster files ({', '.join(named)}); --strict makes this an error"
+
+
+def simulate(
+    objects: ClusterObjects, settings: SimulateSettings, progress: Callable[[int], None] | None = None
+) -> Report:
+    """Schedule ``objects``' pending pods with ``settings``' rules; ``progress`` (see
+    :meth:`Simulation.run`) hears of each pod's first attempt."""
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     store = ClusterStore.build(
         objects.nodes,
@@ -48,11 +90,7 @@ def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
         scheduler_name=settings.scheduler_name,
     )
     simulation = Simulation(rules, store, scheduler_settings)
-    pending = [
-        p
-        for p in objects.pending_pods
-        if settings.scheduler_name is None or p.scheduler_name == settings.scheduler_name
-    ]
+    pending = pods_to_schedule(objects, settings)
     for pod in pending:
         simulation.add(pod)
     # The loaded cluster lives as long as the run: keep the cyclic collector from walking it
@@ -60,19 +98,56 @@ def simulate(objects: ClusterObjects, settings: SimulateSettings) -> Report:
     gc.collect()
     gc.freeze()
     started = time.perf_counter()
-    simulation.run()
+    simulation.run(progress)
     elapsed = time.perf_counter() - started
-    return Report(pending, simulation.history, store, simulation.evicted, elapsed, settings.explain)
+    return Report(
+        pending, simulation.history, store, simulation.evicted, elapsed, settings.explain, len(objects.skipped_pods)
+    )
 
 
 def simulate_command(settings: SimulateSettings) -> int:
     started = time.perf_counter()
-    objects = load_cluster(settings.cluster)
+    objects = load_cluster(settings.cluster, skip_missing_nodes=not settings.strict)
     for warning in objects.warnings:
         log.warning(warning)
+    if objects.skipped_pods:
+        log.warning(skipped_warning(objects.skipped_pods))
     log.info(
         "loaded %d nodes and %d pods in %.2fs", len(objects.nodes), len(objects.pods), time.perf_counter() - started
     )
-    report = simulate(objects, settings)
-    print(render_json(report) if settings.output == "json" else render_table(report))
+    attempts = sum(1 for p in pods_to_schedule(objects, settings) if not p.scheduling_gates)
+    if wants_progress(attempts, _stderr_is_tty()):
+        with _progress_bar(attempts) as advance:
+            report = simulate(objects, settings, advance)
+    else:
+        report = simulate(objects, settings)
+    if settings.output == "json":
+        print(render_json(report))
+    elif settings.output == "summary":
+        print(render_summary(report))
+    else:
+        print(render_table(report))
     return 0
+
+
+def _stderr_is_tty() -> bool:
+    stderr = sys.stderr
+    return stderr is not None and stderr.isatty()
+
+
+@contextmanager
+def _progress_bar(total: int) -> Iterator[Callable[[int], None]]:
+    """A transient bar on stderr (gone once the run ends), advanced with the pods attempted."""
+    from rich.console import Console  # imported only when a bar is drawn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("scheduling"), BarColumn(), MofNCompleteColumn(), TextColumn("pods"), TimeElapsedColumn())
+    step = max(1, total // 200)  # redraw data at most ~200 times: the bar costs nothing measurable
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("scheduling", total=total)
+
+        def advance(done: int) -> None:
+            if done % step == 0 or done >= total:
+                bar.update(task, completed=done)
+
+        yield advance
