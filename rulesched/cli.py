@@ -1,7 +1,8 @@
 """The ``rulesched`` command: parses arguments into settings dataclasses and runs one job.
 
 Every :class:`rulesched.errors.RuleschedError` ends here as one line on stderr and exit status 2
-(lint's own findings exit 1); anything else escaping is a bug and keeps its traceback.
+(lint's own findings exit 1), preceded for rules that do not load by each located problem as lint
+prints it; anything else escaping is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from rulesched import __version__
-from rulesched.errors import RuleschedError
+from rulesched.errors import RuleschedError, RulesError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_simulate(args)
     except RuleschedError as err:
+        _print_diagnostics(err)
         print(f"rulesched: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -95,6 +97,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and the like: not an error
         sys.stderr.close()
         return 0
+
+
+def _print_diagnostics(err: RuleschedError) -> None:
+    """Rules that do not load: every problem as lint shows it (the line, a caret, a suggestion)
+    on stderr, before the one-line summary. Notes (what an override replaced) are left out."""
+    if not isinstance(err, RulesError):
+        return
+    from rulesched.lang.frontend.source import Diagnostic, Severity
+
+    for d in err.diagnostics:
+        if isinstance(d, Diagnostic) and d.severity is not Severity.NOTE:
+            print(d.render(), file=sys.stderr)
 
 
 def _lint(args: argparse.Namespace) -> int:

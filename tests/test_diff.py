@@ -179,8 +179,10 @@ def test_rules_that_do_not_compile_exit_2_naming_file_line_and_column(
     bad = write(tmp_path / "bad.rules", "score s weight 1:\n    node.free.gpu\n")
     code, out, err = run(capsys, "--old", old, "--new", bad, three_pods)
     assert (code, out) == (2, "")
-    assert err.startswith(f"rulesched: {bad}:2:5: ")
-    assert err.count("\n") == 1
+    *diagnostics, summary = err.strip().splitlines()
+    assert summary.startswith(f"rulesched: {bad}:2:5: ")  # the one-line summary comes last,
+    assert diagnostics[0].startswith(f"{bad}:2:5: error: ")  # after lint's rendering (caret, hint)
+    assert "^" in err
 
 
 def test_a_missing_cluster_file_or_rules_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -231,7 +231,7 @@ def test_empty_file_and_comments_only() -> None:
     ("text", "line", "column", "words"),
     [
         ("filter f true", 1, 10, "unexpected 'true'; expected ':', 'when'"),
-        ("let x = 1 +", 1, 11, "unexpected end of file"),
+        ("let x = 1 +", 1, 11, "unexpected end of let 'x'"),
         ("filter f: (1", 1, 12, "expected ')'"),
         ("score s: 1 2", 1, 12, "unexpected '2'"),
         ("let = 1", 1, 5, "expected a name"),
@@ -247,7 +247,7 @@ def test_empty_file_and_comments_only() -> None:
         ("filter f: count(p in x", 1, 22, "expected ')', 'where'"),
         ("let x = [1, 2", 1, 13, "expected ')', ',', ']'"),
         ("let x = 1\n\x00", 2, 1, "unexpected character U+0000"),
-        ("\n\nfilter f:\n    a and\n", 4, 9, "unexpected end of file"),
+        ("\n\nfilter f:\n    a and\n", 4, 9, "unexpected end of filter 'f'"),
         ("let filter = 1", 1, 5, "'filter' is a reserved word"),
         ("filter when: true", 1, 8, "'when' is a reserved word"),
         ("filter f: count(in in node.pods) > 0", 1, 17, "'in' is a reserved word"),
@@ -280,7 +280,7 @@ def test_errors_in_several_rules_are_all_reported() -> None:
         ("syntax", 8, 9),
         ("syntax", 12, 30),
     ]
-    assert diagnostics[0].message.startswith("unexpected end of rule")
+    assert diagnostics[0].message.startswith("unexpected end of filter 'a'; expected ")
     assert [i.name for i in items if isinstance(i, ast.Rule)] == ["good", "also_good"]
 
 

@@ -249,9 +249,14 @@ def test_cluster_file_that_does_not_exist(tmp_path: Path) -> None:
 
 
 def test_rules_file_with_an_error(tmp_path: Path) -> None:
+    """Lint's diagnostics (source line, caret, hint), then the one-line summary."""
     rules = tmp_path / "site.rules"
     rules.write_text('extends "default"\n\nscore gpu_free: node.free.gpu\n')
-    assert_one_line_error(rulesched("simulate", CLUSTER, "--rules", rules), f"{rules}:3:", "'gpu'")
+    done = rulesched("simulate", CLUSTER, "--rules", rules)
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    *diagnostics, summary = done.stderr.strip().splitlines()
+    assert summary.startswith(f"rulesched: {rules}:3:") and "'gpu'" in summary
+    assert diagnostics[0].startswith(f"{rules}:3:17: error:") and any("^" in line for line in diagnostics)
 
 
 def test_rules_path_that_does_not_exist(tmp_path: Path) -> None:

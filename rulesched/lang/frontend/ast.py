@@ -133,6 +133,20 @@ class Rule(Node):
 
 
 @dataclass(frozen=True)
+class PartialOverride(Node):
+    """``override score NAME weight 3``: an override without a body. It changes only what it
+    states (a score's weight and normalisation, any rule's ``when`` guard) and keeps the rest
+    of the rule it overrides, its place in the order included; ``None`` means "not restated"."""
+
+    kind: RuleKind
+    name: str
+    guard: Expr | None = None
+    weight: Expr | None = None  # score only
+    normalize: str | None = None  # score only
+    name_span: Span = field(compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
 class Disable(Node):
     """``disable [kind] NAME``: without a kind, every rule of that name (filter, score, preempt)."""
 
@@ -147,7 +161,7 @@ class Extends(Node):
     target: str
 
 
-Item = Let | Rule | Disable | Extends
+Item = Let | Rule | PartialOverride | Disable | Extends
 
 
 @dataclass(frozen=True)

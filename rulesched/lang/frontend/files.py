@@ -87,6 +87,7 @@ class Loaded:
     files: tuple[ast.RulesFile, ...]
     checked: CheckedRules
     diagnostics: tuple[Diagnostic, ...]
+    roots: tuple[str, ...] = ()  # the paths (or keys) of the files given, not reached by extends
 
     @property
     def ok(self) -> bool:
@@ -173,7 +174,7 @@ def _check_units(roots: list[_Unit]) -> Loaded:
         for d in (*diagnostics, *checked.diagnostics)
         if d.severity is Severity.ERROR or d.span is None or d.span.source.path in names
     ]
-    return Loaded(tuple(parsed), checked, sort_diagnostics(kept))
+    return Loaded(tuple(parsed), checked, sort_diagnostics(kept), tuple(unit.source.path for unit in roots))
 
 
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...]:

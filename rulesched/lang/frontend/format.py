@@ -78,7 +78,7 @@ def format_source(source: Source) -> tuple[str | None, str]:
 
 def _item_start(item: ast.Item) -> int:
     # An item's span begins at its first token; rules start with their keyword, before the name.
-    if isinstance(item, ast.Rule):
+    if isinstance(item, ast.Rule | ast.PartialOverride):
         return min(item.span.start, item.name_span.start)
     if isinstance(item, ast.Let):
         return min(item.span.start, item.name_span.start)

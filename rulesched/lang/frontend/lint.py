@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rulesched.errors import RulesError
+from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.files import RULES_SUFFIX, check_paths
 from rulesched.lang.frontend.source import Diagnostic, Severity
 
@@ -29,7 +30,8 @@ class LintSettings:
 class LintResult:
     rule_sets: tuple[tuple[str, ...], ...]
     diagnostics: tuple[Diagnostic, ...]
-    rules: int
+    rules: int  # rules written in the files linted (overrides included), each file counted once
+    extended: int = 0  # rules written in the files those extend (and that were not linted themselves)
 
     @property
     def errors(self) -> int:
@@ -38,6 +40,10 @@ class LintResult:
     @property
     def warnings(self) -> int:
         return sum(d.severity is Severity.WARNING for d in self.diagnostics)
+
+    @property
+    def notes(self) -> int:
+        return sum(d.severity is Severity.NOTE for d in self.diagnostics)
 
 
 def rule_sets(paths: Sequence[str]) -> list[list[Path]]:
@@ -68,17 +74,28 @@ def _folder_sets(folder: Path) -> list[list[Path]]:
 def lint(settings: LintSettings) -> LintResult:
     diagnostics: list[Diagnostic] = []
     seen: set[tuple[str, int, str]] = set()
-    count = 0
+    own: dict[str, int] = {}  # rules per file linted
+    extended: dict[str, int] = {}  # rules per file reached through extends
     groups = rule_sets(settings.paths)
     for group in groups:
         loaded = check_paths(group)
-        count += len(loaded.checked.rules)
+        roots = {str(Path(root).resolve()) for root in loaded.roots}
+        for file in loaded.files:
+            path = str(Path(file.source.path).resolve())  # rules/default.rules is also `extends "default"`
+            (own if path in roots else extended)[path] = sum(
+                isinstance(item, ast.Rule | ast.PartialOverride) for item in file.items
+            )
         for d in loaded.diagnostics:
             key = (d.location, d.span.start if d.span else -1, d.message)
             if key not in seen:  # a base shared by several sets is reported once
                 seen.add(key)
                 diagnostics.append(d)
-    return LintResult(tuple(tuple(str(p) for p in g) for g in groups), tuple(diagnostics), count)
+    return LintResult(
+        tuple(tuple(str(p) for p in g) for g in groups),
+        tuple(diagnostics),
+        sum(own.values()),
+        sum(count for path, count in extended.items() if path not in own),
+    )
 
 
 def exit_code(result: LintResult, strict: bool) -> int:
@@ -93,17 +110,24 @@ def render(result: LintResult, fmt: str) -> str:
             {
                 "rule_sets": [list(g) for g in result.rule_sets],
                 "rules": result.rules,
+                "extended_rules": result.extended,
                 "errors": result.errors,
                 "warnings": result.warnings,
+                "notes": result.notes,
                 "diagnostics": [d.to_json() for d in result.diagnostics],
             },
             indent=2,
         )
     lines = [d.render() for d in result.diagnostics]
     files = sum(len(g) for g in result.rule_sets)
+    extended = f" (extends {result.extended})" if result.extended else ""
+    notes = f", {_count(result.notes, 'note')}" if result.notes else ""
     lines.append(
-        f"{files} file{'s' if files != 1 else ''}, {result.rules} rule{'s' if result.rules != 1 else ''}: "
-        f"{result.errors} error{'s' if result.errors != 1 else ''}, "
-        f"{result.warnings} warning{'s' if result.warnings != 1 else ''}"
+        f"{_count(files, 'file')}, {_count(result.rules, 'rule')}{extended}: "
+        f"{_count(result.errors, 'error')}, {_count(result.warnings, 'warning')}{notes}"
     )
     return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"

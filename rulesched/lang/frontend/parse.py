@@ -74,6 +74,13 @@ MAX_DEPTH = 64
 MAX_LINE_CHARS = 4_000
 MAX_FILE_CHARS = 2_000_000
 _TOP_LEVEL = re.compile(r"^(?:let|filter|score|preempt|disable|override|extends)\b", re.MULTILINE)
+# An item's keyword (not a field name after "."), and the name that follows it, if any.
+_ITEM_HEAD = re.compile(
+    r"(?<![\w.])(let|filter|score|preempt|disable|override|extends)(?![\w])(?:\s+(?!(?:filter|score|preempt)\b)([A-Za-z_]\w*))?"
+)
+_STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|#[^\n]*')
+_RULE_KINDS = ("filter", "score", "preempt")
+_ITEM_STARTS = frozenset({"LET", "FILTER", "SCORE", "PREEMPT", "DISABLE", "OVERRIDE", "EXTENDS"})
 _DURATION_SECONDS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
@@ -236,8 +243,8 @@ class _Builder(Transformer[Token, Any]):
     def weight(self, value: ast.Literal) -> tuple[str, ast.Expr]:
         return ("weight", value)
 
-    def normalize(self, name: Token) -> tuple[str, str]:
-        return ("normalize", str(name))
+    def normalize(self, name: Token) -> tuple[str, Token]:
+        return ("normalize", name)  # the token, so that a header ending with it gets its span
 
     def filter_rule(self, *parts: Any) -> ast.Rule:
         return self._rule(ast.RuleKind.FILTER, parts)
@@ -266,6 +273,7 @@ class _Builder(Transformer[Token, Any]):
         reason = exprs[1] if len(exprs) > 1 else None
         last = options.get("order") or reason or body
         first = parts[0]
+        normalize = options.get("normalize")
         return ast.Rule(
             kind,
             str(name),
@@ -274,9 +282,47 @@ class _Builder(Transformer[Token, Any]):
             override=override,
             reason=reason,
             weight=options.get("weight"),
-            normalize=options.get("normalize"),
+            normalize=str(normalize) if normalize is not None else None,
             order=options.get("order"),
             span=self._span(first, last),
+            name_span=self._tok_span(name),
+        )
+
+    def filter_header(self, *parts: Any) -> ast.PartialOverride:
+        return self._header(ast.RuleKind.FILTER, parts)
+
+    def score_header(self, *parts: Any) -> ast.PartialOverride:
+        return self._header(ast.RuleKind.SCORE, parts)
+
+    def preempt_header(self, *parts: Any) -> ast.PartialOverride:
+        return self._header(ast.RuleKind.PREEMPT, parts)
+
+    def _header(self, kind: ast.RuleKind, parts: tuple[Any, ...]) -> ast.PartialOverride:
+        """``override KIND NAME [options] [when GUARD]`` with no body: what it states, and no more."""
+        override, name, *rest = parts
+        self._word(name)
+        options: dict[str, Any] = {}
+        last: Any = name
+        for part in rest:
+            if part is not None:
+                options[part[0]] = last = part[1]
+        if not options:
+            what = "`weight N`, `normalize MODE` or `when GUARD`" if kind is ast.RuleKind.SCORE else "`when GUARD`"
+            raise ParseFailed(
+                error(
+                    "syntax",
+                    f"override {kind.value} '{name}' changes nothing: state {what}, or a whole rule with ': BODY'",
+                    self._tok_span(name),
+                )
+            )
+        normalize = options.get("normalize")
+        return ast.PartialOverride(
+            kind,
+            str(name),
+            guard=options.get("guard"),
+            weight=options.get("weight"),
+            normalize=str(normalize) if normalize is not None else None,
+            span=self._span(override, last),
             name_span=self._tok_span(name),
         )
 
@@ -400,11 +446,16 @@ def _syntax_diagnostic(source: Source, err: UnexpectedInput, offset: int, end: i
         char = source.text[position] if position < len(source.text) else ""
         shown = repr(char) if char.isprintable() else f"character U+{ord(char):04X}" if char else "end of file"
         return error("syntax", f"unexpected {shown}", Span(source, position, position + 1))
-    expected = sorted({_TERMINAL_NAMES.get(t, repr(t.lower()) if t.isupper() else t) for t in _expected(err)})
+    names = _expected(err)
+    tail = []
+    if _ITEM_STARTS <= names:  # what may follow a complete item: one phrase, not seven keywords
+        names -= _ITEM_STARTS | {"$END"}
+        tail = ["a new item"]
+    expected = sorted({_TERMINAL_NAMES.get(t, repr(t.lower()) if t.isupper() else t) for t in names}) + tail
     hint = ("expected " + ", ".join(expected[:8]) + (", ..." if len(expected) > 8 else "")) if expected else ""
     if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
-        end = len(source.text[:end].rstrip()) or end
-        what = "unexpected end of rule" if end < len(source.text.rstrip()) else "unexpected end of file"
+        end = offset + len(_without_comments(source.text[offset:end]).rstrip()) or end
+        what = f"unexpected end of {_item_being_parsed(source.text, offset, end) or 'file'}"
         return error("syntax", what + (f"; {hint}" if hint else ""), Span(source, max(0, end - 1), end))
     assert isinstance(err, UnexpectedToken)
     token = err.token
@@ -414,6 +465,34 @@ def _syntax_diagnostic(source: Source, err: UnexpectedInput, offset: int, end: i
         f"unexpected {str(token)!r}" + (f"; {hint}" if hint else ""),
         Span(source, position, position + length),
     )
+
+
+def _without_comments(text: str) -> str:
+    """The text with each comment blanked (a '#' inside a string is kept)."""
+    return _STRINGS_AND_COMMENTS.sub(lambda m: m.group() if m.group().startswith('"') else " " * len(m.group()), text)
+
+
+def _item_being_parsed(text: str, start: int, end: int) -> str:
+    """What the input ending at ``end`` was in the middle of: ``score 'fit'``, ``let 'x'``, or the
+    keyword of an item that has no name yet (``override``); "" when there is none. Strings and
+    comments are blanked first, and a keyword after "." is a field name, not an item."""
+    masked = _STRINGS_AND_COMMENTS.sub(lambda m: " " * len(m.group()), text[start:end])
+    described = ""
+    waiting = ""  # an `override` or `disable` whose rule kind comes next
+    waiting_end = 0
+    for match in _ITEM_HEAD.finditer(masked):
+        keyword, name = match.group(1), match.group(2)
+        if keyword in _RULE_KINDS and waiting and not masked[waiting_end : match.start()].strip():
+            if waiting == "override":
+                described = f"{keyword} '{name}'" if name else "override"
+            waiting = ""
+            continue
+        if keyword in ("override", "disable") and name is None:
+            described, waiting, waiting_end = keyword, keyword, match.end()
+            continue
+        waiting = ""
+        described = f"{keyword} '{name}'" if name and keyword in ("let", *_RULE_KINDS) else keyword
+    return described
 
 
 def _expected(err: UnexpectedInput) -> set[str]:
@@ -428,6 +507,8 @@ def _too_deep(item: ast.Item) -> ast.Expr | None:
         roots.append(item.value)
     elif isinstance(item, ast.Rule):
         roots.extend(e for e in (item.body, item.guard, item.reason, item.order) if e is not None)
+    elif isinstance(item, ast.PartialOverride) and item.guard is not None:
+        roots.append(item.guard)
     stack = [(root, 1) for root in roots]
     while stack:
         expr, depth = stack.pop()

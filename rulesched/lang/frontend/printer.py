@@ -47,19 +47,34 @@ def print_item(item: ast.Item) -> str:
             return f"extends {_string(target)}"
         case ast.Rule():
             return _rule(item)
+        case ast.PartialOverride(kind=kind, name=name, guard=guard, weight=weight, normalize=normalize):
+            return _header(True, kind, name, weight, normalize, guard)  # no body, no colon
     raise TypeError(f"not an item: {item!r}")  # pragma: no cover
 
 
+def _header(
+    override: bool,
+    kind: ast.RuleKind,
+    name: str,
+    weight: ast.Expr | None,
+    normalize: str | None,
+    guard: ast.Expr | None,
+) -> str:
+    """``[override] KIND NAME [weight N] [normalize MODE] [when GUARD]``, options in that order."""
+    head = ["override"] if override else []
+    head += [kind.value, name]
+    if weight is not None:
+        head += ["weight", expr_text(weight)]
+    if normalize is not None:
+        head += ["normalize", normalize]
+    if guard is not None:
+        head += ["when", expr_text(guard)]
+    return " ".join(head)
+
+
 def _rule(rule: ast.Rule) -> str:
-    head = ["override"] if rule.override else []
-    head += [rule.kind.value, rule.name]
-    if rule.weight is not None:
-        head += ["weight", expr_text(rule.weight)]
-    if rule.normalize is not None:
-        head += ["normalize", rule.normalize]
-    if rule.guard is not None:
-        head += ["when", expr_text(rule.guard)]
-    lines = [" ".join(head) + ":", INDENT + expr_text(rule.body)]
+    head = _header(rule.override, rule.kind, rule.name, rule.weight, rule.normalize, rule.guard)
+    lines = [head + ":", INDENT + expr_text(rule.body)]
     if rule.reason is not None:
         lines.append(INDENT + "else " + expr_text(rule.reason))
     if rule.order is not None:

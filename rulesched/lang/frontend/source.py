@@ -61,6 +61,7 @@ class Span:
 class Severity(Enum):
     ERROR = "error"
     WARNING = "warning"
+    NOTE = "note"  # information, never a problem: e.g. which rule an override replaces
 
 
 # Lines longer than this are shown as a window around the caret, so a 1 MB line prints one line.
@@ -121,3 +122,7 @@ def error(code: str, message: str, span: Span | None, suggestion: str = "") -> D
 
 def warning(code: str, message: str, span: Span | None, suggestion: str = "") -> Diagnostic:
     return Diagnostic(Severity.WARNING, code, message, span, suggestion=suggestion)
+
+
+def note(code: str, message: str, span: Span | None) -> Diagnostic:
+    return Diagnostic(Severity.NOTE, code, message, span)
