@@ -132,6 +132,19 @@ class NodeIndex:
 
 
 @dataclass(frozen=True)
+class _Request:
+    args: ExtenderArgs
+    names: list[str]
+    snapshot: Snapshot
+    rules: RuleSet
+    bound: BoundRules
+    index: NodeIndex
+    rows: Rows
+    positions: list[int]
+    missing: list[str]
+
+
+@dataclass(frozen=True)
 class Answer:
     """An HTTP answer: status and JSON body."""
 
@@ -247,17 +260,32 @@ class Extender:
             raise WireError("NodeNames: node names need the informer cache (--kubeconfig or --in-cluster)")
         return args
 
-    # --- verbs -------------------------------------------------------------------------------
-    def filter(self, body: bytes) -> Answer:
+    def _request(self, body: bytes) -> _Request:
+        """What filter and prioritize start from: the request decoded (nodes admitted), the
+        rule set read once (a reload takes effect at the next request), the pod bound to it."""
         self.sync()
         args = self._args(body)
         names = [n.name for n in args.nodes] if args.nodes is not None else args.names or []
         snapshot = self.store.snapshot()
-        rules = self.rules.rules  # once per request: a reload takes effect at the next one
-        bound = rules.session().bind(args.pod, snapshot)
+        rules = self.rules.rules
         index = self._node_index(snapshot)
-        rows, _, missing = index.rows(names, args.raw_names)
-        table = self._table(bound, snapshot, rules)
+        rows, positions, missing = index.rows(names, args.raw_names)
+        bound = rules.session().bind(args.pod, snapshot)
+        return _Request(args, names, snapshot, rules, bound, index, rows, positions, missing)
+
+    # --- verbs -------------------------------------------------------------------------------
+    def filter(self, body: bytes) -> Answer:
+        r = self._request(body)
+        args, names, snapshot, bound, index, rows, missing = (
+            r.args,
+            r.names,
+            r.snapshot,
+            r.bound,
+            r.index,
+            r.rows,
+            r.missing,
+        )
+        table = self._table(bound, snapshot, r.rules)
         try:
             passing = table.passing(rows)
             failed = {name: NOT_CACHED for name in missing}
@@ -295,17 +323,11 @@ class Extender:
         return out
 
     def prioritize(self, body: bytes) -> Answer:
-        self.sync()
-        args = self._args(body)
-        names = [n.name for n in args.nodes] if args.nodes is not None else args.names or []
-        snapshot = self.store.snapshot()
-        rules = self.rules.rules  # once per request: a reload takes effect at the next one
-        bound = rules.session().bind(args.pod, snapshot)
-        index = self._node_index(snapshot)
-        rows, positions, missing = index.rows(names, args.raw_names)
+        r = self._request(body)
+        names, bound, rows, positions, missing = r.names, r.bound, r.rows, r.positions, r.missing
         totals: Matrix | list[int] = [0] * len(rows)
         if len(rows) and bound.scores:
-            table = self._table(bound, snapshot, rules)
+            table = self._table(bound, r.snapshot, r.rules)
             try:
                 totals = weighted_totals(bound.scores, table.vectors(rows))
             except TableOverflow:
