@@ -2,7 +2,7 @@
 
 ::
 
-    rulesched diff --old RULES --new RULES CLUSTER... [--output text|json] [--seed N]
+    rulesched diff --old RULES --new RULES CLUSTER... [--output text|json|html] [--seed N]
                    [--percentage-of-nodes-to-score N] [--scheduler-name NAME] [--explain-limit N]
 
 ``--old`` and ``--new`` are repeatable and compose as ``rulesched simulate --rules`` does (files,
@@ -20,7 +20,8 @@ made the difference, evaluated against the cluster before scheduling.
 
 Text output starts with a summary line (``3 pods moved, 1 newly unschedulable, 0 newly
 scheduled (of N pending)``), then one block per changed pod; ``--output json`` prints the same
-as one document. Exit status: 0 when nothing changes, 1 when something does, 2 on errors.
+as one document, ``--output html`` as one self-contained page (:mod:`rulesched.authoring.diff_html`).
+Exit status: 0 when nothing changes, 1 when something does, 2 on errors.
 Next stage: :mod:`rulesched.authoring.explain` names the rules behind each change.
 """
 
@@ -62,7 +63,12 @@ def add_diff_parser(sub: Any) -> None:
     diff.add_argument(
         "--new", action="append", required=True, metavar="PATH", help="the changed rules (repeatable, as --old)"
     )
-    diff.add_argument("--output", choices=("text", "json"), default="text")
+    diff.add_argument(
+        "--output",
+        choices=("text", "json", "html"),
+        default="text",
+        help="text (default), json, or html: one self-contained page for a review",
+    )
     diff.add_argument("--seed", type=int, default=0, help="seed for breaking score ties (the same for both runs)")
     diff.add_argument(
         "--percentage-of-nodes-to-score",
@@ -167,7 +173,12 @@ def diff_command(args: argparse.Namespace) -> int:
         explain_limit=args.explain_limit,
     )
     result = diff(settings)
-    print(render_json(result) if settings.output == "json" else render_text(result))
+    if settings.output == "html":
+        from rulesched.authoring.diff_html import render_html  # it imports this module
+
+        print(render_html(result))
+    else:
+        print(render_json(result) if settings.output == "json" else render_text(result))
     return 1 if result.changed else 0
 
 

@@ -22,9 +22,10 @@ def add_simulate_parser(sub: Any) -> None:
     )
     sim.add_argument(
         "--output",
-        choices=("table", "json", "summary"),
+        choices=("table", "json", "summary", "html"),
         default="table",
-        help="table (default), json, or summary: only the counts and the scheduling time",
+        help="table (default), json, summary: only the counts and the scheduling time, "
+        "or html: one self-contained page (utilisation bars, placements, --explain's scores) for reviews",
     )
     sim.add_argument(
         "--explain",

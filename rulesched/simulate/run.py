@@ -125,6 +125,10 @@ def simulate_command(settings: SimulateSettings) -> int:
         print(render_json(report))
     elif settings.output == "summary":
         print(render_summary(report))
+    elif settings.output == "html":
+        from rulesched.simulate.html import render_html  # (only this output needs it)
+
+        print(render_html(report))
     else:
         print(render_table(report))
     return 0
