@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.parse import RESERVED
 from rulesched.lang.frontend.source import Source, Span
 from rulesched.model import Node, Pod, Taint, Toleration
 
@@ -25,39 +26,7 @@ GI = 2**30 * 1000
 # --- ASTs for the round trip ------------------------------------------------------------------
 
 # Every word the grammar gives a meaning to (grammar/rules.lark): never generated as a name.
-KEYWORDS = frozenset(
-    {
-        "let",
-        "filter",
-        "score",
-        "preempt",
-        "disable",
-        "override",
-        "extends",
-        "weight",
-        "normalize",
-        "when",
-        "else",
-        "order",
-        "if",
-        "then",
-        "and",
-        "or",
-        "not",
-        "in",
-        "where",
-        "for",
-        "true",
-        "false",
-        "count",
-        "any",
-        "all",
-        "sum",
-        "min",
-        "max",
-        "collect",
-    }
-)
+KEYWORDS = RESERVED  # names a generated rule may not use
 SPAN = Span(Source("<generated>", ""), 0, 0)  # spans are not part of AST equality
 K = ast.LiteralKind
 
