@@ -8,7 +8,6 @@ The checker never stops at the first problem. Next stage: :mod:`rulesched.lang.e
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +16,8 @@ from typing import Any
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.printer import expr_text
-from rulesched.lang.frontend.source import Diagnostic, Severity, Span, error, note, warning
+from rulesched.lang.frontend.compose import Composer
+from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -138,20 +137,16 @@ class _Checker:
     def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
         # Rule names are unique per kind, as kube-scheduler's plugins are per extension point:
         # a filter and a score may share a name (NodeAffinity is both).
-        rules: dict[tuple[ast.RuleKind, str], ast.Rule] = {}
+        composer = Composer(self.diagnostics)
         for file in files:
             for item in file.items:
                 if isinstance(item, ast.Let):
                     self._add_let(item)
                 elif isinstance(item, ast.Extends):
                     continue  # resolved by rulesched.lang.frontend.files before checking
-                elif isinstance(item, ast.Disable):
-                    self._disable(item, rules)
-                elif isinstance(item, ast.PartialOverride):
-                    self._amend(item, rules)
                 else:
-                    self._add_rule(item, rules)
-        checked = [self._check_rule(rule) for rule in rules.values()]
+                    composer.add(item)
+        checked = [self._check_rule(rule) for rule in composer.rules.values()]
         self._weak_scores(checked)
         for name, let in self.lets.items():
             if name not in self.let_types:
@@ -172,118 +167,6 @@ class _Checker:
             self.diagnostics.append(error("reserved-name", f"'{let.name}' is a built-in name", let.name_span))
         else:
             self.lets[let.name] = let
-
-    def _disable(self, item: ast.Disable, rules: dict[tuple[ast.RuleKind, str], ast.Rule]) -> None:
-        keys = [k for k in rules if k[1] == item.name and (item.kind is None or k[0] is item.kind)]
-        for key in keys:
-            removed = rules.pop(key)
-            self.diagnostics.append(
-                note(
-                    "disable",
-                    f"disables {key[0].value} '{item.name}' defined at {removed.name_span.location()}",
-                    item.span,
-                )
-            )
-        if keys:
-            return
-        if item.kind is not None:
-            self._missing("disable", item.kind, item.name, item.span, rules)
-            return
-        self.diagnostics.append(
-            error(
-                "unknown-rule",
-                f"cannot disable rule '{item.name}': no such rule",
-                item.span,
-                suggestion=_did_you_mean_rule(item.name, {k[1] for k in rules}),
-            )
-        )
-
-    def _missing(
-        self, verb: str, kind: ast.RuleKind, name: str, span: Span, rules: dict[tuple[ast.RuleKind, str], ast.Rule]
-    ) -> None:
-        """``override`` or ``disable`` of a rule the set does not have: say which kind that name
-        is, or the closest name of the kind asked for."""
-        others = sorted(k[0].value for k in rules if k[1] == name)
-        if others and verb == "override":
-            self.diagnostics.append(
-                error(
-                    "override-kind",
-                    f"there is no {kind.value} '{name}' to override ('{name}' is a {others[0]})",
-                    span,
-                    suggestion=f"write `override {others[0]} {name}`",
-                )
-            )
-            return
-        if others:
-            message = f"cannot {verb} {kind.value} '{name}': no such {kind.value} ('{name}' is a {others[0]})"
-            suggestion = f"write `{verb} {others[0]} {name}`"
-        else:
-            message = f"cannot {verb} {kind.value} '{name}': no such {kind.value}"
-            suggestion = _did_you_mean_rule(name, {k[1] for k in rules if k[0] is kind})
-        self.diagnostics.append(error("unknown-rule", message, span, suggestion=suggestion))
-
-    def _amend(self, patch: ast.PartialOverride, rules: dict[tuple[ast.RuleKind, str], ast.Rule]) -> None:
-        """``override score X weight 3``: the rule as it was, with only what the override states."""
-        key = (patch.kind, patch.name)
-        previous = rules.get(key)
-        if previous is None:
-            self._missing("override", patch.kind, patch.name, patch.name_span, rules)
-            return
-        changes = []
-        if patch.weight is not None:
-            was = expr_text(previous.weight) if previous.weight is not None else "1"
-            changes.append(f"weight {was} -> {expr_text(patch.weight)}")
-        if patch.normalize is not None:
-            changes.append(f"normalize {previous.normalize or 'none'} -> {patch.normalize}")
-        if patch.guard is not None:
-            changes.append("when guard replaced" if previous.guard is not None else "when guard added")
-        self.diagnostics.append(
-            note(
-                "override",
-                f"overrides {patch.kind.value} '{patch.name}' defined at {previous.name_span.location()}: "
-                + ", ".join(changes),
-                patch.name_span,
-            )
-        )
-        # Keeps the body (and reason, order) and the place in the order; problems with what the
-        # override states are reported where it states them.
-        rules[key] = dataclasses.replace(
-            previous,
-            guard=patch.guard if patch.guard is not None else previous.guard,
-            weight=patch.weight if patch.weight is not None else previous.weight,
-            normalize=patch.normalize if patch.normalize is not None else previous.normalize,
-            override=True,
-            name_span=patch.name_span,
-        )
-
-    def _add_rule(self, rule: ast.Rule, rules: dict[tuple[ast.RuleKind, str], ast.Rule]) -> None:
-        kind = rule.kind.value
-        key = (rule.kind, rule.name)
-        previous = rules.get(key)
-        if rule.override:
-            if previous is not None:
-                self.diagnostics.append(
-                    note(
-                        "override",
-                        f"overrides {kind} '{rule.name}' defined at {previous.name_span.location()}",
-                        rule.name_span,
-                    )
-                )
-                rules[key] = rule  # keeps the overridden rule's place in the order
-                return
-            self._missing("override", rule.kind, rule.name, rule.name_span, rules)
-            return
-        if previous is not None:
-            self.diagnostics.append(
-                error(
-                    "duplicate-rule",
-                    f"{kind} '{rule.name}' is already defined at {previous.name_span.location()}",
-                    rule.name_span,
-                    suggestion=f"write `override {kind} {rule.name}` to replace it",
-                )
-            )
-            return
-        rules[key] = rule
 
     # --- rules ----------------------------------------------------------------------------------
     def _check_rule(self, rule: ast.Rule) -> CheckedRule:
@@ -590,13 +473,6 @@ class _Checker:
 
     def _error(self, code: str, message: str, expr: Any, suggestion: str = "") -> None:
         self.diagnostics.append(error(code, message, expr.span, suggestion))
-
-
-def _did_you_mean_rule(name: str, candidates: Iterable[str]) -> str:
-    """Rule names are often misspelt in case alone (imagelocality): those come first."""
-    names = list(candidates)
-    same = [c for c in names if c.lower() == name.lower()]
-    return f"did you mean `{same[0]}`?" if same else _did_you_mean(name, names)
 
 
 def _did_you_mean(name: str, candidates: Iterable[str], prefix: str = "") -> str:
