@@ -49,6 +49,16 @@ def node(i: int, rng: random.Random) -> dict[str, Any]:
     }
 
 
+def _pod_object(name: str, labels: dict[str, str], spec: dict[str, Any], node_name: str | None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels},
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
 def full_node(i: int, rng: random.Random) -> dict[str, Any]:
     """A node as a real cluster's API server returns it (about 7 kB of JSON): what the scheduler
     reads plus conditions, addresses, node info and 25 images, as kube-scheduler sends nodes to
@@ -166,13 +176,7 @@ def pod(name: str, workload: str, group: int, node_name: str | None, rng: random
                 ]
             }
         }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels},
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
+    return _pod_object(name, labels, spec, node_name)
 
 
 SHAPES = (  # (cpu, memory, pods): four node shapes
@@ -264,13 +268,7 @@ def deployment_pod(name: str, d: int, node_name: str | None) -> dict[str, Any]:
                 ]
             }
         }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "labels": labels},
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
+    return _pod_object(name, labels, spec, node_name)
 
 
 def distinct_pod(name: str, i: int) -> dict[str, Any]:

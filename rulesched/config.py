@@ -28,6 +28,14 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 15s, 500ms, 1m)") from None
 
 
+def add_rules_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--rules`` and ``--rules-configmap``, as ``run`` and ``extender`` take them (both watched)."""
+    parser.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable; watched)")
+    parser.add_argument(
+        "--rules-configmap", metavar="NS/NAME", help="a ConfigMap whose .rules keys join the set (watched)"
+    )
+
+
 def read_config(path: str, settings: type[Any], tuples: tuple[str, ...] = ("rules",)) -> dict[str, Any]:
     """The settings a ``--config`` file gives, checked against the dataclass ``settings``."""
     try:

@@ -41,6 +41,7 @@ from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
 from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.simulate.cli import add_cycle_arguments
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 
@@ -69,15 +70,7 @@ def add_diff_parser(sub: Any) -> None:
         default="text",
         help="text (default), json, or html: one self-contained page for a review",
     )
-    diff.add_argument("--seed", type=int, default=0, help="seed for breaking score ties (the same for both runs)")
-    diff.add_argument(
-        "--percentage-of-nodes-to-score",
-        type=int,
-        default=0,
-        metavar="N",
-        help="0 (default): upstream's adaptive formula; 100: all nodes",
-    )
-    diff.add_argument("--scheduler-name", metavar="NAME", help="only schedule pods naming this scheduler")
+    add_cycle_arguments(diff, "seed for breaking score ties (the same for both runs)")
     diff.add_argument(
         "--explain-limit",
         type=int,

@@ -8,7 +8,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING, Any
 
-from rulesched.config import merge_flags, read_config
+from rulesched.config import add_rules_arguments, merge_flags, read_config
 
 if TYPE_CHECKING:
     from rulesched.reload import Reloader
@@ -19,10 +19,7 @@ log = logging.getLogger(__name__)
 def add_extender_parser(sub: Any) -> None:
     ext = sub.add_parser("extender", help="serve the rules to kube-scheduler as a scheduler extender")
     ext.add_argument("--listen", metavar="HOST:PORT", help="default 0.0.0.0:8888 (port 0: any free port)")
-    ext.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable; watched)")
-    ext.add_argument(
-        "--rules-configmap", metavar="NS/NAME", help="a ConfigMap whose .rules keys join the set (watched)"
-    )
+    add_rules_arguments(ext)
     ext.add_argument("--kubeconfig", metavar="FILE", help="informer cache and binding through this cluster")
     ext.add_argument("--in-cluster", action="store_true", default=None, help="... through the service account")
     ext.add_argument("--tls-cert", metavar="FILE")

@@ -8,7 +8,7 @@ import logging
 import signal
 from typing import Any
 
-from rulesched.config import merge_flags, read_config, seconds
+from rulesched.config import add_rules_arguments, merge_flags, read_config, seconds
 
 log = logging.getLogger(__name__)
 
@@ -17,10 +17,7 @@ def add_run_parser(sub: Any) -> None:
     run = sub.add_parser("run", help="schedule pods on a Kubernetes cluster")
     run.add_argument("--kubeconfig", metavar="FILE", help="default: the in-cluster service account")
     run.add_argument("--scheduler-name", metavar="NAME", help="pods naming this scheduler (default rulesched)")
-    run.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable; watched)")
-    run.add_argument(
-        "--rules-configmap", metavar="NS/NAME", help="a ConfigMap whose .rules keys join the set (watched)"
-    )
+    add_rules_arguments(run)
     run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
     run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
     run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")

@@ -37,15 +37,21 @@ def add_simulate_parser(sub: Any) -> None:
         action="store_true",
         help="a pod bound to a node missing from the files is an error (default: warn and skip it)",
     )
-    sim.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
-    sim.add_argument(
+    add_cycle_arguments(sim, "seed for breaking score ties")
+
+
+def add_cycle_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None:
+    """What a simulated scheduling cycle takes (``simulate``, ``diff``): the tie-break seed,
+    percentageOfNodesToScore and the scheduler name pods must give."""
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    parser.add_argument(
         "--percentage-of-nodes-to-score",
         type=int,
         default=0,
         metavar="N",
         help="0 (default): upstream's adaptive formula; 100: all nodes",
     )
-    sim.add_argument("--scheduler-name", metavar="NAME", help="only schedule pods naming this scheduler")
+    parser.add_argument("--scheduler-name", metavar="NAME", help="only schedule pods naming this scheduler")
 
 
 def run_simulate(args: argparse.Namespace) -> int:
