@@ -88,11 +88,18 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExtenderProcess]
     process.stop()
 
 
+def _no_pod_slots(name: str) -> dict[str, Any]:
+    full = node(name)
+    full["status"]["allocatable"]["pods"] = "0"
+    return full
+
+
 NODES = [
     node("n1"),
     node("n2", unschedulable=True),
     node("n3", cpu="100m"),
     node("n4", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
+    _no_pod_slots("n5"),
 ]
 
 
@@ -105,12 +112,14 @@ def test_filter_full_nodes_answers_in_go_field_names(plain: ExtenderProcess, cas
     assert answer["Error"] == "" and answer["NodeNames"] is None
     assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["n1"]
     assert answer["Nodes"]["items"][0] == NODES[0]  # the node as it came, byte for byte
-    assert answer["FailedNodes"] == {
+    # preemption cannot help on a cordoned node, a node smaller than the pod, or an untolerated
+    # taint (kube-scheduler's UnschedulableAndUnresolvable); it can on a node out of pod slots
+    assert answer["FailedNodes"] == {"n5": "Too many pods"}
+    assert answer["FailedAndUnresolvableNodes"] == {
         "n2": "node(s) were unschedulable",
         "n3": "Insufficient cpu",
         "n4": "node(s) had untolerated taint {dedicated: gpu}",
     }
-    assert answer["FailedAndUnresolvableNodes"] == {}
 
 
 def test_prioritize_full_nodes_keeps_the_rules_order(plain: ExtenderProcess) -> None:
@@ -367,15 +376,15 @@ def test_filter_5000_node_names(cluster: tuple[TestApiServer, ExtenderProcess], 
     # node-0 holds 3.5 of its 4 CPUs, node-1 all 4
     expected_pass = [f"node-{i}" for i in range(5000) if i % 10 not in failing and i not in (0, 1)]
     assert answer["NodeNames"] == expected_pass
-    expected_failed = {f"node-{i}": failing[i % 10] for i in range(5000) if i % 10 in failing}
-    expected_failed.update(
-        {
-            "node-0": "Insufficient cpu",
-            "node-1": "Insufficient cpu",
-            "node-unknown": "node is not in rulesched's informer cache",
-        }
-    )
-    assert answer["FailedNodes"] == expected_failed
+    # every failure of the cycled nodes is unresolvable (node-5 has 100m of cpu in all); node-0 and
+    # node-1 are full of pods that preemption might evict
+    expected_unresolvable = {f"node-{i}": failing[i % 10] for i in range(5000) if i % 10 in failing}
+    assert answer["FailedAndUnresolvableNodes"] == expected_unresolvable
+    assert answer["FailedNodes"] == {
+        "node-0": "Insufficient cpu",
+        "node-1": "Insufficient cpu",
+        "node-unknown": "node is not in rulesched's informer cache",
+    }
 
 
 def test_prioritize_node_names(cluster: tuple[TestApiServer, ExtenderProcess]) -> None:

@@ -117,15 +117,17 @@ def test_filter_and_prioritize_equal_a_fresh_evaluation(scenario: Any) -> None:
         reference = load_rules([resolve_rules_path("default")])
         snapshot = store.snapshot()
         bound = reference.bind(decode_pod(p), snapshot)
-        expected_failed, feasible = {}, []
+        expected: dict[bool, dict[str, str]] = {False: {}, True: {}}  # unresolvable? -> node -> why
+        feasible = []
         for info in snapshot.nodes:
             failure = bound.first_failure(info)
             if failure is None:
                 feasible.append(info.name)
             else:
-                expected_failed[info.name] = ", ".join(failure[1])
+                expected[failure[0].unresolvable(info)][info.name] = ", ".join(failure[1])
         assert [n["metadata"]["name"] for n in filtered["Nodes"]["items"]] == feasible
-        assert filtered["FailedNodes"] == expected_failed
+        assert filtered["FailedNodes"] == expected[False]
+        assert filtered["FailedAndUnresolvableNodes"] == expected[True]
         totals = [int(t) for t in score_nodes(bound, snapshot.nodes).totals]
         assert [h["Host"] for h in prioritized] == [info.name for info in snapshot.nodes]
         assert [h["Score"] for h in prioritized] == priority_levels(totals)

@@ -151,7 +151,9 @@ def test_unschedulable_message_counts_and_sorts_reasons_then_preemption() -> Non
     reasons = match.group(1).split(", ")
     assert reasons == sorted(reasons)
     assert reasons == ["1 node(s) were unschedulable", "3 Insufficient cpu", "3 Insufficient memory"]
-    assert match.group(2) == "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod."
+    # giant asks for more than any node has in all, and cordoned-d is cordoned: every failure is
+    # unresolvable, so preemption tries no node
+    assert match.group(2) == "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
 
 
 def test_preemption_that_cannot_help_is_reported(tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ Where nodes come from:
 
 Answers follow kube-scheduler's reading of them:
 
-* filter: the passing nodes; every other node in ``FailedNodes`` with its first failing
-  filter's reasons. (No rule can yet say "preemption cannot help", so
-  ``FailedAndUnresolvableNodes`` stays empty.)
+* filter: the passing nodes; every other node with its first failing filter's reasons, in
+  ``FailedAndUnresolvableNodes`` when that filter's ``unresolvable`` clause holds there
+  (kube-scheduler then does not try preemption on it), else in ``FailedNodes``.
 * prioritize: the weighted totals of the score rules, normalised over the nodes given as a
   cycle normalises over the feasible nodes, then mapped onto 0..10 by :func:`priority_levels`.
 * preempt: for each proposed node, the proposed victims the preempt rules allow, as few of them
@@ -71,7 +71,7 @@ from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.cycle import MAX_TABLES, tables_for
 from rulesched.scheduler.evaluate import score_nodes
-from rulesched.scheduler.preemption import importance, select_victims
+from rulesched.scheduler.preemption import Candidate, importance, select_victims
 from rulesched.scheduler.scoring import Matrix, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
@@ -289,38 +289,49 @@ class Extender:
         try:
             passing = table.passing(rows)
             failed = {name: NOT_CACHED for name in missing}
+            unresolvable: dict[str, str] = {}
             if len(passing) != len(rows):
-                failed.update(self._reasons(bound, table, rows, passing, index))
+                self._reasons(bound, table, rows, passing, index, failed, unresolvable)
         finally:
             table.release()
         log.debug("filter: %d of %d nodes pass", len(passing), len(names), extra={"pod": args.pod.key})
         if args.nodes is None:
-            return Answer(200, filter_result(index.names[passing].tolist(), failed, {}))
+            return Answer(200, filter_result(index.names[passing].tolist(), failed, unresolvable))
         keep = set(index.names[passing].tolist())
         raw = [r for r, node in zip(args.raw_nodes, args.nodes, strict=True) if node.name in keep]
-        return Answer(200, filter_result(None, failed, {}, raw))
+        return Answer(200, filter_result(None, failed, unresolvable, raw))
 
     @staticmethod
-    def _reasons(bound: BoundRules, table: NodeTable, rows: Rows, passing: Rows, index: NodeIndex) -> dict[str, str]:
-        """Node name -> why it fails, for the rows that do not pass: the first failing filter's
-        reasons (one dynamic filter after passing the cached ones: its reasons, not re-run)."""
+    def _reasons(
+        bound: BoundRules,
+        table: NodeTable,
+        rows: Rows,
+        passing: Rows,
+        index: NodeIndex,
+        failed: dict[str, str],
+        unresolvable: dict[str, str],
+    ) -> None:
+        """For the rows that do not pass, node name -> why, into ``unresolvable`` when the first
+        failing filter's unresolvable clause holds there, else into ``failed`` (one dynamic
+        filter after passing the cached ones: its reasons, not re-run)."""
         ok = np.zeros(len(index.names), dtype=bool)
         ok[passing] = True
         failing = rows[~ok[rows]]
         dynamic = bound.dynamic_filters
-        out: dict[str, str] = {}
         if len(dynamic) == 1:  # failing after passing every cached filter: that one's reasons
             static_ok = table.static_passing(failing)
-            reasons, node_of = dynamic[0].reasons, table.node
+            only, node_of = dynamic[0], table.node
             for i in failing[static_ok].tolist():
                 node = node_of(i)
-                out[node.name] = ", ".join(reasons(node))
+                (unresolvable if only.unresolvable(node) else failed)[node.name] = ", ".join(only.reasons(node))
             failing = failing[~static_ok]
         for i in failing.tolist():
             node = table.node(i)
             failure = bound.first_failure(node)
-            out[node.name] = ", ".join(failure[1]) if failure is not None else "filtered"
-        return out
+            if failure is None:
+                failed[node.name] = "filtered"
+                continue
+            (unresolvable if failure[0].unresolvable(node) else failed)[node.name] = ", ".join(failure[1])
 
     def prioritize(self, body: bytes) -> Answer:
         r = self._request(body)
@@ -383,7 +394,7 @@ class Extender:
         assert node is not None
         allowed = [v for v in proposed if all(rule.allows(node, v) for rule in bound.preempts)]
         candidate = select_victims(overlay, bound, name, sorted(allowed, key=importance))
-        if candidate is None:
+        if not isinstance(candidate, Candidate):  # the pod does not fit even then
             return None
         uids = [v.uid for v in candidate.victims]
         violations = candidate.pdb_violations

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rulesched.lang import BoundRules
+from rulesched.lang import BoundFilter, BoundRules
+from rulesched.scheduler.framework import Code
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 
 
@@ -57,6 +58,23 @@ def failure_reasons(bound: BoundRules, nodes: Sequence[Any]) -> Counter[str]:
         if failure is not None:
             reasons.update(set(failure[1]))
     return reasons
+
+
+def node_statuses(bound: BoundRules, nodes: Sequence[Any]) -> dict[str, Code]:
+    """Node name -> status for each of ``nodes`` that fails a filter: UNSCHEDULABLE, or
+    UNSCHEDULABLE_AND_UNRESOLVABLE when the first filter it fails says so for it (the
+    ``unresolvable`` clause is evaluated here, on failing nodes only). Nodes that fit are left out."""
+    out: dict[str, Code] = {}
+    for node in nodes:
+        failure = bound.first_failure(node)
+        if failure is not None:
+            out[node.name] = status_of(failure[0], node)
+    return out
+
+
+def status_of(failed: BoundFilter, node: Any) -> Code:
+    """The status of a node that fails the filter ``failed`` (its first failing one)."""
+    return Code.UNSCHEDULABLE_AND_UNRESOLVABLE if failed.unresolvable(node) else Code.UNSCHEDULABLE
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 Outcomes are values, not exceptions, as in kube-scheduler's framework: a cycle ends
 :attr:`Code.SCHEDULED`, :attr:`Code.UNSCHEDULABLE` (no node fits; maybe preemption helped) or
-:attr:`Code.BIND_FAILED`.
+:attr:`Code.BIND_FAILED`. A node the pod does not fit has the status :attr:`Code.UNSCHEDULABLE`,
+or :attr:`Code.UNSCHEDULABLE_AND_UNRESOLVABLE` when its first failing filter says evicting pods
+cannot help there (the filter's ``unresolvable`` clause): preemption leaves those nodes alone.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ MAX_NODE_SCORE = 100
 class Code(Enum):
     SCHEDULED = "Scheduled"
     UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"  # a node's status, never a cycle's
     BIND_FAILED = "BindFailed"
 
 

@@ -1,6 +1,9 @@
 """Preemption for a pod that fits nowhere: kube-scheduler's DefaultPreemption, driven by rules.
 
-For each node, the pods every applicable ``preempt`` rule allows to be evicted are the potential
+Only nodes whose filter status is Unschedulable are tried: a node whose failure is
+UnschedulableAndUnresolvable (its first failing filter's ``unresolvable`` clause holds there)
+counts as "Preemption is not helpful for scheduling", as upstream's nodesWherePreemptionMightHelp
+has it. For each node tried, the pods every applicable ``preempt`` rule allows to be evicted are the potential
 victims. If the pod fits once all of them are gone, as many as possible are reprieved — those
 whose eviction would violate a PodDisruptionBudget first, then the rest, most important first —
 and the remaining ones are the node's victims. The node is then chosen by upstream's order:
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +29,8 @@ from rulesched.lang import BoundRules, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.framework import Preemption, fit_error
+from rulesched.scheduler.evaluate import node_statuses
+from rulesched.scheduler.framework import Code, Preemption, fit_error
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -40,6 +44,14 @@ class Candidate:
     pdb_violations: int
 
 
+@dataclass(frozen=True)
+class NoFit:
+    """The pod fits the node not even with every potential victim gone: why (the reasons of the
+    first filter it still fails there, which upstream's dry run reports as the node's status)."""
+
+    reasons: tuple[str, ...]
+
+
 def _started(pod: Pod) -> float:
     """GetPodStartTime: a pod without status.startTime (assumed, or bound but not started yet)
     counts as starting now, i.e. after every pod that has one."""
@@ -51,26 +63,33 @@ def importance(pod: Pod) -> tuple[int, float]:
     return (-pod.priority, _started(pod))
 
 
-def preempt(snapshot: Snapshot, session: Session, pod: Pod) -> Preemption:
-    """Find the node and victims for ``pod``; the caller evicts and nominates."""
+def preempt(snapshot: Snapshot, session: Session, pod: Pod, statuses: Mapping[str, Code] | None = None) -> Preemption:
+    """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
+    the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
+    upstream's NodeToStatus has it); without them they are computed here."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
         return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.")
-    statuses: Counter[str] = Counter()
+    if statuses is None:
+        statuses = node_statuses(bound, snapshot.nodes)
+    counts: Counter[str] = Counter()
     candidates: list[Candidate] = []
     for node in snapshot.nodes:
+        if statuses.get(node.name) is not Code.UNSCHEDULABLE:
+            counts[NOT_HELPFUL] += 1
+            continue
         allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
         if not allowed:
-            statuses[NO_VICTIMS] += 1
+            counts[NO_VICTIMS] += 1
             continue
-        candidate = select_victims(overlay, bound, node.name, sorted(allowed, key=importance))
-        if candidate is None:
-            statuses[NOT_HELPFUL] += 1
+        outcome = select_victims(overlay, bound, node.name, sorted(allowed, key=importance))
+        if isinstance(outcome, NoFit):
+            counts.update(set(outcome.reasons))
         else:
-            candidates.append(candidate)
+            candidates.append(outcome)
     if not candidates:
-        return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), statuses))
+        return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
     return Preemption(chosen.node, chosen.victims)
 
@@ -88,21 +107,30 @@ def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], 
     return key
 
 
-def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str) -> bool:
+def _failure(bound: BoundRules, overlay: ClusterOverlay, name: str) -> tuple[str, ...] | None:
+    """Why the pod does not fit the node as the overlay has it now; None when it fits."""
     bound.refresh()  # cluster-wide precomputation is stale after a change
     node = overlay.node_view(name)
-    return node is not None and bound.first_failure(node) is None
+    if node is None:
+        return ("node not found",)
+    failure = bound.first_failure(node)
+    return None if failure is None else failure[1]
 
 
-def select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod]) -> Candidate | None:
+def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str) -> bool:
+    return _failure(bound, overlay, name) is None
+
+
+def select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod]) -> Candidate | NoFit:
     """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits."""
     off: set[str] = set()
     for victim in potential:
         overlay.remove_pod(victim)
         off.add(victim.key)
     try:
-        if not _fits(bound, overlay, name):
-            return None
+        still = _failure(bound, overlay, name)
+        if still is not None:
+            return NoFit(still)
         violating, safe = _split_by_pdb(potential, overlay.pdbs)
         victims: list[Pod] = []
         violations = 0

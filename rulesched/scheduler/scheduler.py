@@ -26,6 +26,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.model import Pod
 from rulesched.scheduler.cycle import Cycle
+from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, CycleResult, Preemption, SchedulerSettings
 from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
@@ -142,7 +143,8 @@ class Scheduler:
             outcome, waiting = Preemption(None, message="preemption: waiting for the preempted pods to leave."), True
             result.preemption = outcome
         else:
-            outcome = preempt(snapshot, session, pod)
+            # the statuses from the cycle's binding, whose per-node answers are still warm
+            outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes))
             result.preemption = outcome
         # Done reading: once nobody holds the snapshot, the store changes in place again.
         bound.release()

@@ -36,11 +36,20 @@ from rulesched.model import Pod
 log = logging.getLogger(__name__)
 
 
+def never(node: Any) -> bool:
+    """The unresolvable condition of a filter that has none."""
+    return False
+
+
 @dataclass(frozen=True)
 class BoundFilter:
     name: str
     passes: Callable[[Any], bool]
     reasons: Callable[[Any], tuple[str, ...]]
+    # For a node that fails: whether preemption cannot fix it (kube-scheduler's
+    # UnschedulableAndUnresolvable rather than Unschedulable). Asked only of failing nodes, and
+    # only by those who need it (preemption, the extender, explain), never on the walk.
+    unresolvable: Callable[[Any], bool] = never
 
 
 @dataclass(frozen=True)

@@ -382,7 +382,7 @@ class _Compiler:
 
 @dataclass(frozen=True)
 class CompiledRule:
-    """A rule ready to bind: its guard, body, and (filter) reason, each staged.
+    """A rule ready to bind: its guard, body, and (filter) reason and unresolvable condition, each staged.
 
     ``context`` names the cluster-wide built-ins the body calls (lets included): their version
     tokens decide how long a cached per-node result stays valid (rulesched.lang.evaluation.ruleset)."""
@@ -393,6 +393,7 @@ class CompiledRule:
     reason: Staged | None
     order: Staged | None
     context: frozenset[str] = frozenset()
+    unresolvable: Staged | None = None  # filter: which failures preemption cannot fix
 
     @property
     def name(self) -> str:
@@ -409,7 +410,8 @@ def compile_rules(checked: CheckedRules) -> list[CompiledRule]:
         body = compiler.code(rule.body, slots)
         reason = compiler.code(rule.reason, {}) if rule.reason is not None else None
         order = compiler.code(rule.order, {}) if rule.order is not None else None
-        out.append(CompiledRule(c, guard, body, reason, order, _context_calls(rule.body, checked)))
+        unresolvable = compiler.code(rule.unresolvable, {}) if rule.unresolvable is not None else None
+        out.append(CompiledRule(c, guard, body, reason, order, _context_calls(rule.body, checked), unresolvable))
     return out
 
 

@@ -124,3 +124,7 @@ class Interpreter:
     def reason(self, rule: CheckedRule, ctx: EvalContext, node: Any) -> Any:
         reason = rule.rule.reason
         return None if reason is None else self.evaluate(reason, ctx, node, {})
+
+    def unresolvable(self, rule: CheckedRule, ctx: EvalContext, node: Any) -> bool:
+        condition = rule.rule.unresolvable
+        return condition is not None and bool(self.evaluate(condition, ctx, node, {}))

@@ -34,6 +34,7 @@ from rulesched.lang.evaluation.bound import (
     BoundRules,
     BoundScore,
     ColumnBodies,
+    never,
 )
 from rulesched.lang.evaluation.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
@@ -190,9 +191,10 @@ def _node_fn(code: Staged, ctx: EvalContext) -> Callable[[Any], Any]:
 def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
     name = rule.name
     passes = _node_fn(rule.body, ctx)
+    unresolvable = _unresolvable(rule.unresolvable, ctx)
     default = (f"node(s) didn't satisfy rule {name}",)
     if rule.reason is None:
-        return BoundFilter(name, passes, lambda n: default)
+        return BoundFilter(name, passes, lambda n: default, unresolvable)
     reason = _node_fn(rule.reason, ctx)
 
     def reasons(n: Any) -> tuple[str, ...]:
@@ -201,7 +203,20 @@ def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
             return (value,) if value else default
         return tuple(value) or default
 
-    return BoundFilter(name, passes, reasons)
+    return BoundFilter(name, passes, reasons, unresolvable)
+
+
+def _unresolvable(code: Staged | None, ctx: EvalContext) -> Callable[[Any], bool]:
+    if code is None or (code.is_const and not code.const):
+        return never
+    if code.is_const:
+        return _always
+    condition = _node_fn(code, ctx)
+    return lambda n: bool(condition(n))
+
+
+def _always(node: Any) -> bool:
+    return True
 
 
 def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:

@@ -126,6 +126,9 @@ class Rule(Node):
     guard: Expr | None = None
     override: bool = False
     reason: Expr | None = None  # filter: the failure reason(s), a string or list of strings
+    # filter: which failures preemption cannot fix (``unresolvable``: the literal true; with
+    # ``when COND``: where COND holds); None: none of them
+    unresolvable: Expr | None = None
     weight: Expr | None = None  # score: a positive number literal (1 when absent)
     normalize: str | None = None  # score: none | max | reverse | minmax (none when absent)
     order: Expr | None = None  # preempt: sort key for candidate nodes, lowest first
@@ -143,6 +146,7 @@ class PartialOverride(Node):
     guard: Expr | None = None
     weight: Expr | None = None  # score only
     normalize: str | None = None  # score only
+    unresolvable: Expr | None = None  # filter only
     name_span: Span = field(compare=False, repr=False, kw_only=True)
 
 

@@ -183,6 +183,10 @@ class _Checker:
                     self._error(
                         "type", f"a filter's reason must be a string or a list of strings, not {reason}", rule.reason
                     )
+            if rule.unresolvable is not None:
+                # read on failing nodes only, as the reason is: the pod and the node
+                scope = _Scope(dict(schema.BODY_VARIABLES[kind]), where="an unresolvable condition")
+                self._expect(rule.unresolvable, BOOL, scope, "an unresolvable condition")
         elif rule.kind is ast.RuleKind.SCORE:
             body = self._infer(rule.body, body_scope)
             if body != ANY and body != NUMBER:

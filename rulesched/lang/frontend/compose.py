@@ -2,7 +2,7 @@
 
 Rule names are unique per kind, as kube-scheduler's plugins are per extension point (a filter and
 a score may share a name: NodeAffinity is both). A later file may replace a rule (``override``
-with a body), amend it (``override score X weight 3``: only what it states changes) or remove it
+with a body), amend it (``override score X weight 3``, ``override filter X unresolvable``: only what it states changes) or remove it
 (``disable``); each says what it changed in a note located at the author's line, and one that
 names no rule of that kind is an error with the closest name. The checker
 (:mod:`rulesched.lang.frontend.check`) then types the composed rules.
@@ -15,7 +15,7 @@ import difflib
 from collections.abc import Iterable
 
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.printer import expr_text
+from rulesched.lang.frontend.printer import expr_text, unresolvable_text
 from rulesched.lang.frontend.source import Diagnostic, Span, error, note
 
 
@@ -95,6 +95,9 @@ class Composer:
             changes.append(f"normalize {previous.normalize or 'none'} -> {patch.normalize}")
         if patch.guard is not None:
             changes.append("when guard replaced" if previous.guard is not None else "when guard added")
+        if patch.unresolvable is not None:
+            was = unresolvable_text(previous.unresolvable) if previous.unresolvable is not None else "resolvable"
+            changes.append(f"{was} -> {unresolvable_text(patch.unresolvable)}")
         self.diagnostics.append(
             note(
                 "override",
@@ -110,6 +113,7 @@ class Composer:
             guard=patch.guard if patch.guard is not None else previous.guard,
             weight=patch.weight if patch.weight is not None else previous.weight,
             normalize=patch.normalize if patch.normalize is not None else previous.normalize,
+            unresolvable=patch.unresolvable if patch.unresolvable is not None else previous.unresolvable,
             override=True,
             name_span=patch.name_span,
         )

@@ -59,6 +59,7 @@ RESERVED = frozenset(
         "in",
         "where",
         "for",
+        "unresolvable",
         "true",
         "false",
         "count",
@@ -104,6 +105,7 @@ _TERMINAL_NAMES = {
     "AGGREGATE": "sum/min/max/collect",
     "$END": "end of file",
     "OVERRIDE": "'override'",
+    "UNRESOLVABLE": "'unresolvable'",
 }
 
 
@@ -240,6 +242,13 @@ class _Builder(Transformer[Token, Any]):
     def order(self, expr: ast.Expr) -> tuple[str, ast.Expr]:
         return ("order", expr)
 
+    def unresolvable(self, keyword: Token, condition: Any = None) -> tuple[str, ast.Expr]:
+        """``unresolvable`` alone is ``unresolvable when true``: every failure (the literal keeps
+        the keyword's place, so that an item ending with it is spanned to its end)."""
+        if condition is None:
+            condition = ast.Literal(ast.LiteralKind.BOOL, True, span=self._tok_span(keyword))
+        return ("unresolvable", condition)
+
     def weight(self, value: ast.Literal) -> tuple[str, ast.Expr]:
         return ("weight", value)
 
@@ -271,7 +280,7 @@ class _Builder(Transformer[Token, Any]):
                 exprs.append(part)
         body = exprs[0]
         reason = exprs[1] if len(exprs) > 1 else None
-        last = options.get("order") or reason or body
+        last = options.get("unresolvable") or options.get("order") or reason or body
         first = parts[0]
         normalize = options.get("normalize")
         return ast.Rule(
@@ -284,6 +293,7 @@ class _Builder(Transformer[Token, Any]):
             weight=options.get("weight"),
             normalize=str(normalize) if normalize is not None else None,
             order=options.get("order"),
+            unresolvable=options.get("unresolvable"),
             span=self._span(first, last),
             name_span=self._tok_span(name),
         )
@@ -307,7 +317,10 @@ class _Builder(Transformer[Token, Any]):
             if part is not None:
                 options[part[0]] = last = part[1]
         if not options:
-            what = "`weight N`, `normalize MODE` or `when GUARD`" if kind is ast.RuleKind.SCORE else "`when GUARD`"
+            what = {
+                ast.RuleKind.SCORE: "`weight N`, `normalize MODE` or `when GUARD`",
+                ast.RuleKind.FILTER: "`when GUARD` or `unresolvable [when COND]`",
+            }.get(kind, "`when GUARD`")
             raise ParseFailed(
                 error(
                     "syntax",
@@ -322,6 +335,7 @@ class _Builder(Transformer[Token, Any]):
             guard=options.get("guard"),
             weight=options.get("weight"),
             normalize=str(normalize) if normalize is not None else None,
+            unresolvable=options.get("unresolvable"),
             span=self._span(override, last),
             name_span=self._tok_span(name),
         )
@@ -506,9 +520,9 @@ def _too_deep(item: ast.Item) -> ast.Expr | None:
     if isinstance(item, ast.Let):
         roots.append(item.value)
     elif isinstance(item, ast.Rule):
-        roots.extend(e for e in (item.body, item.guard, item.reason, item.order) if e is not None)
-    elif isinstance(item, ast.PartialOverride) and item.guard is not None:
-        roots.append(item.guard)
+        roots.extend(e for e in (item.body, item.guard, item.reason, item.order, item.unresolvable) if e is not None)
+    elif isinstance(item, ast.PartialOverride):
+        roots.extend(e for e in (item.guard, item.unresolvable) if e is not None)
     stack = [(root, 1) for root in roots]
     while stack:
         expr, depth = stack.pop()

@@ -48,7 +48,8 @@ def print_item(item: ast.Item) -> str:
         case ast.Rule():
             return _rule(item)
         case ast.PartialOverride(kind=kind, name=name, guard=guard, weight=weight, normalize=normalize):
-            return _header(True, kind, name, weight, normalize, guard)  # no body, no colon
+            head = _header(True, kind, name, weight, normalize, guard)  # no body, no colon
+            return head if item.unresolvable is None else f"{head} {unresolvable_text(item.unresolvable)}"
     raise TypeError(f"not an item: {item!r}")  # pragma: no cover
 
 
@@ -79,7 +80,16 @@ def _rule(rule: ast.Rule) -> str:
         lines.append(INDENT + "else " + expr_text(rule.reason))
     if rule.order is not None:
         lines.append(INDENT + "order " + expr_text(rule.order))
+    if rule.unresolvable is not None:
+        lines.append(INDENT + unresolvable_text(rule.unresolvable))
     return "\n".join(lines)
+
+
+def unresolvable_text(condition: ast.Expr) -> str:
+    """``unresolvable`` for every failure, else ``unresolvable when COND``."""
+    if isinstance(condition, ast.Literal) and condition.kind is ast.LiteralKind.BOOL and condition.value is True:
+        return "unresolvable"
+    return "unresolvable when " + expr_text(condition)
 
 
 def expr_text(expr: ast.Expr) -> str:
