@@ -144,6 +144,20 @@ def rules(draw: st.DrawFn) -> ast.Rule:
         weight=draw(st.none() | weights) if kind is ast.RuleKind.SCORE else None,
         normalize=draw(st.none() | names | st.sampled_from(["max", "min"])) if kind is ast.RuleKind.SCORE else None,
         order=draw(maybe) if kind is ast.RuleKind.PREEMPT else None,
+        unresolvable=draw(maybe) if kind is ast.RuleKind.FILTER else None,
+        span=SPAN,
+        name_span=SPAN,
+    )
+
+
+@st.composite
+def partial_filter_overrides(draw: st.DrawFn) -> ast.PartialOverride:
+    """``override filter NAME [when GUARD] unresolvable [when COND]`` (one stating nothing does not parse)."""
+    return ast.PartialOverride(
+        ast.RuleKind.FILTER,
+        draw(names),
+        guard=draw(st.none() | expressions),
+        unresolvable=draw(expressions),
         span=SPAN,
         name_span=SPAN,
     )
@@ -152,6 +166,7 @@ def rules(draw: st.DrawFn) -> ast.Rule:
 items = st.one_of(
     st.builds(ast.Let, names, expressions, span=st.just(SPAN), name_span=st.just(SPAN)),
     rules(),
+    partial_filter_overrides(),
     st.builds(ast.Disable, names, st.none() | st.sampled_from(list(ast.RuleKind)), span=st.just(SPAN)),
     st.builds(ast.Extends, st.text(max_size=12), span=st.just(SPAN)),
 )
@@ -416,7 +431,10 @@ def typed_rule_sets(draw: st.DrawFn, max_depth: int = 3) -> str:
             reason = ""
             if draw(st.booleans()):
                 reason = f"\n    else {_pick(draw, [gen(draw, 'str', body_env, 1), '[' + gen(draw, 'str', body_env, 1) + ']'])}"
-            out.append(f"filter r{i}{guard}:\n    {gen(draw, 'bool', body_env, depth)}{reason}\n")
+            unresolvable = _pick(
+                draw, ["", "\n    unresolvable", f"\n    unresolvable when {gen(draw, 'bool', body_env, 1)}"]
+            )
+            out.append(f"filter r{i}{guard}:\n    {gen(draw, 'bool', body_env, depth)}{reason}{unresolvable}\n")
         elif kind == "score":
             out.append(
                 f"score r{i} weight {draw(st.integers(1, 3))}{guard}:\n    {gen(draw, 'num', body_env, depth)}\n"

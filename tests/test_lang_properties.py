@@ -76,6 +76,8 @@ def _agree(checked: CheckedRules, interp: Interpreter, bound: BoundRules, nodes:
         for f, rule in zip(bound.filters, applying[ast.RuleKind.FILTER], strict=True):
             assert bool(f.passes(node)) == bool(interp.body(rule, ctx, node)), (text, rule.name, node)
             assert f.reasons(node) == _expected_reasons(interp.reason(rule, ctx, node), rule.name), text
+            if not f.passes(node):  # asked of failing nodes only
+                assert f.unresolvable(node) == interp.unresolvable(rule, ctx, node), (text, rule.name, node)
         for s, rule in zip(bound.scores, applying[ast.RuleKind.SCORE], strict=True):
             assert s.weight == rule.weight
             assert s.score(node) == as_score(interp.body(rule, ctx, node)), (text, rule.name, node)

@@ -3,7 +3,7 @@
 Upstream tables build pods and nodes with st.MakePod()/st.MakeNode(); here they are written as
 the Kubernetes dicts those builders produce and decoded with rulesched.model.decode, so a ported
 table reads close to the original. ``filter_reasons`` runs one named filter rule (or all of them,
-in order); ``normalized_scores`` runs one score rule over the feasible nodes and normalises it
+in order), ``filter_status`` gives upstream's status code with the reasons; ``normalized_scores`` runs one score rule over the feasible nodes and normalises it
 the way the scheduler does.
 """
 
@@ -94,6 +94,18 @@ def bind(p: Pod, cluster: ClusterStore) -> BoundRules:
 def filter_reasons(p: Pod, cluster: ClusterStore, node_name: str, rule: str | None = None) -> tuple[str, ...] | None:
     """None if the node passes the named filter (every filter when ``rule`` is None), else the
     failing filter's reasons. A filter whose ``when`` guard is false passes."""
+    status = filter_status(p, cluster, node_name, rule)
+    return None if status is None else status[1]
+
+
+UNSCHEDULABLE, UNRESOLVABLE = "Unschedulable", "UnschedulableAndUnresolvable"
+
+
+def filter_status(
+    p: Pod, cluster: ClusterStore, node_name: str, rule: str | None = None
+) -> tuple[str, tuple[str, ...]] | None:
+    """:func:`filter_reasons` with upstream's status code first: ``UNRESOLVABLE`` when the
+    failing filter's unresolvable clause holds on the node, else ``UNSCHEDULABLE``."""
     bound = bind(p, cluster)
     info = cluster.node_view(node_name)
     assert info is not None, node_name
@@ -101,7 +113,7 @@ def filter_reasons(p: Pod, cluster: ClusterStore, node_name: str, rule: str | No
         if rule is not None and f.name != rule:
             continue
         if not f.passes(info):
-            return f.reasons(info)
+            return (UNRESOLVABLE if f.unresolvable(info) else UNSCHEDULABLE), f.reasons(info)
     return None
 
 

@@ -7,14 +7,17 @@ needs (NodeResourcesFit, InterPodAffinity, PodTopologySpread); here every defaul
 which changes nothing for these clusters. Dry-run candidates are observed where preemption hands
 them to ``pick_candidate``; victims are compared by name, sorted, as upstream does.
 
+TestPostFilter hands PostFilter the filter statuses of the nodes (``filteredNodesStatuses``, a node
+missing from them counting as UnschedulableAndUnresolvable); so do these, through ``preempt``'s
+``statuses``. Some of them are made up: "no candidate nodes found, no enough resource after removing
+low priority pods" calls a request above the node's allocatable Unschedulable, which the filter
+itself reports as UnschedulableAndUnresolvable (recent upstream, and default.rules): the last
+table here runs those cases with the statuses the filters give.
+
 Not ported (rulesched does not model what they need):
-- TestPostFilter "preemption should respect filteredNodesStatuses", "no candidate nodes found, no
-  enough resource after removing low priority pods", "no candidate nodes found with mixed reasons,
-  no lower priority pod and no enough CPU resource", "no candidate nodes found with mixed reason, 2
-  UnschedulableAndUnresolvable nodes and 2 nodes don't have enough CPU resource": they hand
-  PostFilter made-up node statuses (a request above allocatable is really UnschedulableAndUnresolvable,
-  which preemption skips); "preemption result filtered out by extenders" (extenders); "only one node
-  but failed with TestPlugin", "one failed with TestPlugin and the other pass" (fake plugin errors).
+- TestPostFilter "preemption result filtered out by extenders" (extenders); "only one node but
+  failed with TestPlugin", "one failed with TestPlugin and the other pass" (fake plugin errors); the
+  four "pod with SchedulingGroup ..." cases (pod groups, topology-aware workload scheduling).
 - TestDryRunPreemption "a pod that does not fit on any node", "a pod that fits with no preemption",
   "a pod that fits on one node with no preemption", "get Unschedulable in the preemption phase when
   the filter plugins filtering the nodes" (fake filter plugins); "preemption with violation of the
@@ -41,12 +44,15 @@ from typing import Any
 import pytest
 
 from rulesched.scheduler import preemption
+from rulesched.scheduler.framework import Code
 from tests.upstream.harness import default_rules, node, pdb, pod, state
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL, MEDIUM = {"cpu": "100m", "memory": "100"}, {"cpu": "200m", "memory": "200"}
 LARGE, VERY_LARGE = {"cpu": "300m", "memory": "300"}, {"cpu": "500m", "memory": "500"}
 ONE_POD = {"pods": "1"}
+NODE_RES = {"cpu": "200m", "memory": "400"}  # TestPostFilter's nodeRes
+U, UU = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
 def P(
@@ -97,8 +103,9 @@ def candidates(monkeypatch: pytest.MonkeyPatch, cluster: Any, incoming: Any) -> 
     return {c.node: (sorted(v.name for v in c.victims), c.pdb_violations) for c in seen}
 
 
-def run(cluster: Any, incoming: Any) -> tuple[str | None, list[str], str]:
-    result = preemption.preempt(cluster.snapshot(), default_rules().session(), incoming)
+def run(cluster: Any, incoming: Any, statuses: dict[str, Code] | None = None) -> tuple[str | None, list[str], str]:
+    """Preemption with the given node statuses (None: the statuses the filters give)."""
+    result = preemption.preempt(cluster.snapshot(), default_rules().session(), incoming, statuses)
     return result.nominated, sorted(v.name for v in result.victims), result.message
 
 
@@ -110,6 +117,7 @@ POST_FILTER = [
         P("p", HIGH),
         [P("p1", on="node1")],
         nodes("node1", res=ONE_POD, labelled=False),
+        {"node1": U},
         ("node1", ["p1"], ""),
     ),
     (
@@ -117,22 +125,142 @@ POST_FILTER = [
         P("p"),
         [P("p1", on="node1")],
         nodes("node1", res=ONE_POD, labelled=False),
+        {"node1": U},
         (None, [], "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."),
+    ),
+    (
+        "preemption should respect filteredNodesStatuses",
+        P("p", HIGH),
+        [P("p1", on="node1")],
+        nodes("node1", res=ONE_POD, labelled=False),
+        {"node1": UU},
+        (None, [], "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."),
+    ),
+    (
+        "preemption should respect absent NodeToStatusReader entry meaning UnschedulableAndUnresolvable",
+        P("p", HIGH),
+        [P("p1", on="node1")],
+        nodes("node1", res=ONE_POD, labelled=False),
+        {},
+        (None, [], "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."),
     ),
     (
         "pod can be made schedulable on one node",
         P("p", MID),
         [P("p1", HIGH, "node1"), P("p2", LOW, "node2")],
         nodes("node1", "node2", res=ONE_POD, labelled=False),
+        {"node1": U, "node2": U},
         ("node2", ["p2"], ""),
+    ),
+    (
+        "no candidate nodes found, no enough resource after removing low priority pods",
+        P("p", HIGH, req=LARGE),
+        [P("p1", on="node1"), P("p2", on="node2")],
+        nodes("node1", "node2", res=NODE_RES, labelled=False),
+        {"node1": U, "node2": U},
+        (None, [], "preemption: 0/2 nodes are available: 2 Insufficient cpu."),
+    ),
+    (
+        "no candidate nodes found with mixed reasons, no lower priority pod and no enough CPU resource",
+        P("p", HIGH, req=LARGE),
+        [P("p1", HIGH, "node1"), P("p2", on="node2"), P("p3", HIGH, "node3")],
+        nodes("node1", res=ONE_POD, labelled=False)
+        + nodes("node2", res=NODE_RES, labelled=False)
+        + nodes("node3", res=ONE_POD, labelled=False),
+        {"node1": U, "node2": U, "node3": U},
+        (
+            None,
+            [],
+            "preemption: 0/3 nodes are available: 1 Insufficient cpu, 2 No preemption victims found for incoming pod.",
+        ),
+    ),
+    (
+        "no candidate nodes found with mixed reason, 2 UnschedulableAndUnresolvable nodes and 2 nodes don't have enough CPU resource",
+        P("p", HIGH, req=LARGE),
+        [P("p1", on="node1"), P("p2", on="node2")],
+        nodes("node1", "node2", "node3", "node4", res=NODE_RES, labelled=False),
+        {"node1": U, "node2": U, "node4": UU},  # node3: absent, so unresolvable
+        (
+            None,
+            [],
+            "preemption: 0/4 nodes are available: 2 Insufficient cpu, 2 Preemption is not helpful for scheduling.",
+        ),
+    ),
+]
+
+# "pod can be made schedulable on minHighestPriority node": its budgets, by what they allow
+PDB_PODS = [
+    P("p1", HIGH, "node1", labels={"pdb": "non-violating"}),
+    P("p2", LOW, "node1", labels={"pdb": "violating"}),
+    P("p3", MID, "node2", labels={"pdb": "violating"}),
+]
+PDBS = [
+    pdb("violating-pdb", "default", {"pdb": "violating"}, 0),
+    pdb("non-violating", "default", {"pdb": "non-violating"}, 2**31 - 1),
+]
+
+
+@pytest.mark.parametrize(
+    ("incoming", "pods", "cluster_nodes", "statuses", "want"), [pytest.param(*c[1:], id=c[0]) for c in POST_FILTER]
+)
+def test_post_filter(incoming: Any, pods: list, cluster_nodes: list, statuses: dict, want: tuple) -> None:
+    assert run(state(cluster_nodes, pods), incoming, statuses) == want
+
+
+def test_post_filter_min_highest_priority_node() -> None:
+    """TestPostFilter "pod can be made schedulable on minHighestPriority node": both nodes cost
+    one PDB violation; node2's highest victim has the lower priority."""
+    cluster = state(nodes("node1", "node2", res=ONE_POD, labelled=False), PDB_PODS, PDBS)
+    assert run(cluster, P("p", VERY_HIGH), {"node1": U, "node2": U}) == ("node2", ["p3"], "")
+
+
+# The cases whose statuses upstream's table makes up, with those the filters give: a request above
+# a node's allocatable is UnschedulableAndUnresolvable, and preemption does not try such a node.
+FILTER_STATUSES = [
+    (
+        "no enough resource after removing low priority pods: every node is too small",
+        P("p", HIGH, req=LARGE),
+        [P("p1", on="node1"), P("p2", on="node2")],
+        nodes("node1", "node2", res=NODE_RES, labelled=False),
+        (None, [], "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."),
+    ),
+    (
+        "mixed reasons: no lower priority pod, or too small",
+        P("p", HIGH, req=LARGE),
+        [P("p1", HIGH, "node1"), P("p2", on="node2"), P("p3", HIGH, "node3")],
+        nodes("node1", res={**ONE_POD, **LARGE}, labelled=False)
+        + nodes("node2", res=NODE_RES, labelled=False)
+        + nodes("node3", res={**ONE_POD, **LARGE}, labelled=False),
+        (
+            None,
+            [],
+            "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+            "2 No preemption victims found for incoming pod.",
+        ),
+    ),
+    (
+        "cordoned, untolerated taint and other-node-only pods are never preempted for",
+        P("p", HIGH, req=SMALL, nodeSelector={"hostname": "node3"}),
+        [P("p1", on="node1"), P("p2", on="node2"), P("p3", on="node3", req=VERY_LARGE)],
+        [
+            node("node1", {"hostname": "node1"}, allocatable={"pods": "32", **VERY_LARGE}, unschedulable=True),
+            node(
+                "node2",
+                {"hostname": "node2"},
+                allocatable={"pods": "32", **VERY_LARGE},
+                taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}],
+            ),
+            *nodes("node3", res=VERY_LARGE),
+        ],
+        ("node3", ["p3"], ""),
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("incoming", "pods", "cluster_nodes", "want"), [pytest.param(*c[1:], id=c[0]) for c in POST_FILTER]
+    ("incoming", "pods", "cluster_nodes", "want"), [pytest.param(*c[1:], id=c[0]) for c in FILTER_STATUSES]
 )
-def test_post_filter(incoming: Any, pods: list, cluster_nodes: list, want: tuple) -> None:
+def test_post_filter_with_the_filters_statuses(incoming: Any, pods: list, cluster_nodes: list, want: tuple) -> None:
     assert run(state(cluster_nodes, pods), incoming) == want
 
 

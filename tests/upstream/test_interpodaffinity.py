@@ -22,11 +22,18 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, normalized_scores, pod, state
+from tests.upstream.harness import UNRESOLVABLE, UNSCHEDULABLE, filter_status, node, normalized_scores, pod, state
 
 AFF = "node(s) didn't match pod affinity rules"
 ANTI = "node(s) didn't match pod anti-affinity rules"
 EXIST = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+def status(reason: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """Upstream's status for a reason: only the pod's own affinity is UnschedulableAndUnresolvable."""
+    return None if reason is None else (UNRESOLVABLE if reason == AFF else UNSCHEDULABLE, (reason,))
+
+
 NAMESPACES = {
     "subteam1.team1": {"team": "team1"},
     "subteam2.team1": {"team": "team1"},
@@ -275,8 +282,8 @@ def test_required_affinity_single_node(incoming: Any, pods: list, want: str | No
     if any(p.node_name == "node2" for p in pods):  # upstream's snapshot holds the pod, not node2
         nodes.append(node("node2"))
     cluster = state(nodes, pods, namespaces=NAMESPACES)
-    got = filter_reasons(incoming, cluster, "node1", "InterPodAffinity")
-    assert got == (None if want is None else (want,))
+    got = filter_status(incoming, cluster, "node1", "InterPodAffinity")
+    assert got == status(want)
 
 
 # --- TestRequiredAffinityMultipleNodes ------------------------------------------------------------
@@ -436,8 +443,8 @@ MULTI = [
 @pytest.mark.parametrize(("incoming", "pods", "nodes", "want"), [pytest.param(*c[1:], id=c[0]) for c in MULTI])
 def test_required_affinity_multiple_nodes(incoming: Any, pods: list, nodes: list, want: list) -> None:
     cluster = state([node(n, labels) for n, labels in nodes], pods, namespaces={"NS1": {}})
-    got = [filter_reasons(incoming, cluster, n, "InterPodAffinity") for n, _ in nodes]
-    assert got == [None if w is None else (w,) for w in want]
+    got = [filter_status(incoming, cluster, n, "InterPodAffinity") for n, _ in nodes]
+    assert got == [status(w) for w in want]
 
 
 # --- TestPreferredAffinity, TestPreferredAffinityWithHardPodAffinitySymmetricWeight ---------------

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, normalized_scores, pod, state
+from tests.upstream.harness import UNRESOLVABLE, filter_status, node, normalized_scores, pod, state
 
 REASON = ("node(s) didn't match Pod's node affinity/selector",)
 NAME = "metadata.name"
@@ -233,7 +233,10 @@ def test_node_affinity_filter(
     incoming: Any, labels: dict[str, str], node_name: str, want: tuple[str, ...] | None
 ) -> None:
     cluster = state([node(node_name, labels=labels)])
-    assert filter_reasons(incoming, cluster, node_name, rule="NodeAffinity") == want
+    # every failure of this plugin is UnschedulableAndUnresolvable upstream
+    assert filter_status(incoming, cluster, node_name, rule="NodeAffinity") == (
+        None if want is None else (UNRESOLVABLE, want)
+    )
 
 
 def preferred(*weighted: tuple[int, dict[str, Any]]) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, pod, state
+from tests.upstream.harness import UNRESOLVABLE, filter_status, node, pod, state
 
 CASES = [
     ("no host specified", "", "node", None),
@@ -22,4 +22,7 @@ def test_node_name(pod_node: str, node_name: str, want: tuple[str, ...] | None) 
     # st.MakePod().Node(x) sets spec.nodeName on a pod that is still being scheduled
     incoming = pod("p", spec={"nodeName": pod_node} if pod_node else None)
     cluster = state([node(node_name)])
-    assert filter_reasons(incoming, cluster, node_name, rule="NodeName") == want
+    # every failure of this plugin is UnschedulableAndUnresolvable upstream
+    assert filter_status(incoming, cluster, node_name, rule="NodeName") == (
+        None if want is None else (UNRESOLVABLE, want)
+    )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, pod, state
+from tests.upstream.harness import UNSCHEDULABLE, filter_status, node, pod, state
 
 REASON = ("node(s) didn't have free ports for the requested pod ports",)
 
@@ -63,4 +63,5 @@ CASES = [
 def test_node_ports(incoming: Any, used: tuple[str, ...], want: tuple[str, ...] | None) -> None:
     pods = [new_pod(*used, name="existing", node_name="m1")] if used else []
     cluster = state([node("m1")], pods)
-    assert filter_reasons(incoming, cluster, "m1", rule="NodePorts") == want
+    # every failure of this plugin is Unschedulable (evicting the pods holding the ports frees them) upstream
+    assert filter_status(incoming, cluster, "m1", rule="NodePorts") == (None if want is None else (UNSCHEDULABLE, want))

@@ -4,8 +4,10 @@ TestNotEnoughRequests, TestStorageRequests, TestRestartableInitContainers).
 
 Pods are built as upstream's newResourcePod builds them: one container per usage, each requesting
 cpu (milli), memory (bytes), pods 0, ephemeral-storage (bytes) and the given scalar resources.
-Only the reason strings are compared: rulesched filters have no Unschedulable /
-UnschedulableAndUnresolvable distinction.
+Reasons are compared as written in the tables; the status code by upstream's rule, which its
+tables follow (UnschedulableAndUnresolvable when an insufficient resource is requested beyond the
+node's allocatable, e.g. "extended resource capacity enforced", "kubernetes.io resource capacity
+enforced"; Unschedulable otherwise, "Too many pods" included).
 
 Not ported: "skip checking ignored extended resource" and "skip checking ignored extended resource
 via resource groups" (non-default ignoredResources / ignoredResourceGroups args); the six cases with
@@ -22,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, pod, state
+from tests.upstream.harness import UNRESOLVABLE, UNSCHEDULABLE, filter_status, node, pod, state
 
 A = "example.com/aaa"
 B = "example.com/bbb"
@@ -71,7 +73,14 @@ def check(
 ) -> None:
     pods = [] if existing is None else [rpod(*existing, name="existing", node_name="node")]
     cluster = state([node("node", allocatable=allocatable)], pods)
-    assert filter_reasons(incoming, cluster, "node", rule="NodeResourcesFit") == want
+    got = filter_status(incoming, cluster, "node", rule="NodeResourcesFit")
+    assert (got and got[1]) == want
+    if got is not None:
+        # upstream's code: UnschedulableAndUnresolvable when an insufficient resource is requested
+        # beyond the node's allocatable (even an empty node would not do), as its tables say
+        short = [reason.removeprefix("Insufficient ") for reason in want or () if reason.startswith("Insufficient ")]
+        beyond = any(incoming.requests.get(r, 0) > cluster.node_view("node").allocatable.get(r, 0) for r in short)
+        assert got[0] == (UNRESOLVABLE if beyond else UNSCHEDULABLE)
 
 
 def cpu() -> tuple[str, ...]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, pod, state
+from tests.upstream.harness import UNRESOLVABLE, filter_status, node, pod, state
 
 CASES = [
     (
@@ -31,4 +31,7 @@ CASES = [
 @pytest.mark.parametrize(("incoming", "unschedulable", "want"), [pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_node_unschedulable(incoming: Any, unschedulable: bool, want: tuple[str, ...] | None) -> None:
     cluster = state([node("node", unschedulable=unschedulable)])
-    assert filter_reasons(incoming, cluster, "node", rule="NodeUnschedulable") == want
+    # every failure of this plugin is UnschedulableAndUnresolvable upstream
+    assert filter_status(incoming, cluster, "node", rule="NodeUnschedulable") == (
+        None if want is None else (UNRESOLVABLE, want)
+    )

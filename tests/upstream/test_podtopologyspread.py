@@ -3,9 +3,10 @@
 Ported from pkg/scheduler/framework/plugins/podtopologyspread: filtering_test.go
 (TestSingleConstraint, TestMultipleConstraints) and scoring_test.go (TestPodTopologySpreadScore, and
 TestPreScoreSkip's first case).
-Test ids are the upstream test names. Upstream's filter tables give status codes; here Success is
-"passes", Unschedulable is "node(s) didn't match pod topology spread constraints" and
-UnschedulableAndUnresolvable the same reason with " (missing required label)". Upstream score
+Test ids are the upstream test names. Upstream's filter tables give status codes, compared here
+with the reasons: Success is "passes", Unschedulable comes with "node(s) didn't match pod topology
+spread constraints" and UnschedulableAndUnresolvable (the filter's unresolvable clause) with the
+same reason and " (missing required label)". Upstream score
 tests pass the candidate nodes to PreScore; so do these (``feasible``), with the "failed" nodes in
 the cluster but not scored. Upstream runs a few tables with the NodeInclusionPolicy feature
 disabled; with default policies that is the same as enabled, which is what rulesched implements.
@@ -23,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, normalized_scores, pod, state
+from tests.upstream.harness import UNRESOLVABLE, UNSCHEDULABLE, filter_status, node, normalized_scores, pod, state
 
 SKEW = "node(s) didn't match pod topology spread constraints"
 MISSING = SKEW + " (missing required label)"
-WANT = {"S": None, "U": (SKEW,), "UU": (MISSING,)}
+WANT = {"S": None, "U": (UNSCHEDULABLE, (SKEW,)), "UU": (UNRESOLVABLE, (MISSING,))}
 HOST = "kubernetes.io/hostname"
 FOO_SEL, BAR_SEL = (
     {"matchExpressions": [{"key": "foo", "operator": "Exists"}]},
@@ -360,7 +361,7 @@ def _filter_case(c: tuple) -> Any:
 def test_filter(incoming: Any, nodes: list, pods: list, codes: str) -> None:
     """TestSingleConstraint, then TestMultipleConstraints."""
     cluster = state(nodes, pods)
-    got = {n.name: filter_reasons(incoming, cluster, n.name, "PodTopologySpread") for n in nodes}
+    got = {n.name: filter_status(incoming, cluster, n.name, "PodTopologySpread") for n in nodes}
     assert got == {n.name: WANT[code] for n, code in zip(nodes, codes.split(), strict=True)}
 
 

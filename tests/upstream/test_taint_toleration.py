@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, normalized_scores, pod, state
+from tests.upstream.harness import UNRESOLVABLE, filter_status, node, normalized_scores, pod, state
 
 PREFER = "PreferNoSchedule"
 NO_SCHEDULE = "NoSchedule"
@@ -147,4 +147,7 @@ FILTER = [
 @pytest.mark.parametrize(("incoming", "taints", "want"), [pytest.param(*c[1:], id=c[0]) for c in FILTER])
 def test_taint_toleration_filter(incoming: Any, taints: list[dict[str, str]], want: tuple[str, ...] | None) -> None:
     cluster = state([node("nodeA", taints=taints)])
-    assert filter_reasons(incoming, cluster, "nodeA", rule="TaintToleration") == want
+    # every failure of this plugin is UnschedulableAndUnresolvable upstream
+    assert filter_status(incoming, cluster, "nodeA", rule="TaintToleration") == (
+        None if want is None else (UNRESOLVABLE, want)
+    )
