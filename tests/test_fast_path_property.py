@@ -312,7 +312,8 @@ def _reasons(value: Any, name: str) -> tuple[str, ...]:
 
 @dataclass
 class Outcome:
-    failures: dict[str, tuple[str, tuple[str, ...]]]  # infeasible node -> (filter, reasons)
+    # infeasible node -> (filter, reasons, whether unresolvable)
+    failures: dict[str, tuple[str, tuple[str, ...], bool]]
     feasible: list[str]
     scores: list[tuple[str, int, str]]  # applicable score rules: name, weight, normalize
     raw: dict[str, dict[str, int]]  # rule -> node -> raw score
@@ -333,7 +334,8 @@ def reference(p: Pod, nodes: list[Node], pods: list[Pod]) -> Outcome:
     for info in cluster.nodes:
         for r in rules:
             if r.kind is ast.RuleKind.FILTER and not interp.body(r, ctx, info):
-                failures[info.name] = (r.name, _reasons(interp.reason(r, ctx, info), r.name))
+                reasons = _reasons(interp.reason(r, ctx, info), r.name)
+                failures[info.name] = (r.name, reasons, interp.unresolvable(r, ctx, info))
                 break
         else:
             feasible.append(info)
@@ -358,7 +360,7 @@ def fast_path(p: Pod, state: ClusterStore, start: int, walk_first: bool) -> Outc
 
     def walk() -> list[str]:
         found, looked = bound.feasible(
-            nodes, start % len(nodes), len(nodes), lambda n, why: walked.__setitem__(n.name, why)
+            nodes, start % len(nodes), len(nodes), lambda n, failure: walked.__setitem__(n.name, failure[1])
         )
         assert looked == len(nodes)
         return [n.name for n in found]
@@ -367,10 +369,10 @@ def fast_path(p: Pod, state: ClusterStore, start: int, walk_first: bool) -> Outc
     outcomes = {n.name: bound.first_failure(n) for n in nodes}
     if not walk_first:
         via_walk = walk()
-    failures = {name: (f.name, why) for name, o in outcomes.items() if o is not None for f, why in [o]}
+    failures = {n.name: (f.name, why, f.unresolvable(n)) for n in nodes if (o := outcomes[n.name]) for f, why in [o]}
     feasible = [n for n in nodes if outcomes[n.name] is None]
     assert sorted(via_walk) == sorted(n.name for n in feasible)
-    assert walked == {name: why for name, (_, why) in failures.items()}
+    assert walked == {name: why for name, (_, why, _) in failures.items()}
     bound.ctx.feasible = feasible
     batch = bound.score_vectors(feasible) if walk_first else None
     vectors = [bound.score_vector(n) for n in feasible]
@@ -453,7 +455,8 @@ def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, s
         ref = reference(result.pod, *snapshot(state, without=key))
         totals = ref.totals()
         if explain:
-            assert result.filtered == {n: why for n, (_, why) in ref.failures.items()}, key
+            assert result.filtered == {n: why for n, (_, why, _) in ref.failures.items()}, key
+            assert result.unresolvable == {n for n, (_, _, unresolvable) in ref.failures.items() if unresolvable}, key
             assert result.scores == {
                 n: {**{r: ref.normalized[r][n] for r, _, _ in ref.scores}, "total": total}
                 for n, total in totals.items()

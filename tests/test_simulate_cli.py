@@ -113,12 +113,16 @@ def test_json_has_exactly_the_documented_shape() -> None:
 def test_explain_adds_filtered_and_scores() -> None:
     result = simulate_json(CLUSTER, "--explain")
     for row in result["pods"]:
-        assert set(row) == POD_KEYS | {"filtered", "scores"}
+        assert set(row) == POD_KEYS | {"filtered", "scores", "unresolvable"}
     rows = {row["pod"]: row for row in result["pods"]}
     assert rows["shop/giant"]["filtered"]["cordoned-d"] == ["node(s) were unschedulable"]
     assert sorted(rows["shop/giant"]["filtered"]["small-a"]) == ["Insufficient cpu", "Insufficient memory"]
+    # cordoned, and smaller than giant even empty: preemption cannot help on any of them
+    assert rows["shop/giant"]["unresolvable"] == sorted(rows["shop/giant"]["filtered"])
     web = rows["shop/web-1"]
     assert "small-a" in web["filtered"]  # anti-affinity with web-0
+    # evicting web-0 would help on small-a; not on the cordoned node
+    assert "small-a" not in web["unresolvable"] and "cordoned-d" in web["unresolvable"]
     assert web["node"] in web["scores"] and "small-a" not in web["scores"]
     weights = {
         "TaintToleration": 3,

@@ -306,6 +306,7 @@ def test_table_explain_on_the_example() -> None:
         "      node(s) didn't match pod anti-affinity rules: small-a",
         "      node(s) had untolerated taint {nvidia.com/gpu: present}: gpu-c",
         "      node(s) were unschedulable: cordoned-d",
+        "      (unresolvable: preemption cannot help on gpu-c, cordoned-d)",
     ]
     assert blocks["shop/api"] == ["    its last cycle evaluated only its nominated node large-b, which fit"]
     assert blocks["shop/giant"] == [
@@ -314,6 +315,7 @@ def test_table_explain_on_the_example() -> None:
         "      Insufficient cpu: small-a, large-b, gpu-c",
         "      Insufficient memory: small-a, large-b, gpu-c",
         "      node(s) were unschedulable: cordoned-d",
+        "      (unresolvable: preemption cannot help on small-a, large-b, gpu-c (+1 more))",
     ]
     # the rest of the output is what it is without --explain
     plain = rulesched("simulate", CLUSTER).stdout
@@ -346,4 +348,5 @@ def test_table_explain_shows_the_top_three_nodes_and_groups_reasons(tmp_path: Pa
         "    filtered out (6 of 11 nodes)",
         "      Insufficient cpu: small-1, small-2, small-3 (+2 more)",
         "      node(s) were unschedulable: cordoned",
+        "      (unresolvable: preemption cannot help on small-1, small-2, small-3 (+3 more))",
     ]

@@ -65,7 +65,7 @@ class Cycle:
         nodes = snapshot.nodes
         result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
         if explain:
-            result.filtered, result.scores = {}, {}
+            result.filtered, result.scores, result.unresolvable = {}, {}, set()
         nominated = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
         if nominated is not None and bound.first_failure(nominated) is None:
             result.code, result.node = Code.SCHEDULED, nominated.name
@@ -87,6 +87,8 @@ class Cycle:
         result.reasons.update(filtered.reasons)
         if result.filtered is not None and filtered.failed is not None:
             result.filtered.update(filtered.failed)
+        if result.unresolvable is not None and filtered.unresolvable is not None:
+            result.unresolvable.update(filtered.unresolvable)
         feasible = filtered.feasible
         if not feasible:
             return result, bound

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rulesched.lang import BoundFilter, BoundRules
+from rulesched.lang.evaluation.bound import Failure
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 
@@ -24,6 +25,7 @@ class Filtered:
     looked: int  # nodes looked at (the walk stops once enough fit)
     reasons: Counter[str] = field(default_factory=Counter)  # reason -> nodes failing with it
     failed: dict[str, tuple[str, ...]] | None = None  # with explain: node -> its reasons
+    unresolvable: set[str] | None = None  # with explain: the failed nodes preemption cannot help
 
 
 def filter_nodes(
@@ -32,15 +34,18 @@ def filter_nodes(
     """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit (default: every node).
     Why nodes failed is collected when explaining, or when no node fits (the FitError message);
     otherwise the walk skips that work."""
-    out = Filtered([], 0, failed={} if explain else None)
+    out = Filtered([], 0, failed={} if explain else None, unresolvable=set() if explain else None)
     if not nodes:
         return out
-    reasons, failed = out.reasons, out.failed
+    reasons, failed, unresolvable = out.reasons, out.failed, out.unresolvable
 
-    def record(node: Any, why: tuple[str, ...]) -> None:
+    def record(node: Any, failure: Failure) -> None:
+        why = failure[1]
         reasons.update(set(why))
         if failed is not None:
             failed[node.name] = why
+        if unresolvable is not None and failure[0].unresolvable(node):
+            unresolvable.add(node.name)
 
     out.feasible, out.looked = bound.feasible(
         nodes, start, len(nodes) if wanted is None else wanted, record if explain else None

@@ -75,6 +75,7 @@ class CycleResult:
     reasons: Counter[str] = field(default_factory=Counter)  # reason -> number of nodes
     preemption: Preemption | None = None
     filtered: dict[str, tuple[str, ...]] | None = None  # with explain: node -> reasons
+    unresolvable: set[str] | None = None  # with explain: the filtered nodes preemption cannot help
     scores: dict[str, dict[str, int]] | None = None  # with explain: node -> rule -> score, total
 
     @property

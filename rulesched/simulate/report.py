@@ -44,6 +44,7 @@ class Report:
             }
             if self.explain:
                 row["filtered"] = {n: list(r) for n, r in (last.filtered or {}).items()} if last else {}
+                row["unresolvable"] = sorted(last.unresolvable or ()) if last else []
                 row["scores"] = dict(last.scores or {}) if last else {}
             rows.append(row)
         return rows
@@ -147,6 +148,14 @@ def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
     if filtered:
         lines.append(f"{indent}filtered out ({len(filtered)} of {last.num_nodes} nodes)")
         lines.extend(f"{indent}  {group}" for group in _reason_groups(filtered))
+        unresolvable = [n for n in filtered if n in (last.unresolvable or ())]
+        if unresolvable:  # in cluster order, as the groups name them
+            named = ", ".join(unresolvable[:EXPLAIN_NODE_NAMES])
+            more = len(unresolvable) - EXPLAIN_NODE_NAMES
+            lines.append(
+                f"{indent}  (unresolvable: preemption cannot help on {named}"
+                + (f" (+{more} more))" if more > 0 else ")")
+            )
     return lines
 
 

@@ -243,10 +243,11 @@ class BoundRules:
         nodes: Sequence[Any],
         start: int,
         wanted: int,
-        failed: Callable[[Any, tuple[str, ...]], None] | None = None,
+        failed: Callable[[Any, Failure], None] | None = None,
     ) -> tuple[list[Any], int]:
         """Walk ``nodes`` round-robin from ``start`` until ``wanted`` fit; report each node that
-        does not to ``failed`` (if given: reasons cost work a scheduled pod does not need).
+        does not to ``failed``, with its failure (if given: reasons cost work a scheduled pod
+        does not need).
         Returns the feasible nodes and how many nodes were looked at. (The loop of
         :meth:`first_failure`, inlined: it runs for hundreds of nodes per pod.)"""
         found: list[Any] = []
@@ -270,7 +271,7 @@ class BoundRules:
                     if len(found) >= wanted:
                         break
                 elif failed is not None:
-                    failed(node, static[1][1])
+                    failed(node, static[1])
                 continue
             outcome = evaluate(node)
             if outcome is None:
@@ -278,7 +279,7 @@ class BoundRules:
                 if len(found) >= wanted:
                     break
             elif failed is not None:
-                failed(node, outcome[1])
+                failed(node, outcome)
         return found, looked
 
     # --- many nodes at once (rulesched.lang.evaluation.columns) ----------------------------
