@@ -3,7 +3,9 @@
 Informer threads (:mod:`rulesched.kube.informer`) hand their deltas to a sink; the thread that
 owns the store applies them with :meth:`Mirror.apply` (one thread writes the store, so a cycle or
 an extender request never sees half an update). The store takes nodes, pods that are bound or
-finished, PodDisruptionBudgets and namespaces; priority classes resolve pods' priorities.
+finished, PodDisruptionBudgets, namespaces, and the selectors of Services, ReplicaSets,
+StatefulSets and ReplicationControllers (system default spreading); priority classes resolve
+pods' priorities.
 Pending pods are not placed anywhere: :class:`Applied` hands them back to the caller (the live
 scheduler queues the ones that name it; the extender ignores them). Objects that do not decode
 raise :class:`rulesched.errors.InputError` for the caller to log and skip.
@@ -21,13 +23,28 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.kube.api import NAMESPACES, NODES, PDBS, PODS, PRIORITY_CLASSES, KubeApi, Resource
+from rulesched.kube.api import (
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    PRIORITY_CLASSES,
+    REPLICA_SETS,
+    REPLICATION_CONTROLLERS,
+    SERVICES,
+    STATEFUL_SETS,
+    KubeApi,
+    Resource,
+)
 from rulesched.kube.informer import Delta, Informer
 from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.workloads import CONTROLLER_KINDS, decode_controller, decode_service
 from rulesched.scheduler.queue import Event
 
-EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, PODS)  # priority classes first: pods read them
+WORKLOADS = (SERVICES, REPLICA_SETS, STATEFUL_SETS, REPLICATION_CONTROLLERS)
+# priority classes first: pods read them
+EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *WORKLOADS, PODS)
 
 
 @dataclass(frozen=True)
@@ -113,6 +130,8 @@ class Mirror:
             else:
                 namespace = decode_namespace(obj, "watch")
                 store.set_namespace(namespace.name, namespace.labels)
+        elif kind == "Service" or kind in CONTROLLER_KINDS:
+            self._workload(kind, delta, deleted)
         elif kind == "PriorityClass":
             if deleted:
                 self.classes.pop(delta.key, None)
@@ -120,6 +139,20 @@ class Mirror:
                 priority_class = decode_priority_class(obj, "watch")
                 self.classes[priority_class.name] = priority_class
         return Applied()
+
+    def _workload(self, kind: str, delta: Delta, deleted: bool) -> None:
+        """A Service or controller: its selector spreads pods by default. No queue event: it
+        changes scores, never whether a pod fits."""
+        store = self.store
+        if kind == "Service":
+            if deleted:
+                store.remove_service(delta.key)
+            else:
+                store.set_service(decode_service(delta.obj, "watch"))
+        elif deleted:
+            store.remove_controller(kind, delta.key)
+        else:
+            store.set_controller(decode_controller(delta.obj, kind, "watch"))
 
     def place(self, pod: Pod, any_waiting_on_pods: bool = True) -> Applied:
         """A pod as the API now has it: bound or finished pods go into the store (finished ones

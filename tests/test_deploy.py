@@ -25,6 +25,13 @@ MODELS = {
     ("apps/v1", "Deployment"): "V1Deployment",
     ("v1", "Service"): "V1Service",
 }
+# Both faces' informer caches read these for their selectors (system default spreading).
+WORKLOAD_READS = {
+    ("", "services"): {"list", "watch"},
+    ("", "replicationcontrollers"): {"list", "watch"},
+    ("apps", "replicasets"): {"list", "watch"},
+    ("apps", "statefulsets"): {"list", "watch"},
+}
 # (apiGroup, resource) -> verbs rulesched's code uses (rulesched/kube/api.py and its callers)
 USED = {
     ("", "nodes"): {"list", "watch"},
@@ -38,6 +45,7 @@ USED = {
     ("events.k8s.io", "events"): {"create"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("", "configmaps"): {"get", "list", "watch"},
+    **WORKLOAD_READS,
 }
 
 
@@ -51,6 +59,7 @@ EXTENDER_USED = {
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
     ("", "configmaps"): {"get", "list", "watch"},
     ("events.k8s.io", "events"): {"create"},
+    **WORKLOAD_READS,
 }
 EXTENDER = DEPLOY / "extender"
 

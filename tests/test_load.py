@@ -86,7 +86,7 @@ def test_lists_json_and_inferred_kinds(tmp_path: Path) -> None:
             {"kind": "Node", "metadata": {"name": "n1"}},
             {"kind": "Namespace", "metadata": {"name": "shop"}},
             {"kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "shop"}, "spec": {"selector": {}}},
-            {"kind": "Service", "metadata": {"name": "s"}},
+            {"kind": "ConfigMap", "metadata": {"name": "s"}},
         ],
     }
     a = write(tmp_path, "pods.json", json.dumps(pods))
@@ -97,7 +97,7 @@ def test_lists_json_and_inferred_kinds(tmp_path: Path) -> None:
     assert [n.name for n in cluster.nodes] == ["n1"]
     assert [ns.name for ns in cluster.namespaces] == ["shop"]
     assert [d.key for d in cluster.pdbs] == ["shop/b"]
-    assert cluster.warnings == ("skipped 1 object of another kind (Service)",)
+    assert cluster.warnings == ("skipped 1 object of another kind (ConfigMap)",)
 
 
 def test_directories_load_their_yaml_and_json_files(tmp_path: Path) -> None:
@@ -127,11 +127,10 @@ def test_priority_classes_resolve_across_files_in_any_order(tmp_path: Path) -> N
 
 def test_skipped_kinds_make_one_warning(tmp_path: Path) -> None:
     text = "\n---\n".join(
-        f"kind: {kind}\nmetadata: {{name: x{i}}}"
-        for i, kind in enumerate(["Service", "Deployment", "Service", "ConfigMap"])
+        f"kind: {kind}\nmetadata: {{name: x{i}}}" for i, kind in enumerate(["Job", "Deployment", "Job", "ConfigMap"])
     )
     cluster = load_cluster([write(tmp_path, "other.yaml", text)])
-    assert cluster.warnings == ("skipped 4 objects of other kinds (ConfigMap, Deployment, Service)",)
+    assert cluster.warnings == ("skipped 4 objects of other kinds (ConfigMap, Deployment, Job)",)
     assert cluster == ClusterObjects(priority_classes=cluster.priority_classes, warnings=cluster.warnings)
 
 

@@ -27,7 +27,9 @@ may be left out) and get the defaults the simulator's decoder gives them::
 
 Top-level keys: ``rules`` (a path or a list of paths relative to the file, folders meaning their
 ``.rules`` files; ``default`` is the bundled rule set), ``cases``, and shared objects: ``nodes``,
-``pods``, ``pdbs``, ``namespaces`` and ``priorityClasses``. A case has ``name`` (unique in the
+``pods``, ``pdbs``, ``namespaces``, ``priorityClasses``, and ``services``, ``replicaSets``,
+``statefulSets`` and ``replicationControllers`` (their selectors spread pods without constraints
+of their own: system default spreading). A case has ``name`` (unique in the
 file), ``pod``, ``expect``, and any of the object keys; its own list replaces the file's. YAML
 anchors share other lists (``nodes: &zones [...]``, later ``nodes: *zones``), and a list inside
 an object list is spliced in, so ``pods: [*running, {metadata: ...}]`` adds one pod to a shared
@@ -71,9 +73,16 @@ from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
 from rulesched.model.fields import Memo, describe
 from rulesched.model.objects import Namespace
+from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
 
 RULES_SUFFIX = ".rules"
-OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses")
+WORKLOAD_KEYS = {
+    "services": "Service",
+    "replicaSets": "ReplicaSet",
+    "statefulSets": "StatefulSet",
+    "replicationControllers": "ReplicationController",
+}
+OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS)
 FILE_KEYS = ("rules", "cases", *OBJECT_KEYS)
 CASE_KEYS = ("name", "pod", "expect", *OBJECT_KEYS)
 EXPECT_KEYS = ("feasible", "winner", "unschedulable", "reasons", "scores", "message", "nominated", "victims")
@@ -83,6 +92,7 @@ _KINDS = {
     "pdbs": "PodDisruptionBudget",
     "namespaces": "Namespace",
     "priorityClasses": "PriorityClass",
+    **WORKLOAD_KEYS,
 }
 
 T = TypeVar("T")
@@ -98,12 +108,14 @@ class RuleTestError(InputError):
 
 @dataclass(frozen=True)
 class Cluster:
-    """A case's cluster: its nodes, the pods running on them, PDBs and namespaces."""
+    """A case's cluster: its nodes, the pods running on them, PDBs, namespaces, and the Services
+    and controllers whose selectors system default spreading reads."""
 
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
+    workloads: Workloads = NO_WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -266,6 +278,14 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
     pod_keys = _unique([(p.key, where) for p, where in pods], path, "Pod")
     _unique([(p.key, where) for p, where in pdbs], path, "PodDisruptionBudget")
     _unique([(ns.name, where) for ns, where in namespaces], path, "Namespace")
+    services = decode("services", decode_service)
+    _unique([(svc.key, where) for svc, where in services], path, "Service")
+    controllers: list[Controller] = []
+    for key, kind in WORKLOAD_KEYS.items():
+        if kind != "Service":
+            found = decode(key, _controller_decoder(kind))
+            _unique([(c.key, where) for c, where in found], path, kind)
+            controllers += [c for c, _ in found]
     for pod, where in pods:
         if pod.node_name not in node_names:
             problem = (
@@ -281,8 +301,17 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
         tuple(p for p, _ in pods if p.phase not in ("Succeeded", "Failed")),  # finished pods hold nothing
         tuple(pdb for pdb, _ in pdbs),
         tuple(ns for ns, _ in namespaces),
+        _workloads([svc for svc, _ in services], controllers),
     )
     return Case(name, pod, cluster, expect)
+
+
+def _controller_decoder(kind: str) -> Callable[[Any, str], Controller]:
+    return lambda obj, source: decode_controller(obj, kind, source)
+
+
+def _workloads(services: list[Service], controllers: list[Controller]) -> Workloads:
+    return Workloads.of(services, controllers) if services or controllers else NO_WORKLOADS
 
 
 def _flatten(items: list[Any], label: str) -> Iterator[tuple[Any, str]]:

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
+from rulesched.model.workloads import Workloads
 
 # A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
 # object, whose labels the indexes read, rather than a node info with a copy of its pods).
@@ -38,6 +39,7 @@ class Snapshot:
         "_affinity",
         "pdbs",
         "namespaces",
+        "workloads",
         "generation",
         "node_generation",
         "pod_position",
@@ -56,6 +58,7 @@ class Snapshot:
         affinity: Mapping[str, tuple[Pod, str]],
         pdbs: tuple[PodDisruptionBudget, ...],
         namespaces: Mapping[str, Mapping[str, str]],
+        workloads: Workloads,
         generation: int,
         node_generation: int,
         journal: Sequence[Change],
@@ -69,6 +72,7 @@ class Snapshot:
         self._affinity = affinity  # pod key -> (pod, node name), for pods with affinity terms
         self.pdbs = pdbs
         self.namespaces = namespaces
+        self.workloads = workloads  # Services and controllers, for system default spreading
         self.generation = generation
         self.node_generation = node_generation
         self._journal = journal
@@ -117,6 +121,7 @@ class ClusterOverlay:
         self.base = base
         self.history = base.history
         self.pdbs = base.pdbs
+        self.workloads = base.workloads
         self.node_generation = base.node_generation
         self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
         self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off

@@ -33,6 +33,7 @@ from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
+from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads
 
 _CONTAINERS = ("order", "positions", "images", "affinity", "namespaces")
 JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
@@ -69,6 +70,7 @@ class ClusterStore:
         self._pdbs: dict[str, PodDisruptionBudget] = {}
         self._pdb_tuple: tuple[PodDisruptionBudget, ...] = ()
         self._namespaces: dict[str, Mapping[str, str]] = {}
+        self._workloads = NO_WORKLOADS  # Services and controllers: immutable, replaced on change
         # Change counters (compiled rules key cached cluster-wide answers on them):
         self.generation = 0  # any change
         self.node_generation = 0  # nodes came, went or changed (or namespaces' labels)
@@ -100,6 +102,7 @@ class ClusterStore:
             affinity=self._affinity,
             pdbs=self._pdb_tuple,
             namespaces=self._namespaces,
+            workloads=self._workloads,
             generation=self.generation,
             node_generation=self.node_generation,
             journal=self._journal,
@@ -158,6 +161,10 @@ class ClusterStore:
 
     def image_node_count(self, image: str) -> int:
         return self._images.get(image, 0)
+
+    @property
+    def workloads(self) -> Workloads:
+        return self._workloads
 
     def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
         for pod, node_name in self._affinity.values():
@@ -420,6 +427,26 @@ class ClusterStore:
         self._made["namespaces"] = self._epoch
         self._nodes_changed()
 
+    # --- Services and controllers (system default spreading's selectors) -----------------------
+    def _set_workloads(self, workloads: Workloads) -> None:
+        if workloads is not self._workloads:
+            self._workloads = workloads
+            self._changed()
+
+    def set_service(self, service: Service) -> None:
+        self._set_workloads(self._workloads.with_service(service))
+
+    def remove_service(self, key: str) -> None:
+        namespace, _, name = key.partition("/")
+        self._set_workloads(self._workloads.without_service(namespace, name))
+
+    def set_controller(self, controller: Controller) -> None:
+        self._set_workloads(self._workloads.with_controller(controller))
+
+    def remove_controller(self, kind: str, key: str) -> None:
+        namespace, _, name = key.partition("/")
+        self._set_workloads(self._workloads.without_controller(kind, namespace, name))
+
     # --- comparing and building ------------------------------------------------------------------
     def contents(self) -> dict[str, Any]:
         """What the store holds, as plain values: equal for stores that hold the same objects
@@ -434,6 +461,8 @@ class ClusterStore:
             "affinity": sorted(self._affinity),
             "pdbs": dict(self._pdbs),
             "namespaces": dict(self._namespaces),
+            "services": {ns: sorted(s.name for s in found) for ns, found in self._workloads.services.items()},
+            "controllers": dict(self._workloads.controllers),
         }
 
     @classmethod
@@ -443,8 +472,10 @@ class ClusterStore:
         pods: Iterable[Pod],
         pdbs: Iterable[PodDisruptionBudget] = (),
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        workloads: Workloads = NO_WORKLOADS,
     ) -> ClusterStore:
         store = cls()
+        store._workloads = workloads
         for node in nodes:
             store.add_node(node)
         for pod in pods:

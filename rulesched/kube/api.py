@@ -84,6 +84,11 @@ PDBS = Resource("PodDisruptionBudget", "/apis/policy/v1", "poddisruptionbudgets"
 PRIORITY_CLASSES = Resource("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses", False)
 LEASES = Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True)
 EVENTS = Resource("Event", "/apis/events.k8s.io/v1", "events", True)
+# read for their selectors (system default topology spreading)
+SERVICES = Resource("Service", "/api/v1", "services", True)
+REPLICATION_CONTROLLERS = Resource("ReplicationController", "/api/v1", "replicationcontrollers", True)
+REPLICA_SETS = Resource("ReplicaSet", "/apis/apps/v1", "replicasets", True)
+STATEFUL_SETS = Resource("StatefulSet", "/apis/apps/v1", "statefulsets", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0

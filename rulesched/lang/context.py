@@ -17,6 +17,7 @@ import cachetools
 
 from rulesched.lang.schema import NodeView
 from rulesched.model import Pod
+from rulesched.model.workloads import Workloads
 
 INDEX_CACHE_SIZE = 2048  # derived indexes kept at once per session (least recently used go first)
 
@@ -51,6 +52,12 @@ class ClusterView(Protocol):
     @property
     def node_generation(self) -> int:
         """Bumped when nodes come, go or change (their labels decide topology domains)."""
+        ...
+
+    @property
+    def workloads(self) -> Workloads:
+        """The Services and pod controllers (a value replaced on change: its identity versions
+        answers computed from it); system default spreading reads their selectors."""
         ...
 
     def affinity_pods(self) -> Iterable[tuple[Pod, NodeView]]:

@@ -2,9 +2,11 @@
 
 The files are what ``kubectl get -o yaml`` or ``-o json`` prints: YAML streams (several documents,
 empty ones ignored), JSON, and ``kind: List`` / ``PodList`` / ... wrappers, whose items often omit
-``kind``. The path ``-`` (given once) is standard input, named ``<stdin>`` in messages. Nodes, Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded; other
-kinds are counted into one warning, since a dump of a namespace holds Services and Deployments
-that scheduling does not need. PriorityClasses are decoded before any pod, across all files, so
+``kind``. The path ``-`` (given once) is standard input, named ``<stdin>`` in messages. Nodes,
+Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, and Services,
+ReplicaSets, StatefulSets and ReplicationControllers for their selectors (system default
+spreading, :mod:`rulesched.model.workloads`); other kinds are counted into one warning, since a
+dump of a namespace holds Deployments, ConfigMaps and more that scheduling does not need. PriorityClasses are decoded before any pod, across all files, so
 ``priorityClassName`` resolves whatever the order. Finished pods (Succeeded, Failed) hold no
 resources and are dropped. A pod bound to a node the files do not hold is an error, or, for dumps
 of a live cluster (``kubectl get pods -A`` lists pods on nodes just deleted), set aside in
@@ -25,7 +27,7 @@ import gc
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -46,8 +48,9 @@ from rulesched.model.decode import (
 )
 from rulesched.model.fields import Memo, describe
 from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
+from rulesched.model.workloads import CONTROLLER_KINDS, NO_WORKLOADS, Workloads, decode_controller, decode_service
 
-_KINDS = ("PriorityClass", "Namespace", "Node", "PodDisruptionBudget", "Pod")
+_KINDS = ("PriorityClass", "Namespace", "Node", "PodDisruptionBudget", "Pod", "Service", *CONTROLLER_KINDS)
 _SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path that means standard input
 STDIN_NAME = "<stdin>"  # its name in messages
@@ -90,6 +93,7 @@ class ClusterObjects:
     namespaces: tuple[Namespace, ...] = ()
     warnings: tuple[str, ...] = ()
     skipped_pods: tuple[Pod, ...] = ()
+    workloads: Workloads = NO_WORKLOADS  # Services and controllers: their selectors
 
     @property
     def running_pods(self) -> tuple[Pod, ...]:
@@ -324,6 +328,7 @@ def _decode(
                 field="spec.nodeName",
             )
         pods.append(pod)
+    workloads = _workloads(found, unique)
     return ClusterObjects(
         nodes=tuple(nodes),
         pods=tuple(pods),
@@ -332,7 +337,24 @@ def _decode(
         namespaces=tuple(namespaces),
         warnings=_skipped_warning(skipped),
         skipped_pods=tuple(orphans),
+        workloads=workloads,
     )
+
+
+def _workloads(found: dict[str, list[tuple[str, Any]]], unique: Callable[[str, str, str], None]) -> Workloads:
+    """The Services and controllers, whose selectors system default spreading reads."""
+    if not found["Service"] and not any(found[kind] for kind in CONTROLLER_KINDS):
+        return NO_WORKLOADS
+    services = []
+    for source, obj in found["Service"]:
+        services.append(decode_service(obj, source))
+        unique("Service", services[-1].key, source)
+    controllers = []
+    for kind in CONTROLLER_KINDS:
+        for source, obj in found[kind]:
+            controllers.append(decode_controller(obj, kind, source))
+            unique(kind, controllers[-1].key, source)
+    return Workloads.of(services, controllers)
 
 
 def _skipped_warning(skipped: Counter[str]) -> tuple[str, ...]:

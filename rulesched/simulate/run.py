@@ -82,6 +82,7 @@ def simulate(
         objects.running_pods,
         objects.pdbs,
         {ns.name: ns.labels for ns in objects.namespaces},
+        objects.workloads,
     )
     scheduler_settings = SchedulerSettings(
         percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,

@@ -17,6 +17,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import BoundRules, RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_node, decode_pdb, decode_pod
+from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
 from rulesched.scheduler.scoring import normalize
 
 
@@ -78,13 +79,43 @@ def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_
     )
 
 
+def service(name: str, namespace: str = "default", selector: Mapping[str, str] | None = None) -> Service:
+    """A Service selecting ``selector`` (&v1.Service{Spec: v1.ServiceSpec{Selector: ...}})."""
+    spec = {"selector": dict(selector)} if selector is not None else {}
+    return decode_service({"kind": "Service", "metadata": {"name": name, "namespace": namespace}, "spec": spec}, "test")
+
+
+def controller(kind: str, name: str, namespace: str = "default", selector: Any = None) -> Controller:
+    """A ReplicaSet or StatefulSet (``selector`` a LabelSelector dict) or a
+    ReplicationController (a label map)."""
+    obj = {"kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": {"selector": selector}}
+    return decode_controller(obj, kind, "test")
+
+
+def owned_by(kind: str, name: str) -> dict[str, Any]:
+    """Pod metadata for st.MakePod().OwnerReference(name, gvk): a controller reference."""
+    api = "v1" if kind == "ReplicationController" else "apps/v1"
+    return {
+        "ownerReferences": [{"apiVersion": api, "kind": kind, "name": name, "uid": f"{name}-uid", "controller": True}]
+    }
+
+
 def state(
     nodes: Iterable[Node],
     pods: Iterable[Pod] = (),
     pdbs: Iterable[PodDisruptionBudget] = (),
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    workloads: Iterable[Service | Controller] = (),
 ) -> ClusterStore:
-    return ClusterStore.build(nodes, pods, pdbs, namespaces)
+    """The cluster: nodes, running pods, budgets, namespace labels, and the Services and
+    controllers system default spreading reads (upstream's informer objects, ``objs``)."""
+    objs = list(workloads)
+    found = (
+        Workloads.of([o for o in objs if isinstance(o, Service)], [o for o in objs if isinstance(o, Controller)])
+        if objs
+        else NO_WORKLOADS
+    )
+    return ClusterStore.build(nodes, pods, pdbs, namespaces, found)
 
 
 def bind(p: Pod, cluster: ClusterStore) -> BoundRules:

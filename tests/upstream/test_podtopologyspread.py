@@ -11,20 +11,42 @@ tests pass the candidate nodes to PreScore; so do these (``feasible``), with the
 the cluster but not scored. Upstream runs a few tables with the NodeInclusionPolicy feature
 disabled; with default policies that is the same as enabled, which is what rulesched implements.
 
-Not ported: "system defaulting, nodes don't have zone, pods match service" and TestPreScoreSkip
-"default constraints and a replicaset that doesn't match" (rulesched does not apply kube-scheduler's
-system default or configured default spreading constraints to pods without constraints) and
-"matchLabelKeys ignored when feature gate disabled" (MatchLabelKeysInPodTopologySpread is on by
-default and not switchable in rulesched).
+System default spreading (upstream's default ``defaultingType: System``): TestPodTopologySpreadScore
+"system defaulting, nodes don't have zone, pods match service", and TestPreScoreStateEmptyNodes
+"system default constraints and a replicaset" (upstream compares the PreScore state; so do these,
+through the state ``spread_score`` computes). Upstream's ``objs`` (Services, ReplicaSets) are the
+cluster's workloads here. Two cases written for configured (List) default constraints are ported
+with the system defaults in their place, keeping what they check: TestPreScoreSkip "default
+constraints and a replicaset that doesn't match" (the pod's owner is not in the cluster: skipped)
+and TestPreScoreStateEmptyNodes "default constraints and a replicaset, but pod has constraints"
+(the pod's own constraints win). Not ported: the rest of TestPreScoreStateEmptyNodes (configured
+default constraints, which rulesched does not support, and states whose scores the score table
+already checks) and "matchLabelKeys ignored when feature gate disabled"
+(MatchLabelKeysInPodTopologySpread is on by default and not switchable in rulesched).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
-from tests.upstream.harness import UNRESOLVABLE, UNSCHEDULABLE, filter_status, node, normalized_scores, pod, state
+from rulesched.lang.builtins.spreading import _spread_score_state
+from rulesched.model import LabelSelector, LabelSelectorRequirement
+from tests.upstream.harness import (
+    UNRESOLVABLE,
+    UNSCHEDULABLE,
+    bind,
+    controller,
+    filter_status,
+    node,
+    normalized_scores,
+    owned_by,
+    pod,
+    service,
+    state,
+)
 
 SKEW = "node(s) didn't match pod topology spread constraints"
 MISSING = SKEW + " (missing required label)"
@@ -582,3 +604,91 @@ def test_pod_topology_spread_score(incoming: Any, nodes: list, pods: list, feasi
     names = feasible if feasible is not None else [n.name for n in nodes]
     got = normalized_scores(incoming, state(nodes, pods), "PodTopologySpread", feasible=names)
     assert got == dict(zip(names, want, strict=True))
+
+
+# --- system default spreading (upstream runs these tables with DefaultingType: System) ----------
+
+ZONE = "topology.kubernetes.io/zone"
+FOO_EXISTS = LabelSelector((), (LabelSelectorRequirement("foo", "Exists"),))
+FOO_TAR = {"foo": "tar", "baz": "sup"}
+MARS = [
+    node("node-a", {HOST: "node-a", ZONE: "mars"}),
+    node("node-b", {HOST: "node-b", ZONE: "mars"}),
+    node("node-c", {HOST: "node-c"}),  # nodes without a zone are not left out: a zone "" of their own
+    node("node-d", {HOST: "node-d"}),
+]
+
+SYSTEM_SCORE = [
+    (
+        "system defaulting, nodes don't have zone, pods match service",
+        pod("p", labels=FOO),
+        HOSTS,
+        spread(a=4, b=3, c=2, d=1),
+        [service("svc", selector=FOO)],
+        [44, 66, 77, 100],
+    ),
+    # TestPreScoreSkip "default constraints and a replicaset that doesn't match", with the system
+    # defaults for the listed ones: the pod's owner rs2 is not in the cluster, so nothing selects
+    # it and the plugin skips it (0; a scored lone node would get 100).
+    (
+        "system defaults and a replicaset that doesn't match",
+        pod("p", labels={"foo": "bar", "baz": "sup"}, **owned_by("ReplicaSet", "rs2")),
+        HOSTS[:1],
+        [],
+        [controller("ReplicaSet", "rs1", selector={"matchExpressions": [{"key": "tar", "operator": "Exists"}]})],
+        [0],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("incoming", "nodes", "pods", "objs", "want"), [pytest.param(*c[1:], id=c[0]) for c in SYSTEM_SCORE]
+)
+def test_system_default_score(incoming: Any, nodes: list, pods: list, objs: list, want: list) -> None:
+    names = [n.name for n in nodes]
+    got = normalized_scores(incoming, state(nodes, pods, workloads=objs), "PodTopologySpread", feasible=names)
+    assert got == dict(zip(names, want, strict=True))
+
+
+def _prescore(incoming: Any, cluster: Any) -> Any:
+    bound = bind(incoming, cluster)
+    bound.ctx.feasible = list(cluster.nodes)
+    return _spread_score_state(bound.ctx)
+
+
+def test_system_default_constraints_and_a_replicaset() -> None:
+    """TestPreScoreStateEmptyNodes "system default constraints and a replicaset"."""
+    rs1 = controller("ReplicaSet", "rs1", selector=FOO_SEL)
+    got = _prescore(pod("p", labels=FOO_TAR, **owned_by("ReplicaSet", "rs1")), state(MARS, workloads=[rs1]))
+    assert [(c.max_skew, c.topology_key, c.selector, c.min_domains) for c in got.constraints] == [
+        (3, HOST, FOO_EXISTS, 1),
+        (5, ZONE, FOO_EXISTS, 1),
+    ]
+    assert [(c.honor_affinity, c.honor_taints) for c in got.constraints] == [(True, False)] * 2
+    assert got.ignored == frozenset()
+    assert got.counts == [{}, {"mars": 0, "": 0}]
+    assert got.weights == [math.log(4 + 2), math.log(2 + 2)]
+
+
+def test_system_defaults_and_a_replicaset_but_pod_has_constraints() -> None:
+    """TestPreScoreStateEmptyNodes "default constraints and a replicaset, but pod has
+    constraints", with the system defaults for the listed ones: the pod's own soft constraints
+    are scored, the defaults are not."""
+    rs1 = controller("ReplicaSet", "rs1", selector=FOO_SEL)
+    incoming = pod(
+        "p",
+        spec={
+            "topologySpreadConstraints": [
+                C(1, "zone", BAR_SEL),
+                C(2, "planet", {"matchLabels": {"baz": "sup"}}, hard=False),
+            ]
+        },
+        labels={"foo": "bar", "baz": "sup"},
+        **owned_by("ReplicaSet", "rs1"),
+    )
+    got = _prescore(incoming, state([node("node-a", {"planet": "mars", "galaxy": "andromeda"})], workloads=[rs1]))
+    assert [(c.max_skew, c.topology_key, c.selector) for c in got.constraints] == [
+        (2, "planet", LabelSelector((("baz", "sup"),)))
+    ]
+    assert got.counts == [{"mars": 0}]
+    assert got.weights == [math.log(1 + 2)]

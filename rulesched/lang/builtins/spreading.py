@@ -1,5 +1,6 @@
 """Topology spreading built-ins, after kube-scheduler's PodTopologySpread plugin: the filter for
-DoNotSchedule constraints and the score for ScheduleAnyway ones.
+DoNotSchedule constraints and the score for ScheduleAnyway ones — a pod's own, or, for a pod
+without constraints, the system defaults (:mod:`rulesched.lang.builtins.spread_defaults`).
 
 Matching pods per domain, per constraint, are kept in an index current between cycles
 (:mod:`rulesched.lang.builtins.indexes`) keyed by the incoming pod's constraints, namespace and — where a
@@ -22,10 +23,10 @@ from rulesched.lang.builtins.matching import (
     subset,
     tolerated,
 )
+from rulesched.lang.builtins.spread_defaults import HOSTNAME, SYSTEM_DEFAULTS, default_selector
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
-
-HOSTNAME = "kubernetes.io/hostname"
+from rulesched.model.workloads import NO_WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -88,13 +89,15 @@ def _count_matching(pods: Sequence[Pod], selector: LabelSelector | None, namespa
 
 class _DomainCounts:
     """Per constraint: topology value -> pods the constraint selects, over the nodes that carry
-    every constraint's key and that the constraint includes (its inclusion policies). A domain
-    with no such pod is present with 0: it still counts for the minimum and for minDomains."""
+    every constraint's key (with ``require_all``; else a missing key counts as the value "") and
+    that the constraint includes (its inclusion policies). A domain with no such pod is present
+    with 0: it still counts for the minimum and for minDomains."""
 
-    def __init__(self, owner: Pod, constraints: tuple[_Constraint, ...]) -> None:
+    def __init__(self, owner: Pod, constraints: tuple[_Constraint, ...], require_all: bool = True) -> None:
         self.counts: list[dict[str, int]] = [{} for _ in constraints]
         self._owner, self._constraints = owner, constraints
-        self._keys = tuple(c.topology_key for c in constraints)
+        self._keys = tuple(c.topology_key for c in constraints) if require_all else ()
+        self._require_all = require_all
         self._partial: dict[str, tuple[bool, ...]] = {}  # nodes some constraint leaves out
 
     def build(self, cluster: ClusterView) -> None:
@@ -108,11 +111,11 @@ class _DomainCounts:
                 self._partial[node.name] = included
             for c, inc, domains in zip(constraints, included, counts, strict=True):
                 if inc:
-                    value = labels[c.topology_key]
+                    value = labels.get(c.topology_key, "")
                     domains[value] = domains.get(value, 0) + _count_matching(node.pods, c.selector, owner.namespace)
 
     def fork(self) -> _DomainCounts:
-        twin = _DomainCounts(self._owner, self._constraints)
+        twin = _DomainCounts(self._owner, self._constraints, self._require_all)
         twin.counts = [dict(domains) for domains in self.counts]
         twin._partial = self._partial  # which nodes a constraint leaves out: unchanged by pods
         return twin
@@ -124,22 +127,25 @@ class _DomainCounts:
         included = self._partial.get(node.name)
         for i, (c, domains) in enumerate(zip(self._constraints, self.counts, strict=True)):
             if (included is None or included[i]) and _selected(pod, c.selector, pod.namespace):
-                value = labels[c.topology_key]
+                value = labels.get(c.topology_key, "")
                 domains[value] = domains.get(value, 0) + sign
 
 
-def _domain_counts(ctx: EvalContext, mode: str, constraints: tuple[_Constraint, ...]) -> list[dict[str, int]]:
+def _domain_counts(
+    ctx: EvalContext, mode: str, constraints: tuple[_Constraint, ...], require_all: bool = True
+) -> list[dict[str, int]]:
     pod = ctx.pod
     affinity = any(c.honor_affinity for c in constraints)
     key: Hashable = (
         "spread",
         mode,
+        require_all,
         pod.namespace,
         constraints,
         (frozenset(pod.node_selector.items()), pod.required_node_affinity) if affinity else None,
         pod.tolerations if any(c.honor_taints for c in constraints) else None,
     )
-    return current(ctx, key, lambda: _DomainCounts(pod, constraints)).counts
+    return current(ctx, key, lambda: _DomainCounts(pod, constraints, require_all)).counts
 
 
 # --- filter ------------------------------------------------------------------------------------
@@ -225,30 +231,53 @@ class _SpreadScoreState:
     ignored: frozenset[str]
 
 
+def soft_constraints(ctx: EvalContext) -> tuple[tuple[_Constraint, ...], bool]:
+    """The constraints PodTopologySpread scores the pod by, and whether a node must carry all
+    their keys to be scored: the pod's own ScheduleAnyway constraints (all keys required), or,
+    for a pod without constraints, the system defaults (not required: a node without a zone
+    label is still spread by hostname). Empty: the plugin skips the pod."""
+    found: tuple[tuple[_Constraint, ...], bool] | None = ctx.scratch.get("spread-soft")
+    if found is None:
+        pod = ctx.pod
+        if pod.topology_spread_constraints:
+            found = (_constraints(pod, "ScheduleAnyway"), True)
+        else:
+            found = (_default_constraints(ctx), False)
+        ctx.scratch["spread-soft"] = found
+    return found
+
+
+def _default_constraints(ctx: EvalContext) -> tuple[_Constraint, ...]:
+    workloads = ctx.cluster.workloads if ctx.cluster is not None else NO_WORKLOADS
+    selector = default_selector(ctx.pod, workloads)
+    if selector is None:
+        return ()
+    return tuple(_Constraint(skew, key, selector, 1, True, False) for key, skew in SYSTEM_DEFAULTS)
+
+
 def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
     """PodTopologySpread PreScore over the feasible nodes."""
     state = ctx.scratch.get("spread-score")
     if state is not None:
         return state  # type: ignore[no-any-return]
-    pod = ctx.pod
-    constraints = _constraints(pod, "ScheduleAnyway")
-    feasible = list(ctx.feasible or ())
+    constraints, require_all = soft_constraints(ctx)
+    feasible = list(ctx.feasible or ()) if constraints else []
     ignored: set[str] = set()
     counts: list[dict[str, int]] = [{} for _ in constraints]
     for node in feasible:
         labels = node.labels
-        if not all(c.topology_key in labels for c in constraints):
+        if require_all and not all(c.topology_key in labels for c in constraints):
             ignored.add(node.name)
             continue
         for c, domains in zip(constraints, counts, strict=True):
             if c.topology_key != HOSTNAME:
-                domains[labels[c.topology_key]] = 0
+                domains[labels.get(c.topology_key, "")] = 0
     weights = []
     for c, domains in zip(constraints, counts, strict=True):
         size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(domains)
         weights.append(math.log(size + 2))
     if any(counts) and ctx.cluster is not None:
-        everywhere = _domain_counts(ctx, "ScheduleAnyway", constraints)
+        everywhere = _domain_counts(ctx, "ScheduleAnyway", constraints, require_all)
         for domains, known in zip(counts, everywhere, strict=True):
             for value in domains:
                 domains[value] = known.get(value, 0)
@@ -258,9 +287,10 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
 
 
 def spread_score(ctx: EvalContext, node: Any) -> int:
-    """PodTopologySpread Score; -1 marks a node left out of normalisation (``normalize spread``)."""
+    """PodTopologySpread Score; -1 marks a node left out of normalisation (``normalize spread``),
+    and every node is left out when the pod has no soft constraints (the plugin skips it)."""
     state = _spread_score_state(ctx)
-    if node.name in state.ignored:
+    if node.name in state.ignored or not state.constraints:
         return -1
     score = 0.0
     for c, weight, domains in zip(state.constraints, state.weights, state.counts, strict=True):

@@ -23,6 +23,7 @@ from rulesched.lang.builtins.affinity import (
     score_index,
 )
 from rulesched.lang.builtins.spreading import (
+    soft_constraints,
     spread_keys,
     spread_missing_label,
     spread_ok,
@@ -116,6 +117,7 @@ POD_FIELDS = frozenset(
         "required_node_affinity",
         "tolerations",
         "images",
+        "owner",  # system default spreading: the controller whose selector spreads the pod
     }
 )
 
@@ -167,6 +169,17 @@ def _has(*fields: str) -> Any:
     return moves
 
 
+def _scores_spreading(ctx: EvalContext) -> bool:
+    """Whether PodTopologySpread scores this pod at all: then its answer depends on the feasible
+    nodes of the cycle. A pod it skips (no soft constraints of its own, nothing selecting it for
+    the system defaults) gets -1 everywhere until the Services or controllers change."""
+    return bool(soft_constraints(ctx)[0])
+
+
+def _workloads(ctx: EvalContext) -> object:
+    return getattr(ctx.cluster, "workloads", None)
+
+
 def _always(ctx: EvalContext) -> bool:
     return True
 
@@ -185,7 +198,7 @@ MOVES: dict[str, Any] = {
     "inter_pod_affinity_score": _counts_something(score_index),
     "spread_missing_label": _always,
     "spread_ok": _always,
-    "spread_score": _always,
+    "spread_score": _scores_spreading,
     "image_locality": _never,
 }
 
@@ -196,7 +209,9 @@ VERSIONS: dict[str, Any] = {
     "inter_pod_affinity_score": _version_of(score_index),
     "spread_missing_label": _generation,
     "spread_ok": _generation,
-    "spread_score": None,  # depends on the feasible nodes of the cycle: never cached
+    # Scored pods depend on the feasible nodes of the cycle (it moves: never cached); for the
+    # others the answer is fixed while the Services and controllers are.
+    "spread_score": _workloads,
     "image_locality": _node_generation,
 }
 
@@ -217,10 +232,16 @@ def _no_images(ctx: EvalContext) -> int | None:
     return 0 if not plan or not any(count for _, count in plan[0]) else None
 
 
+def _spread_skipped(ctx: EvalContext) -> int | None:
+    """-1 everywhere (left out of normalisation: 0) when PodTopologySpread skips the pod."""
+    return None if soft_constraints(ctx)[0] else -1
+
+
 UNIFORM: dict[str, Any] = {
     "existing_anti_affinity_ok": _when_nothing_counted(existing_anti_index, True),
     "inter_pod_affinity_score": _when_nothing_counted(score_index, 0),
     "image_locality": _no_images,
+    "spread_score": _spread_skipped,
 }
 
 # The node labels each filter's answer reads (the topology keys of the pod's terms or
