@@ -229,7 +229,12 @@ def diff(settings: DiffSettings) -> Diff:
 
 def _store(objects: ClusterObjects) -> ClusterStore:
     return ClusterStore.build(
-        objects.nodes, objects.running_pods, objects.pdbs, {ns.name: ns.labels for ns in objects.namespaces}
+        objects.nodes,
+        objects.running_pods,
+        objects.pdbs,
+        {ns.name: ns.labels for ns in objects.namespaces},
+        storage=objects.storage,
+        provision=True,
     )
 
 

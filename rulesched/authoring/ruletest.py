@@ -215,7 +215,11 @@ def schedule(rules: RuleSet, case: Case) -> Outcome:
     """One cycle of the scheduler for the case's pod, explained, then preemption if no node fits."""
     cluster = case.cluster
     store = ClusterStore.build(
-        cluster.nodes, cluster.pods, cluster.pdbs, {ns.name: ns.labels for ns in cluster.namespaces}
+        cluster.nodes,
+        cluster.pods,
+        cluster.pdbs,
+        {ns.name: ns.labels for ns in cluster.namespaces},
+        storage=cluster.storage,
     )
     pod = dataclasses.replace(case.pod, nominated_node_name="") if case.pod.nominated_node_name else case.pod
     session = Session(rules)

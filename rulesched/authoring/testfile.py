@@ -27,7 +27,8 @@ may be left out) and get the defaults the simulator's decoder gives them::
 
 Top-level keys: ``rules`` (a path or a list of paths relative to the file, folders meaning their
 ``.rules`` files; ``default`` is the bundled rule set), ``cases``, and shared objects: ``nodes``,
-``pods``, ``pdbs``, ``namespaces`` and ``priorityClasses``. A case has ``name`` (unique in the
+``pods``, ``pdbs``, ``namespaces``, ``priorityClasses``, and the storage objects
+``persistentVolumes``, ``persistentVolumeClaims``, ``storageClasses`` and ``csiNodes``. A case has ``name`` (unique in the
 file), ``pod``, ``expect``, and any of the object keys; its own list replaces the file's. YAML
 anchors share other lists (``nodes: &zones [...]``, later ``nodes: *zones``), and a list inside
 an object list is spliced in, so ``pods: [*running, {metadata: ...}]`` adds one pod to a shared
@@ -69,11 +70,14 @@ from rulesched.errors import InputError, ObjectError
 from rulesched.lang import bundled_rules_dir, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo, describe
 from rulesched.model.objects import Namespace
+from rulesched.model.storage import EMPTY_STORAGE, StorageState
 
 RULES_SUFFIX = ".rules"
-OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses")
+STORAGE_KEYS = ("persistentVolumes", "persistentVolumeClaims", "storageClasses", "csiNodes")
+OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *STORAGE_KEYS)
 FILE_KEYS = ("rules", "cases", *OBJECT_KEYS)
 CASE_KEYS = ("name", "pod", "expect", *OBJECT_KEYS)
 EXPECT_KEYS = ("feasible", "winner", "unschedulable", "reasons", "scores", "message", "nominated", "victims")
@@ -83,6 +87,10 @@ _KINDS = {
     "pdbs": "PodDisruptionBudget",
     "namespaces": "Namespace",
     "priorityClasses": "PriorityClass",
+    "persistentVolumes": "PersistentVolume",
+    "persistentVolumeClaims": "PersistentVolumeClaim",
+    "storageClasses": "StorageClass",
+    "csiNodes": "CSINode",
 }
 
 T = TypeVar("T")
@@ -98,12 +106,13 @@ class RuleTestError(InputError):
 
 @dataclass(frozen=True)
 class Cluster:
-    """A case's cluster: its nodes, the pods running on them, PDBs and namespaces."""
+    """A case's cluster: its nodes, the pods running on them, PDBs, namespaces and storage."""
 
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
+    storage: StorageState = EMPTY_STORAGE
 
 
 @dataclass(frozen=True)
@@ -281,6 +290,12 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
         tuple(p for p, _ in pods if p.phase not in ("Succeeded", "Failed")),  # finished pods hold nothing
         tuple(pdb for pdb, _ in pdbs),
         tuple(ns for ns, _ in namespaces),
+        StorageState(
+            {v.name: v for v, _ in decode("persistentVolumes", decode_pv)},
+            {c.key: c for c, _ in decode("persistentVolumeClaims", decode_pvc)},
+            {c.name: c for c, _ in decode("storageClasses", decode_storage_class)},
+            {c.name: c for c, _ in decode("csiNodes", decode_csinode)},
+        ),
     )
     return Case(name, pod, cluster, expect)
 

@@ -2,7 +2,9 @@
 
 The files are what ``kubectl get -o yaml`` or ``-o json`` prints: YAML streams (several documents,
 empty ones ignored), JSON, and ``kind: List`` / ``PodList`` / ... wrappers, whose items often omit
-``kind``. The path ``-`` (given once) is standard input, named ``<stdin>`` in messages. Nodes, Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded; other
+``kind``. The path ``-`` (given once) is standard input, named ``<stdin>`` in messages. Nodes, Pods,
+PodDisruptionBudgets, PriorityClasses, Namespaces, PersistentVolumes, PersistentVolumeClaims,
+StorageClasses and CSINodes are decoded; other
 kinds are counted into one warning, since a dump of a namespace holds Services and Deployments
 that scheduling does not need. PriorityClasses are decoded before any pod, across all files, so
 ``priorityClassName`` resolves whatever the order. Finished pods (Succeeded, Failed) hold no
@@ -25,7 +27,7 @@ import gc
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -44,10 +46,13 @@ from rulesched.model.decode import (
     decode_pod,
     decode_priority_class,
 )
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo, describe
 from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
+from rulesched.model.storage import EMPTY_STORAGE, StorageState
 
-_KINDS = ("PriorityClass", "Namespace", "Node", "PodDisruptionBudget", "Pod")
+_STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
+_KINDS = ("PriorityClass", "Namespace", "Node", "PodDisruptionBudget", "Pod", *_STORAGE_KINDS)
 _SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path that means standard input
 STDIN_NAME = "<stdin>"  # its name in messages
@@ -90,6 +95,7 @@ class ClusterObjects:
     namespaces: tuple[Namespace, ...] = ()
     warnings: tuple[str, ...] = ()
     skipped_pods: tuple[Pod, ...] = ()
+    storage: StorageState = EMPTY_STORAGE
 
     @property
     def running_pods(self) -> tuple[Pod, ...]:
@@ -332,7 +338,25 @@ def _decode(
         namespaces=tuple(namespaces),
         warnings=_skipped_warning(skipped),
         skipped_pods=tuple(orphans),
+        storage=_storage(found, unique),
     )
+
+
+def _storage(found: dict[str, list[tuple[str, Any]]], unique: Any) -> StorageState:
+    """The storage objects, each kind by its key (claims by namespace/name)."""
+    if not any(found[kind] for kind in _STORAGE_KINDS):
+        return EMPTY_STORAGE
+    maps: list[dict[str, Any]] = []
+    decoders: tuple[Callable[[object, str], Any], ...] = (decode_pv, decode_pvc, decode_storage_class, decode_csinode)
+    for kind, decode in zip(_STORAGE_KINDS, decoders, strict=True):
+        objects: dict[str, Any] = {}
+        for source, obj in found[kind]:
+            value = decode(obj, source)
+            key = value.key if kind == "PersistentVolumeClaim" else value.name
+            unique(kind, key, source)
+            objects[key] = value
+        maps.append(objects)
+    return StorageState(*maps)
 
 
 def _skipped_warning(skipped: Counter[str]) -> tuple[str, ...]:

@@ -82,6 +82,8 @@ def simulate(
         objects.running_pods,
         objects.pdbs,
         {ns.name: ns.labels for ns in objects.namespaces},
+        storage=objects.storage,
+        provision=True,
     )
     scheduler_settings = SchedulerSettings(
         percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
