@@ -469,8 +469,8 @@ def test_lint_counts_the_files_own_rules(tmp_path: Path) -> None:
     run = lint(path)
     assert (run.returncode, run.stdout) == (0, "1 file, 1 rule (extends 20): 0 errors, 0 warnings\n")
     report = json.loads(lint("--format", "json", path).stdout)
-    assert (report["rules"], report["extended_rules"], report["notes"]) == (1, 16, 0)
-    assert lint(DEFAULT).stdout == "1 file, 16 rules: 0 errors, 0 warnings\n"
+    assert (report["rules"], report["extended_rules"], report["notes"]) == (1, 20, 0)
+    assert lint(DEFAULT).stdout == "1 file, 20 rules: 0 errors, 0 warnings\n"
 
 
 def test_lint_prints_notes_and_strict_ignores_them(tmp_path: Path) -> None:
