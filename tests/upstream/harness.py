@@ -17,6 +17,8 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import BoundRules, RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_node, decode_pdb, decode_pod
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
+from rulesched.model.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass, StorageState
 from rulesched.scheduler.scoring import normalize
 
 
@@ -78,13 +80,82 @@ def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_
     )
 
 
+def pv(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+    phase: str = "Available",
+) -> PersistentVolume:
+    """st.MakePersistentVolume(): a PersistentVolume, ``spec`` as the API spells it."""
+    obj = {
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": dict(spec or {}),
+        "status": {"phase": phase},
+    }
+    return decode_pv(obj, "test")
+
+
+def pvc(
+    name: str,
+    namespace: str = "default",
+    spec: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    phase: str = "Pending",
+    **meta: Any,
+) -> PersistentVolumeClaim:
+    obj = {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {}), **meta},
+        "spec": dict(spec or {}),
+        "status": {"phase": phase},
+    }
+    return decode_pvc(obj, "test")
+
+
+def storage_class(
+    name: str, provisioner: str = "", mode: str = "Immediate", topologies: Sequence[Any] = ()
+) -> StorageClass:
+    obj = {
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+        "allowedTopologies": list(topologies),
+    }
+    return decode_storage_class(obj, "test")
+
+
+def csinode(name: str, limits: Mapping[str, int | None]) -> CSINode:
+    drivers = [
+        {"name": d, "nodeID": name, **({"allocatable": {"count": c}} if c is not None else {})}
+        for d, c in limits.items()
+    ]
+    return decode_csinode({"kind": "CSINode", "metadata": {"name": name}, "spec": {"drivers": drivers}}, "test")
+
+
+def storage(
+    volumes: Iterable[PersistentVolume] = (),
+    claims: Iterable[PersistentVolumeClaim] = (),
+    classes: Iterable[StorageClass] = (),
+    csinodes: Iterable[CSINode] = (),
+) -> StorageState:
+    return StorageState(
+        {v.name: v for v in volumes},
+        {c.key: c for c in claims},
+        {c.name: c for c in classes},
+        {c.name: c for c in csinodes},
+    )
+
+
 def state(
     nodes: Iterable[Node],
     pods: Iterable[Pod] = (),
     pdbs: Iterable[PodDisruptionBudget] = (),
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    storage: StorageState | None = None,
 ) -> ClusterStore:
-    return ClusterStore.build(nodes, pods, pdbs, namespaces)
+    return ClusterStore.build(nodes, pods, pdbs, namespaces, storage=storage)
 
 
 def bind(p: Pod, cluster: ClusterStore) -> BoundRules:
