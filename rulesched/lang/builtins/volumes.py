@@ -306,7 +306,7 @@ def find_volumes(claims: _Claims, storage: StorageState, node: Any) -> tuple[lis
     """FindPodVolumes: the reasons the node does not fit, and the decisions if it does."""
     node_conflict = pv_missing = unbound_fails = False
     decisions: list[Decision] = []
-    for claim in claims.bound:
+    for claim in claims.bound:  # checkBoundClaims: the first failing claim decides
         pv = storage.volumes.get(claim.volume_name)
         if pv is None:
             pv_missing = True
@@ -315,7 +315,7 @@ def find_volumes(claims: _Claims, storage: StorageState, node: Any) -> tuple[lis
             node_conflict = True
             break
     error = ""
-    if claims.delayed and not (pv_missing or node_conflict):
+    if claims.delayed:  # (looked at even when a bound claim failed: the reasons add up)
         to_match: list[PersistentVolumeClaim] = []
         to_provision: list[PersistentVolumeClaim] = []
         for claim in claims.delayed:
