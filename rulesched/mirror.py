@@ -3,7 +3,9 @@
 Informer threads (:mod:`rulesched.kube.informer`) hand their deltas to a sink; the thread that
 owns the store applies them with :meth:`Mirror.apply` (one thread writes the store, so a cycle or
 an extender request never sees half an update). The store takes nodes, pods that are bound or
-finished, PodDisruptionBudgets and namespaces; priority classes resolve pods' priorities.
+finished, PodDisruptionBudgets, namespaces and the storage objects the volume filters read
+(PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes); priority classes resolve
+pods' priorities.
 Pending pods are not placed anywhere: :class:`Applied` hands them back to the caller (the live
 scheduler queues the ones that name it; the extender ignores them). Objects that do not decode
 raise :class:`rulesched.errors.InputError` for the caller to log and skip.
@@ -21,13 +23,28 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.kube.api import NAMESPACES, NODES, PDBS, PODS, PRIORITY_CLASSES, KubeApi, Resource
+from rulesched.kube.api import (
+    CSINODES,
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    PRIORITY_CLASSES,
+    PVCS,
+    PVS,
+    STORAGE_CLASSES,
+    KubeApi,
+    Resource,
+)
 from rulesched.kube.informer import Delta, Informer
 from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.scheduler.queue import Event
 
-EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, PODS)  # priority classes first: pods read them
+# Priority classes first: pods read them. Storage before pods: a pod's volume filters read it.
+STORAGE = (STORAGE_CLASSES, PVS, PVCS, CSINODES)
+EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *STORAGE, PODS)
 
 
 @dataclass(frozen=True)
@@ -113,6 +130,9 @@ class Mirror:
             else:
                 namespace = decode_namespace(obj, "watch")
                 store.set_namespace(namespace.name, namespace.labels)
+        elif kind in _STORAGE_APPLY:
+            _STORAGE_APPLY[kind](store, delta.key, None if deleted else obj)
+            return Applied(Event.OTHER)  # a claim bound or a volume added may let a parked pod fit
         elif kind == "PriorityClass":
             if deleted:
                 self.classes.pop(delta.key, None)
@@ -130,3 +150,27 @@ class Mirror:
                 return Applied(Event.POD_DELETED, settled=pod.key)
             return Applied(Event.POD_ADDED if any_waiting_on_pods else None, settled=pod.key)
         return Applied(pending=pod)
+
+
+def _pv(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_pv(key) if obj is None else store.set_pv(decode_pv(obj, "watch"))
+
+
+def _pvc(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_pvc(key) if obj is None else store.set_pvc(decode_pvc(obj, "watch"))
+
+
+def _storage_class(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_storage_class(key) if obj is None else store.set_storage_class(decode_storage_class(obj, "watch"))
+
+
+def _csinode(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_csinode(key) if obj is None else store.set_csinode(decode_csinode(obj, "watch"))
+
+
+_STORAGE_APPLY: dict[str, Callable[[ClusterStore, str, object], None]] = {
+    "PersistentVolume": _pv,
+    "PersistentVolumeClaim": _pvc,
+    "StorageClass": _storage_class,
+    "CSINode": _csinode,
+}

@@ -2,7 +2,8 @@
 demand.
 
 It keeps objects of the kinds rulesched reads and writes (nodes, pods, namespaces,
-PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps) with one resourceVersion
+PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, PersistentVolumes,
+PersistentVolumeClaims, StorageClasses, CSINodes) with one resourceVersion
 counter, as etcd does, and serves:
 
 * list (``GET /api/v1/pods``, namespaced or not) with ``metadata.resourceVersion``;
@@ -50,6 +51,10 @@ RESOURCES = {
     "poddisruptionbudgets": ("PodDisruptionBudget", "/apis/policy/v1", True),
     "priorityclasses": ("PriorityClass", "/apis/scheduling.k8s.io/v1", False),
     "leases": ("Lease", "/apis/coordination.k8s.io/v1", True),
+    "persistentvolumes": ("PersistentVolume", "/api/v1", False),
+    "persistentvolumeclaims": ("PersistentVolumeClaim", "/api/v1", True),
+    "storageclasses": ("StorageClass", "/apis/storage.k8s.io/v1", False),
+    "csinodes": ("CSINode", "/apis/storage.k8s.io/v1", False),
 }
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 
@@ -194,6 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/scheduling.k8s.io/v1",
             "/apis/coordination.k8s.io/v1",
             "/apis/events.k8s.io/v1",
+            "/apis/storage.k8s.io/v1",
         ):
             if url.path.startswith(prefix + "/"):
                 parts = url.path[len(prefix) + 1 :].split("/")

@@ -38,6 +38,10 @@ USED = {
     ("events.k8s.io", "events"): {"create"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("", "configmaps"): {"get", "list", "watch"},
+    ("", "persistentvolumes"): {"list", "watch", "patch"},
+    ("", "persistentvolumeclaims"): {"list", "watch", "patch"},
+    ("storage.k8s.io", "storageclasses"): {"list", "watch"},
+    ("storage.k8s.io", "csinodes"): {"list", "watch"},
 }
 
 
@@ -51,6 +55,10 @@ EXTENDER_USED = {
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
     ("", "configmaps"): {"get", "list", "watch"},
     ("events.k8s.io", "events"): {"create"},
+    ("", "persistentvolumes"): {"list", "watch"},
+    ("", "persistentvolumeclaims"): {"list", "watch"},
+    ("storage.k8s.io", "storageclasses"): {"list", "watch"},
+    ("storage.k8s.io", "csinodes"): {"list", "watch"},
 }
 EXTENDER = DEPLOY / "extender"
 

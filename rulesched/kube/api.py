@@ -84,6 +84,10 @@ PDBS = Resource("PodDisruptionBudget", "/apis/policy/v1", "poddisruptionbudgets"
 PRIORITY_CLASSES = Resource("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses", False)
 LEASES = Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True)
 EVENTS = Resource("Event", "/apis/events.k8s.io/v1", "events", True)
+PVS = Resource("PersistentVolume", "/api/v1", "persistentvolumes", False)
+PVCS = Resource("PersistentVolumeClaim", "/api/v1", "persistentvolumeclaims", True)
+STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False)
+CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
@@ -252,6 +256,10 @@ class KubeApi:
         """POST pods/eviction (TooManyRequestsError: a PodDisruptionBudget forbids it now)."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         self._call("POST", PODS.path(namespace, name, "eviction"), body=body)
+
+    def patch(self, resource: Resource, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch (``None`` removes a field): the scheduler's volume choices."""
+        self._call("PATCH", resource.path(namespace, name), body=patch, content_type="application/merge-patch+json")
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self._call(
