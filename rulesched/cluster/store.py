@@ -30,13 +30,13 @@ from typing import Any
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Change, Snapshot
-from rulesched.cluster.volumes import STORAGE_KINDS, StorageMixin
+from rulesched.cluster.volumes import STORAGE_CONTAINERS, StorageMixin
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 
-_CONTAINERS = ("order", "positions", "images", "affinity", "namespaces", "claim_users", *STORAGE_KINDS)
+_CONTAINERS = ("order", "positions", "images", "affinity", "namespaces", "claim_users", *STORAGE_CONTAINERS)
 JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
 ASSUMED_TTL_SECONDS = 30.0  # kube-scheduler's durationToExpireAssumedPod of old
 FINISHED = ("Succeeded", "Failed")

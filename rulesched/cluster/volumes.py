@@ -32,9 +32,11 @@ from rulesched.model.storage import (
     PersistentVolumeClaim,
     StorageClass,
     StorageState,
+    is_open,
 )
 
 STORAGE_KINDS = ("volumes", "claims", "classes", "csinodes")
+STORAGE_CONTAINERS = (*STORAGE_KINDS, "open_volumes")
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -56,13 +58,14 @@ class StorageMixin:
         self._claims: dict[str, PersistentVolumeClaim] = {}
         self._classes: dict[str, StorageClass] = {}
         self._csinodes: dict[str, CSINode] = {}
+        self._open_volumes: dict[str, dict[str, PersistentVolume]] = {}  # class -> name -> open volume
         self._claim_users: Counter[str] = Counter()
         self._volume_undo: dict[str, list[_Undo]] = {}  # pod key -> what its assumption changed
         self._volume_decisions: dict[str, tuple[Decision, ...]] = {}
 
     @property
     def storage(self) -> StorageState:
-        return StorageState(self._volumes, self._claims, self._classes, self._csinodes)
+        return StorageState(self._volumes, self._claims, self._classes, self._csinodes, self._open_volumes)
 
     def claim_users(self, claim: str) -> int:
         return self._claim_users.get(claim, 0)
@@ -82,6 +85,8 @@ class StorageMixin:
         return current
 
     def _put(self, kind: str, key: str, value: Any) -> None:
+        if kind == "volumes":
+            self._index_volume(self._volumes.get(key), value)
         target = self._map(kind)
         if value is None:
             if target.pop(key, None) is None:
@@ -89,6 +94,15 @@ class StorageMixin:
         else:
             target[key] = value
         self._changed()
+
+    def _index_volume(self, old: PersistentVolume | None, new: PersistentVolume | None) -> None:
+        """Keep the open volumes by class (rulesched.model.storage.StorageState.open_volumes)."""
+        if self._own("open_volumes"):
+            self._open_volumes = {k: dict(v) for k, v in self._open_volumes.items()}
+        if old is not None:
+            self._open_volumes.get(old.storage_class, {}).pop(old.name, None)
+        if new is not None and is_open(new):
+            self._open_volumes.setdefault(new.storage_class, {})[new.name] = new
 
     def set_pv(self, pv: PersistentVolume) -> None:
         self._put("volumes", pv.name, pv)
@@ -119,6 +133,11 @@ class StorageMixin:
         for kind in STORAGE_KINDS:
             setattr(self, f"_{kind}", dict(getattr(storage, kind)))
             self._made[kind] = getattr(self, "_epoch", 0)
+        self._open_volumes = {}
+        self._made["open_volumes"] = getattr(self, "_epoch", 0)
+        for pv in self._volumes.values():
+            if is_open(pv):
+                self._open_volumes.setdefault(pv.storage_class, {})[pv.name] = pv
         self._changed()
 
     def _count_claims(self, pod: Pod, sign: int) -> None:

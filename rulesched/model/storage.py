@@ -9,7 +9,7 @@ that read these are :mod:`rulesched.lang.builtins.volumes`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -141,6 +141,16 @@ class StorageState:
     claims: Mapping[str, PersistentVolumeClaim] = field(default_factory=lambda: _NO_PVCS)
     classes: Mapping[str, StorageClass] = field(default_factory=lambda: _NO_CLASSES)
     csinodes: Mapping[str, CSINode] = field(default_factory=lambda: _NO_CSINODES)
+    # class name -> the volumes of the class a claim could still take (not bound); kept by the
+    # store so that a pod's claims need not scan every volume. None: scan ``volumes``.
+    by_class: Mapping[str, Mapping[str, PersistentVolume]] | None = None
+
+    def open_volumes(self, class_name: str) -> Iterable[PersistentVolume]:
+        """The volumes of a class that are not bound to a claim (pre-bound ones included)."""
+        if self.by_class is not None:
+            found = self.by_class.get(class_name)
+            return () if found is None else found.values()
+        return (v for v in self.volumes.values() if v.storage_class == class_name and is_open(v))
 
     def claim_class(self, claim: PersistentVolumeClaim) -> str:
         """The claim's class name, the default class standing in for one not set (what the
@@ -150,6 +160,12 @@ class StorageState:
             return name
         defaults = sorted(c.name for c in self.classes.values() if c.is_default)
         return defaults[0] if defaults else ""
+
+
+def is_open(pv: PersistentVolume) -> bool:
+    """Whether a claim could still take the volume: not bound (a volume pre-bound to a claim,
+    its claimRef set but not yet Bound, is open to that claim)."""
+    return not (pv.claim_name and pv.phase == "Bound")
 
 
 EMPTY_STORAGE = StorageState()

@@ -13,7 +13,7 @@ VolumeBinding makes at Reserve: the store records it when the pod is assumed
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rulesched.lang.builtins.matching import node_selector_term_matches
@@ -26,6 +26,7 @@ from rulesched.model.storage import (
     WAIT_FOR_FIRST_CONSUMER,
     PersistentVolume,
     PersistentVolumeClaim,
+    StorageClass,
     StorageState,
 )
 
@@ -90,7 +91,18 @@ def pv_fits_node(pv: PersistentVolume, node: Any) -> bool:
 # --- VolumeRestrictions ------------------------------------------------------------------------
 
 
-def _restrictions_plan(ctx: EvalContext) -> tuple[str, bool]:
+def _restrictions_plan(ctx: EvalContext) -> tuple[list[str] | None, tuple[Any, ...], list[str]]:
+    """(the answer on every node, if it is node-independent; the pod's inline disks; the answer
+    where no disk conflicts)."""
+    error, in_use = _restrictions_claims(ctx)
+    if error:
+        return [error], (), [error]
+    disks = tuple(v for v in ctx.pod.volumes if v.disk)
+    answer = [RWOP_CONFLICT] if in_use else _NOTHING
+    return (None if disks else answer), disks, answer
+
+
+def _restrictions_claims(ctx: EvalContext) -> tuple[str, bool]:
     """(a claim-lookup failure, whether a ReadWriteOncePod claim of the pod is in use)."""
     pod, storage = ctx.pod, _storage(ctx)
     in_use = False
@@ -129,13 +141,13 @@ def _disk_conflict(wanted: Any, existing: Pod) -> bool:
 def volume_restrictions(ctx: EvalContext, node: Any) -> list[str]:
     """VolumeRestrictions: inline disks shared with the node's pods, and ReadWriteOncePod
     claims another pod already uses."""
-    error, in_use = _plan(ctx, "restrictions", _restrictions_plan)
-    if error:
-        return [error]
-    for volume in ctx.pod.volumes:
-        if volume.disk and any(_disk_conflict(volume, p) for p in node.pods):
+    everywhere, disks, answer = _plan(ctx, "restrictions", _restrictions_plan)
+    if everywhere is not None:
+        return everywhere  # type: ignore[no-any-return]
+    for volume in disks:
+        if any(_disk_conflict(volume, p) for p in node.pods):
             return [DISK_CONFLICT]
-    return [RWOP_CONFLICT] if in_use else _NOTHING
+    return answer  # type: ignore[no-any-return]
 
 
 # --- NodeVolumeLimits (CSI) ----------------------------------------------------------------------
@@ -166,45 +178,52 @@ def _attachable(pod: Pod, storage: StorageState, new: bool) -> dict[str, str] | 
     return out
 
 
-def _limits(node: Any, storage: StorageState) -> dict[str, int]:
-    limits = {
-        key[len(ATTACH_LIMIT_PREFIX) :]: value // 1000
-        for key, value in node.allocatable.items()
-        if key.startswith(ATTACH_LIMIT_PREFIX)
-    }
+def _limit(node: Any, storage: StorageState, driver: str) -> int | None:
+    """The node's attach limit for a driver: its CSINode's count, else the node's
+    ``attachable-volumes-csi-DRIVER`` allocatable (milli-units), else none."""
     csinode = storage.csinodes.get(node.name)
     if csinode is not None:
-        limits.update(csinode.limits)
-    return limits
+        found = csinode.limits.get(driver)
+        if found is not None:
+            return found
+    amount = node.allocatable.get(ATTACH_LIMIT_PREFIX + driver)
+    return None if amount is None else amount // 1000
+
+
+def _limits_plan(ctx: EvalContext) -> tuple[str, dict[str, dict[str, str]]]:
+    """(a claim-lookup failure; the pod's new volumes by driver)."""
+    new = _attachable(ctx.pod, _storage(ctx), True)
+    if isinstance(new, str):
+        return new, {}
+    by_driver: dict[str, dict[str, str]] = {}
+    for unique, driver in new.items():
+        by_driver.setdefault(driver, {})[unique] = driver
+    return "", by_driver
 
 
 def volume_limits(ctx: EvalContext, node: Any) -> list[str]:
     """NodeVolumeLimits: the CSI volumes attached to the node, per driver, within its limit."""
+    error, by_driver = _plan(ctx, "limits", _limits_plan)
+    if error:
+        return [error]
+    if not by_driver:
+        return _NOTHING
     storage = _storage(ctx)
-    new = _plan(ctx, "limits", lambda c: _attachable(c.pod, storage, True))
-    if isinstance(new, str):
-        return [new]
-    if not new:
-        return _NOTHING
-    limits = _limits(node, storage)
-    if not limits:
-        return _NOTHING
-    attached: dict[str, str] = {}
-    for existing in node.pods:
-        if existing.volumes:
-            found = _attachable(existing, storage, False)
-            assert isinstance(found, dict)
-            attached.update(found)
-    counts: dict[str, int] = {}
-    for driver in attached.values():
-        counts[driver] = counts.get(driver, 0) + 1
-    wanted: dict[str, int] = {}
-    for unique, driver in new.items():
-        if unique not in attached:
-            wanted[driver] = wanted.get(driver, 0) + 1
-    for driver, count in wanted.items():
-        limit = limits.get(driver)
-        if limit is not None and counts.get(driver, 0) + count > limit:
+    attached: dict[str, str] | None = None
+    for driver, new in by_driver.items():
+        limit = _limit(node, storage, driver)
+        if limit is None:
+            continue
+        if attached is None:  # the node's pods' volumes, counted once, when some limit applies
+            attached = {}
+            for existing in node.pods:
+                if existing.volumes:
+                    found = _attachable(existing, storage, False)
+                    assert isinstance(found, dict)
+                    attached.update(found)
+        in_use = sum(1 for d in attached.values() if d == driver)
+        wanted = sum(1 for unique in new if unique not in attached)
+        if in_use + wanted > limit:
             return [MAX_VOLUMES]
     return _NOTHING
 
@@ -219,6 +238,12 @@ class _Claims:
     error: str = ""
     bound: tuple[PersistentVolumeClaim, ...] = ()
     delayed: tuple[PersistentVolumeClaim, ...] = ()  # unbound, WaitForFirstConsumer
+    # claim key -> (pre-bound to it?, volume) it might take (without a selected node)
+    candidates: Mapping[str, tuple[tuple[bool, PersistentVolume], ...]] = field(default_factory=dict)
+    # When no claim is bound and every delayed one can only be provisioned (no selected node,
+    # no volume to match, its class found): those classes. The answer then hangs on each node's
+    # labels against the classes' allowed topologies alone (the common StatefulSet case).
+    provision_only: tuple[StorageClass, ...] | None = None
 
 
 def _binding_plan(ctx: EvalContext) -> _Claims:
@@ -255,7 +280,13 @@ def sort_claims(pod: Pod, storage: StorageState) -> _Claims:
             immediate = True
     if immediate:
         return _Claims(UNBOUND_IMMEDIATE)
-    return _Claims("", tuple(bound), tuple(delayed))
+    candidates = {c.key: _candidates(c, storage) for c in delayed if not c.selected_node}
+    provision_only = None
+    if not bound and not any(candidates.values()) and len(candidates) == len(delayed):
+        classes = [storage.classes.get(storage.claim_class(c)) for c in delayed]
+        if all(cls is not None and storage.claim_class(c) for c, cls in zip(delayed, classes, strict=True)):
+            provision_only = tuple(cls for cls in classes if cls is not None)
+    return _Claims("", tuple(bound), tuple(delayed), candidates, provision_only)
 
 
 @dataclass(frozen=True)
@@ -267,29 +298,39 @@ class Decision:
     volume: str = ""
 
 
-def _matching_volume(
-    claim: PersistentVolumeClaim, storage: StorageState, node: Any, chosen: set[str]
-) -> PersistentVolume | None:
-    """FindMatchingVolume (delayed binding, with a node): the volume pre-bound to the claim if
-    it fits the node, else the smallest available one of its class, modes and size that does."""
-    wanted_class = storage.claim_class(claim)
-    best: PersistentVolume | None = None
-    for pv in storage.volumes.values():
-        if pv.name in chosen or pv.storage_class != wanted_class:
-            continue
+def _candidates(claim: PersistentVolumeClaim, storage: StorageState) -> tuple[tuple[bool, PersistentVolume], ...]:
+    """The volumes FindMatchingVolume could give the claim on some node, with whether each is
+    pre-bound to it (the node-independent checks, once per pod): its class, unbound or bound to
+    this claim, big enough, of its volume mode, not being deleted, and, unless pre-bound,
+    Available and offering every access mode the claim asks for."""
+    out = []
+    for pv in storage.open_volumes(storage.claim_class(claim)):
         bound_to_claim = pv.claim_key == claim.key and pv.claim_uid in ("", claim.uid)
         if (pv.claim_name and not bound_to_claim) or pv.capacity < claim.request:
             continue
         if pv.volume_mode != claim.volume_mode or pv.deleting:
             continue
+        if not bound_to_claim and (
+            pv.phase != "Available" or not all(m in pv.access_modes for m in claim.access_modes)
+        ):
+            continue
+        out.append((bound_to_claim, pv))
+    return tuple(out)
+
+
+def _matching_volume(
+    candidates: tuple[tuple[bool, PersistentVolume], ...], node: Any, chosen: set[str]
+) -> PersistentVolume | None:
+    """FindMatchingVolume on a node: a volume pre-bound to the claim decides alone (taken if it
+    fits the node, else nothing); otherwise the smallest candidate that fits."""
+    best: PersistentVolume | None = None
+    for bound_to_claim, pv in candidates:
+        if pv.name in chosen:
+            continue
         fits = pv_fits_node(pv, node)
         if bound_to_claim:
             return pv if fits else None
-        if pv.phase != "Available" or not fits:
-            continue
-        if not all(m in pv.access_modes for m in claim.access_modes):
-            continue
-        if best is None or pv.capacity < best.capacity:
+        if fits and (best is None or pv.capacity < best.capacity):
             best = pv
     return best
 
@@ -327,7 +368,7 @@ def find_volumes(claims: _Claims, storage: StorageState, node: Any) -> tuple[lis
         if not unbound_fails:
             chosen: set[str] = set()
             for claim in sorted(to_match, key=lambda c: c.request):
-                pv = _matching_volume(claim, storage, node, chosen)
+                pv = _matching_volume(claims.candidates.get(claim.key, ()), node, chosen)
                 if pv is None:
                     to_provision.append(claim)
                 else:
@@ -365,6 +406,11 @@ def volume_binding(ctx: EvalContext, node: Any) -> list[str]:
     if claims.error:
         return [claims.error]
     if not claims.bound and not claims.delayed:
+        return _NOTHING
+    if claims.provision_only is not None:  # (find_volumes' answer, without its bookkeeping)
+        for cls in claims.provision_only:
+            if cls.provisioner in ("", NO_PROVISIONER) or not _topology_allows(cls, node):
+                return [BIND_CONFLICT]
         return _NOTHING
     return find_volumes(claims, _storage(ctx), node)[0]
 
