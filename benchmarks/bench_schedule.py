@@ -11,6 +11,9 @@ pods/s of scheduling time, p50/p99 per-pod latency, and peak RSS. Figures only; 
 Upstream scheduler_perf thresholds for comparison: SchedulingBasic 270 pods/s, node affinity 220,
 topology spreading 85, pod anti-affinity 60 (on far bigger machines). `mixed` (200 Deployments
 interleaved) and `distinct` (no two pending pods alike) are real-cluster-like: 5000 running pods.
+`volumes` gives each pending pod its own WaitForFirstConsumer zonal claim (provisioned on the
+chosen node's zone, as `rulesched simulate` does), with CSINode attach limits: the volume filters'
+cost (scheduler_perf's SchedulingCSIPVs is its nearest upstream relative).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from rulesched.simulate.load import load_cluster  # noqa: E402
 
 UPSTREAM = {"basic": 270, "node-affinity": 220, "spreading": 85, "anti-affinity": 60}
 # Real-cluster-like workloads (gen_cluster.py): targets of their own, and 5000 running pods.
-TARGETS = {"mixed": 1000, "distinct": 500}
+TARGETS = {"mixed": 1000, "distinct": 500, "volumes": 500}
 RUNNING = {"mixed": 5000, "distinct": 5000}
 
 
@@ -50,7 +53,9 @@ def run(workload: str, nodes: int, running: int, pending: int, seed: int) -> dic
         objects = load_cluster([path])
         load_seconds = time.perf_counter() - started
     rules = load_rules([resolve_rules_path("default")])
-    state = ClusterStore.build(objects.nodes, objects.running_pods, objects.pdbs)
+    state = ClusterStore.build(
+        objects.nodes, objects.running_pods, objects.pdbs, storage=objects.storage, provision=True
+    )
     scheduler = Simulation(rules, state, SchedulerSettings(seed=seed))
     for pod in objects.pending_pods:
         scheduler.add(pod)
@@ -127,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # Pending counts follow scheduler_perf: 10000 for SchedulingBasic, fewer for the heavy ones.
     pending = {"basic": 10000, "node-affinity": 5000, "spreading": 5000, "anti-affinity": 2000}
-    pending.update(mixed=10000, distinct=10000)
-    for workload in args.workload or ["basic", "node-affinity", "spreading", "anti-affinity", "mixed", "distinct"]:
+    pending.update(mixed=10000, distinct=10000, volumes=5000)
+    everything = ["basic", "node-affinity", "spreading", "anti-affinity", "mixed", "distinct", "volumes"]
+    for workload in args.workload or everything:
         running = args.running if args.running is not None else RUNNING.get(workload, 1000)
         show(workload, best(workload, args.nodes, running, args.pending or pending[workload]))
     return 0

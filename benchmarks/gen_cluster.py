@@ -12,6 +12,9 @@ Workloads (after upstream scheduler_perf's test cases):
                  Deployments (--groups) interleaved, each with its own requests and image, some with
                  tolerations, nodeSelectors, preferred node affinity, zone spreading, anti-affinity
   distinct       the mixed cluster's nodes; no two pending pods alike (each its own memory request)
+  volumes        StatefulSet-like: each pending pod mounts its own PersistentVolumeClaim of a zonal
+                 WaitForFirstConsumer StorageClass (provisioned in zone-a or zone-b only), spread
+                 over zones (ScheduleAnyway); every node has a CSINode with an attach limit of 39
 Deterministic by seed. Node shape follows scheduler_perf's node template (4 CPU, 32Gi, 110 pods).
 """
 
@@ -282,10 +285,75 @@ def distinct_pod(name: str, i: int) -> dict[str, Any]:
     return out
 
 
+VOLUME_CLASS = "zonal-ssd"
+CSI_DRIVER = "ebs.csi.aws.com"
+
+
+def storage_objects(nodes: int) -> list[dict[str, Any]]:
+    """The volumes workload's StorageClass (WaitForFirstConsumer, two zones of three) and a
+    CSINode per node (39 attachments per node, as for many cloud instance types)."""
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": VOLUME_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": CSI_DRIVER,
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [
+                {"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": list(ZONES[:2])}]}
+            ],
+        }
+    ]
+    out += [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSINode",
+            "metadata": {"name": f"node-{i}"},
+            "spec": {"drivers": [{"name": CSI_DRIVER, "nodeID": f"node-{i}", "allocatable": {"count": 39}}]},
+        }
+        for i in range(nodes)
+    ]
+    return out
+
+
+def volume_pod(name: str, group: int) -> list[dict[str, Any]]:
+    """A StatefulSet replica and its claim (volumeClaimTemplate "data")."""
+    claim = f"data-{name}"
+    out = pod(name, "basic", group, None, random.Random(0))
+    out["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    out["spec"]["topologySpreadConstraints"] = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": out["metadata"]["labels"]},
+        }
+    ]
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": claim, "namespace": "default", "uid": f"uid-{claim}"},
+        "spec": {
+            "storageClassName": VOLUME_CLASS,
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "10Gi"}},
+        },
+        "status": {"phase": "Pending"},
+    }
+    return [pvc, out]
+
+
 def generate(nodes: int, running: int, pending: int, workload: str, seed: int, groups: int = 1) -> dict[str, Any]:
     rng = random.Random(seed)
     if workload in ("mixed", "distinct"):
         return _generate_real(nodes, running, pending, workload, rng, groups if groups > 1 else 200)
+    if workload == "volumes":
+        items = [node(i, rng) for i in range(nodes)] + storage_objects(nodes)
+        for i in range(running):
+            items.append(pod(f"running-{i}", "basic", i % groups, f"node-{rng.randrange(nodes)}", rng))
+        for i in range(pending):
+            items += volume_pod(f"pending-{i}", i % groups)
+        return {"apiVersion": "v1", "kind": "List", "items": items}
     items = [node(i, rng) for i in range(nodes)]
     for i in range(running):
         items.append(pod(f"running-{i}", "basic", i % groups, f"node-{rng.randrange(nodes)}", rng))
@@ -318,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pending", type=int, default=10000)
     parser.add_argument(
         "--workload",
-        choices=("basic", "node-affinity", "spreading", "anti-affinity", "mixed", "distinct"),
+        choices=("basic", "node-affinity", "spreading", "anti-affinity", "mixed", "distinct", "volumes"),
         default="basic",
     )
     parser.add_argument("--seed", type=int, default=1)

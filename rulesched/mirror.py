@@ -3,8 +3,10 @@
 Informer threads (:mod:`rulesched.kube.informer`) hand their deltas to a sink; the thread that
 owns the store applies them with :meth:`Mirror.apply` (one thread writes the store, so a cycle or
 an extender request never sees half an update). The store takes nodes, pods that are bound or
-finished, PodDisruptionBudgets, namespaces, and the selectors of Services, ReplicaSets,
-StatefulSets and ReplicationControllers (system default spreading); priority classes resolve
+finished, PodDisruptionBudgets, namespaces, the selectors of Services, ReplicaSets,
+StatefulSets and ReplicationControllers (system default spreading) and the storage objects the
+volume filters read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes);
+priority classes resolve
 pods' priorities.
 Pending pods are not placed anywhere: :class:`Applied` hands them back to the caller (the live
 scheduler queues the ones that name it; the extender ignores them). Objects that do not decode
@@ -24,27 +26,33 @@ from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.kube.api import (
+    CSINODES,
     NAMESPACES,
     NODES,
     PDBS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
+    PVS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
     SERVICES,
     STATEFUL_SETS,
+    STORAGE_CLASSES,
     KubeApi,
     Resource,
 )
 from rulesched.kube.informer import Delta, Informer
 from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.workloads import CONTROLLER_KINDS, decode_controller, decode_service
 from rulesched.scheduler.queue import Event
 
 WORKLOADS = (SERVICES, REPLICA_SETS, STATEFUL_SETS, REPLICATION_CONTROLLERS)
-# priority classes first: pods read them
-EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *WORKLOADS, PODS)
+STORAGE = (STORAGE_CLASSES, PVS, PVCS, CSINODES)
+# Priority classes first: pods read them. Storage before pods: a pod's volume filters read it.
+EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *WORKLOADS, *STORAGE, PODS)
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,9 @@ class Mirror:
                 store.set_namespace(namespace.name, namespace.labels)
         elif kind == "Service" or kind in CONTROLLER_KINDS:
             self._workload(kind, delta, deleted)
+        elif kind in _STORAGE_APPLY:
+            _STORAGE_APPLY[kind](store, delta.key, None if deleted else obj)
+            return Applied(Event.OTHER)  # a claim bound or a volume added may let a parked pod fit
         elif kind == "PriorityClass":
             if deleted:
                 self.classes.pop(delta.key, None)
@@ -163,3 +174,27 @@ class Mirror:
                 return Applied(Event.POD_DELETED, settled=pod.key)
             return Applied(Event.POD_ADDED if any_waiting_on_pods else None, settled=pod.key)
         return Applied(pending=pod)
+
+
+def _pv(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_pv(key) if obj is None else store.set_pv(decode_pv(obj, "watch"))
+
+
+def _pvc(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_pvc(key) if obj is None else store.set_pvc(decode_pvc(obj, "watch"))
+
+
+def _storage_class(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_storage_class(key) if obj is None else store.set_storage_class(decode_storage_class(obj, "watch"))
+
+
+def _csinode(store: ClusterStore, key: str, obj: object) -> None:
+    store.remove_csinode(key) if obj is None else store.set_csinode(decode_csinode(obj, "watch"))
+
+
+_STORAGE_APPLY: dict[str, Callable[[ClusterStore, str, object], None]] = {
+    "PersistentVolume": _pv,
+    "PersistentVolumeClaim": _pvc,
+    "StorageClass": _storage_class,
+    "CSINode": _csinode,
+}

@@ -4,6 +4,8 @@ demand.
 It keeps objects of the kinds rulesched reads and writes (nodes, pods, namespaces,
 PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, and Services, ReplicaSets,
 StatefulSets and ReplicationControllers) with one resourceVersion
+PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, PersistentVolumes,
+PersistentVolumeClaims, StorageClasses, CSINodes) with one resourceVersion
 counter, as etcd does, and serves:
 
 * list (``GET /api/v1/pods``, namespaced or not) with ``metadata.resourceVersion``;
@@ -55,6 +57,10 @@ RESOURCES = {
     "replicationcontrollers": ("ReplicationController", "/api/v1", True),
     "replicasets": ("ReplicaSet", "/apis/apps/v1", True),
     "statefulsets": ("StatefulSet", "/apis/apps/v1", True),
+    "persistentvolumes": ("PersistentVolume", "/api/v1", False),
+    "persistentvolumeclaims": ("PersistentVolumeClaim", "/api/v1", True),
+    "storageclasses": ("StorageClass", "/apis/storage.k8s.io/v1", False),
+    "csinodes": ("CSINode", "/apis/storage.k8s.io/v1", False),
 }
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 
@@ -200,6 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/coordination.k8s.io/v1",
             "/apis/events.k8s.io/v1",
             "/apis/apps/v1",
+            "/apis/storage.k8s.io/v1",
         ):
             if url.path.startswith(prefix + "/"):
                 parts = url.path[len(prefix) + 1 :].split("/")

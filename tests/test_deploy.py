@@ -46,6 +46,10 @@ USED = {
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("", "configmaps"): {"get", "list", "watch"},
     **WORKLOAD_READS,
+    ("", "persistentvolumes"): {"list", "watch", "patch"},
+    ("", "persistentvolumeclaims"): {"list", "watch", "patch"},
+    ("storage.k8s.io", "storageclasses"): {"list", "watch"},
+    ("storage.k8s.io", "csinodes"): {"list", "watch"},
 }
 
 
@@ -60,6 +64,10 @@ EXTENDER_USED = {
     ("", "configmaps"): {"get", "list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     **WORKLOAD_READS,
+    ("", "persistentvolumes"): {"list", "watch"},
+    ("", "persistentvolumeclaims"): {"list", "watch"},
+    ("storage.k8s.io", "storageclasses"): {"list", "watch"},
+    ("storage.k8s.io", "csinodes"): {"list", "watch"},
 }
 EXTENDER = DEPLOY / "extender"
 

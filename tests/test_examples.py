@@ -16,7 +16,7 @@ from rulesched.simulate.run import SimulateSettings, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "rules" / "examples"
-NAMES = ("underlay-ip", "pod-capacity", "gpu-binpacking", "zone-spreading")
+NAMES = ("underlay-ip", "pod-capacity", "gpu-binpacking", "zone-spreading", "statefulset-zonal-volumes")
 
 
 def run_example(name: str, rules: str | None = None, explain: bool = False) -> Report:
@@ -161,3 +161,48 @@ def test_zone_spreading_policy_rejects_pods_that_do_not_spread() -> None:
     assert placements(default)["shop/stray"] is not None
     counts = zone_counts(default)
     assert max(counts.values()) - min(counts.values()) <= 1, counts
+
+
+# --- statefulset-zonal-volumes -----------------------------------------------------------------------
+
+
+def zone_of(report: Report, node: str | None) -> str:
+    return next(n.labels["topology.kubernetes.io/zone"] for n in report.state.nodes if n.name == node)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_statefulset_replicas_spread_and_take_volumes_in_their_zones(seed: int) -> None:
+    folder = EXAMPLES / "statefulset-zonal-volumes"
+    settings = SimulateSettings(cluster=(str(folder / "cluster.yaml"),), rules=(str(folder),), seed=seed)
+    report = simulate(load_cluster([folder / "cluster.yaml"]), settings)
+    placed = placements(report)
+    # db-0 runs in zone-a; the new replicas take the other two zones, db-2's zone-c replica
+    # avoiding the spot node (the policy)
+    assert {zone_of(report, placed["shop/db-1"]), zone_of(report, placed["shop/db-2"])} == {"zone-b", "zone-c"}
+    assert "node-c2" not in placed.values()
+    # each new claim was provisioned on its pod's zone, so the next pod on it lands there too
+    storage = report.state.storage
+    for replica in ("db-1", "db-2"):
+        claim = storage.claims[f"shop/data-{replica}"]
+        assert claim.bound
+        volume = storage.volumes[claim.volume_name]
+        zone = zone_of(report, placed[f"shop/{replica}"])
+        assert volume.node_affinity is not None
+        assert volume.node_affinity[0].match_expressions[0].values == (zone,)
+    # the backup pod follows db-0's volume into zone-a; the pod whose claim is missing waits
+    assert zone_of(report, placed["shop/backup-db-0"]) == "zone-a"
+    assert placed["shop/report-0"] is None
+    assert messages(report)["shop/report-0"].startswith(
+        '0/6 nodes are available: 6 persistentvolumeclaim "data-report-0" not found.'
+    )
+
+
+def test_statefulset_default_rules_may_use_the_spot_node() -> None:
+    """Without the policy, only the volumes constrain the replicas: zone-c has two candidates."""
+    feasible = set()
+    for seed in range(8):
+        folder = EXAMPLES / "statefulset-zonal-volumes"
+        settings = SimulateSettings(cluster=(str(folder / "cluster.yaml"),), rules=("default",), seed=seed)
+        report = simulate(load_cluster([folder / "cluster.yaml"]), settings)
+        feasible |= {node for pod, node in placements(report).items() if pod.startswith("shop/db-")}
+    assert "node-c2" in feasible

@@ -10,6 +10,14 @@ scheduler never places a pod where a filter rejects it); when a cycle finds no n
 reference check must reject every node. A failed bind must leave
 no assumed pod behind and requeue the pod with backoff.
 
+Pods may mount PersistentVolumeClaims of a fixed pool: WaitForFirstConsumer claims provisioned
+where the class's allowed zones say, ReadWriteOncePod ones, a ReadWriteMany one shared by many,
+and claims of a class with static zonal volumes only. The store records each placement's volume
+choice, so the reference check above sees the claims as the scheduler left them; in addition a
+placed pod's bound volumes always fit its node, no ReadWriteOncePod claim is ever mounted by two
+placed pods, the store's count of each claim's users matches a recount, and a failed bind leaves
+no volume choice behind.
+
 Deleting a *pending* pod is not modelled: the Scheduler has no API to drop a queued pod.
 """
 
@@ -26,15 +34,58 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
+from rulesched.lang.builtins.volumes import pv_fits_node
 from rulesched.model import Node, Pod
+from rulesched.model.storage import READ_WRITE_ONCE_POD, StorageState
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.simulate.driver import Simulation
-from tests.upstream.harness import default_rules, node, pod
+from tests.upstream.harness import default_rules, node, pod, pv, pvc, storage, storage_class
 
 GPU = "nvidia.com/gpu"
 CHECKED = ("cpu", "memory", GPU)
 ZONES = ("zone-a", "zone-b", "zone-c")
 GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _claim(name: str, cls: str, mode: str) -> Any:
+    return pvc(
+        name, spec={"storageClassName": cls, "accessModes": [mode], "resources": {"requests": {"storage": "1Gi"}}}
+    )
+
+
+def _static_volume(zone: str, i: int) -> Any:
+    term = {"matchExpressions": [{"key": ZONE, "operator": "In", "values": [zone]}]}
+    spec = {
+        "storageClassName": "static",
+        "capacity": {"storage": "5Gi"},
+        "accessModes": ["ReadWriteOnce"],
+        "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+    }
+    return pv(f"static-{zone}-{i}", spec=spec)
+
+
+def volume_pool() -> StorageState:
+    """Claims pods may mount: provisioned in zone-a or zone-b only ("zonal"), ReadWriteOncePod,
+    one ReadWriteMany claim, and claims matched to two static volumes in zone-c."""
+    zones = [{"matchLabelExpressions": [{"key": ZONE, "values": ["zone-a", "zone-b"]}]}]
+    return storage(
+        volumes=[_static_volume("zone-c", i) for i in range(2)],
+        claims=[
+            *(_claim(f"data-{i}", "zonal", "ReadWriteOnce") for i in range(4)),
+            *(_claim(f"solo-{i}", "zonal", "ReadWriteOncePod") for i in range(2)),
+            _claim("shared", "zonal", "ReadWriteMany"),
+            *(_claim(f"local-{i}", "static", "ReadWriteOnce") for i in range(3)),
+        ],
+        classes=[
+            storage_class("zonal", provisioner="csi.example.com", mode="WaitForFirstConsumer", topologies=zones),
+            storage_class("static", provisioner="kubernetes.io/no-provisioner", mode="WaitForFirstConsumer"),
+        ],
+    )
+
+
+# Interleaved kinds: hypothesis draws early items more often, and every kind should come up.
+CLAIMS = ("solo-0", "data-0", "local-0", "shared", "data-1", "solo-1", "local-1", "data-2", "local-2", "data-3")
 
 
 @st.composite
@@ -76,7 +127,7 @@ def pod_shapes(draw: Any) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [container], "priority": draw(st.sampled_from([0, 0, 10]))}
     selector = {"matchLabels": {"app": app}}
     for extra in draw(
-        st.sets(st.sampled_from(["port", "zone", "tolerate", "anti", "spread", "soft-spread"]), max_size=2)
+        st.sets(st.sampled_from(["port", "zone", "tolerate", "anti", "spread", "soft-spread", "claim"]), max_size=2)
     ):
         if extra == "port":
             container["ports"] = [{"containerPort": 80, "hostPort": 8080}]
@@ -84,6 +135,8 @@ def pod_shapes(draw: Any) -> dict[str, Any]:
             spec["nodeSelector"] = {"topology.kubernetes.io/zone": draw(st.sampled_from(ZONES))}
         elif extra == "tolerate":
             spec["tolerations"] = [GPU_TOLERATION]
+        elif extra == "claim":
+            spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": draw(st.sampled_from(CLAIMS))}}]
         elif extra == "anti":
             spec["affinity"] = {
                 "podAntiAffinity": {
@@ -130,7 +183,11 @@ def reference_rules() -> RuleSet:
 def fresh_copy(state: ClusterStore, without: str | None = None) -> ClusterStore:
     """The cluster rebuilt from scratch (new NodeInfos, empty memos), optionally without one pod."""
     return ClusterStore.build(
-        [info.node for info in state.nodes], [p for p in state.pods() if p.key != without], state.pdbs, state.namespaces
+        [info.node for info in state.nodes],
+        [p for p in state.pods() if p.key != without],
+        state.pdbs,
+        state.namespaces,
+        storage=state.storage,
     )
 
 
@@ -145,7 +202,8 @@ class SchedulerMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.rules = default_rules()
-        self.state = ClusterStore()
+        self.state = ClusterStore(provision=True)  # the simulator's store: claims provisioned at once
+        self.state.set_storage(volume_pool())
         self.binder = PlannedBinder(self)
         self.scheduler = Simulation(self.rules, self.state, SchedulerSettings(), self.binder)
         self.clock = self.scheduler.clock
@@ -213,7 +271,8 @@ class SchedulerMachine(RuleBasedStateMachine):
     def add_running_pod(self, data: Any, shape: dict[str, Any]) -> None:
         """A pod bound by someone else; only added where it fits, so nodes stay within allocatable."""
         info = data.draw(st.sampled_from(list(self.state.nodes)))
-        p = pod(self._name("r"), spec={**shape["spec"], "priority": 0}, labels=shape["labels"], node_name=info.name)
+        spec = {k: v for k, v in shape["spec"].items() if k != "volumes"}  # (claims are the scheduler's to place)
+        p = pod(self._name("r"), spec={**spec, "priority": 0}, labels=shape["labels"], node_name=info.name)
         if len(info.pods) >= info.allocatable.get("pods", 0) // 1000:
             return
         if any(v > info.free.get(r, 0) for r, v in p.requests.items()):
@@ -318,6 +377,26 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert self.state.image_node_count(name) == count
         affinity = sorted(p.key for p, _ in self.state.affinity_pods())
         assert affinity == sorted(p.key for p in self.state.pods() if p.pod_anti_affinity or p.pod_affinity)
+
+    @invariant()
+    def volumes_hold(self) -> None:
+        """Bound volumes fit their pods' nodes; ReadWriteOncePod claims have one pod at most;
+        claim users match a recount; no volume choice outlives its binding."""
+        storage = self.state.storage
+        users: Counter[str] = Counter()
+        for info in self.state.nodes:
+            for p in info.pods:
+                for name in p.claims:
+                    key = f"{p.namespace}/{name}"
+                    users[key] += 1
+                    claim = storage.claims[key]
+                    if claim.volume_name:
+                        assert pv_fits_node(storage.volumes[claim.volume_name], info), (p.key, key, info.name)
+        for key, count in users.items():
+            assert self.state.claim_users(key) == count, key
+            if READ_WRITE_ONCE_POD in storage.claims[key].access_modes:
+                assert count <= 1, f"{key} (ReadWriteOncePod) is mounted by {count} pods"
+        assert not self.state._volume_undo and not self.state._volume_decisions
 
 
 SchedulerMachine.TestCase.settings = settings(

@@ -234,6 +234,8 @@ def _store(objects: ClusterObjects) -> ClusterStore:
         objects.pdbs,
         {ns.name: ns.labels for ns in objects.namespaces},
         objects.workloads,
+        storage=objects.storage,
+        provision=True,
     )
 
 

@@ -220,6 +220,7 @@ def schedule(rules: RuleSet, case: Case) -> Outcome:
         cluster.pdbs,
         {ns.name: ns.labels for ns in cluster.namespaces},
         cluster.workloads,
+        storage=cluster.storage,
     )
     pod = dataclasses.replace(case.pod, nominated_node_name="") if case.pod.nominated_node_name else case.pod
     session = Session(rules)

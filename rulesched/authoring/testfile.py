@@ -29,7 +29,8 @@ Top-level keys: ``rules`` (a path or a list of paths relative to the file, folde
 ``.rules`` files; ``default`` is the bundled rule set), ``cases``, and shared objects: ``nodes``,
 ``pods``, ``pdbs``, ``namespaces``, ``priorityClasses``, and ``services``, ``replicaSets``,
 ``statefulSets`` and ``replicationControllers`` (their selectors spread pods without constraints
-of their own: system default spreading). A case has ``name`` (unique in the
+of their own: system default spreading), and the storage objects ``persistentVolumes``,
+``persistentVolumeClaims``, ``storageClasses`` and ``csiNodes``. A case has ``name`` (unique in the
 file), ``pod``, ``expect``, and any of the object keys; its own list replaces the file's. YAML
 anchors share other lists (``nodes: &zones [...]``, later ``nodes: *zones``), and a list inside
 an object list is spliced in, so ``pods: [*running, {metadata: ...}]`` adds one pod to a shared
@@ -71,8 +72,10 @@ from rulesched.errors import InputError, ObjectError
 from rulesched.lang import bundled_rules_dir, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo, describe
 from rulesched.model.objects import Namespace
+from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
 
 RULES_SUFFIX = ".rules"
@@ -82,7 +85,8 @@ WORKLOAD_KEYS = {
     "statefulSets": "StatefulSet",
     "replicationControllers": "ReplicationController",
 }
-OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS)
+STORAGE_KEYS = ("persistentVolumes", "persistentVolumeClaims", "storageClasses", "csiNodes")
+OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS, *STORAGE_KEYS)
 FILE_KEYS = ("rules", "cases", *OBJECT_KEYS)
 CASE_KEYS = ("name", "pod", "expect", *OBJECT_KEYS)
 EXPECT_KEYS = ("feasible", "winner", "unschedulable", "reasons", "scores", "message", "nominated", "victims")
@@ -93,6 +97,10 @@ _KINDS = {
     "namespaces": "Namespace",
     "priorityClasses": "PriorityClass",
     **WORKLOAD_KEYS,
+    "persistentVolumes": "PersistentVolume",
+    "persistentVolumeClaims": "PersistentVolumeClaim",
+    "storageClasses": "StorageClass",
+    "csiNodes": "CSINode",
 }
 
 T = TypeVar("T")
@@ -109,13 +117,14 @@ class RuleTestError(InputError):
 @dataclass(frozen=True)
 class Cluster:
     """A case's cluster: its nodes, the pods running on them, PDBs, namespaces, and the Services
-    and controllers whose selectors system default spreading reads."""
+    and controllers whose selectors system default spreading reads, and storage."""
 
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
     namespaces: tuple[Namespace, ...] = ()
     workloads: Workloads = NO_WORKLOADS
+    storage: StorageState = EMPTY_STORAGE
 
 
 @dataclass(frozen=True)
@@ -302,6 +311,12 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
         tuple(pdb for pdb, _ in pdbs),
         tuple(ns for ns, _ in namespaces),
         _workloads([svc for svc, _ in services], controllers),
+        StorageState(
+            {v.name: v for v, _ in decode("persistentVolumes", decode_pv)},
+            {c.key: c for c, _ in decode("persistentVolumeClaims", decode_pvc)},
+            {c.name: c for c, _ in decode("storageClasses", decode_storage_class)},
+            {c.name: c for c, _ in decode("csiNodes", decode_csinode)},
+        ),
     )
     return Case(name, pod, cluster, expect)
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
+from rulesched.model.storage import StorageState
 from rulesched.model.workloads import Workloads
 
 # A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
@@ -40,6 +41,8 @@ class Snapshot:
         "pdbs",
         "namespaces",
         "workloads",
+        "storage",
+        "_claim_users",
         "generation",
         "node_generation",
         "pod_position",
@@ -59,6 +62,8 @@ class Snapshot:
         pdbs: tuple[PodDisruptionBudget, ...],
         namespaces: Mapping[str, Mapping[str, str]],
         workloads: Workloads,
+        storage: StorageState,
+        claim_users: Mapping[str, int],
         generation: int,
         node_generation: int,
         journal: Sequence[Change],
@@ -73,6 +78,8 @@ class Snapshot:
         self.pdbs = pdbs
         self.namespaces = namespaces
         self.workloads = workloads  # Services and controllers, for system default spreading
+        self.storage = storage  # volumes, claims, classes, CSINodes (rulesched.model.storage)
+        self._claim_users = claim_users  # claim key -> how many placed pods mount it
         self.generation = generation
         self.node_generation = node_generation
         self._journal = journal
@@ -92,6 +99,9 @@ class Snapshot:
 
     def image_node_count(self, image: str) -> int:
         return self._images.get(image, 0)
+
+    def claim_users(self, claim: str) -> int:
+        return self._claim_users.get(claim, 0)
 
     def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
         nodes, positions = self.nodes, self._positions
@@ -122,9 +132,11 @@ class ClusterOverlay:
         self.history = base.history
         self.pdbs = base.pdbs
         self.workloads = base.workloads
+        self.storage = base.storage
         self.node_generation = base.node_generation
         self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
         self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off
+        self._claims: dict[str, int] = {}  # claim key -> users added (+) or taken off (-) here
         self._added: dict[str, tuple[Pod, str]] = {}  # pods put back (or on), by key
         self._journal: list[Change] = []
         self._nodes: list[NodeInfo] | None = None
@@ -161,6 +173,14 @@ class ClusterOverlay:
 
     def image_node_count(self, image: str) -> int:
         return self.base.image_node_count(image)
+
+    def claim_users(self, claim: str) -> int:
+        return self.base.claim_users(claim) + self._claims.get(claim, 0)
+
+    def _count_claims(self, pod: Pod, sign: int) -> None:
+        for claim in pod.claims:
+            key = f"{pod.namespace}/{claim}"
+            self._claims[key] = self._claims.get(key, 0) + sign
 
     def affinity_pods(self) -> Iterator[tuple[Pod, NodeInfo]]:
         for pod, info in self.base.affinity_pods():
@@ -200,6 +220,8 @@ class ClusterOverlay:
         info = self._writable(pod.node_name)
         if info.remove_pod(pod):
             self._journal.append((-1, pod, info.node))
+            if pod.volumes:
+                self._count_claims(pod, -1)
             self._added.pop(pod.key, None)
             self._removed[pod.key] = info.name
 
@@ -207,6 +229,8 @@ class ClusterOverlay:
         info = self._writable(pod.node_name)
         info.add_pod(pod)
         self._journal.append((1, pod, info.node))
+        if pod.volumes:
+            self._count_claims(pod, 1)
         self._removed.pop(pod.key, None)
         self._added[pod.key] = (pod, info.name)
 

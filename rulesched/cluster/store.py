@@ -30,12 +30,14 @@ from typing import Any
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Change, Snapshot
+from rulesched.cluster.volumes import STORAGE_CONTAINERS, StorageMixin
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
+from rulesched.model.storage import StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads
 
-_CONTAINERS = ("order", "positions", "images", "affinity", "namespaces")
+_CONTAINERS = ("order", "positions", "images", "affinity", "namespaces", "claim_users", *STORAGE_CONTAINERS)
 JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
 ASSUMED_TTL_SECONDS = 30.0  # kube-scheduler's durationToExpireAssumedPod of old
 FINISHED = ("Succeeded", "Failed")
@@ -54,9 +56,13 @@ class _History:
     __slots__ = ()
 
 
-class ClusterStore:
-    def __init__(self, assumed_ttl: float | None = ASSUMED_TTL_SECONDS) -> None:
+class ClusterStore(StorageMixin):
+    def __init__(self, assumed_ttl: float | None = ASSUMED_TTL_SECONDS, provision: bool = False) -> None:
+        """``provision``: a claim provisioned for a node is given a volume at once (the
+        simulator, which has no provisioner); otherwise it is only marked with the node, and
+        the cluster's provisioner does the rest."""
         self.history = _History()
+        self._init_storage(provision)
         self._assumed_ttl = assumed_ttl
         self._nodes: dict[str, NodeInfo] = {}
         self._order: list[NodeInfo] = []  # stable node order: the scheduler walks it round-robin
@@ -103,6 +109,8 @@ class ClusterStore:
             pdbs=self._pdb_tuple,
             namespaces=self._namespaces,
             workloads=self._workloads,
+            storage=self.storage,
+            claim_users=self._claim_users,
             generation=self.generation,
             node_generation=self.node_generation,
             journal=self._journal,
@@ -252,6 +260,8 @@ class ClusterStore:
         self._count_images(info.images.keys(), -1)
         for pod in info.pods:
             key = pod.key
+            if pod.volumes:
+                self._count_claims(pod, -1)
             self._where.pop(key, None)
             self._orphans[key] = pod
             if key in self._affinity:
@@ -328,6 +338,8 @@ class ClusterStore:
             if self._own("affinity"):
                 self._affinity = dict(self._affinity)
             self._affinity[key] = (pod, info.name)
+        if pod.volumes:
+            self._count_claims(pod, 1)
         self._changed()
 
     def remove_pod(self, key: str, forget: bool = True) -> Pod | None:
@@ -346,6 +358,8 @@ class ClusterStore:
         if removed is not None:
             info.remove_pod(removed)
             self._log(-1, removed, info.node)
+            if removed.volumes:
+                self._count_claims(removed, -1)
         if key in self._affinity:
             self._drop_affinity(key)
         self._changed()
@@ -368,6 +382,8 @@ class ClusterStore:
     def assume(self, pod: Pod, node_name: str) -> Pod:
         """Place a pod on a node before its binding completes; returns the placed pod."""
         placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
+        if pod.volumes:  # VolumeBinding's Reserve: the claims it chose are taken now
+            self._assume_volumes(placed, self._nodes.get(node_name))
         self.add_pod(placed)
         self._assumed[placed.key] = None
         return placed
@@ -378,6 +394,7 @@ class ClusterStore:
         pod bound, and expires ``assumed_ttl`` seconds after ``now`` if it never does."""
         if key not in self._assumed:
             return
+        self._volumes_settled(key)
         if now is None:
             del self._assumed[key]
         else:
@@ -388,6 +405,7 @@ class ClusterStore:
         """Undo an assumption whose binding failed."""
         if key in self._assumed:
             self.remove_pod(key)
+        self._revert_volumes(key)
 
     def expire_assumed(self, now: float) -> list[Pod]:
         """Drop assumptions whose binding finished long ago but which no informer confirmed."""
@@ -463,6 +481,7 @@ class ClusterStore:
             "namespaces": dict(self._namespaces),
             "services": {ns: sorted(s.name for s in found) for ns, found in self._workloads.services.items()},
             "controllers": dict(self._workloads.controllers),
+            **self._storage_contents(),
         }
 
     @classmethod
@@ -473,9 +492,13 @@ class ClusterStore:
         pdbs: Iterable[PodDisruptionBudget] = (),
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         workloads: Workloads = NO_WORKLOADS,
+        storage: StorageState | None = None,
+        provision: bool = False,
     ) -> ClusterStore:
-        store = cls()
+        store = cls(provision=provision)
         store._workloads = workloads
+        if storage is not None:
+            store.set_storage(storage)
         for node in nodes:
             store.add_node(node)
         for pod in pods:

@@ -89,6 +89,10 @@ SERVICES = Resource("Service", "/api/v1", "services", True)
 REPLICATION_CONTROLLERS = Resource("ReplicationController", "/api/v1", "replicationcontrollers", True)
 REPLICA_SETS = Resource("ReplicaSet", "/apis/apps/v1", "replicasets", True)
 STATEFUL_SETS = Resource("StatefulSet", "/apis/apps/v1", "statefulsets", True)
+PVS = Resource("PersistentVolume", "/api/v1", "persistentvolumes", False)
+PVCS = Resource("PersistentVolumeClaim", "/api/v1", "persistentvolumeclaims", True)
+STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False)
+CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
@@ -257,6 +261,10 @@ class KubeApi:
         """POST pods/eviction (TooManyRequestsError: a PodDisruptionBudget forbids it now)."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         self._call("POST", PODS.path(namespace, name, "eviction"), body=body)
+
+    def patch(self, resource: Resource, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch (``None`` removes a field): the scheduler's volume choices."""
+        self._call("PATCH", resource.path(namespace, name), body=patch, content_type="application/merge-patch+json")
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self._call(

@@ -17,6 +17,7 @@ import cachetools
 
 from rulesched.lang.schema import NodeView
 from rulesched.model import Pod
+from rulesched.model.storage import StorageState
 from rulesched.model.workloads import Workloads
 
 INDEX_CACHE_SIZE = 2048  # derived indexes kept at once per session (least recently used go first)
@@ -63,6 +64,15 @@ class ClusterView(Protocol):
     def affinity_pods(self) -> Iterable[tuple[Pod, NodeView]]:
         """The pods that have any (anti-)affinity term, with their nodes: an index, so
         existing-pod anti-affinity need not scan every pod."""
+        ...
+
+    @property
+    def storage(self) -> StorageState:
+        """Volumes, claims, storage classes and CSINodes (rulesched.lang.builtins.volumes)."""
+        ...
+
+    def claim_users(self, claim: str) -> int:
+        """How many placed pods mount the claim ``namespace/name``."""
         ...
 
     @property

@@ -164,6 +164,16 @@ RECORDS: dict[Record, dict[str, Field]] = {
             _none_as_empty("required_node_affinity"),
             "required node affinity terms (ORed); empty when there is no requirement",
         ),
+        "claims": Field(
+            ListOf(STRING),
+            lambda pod: pod.claims,
+            "the PersistentVolumeClaims the pod mounts (generic ephemeral volumes' <pod>-<volume> included)",
+        ),
+        "volumes": Field(
+            ListOf(STRING),
+            lambda pod: tuple(v.name for v in pod.volumes),
+            "the names of the volumes the volume filters read: claims and inline disks (GCE PD, EBS, iSCSI, RBD)",
+        ),
         "has_required_node_affinity": Field(
             BOOL, lambda pod: pod.required_node_affinity is not None, "whether the pod has required node affinity"
         ),

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from rulesched.errors import ObjectError
+from rulesched.model.decode_storage import pod_volumes
 from rulesched.model.fields import (
     Memo,
     Where,
@@ -35,6 +35,7 @@ from rulesched.model.fields import (
     get_str_list,
     get_str_map,
     get_time,
+    object_metadata,
 )
 from rulesched.model.objects import (
     EMPTY_RESOURCES,
@@ -69,23 +70,6 @@ SYSTEM_PRIORITY_CLASSES: Mapping[str, PriorityClass] = MappingProxyType(
         "system-node-critical": PriorityClass("system-node-critical", 2000001000),
     }
 )
-
-
-def _metadata(
-    obj: object, kind: str, source: str, namespaced: bool, memo: Memo | None = None
-) -> tuple[Mapping[str, Any], Mapping[str, Any], str, str, Where]:
-    """Check the object is a mapping with a name; return it, its metadata, name, namespace and
-    a :class:`Where` naming it (``Pod default/web-1``) for every later error."""
-    if type(obj) is not dict:
-        raise ObjectError(f"expected a mapping, got {describe(obj)}", source=source, obj=kind)
-    where = Where(source, kind, memo)
-    meta = get_map(obj, "metadata", where, "")
-    name = get_str(meta, "name", where, "metadata")
-    if not name:
-        raise where.error("missing", "metadata.name")
-    namespace = (get_str(meta, "namespace", where, "metadata") or "default") if namespaced else ""
-    where.obj = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
-    return obj, meta, name, namespace, where
 
 
 def _resources(amounts: dict[str, int]) -> Mapping[str, int]:
@@ -146,7 +130,7 @@ def decode_pod(
     """A Pod; ``priority_classes`` (by name) resolve ``spec.priorityClassName`` for pods that
     have no ``spec.priority`` yet, i.e. pods written by hand rather than read from the API.
     Passing one ``memo`` dict to many calls shares equal parts between them (faster loads)."""
-    obj, meta, name, namespace, where = _metadata(obj, "Pod", source, True, memo)
+    obj, meta, name, namespace, where = object_metadata(obj, "Pod", source, True, memo)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
     requests, nonzero = pod_requests(spec, status, where)
@@ -183,13 +167,14 @@ def decode_pod(
         deleting=meta.get("deletionTimestamp") is not None,
         owner=_controller(meta, where),
         scheduling_gates=_gates(spec, where),
+        volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
     )
 
 
 def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> Node:
     """A Node; allocatable defaults to capacity (as the API server defaults it), and every name
     an image is known by maps to its size."""
-    obj, meta, name, _, where = _metadata(obj, "Node", source, False, memo)
+    obj, meta, name, _, where = object_metadata(obj, "Node", source, False, memo)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
     capacity = _resources(get_resources(status, "capacity", where, "status"))
@@ -219,7 +204,7 @@ def decode_pdb(obj: object, source: str = "") -> PodDisruptionBudget:
     """A PodDisruptionBudget with the disruptions its status allows now. Without a status
     (``status_known`` false) it allows 0 until :func:`rulesched.cluster.store.disruptions_allowed`
     computes it from the pods, as the disruption controller would."""
-    obj, _, name, namespace, where = _metadata(obj, "PodDisruptionBudget", source, True)
+    obj, _, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True)
     spec = get_map(obj, "spec", where, "")
     selector = label_selector(spec.get("selector"), where, "spec.selector")
     if obj.get("apiVersion") == "policy/v1beta1" and selector == LabelSelector():
@@ -251,7 +236,7 @@ def _int_or_percent(spec: Mapping[str, Any], key: str, where: Where) -> int | st
 
 def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
     """A PriorityClass; ``value`` is required and must fit in 32 bits, as in the API."""
-    obj, _, name, _, where = _metadata(obj, "PriorityClass", source, namespaced=False)
+    obj, _, name, _, where = object_metadata(obj, "PriorityClass", source, namespaced=False)
     value = get_opt_int(obj, "value", where, "")
     if value is None:
         raise where.error("missing", "value")
@@ -268,7 +253,7 @@ def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
 def decode_namespace(obj: object, source: str = "") -> Namespace:
     """A Namespace, with the ``kubernetes.io/metadata.name`` label the API server always sets
     (namespace selectors match on it)."""
-    _, meta, name, _, where = _metadata(obj, "Namespace", source, namespaced=False)
+    _, meta, name, _, where = object_metadata(obj, "Namespace", source, namespaced=False)
     labels = get_str_map(meta, "labels", where, "metadata")
     if labels.get("kubernetes.io/metadata.name") != name:
         labels = MappingProxyType({**labels, "kubernetes.io/metadata.name": name})

@@ -265,3 +265,20 @@ def get_time(d: Mapping[str, Any], key: str, where: Where, at: str) -> float:
             value = value.replace(tzinfo=UTC)
         return value.timestamp()
     raise where.error(f"expected an RFC 3339 time, got {describe(value)}", join(at, key))
+
+
+def object_metadata(
+    obj: object, kind: str, source: str, namespaced: bool, memo: Memo | None = None
+) -> tuple[Mapping[str, Any], Mapping[str, Any], str, str, Where]:
+    """Check the object is a mapping with a name; return it, its metadata, name, namespace and
+    a :class:`Where` naming it (``Pod default/web-1``) for every later error."""
+    if type(obj) is not dict:
+        raise ObjectError(f"expected a mapping, got {describe(obj)}", source=source, obj=kind)
+    where = Where(source, kind, memo)
+    meta = get_map(obj, "metadata", where, "")
+    name = get_str(meta, "name", where, "metadata")
+    if not name:
+        raise where.error("missing", "metadata.name")
+    namespace = (get_str(meta, "namespace", where, "metadata") or "default") if namespaced else ""
+    where.obj = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+    return obj, meta, name, namespace, where

@@ -13,6 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rulesched.model.storage import PodVolume
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
@@ -137,6 +141,13 @@ class Pod:
     deleting: bool = False
     owner: str = ""  # "Kind/name" of the controlling owner, if any
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
+    # spec.volumes that scheduling reads (claims, inline disks): rulesched.model.storage.PodVolume
+    volumes: tuple[PodVolume, ...] = ()
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """The names of the claims the pod mounts (generic ephemeral volumes' included)."""
+        return tuple(v.claim for v in self.volumes if v.claim)
 
     @property
     def key(self) -> str:

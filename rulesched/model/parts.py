@@ -126,6 +126,11 @@ def decode_node_selector_term(value: object, *, source: str = "", obj: str = "",
     return _node_selector_term(value, where, field)
 
 
+def node_selector_terms(selector: Mapping[str, Any], where: Where, at: str) -> tuple[NodeSelectorTerm, ...]:
+    """A NodeSelector's ``nodeSelectorTerms`` (ORed), as node affinity and PV affinity hold them."""
+    return tuple(_node_selector_term(t, where, path) for path, t in get_maps(selector, "nodeSelectorTerms", where, at))
+
+
 def _weight(item: Mapping[str, Any], where: Where, at: str) -> int:
     weight = get_int(item, "weight", where, at)
     if not 1 <= weight <= 100:
@@ -142,8 +147,7 @@ def node_affinity(
     if node.get("requiredDuringSchedulingIgnoredDuringExecution") is not None:
         req = get_map(node, "requiredDuringSchedulingIgnoredDuringExecution", where, at)
         req_at = f"{at}.requiredDuringSchedulingIgnoredDuringExecution"
-        terms = get_maps(req, "nodeSelectorTerms", where, req_at)
-        required = tuple(_node_selector_term(t, where, path) for path, t in terms)
+        required = node_selector_terms(req, where, req_at)
     preferred = tuple(
         PreferredSchedulingTerm(
             _weight(p, where, path),

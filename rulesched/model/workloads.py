@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from rulesched.model.decode import _metadata
-from rulesched.model.fields import get_map, get_str_map
+from rulesched.model.fields import get_map, get_str_map, object_metadata
 from rulesched.model.objects import EMPTY, LabelSelector
 from rulesched.model.parts import label_selector
 
@@ -128,7 +127,7 @@ NO_WORKLOADS = Workloads()
 
 def decode_service(obj: object, source: str = "") -> Service:
     """A Service: its name, namespace and ``spec.selector``."""
-    obj, _, name, namespace, where = _metadata(obj, "Service", source, True)
+    obj, _, name, namespace, where = object_metadata(obj, "Service", source, True)
     spec = get_map(obj, "spec", where, "")
     return Service(name, namespace, get_str_map(spec, "selector", where, "spec"))
 
@@ -138,7 +137,7 @@ def decode_controller(obj: object, kind: str, source: str = "") -> Controller:
     ReplicationController (``spec.selector``, a label map)."""
     if kind not in CONTROLLER_KINDS:
         raise ValueError(f"not a controller kind: {kind}")
-    obj, _, name, namespace, where = _metadata(obj, kind, source, True)
+    obj, _, name, namespace, where = object_metadata(obj, kind, source, True)
     spec: Mapping[str, Any] = get_map(obj, "spec", where, "")
     if kind == "ReplicationController":
         labels = get_str_map(spec, "selector", where, "spec")

@@ -32,6 +32,7 @@ from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, RulesSources
 from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics, OpsServer
+from rulesched.run.volumes import writes_for
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event
@@ -64,11 +65,13 @@ class RunSettings:
 
 
 class _Binder:
-    def __init__(self, workers: Workers, rules: Callable[[], str]) -> None:
-        self.workers, self.rules = workers, rules
+    def __init__(self, workers: Workers, rules: Callable[[], str], store: ClusterStore) -> None:
+        self.workers, self.rules, self.store = workers, rules, store
 
     def bind(self, pod: Pod, node: str) -> bool | None:
-        self.workers.bind(pod, node, self.rules())
+        decisions = self.store.volume_decisions(pod.key) if pod.volumes else ()
+        volumes = writes_for(decisions, self.store.storage, node) if decisions else []
+        self.workers.bind(pod, node, self.rules(), volumes)
         return None  # the outcome comes back through the loop
 
 
@@ -125,7 +128,7 @@ class Loop:
             self.rules,
             self.store,
             scheduler_settings,
-            _Binder(self.workers, lambda: self.scheduler.last_rules),
+            _Binder(self.workers, lambda: self.scheduler.last_rules, self.store),
             evictor=self.workers,
             clock=time.monotonic,
             observer=_Reporter(self.workers, self.metrics),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +25,7 @@ from typing import Any
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODS, KubeApi
 from rulesched.model import Pod
+from rulesched.run.volumes import VolumeWrite, apply_writes, revert_writes
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -84,31 +85,41 @@ class Workers:
         self._pool.submit(run)
 
     # --- binding ----------------------------------------------------------------------------------
-    def bind(self, pod: Pod, node: str, rules: str = "") -> None:
+    def bind(self, pod: Pod, node: str, rules: str = "", volumes: Sequence[VolumeWrite] = ()) -> None:
         """Bind through the API; ``rules`` is the digest of the rule set that chose the node
-        (the Scheduled event and the log name it)."""
-        self._submit(self._bind, pod, node, rules)
+        (the Scheduled event and the log name it). ``volumes``: the pod's volume choices, made
+        first and taken back if the binding fails (rulesched.run.volumes)."""
+        self._submit(self._bind, pod, node, rules, volumes)
 
-    def _bind(self, pod: Pod, node: str, rules: str) -> None:
+    def _bind(self, pod: Pod, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
         key = pod.key
         started = time.monotonic()
         try:
-            self.api.bind(pod.namespace, pod.name, pod.uid, node)
-        except ConflictError as err:
-            try:
-                current = self.api.get(PODS, pod.namespace, pod.name)
-            except KubeError:
-                current = None
-            where = ((current or {}).get("spec") or {}).get("nodeName")
-            self.outcomes(Outcome(key, node, False, str(err), current if where else None, time.monotonic() - started))
-            return
+            apply_writes(self.api, volumes)
         except KubeError as err:
-            self.outcomes(Outcome(key, node, False, str(err), seconds=time.monotonic() - started))
+            self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=time.monotonic() - started))
+            return
+        try:
+            self.api.bind(pod.namespace, pod.name, pod.uid, node)
+        except KubeError as err:
+            revert_writes(self.api, volumes)
+            self._bind_failed(pod, node, started, err)
             return
         self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started))
         log.info("bound", extra={"pod": key, "node": node, "rules": rules})
         note = f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
         self._event(pod, "Normal", "Scheduled", "Binding", note)
+
+    def _bind_failed(self, pod: Pod, node: str, started: float, err: KubeError) -> None:
+        """The binding call failed: say why (a 409: the pod is bound already, and where)."""
+        current = None
+        if isinstance(err, ConflictError):
+            try:
+                current = self.api.get(PODS, pod.namespace, pod.name)
+            except KubeError:
+                current = None
+        where = ((current or {}).get("spec") or {}).get("nodeName")
+        self.outcomes(Outcome(pod.key, node, False, str(err), current if where else None, time.monotonic() - started))
 
     # --- what users see ---------------------------------------------------------------------------
     def unschedulable(self, pod: Pod, message: str) -> None:

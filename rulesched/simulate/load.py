@@ -3,10 +3,12 @@
 The files are what ``kubectl get -o yaml`` or ``-o json`` prints: YAML streams (several documents,
 empty ones ignored), JSON, and ``kind: List`` / ``PodList`` / ... wrappers, whose items often omit
 ``kind``. The path ``-`` (given once) is standard input, named ``<stdin>`` in messages. Nodes,
-Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, and Services,
-ReplicaSets, StatefulSets and ReplicationControllers for their selectors (system default
-spreading, :mod:`rulesched.model.workloads`); other kinds are counted into one warning, since a
-dump of a namespace holds Deployments, ConfigMaps and more that scheduling does not need. PriorityClasses are decoded before any pod, across all files, so
+Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, Services, ReplicaSets,
+StatefulSets and ReplicationControllers for their selectors (system default spreading,
+:mod:`rulesched.model.workloads`), and PersistentVolumes, PersistentVolumeClaims, StorageClasses
+and CSINodes for the volume filters; other kinds are counted into one warning, since a dump of a
+namespace holds Deployments, ConfigMaps and more that scheduling does not need. PriorityClasses
+are decoded before any pod, across all files, so
 ``priorityClassName`` resolves whatever the order. Finished pods (Succeeded, Failed) hold no
 resources and are dropped. A pod bound to a node the files do not hold is an error, or, for dumps
 of a live cluster (``kubectl get pods -A`` lists pods on nodes just deleted), set aside in
@@ -46,11 +48,23 @@ from rulesched.model.decode import (
     decode_pod,
     decode_priority_class,
 )
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo, describe
 from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
+from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import CONTROLLER_KINDS, NO_WORKLOADS, Workloads, decode_controller, decode_service
 
-_KINDS = ("PriorityClass", "Namespace", "Node", "PodDisruptionBudget", "Pod", "Service", *CONTROLLER_KINDS)
+_STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
+_KINDS = (
+    "PriorityClass",
+    "Namespace",
+    "Node",
+    "PodDisruptionBudget",
+    "Pod",
+    "Service",
+    *CONTROLLER_KINDS,
+    *_STORAGE_KINDS,
+)
 _SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path that means standard input
 STDIN_NAME = "<stdin>"  # its name in messages
@@ -94,6 +108,7 @@ class ClusterObjects:
     warnings: tuple[str, ...] = ()
     skipped_pods: tuple[Pod, ...] = ()
     workloads: Workloads = NO_WORKLOADS  # Services and controllers: their selectors
+    storage: StorageState = EMPTY_STORAGE
 
     @property
     def running_pods(self) -> tuple[Pod, ...]:
@@ -338,6 +353,7 @@ def _decode(
         warnings=_skipped_warning(skipped),
         skipped_pods=tuple(orphans),
         workloads=workloads,
+        storage=_storage(found, unique),
     )
 
 
@@ -355,6 +371,23 @@ def _workloads(found: dict[str, list[tuple[str, Any]]], unique: Callable[[str, s
             controllers.append(decode_controller(obj, kind, source))
             unique(kind, controllers[-1].key, source)
     return Workloads.of(services, controllers)
+
+
+def _storage(found: dict[str, list[tuple[str, Any]]], unique: Any) -> StorageState:
+    """The storage objects, each kind by its key (claims by namespace/name)."""
+    if not any(found[kind] for kind in _STORAGE_KINDS):
+        return EMPTY_STORAGE
+    maps: list[dict[str, Any]] = []
+    decoders: tuple[Callable[[object, str], Any], ...] = (decode_pv, decode_pvc, decode_storage_class, decode_csinode)
+    for kind, decode in zip(_STORAGE_KINDS, decoders, strict=True):
+        objects: dict[str, Any] = {}
+        for source, obj in found[kind]:
+            value = decode(obj, source)
+            key = value.key if kind == "PersistentVolumeClaim" else value.name
+            unique(kind, key, source)
+            objects[key] = value
+        maps.append(objects)
+    return StorageState(*maps)
 
 
 def _skipped_warning(skipped: Counter[str]) -> tuple[str, ...]:

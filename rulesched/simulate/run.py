@@ -83,6 +83,8 @@ def simulate(
         objects.pdbs,
         {ns.name: ns.labels for ns in objects.namespaces},
         objects.workloads,
+        storage=objects.storage,
+        provision=True,
     )
     scheduler_settings = SchedulerSettings(
         percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,

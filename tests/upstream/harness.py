@@ -17,6 +17,8 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import BoundRules, RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_node, decode_pdb, decode_pod
+from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
+from rulesched.model.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
 from rulesched.scheduler.scoring import normalize
 
@@ -100,22 +102,91 @@ def owned_by(kind: str, name: str) -> dict[str, Any]:
     }
 
 
+def pv(
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
+    phase: str = "Available",
+) -> PersistentVolume:
+    """st.MakePersistentVolume(): a PersistentVolume, ``spec`` as the API spells it."""
+    obj = {
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": dict(spec or {}),
+        "status": {"phase": phase},
+    }
+    return decode_pv(obj, "test")
+
+
+def pvc(
+    name: str,
+    namespace: str = "default",
+    spec: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    phase: str = "Pending",
+    **meta: Any,
+) -> PersistentVolumeClaim:
+    obj = {
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations or {}), **meta},
+        "spec": dict(spec or {}),
+        "status": {"phase": phase},
+    }
+    return decode_pvc(obj, "test")
+
+
+def storage_class(
+    name: str, provisioner: str = "", mode: str = "Immediate", topologies: Sequence[Any] = ()
+) -> StorageClass:
+    obj = {
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+        "allowedTopologies": list(topologies),
+    }
+    return decode_storage_class(obj, "test")
+
+
+def csinode(name: str, limits: Mapping[str, int | None]) -> CSINode:
+    drivers = [
+        {"name": d, "nodeID": name, **({"allocatable": {"count": c}} if c is not None else {})}
+        for d, c in limits.items()
+    ]
+    return decode_csinode({"kind": "CSINode", "metadata": {"name": name}, "spec": {"drivers": drivers}}, "test")
+
+
+def storage(
+    volumes: Iterable[PersistentVolume] = (),
+    claims: Iterable[PersistentVolumeClaim] = (),
+    classes: Iterable[StorageClass] = (),
+    csinodes: Iterable[CSINode] = (),
+) -> StorageState:
+    return StorageState(
+        {v.name: v for v in volumes},
+        {c.key: c for c in claims},
+        {c.name: c for c in classes},
+        {c.name: c for c in csinodes},
+    )
+
+
 def state(
     nodes: Iterable[Node],
     pods: Iterable[Pod] = (),
     pdbs: Iterable[PodDisruptionBudget] = (),
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
     workloads: Iterable[Service | Controller] = (),
+    storage: StorageState | None = None,
 ) -> ClusterStore:
-    """The cluster: nodes, running pods, budgets, namespace labels, and the Services and
-    controllers system default spreading reads (upstream's informer objects, ``objs``)."""
+    """The cluster: nodes, running pods, budgets, namespace labels, the Services and controllers
+    system default spreading reads (upstream's informer objects, ``objs``), and storage."""
     objs = list(workloads)
     found = (
         Workloads.of([o for o in objs if isinstance(o, Service)], [o for o in objs if isinstance(o, Controller)])
         if objs
         else NO_WORKLOADS
     )
-    return ClusterStore.build(nodes, pods, pdbs, namespaces, found)
+    return ClusterStore.build(nodes, pods, pdbs, namespaces, found, storage=storage)
 
 
 def bind(p: Pod, cluster: ClusterStore) -> BoundRules:

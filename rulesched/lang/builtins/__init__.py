@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import topology
+from rulesched.lang.builtins import topology, volumes
 from rulesched.lang.builtins.matching import (
     label_selector_matches,
     node_selector_term_matches,
@@ -275,6 +275,50 @@ BUILTINS.update(
             _topology("spread_ok", BOOL, "Every DoNotSchedule topology spread constraint's skew holds on the node."),
             _topology("spread_score", NUMBER, "PodTopologySpread's score for ScheduleAnyway constraints; -1: ignored."),
             _topology("image_locality", NUMBER, "ImageLocality's 0..100 score for the pod's images on the node."),
+        ]
+    }
+)
+
+
+def _volume_generation(ctx: Any) -> object:
+    return getattr(ctx.cluster, "generation", 0)
+
+
+def _always_moves(ctx: Any) -> bool:
+    return True
+
+
+def _volume(name: str, doc: str) -> Builtin:
+    """A volume plugin's reasons for a node. Its answers depend on claims other pods take as
+    they are placed, so they are evaluated afresh (moves) for the pods that reach them: the
+    rules gate them on the pod's claims and volumes."""
+    return Builtin(
+        name,
+        _sig([schema.NODE], ListOf(STRING)),
+        getattr(volumes, name),
+        f"{name}(node) -> list of string",
+        doc,
+        context=True,
+        pod_fields=frozenset({"namespace", "volumes"}),
+        version=_volume_generation,
+        moves=_always_moves,
+    )
+
+
+BUILTINS.update(
+    {
+        b.name: b
+        for b in [
+            _volume(
+                "volume_restrictions",
+                "VolumeRestrictions' reasons: inline disks in use on the node, ReadWriteOncePod claims in use.",
+            ),
+            _volume("volume_limits", "NodeVolumeLimits' reasons: CSI attach limits (CSINode) exceeded on the node."),
+            _volume(
+                "volume_binding",
+                "VolumeBinding's reasons: bound volumes' node affinity, unbound claims' matching or provisioning.",
+            ),
+            _volume("volume_zone", "VolumeZone's reasons: bound volumes' zone/region labels against the node's."),
         ]
     }
 )

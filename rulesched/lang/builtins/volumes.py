@@ -1,0 +1,483 @@
+"""Volume built-ins: kube-scheduler's VolumeRestrictions, NodeVolumeLimits, VolumeBinding and
+VolumeZone, each as one function from a node to the list of reasons it fails there (empty: fits).
+
+They read the cluster's storage objects through :class:`rulesched.lang.context.ClusterView`
+(``storage``, ``claim_users``). Upstream splits each plugin into PreFilter (claims missing,
+unbound immediate claims: every node fails alike) and Filter (per node); here the pod-wide part
+is worked out once per pod and cycle into ``ctx.scratch`` and reported on every node, so a
+rule's reasons are upstream's exact messages either way. :func:`plan_bindings` is the choice
+VolumeBinding makes at Reserve: the store records it when the pod is assumed
+(:meth:`rulesched.cluster.store.ClusterStore.assume`), so later pods see the claims taken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rulesched.lang.builtins.matching import node_selector_term_matches
+from rulesched.lang.context import EvalContext
+from rulesched.model import Pod
+from rulesched.model.storage import (
+    EMPTY_STORAGE,
+    NO_PROVISIONER,
+    READ_WRITE_ONCE_POD,
+    WAIT_FOR_FIRST_CONSUMER,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+    StorageState,
+)
+
+__all__ = [
+    "Decision",
+    "plan_bindings",
+    "pv_fits_node",
+    "volume_binding",
+    "volume_limits",
+    "volume_restrictions",
+    "volume_zone",
+]
+
+DISK_CONFLICT = "node(s) had no available disk"
+RWOP_CONFLICT = "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+MAX_VOLUMES = "node(s) exceed max volume count"
+NODE_CONFLICT = "node(s) had volume node affinity conflict"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+ZONE_CONFLICT = "node(s) had no available volume zone"
+ATTACH_LIMIT_PREFIX = "attachable-volumes-csi-"  # node allocatable keys of old (GetCSIAttachLimitKey)
+# The labels VolumeZone compares, and the GA label a beta one may be matched against.
+ZONE_LABELS = (
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+)
+_GA = {ZONE_LABELS[0]: ZONE_LABELS[2], ZONE_LABELS[1]: ZONE_LABELS[3]}
+_NOTHING: list[str] = []
+
+
+def _not_found(name: str) -> str:
+    return f'persistentvolumeclaim "{name}" not found'
+
+
+def _storage(ctx: EvalContext) -> StorageState:
+    found = getattr(ctx.cluster, "storage", None)
+    return found if isinstance(found, StorageState) else EMPTY_STORAGE
+
+
+def _claim(storage: StorageState, pod: Pod, name: str) -> PersistentVolumeClaim | None:
+    return storage.claims.get(f"{pod.namespace}/{name}")
+
+
+def _plan(ctx: EvalContext, name: str, build: Any) -> Any:
+    """Per pod and cycle: what the plugin's PreFilter works out."""
+    key = ("volumes", name)
+    found = ctx.scratch.get(key)
+    if found is None:
+        found = ctx.scratch[key] = build(ctx)
+    return found
+
+
+def pv_fits_node(pv: PersistentVolume, node: Any) -> bool:
+    """CheckNodeAffinity: the volume's required node affinity (terms ORed) holds on the node."""
+    terms = pv.node_affinity
+    return terms is None or any(node_selector_term_matches(t, node) for t in terms)
+
+
+# --- VolumeRestrictions ------------------------------------------------------------------------
+
+
+def _restrictions_plan(ctx: EvalContext) -> tuple[list[str] | None, tuple[Any, ...], list[str]]:
+    """(the answer on every node, if it is node-independent; the pod's inline disks; the answer
+    where no disk conflicts)."""
+    error, in_use = _restrictions_claims(ctx)
+    if error:
+        return [error], (), [error]
+    disks = tuple(v for v in ctx.pod.volumes if v.disk)
+    answer = [RWOP_CONFLICT] if in_use else _NOTHING
+    return (None if disks else answer), disks, answer
+
+
+def _restrictions_claims(ctx: EvalContext) -> tuple[str, bool]:
+    """(a claim-lookup failure, whether a ReadWriteOncePod claim of the pod is in use)."""
+    pod, storage = ctx.pod, _storage(ctx)
+    in_use = False
+    users = getattr(ctx.cluster, "claim_users", None)
+    for volume in pod.volumes:
+        if not volume.claim or volume.ephemeral:
+            continue
+        claim = _claim(storage, pod, volume.claim)
+        if claim is None:
+            return _not_found(volume.claim), False
+        if READ_WRITE_ONCE_POD in claim.access_modes and users is not None and users(claim.key) > 0:
+            in_use = True
+    return "", in_use
+
+
+def _disk_conflict(wanted: Any, existing: Pod) -> bool:
+    for other in existing.volumes:
+        if not other.disk or other.disk[0] != wanted.disk[0]:
+            continue
+        kind = wanted.disk[0]
+        both_read_only = wanted.read_only and other.read_only
+        if kind == "aws" and other.disk == wanted.disk:
+            return True
+        if kind in ("gce", "iscsi") and other.disk == wanted.disk and not both_read_only:
+            return True
+        if (
+            kind == "rbd"
+            and other.disk == wanted.disk
+            and set(wanted.monitors) & set(other.monitors)
+            and not both_read_only
+        ):
+            return True
+    return False
+
+
+def volume_restrictions(ctx: EvalContext, node: Any) -> list[str]:
+    """VolumeRestrictions: inline disks shared with the node's pods, and ReadWriteOncePod
+    claims another pod already uses."""
+    everywhere, disks, answer = _plan(ctx, "restrictions", _restrictions_plan)
+    if everywhere is not None:
+        return everywhere  # type: ignore[no-any-return]
+    for volume in disks:
+        if any(_disk_conflict(volume, p) for p in node.pods):
+            return [DISK_CONFLICT]
+    return answer  # type: ignore[no-any-return]
+
+
+# --- NodeVolumeLimits (CSI) ----------------------------------------------------------------------
+
+
+def _attachable(pod: Pod, storage: StorageState, new: bool) -> dict[str, str] | str:
+    """Unique volume name -> CSI driver for the pod's claims (filterAttachableVolumes); for the
+    pod being scheduled, a missing claim is the error message instead."""
+    out: dict[str, str] = {}
+    for volume in pod.volumes:
+        if not volume.claim:
+            continue
+        claim = _claim(storage, pod, volume.claim)
+        if claim is None:
+            if new:
+                return f"looking up PVC {pod.namespace}/{volume.claim}: {_not_found(volume.claim)}"
+            continue
+        driver, handle = "", ""
+        pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
+        if pv is not None:
+            driver, handle = pv.csi_driver, pv.csi_handle
+        else:  # not bound yet (or its volume is gone): the class's provisioner will attach it
+            cls = storage.classes.get(storage.claim_class(claim))
+            if cls is not None and storage.claim_class(claim):
+                driver, handle = cls.provisioner, f"\0{claim.key}"  # (upstream: a random prefix)
+        if driver and handle:
+            out[f"{driver}/{handle}"] = driver
+    return out
+
+
+def _limit(node: Any, storage: StorageState, driver: str) -> int | None:
+    """The node's attach limit for a driver: its CSINode's count, else the node's
+    ``attachable-volumes-csi-DRIVER`` allocatable (milli-units), else none."""
+    csinode = storage.csinodes.get(node.name)
+    if csinode is not None:
+        found = csinode.limits.get(driver)
+        if found is not None:
+            return found
+    amount = node.allocatable.get(ATTACH_LIMIT_PREFIX + driver)
+    return None if amount is None else amount // 1000
+
+
+def _limits_plan(ctx: EvalContext) -> tuple[str, dict[str, dict[str, str]]]:
+    """(a claim-lookup failure; the pod's new volumes by driver)."""
+    new = _attachable(ctx.pod, _storage(ctx), True)
+    if isinstance(new, str):
+        return new, {}
+    by_driver: dict[str, dict[str, str]] = {}
+    for unique, driver in new.items():
+        by_driver.setdefault(driver, {})[unique] = driver
+    return "", by_driver
+
+
+def volume_limits(ctx: EvalContext, node: Any) -> list[str]:
+    """NodeVolumeLimits: the CSI volumes attached to the node, per driver, within its limit."""
+    error, by_driver = _plan(ctx, "limits", _limits_plan)
+    if error:
+        return [error]
+    if not by_driver:
+        return _NOTHING
+    storage = _storage(ctx)
+    attached: dict[str, str] | None = None
+    for driver, new in by_driver.items():
+        limit = _limit(node, storage, driver)
+        if limit is None:
+            continue
+        if attached is None:  # the node's pods' volumes, counted once, when some limit applies
+            attached = {}
+            for existing in node.pods:
+                if existing.volumes:
+                    found = _attachable(existing, storage, False)
+                    assert isinstance(found, dict)
+                    attached.update(found)
+        in_use = sum(1 for d in attached.values() if d == driver)
+        wanted = sum(1 for unique in new if unique not in attached)
+        if in_use + wanted > limit:
+            return [MAX_VOLUMES]
+    return _NOTHING
+
+
+# --- VolumeBinding ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Claims:
+    """GetPodVolumeClaims: the pod's claims sorted out, or the PreFilter failure."""
+
+    error: str = ""
+    bound: tuple[PersistentVolumeClaim, ...] = ()
+    delayed: tuple[PersistentVolumeClaim, ...] = ()  # unbound, WaitForFirstConsumer
+    # claim key -> (pre-bound to it?, volume) it might take (without a selected node)
+    candidates: Mapping[str, tuple[tuple[bool, PersistentVolume], ...]] = field(default_factory=dict)
+    # When no claim is bound and every delayed one can only be provisioned (no selected node,
+    # no volume to match, its class found): those classes. The answer then hangs on each node's
+    # labels against the classes' allowed topologies alone (the common StatefulSet case).
+    provision_only: tuple[StorageClass, ...] | None = None
+
+
+def _binding_plan(ctx: EvalContext) -> _Claims:
+    return sort_claims(ctx.pod, _storage(ctx))
+
+
+def sort_claims(pod: Pod, storage: StorageState) -> _Claims:
+    bound: list[PersistentVolumeClaim] = []
+    delayed: list[PersistentVolumeClaim] = []
+    immediate = False
+    for volume in pod.volumes:
+        if not volume.claim:
+            continue
+        claim = _claim(storage, pod, volume.claim)
+        if claim is None:
+            if volume.ephemeral:
+                return _Claims(
+                    f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{volume.claim}"'
+                )
+            return _Claims(_not_found(volume.claim))
+        if claim.phase == "Lost":
+            return _Claims(
+                f'persistentvolumeclaim "{claim.name}" bound to non-existent persistentvolume "{claim.volume_name}"'
+            )
+        if claim.deleting:
+            return _Claims(f'persistentvolumeclaim "{claim.name}" is being deleted')
+        if claim.bound:
+            bound.append(claim)
+            continue
+        cls = storage.classes.get(storage.claim_class(claim))
+        if cls is not None and cls.binding_mode == WAIT_FOR_FIRST_CONSUMER and not claim.volume_name:
+            delayed.append(claim)
+        else:
+            immediate = True
+    if immediate:
+        return _Claims(UNBOUND_IMMEDIATE)
+    candidates = {c.key: _candidates(c, storage) for c in delayed if not c.selected_node}
+    provision_only = None
+    if not bound and not any(candidates.values()) and len(candidates) == len(delayed):
+        classes = [storage.classes.get(storage.claim_class(c)) for c in delayed]
+        if all(cls is not None and storage.claim_class(c) for c, cls in zip(delayed, classes, strict=True)):
+            provision_only = tuple(cls for cls in classes if cls is not None)
+    return _Claims("", tuple(bound), tuple(delayed), candidates, provision_only)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What VolumeBinding decided for one claim on the chosen node: bind it to the volume
+    ``volume`` (a static PV), or, ``volume`` empty, have it provisioned for the node."""
+
+    claim: str  # namespace/name
+    volume: str = ""
+
+
+def _candidates(claim: PersistentVolumeClaim, storage: StorageState) -> tuple[tuple[bool, PersistentVolume], ...]:
+    """The volumes FindMatchingVolume could give the claim on some node, with whether each is
+    pre-bound to it (the node-independent checks, once per pod): its class, unbound or bound to
+    this claim, big enough, of its volume mode, not being deleted, and, unless pre-bound,
+    Available and offering every access mode the claim asks for."""
+    out = []
+    for pv in storage.open_volumes(storage.claim_class(claim)):
+        bound_to_claim = pv.claim_key == claim.key and pv.claim_uid in ("", claim.uid)
+        if (pv.claim_name and not bound_to_claim) or pv.capacity < claim.request:
+            continue
+        if pv.volume_mode != claim.volume_mode or pv.deleting:
+            continue
+        if not bound_to_claim and (
+            pv.phase != "Available" or not all(m in pv.access_modes for m in claim.access_modes)
+        ):
+            continue
+        out.append((bound_to_claim, pv))
+    return tuple(out)
+
+
+def _matching_volume(
+    candidates: tuple[tuple[bool, PersistentVolume], ...], node: Any, chosen: set[str]
+) -> PersistentVolume | None:
+    """FindMatchingVolume on a node: a volume pre-bound to the claim decides alone (taken if it
+    fits the node, else nothing); otherwise the smallest candidate that fits."""
+    best: PersistentVolume | None = None
+    for bound_to_claim, pv in candidates:
+        if pv.name in chosen:
+            continue
+        fits = pv_fits_node(pv, node)
+        if bound_to_claim:
+            return pv if fits else None
+        if fits and (best is None or pv.capacity < best.capacity):
+            best = pv
+    return best
+
+
+def _topology_allows(cls: Any, node: Any) -> bool:
+    """MatchTopologySelectorTerms: no terms allow every node; else one term's every key."""
+    labels = node.labels
+    return not cls.allowed_topologies or any(
+        all(labels.get(r.key) in r.values for r in term) for term in cls.allowed_topologies
+    )
+
+
+def find_volumes(claims: _Claims, storage: StorageState, node: Any) -> tuple[list[str], list[Decision]]:
+    """FindPodVolumes: the reasons the node does not fit, and the decisions if it does."""
+    node_conflict = pv_missing = unbound_fails = False
+    decisions: list[Decision] = []
+    for claim in claims.bound:  # checkBoundClaims: the first failing claim decides
+        pv = storage.volumes.get(claim.volume_name)
+        if pv is None:
+            pv_missing = True
+            break
+        if not pv_fits_node(pv, node):
+            node_conflict = True
+            break
+    error = ""
+    if claims.delayed:  # (looked at even when a bound claim failed: the reasons add up)
+        to_match: list[PersistentVolumeClaim] = []
+        to_provision: list[PersistentVolumeClaim] = []
+        for claim in claims.delayed:
+            selected = claim.selected_node
+            if selected and selected != node.name:
+                unbound_fails = True
+                break
+            (to_provision if selected else to_match).append(claim)
+        if not unbound_fails:
+            chosen: set[str] = set()
+            for claim in sorted(to_match, key=lambda c: c.request):
+                pv = _matching_volume(claims.candidates.get(claim.key, ()), node, chosen)
+                if pv is None:
+                    to_provision.append(claim)
+                else:
+                    chosen.add(pv.name)
+                    decisions.append(Decision(claim.key, pv.name))
+            for claim in to_provision:
+                name = storage.claim_class(claim)
+                cls = storage.classes.get(name)
+                if not name:
+                    error = f'no class for claim "{claim.key}"'
+                    break
+                if cls is None:
+                    error = f'failed to find storage class "{name}"'
+                    break
+                if cls.provisioner in ("", NO_PROVISIONER) or not _topology_allows(cls, node):
+                    unbound_fails = True
+                    break
+                decisions.append(Decision(claim.key))
+    if error:
+        return [error], []
+    reasons = []
+    if node_conflict:
+        reasons.append(NODE_CONFLICT)
+    if unbound_fails:
+        reasons.append(BIND_CONFLICT)
+    if pv_missing:
+        reasons.append(PV_NOT_EXIST)
+    return reasons, decisions
+
+
+def volume_binding(ctx: EvalContext, node: Any) -> list[str]:
+    """VolumeBinding: bound claims' volumes reachable from the node, delayed claims bindable
+    or provisionable there."""
+    claims: _Claims = _plan(ctx, "binding", _binding_plan)
+    if claims.error:
+        return [claims.error]
+    if not claims.bound and not claims.delayed:
+        return _NOTHING
+    if claims.provision_only is not None:  # (find_volumes' answer, without its bookkeeping)
+        for cls in claims.provision_only:
+            if cls.provisioner in ("", NO_PROVISIONER) or not _topology_allows(cls, node):
+                return [BIND_CONFLICT]
+        return _NOTHING
+    return find_volumes(claims, _storage(ctx), node)[0]
+
+
+def plan_bindings(pod: Pod, storage: StorageState, node: Any) -> list[Decision]:
+    """The choices VolumeBinding makes for the pod on the node (empty when every claim is bound
+    or the node does not fit)."""
+    claims = sort_claims(pod, storage)
+    if claims.error or not claims.delayed:
+        return []
+    reasons, decisions = find_volumes(claims, storage, node)
+    return [] if reasons else decisions
+
+
+# --- VolumeZone ----------------------------------------------------------------------------------
+
+
+def _zone_plan(ctx: EvalContext) -> tuple[str, tuple[tuple[str, frozenset[str]], ...]]:
+    """(a lookup failure, the bound volumes' zone labels as (key, allowed values))."""
+    pod, storage = ctx.pod, _storage(ctx)
+    found: list[tuple[str, frozenset[str]]] = []
+    for volume in pod.volumes:
+        if not volume.claim or volume.ephemeral:
+            continue
+        claim = _claim(storage, pod, volume.claim)
+        if claim is None:
+            return _not_found(volume.claim), ()
+        if not claim.volume_name:
+            name = storage.claim_class(claim)
+            if not name:
+                return "PersistentVolumeClaim had no pv name and storageClass name", ()
+            cls = storage.classes.get(name)
+            if cls is None:
+                return f'storageclass.storage.k8s.io "{name}" not found', ()
+            if cls.binding_mode == WAIT_FOR_FIRST_CONSUMER:
+                continue
+            return "PersistentVolume had no name", ()
+        pv = storage.volumes.get(claim.volume_name)
+        if pv is None:
+            return f'persistentvolume "{claim.volume_name}" not found', ()
+        for key in ZONE_LABELS:
+            value = pv.labels.get(key)
+            if value is not None:
+                found.append((key, frozenset(v.strip() for v in value.split("__"))))
+    return "", tuple(found)
+
+
+def volume_zone(ctx: EvalContext, node: Any) -> list[str]:
+    """VolumeZone: the zone and region labels of the pod's bound volumes match the node's (a
+    node without any such label takes any volume)."""
+    error, zones = _plan(ctx, "zone", _zone_plan)
+    if error:
+        return [error]
+    if not zones:
+        return _NOTHING
+    labels: Mapping[str, str] = node.labels
+    if not any(key in labels for key in ZONE_LABELS):
+        return _NOTHING
+    for key, values in zones:
+        value = labels.get(key)
+        if value is None:
+            value = labels.get(_GA.get(key, key))
+        if value is None or value not in values:
+            return [ZONE_CONFLICT]
+    return _NOTHING
+
+
+def claim_keys(pod: Pod) -> Sequence[str]:
+    """``namespace/name`` of each claim the pod mounts (the store counts their users)."""
+    return [f"{pod.namespace}/{c}" for c in pod.claims]
