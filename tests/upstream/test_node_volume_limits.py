@@ -33,10 +33,33 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import csinode, filter_reasons, node, pod, pv, pvc, state, storage, storage_class
+from tests.upstream.harness import (
+    UNRESOLVABLE,
+    UNSCHEDULABLE,
+    csinode,
+    filter_reasons,
+    filter_status,
+    node,
+    pod,
+    pv,
+    pvc,
+    state,
+    storage,
+    storage_class,
+)
 
 EBS = "ebs.csi.aws.com"
 GCE = "pd.csi.storage.gke.io"
+
+
+def status(want: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]] | None:
+    """Upstream's status: a claim that cannot be looked up is UnschedulableAndUnresolvable, any
+    other failure (a disk or claim another pod holds, a full node) plain Unschedulable."""
+    if want is None:
+        return None
+    return (UNRESOLVABLE if any(" not found" in r for r in want) else UNSCHEDULABLE), want
+
+
 NODE = "node-for-max-pd-test-1"
 EXCEEDED = ("node(s) exceed max volume count",)
 
@@ -281,7 +304,7 @@ def test_csi_limits(
     incoming: Any, existing: list[Any], extra: list[Any], max_vols: int, drivers: list[str], source: str, want: Any
 ) -> None:
     cluster = state([node(NODE)], [running(p) for p in existing], storage=fixtures(drivers, max_vols, source, extra))
-    assert filter_reasons(incoming, cluster, NODE, rule="NodeVolumeLimits") == want
+    assert filter_status(incoming, cluster, NODE, rule="NodeVolumeLimits") == status(want)
 
 
 def test_limit_from_node_allocatable() -> None:

@@ -20,7 +20,18 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, pod, pv, pvc, state, storage, storage_class
+from tests.upstream.harness import (
+    UNRESOLVABLE,
+    filter_reasons,
+    filter_status,
+    node,
+    pod,
+    pv,
+    pvc,
+    state,
+    storage,
+    storage_class,
+)
 
 HOST = "kubernetes.io/hostname"
 REGION = "topology.kubernetes.io/region"
@@ -228,3 +239,6 @@ def test_volume_binding(
     cluster = state(nodes, storage=storage(volumes, claims, CLASSES))
     got = [filter_reasons(incoming, cluster, n.name, rule="VolumeBinding") for n in nodes]
     assert got == want
+    # Every VolumeBinding failure is UnschedulableAndUnresolvable upstream (volume_binding.go).
+    statuses = [filter_status(incoming, cluster, n.name, rule="VolumeBinding") for n in nodes]
+    assert [s[0] if s else None for s in statuses] == [UNRESOLVABLE if w else None for w in want]

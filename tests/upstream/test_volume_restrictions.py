@@ -14,10 +14,29 @@ from typing import Any
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, pod, pvc, state, storage
+from tests.upstream.harness import (
+    UNRESOLVABLE,
+    UNSCHEDULABLE,
+    filter_reasons,
+    filter_status,
+    node,
+    pod,
+    pvc,
+    state,
+    storage,
+)
 
 DISK = ("node(s) had no available disk",)
 RWOP = ("node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode",)
+
+
+def status(want: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]] | None:
+    """Upstream's status: a claim that cannot be looked up is UnschedulableAndUnresolvable, any
+    other failure (a disk or claim another pod holds, a full node) plain Unschedulable."""
+    if want is None:
+        return None
+    return (UNRESOLVABLE if any(r.endswith(" not found") for r in want) else UNSCHEDULABLE), want
+
 
 GCE = {"name": "a", "gcePersistentDisk": {"pdName": "foo"}}
 GCE2 = {"name": "b", "gcePersistentDisk": {"pdName": "bar"}}
@@ -63,7 +82,7 @@ CASES = [
 def test_disk_conflicts(incoming: Any, existing: list[dict[str, Any]], want: tuple[str, ...] | None) -> None:
     pods = [with_volumes(*existing, name="existing", node_name="node-1")] if existing else []
     cluster = state([node("node-1")], pods)
-    assert filter_reasons(incoming, cluster, "node-1", rule="VolumeRestrictions") == want
+    assert filter_status(incoming, cluster, "node-1", rule="VolumeRestrictions") == status(want)
 
 
 def test_read_only_gce_disks_do_not_conflict() -> None:
@@ -129,7 +148,7 @@ ACCESS_CASES = [
 )
 def test_access_mode_conflicts(incoming: Any, existing: list[Any], pvcs: list[Any], want: Any) -> None:
     cluster = state([node("node-1")], existing, storage=storage(claims=pvcs))
-    assert filter_reasons(incoming, cluster, "node-1", rule="VolumeRestrictions") == want
+    assert filter_status(incoming, cluster, "node-1", rule="VolumeRestrictions") == status(want)
 
 
 def test_read_write_once_pod_claim_in_use_on_another_node_rejects_every_node() -> None:

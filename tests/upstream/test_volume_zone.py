@@ -22,13 +22,29 @@ from collections.abc import Mapping
 
 import pytest
 
-from tests.upstream.harness import filter_reasons, node, pod, pv, pvc, state, storage, storage_class
+from tests.upstream.harness import (
+    UNRESOLVABLE,
+    filter_reasons,
+    filter_status,
+    node,
+    pod,
+    pv,
+    pvc,
+    state,
+    storage,
+    storage_class,
+)
 
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
 BETA_REGION = "failure-domain.beta.kubernetes.io/region"
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"
 CONFLICT = ("node(s) had no available volume zone",)
+
+
+def unresolvable(want: tuple[str, ...] | None) -> tuple[str, tuple[str, ...]] | None:
+    """Upstream's status: every VolumeZone failure is UnschedulableAndUnresolvable."""
+    return None if want is None else (UNRESOLVABLE, want)
 
 
 def with_claim(claim: str) -> object:
@@ -77,7 +93,7 @@ SINGLE_CASES = [
 @pytest.mark.parametrize(("incoming", "labels", "want"), [pytest.param(*c[1:], id=c[0]) for c in SINGLE_CASES])
 def test_single_zone(incoming: object, labels: Mapping[str, str], want: tuple[str, ...] | None) -> None:
     cluster = state([node("host1", labels)], storage=SINGLE)
-    assert filter_reasons(incoming, cluster, "host1", rule="VolumeZone") == want  # type: ignore[arg-type]
+    assert filter_status(incoming, cluster, "host1", rule="VolumeZone") == unresolvable(want)  # type: ignore[arg-type]
 
 
 MULTI = storage(
@@ -110,7 +126,7 @@ MULTI_CASES = [
 @pytest.mark.parametrize(("incoming", "labels", "want"), [pytest.param(*c[1:], id=c[0]) for c in MULTI_CASES])
 def test_multi_zone(incoming: object, labels: Mapping[str, str], want: tuple[str, ...] | None) -> None:
     cluster = state([node("host1", labels)], storage=MULTI)
-    assert filter_reasons(incoming, cluster, "host1", rule="VolumeZone") == want  # type: ignore[arg-type]
+    assert filter_status(incoming, cluster, "host1", rule="VolumeZone") == unresolvable(want)  # type: ignore[arg-type]
 
 
 BINDING = storage(
@@ -141,7 +157,7 @@ BINDING_CASES = [
 @pytest.mark.parametrize(("claim", "want"), [pytest.param(*c[1:], id=c[0]) for c in BINDING_CASES])
 def test_with_binding(claim: str, want: tuple[str, ...] | None) -> None:
     cluster = state([node("host1", {BETA_ZONE: "us-west1-a", **U})], storage=BINDING)
-    assert filter_reasons(with_claim(claim), cluster, "host1", rule="VolumeZone") == want  # type: ignore[arg-type]
+    assert filter_status(with_claim(claim), cluster, "host1", rule="VolumeZone") == unresolvable(want)  # type: ignore[arg-type]
 
 
 def test_claim_bound_to_a_missing_volume() -> None:
