@@ -43,9 +43,9 @@ __all__ = [
     "normalized_image",
     "pod_affinity_ok",
     "pod_anti_affinity_ok",
+    "spread_defaulted",
     "spread_missing_label",
     "spread_ok",
-    "spread_defaulted",
     "spread_score",
 ]
 
@@ -249,14 +249,14 @@ UNIFORM: dict[str, Any] = {
 }
 
 
-# Built-ins whose answer, called once per pod (in a guard), depends on more of the cluster than
-# the pod's own fields: a token of that part of the cluster, which keys the pod's equivalence
-# class beside its fields (rulesched.lang.evaluation.ruleset), so a guard decided by an older
-# token is never reused.
 def _cluster_workloads(cluster: ClusterView | None) -> object:
     return getattr(cluster, "workloads", None)
 
 
+# Built-ins whose answer, called once per pod (in a guard), depends on more of the cluster than
+# the pod's own fields: a token of that part of the cluster, which keys the pod's equivalence
+# class beside its fields (rulesched.lang.evaluation.ruleset), so a guard decided by an older
+# token is never reused.
 CLASS_TOKENS: dict[str, Any] = {"spread_defaulted": _cluster_workloads}
 
 # The node labels each filter's answer reads (the topology keys of the pod's terms or

@@ -13,7 +13,9 @@ happens at bind time, Filter and Score per node.
 
 Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
 (the checker lists them) is equal — a ReplicaSet's pods usually are. Rules that read a pod's name
-or uid, or the pod as a whole, make every pod its own class and switch this off.
+or uid, or the pod as a whole, make every pod its own class and switch this off. A built-in
+whose per-pod answer reads cluster objects besides the pod (``spread_defaulted``: Services and
+controllers) adds a token of them to the class key, so a changed cluster makes new classes.
 Next stage: :mod:`rulesched.lang.evaluation.bound` (a binding, evaluated per node).
 """
 
