@@ -297,8 +297,6 @@ def test_table_explain_on_the_example() -> None:
         "    scores (1 node scored)             large-b",
         "      TaintToleration                      100",
         "      NodeAffinity                           0",
-        # (web-1 has labels: the system default spreading rule applies; nothing selects it, so 0)
-        "      PodTopologySpread                      0",
         "      InterPodAffinity                       0",
         "      NodeResourcesFit                      27",
         "      NodeResourcesBalancedAllocation       78",

@@ -25,7 +25,7 @@ from rulesched.lang.builtins.spread_defaults import default_selector
 from rulesched.lang.builtins.spreading import _spread_score_state
 from rulesched.mirror import Mirror
 from rulesched.model import LabelSelector, LabelSelectorRequirement
-from rulesched.model.workloads import Workloads
+from rulesched.model.workloads import Controller, Service, Workloads
 from rulesched.simulate.load import load_cluster
 from rulesched.simulate.run import SimulateSettings, simulate
 from tests.apiserver import TestApiServer
@@ -40,8 +40,8 @@ APP_EXISTS = {"matchExpressions": [{"key": "app", "operator": "Exists"}]}
 
 
 def selector_of(p: Any, *objs: Any) -> LabelSelector | None:
-    services = [o for o in objs if hasattr(o, "selector") and not hasattr(o, "kind")]
-    controllers = [o for o in objs if hasattr(o, "kind")]
+    services = [o for o in objs if isinstance(o, Service)]
+    controllers = [o for o in objs if isinstance(o, Controller)]
     return default_selector(p, Workloads.of(services, controllers))
 
 

@@ -63,6 +63,10 @@ class Builtin:
     # For this pod at this moment, the answer on every node when it is the same everywhere (the
     # running pods' terms select nothing of it, ...), else None: a column is then one value.
     uniform: Callable[[Any], Any] | None = None
+    # For a built-in whose answer for a pod depends on cluster objects beyond the pod's fields
+    # (Services, controllers): a token of them, given the cluster view; classes of equivalent
+    # pods are keyed by it too (rulesched.lang.evaluation.ruleset), so guards calling it stay true.
+    class_token: Callable[[Any], object] | None = None
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -275,6 +279,19 @@ BUILTINS.update(
             _topology("spread_ok", BOOL, "Every DoNotSchedule topology spread constraint's skew holds on the node."),
             _topology("spread_score", NUMBER, "PodTopologySpread's score for ScheduleAnyway constraints; -1: ignored."),
             _topology("image_locality", NUMBER, "ImageLocality's 0..100 score for the pod's images on the node."),
+            Builtin(
+                "spread_defaulted",
+                _sig([], BOOL),
+                topology.spread_defaulted,
+                "spread_defaulted() -> bool",
+                "The pod has no topology spread constraints and a Service or its controller selects"
+                " it: PodTopologySpread's score spreads it by the system defaults.",
+                context=True,
+                pod_fields=topology.POD_FIELDS,
+                version=topology.VERSIONS["spread_defaulted"],
+                moves=topology.MOVES["spread_defaulted"],
+                class_token=topology.CLASS_TOKENS["spread_defaulted"],
+            ),
         ]
     }
 )

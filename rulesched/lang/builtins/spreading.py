@@ -247,6 +247,13 @@ def soft_constraints(ctx: EvalContext) -> tuple[tuple[_Constraint, ...], bool]:
     return found
 
 
+def spread_defaulted(ctx: EvalContext) -> bool:
+    """Whether the system defaults spread the pod: it has no constraints of its own and a
+    Service or its controller selects it (else PodTopologySpread skips it). Decided at bind
+    time, by the cluster's Services and controllers (see ``class_token``)."""
+    return not ctx.pod.topology_spread_constraints and bool(soft_constraints(ctx)[0])
+
+
 def _default_constraints(ctx: EvalContext) -> tuple[_Constraint, ...]:
     workloads = ctx.cluster.workloads if ctx.cluster is not None else NO_WORKLOADS
     selector = default_selector(ctx.pod, workloads)

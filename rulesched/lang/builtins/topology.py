@@ -24,12 +24,13 @@ from rulesched.lang.builtins.affinity import (
 )
 from rulesched.lang.builtins.spreading import (
     soft_constraints,
+    spread_defaulted,
     spread_keys,
     spread_missing_label,
     spread_ok,
     spread_score,
 )
-from rulesched.lang.context import EvalContext
+from rulesched.lang.context import ClusterView, EvalContext
 
 __all__ = [
     "DOMAINS",
@@ -42,6 +43,7 @@ __all__ = [
     "normalized_image",
     "pod_affinity_ok",
     "pod_anti_affinity_ok",
+    "spread_defaulted",
     "spread_missing_label",
     "spread_ok",
     "spread_score",
@@ -199,6 +201,7 @@ MOVES: dict[str, Any] = {
     "spread_missing_label": _always,
     "spread_ok": _always,
     "spread_score": _scores_spreading,
+    "spread_defaulted": _never,
     "image_locality": _never,
 }
 
@@ -212,6 +215,7 @@ VERSIONS: dict[str, Any] = {
     # Scored pods depend on the feasible nodes of the cycle (it moves: never cached); for the
     # others the answer is fixed while the Services and controllers are.
     "spread_score": _workloads,
+    "spread_defaulted": _workloads,
     "image_locality": _node_generation,
 }
 
@@ -243,6 +247,17 @@ UNIFORM: dict[str, Any] = {
     "image_locality": _no_images,
     "spread_score": _spread_skipped,
 }
+
+
+def _cluster_workloads(cluster: ClusterView | None) -> object:
+    return getattr(cluster, "workloads", None)
+
+
+# Built-ins whose answer, called once per pod (in a guard), depends on more of the cluster than
+# the pod's own fields: a token of that part of the cluster, which keys the pod's equivalence
+# class beside its fields (rulesched.lang.evaluation.ruleset), so a guard decided by an older
+# token is never reused.
+CLASS_TOKENS: dict[str, Any] = {"spread_defaulted": _cluster_workloads}
 
 # The node labels each filter's answer reads (the topology keys of the pod's terms or
 # constraints): nodes alike in them are evaluated once per cycle (rulesched.lang.evaluation.vectorise).

@@ -13,7 +13,9 @@ happens at bind time, Filter and Score per node.
 
 Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
 (the checker lists them) is equal — a ReplicaSet's pods usually are. Rules that read a pod's name
-or uid, or the pod as a whole, make every pod its own class and switch this off.
+or uid, or the pod as a whole, make every pod its own class and switch this off. A built-in
+whose per-pod answer reads cluster objects besides the pod (``spread_defaulted``: Services and
+controllers) adds a token of them to the class key, so a changed cluster makes new classes.
 Next stage: :mod:`rulesched.lang.evaluation.bound` (a binding, evaluated per node).
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 import cachetools
 
 from rulesched.lang import schema
+from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext, new_index_store
 from rulesched.lang.evaluation.bound import (
     BoundFilter,
@@ -66,6 +69,13 @@ class RuleSet:
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
         fields = checked.notes.pod_fields
         self.class_fields: tuple[str, ...] | None = None if fields & _PER_POD_FIELDS else tuple(sorted(fields))
+        # Tokens of the cluster objects some built-in's per-pod answer reads (Services and
+        # controllers, for spread_defaulted): a class is keyed by them too (see Session.bind).
+        self.class_tokens = tuple(
+            token
+            for token in (BUILTINS[name].class_token for name in sorted(checked.notes.context_calls))
+            if token is not None
+        )
         # Raw model attributes where there is one (None and () differ for node affinity),
         # else the field's getter (has_required_node_affinity is derived); maps are keyed by
         # their items. (Decided here from the schema: an isinstance check per field per pod
@@ -160,6 +170,8 @@ class Session:
         key = rules.class_key(pod)
         if key is None:
             return rules.bind_new(pod, cluster, self.indexes, cache=False)
+        if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
+            key = (key, tuple([token(cluster) for token in rules.class_tokens]))
         bound = self.classes.get(key)
         if bound is not None:
             bound.rebind(pod, cluster)
