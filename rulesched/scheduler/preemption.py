@@ -10,7 +10,13 @@ latest start time of the highest-priority victims.
 The dry runs take pods off and put them back on a :class:`rulesched.cluster.snapshot.ClusterOverlay`
 of the cycle's snapshot (cloned node infos, a private continuation of the pod journal, indexes
 forked from the session's), as kube-scheduler simulates on cloned node infos: the snapshot and
-the store are never touched.
+the store are never touched. Every fit check there respects the node's nominated pods of the
+preemptor's priority or higher (:mod:`rulesched.scheduler.nominator`): the preemptor must fit both
+without them and with them added, as upstream's filters with nominated pods.
+
+A pod nominated to a node where a lower-priority pod is terminating because a scheduler
+preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``) waits for that
+pod to leave rather than preempt again (upstream's PodEligibleToPreemptOthers).
 """
 
 from __future__ import annotations
@@ -27,9 +33,11 @@ from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.framework import Preemption, fit_error
+from rulesched.scheduler.nominator import Reserved
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
 
 
@@ -51,20 +59,24 @@ def importance(pod: Pod) -> tuple[int, float]:
     return (-pod.priority, _started(pod))
 
 
-def preempt(snapshot: Snapshot, session: Session, pod: Pod) -> Preemption:
-    """Find the node and victims for ``pod``; the caller evicts and nominates."""
+def preempt(snapshot: Snapshot, session: Session, pod: Pod, reserved: Reserved | None = None) -> Preemption:
+    """Find the node and victims for ``pod``; the caller evicts and nominates. ``reserved``: the
+    nominated pods it must leave room for, per node."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
-        return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.")
+        return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.", eligible=False)
+    if _victim_terminating(snapshot, bound, pod):
+        return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     statuses: Counter[str] = Counter()
     candidates: list[Candidate] = []
+    held = reserved.nodes if reserved is not None else {}
     for node in snapshot.nodes:
         allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
         if not allowed:
             statuses[NO_VICTIMS] += 1
             continue
-        candidate = select_victims(overlay, bound, node.name, sorted(allowed, key=importance))
+        candidate = select_victims(overlay, bound, node.name, sorted(allowed, key=importance), held.get(node.name, ()))
         if candidate is None:
             statuses[NOT_HELPFUL] += 1
         else:
@@ -88,20 +100,49 @@ def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], 
     return key
 
 
-def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str) -> bool:
+def _victim_terminating(snapshot: Snapshot, bound: BoundRules, pod: Pod) -> bool:
+    """Whether a pod the preemptor could preempt is leaving its nominated node because a
+    scheduler preempted it (the preemptor then waits for it rather than preempt again)."""
+    node = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
+    if node is None:
+        return False
+    return any(
+        p.deleting and p.preempted_by_scheduler and all(rule.allows(node, p) for rule in bound.preempts)
+        for p in node.pods
+    )
+
+
+def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str, nominated: Sequence[Pod] = ()) -> bool:
+    """Whether the pod fits the overlay's node, and (RunFilterPluginsWithNominatedPods) also
+    with the node's ``nominated`` pods added."""
     bound.refresh()  # cluster-wide precomputation is stale after a change
     node = overlay.node_view(name)
-    return node is not None and bound.first_failure(node) is None
+    if node is None or bound.first_failure(node) is not None:
+        return False
+    if not nominated:
+        return True
+    for p in nominated:
+        overlay.add_pod(p)
+    try:
+        bound.refresh()
+        node = overlay.node_view(name)
+        return node is not None and bound.first_failure(node) is None
+    finally:
+        for p in nominated:
+            overlay.remove_pod(p)
 
 
-def select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod]) -> Candidate | None:
-    """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits."""
+def select_victims(
+    overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod], nominated: Sequence[Pod] = ()
+) -> Candidate | None:
+    """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits
+    (with the node's ``nominated`` pods added as well as without them)."""
     off: set[str] = set()
     for victim in potential:
         overlay.remove_pod(victim)
         off.add(victim.key)
     try:
-        if not _fits(bound, overlay, name):
+        if not _fits(bound, overlay, name, nominated):
             return None
         violating, safe = _split_by_pdb(potential, overlay.pdbs)
         victims: list[Pod] = []
@@ -110,7 +151,7 @@ def select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potent
             for candidate in group:
                 overlay.add_pod(candidate)
                 off.discard(candidate.key)
-                if _fits(bound, overlay, name):
+                if _fits(bound, overlay, name, nominated):
                     continue  # reprieved
                 overlay.remove_pod(candidate)
                 off.add(candidate.key)
