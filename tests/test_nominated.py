@@ -230,3 +230,13 @@ def test_preemption_dry_runs_count_nominated_pods() -> None:
     assert (result.nominated, [v.name for v in result.victims]) == ("n2", ["v2"])
     without = preemption.preempt(store.snapshot(), default_rules().session(), incoming)
     assert without.nominated == "n1"
+
+
+def test_a_gated_pod_holds_nothing_until_its_gates_go() -> None:
+    store = cluster("n1")
+    s, _, _ = scheduler(store)
+    gated = dataclasses.replace(P("g", 100, nominated="n1"), scheduling_gates=("wait",))
+    s.add(gated)
+    assert s.nominator.node_of("default/g") is None
+    s.update(dataclasses.replace(gated, scheduling_gates=()))
+    assert s.nominator.node_of("default/g") == "n1"

@@ -125,8 +125,9 @@ class Scheduler:
 
     def _nominated(self, pod: Pod) -> None:
         """A pending pod's nomination from its status; without one, a nomination already made
-        stays (the update may predate the scheduler's own status patch), with the new version."""
-        if pod.node_name:
+        stays (the update may predate the scheduler's own status patch), with the new version.
+        A pod held back by scheduling gates holds nothing until they go (as upstream's queue)."""
+        if pod.node_name or pod.scheduling_gates:
             return
         node = pod.nominated_node_name or self.nominator.node_of(pod.key)
         if node:
