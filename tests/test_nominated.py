@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
@@ -240,3 +243,48 @@ def test_a_gated_pod_holds_nothing_until_its_gates_go() -> None:
     assert s.nominator.node_of("default/g") is None
     s.update(dataclasses.replace(gated, scheduling_gates=()))
     assert s.nominator.node_of("default/g") == "n1"
+
+
+# --- property: the chosen node has room for the pod and for every nomination it must respect ------
+
+
+@st.composite
+def nominated_clusters(
+    draw: Any,
+) -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int, int]], tuple[int, int]]:
+    """Nodes' cpu (in quarters), running pods (node, quarters), nominations (node, quarters,
+    priority) and the incoming pod (quarters, priority)."""
+    nodes = draw(st.lists(st.integers(1, 8), min_size=1, max_size=6))
+    node_index = st.integers(0, len(nodes) - 1)
+    running = draw(st.lists(st.tuples(node_index, st.integers(1, 4)), max_size=6))
+    nominations = draw(st.lists(st.tuples(node_index, st.integers(1, 4), st.integers(0, 3)), max_size=5))
+    return nodes, running, nominations, (draw(st.integers(1, 4)), draw(st.integers(0, 3)))
+
+
+@given(nominated_clusters(), st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_the_chosen_node_fits_with_and_without_the_nominations_it_must_respect(case: Any, explain: bool) -> None:
+    nodes, running, nominations, (want, priority) = case
+    store = ClusterStore()
+    for i, quarters in enumerate(nodes):
+        store.add_node(node(f"n{i}", allocatable={"cpu": f"{quarters * 250}m", "memory": "1Gi", "pods": "10"}))
+    used = [0] * len(nodes)
+    for j, (i, quarters) in enumerate(running):
+        if used[i] + quarters <= nodes[i]:
+            store.add_pod(P(f"r{j}", 0, cpu=f"{quarters * 250}m", on=f"n{i}"))
+            used[i] += quarters
+    nominator, held = Nominator(), [0] * len(nodes)
+    for j, (i, quarters, prio) in enumerate(nominations):
+        nominator.nominate(P(f"h{j}", prio, cpu=f"{quarters * 250}m"), f"n{i}")
+        held[i] += quarters if prio >= priority else 0
+    incoming = P("p", priority, cpu=f"{want * 250}m")
+    result, bound = Cycle(SchedulerSettings(explain=explain)).run(
+        incoming, store.snapshot(), default_rules().session(), nominator.reserved_for(incoming)
+    )
+    bound.release()
+    fits = {f"n{i}" for i in range(len(nodes)) if used[i] + held[i] + want <= nodes[i]}
+    if fits:
+        assert result.code is Code.SCHEDULED and result.node in fits
+    else:
+        assert result.code is Code.UNSCHEDULABLE
+        assert result.reasons == {"Insufficient cpu": len(nodes)}

@@ -167,8 +167,7 @@ def _reserved_rows(
 ) -> tuple[Rows, int]:
     """The table walk's rows without the nodes that do not fit once their nominated pods are
     added; the walk goes on past them (never past its start) until ``wanted`` fit."""
-    reserved = check.reserved.nodes
-    kept = [r for r in rows.tolist() if check.passes(table.node(r).name)] if reserved else rows.tolist()
+    kept = [r for r in rows.tolist() if check.passes(table.node(r).name)]
     if len(kept) == len(rows):
         return rows, looked
     while len(kept) < wanted and looked < count:
