@@ -288,3 +288,27 @@ def test_the_chosen_node_fits_with_and_without_the_nominations_it_must_respect(c
     else:
         assert result.code is Code.UNSCHEDULABLE
         assert result.reasons == {"Insufficient cpu": len(nodes)}
+
+
+def test_kept_answers_follow_the_node_and_the_nominations() -> None:
+    """A class's answers for reserved nodes are kept across cycles, and dropped when the node
+    changes or its nominated pods do."""
+    store = cluster("n1", "n2")
+    store.add_pod(P("big", 0, cpu="900m", on="n2"))  # n2 never fits: n1 is the only candidate
+    cycle, session, nominator = Cycle(SchedulerSettings()), default_rules().session(), Nominator()
+
+    def place(name: str) -> str | None:
+        incoming = P(name, 0, cpu="400m")
+        result, bound = cycle.run(incoming, store.snapshot(), session, nominator.reserved_for(incoming))
+        bound.release()
+        return result.node
+
+    nominator.nominate(P("holder", 10, cpu="500m"), "n1")
+    assert place("a") == "n1"  # 400m + 500m held fit in 1 cpu
+    store.add_pod(P("more", 0, cpu="200m", on="n1"))
+    assert place("b") is None  # the node changed: 200m + 400m + 500m do not
+    nominator.nominate(P("holder", 10, cpu="300m"), "n1")
+    assert place("c") == "n1"  # the nomination changed: 200m + 400m + 300m do
+    nominator.remove("default/holder")
+    store.add_pod(P("most", 0, cpu="500m", on="n1"))
+    assert place("d") is None  # no nomination: the node alone is full

@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import cachetools
 import numpy as np
@@ -65,6 +66,8 @@ class Cycle:
         # keyed by the class's binding itself (held here, so never confused with a later one)
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
+        # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
+        self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
 
     def run(
         self, pod: Pod, snapshot: Snapshot, session: Session, reserved: Reserved | None = None
@@ -74,9 +77,26 @@ class Cycle:
         if session.rules is not self._rules:  # a reload: the old set's tables go with it
             self._rules = session.rules
             self._tables.clear()
-        explain = self.settings.explain
+            self._reserved.clear()
         bound = session.bind(pod, snapshot)
-        check = ReservedCheck(reserved, snapshot, session, pod) if reserved is not None else None
+        if reserved is None:
+            return self._run(pod, snapshot, bound, None), bound
+        memo = None
+        if bound.cached and not bound.dynamic_filters:  # (answers evaluated afresh are never kept)
+            memo = self._reserved.get(bound)
+            if memo is None:
+                memo = self._reserved[bound] = {}
+            elif len(memo) > 2 * len(reserved.nodes) + 16:  # nominations gone: their answers too
+                for name in [n for n in memo if n not in reserved.nodes]:
+                    del memo[name]
+        check = ReservedCheck(reserved, snapshot, session, pod, memo, bound.token)
+        try:
+            return self._run(pod, snapshot, bound, check), bound
+        finally:
+            check.release()
+
+    def _run(self, pod: Pod, snapshot: Snapshot, bound: BoundRules, check: ReservedCheck | None) -> CycleResult:
+        explain = self.settings.explain
         nodes = snapshot.nodes
         result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
         if explain:
@@ -85,16 +105,16 @@ class Cycle:
         if nominated is not None and bound.first_failure(nominated) is None:
             if check is None or check.passes(nominated.name):
                 result.code, result.node = Code.SCHEDULED, nominated.name
-                return result, bound
+                return result
         if not explain and nodes:
             start = self.next_start
             try:
-                return self._run_table(bound, snapshot, result, check), bound
+                return self._run_table(bound, snapshot, result, check)
             except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
                 self.next_start = start
                 result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
         if not nodes:
-            return result, bound
+            return result
         count = len(nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
         start = self.next_start % count
@@ -107,16 +127,16 @@ class Cycle:
             result.filtered.update(filtered.failed)
         feasible = filtered.feasible
         if not feasible:
-            return result, bound
+            return result
         result.code = Code.SCHEDULED
         if len(feasible) == 1 and not explain:
             result.node = feasible[0].name
-            return result, bound
+            return result
         scored = score_nodes(bound, feasible, explain=explain)
         if result.scores is not None and scored.per_node is not None:
             result.scores.update(scored.per_node)
         result.node = feasible[select_host(scored.totals, self.rng)].name
-        return result, bound
+        return result
 
     def _run_table(
         self, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None
@@ -143,7 +163,9 @@ class Cycle:
         start = self.next_start % count
         rows, looked = table.feasible(start, wanted)
         if check is not None:
-            rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count)
+            held = self._columns.rows_by_name(snapshot)
+            held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
+            rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
         self.next_start = (start + looked) % count
         if not len(rows):
             result.reasons.update(failure_reasons(bound, snapshot.nodes))
@@ -163,18 +185,34 @@ class Cycle:
 
 
 def _reserved_rows(
-    check: ReservedCheck, table: NodeTable, rows: Rows, looked: int, start: int, wanted: int, count: int
+    check: ReservedCheck, table: NodeTable, rows: Rows, looked: int, start: int, wanted: int, count: int, held: Rows
 ) -> tuple[Rows, int]:
     """The table walk's rows without the nodes that do not fit once their nominated pods are
-    added; the walk goes on past them (never past its start) until ``wanted`` fit."""
-    kept = [r for r in rows.tolist() if check.passes(table.node(r).name)]
+    added (``held``: the rows of nodes holding nominations); the walk goes on past them (never
+    past its start) until ``wanted`` fit."""
+
+    def keep(rows: Rows) -> Rows:
+        at = np.isin(rows, held)
+        if not at.any():
+            return rows
+        fails = [not check.passes(table.node(r).name) for r in rows[at].tolist()]
+        if not any(fails):
+            return rows
+        dropped = rows[at][np.array(fails, dtype=bool)]
+        return rows[~np.isin(rows, dropped)]
+
+    kept = keep(rows)
     if len(kept) == len(rows):
         return rows, looked
-    while len(kept) < wanted and looked < count:
-        more, extra = table.feasible((start + looked) % count, wanted - len(kept), limit=count - looked)
+    found = [kept]
+    have = len(kept)
+    while have < wanted and looked < count:
+        more, extra = table.feasible((start + looked) % count, wanted - have, limit=count - looked)
         looked += extra
-        kept += [r for r in more.tolist() if check.passes(table.node(r).name)]
-    return np.array(kept, dtype=np.intp), looked
+        more = keep(more)
+        found.append(more)
+        have += len(more)
+    return np.concatenate(found), looked
 
 
 def _respect_reserved(

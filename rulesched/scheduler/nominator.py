@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.lang import Session
+from rulesched.lang import BoundRules, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.model import Pod
 
@@ -99,14 +99,30 @@ class Reserved:
 class ReservedCheck:
     """For one pod in one cycle: whether each reserved node still fits it with its nominated pods
     added (the first of upstream's two filter passes; the caller has run the second, without
-    them). Each node's answer is computed once, on its own overlay of the snapshot, with a
-    private binding, so cluster-wide answers (spreading, inter-pod affinity) count the
-    nominated pods of that node only."""
+    them). One private binding on one overlay of the snapshot serves the cycle: each node's
+    nominated pods are put on, the node is judged, and they come off again, so cluster-wide
+    answers (spreading, inter-pod affinity) count the nominated pods of that node only.
 
-    def __init__(self, reserved: Reserved, snapshot: Snapshot, session: Session, pod: Pod) -> None:
+    ``memo`` (a class's, kept by the cycle across cycles) holds answers while the node, the
+    class's ``token`` and the node's nominated pods stay the same objects, as the node tables'
+    cached filter outcomes do; the cycle passes none for a pod whose filters are evaluated
+    afresh every time."""
+
+    def __init__(
+        self,
+        reserved: Reserved,
+        snapshot: Snapshot,
+        session: Session,
+        pod: Pod,
+        memo: dict[str, tuple[Any, int, object, tuple[Pod, ...], Failure | None]] | None = None,
+        token: object = None,
+    ) -> None:
         self.reserved = reserved
         self._snapshot, self._session, self._pod = snapshot, session, pod
+        self._memo, self._token = memo, token
         self._answers: dict[str, Failure | None] = {}
+        self._overlay: ClusterOverlay | None = None
+        self._bound: BoundRules | None = None
 
     def failure(self, node: str) -> Failure | None:
         """The first filter ``node`` fails with its nominated pods added; None if it fits (or
@@ -114,18 +130,44 @@ class ReservedCheck:
         if node in self._answers:
             return self._answers[node]
         pods = self.reserved.nodes.get(node)
+        info = self._snapshot.node_view(node)
         answer: Failure | None = None
-        if pods and self._snapshot.node_view(node) is not None:
-            overlay = ClusterOverlay(self._snapshot)
-            for p in pods:
-                overlay.add_pod(p)
-            indexes = ForkedIndexes(self._session.indexes, self._snapshot)
-            bound = self._session.bind_private(self._pod, overlay, indexes)
-            info = overlay.node_view(node)
-            answer = None if info is None else bound.first_failure(info)
-            bound.release()
+        if pods and info is not None:
+            memo = self._memo
+            hit = memo.get(node) if memo is not None else None
+            if hit is not None and hit[0] is info and hit[1] == info.generation and hit[2] is self._token:
+                if hit[3] == pods:
+                    answer = hit[4]
+                    self._answers[node] = answer
+                    return answer
+            answer = self._judge(node, pods)
+            if memo is not None:
+                memo[node] = (info, info.generation, self._token, pods, answer)
         self._answers[node] = answer
         return answer
+
+    def _judge(self, node: str, pods: tuple[Pod, ...]) -> Failure | None:
+        overlay, bound = self._overlay, self._bound
+        if overlay is None or bound is None:
+            overlay = self._overlay = ClusterOverlay(self._snapshot)
+            indexes = ForkedIndexes(self._session.indexes, self._snapshot)
+            bound = self._bound = self._session.bind_private(self._pod, overlay, indexes)
+        for p in pods:
+            overlay.add_pod(p)
+        try:
+            bound.refresh()  # cluster-wide precomputation follows the overlay's changes
+            info = overlay.node_view(node)
+            return None if info is None else bound.first_failure(info)
+        finally:
+            for p in pods:
+                overlay.remove_pod(p)
+            overlay.reset_node(node)
+
+    def release(self) -> None:
+        """The cycle is over: let go of the overlay (and through it the snapshot)."""
+        if self._bound is not None:
+            self._bound.release()
+        self._overlay = self._bound = None
 
     def passes(self, node: str) -> bool:
         return node not in self.reserved.nodes or self.failure(node) is None
