@@ -525,3 +525,33 @@ def test_any_wrong_type_anywhere_is_an_object_error() -> None:
                 parent = parent[step]
             parent[path[-1]] = wrong
             assert _outcome(obj, shared) == _outcome(obj, None), (path, wrong)
+
+
+@pytest.mark.parametrize(
+    ("conditions", "expected"),
+    [
+        ([{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}], True),
+        (
+            [
+                {"type": "Ready", "status": "True"},
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"},
+            ],
+            True,
+        ),
+        ([{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}], False),
+        ([{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}], False),
+        ([], False),
+    ],
+)
+def test_preempted_by_scheduler_reads_the_disruption_target_condition(conditions: list, expected: bool) -> None:
+    obj = pod()
+    obj["status"] = {"conditions": conditions}
+    assert decode_pod(obj, "cluster.yaml").preempted_by_scheduler is expected
+
+
+def test_a_malformed_condition_is_a_one_line_error() -> None:
+    obj = pod()
+    obj["status"] = {"conditions": [{"type": 3}]}
+    assert _error(obj) == (
+        'cluster.yaml: Pod default/web-1: status.conditions[0].type: expected a string, got the number 3 (quote it in YAML: "3")'
+    )

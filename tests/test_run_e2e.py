@@ -188,6 +188,60 @@ def test_preemption_evicts_through_the_api_waits_for_a_budget_then_binds(server:
         thread.join(timeout=10)
 
 
+def test_a_nominated_preemptor_keeps_the_space_its_evictions_free(server: TestApiServer, tmp_path: Path) -> None:
+    """While the preemptor waits for its second victim (the budget refuses it), the space the
+    first one freed is held for it: a lower-priority pod that would fit there stays pending. A
+    pod that arrived nominated to the node by an earlier run loses that nomination (cleared in
+    its status) to the higher preemptor."""
+    server.add("nodes", node("n1", cpu="2"))
+    for name in ("low-a", "low-b"):
+        server.add(
+            "pods",
+            pod(
+                name,
+                cpu="1",
+                spec={"nodeName": "n1", "priority": 0},
+                metadata={"labels": {"app": "guarded"}},
+                status={"phase": "Running"},
+            ),
+        )
+    server.add(
+        "poddisruptionbudgets",
+        {
+            "metadata": {"name": "guard", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "guarded"}}},
+            "status": {"disruptionsAllowed": 1},
+        },
+    )
+    server.add("pods", pod("high", cpu="2", spec={"priority": 1000}))
+    server.add("pods", pod("sneaky", cpu="1", spec={"priority": 10}))
+    server.add(
+        "pods", pod("stale", cpu="4", spec={"priority": 5}, status={"phase": "Pending", "nominatedNodeName": "n1"})
+    )
+    loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    pods = server.store.objects["pods"]
+    try:
+        end = time.monotonic() + 20
+        while time.monotonic() < end and (len(server.store.evictions) < 1 or "default/low-a" in pods):
+            time.sleep(0.05)
+        time.sleep(1.5)  # room for "sneaky" to take low-a's place, were it not held
+        assert not pods["default/sneaky"]["spec"].get("nodeName")
+        assert "nominatedNodeName" not in pods["default/stale"].get("status", {})
+        budget = server.store.objects["poddisruptionbudgets"]["default/guard"]
+        server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 1}})
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not pods["default/high"]["spec"].get("nodeName"):
+            time.sleep(0.1)
+        assert pods["default/high"]["spec"].get("nodeName") == "n1"
+        assert not pods["default/sneaky"]["spec"].get("nodeName")
+    finally:
+        loop.stop.set()
+        loop.scheduler.queue.wake()
+        thread.join(timeout=10)
+
+
 def test_probes_and_metrics(server: TestApiServer, tmp_path: Path) -> None:
     import urllib.request
 

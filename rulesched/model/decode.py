@@ -165,10 +165,23 @@ def decode_pod(
         creation_timestamp=get_time(meta, "creationTimestamp", where, "metadata"),
         start_time=get_time(status, "startTime", where, "status"),
         deleting=meta.get("deletionTimestamp") is not None,
+        preempted_by_scheduler=_preempted_by_scheduler(status, where),
         owner=_controller(meta, where),
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
     )
+
+
+def _preempted_by_scheduler(status: Mapping[str, Any], where: Where) -> bool:
+    """The DisruptionTarget condition a scheduler sets on the pods it preempts."""
+    if not status.get("conditions"):
+        return False
+    for path, cond in get_maps(status, "conditions", where, "status"):
+        if get_str(cond, "type", where, path) == "DisruptionTarget":
+            return get_str(cond, "status", where, path) == "True" and (
+                get_str(cond, "reason", where, path) == "PreemptionByScheduler"
+            )
+    return False
 
 
 def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> Node:

@@ -139,6 +139,8 @@ class Pod:
     creation_timestamp: float = 0.0  # seconds since the epoch
     start_time: float = 0.0
     deleting: bool = False
+    # status condition DisruptionTarget=True, reason PreemptionByScheduler: a scheduler preempted it
+    preempted_by_scheduler: bool = False
     owner: str = ""  # "Kind/name" of the controlling owner, if any
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks): rulesched.model.storage.PodVolume

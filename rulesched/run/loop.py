@@ -95,6 +95,10 @@ class _Reporter(Observer):
     def bound(self, pod: Pod, node: str) -> None:
         self.workers.forget(pod.key)  # (the workers log the binding, with the rules' digest)
 
+    def nominations_ended(self, pods: list[Pod]) -> None:
+        for pod in pods:
+            self.workers.nominate(pod, "")
+
 
 class Loop:
     def __init__(self, settings: RunSettings, api: KubeApi | None = None) -> None:

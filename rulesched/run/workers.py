@@ -160,7 +160,8 @@ class Workers:
         self._patch_status(pod, {"status": {"conditions": [condition]}})
 
     def nominate(self, pod: Pod, node: str) -> None:
-        self._submit(self._patch_status, pod, {"status": {"nominatedNodeName": node}})
+        """Set the pod's status.nominatedNodeName; an empty ``node`` clears it."""
+        self._submit(self._patch_status, pod, {"status": {"nominatedNodeName": node or None}})
 
     def forget(self, key: str) -> None:
         with self._lock:

@@ -8,6 +8,10 @@ class walks a table made for the cycle; ``explain`` runs, which record every nod
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
 one function, :func:`rulesched.scheduler.scoring.weighted_totals`.
 
+Nodes holding nominated pods of the pod's priority or higher (:mod:`rulesched.scheduler.nominator`)
+must also fit it with those pods added; only those nodes pay for that second look, and a cycle
+without such nominations runs exactly as before.
+
 A cycle reads one snapshot and one rule set, both fixed for its duration, and changes nothing:
 the :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose.
 Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
@@ -16,19 +20,26 @@ Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 from __future__ import annotations
 
 import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 import cachetools
+import numpy as np
 
+from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, RuleSet, Session
+from rulesched.lang.evaluation.columns import Rows
 from rulesched.model import Pod
-from rulesched.scheduler.evaluate import failure_reasons, filter_nodes, score_nodes
+from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, score_nodes
 from rulesched.scheduler.framework import (
     Code,
     CycleResult,
     SchedulerSettings,
     num_feasible_nodes_to_find,
 )
+from rulesched.scheduler.nominator import Reserved, ReservedCheck
 from rulesched.scheduler.scoring import select_host, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
@@ -55,34 +66,61 @@ class Cycle:
         # keyed by the class's binding itself (held here, so never confused with a later one)
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
+        # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
+        self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
 
-    def run(self, pod: Pod, snapshot: Snapshot, session: Session) -> tuple[CycleResult, BoundRules]:
+    def run(
+        self, pod: Pod, snapshot: Snapshot, session: Session, reserved: Reserved | None = None
+    ) -> tuple[CycleResult, BoundRules]:
+        """``reserved``: the nominated pods this pod must leave room for (see
+        :meth:`rulesched.scheduler.nominator.Nominator.reserved_for`)."""
         if session.rules is not self._rules:  # a reload: the old set's tables go with it
             self._rules = session.rules
             self._tables.clear()
-        explain = self.settings.explain
+            self._reserved.clear()
         bound = session.bind(pod, snapshot)
+        if reserved is None:
+            return self._run(pod, snapshot, bound, None), bound
+        memo = None
+        if bound.cached and not bound.dynamic_filters:  # (answers evaluated afresh are never kept)
+            memo = self._reserved.get(bound)
+            if memo is None:
+                memo = self._reserved[bound] = {}
+            elif len(memo) > 2 * len(reserved.nodes) + 16:  # nominations gone: their answers too
+                for name in [n for n in memo if n not in reserved.nodes]:
+                    del memo[name]
+        check = ReservedCheck(reserved, snapshot, session, pod, memo, bound.token)
+        try:
+            return self._run(pod, snapshot, bound, check), bound
+        finally:
+            check.release()
+
+    def _run(self, pod: Pod, snapshot: Snapshot, bound: BoundRules, check: ReservedCheck | None) -> CycleResult:
+        explain = self.settings.explain
         nodes = snapshot.nodes
         result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
         if explain:
             result.filtered, result.scores, result.unresolvable = {}, {}, set()
         nominated = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
         if nominated is not None and bound.first_failure(nominated) is None:
-            result.code, result.node = Code.SCHEDULED, nominated.name
-            return result, bound
+            if check is None or check.passes(nominated.name):
+                result.code, result.node = Code.SCHEDULED, nominated.name
+                return result
         if not explain and nodes:
             start = self.next_start
             try:
-                return self._run_table(bound, snapshot, result), bound
+                return self._run_table(bound, snapshot, result, check)
             except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
                 self.next_start = start
                 result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
         if not nodes:
-            return result, bound
+            return result
         count = len(nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
         start = self.next_start % count
         filtered = filter_nodes(bound, nodes, start, wanted, explain=explain)
+        if check is not None:
+            filtered = _respect_reserved(check, bound, nodes, start, wanted, filtered, explain)
         self.next_start = (start + filtered.looked) % count
         result.reasons.update(filtered.reasons)
         if result.filtered is not None and filtered.failed is not None:
@@ -91,18 +129,20 @@ class Cycle:
             result.unresolvable.update(filtered.unresolvable)
         feasible = filtered.feasible
         if not feasible:
-            return result, bound
+            return result
         result.code = Code.SCHEDULED
         if len(feasible) == 1 and not explain:
             result.node = feasible[0].name
-            return result, bound
+            return result
         scored = score_nodes(bound, feasible, explain=explain)
         if result.scores is not None and scored.per_node is not None:
             result.scores.update(scored.per_node)
         result.node = feasible[select_host(scored.totals, self.rng)].name
-        return result, bound
+        return result
 
-    def _run_table(self, bound: BoundRules, snapshot: Snapshot, result: CycleResult) -> CycleResult:
+    def _run_table(
+        self, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None
+    ) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
             table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk)
@@ -113,18 +153,26 @@ class Cycle:
                 self._tables[bound] = table
         table.sync(snapshot)
         try:
-            return self._walk(table, bound, snapshot, result)
+            return self._walk(table, bound, snapshot, result, check)
         finally:
             table.release()
 
-    def _walk(self, table: NodeTable, bound: BoundRules, snapshot: Snapshot, result: CycleResult) -> CycleResult:
+    def _walk(
+        self, table: NodeTable, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None
+    ) -> CycleResult:
         count = len(snapshot.nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
         start = self.next_start % count
         rows, looked = table.feasible(start, wanted)
+        if check is not None:
+            held = self._columns.rows_by_name(snapshot)
+            held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
+            rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
         self.next_start = (start + looked) % count
         if not len(rows):
             result.reasons.update(failure_reasons(bound, snapshot.nodes))
+            if check is not None:
+                result.reasons.update(_reserved_reasons(check, bound, snapshot))
             return result
         result.code = Code.SCHEDULED
         if len(rows) == 1:
@@ -133,3 +181,88 @@ class Cycle:
         totals = weighted_totals(bound.scores, table.vectors(rows), ranking_only=True)
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         return result
+
+
+# --- nodes holding nominated pods (rulesched.scheduler.nominator) -------------------------------
+
+
+def _reserved_rows(
+    check: ReservedCheck, table: NodeTable, rows: Rows, looked: int, start: int, wanted: int, count: int, held: Rows
+) -> tuple[Rows, int]:
+    """The table walk's rows without the nodes that do not fit once their nominated pods are
+    added (``held``: the rows of nodes holding nominations); the walk goes on past them (never
+    past its start) until ``wanted`` fit."""
+
+    def keep(rows: Rows) -> Rows:
+        at = np.isin(rows, held)
+        if not at.any():
+            return rows
+        fails = [not check.passes(table.node(r).name) for r in rows[at].tolist()]
+        if not any(fails):
+            return rows
+        dropped = rows[at][np.array(fails, dtype=bool)]
+        return rows[~np.isin(rows, dropped)]
+
+    kept = keep(rows)
+    if len(kept) == len(rows):
+        return rows, looked
+    found = [kept]
+    have = len(kept)
+    while have < wanted and looked < count:
+        more, extra = table.feasible((start + looked) % count, wanted - have, limit=count - looked)
+        looked += extra
+        more = keep(more)
+        found.append(more)
+        have += len(more)
+    return np.concatenate(found), looked
+
+
+def _respect_reserved(
+    check: ReservedCheck,
+    bound: BoundRules,
+    nodes: Sequence[NodeInfo],
+    start: int,
+    wanted: int,
+    filtered: Filtered,
+    explain: bool,
+) -> Filtered:
+    """:func:`_reserved_rows` for the node-by-node walk; with ``explain`` (or when nothing fits)
+    the nodes dropped are reported with the reasons they fail for with their nominated pods."""
+    count = len(nodes)
+    feasible, looked = check.keep(filtered.feasible), filtered.looked
+    dropped = [n for n in filtered.feasible if not check.passes(n.name)]
+    rotated = [*nodes[start:], *nodes[:start]]
+    while len(feasible) < wanted and looked < count and dropped:
+        more = filter_nodes(bound, rotated[looked:], 0, wanted - len(feasible), explain=explain)
+        looked += more.looked
+        if explain:
+            filtered.reasons.update(more.reasons)
+        if filtered.failed is not None and more.failed is not None:
+            filtered.failed.update(more.failed)
+        feasible += check.keep(more.feasible)
+        dropped += [n for n in more.feasible if not check.passes(n.name)]
+    if not feasible and not explain and dropped:  # the FitError message: every node's reasons
+        filtered.reasons = failure_reasons(bound, nodes)
+    for node in dropped:
+        failure = check.failure(node.name)
+        assert failure is not None
+        if explain or not feasible:
+            filtered.reasons.update(set(failure[1]))
+        if filtered.failed is not None:
+            filtered.failed[node.name] = failure[1]
+    filtered.feasible, filtered.looked = feasible, looked
+    return filtered
+
+
+def _reserved_reasons(check: ReservedCheck, bound: BoundRules, snapshot: Snapshot) -> Counter[str]:
+    """Reasons of the reserved nodes that pass every filter on their own but not with their
+    nominated pods (the other nodes' reasons come from :func:`failure_reasons`)."""
+    reasons: Counter[str] = Counter()
+    for name in check.reserved.nodes:
+        info = snapshot.node_view(name)
+        if info is None or bound.first_failure(info) is not None:
+            continue
+        failure = check.failure(name)
+        if failure is not None:
+            reasons.update(set(failure[1]))
+    return reasons

@@ -64,6 +64,9 @@ class Preemption:
     nominated: str | None
     victims: tuple[Pod, ...] = ()
     message: str = ""  # upstream's "preemption: ..." post-filter message
+    # False: the pod may not preempt now (PodEligibleToPreemptOthers), so a nomination it has
+    # stays; True with no node nominated: no node would help, and a nomination it had ends.
+    eligible: bool = True
 
 
 @dataclass

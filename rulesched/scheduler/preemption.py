@@ -13,7 +13,13 @@ latest start time of the highest-priority victims.
 The dry runs take pods off and put them back on a :class:`rulesched.cluster.snapshot.ClusterOverlay`
 of the cycle's snapshot (cloned node infos, a private continuation of the pod journal, indexes
 forked from the session's), as kube-scheduler simulates on cloned node infos: the snapshot and
-the store are never touched.
+the store are never touched. Every fit check there respects the node's nominated pods of the
+preemptor's priority or higher (:mod:`rulesched.scheduler.nominator`): the preemptor must fit both
+without them and with them added, as upstream's filters with nominated pods.
+
+A pod nominated to a node where a lower-priority pod is terminating because a scheduler
+preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``) waits for that
+pod to leave rather than preempt again (upstream's PodEligibleToPreemptOthers).
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, Preemption, fit_error
+from rulesched.scheduler.nominator import Reserved
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
 
 
@@ -63,27 +71,39 @@ def importance(pod: Pod) -> tuple[int, float]:
     return (-pod.priority, _started(pod))
 
 
-def preempt(snapshot: Snapshot, session: Session, pod: Pod, statuses: Mapping[str, Code] | None = None) -> Preemption:
+def preempt(
+    snapshot: Snapshot,
+    session: Session,
+    pod: Pod,
+    statuses: Mapping[str, Code] | None = None,
+    reserved: Reserved | None = None,
+) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
-    upstream's NodeToStatus has it); without them they are computed here."""
+    upstream's NodeToStatus has it, unless it holds nominated pods: the pod then failed there
+    only with them added); without them they are computed here. ``reserved``: the nominated pods
+    it must leave room for, per node."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
-        return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.")
+        return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.", eligible=False)
+    if _victim_terminating(snapshot, bound, pod):
+        return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     if statuses is None:
         statuses = node_statuses(bound, snapshot.nodes)
+    held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
     candidates: list[Candidate] = []
     for node in snapshot.nodes:
-        if statuses.get(node.name) is not Code.UNSCHEDULABLE:
+        status = statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None)
+        if status is not Code.UNSCHEDULABLE:
             counts[NOT_HELPFUL] += 1
             continue
         allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
         if not allowed:
             counts[NO_VICTIMS] += 1
             continue
-        outcome = select_victims(overlay, bound, node.name, sorted(allowed, key=importance))
+        outcome = select_victims(overlay, bound, node.name, sorted(allowed, key=importance), held.get(node.name, ()))
         if isinstance(outcome, NoFit):
             counts.update(set(outcome.reasons))
         else:
@@ -107,28 +127,58 @@ def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], 
     return key
 
 
-def _failure(bound: BoundRules, overlay: ClusterOverlay, name: str) -> tuple[str, ...] | None:
-    """Why the pod does not fit the node as the overlay has it now; None when it fits."""
+def _victim_terminating(snapshot: Snapshot, bound: BoundRules, pod: Pod) -> bool:
+    """Whether a pod the preemptor could preempt is leaving its nominated node because a
+    scheduler preempted it (the preemptor then waits for it rather than preempt again)."""
+    node = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
+    if node is None:
+        return False
+    return any(
+        p.deleting and p.preempted_by_scheduler and all(rule.allows(node, p) for rule in bound.preempts)
+        for p in node.pods
+    )
+
+
+def _failure(
+    bound: BoundRules, overlay: ClusterOverlay, name: str, nominated: Sequence[Pod] = ()
+) -> tuple[str, ...] | None:
+    """Why the pod does not fit the node as the overlay has it now, or
+    (RunFilterPluginsWithNominatedPods) with the node's ``nominated`` pods added as well; None
+    when it fits both ways."""
     bound.refresh()  # cluster-wide precomputation is stale after a change
     node = overlay.node_view(name)
     if node is None:
         return ("node not found",)
     failure = bound.first_failure(node)
-    return None if failure is None else failure[1]
+    if failure is not None or not nominated:
+        return None if failure is None else failure[1]
+    for p in nominated:
+        overlay.add_pod(p)
+    try:
+        bound.refresh()
+        node = overlay.node_view(name)
+        failure = bound.first_failure(node) if node is not None else None
+        return None if failure is None else failure[1]
+    finally:
+        for p in nominated:
+            overlay.remove_pod(p)
 
 
-def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str) -> bool:
-    return _failure(bound, overlay, name) is None
+def _fits(bound: BoundRules, overlay: ClusterOverlay, name: str, nominated: Sequence[Pod] = ()) -> bool:
+    return _failure(bound, overlay, name, nominated) is None
 
 
-def select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod]) -> Candidate | NoFit:
-    """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits."""
+def select_victims(
+    overlay: ClusterOverlay, bound: BoundRules, name: str, potential: list[Pod], nominated: Sequence[Pod] = ()
+) -> Candidate | NoFit:
+    """SelectVictimsOnNode: remove every potential victim, then reprieve what still fits
+    (with the node's ``nominated`` pods added as well as without them)."""
     off: set[str] = set()
     for victim in potential:
         overlay.remove_pod(victim)
         off.add(victim.key)
     try:
-        still = _failure(bound, overlay, name)
+        still = _failure(bound, overlay, name, nominated)
         if still is not None:
             return NoFit(still)
         violating, safe = _split_by_pdb(potential, overlay.pdbs)
@@ -138,7 +188,7 @@ def select_victims(overlay: ClusterOverlay, bound: BoundRules, name: str, potent
             for candidate in group:
                 overlay.add_pod(candidate)
                 off.discard(candidate.key)
-                if _fits(bound, overlay, name):
+                if _fits(bound, overlay, name, nominated):
                     continue  # reprieved
                 overlay.remove_pod(candidate)
                 off.add(candidate.key)

@@ -10,6 +10,10 @@ the API server has answered). A failed binding rolls the assumption back and req
 with backoff. What happens to each pod is reported to an :class:`Observer` (the simulator's
 report, the live scheduler's events and metrics).
 
+The scheduler keeps the nominations (:class:`rulesched.scheduler.nominator.Nominator`): of the
+pods its preemption placed, and of pending pods that arrive with ``status.nominatedNodeName``.
+Each cycle leaves room on those nodes for nominated pods of its pod's priority or higher.
+
 The scheduler is not thread-safe: one thread owns it, the store and the queue's pops; other
 threads reach it through that thread (see :mod:`rulesched.scheduler.queue` for waking it).
 """
@@ -28,7 +32,8 @@ from rulesched.model import Pod
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, CycleResult, Preemption, SchedulerSettings
-from rulesched.scheduler.preemption import preempt
+from rulesched.scheduler.nominator import Nominator
+from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,10 @@ class Observer:
 
     def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
         """The pod's binding failed; it will be retried."""
+
+    def nominations_ended(self, pods: list[Pod]) -> None:
+        """These pending pods lost their nominated node: their preemption found no node any
+        more, or a higher-priority preemptor took the node."""
 
 
 class StoreEvictor:
@@ -102,19 +111,33 @@ class Scheduler:
         self.cycle = Cycle(settings)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
+        self.nominator = Nominator()
         self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
         self.last_rules = ""  # the digest of the rule set the last cycle used
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
         self.queue.add(pod)
+        self._nominated(pod)
 
     def update(self, pod: Pod) -> None:
         self.queue.update(pod)
+        self._nominated(pod)
+
+    def _nominated(self, pod: Pod) -> None:
+        """A pending pod's nomination from its status; without one, a nomination already made
+        stays (the update may predate the scheduler's own status patch), with the new version.
+        A pod held back by scheduling gates holds nothing until they go (as upstream's queue)."""
+        if pod.node_name or pod.scheduling_gates:
+            return
+        node = pod.nominated_node_name or self.nominator.node_of(pod.key)
+        if node:
+            self.nominator.nominate(pod, node)
 
     def delete(self, key: str) -> None:
         self.queue.delete(key)
         self._victims.pop(key, None)
+        self.nominator.remove(key)
 
     @property
     def bindings_in_flight(self) -> int:
@@ -128,11 +151,15 @@ class Scheduler:
         if pod is None:
             return None
         started = time.perf_counter()
+        nominated = self.nominator.node_of(pod.key) or ""
+        if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
+            pod = dataclasses.replace(pod, nominated_node_name=nominated)
         rules = self.rules.rules  # once per cycle: a reload takes effect at the next one
         self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
         session = rules.session()
         snapshot = self.store.snapshot()
-        result, bound = self.cycle.run(pod, snapshot, session)
+        reserved = self.nominator.reserved_for(pod)
+        result, bound = self.cycle.run(pod, snapshot, session, reserved)
         waiting = False
         if result.code is Code.SCHEDULED and result.node is not None:
             outcome = None
@@ -140,18 +167,23 @@ class Scheduler:
         elif self._victims_remain(pod):
             # Its earlier preemption's victims are still leaving (their deletion has not been
             # reported): wait for them rather than preempt again (PodEligibleToPreemptOthers).
-            outcome, waiting = Preemption(None, message="preemption: waiting for the preempted pods to leave."), True
+            outcome = Preemption(None, message="preemption: waiting for the preempted pods to leave.", eligible=False)
+            waiting = True
             result.preemption = outcome
         else:
             # the statuses from the cycle's binding, whose per-node answers are still warm
-            outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes))
+            outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes), reserved)
             result.preemption = outcome
+            waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
         # Done reading: once nobody holds the snapshot, the store changes in place again.
         bound.release()
         del snapshot
         if outcome is None:
             self._bind(pod, result)
         elif outcome.nominated is None:
+            if outcome.eligible and self.nominator.remove(pod.key) is not None:
+                # upstream clears the nomination when preemption finds no node
+                self.observer.nominations_ended([pod])
             self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting)
         else:
             self._nominate(pod, outcome.nominated, outcome.victims)
@@ -173,6 +205,14 @@ class Scheduler:
     def _nominate(self, pod: Pod, node: str, victims: tuple[Pod, ...]) -> None:
         if victims:
             self._victims[pod.key] = [v.key for v in victims]
+        self.nominator.nominate(pod, node)
+        # Lower-priority pods nominated to the node lose it to the preemptor (upstream clears
+        # their status.nominatedNodeName).
+        displaced = self.nominator.lower_on(node, pod.priority)
+        for other in displaced:
+            self.nominator.remove(other.key)
+        if displaced:
+            self.observer.nominations_ended(displaced)
         for victim in victims:
             self.evictor.evict(victim, pod)
         log.info("preempted %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
@@ -184,6 +224,7 @@ class Scheduler:
         node = result.node
         assert node is not None
         placed = self.store.assume(pod, node)
+        self.nominator.remove(pod.key)  # placed: its own resources count on the node now
         outcome = self.binder.bind(placed, node)
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
@@ -206,6 +247,8 @@ class Scheduler:
                 self.queue.move(Event.POD_ADDED)  # a new pod can satisfy affinity or spreading
             return
         self.store.forget(pod.key)
+        if pod.nominated_node_name:  # (as upstream: the status's nomination comes back)
+            self.nominator.nominate(pod, pod.nominated_node_name)
         result.code = Code.BIND_FAILED
         log.info("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)

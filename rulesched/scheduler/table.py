@@ -146,15 +146,16 @@ class NodeTable:
         assert self._store is not None
         return self._store.current(self._snapshot)
 
-    def feasible(self, start: int, wanted: int) -> tuple[Rows, int]:
+    def feasible(self, start: int, wanted: int, limit: int | None = None) -> tuple[Rows, int]:
         """Rows of the first ``wanted`` feasible nodes walking round-robin from ``start``, in
-        walk order, and how many nodes were looked at (all of them if fewer fit)."""
+        walk order, and how many nodes were looked at (all of them, or ``limit``, if fewer fit)."""
         n = len(self._nodes)
+        most = n if limit is None else min(limit, n)
         found: list[Rows] = []
         need, looked, pos = wanted, 0, start
         dynamic = [f.passes for f in self.bound.dynamic_filters]
-        while need > 0 and looked < n:
-            size = min(n - looked, int(need * self._ratio) + 32, self._chunk)
+        while need > 0 and looked < most:
+            size = min(most - looked, int(need * self._ratio) + 32, self._chunk)
             rows = self._window(pos, size)
             self._check(rows)
             fit = rows[self._fits[rows]]

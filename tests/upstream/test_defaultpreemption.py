@@ -2,7 +2,11 @@
 
 Ported from pkg/scheduler/framework/plugins/defaultpreemption/default_preemption_test.go:
 TestPostFilter, TestDryRunPreemption, TestSelectBestCandidate, TestPodEligibleToPreemptOthers and
-TestPreempt. Test ids are the upstream test names. Upstream registers only the plugins a table
+TestPreempt. In TestPodEligibleToPreemptOthers "Pod with nominated node", upstream also hands in an
+UnschedulableAndUnresolvable status for the nominated node (which alone makes the pod eligible);
+rulesched does not pass node statuses to preemption, and the case holds without it (its
+terminating pod was not preempted by a scheduler). Filtering with nominated pods is ported in
+test_nominated_pods.py. Test ids are the upstream test names. Upstream registers only the plugins a table
 needs (NodeResourcesFit, InterPodAffinity, PodTopologySpread); here every default filter runs,
 which changes nothing for these clusters. Dry-run candidates are observed where preemption hands
 them to ``pick_candidate``; victims are compared by name, sorted, as upstream does.
@@ -27,9 +31,6 @@ Not ported (rulesched does not model what they need):
   possible candidates, DefaultPreemptionArgs limits to 2", "preemption offset across multiple
   scheduling cycles and wrap around", "preemption looks past numCandidates until a non-PDB
   violating node is found" (minCandidateNodes sampling: rulesched dry-runs every node).
-- TestPodEligibleToPreemptOthers "Pod with nominated node", "Pod without nominated node",
-  "preemption victim pod terminating, as indicated by the dedicated DisruptionTarget condition",
-  "non-victim Pods terminating" (nominated-pod accounting and DisruptionTarget conditions).
 - TestPreempt's four extender tables (extenders).
 
 The last table is not upstream's: it pins util.GetPodStartTime's rule (a pod without a start time
@@ -43,6 +44,7 @@ from typing import Any
 
 import pytest
 
+from rulesched.model.decode import decode_pod
 from rulesched.scheduler import preemption
 from rulesched.scheduler.framework import Code
 from tests.upstream.harness import default_rules, node, pdb, pod, state
@@ -498,7 +500,7 @@ def test_select_best_candidate(count: int, incoming: Any, pods: list, want: set[
     assert nominated in want
 
 
-# --- TestPodEligibleToPreemptOthers, TestPreempt --------------------------------------------------
+# --- TestPreempt ----------------------------------------------------------------------------------
 
 BASIC = [
     P("p1.1", LOW, "node1", SMALL),
@@ -508,13 +510,6 @@ BASIC = [
 ]
 NODES3 = ("node1", "node2", "node3")
 PREEMPT = [
-    (
-        "Pod with 'PreemptNever' preemption policy",
-        (),
-        P("p_with_preempt_never_policy", HIGH, never=True),
-        [],
-        (None, []),
-    ),
     ("basic preemption logic", NODES3, P("p", HIGH, req=VERY_LARGE), BASIC, ("node1", ["p1.1", "p1.2"])),
     (
         "preemption for topology spread constraints",
@@ -536,9 +531,76 @@ PREEMPT = [
 
 @pytest.mark.parametrize(("names", "incoming", "pods", "want"), [pytest.param(*c[1:], id=c[0]) for c in PREEMPT])
 def test_preempt(names: tuple, incoming: Any, pods: list, want: tuple) -> None:
-    """The first table is TestPodEligibleToPreemptOthers: a Never pod is not eligible."""
     nominated, victims, _ = run(state(nodes(*names), pods), incoming)
     assert (nominated, victims) == want
+
+
+# --- TestPodEligibleToPreemptOthers: nominated node with terminating pods --------------------------
+
+
+def terminating(name: str, prio: int, on: str, by_scheduler: bool) -> Any:
+    """st.MakePod().Terminating() (a deletionTimestamp), with or without the DisruptionTarget
+    condition a scheduler's preemption sets."""
+    conditions = [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]
+    return decode_pod(
+        {
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "deletionTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {"nodeName": on, "priority": prio, "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running", "conditions": conditions if by_scheduler else []},
+        },
+        "test",
+    )
+
+
+def nominated(p: Any, node_name: str) -> Any:
+    return dataclasses.replace(p, nominated_node_name=node_name)
+
+
+ELIGIBLE = [
+    (
+        "Pod with nominated node",
+        nominated(P("p_with_nominated_node", HIGH), "node1"),
+        [terminating("p1", LOW, "node1", by_scheduler=False)],
+        ("node1",),
+        True,
+    ),
+    ("Pod without nominated node", P("p_without_nominated_node", HIGH), [], (), True),
+    ("Pod with 'PreemptNever' preemption policy", P("p_with_preempt_never_policy", HIGH, never=True), [], (), False),
+    (
+        "preemption victim pod terminating, as indicated by the dedicated DisruptionTarget condition",
+        nominated(P("p_with_nominated_node", HIGH), "node1"),
+        [terminating("p1", LOW, "node1", by_scheduler=True)],
+        ("node1",),
+        False,
+    ),
+    (
+        "non-victim Pods terminating",
+        nominated(P("p_with_nominated_node", HIGH), "node1"),
+        [terminating("p1", LOW, "node1", by_scheduler=False)],
+        ("node1",),
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(("incoming", "pods", "names", "want"), [pytest.param(*c[1:], id=c[0]) for c in ELIGIBLE])
+def test_pod_eligible_to_preempt_others(incoming: Any, pods: list, names: tuple, want: bool) -> None:
+    result = preemption.preempt(state(nodes(*names), pods).snapshot(), default_rules().session(), incoming)
+    assert result.eligible is want
+    if not want and names:
+        assert result.message == "preemption: not eligible due to a terminating pod on the nominated node."
+
+
+def test_a_terminating_pod_of_higher_priority_does_not_hold_the_preemptor_back() -> None:
+    """(isPreemptionAllowed: only a pod the preemptor could evict counts.)"""
+    incoming = nominated(P("p", MID), "node1")
+    result = preemption.preempt(
+        state(nodes("node1"), [terminating("p1", HIGH, "node1", by_scheduler=True)]).snapshot(),
+        default_rules().session(),
+        incoming,
+    )
+    assert result.eligible
 
 
 # --- not an upstream table: util.GetPodStartTime, which MoreImportantPod and GetEarliestPodStartTime

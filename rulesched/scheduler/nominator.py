@@ -1,0 +1,177 @@
+"""Nominated pods: pending pods that hold a place on a node they are expected to take.
+
+A pod is nominated to a node when its preemption evicted pods there (the scheduler nominates
+it), or when it arrives pending with ``status.nominatedNodeName`` set (a simulate dump, the live
+API: another scheduler instance or an earlier run nominated it). Until its nomination ends, the
+node's resources, ports and pod counts are reserved for it against pods of lower or equal
+priority: kube-scheduler's RunFilterPluginsWithNominatedPods filters such a pod on that node
+twice, once with the nominated pods of priority at least its own added to the node and once
+without, and the node fits only if both pass (a nominated pod may yet land elsewhere, so neither
+view alone is safe: extra pods make resources and anti-affinity harder, fewer pods make affinity
+harder).
+
+A nomination ends when the pod is bound (assumed), deleted, nominated elsewhere, when a cycle's
+preemption finds no node for it, or when a higher-priority preemptor takes its node.
+
+:class:`Nominator` is the scheduler's book of nominations; :class:`Reserved` is what one pod's
+cycle must respect; :class:`ReservedCheck` runs the second filtering on a private
+:class:`rulesched.cluster.snapshot.ClusterOverlay`, for nodes with such nominations only, so pods
+in a cluster without nominations pay nothing.
+Next stage: :mod:`rulesched.scheduler.cycle` and :mod:`rulesched.scheduler.preemption` consult a
+:class:`ReservedCheck` for the nodes it names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
+from rulesched.lang import BoundRules, Session
+from rulesched.lang.builtins.indexes import ForkedIndexes
+from rulesched.model import Pod
+
+Failure = tuple[Any, tuple[str, ...]]  # (the failing filter, its reasons), as BoundRules gives
+
+
+class Nominator:
+    """Pod key -> nominated node, and node -> the pods nominated to it (each as if placed there,
+    ``node_name`` set, ready to be added to a node in a dry run). Owned by the scheduler's thread."""
+
+    def __init__(self) -> None:
+        self._node_of: dict[str, str] = {}
+        self._on: dict[str, dict[str, Pod]] = {}
+
+    def __len__(self) -> int:
+        return len(self._node_of)
+
+    def nominate(self, pod: Pod, node: str) -> None:
+        """Nominate ``pod`` to ``node`` (replacing any earlier nomination)."""
+        self.remove(pod.key)
+        if not node:
+            return
+        self._node_of[pod.key] = node
+        self._on.setdefault(node, {})[pod.key] = dataclasses.replace(pod, node_name=node, nominated_node_name=node)
+
+    def remove(self, key: str) -> str | None:
+        """End the pod's nomination; the node it had, if any."""
+        node = self._node_of.pop(key, None)
+        if node is not None:
+            pods = self._on[node]
+            del pods[key]
+            if not pods:
+                del self._on[node]
+        return node
+
+    def node_of(self, key: str) -> str | None:
+        return self._node_of.get(key)
+
+    def pods_on(self, node: str) -> list[Pod]:
+        return list(self._on.get(node, {}).values())
+
+    def lower_on(self, node: str, priority: int) -> list[Pod]:
+        """The pods nominated to ``node`` with a priority below ``priority`` (a preemptor taking
+        the node ends their nominations, as upstream's getLowerPriorityNominatedPods)."""
+        return [p for p in self._on.get(node, {}).values() if p.priority < priority]
+
+    def reserved_for(self, pod: Pod) -> Reserved | None:
+        """What ``pod`` must leave alone: per node, the pods nominated there with a priority at
+        least its own, other than itself. None when there are none (the common case)."""
+        if not self._node_of:
+            return None
+        key, priority = pod.key, pod.priority
+        nodes: dict[str, tuple[Pod, ...]] = {}
+        for node, pods in self._on.items():
+            held = tuple(p for k, p in pods.items() if k != key and p.priority >= priority)
+            if held:
+                nodes[node] = held
+        return Reserved(nodes) if nodes else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Reserved:
+    """Node name -> the nominated pods (placed there) a pod must treat as running on it."""
+
+    nodes: Mapping[str, tuple[Pod, ...]]
+
+
+class ReservedCheck:
+    """For one pod in one cycle: whether each reserved node still fits it with its nominated pods
+    added (the first of upstream's two filter passes; the caller has run the second, without
+    them). One private binding on one overlay of the snapshot serves the cycle: each node's
+    nominated pods are put on, the node is judged, and they come off again, so cluster-wide
+    answers (spreading, inter-pod affinity) count the nominated pods of that node only.
+
+    ``memo`` (a class's, kept by the cycle across cycles) holds answers while the node, the
+    class's ``token`` and the node's nominated pods stay the same objects, as the node tables'
+    cached filter outcomes do; the cycle passes none for a pod whose filters are evaluated
+    afresh every time."""
+
+    def __init__(
+        self,
+        reserved: Reserved,
+        snapshot: Snapshot,
+        session: Session,
+        pod: Pod,
+        memo: dict[str, tuple[Any, int, object, tuple[Pod, ...], Failure | None]] | None = None,
+        token: object = None,
+    ) -> None:
+        self.reserved = reserved
+        self._snapshot, self._session, self._pod = snapshot, session, pod
+        self._memo, self._token = memo, token
+        self._answers: dict[str, Failure | None] = {}
+        self._overlay: ClusterOverlay | None = None
+        self._bound: BoundRules | None = None
+
+    def failure(self, node: str) -> Failure | None:
+        """The first filter ``node`` fails with its nominated pods added; None if it fits (or
+        holds no nominations for this pod)."""
+        if node in self._answers:
+            return self._answers[node]
+        pods = self.reserved.nodes.get(node)
+        info = self._snapshot.node_view(node)
+        answer: Failure | None = None
+        if pods and info is not None:
+            memo = self._memo
+            hit = memo.get(node) if memo is not None else None
+            if hit is not None and hit[0] is info and hit[1] == info.generation and hit[2] is self._token:
+                if hit[3] == pods:
+                    answer = hit[4]
+                    self._answers[node] = answer
+                    return answer
+            answer = self._judge(node, pods)
+            if memo is not None:
+                memo[node] = (info, info.generation, self._token, pods, answer)
+        self._answers[node] = answer
+        return answer
+
+    def _judge(self, node: str, pods: tuple[Pod, ...]) -> Failure | None:
+        overlay, bound = self._overlay, self._bound
+        if overlay is None or bound is None:
+            overlay = self._overlay = ClusterOverlay(self._snapshot)
+            indexes = ForkedIndexes(self._session.indexes, self._snapshot)
+            bound = self._bound = self._session.bind_private(self._pod, overlay, indexes)
+        for p in pods:
+            overlay.add_pod(p)
+        try:
+            bound.refresh()  # cluster-wide precomputation follows the overlay's changes
+            info = overlay.node_view(node)
+            return None if info is None else bound.first_failure(info)
+        finally:
+            for p in pods:
+                overlay.remove_pod(p)
+            overlay.reset_node(node)
+
+    def release(self) -> None:
+        """The cycle is over: let go of the overlay (and through it the snapshot)."""
+        if self._bound is not None:
+            self._bound.release()
+        self._overlay = self._bound = None
+
+    def passes(self, node: str) -> bool:
+        return node not in self.reserved.nodes or self.failure(node) is None
+
+    def keep(self, nodes: Sequence[Any]) -> list[Any]:
+        """Those of ``nodes`` (node infos) that pass."""
+        return [n for n in nodes if self.passes(n.name)]
