@@ -87,10 +87,12 @@ def preempt(
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
         return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.", eligible=False)
-    if _victim_terminating(snapshot, bound, pod):
-        return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     if statuses is None:
         statuses = node_statuses(bound, snapshot.nodes)
+    # PodEligibleToPreemptOthers: a nominated node that has become unresolvable is given up
+    unresolvable = statuses.get(pod.nominated_node_name) is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    if not unresolvable and _victim_terminating(snapshot, bound, pod):
+        return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
     candidates: list[Candidate] = []

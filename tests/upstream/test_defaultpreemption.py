@@ -4,8 +4,9 @@ Ported from pkg/scheduler/framework/plugins/defaultpreemption/default_preemption
 TestPostFilter, TestDryRunPreemption, TestSelectBestCandidate, TestPodEligibleToPreemptOthers and
 TestPreempt. In TestPodEligibleToPreemptOthers "Pod with nominated node", upstream also hands in an
 UnschedulableAndUnresolvable status for the nominated node (which alone makes the pod eligible);
-rulesched does not pass node statuses to preemption, and the case holds without it (its
-terminating pod was not preempted by a scheduler). Filtering with nominated pods is ported in
+the case holds without it (its terminating pod was not preempted by a scheduler), and
+``test_an_unresolvable_nominated_node_is_given_up_even_with_a_victim_terminating`` pins the
+status's own effect. Filtering with nominated pods is ported in
 test_nominated_pods.py. Test ids are the upstream test names. Upstream registers only the plugins a table
 needs (NodeResourcesFit, InterPodAffinity, PodTopologySpread); here every default filter runs,
 which changes nothing for these clusters. Dry-run candidates are observed where preemption hands
@@ -601,6 +602,18 @@ def test_a_terminating_pod_of_higher_priority_does_not_hold_the_preemptor_back()
         incoming,
     )
     assert result.eligible
+
+
+def test_an_unresolvable_nominated_node_is_given_up_even_with_a_victim_terminating() -> None:
+    """("Pod with nominated node" with its nominatedNodeStatus: the nominated node is
+    UnschedulableAndUnresolvable, here by an untolerated taint, so the pod may preempt again
+    although a pod it preempted is still terminating there.)"""
+    tainted = node("node1", taints=[{"key": "foo", "value": "bar", "effect": "NoSchedule"}])
+    incoming = nominated(P("p", HIGH), "node1")
+    cluster = state([tainted, *nodes("node2")], [terminating("p1", LOW, "node1", by_scheduler=True)])
+    assert preemption.preempt(cluster.snapshot(), default_rules().session(), incoming).eligible
+    untainted = state(nodes("node1", "node2"), [terminating("p1", LOW, "node1", by_scheduler=True)])
+    assert not preemption.preempt(untainted.snapshot(), default_rules().session(), incoming).eligible
 
 
 # --- not an upstream table: util.GetPodStartTime, which MoreImportantPod and GetEarliestPodStartTime
