@@ -63,6 +63,9 @@ class Builtin:
     # For this pod at this moment, the answer on every node when it is the same everywhere (the
     # running pods' terms select nothing of it, ...), else None: a column is then one value.
     uniform: Callable[[Any], Any] | None = None
+    # Built-ins without context that take a node: the node fields the implementation reads (None:
+    # any), so a rule passing the node whole can still be shared (rulesched.lang.evaluation.sharing).
+    node_fields: frozenset[str] | None = None
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -206,6 +209,7 @@ BUILTINS: dict[str, Builtin] = {
             node_selector_term_matches,
             "term_matches(node selector term, node) -> bool",
             "NodeSelectorTerm matching: In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields.",
+            node_fields=frozenset({"labels", "name"}),
         ),
         Builtin(
             "tolerates",
