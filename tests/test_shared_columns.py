@@ -165,3 +165,24 @@ def test_two_rule_sets_on_one_store_keep_their_answers_apart() -> None:
         found[name] = [table.node(r).name for r in rows.tolist()]
         table.release()
     assert found == {"small": ["n1", "n2", "n3"], "large": ["n0"], "small again": ["n1", "n2", "n3"]}
+
+
+values = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]), st.tuples(st.sampled_from(["x", "y"])))
+
+
+@given(st.lists(st.tuples(values, values), max_size=40), st.integers(1, 2))
+def test_groups_partition_nodes_by_their_values(rows: list[tuple[Any, Any]], width: int) -> None:
+    """Rows share a group exactly when their values are equal; each group's representative is
+    its first row; a changed row is found to have left its group (the fast path and still())."""
+    from rulesched.lang.evaluation.columns import Groups
+
+    getters = [lambda r, i=i: r[i] for i in range(width)]
+    groups = Groups.of(rows, getters)
+    assert groups is not None  # (at most 64 distinct values here)
+    keys = [r[:width] for r in rows]
+    firsts = {k: keys.index(k) for k in keys}
+    assert [groups.representatives[c] for c in groups.codes.tolist()] == [firsts[k] for k in keys]
+    assert groups.still(rows, list(range(len(rows))))
+    if rows:
+        changed = [(("changed",), *rows[0][1:])] + rows[1:]
+        assert not groups.still(changed, [0])
