@@ -89,30 +89,46 @@ class _Column:
 
 
 class RuleColumns:
-    """Shared rules' answers per key over one node list (satisfies
-    :class:`rulesched.lang.evaluation.bound.SharedColumns`); :meth:`use` says which snapshot the
-    next lookups are for. Least recently used keys go first."""
+    """Shared rules' answers per key over one node list. :meth:`use` gives the lookups for one
+    snapshot (satisfying :class:`rulesched.lang.evaluation.bound.SharedColumns`); they are not
+    kept here, so no snapshot outlives its walk (a live snapshot makes the store copy nodes
+    before changing them). Least recently used keys go first."""
 
     def __init__(self, log: RowLog) -> None:
         self._log = log
         self._columns: cachetools.LRUCache[Hashable, _Column] = cachetools.LRUCache(64)
         self._key: tuple[object, int] | None = None
-        self._snapshot: Snapshot | None = None
-        self._row_of: Mapping[str, int] = {}
-        self.columns_from = 1
 
-    def use(self, snapshot: Snapshot, row_of: Mapping[str, int], columns_from: int) -> RuleColumns:
+    def use(self, snapshot: Snapshot, row_of: Mapping[str, int], columns_from: int) -> Lookups:
         key = (snapshot.history, snapshot.node_generation)
         if key != self._key:
             self._key = key
             limit = max(64, COLUMN_ROWS // max(1, len(snapshot.nodes)))
             self._columns = cachetools.LRUCache(limit)
-        self._snapshot, self._row_of, self.columns_from = snapshot, row_of, columns_from
-        return self
+        return Lookups(self._columns, self._log, snapshot, row_of, columns_from)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+
+class Lookups:
+    """The shared columns as of one snapshot, for one evaluation."""
+
+    __slots__ = ("_columns", "_log", "_snapshot", "_row_of", "columns_from")
+
+    def __init__(
+        self,
+        columns: cachetools.LRUCache[Hashable, _Column],
+        log: RowLog,
+        snapshot: Snapshot,
+        row_of: Mapping[str, int],
+        columns_from: int,
+    ) -> None:
+        self._columns, self._log, self._snapshot, self._row_of = columns, log, snapshot, row_of
+        self.columns_from = columns_from
 
     def column(self, shared: Shared, is_filter: bool) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
         snapshot = self._snapshot
-        assert snapshot is not None
         position = snapshot.pod_position
         column = self._columns.get(shared.key)
         if column is None or position < column.position:
@@ -127,6 +143,3 @@ class RuleColumns:
                 column.known[stale] = False
             column.position = position
         return column.values, column.known
-
-    def __len__(self) -> int:
-        return len(self._columns)

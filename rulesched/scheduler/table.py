@@ -29,7 +29,9 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, Filters
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.scheduler.shared import RowLog, RuleColumns
+from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
+
+FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
 
 class TableOverflow(Exception):
@@ -64,7 +66,7 @@ class ColumnStore:
         possible); None when not known: treat every row as changed."""
         return self._log.changed(snapshot, self.rows_by_name(snapshot), since)
 
-    def shared(self, snapshot: Snapshot, columns_from: int) -> RuleColumns:
+    def shared(self, snapshot: Snapshot, columns_from: int) -> Lookups:
         """Shareable rules' answers, for lookups against ``snapshot`` (fewer than
         ``columns_from`` missing rows are computed node by node)."""
         return self._shared.use(snapshot, self.rows_by_name(snapshot), columns_from)
@@ -140,9 +142,9 @@ class NodeTable:
             self._scored[:] = False
         if snapshot.pod_position != self._position:
             stale: Rows | list[int] | None
-            if self._store is not None:
+            if self._store is not None and snapshot.pod_position - self._position > FEW_CHANGES:
                 stale = self._store.changed_rows(snapshot, self._position)
-            else:
+            else:  # (a bind or two since the last walk, the usual case for one class: directly)
                 changes = snapshot.pod_changes(self._position)
                 stale = None if changes is None else list({self._row[node.name] for _, _, node in changes})
             if stale is None:
@@ -162,7 +164,7 @@ class NodeTable:
         assert self._store is not None
         return self._store.current(self._snapshot)
 
-    def _shared(self) -> RuleColumns:
+    def _shared(self) -> Lookups:
         assert self._snapshot is not None
         assert self._store is not None
         return self._store.shared(self._snapshot, self._columns_from)

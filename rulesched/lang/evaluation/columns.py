@@ -129,7 +129,6 @@ class NodeColumns:
         if not rows:
             return
         self._prefixes.clear()
-        self._bounds.clear()
         index = list(rows)
         nodes = self.nodes
         if self._objects is not None:
@@ -147,8 +146,15 @@ class NodeColumns:
                 array[index] = np.fromiter(values, dtype=object, count=len(values))
             elif dtype_of(values, None) == array.dtype:
                 array[index] = values
+                bound = self._bounds.get(path)
+                if bound is not None and values:  # (it only grows: still a bound for every row)
+                    changed_bound = np.max(np.abs(array[index]))
+                    self._bounds[path] = max(
+                        bound, float(changed_bound) if array.dtype.kind == "f" else int(changed_bound)
+                    )
             else:  # a value the column's dtype cannot hold exactly: build it again when asked
                 del self._columns[path]
+                self._bounds.pop(path, None)
 
     def clear(self) -> None:
         self._columns.clear()
