@@ -226,6 +226,10 @@ RECORDS: dict[Record, dict[str, Field]] = {
     ),
 }
 
+# Node fields that change when pods are bound to or leave the node (the rest change only with the
+# Node object itself): rules reading none of them keep their answers across binds.
+NODE_POD_FIELDS = frozenset({"requested", "nonzero_requested", "free", "pods", "used_ports"})
+
 # What an out-of-range list index of records reads as: an empty record, so that reading its
 # fields gives their zero values too (docs/language.md, "Missing values").
 ZERO_RECORDS: dict[Record, Any] = {

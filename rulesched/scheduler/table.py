@@ -29,6 +29,9 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, Filters
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
+from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
+
+FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
 
 class TableOverflow(Exception):
@@ -47,6 +50,8 @@ class ColumnStore:
         self._position = -1
         self._rows_key: tuple[object, int] | None = None
         self._rows_by_name: dict[str, int] = {}
+        self._log = RowLog()
+        self._shared = RuleColumns(self._log)
 
     def rows_by_name(self, snapshot: Snapshot) -> dict[str, int]:
         """Node name -> row in ``snapshot.nodes``: one dict for every table of this node list."""
@@ -55,6 +60,16 @@ class ColumnStore:
             self._rows_by_name = {node.name: i for i, node in enumerate(snapshot.nodes)}
             self._rows_key = key
         return self._rows_by_name
+
+    def changed_rows(self, snapshot: Snapshot, since: int) -> Rows | None:
+        """Rows whose node gained or lost pods since journal position ``since`` (repeats
+        possible); None when not known: treat every row as changed."""
+        return self._log.changed(snapshot, self.rows_by_name(snapshot), since)
+
+    def shared(self, snapshot: Snapshot, columns_from: int) -> Lookups:
+        """Shareable rules' answers, for lookups against ``snapshot`` (fewer than
+        ``columns_from`` missing rows are computed node by node)."""
+        return self._shared.use(snapshot, self.rows_by_name(snapshot), columns_from)
 
     def current(self, snapshot: Snapshot) -> NodeColumns:
         columns = self._columns
@@ -65,15 +80,14 @@ class ColumnStore:
             or snapshot.pod_position < self._position
         ):
             columns = self._columns = NodeColumns(snapshot.nodes)
-            self._row = {node.name: i for i, node in enumerate(snapshot.nodes)}
             self._history, self._generation = snapshot.history, snapshot.node_generation
         elif snapshot.pod_position != self._position:
-            changes = snapshot.pod_changes(self._position)
-            if changes is None:
+            changed = self.changed_rows(snapshot, self._position)
+            if changed is None:
                 columns.clear()
                 columns.nodes = snapshot.nodes
             else:
-                columns.update(sorted({self._row[node.name] for _, _, node in changes}), snapshot.nodes)
+                columns.update(np.unique(changed).tolist(), snapshot.nodes)
         self._position = snapshot.pod_position
         return columns
 
@@ -127,12 +141,16 @@ class NodeTable:
             self._checked[:] = False
             self._scored[:] = False
         if snapshot.pod_position != self._position:
-            changes = snapshot.pod_changes(self._position)
-            if changes is None:
+            stale: Rows | list[int] | None
+            if self._store is not None and snapshot.pod_position - self._position > FEW_CHANGES:
+                stale = self._store.changed_rows(snapshot, self._position)
+            else:  # (a bind or two since the last walk, the usual case for one class: directly)
+                changes = snapshot.pod_changes(self._position)
+                stale = None if changes is None else list({self._row[node.name] for _, _, node in changes})
+            if stale is None:
                 self._checked[:] = False
                 self._scored[:] = False
             else:
-                stale = list({self._row[node.name] for _, _, node in changes})
                 self._checked[stale] = False
                 self._scored[stale] = False
             self._position = snapshot.pod_position
@@ -145,6 +163,11 @@ class NodeTable:
         assert self._snapshot is not None
         assert self._store is not None
         return self._store.current(self._snapshot)
+
+    def _shared(self) -> Lookups:
+        assert self._snapshot is not None
+        assert self._store is not None
+        return self._store.shared(self._snapshot, self._columns_from)
 
     def feasible(self, start: int, wanted: int, limit: int | None = None) -> tuple[Rows, int]:
         """Rows of the first ``wanted`` feasible nodes walking round-robin from ``start``, in
@@ -195,7 +218,7 @@ class NodeTable:
             nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
             try:
                 if self._many(stale):
-                    vectors[stale] = self.bound.score_matrix(self._columns(), stale, steady=True)
+                    vectors[stale] = self.bound.score_matrix(self._columns(), stale, True, self._shared())
                 else:
                     for i in stale.tolist():
                         vectors[i] = steady(nodes[i])
@@ -228,7 +251,7 @@ class NodeTable:
         if len(stale):
             nodes, fits, failure = self._nodes, self._fits, self.bound.static_failure
             if self._many(stale):
-                fits[stale] = self.bound.filter_mask(self._columns(), stale, Filters.STATIC)
+                fits[stale] = self.bound.filter_mask(self._columns(), stale, Filters.STATIC, self._shared())
             else:
                 for i in stale.tolist():
                     fits[i] = failure(nodes[i]) is None

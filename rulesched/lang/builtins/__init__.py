@@ -67,6 +67,9 @@ class Builtin:
     # (Services, controllers): a token of them, given the cluster view; classes of equivalent
     # pods are keyed by it too (rulesched.lang.evaluation.ruleset), so guards calling it stay true.
     class_token: Callable[[Any], object] | None = None
+    # Built-ins without context that take a node: the node fields the implementation reads (None:
+    # any), so a rule passing the node whole can still be shared (rulesched.lang.evaluation.sharing).
+    node_fields: frozenset[str] | None = None
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -210,6 +213,7 @@ BUILTINS: dict[str, Builtin] = {
             node_selector_term_matches,
             "term_matches(node selector term, node) -> bool",
             "NodeSelectorTerm matching: In, NotIn, Exists, DoesNotExist, Gt, Lt; matchFields.",
+            node_fields=frozenset({"labels", "name"}),
         ),
         Builtin(
             "tolerates",

@@ -20,7 +20,7 @@ import itertools
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +29,7 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.evaluation.arrays import Unsupported
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
+from rulesched.lang.evaluation.sharing import Shared
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod
@@ -90,6 +91,23 @@ class ColumnBodies:
     # through fields (then nodes equal in those fields share one evaluation), else None.
     filter_fields: tuple[tuple[str, ...] | None, ...]
     score_fields: tuple[tuple[str, ...] | None, ...]
+    # Each rule's share key (rulesched.lang.evaluation.sharing), None where not shareable; empty
+    # for bindings that are not cached.
+    filter_shares: tuple[Shared | None, ...] = ()
+    score_shares: tuple[Shared | None, ...] = ()
+
+
+class SharedColumns(Protocol):
+    """Answers of shared rules, one column per share key over the node list being evaluated,
+    kept by the caller (rulesched.scheduler.shared) in step with the cluster."""
+
+    # Fewer rows to compute than this are computed node by node: a column evaluation's set-up
+    # costs more than a few dozen per-node calls.
+    columns_from: int
+
+    def column(self, shared: Shared, is_filter: bool) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+        """The key's answers per row and whether each is known (both written by the caller)."""
+        ...
 
 
 class BoundRules:
@@ -283,20 +301,29 @@ class BoundRules:
         return found, looked
 
     # --- many nodes at once (rulesched.lang.evaluation.columns) ----------------------------
-    def filter_mask(self, cols: NodeColumns, rows: Rows, which: Filters = Filters.ALL) -> npt.NDArray[np.bool_]:
+    def filter_mask(
+        self, cols: NodeColumns, rows: Rows, which: Filters = Filters.ALL, shared: SharedColumns | None = None
+    ) -> npt.NDArray[np.bool_]:
         """Whether the node of each row (of ``cols.nodes``) passes every filter of ``which``.
         Filters that evaluate as columns run first, the rest node by node on the rows still
         passing: which filter fails first does not change whether a node fits, and no filter
-        has effects."""
+        has effects. With ``shared``, shareable filters read (and fill) their key's column."""
         alive = np.ones(len(rows), dtype=bool)
         per_node = []
+        shares = self.columns.filter_shares if shared is not None and self.columns is not None else ()
         for i, f in enumerate(self.filters):
             if which is not Filters.ALL and (i in self._dynamic_set) == (which is Filters.STATIC):
                 continue
             live = np.flatnonzero(alive)
             if not len(live):
                 return alive
-            ok = self._column(cols, rows[live], f.passes, i, True)
+            share = shares[i] if shares else None
+            ok: npt.NDArray[Any] | None
+            if share is not None:
+                assert shared is not None
+                ok = self._shared(shared, share, cols, rows[live], f.passes, i, True)
+            else:
+                ok = self._column(cols, rows[live], f.passes, i, True)
             if ok is None:
                 per_node.append(f.passes)
             else:
@@ -310,6 +337,30 @@ class BoundRules:
                         alive[j] = False
                         break
         return alive
+
+    def _shared(
+        self,
+        shared: SharedColumns,
+        share: Shared,
+        cols: NodeColumns,
+        rows: Rows,
+        per_node: Callable[[Any], Any],
+        index: int,
+        is_filter: bool,
+    ) -> npt.NDArray[Any]:
+        """A shareable rule's answers on ``rows`` from its key's column, computing (and keeping)
+        those not known yet."""
+        values, known = shared.column(share, is_filter)
+        need = rows[~known[rows]]
+        if len(need):
+            got = self._column(cols, need, per_node, index, is_filter) if len(need) >= shared.columns_from else None
+            if got is None:
+                nodes = cols.nodes
+                answers = [per_node(nodes[r]) for r in need.tolist()]
+                got = np.array([bool(a) for a in answers] if is_filter else answers, dtype=values.dtype)
+            values[need] = got
+            known[need] = True
+        return values[rows]
 
     def _column(
         self, cols: NodeColumns, rows: Rows, per_node: Callable[[Any], Any], index: int, is_filter: bool
@@ -357,17 +408,27 @@ class BoundRules:
                     return False
         return True
 
-    def score_matrix(self, cols: NodeColumns, rows: Rows, steady: bool = False) -> npt.NDArray[np.int64]:
+    def score_matrix(
+        self, cols: NodeColumns, rows: Rows, steady: bool = False, shared: SharedColumns | None = None
+    ) -> npt.NDArray[np.int64]:
         """:meth:`score_vector` of each row's node, one row each (:meth:`steady_vector` with
-        ``steady``). Raises OverflowError for a score or sum beyond int64."""
+        ``steady``). Raises OverflowError for a score or sum beyond int64. With ``shared``,
+        shareable scores read (and fill) their key's column."""
         out = np.zeros((len(rows), len(self.scores) + 1), dtype=np.int64)
         skip = self._volatile if steady else frozenset()
         nodes = cols.nodes
         fixed_bound = 0
+        shares = self.columns.score_shares if shared is not None and self.columns is not None else ()
         for i, s in enumerate(self.scores):
             if i in skip:
                 continue
-            column = self._column(cols, rows, s.score, i, False)
+            share = shares[i] if shares else None
+            column: npt.NDArray[Any] | None
+            if share is not None:
+                assert shared is not None
+                column = self._shared(shared, share, cols, rows, s.score, i, False)
+            else:
+                column = self._column(cols, rows, s.score, i, False)
             if column is None:
                 column = np.array([s.score(nodes[r]) for r in rows.tolist()], dtype=np.int64)
             out[:, i] = column

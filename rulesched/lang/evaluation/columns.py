@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -38,9 +38,10 @@ class Path:
     def then(self, *step: Any) -> Path:
         return Path((*self.steps, step))
 
-    def read_all(self, nodes: Sequence[Any]) -> list[Any]:
-        values = list(nodes)
-        for step in self.steps:
+    def read_all(self, nodes: Sequence[Any], prefix: list[Any] | None = None, skip: int = 0) -> list[Any]:
+        """The path's value for each node; ``prefix``: the values of its first ``skip`` steps."""
+        values = list(nodes) if prefix is None else prefix
+        for step in self.steps[skip:]:
             if step[0] == "field":
                 values = list(map(step[1], values))
             elif step[0] == "key":
@@ -62,6 +63,10 @@ class NodeColumns:
         self._columns: dict[Path, Array] = {}
         self._objects: Array | None = None
         self._groups: dict[tuple[str, tuple[str, ...]], Groups | None] = {}
+        # A path's first step over every node (node.allocatable, say), kept while the columns
+        # are built: node.allocatable.cpu, .memory and .pods read it once.
+        self._prefixes: dict[tuple[Any, ...], list[Any]] = {}
+        self._bounds: dict[Path, int | float] = {}
 
     def objects(self) -> Array:
         """The nodes themselves, as an object array."""
@@ -73,7 +78,32 @@ class NodeColumns:
         """The path's value for every node (``kind``: the rules' type of it)."""
         hit = self._columns.get(path)
         if hit is None:
-            hit = self._columns[path] = typed(path.read_all(self.nodes), kind)
+            if len(path.steps) > 1 and path.steps[0][0] == "field":
+                first = path.steps[0]
+                prefix = self._prefixes.get(first)
+                if prefix is None:
+                    prefix = self._prefixes[first] = list(map(first[1], self.nodes))
+                values = path.read_all(self.nodes, prefix, 1)
+            else:
+                values = path.read_all(self.nodes)
+            hit = self._columns[path] = typed(values, kind)
+        return hit
+
+    def bound(self, path: Path, kind: Type) -> int | float | None:
+        """The largest magnitude in the path's numeric column (an upper bound for any of its
+        rows, which is all exact arithmetic needs), or None for a column that is not numbers."""
+        hit = self._bounds.get(path)
+        if hit is None:
+            a = self.column(path, kind)
+            if a.dtype == object or a.dtype == bool:
+                return None
+            if not len(a):
+                hit = 0
+            elif a.dtype.kind == "f":
+                hit = float(np.max(np.abs(a)))
+            else:
+                hit = int(max(int(a.max()), -int(a.min())))
+            self._bounds[path] = hit
         return hit
 
     def groups(self, fields: tuple[str, ...]) -> Groups | None:
@@ -95,8 +125,10 @@ class NodeColumns:
         new node objects at the same positions: a newer snapshot's)."""
         if nodes is not None:
             self.nodes = nodes
+            self._prefixes.clear()
         if not rows:
             return
+        self._prefixes.clear()
         index = list(rows)
         nodes = self.nodes
         if self._objects is not None:
@@ -114,12 +146,21 @@ class NodeColumns:
                 array[index] = np.fromiter(values, dtype=object, count=len(values))
             elif dtype_of(values, None) == array.dtype:
                 array[index] = values
+                bound = self._bounds.get(path)
+                if bound is not None and values:  # (it only grows: still a bound for every row)
+                    changed_bound = np.max(np.abs(array[index]))
+                    self._bounds[path] = max(
+                        bound, float(changed_bound) if array.dtype.kind == "f" else int(changed_bound)
+                    )
             else:  # a value the column's dtype cannot hold exactly: build it again when asked
                 del self._columns[path]
+                self._bounds.pop(path, None)
 
     def clear(self) -> None:
         self._columns.clear()
         self._groups.clear()
+        self._prefixes.clear()
+        self._bounds.clear()
         self._objects = None
 
 
@@ -141,6 +182,9 @@ class Groups:
 
     @staticmethod
     def of(nodes: Sequence[Any], getters: list[Callable[[Any], Any]]) -> Groups | None:
+        fast = Groups._of_plain(nodes, getters)
+        if fast is not False:
+            return fast
         index: dict[Any, int] = {}
         representatives: list[int] = []
         codes = np.empty(len(nodes), dtype=np.intp)
@@ -163,6 +207,29 @@ class Groups:
             return None
         return Groups(getters, codes, representatives, index)
 
+    @staticmethod
+    def _of_plain(nodes: Sequence[Any], getters: list[Callable[[Any], Any]]) -> Groups | None | Literal[False]:
+        """:meth:`of` for getters whose values are strings, None or tuples (labels, taints): keys
+        as they are, codes in one pass. False: other values, use the general way."""
+        if not getters:
+            return False
+        columns = [list(map(get, nodes)) for get in getters]
+        if not all(type(v) in _PLAIN for values in columns for v in values):
+            return False
+        index: dict[Any, int] = {}
+        keys: list[Any] = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
+        try:
+            codes = [index.setdefault(k, len(index)) for k in keys]
+        except TypeError:  # a tuple holding something unhashable
+            return False
+        if len(index) > max(MAX_GROUPS, len(nodes) // 8):
+            return None
+        array = np.array(codes, dtype=np.intp)
+        representatives = np.unique(array, return_index=True)[1].tolist() if len(array) else []
+        if len(columns) == 1:  # keys as still() makes them: a tuple of one value per getter
+            index = {(k,): code for k, code in index.items()}
+        return Groups(getters, array, representatives, index)
+
     def still(self, nodes: Sequence[Any], rows: Sequence[int]) -> bool:
         """Whether the changed rows kept their group (a pod bound to a node leaves its taints)."""
         getters, index, codes = self._getters, self._index, self.codes
@@ -173,6 +240,7 @@ class Groups:
 
 
 MAX_GROUPS = 64
+_PLAIN = frozenset({str, type(None), tuple})  # values _frozen leaves as they are
 
 
 def _getters(fields: tuple[str, ...]) -> list[Callable[[Any], Any]]:

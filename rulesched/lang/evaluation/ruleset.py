@@ -41,6 +41,7 @@ from rulesched.lang.evaluation.bound import (
 )
 from rulesched.lang.evaluation.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
+from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
 from rulesched.lang.evaluation.stages import Staged
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
 from rulesched.lang.frontend import ast
@@ -80,14 +81,7 @@ class RuleSet:
         # else the field's getter (has_required_node_affinity is derived); maps are keyed by
         # their items. (Decided here from the schema: an isinstance check per field per pod
         # costs more than the rest of the key.)
-        pod_schema = schema.RECORDS[schema.POD]
-        self._class_getters = [
-            (
-                operator.attrgetter(f) if f in Pod.__dataclass_fields__ else pod_schema[f].get,
-                isinstance(pod_schema[f].type, MapOf),
-            )
-            for f in self.class_fields or ()
-        ]
+        self._class_getters = [_pod_getter(f) for f in self.class_fields or ()]
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
@@ -95,6 +89,17 @@ class RuleSet:
         self._fields = {
             id(r): node_fields(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
         }
+        # Per rule: the pod fields it alone reads, when classes agreeing on them may share its
+        # answers (rulesched.lang.evaluation.sharing); with the getters of those fields.
+        self._share_token = object()  # in every key: another set's rule at the same position differs
+        self._shares: dict[int, tuple[tuple[str, int], RuleShare, list[tuple[Callable[[Any], Any], bool]]]] = {}
+        if self.class_fields is not None:  # (else no binding is cached, and none shares)
+            for kind, rules in (("filter", self.filters), ("score", self.scores)):
+                for position, r in enumerate(rules):
+                    share = rule_share(r.checked.rule.body, checked.notes, checked.lets)
+                    if share is not None:
+                        getters = [_pod_getter(f) for f in share.pod_fields]
+                        self._shares[id(r)] = ((kind, position), share, getters)
         self._local = threading.local()
 
     def session(self) -> Session:
@@ -126,6 +131,19 @@ class RuleSet:
     def _bodies(self, rules: Sequence[CompiledRule]) -> tuple[ast.Expr | None, ...]:
         return tuple(r.checked.rule.body if self._vectorisable[id(r)] else None for r in rules)
 
+    def _shared(self, rules: Sequence[CompiledRule], pod: Pod) -> tuple[Shared | None, ...]:
+        """Each rule's share key for this pod (None: not shareable)."""
+        out: list[Shared | None] = []
+        for r in rules:
+            found = self._shares.get(id(r))
+            if found is None:
+                out.append(None)
+                continue
+            rule, share, getters = found
+            values = tuple(frozenset(get(pod).items()) if is_map else get(pod) for get, is_map in getters)
+            out.append(Shared((self._share_token, rule, values), share.pod_bound))
+        return tuple(out)
+
     def bind_new(
         self, pod: Pod, cluster: ClusterView | None, indexes: MutableMapping[Any, Any], cache: bool
     ) -> BoundRules:
@@ -141,6 +159,8 @@ class RuleSet:
             self._bodies(score_rules),
             tuple(self._fields[id(r)] for r in filter_rules),
             tuple(self._fields[id(r)] for r in score_rules),
+            self._shared(filter_rules, pod) if cache else (),
+            self._shared(score_rules, pod) if cache else (),
         )
         return BoundRules(
             ctx,
@@ -183,6 +203,16 @@ class Session:
         """An uncached binding for a view nobody else evaluates against (preemption's overlay),
         with its own index store."""
         return self.rules.bind_new(pod, cluster, indexes, cache=False)
+
+
+def _pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
+    """A pod field's value as a class key part, and whether it is a map (keyed by its items).
+    Raw model attributes where there is one (None and () differ for node affinity), else the
+    field's getter (has_required_node_affinity is derived). (Decided here from the schema: an
+    isinstance check per field per pod costs more than the rest of the key.)"""
+    field = schema.RECORDS[schema.POD][name]
+    get = operator.attrgetter(name) if name in Pod.__dataclass_fields__ else field.get
+    return get, isinstance(field.type, MapOf)
 
 
 def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:

@@ -132,6 +132,9 @@ class ColumnEvaluator:
         self.interp = Interpreter(notes, lets)
         self._analysis = _Analysis(notes, lets)
         self._paths: dict[int, Path | None] = {}
+        # Per expression, what every evaluation asks first: (reads the node, its path, its
+        # type, its coercion), decided once (an evaluation visits each node of a rule's tree).
+        self.plans: dict[int, tuple[bool, Path | None, Any, str | None]] = {}
         # Evaluations that raised something other than Unsupported (a bug: the caller went node
         # by node and logged it). Tests demand 0.
         self.failures = 0
@@ -162,6 +165,17 @@ class ColumnEvaluator:
                 raise Unsupported("score beyond int64")
             return np.trunc(a).astype(np.int64)
         return a.astype(np.int64, copy=False)
+
+    def plan(self, expr: ast.Expr) -> tuple[bool, Path | None, Any, str | None]:
+        key = id(expr)
+        reads = self._analysis.reads_node(expr)
+        found = self.plans[key] = (
+            reads,
+            self.path(expr) if reads else None,
+            self.notes.types.get(key),
+            self.notes.coercions.get(key),
+        )
+        return found
 
     def path(self, expr: ast.Expr) -> Path | None:
         """For a read of the node through fields, resource keys and constant map keys (and
@@ -213,17 +227,20 @@ class _Run:
 
     def value(self, expr: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
         ev = self.ev
-        if not ev._analysis.reads_node(expr):
+        plan = ev.plans.get(id(expr))
+        if plan is None:
+            plan = ev.plan(expr)
+        reads_node, path, kind, coercion = plan
+        if not reads_node:
             return ev.interp.evaluate(expr, self.ctx, None, scope)
-        path = ev.path(expr)
         if path is not None:
             if not path.steps:
                 out: Value = Col(self.cols.objects()[rows])
             else:
-                out = Col(self.cols.column(path, self.notes.types[id(expr)])[rows])
+                # (the whole column's bound holds for any rows: no reduction per evaluation)
+                out = Col(self.cols.column(path, kind)[rows], self.cols.bound(path, kind))
         else:
             out = self._compute(expr, rows, scope)
-        coercion = self.notes.coercions.get(id(expr))
         return out if coercion is None else coerce(coercion, out)
 
     def _compute(self, expr: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
