@@ -228,7 +228,8 @@ class _SpreadScoreState:
     constraints: tuple[_Constraint, ...]
     counts: list[dict[str, int]]  # per constraint, the domains of the feasible nodes only
     weights: list[float]
-    ignored: frozenset[str]
+    ignored: frozenset[str]  # the feasible nodes left out (upstream's IgnoredNodes)
+    require_all: bool  # a node without every constraint's key is left out of scoring
 
 
 def soft_constraints(ctx: EvalContext) -> tuple[tuple[_Constraint, ...], bool]:
@@ -281,20 +282,32 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
         for domains, known in zip(counts, everywhere, strict=True):
             for value in domains:
                 domains[value] = known.get(value, 0)
-    state = _SpreadScoreState(constraints, counts, weights, frozenset(ignored))
+    state = _SpreadScoreState(constraints, counts, weights, frozenset(ignored), require_all)
     ctx.scratch["spread-score"] = state
     return state
+
+
+def spread_score_keys(ctx: EvalContext) -> tuple[str, ...] | None:
+    """The labels :func:`spread_score` reads of a node (the soft constraints' topology keys), or
+    None when one is the hostname: that constraint counts the node's own pods."""
+    keys = tuple(c.topology_key for c in soft_constraints(ctx)[0])
+    return None if HOSTNAME in keys else keys
 
 
 def spread_score(ctx: EvalContext, node: Any) -> int:
     """PodTopologySpread Score; -1 marks a node left out of normalisation (``normalize spread``),
     and every node is left out when the pod has no soft constraints (the plugin skips it)."""
     state = _spread_score_state(ctx)
-    if node.name in state.ignored or not state.constraints:
+    if not state.constraints:
+        return -1
+    labels = node.labels
+    # A node missing a key is left out: decided by its labels alone, so that nodes alike in them
+    # share one answer (spread_score_keys), feasible or not.
+    if state.require_all and not all(c.topology_key in labels for c in state.constraints):
         return -1
     score = 0.0
     for c, weight, domains in zip(state.constraints, state.weights, state.counts, strict=True):
-        value = node.labels.get(c.topology_key)
+        value = labels.get(c.topology_key)
         if value is None:
             continue
         if c.topology_key == HOSTNAME:

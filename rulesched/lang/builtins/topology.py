@@ -28,6 +28,7 @@ from rulesched.lang.builtins.spreading import (
     spread_missing_label,
     spread_ok,
     spread_score,
+    spread_score_keys,
 )
 from rulesched.lang.context import EvalContext
 
@@ -251,4 +252,5 @@ DOMAINS: dict[str, Any] = {
     "pod_anti_affinity_ok": anti_affinity_keys,
     "spread_ok": spread_keys,
     "spread_missing_label": spread_keys,
+    "spread_score": spread_score_keys,
 }

@@ -71,13 +71,16 @@ class RuleSet:
         # their items. (Decided here from the schema: an isinstance check per field per pod
         # costs more than the rest of the key.)
         pod_schema = schema.RECORDS[schema.POD]
-        self._class_getters = [
-            (
-                operator.attrgetter(f) if f in Pod.__dataclass_fields__ else pod_schema[f].get,
-                isinstance(pod_schema[f].type, MapOf),
-            )
-            for f in self.class_fields or ()
-        ]
+        notes = checked.notes
+        self._class_getters = []
+        for f in self.class_fields or ():
+            get = operator.attrgetter(f) if f in Pod.__dataclass_fields__ else pod_schema[f].get
+            reads = notes.pod_field_reads.get(f, 0)
+            if f in notes.builtin_pod_fields or reads > notes.pod_len_reads.get(f, 0):
+                self._class_getters.append((get, isinstance(pod_schema[f].type, MapOf)))
+            elif reads:  # only ever len(pod.f) (and fresh built-ins): pods of one length are alike
+                self._class_getters.append((_length(get), False))
+            # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
@@ -171,6 +174,10 @@ class Session:
         """An uncached binding for a view nobody else evaluates against (preemption's overlay),
         with its own index store."""
         return self.rules.bind_new(pod, cluster, indexes, cache=False)
+
+
+def _length(get: Callable[[Pod], Any]) -> Callable[[Pod], int]:
+    return lambda pod: len(get(pod))
 
 
 def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:
