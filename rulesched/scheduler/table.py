@@ -207,7 +207,9 @@ class NodeTable:
             nodes = [self._nodes[i] for i in rows.tolist()]
             self.bound.ctx.feasible = nodes
             # As columns where that is one call per zone (spreading), say; else node by node.
-            columns = self._columns() if self._many(rows) and self.bound.volatile_grouped(self._columns()) else None
+            columns = self._columns() if self._many(rows) else None
+            if columns is not None and not self.bound.volatile_grouped(columns):
+                columns = None
             for index, score in volatile:
                 found = None if columns is None else self.bound.score_column(columns, rows, index)
                 if found is not None:

@@ -263,16 +263,16 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
         return state  # type: ignore[no-any-return]
     constraints, require_all = soft_constraints(ctx)
     feasible = list(ctx.feasible or ()) if constraints else []
-    ignored: set[str] = set()
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    for node in feasible:
-        labels = node.labels
-        if require_all and not all(c.topology_key in labels for c in constraints):
-            ignored.add(node.name)
-            continue
-        for c, domains in zip(constraints, counts, strict=True):
-            if c.topology_key != HOSTNAME:
-                domains[labels.get(c.topology_key, "")] = 0
+    kept = feasible
+    if require_all:  # nodes without every key are left out
+        keys = [c.topology_key for c in constraints]
+        kept = [n for n in feasible if all(k in n.labels for k in keys)]
+    ignored = {n.name for n in feasible} - {n.name for n in kept} if len(kept) < len(feasible) else set()
+    # (one comprehension per constraint: this runs over the feasible nodes of every cycle)
+    counts: list[dict[str, int]] = [
+        dict.fromkeys((n.labels.get(c.topology_key, "") for n in kept), 0) if c.topology_key != HOSTNAME else {}
+        for c in constraints
+    ]
     weights = []
     for c, domains in zip(constraints, counts, strict=True):
         size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(domains)
