@@ -19,6 +19,9 @@ from hypothesis import strategies as st
 
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args, lower_keys, preemption_args
+from tests.test_run_volumes import claim, storage_class
+from tests.test_run_volumes import node as zonal_node
+from tests.test_run_volumes import pod as claiming_pod
 
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
 PROTECT = 'preempt Protected when pod.preemption_policy != "Never":\n    victim.labels["protected"] != "true"\n'
@@ -432,6 +435,85 @@ def test_cache_follows_the_cluster_and_bind_goes_through_the_api(
         "/bind", {"PodName": "to-bind", "PodNamespace": "default", "PodUID": "uid-to-bind", "Node": "node-6"}
     )
     assert status == 200 and result["Error"]  # already bound: the API server's conflict, passed on
+
+
+# --- bind with volumes -----------------------------------------------------------------------------
+
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+
+
+@pytest.fixture(scope="module")
+def volumes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestApiServer, ExtenderProcess]]:
+    """Two zones; a class provisioning in zone-b only, a local class with a volume on node-a."""
+    server = TestApiServer()
+    server.add("nodes", zonal_node("node-a", "zone-a"))
+    server.add("nodes", zonal_node("node-b", "zone-b"))
+    server.add("storageclasses", storage_class("zonal", "csi.example.com", zones=["zone-b"]))
+    server.add("storageclasses", storage_class("local", "kubernetes.io/no-provisioner"))
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}
+    server.add(
+        "persistentvolumes",
+        {
+            "metadata": {"name": "local-a"},
+            "spec": {
+                "storageClassName": "local",
+                "capacity": {"storage": "10Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            },
+            "status": {"phase": "Available"},
+        },
+    )
+    for name, cls in (("data-0", "zonal"), ("data-1", "zonal"), ("local-0", "local")):
+        server.add("persistentvolumeclaims", claim(name, cls))
+    server.add("pods", claiming_pod("db-0", "data-0"))
+    server.add("pods", claiming_pod("static-0", "local-0"))
+    taken = claiming_pod("taken", "data-1")
+    taken["spec"]["nodeName"] = "node-b"  # bound already: a binding to it conflicts
+    server.add("pods", taken)
+    folder = tmp_path_factory.mktemp("volumes")
+    process = ExtenderProcess("--kubeconfig", server.kubeconfig(str(folder / "kubeconfig")), "--rules", "default")
+    process.wait_ready()
+    yield server, process
+    process.stop()
+    server.stop()
+
+
+def _binding(name: str, node: str) -> dict[str, str]:
+    return {"PodName": name, "PodNamespace": "default", "PodUID": f"uid-{name}", "Node": node}
+
+
+def test_bind_annotates_a_claim_to_provision_with_the_node(volumes: tuple[TestApiServer, ExtenderProcess]) -> None:
+    server, process = volumes
+    status, answer = process.post("/filter", extender_args(claiming_pod("db-0", "data-0"), names=["node-a", "node-b"]))
+    assert status == 200 and answer["NodeNames"] == ["node-b"]  # the class provisions in zone-b only
+    status, result = process.post("/bind", _binding("db-0", "node-b"))
+    assert status == 200 and result == {"Error": ""}
+    assert server.store.objects["pods"]["default/db-0"]["spec"]["nodeName"] == "node-b"
+    annotations = server.store.objects["persistentvolumeclaims"]["default/data-0"]["metadata"]["annotations"]
+    assert annotations[SELECTED_NODE] == "node-b"
+
+
+def test_bind_binds_a_static_volume_to_the_claim(volumes: tuple[TestApiServer, ExtenderProcess]) -> None:
+    server, process = volumes
+    # (no filter request before: the pod is read from the API server)
+    status, result = process.post("/bind", _binding("static-0", "node-a"))
+    assert status == 200 and result == {"Error": ""}
+    assert server.store.objects["pods"]["default/static-0"]["spec"]["nodeName"] == "node-a"
+    ref = server.store.objects["persistentvolumes"]["local-a"]["spec"]["claimRef"]
+    assert (ref["namespace"], ref["name"], ref["uid"]) == ("default", "local-0", "uid-local-0")
+    assert server.store.objects["persistentvolumeclaims"]["default/local-0"]["spec"]["volumeName"] == "local-a"
+
+
+def test_a_failed_bind_takes_the_volume_choice_back(volumes: tuple[TestApiServer, ExtenderProcess]) -> None:
+    server, process = volumes
+    status, result = process.post("/bind", _binding("taken", "node-b"))
+    assert status == 200 and "already assigned" in result["Error"]
+    changes = [obj for _, plural, _, obj in server.store.history if plural == "persistentvolumeclaims"]
+    made = [o for o in changes if o["metadata"]["name"] == "data-1"]
+    assert any(SELECTED_NODE in (o["metadata"].get("annotations") or {}) for o in made)  # made, then
+    current = server.store.objects["persistentvolumeclaims"]["default/data-1"]
+    assert SELECTED_NODE not in (current["metadata"].get("annotations") or {})  # taken back
 
 
 # --- TLS ---------------------------------------------------------------------------------------------

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from rulesched.errors import ConflictError
+from rulesched.kube.volumes import writes_for
 from rulesched.lang.builtins.volumes import Decision
 from rulesched.model.decode import decode_pod
 from rulesched.model.decode_storage import decode_pvc
 from rulesched.model.storage import SELECTED_NODE, StorageState
 from rulesched.run.loop import Loop, RunSettings
-from rulesched.run.volumes import writes_for
 from rulesched.run.workers import Outcome, Workers
 from tests.apiserver import TestApiServer
 

@@ -39,7 +39,7 @@ from rulesched.model import Node, Pod
 from rulesched.model.storage import READ_WRITE_ONCE_POD, StorageState
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.simulate.driver import Simulation
-from tests.upstream.harness import default_rules, node, pod, pv, pvc, storage, storage_class
+from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class
 
 GPU = "nvidia.com/gpu"
 CHECKED = ("cpu", "memory", GPU)
@@ -104,6 +104,8 @@ def node_shapes(draw: Any) -> dict[str, Any]:
         "taints": taints,
         "zone": draw(st.sampled_from(ZONES)),
         "unschedulable": draw(st.sampled_from([False] * 7 + [True])),
+        # The CSINode's attach limit for the zonal class's driver (None: no CSINode)
+        "attach": draw(st.sampled_from([None, None, 0, 1, 2, 39])),
     }
 
 
@@ -199,13 +201,15 @@ def _sum(pods: list[Pod], attr: str) -> dict[str, int]:
 
 
 class SchedulerMachine(RuleBasedStateMachine):
+    settings = SchedulerSettings()
+
     def __init__(self) -> None:
         super().__init__()
         self.rules = default_rules()
         self.state = ClusterStore(provision=True)  # the simulator's store: claims provisioned at once
         self.state.set_storage(volume_pool())
         self.binder = PlannedBinder(self)
-        self.scheduler = Simulation(self.rules, self.state, SchedulerSettings(), self.binder)
+        self.scheduler = Simulation(self.rules, self.state, self.settings, self.binder)
         self.clock = self.scheduler.clock
         self.counter = 0
         self.placements = 0
@@ -245,6 +249,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                 images=[(["docker.io/library/nginx:1.27", "nginx:1.27"], 200_000_000)],
             )
         )
+        if shape["attach"] is not None:
+            self.state.set_csinode(csinode(name, {"csi.example.com": shape["attach"]}))
         self.scheduler.queue.cluster_changed()
 
     @precondition(lambda self: self.state.nodes)
@@ -362,6 +368,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             for r in info.allocatable.keys() | info.requested.keys():
                 assert info.free.get(r, 0) == info.allocatable.get(r, 0) - info.requested.get(r, 0), (info, r)
             assert Counter(info.used_ports) == Counter(port for p in info.pods for port in p.host_ports)
+            assert info.claim_mounts == sum(len(p.claims) for p in info.pods), info
 
     @invariant()
     def index_consistent_and_nothing_assumed(self) -> None:
@@ -406,3 +413,14 @@ SchedulerMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestSchedulerStateMachine = SchedulerMachine.TestCase
+
+
+class ColumnsMachine(SchedulerMachine):
+    """The same, with every walk evaluated as columns (node tables, volume filters' uniform,
+    per-label-group and attach-count answers) however few the nodes."""
+
+    settings = SchedulerSettings(columns_from=1)
+
+
+ColumnsMachine.TestCase.settings = SchedulerMachine.TestCase.settings
+TestColumnsStateMachine = ColumnsMachine.TestCase

@@ -2,7 +2,7 @@
 
 This is the object a rule's ``node`` variable reads (it satisfies
 :class:`rulesched.lang.schema.NodeView`). Adding or removing a pod updates ``requested``,
-``nonzero_requested``, ``free`` and ``used_ports`` in place, bumps ``generation`` and clears
+``nonzero_requested``, ``free``, ``used_ports`` and ``claim_mounts`` in place, bumps ``generation`` and clears
 ``memo`` (the per-node cache compiled rules keep node-only values in).
 
 Once a snapshot holds a NodeInfo it is never changed again: the store changes a :meth:`clone`
@@ -34,6 +34,7 @@ class NodeInfo:
         "nonzero_requested",
         "free",
         "used_ports",
+        "claim_mounts",
         "generation",
         "memo",
         "memo_owner",
@@ -45,6 +46,9 @@ class NodeInfo:
         self.requested: dict[str, int] = {}
         self.nonzero_requested: dict[str, int] = {}
         self.used_ports: list[ContainerPort] = []
+        # Claim volumes the pods mount (counted with repeats): at least the CSI volumes attached
+        # here, which NodeVolumeLimits compares with the node's limits.
+        self.claim_mounts = 0
         self.generation = 0
         self.memo: dict[Any, Any] = {}
         # The compiled rule set whose node-only values ``memo`` holds (another set's first read
@@ -66,6 +70,7 @@ class NodeInfo:
         new.nonzero_requested = dict(self.nonzero_requested)
         new.free = dict(self.free)
         new.used_ports = list(self.used_ports)
+        new.claim_mounts = self.claim_mounts
         new.generation = self.generation
         new.memo = {}
         new.memo_owner = None
@@ -92,6 +97,8 @@ class NodeInfo:
         _add(self.requested, pod.requests, 1)
         _add(self.nonzero_requested, pod.nonzero_requests, 1)
         self.used_ports.extend(pod.host_ports)
+        if pod.volumes:
+            self.claim_mounts += len(pod.claims)
         self._refresh_free(pod.requests.keys())
         self._changed()
 
@@ -104,6 +111,8 @@ class NodeInfo:
                 _add(self.nonzero_requested, present.nonzero_requests, -1)
                 for port in present.host_ports:
                     self.used_ports.remove(port)
+                if present.volumes:
+                    self.claim_mounts -= len(present.claims)
                 self._refresh_free(present.requests.keys())
                 self._changed()
                 return True

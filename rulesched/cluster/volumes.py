@@ -32,6 +32,7 @@ from rulesched.model.storage import (
     PersistentVolumeClaim,
     StorageClass,
     StorageState,
+    attach_floor,
     is_open,
 )
 
@@ -62,10 +63,14 @@ class StorageMixin:
         self._claim_users: Counter[str] = Counter()
         self._volume_undo: dict[str, list[_Undo]] = {}  # pod key -> what its assumption changed
         self._volume_decisions: dict[str, tuple[Decision, ...]] = {}
+        self._attach_floor: Mapping[str, int] | None = None  # of _csinodes; None: work it out again
 
     @property
     def storage(self) -> StorageState:
-        return StorageState(self._volumes, self._claims, self._classes, self._csinodes, self._open_volumes)
+        floor = self._attach_floor
+        if floor is None:
+            floor = self._attach_floor = attach_floor(self._csinodes.values())
+        return StorageState(self._volumes, self._claims, self._classes, self._csinodes, self._open_volumes, floor)
 
     def claim_users(self, claim: str) -> int:
         return self._claim_users.get(claim, 0)
@@ -87,6 +92,8 @@ class StorageMixin:
     def _put(self, kind: str, key: str, value: Any) -> None:
         if kind == "volumes":
             self._index_volume(self._volumes.get(key), value)
+        elif kind == "csinodes":
+            self._attach_floor = None
         target = self._map(kind)
         if value is None:
             if target.pop(key, None) is None:
@@ -134,6 +141,7 @@ class StorageMixin:
             setattr(self, f"_{kind}", dict(getattr(storage, kind)))
             self._made[kind] = getattr(self, "_epoch", 0)
         self._open_volumes = {}
+        self._attach_floor = None
         self._made["open_volumes"] = getattr(self, "_epoch", 0)
         for pv in self._volumes.values():
             if is_open(pv):

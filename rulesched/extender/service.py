@@ -25,7 +25,9 @@ Answers follow kube-scheduler's reading of them:
 * preempt: for each proposed node, the proposed victims the preempt rules allow, as few of them
   as still let the pod fit (reprieved as kube-scheduler reprieves); a node where the pod does
   not fit even then, or whose victims are unknown, is dropped.
-* bind: a Binding through the API server.
+* bind: the pod's volume choices (a claim to provision annotated with the node, a static volume
+  bound to its claim: :mod:`rulesched.kube.volumes`, as ``rulesched run`` makes them), then a
+  Binding through the API server; a failed binding takes the choices back.
 Next stage: :mod:`rulesched.extender.wire` encodes the answer.
 """
 
@@ -62,10 +64,12 @@ from rulesched.extender.wire import (
     host_priorities,
     preemption_result,
 )
-from rulesched.kube.api import KubeApi
+from rulesched.kube.api import PODS, KubeApi
 from rulesched.kube.informer import Delta
+from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes, writes_for
 from rulesched.lang import BoundRules, RuleSet, RulesHandle
 from rulesched.lang.builtins.indexes import ForkedIndexes
+from rulesched.lang.builtins.volumes import plan_bindings
 from rulesched.lang.evaluation.columns import Rows
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
@@ -78,6 +82,7 @@ from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 log = logging.getLogger(__name__)
 
 FREEZE_AFTER = 1000  # deltas applied at once
+PODS_KEPT = 1024  # pods of recent filter and prioritize requests, for the bind verb's volume choices
 NOT_CACHED = "node is not in rulesched's informer cache"
 
 
@@ -175,6 +180,8 @@ class Extender:
         self._columns = ColumnStore()
         self._rules_of_tables: object = None
         self._index: NodeIndex | None = None
+        # uid -> the pod of a recent filter or prioritize request (a binding names the pod only)
+        self._pods: cachetools.LRUCache[str, Pod] = cachetools.LRUCache(PODS_KEPT)
 
     @property
     def ready(self) -> tuple[bool, str]:
@@ -271,6 +278,8 @@ class Extender:
         index = self._node_index(snapshot)
         rows, positions, missing = index.rows(names, args.raw_names)
         bound = rules.session().bind(args.pod, snapshot)
+        if args.pod.uid:
+            self._pods[args.pod.uid] = args.pod
         return _Request(args, names, snapshot, rules, bound, index, rows, positions, missing)
 
     # --- verbs -------------------------------------------------------------------------------
@@ -403,18 +412,44 @@ class Extender:
         return uids, violations
 
     def bind(self, body: bytes) -> Answer:
+        """Make the pod's volume choices (VolumeBinding's PreBind, as ``rulesched run`` makes
+        them), then post the Binding; a failed binding takes the choices back."""
         args: BindingArgs = decode_binding_args(body)
         if self.api is None:
             return Answer(200, binding_result("rulesched extender has no API access (--kubeconfig or --in-cluster)"))
+        key = f"{args.pod_namespace}/{args.pod_name}"
+        try:
+            writes = self._volume_writes(args)
+            apply_writes(self.api, writes)
+        except (KubeError, InputError) as err:
+            log.warning("bind failed: binding volumes: %s", err, extra={"pod": key, "node": args.node})
+            return Answer(200, binding_result(f"binding volumes: {err}"))
         try:
             self.api.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
         except KubeError as err:
-            log.warning(
-                "bind failed: %s", err, extra={"pod": f"{args.pod_namespace}/{args.pod_name}", "node": args.node}
-            )
+            revert_writes(self.api, writes)
+            log.warning("bind failed: %s", err, extra={"pod": key, "node": args.node})
             return Answer(200, binding_result(str(err)))
-        log.info("bound", extra={"pod": f"{args.pod_namespace}/{args.pod_name}", "node": args.node})
+        log.info("bound", extra={"pod": key, "node": args.node})
         return Answer(200, binding_result())
+
+    def _volume_writes(self, args: BindingArgs) -> list[VolumeWrite]:
+        """VolumeBinding's choices for the pod on the node, from the informer cache's claims and
+        volumes, as API writes. The pod is the one a recent request asked about, else read from
+        the API server (a binding names it only)."""
+        assert self.api is not None and self.mirror is not None
+        pod = self._pods.get(args.pod_uid)
+        if pod is None or (pod.namespace, pod.name) != (args.pod_namespace, args.pod_name):
+            pod = self.mirror.decode_pod(self.api.get(PODS, args.pod_namespace, args.pod_name), "binding")
+        if not pod.claims:
+            return []
+        self.sync()
+        snapshot = self.store.snapshot()
+        node = snapshot.node_view(args.node)
+        if node is None:  # (not cached: no choice to make here; the binding goes ahead as asked)
+            return []
+        decisions = plan_bindings(pod, snapshot.storage, node)
+        return writes_for(decisions, snapshot.storage, args.node)
 
 
 def _same_version(a: Node, b: Node) -> bool:

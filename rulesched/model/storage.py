@@ -144,6 +144,10 @@ class StorageState:
     # class name -> the volumes of the class a claim could still take (not bound); kept by the
     # store so that a pod's claims need not scan every volume. None: scan ``volumes``.
     by_class: Mapping[str, Mapping[str, PersistentVolume]] | None = None
+    # driver -> the lowest attach limit any CSINode gives it (kept by the store, so that
+    # NodeVolumeLimits can pass nodes far from every limit without looking at their pods). None:
+    # not known, look at each node.
+    attach_floor: Mapping[str, int] | None = None
 
     def open_volumes(self, class_name: str) -> Iterable[PersistentVolume]:
         """The volumes of a class that are not bound to a claim (pre-bound ones included)."""
@@ -160,6 +164,16 @@ class StorageState:
             return name
         defaults = sorted(c.name for c in self.classes.values() if c.is_default)
         return defaults[0] if defaults else ""
+
+
+def attach_floor(csinodes: Iterable[CSINode]) -> Mapping[str, int]:
+    """Per driver, the lowest attach limit among the CSINodes (StorageState.attach_floor)."""
+    floor: dict[str, int] = {}
+    for csinode in csinodes:
+        for driver, limit in csinode.limits.items():
+            if limit < floor.get(driver, limit + 1):
+                floor[driver] = limit
+    return MappingProxyType(floor)
 
 
 def is_open(pv: PersistentVolume) -> bool:

@@ -27,12 +27,12 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
+from rulesched.kube.volumes import writes_for
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, RulesSources
 from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics, OpsServer
-from rulesched.run.volumes import writes_for
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event

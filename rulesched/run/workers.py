@@ -24,8 +24,8 @@ from typing import Any
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODS, KubeApi
+from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import Pod
-from rulesched.run.volumes import VolumeWrite, apply_writes, revert_writes
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -88,7 +88,7 @@ class Workers:
     def bind(self, pod: Pod, node: str, rules: str = "", volumes: Sequence[VolumeWrite] = ()) -> None:
         """Bind through the API; ``rules`` is the digest of the rule set that chose the node
         (the Scheduled event and the log name it). ``volumes``: the pod's volume choices, made
-        first and taken back if the binding fails (rulesched.run.volumes)."""
+        first and taken back if the binding fails (rulesched.kube.volumes)."""
         self._submit(self._bind, pod, node, rules, volumes)
 
     def _bind(self, pod: Pod, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:

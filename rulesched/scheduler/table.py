@@ -230,8 +230,16 @@ class NodeTable:
         if volatile:
             nodes = [self._nodes[i] for i in rows.tolist()]
             self.bound.ctx.feasible = nodes
+            # As columns where that is one call per zone (spreading), say; else node by node.
+            columns = self._columns() if self._many(rows) else None
+            if columns is not None and not self.bound.volatile_grouped(columns):
+                columns = None
             for index, score in volatile:
-                column = np.array([score.score(node) for node in nodes], dtype=np.int64)
+                found = None if columns is None else self.bound.score_column(columns, rows, index)
+                if found is not None:
+                    column = found.astype(np.int64, copy=False)
+                else:
+                    column = np.array([score.score(node) for node in nodes], dtype=np.int64)
                 out[:, index] = column
                 if score.normalize == "none":
                     out[:, -1] += score.weight * column

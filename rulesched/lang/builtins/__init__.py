@@ -56,10 +56,14 @@ class Builtin:
     # whenever the cluster-wide answer may change (None: never cache, e.g. reads ctx.feasible).
     pod_fields: frozenset[str] = frozenset()
     version: Callable[[Any], object] | None = None
+    # Its answers are never cached (it moves for every pod): the pod fields it reads need not be
+    # equal between pods sharing a binding (rulesched.lang.evaluation.ruleset).
+    fresh: bool = False
     moves: Callable[[Any], bool] | None = None  # for this pod, does every cluster change move it?
     # The node labels the answer depends on, for this pod at this moment (the rest is the
     # context's): nodes alike in those labels get one evaluation (rulesched.lang.evaluation.vectorise).
-    domain: Callable[[Any], tuple[str, ...]] | None = None
+    # (None from it: not for this pod, e.g. a volume whose reach names the node itself.)
+    domain: Callable[[Any], tuple[str, ...] | None] | None = None
     # For this pod at this moment, the answer on every node when it is the same everywhere (the
     # running pods' terms select nothing of it, ...), else None: a column is then one value.
     uniform: Callable[[Any], Any] | None = None
@@ -70,6 +74,9 @@ class Builtin:
     # Built-ins without context that take a node: the node fields the implementation reads (None:
     # any), so a rule passing the node whole can still be shared (rulesched.lang.evaluation.sharing).
     node_fields: frozenset[str] | None = None
+    # impl(ctx, node) for many nodes at once: (ctx, NodeColumns, rows) -> one answer per row, for a
+    # built-in that reads per-node numbers the columns hold (attach counts), not labels alone.
+    columns: Callable[[Any, Any, Any], Sequence[Any]] | None = None
 
 
 def _sig(params: Sequence[Type], result: Type) -> Check:
@@ -312,7 +319,10 @@ def _always_moves(ctx: Any) -> bool:
 def _volume(name: str, doc: str) -> Builtin:
     """A volume plugin's reasons for a node. Its answers depend on claims other pods take as
     they are placed, so they are evaluated afresh (moves) for the pods that reach them: the
-    rules gate them on the pod's claims and volumes."""
+    rules gate them on the pod's claims and volumes. For the common pods their answer is one
+    value everywhere, one per group of nodes alike in a few labels, or array operations over
+    per-node counts (``volumes.UNIFORM``, ``DOMAINS``, ``COLUMNS``), so a walk evaluates them as
+    columns."""
     return Builtin(
         name,
         _sig([schema.NODE], ListOf(STRING)),
@@ -323,6 +333,10 @@ def _volume(name: str, doc: str) -> Builtin:
         pod_fields=frozenset({"namespace", "volumes"}),
         version=_volume_generation,
         moves=_always_moves,
+        fresh=True,
+        domain=volumes.DOMAINS.get(name),
+        uniform=volumes.UNIFORM.get(name),
+        columns=volumes.COLUMNS.get(name),
     )
 
 

@@ -228,7 +228,8 @@ class _SpreadScoreState:
     constraints: tuple[_Constraint, ...]
     counts: list[dict[str, int]]  # per constraint, the domains of the feasible nodes only
     weights: list[float]
-    ignored: frozenset[str]
+    ignored: frozenset[str]  # the feasible nodes left out (upstream's IgnoredNodes)
+    require_all: bool  # a node without every constraint's key is left out of scoring
 
 
 def soft_constraints(ctx: EvalContext) -> tuple[tuple[_Constraint, ...], bool]:
@@ -269,16 +270,16 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
         return state  # type: ignore[no-any-return]
     constraints, require_all = soft_constraints(ctx)
     feasible = list(ctx.feasible or ()) if constraints else []
-    ignored: set[str] = set()
-    counts: list[dict[str, int]] = [{} for _ in constraints]
-    for node in feasible:
-        labels = node.labels
-        if require_all and not all(c.topology_key in labels for c in constraints):
-            ignored.add(node.name)
-            continue
-        for c, domains in zip(constraints, counts, strict=True):
-            if c.topology_key != HOSTNAME:
-                domains[labels.get(c.topology_key, "")] = 0
+    kept = feasible
+    if require_all:  # nodes without every key are left out
+        keys = [c.topology_key for c in constraints]
+        kept = [n for n in feasible if all(k in n.labels for k in keys)]
+    ignored = {n.name for n in feasible} - {n.name for n in kept} if len(kept) < len(feasible) else set()
+    # (one comprehension per constraint: this runs over the feasible nodes of every cycle)
+    counts: list[dict[str, int]] = [
+        dict.fromkeys((n.labels.get(c.topology_key, "") for n in kept), 0) if c.topology_key != HOSTNAME else {}
+        for c in constraints
+    ]
     weights = []
     for c, domains in zip(constraints, counts, strict=True):
         size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(domains)
@@ -288,20 +289,32 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
         for domains, known in zip(counts, everywhere, strict=True):
             for value in domains:
                 domains[value] = known.get(value, 0)
-    state = _SpreadScoreState(constraints, counts, weights, frozenset(ignored))
+    state = _SpreadScoreState(constraints, counts, weights, frozenset(ignored), require_all)
     ctx.scratch["spread-score"] = state
     return state
+
+
+def spread_score_keys(ctx: EvalContext) -> tuple[str, ...] | None:
+    """The labels :func:`spread_score` reads of a node (the soft constraints' topology keys), or
+    None when one is the hostname: that constraint counts the node's own pods."""
+    keys = tuple(c.topology_key for c in soft_constraints(ctx)[0])
+    return None if HOSTNAME in keys else keys
 
 
 def spread_score(ctx: EvalContext, node: Any) -> int:
     """PodTopologySpread Score; -1 marks a node left out of normalisation (``normalize spread``),
     and every node is left out when the pod has no soft constraints (the plugin skips it)."""
     state = _spread_score_state(ctx)
-    if node.name in state.ignored or not state.constraints:
+    if not state.constraints:
+        return -1
+    labels = node.labels
+    # A node missing a key is left out: decided by its labels alone, so that nodes alike in them
+    # share one answer (spread_score_keys), feasible or not.
+    if state.require_all and not all(c.topology_key in labels for c in state.constraints):
         return -1
     score = 0.0
     for c, weight, domains in zip(state.constraints, state.weights, state.counts, strict=True):
-        value = node.labels.get(c.topology_key)
+        value = labels.get(c.topology_key)
         if value is None:
             continue
         if c.topology_key == HOSTNAME:

@@ -29,6 +29,7 @@ from rulesched.lang.builtins.spreading import (
     spread_missing_label,
     spread_ok,
     spread_score,
+    spread_score_keys,
 )
 from rulesched.lang.context import ClusterView, EvalContext
 
@@ -266,4 +267,5 @@ DOMAINS: dict[str, Any] = {
     "pod_anti_affinity_ok": anti_affinity_keys,
     "spread_ok": spread_keys,
     "spread_missing_label": spread_keys,
+    "spread_score": spread_score_keys,
 }

@@ -18,6 +18,7 @@ from typing import Any
 
 from rulesched.lang.builtins.matching import node_selector_term_matches
 from rulesched.lang.context import EvalContext
+from rulesched.lang.types import NUMBER
 from rulesched.model import Pod
 from rulesched.model.storage import (
     EMPTY_STORAGE,
@@ -31,6 +32,9 @@ from rulesched.model.storage import (
 )
 
 __all__ = [
+    "COLUMNS",
+    "DOMAINS",
+    "UNIFORM",
     "Decision",
     "plan_bindings",
     "pv_fits_node",
@@ -481,3 +485,118 @@ def volume_zone(ctx: EvalContext, node: Any) -> list[str]:
 def claim_keys(pod: Pod) -> Sequence[str]:
     """``namespace/name`` of each claim the pod mounts (the store counts their users)."""
     return [f"{pod.namespace}/{c}" for c in pod.claims]
+
+
+# --- for column evaluation (rulesched.lang.evaluation.vectorise) ----------------------------------
+# A walk evaluates the volume filters on every node it looks at, for every pod with claims; for
+# the common pods their answers are one value everywhere (no inline disk, nothing to attach),
+# one per group of nodes alike in a few labels (claims only to provision: the classes' allowed
+# topologies; bound volumes: their zone labels), or a comparison of per-node counts (attach
+# limits). These hooks say which, per pod, from the plan each built-in keeps in ctx.scratch.
+
+
+def _restrictions_everywhere(ctx: EvalContext) -> list[str] | None:
+    everywhere: list[str] | None = _plan(ctx, "restrictions", _restrictions_plan)[0]
+    return everywhere
+
+
+def _limits_everywhere(ctx: EvalContext) -> list[str] | None:
+    error, by_driver = _plan(ctx, "limits", _limits_plan)
+    if error:
+        return [error]
+    return _NOTHING if not by_driver else None
+
+
+def _binding_everywhere(ctx: EvalContext) -> list[str] | None:
+    claims: _Claims = _plan(ctx, "binding", _binding_plan)
+    if claims.error:
+        return [claims.error]
+    if not claims.bound and not claims.delayed:
+        return _NOTHING
+    if claims.provision_only is not None and any(
+        cls.provisioner in ("", NO_PROVISIONER) for cls in claims.provision_only
+    ):
+        return [BIND_CONFLICT]
+    return None
+
+
+def _binding_labels(ctx: EvalContext) -> tuple[str, ...] | None:
+    """Claims only to provision: the answer reads the labels the classes' topologies name.
+    Otherwise volumes' node affinity may name fields (the node's name): node by node."""
+    claims: _Claims = _plan(ctx, "binding", _binding_plan)
+    if claims.provision_only is None:
+        return None
+    keys = {r.key for cls in claims.provision_only for term in cls.allowed_topologies for r in term}
+    return tuple(sorted(keys))
+
+
+def _zone_everywhere(ctx: EvalContext) -> list[str] | None:
+    error, zones = _plan(ctx, "zone", _zone_plan)
+    if error:
+        return [error]
+    return _NOTHING if not zones else None
+
+
+def _zone_labels(ctx: EvalContext) -> tuple[str, ...]:
+    return ZONE_LABELS
+
+
+def claim_mounts(node: Any) -> int:
+    """How many claim volumes the node's pods mount (kept by the node info as pods come and go;
+    a node view without the count is counted here)."""
+    found = getattr(node, "claim_mounts", None)
+    if found is None:
+        return sum(len(p.claims) for p in node.pods)
+    return int(found)
+
+
+@dataclass(frozen=True)
+class _AttachAllocatable:
+    """A node's ``attachable-volumes-csi-DRIVER`` allocatable (milli-units), -1 without one; equal
+    for equal drivers, so the columns keep one array per driver."""
+
+    driver: str
+
+    def __call__(self, node: Any) -> int:
+        found = node.allocatable.get(ATTACH_LIMIT_PREFIX + self.driver)
+        return -1 if found is None else int(found)
+
+
+def _limits_columns(ctx: EvalContext, cols: Any, rows: Any) -> list[list[str]]:
+    """volume_limits on many rows: a node whose pods mount no more claims than its lowest possible
+    limit allows, with the pod's new volumes added, fits without looking at its pods (the
+    volumes attached there are at most its claim mounts, the limit is its CSINode's or its
+    allocatable's); the others are evaluated one by one."""
+    everywhere = _limits_everywhere(ctx)
+    if everywhere is not None:
+        return [everywhere] * len(rows)
+    _, by_driver = _plan(ctx, "limits", _limits_plan)
+    floor = _storage(ctx).attach_floor
+    nodes = cols.nodes
+    if floor is None:
+        return [volume_limits(ctx, nodes[r]) for r in rows.tolist()]
+    mounts = cols.derived(claim_mounts, NUMBER)[rows]
+    sure: Any = None  # (boolean arrays over the rows, from the columns: this layer imports no numpy)
+    for driver, new in by_driver.items():
+        allowed = mounts + len(new)
+        allocatable = cols.derived(_AttachAllocatable(driver), NUMBER)[rows]
+        # (absent: -1, no limit from it; else milli-units, the limit in whole ones)
+        ok = (allocatable < 0) | (allowed <= allocatable // 1000)
+        lowest = floor.get(driver)
+        if lowest is not None:
+            ok &= allowed <= lowest
+        sure = ok if sure is None else sure & ok
+    out: list[list[str]] = [_NOTHING] * len(rows)
+    for j in (~sure).nonzero()[0].tolist():
+        out[j] = volume_limits(ctx, nodes[int(rows[j])])
+    return out
+
+
+UNIFORM = {
+    "volume_restrictions": _restrictions_everywhere,
+    "volume_limits": _limits_everywhere,
+    "volume_binding": _binding_everywhere,
+    "volume_zone": _zone_everywhere,
+}
+DOMAINS = {"volume_binding": _binding_labels, "volume_zone": _zone_labels}
+COLUMNS = {"volume_limits": _limits_columns}

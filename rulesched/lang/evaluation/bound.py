@@ -30,7 +30,7 @@ from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.evaluation.arrays import Unsupported
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.sharing import Shared
-from rulesched.lang.evaluation.vectorise import ColumnEvaluator
+from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod
 
@@ -401,12 +401,17 @@ class BoundRules:
         one per group of nodes alike in a few labels (spreading by zone): evaluated as columns
         they then cost a call per group rather than per node. (Per node, a walk stops as soon as
         enough nodes fit, which is cheaper when every node needs its own call.)"""
-        for i in self._dynamic:
-            for name in self._filter_uses[i]:
-                domain = BUILTINS[name].domain
-                if domain is None or cols.label_groups(domain(self.ctx)) is None:
-                    return False
-        return True
+        ctx = self.ctx
+        return all(grouped(name, ctx, cols) for i in self._dynamic for name in self._filter_uses[i])
+
+    def volatile_grouped(self, cols: NodeColumns) -> bool:
+        """:meth:`dynamic_grouped` for the volatile scores (spreading's, by zone)."""
+        ctx = self.ctx
+        return all(grouped(name, ctx, cols) for i in self._volatile for name in self._score_uses[i])
+
+    def score_column(self, cols: NodeColumns, rows: Rows, index: int) -> npt.NDArray[Any] | None:
+        """One score's values on the rows, evaluated as columns; None: evaluate it node by node."""
+        return self._column(cols, rows, self.scores[index].score, index, False)
 
     def score_matrix(
         self, cols: NodeColumns, rows: Rows, steady: bool = False, shared: SharedColumns | None = None

@@ -106,6 +106,11 @@ class NodeColumns:
             self._bounds[path] = hit
         return hit
 
+    def derived(self, get: Callable[[Any], Any], kind: Type) -> Array:
+        """A node-only value computed by ``get`` for every node, kept like the other columns;
+        ``get`` is the cache key (a module-level function, or a value-equal callable)."""
+        return self.column(Path((("field", get),)), kind)
+
     def groups(self, fields: tuple[str, ...]) -> Groups | None:
         """Nodes grouped by their values of these node fields: each row's group, and one row per
         group (its representative). None when the values are unhashable or nearly all distinct."""

@@ -77,11 +77,18 @@ class RuleSet:
             for token in (BUILTINS[name].class_token for name in sorted(checked.notes.context_calls))
             if token is not None
         )
-        # Raw model attributes where there is one (None and () differ for node affinity),
-        # else the field's getter (has_required_node_affinity is derived); maps are keyed by
-        # their items. (Decided here from the schema: an isinstance check per field per pod
-        # costs more than the rest of the key.)
-        self._class_getters = [_pod_getter(f) for f in self.class_fields or ()]
+        # A class key part per pod field the rules read (see _pod_getter), by length where
+        # they only ever ask its length, left out where only fresh built-ins read it.
+        notes = checked.notes
+        self._class_getters = []
+        for f in self.class_fields or ():
+            get, is_map = _pod_getter(f)
+            reads = notes.pod_field_reads.get(f, 0)
+            if f in notes.builtin_pod_fields or reads > notes.pod_len_reads.get(f, 0):
+                self._class_getters.append((get, is_map))
+            elif reads:  # only ever len(pod.f) (and fresh built-ins): pods of one length are alike
+                self._class_getters.append((_length(get), False))
+            # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
@@ -213,6 +220,10 @@ def _pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
     field = schema.RECORDS[schema.POD][name]
     get = operator.attrgetter(name) if name in Pod.__dataclass_fields__ else field.get
     return get, isinstance(field.type, MapOf)
+
+
+def _length(get: Callable[[Pod], Any]) -> Callable[[Pod], int]:
+    return lambda pod: len(get(pod))
 
 
 def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:

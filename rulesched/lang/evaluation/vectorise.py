@@ -60,6 +60,20 @@ MAX_ITEMS = 64  # elements of a pod-side list a quantifier is unrolled over
 _NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
 
 
+def grouped(name: str, ctx: EvalContext, cols: NodeColumns) -> bool:
+    """Whether, for this pod now, the built-in ``f(node)`` costs a few calls over ``cols`` rather
+    than one per node: its answer is the same everywhere, one per group of nodes alike in a few
+    labels, or computed for all rows at once."""
+    builtin = BUILTINS[name]
+    if builtin.uniform is not None and builtin.uniform(ctx) is not None:
+        return True
+    if builtin.domain is not None:
+        keys = builtin.domain(ctx)
+        if keys is not None and cols.label_groups(keys) is not None:
+            return True
+    return builtin.columns is not None
+
+
 def vectorisable(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> bool:
     """Whether :class:`ColumnEvaluator` can evaluate ``expr`` (values may still make it raise
     :class:`Unsupported`)."""
@@ -395,13 +409,17 @@ class _Run:
             same = builtin.uniform(self.ctx)
             if same is not None:
                 return same
-        if builtin.domain is not None and len(args) == 1 and self.ev.path(args[0]) == Path():
+        whole_node = len(args) == 1 and self.ev.path(args[0]) == Path()
+        if builtin.domain is not None and whole_node:
             # f(node) whose answer depends on a few of the node's labels: once per distinct value
-            groups = self.cols.label_groups(builtin.domain(self.ctx))
+            keys = builtin.domain(self.ctx)
+            groups = self.cols.label_groups(keys) if keys is not None else None
             if groups is not None:
                 nodes, ctx = self.cols.nodes, self.ctx
                 answers = [builtin.impl(ctx, nodes[r]) for r in groups.representatives]
                 return Col(column_of(answers, self.notes.types[id(expr)]).array[groups.codes[rows]])
+        if builtin.columns is not None and whole_node:
+            return column_of(list(builtin.columns(self.ctx, self.cols, rows)), self.notes.types[id(expr)])
         # Anything else: the built-in itself, called per row.
         impl = builtin.impl
         known = [v for v in values if not isinstance(v, Col)]

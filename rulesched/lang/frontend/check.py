@@ -81,6 +81,14 @@ class Annotations:
     # what makes two pods equivalent for scheduling (see rulesched.lang.evaluation.ruleset).
     pod_fields: set[str] = field(default_factory=set)
     context_calls: set[str] = field(default_factory=set)
+    # How they are read, so that pods differing only where no rule looks stay equivalent: each
+    # field's reads as ``pod.FIELD``, those of them that are ``len(pod.FIELD)``, and the fields
+    # context built-ins read, cached ones apart from ``fresh`` ones (never cached: they read the
+    # pod anew at every call).
+    pod_field_reads: dict[str, int] = field(default_factory=dict)
+    pod_len_reads: dict[str, int] = field(default_factory=dict)
+    builtin_pod_fields: set[str] = field(default_factory=set)
+    fresh_pod_fields: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -430,6 +438,8 @@ class _Checker:
         ref = self.notes.names.get(id(expr.obj))
         if ref is not None and ref.kind == "var" and ref.name == schema.POD_VARIABLE:
             self.notes.pod_fields.add(expr.name)
+            reads = self.notes.pod_field_reads
+            reads[expr.name] = reads.get(expr.name, 0) + 1
             self.pod_attr_reads += 1
         if isinstance(t, Record):
             fields = schema.RECORDS[t]
@@ -470,9 +480,15 @@ class _Checker:
             self._error("type", f"{expr.func}() {result}", expr, f"{builtin.signature}")
             return ANY
         self.notes.calls[id(expr)] = result[1]
+        if expr.func == "len" and len(expr.args) == 1 and isinstance(expr.args[0], ast.Attr):
+            ref = self.notes.names.get(id(expr.args[0].obj))
+            if ref is not None and ref.kind == "var" and ref.name == schema.POD_VARIABLE:
+                lens = self.notes.pod_len_reads
+                lens[expr.args[0].name] = lens.get(expr.args[0].name, 0) + 1
         if builtin.context:
             self.notes.context_calls.add(builtin.name)
             self.notes.pod_fields.update(builtin.pod_fields)
+            (self.notes.fresh_pod_fields if builtin.fresh else self.notes.builtin_pod_fields).update(builtin.pod_fields)
         return result[0]
 
     def _error(self, code: str, message: str, expr: Any, suggestion: str = "") -> None:

@@ -1,10 +1,11 @@
-"""VolumeBinding's PreBind for ``rulesched run``: make the volume choices of an assumed pod in
-the cluster before its binding, and take them back if the binding fails.
+"""VolumeBinding's PreBind: make a pod's volume choices in the cluster before its binding, and
+take them back if the binding fails (``rulesched run``, and ``rulesched extender`` as binder).
 
-The store recorded the choices when the pod was assumed
+In ``run`` the store recorded the choices when the pod was assumed
 (:meth:`rulesched.cluster.store.ClusterStore.volume_decisions`); the scheduler's thread turns them
 into :class:`VolumeWrite`\\ s (they need the claims' UIDs, read from the store there), and a binding
-worker (:mod:`rulesched.run.workers`) applies them. As kube-scheduler does: a claim to provision
+worker (:mod:`rulesched.run.workers`) applies them. The extender works the choices out at its bind
+verb (:meth:`rulesched.extender.service.Extender.bind`). As kube-scheduler does: a claim to provision
 gets the ``volume.kubernetes.io/selected-node`` annotation (the provisioner takes it from
 there); a claim matched to an available volume gets the volume's ``spec.claimRef`` and its own
 ``spec.volumeName`` (the PV controller completes the binding). Each write carries its undo.
