@@ -15,7 +15,7 @@ import pytest
 
 from rulesched.errors import ConflictError
 from rulesched.kube.volumes import writes_for
-from rulesched.lang.builtins.volumes import Decision
+from rulesched.lang.builtins.volume_binding import Decision
 from rulesched.model.decode import decode_pod
 from rulesched.model.decode_storage import decode_pvc
 from rulesched.model.storage import SELECTED_NODE, StorageState

@@ -12,7 +12,7 @@ import yaml
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError, ObjectError
-from rulesched.lang.builtins.volumes import Decision
+from rulesched.lang.builtins.volume_binding import Decision
 from rulesched.model.decode import decode_pod
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.storage import SELECTED_NODE, StorageState

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from rulesched.lang.builtins.volumes import Decision, plan_bindings
+from rulesched.lang.builtins.volume_binding import Decision, plan_bindings
 from rulesched.model import NodeSelectorRequirement, NodeSelectorTerm, Pod
 from rulesched.model.storage import (
     BIND_COMPLETED,

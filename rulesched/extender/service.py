@@ -69,7 +69,7 @@ from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes, writes_for
 from rulesched.lang import BoundRules, RuleSet, RulesHandle
 from rulesched.lang.builtins.indexes import ForkedIndexes
-from rulesched.lang.builtins.volumes import plan_bindings
+from rulesched.lang.builtins.volume_binding import plan_bindings
 from rulesched.lang.evaluation.columns import Rows
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod

@@ -20,7 +20,7 @@ from typing import Any
 
 from rulesched.errors import KubeError
 from rulesched.kube.api import PVCS, PVS, KubeApi, Resource
-from rulesched.lang.builtins.volumes import Decision
+from rulesched.lang.builtins.volume_binding import Decision
 from rulesched.model.storage import SELECTED_NODE, StorageState
 
 log = logging.getLogger(__name__)

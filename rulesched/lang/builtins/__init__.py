@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import topology, volumes
+from rulesched.lang.builtins import topology, volume_binding, volumes
 from rulesched.lang.builtins.matching import (
     label_selector_matches,
     node_selector_term_matches,
@@ -321,12 +321,13 @@ def _volume(name: str, doc: str) -> Builtin:
     they are placed, so they are evaluated afresh (moves) for the pods that reach them: the
     rules gate them on the pod's claims and volumes. For the common pods their answer is one
     value everywhere, one per group of nodes alike in a few labels, or array operations over
-    per-node counts (``volumes.UNIFORM``, ``DOMAINS``, ``COLUMNS``), so a walk evaluates them as
-    columns."""
+    per-node counts (``volumes.UNIFORM``, ``DOMAINS``, ``COLUMNS``, and VolumeBinding's own), so a
+    walk evaluates them as columns."""
+    module = volume_binding if name == "volume_binding" else volumes
     return Builtin(
         name,
         _sig([schema.NODE], ListOf(STRING)),
-        getattr(volumes, name),
+        getattr(module, name),
         f"{name}(node) -> list of string",
         doc,
         context=True,
@@ -334,9 +335,9 @@ def _volume(name: str, doc: str) -> Builtin:
         version=_volume_generation,
         moves=_always_moves,
         fresh=True,
-        domain=volumes.DOMAINS.get(name),
-        uniform=volumes.UNIFORM.get(name),
-        columns=volumes.COLUMNS.get(name),
+        domain=module.DOMAINS.get(name),
+        uniform=module.UNIFORM.get(name),
+        columns=module.COLUMNS.get(name),
     )
 
 

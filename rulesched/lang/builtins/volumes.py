@@ -1,19 +1,19 @@
 """Volume built-ins: kube-scheduler's VolumeRestrictions, NodeVolumeLimits, VolumeBinding and
-VolumeZone, each as one function from a node to the list of reasons it fails there (empty: fits).
+VolumeZone, each as one function from a node to the list of reasons it fails there (empty: fits);
+VolumeBinding, the largest, is in :mod:`rulesched.lang.builtins.volume_binding`, which uses the
+helpers here.
 
 They read the cluster's storage objects through :class:`rulesched.lang.context.ClusterView`
 (``storage``, ``claim_users``). Upstream splits each plugin into PreFilter (claims missing,
 unbound immediate claims: every node fails alike) and Filter (per node); here the pod-wide part
 is worked out once per pod and cycle into ``ctx.scratch`` and reported on every node, so a
-rule's reasons are upstream's exact messages either way. :func:`plan_bindings` is the choice
-VolumeBinding makes at Reserve: the store records it when the pod is assumed
-(:meth:`rulesched.cluster.store.ClusterStore.assume`), so later pods see the claims taken.
+rule's reasons are upstream's exact messages either way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang.builtins.matching import node_selector_term_matches
@@ -22,12 +22,10 @@ from rulesched.lang.types import NUMBER
 from rulesched.model import Pod
 from rulesched.model.storage import (
     EMPTY_STORAGE,
-    NO_PROVISIONER,
     READ_WRITE_ONCE_POD,
     WAIT_FOR_FIRST_CONSUMER,
     PersistentVolume,
     PersistentVolumeClaim,
-    StorageClass,
     StorageState,
 )
 
@@ -35,10 +33,7 @@ __all__ = [
     "COLUMNS",
     "DOMAINS",
     "UNIFORM",
-    "Decision",
-    "plan_bindings",
     "pv_fits_node",
-    "volume_binding",
     "volume_limits",
     "volume_restrictions",
     "volume_zone",
@@ -61,23 +56,23 @@ ZONE_LABELS = (
     "topology.kubernetes.io/region",
 )
 _GA = {ZONE_LABELS[0]: ZONE_LABELS[2], ZONE_LABELS[1]: ZONE_LABELS[3]}
-_NOTHING: list[str] = []
+NOTHING: list[str] = []
 
 
-def _not_found(name: str) -> str:
+def not_found(name: str) -> str:
     return f'persistentvolumeclaim "{name}" not found'
 
 
-def _storage(ctx: EvalContext) -> StorageState:
+def storage_of(ctx: EvalContext) -> StorageState:
     found = getattr(ctx.cluster, "storage", None)
     return found if isinstance(found, StorageState) else EMPTY_STORAGE
 
 
-def _claim(storage: StorageState, pod: Pod, name: str) -> PersistentVolumeClaim | None:
+def claim_of(storage: StorageState, pod: Pod, name: str) -> PersistentVolumeClaim | None:
     return storage.claims.get(f"{pod.namespace}/{name}")
 
 
-def _plan(ctx: EvalContext, name: str, build: Any) -> Any:
+def pod_plan(ctx: EvalContext, name: str, build: Any) -> Any:
     """Per pod and cycle: what the plugin's PreFilter works out."""
     key = ("volumes", name)
     found = ctx.scratch.get(key)
@@ -102,21 +97,21 @@ def _restrictions_plan(ctx: EvalContext) -> tuple[list[str] | None, tuple[Any, .
     if error:
         return [error], (), [error]
     disks = tuple(v for v in ctx.pod.volumes if v.disk)
-    answer = [RWOP_CONFLICT] if in_use else _NOTHING
+    answer = [RWOP_CONFLICT] if in_use else NOTHING
     return (None if disks else answer), disks, answer
 
 
 def _restrictions_claims(ctx: EvalContext) -> tuple[str, bool]:
     """(a claim-lookup failure, whether a ReadWriteOncePod claim of the pod is in use)."""
-    pod, storage = ctx.pod, _storage(ctx)
+    pod, storage = ctx.pod, storage_of(ctx)
     in_use = False
     users = getattr(ctx.cluster, "claim_users", None)
     for volume in pod.volumes:
         if not volume.claim or volume.ephemeral:
             continue
-        claim = _claim(storage, pod, volume.claim)
+        claim = claim_of(storage, pod, volume.claim)
         if claim is None:
-            return _not_found(volume.claim), False
+            return not_found(volume.claim), False
         if READ_WRITE_ONCE_POD in claim.access_modes and users is not None and users(claim.key) > 0:
             in_use = True
     return "", in_use
@@ -145,7 +140,7 @@ def _disk_conflict(wanted: Any, existing: Pod) -> bool:
 def volume_restrictions(ctx: EvalContext, node: Any) -> list[str]:
     """VolumeRestrictions: inline disks shared with the node's pods, and ReadWriteOncePod
     claims another pod already uses."""
-    everywhere, disks, answer = _plan(ctx, "restrictions", _restrictions_plan)
+    everywhere, disks, answer = pod_plan(ctx, "restrictions", _restrictions_plan)
     if everywhere is not None:
         return everywhere  # type: ignore[no-any-return]
     for volume in disks:
@@ -164,10 +159,10 @@ def _attachable(pod: Pod, storage: StorageState, new: bool) -> dict[str, str] | 
     for volume in pod.volumes:
         if not volume.claim:
             continue
-        claim = _claim(storage, pod, volume.claim)
+        claim = claim_of(storage, pod, volume.claim)
         if claim is None:
             if new:
-                return f"looking up PVC {pod.namespace}/{volume.claim}: {_not_found(volume.claim)}"
+                return f"looking up PVC {pod.namespace}/{volume.claim}: {not_found(volume.claim)}"
             continue
         driver, handle = "", ""
         pv = storage.volumes.get(claim.volume_name) if claim.volume_name else None
@@ -196,7 +191,7 @@ def _limit(node: Any, storage: StorageState, driver: str) -> int | None:
 
 def _limits_plan(ctx: EvalContext) -> tuple[str, dict[str, dict[str, str]]]:
     """(a claim-lookup failure; the pod's new volumes by driver)."""
-    new = _attachable(ctx.pod, _storage(ctx), True)
+    new = _attachable(ctx.pod, storage_of(ctx), True)
     if isinstance(new, str):
         return new, {}
     by_driver: dict[str, dict[str, str]] = {}
@@ -207,12 +202,12 @@ def _limits_plan(ctx: EvalContext) -> tuple[str, dict[str, dict[str, str]]]:
 
 def volume_limits(ctx: EvalContext, node: Any) -> list[str]:
     """NodeVolumeLimits: the CSI volumes attached to the node, per driver, within its limit."""
-    error, by_driver = _plan(ctx, "limits", _limits_plan)
+    error, by_driver = pod_plan(ctx, "limits", _limits_plan)
     if error:
         return [error]
     if not by_driver:
-        return _NOTHING
-    storage = _storage(ctx)
+        return NOTHING
+    storage = storage_of(ctx)
     attached: dict[str, str] | None = None
     for driver, new in by_driver.items():
         limit = _limit(node, storage, driver)
@@ -229,204 +224,7 @@ def volume_limits(ctx: EvalContext, node: Any) -> list[str]:
         wanted = sum(1 for unique in new if unique not in attached)
         if in_use + wanted > limit:
             return [MAX_VOLUMES]
-    return _NOTHING
-
-
-# --- VolumeBinding ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Claims:
-    """GetPodVolumeClaims: the pod's claims sorted out, or the PreFilter failure."""
-
-    error: str = ""
-    bound: tuple[PersistentVolumeClaim, ...] = ()
-    delayed: tuple[PersistentVolumeClaim, ...] = ()  # unbound, WaitForFirstConsumer
-    # claim key -> (pre-bound to it?, volume) it might take (without a selected node)
-    candidates: Mapping[str, tuple[tuple[bool, PersistentVolume], ...]] = field(default_factory=dict)
-    # When no claim is bound and every delayed one can only be provisioned (no selected node,
-    # no volume to match, its class found): those classes. The answer then hangs on each node's
-    # labels against the classes' allowed topologies alone (the common StatefulSet case).
-    provision_only: tuple[StorageClass, ...] | None = None
-
-
-def _binding_plan(ctx: EvalContext) -> _Claims:
-    return sort_claims(ctx.pod, _storage(ctx))
-
-
-def sort_claims(pod: Pod, storage: StorageState) -> _Claims:
-    bound: list[PersistentVolumeClaim] = []
-    delayed: list[PersistentVolumeClaim] = []
-    immediate = False
-    for volume in pod.volumes:
-        if not volume.claim:
-            continue
-        claim = _claim(storage, pod, volume.claim)
-        if claim is None:
-            if volume.ephemeral:
-                return _Claims(
-                    f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{volume.claim}"'
-                )
-            return _Claims(_not_found(volume.claim))
-        if claim.phase == "Lost":
-            return _Claims(
-                f'persistentvolumeclaim "{claim.name}" bound to non-existent persistentvolume "{claim.volume_name}"'
-            )
-        if claim.deleting:
-            return _Claims(f'persistentvolumeclaim "{claim.name}" is being deleted')
-        if claim.bound:
-            bound.append(claim)
-            continue
-        cls = storage.classes.get(storage.claim_class(claim))
-        if cls is not None and cls.binding_mode == WAIT_FOR_FIRST_CONSUMER and not claim.volume_name:
-            delayed.append(claim)
-        else:
-            immediate = True
-    if immediate:
-        return _Claims(UNBOUND_IMMEDIATE)
-    candidates = {c.key: _candidates(c, storage) for c in delayed if not c.selected_node}
-    provision_only = None
-    if not bound and not any(candidates.values()) and len(candidates) == len(delayed):
-        classes = [storage.classes.get(storage.claim_class(c)) for c in delayed]
-        if all(cls is not None and storage.claim_class(c) for c, cls in zip(delayed, classes, strict=True)):
-            provision_only = tuple(cls for cls in classes if cls is not None)
-    return _Claims("", tuple(bound), tuple(delayed), candidates, provision_only)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What VolumeBinding decided for one claim on the chosen node: bind it to the volume
-    ``volume`` (a static PV), or, ``volume`` empty, have it provisioned for the node."""
-
-    claim: str  # namespace/name
-    volume: str = ""
-
-
-def _candidates(claim: PersistentVolumeClaim, storage: StorageState) -> tuple[tuple[bool, PersistentVolume], ...]:
-    """The volumes FindMatchingVolume could give the claim on some node, with whether each is
-    pre-bound to it (the node-independent checks, once per pod): its class, unbound or bound to
-    this claim, big enough, of its volume mode, not being deleted, and, unless pre-bound,
-    Available and offering every access mode the claim asks for."""
-    out = []
-    for pv in storage.open_volumes(storage.claim_class(claim)):
-        bound_to_claim = pv.claim_key == claim.key and pv.claim_uid in ("", claim.uid)
-        if (pv.claim_name and not bound_to_claim) or pv.capacity < claim.request:
-            continue
-        if pv.volume_mode != claim.volume_mode or pv.deleting:
-            continue
-        if not bound_to_claim and (
-            pv.phase != "Available" or not all(m in pv.access_modes for m in claim.access_modes)
-        ):
-            continue
-        out.append((bound_to_claim, pv))
-    return tuple(out)
-
-
-def _matching_volume(
-    candidates: tuple[tuple[bool, PersistentVolume], ...], node: Any, chosen: set[str]
-) -> PersistentVolume | None:
-    """FindMatchingVolume on a node: a volume pre-bound to the claim decides alone (taken if it
-    fits the node, else nothing); otherwise the smallest candidate that fits."""
-    best: PersistentVolume | None = None
-    for bound_to_claim, pv in candidates:
-        if pv.name in chosen:
-            continue
-        fits = pv_fits_node(pv, node)
-        if bound_to_claim:
-            return pv if fits else None
-        if fits and (best is None or pv.capacity < best.capacity):
-            best = pv
-    return best
-
-
-def _topology_allows(cls: Any, node: Any) -> bool:
-    """MatchTopologySelectorTerms: no terms allow every node; else one term's every key."""
-    labels = node.labels
-    return not cls.allowed_topologies or any(
-        all(labels.get(r.key) in r.values for r in term) for term in cls.allowed_topologies
-    )
-
-
-def find_volumes(claims: _Claims, storage: StorageState, node: Any) -> tuple[list[str], list[Decision]]:
-    """FindPodVolumes: the reasons the node does not fit, and the decisions if it does."""
-    node_conflict = pv_missing = unbound_fails = False
-    decisions: list[Decision] = []
-    for claim in claims.bound:  # checkBoundClaims: the first failing claim decides
-        pv = storage.volumes.get(claim.volume_name)
-        if pv is None:
-            pv_missing = True
-            break
-        if not pv_fits_node(pv, node):
-            node_conflict = True
-            break
-    error = ""
-    if claims.delayed:  # (looked at even when a bound claim failed: the reasons add up)
-        to_match: list[PersistentVolumeClaim] = []
-        to_provision: list[PersistentVolumeClaim] = []
-        for claim in claims.delayed:
-            selected = claim.selected_node
-            if selected and selected != node.name:
-                unbound_fails = True
-                break
-            (to_provision if selected else to_match).append(claim)
-        if not unbound_fails:
-            chosen: set[str] = set()
-            for claim in sorted(to_match, key=lambda c: c.request):
-                pv = _matching_volume(claims.candidates.get(claim.key, ()), node, chosen)
-                if pv is None:
-                    to_provision.append(claim)
-                else:
-                    chosen.add(pv.name)
-                    decisions.append(Decision(claim.key, pv.name))
-            for claim in to_provision:
-                name = storage.claim_class(claim)
-                cls = storage.classes.get(name)
-                if not name:
-                    error = f'no class for claim "{claim.key}"'
-                    break
-                if cls is None:
-                    error = f'failed to find storage class "{name}"'
-                    break
-                if cls.provisioner in ("", NO_PROVISIONER) or not _topology_allows(cls, node):
-                    unbound_fails = True
-                    break
-                decisions.append(Decision(claim.key))
-    if error:
-        return [error], []
-    reasons = []
-    if node_conflict:
-        reasons.append(NODE_CONFLICT)
-    if unbound_fails:
-        reasons.append(BIND_CONFLICT)
-    if pv_missing:
-        reasons.append(PV_NOT_EXIST)
-    return reasons, decisions
-
-
-def volume_binding(ctx: EvalContext, node: Any) -> list[str]:
-    """VolumeBinding: bound claims' volumes reachable from the node, delayed claims bindable
-    or provisionable there."""
-    claims: _Claims = _plan(ctx, "binding", _binding_plan)
-    if claims.error:
-        return [claims.error]
-    if not claims.bound and not claims.delayed:
-        return _NOTHING
-    if claims.provision_only is not None:  # (find_volumes' answer, without its bookkeeping)
-        for cls in claims.provision_only:
-            if cls.provisioner in ("", NO_PROVISIONER) or not _topology_allows(cls, node):
-                return [BIND_CONFLICT]
-        return _NOTHING
-    return find_volumes(claims, _storage(ctx), node)[0]
-
-
-def plan_bindings(pod: Pod, storage: StorageState, node: Any) -> list[Decision]:
-    """The choices VolumeBinding makes for the pod on the node (empty when every claim is bound
-    or the node does not fit)."""
-    claims = sort_claims(pod, storage)
-    if claims.error or not claims.delayed:
-        return []
-    reasons, decisions = find_volumes(claims, storage, node)
-    return [] if reasons else decisions
+    return NOTHING
 
 
 # --- VolumeZone ----------------------------------------------------------------------------------
@@ -434,14 +232,14 @@ def plan_bindings(pod: Pod, storage: StorageState, node: Any) -> list[Decision]:
 
 def _zone_plan(ctx: EvalContext) -> tuple[str, tuple[tuple[str, frozenset[str]], ...]]:
     """(a lookup failure, the bound volumes' zone labels as (key, allowed values))."""
-    pod, storage = ctx.pod, _storage(ctx)
+    pod, storage = ctx.pod, storage_of(ctx)
     found: list[tuple[str, frozenset[str]]] = []
     for volume in pod.volumes:
         if not volume.claim or volume.ephemeral:
             continue
-        claim = _claim(storage, pod, volume.claim)
+        claim = claim_of(storage, pod, volume.claim)
         if claim is None:
-            return _not_found(volume.claim), ()
+            return not_found(volume.claim), ()
         if not claim.volume_name:
             name = storage.claim_class(claim)
             if not name:
@@ -465,21 +263,21 @@ def _zone_plan(ctx: EvalContext) -> tuple[str, tuple[tuple[str, frozenset[str]],
 def volume_zone(ctx: EvalContext, node: Any) -> list[str]:
     """VolumeZone: the zone and region labels of the pod's bound volumes match the node's (a
     node without any such label takes any volume)."""
-    error, zones = _plan(ctx, "zone", _zone_plan)
+    error, zones = pod_plan(ctx, "zone", _zone_plan)
     if error:
         return [error]
     if not zones:
-        return _NOTHING
+        return NOTHING
     labels: Mapping[str, str] = node.labels
     if not any(key in labels for key in ZONE_LABELS):
-        return _NOTHING
+        return NOTHING
     for key, values in zones:
         value = labels.get(key)
         if value is None:
             value = labels.get(_GA.get(key, key))
         if value is None or value not in values:
             return [ZONE_CONFLICT]
-    return _NOTHING
+    return NOTHING
 
 
 def claim_keys(pod: Pod) -> Sequence[str]:
@@ -496,45 +294,22 @@ def claim_keys(pod: Pod) -> Sequence[str]:
 
 
 def _restrictions_everywhere(ctx: EvalContext) -> list[str] | None:
-    everywhere: list[str] | None = _plan(ctx, "restrictions", _restrictions_plan)[0]
+    everywhere: list[str] | None = pod_plan(ctx, "restrictions", _restrictions_plan)[0]
     return everywhere
 
 
 def _limits_everywhere(ctx: EvalContext) -> list[str] | None:
-    error, by_driver = _plan(ctx, "limits", _limits_plan)
+    error, by_driver = pod_plan(ctx, "limits", _limits_plan)
     if error:
         return [error]
-    return _NOTHING if not by_driver else None
-
-
-def _binding_everywhere(ctx: EvalContext) -> list[str] | None:
-    claims: _Claims = _plan(ctx, "binding", _binding_plan)
-    if claims.error:
-        return [claims.error]
-    if not claims.bound and not claims.delayed:
-        return _NOTHING
-    if claims.provision_only is not None and any(
-        cls.provisioner in ("", NO_PROVISIONER) for cls in claims.provision_only
-    ):
-        return [BIND_CONFLICT]
-    return None
-
-
-def _binding_labels(ctx: EvalContext) -> tuple[str, ...] | None:
-    """Claims only to provision: the answer reads the labels the classes' topologies name.
-    Otherwise volumes' node affinity may name fields (the node's name): node by node."""
-    claims: _Claims = _plan(ctx, "binding", _binding_plan)
-    if claims.provision_only is None:
-        return None
-    keys = {r.key for cls in claims.provision_only for term in cls.allowed_topologies for r in term}
-    return tuple(sorted(keys))
+    return NOTHING if not by_driver else None
 
 
 def _zone_everywhere(ctx: EvalContext) -> list[str] | None:
-    error, zones = _plan(ctx, "zone", _zone_plan)
+    error, zones = pod_plan(ctx, "zone", _zone_plan)
     if error:
         return [error]
-    return _NOTHING if not zones else None
+    return NOTHING if not zones else None
 
 
 def _zone_labels(ctx: EvalContext) -> tuple[str, ...]:
@@ -570,8 +345,8 @@ def _limits_columns(ctx: EvalContext, cols: Any, rows: Any) -> list[list[str]]:
     everywhere = _limits_everywhere(ctx)
     if everywhere is not None:
         return [everywhere] * len(rows)
-    _, by_driver = _plan(ctx, "limits", _limits_plan)
-    floor = _storage(ctx).attach_floor
+    _, by_driver = pod_plan(ctx, "limits", _limits_plan)
+    floor = storage_of(ctx).attach_floor
     nodes = cols.nodes
     if floor is None:
         return [volume_limits(ctx, nodes[r]) for r in rows.tolist()]
@@ -586,7 +361,7 @@ def _limits_columns(ctx: EvalContext, cols: Any, rows: Any) -> list[list[str]]:
         if lowest is not None:
             ok &= allowed <= lowest
         sure = ok if sure is None else sure & ok
-    out: list[list[str]] = [_NOTHING] * len(rows)
+    out: list[list[str]] = [NOTHING] * len(rows)
     for j in (~sure).nonzero()[0].tolist():
         out[j] = volume_limits(ctx, nodes[int(rows[j])])
     return out
@@ -595,8 +370,7 @@ def _limits_columns(ctx: EvalContext, cols: Any, rows: Any) -> list[list[str]]:
 UNIFORM = {
     "volume_restrictions": _restrictions_everywhere,
     "volume_limits": _limits_everywhere,
-    "volume_binding": _binding_everywhere,
     "volume_zone": _zone_everywhere,
 }
-DOMAINS = {"volume_binding": _binding_labels, "volume_zone": _zone_labels}
+DOMAINS = {"volume_zone": _zone_labels}
 COLUMNS = {"volume_limits": _limits_columns}
