@@ -153,6 +153,27 @@ def test_scores_preemption_and_unschedulable_mismatches(tmp_path: Path, capsys: 
     ]
 
 
+def test_unresolvable_expectations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``unresolvable`` lists exactly the filtered nodes whose failure is marked unresolvable:
+    with the default rules a request above a node's allocatable is, one that only does not fit
+    beside the running pods is not."""
+    running = {**pod("busy", cpu="7"), "spec": {**pod("busy", cpu="7")["spec"], "nodeName": "large"}}
+    write_suite(
+        tmp_path,
+        [
+            {"name": "right", "pod": pod("p", cpu="4"), "pods": [running], "expect": {"unresolvable": ["small"]}},
+            {"name": "wrong", "pod": pod("p", cpu="4"), "pods": [running], "expect": {"unresolvable": []}},
+        ],
+        rules=["default"],
+    )
+    code, out, _ = run(capsys, tmp_path, "--output", "json")
+    assert code == 1
+    cases = {c["name"]: c for c in json.loads(out)["cases"]}
+    assert cases["right"]["passed"], cases["right"]["failures"]
+    assert cases["right"]["got"]["unresolvable"] == ["small"]
+    assert cases["wrong"]["failures"] == ["unresolvable: expected [], got [small]"]
+
+
 # --- ties ---------------------------------------------------------------------------------------------------
 
 
@@ -198,6 +219,10 @@ def test_a_malformed_file_is_one_error_line_naming_file_and_field(
         ({"name": "n", "pod": pod("p"), "expect": {}}, "case 'n': expect: expected a mapping of checks"),
         ({"name": "n", "pod": pod("p")}, "case 'n': expect: missing"),
         ({"pod": pod("p"), "expect": {"winner": "large"}}, "cases[0].name: expected the case's name"),
+        (
+            {"name": "n", "pod": pod("p"), "expect": {"unresolvable": ["nowhere"]}},
+            "case 'n': expect.unresolvable",
+        ),
         (
             {"name": "n", "pod": pod("p"), "expect": {"unschedulable": "yes"}},
             "case 'n': expect.unschedulable: expected true or false",

@@ -83,6 +83,7 @@ class Outcome:
 
     feasible: tuple[str, ...]  # in node order
     filtered: Mapping[str, tuple[str, ...]]  # node -> its first failing filter's reasons
+    unresolvable: frozenset[str]  # the filtered nodes whose failure preemption cannot fix
     scores: Mapping[str, Mapping[str, int]]  # node -> rule -> normalised score, and "total"
     best: tuple[str, ...]  # the nodes with the highest total (one: the winner)
     message: str
@@ -94,6 +95,7 @@ class Outcome:
             "feasible": list(self.feasible),
             "winner": self.best[0] if len(self.best) == 1 else list(self.best) or None,
             "filtered": {node: list(reasons) for node, reasons in self.filtered.items()},
+            "unresolvable": sorted(self.unresolvable),
             "scores": {node: dict(scores) for node, scores in self.scores.items()},
             "message": self.message,
             "nominated": preemption.nominated if preemption else None,
@@ -237,7 +239,8 @@ def schedule(rules: RuleSet, case: Case) -> Outcome:
     feasible = tuple(n.name for n in cluster.nodes if n.name not in filtered)
     top = max((entry["total"] for entry in scores.values()), default=None)
     best = tuple(name for name in feasible if name in scores and scores[name]["total"] == top)
-    return Outcome(feasible, filtered, scores, best, result.message, result.preemption)
+    unresolvable = frozenset(result.unresolvable or ())
+    return Outcome(feasible, filtered, unresolvable, scores, best, result.message, result.preemption)
 
 
 # --- comparing ---------------------------------------------------------------------------------------
@@ -262,6 +265,8 @@ def compare(expect: Expect, got: Outcome) -> list[str]:
         actual = got.filtered.get(node, ())
         if actual != reasons:
             failures.append(f"reasons.{node}: expected {_reasons(reasons)}, got {_reasons(actual)}")
+    if expect.unresolvable is not None and got.unresolvable != expect.unresolvable:
+        failures.append(f"unresolvable: expected {_names(expect.unresolvable)}, got {_names(got.unresolvable)}")
     for node, rules in (expect.scores or {}).items():
         failures.extend(_compare_scores(node, rules, got))
     if expect.message is not None and got.message != expect.message:

@@ -42,6 +42,8 @@ list. ``expect`` holds any of:
 - ``unschedulable: true|false`` — no node passes the filters (or some does);
 - ``reasons: {NODE: [REASON...]}`` — the reasons of the first filter the node fails, in order
   (``[]``: it passes every filter; a single string stands for a list of one);
+- ``unresolvable: [NODE...]`` — exactly the filtered nodes whose failure the failing filter marks
+  ``unresolvable`` (preemption skips them);
 - ``scores: {NODE: {RULE: N, total: N}}`` — normalised per-rule scores and the weighted total,
   as ``rulesched simulate --explain`` shows them, for any subset of rules (``RULE: null``: the
   rule does not apply to this pod);
@@ -89,7 +91,17 @@ STORAGE_KEYS = ("persistentVolumes", "persistentVolumeClaims", "storageClasses",
 OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS, *STORAGE_KEYS)
 FILE_KEYS = ("rules", "cases", *OBJECT_KEYS)
 CASE_KEYS = ("name", "pod", "expect", *OBJECT_KEYS)
-EXPECT_KEYS = ("feasible", "winner", "unschedulable", "reasons", "scores", "message", "nominated", "victims")
+EXPECT_KEYS = (
+    "feasible",
+    "winner",
+    "unschedulable",
+    "reasons",
+    "unresolvable",
+    "scores",
+    "message",
+    "nominated",
+    "victims",
+)
 _KINDS = {
     "nodes": "Node",
     "pods": "Pod",
@@ -135,6 +147,7 @@ class Expect:
     winner: frozenset[str] | None = None  # one node, or the nodes tying for the highest total
     unschedulable: bool | None = None
     reasons: Mapping[str, tuple[str, ...]] | None = None
+    unresolvable: frozenset[str] | None = None  # the filtered nodes preemption cannot help
     scores: Mapping[str, Mapping[str, int | None]] | None = None  # None: the rule does not apply
     message: str | None = None
     nominated: str | None = None  # "" expects no node nominated
@@ -393,6 +406,8 @@ def _expect(raw: Any, path: Path, label: str, nodes: Sequence[str], pods: Sequen
         if not isinstance(raw["unschedulable"], bool):
             raise fail("unschedulable", f"expected true or false, got {describe(raw['unschedulable'])}")
         checks["unschedulable"] = raw["unschedulable"]
+    if "unresolvable" in raw:
+        checks["unresolvable"] = node_list(raw["unresolvable"], "unresolvable")
     if "reasons" in raw:
         reasons = {}
         for name, value in node_map(raw["reasons"], "reasons").items():
