@@ -27,13 +27,13 @@ from rulesched.model.fields import (
     object_metadata,
     quantity,
 )
+from rulesched.model.objects import PodVolume
 from rulesched.model.parts import node_selector_terms
 from rulesched.model.storage import (
     DEFAULT_CLASS,
     CSINode,
     PersistentVolume,
     PersistentVolumeClaim,
-    PodVolume,
     StorageClass,
     TopologyRequirement,
 )

@@ -13,10 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from rulesched.model.storage import PodVolume
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
@@ -108,6 +104,22 @@ class ContainerPort:
     host_ip: str = "0.0.0.0"
 
 
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    """One entry of ``spec.volumes`` that scheduling cares about. ``claim`` names the claim of a
+    ``persistentVolumeClaim`` volume or of a generic ephemeral one (``<pod>-<volume>``, made by
+    the ephemeral volume controller). ``disk`` identifies an inline disk two pods on one node
+    may not share (VolumeRestrictions): ``("gce", pdName)``, ``("aws", volumeID)``,
+    ``("iscsi", iqn)`` or ``("rbd", pool, image)`` with the Ceph ``monitors``."""
+
+    name: str
+    claim: str = ""
+    ephemeral: bool = False
+    disk: tuple[str, ...] = ()
+    read_only: bool = False
+    monitors: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Pod:
     name: str
@@ -143,7 +155,7 @@ class Pod:
     preempted_by_scheduler: bool = False
     owner: str = ""  # "Kind/name" of the controlling owner, if any
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
-    # spec.volumes that scheduling reads (claims, inline disks): rulesched.model.storage.PodVolume
+    # spec.volumes that scheduling reads (claims, inline disks)
     volumes: tuple[PodVolume, ...] = ()
 
     @property

@@ -1,10 +1,11 @@
 """Storage objects scheduling reads: PersistentVolumes, PersistentVolumeClaims, StorageClasses,
-CSINodes, the volumes a pod mounts, and :class:`StorageState`, all of them together as one value.
+CSINodes, and :class:`StorageState`, all of them together as one value (the volumes a pod mounts
+are part of the pod: :class:`rulesched.model.objects.PodVolume`).
 
 Values are frozen; a change is a new value (the store replaces it, :mod:`rulesched.cluster.store`).
 Capacities are milli-units, like every other resource amount (:mod:`rulesched.model.quantity`).
 Decoding from Kubernetes objects is in :mod:`rulesched.model.decode_storage`; the volume filters
-that read these are :mod:`rulesched.lang.builtins.volumes`.
+that read these are :mod:`rulesched.lang.builtins.volumes` and ``volume_binding``.
 """
 
 from __future__ import annotations
@@ -23,22 +24,6 @@ DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
-
-
-@dataclass(frozen=True, slots=True)
-class PodVolume:
-    """One entry of ``spec.volumes`` that scheduling cares about. ``claim`` names the claim of a
-    ``persistentVolumeClaim`` volume or of a generic ephemeral one (``<pod>-<volume>``, made by
-    the ephemeral volume controller). ``disk`` identifies an inline disk two pods on one node
-    may not share (VolumeRestrictions): ``("gce", pdName)``, ``("aws", volumeID)``,
-    ``("iscsi", iqn)`` or ``("rbd", pool, image)`` with the Ceph ``monitors``."""
-
-    name: str
-    claim: str = ""
-    ephemeral: bool = False
-    disk: tuple[str, ...] = ()
-    read_only: bool = False
-    monitors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
