@@ -48,7 +48,8 @@ class Col:
 
     @property
     def bound(self) -> int | float:
-        """The largest magnitude in the column (0 when empty)."""
+        """At least the largest magnitude in the column (0 when empty): exact when computed
+        here, else a bound proved from the operands (checks against it are then conservative)."""
         if self._bound is None:
             a = self.array
             if a.dtype == object:
@@ -142,14 +143,33 @@ def need_numeric(v: Value) -> None:
 
 def _num(v: Value) -> tuple[Any, int | float, bool]:
     """(operand for numpy, largest magnitude, is float)."""
+    x, is_float = _operand(v)
+    return x, _magnitude(v), is_float
+
+
+def _operand(v: Value) -> tuple[Any, bool]:
+    """(operand for numpy, is float), without the magnitude: a comparison of ints needs none,
+    and finding it costs two reductions over the column."""
     if isinstance(v, Col):
         need_numeric(v)
-        return v.array, v.bound, v.is_float
+        return v.array, v.is_float
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise Unsupported("not a number")
     if isinstance(v, int) and not -INT_LIMIT < v < INT_LIMIT:
         raise Unsupported("integer beyond int64")
-    return v, abs(v), isinstance(v, float)
+    return v, isinstance(v, float)
+
+
+def _magnitude(v: Value) -> int | float:
+    """The largest magnitude of an operand :func:`_operand` accepted."""
+    return v.bound if isinstance(v, Col) else abs(v)
+
+
+def _compares_objects(t: Type) -> bool:
+    # identity first: the numeric types are the common case, and a dataclass == is a call
+    if t is NUMBER or t is QUANTITY or t is DURATION:
+        return False
+    return t is STRING or t is BOOL or t == STRING or t == BOOL
 
 
 def _exact_mix(a_bound: int | float, a_float: bool, b_bound: int | float, b_float: bool) -> None:
@@ -161,19 +181,22 @@ def _exact_mix(a_bound: int | float, a_float: bool, b_bound: int | float, b_floa
 def _int_result(a: Array, bound: int | float) -> Col:
     if bound >= INT_LIMIT:
         raise Unsupported("integer beyond int64")
-    return Col(a)
+    # The bound proved is kept: an upper bound serves every later check as well as the exact
+    # magnitude (a column's bound is already the whole column's for a subset of its rows).
+    return Col(a, bound)
 
 
 def binary(op: str, kind: str, a: Value, b: Value, left: Type, right: Type, n: int) -> Value:
-    if left == STRING or right == STRING or left == BOOL or right == BOOL:
+    if _compares_objects(left) or _compares_objects(right):
         return _compare_objects(op, a, b)
-    x, xb, xf = _num(a)
-    y, yb, yf = _num(b)
+    x, xf = _operand(a)
+    y, yf = _operand(b)
     floats = xf or yf
     if floats:
-        _exact_mix(xb, xf, yb, yf)
-    if op in ("==", "!=", "<", "<=", ">", ">="):
+        _exact_mix(_magnitude(a), xf, _magnitude(b), yf)
+    if op in _COMPARE:  # ints compare exactly in int64 whatever their size: no bounds needed
         return Col(np.asarray(_COMPARE[op](x, y), dtype=bool))
+    xb, yb = _magnitude(a), _magnitude(b)
     if op in ("+", "-"):
         out = np.add(x, y) if op == "+" else np.subtract(x, y)
         return _float_result(out) if floats else _int_result(out, xb + yb)
@@ -236,7 +259,7 @@ def _divide_big_rows(out: Array, x: Any, xf: bool, y: Any, yf: bool, n: int) -> 
 
 def _safe_div(x: Any, y: Any, zero: Any, n: int) -> Array:
     out = np.zeros(n, dtype=np.float64)
-    np.divide(x, y, out=out, where=np.broadcast_to(~zero, (n,)))
+    np.divide(x, y, out=out, where=~zero)  # (a scalar ``where`` broadcasts like an array)
     return out
 
 

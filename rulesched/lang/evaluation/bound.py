@@ -352,6 +352,20 @@ class BoundRules:
         those not known yet."""
         values, known = shared.column(share, is_filter)
         need = rows[~known[rows]]
+        if len(need) >= shared.columns_from:
+            # A column costs mostly per operation, hardly per row: once a key is used again, fill
+            # every row it lacks, not just these. Walks start where the last one stopped, so the
+            # next pod of any class with this key then finds its window known, but for the nodes
+            # binds changed since (a few, node by node) instead of another column over a fresh
+            # window. (A key's first use fills its window only: pods all unlike each other would
+            # pay for whole columns nobody reads again.)
+            missing = np.flatnonzero(~known)
+            if len(need) < len(missing) < len(known):
+                got = self._column(cols, missing, per_node, index, is_filter)
+                if got is not None:
+                    values[missing] = got
+                    known[missing] = True
+                    return values[rows]
         if len(need):
             got = self._column(cols, need, per_node, index, is_filter) if len(need) >= shared.columns_from else None
             if got is None:
