@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args, lower_keys, preemption_args
-from tests.test_run_volumes import claim, storage_class
+from tests.test_run_volumes import claim, local_volume, storage_class
 from tests.test_run_volumes import node as zonal_node
 from tests.test_run_volumes import pod as claiming_pod
 
@@ -450,20 +450,7 @@ def volumes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestApiS
     server.add("nodes", zonal_node("node-b", "zone-b"))
     server.add("storageclasses", storage_class("zonal", "csi.example.com", zones=["zone-b"]))
     server.add("storageclasses", storage_class("local", "kubernetes.io/no-provisioner"))
-    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}
-    server.add(
-        "persistentvolumes",
-        {
-            "metadata": {"name": "local-a"},
-            "spec": {
-                "storageClassName": "local",
-                "capacity": {"storage": "10Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
-            },
-            "status": {"phase": "Available"},
-        },
-    )
+    server.add("persistentvolumes", local_volume("local-a", "node-a"))
     for name, cls in (("data-0", "zonal"), ("data-1", "zonal"), ("local-0", "local")):
         server.add("persistentvolumeclaims", claim(name, cls))
     server.add("pods", claiming_pod("db-0", "data-0"))

@@ -53,22 +53,25 @@ def test_table_walk_matches_the_node_by_node_walk(
             if table is None or table.bound is not bound:
                 table = tables[id(bound)] = NodeTable(bound, store, columns_from, chunk)
             table.sync(snapshot)
-            nodes = snapshot.nodes
-            for start, wanted in walks:
-                start %= len(nodes)
-                rows, looked = table.feasible(start, wanted)
-                expected, expected_looked = bound.feasible(nodes, start, wanted)
-                assert [table.node(r).name for r in rows.tolist()] == [n.name for n in expected], (q.key, i)
-                assert looked == expected_looked, (q.key, i)
-                if len(rows):
-                    bound.ctx.feasible = expected
-                    assert [tuple(v) for v in table.vectors(rows).tolist()] == [
-                        bound.score_vector(n) for n in expected
-                    ], (q.key, i)
+            check_walks(table, bound, snapshot.nodes, walks, (q.key, i))
         feasible, _ = rules.bind(p, state).feasible(state.nodes, 0, len(state.nodes))
         if feasible:
             target = feasible[scenario.places[i] % len(feasible)]
             state.finish_binding(state.assume(p, target.name).key)
+
+
+def check_walks(table: Any, bound: Any, nodes: Any, walks: Any, where: object) -> None:
+    """Each walk of the table finds the nodes, looks as far and scores them as the bound rules
+    node by node do."""
+    for start, wanted in walks:
+        start %= len(nodes)
+        rows, looked = table.feasible(start, wanted)
+        expected, expected_looked = bound.feasible(nodes, start, wanted)
+        assert [table.node(r).name for r in rows.tolist()] == [n.name for n in expected], where
+        assert looked == expected_looked, where
+        if len(rows):
+            bound.ctx.feasible = expected
+            assert [tuple(v) for v in table.vectors(rows).tolist()] == [bound.score_vector(n) for n in expected], where
 
 
 def _placements(

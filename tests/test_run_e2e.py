@@ -132,10 +132,8 @@ def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition(server: 
     assert server.store.objects["pods"]["default/fits"]["spec"]["nodeName"] == "small"
 
 
-def test_preemption_evicts_through_the_api_waits_for_a_budget_then_binds(server: TestApiServer, tmp_path: Path) -> None:
-    """A high-priority pod fits only once both low-priority pods on the node go; a
-    PodDisruptionBudget allows one disruption, so the second eviction is refused (429) and
-    retried; once the budget allows it, the node empties and the preemptor is bound there."""
+def guarded_node(server: TestApiServer) -> None:
+    """Node n1 (2 cpu) full with two low-priority pods that a budget lets go one at a time."""
     server.add("nodes", node("n1", cpu="2"))
     for name in ("low-a", "low-b"):
         server.add(
@@ -156,6 +154,13 @@ def test_preemption_evicts_through_the_api_waits_for_a_budget_then_binds(server:
             "status": {"disruptionsAllowed": 1},
         },
     )
+
+
+def test_preemption_evicts_through_the_api_waits_for_a_budget_then_binds(server: TestApiServer, tmp_path: Path) -> None:
+    """A high-priority pod fits only once both low-priority pods on the node go; a
+    PodDisruptionBudget allows one disruption, so the second eviction is refused (429) and
+    retried; once the budget allows it, the node empties and the preemptor is bound there."""
+    guarded_node(server)
     server.add("pods", pod("high", cpu="2", spec={"priority": 1000}))
     loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
     thread = threading.Thread(target=loop.run, daemon=True)
@@ -193,26 +198,7 @@ def test_a_nominated_preemptor_keeps_the_space_its_evictions_free(server: TestAp
     first one freed is held for it: a lower-priority pod that would fit there stays pending. A
     pod that arrived nominated to the node by an earlier run loses that nomination (cleared in
     its status) to the higher preemptor."""
-    server.add("nodes", node("n1", cpu="2"))
-    for name in ("low-a", "low-b"):
-        server.add(
-            "pods",
-            pod(
-                name,
-                cpu="1",
-                spec={"nodeName": "n1", "priority": 0},
-                metadata={"labels": {"app": "guarded"}},
-                status={"phase": "Running"},
-            ),
-        )
-    server.add(
-        "poddisruptionbudgets",
-        {
-            "metadata": {"name": "guard", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "guarded"}}},
-            "status": {"disruptionsAllowed": 1},
-        },
-    )
+    guarded_node(server)
     server.add("pods", pod("high", cpu="2", spec={"priority": 1000}))
     server.add("pods", pod("sneaky", cpu="1", spec={"priority": 10}))
     server.add(

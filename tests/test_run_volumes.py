@@ -75,6 +75,21 @@ def storage_class(name: str, provisioner: str, zones: list[str] | None = None) -
     return obj
 
 
+def local_volume(name: str, node_name: str) -> dict[str, Any]:
+    """An available volume of the no-provisioner class "local", reachable from one node only."""
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "storageClassName": "local",
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+        },
+        "status": {"phase": "Available"},
+    }
+
+
 def run_until(server: TestApiServer, tmp_path: Path, done: Any, seconds: float = 30.0) -> None:
     loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
     thread = threading.Thread(target=loop.run, kwargs={"until": lambda: loop.stop.is_set()}, daemon=True)
@@ -104,20 +119,7 @@ def test_static_volume_is_bound_to_the_claim(server: TestApiServer, tmp_path: Pa
     server.add("nodes", node("node-a", "zone-a"))
     server.add("nodes", node("node-b", "zone-b"))
     server.add("storageclasses", storage_class("local", "kubernetes.io/no-provisioner"))
-    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}
-    server.add(
-        "persistentvolumes",
-        {
-            "metadata": {"name": "local-a"},
-            "spec": {
-                "storageClassName": "local",
-                "capacity": {"storage": "10Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
-            },
-            "status": {"phase": "Available"},
-        },
-    )
+    server.add("persistentvolumes", local_volume("local-a", "node-a"))
     server.add("persistentvolumeclaims", claim("data-0", "local"))
     server.add("pods", pod("db-0", "data-0"))
     pods = server.store.objects["pods"]

@@ -31,6 +31,7 @@ from tests.test_fast_path_property import (
     scenarios,
     schedule,
 )
+from tests.test_node_table import check_walks
 from tests.upstream.harness import default_rules, node, pod
 
 
@@ -119,18 +120,7 @@ def test_tables_sharing_answers_match_the_node_by_node_walk(
             if table is None or table.bound is not bound:
                 table = tables[id(bound)] = NodeTable(bound, store, columns_from)
             table.sync(snapshot)
-            nodes = snapshot.nodes
-            for start, wanted in walks:
-                start %= len(nodes)
-                rows, looked = table.feasible(start, wanted)
-                expected, expected_looked = bound.feasible(nodes, start, wanted)
-                assert [table.node(r).name for r in rows.tolist()] == [n.name for n in expected], (q.key, i)
-                assert looked == expected_looked, (q.key, i)
-                if len(rows):
-                    bound.ctx.feasible = expected
-                    assert [tuple(v) for v in table.vectors(rows).tolist()] == [
-                        bound.score_vector(n) for n in expected
-                    ], (q.key, i)
+            check_walks(table, bound, snapshot.nodes, walks, (q.key, i))
         feasible, _ = rules.bind(p, state).feasible(state.nodes, 0, len(state.nodes))
         if feasible:
             target = feasible[scenario.places[i] % len(feasible)]
