@@ -42,23 +42,78 @@ def never(node: Any) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class BoundFilter:
-    name: str
+# A bound rule's node functions are made on first use (``make(attribute)``): a pod unlike any
+# before it is mostly evaluated as columns, so most of its functions would never be called, and
+# each made is a dozen closure objects that the garbage collector walks for as long as the
+# class lives (on the `distinct` benchmark, 2 241 of 48 000 were ever called).
+Make = Callable[[str], Callable[..., Any]]
+
+
+class _Lazy:
+    __slots__ = ()
+
+    def __getattr__(self, attr: str) -> Any:  # called only while the slot is still empty
+        make: Make | None = object.__getattribute__(self, "_make")
+        if make is None or attr not in type(self)._made:  # type: ignore[attr-defined]
+            raise AttributeError(attr)
+        fn = make(attr)
+        setattr(self, attr, fn)
+        return fn
+
+
+class BoundFilter(_Lazy):
+    """A filter bound to one pod: ``passes(node)``, and for a node that fails, ``reasons(node)``
+    and ``unresolvable(node)`` — whether preemption cannot fix it (kube-scheduler's
+    UnschedulableAndUnresolvable rather than Unschedulable), asked only of failing nodes and
+    only by those who need it (preemption, the extender, explain), never on the walk."""
+
+    __slots__ = ("name", "_make", "passes", "reasons", "unresolvable")
+    _made = frozenset({"passes", "reasons", "unresolvable"})
     passes: Callable[[Any], bool]
     reasons: Callable[[Any], tuple[str, ...]]
-    # For a node that fails: whether preemption cannot fix it (kube-scheduler's
-    # UnschedulableAndUnresolvable rather than Unschedulable). Asked only of failing nodes, and
-    # only by those who need it (preemption, the extender, explain), never on the walk.
-    unresolvable: Callable[[Any], bool] = never
+    unresolvable: Callable[[Any], bool]
+
+    def __init__(
+        self,
+        name: str,
+        passes: Callable[[Any], bool] | None = None,
+        reasons: Callable[[Any], tuple[str, ...]] | None = None,
+        unresolvable: Callable[[Any], bool] | None = None,
+        make: Make | None = None,
+    ) -> None:
+        self.name, self._make = name, make
+        if passes is not None:
+            self.passes = passes
+        if reasons is not None:
+            self.reasons = reasons
+        if unresolvable is not None or make is None:
+            self.unresolvable = unresolvable or never
+
+    def __repr__(self) -> str:
+        return f"BoundFilter({self.name!r})"
 
 
-@dataclass(frozen=True)
-class BoundScore:
-    name: str
-    weight: int
-    normalize: str
+class BoundScore(_Lazy):
+    """A score bound to one pod: ``score(node)``, with the rule's weight and normalisation."""
+
+    __slots__ = ("name", "weight", "normalize", "_make", "score")
+    _made = frozenset({"score"})
     score: Callable[[Any], int]
+
+    def __init__(
+        self,
+        name: str,
+        weight: int,
+        normalize: str,
+        score: Callable[[Any], int] | None = None,
+        make: Make | None = None,
+    ) -> None:
+        self.name, self.weight, self.normalize, self._make = name, weight, normalize, make
+        if score is not None:
+            self.score = score
+
+    def __repr__(self) -> str:
+        return f"BoundScore({self.name!r}, weight={self.weight})"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Callable, MutableMapping, Sequence
+from functools import partial
 from typing import Any
 
 import cachetools
@@ -242,12 +243,18 @@ def _node_fn(code: Staged, ctx: EvalContext) -> Callable[[Any], Any]:
 
 
 def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
-    name = rule.name
-    passes = _node_fn(rule.body, ctx)
-    unresolvable = _unresolvable(rule.unresolvable, ctx)
-    default = (f"node(s) didn't satisfy rule {name}",)
+    return BoundFilter(rule.name, make=partial(_filter_part, rule, ctx))
+
+
+def _filter_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], Any]:
+    """A bound filter's ``passes``, ``reasons`` or ``unresolvable``, made when first asked for."""
+    if part == "passes":
+        return _node_fn(rule.body, ctx)
+    if part == "unresolvable":
+        return _unresolvable(rule.unresolvable, ctx)
+    default = (f"node(s) didn't satisfy rule {rule.name}",)
     if rule.reason is None:
-        return BoundFilter(name, passes, lambda n: default, unresolvable)
+        return lambda n: default
     reason = _node_fn(rule.reason, ctx)
 
     def reasons(n: Any) -> tuple[str, ...]:
@@ -256,7 +263,7 @@ def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
             return (value,) if value else default
         return tuple(value) or default
 
-    return BoundFilter(name, passes, reasons, unresolvable)
+    return reasons
 
 
 def _unresolvable(code: Staged | None, ctx: EvalContext) -> Callable[[Any], bool]:
@@ -273,6 +280,10 @@ def _always(node: Any) -> bool:
 
 
 def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:
+    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, make=partial(_score_part, rule, ctx))
+
+
+def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], int]:
     fn = _node_fn(rule.body, ctx)
 
     def score(n: Any) -> int:
@@ -284,7 +295,7 @@ def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:
         except (ValueError, OverflowError):
             return as_score(value)
 
-    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, score)
+    return score
 
 
 def _bind_preempt(rule: CompiledRule, ctx: EvalContext) -> BoundPreempt:
