@@ -376,9 +376,9 @@ class BoundRules:
             ok: npt.NDArray[Any] | None
             if share is not None:
                 assert shared is not None
-                ok = self._shared(shared, share, cols, rows[live], f.passes, i, True)
+                ok = self._shared(shared, share, cols, rows[live], i, True)
             else:
-                ok = self._column(cols, rows[live], f.passes, i, True)
+                ok = self._column(cols, rows[live], i, True)
             if ok is None:
                 per_node.append(f.passes)
             else:
@@ -399,7 +399,6 @@ class BoundRules:
         share: Shared,
         cols: NodeColumns,
         rows: Rows,
-        per_node: Callable[[Any], Any],
         index: int,
         is_filter: bool,
     ) -> npt.NDArray[Any]:
@@ -416,24 +415,27 @@ class BoundRules:
             # pay for whole columns nobody reads again.)
             missing = np.flatnonzero(~known)
             if len(need) < len(missing) < len(known):
-                got = self._column(cols, missing, per_node, index, is_filter)
+                got = self._column(cols, missing, index, is_filter)
                 if got is not None:
                     values[missing] = got
                     known[missing] = True
                     return values[rows]
         if len(need):
-            got = self._column(cols, need, per_node, index, is_filter) if len(need) >= shared.columns_from else None
+            got = self._column(cols, need, index, is_filter) if len(need) >= shared.columns_from else None
             if got is None:
                 nodes = cols.nodes
+                per_node = self._per_node(index, is_filter)
                 answers = [per_node(nodes[r]) for r in need.tolist()]
                 got = np.array([bool(a) for a in answers] if is_filter else answers, dtype=values.dtype)
             values[need] = got
             known[need] = True
         return values[rows]
 
-    def _column(
-        self, cols: NodeColumns, rows: Rows, per_node: Callable[[Any], Any], index: int, is_filter: bool
-    ) -> npt.NDArray[Any] | None:
+    def _per_node(self, index: int, is_filter: bool) -> Callable[[Any], Any]:
+        """The rule's node function (asked for only when needed: it is made on first use)."""
+        return self.filters[index].passes if is_filter else self.scores[index].score
+
+    def _column(self, cols: NodeColumns, rows: Rows, index: int, is_filter: bool) -> npt.NDArray[Any] | None:
         """A filter's outcome or a score's value for each row, as columns or once per group of
         nodes equal in the fields the rule reads; None: evaluate it node by node."""
         bodies = self.columns
@@ -461,6 +463,7 @@ class BoundRules:
         if groups is None:
             return None
         nodes = cols.nodes
+        per_node = self._per_node(index, is_filter)
         answers = [per_node(nodes[r]) for r in groups.representatives]
         per_group = np.array(answers, dtype=bool if is_filter else np.int64)
         return per_group[groups.codes[rows]]
@@ -480,7 +483,7 @@ class BoundRules:
 
     def score_column(self, cols: NodeColumns, rows: Rows, index: int) -> npt.NDArray[Any] | None:
         """One score's values on the rows, evaluated as columns; None: evaluate it node by node."""
-        return self._column(cols, rows, self.scores[index].score, index, False)
+        return self._column(cols, rows, index, False)
 
     def score_matrix(
         self, cols: NodeColumns, rows: Rows, steady: bool = False, shared: SharedColumns | None = None
@@ -500,9 +503,9 @@ class BoundRules:
             column: npt.NDArray[Any] | None
             if share is not None:
                 assert shared is not None
-                column = self._shared(shared, share, cols, rows, s.score, i, False)
+                column = self._shared(shared, share, cols, rows, i, False)
             else:
-                column = self._column(cols, rows, s.score, i, False)
+                column = self._column(cols, rows, i, False)
             if column is None:
                 column = np.array([s.score(nodes[r]) for r in rows.tolist()], dtype=np.int64)
             out[:, i] = column
