@@ -16,7 +16,7 @@ value, the same for every row.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -172,12 +172,6 @@ def _compares_objects(t: Type) -> bool:
     return t is STRING or t is BOOL or t == STRING or t == BOOL
 
 
-def _exact_mix(a_bound: int | float, a_float: bool, b_bound: int | float, b_float: bool) -> None:
-    """An int meeting a float is converted: it must be exactly representable."""
-    if a_float != b_float and (b_bound if a_float else a_bound) > EXACT_LIMIT:
-        raise Unsupported("integer beyond 2**53 meets a float")
-
-
 def _int_result(a: Array, bound: int | float) -> Col:
     if bound >= INT_LIMIT:
         raise Unsupported("integer beyond int64")
@@ -192,20 +186,21 @@ def binary(op: str, kind: str, a: Value, b: Value, left: Type, right: Type, n: i
     x, xf = _operand(a)
     y, yf = _operand(b)
     floats = xf or yf
-    if floats:
-        _exact_mix(_magnitude(a), xf, _magnitude(b), yf)
+    # Magnitudes are asked for only where an answer depends on them (each can cost two
+    # reductions over a column): the int side of an int meeting a float, an int result's bound.
+    if xf != yf and _magnitude(b if xf else a) > EXACT_LIMIT:
+        raise Unsupported("integer beyond 2**53 meets a float")
     if op in _COMPARE:  # ints compare exactly in int64 whatever their size: no bounds needed
         return Col(np.asarray(_COMPARE[op](x, y), dtype=bool))
-    xb, yb = _magnitude(a), _magnitude(b)
     if op in ("+", "-"):
         out = np.add(x, y) if op == "+" else np.subtract(x, y)
-        return _float_result(out) if floats else _int_result(out, xb + yb)
+        return _float_result(out) if floats else _int_result(out, _magnitude(a) + _magnitude(b))
     if op == "*":
         if kind == "q" and floats:
             product = np.multiply(x, y)
             return _ceil_int(product)
         out = np.multiply(x, y)
-        return _float_result(out) if floats else _int_result(out, xb * yb)
+        return _float_result(out) if floats else _int_result(out, _magnitude(a) * _magnitude(b))
     zero = np.equal(y, 0)
     if op == "/":
         if kind == "q":  # values._q_div: ceil(a / b) for a float b, exact ceiling for ints
@@ -213,15 +208,17 @@ def binary(op: str, kind: str, a: Value, b: Value, left: Type, right: Type, n: i
                 return _ceil_int(_safe_div(x, y, zero, n))
             if xf:
                 raise Unsupported("quantity division of a float by an int")
-            return _int_result(_where_nonzero(zero, -np.floor_divide(np.negative(x), np.where(zero, 1, y)), n), xb)
+            return _int_result(
+                _where_nonzero(zero, -np.floor_divide(np.negative(x), np.where(zero, 1, y)), n), _magnitude(a)
+            )
         out = _safe_div(x, y, zero, n)
-        if (not xf and xb > EXACT_LIMIT) or (not yf and yb > EXACT_LIMIT):
+        if (not xf and _magnitude(a) > EXACT_LIMIT) or (not yf and _magnitude(b) > EXACT_LIMIT):
             _divide_big_rows(out, x, xf, y, yf, n)
         return _float_result(out)
     if op == "//":
         if floats:
             raise Unsupported("floor division of floats")
-        return _int_result(_where_nonzero(zero, np.floor_divide(x, np.where(zero, 1, y)), n), xb)
+        return _int_result(_where_nonzero(zero, np.floor_divide(x, np.where(zero, 1, y)), n), _magnitude(a))
     raise Unsupported(f"operator {op}")
 
 
@@ -282,10 +279,9 @@ def _ceil_int(a: Array) -> Col:
 
 
 def extreme(func: str, values: list[Value], n: int) -> Value:
-    parts = [_num(v) for v in values]
-    floats = [p for p in parts if p[2]]
-    ints = [p for p in parts if not p[2]]
-    if floats and ints and max(p[1] for p in ints) > EXACT_LIMIT:
+    parts = [_operand(v) for v in values]
+    floats = any(is_float for _, is_float in parts)
+    if floats and any(not f and _magnitude(v) > EXACT_LIMIT for v, (_, f) in zip(values, parts, strict=True)):
         raise Unsupported("integer beyond 2**53 meets a float")
     fn = np.minimum if func == "min" else np.maximum
     out = parts[0][0]
@@ -293,7 +289,9 @@ def extreme(func: str, values: list[Value], n: int) -> Value:
         out = fn(out, p[0])
     # Python's min/max return one of the arguments: an int and an equal float are the same number.
     out = np.broadcast_to(out, (n,)).copy()
-    return Col(out.astype(np.float64) if floats else out.astype(np.int64))
+    if floats:
+        return Col(out.astype(np.float64))
+    return Col(out.astype(np.int64), _known_bound(values))
 
 
 def add(total: Value, v: Value, n: int) -> Value:
@@ -314,11 +312,13 @@ def merge(mask: npt.NDArray[np.bool_], yes: Value, no: Value, n: int) -> Value:
     if kinds == {"b"}:
         dtype = bool
     elif kinds <= {"i", "f"}:
-        numbers = [_num(p) for p in parts]  # raises for ints beyond int64
+        numbers = [_operand(p) for p in parts]  # raises for ints beyond int64
         dtype = np.int64
         if "f" in kinds:
             dtype = np.float64
-            if any(not is_float and bound > EXACT_LIMIT for _, bound, is_float in numbers):
+            if any(
+                not is_float and _magnitude(p) > EXACT_LIMIT for p, (_, is_float) in zip(parts, numbers, strict=True)
+            ):
                 raise Unsupported("integer beyond 2**53 meets a float")
     else:
         dtype = object
@@ -331,7 +331,21 @@ def merge(mask: npt.NDArray[np.bool_], yes: Value, no: Value, n: int) -> Value:
             out[np.flatnonzero(where)] = np.fromiter([part] * count, dtype=object, count=count)
         else:
             out[where] = part
-    return Col(out)
+    return Col(out, _known_bound(parts) if dtype is np.int64 else None)
+
+
+def _known_bound(values: Sequence[Value]) -> int | float | None:
+    """The largest of the values' magnitudes where each is known without a reduction (a plain
+    number, a column whose bound is kept): a bound for any row picked from them; else None."""
+    found: int | float = 0
+    for v in values:
+        if isinstance(v, Col):
+            if v._bound is None:
+                return None
+            found = max(found, v._bound)
+        else:
+            found = max(found, abs(v))
+    return found
 
 
 def _kind_of(v: Any) -> str:
