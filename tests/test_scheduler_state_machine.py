@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections import Counter, deque
+from collections.abc import Sequence
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -182,11 +183,12 @@ def reference_rules() -> RuleSet:
     return load_rules([resolve_rules_path("default")])
 
 
-def fresh_copy(state: ClusterStore, without: str | None = None) -> ClusterStore:
-    """The cluster rebuilt from scratch (new NodeInfos, empty memos), optionally without one pod."""
+def fresh_copy(state: ClusterStore, without: str | None = None, extra: Sequence[Pod] = ()) -> ClusterStore:
+    """The cluster rebuilt from scratch (new NodeInfos, empty memos), optionally without one pod
+    and with ``extra`` pods (placed on their nodes) added."""
     return ClusterStore.build(
         [info.node for info in state.nodes],
-        [p for p in state.pods() if p.key != without],
+        [*(p for p in state.pods() if p.key != without), *extra],
         state.pdbs,
         state.namespaces,
         storage=state.storage,
@@ -338,8 +340,17 @@ class SchedulerMachine(RuleBasedStateMachine):
                     e.pod.key == key and e.pod.nominated_node_name == preemption.nominated for e in queue._active
                 )
             else:
+                # A node holding pods nominated there (priority at least this pod's) must fit it
+                # with them too, as upstream's two filter passes ask.
+                reserved = self.scheduler.scheduler.nominator.reserved_for(result.pod)
+                held = reserved.nodes if reserved is not None else {}
+                crowded = fresh_copy(self.state, extra=[p for pods in held.values() for p in pods])
+                bound_crowded = reference_rules().bind(result.pod, crowded)
                 for info in fresh.nodes:
-                    assert bound.first_failure(info) is not None, f"{key} was unschedulable but fits {info.name}"
+                    fits = bound.first_failure(info) is None
+                    if fits and info.name in held:
+                        fits = bound_crowded.first_failure(crowded.node_view(info.name)) is None
+                    assert not fits, f"{key} was unschedulable but fits {info.name}"
                 assert key in queue._unschedulable
 
     @rule(plan=st.lists(st.booleans(), max_size=4))
