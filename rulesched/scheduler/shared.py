@@ -34,7 +34,7 @@ from rulesched.lang.evaluation.columns import Rows
 from rulesched.lang.evaluation.sharing import Shared
 
 LOG_LIMIT = 1 << 20  # journal entries the row log keeps (8 MB); older positions mean "all stale"
-COLUMN_ROWS = 2_000_000  # rule-column rows kept over all keys (9 bytes each: ~18 MB at most)
+COLUMN_ROWS = 6_000_000  # rule-column rows kept over all keys (9 bytes each: ~54 MB at most)
 
 
 class RowLog:

@@ -12,8 +12,9 @@ once, in ``ctx.scratch``; per node the filter is a dictionary lookup per constra
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rulesched.lang.builtins.indexes import current
@@ -87,6 +88,15 @@ def _count_matching(pods: Sequence[Pod], selector: LabelSelector | None, namespa
     return sum(1 for p in pods if _selected(p, selector, namespace))
 
 
+def _selector_test(selector: LabelSelector | None) -> Callable[[Mapping[str, str]], bool]:
+    """:func:`label_selector_matches` for one selector, as a function of the labels: a
+    matchLabels-only selector is a subset test of the label items."""
+    if selector is None or selector.match_expressions:
+        return partial(label_selector_matches, selector)
+    wanted = dict(selector.match_labels).items()
+    return lambda labels: wanted <= labels.items()
+
+
 class _DomainCounts:
     """Per constraint: topology value -> pods the constraint selects, over the nodes that carry
     every constraint's key (with ``require_all``; else a missing key counts as the value "") and
@@ -101,18 +111,32 @@ class _DomainCounts:
         self._partial: dict[str, tuple[bool, ...]] = {}  # nodes some constraint leaves out
 
     def build(self, cluster: ClusterView) -> None:
+        # A walk over every pod (kube-scheduler's PreFilter does it for every pod; here once per
+        # selector), so its inner loop is kept to plain comparisons: a constraint that includes
+        # every node (no node selector or affinity of the owner to honour, taints ignored) is
+        # not asked per node, and a matchLabels-only selector is one subset test.
         owner, constraints, counts, keys = self._owner, self._constraints, self.counts, self._keys
+        namespace = owner.namespace
+        unconstrained = not owner.node_selector and owner.required_node_affinity is None
+        everywhere = [not c.honor_taints and (unconstrained or not c.honor_affinity) for c in constraints]
+        tests = [_selector_test(c.selector) for c in constraints]
+        parts = list(zip(constraints, everywhere, tests, counts, strict=True))
         for node in cluster.node_views():
             labels = node.labels
             if not all(k in labels for k in keys):
                 continue
-            included = tuple(_included(owner, c, node) for c in constraints)
+            included = tuple(True if every else _included(owner, c, node) for c, every, _, _ in parts)
             if not all(included):
                 self._partial[node.name] = included
-            for c, inc, domains in zip(constraints, included, counts, strict=True):
+            pods = node.pods
+            for (c, _, test, domains), inc in zip(parts, included, strict=True):
                 if inc:
                     value = labels.get(c.topology_key, "")
-                    domains[value] = domains.get(value, 0) + _count_matching(node.pods, c.selector, owner.namespace)
+                    n = 0
+                    for p in pods:
+                        if p.namespace == namespace and not p.deleting and test(p.labels):
+                            n += 1
+                    domains[value] = domains.get(value, 0) + n
 
     def fork(self) -> _DomainCounts:
         twin = _DomainCounts(self._owner, self._constraints, self._require_all)
