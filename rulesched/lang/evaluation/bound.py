@@ -1,8 +1,8 @@
 """Rules bound to one pod: filters, scores and preemption predicates as functions of a node.
 
 :meth:`rulesched.lang.evaluation.ruleset.Session.bind` makes these; the scheduler calls them per
-node. Guards and pod-only parts were evaluated at bind time (kube-scheduler's PreFilter), so a
-filter is a plain ``node -> bool``. A :class:`BoundRules` belongs to one session (one thread):
+node. Guards were evaluated at bind time and pod-only parts are evaluated once, when a rule's
+function is first made (kube-scheduler's PreFilter), so a filter is a plain ``node -> bool``. A :class:`BoundRules` belongs to one session (one thread):
 its context and caches change from pod to pod of its class, never concurrently.
 
 A binding shared by a class of equivalent pods (``cached``) keeps each node's filter outcome

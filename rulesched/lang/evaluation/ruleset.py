@@ -6,10 +6,11 @@ classes and the per-domain indexes cluster-wide built-ins keep. So evaluations f
 run concurrently (extender requests) without a lock on the hot path, and a reload that swaps in
 a new set drops the old set's sessions with it (:class:`rulesched.lang.handle.RulesHandle`).
 
-``session.bind(pod, cluster)`` evaluates guards and every pod-only part once and returns
+``session.bind(pod, cluster)`` evaluates guards once and returns
 :class:`rulesched.lang.evaluation.bound.BoundRules`, whose filters, scores and preemption
-predicates are plain functions of a node. This mirrors a kube-scheduler cycle: PreFilter work
-happens at bind time, Filter and Score per node.
+predicates are plain functions of a node, each made (its pod-only parts evaluated once) when
+first called: a class evaluated as columns never needs most of them. This mirrors a
+kube-scheduler cycle: PreFilter work happens once per pod, Filter and Score per node.
 
 Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
 (the checker lists them) is equal — a ReplicaSet's pods usually are. Rules that read a pod's name
