@@ -57,6 +57,7 @@ from rulesched.lang.types import QUANTITY, STRING, MapOf
 from rulesched.lang.values import as_score, binary_function
 
 MAX_ITEMS = 64  # elements of a pod-side list a quantifier is unrolled over
+Step = Callable[["_Run", Rows, dict[str, Any]], Value]  # one expression over rows, see ColumnEvaluator.step
 _NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
 
 
@@ -149,6 +150,10 @@ class ColumnEvaluator:
         # Per expression, what every evaluation asks first: (reads the node, its path, its
         # type, its coercion), decided once (an evaluation visits each node of a rule's tree).
         self.plans: dict[int, tuple[bool, Path | None, Any, str | None]] = {}
+        # Per expression, the function evaluating it over rows (_Run.value), made on first use
+        # with those answers and its children's functions inside, so an evaluation no longer
+        # looks them up (nor dispatches on the node's kind) at every node of the tree.
+        self.steps: dict[int, Step] = {}
         # Evaluations that raised something other than Unsupported (a bug: the caller went node
         # by node and logged it). Tests demand 0.
         self.failures = 0
@@ -190,6 +195,46 @@ class ColumnEvaluator:
             self.notes.coercions.get(key),
         )
         return found
+
+    def step(self, expr: ast.Expr) -> Step:
+        found = self.steps.get(id(expr))
+        if found is None:
+            found = self.steps[id(expr)] = self._step(expr)
+        return found
+
+    def _step(self, expr: ast.Expr) -> Step:
+        reads_node, path, kind, coercion = self.plans.get(id(expr)) or self.plan(expr)
+        if not reads_node:  # a pod-side value, the same for every row: the interpreter's
+            return partial(_pod_value, self.interp, expr, ("column pod value", id(expr)))
+        base: Step
+        if path is not None and not path.steps:
+            base = _whole_nodes
+        elif path is not None:
+            base = partial(_path_column, path, kind)
+        else:
+            base = self._compute_step(expr)
+        if coercion is None:
+            return base
+        return lambda run, rows, scope: coerce(coercion, base(run, rows, scope))
+
+    def _compute_step(self, expr: ast.Expr) -> Step:
+        """The operators rules are mostly made of, as closures over their operands' steps;
+        the rest through :meth:`_Run._compute`."""
+        notes, step = self.notes, self.step
+        match expr:
+            case ast.Name():  # a let that reads the node
+                return step(self.lets[notes.names[id(expr)].name].value)
+            case ast.Unary(op=op, operand=operand):
+                return partial(_unary, op == "not", step(operand))
+            case ast.Binary(op="and" | "or", left=left, right=right):
+                return partial(_logic, expr.op == "and", step(left), step(right))
+            case ast.Binary(op=op, left=left, right=right):
+                info = notes.binary[id(expr)]
+                types = (notes.types[id(left)], notes.types[id(right)])
+                return partial(_binary, op, info, types, step(left), step(right))
+            case ast.If(cond=cond, then=then, otherwise=otherwise):
+                return partial(_if, step(cond), step(then), step(otherwise))
+        return lambda run, rows, scope: run._compute(expr, rows, scope)
 
     def path(self, expr: ast.Expr) -> Path | None:
         """For a read of the node through fields, resource keys and constant map keys (and
@@ -240,29 +285,14 @@ class _Run:
         self.notes = ev.notes
 
     def value(self, expr: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
-        ev = self.ev
-        plan = ev.plans.get(id(expr))
-        if plan is None:
-            plan = ev.plan(expr)
-        reads_node, path, kind, coercion = plan
-        if not reads_node:
-            return ev.interp.evaluate(expr, self.ctx, None, scope)
-        if path is not None:
-            if not path.steps:
-                out: Value = Col(self.cols.objects()[rows])
-            else:
-                # (the whole column's bound holds for any rows: no reduction per evaluation)
-                out = Col(self.cols.column(path, kind)[rows], self.cols.bound(path, kind))
-        else:
-            out = self._compute(expr, rows, scope)
-        return out if coercion is None else coerce(coercion, out)
+        found = self.ev.steps.get(id(expr))
+        if found is None:
+            found = self.ev.step(expr)
+        return found(self, rows, scope)
 
     def _compute(self, expr: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
         notes = self.notes
         match expr:
-            case ast.Name():  # a let that reads the node
-                ref = notes.names[id(expr)]
-                return self.value(self.ev.lets[ref.name].value, rows, scope)
             case ast.Attr(obj=obj):
                 record = self.value(obj, rows, scope)
                 attr = notes.attrs[id(expr)]
@@ -287,31 +317,6 @@ class _Run:
                 return column_of([x[k] if k in x else default for x in maps.array.tolist()], t.value)
             case ast.Call(func=func, args=args):
                 return self._call(expr, func, args, rows, scope)
-            case ast.Unary(op=op, operand=operand):
-                v = self.value(operand, rows, scope)
-                if not isinstance(v, Col):  # a shortcut decided it for every row
-                    return (not v) if op == "not" else -v
-                if op == "not":
-                    return Col(~bools(v))
-                need_numeric(v)
-                return Col(-v.array, v.bound)
-            case ast.Binary(op="and" | "or", left=left, right=right):
-                return self._logic(expr.op, left, right, rows, scope)
-            case ast.Binary(op=op, left=left, right=right):
-                info = notes.binary[id(expr)]
-                a = coerce(info.left, self.value(left, rows, scope))
-                b = coerce(info.right, self.value(right, rows, scope))
-                if not isinstance(a, Col) and not isinstance(b, Col):
-                    return binary_function(op, info.kind)(a, b)
-                return binary(op, info.kind, a, b, notes.types[id(left)], notes.types[id(right)], len(rows))
-            case ast.If(cond=cond, then=then, otherwise=otherwise):
-                c = self.value(cond, rows, scope)
-                if not isinstance(c, Col):
-                    return self.value(then if c else otherwise, rows, scope)
-                mask = bools(c)
-                return merge(
-                    mask, self.value(then, rows[mask], scope), self.value(otherwise, rows[~mask], scope), len(rows)
-                )
             case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
                 items = self._items(iterable, scope)
                 if where is None:
@@ -364,21 +369,6 @@ class _Run:
             result[open_[done]] = decided_as
             open_ = open_[~done]
         return Col(result)
-
-    def _logic(self, op: str, left: ast.Expr, right: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value:
-        a = self.value(left, rows, scope)
-        is_and = op == "and"
-        if not isinstance(a, Col):
-            if bool(a) is not is_and:  # false and x / true or x
-                return a
-            return self.value(right, rows, scope)
-        mask = bools(a)
-        need = mask if is_and else ~mask
-        out = mask.copy()
-        if need.any():
-            b = self.value(right, rows[need], scope)
-            out[need] = bools(b) if isinstance(b, Col) else bool(b)
-        return Col(out)
 
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], rows: Rows, scope: dict[str, Any]) -> Value:
         builtin = BUILTINS[func]
@@ -457,6 +447,84 @@ class _Run:
                 out &= hit
             return Col(out)
         return None
+
+
+# --- steps: (run, rows, scope) -> value, see ColumnEvaluator.step -------------------------------
+
+
+def _pod_value(
+    interp: Interpreter, expr: ast.Expr, key: tuple[str, int], run: _Run, rows: Rows, scope: dict[str, Any]
+) -> Value:
+    """A pod-side value, kept in the context's scratch (cleared whenever the pod or the cluster
+    view changes) unless it depends on a quantifier's variable: a rule evaluated as columns
+    several times in a cycle (per window, per shared fill) asks for the same ones."""
+    if scope:
+        return interp.evaluate(expr, run.ctx, None, scope)
+    scratch = run.ctx.scratch
+    if key in scratch:
+        return scratch[key]
+    value = scratch[key] = interp.evaluate(expr, run.ctx, None, scope)
+    return value
+
+
+def _whole_nodes(run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
+    return Col(run.cols.objects()[rows])
+
+
+def _path_column(path: Path, kind: Any, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
+    cols = run.cols  # (the whole column's bound holds for any rows: no reduction per evaluation)
+    return Col(cols.column(path, kind)[rows], cols.bound(path, kind))
+
+
+def _unary(is_not: bool, operand: Step, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
+    v = operand(run, rows, scope)
+    if not isinstance(v, Col):  # a shortcut decided it for every row
+        return (not v) if is_not else -v
+    if is_not:
+        return Col(~bools(v))
+    need_numeric(v)
+    return Col(-v.array, v.bound)
+
+
+def _logic(is_and: bool, left: Step, right: Step, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
+    """``and``/``or``: the right operand only on the rows the left one leaves undecided."""
+    a = left(run, rows, scope)
+    if not isinstance(a, Col):
+        if bool(a) is not is_and:  # false and x / true or x
+            return a
+        return right(run, rows, scope)
+    mask = bools(a)
+    need = mask if is_and else ~mask
+    out = mask.copy()
+    if need.any():
+        b = right(run, rows[need], scope)
+        out[need] = bools(b) if isinstance(b, Col) else bool(b)
+    return Col(out)
+
+
+def _binary(
+    op: str,
+    info: Any,
+    types: tuple[Any, Any],
+    left: Step,
+    right: Step,
+    run: _Run,
+    rows: Rows,
+    scope: dict[str, Any],
+) -> Value:
+    a = coerce(info.left, left(run, rows, scope))
+    b = coerce(info.right, right(run, rows, scope))
+    if not isinstance(a, Col) and not isinstance(b, Col):
+        return binary_function(op, info.kind)(a, b)
+    return binary(op, info.kind, a, b, types[0], types[1], len(rows))
+
+
+def _if(cond: Step, then: Step, otherwise: Step, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
+    c = cond(run, rows, scope)
+    if not isinstance(c, Col):
+        return (then if c else otherwise)(run, rows, scope)
+    mask = bools(c)
+    return merge(mask, then(run, rows[mask], scope), otherwise(run, rows[~mask], scope), len(rows))
 
 
 def _resource(name: str | None) -> Callable[[Any], Any]:
