@@ -40,7 +40,7 @@ class SchedulerSettings:
     scheduler_name: str | None = None  # None: every pending pod
     # A table walk that meets at least this many stale nodes evaluates the rules over them as
     # columns (rulesched.lang.evaluation.columns) rather than node by node; 0 never does.
-    columns_from: int = 64
+    columns_from: int = 32
     # The most nodes one step of a table walk takes (0: as many as the walk wants). numpy lets go
     # of the interpreter lock for operations on more than 500 elements; where other threads are
     # busy (the live scheduler's informers and binding workers) the walk then waits to get it
