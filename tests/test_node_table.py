@@ -38,6 +38,13 @@ from tests.upstream.harness import default_rules
 def test_table_walk_matches_the_node_by_node_walk(
     columns_from: int, chunk: int, scenario: Scenario, walks: list[tuple[int, int]]
 ) -> None:
+    replay_walks(scenario, walks, columns_from, chunk)
+
+
+def replay_walks(scenario: Any, walks: Any, columns_from: int, chunk: int = 0) -> None:
+    """Schedules the scenario's pods one by one (its events in between); before each, every
+    probe's and the pod's class table (kept per binding, one ColumnStore for all) is walked and
+    checked against the node-by-node walk (:func:`check_walks`)."""
     rules = default_rules()
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     store = ColumnStore()

@@ -25,13 +25,12 @@ from tests.test_fast_path_property import (
     NAMESPACES,
     SETTINGS,
     Scenario,
-    apply_events,
     assemble,
     components,
     scenarios,
     schedule,
 )
-from tests.test_node_table import check_walks
+from tests.test_node_table import replay_walks
 from tests.upstream.harness import default_rules, node, pod
 
 
@@ -105,26 +104,7 @@ def many_classes(draw: Any) -> Scenario:
 def test_tables_sharing_answers_match_the_node_by_node_walk(
     columns_from: int, scenario: Scenario, walks: list[tuple[int, int]]
 ) -> None:
-    rules = default_rules()
-    state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    store = ColumnStore()
-    tables: dict[int, NodeTable] = {}
-    for i, (p, event) in enumerate(zip(scenario.pending, scenario.events, strict=True)):
-        apply_events(state, event, i)
-        snapshot = state.snapshot()
-        for q in (*scenario.probes, p):
-            bound = rules.bind(q, snapshot)
-            if not bound.cached or not snapshot.nodes:
-                continue
-            table = tables.get(id(bound))
-            if table is None or table.bound is not bound:
-                table = tables[id(bound)] = NodeTable(bound, store, columns_from)
-            table.sync(snapshot)
-            check_walks(table, bound, snapshot.nodes, walks, (q.key, i))
-        feasible, _ = rules.bind(p, state).feasible(state.nodes, 0, len(state.nodes))
-        if feasible:
-            target = feasible[scenario.places[i] % len(feasible)]
-            state.finish_binding(state.assume(p, target.name).key)
+    replay_walks(scenario, walks, columns_from)
 
 
 @SETTINGS
