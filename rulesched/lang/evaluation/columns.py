@@ -24,7 +24,7 @@ from rulesched.lang.frontend.check import Annotations
 from rulesched.lang.types import Type
 
 Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes
-FEW_ROWS = 4  # rows an update writes one by one (more: as numpy operations)
+FEW_ROWS = 4  # rows an update writes one by one (more: as one numpy assignment)
 
 
 @dataclass(frozen=True)
@@ -146,50 +146,26 @@ class NodeColumns:
             if groups is not None and not groups.still(nodes, rows):
                 del self._groups[key]
         changed = [nodes[i] for i in index]
-        if len(index) <= FEW_ROWS:
-            self._update_few(index, changed)
-            return
-        for path, array in list(self._columns.items()):
-            values = path.read_all(changed)
-            if array.dtype == object:
-                array[index] = np.fromiter(values, dtype=object, count=len(values))
-            elif dtype_of(values, None) == array.dtype:
-                array[index] = values
-                bound = self._bounds.get(path)
-                if bound is not None and values:  # (it only grows: still a bound for every row)
-                    changed_bound = np.max(np.abs(array[index]))
-                    self._bounds[path] = max(
-                        bound, float(changed_bound) if array.dtype.kind == "f" else int(changed_bound)
-                    )
-            else:  # a value the column's dtype cannot hold exactly: build it again when asked
-                del self._columns[path]
-                self._bounds.pop(path, None)
-
-    def _update_few(self, index: list[int], changed: list[Any]) -> None:
-        """:meth:`update` for a few rows (a bind changes one node): element by element in
-        Python, where numpy's per-call cost (a fancy assignment, a reduction for the bound)
-        would be most of the work. The same checks: a value the column's dtype cannot hold
-        exactly drops the column."""
+        few = len(index) <= FEW_ROWS  # (a bind's one node: numpy's per-call cost would be most of it)
         bounds = self._bounds
         for path, array in list(self._columns.items()):
             values = path.read_all(changed)
             kind = array.dtype.kind
-            if kind == "O":
-                for i, v in zip(index, values, strict=True):
-                    array[i] = v
-                continue
-            if dtype_of(values, None) != array.dtype:
+            if kind != "O" and dtype_of(values, None) != array.dtype:
+                # a value the column's dtype cannot hold exactly: build it again when asked
                 del self._columns[path]
                 bounds.pop(path, None)
                 continue
-            for i, v in zip(index, values, strict=True):
-                array[i] = v
+            if few:
+                for i, v in zip(index, values, strict=True):
+                    array[i] = v
+            elif kind == "O":
+                array[index] = np.fromiter(values, dtype=object, count=len(values))
+            else:
+                array[index] = values
             bound = bounds.get(path)
-            if bound is not None:  # (it only grows: still a bound for every row)
-                if kind == "f":
-                    bounds[path] = max(bound, *(abs(float(v)) for v in values))
-                elif kind != "b":
-                    bounds[path] = max(bound, *(abs(int(v)) for v in values))
+            if bound is not None and kind in ("i", "f"):  # (it only grows: still a bound for every row)
+                bounds[path] = max(bound, max(abs(float(v)) if kind == "f" else abs(int(v)) for v in values))
 
     def clear(self) -> None:
         self._columns.clear()
