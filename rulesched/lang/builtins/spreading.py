@@ -85,7 +85,17 @@ def _selected(pod: Pod, selector: LabelSelector | None, namespace: str) -> bool:
 
 
 def _count_matching(pods: Sequence[Pod], selector: LabelSelector | None, namespace: str) -> int:
-    return sum(1 for p in pods if _selected(p, selector, namespace))
+    return _count_selected(pods, partial(label_selector_matches, selector), namespace)
+
+
+def _count_selected(pods: Sequence[Pod], matches: Callable[[Mapping[str, str]], bool], namespace: str) -> int:
+    """countPodsMatchSelector over some pods, ``matches`` testing their labels (see
+    :func:`_selector_test`)."""
+    n = 0
+    for p in pods:
+        if p.namespace == namespace and not p.deleting and matches(p.labels):
+            n += 1
+    return n
 
 
 def _selector_test(selector: LabelSelector | None) -> Callable[[Mapping[str, str]], bool]:
@@ -128,15 +138,10 @@ class _DomainCounts:
             included = tuple(True if every else _included(owner, c, node) for c, every, _, _ in parts)
             if not all(included):
                 self._partial[node.name] = included
-            pods = node.pods
             for (c, _, test, domains), inc in zip(parts, included, strict=True):
                 if inc:
                     value = labels.get(c.topology_key, "")
-                    n = 0
-                    for p in pods:
-                        if p.namespace == namespace and not p.deleting and test(p.labels):
-                            n += 1
-                    domains[value] = domains.get(value, 0) + n
+                    domains[value] = domains.get(value, 0) + _count_selected(node.pods, test, namespace)
 
     def fork(self) -> _DomainCounts:
         twin = _DomainCounts(self._owner, self._constraints, self._require_all)
