@@ -250,12 +250,12 @@ def test_probes_and_metrics(server: TestApiServer, tmp_path: Path) -> None:
         with urllib.request.urlopen(base + "/readyz") as r:
             assert r.read().decode() == f"ok: rules {loop.rules.digest}"
         assert wait_for(
-            lambda: 'scheduler_binding_duration_seconds_count{result="scheduled"} 1.0' in fetch(base + "/metrics")
+            lambda: 'scheduler_schedule_attempts_total{profile="rulesched",result="scheduled"} 1.0'
+            in fetch(base + "/metrics")
         )
         text = fetch(base + "/metrics")
-        assert 'scheduler_schedule_attempts_total{profile="rulesched",result="scheduled"} 1.0' in text
         assert 'rulesched_rules_info{files="' in text and f'hash="{loop.rules.digest}"' in text
-        assert "scheduler_e2e_scheduling_duration_seconds_bucket" in text and "scheduler_pending_pods" in text
+        assert "scheduler_scheduling_attempt_duration_seconds_bucket" in text and "scheduler_pending_pods" in text
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()

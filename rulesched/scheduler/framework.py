@@ -21,6 +21,14 @@ MIN_FEASIBLE_NODES_PERCENTAGE = 5
 MAX_NODE_SCORE = 100
 
 
+# kube-scheduler's extension points, as its metrics name them, and the statuses they end with
+# (rulesched's counterparts: PreFilter binds the rules to the pod, Filter walks the nodes,
+# Score ranks the feasible ones, PostFilter is preemption, Reserve assumes the pod on its node,
+# Bind writes the binding, and its volumes, through the API).
+PRE_FILTER, FILTER, POST_FILTER, SCORE, RESERVE, BIND = "PreFilter", "Filter", "PostFilter", "Score", "Reserve", "Bind"
+SUCCESS, ERROR = "Success", "Error"
+
+
 class Code(Enum):
     SCHEDULED = "Scheduled"
     UNSCHEDULABLE = "Unschedulable"
@@ -46,6 +54,9 @@ class SchedulerSettings:
     # busy (the live scheduler's informers and binding workers) the walk then waits to get it
     # back, so the live scheduler keeps steps under that size. Results do not depend on it.
     walk_chunk: int = 0
+    # Per cent of cycles that time each rule (kube-scheduler samples its plugin durations in 10);
+    # 0: none (the simulator and the extender, which export no such metric).
+    rule_metrics_sample_percent: int = 0
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
@@ -80,6 +91,17 @@ class CycleResult:
     filtered: dict[str, tuple[str, ...]] | None = None  # with explain: node -> reasons
     unresolvable: set[str] | None = None  # with explain: the filtered nodes preemption cannot help
     scores: dict[str, dict[str, int]] | None = None  # with explain: node -> rule -> score, total
+    # The filters that rejected some node (first failing, per node): kube-scheduler's
+    # UnschedulablePlugins, a rule name standing for a plugin's.
+    rejected_by: set[str] = field(default_factory=set)
+    # For metrics: when the cycle began (time.perf_counter), how long each extension point took
+    # (point, status, seconds; kube-scheduler's names: PreFilter, Filter, Score, PostFilter,
+    # Reserve), the filtering and scoring alone, and on a sampled cycle each rule's seconds by
+    # (point, rule) (rulesched.lang.evaluation.timing).
+    started: float = 0.0
+    phases: list[tuple[str, str, float]] = field(default_factory=list)
+    algorithm_seconds: float = 0.0
+    rule_seconds: dict[tuple[str, str], float] | None = None
 
     @property
     def message(self) -> str:
