@@ -250,8 +250,10 @@ def test_probes_and_metrics(server: TestApiServer, tmp_path: Path) -> None:
         with urllib.request.urlopen(base + "/readyz") as r:
             assert r.read().decode() == f"ok: rules {loop.rules.digest}"
         assert wait_for(
-            lambda: 'scheduler_schedule_attempts_total{profile="rulesched",result="scheduled"} 1.0'
-            in fetch(base + "/metrics")
+            lambda: (
+                'scheduler_schedule_attempts_total{profile="rulesched",result="scheduled"} 1.0'
+                in fetch(base + "/metrics")
+            )
         )
         text = fetch(base + "/metrics")
         assert 'rulesched_rules_info{files="' in text and f'hash="{loop.rules.digest}"' in text

@@ -32,7 +32,11 @@ UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsD
 # Sub-queues and the events that move pods into them, as kube-scheduler's metrics name them.
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
 POD_ADD, POD_UPDATE = "UnschedulablePodAdd", "UnschedulablePodUpdate"
-ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT = "ScheduleAttemptFailure", "BackoffComplete", "UnschedulableTimeout"
+ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT = (
+    "ScheduleAttemptFailure",
+    "BackoffComplete",
+    "UnschedulableTimeout",
+)
 
 
 class Event(enum.Enum):
