@@ -18,18 +18,25 @@ import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client import Counter
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from rulesched.cluster.store import ClusterStore
+from rulesched.kube.informer import Delta
 from rulesched.metrics import Registry, exponential_buckets
 from rulesched.run.loop import Loop, RunSettings
+from rulesched.scheduler.framework import SchedulerSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess
 from tests.test_extender import node as full_node
 from tests.test_extender import pod as extender_pod
+from tests.test_fast_path_property import NAMESPACES, SETTINGS, Scenario, scenarios, schedule
 from tests.test_run_e2e import node, pod, wait_for
 
 # Upstream's buckets (pkg/scheduler/metrics, component-base's restclient), written out.
@@ -281,3 +288,43 @@ def test_attempts_label_is_capped() -> None:
     from rulesched.run.ops import attempts_label
 
     assert [attempts_label(n) for n in (1, 14, 15, 40)] == ["1", "14", "15+", "15+"]
+
+
+@SETTINGS
+@given(scenarios(), st.integers(0, 2**16), st.sampled_from([0, 1]))
+def test_timing_the_rules_never_moves_a_pod(scenario: Scenario, seed: int, columns_from: int) -> None:
+    """A sampled cycle (its rules timed) decides exactly what an unsampled one does."""
+    outcomes = []
+    for percent in (0, 100):
+        state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
+        settings_ = SchedulerSettings(seed=seed, columns_from=columns_from, rule_metrics_sample_percent=percent)
+        results = list(schedule(scenario, state, settings_))
+        outcomes.append([(r.pod.key, r.code, r.node, dict(r.reasons), r.rejected_by) for r in results])
+        timed = [r.rule_seconds for r in results]
+        assert all(t is None for t in timed) if percent == 0 else all(t is not None for t in timed)
+    assert outcomes[0] == outcomes[1]
+
+
+def test_an_update_from_before_a_binding_does_not_queue_the_bound_pod_again(tmp_path: Path) -> None:
+    """A status patch's event can reach the loop after the binding's outcome and before the
+    informer reports the pod bound: the pod is assumed, not pending, and must not be scheduled
+    (and counted) a second time. (kube-scheduler skips assumed pods.)"""
+    server = TestApiServer()
+    try:
+        loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig"))))
+        loop._apply(Delta("Node", "ADDED", server.add("nodes", node("n1"))))
+        created = server.add("pods", pod("a"))
+        loop._apply(Delta("Pod", "ADDED", created))
+        result = loop.scheduler.schedule_one()
+        assert result is not None and result.node == "n1"
+        assert wait_for(lambda: not loop._inbox.empty(), 10)  # the binding's outcome (informers are off)
+        loop._drain()
+        assert loop.store.is_assumed("default/a") and "default/a" not in loop.scheduler.queue
+        stale = {**created, "status": {"phase": "Pending", "nominatedNodeName": "n1"}}
+        loop._apply(Delta("Pod", "MODIFIED", stale))
+        assert "default/a" not in loop.scheduler.queue
+        attempts = loop.metrics.attempts
+        assert attempts.labels(result="scheduled", profile="rulesched")._value.get() == 1
+    finally:
+        loop.workers.shutdown(wait=False)
+        server.stop()

@@ -281,6 +281,10 @@ class Loop:
             if delta.type == "DELETED":
                 self.workers.forget(applied.settled)
         pod = applied.pending
+        if pod is not None and pod.key not in scheduler.queue and self.store.is_assumed(pod.key):
+            # Bound by us, not yet confirmed by the informer: an update from before the binding
+            # (a status patch) must not queue it again (kube-scheduler skips assumed pods too).
+            pod = None
         if pod is not None:
             if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
                 scheduler.add(pod)  # new, or updated while pending (held back while gated)
