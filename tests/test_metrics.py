@@ -297,11 +297,16 @@ def test_timing_the_rules_never_moves_a_pod(scenario: Scenario, seed: int, colum
     outcomes = []
     for percent in (0, 100):
         state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-        settings_ = SchedulerSettings(seed=seed, columns_from=columns_from, rule_metrics_sample_percent=percent)
+        settings_ = SchedulerSettings(
+            seed=seed, columns_from=columns_from, timings=percent > 0, rule_metrics_sample_percent=percent
+        )
         results = list(schedule(scenario, state, settings_))
         outcomes.append([(r.pod.key, r.code, r.node, dict(r.reasons), r.rejected_by) for r in results])
-        timed = [r.rule_seconds for r in results]
-        assert all(t is None for t in timed) if percent == 0 else all(t is not None for t in timed)
+        timed = [r.timing for r in results]
+        if percent:
+            assert all(t is not None and t.rule_seconds is not None and t.phases for t in timed)
+        else:
+            assert all(t is None for t in timed)
     assert outcomes[0] == outcomes[1]
 
 

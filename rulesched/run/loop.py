@@ -88,10 +88,11 @@ class _Reporter(Observer):
     def attempted(self, result: CycleResult) -> None:
         pod = result.pod
         self.metrics.cycle(result)
+        started = result.timing.started if result.timing is not None else time.perf_counter()
         if result.code is Code.SCHEDULED:
-            self._binding[pod.key] = (result.started, self.queue.attempts(pod.key), self.queue.entered(pod.key))
+            self._binding[pod.key] = (started, self.queue.attempts(pod.key), self.queue.entered(pod.key))
         else:
-            self.metrics.attempt("unschedulable", time.perf_counter() - result.started)
+            self.metrics.attempt("unschedulable", time.perf_counter() - started)
         if result.code is Code.UNSCHEDULABLE:
             preemption = result.preemption
             if preemption is not None and preemption.nominated is not None:
@@ -139,6 +140,7 @@ class Loop:
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
             scheduler_name=settings.scheduler_name,
             walk_chunk=WALK_CHUNK,
+            timings=True,
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
         )
         self.metrics = Metrics(settings.scheduler_name)

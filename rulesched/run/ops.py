@@ -210,12 +210,13 @@ class Metrics:
     def cycle(self, result: CycleResult) -> None:
         """A scheduling cycle ended: its extension points, its algorithm time, its rules' times
         when sampled, its preemption."""
-        profile = self.profile
-        for point, status, seconds in result.phases:
-            self.extension_points.labels(extension_point=point, status=status, profile=profile).observe(seconds)
-        self.algorithm.observe(result.algorithm_seconds)
-        for (point, rule), seconds in (result.rule_seconds or {}).items():
-            self.plugins.labels(plugin=rule, extension_point=point, status=SUCCESS).observe(seconds)
+        profile, timing = self.profile, result.timing
+        if timing is not None:
+            for point, status, seconds in timing.phases:
+                self.extension_points.labels(extension_point=point, status=status, profile=profile).observe(seconds)
+            self.algorithm.observe(timing.algorithm_seconds)
+            for (point, rule), seconds in (timing.rule_seconds or {}).items():
+                self.plugins.labels(plugin=rule, extension_point=point, status=SUCCESS).observe(seconds)
         preemption = result.preemption
         if preemption is not None:  # (PostFilter ran: upstream counts every run as an attempt)
             self.preemption_attempts.inc()

@@ -39,9 +39,9 @@ from rulesched.scheduler.framework import (
     FILTER,
     PRE_FILTER,
     SCORE,
-    SUCCESS,
     Code,
     CycleResult,
+    CycleTiming,
     SchedulerSettings,
     num_feasible_nodes_to_find,
 )
@@ -90,23 +90,30 @@ class Cycle:
             self._rules = session.rules
             self._tables.clear()
             self._reserved.clear()
-        started = time.perf_counter()
+        timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
         bound = session.bind(pod, snapshot)
-        prefilter = time.perf_counter() - started
+        if timing is not None:
+            timing.phase(PRE_FILTER, timing.started)
         if timer is None:
-            result = self._checked(pod, snapshot, session, bound, reserved)
+            result = self._checked(pod, snapshot, session, bound, reserved, timing)
         else:
             with timed(bound, timer):
-                result = self._checked(pod, snapshot, session, bound, reserved)
-            result.rule_seconds = timer.seconds
-        result.phases.insert(0, (PRE_FILTER, SUCCESS, prefilter))
+                result = self._checked(pod, snapshot, session, bound, reserved, timing)
+            if timing is not None:
+                timing.rule_seconds = timer.seconds
         return result, bound
 
     def _checked(
-        self, pod: Pod, snapshot: Snapshot, session: Session, bound: BoundRules, reserved: Reserved | None
+        self,
+        pod: Pod,
+        snapshot: Snapshot,
+        session: Session,
+        bound: BoundRules,
+        reserved: Reserved | None,
+        timing: CycleTiming | None,
     ) -> CycleResult:
         if reserved is None:
-            return self._run(pod, snapshot, bound, None)
+            return self._run(pod, snapshot, bound, None, timing)
         memo = None
         if bound.cached and not bound.dynamic_filters:  # (answers evaluated afresh are never kept)
             memo = self._reserved.get(bound)
@@ -117,15 +124,17 @@ class Cycle:
                     del memo[name]
         check = ReservedCheck(reserved, snapshot, session, pod, memo, bound.token)
         try:
-            return self._run(pod, snapshot, bound, check)
+            return self._run(pod, snapshot, bound, check, timing)
         finally:
             check.release()
 
-    def _run(self, pod: Pod, snapshot: Snapshot, bound: BoundRules, check: ReservedCheck | None) -> CycleResult:
-        started = time.perf_counter()
+    def _run(
+        self, pod: Pod, snapshot: Snapshot, bound: BoundRules, check: ReservedCheck | None, timing: CycleTiming | None
+    ) -> CycleResult:
+        started = time.perf_counter() if timing is not None else 0.0
         explain = self.settings.explain
         nodes = snapshot.nodes
-        result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
+        result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes), timing=timing)
         if explain:
             result.filtered, result.scores, result.unresolvable = {}, {}, set()
         nominated = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
@@ -140,7 +149,7 @@ class Cycle:
                 return self._run_table(bound, snapshot, result, check, started)
             except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
                 self.next_start = start
-                result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
+                result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes), timing=timing)
         if not nodes:  # (upstream's ErrNoNodesAvailable: no Filter ran)
             return result
         count = len(nodes)
@@ -151,7 +160,8 @@ class Cycle:
             filtered = _respect_reserved(check, bound, nodes, start, wanted, filtered, explain)
         self.next_start = (start + filtered.looked) % count
         result.reasons.update(filtered.reasons)
-        result.rejected_by.update(filtered.rejected_by)
+        if filtered.rejected_by:
+            result.rejected_by = frozenset(filtered.rejected_by)
         if result.filtered is not None and filtered.failed is not None:
             result.filtered.update(filtered.failed)
         if result.unresolvable is not None and filtered.unresolvable is not None:
@@ -207,9 +217,11 @@ class Cycle:
             rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
         self.next_start = (start + looked) % count
         if not len(rows):
-            result.reasons.update(failure_reasons(bound, snapshot.nodes, result.rejected_by))
+            rejected_by: set[str] = set()
+            result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
             if check is not None:
-                result.reasons.update(_reserved_reasons(check, bound, snapshot, result.rejected_by))
+                result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))
+            result.rejected_by = frozenset(rejected_by)
             _phase(result, FILTER, started)
             return result
         scoring = _phase(result, FILTER, started)
@@ -224,10 +236,10 @@ class Cycle:
 
 
 def _phase(result: CycleResult, point: str, since: float) -> float:
-    """Record an extension point that began at ``since`` and ends now; returns now."""
-    now = time.perf_counter()
-    result.phases.append((point, SUCCESS, now - since))
-    return now
+    """Record an extension point that began at ``since`` and ends now (when the cycle is timed);
+    returns now."""
+    timing = result.timing
+    return 0.0 if timing is None else timing.phase(point, since)
 
 
 # --- nodes holding nominated pods (rulesched.scheduler.nominator) -------------------------------

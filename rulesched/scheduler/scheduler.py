@@ -174,12 +174,15 @@ class Scheduler:
         percent = self.settings.rule_metrics_sample_percent
         timer = RuleTimer() if percent and self._sampler.randrange(100) < percent else None
         result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)
-        result.started = started
+        timing = result.timing
+        if timing is not None:
+            timing.started = started  # (the whole cycle: nominations and snapshot included)
         waiting = False
         if result.code is Code.SCHEDULED and result.node is not None:
             outcome = None
             self._victims.pop(pod.key, None)
-            result.algorithm_seconds = time.perf_counter() - started
+            if timing is not None:
+                timing.algorithm_seconds = time.perf_counter() - started
         else:
             preempting = time.perf_counter()
             if self._victims_remain(pod):
@@ -194,10 +197,10 @@ class Scheduler:
                 outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes), reserved)
                 waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
             result.preemption = outcome
-            done = time.perf_counter()
-            status = SUCCESS if outcome.nominated is not None else Code.UNSCHEDULABLE.value
-            result.phases.append((POST_FILTER, status, done - preempting))
-            result.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
+            if timing is not None:
+                status = SUCCESS if outcome.nominated is not None else Code.UNSCHEDULABLE.value
+                done = timing.phase(POST_FILTER, preempting, status)
+                timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
         # Done reading: once nobody holds the snapshot, the store changes in place again.
         bound.release()
         del snapshot
@@ -208,7 +211,7 @@ class Scheduler:
                 # upstream clears the nomination when preemption finds no node
                 self.observer.nominations_ended([pod])
             self.queue.unschedulable(
-                pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting, rejected_by=frozenset(result.rejected_by)
+                pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting, rejected_by=result.rejected_by
             )
         else:
             self._nominate(pod, outcome.nominated, outcome.victims)
@@ -250,7 +253,8 @@ class Scheduler:
         assert node is not None
         reserving = time.perf_counter()
         placed = self.store.assume(pod, node)
-        result.phases.append((RESERVE, SUCCESS, time.perf_counter() - reserving))
+        if result.timing is not None:
+            result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now
         outcome = self.binder.bind(placed, node)
         if outcome is None:
