@@ -89,8 +89,10 @@ def test_every_pod_bound_once_within_allocatable(server: TestApiServer, tmp_path
     server.add("pods", pod("leaving", metadata={"deletionTimestamp": "2026-01-01T00:00:00Z"}))
     server.add("pods", pod("done", spec={"nodeName": "n0"}, status={"phase": "Succeeded"}))
     server.set_faults(**faults)
-    run_until_bound(server, tmp_path, ours)
+    loop = run_until_bound(server, tmp_path, ours)
     server.set_faults()
+    # an attempt counts as scheduled once its binding succeeded: once per pod, faults or not
+    assert loop.metrics.attempts.labels(result="scheduled", profile="rulesched")._value.get() == len(ours)
     bound = Counter(key for key, _, _ in server.store.binding_log)
     assert all(bound[f"default/{n}"] == 1 for n in ours), {k: v for k, v in bound.items() if v != 1}
     assert set(bound) == {f"default/{n}" for n in ours}  # nobody else's pod was bound
