@@ -85,7 +85,7 @@ class Cycle:
     ) -> tuple[CycleResult, BoundRules]:
         """``reserved``: the nominated pods this pod must leave room for (see
         :meth:`rulesched.scheduler.nominator.Nominator.reserved_for`). ``timer``: time each rule
-        this cycle (a sampled cycle: ``result.rule_seconds``)."""
+        this cycle (a sampled cycle: ``result.timing.rule_seconds``, with ``settings.timings``)."""
         if session.rules is not self._rules:  # a reload: the old set's tables go with it
             self._rules = session.rules
             self._tables.clear()
@@ -149,6 +149,8 @@ class Cycle:
                 return self._run_table(bound, snapshot, result, check, started)
             except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
                 self.next_start = start
+                if timing is not None:
+                    del timing.phases[1:]  # (the walk's Filter: the per-node path times its own)
                 result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes), timing=timing)
         if not nodes:  # (upstream's ErrNoNodesAvailable: no Filter ran)
             return result
