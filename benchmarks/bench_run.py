@@ -177,11 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     def metric(name: str) -> float:
         return sum(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith(name))
 
-    binds = metric('scheduler_binding_duration_seconds_count{result="scheduled"}')
+    bind = 'scheduler_framework_extension_point_duration_seconds_{}{{extension_point="Bind",profile="rulesched",status="Success"}}'
+    binds = metric(bind.format("count"))
     if binds:
-        mean = metric('scheduler_binding_duration_seconds_sum{result="scheduled"}') / binds
-        evaluation = metric("rulesched_rule_evaluation_duration_seconds_sum") / max(
-            1, metric("rulesched_rule_evaluation_duration_seconds_count")
+        mean = metric(bind.format("sum")) / binds
+        evaluation = metric("scheduler_scheduling_algorithm_duration_seconds_sum") / max(
+            1, metric("scheduler_scheduling_algorithm_duration_seconds_count")
         )
         print(f"binding call mean {1000 * mean:.1f}ms; scheduling cycle mean {1000 * evaluation:.2f}ms", flush=True)
     print(f"simulate on the same cluster: {simulate_rate(cluster):.0f} pods/s", flush=True)

@@ -18,7 +18,8 @@ counter, as etcd does, and serves:
 
 Faults, set through ``POST /_faults`` (JSON) or :meth:`TestApiServer.set_faults`: every watch
 cut after ``cut_watches_every`` seconds, ``error_rate`` of requests answered 500/503,
-``bind_conflict_rate`` of bindings answered 409, ``gone_on_resume`` (every watch that resumes
+``bind_conflict_rate`` of bindings answered 409, ``fail_bindings`` (pod keys whose first binding
+is answered 500, once each), ``gone_on_resume`` (every watch that resumes
 from a resourceVersion gets 410), ``delay`` seconds before every answer; ``POST /_restart``
 closes every connection (a restart that keeps etcd).
 
@@ -70,6 +71,7 @@ class Faults:
     cut_watches_every: float = 0.0
     error_rate: float = 0.0
     bind_conflict_rate: float = 0.0
+    fail_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each answered 500
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
@@ -393,6 +395,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _bind(self, namespace: str | None, name: str | None, body: dict[str, Any]) -> None:
         store, server = self.server.store, self.server
         target = (body.get("target") or {}).get("name")
+        key = f"{namespace}/{name}"
+        if key in server.faults.fail_bindings and key not in server.failed_bindings:
+            server.failed_bindings.add(key)
+            self._send(500, _status(500, "InternalError", "injected binding fault"))
+            return
         with store.changed:
             pod = store.objects["pods"].get(f"{namespace}/{name}")
             if pod is None:
@@ -533,6 +540,7 @@ class _Server(ThreadingHTTPServer):
         self.store = Store()
         self.faults = Faults()
         self.rng = random.Random(0)
+        self.failed_bindings: set[str] = set()
         self.stopping = False
         self._connections: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -540,6 +548,7 @@ class _Server(ThreadingHTTPServer):
     def set_faults(self, **settings: Any) -> None:
         self.faults = Faults(**settings)
         self.rng = random.Random(self.faults.seed)
+        self.failed_bindings: set[str] = set()  # the fail_bindings already failed
 
     def track(self, conn: socket.socket) -> None:
         with self._lock:

@@ -190,3 +190,41 @@ def test_a_blocking_pop_wakes_when_a_backoff_expires() -> None:
     started = time.monotonic()
     again = queue.pop(timeout=5)
     assert again is not None and 0.05 < time.monotonic() - started < 2
+
+
+def test_pods_entering_sub_queues_are_reported_with_upstreams_labels() -> None:
+    """What feeds scheduler_queue_incoming_pods_total{queue,event}, and the parked pods' failing
+    rules (scheduler_unschedulable_pods), attempts and first-active time."""
+    clock = Clock()
+    queue = SchedulingQueue(clock)
+    seen: list[tuple[str, str]] = []
+    queue.incoming = lambda sub, event: seen.append((sub, event))
+    queue.add(p("a"))
+    clock.now = 5.0
+    queue.add(p("b"))
+    a = queue.pop()
+    assert a is not None and queue.attempts(a.key) == 1 and queue.entered(a.key) == 0.0
+    queue.unschedulable(a, rejected_by=frozenset({"NodeResourcesFit", "TaintToleration"}))
+    b = queue.pop()
+    assert b is not None
+    queue.unschedulable(b, rejected_by=frozenset({"NodeResourcesFit"}))
+    assert queue.unschedulable_rules() == {"NodeResourcesFit": 2, "TaintToleration": 1}
+    queue.move(Event.NODE_ADDED)
+    assert queue.unschedulable_rules() == {}
+    clock.now += 10
+    again = queue.pop()  # a's backoff is over
+    assert again is not None and queue.attempts(again.key) == 2 and queue.entered(again.key) == 0.0
+    queue.requeue(again, backoff=True)  # (a failed binding)
+    assert seen == [
+        ("active", "UnschedulablePodAdd"),
+        ("active", "UnschedulablePodAdd"),
+        ("unschedulable", "ScheduleAttemptFailure"),
+        ("unschedulable", "ScheduleAttemptFailure"),
+        ("backoff", "NodeAdd"),
+        ("backoff", "NodeAdd"),
+        ("active", "BackoffComplete"),
+        ("active", "BackoffComplete"),
+        ("backoff", "ScheduleAttemptFailure"),
+    ]
+    queue.done(again.key)
+    assert queue.attempts(again.key) == 0 and queue.entered(again.key) is None

@@ -27,12 +27,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info, generate_latest
+from prometheus_client import Counter, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rulesched.errors import ConfigError, InputError
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
+from rulesched.metrics import Registry, RestClientMetrics, add_process_collector
 from rulesched.reload import Reloader, ReloadOutcome, RulesSources
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,13 @@ class ExtenderSettings:
 
 
 class ExtenderMetrics:
+    """rulesched's own (``rulesched_`` prefix: kube-scheduler has no extender-side metrics), on the
+    conventions of the scheduler's (:mod:`rulesched.metrics`): no ``_created`` series, client-go's
+    ``rest_client_*`` for the informer cache's API requests, the process collector."""
+
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
+        self.registry = Registry()
+        r = self.registry.metrics
         self.requests = Counter(
             "rulesched_extender_requests", "Extender requests by verb and status code.", ["verb", "code"], registry=r
         )
@@ -75,8 +80,10 @@ class ExtenderMetrics:
             buckets=_BUCKETS,
             registry=r,
         )
-        self.rules = Info("rulesched_rules", "The active rule set.", registry=r)
+        self.rules = Info("rulesched_rules", "The active rule set: its hash and files.", registry=r)
         self.reloads = Counter("rulesched_rules_reloads", "Rule reloads by result.", ["result"], registry=r)
+        self.rest = RestClientMetrics(self.registry)
+        add_process_collector(self.registry)
 
     def reloaded(self, outcome: ReloadOutcome) -> None:
         self.reloads.labels(result="success" if outcome.ok else "error").inc()
@@ -214,6 +221,8 @@ async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reload
     extender = Extender(rules, api, stop=stopping, node_ttl=settings.node_ttl)
     server = ExtenderServer(settings, extender)
     reloader.on_outcome = server.metrics.reloaded
+    if api is not None:
+        api.observer = server.metrics.rest.observe
     address = await server.start()
     extender.start()
     reloader.start()

@@ -23,7 +23,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -122,6 +122,13 @@ def _at_most_every(seconds: float, hook: Any) -> Any:
     return throttled
 
 
+# Told of every request: (method, the server's URL, status code or "<error>" when no answer
+# came, seconds until the whole answer was read, or None for a watch, which is counted only).
+# The servers' metrics (client-go's rest_client_* series) hang on this, so this module never
+# imports the metrics library.
+RequestObserver = Callable[[str, str, str, float | None], None]
+
+
 @dataclass(frozen=True)
 class Listed:
     items: list[dict[str, Any]]
@@ -149,6 +156,7 @@ class KubeApi:
         self.host = configuration.host
         self._client = k8s_client.ApiClient(configuration)
         self._timeout = timeout
+        self.observer: RequestObserver | None = None
 
     def close(self) -> None:
         self._client.close()  # type: ignore[no-untyped-call]
@@ -165,6 +173,7 @@ class KubeApi:
         stream: bool = False,
     ) -> Any:
         headers = {"Accept": "application/json", "Content-Type": content_type}
+        started = time.perf_counter()
         try:
             method, url, headers, body, post = self._client.param_serialize(
                 method,
@@ -179,17 +188,26 @@ class KubeApi:
                 method, url, headers, body, post, _request_timeout=timeout or self._timeout
             )
         except (urllib3.exceptions.HTTPError, OSError) as err:
+            self._observe(method, "<error>", started)
             raise UnavailableError(f"{method} {path}: {err}") from None
         raw = response.response
         if response.status >= 400:
             data = raw.data
             raw.release_conn()
+            self._observe(method, str(response.status), started)
             raise _error(method, path, response.status, data)
         if stream:
+            self._observe(method, str(response.status), None)
             return raw
         data = raw.data
         raw.release_conn()
+        self._observe(method, str(response.status), started)
         return json.loads(data) if data else None
+
+    def _observe(self, method: str, code: str, started: float | None) -> None:
+        observer = self.observer
+        if observer is not None:
+            observer(method, self.host, code, None if started is None else time.perf_counter() - started)
 
     def list(self, resource: Resource, scope: Scope | None = None) -> Listed:
         query = scope.query() if scope is not None else {}

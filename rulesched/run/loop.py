@@ -35,13 +35,14 @@ from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
-from rulesched.scheduler.queue import Event
+from rulesched.scheduler.queue import Event, SchedulingQueue
 from rulesched.scheduler.scheduler import Observer, Scheduler
 
 log = logging.getLogger(__name__)
 
 
 WALK_CHUNK = 448  # see SchedulerSettings.walk_chunk: under numpy's 500, which frees the lock
+RULE_METRICS_SAMPLE_PERCENT = 10  # kube-scheduler's pluginMetricsSamplePercent
 
 
 @dataclass(frozen=True)
@@ -76,15 +77,22 @@ class _Binder:
 
 
 class _Reporter(Observer):
-    def __init__(self, workers: Workers, metrics: Metrics) -> None:
-        self.workers, self.metrics = workers, metrics
+    """Events and status patches through the workers; metrics. An attempt that placed its pod
+    counts once its binding is over (``scheduled`` or ``error``), as kube-scheduler counts it."""
+
+    def __init__(self, workers: Workers, metrics: Metrics, queue: SchedulingQueue) -> None:
+        self.workers, self.metrics, self.queue = workers, metrics, queue
+        # pod key -> (its cycle's start, its attempts, when it first went active), while binding
+        self._binding: dict[str, tuple[float, int, float | None]] = {}
 
     def attempted(self, result: CycleResult) -> None:
         pod = result.pod
-        outcome = "scheduled" if result.code is Code.SCHEDULED else "unschedulable"
-        self.metrics.attempts.labels(result=outcome, profile=self.metrics.profile).inc()
-        if result.preemption is not None:
-            self.metrics.preemption_victims.inc(len(result.preemption.victims))
+        self.metrics.cycle(result)
+        started = result.timing.started if result.timing is not None else time.perf_counter()
+        if result.code is Code.SCHEDULED:
+            self._binding[pod.key] = (started, self.queue.attempts(pod.key), self.queue.entered(pod.key))
+        else:
+            self.metrics.attempt("unschedulable", time.perf_counter() - started)
         if result.code is Code.UNSCHEDULABLE:
             preemption = result.preemption
             if preemption is not None and preemption.nominated is not None:
@@ -94,6 +102,13 @@ class _Reporter(Observer):
 
     def bound(self, pod: Pod, node: str) -> None:
         self.workers.forget(pod.key)  # (the workers log the binding, with the rules' digest)
+        started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
+        self.metrics.attempt("scheduled", time.perf_counter() - started)
+        self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
+
+    def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
+        started, _, _ = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
+        self.metrics.attempt("error", time.perf_counter() - started)
 
     def nominations_ended(self, pods: list[Pod]) -> None:
         for pod in pods:
@@ -125,9 +140,12 @@ class Loop:
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
             scheduler_name=settings.scheduler_name,
             walk_chunk=WALK_CHUNK,
+            timings=True,
+            rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
         )
         self.metrics = Metrics(settings.scheduler_name)
         self.metrics.set_rules(self.rules.digest, self.rules.rules.files)
+        self.api.observer = self.metrics.rest.observe
         self.scheduler = Scheduler(
             self.rules,
             self.store,
@@ -135,9 +153,11 @@ class Loop:
             _Binder(self.workers, lambda: self.scheduler.last_rules, self.store),
             evictor=self.workers,
             clock=time.monotonic,
-            observer=_Reporter(self.workers, self.metrics),
         )
-        self._cycle_started: dict[str, float] = {}  # pod key -> when its scheduling cycle began
+        self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
+        self.scheduler.queue.incoming = self.metrics.queued
+        self.metrics.live.pending = self.scheduler.queue.counts
+        self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_rules
         self.ops: OpsServer | None = None
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         self.cycles = 0
@@ -152,6 +172,7 @@ class Loop:
                 settings.leader_elect_retry_period,
             )
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
+            self.metrics.live.leader = (settings.leader_elect_resource_name, self.elector.leading.is_set)
 
     def _reloaded(self, outcome: ReloadOutcome) -> None:
         """(On the reloader's thread: metrics and the queue are thread-safe.) New rules may fit
@@ -202,17 +223,12 @@ class Loop:
             if not self.leading:  # a standby keeps its caches warm and waits
                 self.stop.wait(0.1)
                 continue
-            started = time.monotonic()
             result = self.scheduler.schedule_one(timeout=0.5)
             if result is not None:
                 self.cycles += 1
-                self.metrics.evaluation.observe(self.scheduler.last_cycle_seconds)
-                if result.code is Code.SCHEDULED:
-                    self._cycle_started[result.pod.key] = started
             now = time.monotonic()
             if now - last_expiry > 1.0:
                 self.scheduler.expire_assumed()
-                self.metrics.set_pending(self.scheduler.queue.counts())
                 last_expiry = now
         self.shutdown()
 
@@ -251,11 +267,7 @@ class Loop:
 
     # --- applying what arrived -------------------------------------------------------------------
     def _outcome(self, outcome: Outcome) -> None:
-        result = "scheduled" if outcome.ok else "error"
-        self.metrics.binding.labels(result=result).observe(outcome.seconds)
-        started = self._cycle_started.pop(outcome.key, None)
-        if started is not None:
-            self.metrics.e2e.labels(result=result, profile=self.metrics.profile).observe(time.monotonic() - started)
+        self.metrics.binding(outcome.ok, outcome.seconds)
         if outcome.bound_elsewhere is not None:
             self.scheduler.binding_finished(outcome.key, False, outcome.reason)
             self.scheduler.delete(outcome.key)
@@ -271,6 +283,10 @@ class Loop:
             if delta.type == "DELETED":
                 self.workers.forget(applied.settled)
         pod = applied.pending
+        if pod is not None and pod.key not in scheduler.queue and self.store.is_assumed(pod.key):
+            # Bound by us, not yet confirmed by the informer: an update from before the binding
+            # (a status patch) must not queue it again (kube-scheduler skips assumed pods too).
+            pod = None
         if pod is not None:
             if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
                 scheduler.add(pod)  # new, or updated while pending (held back while gated)

@@ -1,64 +1,248 @@
 """What operators read: Prometheus metrics, and ``/healthz``, ``/readyz``, ``/metrics`` over HTTP.
 
-Metric names follow kube-scheduler's where the meaning is the same
-(``scheduler_schedule_attempts_total{result,profile}``, ``scheduler_pending_pods{queue}``,
-``scheduler_e2e_scheduling_duration_seconds``, ``scheduler_binding_duration_seconds``); rulesched's
-own are prefixed ``rulesched_`` (rule evaluation time per cycle, the active rule set's hash as an
-info metric). Every metric lives in the :class:`Metrics` object's own registry, so two
-schedulers in one process (tests) never share one. The HTTP side is prometheus-client's WSGI app
-behind the standard library's threaded WSGI server, with the two probes in front.
+The metrics are kube-scheduler's (``pkg/scheduler/metrics``, client-go's request and leader
+election metrics, the process collector): the same names, types, labels, buckets and help text,
+so dashboards and alerts written for kube-scheduler read rulesched unchanged. A scheduling
+attempt ends ``scheduled`` only once its binding succeeded, ``error`` when the binding failed,
+``unschedulable`` when no node fit. Where rulesched's parts differ from kube-scheduler's the
+metric says what it measures: a rule stands for a plugin (``plugin="NodeResourcesFit"`` is the
+rule of that name), and the extension points are the phases of a rulesched cycle (see
+:mod:`rulesched.scheduler.framework`). rulesched's own metrics are prefixed ``rulesched_``
+(the active rule set as an info metric, rule reloads). Pending and unschedulable pods and the
+leader's status are read from the queue and the elector when scraped.
+
+Every metric lives in the :class:`Metrics` object's own registry (:mod:`rulesched.metrics`:
+no ``_created`` series), so two schedulers in one process (tests) never share one. The HTTP side
+is prometheus-client's WSGI app behind the standard library's threaded WSGI server, with the two
+probes in front.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, make_wsgi_app
+from prometheus_client import Counter, Histogram, Info, make_wsgi_app
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client.metrics_core import Metric
 
 from rulesched.errors import ConfigError
+from rulesched.metrics import (
+    Registry,
+    RestClientMetrics,
+    add_process_collector,
+    alpha,
+    beta,
+    exponential_buckets,
+    stable,
+)
+from rulesched.scheduler.framework import BIND, ERROR, SUCCESS, CycleResult
 
-_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)  # upstream: "all histograms start at 1 ms"
+QUEUES = ("active", "backoff", "unschedulable", "gated")  # scheduler_pending_pods{queue}
+
+
+def attempts_label(attempts: int) -> str:
+    """kube-scheduler's getAttemptsLabel: the count, capped at "15+" (bounded cardinality)."""
+    return "15+" if attempts >= 15 else str(attempts)
+
+
+class _Live:
+    """The gauges read from the scheduler when scraped: pending pods by sub-queue, parked pods by
+    the rule that failed them, whether this replica leads."""
+
+    def __init__(self, profile: str) -> None:
+        self.profile = profile
+        self.pending: Callable[[], Mapping[str, int]] | None = None
+        self.unschedulable: Callable[[], Mapping[str, int]] | None = None
+        self.leader: tuple[str, Callable[[], bool]] | None = None  # (lease name, leading?)
+        self._rules_seen: set[str] = set()  # a rule once counted stays, at 0, as upstream's gauge
+        self._lock = threading.Lock()
+
+    def collect(self) -> Iterable[Metric]:
+        pending = GaugeMetricFamily(
+            "scheduler_pending_pods",
+            stable(
+                "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "
+                "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+                "unschedulablePods that the scheduler attempted to schedule and failed; 'gated' is the "
+                "number of unschedulable pods that the scheduler never attempted to schedule because "
+                "they are gated."
+            ),
+            labels=["queue"],
+        )
+        counts = self.pending() if self.pending is not None else {}
+        for queue in QUEUES:
+            pending.add_metric([queue], counts.get(queue, 0))
+        yield pending
+        rules = GaugeMetricFamily(
+            "scheduler_unschedulable_pods",
+            alpha(
+                "The number of unschedulable pods broken down by plugin name. A pod will increment the "
+                "gauge for all plugins that caused it to not schedule and so this metric have meaning "
+                "only when broken down by plugin. (rulesched: plugin is the name of a filter rule, "
+                "counted for the pods parked in the unschedulable queue that it rejected on some node.)"
+            ),
+            labels=["plugin", "profile"],
+        )
+        found = self.unschedulable() if self.unschedulable is not None else {}
+        with self._lock:
+            self._rules_seen.update(found)
+            seen = sorted(self._rules_seen)
+        for rule in seen:
+            rules.add_metric([rule, self.profile], found.get(rule, 0))
+        yield rules
+        if self.leader is not None:
+            name, leading = self.leader
+            status = GaugeMetricFamily(
+                "leader_election_master_status",
+                alpha(
+                    "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+                    "backup, 1 indicates master. 'name' is the string used to identify the lease. "
+                    "Please make sure to group by name."
+                ),
+                labels=["name"],
+            )
+            status.add_metric([name], 1.0 if leading() else 0.0)
+            yield status
 
 
 class Metrics:
+    """kube-scheduler's metrics for one scheduler; ``profile`` is its scheduler name."""
+
     def __init__(self, profile: str) -> None:
         self.profile = profile
-        self.registry = CollectorRegistry()
-        r = self.registry
+        self.registry = Registry()
+        r = self.registry.metrics
         self.attempts = Counter(
-            "scheduler_schedule_attempts", "Scheduling attempts by result.", ["result", "profile"], registry=r
-        )
-        self.pending = Gauge("scheduler_pending_pods", "Pending pods by queue.", ["queue"], registry=r)
-        self.e2e = Histogram(
-            "scheduler_e2e_scheduling_duration_seconds",
-            "From the start of a pod's scheduling cycle to the end of its binding.",
+            "scheduler_schedule_attempts",
+            stable(
+                "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could "
+                "not be scheduled, while 'error' means an internal scheduler problem."
+            ),
             ["result", "profile"],
-            buckets=_BUCKETS,
             registry=r,
         )
-        self.binding = Histogram(
-            "scheduler_binding_duration_seconds", "The binding API call.", ["result"], buckets=_BUCKETS, registry=r
-        )
-        self.evaluation = Histogram(
-            "rulesched_rule_evaluation_duration_seconds",
-            "One scheduling cycle's rule evaluation (filter, score, preemption).",
-            buckets=_BUCKETS,
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            stable("Scheduling attempt latency in seconds (scheduling algorithm + binding)"),
+            ["result", "profile"],
+            buckets=ATTEMPT_BUCKETS,
             registry=r,
         )
-        self.preemption_victims = Counter("scheduler_preemption_victims", "Pods evicted by preemption.", registry=r)
-        self.rules = Info("rulesched_rules", "The active rule set.", registry=r)
+        self.algorithm = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            alpha("Scheduling algorithm latency in seconds"),
+            buckets=ATTEMPT_BUCKETS,
+            registry=r,
+        )
+        self.sli = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            beta(
+                "E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
+                "queue and might involve multiple scheduling attempts."
+            ),
+            ["attempts"],
+            buckets=exponential_buckets(0.01, 2, 20),
+            registry=r,
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            stable("Number of attempts to successfully schedule a pod."),
+            buckets=exponential_buckets(1, 2, 5),
+            registry=r,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts",
+            stable("Total preemption attempts in the cluster till now"),
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            stable("Number of selected preemption victims"),
+            buckets=exponential_buckets(1, 2, 7),
+            registry=r,
+        )
+        self.incoming = Counter(
+            "scheduler_queue_incoming_pods",
+            stable("Number of pods added to scheduling queues by event and queue type."),
+            ["queue", "event"],
+            registry=r,
+        )
+        self.extension_points = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            stable(
+                "Latency for running all plugins of a specific extension point. (rulesched: PreFilter "
+                "binds the rules to the pod, Filter walks the nodes, Score ranks the feasible ones, "
+                "PostFilter is preemption, Reserve assumes the pod on its node, Bind writes its volumes "
+                "and the binding through the API.)"
+            ),
+            ["extension_point", "status", "profile"],
+            buckets=exponential_buckets(0.0001, 2, 12),
+            registry=r,
+        )
+        self.plugins = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            alpha(
+                "Duration for running a plugin at a specific extension point. (rulesched: plugin is a "
+                "rule, timed in one scheduling cycle out of ten as upstream samples; one observation "
+                "per rule and cycle: the rule's time over all the nodes it evaluated, which may be one "
+                "column evaluation over many nodes.)"
+            ),
+            ["plugin", "extension_point", "status"],
+            buckets=exponential_buckets(0.00001, 1.5, 20),
+            registry=r,
+        )
+        self.rules = Info("rulesched_rules", "The active rule set: its hash and files.", registry=r)
         self.reloads = Counter("rulesched_rules_reloads", "Rule reloads by result.", ["result"], registry=r)
+        self.rest = RestClientMetrics(self.registry)
+        self.live = _Live(profile)
+        self.registry.add(self.live)
+        add_process_collector(self.registry)
 
     def set_rules(self, digest: str, files: Iterable[str]) -> None:
         self.rules.info({"hash": digest, "files": ",".join(files)})
 
-    def set_pending(self, counts: dict[str, int]) -> None:
-        for name, count in counts.items():
-            self.pending.labels(queue=name).set(count)
+    # --- what the scheduler reports ------------------------------------------------------------------
+    def cycle(self, result: CycleResult) -> None:
+        """A scheduling cycle ended: its extension points, its algorithm time, its rules' times
+        when sampled, its preemption."""
+        profile, timing = self.profile, result.timing
+        if timing is not None:
+            for point, status, seconds in timing.phases:
+                self.extension_points.labels(extension_point=point, status=status, profile=profile).observe(seconds)
+            self.algorithm.observe(timing.algorithm_seconds)
+            for (point, rule), seconds in (timing.rule_seconds or {}).items():
+                self.plugins.labels(plugin=rule, extension_point=point, status=SUCCESS).observe(seconds)
+        preemption = result.preemption
+        if preemption is not None:  # (PostFilter ran: upstream counts every run as an attempt)
+            self.preemption_attempts.inc()
+            if preemption.nominated is not None:
+                self.preemption_victims.observe(len(preemption.victims))
+
+    def attempt(self, result: str, seconds: float) -> None:
+        """A scheduling attempt ended (``scheduled``, ``unschedulable`` or ``error``) ``seconds``
+        after its cycle began."""
+        self.attempts.labels(result=result, profile=self.profile).inc()
+        self.attempt_duration.labels(result=result, profile=self.profile).observe(seconds)
+
+    def scheduled(self, attempts: int, queued_seconds: float | None) -> None:
+        """A pod was bound after ``attempts`` attempts, ``queued_seconds`` after it first entered
+        the active queue."""
+        self.pod_attempts.observe(attempts)
+        if queued_seconds is not None:
+            self.sli.labels(attempts=attempts_label(attempts)).observe(queued_seconds)
+
+    def queued(self, queue: str, event: str) -> None:
+        """A pod entered a sub-queue (the queue's ``incoming`` hook)."""
+        self.incoming.labels(queue=queue, event=event).inc()
+
+    def binding(self, ok: bool, seconds: float) -> None:
+        status = SUCCESS if ok else ERROR
+        self.extension_points.labels(extension_point=BIND, status=status, profile=self.profile).observe(seconds)
 
 
 class _Quiet(WSGIRequestHandler):

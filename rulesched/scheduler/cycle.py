@@ -20,6 +20,7 @@ Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -31,11 +32,16 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, RuleSet, Session
 from rulesched.lang.evaluation.columns import Rows
+from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
 from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, score_nodes
 from rulesched.scheduler.framework import (
+    FILTER,
+    PRE_FILTER,
+    SCORE,
     Code,
     CycleResult,
+    CycleTiming,
     SchedulerSettings,
     num_feasible_nodes_to_find,
 )
@@ -70,17 +76,44 @@ class Cycle:
         self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
 
     def run(
-        self, pod: Pod, snapshot: Snapshot, session: Session, reserved: Reserved | None = None
+        self,
+        pod: Pod,
+        snapshot: Snapshot,
+        session: Session,
+        reserved: Reserved | None = None,
+        timer: RuleTimer | None = None,
     ) -> tuple[CycleResult, BoundRules]:
         """``reserved``: the nominated pods this pod must leave room for (see
-        :meth:`rulesched.scheduler.nominator.Nominator.reserved_for`)."""
+        :meth:`rulesched.scheduler.nominator.Nominator.reserved_for`). ``timer``: time each rule
+        this cycle (a sampled cycle: ``result.timing.rule_seconds``, with ``settings.timings``)."""
         if session.rules is not self._rules:  # a reload: the old set's tables go with it
             self._rules = session.rules
             self._tables.clear()
             self._reserved.clear()
+        timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
         bound = session.bind(pod, snapshot)
+        if timing is not None:
+            timing.phase(PRE_FILTER, timing.started)
+        if timer is None:
+            result = self._checked(pod, snapshot, session, bound, reserved, timing)
+        else:
+            with timed(bound, timer):
+                result = self._checked(pod, snapshot, session, bound, reserved, timing)
+            if timing is not None:
+                timing.rule_seconds = timer.seconds
+        return result, bound
+
+    def _checked(
+        self,
+        pod: Pod,
+        snapshot: Snapshot,
+        session: Session,
+        bound: BoundRules,
+        reserved: Reserved | None,
+        timing: CycleTiming | None,
+    ) -> CycleResult:
         if reserved is None:
-            return self._run(pod, snapshot, bound, None), bound
+            return self._run(pod, snapshot, bound, None, timing)
         memo = None
         if bound.cached and not bound.dynamic_filters:  # (answers evaluated afresh are never kept)
             memo = self._reserved.get(bound)
@@ -91,29 +124,35 @@ class Cycle:
                     del memo[name]
         check = ReservedCheck(reserved, snapshot, session, pod, memo, bound.token)
         try:
-            return self._run(pod, snapshot, bound, check), bound
+            return self._run(pod, snapshot, bound, check, timing)
         finally:
             check.release()
 
-    def _run(self, pod: Pod, snapshot: Snapshot, bound: BoundRules, check: ReservedCheck | None) -> CycleResult:
+    def _run(
+        self, pod: Pod, snapshot: Snapshot, bound: BoundRules, check: ReservedCheck | None, timing: CycleTiming | None
+    ) -> CycleResult:
+        started = time.perf_counter() if timing is not None else 0.0
         explain = self.settings.explain
         nodes = snapshot.nodes
-        result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
+        result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes), timing=timing)
         if explain:
             result.filtered, result.scores, result.unresolvable = {}, {}, set()
         nominated = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
         if nominated is not None and bound.first_failure(nominated) is None:
             if check is None or check.passes(nominated.name):
                 result.code, result.node = Code.SCHEDULED, nominated.name
+                _phase(result, FILTER, started)
                 return result
         if not explain and nodes:
             start = self.next_start
             try:
-                return self._run_table(bound, snapshot, result, check)
+                return self._run_table(bound, snapshot, result, check, started)
             except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
                 self.next_start = start
-                result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes))
-        if not nodes:
+                if timing is not None:
+                    del timing.phases[1:]  # (the walk's Filter: the per-node path times its own)
+                result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes), timing=timing)
+        if not nodes:  # (upstream's ErrNoNodesAvailable: no Filter ran)
             return result
         count = len(nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
@@ -123,11 +162,14 @@ class Cycle:
             filtered = _respect_reserved(check, bound, nodes, start, wanted, filtered, explain)
         self.next_start = (start + filtered.looked) % count
         result.reasons.update(filtered.reasons)
+        if filtered.rejected_by:
+            result.rejected_by = frozenset(filtered.rejected_by)
         if result.filtered is not None and filtered.failed is not None:
             result.filtered.update(filtered.failed)
         if result.unresolvable is not None and filtered.unresolvable is not None:
             result.unresolvable.update(filtered.unresolvable)
         feasible = filtered.feasible
+        scoring = _phase(result, FILTER, started)
         if not feasible:
             return result
         result.code = Code.SCHEDULED
@@ -138,10 +180,11 @@ class Cycle:
         if result.scores is not None and scored.per_node is not None:
             result.scores.update(scored.per_node)
         result.node = feasible[select_host(scored.totals, self.rng)].name
+        _phase(result, SCORE, scoring)
         return result
 
     def _run_table(
-        self, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None
+        self, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None, started: float
     ) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
@@ -153,12 +196,18 @@ class Cycle:
                 self._tables[bound] = table
         table.sync(snapshot)
         try:
-            return self._walk(table, bound, snapshot, result, check)
+            return self._walk(table, bound, snapshot, result, check, started)
         finally:
             table.release()
 
     def _walk(
-        self, table: NodeTable, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None
+        self,
+        table: NodeTable,
+        bound: BoundRules,
+        snapshot: Snapshot,
+        result: CycleResult,
+        check: ReservedCheck | None,
+        started: float,
     ) -> CycleResult:
         count = len(snapshot.nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
@@ -170,17 +219,29 @@ class Cycle:
             rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
         self.next_start = (start + looked) % count
         if not len(rows):
-            result.reasons.update(failure_reasons(bound, snapshot.nodes))
+            rejected_by: set[str] = set()
+            result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
             if check is not None:
-                result.reasons.update(_reserved_reasons(check, bound, snapshot))
+                result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))
+            result.rejected_by = frozenset(rejected_by)
+            _phase(result, FILTER, started)
             return result
+        scoring = _phase(result, FILTER, started)
         result.code = Code.SCHEDULED
         if len(rows) == 1:
             result.node = table.node(int(rows[0])).name
             return result
         totals = weighted_totals(bound.scores, table.vectors(rows), ranking_only=True)
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
+        _phase(result, SCORE, scoring)
         return result
+
+
+def _phase(result: CycleResult, point: str, since: float) -> float:
+    """Record an extension point that began at ``since`` and ends now (when the cycle is timed);
+    returns now."""
+    timing = result.timing
+    return 0.0 if timing is None else timing.phase(point, since)
 
 
 # --- nodes holding nominated pods (rulesched.scheduler.nominator) -------------------------------
@@ -242,21 +303,25 @@ def _respect_reserved(
         feasible += check.keep(more.feasible)
         dropped += [n for n in more.feasible if not check.passes(n.name)]
     if not feasible and not explain and dropped:  # the FitError message: every node's reasons
-        filtered.reasons = failure_reasons(bound, nodes)
+        filtered.reasons = failure_reasons(bound, nodes, filtered.rejected_by)
     for node in dropped:
         failure = check.failure(node.name)
         assert failure is not None
         if explain or not feasible:
             filtered.reasons.update(set(failure[1]))
+            filtered.rejected_by.add(failure[0].name)
         if filtered.failed is not None:
             filtered.failed[node.name] = failure[1]
     filtered.feasible, filtered.looked = feasible, looked
     return filtered
 
 
-def _reserved_reasons(check: ReservedCheck, bound: BoundRules, snapshot: Snapshot) -> Counter[str]:
+def _reserved_reasons(
+    check: ReservedCheck, bound: BoundRules, snapshot: Snapshot, rejected_by: set[str]
+) -> Counter[str]:
     """Reasons of the reserved nodes that pass every filter on their own but not with their
-    nominated pods (the other nodes' reasons come from :func:`failure_reasons`)."""
+    nominated pods (the other nodes' reasons come from :func:`failure_reasons`); the failing
+    filters' names go into ``rejected_by``."""
     reasons: Counter[str] = Counter()
     for name in check.reserved.nodes:
         info = snapshot.node_view(name)
@@ -265,4 +330,5 @@ def _reserved_reasons(check: ReservedCheck, bound: BoundRules, snapshot: Snapsho
         failure = check.failure(name)
         if failure is not None:
             reasons.update(set(failure[1]))
+            rejected_by.add(failure[0].name)
     return reasons

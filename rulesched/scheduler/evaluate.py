@@ -26,6 +26,7 @@ class Filtered:
     reasons: Counter[str] = field(default_factory=Counter)  # reason -> nodes failing with it
     failed: dict[str, tuple[str, ...]] | None = None  # with explain: node -> its reasons
     unresolvable: set[str] | None = None  # with explain: the failed nodes preemption cannot help
+    rejected_by: set[str] = field(default_factory=set)  # filters that failed a node, when reasons were collected
 
 
 def filter_nodes(
@@ -37,11 +38,12 @@ def filter_nodes(
     out = Filtered([], 0, failed={} if explain else None, unresolvable=set() if explain else None)
     if not nodes:
         return out
-    reasons, failed, unresolvable = out.reasons, out.failed, out.unresolvable
+    reasons, failed, unresolvable, rejected_by = out.reasons, out.failed, out.unresolvable, out.rejected_by
 
     def record(node: Any, failure: Failure) -> None:
         why = failure[1]
         reasons.update(set(why))
+        rejected_by.add(failure[0].name)
         if failed is not None:
             failed[node.name] = why
         if unresolvable is not None and failure[0].unresolvable(node):
@@ -51,17 +53,20 @@ def filter_nodes(
         nodes, start, len(nodes) if wanted is None else wanted, record if explain else None
     )
     if not out.feasible and not explain:  # redone for the reasons, from the caches just filled
-        reasons.update(failure_reasons(bound, nodes))
+        reasons.update(failure_reasons(bound, nodes, rejected_by))
     return out
 
 
-def failure_reasons(bound: BoundRules, nodes: Sequence[Any]) -> Counter[str]:
-    """Reason -> how many of ``nodes`` fail with it (their first failing filter's reasons)."""
+def failure_reasons(bound: BoundRules, nodes: Sequence[Any], rejected_by: set[str] | None = None) -> Counter[str]:
+    """Reason -> how many of ``nodes`` fail with it (their first failing filter's reasons);
+    the failing filters' names go into ``rejected_by`` if given."""
     reasons: Counter[str] = Counter()
     for node in nodes:
         failure = bound.first_failure(node)
         if failure is not None:
             reasons.update(set(failure[1]))
+            if rejected_by is not None:
+                rejected_by.add(failure[0].name)
     return reasons
 
 

@@ -9,6 +9,7 @@ cannot help there (the filter's ``unresolvable`` clause): preemption leaves thos
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,6 +20,14 @@ from rulesched.model import Pod
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
 MAX_NODE_SCORE = 100
+
+
+# kube-scheduler's extension points, as its metrics name them, and the statuses they end with
+# (rulesched's counterparts: PreFilter binds the rules to the pod, Filter walks the nodes,
+# Score ranks the feasible ones, PostFilter is preemption, Reserve assumes the pod on its node,
+# Bind writes the binding, and its volumes, through the API).
+PRE_FILTER, FILTER, POST_FILTER, SCORE, RESERVE, BIND = "PreFilter", "Filter", "PostFilter", "Score", "Reserve", "Bind"
+SUCCESS, ERROR = "Success", "Error"
 
 
 class Code(Enum):
@@ -46,6 +55,11 @@ class SchedulerSettings:
     # busy (the live scheduler's informers and binding workers) the walk then waits to get it
     # back, so the live scheduler keeps steps under that size. Results do not depend on it.
     walk_chunk: int = 0
+    # Record each cycle's timing (CycleResult.timing) for metrics; and the per cent of cycles that
+    # time each rule as well (kube-scheduler samples its plugin durations in 10). The simulator and
+    # the extender, which export no such metrics, leave both off.
+    timings: bool = False
+    rule_metrics_sample_percent: int = 0
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
@@ -69,6 +83,25 @@ class Preemption:
     eligible: bool = True
 
 
+@dataclass(slots=True)
+class CycleTiming:
+    """A cycle's times, for the live scheduler's metrics: when it began (``time.perf_counter``),
+    how long each extension point took (point, status, seconds), the filtering and scoring (and
+    preemption when nothing fit) alone, and on a sampled cycle each rule's seconds by
+    (point, rule) (rulesched.lang.evaluation.timing)."""
+
+    started: float
+    phases: list[tuple[str, str, float]] = field(default_factory=list)
+    algorithm_seconds: float = 0.0
+    rule_seconds: dict[tuple[str, str], float] | None = None
+
+    def phase(self, point: str, since: float, status: str = SUCCESS) -> float:
+        """An extension point that began at ``since`` ended now; returns now."""
+        now = time.perf_counter()
+        self.phases.append((point, status, now - since))
+        return now
+
+
 @dataclass
 class CycleResult:
     pod: Pod
@@ -80,6 +113,10 @@ class CycleResult:
     filtered: dict[str, tuple[str, ...]] | None = None  # with explain: node -> reasons
     unresolvable: set[str] | None = None  # with explain: the filtered nodes preemption cannot help
     scores: dict[str, dict[str, int]] | None = None  # with explain: node -> rule -> score, total
+    # The filters that rejected some node (first failing, per node), when no node fit:
+    # kube-scheduler's UnschedulablePlugins, a rule name standing for a plugin's.
+    rejected_by: frozenset[str] = frozenset()
+    timing: CycleTiming | None = None  # with SchedulerSettings.timings
 
     @property
     def message(self) -> str:

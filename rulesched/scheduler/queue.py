@@ -8,7 +8,9 @@ deleted in every sub-queue, and while a cycle holds them (in flight). Time comes
 function so the simulator can run on virtual time; :meth:`pop` can wait for a pod on a real one.
 
 The queue is safe to call from several threads (the scheduler pops on one, events may arrive on
-another); nothing here is on the per-node hot path.
+another); nothing here is on the per-node hot path. Every pod entering a sub-queue is reported
+to :attr:`SchedulingQueue.incoming` with the event that moved it, labelled as kube-scheduler's
+``scheduler_queue_incoming_pods_total{queue,event}`` labels it.
 Next stage: :mod:`rulesched.scheduler.cycle` schedules what :meth:`pop` returns.
 """
 
@@ -19,12 +21,22 @@ import enum
 import heapq
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rulesched.model import Pod
 
 UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
+
+# Sub-queues and the events that move pods into them, as kube-scheduler's metrics name them.
+ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
+POD_ADD, POD_UPDATE = "UnschedulablePodAdd", "UnschedulablePodUpdate"
+ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT = (
+    "ScheduleAttemptFailure",
+    "BackoffComplete",
+    "UnschedulableTimeout",
+)
 
 
 class Event(enum.Enum):
@@ -49,6 +61,7 @@ class _Parked:
     pod: Pod
     since: float
     waits_on_pods: bool  # a newly placed pod could help it (pod affinity, spreading)
+    rejected_by: frozenset[str] = frozenset()  # the filters that failed it (its unschedulable plugins)
 
 
 class SchedulingQueue:
@@ -79,6 +92,11 @@ class SchedulingQueue:
         self._ready = threading.Condition(self._lock)
         self._closed = False
         self._woken = False
+        # pod key -> when it first went active (kube-scheduler's InitialAttemptTimestamp)
+        self._entered: dict[str, float] = {}
+        # Told (sub-queue, event) of every pod entering a sub-queue (the scheduler's metrics); it
+        # runs under the queue's lock, so it must be quick and must not call back into the queue.
+        self.incoming: Callable[[str, str], None] | None = None
 
     def __len__(self) -> int:
         with self._lock:
@@ -94,6 +112,29 @@ class SchedulingQueue:
                 "in_flight": len(self._in_flight),
                 "gated": len(self._gated),
             }
+
+    def unschedulable_rules(self) -> Counter[str]:
+        """Rule name -> parked pods it failed (kube-scheduler's scheduler_unschedulable_pods: a
+        pod counts under every filter that rejected it)."""
+        with self._lock:
+            found: Counter[str] = Counter()
+            for parked in self._unschedulable.values():
+                found.update(parked.rejected_by)
+            return found
+
+    def attempts(self, key: str) -> int:
+        """How many times the pod was popped since it arrived (or last bound)."""
+        with self._lock:
+            return self._attempts.get(key, 0)
+
+    def entered(self, key: str) -> float | None:
+        """When the pod first went to the active queue (the queue's clock), if it is known."""
+        with self._lock:
+            return self._entered.get(key)
+
+    def _report(self, queue: str, event: str) -> None:
+        if self.incoming is not None:
+            self.incoming(queue, event)
 
     def __contains__(self, key: str) -> bool:
         with self._lock:
@@ -115,7 +156,7 @@ class SchedulingQueue:
             if pod.key in self._queued or pod.key in self._in_flight:
                 self.update(pod)
                 return
-            self._push_active(pod)
+            self._push_active(pod, POD_ADD)
 
     def update(self, pod: Pod) -> None:
         """A pending pod changed: its queue entry holds the new version; a parked pod is tried
@@ -128,22 +169,22 @@ class SchedulingQueue:
                     self._gated[key] = pod
                     return
                 del self._gated[key]  # the last gate went: schedule it now
-                self._push_active(pod)
+                self._push_active(pod, POD_UPDATE)
                 return
             if key in self._in_flight:
                 self._in_flight[key] = pod
                 return
             if key not in self._queued:
-                self._push_active(pod)
+                self._push_active(pod, POD_UPDATE)
                 return
             if key in self._unschedulable:
-                self._unpark(key, pod)
+                self._unpark(key, POD_UPDATE, pod)
                 return
             entry = self._queued[key]
             assert entry is not None
             if entry.pod.priority != pod.priority and entry in self._active:
                 self._remove(self._active, entry)
-                self._push_active(pod)
+                self._push_active(pod, None)  # (reordered, not new: nothing to report)
             else:
                 entry.pod = pod
 
@@ -152,6 +193,7 @@ class SchedulingQueue:
         Returns whether the queue held it."""
         with self._lock:
             self._attempts.pop(key, None)
+            self._entered.pop(key, None)
             if self._gated.pop(key, None) is not None:
                 return True
             if key in self._in_flight:
@@ -237,6 +279,7 @@ class SchedulingQueue:
             self._in_flight.pop(key, None)
             self._deleted_in_flight.discard(key)
             self._attempts.pop(key, None)
+            self._entered.pop(key, None)
 
     def _settle(self, pod: Pod) -> Pod | None:
         """The version of an in-flight pod to requeue, or None if it was deleted meanwhile."""
@@ -256,19 +299,21 @@ class SchedulingQueue:
         attempts = max(1, self._attempts.get(key, 1))
         return float(min(self._max, self._initial * 2 ** (attempts - 1)))
 
-    def unschedulable(self, pod: Pod, waits_on_pods: bool = False) -> None:
+    def unschedulable(self, pod: Pod, waits_on_pods: bool = False, rejected_by: frozenset[str] = frozenset()) -> None:
         """The pod fit nowhere: park it until the cluster changes. ``waits_on_pods``: a newly
-        placed pod could help it (pod affinity, spreading), not only a pod leaving."""
+        placed pod could help it (pod affinity, spreading), not only a pod leaving;
+        ``rejected_by``: the filters that failed it."""
         with self._lock:
             settled = self._settle(pod)
             if settled is None:
                 return
             if settled is not pod:  # updated during its cycle: try the new version soon
-                self._push_backoff(settled)
+                self._push_backoff(settled, ATTEMPT_FAILURE)
                 return
             self._queued[pod.key] = None
-            self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods)
+            self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods
+            self._report(UNSCHEDULABLE, ATTEMPT_FAILURE)
 
     @property
     def any_waiting_on_pods(self) -> bool:
@@ -283,9 +328,9 @@ class SchedulingQueue:
             if settled is not pod:
                 settled = _keep_nomination(settled, pod)
             if backoff:
-                self._push_backoff(settled)
+                self._push_backoff(settled, ATTEMPT_FAILURE)
             else:
-                self._push_active(settled)
+                self._push_active(settled, ATTEMPT_FAILURE)
 
     def move(self, event: Event = Event.OTHER) -> int:
         """Something that could help happened: move the parked pods to backoff. Coarser than
@@ -297,7 +342,7 @@ class SchedulingQueue:
                 return 0
             moved = list(self._unschedulable)
             for key in moved:
-                self._unpark(key)
+                self._unpark(key, event.value)
             return len(moved)
 
     def cluster_changed(self) -> int:
@@ -305,32 +350,36 @@ class SchedulingQueue:
         return self.move(Event.OTHER)
 
     # --- heaps --------------------------------------------------------------------------------------
-    def _unpark(self, key: str, pod: Pod | None = None) -> None:
+    def _unpark(self, key: str, event: str, pod: Pod | None = None) -> None:
         """From the unschedulable pool to backoff (as ``pod``, its newer version, if given)."""
         parked = self._unschedulable.pop(key)
         self._waiting -= parked.waits_on_pods
         del self._queued[key]
-        self._push_backoff(pod or parked.pod)
+        self._push_backoff(pod or parked.pod, event)
 
-    def _push_active(self, pod: Pod) -> None:
+    def _push_active(self, pod: Pod, event: str | None) -> None:
         entry = _Entry((-pod.priority, next(self._seq)), pod)
         heapq.heappush(self._active, entry)
         self._queued[pod.key] = entry
+        self._entered.setdefault(pod.key, self._clock())
         self._ready.notify_all()
+        if event is not None:
+            self._report(ACTIVE, event)
 
-    def _push_backoff(self, pod: Pod) -> None:
+    def _push_backoff(self, pod: Pod, event: str) -> None:
         ready = self._clock() + self.backoff_seconds(pod.key)
         entry = _Entry((ready, next(self._seq)), pod)
         heapq.heappush(self._backoff, entry)
         self._queued[pod.key] = entry
         self._ready.notify_all()
+        self._report(BACKOFF, event)
 
     def _flush(self) -> None:
         """Backed-off pods whose time came go active; pods parked too long go to backoff."""
         now = self._clock()
         while self._backoff and self._backoff[0].sort_key[0] <= now:
             pod = heapq.heappop(self._backoff).pod
-            self._push_active(pod)
+            self._push_active(pod, BACKOFF_COMPLETE)
         if self._unschedulable:
             # Parked in order of arrival (a clock never goes back): the stale ones come first.
             limit = now - self._unschedulable_max
@@ -340,7 +389,7 @@ class SchedulingQueue:
                     break
                 stale.append(key)
             for key in stale:
-                self._unpark(key)
+                self._unpark(key, UNSCHEDULABLE_TIMEOUT)
 
 
 def _keep_nomination(newer: Pod, requeued: Pod) -> Pod:

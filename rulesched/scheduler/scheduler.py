@@ -22,16 +22,26 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
+from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.model import Pod
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.evaluate import node_statuses
-from rulesched.scheduler.framework import Code, CycleResult, Preemption, SchedulerSettings
+from rulesched.scheduler.framework import (
+    POST_FILTER,
+    RESERVE,
+    SUCCESS,
+    Code,
+    CycleResult,
+    Preemption,
+    SchedulerSettings,
+)
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
@@ -114,6 +124,8 @@ class Scheduler:
         self.nominator = Nominator()
         self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
         self.last_rules = ""  # the digest of the rule set the last cycle used
+        # Which cycles time each rule (not the cycle's seeded tie-break: sampling must not move pods).
+        self._sampler = random.Random()
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
@@ -159,22 +171,36 @@ class Scheduler:
         session = rules.session()
         snapshot = self.store.snapshot()
         reserved = self.nominator.reserved_for(pod)
-        result, bound = self.cycle.run(pod, snapshot, session, reserved)
+        percent = self.settings.rule_metrics_sample_percent
+        timer = RuleTimer() if percent and self._sampler.randrange(100) < percent else None
+        result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)
+        timing = result.timing
+        if timing is not None:
+            timing.started = started  # (the whole cycle: nominations and snapshot included)
         waiting = False
         if result.code is Code.SCHEDULED and result.node is not None:
             outcome = None
             self._victims.pop(pod.key, None)
-        elif self._victims_remain(pod):
-            # Its earlier preemption's victims are still leaving (their deletion has not been
-            # reported): wait for them rather than preempt again (PodEligibleToPreemptOthers).
-            outcome = Preemption(None, message="preemption: waiting for the preempted pods to leave.", eligible=False)
-            waiting = True
-            result.preemption = outcome
+            if timing is not None:
+                timing.algorithm_seconds = time.perf_counter() - started
         else:
-            # the statuses from the cycle's binding, whose per-node answers are still warm
-            outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes), reserved)
+            preempting = time.perf_counter()
+            if self._victims_remain(pod):
+                # Its earlier preemption's victims are still leaving (their deletion has not been
+                # reported): wait for them rather than preempt again (PodEligibleToPreemptOthers).
+                outcome = Preemption(
+                    None, message="preemption: waiting for the preempted pods to leave.", eligible=False
+                )
+                waiting = True
+            else:
+                # the statuses from the cycle's binding, whose per-node answers are still warm
+                outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes), reserved)
+                waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
             result.preemption = outcome
-            waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
+            if timing is not None:
+                status = SUCCESS if outcome.nominated is not None else Code.UNSCHEDULABLE.value
+                done = timing.phase(POST_FILTER, preempting, status)
+                timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
         # Done reading: once nobody holds the snapshot, the store changes in place again.
         bound.release()
         del snapshot
@@ -184,7 +210,9 @@ class Scheduler:
             if outcome.eligible and self.nominator.remove(pod.key) is not None:
                 # upstream clears the nomination when preemption finds no node
                 self.observer.nominations_ended([pod])
-            self.queue.unschedulable(pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting)
+            self.queue.unschedulable(
+                pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting, rejected_by=result.rejected_by
+            )
         else:
             self._nominate(pod, outcome.nominated, outcome.victims)
         self.last_cycle_seconds = time.perf_counter() - started
@@ -223,7 +251,10 @@ class Scheduler:
     def _bind(self, pod: Pod, result: CycleResult) -> None:
         node = result.node
         assert node is not None
+        reserving = time.perf_counter()
         placed = self.store.assume(pod, node)
+        if result.timing is not None:
+            result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now
         outcome = self.binder.bind(placed, node)
         if outcome is None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import itertools
 import logging
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -30,6 +31,7 @@ from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.evaluation.arrays import Unsupported
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.sharing import Shared
+from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod
@@ -204,6 +206,7 @@ class BoundRules:
         self._outcomes: dict[str, tuple[Any, int, object, tuple[int, Failure] | None]] = {}
         self._vectors: dict[str, tuple[Any, int, object, tuple[int, ...]]] = {}
         self._token: object = ()
+        self.timer: RuleTimer | None = None  # set while a sampled cycle times the rules (timing.timed)
         self.refresh()
 
     def rebind(self, pod: Pod, cluster: ClusterView | None) -> None:
@@ -443,6 +446,8 @@ class BoundRules:
             return None
         body = (bodies.filters if is_filter else bodies.scores)[index]
         if body is not None:
+            timer = self.timer
+            started = time.perf_counter() if timer is not None else 0.0
             try:
                 if is_filter:
                     return bodies.evaluator.filter(body, self.ctx, cols, rows)
@@ -458,6 +463,10 @@ class BoundRules:
                     exc_info=True,
                     extra={"rule": name, "pod": self.ctx.pod.key},
                 )
+            finally:
+                if timer is not None:
+                    rule = (self.filters if is_filter else self.scores)[index].name
+                    timer.add(FILTER if is_filter else SCORE, rule, time.perf_counter() - started)
         fields = (bodies.filter_fields if is_filter else bodies.score_fields)[index]
         groups = cols.groups(fields) if fields is not None else None
         if groups is None:

@@ -1,0 +1,118 @@
+"""What ``rulesched run`` and ``rulesched extender`` share on ``/metrics``: a registry per server
+that never exposes ``_created`` series, kube-scheduler's histogram buckets and help-text
+conventions, the Kubernetes client's request metrics and the process collector.
+
+Names, types, labels and buckets follow Kubernetes' component-base so that dashboards and alerts
+written for kube-scheduler (kubernetes-mixin) read rulesched unchanged: a metric's stability
+(ALPHA, BETA, STABLE) is the ``[STABLE] `` prefix of its help text, as there; histogram buckets
+are upstream's ``ExponentialBuckets(start, factor, count)``.
+
+prometheus-client adds a ``<name>_created`` sample to every counter and histogram; its switch
+(``disable_created_metrics``) is process-wide state, so instead each server's :class:`Registry`
+collects from a private registry and leaves those samples out, for this server alone. Nothing
+here is global: two servers in one process (tests) never share a metric.
+Next stage: :mod:`rulesched.run.ops` (the scheduler's metrics) and
+:mod:`rulesched.extender.server` use these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+# The types whose samples prometheus-client follows with a ``_created`` one.
+_WITH_CREATED = frozenset({"counter", "histogram", "summary"})
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """component-base's ``ExponentialBuckets``: ``count`` bounds, the first ``start``, each
+    ``factor`` times the one before, multiplied step by step as Go does (so each bound is the
+    same float64, and prints the same, as kube-scheduler's)."""
+    bounds = []
+    for _ in range(count):
+        bounds.append(start)
+        start *= factor
+    return tuple(bounds)
+
+
+def alpha(text: str) -> str:
+    """Help text of an ALPHA metric (component-base's default stability), as upstream shows it."""
+    return f"[ALPHA] {text}"
+
+
+def beta(text: str) -> str:
+    return f"[BETA] {text}"
+
+
+def stable(text: str) -> str:
+    return f"[STABLE] {text}"
+
+
+class _WithoutCreated:
+    """The families of ``inner``, less the ``_created`` samples of counters and histograms."""
+
+    def __init__(self, inner: CollectorRegistry) -> None:
+        self._inner = inner
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self._inner.collect():
+            if family.type in _WITH_CREATED:
+                created = family.name + "_created"
+                kept = Metric(family.name, family.documentation, family.type, family.unit)
+                kept.samples = [s for s in family.samples if s.name != created]
+                yield kept
+            else:
+                yield family
+
+
+class Registry(CollectorRegistry):
+    """What a server exposes. Metrics register in :attr:`metrics` (pass it as ``registry=``);
+    this registry, given to prometheus-client's exposition, serves them without ``_created``
+    series (``?name[]=`` restrictions included)."""
+
+    def __init__(self) -> None:
+        super().__init__(support_collectors_without_names=True)
+        self.metrics = CollectorRegistry()
+        self.register(_WithoutCreated(self.metrics))
+
+    def add(self, collector: Collector) -> None:
+        """Register a custom collector (one computing its values at scrape time)."""
+        self.metrics.register(collector)
+
+
+class RestClientMetrics:
+    """client-go's request metrics (component-base's ``restclient`` adapter): one count per API
+    request by status code (``<error>`` when no answer came), method and host; the latency of the
+    requests that are answered whole (watches are counted, not timed, as client-go does).
+    :meth:`observe` is the :class:`rulesched.kube.api.KubeApi` observer."""
+
+    def __init__(self, registry: Registry) -> None:
+        r = registry.metrics
+        self.requests = Counter(
+            "rest_client_requests",
+            alpha("Number of HTTP requests, partitioned by status code, method, and host."),
+            ["code", "method", "host"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "rest_client_request_duration_seconds",
+            alpha("Request latency in seconds. Broken down by verb, and host."),
+            ["verb", "host"],
+            buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
+            registry=r,
+        )
+
+    def observe(self, method: str, url: str, code: str, seconds: float | None) -> None:
+        host = urlsplit(url).netloc or "none"
+        self.requests.labels(code=code, method=method, host=host).inc()
+        if seconds is not None:
+            self.latency.labels(verb=method, host=host).observe(seconds)
+
+
+def add_process_collector(registry: Registry) -> None:
+    """``process_*``: CPU seconds, resident memory, open files, start time (as Go's collector)."""
+    ProcessCollector(registry=registry.metrics)
