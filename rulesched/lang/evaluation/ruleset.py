@@ -9,7 +9,8 @@ a new set drops the old set's sessions with it (:class:`rulesched.lang.handle.Ru
 ``session.bind(pod, cluster)`` evaluates guards once and returns
 :class:`rulesched.lang.evaluation.bound.BoundRules`, whose filters, scores and preemption
 predicates are plain functions of a node, each made (its pod-only parts evaluated once) when
-first called: a class evaluated as columns never needs most of them. This mirrors a
+first called: a class evaluated as columns never needs most of them. The filters of
+:mod:`rulesched.lang.evaluation.prechecks` (a DRA pod's) come first in every binding. This mirrors a
 kube-scheduler cycle: PreFilter work happens once per pod, Filter and Score per node.
 
 Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
