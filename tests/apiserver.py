@@ -12,9 +12,15 @@ counter, as etcd does, and serves:
 * watch (``?watch=1&resourceVersion=N&allowWatchBookmarks=true&timeoutSeconds=S``): JSON lines,
   ADDED / MODIFIED / DELETED / BOOKMARK, and an ERROR event with a 410 Status when N is older
   than the history kept (``history`` events);
-* create, get, replace (with resourceVersion preconditions: 409), merge-patch and delete;
+* create, get, replace (with resourceVersion preconditions: 409), merge-patch, strategic
+  merge-patch (``status.conditions`` entries merge by ``type``, as the real server merges them)
+  and delete;
 * the ``binding`` (409 when already bound) and ``eviction`` (429 when a PodDisruptionBudget
-  allows no disruption) subresources, and ``status`` merge-patches.
+  allows no disruption) subresources, and ``status`` patches. An eviction marks the pod as the
+  real one does (condition ``DisruptionTarget``, reason ``EvictionByEvictionAPI``, replacing a
+  condition of that type) before deleting it; with ``graceful_evictions`` the pod then stays,
+  terminating (``deletionTimestamp`` set), until the test deletes it, as a kubelet's grace period
+  keeps it. Every write (POST, PUT, PATCH, DELETE) is recorded in order in ``Store.writes``.
 
 Faults, set through ``POST /_faults`` (JSON) or :meth:`TestApiServer.set_faults`: every watch
 cut after ``cut_watches_every`` seconds, ``error_rate`` of requests answered 500/503,
@@ -75,6 +81,7 @@ class Faults:
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
+    graceful_evictions: bool = False  # (not a fault: evicted pods stay terminating until deleted)
 
 
 @dataclass
@@ -95,6 +102,7 @@ class Store:
     bindings: int = 0  # successful binding calls, for tests
     binding_log: list[tuple[str, str, float]] = field(default_factory=list)  # (pod key, node, time)
     evictions: list[str] = field(default_factory=list)
+    writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every write, in order
     created: dict[str, float] = field(default_factory=dict)  # pod key -> when created (monotonic)
 
     def write(self, plural: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +204,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(code, _status(code, "InternalError" if code == 500 else "ServiceUnavailable", "injected fault"))
             return True
         return False
+
+    def _record(self) -> None:
+        """A write, in the order the server received it (bench loads through /_bulk are not)."""
+        store = self.server.store
+        with store.changed:
+            store.writes.append((self.command, urlsplit(self.path).path))
 
     def _route(self) -> tuple[str, str | None, str | None, str | None, dict[str, list[str]]] | None:
         """(plural, namespace, name, subresource, query) for a resource path."""
@@ -368,6 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self._fault():
             return
+        self._record()
         plural, namespace, name, sub, _ = route
         body = payload or {}
         store = self.server.store
@@ -451,7 +466,17 @@ class _Handler(BaseHTTPRequestHandler):
                     pdb = copy.deepcopy(pdb)
                     pdb.setdefault("status", {})["disruptionsAllowed"] = allowed - 1
                     store.write("poddisruptionbudgets", "MODIFIED", pdb)
-            store.write("pods", "DELETED", {**pod, "metadata": dict(pod["metadata"])})
+            # as the registry's addConditionAndDeletePod (PodDisruptionConditions): the condition
+            # replaces one of its type, then the pod is deleted
+            pod = copy.deepcopy(pod)
+            evicting = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+            _set_condition(pod, {**evicting, "message": "Eviction API: evicting"})
+            if self.server.faults.graceful_evictions:
+                pod["metadata"].setdefault("deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                pod["metadata"].setdefault("deletionGracePeriodSeconds", 30)
+                store.write("pods", "MODIFIED", pod)
+            else:
+                store.write("pods", "DELETED", pod)
             store.evictions.append(f"{namespace}/{name}")
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
@@ -475,6 +500,7 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.store
         if self._fault():
             return
+        self._record()
         with store.changed:
             found = self._existing()
             if found is None:
@@ -497,12 +523,14 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.store
         if self._fault():
             return
+        self._record()
+        strategic = "strategic-merge-patch" in (self.headers.get("Content-Type") or "")
         with store.changed:
             found = self._existing()
             if found is None:
                 return
             plural, _, _, current = found
-            obj = store.write(plural, "MODIFIED", _merge(copy.deepcopy(current), patch))
+            obj = store.write(plural, "MODIFIED", _merge(copy.deepcopy(current), patch, strategic))
         self._send(200, obj)
 
     def do_DELETE(self) -> None:  # noqa: N802
@@ -510,6 +538,7 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.store
         if self._fault():
             return
+        self._record()
         with store.changed:
             found = self._existing()
             if found is None:
@@ -519,16 +548,46 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, current)
 
 
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """JSON merge patch (RFC 7386); lists are replaced, None deletes."""
+# Lists a strategic merge patch merges by a key (their patchMergeKey), rather than replacing.
+MERGE_KEYS = {"conditions": "type"}
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any], strategic: bool = False) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386): lists are replaced, None deletes. ``strategic``: the lists
+    of MERGE_KEYS merge entry by entry on their key instead (what the fields rulesched patches
+    need of a strategic merge patch)."""
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
+            _merge(target[key], value, strategic)
+        elif strategic and key in MERGE_KEYS and isinstance(value, list) and isinstance(target.get(key), list):
+            for entry in value:
+                _merge_entry(target[key], entry, MERGE_KEYS[key])
         else:
             target[key] = value
     return target
+
+
+def _merge_entry(entries: list[dict[str, Any]], entry: dict[str, Any], key: str) -> None:
+    for i, old in enumerate(entries):
+        if old.get(key) == entry.get(key):
+            entries[i] = {**old, **entry}
+            return
+    entries.append(entry)
+
+
+def _set_condition(pod: dict[str, Any], condition: dict[str, Any]) -> None:
+    """UpdatePodCondition: replace the pod's condition of that type, or add it."""
+    status = pod.setdefault("status", {})
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        conditions = status["conditions"] = []
+    for i, old in enumerate(conditions):
+        if old.get("type") == condition["type"]:
+            conditions[i] = condition
+            return
+    conditions.append(condition)
 
 
 class _Server(ThreadingHTTPServer):

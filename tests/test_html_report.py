@@ -186,11 +186,11 @@ def test_simulate_html_holds_the_summary_every_node_and_pending_pod_and_explanat
     assert "5.5 / 8 cores" in text
     # placements: shop/api preempted jobs/batch-1 on large-b; shop/giant fits nowhere
     assert "jobs/batch-1" in text and "jobs/batch-2" in text
-    assert "0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient cpu" in text
+    assert "0/4 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}, " in text
     # --explain: per-rule scores and totals of the best nodes, filtered nodes grouped by reason
     assert "NodeResourcesBalancedAllocation" in text and "total (weighted)" in text
     assert "Filtered out (3 of 4 nodes)" in text
-    assert "Insufficient cpu (3 nodes): small-a, large-b, gpu-c" in text
+    assert "Insufficient cpu (2 nodes): small-a, large-b" in text
     assert "its last cycle evaluated only its nominated node large-b" in text.lower()
 
 

@@ -154,9 +154,16 @@ def test_unschedulable_message_counts_and_sorts_reasons_then_preemption() -> Non
     assert match, message
     reasons = match.group(1).split(", ")
     assert reasons == sorted(reasons)
-    assert reasons == ["1 node(s) were unschedulable", "3 Insufficient cpu", "3 Insufficient memory"]
-    # giant asks for more than any node has in all, and cordoned-d is cordoned: every failure is
-    # unresolvable, so preemption tries no node
+    # the gpu node is tainted as well as too small: its first failing filter in kube-scheduler's
+    # order (TaintToleration before NodeResourcesFit) names the taint
+    assert reasons == [
+        "1 node(s) had untolerated taint {nvidia.com/gpu: present}",
+        "1 node(s) were unschedulable",
+        "2 Insufficient cpu",
+        "2 Insufficient memory",
+    ]
+    # giant asks for more than any node has in all, cordoned-d is cordoned and the gpu node
+    # tainted: every failure is unresolvable, so preemption tries no node
     assert match.group(2) == "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
 
 

@@ -312,8 +312,9 @@ def test_table_explain_on_the_example() -> None:
     assert blocks["shop/giant"] == [
         "    scores: no node passed the filters",
         "    filtered out (4 of 4 nodes)",
-        "      Insufficient cpu: small-a, large-b, gpu-c",
-        "      Insufficient memory: small-a, large-b, gpu-c",
+        "      Insufficient cpu: small-a, large-b",
+        "      Insufficient memory: small-a, large-b",
+        "      node(s) had untolerated taint {nvidia.com/gpu: present}: gpu-c",  # TaintToleration first
         "      node(s) were unschedulable: cordoned-d",
         "      (unresolvable: preemption cannot help on small-a, large-b, gpu-c (+1 more))",
     ]

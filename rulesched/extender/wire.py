@@ -18,6 +18,7 @@ Next stage: :mod:`rulesched.extender.service` evaluates the rules for what was d
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
@@ -84,10 +85,16 @@ def _object(raw: msgspec.Raw | None, field: str) -> dict[str, Any] | None:
 
 
 def _pod(raw: msgspec.Raw | None, classes: Mapping[str, PriorityClass]) -> Pod:
+    """The pod a request is about. Its DRA claims (spec.resourceClaims) are kube-scheduler's
+    business here: its DynamicResources plugin filters nodes for them before asking the
+    extender, and allocates them in Reserve and PreBind, before an extender's bind. So the rules
+    see the pod without them, and rulesched's own refusal of such pods (rulesched run, simulate
+    and test allocate nothing: rulesched.lang.evaluation.prechecks) does not apply."""
     obj = _object(raw, "Pod")
     if obj is None:
         raise WireError("Pod: missing")
-    return decode_pod(obj, "", classes)  # errors name the pod: "Pod ns/name: spec...: ..."
+    pod = decode_pod(obj, "", classes)  # errors name the pod: "Pod ns/name: spec...: ..."
+    return dataclasses.replace(pod, resource_claims=()) if pod.resource_claims else pod
 
 
 class NodeCache:

@@ -284,14 +284,26 @@ class KubeApi:
         """A JSON merge patch (``None`` removes a field): the scheduler's volume choices."""
         self._call("PATCH", resource.path(namespace, name), body=patch, content_type="application/merge-patch+json")
 
-    def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self._call(
-            "PATCH", PODS.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
-        )
+    def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:
+        """A JSON merge patch of the pod's status (lists replaced whole), or with ``strategic`` a
+        strategic merge patch, as kube-scheduler's PatchPodStatus sends: ``status.conditions``
+        entries merge by ``type``, so the pod's other conditions stay."""
+        kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
+        self._call("PATCH", PODS.path(namespace, name, "status"), body=patch, content_type=kind)
 
-    def post_event(self, regarding: dict[str, str], type_: str, reason: str, action: str, note: str, by: str) -> None:
-        """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid);
-        a connection failure is retried a few times, as client-go's event broadcaster does."""
+    def post_event(
+        self,
+        regarding: dict[str, str],
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        by: str,
+        related: dict[str, str] | None = None,
+    ) -> None:
+        """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid),
+        naming ``related`` too if given (a victim's Preempted event: its preemptor); a connection
+        failure is retried a few times, as client-go's event broadcaster does."""
         namespace = regarding.get("namespace") or "default"
         name = regarding.get("name") or "object"
         body = {
@@ -307,6 +319,8 @@ class KubeApi:
             "note": note[:1024],
             "regarding": regarding,
         }
+        if related is not None:
+            body["related"] = related
         for attempt in range(EVENT_ATTEMPTS):
             try:
                 self.create(EVENTS, namespace, body)

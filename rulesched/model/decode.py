@@ -38,7 +38,10 @@ from rulesched.model.fields import (
     object_metadata,
 )
 from rulesched.model.objects import (
+    DISRUPTION_TARGET,
     EMPTY_RESOURCES,
+    PREEMPTED_CONDITION,
+    PREEMPTION_BY_SCHEDULER,
     LabelSelector,
     Namespace,
     Node,
@@ -169,19 +172,40 @@ def decode_pod(
         owner=_controller(meta, where),
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
+        resource_claims=_resource_claims(spec, where) if spec.get("resourceClaims") else (),
     )
 
 
 def _preempted_by_scheduler(status: Mapping[str, Any], where: Where) -> bool:
-    """The DisruptionTarget condition a scheduler sets on the pods it preempts."""
+    """The DisruptionTarget condition a scheduler sets on the pods it preempts (reason
+    PreemptionByScheduler), or rulesched's own condition, which outlives the Eviction API's
+    rewriting DisruptionTarget (reason EvictionByEvictionAPI)."""
     if not status.get("conditions"):
         return False
+    found = False
     for path, cond in get_maps(status, "conditions", where, "status"):
-        if get_str(cond, "type", where, path) == "DisruptionTarget":
-            return get_str(cond, "status", where, path) == "True" and (
-                get_str(cond, "reason", where, path) == "PreemptionByScheduler"
-            )
+        kind = get_str(cond, "type", where, path)
+        if kind == PREEMPTED_CONDITION and get_str(cond, "status", where, path) == "True":
+            return True
+        if kind == DISRUPTION_TARGET and not found:  # the first of its type counts, as upstream reads it
+            found = True
+            if get_str(cond, "status", where, path) == "True" and (
+                get_str(cond, "reason", where, path) == PREEMPTION_BY_SCHEDULER
+            ):
+                return True
     return False
+
+
+def _resource_claims(spec: Mapping[str, Any], where: Where) -> tuple[str, ...]:
+    """spec.resourceClaims[].name: the pod's Dynamic Resource Allocation claims (the API
+    requires a name; each entry names a ResourceClaim or a ResourceClaimTemplate)."""
+    names = []
+    for path, claim in get_maps(spec, "resourceClaims", where, "spec"):
+        name = get_str(claim, "name", where, path)
+        if not name:
+            raise where.error("missing", f"{path}.name")
+        names.append(name)
+    return tuple(names)
 
 
 def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> Node:

@@ -5,8 +5,9 @@ The scheduler's thread assumes a pod and hands its binding here (:class:`ApiBind
 ``Scheduled`` event, and sends the outcome back to the scheduler's thread as an
 :class:`Outcome`, which that thread applies between cycles. A 409 means the pod is bound
 already: the worker reads where, and the outcome says so (the pod is then taken as bound there,
-not retried). Evictions of preemption victims, ``FailedScheduling`` events and pod status
-patches (PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
+not retried). Evictions of preemption victims (each marked with the DisruptionTarget condition
+first, as kube-scheduler marks them), ``FailedScheduling`` events and pod status patches
+(PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
 PodDisruptionBudget refuses (429) is retried later, never fatal.
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 """
@@ -25,7 +26,7 @@ from typing import Any
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODS, KubeApi
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
-from rulesched.model import Pod
+from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -175,10 +176,17 @@ class Workers:
         except KubeError as err:
             log.warning("status of %s: %s", pod.key, err, extra={"pod": pod.key})
 
-    def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str) -> None:
-        regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+    def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str, related: Pod | None = None) -> None:
         try:
-            self.api.post_event(regarding, type_, reason, action, note, self.scheduler_name)
+            self.api.post_event(
+                _reference(pod),
+                type_,
+                reason,
+                action,
+                note,
+                self.scheduler_name,
+                related=_reference(related) if related is not None else None,
+            )
         except KubeError as err:
             log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
 
@@ -187,7 +195,11 @@ class Workers:
         self._submit(self._evict, victim, preemptor, 0)
 
     def _evict(self, victim: Pod, preemptor: Pod, attempt: int) -> None:
+        """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
+        (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
+        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related."""
         try:
+            self.api.patch_pod_status(victim.namespace, victim.name, _preempted_status(preemptor), strategic=True)
             self.api.evict(victim.namespace, victim.name)
             self._event(
                 victim,
@@ -195,6 +207,7 @@ class Workers:
                 "Preempted",
                 "Preempting",
                 f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
+                related=preemptor,
             )
         except NotFoundError:
             pass  # gone already
@@ -206,3 +219,31 @@ class Workers:
             timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1))
             timer.daemon = True
             timer.start()
+
+
+def _reference(pod: Pod) -> dict[str, str]:
+    """An ObjectReference to the pod, as events name the objects they are about."""
+    return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+
+
+def _preempted_status(preemptor: Pod) -> dict[str, Any]:
+    """The status patch that marks a victim (strategic: its other conditions stay): upstream's
+    DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
+    rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
+    while they terminate, after a restart or a change of leader too."""
+    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+    when = _now()[:19] + "Z"
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": kind,
+                    "status": "True",
+                    "reason": PREEMPTION_BY_SCHEDULER,
+                    "message": message,
+                    "lastTransitionTime": when,
+                }
+                for kind in (DISRUPTION_TARGET, PREEMPTED_CONDITION)
+            ]
+        }
+    }

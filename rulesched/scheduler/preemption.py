@@ -18,8 +18,10 @@ preemptor's priority or higher (:mod:`rulesched.scheduler.nominator`): the preem
 without them and with them added, as upstream's filters with nominated pods.
 
 A pod nominated to a node where a lower-priority pod is terminating because a scheduler
-preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``) waits for that
-pod to leave rather than preempt again (upstream's PodEligibleToPreemptOthers).
+preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``; or rulesched's own
+condition, since the Eviction API rulesched evicts through rewrites ``DisruptionTarget``: see
+``Pod.preempted_by_scheduler``) waits for that pod to leave rather than preempt again
+(upstream's PodEligibleToPreemptOthers).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ a new set drops the old set's sessions with it (:class:`rulesched.lang.handle.Ru
 ``session.bind(pod, cluster)`` evaluates guards once and returns
 :class:`rulesched.lang.evaluation.bound.BoundRules`, whose filters, scores and preemption
 predicates are plain functions of a node, each made (its pod-only parts evaluated once) when
-first called: a class evaluated as columns never needs most of them. This mirrors a
+first called: a class evaluated as columns never needs most of them. The filters of
+:mod:`rulesched.lang.evaluation.prechecks` (a DRA pod's) come first in every binding. This mirrors a
 kube-scheduler cycle: PreFilter work happens once per pod, Filter and Score per node.
 
 Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
@@ -43,6 +44,7 @@ from rulesched.lang.evaluation.bound import (
 )
 from rulesched.lang.evaluation.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
+from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
 from rulesched.lang.evaluation.stages import Staged
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
@@ -161,19 +163,24 @@ class RuleSet:
         filter_rules = [r for r in self.filters if _applies(r, ctx)]
         score_rules = [r for r in self.scores if _applies(r, ctx)]
         preempts = tuple(_bind_preempt(r, ctx) for r in self.preempts if _applies(r, ctx))
-        uses = (tuple(frozenset(r.context) for r in filter_rules), tuple(frozenset(r.context) for r in score_rules))
+        first = prechecks(pod)  # (evaluated node by node, reading nothing: no column, no share)
+        none = (None,) * len(first)
+        uses = (
+            (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
+            tuple(frozenset(r.context) for r in score_rules),
+        )
         columns = ColumnBodies(
             self._evaluator,
-            self._bodies(filter_rules),
+            (*none, *self._bodies(filter_rules)),
             self._bodies(score_rules),
-            tuple(self._fields[id(r)] for r in filter_rules),
+            (*none, *(self._fields[id(r)] for r in filter_rules)),
             tuple(self._fields[id(r)] for r in score_rules),
-            self._shared(filter_rules, pod) if cache else (),
+            (*none, *self._shared(filter_rules, pod)) if cache else (),
             self._shared(score_rules, pod) if cache else (),
         )
         return BoundRules(
             ctx,
-            tuple(_bind_filter(r, ctx) for r in filter_rules),
+            (*first, *(_bind_filter(r, ctx) for r in filter_rules)),
             tuple(_bind_score(r, ctx) for r in score_rules),
             preempts,
             uses,
@@ -197,7 +204,7 @@ class Session:
         (same guards and pod-only values), or a binding of its own."""
         rules = self.rules
         key = rules.class_key(pod)
-        if key is None:
+        if key is None or pod.resource_claims:  # (claims are no rule's field, so in no class key)
             return rules.bind_new(pod, cluster, self.indexes, cache=False)
         if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
             key = (key, tuple([token(cluster) for token in rules.class_tokens]))
