@@ -23,6 +23,7 @@ from rulesched.model.decode_storage import pod_volumes
 from rulesched.model.fields import (
     Memo,
     Where,
+    check,
     describe,
     get_bool,
     get_choice,
@@ -37,6 +38,7 @@ from rulesched.model.fields import (
     get_time,
     object_metadata,
 )
+from rulesched.model.names import dns1123_label, dns1123_subdomain
 from rulesched.model.objects import (
     EMPTY_RESOURCES,
     LabelSelector,
@@ -111,6 +113,8 @@ def _priority(spec: Mapping[str, Any], where: Where, classes: Mapping[str, Prior
         for pc in classes.values():
             if pc.global_default and (found is None or pc.value < found.value):
                 found = pc
+    if explicit is not None and not _INT32[0] <= explicit <= _INT32[1]:
+        raise where.error(f"{explicit} does not fit in 32 bits", "spec.priority")
     priority = explicit if explicit is not None else (found.value if found else 0)
     default_policy = found.preemption_policy if found else "PreemptLowerPriority"
     policy = get_choice(spec, "preemptionPolicy", where, "spec", _PREEMPTION_POLICIES, default_policy)
@@ -126,13 +130,18 @@ def decode_pod(
     priority_classes: Mapping[str, PriorityClass] | None = None,
     *,
     memo: Memo | None = None,
+    require_containers: bool = False,
 ) -> Pod:
     """A Pod; ``priority_classes`` (by name) resolve ``spec.priorityClassName`` for pods that
     have no ``spec.priority`` yet, i.e. pods written by hand rather than read from the API.
-    Passing one ``memo`` dict to many calls shares equal parts between them (faster loads)."""
+    Passing one ``memo`` dict to many calls shares equal parts between them (faster loads).
+    ``require_containers`` refuses a pod without containers, as the API server does; rule tests
+    leave it off, for pods like upstream's test tables' (``containers: []``, which scoring's
+    non-zero defaults treat unlike a container without requests)."""
     obj, meta, name, namespace, where = object_metadata(obj, "Pod", source, True, memo)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
+    _check_pod_spec(spec, status, where, require_containers)
     requests, nonzero = pod_requests(spec, status, where)
     priority, policy = _priority(spec, where, priority_classes)
     aff = affinity(spec, where)
@@ -170,6 +179,19 @@ def decode_pod(
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
     )
+
+
+def _check_pod_spec(spec: Mapping[str, Any], status: Mapping[str, Any], where: Where, containers: bool) -> None:
+    """What the API server refuses in a pod that decoding would otherwise pass over: node names
+    that are not DNS subdomains and (when asked) no container at all."""
+    if containers and spec.get("containers") in (None, []):  # absent, null or empty alike
+        raise where.error(
+            "at least one container is required (the API server refuses a pod without)", "spec.containers"
+        )
+    for part, at, key in ((spec, "spec", "nodeName"), (status, "status", "nominatedNodeName")):
+        node = get_str(part, key, where, at)
+        if node:
+            check(where, dns1123_subdomain, node, f"{at}.{key}")
 
 
 def _preempted_by_scheduler(status: Mapping[str, Any], where: Where) -> bool:
@@ -266,7 +288,7 @@ def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
 def decode_namespace(obj: object, source: str = "") -> Namespace:
     """A Namespace, with the ``kubernetes.io/metadata.name`` label the API server always sets
     (namespace selectors match on it)."""
-    _, meta, name, _, where = object_metadata(obj, "Namespace", source, namespaced=False)
+    _, meta, name, _, where = object_metadata(obj, "Namespace", source, False, name_format=dns1123_label)
     labels = get_str_map(meta, "labels", where, "metadata")
     if labels.get("kubernetes.io/metadata.name") != name:
         labels = MappingProxyType({**labels, "kubernetes.io/metadata.name": name})

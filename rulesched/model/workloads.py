@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rulesched.model.fields import get_map, get_str_map, object_metadata
+from rulesched.model.names import dns1035_label
 from rulesched.model.objects import EMPTY, LabelSelector
 from rulesched.model.parts import label_selector
 
@@ -127,7 +128,7 @@ NO_WORKLOADS = Workloads()
 
 def decode_service(obj: object, source: str = "") -> Service:
     """A Service: its name, namespace and ``spec.selector``."""
-    obj, _, name, namespace, where = object_metadata(obj, "Service", source, True)
+    obj, _, name, namespace, where = object_metadata(obj, "Service", source, True, name_format=dns1035_label)
     spec = get_map(obj, "spec", where, "")
     return Service(name, namespace, get_str_map(spec, "selector", where, "spec"))
 

@@ -1,0 +1,457 @@
+"""Cluster files' bytes to the Kubernetes objects in them, one at a time, within bounded memory.
+
+What ``kubectl get -o yaml`` prints is usually one document, a ``kind: List`` whose ``items``
+hold every object, and a dump of a big cluster runs to hundreds of megabytes. Building that
+document's whole tree first (and PyYAML's node graph under it) took 40 times the file's size, so
+both readers here hand out the items one by one: YAML by composing and constructing each item of
+the top-level ``items`` sequence on its own, JSON by splitting the document with msgspec into the
+raw bytes of each item and decoding one item at a time. Like kubectl (``Unstructured.IsList``),
+any document with a top-level ``items`` list is a list; items without a ``kind`` take the list's
+(``PodList`` -> ``Pod``), known once the document ends (kubectl prints ``kind`` after ``items``).
+
+Hostile input is bounded: YAML aliases may not expand the document beyond what go-yaml (kubectl's
+YAML decoder) allows -- more than 100 nodes by alias and above 99% of a document up to 400 000
+nodes, falling to 10% at 4 000 000 ("excessive aliasing"); a recursive alias, an integer of more
+than 64 characters and nesting deeper than the interpreter's stack are refused; so are JSON
+numbers msgspec cannot hold. Every problem is an :class:`~rulesched.errors.InputError` of one
+line naming the file and, where the parser knows it, line and column.
+Next stage: :mod:`rulesched.simulate.load` decodes each object as it comes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any, cast
+
+import msgspec
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.resolver import Resolver
+
+from rulesched.errors import InputError
+from rulesched.model.fields import describe
+
+Found = tuple[str, str, Any]  # (label, kind, object): "document 1 (line 1): items[3]", "Pod", {...}
+
+_LONGEST_INT = 64  # characters of a YAML integer; 2^64 has 20 digits, 0b... 64 bits
+_ALIAS_LOW, _ALIAS_HIGH = 400_000, 4_000_000  # go-yaml's alias_ratio_range_low and _high
+_NON_SPACE = re.compile(rb"[^ \t\r\n]")
+_UTF8_BOM = b"\xef\xbb\xbf"
+_PLAIN_MAP = (None, "!", "tag:yaml.org,2002:map")  # a top-level mapping's tags read key by key
+
+try:
+    from yaml._yaml import CParser as _Parser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.parser import Parser as _PyParser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _Parser(Reader, Scanner, _PyParser):  # type: ignore[no-redef]
+        def __init__(self, stream: bytes) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            _PyParser.__init__(self)
+
+
+class YamlReader(_Parser, Composer, SafeConstructor, Resolver):
+    """libyaml's parser with PyYAML's composer (``yaml.CSafeLoader`` composes in C by recursion
+    and crashes the interpreter, SIGSEGV, on a line of 100 000 ``[``; the Python composer raises
+    RecursionError instead), counting alias expansion as it composes."""
+
+    def __init__(self, stream: bytes | str) -> None:
+        _Parser.__init__(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self.documents = 0  # non-empty documents read
+        self._start_document()
+
+    check_node = Composer.check_node
+    get_node = Composer.get_node
+    get_single_node = Composer.get_single_node
+
+    def _start_document(self) -> None:
+        self.anchors = {}
+        self._written = 0  # nodes composed since the document's first anchor
+        self._by_alias = 0  # nodes aliases stand for, expanded
+        self._sizes: dict[int, int] = {}  # id(node) -> its size expanded
+
+    def compose_document(self) -> Node | None:
+        self._start_document()
+        node: Node | None = super().compose_document()
+        self._start_document()
+        return node
+
+    def next_value(self) -> Any:
+        """The next node, composed and constructed (the top level's keys, values, items)."""
+        return self.construct_document(cast(Node, self.compose_node(None, 0)))
+
+    def peek(self) -> Any:
+        """The next event (the stubs allow None, which the composer never meets)."""
+        return self.peek_event()
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        if not self.anchors:  # no anchor yet in this document, so no alias: the common case
+            return super().compose_node(parent, index)
+        if not self.check_event(AliasEvent):
+            self._written += 1
+            return super().compose_node(parent, index)
+        mark = self.peek().start_mark
+        node = cast(Node, super().compose_node(parent, index))
+        self._by_alias += self._size(node, mark)
+        total = self._written + self._by_alias
+        if self._by_alias > 100 and total > 1000 and self._by_alias / total > _allowed_alias_ratio(total):
+            raise ConstructorError(
+                None,
+                None,
+                f"excessive aliasing: aliases expand to {self._by_alias} nodes, {self._written} written",
+                mark,
+            )
+        return node
+
+    def _size(self, root: Node, mark: Any) -> int:
+        """How many nodes ``root`` stands for with every alias inside expanded; a node that
+        contains itself is refused (go-yaml: "anchor ... value contains itself")."""
+        sizes = self._sizes
+        if id(root) in sizes:
+            return sizes[id(root)]
+        open_: set[int] = set()
+        stack: list[tuple[Node, bool]] = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            key = id(node)
+            children = _children(node)
+            if done:
+                open_.discard(key)
+                sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+                continue
+            if key in sizes:
+                continue
+            open_.add(key)
+            stack.append((node, True))
+            for child in children:
+                if id(child) in open_:
+                    raise ConstructorError(None, None, "an alias refers to a node that contains it", mark)
+                if id(child) not in sizes:
+                    stack.append((child, False))
+        return sizes[id(root)]
+
+    def construct_yaml_int(self, node: Any) -> int:
+        if len(node.value) > _LONGEST_INT:
+            raise ConstructorError(
+                None, None, f"an integer of {len(node.value)} characters is out of range", node.start_mark
+            )
+        return super().construct_yaml_int(node)
+
+
+YamlReader.add_constructor("tag:yaml.org,2002:int", YamlReader.construct_yaml_int)  # type: ignore[type-var]
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def _allowed_alias_ratio(total: int) -> float:
+    """go-yaml's allowedAliasRatio: 99% of a small document may come from aliases, 10% of a
+    huge one."""
+    if total <= _ALIAS_LOW:
+        return 0.99
+    if total >= _ALIAS_HIGH:
+        return 0.10
+    return 0.99 - 0.89 * (total - _ALIAS_LOW) / (_ALIAS_HIGH - _ALIAS_LOW)
+
+
+# -- the whole file ---------------------------------------------------------------------------
+
+
+def read_objects(data: bytes, path: str, json_only: bool) -> Iterator[Found]:
+    """Every object in one file's bytes (``path`` names it in labels and errors): JSON when
+    ``json_only`` (a ``.json`` file) or when it starts with ``{`` or ``[`` and parses as JSON,
+    else YAML."""
+    data = _utf8(data, path)
+    first = _NON_SPACE.search(data)
+    if first is None:
+        what = "input" if path == "<stdin>" else "file"
+        raise InputError(f"{path}: empty {what}; expected Kubernetes objects")
+    if json_only or data[first.start() : first.start() + 1] in (b"{", b"["):
+        try:
+            documents = _json_documents(data, path)
+        except _NotJson:
+            if json_only:
+                raise InputError(_json_problem(data, path)) from None
+        else:
+            yield from documents
+            return
+    yield from _yaml_objects(data, path)
+
+
+def _utf8(data: bytes, path: str) -> bytes:
+    """The bytes as UTF-8: kubectl's output redirected by Windows PowerShell is UTF-16 with a
+    byte order mark; a UTF-8 byte order mark is dropped."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16").encode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{path}: not a text file (no UTF-16 text: byte {err.start} is invalid)") from None
+    return data[3:] if data.startswith(_UTF8_BOM) else data
+
+
+def _not_utf8(data: bytes) -> int | None:
+    """The offset of the first byte that is not UTF-8, if any (decoding in slices: a whole
+    dump would be copied as text)."""
+    step = 1 << 20
+    for start in range(0, len(data), step):
+        chunk = data[start : start + step + 3]  # a character cut at the slice's end completes
+        try:
+            chunk.decode("utf-8")
+        except UnicodeDecodeError as err:
+            if err.start < step or start + step + 3 >= len(data):
+                return start + err.start
+    return None
+
+
+# -- JSON -------------------------------------------------------------------------------------
+
+
+class _NotJson(Exception):
+    """msgspec could not read the document: the standard library's parser says why, or the
+    text is YAML."""
+
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+_ANY = msgspec.json.Decoder()
+
+
+def _json_documents(data: bytes, path: str) -> Iterator[Found]:
+    """The objects of a JSON document: a List's items decoded one at a time. Raises _NotJson
+    (before yielding anything) when the document does not parse."""
+    try:
+        top = _TOP.decode(data)
+        rest = {key: _ANY.decode(raw) for key, raw in top.items() if key != "items"}
+        items = _ITEMS.decode(top["items"]) if "items" in top else None
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        # not a mapping, a number msgspec cannot hold, items not a list, ...: the standard
+        # library reads it whole, or says where it is wrong
+        try:
+            whole = json.loads(data)
+        except (ValueError, RecursionError):
+            raise _NotJson from None
+        return _objects(whole, f"{path}: document 1")
+    return _json_items(rest, items, f"{path}: document 1")
+
+
+def _json_items(rest: dict[str, Any], items: list[msgspec.Raw] | None, label: str) -> Iterator[Found]:
+    if items is None:
+        yield from _objects(rest, label)
+        return
+    kind = _list_kind(rest, label)
+    for i, raw in enumerate(items):
+        item_label = f"{label}: items[{i}]"
+        try:
+            item = _ANY.decode(raw)
+        except (msgspec.ValidationError, RecursionError):
+            item = _json_item_slowly(bytes(raw), item_label)
+        yield from _objects(item, item_label, kind)
+
+
+def _json_item_slowly(raw: bytes, label: str) -> Any:
+    """An item msgspec refused (a number out of its range, nesting too deep): the standard
+    library reads infinities and long integers, and the decoders say which field is wrong."""
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise InputError(f"{label}: nested too deeply") from None
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise InputError(f"{label}: invalid JSON: {str(err).split(':')[0]}") from None
+
+
+def _json_problem(data: bytes, path: str) -> str:
+    """Why a file named ``.json`` is not JSON, located by the standard library's parser."""
+    bad = _not_utf8(data)
+    if bad is not None:
+        return f"{path}: not a text file (no UTF-8 text: byte {bad} is invalid)"
+    try:
+        json.loads(data)
+    except json.JSONDecodeError as err:
+        return f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}"
+    except RecursionError:
+        return f"{_deepest(data, path)}: invalid JSON: nested too deeply"
+    except ValueError as err:
+        return f"{path}: invalid JSON: {str(err).split(':')[0]}"
+    return f"{path}: invalid JSON"  # pragma: no cover - msgspec and json disagree otherwise
+
+
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_DEEP = 500  # levels: far beyond any Kubernetes object, well within what the parsers manage
+
+
+def _deepest(data: bytes, path: str) -> str:
+    """``path:line:column`` of the bracket that opens level ``_DEEP`` (strings skipped)."""
+    depth = 0
+    for token in _JSON_TOKEN.finditer(data):
+        first = token.group()[:1]
+        if first in (b"[", b"{"):
+            depth += 1
+            if depth == _DEEP:
+                offset = token.start()
+                line = data.count(b"\n", 0, offset) + 1
+                column = offset - data.rfind(b"\n", 0, offset)
+                return f"{path}:{line}:{column}"
+        elif first in (b"]", b"}"):
+            depth -= 1
+    return path
+
+
+# -- YAML -------------------------------------------------------------------------------------
+
+
+def _yaml_objects(data: bytes, path: str) -> Iterator[Found]:
+    reader = YamlReader(data)
+    try:
+        reader.get_event()  # StreamStart
+        number = 0
+        while not reader.check_event(StreamEndEvent):
+            number += 1
+            line = reader.peek().start_mark.line + 1
+            reader.get_event()  # DocumentStart
+            label = f"{path}: document {number} (line {line})"
+            yield from _yaml_document(reader, label)
+            reader.get_event()  # DocumentEnd
+            reader._start_document()
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = err.problem or "malformed"
+        if err.context:
+            problem += f" ({err.context})"
+        raise InputError(f"{where}: invalid YAML: {_one_line(problem)}") from None
+    except yaml.YAMLError as err:  # ReaderError: bytes that are not UTF-8, characters YAML forbids
+        raise InputError(_reader_problem(data, path, err)) from None
+    except RecursionError:
+        where = path
+        try:
+            mark = reader.peek().start_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}"
+        except (yaml.YAMLError, RecursionError):  # pragma: no cover - the parser itself failed
+            pass
+        raise InputError(f"{where}: invalid YAML: nested too deeply") from None
+    finally:
+        reader.dispose()
+    if not reader.documents:
+        raise InputError(f"{path}: no Kubernetes objects found (only comments or '---')")
+
+
+def _yaml_document(reader: YamlReader, label: str) -> Iterator[Found]:
+    """The objects of one document whose DocumentStart was read; its DocumentEnd is left.
+    A top-level mapping is read key by key, and its ``items`` item by item."""
+    event = reader.peek()
+    if not isinstance(event, MappingStartEvent) or event.anchor is not None or event.tag not in _PLAIN_MAP:
+        doc = reader.next_value()
+        if doc is not None:
+            reader.documents += 1
+            yield from _objects(doc, label)
+        return
+    reader.documents += 1
+    reader.get_event()  # MappingStart
+    rest: dict[Any, Any] = {}
+    kindless: list[tuple[str, Any]] = []  # items waiting for the list's kind
+    listed = False
+    while not reader.check_event(MappingEndEvent):
+        key = reader.next_value()
+        if key == "items" and reader.check_event(SequenceStartEvent) and reader.peek().anchor is None:
+            if listed:
+                raise InputError(f"{label}: items: given twice")
+            listed = True
+            reader.get_event()  # SequenceStart
+            index = 0
+            while not reader.check_event(SequenceEndEvent):
+                item = reader.next_value()
+                item_label = f"{label}: items[{index}]"
+                index += 1
+                if type(item) is dict and type(item.get("kind")) is str and item["kind"]:
+                    yield from _objects(item, item_label)
+                else:
+                    kindless.append((item_label, item))
+            reader.get_event()  # SequenceEnd
+        else:
+            value = reader.next_value()
+            try:
+                rest[key] = value
+            except TypeError:  # a key YAML allows and a mapping cannot hold
+                raise InputError(f"{label}: a key that is {describe(key)}") from None
+    reader.get_event()  # MappingEnd
+    if not listed:
+        yield from _objects(rest, label)
+        return
+    kind = _list_kind(rest, label)
+    for item_label, item in kindless:
+        yield from _objects(item, item_label, kind)
+
+
+# -- lists ------------------------------------------------------------------------------------
+
+
+def _list_kind(top: dict[Any, Any], label: str) -> str:
+    """The kind of a document holding ``items``: a string (``List``, ``PodList``, ...)."""
+    kind = top.get("kind")
+    if type(kind) is not str or not kind:
+        problem = "missing" if kind is None else f"expected a string, got {describe(kind)}"
+        raise InputError(f"{label}: kind: {problem}")
+    return kind
+
+
+def _objects(doc: Any, label: str, list_kind: str = "") -> Iterator[Found]:
+    """``(label, kind, object)`` for a document or item, unwrapping lists (anything with an
+    ``items`` list, as kubectl's ``IsList``; a ``*List`` with ``items: null`` is empty); an
+    item of a ``PodList`` without ``kind`` is a Pod."""
+    if type(doc) is not dict:
+        raise InputError(f"{label} is {describe(doc)}, not an object (a mapping with a kind)")
+    kind = doc.get("kind")
+    if kind is None and list_kind.endswith("List") and list_kind != "List":
+        kind = list_kind[: -len("List")]
+    items = doc.get("items")
+    if type(items) is list or (items is None and "items" in doc and type(kind) is str and kind.endswith("List")):
+        kind = _list_kind(doc, label)
+        for i, item in enumerate(items or ()):
+            yield from _objects(item, f"{label}: items[{i}]", kind)
+        return
+    if type(kind) is not str or not kind:
+        problem = "missing" if kind is None else f"expected a string, got {describe(kind)}"
+        raise InputError(f"{label}: kind: {problem}")
+    if kind.endswith("List") and "items" in doc:
+        raise InputError(f"{label}: items: expected a list, got {describe(items)}")
+    yield label, kind, doc
+
+
+def _reader_problem(data: bytes, path: str, err: yaml.YAMLError) -> str:
+    position = getattr(err, "position", None)
+    where = path
+    if isinstance(position, int):
+        bad = _not_utf8(data)
+        if bad is not None and bad <= position + 4:
+            return f"{path}: not a text file (no UTF-8 text: byte {bad} is invalid)"
+        line = data.count(b"\n", 0, position) + 1
+        column = position - data.rfind(b"\n", 0, position)
+        where = f"{path}:{line}:{column}"
+    return f"{where}: invalid YAML: {_one_line(str(err))}"
+
+
+def _one_line(text: str) -> str:
+    return text.splitlines()[0] if text else text
