@@ -38,7 +38,7 @@ from rulesched.model.fields import (
     get_time,
     object_metadata,
 )
-from rulesched.model.names import dns1123_label, dns1123_subdomain
+from rulesched.model.names import dns1123_label, dns1123_subdomain, shown
 from rulesched.model.objects import (
     EMPTY_RESOURCES,
     LabelSelector,
@@ -108,7 +108,7 @@ def _priority(spec: Mapping[str, Any], where: Where, classes: Mapping[str, Prior
         found = classes.get(name) or SYSTEM_PRIORITY_CLASSES.get(name)
         if found is None and explicit is None:
             known = ", ".join(sorted(classes)) or "none loaded"
-            raise where.error(f"no PriorityClass named {name!r} (known: {known})", "spec.priorityClassName")
+            raise where.error(f"no PriorityClass named {shown(name)} (known: {known})", "spec.priorityClassName")
     else:
         for pc in classes.values():
             if pc.global_default and (found is None or pc.value < found.value):

@@ -27,6 +27,7 @@ from rulesched.model.fields import (
     object_metadata,
     quantity,
 )
+from rulesched.model.names import shown
 from rulesched.model.objects import PodVolume
 from rulesched.model.parts import node_selector_terms
 from rulesched.model.storage import (
@@ -49,7 +50,9 @@ def _access_modes(spec: Mapping[str, Any], where: Where, at: str) -> tuple[str, 
     modes = get_str_list(spec, "accessModes", where, at)
     for i, mode in enumerate(modes):
         if mode not in _ACCESS_MODES:
-            raise where.error(f"{mode!r} is not one of {', '.join(_ACCESS_MODES)}", f"{join(at, 'accessModes')}[{i}]")
+            raise where.error(
+                f"{shown(mode)} is not one of {', '.join(_ACCESS_MODES)}", f"{join(at, 'accessModes')}[{i}]"
+            )
     return modes
 
 

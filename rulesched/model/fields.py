@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from rulesched.errors import ObjectError
-from rulesched.model.names import Checked, dns1123_label, dns1123_subdomain, label_value, qualified_name
+from rulesched.model.names import Checked, dns1123_label, dns1123_subdomain, label_value, qualified_name, shown
 from rulesched.model.objects import EMPTY
 from rulesched.model.quantity import MILLI, QuantityError, parse_quantity
 
@@ -111,7 +111,7 @@ def join_key(at: str, key: object) -> str:
     path or break the line, ``metadata.labels['a b\\n']``."""
     if type(key) is str and key.isprintable() and key and not any(c in key for c in " []'\""):
         return f"{at}.{key}" if at else key
-    return f"{at}[{key!r}]"
+    return f"{at}[{shown(key) if type(key) is str else repr(key)}]"
 
 
 def describe(value: object) -> str:
@@ -220,7 +220,7 @@ def get_choice(d: Mapping[str, Any], key: str, where: Where, at: str, allowed: t
     if value in allowed:
         return value
     listed = ", ".join(a for a in allowed if a)
-    problem = f"missing (one of {listed})" if not value else f"{value!r} is not one of {listed}"
+    problem = f"missing (one of {listed})" if not value else f"{shown(value)} is not one of {listed}"
     raise where.error(problem, join(at, key))
 
 
@@ -276,12 +276,14 @@ def quantity(value: object, where: Where, field: str) -> int:
             scale = _FAST_SUFFIX.get(value[-cut:])
             if scale is not None and value[:-cut].isdigit():
                 return int(value[:-cut]) * scale
+    if not isinstance(value, str | int | float):
+        raise where.error(f"expected a quantity (e.g. 500m, 2Gi, 1.5), got {describe(value)}", field)
     try:
-        milli = parse_quantity(value)  # type: ignore[arg-type]  # parse_quantity rejects others
+        milli = parse_quantity(value)
     except QuantityError as err:
         raise where.error(str(err), field) from None
     if milli < 0:
-        raise where.error(f"{value!r} is negative; resource amounts cannot be", field)
+        raise where.error(f"{shown(str(value))} is negative; resource amounts cannot be", field)
     return milli
 
 
@@ -310,7 +312,7 @@ def get_time(d: Mapping[str, Any], key: str, where: Where, at: str) -> float:
             value = datetime.fromisoformat(value)
         except ValueError:
             raise where.error(
-                f"{value!r} is not an RFC 3339 time (expected e.g. 2024-05-01T12:00:00Z)",
+                f"{shown(value)} is not an RFC 3339 time (expected e.g. 2024-05-01T12:00:00Z)",
                 join(at, key),
             ) from None
     elif type(value) is date:  # YAML reads an unquoted 2024-05-01 as a date

@@ -24,7 +24,8 @@ _KEY_NAME = re.compile("([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile("(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
-def _shown(value: str) -> str:
+def shown(value: str) -> str:
+    """A string from the input as messages quote it: in quotes, escaped, cut short."""
     return repr(value if len(value) <= 40 else value[:37] + "...")
 
 
@@ -32,10 +33,10 @@ def dns1123_subdomain(value: str) -> str:
     """A DNS-1123 subdomain (``example.com``): at most 253 characters of lower-case letters,
     digits, '-' and '.', starting and ending with a letter or digit."""
     if len(value) > 253:
-        return f"{_shown(value)} is longer than 253 characters"
+        return f"{shown(value)} is longer than 253 characters"
     if _DNS1123_SUBDOMAIN.fullmatch(value) is None:
         return (
-            f"{_shown(value)} is not a lower-case RFC 1123 subdomain (letters a-z, digits, '-' and '.', "
+            f"{shown(value)} is not a lower-case RFC 1123 subdomain (letters a-z, digits, '-' and '.', "
             "starting and ending with a letter or digit)"
         )
     return ""
@@ -44,10 +45,10 @@ def dns1123_subdomain(value: str) -> str:
 def dns1123_label(value: str) -> str:
     """A DNS-1123 label (``my-name``): at most 63 characters, a subdomain without dots."""
     if len(value) > 63:
-        return f"{_shown(value)} is longer than 63 characters"
+        return f"{shown(value)} is longer than 63 characters"
     if _DNS1123_LABEL.fullmatch(value) is None:
         return (
-            f"{_shown(value)} is not a lower-case RFC 1123 label (letters a-z, digits and '-', "
+            f"{shown(value)} is not a lower-case RFC 1123 label (letters a-z, digits and '-', "
             "starting and ending with a letter or digit)"
         )
     return ""
@@ -56,10 +57,10 @@ def dns1123_label(value: str) -> str:
 def dns1035_label(value: str) -> str:
     """A DNS-1035 label (Service names): a DNS-1123 label that starts with a letter."""
     if len(value) > 63:
-        return f"{_shown(value)} is longer than 63 characters"
+        return f"{shown(value)} is longer than 63 characters"
     if _DNS1035_LABEL.fullmatch(value) is None:
         return (
-            f"{_shown(value)} is not a lower-case RFC 1035 label (letters a-z, digits and '-', "
+            f"{shown(value)} is not a lower-case RFC 1035 label (letters a-z, digits and '-', "
             "starting with a letter and ending with a letter or digit)"
         )
     return ""
@@ -72,19 +73,19 @@ def qualified_name(value: str) -> str:
     prefix, slash, name = value.rpartition("/")
     if slash:
         if "/" in prefix:
-            return f"{_shown(value)} has more than one '/' (expected [prefix/]name)"
+            return f"{shown(value)} has more than one '/' (expected [prefix/]name)"
         if not prefix:
-            return f"{_shown(value)} has an empty prefix before '/'"
+            return f"{shown(value)} has an empty prefix before '/'"
         problem = dns1123_subdomain(prefix)
         if problem:
-            return f"the prefix of {_shown(value)}: {problem}"
+            return f"the prefix of {shown(value)}: {problem}"
     if not name:
-        return f"{_shown(value)} has an empty name part"
+        return f"{shown(value)} has an empty name part"
     if len(name) > 63:
-        return f"the name part of {_shown(value)} is longer than 63 characters"
+        return f"the name part of {shown(value)} is longer than 63 characters"
     if _KEY_NAME.fullmatch(name) is None:
         return (
-            f"{_shown(value)} is not a qualified name (letters, digits, '-', '_' and '.', starting and "
+            f"{shown(value)} is not a qualified name (letters, digits, '-', '_' and '.', starting and "
             "ending with a letter or digit, after an optional DNS subdomain and '/')"
         )
     return ""
@@ -94,10 +95,10 @@ def label_value(value: str) -> str:
     """A label value: empty, or at most 63 characters of letters, digits, '-', '_' and '.'
     starting and ending with a letter or digit."""
     if len(value) > 63:
-        return f"{_shown(value)} is longer than 63 characters"
+        return f"{shown(value)} is longer than 63 characters"
     if _LABEL_VALUE.fullmatch(value) is None:
         return (
-            f"{_shown(value)} is not a label value (empty, or letters, digits, '-', '_' and '.' "
+            f"{shown(value)} is not a label value (empty, or letters, digits, '-', '_' and '.' "
             "starting and ending with a letter or digit)"
         )
     return ""

@@ -47,8 +47,8 @@ def parse_quantity(text: str | int | float) -> int:
         if not math.isfinite(text):  # YAML's .nan and .inf; JSON's 1e400 read as a float
             raise QuantityError(f"{text!r} is not a quantity (not a number, or too large)")
         text = repr(text)
-    if not isinstance(text, str):
-        raise QuantityError(f"{text!r} is not a quantity {_EXAMPLES}")
+    if not isinstance(text, str):  # (a list, a mapping: named by type, whatever their size)
+        raise QuantityError(f"a {type(text).__name__} is not a quantity {_EXAMPLES}")
     match = _QUANTITY.fullmatch(text.strip())
     if match is None or not (match[2] or match[3]):
         raise QuantityError(f"{_shown(text)!r} is not a quantity {_EXAMPLES}")

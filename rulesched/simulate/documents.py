@@ -110,6 +110,8 @@ class YamlReader(_Parser, Composer, SafeConstructor, Resolver):
             return super().compose_node(parent, index)
         mark = self.peek().start_mark
         node = cast(Node, super().compose_node(parent, index))
+        if node.end_mark is None:  # a collection still being composed: it would contain itself
+            raise ConstructorError(None, None, "an alias refers to a node that contains it", mark)
         self._by_alias += self._size(node, mark)
         total = self._written + self._by_alias
         if self._by_alias > 100 and total > 1000 and self._by_alias / total > _allowed_alias_ratio(total):
@@ -175,6 +177,17 @@ def _allowed_alias_ratio(total: int) -> float:
     if total >= _ALIAS_HIGH:
         return 0.10
     return 0.99 - 0.89 * (total - _ALIAS_LOW) / (_ALIAS_HIGH - _ALIAS_LOW)
+
+
+def safe_load(text: str | bytes) -> Any:
+    """One YAML document, as ``yaml.safe_load`` reads it but within the same bounds (for test
+    files, which may well use anchors: ``nodes: &ten``); raises PyYAML's errors or
+    RecursionError."""
+    reader = YamlReader(text)
+    try:
+        return reader.get_single_data()
+    finally:
+        reader.dispose()
 
 
 # -- the whole file ---------------------------------------------------------------------------
@@ -254,10 +267,11 @@ def _json_documents(data: bytes, path: str) -> Iterator[Found]:
         except (ValueError, RecursionError):
             raise _NotJson from None
         return _objects(whole, f"{path}: document 1")
-    return _json_items(rest, items, f"{path}: document 1")
+    return _json_items(rest, items, data, path)
 
 
-def _json_items(rest: dict[str, Any], items: list[msgspec.Raw] | None, label: str) -> Iterator[Found]:
+def _json_items(rest: dict[str, Any], items: list[msgspec.Raw] | None, data: bytes, path: str) -> Iterator[Found]:
+    label = f"{path}: document 1"
     if items is None:
         yield from _objects(rest, label)
         return
@@ -268,6 +282,8 @@ def _json_items(rest: dict[str, Any], items: list[msgspec.Raw] | None, label: st
             item = _ANY.decode(raw)
         except (msgspec.ValidationError, RecursionError):
             item = _json_item_slowly(bytes(raw), item_label)
+        except UnicodeDecodeError:  # (splitting into items looks at no string's bytes)
+            raise InputError(f"{path}: not a text file (no UTF-8 text: byte {_not_utf8(data)} is invalid)") from None
         yield from _objects(item, item_label, kind)
 
 
