@@ -131,14 +131,16 @@ def decode_pod(
     *,
     memo: Memo | None = None,
     require_containers: bool = False,
+    names: bool = True,
 ) -> Pod:
     """A Pod; ``priority_classes`` (by name) resolve ``spec.priorityClassName`` for pods that
     have no ``spec.priority`` yet, i.e. pods written by hand rather than read from the API.
     Passing one ``memo`` dict to many calls shares equal parts between them (faster loads).
     ``require_containers`` refuses a pod without containers, as the API server does; rule tests
     leave it off, for pods like upstream's test tables' (``containers: []``, which scoring's
-    non-zero defaults treat unlike a container without requests)."""
-    obj, meta, name, namespace, where = object_metadata(obj, "Pod", source, True, memo)
+    non-zero defaults treat unlike a container without requests). ``names`` off skips the checks
+    of names' formats (:func:`~rulesched.model.fields.check`), for objects no API server saw."""
+    obj, meta, name, namespace, where = object_metadata(obj, "Pod", source, True, memo, names=names)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
     _check_pod_spec(spec, status, where, require_containers)
@@ -206,10 +208,10 @@ def _preempted_by_scheduler(status: Mapping[str, Any], where: Where) -> bool:
     return False
 
 
-def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> Node:
+def decode_node(obj: object, source: str = "", *, memo: Memo | None = None, names: bool = True) -> Node:
     """A Node; allocatable defaults to capacity (as the API server defaults it), and every name
     an image is known by maps to its size."""
-    obj, meta, name, _, where = object_metadata(obj, "Node", source, False, memo)
+    obj, meta, name, _, where = object_metadata(obj, "Node", source, False, memo, names=names)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
     capacity = _resources(get_resources(status, "capacity", where, "status"))
@@ -235,11 +237,11 @@ def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> N
     )
 
 
-def decode_pdb(obj: object, source: str = "") -> PodDisruptionBudget:
+def decode_pdb(obj: object, source: str = "", *, names: bool = True) -> PodDisruptionBudget:
     """A PodDisruptionBudget with the disruptions its status allows now. Without a status
     (``status_known`` false) it allows 0 until :func:`rulesched.cluster.store.disruptions_allowed`
     computes it from the pods, as the disruption controller would."""
-    obj, _, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True)
+    obj, _, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True, names=names)
     spec = get_map(obj, "spec", where, "")
     selector = label_selector(spec.get("selector"), where, "spec.selector")
     if obj.get("apiVersion") == "policy/v1beta1" and selector == LabelSelector():
@@ -269,9 +271,9 @@ def _int_or_percent(spec: Mapping[str, Any], key: str, where: Where) -> int | st
     raise where.error(f"{describe(value)} is not a count or a percentage (say 2 or 50%)", f"spec.{key}")
 
 
-def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
+def decode_priority_class(obj: object, source: str = "", *, names: bool = True) -> PriorityClass:
     """A PriorityClass; ``value`` is required and must fit in 32 bits, as in the API."""
-    obj, _, name, _, where = object_metadata(obj, "PriorityClass", source, namespaced=False)
+    obj, _, name, _, where = object_metadata(obj, "PriorityClass", source, False, names=names)
     value = get_opt_int(obj, "value", where, "")
     if value is None:
         raise where.error("missing", "value")
@@ -285,10 +287,10 @@ def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
     )
 
 
-def decode_namespace(obj: object, source: str = "") -> Namespace:
+def decode_namespace(obj: object, source: str = "", *, names: bool = True) -> Namespace:
     """A Namespace, with the ``kubernetes.io/metadata.name`` label the API server always sets
     (namespace selectors match on it)."""
-    _, meta, name, _, where = object_metadata(obj, "Namespace", source, False, name_format=dns1123_label)
+    _, meta, name, _, where = object_metadata(obj, "Namespace", source, False, name_format=dns1123_label, names=names)
     labels = get_str_map(meta, "labels", where, "metadata")
     if labels.get("kubernetes.io/metadata.name") != name:
         labels = MappingProxyType({**labels, "kubernetes.io/metadata.name": name})

@@ -58,12 +58,13 @@ class Where:
     """The file and object being decoded, so a problem found deep inside names both; it also
     carries the load's :data:`Memo`, if any, to every part decoder."""
 
-    __slots__ = ("source", "obj", "memo")
+    __slots__ = ("source", "obj", "memo", "names")
 
-    def __init__(self, source: str, obj: str, memo: Memo | None = None) -> None:
+    def __init__(self, source: str, obj: str, memo: Memo | None = None, names: bool = True) -> None:
         self.source = source
         self.obj = obj
         self.memo = memo
+        self.names = names  # check names' formats (see check)
 
     def error(self, problem: str, field: str = "") -> ObjectError:
         return ObjectError(problem, source=self.source, obj=self.obj, field=field)
@@ -88,7 +89,10 @@ def memoized(where: Where, kind: str, raw: Any, build: Callable[[], T]) -> T:
 def check(where: Where, fmt: Callable[[str], str], value: str, at: str, key: object = None) -> None:
     """Raise when ``value`` is not in the format ``fmt`` checks (:mod:`rulesched.model.names`),
     naming the field ``at`` (or its entry ``key``); with a memo, each distinct value is checked
-    once per load."""
+    once per load. Not at all when ``where.names`` is off: objects that never went through an
+    API server, such as upstream's test tables (``Vol_1``, namespace ``subteam1.team1``)."""
+    if not where.names:
+        return
     memo = where.memo
     if memo is None:
         problem = fmt(value)
@@ -331,19 +335,21 @@ def object_metadata(
     namespaced: bool,
     memo: Memo | None = None,
     name_format: Callable[[str], str] = dns1123_subdomain,
+    names: bool = True,
 ) -> tuple[Mapping[str, Any], Mapping[str, Any], str, str, Where]:
     """Check the object is a mapping with a name; return it, its metadata, name, namespace and
     a :class:`Where` naming it (``Pod default/web-1``) for every later error. The name, the
     namespace, labels and annotations are checked as the API server's ValidateObjectMeta
-    checks them: ``name_format`` is the kind's (most kinds' names are DNS-1123 subdomains)."""
+    checks them: ``name_format`` is the kind's (most kinds' names are DNS-1123 subdomains);
+    ``names`` off skips these checks (see :func:`check`)."""
     if type(obj) is not dict:
         raise ObjectError(f"expected a mapping, got {describe(obj)}", source=source, obj=kind)
-    where = Where(source, kind, memo)
+    where = Where(source, kind, memo, names)
     meta = get_map(obj, "metadata", where, "")
     name = get_str(meta, "name", where, "metadata")
     if not name:
         raise where.error("missing", "metadata.name")
-    problem = name_format(name)
+    problem = name_format(name) if names else ""
     if problem:
         raise where.error(problem, "metadata.name")
     namespace = ""
