@@ -312,11 +312,12 @@ def get_time(d: Mapping[str, Any], key: str, where: Where, at: str) -> float:
     if value is None:
         return 0.0
     if type(value) is str:
+        text: str = value
         try:
-            value = datetime.fromisoformat(value)
+            value = datetime.fromisoformat(text)
         except ValueError:
             raise where.error(
-                f"{shown(value)} is not an RFC 3339 time (expected e.g. 2024-05-01T12:00:00Z)",
+                f"{shown(text)} is not an RFC 3339 time (expected e.g. 2024-05-01T12:00:00Z)",
                 join(at, key),
             ) from None
     elif type(value) is date:  # YAML reads an unquoted 2024-05-01 as a date
