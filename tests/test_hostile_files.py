@@ -320,3 +320,33 @@ def test_random_bytes_never_raise_anything_else(tmp_path: Path) -> None:
         path = tmp_path / f"r{i}{rng.choice(['.yaml', '.json'])}"
         path.write_bytes(bytes(data))
         load_outcome(path)
+
+
+# --- the fast YAML builder reads what the composer reads ----------------------------------------
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12)
+    | st.sampled_from(["yes", "No", "on", "~", "0x1F", "0o17", "017", "1_000", "1:30", "2024-05-01", "<<", "=", "1e3"])
+)
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(SCALARS, inner, max_size=4))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(VALUES, st.sampled_from([None, True, False]), st.booleans())
+def test_the_fast_builder_agrees_with_the_composer(value: Any, flow: bool | None, listed: bool) -> None:
+    from rulesched.simulate.documents import _yaml_pass
+    from rulesched.simulate.yamlreader import Unusual
+
+    doc = {"kind": "List", "items": [{"kind": "ConfigMap", "data": value}]} if listed else {"kind": "X", "v": value}
+    data = yaml.safe_dump(doc, default_flow_style=flow, allow_unicode=True).encode()
+    expected = list(_yaml_pass(data, "f", fast=False))
+    assert [obj for _, _, obj in expected] == (yaml.safe_load(data)["items"] if listed else [yaml.safe_load(data)])
+    try:
+        fast = list(_yaml_pass(data, "f", fast=True))
+    except Unusual:  # a timestamp, "<<", a complex key: read the composing way
+        return
+    assert fast == expected

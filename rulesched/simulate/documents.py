@@ -23,172 +23,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 import yaml
-from yaml.composer import Composer
-from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.events import (
-    AliasEvent,
-    MappingEndEvent,
-    MappingStartEvent,
-    SequenceEndEvent,
-    SequenceStartEvent,
-    StreamEndEvent,
-)
-from yaml.nodes import MappingNode, Node, SequenceNode
-from yaml.resolver import Resolver
+from yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent, StreamEndEvent
 
 from rulesched.errors import InputError
 from rulesched.model.fields import describe
+from rulesched.simulate.yamlreader import PLAIN_MAP, Unusual, YamlReader
 
 Found = tuple[str, str, Any]  # (label, kind, object): "document 1 (line 1): items[3]", "Pod", {...}
 
-_LONGEST_INT = 64  # characters of a YAML integer; 2^64 has 20 digits, 0b... 64 bits
-_ALIAS_LOW, _ALIAS_HIGH = 400_000, 4_000_000  # go-yaml's alias_ratio_range_low and _high
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _UTF8_BOM = b"\xef\xbb\xbf"
-_PLAIN_MAP = (None, "!", "tag:yaml.org,2002:map")  # a top-level mapping's tags read key by key
-
-try:
-    from yaml._yaml import CParser as _Parser
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml.parser import Parser as _PyParser
-    from yaml.reader import Reader
-    from yaml.scanner import Scanner
-
-    class _Parser(Reader, Scanner, _PyParser):  # type: ignore[no-redef]
-        def __init__(self, stream: bytes) -> None:
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-            _PyParser.__init__(self)
-
-
-class YamlReader(_Parser, Composer, SafeConstructor, Resolver):
-    """libyaml's parser with PyYAML's composer (``yaml.CSafeLoader`` composes in C by recursion
-    and crashes the interpreter, SIGSEGV, on a line of 100 000 ``[``; the Python composer raises
-    RecursionError instead), counting alias expansion as it composes."""
-
-    def __init__(self, stream: bytes | str) -> None:
-        _Parser.__init__(self, stream)
-        Composer.__init__(self)
-        SafeConstructor.__init__(self)
-        Resolver.__init__(self)
-        self.documents = 0  # non-empty documents read
-        self._start_document()
-
-    check_node = Composer.check_node
-    get_node = Composer.get_node
-    get_single_node = Composer.get_single_node
-
-    def _start_document(self) -> None:
-        self.anchors = {}
-        self._written = 0  # nodes composed since the document's first anchor
-        self._by_alias = 0  # nodes aliases stand for, expanded
-        self._sizes: dict[int, int] = {}  # id(node) -> its size expanded
-
-    def compose_document(self) -> Node | None:
-        self._start_document()
-        node: Node | None = super().compose_document()
-        self._start_document()
-        return node
-
-    def next_value(self) -> Any:
-        """The next node, composed and constructed (the top level's keys, values, items)."""
-        return self.construct_document(cast(Node, self.compose_node(None, 0)))
-
-    def peek(self) -> Any:
-        """The next event (the stubs allow None, which the composer never meets)."""
-        return self.peek_event()
-
-    def compose_node(self, parent: Node | None, index: int) -> Node | None:
-        if not self.anchors:  # no anchor yet in this document, so no alias: the common case
-            return super().compose_node(parent, index)
-        if not self.check_event(AliasEvent):
-            self._written += 1
-            return super().compose_node(parent, index)
-        mark = self.peek().start_mark
-        node = cast(Node, super().compose_node(parent, index))
-        if node.end_mark is None:  # a collection still being composed: it would contain itself
-            raise ConstructorError(None, None, "an alias refers to a node that contains it", mark)
-        self._by_alias += self._size(node, mark)
-        total = self._written + self._by_alias
-        if self._by_alias > 100 and total > 1000 and self._by_alias / total > _allowed_alias_ratio(total):
-            raise ConstructorError(
-                None,
-                None,
-                f"excessive aliasing: aliases expand to {self._by_alias} nodes, {self._written} written",
-                mark,
-            )
-        return node
-
-    def _size(self, root: Node, mark: Any) -> int:
-        """How many nodes ``root`` stands for with every alias inside expanded; a node that
-        contains itself is refused (go-yaml: "anchor ... value contains itself")."""
-        sizes = self._sizes
-        if id(root) in sizes:
-            return sizes[id(root)]
-        open_: set[int] = set()
-        stack: list[tuple[Node, bool]] = [(root, False)]
-        while stack:
-            node, done = stack.pop()
-            key = id(node)
-            children = _children(node)
-            if done:
-                open_.discard(key)
-                sizes[key] = 1 + sum(sizes[id(c)] for c in children)
-                continue
-            if key in sizes:
-                continue
-            open_.add(key)
-            stack.append((node, True))
-            for child in children:
-                if id(child) in open_:
-                    raise ConstructorError(None, None, "an alias refers to a node that contains it", mark)
-                if id(child) not in sizes:
-                    stack.append((child, False))
-        return sizes[id(root)]
-
-    def construct_yaml_int(self, node: Any) -> int:
-        if len(node.value) > _LONGEST_INT:
-            raise ConstructorError(
-                None, None, f"an integer of {len(node.value)} characters is out of range", node.start_mark
-            )
-        return super().construct_yaml_int(node)
-
-
-YamlReader.add_constructor("tag:yaml.org,2002:int", YamlReader.construct_yaml_int)  # type: ignore[type-var]
-
-
-def _children(node: Node) -> list[Node]:
-    if isinstance(node, SequenceNode):
-        return list(node.value)
-    if isinstance(node, MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []
-
-
-def _allowed_alias_ratio(total: int) -> float:
-    """go-yaml's allowedAliasRatio: 99% of a small document may come from aliases, 10% of a
-    huge one."""
-    if total <= _ALIAS_LOW:
-        return 0.99
-    if total >= _ALIAS_HIGH:
-        return 0.10
-    return 0.99 - 0.89 * (total - _ALIAS_LOW) / (_ALIAS_HIGH - _ALIAS_LOW)
-
-
-def safe_load(text: str | bytes) -> Any:
-    """One YAML document, as ``yaml.safe_load`` reads it but within the same bounds (for test
-    files, which may well use anchors: ``nodes: &ten``); raises PyYAML's errors or
-    RecursionError."""
-    reader = YamlReader(text)
-    try:
-        return reader.get_single_data()
-    finally:
-        reader.dispose()
-
 
 # -- the whole file ---------------------------------------------------------------------------
 
@@ -339,7 +187,23 @@ def _deepest(data: bytes, path: str) -> str:
 
 
 def _yaml_objects(data: bytes, path: str) -> Iterator[Found]:
-    reader = YamlReader(data)
+    """The objects of a YAML stream: built straight from the parser's events, or, once that
+    meets an anchor, an alias or a tag, composed from the start (skipping what was handed out)."""
+    handed = 0
+    try:
+        for found in _yaml_pass(data, path, fast=True):
+            handed += 1
+            yield found
+        return
+    except Unusual:
+        pass
+    for n, found in enumerate(_yaml_pass(data, path, fast=False)):
+        if n >= handed:
+            yield found
+
+
+def _yaml_pass(data: bytes, path: str, fast: bool) -> Iterator[Found]:
+    reader = YamlReader(data, fast)
     try:
         reader.get_event()  # StreamStart
         number = 0
@@ -378,7 +242,7 @@ def _yaml_document(reader: YamlReader, label: str) -> Iterator[Found]:
     """The objects of one document whose DocumentStart was read; its DocumentEnd is left.
     A top-level mapping is read key by key, and its ``items`` item by item."""
     event = reader.peek()
-    if not isinstance(event, MappingStartEvent) or event.anchor is not None or event.tag not in _PLAIN_MAP:
+    if not isinstance(event, MappingStartEvent) or event.anchor is not None or event.tag not in PLAIN_MAP:
         doc = reader.next_value()
         if doc is not None:
             reader.documents += 1
