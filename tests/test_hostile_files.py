@@ -350,3 +350,27 @@ def test_the_fast_builder_agrees_with_the_composer(value: Any, flow: bool | None
     except Unusual:  # a timestamp, "<<", a complex key: read the composing way
         return
     assert fast == expected
+
+
+def test_large_yaml_files_are_read_from_the_disk_with_the_same_bounds(tmp_path: Path) -> None:
+    """Past 64 KiB a YAML file is parsed as it is read; late problems are still located, and an
+    alias late in the file sends the reading back to the start, the composing way."""
+    from rulesched.simulate.documents import read_file, read_objects
+
+    nodes = "".join(
+        f"kind: Node\nmetadata: {{name: n{i}}}\nstatus: {{allocatable: {{cpu: '4', pods: '110'}}}}\n---\n"
+        for i in range(1500)
+    )
+    cases = {
+        "bad.yaml": (nodes.encode() + b"kind: Node\nmetadata: {name: \xff}\n", "not a text file (no UTF-8 text"),
+        "bomb.yaml": ((nodes + "kind: X\nx: " + bomb(6) + "\n").encode(), ":6005:14: invalid YAML: excessive aliasing"),
+        "alias.yaml": ((nodes + "kind: Node\nmetadata: &m {name: last}\nx: *m\n").encode(), "ok"),
+    }
+    for name, (data, words) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert len(data) > 1 << 16
+        assert words in bounded(lambda: load_outcome(path)), name  # noqa: B023 - called at once
+    path = tmp_path / "alias.yaml"
+    assert list(read_file(path, "f")) == list(read_objects(path.read_bytes(), "f", False))
+    assert len(load_cluster([path]).nodes) == 1501

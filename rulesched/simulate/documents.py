@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import msgspec
 import yaml
@@ -37,8 +38,35 @@ Found = tuple[str, str, Any]  # (label, kind, object): "document 1 (line 1): ite
 
 _NON_SPACE = re.compile(rb"[^ \t\r\n]")
 _UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16 = (b"\xff\xfe", b"\xfe\xff")  # byte order marks
+_HEAD = 1 << 16  # bytes of a file looked at before choosing how to read it
 
 # -- the whole file ---------------------------------------------------------------------------
+
+
+def read_file(file: Path, path: str) -> Iterator[Found]:
+    """Every object in a file (``path`` names it): JSON when it is named ``.json`` or starts
+    with ``{`` or ``[`` and parses as JSON, else YAML, which is parsed from the disk as it is
+    read rather than from a copy of the whole file in memory."""
+    try:
+        with file.open("rb") as stream:
+            head = stream.read(_HEAD)
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+    json_only = file.suffix.lower() == ".json"
+    text = head.removeprefix(_UTF8_BOM)
+    first = _NON_SPACE.search(text)
+    if len(head) < _HEAD or json_only or head[:2] in _UTF16 or first is None or text[first.start()] in b"{[":
+        yield from read_objects(_read(file, path), path, json_only)
+    else:
+        yield from _yaml_objects(lambda: file.open("rb"), path)
+
+
+def _read(file: Path, path: str) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
 def read_objects(data: bytes, path: str, json_only: bool) -> Iterator[Found]:
@@ -65,7 +93,7 @@ def read_objects(data: bytes, path: str, json_only: bool) -> Iterator[Found]:
 def _utf8(data: bytes, path: str) -> bytes:
     """The bytes as UTF-8: kubectl's output redirected by Windows PowerShell is UTF-16 with a
     byte order mark; a UTF-8 byte order mark is dropped."""
-    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+    if data[:2] in _UTF16:
         try:
             return data.decode("utf-16").encode("utf-8")
         except UnicodeDecodeError as err:
@@ -186,24 +214,26 @@ def _deepest(data: bytes, path: str) -> str:
 # -- YAML -------------------------------------------------------------------------------------
 
 
-def _yaml_objects(data: bytes, path: str) -> Iterator[Found]:
-    """The objects of a YAML stream: built straight from the parser's events, or, once that
-    meets an anchor, an alias or a tag, composed from the start (skipping what was handed out)."""
+def _yaml_objects(source: bytes | Callable[[], BinaryIO], path: str) -> Iterator[Found]:
+    """The objects of a YAML stream (bytes, or a function opening the file): built straight
+    from the parser's events, or, once that meets an anchor, an alias or a tag, composed from
+    the start (skipping what was handed out)."""
     handed = 0
     try:
-        for found in _yaml_pass(data, path, fast=True):
+        for found in _yaml_pass(source, path, fast=True):
             handed += 1
             yield found
         return
     except Unusual:
         pass
-    for n, found in enumerate(_yaml_pass(data, path, fast=False)):
+    for n, found in enumerate(_yaml_pass(source, path, fast=False)):
         if n >= handed:
             yield found
 
 
-def _yaml_pass(data: bytes, path: str, fast: bool) -> Iterator[Found]:
-    reader = YamlReader(data, fast)
+def _yaml_pass(source: bytes | Callable[[], BinaryIO], path: str, fast: bool) -> Iterator[Found]:
+    stream = source if isinstance(source, bytes) else source()
+    reader = YamlReader(stream, fast)
     try:
         reader.get_event()  # StreamStart
         number = 0
@@ -223,7 +253,10 @@ def _yaml_pass(data: bytes, path: str, fast: bool) -> Iterator[Found]:
             problem += f" ({err.context})"
         raise InputError(f"{where}: invalid YAML: {_one_line(problem)}") from None
     except yaml.YAMLError as err:  # ReaderError: bytes that are not UTF-8, characters YAML forbids
+        data = stream if isinstance(stream, bytes) else _read(Path(stream.name), path)
         raise InputError(_reader_problem(data, path, err)) from None
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
     except RecursionError:
         where = path
         try:
@@ -234,6 +267,8 @@ def _yaml_pass(data: bytes, path: str, fast: bool) -> Iterator[Found]:
         raise InputError(f"{where}: invalid YAML: nested too deeply") from None
     finally:
         reader.dispose()
+        if not isinstance(stream, bytes):
+            stream.close()
     if not reader.documents:
         raise InputError(f"{path}: no Kubernetes objects found (only comments or '---')")
 

@@ -59,7 +59,7 @@ from rulesched.model.workloads import (
     decode_controller,
     decode_service,
 )
-from rulesched.simulate.documents import read_objects
+from rulesched.simulate.documents import read_file, read_objects
 
 _STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -111,12 +111,11 @@ def load_cluster(
         loading = _Loading()
         for path in _expand(paths):
             if path is None:
-                source, data, suffix = STDIN_NAME, _read_stdin(stdin), ""
+                source, found = STDIN_NAME, read_objects(_read_stdin(stdin), STDIN_NAME, False)
             else:
-                source, data, suffix = str(path), _read(path), path.suffix.lower()
-            for _, kind, obj in read_objects(data, source, suffix == ".json"):
+                source, found = str(path), read_file(path, str(path))
+            for _, kind, obj in found:
                 loading.add(kind, obj, source)
-            del data
         return loading.finish(skip_missing_nodes)
     finally:
         if collecting:
@@ -138,13 +137,6 @@ def _expand(paths: Sequence[str | Path]) -> Iterator[Path | None]:
             yield from sorted(p for p in path.iterdir() if p.suffix.lower() in _SUFFIXES)
         else:
             yield path
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
 
 
 def _read_stdin(stream: BinaryIO | None) -> bytes:

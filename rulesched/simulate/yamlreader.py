@@ -18,7 +18,7 @@ composing way (:func:`rulesched.simulate.documents.read_objects` skips what it a
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from yaml.composer import Composer
 from yaml.constructor import ConstructorError, SafeConstructor
@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - PyYAML built without libyaml
     from yaml.scanner import Scanner
 
     class _Parser(Reader, Scanner, _PyParser):  # type: ignore[no-redef]
-        def __init__(self, stream: bytes) -> None:
+        def __init__(self, stream: Any) -> None:
             Reader.__init__(self, stream)
             Scanner.__init__(self)
             _PyParser.__init__(self)
@@ -66,7 +66,7 @@ class YamlReader(_Parser, Composer, SafeConstructor, Resolver):
     and crashes the interpreter, SIGSEGV, on a line of 100 000 ``[``; the Python composer raises
     RecursionError instead), counting alias expansion as it composes."""
 
-    def __init__(self, stream: bytes | str, fast: bool = False) -> None:
+    def __init__(self, stream: bytes | str | BinaryIO, fast: bool = False) -> None:
         _Parser.__init__(self, stream)
         Composer.__init__(self)
         SafeConstructor.__init__(self)
