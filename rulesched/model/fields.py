@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from rulesched.errors import ObjectError
-from rulesched.model.names import Checked, dns1123_label, dns1123_subdomain, label_value, qualified_name, shown
+from rulesched.model.names import dns1123_label, dns1123_subdomain, label_value, qualified_name, shown
 from rulesched.model.objects import EMPTY
 from rulesched.model.quantity import MILLI, QuantityError, parse_quantity
 
@@ -35,7 +35,6 @@ Memo = dict[tuple[str, bytes], Any]
 
 T = TypeVar("T")
 
-_CHECKED = ("names", b"")  # the memo's entry for the load's Checked strings
 _INT64 = (-(2**63), 2**63 - 1)
 _ANNOTATIONS_LIMIT = 256 * 1024  # bytes of keys and values, as ValidateAnnotations allows
 
@@ -88,21 +87,13 @@ def memoized(where: Where, kind: str, raw: Any, build: Callable[[], T]) -> T:
 
 def check(where: Where, fmt: Callable[[str], str], value: str, at: str, key: object = None) -> None:
     """Raise when ``value`` is not in the format ``fmt`` checks (:mod:`rulesched.model.names`),
-    naming the field ``at`` (or its entry ``key``); with a memo, each distinct value is checked
-    once per load. Not at all when ``where.names`` is off: objects that never went through an
-    API server, such as upstream's test tables (``Vol_1``, namespace ``subteam1.team1``)."""
-    if not where.names:
-        return
-    memo = where.memo
-    if memo is None:
+    naming the field ``at`` (or its entry ``key``). Not at all when ``where.names`` is off:
+    objects that never went through an API server, such as upstream's test tables (``Vol_1``,
+    namespace ``subteam1.team1``)."""
+    if where.names:
         problem = fmt(value)
-    else:
-        checked = memo.get(_CHECKED)
-        if checked is None:
-            checked = memo[_CHECKED] = Checked()
-        problem = checked.problem(fmt, value)
-    if problem:
-        raise where.error(problem, at if key is None else join_key(at, key))
+        if problem:
+            raise where.error(problem, at if key is None else join_key(at, key))
 
 
 def join(at: str, key: str) -> str:
