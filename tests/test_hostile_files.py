@@ -374,3 +374,16 @@ def test_large_yaml_files_are_read_from_the_disk_with_the_same_bounds(tmp_path: 
     path = tmp_path / "alias.yaml"
     assert list(read_file(path, "f")) == list(read_objects(path.read_bytes(), "f", False))
     assert len(load_cluster([path]).nodes) == 1501
+
+
+def test_merge_keys_at_the_top_level_as_yaml_reads_them(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text(
+        "x: &d {kind: Node, metadata: {name: from-merge}, status: {allocatable: {cpu: '2'}}}\n"
+        "<<: *d\nmetadata: {name: n1}\n---\n"
+        "kind: List\nx: &p {kind: Pod, spec: {containers: [{name: c}]}}\n"
+        "items:\n- {<<: *p, metadata: {name: p1}}\n"
+    )
+    cluster = load_cluster([path])
+    assert [n.name for n in cluster.nodes] == ["n1"] and cluster.nodes[0].allocatable["cpu"] == 2000
+    assert [p.name for p in cluster.pods] == ["p1"]

@@ -288,9 +288,12 @@ def _yaml_document(reader: YamlReader, label: str) -> Iterator[Found]:
     rest: dict[Any, Any] = {}
     kindless: list[tuple[str, Any]] = []  # items waiting for the list's kind
     listed = False
+    merged: list[Any] = []  # values of merge keys (<<: *defaults)
     while not reader.check_event(MappingEndEvent):
-        key = reader.next_value()
-        if key == "items" and reader.check_event(SequenceStartEvent) and reader.peek().anchor is None:
+        key, merge = reader.next_key()
+        if merge:
+            merged.append(reader.next_value())
+        elif key == "items" and reader.check_event(SequenceStartEvent) and reader.peek().anchor is None:
             if listed:
                 raise InputError(f"{label}: items: given twice")
             listed = True
@@ -312,12 +315,24 @@ def _yaml_document(reader: YamlReader, label: str) -> Iterator[Found]:
             except TypeError:  # a key YAML allows and a mapping cannot hold
                 raise InputError(f"{label}: a key that is {describe(key)}") from None
     reader.get_event()  # MappingEnd
+    _merge(rest, merged, label)
     if not listed:
         yield from _objects(rest, label)
         return
     kind = _list_kind(rest, label)
     for item_label, item in kindless:
         yield from _objects(item, item_label, kind)
+
+
+def _merge(into: dict[Any, Any], merged: list[Any], label: str) -> None:
+    """Merge keys at the top level as YAML's merge type has them: keys given explicitly win,
+    then the first mapping merged that has the key."""
+    for value in merged:
+        for mapping in value if type(value) is list else [value]:
+            if type(mapping) is not dict:
+                raise InputError(f"{label}: <<: expected a mapping or a list of mappings to merge")
+            for key, item in mapping.items():
+                into.setdefault(key, item)
 
 
 # -- lists ------------------------------------------------------------------------------------

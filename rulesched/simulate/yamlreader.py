@@ -38,6 +38,7 @@ _ALIAS_LOW, _ALIAS_HIGH = 400_000, 4_000_000  # go-yaml's alias_ratio_range_low 
 PLAIN_MAP = (None, "!", "tag:yaml.org,2002:map")  # tags of a mapping read as a plain one
 _PLAIN_SEQ = (None, "!", "tag:yaml.org,2002:seq")
 _STR = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
 _SIMPLE = ("tag:yaml.org,2002:null", "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 _KNOWN_SCALARS = 200_000  # plain scalars whose values are remembered, per reader
 _NO_KEY = object()  # a mapping waiting for its next key
@@ -98,6 +99,16 @@ class YamlReader(_Parser, Composer, SafeConstructor, Resolver):
         if self.fast:
             return self._build()
         return self.construct_document(cast(Node, self.compose_node(None, 0)))
+
+    def next_key(self) -> tuple[Any, bool]:
+        """The next mapping key's value, and whether it is the merge key ``<<`` (whose value,
+        a mapping or a list of them, supplies the keys the mapping does not give)."""
+        if self.fast:
+            return self._build(), False  # (the fast builder refuses a merge key: Unusual)
+        node = cast(Node, self.compose_node(None, 0))
+        if node.tag == _MERGE:
+            return None, True
+        return self.construct_document(node), False
 
     def _build(self) -> Any:
         """The next node's value straight from the events, with a loop rather than recursion
