@@ -282,8 +282,10 @@ def quantity(value: object, where: Where, field: str) -> int:
     return milli
 
 
-def get_resources(d: Mapping[str, Any], key: str, where: Where, at: str) -> dict[str, int]:
-    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) as a fresh dict of milli-units."""
+def get_resources(d: Mapping[str, Any], key: str, where: Where, at: str, named: bool = False) -> dict[str, int]:
+    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) as a fresh dict of milli-units. With
+    ``named`` the resource names must be qualified names, as the API server checks a container's
+    (it checks no names in a node's capacity: the kubelet writes those)."""
     value = get_map(d, key, where, at)
     out: dict[str, int] = {}
     if value:
@@ -291,7 +293,8 @@ def get_resources(d: Mapping[str, Any], key: str, where: Where, at: str) -> dict
         for name, amount in value.items():
             if type(name) is not str:
                 raise where.error(f"keys must be strings, got {describe(name)}", path)
-            check(where, qualified_name, name, path, name)
+            if named:
+                check(where, qualified_name, name, path, name)
             out[name] = quantity(amount, where, f"{path}.{name}")
     return out
 
