@@ -2,12 +2,13 @@
 
 What ``kubectl get -o yaml`` prints is usually one document, a ``kind: List`` whose ``items``
 hold every object, and a dump of a big cluster runs to hundreds of megabytes. Building that
-document's whole tree first (and PyYAML's node graph under it) took 40 times the file's size, so
-both readers here hand out the items one by one: YAML by composing and constructing each item of
-the top-level ``items`` sequence on its own, JSON by splitting the document with msgspec into the
-raw bytes of each item and decoding one item at a time. Like kubectl (``Unstructured.IsList``),
-any document with a top-level ``items`` list is a list; items without a ``kind`` take the list's
-(``PodList`` -> ``Pod``), known once the document ends (kubectl prints ``kind`` after ``items``).
+document's whole tree first (and PyYAML's node graph under it) took 38 times the file's size, so
+both readers here hand out the items one by one: YAML by building each item of the top-level
+``items`` sequence on its own (:mod:`rulesched.simulate.yamlreader`; a file past 64 KiB is parsed
+from the disk as it is read), JSON by splitting the document with msgspec into the raw bytes of
+each item and decoding one item at a time. Like kubectl (``Unstructured.IsList``), any document
+with a top-level ``items`` list is a list; items without a ``kind`` take the list's (``PodList``
+-> ``Pod``), known once the document ends (kubectl prints ``kind`` after ``items``).
 
 Hostile input is bounded: YAML aliases may not expand the document beyond what go-yaml (kubectl's
 YAML decoder) allows -- more than 100 nodes by alias and above 99% of a document up to 400 000
