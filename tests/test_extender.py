@@ -191,6 +191,25 @@ BAD = [
         400,
         "Nodes.items[0]",
     ),
+    (  # quantities and names as the API server validates them (the model's checks, every face)
+        "/filter",
+        b'{"Pod": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", '
+        b'"resources": {"requests": {"cpu": "1e400"}}}]}}, "Nodes": {"items": []}}',
+        400,
+        "spec.containers[0].resources.requests.cpu: '1e400' is too large",
+    ),
+    (
+        "/filter",
+        b'{"Pod": {"metadata": {"name": "p\\u0000x"}}, "Nodes": {"items": []}}',
+        400,
+        "metadata.name: 'p\\x00x'",
+    ),
+    (
+        "/filter",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"metadata": {"name": "N\\n1"}}]}}',
+        400,
+        "Nodes.items[0]: Node: metadata.name: 'N\\n1' is not",
+    ),
     ("/filter", b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": 5}}', 400, "Nodes.items"),
     ("/filter", b'{"Pod": {"metadata": {"name": "p"}}}', 400, "neither Nodes nor NodeNames"),
     ("/prioritize", b'{"Pod": {"metadata": {"name": "p"}}, "NodeNames": [1]}', 400, "NodeNames[0]"),
