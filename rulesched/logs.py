@@ -165,9 +165,7 @@ def escape(text: str) -> str:
     escapes, so a value cannot end a line or disguise what follows it."""
     if text.isascii():
         return _ASCII_UNSAFE.sub(lambda m: _escape_char(m.group()), text)
-    return "".join(
-        _escape_char(c) if unicodedata.category(c) in _UNSAFE_CATEGORIES or c == "\x85" else c for c in text
-    )
+    return "".join(_escape_char(c) if unicodedata.category(c) in _UNSAFE_CATEGORIES else c for c in text)
 
 
 def field_value(value: object) -> str:
@@ -191,8 +189,9 @@ def _capped_arg(value: object) -> object:
     return value if len(text) <= FIELD_LIMIT else cap(text)
 
 
-def message(record: logging.LogRecord) -> str:
-    """The record's message with each argument capped, then the whole capped and escaped."""
+def message(record: logging.LogRecord, escaped: bool = True) -> str:
+    """The record's message with each argument capped, then the whole capped and (for text
+    lines; JSON escapes its own way) escaped."""
     args = record.args
     if args:
         capped: Any
@@ -206,7 +205,8 @@ def message(record: logging.LogRecord) -> str:
             text = record.getMessage()  # (what logging itself would have made of it)
     else:
         text = str(record.msg)
-    return escape(cap(text, MESSAGE_LIMIT))
+    text = cap(text, MESSAGE_LIMIT)
+    return escape(text) if escaped else text
 
 
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -277,7 +277,7 @@ class JsonFormatter(logging.Formatter):
             "ts": timestamp(record.created),
             "level": record.levelname,
             "logger": record.name,
-            "msg": message(record),
+            "msg": message(record, escaped=False),
         }
         for key, value in fields(record):
             out[key + "_" if key in _RESERVED else key] = _json_value(value)

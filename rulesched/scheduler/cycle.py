@@ -105,6 +105,7 @@ class Cycle:
         if nominated is not None and bound.first_failure(nominated) is None:
             if check is None or check.passes(nominated.name):
                 result.code, result.node = Code.SCHEDULED, nominated.name
+                result.evaluated = result.feasible = 1
                 return result
         if not explain and nodes:
             start = self.next_start
@@ -128,6 +129,7 @@ class Cycle:
         if result.unresolvable is not None and filtered.unresolvable is not None:
             result.unresolvable.update(filtered.unresolvable)
         feasible = filtered.feasible
+        result.evaluated, result.feasible = filtered.looked, len(feasible)
         if not feasible:
             return result
         result.code = Code.SCHEDULED
@@ -169,6 +171,7 @@ class Cycle:
             held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
             rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
         self.next_start = (start + looked) % count
+        result.evaluated, result.feasible = looked, len(rows)
         if not len(rows):
             result.reasons.update(failure_reasons(bound, snapshot.nodes))
             if check is not None:
