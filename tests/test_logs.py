@@ -23,6 +23,7 @@ import pytest
 from rulesched import __version__
 from rulesched.cli import _parser, log_settings
 from rulesched.errors import ConfigError
+from rulesched.extender.cli import settings_from as extender_settings
 from rulesched.logs import (
     FIELD_LIMIT,
     VERBOSE,
@@ -35,6 +36,7 @@ from rulesched.logs import (
     parse_level,
     timestamp,
 )
+from rulesched.run.cli import settings_from as run_settings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess
 from tests.test_run_e2e import node, pod
@@ -158,6 +160,11 @@ def test_flags_win_over_the_config_file_over_the_environment(tmp_path: Path) -> 
     assert settings(["run", "--config", str(config), "--v=2", "--log-format=text"], env).level == VERBOSE
     assert settings(["run"], {"RULESCHED_LOG_LEVEL": "2"}).level == VERBOSE
     assert parse_level(3, "x").level == VERBOSE and parse_level("Warning", "x").level == logging.WARNING
+    # the commands' own settings skip the logging keys (no "unknown setting")
+    assert run_settings(_parser().parse_args(["run", "--config", str(config)])).scheduler_name == "x"
+    config.write_text("log_level: 4\nlisten: 127.0.0.1:9\n")
+    assert extender_settings(_parser().parse_args(["extender", "--config", str(config)])).listen == "127.0.0.1:9"
+    assert settings(["extender", "--config", str(config)]).level == logging.DEBUG
     config.write_text("log_level: loud\n")
     with pytest.raises(ConfigError, match=f"{re.escape(str(config))}: log_level: 'loud' is not a log level"):
         settings(["run", "--config", str(config)])
