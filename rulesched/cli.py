@@ -1,5 +1,9 @@
 """The ``rulesched`` command: parses arguments into settings dataclasses and runs one job.
 
+Logging is set up here, before the command runs (:mod:`rulesched.logs`): ``-v``, ``--v=N`` and
+``--log-format`` are accepted before and after the subcommand, then a ``--config`` file's
+``log_level``, then ``RULESCHED_LOG_LEVEL``.
+
 Every :class:`rulesched.errors.RuleschedError` ends here as one line on stderr and exit status 2
 (lint's own findings exit 1), preceded for rules that do not load by each located problem as lint
 prints it; anything else escaping is a bug and keeps its traceback.
@@ -9,17 +13,53 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rulesched import __version__
-from rulesched.errors import RuleschedError, RulesError
+from rulesched.errors import ConfigError, RuleschedError, RulesError
+from rulesched.logs import FORMATS, LogSettingError, LogSettings, Verbosity, configure, from_klog, resolve
+
+LONG_RUNNING = ("run", "extender")  # default level INFO, timestamped lines; the rest WARNING
+
+
+def _klog_number(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"not a verbosity: {text!r} (say 0, 2 or 4)")
+    return number
+
+
+def _add_logging_arguments(parser: argparse.ArgumentParser, suffix: str) -> None:
+    """The same logging flags before the subcommand (``suffix`` "") and after it ("_sub"): two
+    destinations, since a subcommand's defaults would overwrite what was given before it."""
+    group = parser.add_argument_group("logging")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        dest="verbose" + suffix,
+        help="more logging: -v each pod's decision, -vv debug",
+    )
+    group.add_argument(
+        "--v",
+        type=_klog_number,
+        metavar="N",
+        dest="klog_v" + suffix,
+        help="verbosity as klog numbers it: 0 info, 2 each pod's decision, 4 debug, 6 libraries' debug too",
+    )
+    group.add_argument("--log-format", choices=FORMATS, dest="log_format" + suffix, help="text (default) or json")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rulesched", description="Kubernetes scheduling policy as rules.")
     parser.add_argument("--version", action="version", version=f"rulesched {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    _add_logging_arguments(parser, "")
     sub = parser.add_subparsers(dest="command", required=True)
 
     lint = sub.add_parser("lint", help="check rules files like a compiler")
@@ -43,28 +83,33 @@ def _parser() -> argparse.ArgumentParser:
     add_extender_parser(sub)
     add_test_parser(sub)
     add_diff_parser(sub)
+    for command in sub.choices.values():
+        _add_logging_arguments(command, "_sub")
     return parser
 
 
-class _Fields(logging.Formatter):
-    """Appends the pod, node, rule, reason and rules (a rule set's digest) a record carries
-    (``extra={...}``) as key=value."""
+def log_settings(args: argparse.Namespace, env: Mapping[str, str]) -> LogSettings:
+    """Flags (either side of the subcommand) over ``--config`` over the environment over the
+    command's default."""
+    count = args.verbose + args.verbose_sub
+    numbers = [n for n in (args.klog_v, args.klog_v_sub) if n is not None]
+    flag: Verbosity | None = from_klog(max([2 * count, *numbers])) if count or numbers else None
+    config: dict[str, object] = {}
+    if getattr(args, "config", None):
+        from rulesched.config import read_log_config
 
-    FIELDS = ("pod", "node", "rule", "reason", "rules")
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        fields = [f"{name}={getattr(record, name)}" for name in self.FIELDS if getattr(record, name, None)]
-        return f"{text} {' '.join(fields)}" if fields else text
+        config = read_log_config(args.config)
+    default = logging.INFO if args.command in LONG_RUNNING else logging.WARNING
+    try:
+        return resolve(flag, args.log_format_sub or args.log_format, config, env, default, getattr(args, "config", ""))
+    except LogSettingError as err:
+        raise ConfigError(str(err)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    handler = logging.StreamHandler()
-    handler.setFormatter(_Fields("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
     try:
+        configure(log_settings(args, os.environ))
         if args.command == "lint":
             return _lint(args)
         if args.command == "fmt":

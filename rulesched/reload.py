@@ -156,7 +156,7 @@ class Reloader:
             except KubeError as err:
                 raise ConfigError(f"ConfigMap {self.sources.configmap}: {err}") from None
         self.handle = RulesHandle(self._load())
-        log.info("rules %s", self.handle.digest, extra={"rules": self.handle.digest})
+        log.debug("rules loaded", extra={"rules": self.handle.digest, "files": ",".join(self.handle.rules.files)})
         return self.handle
 
     def _load(self) -> RuleSet:
@@ -229,8 +229,8 @@ class Reloader:
             self.failures += 1
             lines = render(err)
             for line in lines:
-                log.error("rules not reloaded: %s", line)
-            log.error("keeping rules %s", active.digest, extra={"rules": active.digest})
+                log.error("rules rejected: %s", line, extra={"rules": active.digest})
+            log.error("rules rejected; keeping the last good set", extra={"rules": active.digest})
             self._warn(lines)
             outcome = ReloadOutcome(False, active.digest, tuple(active.files), "; ".join(lines))
         else:
@@ -238,7 +238,14 @@ class Reloader:
             if changed:
                 handle.swap(rules)
                 self.reloads += 1
-                log.warning("rules reloaded: %s -> %s", active.digest, rules.digest, extra={"rules": rules.digest})
+                log.info(
+                    "rules reloaded: %s -> %s",
+                    active.digest,
+                    rules.digest,
+                    extra={"rules": rules.digest, "files": ",".join(rules.files)},
+                )
+            else:
+                log.debug("rules unchanged", extra={"rules": active.digest})
             outcome = ReloadOutcome(True, handle.digest, tuple(handle.rules.files), changed=changed)
         self.on_outcome(outcome)
         return outcome
@@ -261,4 +268,4 @@ class Reloader:
         try:
             self.api.post_event(regarding, "Warning", "RulesRejected", "Reload", note, self.controller)
         except KubeError as err:
-            log.info("event for ConfigMap %s: %s", self.sources.configmap, err)
+            log.warning("event RulesRejected not posted on ConfigMap %s: %s", self.sources.configmap, err)

@@ -5,6 +5,7 @@ what `rulesched run` calls (no wildcard), and the Deployment runs what the CLI a
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from rulesched.cli import _parser
+from rulesched.cli import _parser, log_settings
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 MODELS = {
@@ -118,6 +119,8 @@ def test_the_deployment_runs_flags_the_cli_accepts() -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     args = _parser().parse_args(["run", *container["args"]])
     assert args.leader_elect and args.rules_configmap == "rulesched/rulesched-rules"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert log_settings(args, env).level == logging.INFO  # the operator's events; a valid setting
     kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
     assert kustomization["configMapGenerator"][0]["name"] == "rulesched-rules"
     assert kustomization["generatorOptions"]["disableNameSuffixHash"] is True  # watched, so the name stays
@@ -131,6 +134,8 @@ def test_the_extender_deployment_runs_flags_the_cli_accepts() -> None:
     assert container["command"] == ["rulesched", "extender"]
     args = _parser().parse_args(["extender", *container["args"]])
     assert args.in_cluster and args.rules_configmap == "rulesched/rulesched-extender-rules"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert log_settings(args, env).level == logging.INFO
     port = int(args.listen.rsplit(":", 1)[1])
     (service,) = [d for d in manifests(EXTENDER) if d["kind"] == "Service"]
     assert container["ports"][0]["containerPort"] == port

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cli import _Fields, _parser
+from rulesched.cli import _parser
 from rulesched.errors import ConfigError
+from rulesched.logs import TextFormatter
 from rulesched.run.cli import settings_from
 
 
@@ -51,4 +52,4 @@ def test_a_bad_config_is_one_clear_error(tmp_path: Path) -> None:
 def test_log_lines_carry_pod_and_node() -> None:
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "bound", (), None)
     record.pod, record.node = "default/p", "n1"
-    assert _Fields("%(message)s").format(record) == "bound pod=default/p node=n1"
+    assert TextFormatter(timestamps=False).format(record) == "INFO x: bound pod=default/p node=n1"

@@ -61,6 +61,15 @@ def extender_command(args: argparse.Namespace) -> int:
 
 def _stop_on_signals(stop: asyncio.Event, reloader: Reloader) -> None:
     loop = asyncio.get_running_loop()
+
+    def stopping(signum: signal.Signals) -> None:
+        log.info("%s: stopping", signum.name)
+        stop.set()
+
+    def reload() -> None:
+        log.info("SIGHUP: reloading the rules")
+        reloader.trigger()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, reloader.trigger)
+        loop.add_signal_handler(signum, stopping, signum)
+    loop.add_signal_handler(signal.SIGHUP, reload)

@@ -30,6 +30,7 @@ from aiohttp import web
 from prometheus_client import Counter, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from rulesched import __version__
 from rulesched.errors import ConfigError, InputError
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
@@ -226,15 +227,42 @@ async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reload
     address = await server.start()
     extender.start()
     reloader.start()
-    mode = "with the informer cache" if api is not None else "without a cache (full nodes only)"
-    log.warning("rulesched extender listening on %s %s, rules %s", address, mode, rules.digest)
+    log.info(
+        "rulesched %s extender listening on %s",  # (tests read the address from this line)
+        __version__,
+        address,
+        extra={
+            "version": __version__,
+            "rules": rules.digest,
+            "files": ",".join(rules.rules.files),
+            "configmap": settings.rules_configmap,
+            "cache": "informers" if api is not None else "none (full nodes only)",
+            "tls": "on" if settings.tls_cert else "off",
+        },
+    )
     stop = asyncio.Event()
     if arm is not None:
         arm(stop, reloader)
+    announce = asyncio.create_task(_announce_synced(server))
     try:
         await stop.wait()
     finally:
+        announce.cancel()
+        log.info("stopping: closing the listener; requests under way are answered or dropped")
         await server.stop()
         extender.close()
         reloader.join(timeout=1.0)
+        log.info("stopped", extra={"exit": 0})
     return 0
+
+
+async def _announce_synced(server: ExtenderServer) -> None:
+    """Log "caches synced" once the informers' first lists are in, with what the cache holds
+    (counted on the requests' thread, which owns the store)."""
+    extender = server.extender
+    if extender.mirror is None:
+        return
+    while not extender.mirror.synced:
+        await asyncio.sleep(0.1)
+    nodes, pods = await asyncio.get_running_loop().run_in_executor(server._worker, extender.census)
+    log.info("caches synced", extra={"nodes": nodes, "pods": pods, "rules": extender.rules.digest})

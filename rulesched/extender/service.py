@@ -71,6 +71,7 @@ from rulesched.lang import BoundRules, RuleSet, RulesHandle
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.volume_binding import plan_bindings
 from rulesched.lang.evaluation.columns import Rows
+from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.cycle import MAX_TABLES, tables_for
@@ -193,6 +194,12 @@ class Extender:
         if self.mirror is not None:
             self.mirror.start()
 
+    def census(self) -> tuple[int, int]:
+        """(On the requests' thread.) Apply what the informers delivered; the nodes and the
+        pods on them the cache then holds (for the "caches synced" line)."""
+        self.sync()
+        return len(self.store.nodes), sum(1 for _ in self.store.pods())
+
     def close(self) -> None:
         self.stop.set()
         if self.mirror is not None:
@@ -303,7 +310,13 @@ class Extender:
                 self._reasons(bound, table, rows, passing, index, failed, unresolvable)
         finally:
             table.release()
-        log.debug("filter: %d of %d nodes pass", len(passing), len(names), extra={"pod": args.pod.key})
+        log.log(
+            VERBOSE,
+            "filter: %d of %d nodes pass",
+            len(passing),
+            len(names),
+            extra={"pod": args.pod.key, "rules": r.rules.digest},
+        )
         if args.nodes is None:
             return Answer(200, filter_result(index.names[passing].tolist(), failed, unresolvable))
         keep = set(index.names[passing].tolist())
@@ -360,12 +373,18 @@ class Extender:
             for position, level in zip(positions, levels, strict=True):
                 scores[position] = level
             levels = scores
+        if log.isEnabledFor(VERBOSE) and len(levels):
+            best = max(range(len(levels)), key=levels.__getitem__)
+            extra = {"pod": r.args.pod.key, "node": names[best], "rules": r.rules.digest}
+            log.log(VERBOSE, "prioritize: %d nodes, best %d", len(names), levels[best], extra=extra)
         return Answer(200, host_priorities(names, levels))
 
     def preempt(self, body: bytes) -> Answer:
         self.sync()
         args = decode_preemption_args(body, self.mirror.classes if self.mirror is not None else {})
-        return Answer(200, preemption_result(self._preempt(args)))
+        kept = self._preempt(args)
+        log.log(VERBOSE, "preempt: %d of %d nodes kept", len(kept), len(args.victims), extra={"pod": args.pod.key})
+        return Answer(200, preemption_result(kept))
 
     def _preempt(self, args: PreemptionArgs) -> dict[str, tuple[list[str], int]]:
         snapshot = self.store.snapshot()
@@ -386,7 +405,7 @@ class Extender:
     ) -> tuple[list[str], int] | None:
         info = overlay.node_view(name)
         if info is None:
-            log.info("preempt: node unknown, dropped", extra={"pod": pod.key, "node": name})
+            log.log(VERBOSE, "preempt: node unknown, dropped", extra={"pod": pod.key, "node": name})
             return None
         on_node = {p.uid: p for p in info.pods if p.uid}
         proposed: list[Pod] = []
@@ -396,7 +415,12 @@ class Extender:
                 victim = proposal.pods[i]
                 overlay.add_pod(victim if victim.node_name == name else _on(victim, name))
             if victim is None:
-                log.info("preempt: victim %s not in the cache, node dropped", uid, extra={"pod": pod.key, "node": name})
+                log.log(
+                    VERBOSE,
+                    "preempt: victim %s not in the cache, node dropped",
+                    uid,
+                    extra={"pod": pod.key, "node": name},
+                )
                 return None
             proposed.append(victim)
         node = overlay.node_view(name)

@@ -106,7 +106,7 @@ class Informer:
                         self._deliver(kind, obj)
                 self.backoff.reset()  # the stream ended (a timeout, a cut): resume at once
             except GoneError:
-                log.info("watch of %s expired; relisting", self.resource.plural)
+                log.debug("watch of %s expired; relisting", self.resource.plural)
                 version = None
             except KubeError as err:
                 self.errors += 1

@@ -68,17 +68,50 @@ def settings_from(args: argparse.Namespace) -> Any:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from rulesched import __version__
     from rulesched.run.loop import Loop
 
-    loop = Loop(settings_from(args))
+    settings = settings_from(args)
+    loop = Loop(settings)
+    rules = loop.rules.rules
+    log.info(
+        "rulesched %s starting",
+        __version__,
+        extra={
+            "version": __version__,
+            "scheduler": settings.scheduler_name,
+            "rules": rules.digest,
+            "files": ",".join(rules.files),
+            "configmap": settings.rules_configmap,
+            "leader_elect": "on" if settings.leader_elect else "off",
+            "lease": f"{settings.leader_elect_resource_namespace}/{settings.leader_elect_resource_name}"
+            if settings.leader_elect
+            else None,
+            "metrics": settings.metrics_bind_address,
+        },
+    )
 
     def stop(signum: int, frame: Any) -> None:
-        log.info("signal %d: finishing bindings under way, then exiting", signum)
+        # (a signal handler: only plain reads here, no locks the interrupted code may hold)
+        log.info(
+            "%s: finishing bindings under way, then exiting",
+            signal.Signals(signum).name,
+            extra={"in_flight": loop.workers.in_flight, "grace": f"{settings.grace_seconds:g}s"},
+        )
         loop.stop.set()
         loop.scheduler.queue.wake()
 
+    def reload(signum: int, frame: Any) -> None:
+        log.info("SIGHUP: reloading the rules")
+        loop.reloader.trigger()
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGHUP, lambda signum, frame: loop.reloader.trigger())
+    signal.signal(signal.SIGHUP, reload)
     loop.run()
+    left = loop.workers.in_flight
+    (log.warning if left or loop.exit_code else log.info)(
+        "stopped",
+        extra={"exit": loop.exit_code, "cycles": loop.cycles, "abandoned": left or None},
+    )
     return loop.exit_code

@@ -52,8 +52,10 @@ class LeaderElector:
         self.leading = threading.Event()
         self._observed: tuple[str, float] | None = None  # (record as seen, when it last changed)
         self._thread = threading.Thread(target=self._run, name="leader-election", daemon=True)
+        self._lease = f"{settings.namespace}/{settings.name}"  # (for the log)
 
     def start(self) -> LeaderElector:
+        log.info("waiting for the lease", extra={"lease": self._lease, "identity": self.identity})
         self._thread.start()
         return self
 
@@ -66,10 +68,14 @@ class LeaderElector:
             if ok:
                 last_renew = now
                 if not self.leading.is_set():
-                    log.info("became the leader (%s)", self.identity)
+                    log.info("became the leader", extra={"lease": self._lease, "identity": self.identity})
                     self.leading.set()
             elif self.leading.is_set() and now - last_renew >= settings.renew_deadline:
-                log.warning("could not renew the lease within %.0fs: no longer leading", settings.renew_deadline)
+                log.error(
+                    "could not renew the lease within %gs: no longer leading",
+                    settings.renew_deadline,
+                    extra={"lease": self._lease, "identity": self.identity},
+                )
                 self.leading.clear()
                 self.on_lost()
             self.stop.wait(settings.retry_period)
@@ -99,7 +105,7 @@ class LeaderElector:
             except KubeError:
                 return False
         except KubeError as err:
-            log.info("lease: %s", err)
+            log.warning("lease not read or renewed: %s", err, extra={"lease": self._lease})
             return False
         held: dict[str, Any] = current.get("spec") or {}
         holder = held.get("holderIdentity") or ""
@@ -123,7 +129,7 @@ class LeaderElector:
         except ConflictError:
             return False  # someone else wrote it first
         except KubeError as err:
-            log.info("lease: %s", err)
+            log.warning("lease not read or renewed: %s", err, extra={"lease": self._lease})
             return False
 
     def _release(self) -> None:
@@ -133,6 +139,7 @@ class LeaderElector:
             if (current.get("spec") or {}).get("holderIdentity") == self.identity:
                 spec = {**current["spec"], "holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": _micro()}
                 self.api.replace(LEASES, self.settings.namespace, self.settings.name, {**current, "spec": spec})
+                log.info("lease released", extra={"lease": self._lease, "identity": self.identity})
         except KubeError:
             pass
         self.leading.clear()

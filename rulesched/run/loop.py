@@ -28,6 +28,7 @@ from rulesched.errors import InputError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
+from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, RulesSources
@@ -36,7 +37,7 @@ from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event, SchedulingQueue
-from rulesched.scheduler.scheduler import Observer, Scheduler
+from rulesched.scheduler.scheduler import Observer, Scheduler, decision
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ class _Reporter(Observer):
             if preemption is not None and preemption.nominated is not None:
                 self.workers.nominate(pod, preemption.nominated)
             self.workers.unschedulable(pod, result.message)
-        log.debug("cycle: %s", result.code.value, extra={"pod": pod.key, "node": result.node})
+        if log.isEnabledFor(VERBOSE):
+            decision(log, result)
 
     def bound(self, pod: Pod, node: str) -> None:
         self.workers.forget(pod.key)  # (the workers log the binding, with the rules' digest)
@@ -186,7 +188,7 @@ class Loop:
     def _lost(self) -> None:
         """Leadership lost: stop scheduling at once and exit (a restart comes back as a standby),
         as kube-scheduler does."""
-        log.error("leader election lost")
+        log.error("leader election lost; exiting", extra={"exit": 1})
         self.exit_code = 1
         self.stop.set()
         self.scheduler.queue.wake()
@@ -216,7 +218,16 @@ class Loop:
         while not self.ready and not self.stop.is_set():
             self._drain()
             self.stop.wait(0.05)
-        log.info("caches synced: %d nodes, rules %s", len(self.store.nodes), self.rules.digest)
+        self._drain()  # (the last lists: so the counts below are what the caches hold)
+        log.info(
+            "caches synced",
+            extra={
+                "nodes": len(self.store.nodes),
+                "pods": sum(1 for _ in self.store.pods()),
+                "pending": sum(self.scheduler.queue.counts().values()),
+                "rules": self.rules.digest,
+            },
+        )
         last_expiry = time.monotonic()
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()

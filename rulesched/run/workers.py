@@ -174,7 +174,7 @@ class Workers:
         except NotFoundError:
             pass
         except KubeError as err:
-            log.warning("status of %s: %s", pod.key, err, extra={"pod": pod.key})
+            log.warning("status not patched: %s", err, extra={"pod": pod.key})
 
     def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str, related: Pod | None = None) -> None:
         try:
@@ -188,7 +188,7 @@ class Workers:
                 related=_reference(related) if related is not None else None,
             )
         except KubeError as err:
-            log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
+            log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
 
     # --- preemption ---------------------------------------------------------------------------------
     def evict(self, victim: Pod, preemptor: Pod) -> None:
@@ -201,6 +201,7 @@ class Workers:
         try:
             self.api.patch_pod_status(victim.namespace, victim.name, _preempted_status(preemptor), strategic=True)
             self.api.evict(victim.namespace, victim.name)
+            log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
             self._event(
                 victim,
                 "Normal",
@@ -213,9 +214,18 @@ class Workers:
             pass  # gone already
         except (TooManyRequestsError, KubeError) as err:
             if attempt >= 20:
-                log.warning("eviction of %s given up: %s", victim.key, err, extra={"pod": victim.key})
+                log.warning(
+                    "eviction given up: %s",
+                    err,
+                    extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
+                )
                 return
-            log.info("eviction of %s refused (%s); retrying", victim.key, err, extra={"pod": victim.key})
+            log.info(
+                "eviction refused (%s); retrying in %gs",
+                err,
+                EVICTION_RETRY_SECONDS,
+                extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
+            )
             timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1))
             timer.daemon = True
             timer.start()

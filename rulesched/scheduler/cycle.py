@@ -142,6 +142,7 @@ class Cycle:
             if check is None or check.passes(nominated.name):
                 result.code, result.node = Code.SCHEDULED, nominated.name
                 _phase(result, FILTER, started)
+                result.evaluated = result.feasible = 1
                 return result
         if not explain and nodes:
             start = self.next_start
@@ -170,6 +171,7 @@ class Cycle:
             result.unresolvable.update(filtered.unresolvable)
         feasible = filtered.feasible
         scoring = _phase(result, FILTER, started)
+        result.evaluated, result.feasible = filtered.looked, len(feasible)
         if not feasible:
             return result
         result.code = Code.SCHEDULED
@@ -218,6 +220,7 @@ class Cycle:
             held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
             rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
         self.next_start = (start + looked) % count
+        result.evaluated, result.feasible = looked, len(rows)
         if not len(rows):
             rejected_by: set[str] = set()
             result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))

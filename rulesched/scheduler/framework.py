@@ -108,6 +108,8 @@ class CycleResult:
     code: Code
     node: str | None = None
     num_nodes: int = 0
+    evaluated: int = 0  # nodes the filters ran on (kube-scheduler's evaluatedNodes)
+    feasible: int = 0  # of those, the nodes that passed (feasibleNodes)
     reasons: Counter[str] = field(default_factory=Counter)  # reason -> number of nodes
     preemption: Preemption | None = None
     filtered: dict[str, tuple[str, ...]] | None = None  # with explain: node -> reasons

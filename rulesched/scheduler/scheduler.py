@@ -30,6 +30,7 @@ from typing import Protocol
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
+from rulesched.logs import VERBOSE
 from rulesched.model import Pod
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.evaluate import node_statuses
@@ -47,6 +48,22 @@ from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
 
 log = logging.getLogger(__name__)
+
+
+def decision(logger: logging.Logger, result: CycleResult) -> None:
+    """A cycle's outcome for the log at VERBOSE (kube-scheduler's V(2)): the node and how many
+    nodes were evaluated and found feasible, or the unschedulable message and what preemption
+    did (the nominated node, the victims)."""
+    pod = result.pod
+    if result.code is Code.SCHEDULED:
+        extra = {"pod": pod.key, "node": result.node, "evaluated": result.evaluated, "feasible": result.feasible}
+        logger.log(VERBOSE, "scheduled", extra=extra)
+        return
+    preemption = result.preemption
+    victims = ",".join(v.key for v in preemption.victims) if preemption is not None else ""
+    nominated = preemption.nominated if preemption is not None else None
+    extra = {"pod": pod.key, "reason": result.message, "nominated": nominated, "victims": victims}
+    logger.log(VERBOSE, "unschedulable", extra=extra)
 
 
 class Binder(Protocol):
@@ -243,7 +260,7 @@ class Scheduler:
             self.observer.nominations_ended(displaced)
         for victim in victims:
             self.evictor.evict(victim, pod)
-        log.info("preempted %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
+        log.log(VERBOSE, "nominated; evicting %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
         self.queue.move(Event.POD_DELETED)
         self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
 
@@ -281,7 +298,7 @@ class Scheduler:
         if pod.nominated_node_name:  # (as upstream: the status's nomination comes back)
             self.nominator.nominate(pod, pod.nominated_node_name)
         result.code = Code.BIND_FAILED
-        log.info("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
+        log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
         self.queue.requeue(pod, backoff=True)
 
