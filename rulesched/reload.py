@@ -341,10 +341,13 @@ class Reloader:
 
     def _configmap_changed(self, delta: Delta) -> None:
         with self._lock:
+            held = self._configmap
             if delta.type == "DELETED":
                 self._configmap, self._absent = None, "was deleted"
             else:
                 self._configmap = delta.obj
+                if held is not None and _version(held) == _version(delta.obj):
+                    return  # the version already held (the informer's first list, a relist): no change
         self.trigger()
 
     def _run(self) -> None:
@@ -476,6 +479,10 @@ class Reloader:
             self.api.post_event(regarding, "Warning", "RulesRejected", "Reload", note, self.controller)
         except KubeError as err:
             log.info("event for ConfigMap %s: %s", self.sources.configmap, err)
+
+
+def _version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _debug_traceback(err: BaseException) -> None:

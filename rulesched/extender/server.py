@@ -231,6 +231,8 @@ async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reload
     extender = Extender(rules, api, stop=stopping, node_ttl=settings.node_ttl)
     server = ExtenderServer(settings, extender)
     reloader.on_outcome = server.metrics.reloaded
+    if reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
+        server.metrics.reloads.labels(result="error").inc()
     address = await server.start()
     extender.start()
     reloader.start()

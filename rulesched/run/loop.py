@@ -139,6 +139,8 @@ class Loop:
         )
         self.metrics = Metrics(settings.scheduler_name)
         self.metrics.set_rules(self.rules.digest, self.rules.rules.files)
+        if self.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
+            self.metrics.reloads.labels(result="error").inc()
         self.scheduler = Scheduler(
             self.rules,
             self.store,
