@@ -240,7 +240,7 @@ class Reloader:
         with self._lock:
             configmap = self._configmap
         keys = rejected_keys(err, configmap)
-        rejected = f"ConfigMap {self.sources.configmap} keys {', '.join(keys)} rejected" if keys else "rules rejected"
+        rejected = f"ConfigMap {self.sources.configmap} keys {', '.join(keys)} rejected" if keys else "rules not loaded"
         restored = self._restore()
         if restored is not None:
             rules, recorded = restored
@@ -386,7 +386,7 @@ class Reloader:
         configmap, digest = pending
         try:
             written = record.write(configmap, digest)
-        except KubeError as err:
+        except Exception as err:  # noqa: BLE001 - 403, the API down (or a bug): retried, with backoff
             log.warning(
                 "last good rules not recorded in %s/%s: %s (again in %.0fs)",
                 record.namespace,
