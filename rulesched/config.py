@@ -31,10 +31,17 @@ def seconds(text: str) -> float:
 
 
 def add_rules_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--rules`` and ``--rules-configmap``, as ``run`` and ``extender`` take them (both watched)."""
+    """``--rules``, ``--rules-configmap`` and ``--rules-max-delay``, as ``run`` and ``extender``
+    take them (both sources watched; the other reload settings are --config only)."""
     parser.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable; watched)")
     parser.add_argument(
         "--rules-configmap", metavar="NS/NAME", help="a ConfigMap whose .rules keys join the set (watched)"
+    )
+    parser.add_argument(
+        "--rules-max-delay",
+        type=seconds,
+        metavar="DURATION",
+        help="apply rule changes at most this long after the first of a burst, even if more keep coming (default 2s)",
     )
 
 

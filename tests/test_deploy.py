@@ -45,7 +45,7 @@ USED = {
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
-    ("", "configmaps"): {"get", "list", "watch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "update"},  # update, and get, on NAME-last-good only
     **WORKLOAD_READS,
     ("", "persistentvolumes"): {"list", "watch", "patch"},
     ("", "persistentvolumeclaims"): {"list", "watch", "patch"},
@@ -62,7 +62,7 @@ EXTENDER_USED = {
     ("", "pods/binding"): {"create"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
-    ("", "configmaps"): {"get", "list", "watch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "update"},  # update, and get, on NAME-last-good only
     ("events.k8s.io", "events"): {"create"},
     **WORKLOAD_READS,
     ("", "persistentvolumes"): {"list", "watch"},
@@ -112,6 +112,17 @@ def test_rbac_grants_what_is_used_and_nothing_more(folder: Path, used: dict[tupl
                         assert "*" not in (group, resource, *rule["verbs"])
                         granted.setdefault((group, resource), set()).update(rule["verbs"])
     assert granted == used
+
+
+@pytest.mark.parametrize("folder", [DEPLOY, EXTENDER], ids=["run", "extender"])
+def test_only_the_last_good_record_may_be_updated(folder: Path) -> None:
+    """ConfigMaps: the rules are read; update is granted on the last good record's name only."""
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    record = kustomization["configMapGenerator"][0]["name"] + "-last-good"
+    for doc in manifests(folder):
+        for rule in doc.get("rules", []) if doc["kind"] in ("ClusterRole", "Role") else []:
+            if "configmaps" in rule["resources"] and "update" in rule["verbs"]:
+                assert doc["kind"] == "Role" and rule.get("resourceNames") == [record]
 
 
 def test_the_deployment_runs_flags_the_cli_accepts() -> None:

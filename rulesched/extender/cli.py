@@ -40,6 +40,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             "listen",
             "rules",
             "rules_configmap",
+            "rules_max_delay",
             "kubeconfig",
             "in_cluster",
             "tls_cert",

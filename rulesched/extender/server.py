@@ -35,7 +35,7 @@ from rulesched.errors import ConfigError, InputError
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
 from rulesched.metrics import Registry, RestClientMetrics, add_process_collector
-from rulesched.reload import Reloader, ReloadOutcome, RulesSources
+from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,10 @@ class ExtenderSettings:
     listen: str = "0.0.0.0:8888"
     rules: tuple[str, ...] = ("default",)
     rules_configmap: str | None = None  # NAMESPACE/NAME: its .rules keys join the set, watched
+    rules_debounce: float = 0.1  # a burst of rule changes ends after this much quiet ...
+    rules_max_delay: float = 2.0  # ... or this long after its first change
+    rules_event_interval: float = 60.0  # at most one RulesRejected event per interval
+    rules_last_good: bool = True  # keep the last accepted ConfigMap set in NAME-last-good
     kubeconfig: str | None = None  # the informer cache and binding: a kubeconfig file ...
     in_cluster: bool = False  # ... or the pod's service account
     tls_cert: str | None = None
@@ -128,7 +132,8 @@ class ExtenderServer:
             settings.bind_path: extender.bind,
         }
         for path, verb in verbs.items():
-            self.app.router.add_post(path, self._handler(path.strip("/") or "root", verb))
+            needs_rules = path != settings.bind_path
+            self.app.router.add_post(path, self._handler(path.strip("/") or "root", verb, needs_rules))
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
@@ -147,11 +152,18 @@ class ExtenderServer:
             self.metrics.requests.labels(verb="other", code=str(err.status)).inc()
             return _error(err.status, err.text or err.reason)
 
-    def _handler(self, verb: str, call: Callable[[bytes], Answer]) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def _handler(
+        self, verb: str, call: Callable[[bytes], Answer], needs_rules: bool = True
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
         timeout = self.settings.request_timeout
+        rules = self.extender.rules
 
         async def handle(request: web.Request) -> web.Response:
             started = time.perf_counter()
+            if needs_rules and not rules.loaded:  # no valid set yet: kube-scheduler retries the pod later
+                response = _error(503, f"{verb}: {rules.waiting}")
+                self.metrics.requests.labels(verb=verb, code="503").inc()
+                return response
             try:
                 async with asyncio.timeout(timeout):
                     body = await request.read()
@@ -217,13 +229,20 @@ async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reload
 
     api = KubeApi(settings.kubeconfig) if settings.kubeconfig or settings.in_cluster else None
     stopping = threading.Event()
-    reloader = Reloader(RulesSources(settings.rules, settings.rules_configmap), api, stopping)
+    reload_settings = ReloadSettings(
+        settings.rules_debounce, settings.rules_max_delay, settings.rules_event_interval, settings.rules_last_good
+    )
+    # No leader election among extender replicas: each may write the last good record (the
+    # writes are conditional on resourceVersion, and an equal record is left alone).
+    reloader = Reloader(RulesSources(settings.rules, settings.rules_configmap), api, stopping, settings=reload_settings)
     rules = reloader.initial()
     extender = Extender(rules, api, stop=stopping, node_ttl=settings.node_ttl)
     server = ExtenderServer(settings, extender)
     reloader.on_outcome = server.metrics.reloaded
     if api is not None:
         api.observer = server.metrics.rest.observe
+    if reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
+        server.metrics.reloads.labels(result="error").inc()
     address = await server.start()
     extender.start()
     reloader.start()

@@ -186,6 +186,8 @@ class Extender:
 
     @property
     def ready(self) -> tuple[bool, str]:
+        if not self.rules.loaded:
+            return False, self.rules.waiting
         if self.mirror is not None and not self.mirror.synced:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         return True, f"rules {self.rules.digest}"

@@ -46,6 +46,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             "scheduler_name",
             "rules",
             "rules_configmap",
+            "rules_max_delay",
             "bind_workers",
             "percentage_of_nodes_to_score",
             "leader_elect",

@@ -31,7 +31,7 @@ from rulesched.kube.volumes import writes_for
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
-from rulesched.reload import Reloader, ReloadOutcome, RulesSources
+from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
@@ -54,6 +54,10 @@ class RunSettings:
     scheduler_name: str = "rulesched"
     rules: tuple[str, ...] = ("default",)
     rules_configmap: str | None = None  # NAMESPACE/NAME: its .rules keys join the set, watched
+    rules_debounce: float = 0.1  # a burst of rule changes ends after this much quiet ...
+    rules_max_delay: float = 2.0  # ... or this long after its first change
+    rules_event_interval: float = 60.0  # at most one RulesRejected event per interval
+    rules_last_good: bool = True  # keep the last accepted ConfigMap set in NAME-last-good
     bind_workers: int = 16
     percentage_of_nodes_to_score: int = 0
     grace_seconds: float = 10.0  # on SIGTERM: how long in-flight bindings may take
@@ -128,7 +132,14 @@ class Loop:
             self.api,
             self.stop,
             on_outcome=self._reloaded,
+            settings=ReloadSettings(
+                settings.rules_debounce,
+                settings.rules_max_delay,
+                settings.rules_event_interval,
+                settings.rules_last_good,
+            ),
             controller=settings.scheduler_name,
+            may_record=lambda: self.leading,  # the leader records the last good set
         )
         self.rules = self.reloader.initial()
         self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
@@ -148,6 +159,8 @@ class Loop:
         self.metrics = Metrics(settings.scheduler_name)
         self.metrics.set_rules(self.rules.digest, self.rules.rules.files)
         self.api.observer = self.metrics.rest.observe
+        if self.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
+            self.metrics.reloads.labels(result="error").inc()
         self.scheduler = Scheduler(
             self.rules,
             self.store,
@@ -231,7 +244,7 @@ class Loop:
         last_expiry = time.monotonic()
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()
-            if not self.leading:  # a standby keeps its caches warm and waits
+            if not self.leading or not self.rules.loaded:  # a standby, or no valid rules yet: wait
                 self.stop.wait(0.1)
                 continue
             result = self.scheduler.schedule_one(timeout=0.5)
@@ -258,6 +271,8 @@ class Loop:
 
     def _readiness(self) -> tuple[bool, str]:
         role = "" if self.elector is None else ("; leading" if self.leading else "; standby")
+        if not self.rules.loaded:
+            return False, self.rules.waiting
         if not self.ready:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         return True, f"rules {self.rules.digest}{role}"
