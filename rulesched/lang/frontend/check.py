@@ -17,6 +17,8 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.compose import Composer
+from rulesched.lang.frontend.cost import CostLimits, too_costly
+from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
     ANY,
@@ -118,8 +120,8 @@ class CheckedRules:
         return not any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
-def check(files: Sequence[ast.RulesFile]) -> CheckedRules:
-    return _Checker().run(files)
+def check(files: Sequence[ast.RulesFile], limits: CostLimits = CostLimits()) -> CheckedRules:
+    return _Checker(limits).run(files)
 
 
 @dataclass
@@ -131,12 +133,12 @@ class _Scope:
 
 
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, limits: CostLimits) -> None:
+        self.limits = limits
         self.diagnostics: list[Diagnostic] = []
         self.notes = Annotations()
         self.lets: dict[str, ast.Let] = {}
         self.let_types: dict[str, tuple[Type, frozenset[str]]] = {}
-        self.let_stack: list[str] = []
         self.used_lets: set[str] = set()
         self.pod_reads = 0  # every use of the name `pod` ...
         self.pod_attr_reads = 0  # ... and those that read one of its fields
@@ -154,11 +156,17 @@ class _Checker:
                     continue  # resolved by rulesched.lang.frontend.files before checking
                 else:
                     composer.add(item)
-        checked = [self._check_rule(rule) for rule in composer.rules.values()]
+        graph = let_graph(self.lets)
+        self._type_lets(graph)
+        rules = composer.rules.values()
+        for rule in rules:
+            self._too_deep(rule, graph)
+        checked = [self._check_rule(rule) for rule in rules]
         self._weak_scores(checked)
+        let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
+        sound = [rule for rule in rules if not self._has_error(rule)]  # a broken rule's estimate means little
+        self.diagnostics.extend(too_costly(sound, self.lets, graph, self.notes.types, let_names, self.limits))
         for name, let in self.lets.items():
-            if name not in self.let_types:
-                self._let_type(name)
             if name not in self.used_lets:
                 self.diagnostics.append(warning("unused-let", f"let '{name}' is never used", let.name_span))
         if self.pod_reads > self.pod_attr_reads:
@@ -218,6 +226,16 @@ class _Checker:
                 if not (is_numeric(order) or order == STRING):
                     self._error("type", f"a preempt order must be a number or string, not {order}", rule.order)
         return CheckedRule(rule, weight, normalize)
+
+    def _has_error(self, rule: ast.Rule) -> bool:
+        span = rule.span
+        return any(
+            d.severity is Severity.ERROR
+            and d.span is not None
+            and d.span.source is span.source
+            and span.start <= d.span.start < span.end
+            for d in self.diagnostics
+        )
 
     def _weak_scores(self, checked: Sequence[CheckedRule]) -> None:
         """Warn about a score whose weight is too small for it to matter. Scores are meant to
@@ -416,22 +434,46 @@ class _Checker:
             self._error("unknown-name", f"unknown name '{name}'", expr, _did_you_mean(name, known))
         return ANY
 
+    def _type_lets(self, graph: LetGraph) -> None:
+        """Type every let once, each after the lets it uses, so that typing one never types
+        another (no recursion however long a chain of lets is); a let on a cycle reads as ANY
+        where its cycle comes back to it."""
+        for start, loop in graph.cycles.items():
+            self._error("let-cycle", f"let '{start}' refers to itself through {' -> '.join(loop)}", self.lets[start].value)
+        for name in graph.in_cycle:
+            self.let_types[name] = (ANY, frozenset())
+        for name in graph.order:
+            scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
+            t = self._infer(self.lets[name].value, scope)
+            if name not in graph.in_cycle:
+                self.let_types[name] = (t, frozenset(scope.used))
+        for name in graph.order:  # report where a chain of lets first gets too deep, once
+            depth = graph.depth[name]
+            if depth > MAX_EXPANDED_DEPTH and all(graph.depth[u] <= MAX_EXPANDED_DEPTH for u in graph.uses[name]):
+                self._error(
+                    "too-deep",
+                    f"let '{name}' nests {depth} levels deep with the lets it uses; the limit is {MAX_EXPANDED_DEPTH}",
+                    self.lets[name].value,
+                    "compute it from fewer lets in a chain",
+                )
+
+    def _too_deep(self, rule: ast.Rule, graph: LetGraph) -> None:
+        """An expression of the rule nesting too deep with its lets substituted, when no let it
+        uses is too deep itself (that let is reported)."""
+        for expr in (rule.guard, rule.body, rule.reason, rule.unresolvable, rule.order):
+            if expr is None:
+                continue
+            depth, through = graph.expanded_depth(expr, self.lets)
+            if depth > MAX_EXPANDED_DEPTH and (through is None or graph.depth[through.id] <= MAX_EXPANDED_DEPTH):
+                self._error(
+                    "too-deep",
+                    f"expression nests {depth} levels deep with the lets it uses; the limit is {MAX_EXPANDED_DEPTH}",
+                    through if through is not None else expr,
+                )
+
     def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
-        if name in self.let_types:
-            return self.let_types[name]
-        if name in self.let_stack:
-            self._error(
-                "let-cycle",
-                f"let '{name}' refers to itself through {' -> '.join(self.let_stack)}",
-                self.lets[name].value,
-            )
-            return ANY, frozenset()
-        self.let_stack.append(name)
-        scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
-        t = self._infer(self.lets[name].value, scope)
-        self.let_stack.pop()
-        self.let_types[name] = (t, frozenset(scope.used))
-        return self.let_types[name]
+        """A let's type and the rule variables it reads, typed by :meth:`_type_lets`."""
+        return self.let_types.get(name, (ANY, frozenset()))
 
     def _attr(self, expr: ast.Attr, scope: _Scope) -> Type:
         t = self._infer(expr.obj, scope)
