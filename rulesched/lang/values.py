@@ -113,11 +113,16 @@ def binary_function(op: str, kind: str) -> Callable[[Any, Any], Any]:
 
 
 def as_score(value: Any) -> int:
-    """A score rule's value as kube-scheduler's int64 score: truncated toward zero."""
+    """A score rule's value as kube-scheduler's int64 score: truncated toward zero, and held
+    within int64 (a constant of 9,000 digits would otherwise overflow every report)."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return 0
-        return int(value)
-    return int(value)
+        value = int(value)
+    return max(_INT64_MIN, min(_INT64_MAX, int(value)))
+
+
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)

@@ -9,7 +9,7 @@ representation for CPU, memory and extended resources alike. ``1`` is ``1000``; 
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 
 MILLI = 1000
 
@@ -31,6 +31,11 @@ _QUANTITY = re.compile(
 )
 
 
+# Quantities beyond this many units are refused: no resource comes near (an exabyte is 10^18
+# bytes), and ``1e999999999`` would otherwise make an integer of a billion digits.
+MAX_UNITS = 10**30
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
@@ -49,14 +54,16 @@ def parse_quantity(text: str | int | float) -> int:
     number, exponent, suffix = match.groups()
     try:
         value = Decimal(number)
-    except InvalidOperation as err:  # pragma: no cover - the regex admits only numbers
-        raise QuantityError(f"{text!r} is not a quantity") from err
-    if exponent:
-        value = value.scaleb(int(exponent[1:]))
-    elif suffix in _BINARY:
-        value = value * _BINARY[suffix]
-    else:
-        value = value * _DECIMAL[suffix or ""]
+        if exponent:
+            value = value.scaleb(int(exponent[1:]))
+        elif suffix in _BINARY:
+            value = value * _BINARY[suffix]
+        else:
+            value = value * _DECIMAL[suffix or ""]
+    except ArithmeticError as err:  # an exponent beyond what Decimal holds (1e99999999999)
+        raise QuantityError(f"{text!r} is too large a quantity") from err
+    if abs(value) > MAX_UNITS:
+        raise QuantityError(f"{text!r} is too large a quantity (at most 1e30)")
     return _to_milli(value)
 
 

@@ -288,13 +288,14 @@ def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[An
     fn = _node_fn(rule.body, ctx)
 
     def score(n: Any) -> int:
-        # int() is as_score for ints, bools and finite floats (truncation toward zero); NaN and
-        # the infinities raise, and as_score makes them 0.
+        # int() is as_score for ints, bools and finite floats (truncation toward zero) within
+        # int64; NaN and the infinities raise, and as_score makes them 0 (and clamps the rest).
         value = fn(n)
         try:
-            return int(value)
+            whole = int(value)
         except (ValueError, OverflowError):
             return as_score(value)
+        return whole if -0x8000000000000000 <= whole <= 0x7FFFFFFFFFFFFFFF else as_score(whole)
 
     return score
 

@@ -13,6 +13,7 @@ Next stage: :mod:`rulesched.lang.frontend.check`.
 from __future__ import annotations
 
 import functools
+import math
 import re
 import threading
 from decimal import Decimal
@@ -361,7 +362,12 @@ def _number_literal(text: str, span: Span) -> ast.Literal:
     assert match is not None  # the lexer admits only this shape
     digits, suffix = match.groups()
     if suffix in _DURATION_SECONDS:
-        seconds = float(Decimal(digits) * Decimal(str(_DURATION_SECONDS[suffix])))
+        try:
+            seconds = float(Decimal(digits) * Decimal(str(_DURATION_SECONDS[suffix])))
+        except ArithmeticError:  # an exponent beyond what Decimal holds
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise ParseFailed(error("syntax", f"'{text}' is too long a duration", span))
         return ast.Literal(ast.LiteralKind.DURATION, seconds, text, span=span)
     if suffix:
         try:
