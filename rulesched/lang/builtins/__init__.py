@@ -9,9 +9,9 @@ cluster (topology domains) take the evaluation context first; see :class:`EvalCo
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from rulesched.lang import schema

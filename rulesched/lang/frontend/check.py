@@ -8,6 +8,7 @@ The checker never stops at the first problem. Next stage: :mod:`rulesched.lang.e
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.compose import Composer
-from rulesched.lang.frontend.cost import CostLimits, too_costly
+from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
 from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
@@ -120,7 +121,7 @@ class CheckedRules:
         return not any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
-def check(files: Sequence[ast.RulesFile], limits: CostLimits = CostLimits()) -> CheckedRules:
+def check(files: Sequence[ast.RulesFile], limits: CostLimits = DEFAULT_LIMITS) -> CheckedRules:
     return _Checker(limits).run(files)
 
 
@@ -164,8 +165,9 @@ class _Checker:
         checked = [self._check_rule(rule) for rule in rules]
         self._weak_scores(checked)
         let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
-        sound = [rule for rule in rules if not self._has_error(rule)]  # a broken rule's estimate means little
-        self.diagnostics.extend(too_costly(sound, self.lets, graph, self.notes.types, let_names, self.limits))
+        self.diagnostics.extend(
+            too_costly(self._sound(rules), self.lets, graph, self.notes.types, let_names, self.limits)
+        )
         for name, let in self.lets.items():
             if name not in self.used_lets:
                 self.diagnostics.append(warning("unused-let", f"let '{name}' is never used", let.name_span))
@@ -227,15 +229,22 @@ class _Checker:
                     self._error("type", f"a preempt order must be a number or string, not {order}", rule.order)
         return CheckedRule(rule, weight, normalize)
 
-    def _has_error(self, rule: ast.Rule) -> bool:
-        span = rule.span
-        return any(
-            d.severity is Severity.ERROR
-            and d.span is not None
-            and d.span.source is span.source
-            and span.start <= d.span.start < span.end
-            for d in self.diagnostics
-        )
+    def _sound(self, rules: Iterable[ast.Rule]) -> list[ast.Rule]:
+        """The rules with no error inside their own text: a broken rule's cost estimate means
+        little (its types are partly unknown)."""
+        starts: dict[int, list[int]] = {}
+        for d in self.diagnostics:
+            if d.severity is Severity.ERROR and d.span is not None:
+                starts.setdefault(id(d.span.source), []).append(d.span.start)
+        for found in starts.values():
+            found.sort()
+        sound = []
+        for rule in rules:
+            found = starts.get(id(rule.span.source), [])
+            i = bisect.bisect_left(found, rule.span.start)
+            if i == len(found) or found[i] >= rule.span.end:
+                sound.append(rule)
+        return sound
 
     def _weak_scores(self, checked: Sequence[CheckedRule]) -> None:
         """Warn about a score whose weight is too small for it to matter. Scores are meant to
@@ -439,7 +448,9 @@ class _Checker:
         another (no recursion however long a chain of lets is); a let on a cycle reads as ANY
         where its cycle comes back to it."""
         for start, loop in graph.cycles.items():
-            self._error("let-cycle", f"let '{start}' refers to itself through {' -> '.join(loop)}", self.lets[start].value)
+            self._error(
+                "let-cycle", f"let '{start}' refers to itself through {' -> '.join(loop)}", self.lets[start].value
+            )
         for name in graph.in_cycle:
             self.let_types[name] = (ANY, frozenset())
         for name in graph.order:

@@ -70,18 +70,21 @@ class CostLimits:
     size: int = MAX_SIZE
 
 
+DEFAULT_LIMITS = CostLimits()
+
+
 @dataclass(frozen=True)
 class Estimate:
     """One expression's bound: ``steps`` per evaluation; ``size``, the elements or characters its
     value may hold (1 for a scalar); ``loops``, the nested loops on its costliest path, outermost
-    first, and ``lets``, the lets that path goes through; ``anchor``, where that path starts in
+    first, and ``let``, the first let that path goes through ("" for none); ``anchor``, where that path starts in
     this expression's own text (an aggregate, or the use of a let), for the caret; ``largest``,
     the largest value built within, and where."""
 
     steps: int
     size: int = 1
     loops: tuple[str, ...] = ()
-    lets: tuple[str, ...] = ()
+    let: str = ""
     anchor: ast.Expr | None = None
     largest: int = 0
     largest_at: ast.Expr | None = None
@@ -93,7 +96,7 @@ def too_costly(
     graph: LetGraph,
     types: Mapping[int, Type],
     let_names: Mapping[int, str],
-    limits: CostLimits = CostLimits(),
+    limits: CostLimits = DEFAULT_LIMITS,
 ) -> list[Diagnostic]:
     """A ``too-costly`` error for each rule whose bound exceeds :data:`MAX_STEPS` or that builds
     a value larger than :data:`MAX_SIZE`. ``types`` and ``let_names`` are the checker's: each
@@ -134,20 +137,20 @@ def _count(n: int) -> str:
 
 
 def _explain(e: Estimate) -> str:
-    through = f"through let '{e.lets[0]}', " if e.lets else ""
+    through = f"through let '{e.let}', " if e.let else ""
     if len(e.loops) > 1:
         return f"{through}{len(e.loops)} nested loops, " + " x ".join(e.loops)
     if e.loops:
         return f"{through}a loop {e.loops[0]}"
-    if e.lets:
-        return f"let '{e.lets[0]}' expands to {_count(e.steps)} steps with the lets it uses"
+    if e.let:
+        return f"let '{e.let}' expands to {_count(e.steps)} steps with the lets it uses"
     return f"{_count(e.steps)} operations"
 
 
 def _advice(e: Estimate) -> str:
     if len(e.loops) > 1:
         return "nested loops multiply: loop over the node's pods once (a built-in, or a let of one aggregate)"
-    if e.lets and not e.loops:
+    if e.let and not e.loops:
         return "a let is evaluated at every use: use each let once, or compute it from fewer lets"
     return ""
 
@@ -208,14 +211,15 @@ class _Estimator:
 
     def _sum(self, expr: ast.Expr, own: int, size: int, kids: list[Estimate], costliest: Estimate | None) -> Estimate:
         steps = min(_CAP, own + sum(k.steps for k in kids))
-        largest, largest_at = size, expr
+        largest: int = size
+        largest_at: ast.Expr | None = expr
         for k in kids:
             if k.largest > largest:
                 largest, largest_at = k.largest, k.largest_at
         if costliest is None:
             return Estimate(steps, size, largest=largest, largest_at=largest_at)
         return Estimate(
-            steps, size, costliest.loops, costliest.lets, costliest.anchor, largest=largest, largest_at=largest_at
+            steps, size, costliest.loops, costliest.let, costliest.anchor, largest=largest, largest_at=largest_at
         )
 
     def _loop(self, expr: ast.Quantifier | ast.Aggregate, kids: list[Estimate]) -> Estimate:
@@ -228,12 +232,12 @@ class _Estimator:
         size = iterable.size if expr.kind == "collect" else 1
         largest, largest_at = max((size, expr), *((k.largest, k.largest_at) for k in kids), key=lambda p: p[0])
         if iterable.steps > looped:  # the list itself is the costly part (a let, a big literal)
-            return Estimate(steps, size, iterable.loops, iterable.lets, iterable.anchor, largest, largest_at)
+            return Estimate(steps, size, iterable.loops, iterable.let, iterable.anchor, largest, largest_at)
         inner = max(body, key=lambda b: b.steps) if body else Estimate(0)
         text = expr.iterable.span.source.text[expr.iterable.span.start : expr.iterable.span.end]
         text = text if len(text) <= 40 else text[:37] + "..."
         loop = f"{expr.kind} over {' '.join(text.split())} ({_count(iterable.size)})"
-        return Estimate(steps, size, (loop, *inner.loops), inner.lets, expr, largest, largest_at)
+        return Estimate(steps, size, (loop, *inner.loops), inner.let, expr, largest, largest_at)
 
     def _name(self, expr: ast.Name) -> Estimate:
         name = self.let_names.get(id(expr))
@@ -242,7 +246,7 @@ class _Estimator:
             return Estimate(1, self._default_size(expr))
         # The let's bound, anchored here: the caret points at its use in the text being checked.
         largest_at = expr if let.largest > 1 else None
-        return Estimate(let.steps, let.size, let.loops, (name, *let.lets), expr, let.largest, largest_at)
+        return Estimate(let.steps, let.size, let.loops, name, expr, let.largest, largest_at)
 
     def _call(self, func: str, kids: list[Estimate], size: int) -> tuple[int, int]:
         builtin = BUILTINS.get(func)
