@@ -43,6 +43,9 @@ from rulesched.lang.types import STRING, ListOf, MapOf, Record, Type
 # do not. Measured (benchmarks/README.md, docs/language.md "Cost"): the costliest accepted rule
 # over node.pods takes about ... per pod on 5000 nodes.
 MAX_STEPS = 10_000
+# Steps all the rules of a set may take together for one (pod, node): about four times the
+# bundled default profile (12,000).
+MAX_SET_STEPS = 50_000
 # Elements (lists, maps) or characters (strings) a value the rules build may hold.
 MAX_SIZE = 100_000
 # Estimates stop growing here: a let chain doubling 2,000 times would otherwise make a number of
@@ -68,6 +71,7 @@ class CostLimits:
 
     steps: int = MAX_STEPS
     size: int = MAX_SIZE
+    set_steps: int = MAX_SET_STEPS
 
 
 DEFAULT_LIMITS = CostLimits()
@@ -99,10 +103,12 @@ def too_costly(
     limits: CostLimits = DEFAULT_LIMITS,
 ) -> list[Diagnostic]:
     """A ``too-costly`` error for each rule whose bound exceeds :data:`MAX_STEPS` or that builds
-    a value larger than :data:`MAX_SIZE`. ``types`` and ``let_names`` are the checker's: each
-    expression's type, and the let each name standing for one stands for (by ``id``)."""
+    a value larger than :data:`MAX_SIZE`, and at the rule that takes the set's total over
+    :data:`MAX_SET_STEPS`. ``types`` and ``let_names`` are the checker's: each expression's
+    type, and the let each name standing for one stands for (by ``id``)."""
     estimator = _Estimator(lets, graph, types, let_names)
     problems = []
+    totals: list[tuple[int, ast.Rule]] = []  # the rules within their own bound, and what they cost
     for rule in rules:
         parts = [e for e in (rule.guard, rule.body, rule.reason, rule.unresolvable, rule.order) if e is not None]
         estimates = [estimator.estimate(e) for e in parts]
@@ -129,7 +135,33 @@ def too_costly(
                     (big.largest_at or rule.body).span,
                 )
             )
+        totals.append((steps, rule))
+    over = _over_set_limit(totals, limits.set_steps)
+    if over is not None:
+        problems.append(over)
     return problems
+
+
+def _over_set_limit(totals: list[tuple[int, ast.Rule]], limit: int) -> Diagnostic | None:
+    """Every applicable rule runs for each (pod, node): the set as a whole is bounded too,
+    reported at the rule that takes the running total over, naming the costliest rules."""
+    total = sum(steps for steps, _ in totals)
+    if total <= limit:
+        return None
+    running, at = 0, totals[-1][1]
+    for steps, rule in totals:
+        running += steps
+        if running > limit:
+            at = rule
+            break
+    costliest = sorted(totals, key=lambda t: -t[0])[:3]
+    named = ", ".join(f"{r.kind.value} '{r.name}' {steps:,}" for steps, r in costliest)
+    return error(
+        "too-costly",
+        f"the rule set costs up to {total:,} steps per node with this rule (limit {limit:,}; the costliest: {named})",
+        at.name_span,
+        "make the costliest rules cheaper, or the set smaller (a `when` guard does not lower the bound)",
+    )
 
 
 def _count(n: int) -> str:
