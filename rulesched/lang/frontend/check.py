@@ -159,14 +159,16 @@ class _Checker:
                     composer.add(item)
         graph = let_graph(self.lets)
         self._type_lets(graph)
-        rules = composer.rules.values()
-        for rule in rules:
-            self._too_deep(rule, graph)
-        checked = [self._check_rule(rule) for rule in rules]
+        rules = list(composer.rules.values())
+        # Too deep with their lets: not typed (a type as deep as the expression would be printed
+        # and compared recursively), not estimated; the error says why.
+        shallow = [rule for rule in rules if not self._too_deep(rule, graph)]
+        typed = {id(rule) for rule in shallow}
+        checked = [self._check_rule(rule) if id(rule) in typed else CheckedRule(rule) for rule in rules]
         self._weak_scores(checked)
         let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
         self.diagnostics.extend(
-            too_costly(self._sound(rules), self.lets, graph, self.notes.types, let_names, self.limits)
+            too_costly(self._sound(shallow), self.lets, graph, self.notes.types, let_names, self.limits)
         )
         for name, let in self.lets.items():
             if name not in self.used_lets:
@@ -454,33 +456,40 @@ class _Checker:
         for name in graph.in_cycle:
             self.let_types[name] = (ANY, frozenset())
         for name in graph.order:
+            depth = graph.depth[name]
+            if depth > MAX_EXPANDED_DEPTH:  # not typed (see run); reported where a chain first gets too deep
+                self.let_types[name] = (ANY, frozenset())
+                self.used_lets.update(graph.uses[name])
+                if all(graph.depth[u] <= MAX_EXPANDED_DEPTH for u in graph.uses[name]):
+                    self._error(
+                        "too-deep",
+                        f"let '{name}' nests {depth} levels deep with the lets it uses; the limit is "
+                        f"{MAX_EXPANDED_DEPTH}",
+                        self.lets[name].value,
+                        "compute it from fewer lets in a chain",
+                    )
+                continue
             scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
             t = self._infer(self.lets[name].value, scope)
             if name not in graph.in_cycle:
                 self.let_types[name] = (t, frozenset(scope.used))
-        for name in graph.order:  # report where a chain of lets first gets too deep, once
-            depth = graph.depth[name]
-            if depth > MAX_EXPANDED_DEPTH and all(graph.depth[u] <= MAX_EXPANDED_DEPTH for u in graph.uses[name]):
-                self._error(
-                    "too-deep",
-                    f"let '{name}' nests {depth} levels deep with the lets it uses; the limit is {MAX_EXPANDED_DEPTH}",
-                    self.lets[name].value,
-                    "compute it from fewer lets in a chain",
-                )
 
-    def _too_deep(self, rule: ast.Rule, graph: LetGraph) -> None:
-        """An expression of the rule nesting too deep with its lets substituted, when no let it
-        uses is too deep itself (that let is reported)."""
+    def _too_deep(self, rule: ast.Rule, graph: LetGraph) -> bool:
+        """Whether an expression of the rule nests too deep with its lets substituted; reported
+        here unless a let it uses is too deep itself (that let is reported)."""
+        found = False
         for expr in (rule.guard, rule.body, rule.reason, rule.unresolvable, rule.order):
             if expr is None:
                 continue
             depth, through = graph.expanded_depth(expr, self.lets)
+            found = found or depth > MAX_EXPANDED_DEPTH
             if depth > MAX_EXPANDED_DEPTH and (through is None or graph.depth[through.id] <= MAX_EXPANDED_DEPTH):
                 self._error(
                     "too-deep",
                     f"expression nests {depth} levels deep with the lets it uses; the limit is {MAX_EXPANDED_DEPTH}",
                     through if through is not None else expr,
                 )
+        return found
 
     def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
         """A let's type and the rule variables it reads, typed by :meth:`_type_lets`."""

@@ -169,11 +169,11 @@ def _count(n: int) -> str:
 
 
 def _explain(e: Estimate) -> str:
-    through = f"through let '{e.let}', " if e.let else ""
+    through = f" (through let '{e.let}')" if e.let else ""
     if len(e.loops) > 1:
-        return f"{through}{len(e.loops)} nested loops, " + " x ".join(e.loops)
+        return f"{len(e.loops)} nested loops{through}: " + " x ".join(e.loops)
     if e.loops:
-        return f"{through}a loop {e.loops[0]}"
+        return f"a loop{through}: {e.loops[0]}"
     if e.let:
         return f"let '{e.let}' expands to {_count(e.steps)} steps with the lets it uses"
     return f"{_count(e.steps)} operations"
@@ -181,7 +181,7 @@ def _explain(e: Estimate) -> str:
 
 def _advice(e: Estimate) -> str:
     if len(e.loops) > 1:
-        return "nested loops multiply: loop over the node's pods once (a built-in, or a let of one aggregate)"
+        return "nested loops multiply: loop over a long list such as node.pods once, not inside another loop"
     if e.let and not e.loops:
         return "a let is evaluated at every use: use each let once, or compute it from fewer lets"
     return ""
