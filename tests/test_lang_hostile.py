@@ -362,3 +362,21 @@ def test_a_long_chain_of_extends_loads(tmp_path: Path) -> None:
     texts = {f"f{i:04d}.rules": f'extends "f{i + 1:04d}"\nlet l{i} = {i}\n' for i in range(2_000)}
     texts["f2000.rules"] = "score s: 1"
     load_rules_text(texts)
+
+
+def test_the_cost_example_in_the_language_reference_is_what_lint_prints(tmp_path: Path) -> None:
+    text = (
+        "let busy = count(p in node.pods where p.priority > 0)\n"
+        "filter quiet_neighbours: all(q in node.pods where busy < 5)\n"
+    )
+    path = tmp_path / "costly.rules"
+    path.write_text(text, encoding="utf-8")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["lint", str(path)]) == 1
+    shown = out.getvalue().replace(str(tmp_path) + "/", "")
+    reference = (ROOT / "docs" / "language.md").read_text(encoding="utf-8")
+    assert shown in reference
+    for limit in (f"{MAX_STEPS:,} steps", f"{MAX_SET_STEPS:,} steps", f"**{MAX_EXPANDED_DEPTH} levels**"):
+        assert limit in reference
+    assert f"**{MAX_TOKENS:,}\n  tokens**" in reference

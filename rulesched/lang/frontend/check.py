@@ -115,6 +115,9 @@ class CheckedRules:
     lets: dict[str, ast.Let]
     notes: Annotations
     diagnostics: tuple[Diagnostic, ...]
+    # Each rule's cost bound in steps per (pod, node) (rulesched.lang.frontend.cost); rules with
+    # errors have none.
+    steps: dict[tuple[ast.RuleKind, str], int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -167,15 +170,15 @@ class _Checker:
         checked = [self._check_rule(rule) if id(rule) in typed else CheckedRule(rule) for rule in rules]
         self._weak_scores(checked)
         let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
-        self.diagnostics.extend(
-            too_costly(self._sound(shallow), self.lets, graph, self.notes.types, let_names, self.limits)
-        )
+        steps: dict[tuple[ast.RuleKind, str], int] = {}
+        sound = self._sound(shallow)
+        self.diagnostics.extend(too_costly(sound, self.lets, graph, self.notes.types, let_names, self.limits, steps))
         for name, let in self.lets.items():
             if name not in self.used_lets:
                 self.diagnostics.append(warning("unused-let", f"let '{name}' is never used", let.name_span))
         if self.pod_reads > self.pod_attr_reads:
             self.notes.pod_fields.add("*")  # the pod is used whole somewhere
-        return CheckedRules(tuple(checked), dict(self.lets), self.notes, tuple(self.diagnostics))
+        return CheckedRules(tuple(checked), dict(self.lets), self.notes, tuple(self.diagnostics), steps)
 
     def _add_let(self, let: ast.Let) -> None:
         if let.name in self.lets:
