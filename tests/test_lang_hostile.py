@@ -155,7 +155,7 @@ def huge_literals(draw: st.DrawFn) -> str:
     if kind == "digits":
         digits = "9" * draw(st.integers(1, 4_100))
         op = draw(st.sampled_from(["*", "+", "//", "%", "/"]))
-        return f"score s: {digits}\n {op} {digits}\nfilter f: string({digits} * {digits}) != \"\"\n"
+        return f'score s: {digits}\n {op} {digits}\nfilter f: string({digits} * {digits}) != ""\n'
     if kind == "exponent":
         exponent = draw(st.integers(-(10**10), 10**10))
         suffix = draw(st.sampled_from(["", "m", "Ki", "Gi", "E", "Ei", "n", "s", "ms", "min", "h"]))
@@ -232,7 +232,11 @@ def _codes(diagnostics: list[Diagnostic]) -> list[str]:
 
 def _chain(n: int) -> str:
     return "\n".join(
-        ["let a0 = node.allocatable.cpu", *(f"let a{i} = a{i - 1} + 1m" for i in range(1, n)), f"score s: number(a{n - 1})"]
+        [
+            "let a0 = node.allocatable.cpu",
+            *(f"let a{i} = a{i - 1} + 1m" for i in range(1, n)),
+            f"score s: number(a{n - 1})",
+        ]
     )
 
 
@@ -323,9 +327,13 @@ def test_a_let_is_counted_at_every_use(tmp_path: Path) -> None:
     a nested loop, and the caret points at its use."""
     text = "let busy = count(p in node.pods where p.priority > 0)\nfilter f: all(q in node.pods where busy < 5)\n"
     (d,) = [d for d in front_end(text, tmp_path) if d.severity is Severity.ERROR]
-    assert d.render().splitlines()[0].startswith(
-        "h.rules:2:11: error: filter 'f' costs up to 61,052 steps per node (limit 10,000): "
-        "2 nested loops (through let 'busy'): all over node.pods (110) x count over node.pods (110)"
+    assert (
+        d.render()
+        .splitlines()[0]
+        .startswith(
+            "h.rules:2:11: error: filter 'f' costs up to 61,052 steps per node (limit 10,000): "
+            "2 nested loops (through let 'busy'): all over node.pods (110) x count over node.pods (110)"
+        )
     )
 
 
@@ -352,7 +360,7 @@ def test_huge_literals_are_refused_where_they_are(tmp_path: Path) -> None:
     # is written out, a 9,000-digit score is held at int64
     accepted = (
         'filter q: quantity("1e999999999") == 0\n'
-        f'filter t: len(string({"9" * 3000}\n * {"9" * 3000})) == 6000\n'
+        f"filter t: len(string({'9' * 3000}\n * {'9' * 3000})) == 6000\n"
         f"score big: {'9' * 3000}\n * {'9' * 3000}\n * {'9' * 3000}\n"
     )
     assert _codes(front_end(accepted, tmp_path)) == []

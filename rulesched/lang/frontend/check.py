@@ -19,7 +19,7 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
-from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph
+from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
     ANY,
@@ -162,6 +162,7 @@ class _Checker:
                     composer.add(item)
         graph = let_graph(self.lets)
         self._type_lets(graph)
+        self.used_lets.clear()  # from here on: the lets rules use; those lets use are added below
         rules = list(composer.rules.values())
         # Too deep with their lets: not typed (a type as deep as the expression would be printed
         # and compared recursively), not estimated; the error says why.
@@ -173,6 +174,12 @@ class _Checker:
         steps: dict[tuple[ast.RuleKind, str], int] = {}
         sound = self._sound(shallow)
         self.diagnostics.extend(too_costly(sound, self.lets, graph, self.notes.types, let_names, self.limits, steps))
+        reached = list(self.used_lets)  # a let only unused lets use is unused too, whatever the order
+        while reached:
+            for used in graph.uses.get(reached.pop(), ()):
+                if used not in self.used_lets:
+                    self.used_lets.add(used)
+                    reached.append(used)
         for name, let in self.lets.items():
             if name not in self.used_lets:
                 self.diagnostics.append(warning("unused-let", f"let '{name}' is never used", let.name_span))
@@ -462,7 +469,6 @@ class _Checker:
             depth = graph.depth[name]
             if depth > MAX_EXPANDED_DEPTH:  # not typed (see run); reported where a chain first gets too deep
                 self.let_types[name] = (ANY, frozenset())
-                self.used_lets.update(graph.uses[name])
                 if all(graph.depth[u] <= MAX_EXPANDED_DEPTH for u in graph.uses[name]):
                     self._error(
                         "too-deep",
@@ -486,6 +492,7 @@ class _Checker:
                 continue
             depth, through = graph.expanded_depth(expr, self.lets)
             found = found or depth > MAX_EXPANDED_DEPTH
+            self.used_lets.update(name.id for name, _ in let_uses(expr, self.lets))  # typed or not
             if depth > MAX_EXPANDED_DEPTH and (through is None or graph.depth[through.id] <= MAX_EXPANDED_DEPTH):
                 self._error(
                     "too-deep",
