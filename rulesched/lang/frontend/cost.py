@@ -12,8 +12,8 @@ node) pair takes, and refuses a rule above :data:`MAX_STEPS`:
 * a let costs what its value costs **at every use** (it is inlined where used);
 * an ``if`` counts both branches, ``and``/``or`` both operands (the compiler walks both);
 * ``x in LIST`` counts the list's length, list equality the shorter list's, a built-in its own
-  loops over the lists it is given (``tolerated`` the tolerations, ``ports_conflict`` both lists)
-  and a built-in that reads the cluster or the node as a whole (``spread_ok``, ``volume_limits``)
+  loops over the lists it is given (``tolerated`` the tolerations, ``ports_conflict`` the product
+  of its lists' lengths, a selector match :data:`SMALL_LIST`) and a built-in that reads the cluster or the node as a whole (``spread_ok``, ``volume_limits``)
   :data:`NODE_PODS` steps, as if it looked at each of the node's pods.
 
 How long a list may be is assumed from Kubernetes' own limits (:data:`NODE_PODS`, kubelet's
