@@ -186,7 +186,7 @@ def test_nested_loops_over_the_nodes_pods_read_the_outer_variable(load: Load) ->
     with pytest.raises(RulesError, match=r"costs up to .* steps per node \(limit 10,000\)"):
         load(text)
     tree, problems = parse_source(Source("t.rules", text))
-    checked = check([tree], CostLimits(steps=10**9))
+    checked = check([tree], CostLimits(steps=10**9, set_steps=10**9))
     assert problems == [] and checked.ok
     (f,) = RuleSet(checked).bind(POD).filters
     assert f.passes(make_node())
