@@ -152,6 +152,12 @@ def test_unused_let_is_a_warning() -> None:
     assert d.message == "let 'spare' is never used"
 
 
+@pytest.mark.parametrize("lets", ["let a = 1\nlet b = a + 1\n", "let b = a + 1\nlet a = 1\n"])
+def test_a_let_only_unused_lets_use_is_unused_whatever_the_order(lets: str) -> None:
+    unused = [d.message for d in diagnostics(lets + "let c = 2\nfilter f: c > 0")]
+    assert sorted(unused) == ["let 'a' is never used", "let 'b' is never used"]
+
+
 def test_rules_of_different_kinds_may_share_a_name() -> None:
     assert diagnostics("filter f: true\nscore f: 1\npreempt f: true") == []
 

@@ -52,7 +52,7 @@ from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.frontend.files import content_digest
 from rulesched.lang.types import MapOf
-from rulesched.lang.values import as_score
+from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
 
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
@@ -295,13 +295,15 @@ def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[An
     fn = _node_fn(rule.body, ctx)
 
     def score(n: Any) -> int:
-        # int() is as_score for ints, bools and finite floats (truncation toward zero); NaN and
-        # the infinities raise, and as_score makes them 0.
+        # int() is as_score for ints, bools and finite floats (truncation toward zero) of up to
+        # 4,000 digits; NaN and the infinities raise, and as_score makes them 0 (and holds the
+        # rest at SCORE_LIMIT).
         value = fn(n)
         try:
-            return int(value)
+            whole = int(value)
         except (ValueError, OverflowError):
             return as_score(value)
+        return whole if -SCORE_LIMIT <= whole <= SCORE_LIMIT else as_score(whole)
 
     return score
 
