@@ -73,6 +73,7 @@ class Faults:
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
+    bookmark_every: float = 1.0  # seconds between BOOKMARK events on a quiet watch (a real server: ~60)
 
 
 @dataclass
@@ -295,7 +296,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if named is not None and obj["metadata"].get("name") != named:
                         continue
                     self._chunk({"type": kind, "object": obj})
-                if bookmarks and time.monotonic() - last_bookmark > 1.0:
+                if bookmarks and time.monotonic() - last_bookmark > faults.bookmark_every:
                     last_bookmark = time.monotonic()
                     self._chunk(
                         {

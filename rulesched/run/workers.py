@@ -8,6 +8,12 @@ already: the worker reads where, and the outcome says so (the pod is then taken 
 not retried). Evictions of preemption victims, ``FailedScheduling`` events and pod status
 patches (PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
 PodDisruptionBudget refuses (429) is retried later, never fatal.
+
+Fencing: every write checks ``may_write`` (the leader election's
+:meth:`rulesched.run.leader.LeaderElector.holds`) right before its API call; a replica that may
+no longer hold the lease writes nothing: the binding comes back failed (the pod is requeued and
+nothing stays assumed), evictions, status patches and events are dropped, each logged.
+At shutdown :meth:`Workers.close` refuses new work while the work under way finishes.
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 """
 
@@ -57,20 +63,41 @@ class Workers:
         scheduler_name: str,
         outcomes: Callable[[Outcome], None],
         threads: int = 16,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
         self.scheduler_name = scheduler_name
         self.outcomes = outcomes
+        self.may_write = may_write
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
+        self._closed = False
         self.in_flight = 0
+        self.refused = 0  # writes not made: the lease may be lost
+
+    def close(self) -> None:
+        """Take no new work (shutdown: eviction retries included); work under way goes on."""
+        with self._lock:
+            self._closed = True
 
     def shutdown(self, wait: bool = True) -> None:
+        self.close()
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def _fenced(self, what: str, pod: Pod, node: str = "") -> bool:
+        """True (logged) when this replica must not write: it may have lost the lease."""
+        if self.may_write():
+            return False
+        with self._lock:
+            self.refused += 1
+        log.warning("%s not sent: not leading", what, extra={"pod": pod.key, "node": node or None})
+        return True
 
     def _submit(self, fn: Callable[..., None], *args: Any) -> None:
         with self._lock:
+            if self._closed:
+                return
             self.in_flight += 1
 
         def run() -> None:
@@ -94,10 +121,18 @@ class Workers:
     def _bind(self, pod: Pod, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
         key = pod.key
         started = time.monotonic()
+        if volumes and self._fenced("volume binding", pod, node):
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=0.0))
+            return
         try:
             apply_writes(self.api, volumes)
         except KubeError as err:
             self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=time.monotonic() - started))
+            return
+        if self._fenced("binding", pod, node):
+            # (the volume writes stay: a replica past its lease writes nothing, not even an undo;
+            # as when a scheduler dies between the two, the next one's volume handling decides)
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=time.monotonic() - started))
             return
         try:
             self.api.bind(pod.namespace, pod.name, pod.uid, node)
@@ -168,6 +203,8 @@ class Workers:
             self._last_event.pop(key, None)
 
     def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        if self._fenced("status patch", pod):
+            return
         try:
             self.api.patch_pod_status(pod.namespace, pod.name, patch)
         except NotFoundError:
@@ -177,6 +214,8 @@ class Workers:
 
     def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str) -> None:
         regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        if self._fenced(f"{reason} event", pod):
+            return
         try:
             self.api.post_event(regarding, type_, reason, action, note, self.scheduler_name)
         except KubeError as err:
@@ -187,6 +226,8 @@ class Workers:
         self._submit(self._evict, victim, preemptor, 0)
 
     def _evict(self, victim: Pod, preemptor: Pod, attempt: int) -> None:
+        if self._fenced("eviction", victim, victim.node_name or ""):
+            return  # (not retried: a later leader preempts anew if it must)
         try:
             self.api.evict(victim.namespace, victim.name)
             self._event(
