@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from typing import Any
 
@@ -71,9 +72,15 @@ def run_command(args: argparse.Namespace) -> int:
     from rulesched.run.loop import Loop
 
     loop = Loop(settings_from(args))
+    signalled: list[int] = []
 
     def stop(signum: int, frame: Any) -> None:
-        log.info("signal %d: finishing bindings under way, then exiting", signum)
+        if signalled:  # a second signal: exit now (as kube-scheduler does), bindings or not
+            log.warning("signal %d again: exiting now", signum)
+            logging.shutdown()
+            os._exit(1)
+        signalled.append(signum)
+        log.info("signal %d: giving up the cycle under way, finishing bindings under way, then exiting", signum)
         loop.stop.set()
         loop.scheduler.queue.wake()
 
