@@ -33,10 +33,30 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rulesched.errors import ConflictError, KubeError, NotFoundError
+from rulesched.errors import ConfigError, ConflictError, KubeError, NotFoundError
 from rulesched.kube.api import LEASES, KubeApi
 
 log = logging.getLogger(__name__)
+
+
+JITTER = 1.2  # client-go's JitterFactor: the renew deadline must leave room for a late retry
+
+
+def check_timing(lease_duration: float, renew_deadline: float, retry_period: float) -> None:
+    """client-go's rules, which fencing relies on: retry period x 1.2 < renew deadline < lease
+    duration (ConfigError, naming the flags, otherwise)."""
+    if min(lease_duration, renew_deadline, retry_period) <= 0:
+        raise ConfigError("--leader-elect-lease-duration, -renew-deadline and -retry-period must be positive")
+    if renew_deadline >= lease_duration:
+        raise ConfigError(
+            f"--leader-elect-renew-deadline ({renew_deadline:g}s) must be shorter than "
+            f"--leader-elect-lease-duration ({lease_duration:g}s): a leader must stop before another can take over"
+        )
+    if renew_deadline <= JITTER * retry_period:
+        raise ConfigError(
+            f"--leader-elect-renew-deadline ({renew_deadline:g}s) must be longer than "
+            f"{JITTER:g} x --leader-elect-retry-period ({retry_period:g}s)"
+        )
 
 
 @dataclass(frozen=True)
@@ -47,6 +67,9 @@ class LeaderSettings:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     identity: str = ""
+
+    def __post_init__(self) -> None:
+        check_timing(self.lease_duration, self.renew_deadline, self.retry_period)
 
 
 def _micro(now: float | None = None) -> str:

@@ -40,7 +40,7 @@ from rulesched.kube.volumes import writes_for
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, RulesSources
-from rulesched.run.leader import LeaderElector, LeaderSettings
+from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.cancel import Cancellation
@@ -73,6 +73,12 @@ class RunSettings:
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
+
+    def __post_init__(self) -> None:
+        if self.leader_elect:  # (refused before anything starts: fencing relies on these)
+            check_timing(
+                self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period
+            )
 
 
 class _Binder:
@@ -297,7 +303,7 @@ class Loop:
         if pod is not None:
             if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
                 scheduler.add(pod)  # new, or updated while pending (held back while gated)
-                if pod.scheduling_gates:
+                if pod.scheduling_gates and self.leading:  # (a standby writes nothing)
                     self.workers.gated(pod)
             else:
                 scheduler.delete(pod.key)  # terminating, or handed to another scheduler
