@@ -88,4 +88,8 @@ def run_command(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, lambda signum, frame: loop.reloader.trigger())
     loop.run()
+    if loop.workers.in_flight:  # past the grace period: nor wait for them at exit (pool threads are joined)
+        log.warning("exiting with %d API calls unfinished: the grace period is over", loop.workers.in_flight)
+        logging.shutdown()
+        os._exit(loop.exit_code)
     return loop.exit_code
