@@ -23,11 +23,18 @@ counter, as etcd does, and serves:
   keeps it. Every write (POST, PUT, PATCH, DELETE) is recorded in order in ``Store.writes``.
 
 Faults, set through ``POST /_faults`` (JSON) or :meth:`TestApiServer.set_faults`: every watch
-cut after ``cut_watches_every`` seconds, ``error_rate`` of requests answered 500/503,
+cut after ``cut_watches_every`` seconds (the stream ended cleanly), or reset after
+``reset_watches_every`` seconds (an abrupt TCP reset mid-stream, as a load balancer or a dying
+server gives: no final chunk, an RST), ``error_rate`` of requests answered 500/503,
 ``bind_conflict_rate`` of bindings answered 409, ``fail_bindings`` (pod keys whose first binding
 is answered 500, once each), ``gone_on_resume`` (every watch that resumes
-from a resourceVersion gets 410), ``delay`` seconds before every answer; ``POST /_restart``
-closes every connection (a restart that keeps etcd).
+from a resourceVersion gets 410), ``delay`` seconds before every answer, ``bookmark_every``
+seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute);
+``POST /_restart`` closes every connection (a restart that keeps etcd).
+
+Every binding call is recorded in ``Store.binding_calls`` (:class:`BindingCall`): who made it
+(the User-Agent), its answer, and who held each Lease at that moment, so tests can check that
+no replica binds without the lease.
 
 Run it as a process: ``python -m tests.apiserver --port 0`` prints ``listening on PORT``.
 """
@@ -40,6 +47,7 @@ import copy
 import json
 import random
 import socket
+import struct
 import sys
 import threading
 import time
@@ -75,6 +83,7 @@ PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 @dataclass
 class Faults:
     cut_watches_every: float = 0.0
+    reset_watches_every: float = 0.0
     error_rate: float = 0.0
     bind_conflict_rate: float = 0.0
     fail_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each answered 500
@@ -82,6 +91,19 @@ class Faults:
     delay: float = 0.0
     seed: int = 0
     graceful_evictions: bool = False  # (not a fault: evicted pods stay terminating until deleted)
+    bookmark_every: float = 1.0  # seconds between BOOKMARK events on a quiet watch (a real server: ~60)
+
+
+@dataclass(frozen=True)
+class BindingCall:
+    """One binding request as the server saw it."""
+
+    pod: str  # namespace/name
+    node: str
+    at: float  # time.monotonic()
+    caller: str  # the User-Agent
+    code: int  # the answer: 201, 409, 404
+    holders: dict[str, str]  # Lease namespace/name -> spec.holderIdentity at that moment
 
 
 @dataclass
@@ -101,6 +123,7 @@ class Store:
     watchers: dict[str, threading.Condition] = field(default_factory=dict)
     bindings: int = 0  # successful binding calls, for tests
     binding_log: list[tuple[str, str, float]] = field(default_factory=list)  # (pod key, node, time)
+    binding_calls: list[BindingCall] = field(default_factory=list)  # every call, successful or not
     evictions: list[str] = field(default_factory=list)
     writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every write, in order
     created: dict[str, float] = field(default_factory=dict)  # pod key -> when created (monotonic)
@@ -286,7 +309,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.server.track(self.connection)
         started = time.monotonic()
-        cut = faults.cut_watches_every
+        cut = faults.cut_watches_every or faults.reset_watches_every
+        reset = False
         try:
             if since and (faults.gone_on_resume or since < store.dropped[plural]):
                 self._chunk({"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {since}")})
@@ -295,7 +319,10 @@ class _Handler(BaseHTTPRequestHandler):
             last_bookmark = time.monotonic()
             while True:
                 now = time.monotonic()
-                if now - started >= timeout or (cut and now - started >= cut) or self.server.stopping:
+                if cut and now - started >= cut:
+                    reset = bool(faults.reset_watches_every)
+                    return
+                if now - started >= timeout or self.server.stopping:
                     return
                 with store.changed:
                     pending = store.since(plural, position)
@@ -311,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if named is not None and obj["metadata"].get("name") != named:
                         continue
                     self._chunk({"type": kind, "object": obj})
-                if bookmarks and time.monotonic() - last_bookmark > 1.0:
+                if bookmarks and time.monotonic() - last_bookmark > faults.bookmark_every:
                     last_bookmark = time.monotonic()
                     self._chunk(
                         {
@@ -326,11 +353,24 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
         finally:
-            try:
-                self.wfile.write(b"0\r\n\r\n")
-            except OSError:
-                pass
             self.close_connection = True
+            if reset:
+                self._reset()
+            else:
+                try:
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+
+    def _reset(self) -> None:
+        """Abort the connection: SO_LINGER 0 makes the close send an RST, not a FIN."""
+        connection = self.connection
+        try:
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()  # (its reference keeps the socket open otherwise)
+            connection.close()
+        except OSError:
+            pass
 
     def _chunk(self, event: dict[str, Any]) -> None:
         data = json.dumps(event).encode() + b"\n"
@@ -405,6 +445,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(409, _status(409, "AlreadyExists", f"{plural} {meta['name']} already exists"))
                 return
             obj = store.write(plural, "ADDED", body)
+            if plural == "pods":
+                store.created[_key(meta)] = time.monotonic()
         self._send(201, obj)
 
     def _bind(self, namespace: str | None, name: str | None, body: dict[str, Any]) -> None:
@@ -417,12 +459,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with store.changed:
             pod = store.objects["pods"].get(f"{namespace}/{name}")
+            conflict = pod is not None and bool(
+                pod.get("spec", {}).get("nodeName")
+                or (server.faults.bind_conflict_rate and server.rng.random() < server.faults.bind_conflict_rate)
+            )
+            holders = {k: (o.get("spec") or {}).get("holderIdentity") or "" for k, o in store.objects["leases"].items()}
+            caller = self.headers.get("User-Agent") or ""
+            code = 404 if pod is None else 409 if conflict else 201
+            call = BindingCall(f"{namespace}/{name}", str(target), time.monotonic(), caller, code, holders)
+            store.binding_calls.append(call)
             if pod is None:
                 self._send(404, _status(404, "NotFound", f"pods {name} not found"))
                 return
-            if pod.get("spec", {}).get("nodeName") or (
-                server.faults.bind_conflict_rate and server.rng.random() < server.faults.bind_conflict_rate
-            ):
+            if conflict:
                 self._send(
                     409,
                     _status(
@@ -657,6 +706,8 @@ class TestApiServer:
         meta.setdefault("uid", str(uuid.uuid4()))
         if RESOURCES[plural][2]:
             meta.setdefault("namespace", "default")
+        if plural == "pods":
+            self.store.created[_key(meta)] = time.monotonic()
         return self.store.write(plural, "ADDED", obj)
 
     def update(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:

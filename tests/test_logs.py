@@ -249,7 +249,7 @@ def test_the_default_level_tells_the_operator_what_happens(server: TestApiServer
     failed = one(lines, "WARNING", "binding failed", "pod=default/web")
     assert re.search(r" node=n\d ", failed) and "reason=" in failed
     assert re.search(r"INFO rulesched.run.workers: bound pod=default/web node=n\d rules=" + digest[1], "\n".join(lines))
-    one(lines, "INFO", "SIGTERM: finishing bindings under way")
+    one(lines, "INFO", "SIGTERM: giving up the cycle under way, finishing bindings under way")
     assert lines[-1].split(" ", 1)[1].startswith("INFO rulesched.run.cli: stopped exit=0")
     # each pod's decision is for -v: none here, and no routine event at WARNING
     assert not any(" VERBOSE " in line or " DEBUG " in line for line in lines)

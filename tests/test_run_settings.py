@@ -49,6 +49,26 @@ def test_a_bad_config_is_one_clear_error(tmp_path: Path) -> None:
         _parser().parse_args(["run", "--leader-elect-lease-duration", "soon"])
 
 
+def test_leader_timings_that_would_break_fencing_are_refused() -> None:
+    # A leader stops writing at its renew deadline; a standby takes over at the lease duration:
+    # the deadline must come first (and leave room for a late retry), as client-go requires.
+    def parse(*flags: str) -> object:
+        return settings_from(_parser().parse_args(["run", "--leader-elect", *flags]))
+
+    with pytest.raises(ConfigError, match=r"renew-deadline \(15s\) must be shorter than --leader-elect-lease-duration"):
+        parse("--leader-elect-renew-deadline", "15s")
+    with pytest.raises(ConfigError, match=r"longer than 1.2 x --leader-elect-retry-period \(2s\)"):
+        parse("--leader-elect-renew-deadline", "2s")
+    parse(
+        "--leader-elect-lease-duration",
+        "3s",
+        "--leader-elect-renew-deadline",
+        "2s",
+        "--leader-elect-retry-period",
+        "500ms",
+    )
+
+
 def test_log_lines_carry_pod_and_node() -> None:
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "bound", (), None)
     record.pod, record.node = "default/p", "n1"

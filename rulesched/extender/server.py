@@ -268,6 +268,9 @@ async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reload
     finally:
         announce.cancel()
         log.info("stopping: closing the listener; requests under way are answered or dropped")
+        stopping.set()
+        if api is not None:
+            api.close_watches()  # informer threads blocked on a watch read end now, not at its next event
         await server.stop()
         extender.close()
         reloader.join(timeout=1.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from typing import Any
 
@@ -92,10 +93,17 @@ def run_command(args: argparse.Namespace) -> int:
         },
     )
 
+    signalled: list[int] = []
+
     def stop(signum: int, frame: Any) -> None:
         # (a signal handler: only plain reads here, no locks the interrupted code may hold)
+        if signalled:  # a second signal: exit now (as kube-scheduler does), bindings or not
+            log.warning("%s again: exiting now", signal.Signals(signum).name)
+            logging.shutdown()
+            os._exit(1)
+        signalled.append(signum)
         log.info(
-            "%s: finishing bindings under way, then exiting",
+            "%s: giving up the cycle under way, finishing bindings under way, then exiting",
             signal.Signals(signum).name,
             extra={"in_flight": loop.workers.in_flight, "grace": f"{settings.grace_seconds:g}s"},
         )
@@ -115,4 +123,7 @@ def run_command(args: argparse.Namespace) -> int:
         "stopped",
         extra={"exit": loop.exit_code, "cycles": loop.cycles, "abandoned": left or None},
     )
+    if left:  # past the grace period: nor wait for them at exit (pool threads are joined)
+        logging.shutdown()
+        os._exit(loop.exit_code)
     return loop.exit_code

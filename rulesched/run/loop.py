@@ -11,6 +11,15 @@ Pods bound by other schedulers count as used capacity; finished pods (Succeeded,
 deleted pods free their node; a cordoned or deleted node counts at once. Parked pods move back
 when a node is added or changes in labels, taints, allocatable or schedulability, or a pod is
 deleted (and after at most five minutes).
+
+Stopping (SIGTERM, or the lease lost): the stop event is the scheduler's
+:class:`rulesched.scheduler.cancel.Cancellation` too, so a cycle under way is given up at its
+next check (its pod goes back to the queue, nothing assumed or bound); open watches are closed,
+so informer threads end at once; bindings under way get the grace period; then the lease is
+released and the process exits, waiting on no thread for long.
+With leader election, the loop takes pods only while the elector :meth:`holds
+<rulesched.run.leader.LeaderElector.holds>` the lease, and every write the workers make checks
+it right before the call (fencing).
 Next stage: :mod:`rulesched.scheduler.scheduler` schedules what the queue holds.
 """
 
@@ -32,9 +41,10 @@ from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
-from rulesched.run.leader import LeaderElector, LeaderSettings
+from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.workers import Outcome, Workers
+from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event, SchedulingQueue
 from rulesched.scheduler.scheduler import Observer, Scheduler, decision
@@ -44,6 +54,7 @@ log = logging.getLogger(__name__)
 
 WALK_CHUNK = 448  # see SchedulerSettings.walk_chunk: under numpy's 500, which frees the lock
 RULE_METRICS_SAMPLE_PERCENT = 10  # kube-scheduler's pluginMetricsSamplePercent
+SHUTDOWN_WAIT_SECONDS = 1.0  # at exit, the most time spent waiting on the lease release, and on informers
 
 
 @dataclass(frozen=True)
@@ -68,6 +79,12 @@ class RunSettings:
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
+
+    def __post_init__(self) -> None:
+        if self.leader_elect:  # (refused before anything starts: fencing relies on these)
+            check_timing(
+                self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period
+            )
 
 
 class _Binder:
@@ -148,6 +165,7 @@ class Loop:
             settings.scheduler_name,
             self._deliver,
             settings.bind_workers,
+            may_write=lambda: self.leading,
         )
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
@@ -168,6 +186,7 @@ class Loop:
             _Binder(self.workers, lambda: self.scheduler.last_rules, self.store),
             evictor=self.workers,
             clock=time.monotonic,
+            cancel=Cancellation(self.stop),  # stopping gives the cycle under way up
         )
         self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
         self.scheduler.queue.incoming = self.metrics.queued
@@ -208,7 +227,9 @@ class Loop:
 
     @property
     def leading(self) -> bool:
-        return self.elector is None or self.elector.leading.is_set()
+        """Whether this replica may schedule and write now (any thread): without leader
+        election always; with it, while the lease is held for sure (fencing)."""
+        return self.elector is None or self.elector.holds()
 
     def _deliver(self, item: Delta | Outcome) -> None:
         self._inbox.put(item)
@@ -257,17 +278,25 @@ class Loop:
         self.shutdown()
 
     def shutdown(self) -> None:
+        """Stop (the cycle under way was given up: ``stop`` cancels it); end every watch now;
+        let the writes under way finish within the grace period, taking no new ones; then give
+        the lease up and stop the servers. Informer and reloader threads are daemons, waited on
+        briefly, never one after another with a timeout each."""
         self.stop.set()
+        self.api.close_watches()
+        self.workers.close()
         deadline = time.monotonic() + self.settings.grace_seconds
         while self.workers.in_flight and time.monotonic() < deadline:
             self._drain()
             time.sleep(0.02)
         self._drain()
         self.workers.shutdown(wait=False)
-        self.mirror.join(timeout=1.0)
-        self.reloader.join(timeout=1.0)
+        if self.elector is not None:
+            self.elector.release(timeout=SHUTDOWN_WAIT_SECONDS)
         if self.ops is not None:
             self.ops.stop()
+        self.mirror.join(timeout=SHUTDOWN_WAIT_SECONDS)
+        self.reloader.join(timeout=0.1)
 
     def _readiness(self) -> tuple[bool, str]:
         role = "" if self.elector is None else ("; leading" if self.leading else "; standby")
@@ -316,7 +345,7 @@ class Loop:
         if pod is not None:
             if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
                 scheduler.add(pod)  # new, or updated while pending (held back while gated)
-                if pod.scheduling_gates:
+                if pod.scheduling_gates and self.leading:  # (a standby writes nothing)
                     self.workers.gated(pod)
             else:
                 scheduler.delete(pod.key)  # terminating, or handed to another scheduler

@@ -9,6 +9,12 @@ not retried). Evictions of preemption victims (each marked with the DisruptionTa
 first, as kube-scheduler marks them), ``FailedScheduling`` events and pod status patches
 (PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
 PodDisruptionBudget refuses (429) is retried later, never fatal.
+
+Fencing: every write checks ``may_write`` (the leader election's
+:meth:`rulesched.run.leader.LeaderElector.holds`) right before its API call; a replica that may
+no longer hold the lease writes nothing: the binding comes back failed (the pod is requeued and
+nothing stays assumed), evictions, status patches and events are dropped, each logged.
+At shutdown :meth:`Workers.close` refuses new work while the work under way finishes.
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 """
 
@@ -58,20 +64,41 @@ class Workers:
         scheduler_name: str,
         outcomes: Callable[[Outcome], None],
         threads: int = 16,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
         self.scheduler_name = scheduler_name
         self.outcomes = outcomes
+        self.may_write = may_write
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
+        self._closed = False
         self.in_flight = 0
+        self.refused = 0  # writes not made: the lease may be lost
+
+    def close(self) -> None:
+        """Take no new work (shutdown: eviction retries included); work under way goes on."""
+        with self._lock:
+            self._closed = True
 
     def shutdown(self, wait: bool = True) -> None:
+        self.close()
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def _fenced(self, what: str, pod: Pod, node: str = "") -> bool:
+        """True (logged) when this replica must not write: it may have lost the lease."""
+        if self.may_write():
+            return False
+        with self._lock:
+            self.refused += 1
+        log.warning("%s not sent: not leading", what, extra={"pod": pod.key, "node": node or None})
+        return True
 
     def _submit(self, fn: Callable[..., None], *args: Any) -> None:
         with self._lock:
+            if self._closed:
+                return
             self.in_flight += 1
 
         def run() -> None:
@@ -95,10 +122,18 @@ class Workers:
     def _bind(self, pod: Pod, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
         key = pod.key
         started = time.monotonic()
+        if volumes and self._fenced("volume binding", pod, node):
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=0.0))
+            return
         try:
             apply_writes(self.api, volumes)
         except KubeError as err:
             self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=time.monotonic() - started))
+            return
+        if self._fenced("binding", pod, node):
+            # (the volume writes stay: a replica past its lease writes nothing, not even an undo;
+            # as when a scheduler dies between the two, the next one's volume handling decides)
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=time.monotonic() - started))
             return
         try:
             self.api.bind(pod.namespace, pod.name, pod.uid, node)
@@ -169,6 +204,8 @@ class Workers:
             self._last_event.pop(key, None)
 
     def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        if self._fenced("status patch", pod):
+            return
         try:
             self.api.patch_pod_status(pod.namespace, pod.name, patch)
         except NotFoundError:
@@ -177,6 +214,8 @@ class Workers:
             log.warning("status not patched: %s", err, extra={"pod": pod.key})
 
     def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str, related: Pod | None = None) -> None:
+        if self._fenced(f"{reason} event", pod):
+            return
         try:
             self.api.post_event(
                 _reference(pod),
@@ -198,6 +237,8 @@ class Workers:
         """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
         (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
         PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related."""
+        if self._fenced("eviction", victim, victim.node_name or ""):
+            return  # (not retried: a later leader preempts anew if it must)
         try:
             self.api.patch_pod_status(victim.namespace, victim.name, _preempted_status(preemptor), strategic=True)
             self.api.evict(victim.namespace, victim.name)

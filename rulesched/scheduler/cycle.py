@@ -13,7 +13,9 @@ must also fit it with those pods added; only those nodes pay for that second loo
 without such nominations runs exactly as before.
 
 A cycle reads one snapshot and one rule set, both fixed for its duration, and changes nothing:
-the :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose.
+the :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose. So
+it may be given up anywhere (:mod:`rulesched.scheduler.cancel`): the walk checks its
+:class:`Cancellation` before each step of at most ``walk_chunk`` nodes.
 Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 """
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cachetools
@@ -34,6 +36,7 @@ from rulesched.lang import BoundRules, RuleSet, Session
 from rulesched.lang.evaluation.columns import Rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
+from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, score_nodes
 from rulesched.scheduler.framework import (
     FILTER,
@@ -64,8 +67,9 @@ class Cycle:
     tie-break, and the node tables of recent classes, which belong to the rule set they were
     computed with."""
 
-    def __init__(self, settings: SchedulerSettings) -> None:
+    def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
         self.settings = settings
+        self.cancel = cancel if cancel is not None else Cancellation()
         self.rng = random.Random(settings.seed)
         self.next_start = 0
         self._rules: RuleSet | None = None
@@ -85,22 +89,28 @@ class Cycle:
     ) -> tuple[CycleResult, BoundRules]:
         """``reserved``: the nominated pods this pod must leave room for (see
         :meth:`rulesched.scheduler.nominator.Nominator.reserved_for`). ``timer``: time each rule
-        this cycle (a sampled cycle: ``result.timing.rule_seconds``, with ``settings.timings``)."""
+        this cycle (a sampled cycle: ``result.timing.rule_seconds``, with ``settings.timings``).
+        Raises :class:`rulesched.scheduler.cancel.CycleCancelled` when :attr:`cancel` says to
+        stop (the binding is then released: the caller has nothing to let go of)."""
         if session.rules is not self._rules:  # a reload: the old set's tables go with it
             self._rules = session.rules
             self._tables.clear()
             self._reserved.clear()
         timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
         bound = session.bind(pod, snapshot)
-        if timing is not None:
-            timing.phase(PRE_FILTER, timing.started)
-        if timer is None:
-            result = self._checked(pod, snapshot, session, bound, reserved, timing)
-        else:
-            with timed(bound, timer):
-                result = self._checked(pod, snapshot, session, bound, reserved, timing)
+        try:
             if timing is not None:
-                timing.rule_seconds = timer.seconds
+                timing.phase(PRE_FILTER, timing.started)
+            if timer is None:
+                result = self._checked(pod, snapshot, session, bound, reserved, timing)
+            else:
+                with timed(bound, timer):
+                    result = self._checked(pod, snapshot, session, bound, reserved, timing)
+                if timing is not None:
+                    timing.rule_seconds = timer.seconds
+        except BaseException:
+            bound.release()
+            raise
         return result, bound
 
     def _checked(
@@ -158,6 +168,7 @@ class Cycle:
         count = len(nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
         start = self.next_start % count
+        self.cancel.check()  # (node by node: explain runs and the int64 fallback, checked per stage)
         filtered = filter_nodes(bound, nodes, start, wanted, explain=explain)
         if check is not None:
             filtered = _respect_reserved(check, bound, nodes, start, wanted, filtered, explain)
@@ -178,6 +189,7 @@ class Cycle:
         if len(feasible) == 1 and not explain:
             result.node = feasible[0].name
             return result
+        self.cancel.check()
         scored = score_nodes(bound, feasible, explain=explain)
         if result.scores is not None and scored.per_node is not None:
             result.scores.update(scored.per_node)
@@ -214,11 +226,12 @@ class Cycle:
         count = len(snapshot.nodes)
         wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
         start = self.next_start % count
-        rows, looked = table.feasible(start, wanted)
+        between = self.cancel.check
+        rows, looked = table.feasible(start, wanted, between=between)
         if check is not None:
             held = self._columns.rows_by_name(snapshot)
             held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
-            rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
+            rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows, between)
         self.next_start = (start + looked) % count
         result.evaluated, result.feasible = looked, len(rows)
         if not len(rows):
@@ -234,6 +247,7 @@ class Cycle:
         if len(rows) == 1:
             result.node = table.node(int(rows[0])).name
             return result
+        between()
         totals = weighted_totals(bound.scores, table.vectors(rows), ranking_only=True)
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         _phase(result, SCORE, scoring)
@@ -251,7 +265,15 @@ def _phase(result: CycleResult, point: str, since: float) -> float:
 
 
 def _reserved_rows(
-    check: ReservedCheck, table: NodeTable, rows: Rows, looked: int, start: int, wanted: int, count: int, held: Rows
+    check: ReservedCheck,
+    table: NodeTable,
+    rows: Rows,
+    looked: int,
+    start: int,
+    wanted: int,
+    count: int,
+    held: Rows,
+    between: Callable[[], None] | None = None,
 ) -> tuple[Rows, int]:
     """The table walk's rows without the nodes that do not fit once their nominated pods are
     added (``held``: the rows of nodes holding nominations); the walk goes on past them (never
@@ -273,7 +295,7 @@ def _reserved_rows(
     found = [kept]
     have = len(kept)
     while have < wanted and looked < count:
-        more, extra = table.feasible((start + looked) % count, wanted - have, limit=count - looked)
+        more, extra = table.feasible((start + looked) % count, wanted - have, limit=count - looked, between=between)
         looked += extra
         more = keep(more)
         found.append(more)

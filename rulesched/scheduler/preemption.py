@@ -79,12 +79,14 @@ def preempt(
     pod: Pod,
     statuses: Mapping[str, Code] | None = None,
     reserved: Reserved | None = None,
+    between: Callable[[], None] | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
     upstream's NodeToStatus has it, unless it holds nominated pods: the pod then failed there
     only with them added); without them they are computed here. ``reserved``: the nominated pods
-    it must leave room for, per node."""
+    it must leave room for, per node. ``between`` is called before each node's dry run: it may
+    raise to give preemption up (a cancelled cycle; nothing was changed)."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
@@ -107,6 +109,8 @@ def preempt(
         if not allowed:
             counts[NO_VICTIMS] += 1
             continue
+        if between is not None:
+            between()
         outcome = select_victims(overlay, bound, node.name, sorted(allowed, key=importance), held.get(node.name, ()))
         if isinstance(outcome, NoFit):
             counts.update(set(outcome.reasons))

@@ -14,8 +14,13 @@ The scheduler keeps the nominations (:class:`rulesched.scheduler.nominator.Nomin
 pods its preemption placed, and of pending pods that arrive with ``status.nominatedNodeName``.
 Each cycle leaves room on those nodes for nominated pods of its pod's priority or higher.
 
+A cycle under way can be given up (:mod:`rulesched.scheduler.cancel`: shutdown, a deadline)
+until the scheduler assumes its pod or nominates it: the pod goes back to the queue with backoff,
+nothing is assumed, evicted or reported, and :meth:`Scheduler.schedule_one` returns None.
+
 The scheduler is not thread-safe: one thread owns it, the store and the queue's pops; other
-threads reach it through that thread (see :mod:`rulesched.scheduler.queue` for waking it).
+threads reach it through that thread (see :mod:`rulesched.scheduler.queue` for waking it); only
+its :class:`rulesched.scheduler.cancel.Cancellation` may be set from any thread.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
+from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import (
@@ -126,6 +132,7 @@ class Scheduler:
         evictor: Evictor | None = None,
         clock: Callable[[], float] = time.monotonic,
         observer: Observer | None = None,
+        cancel: Cancellation | None = None,
     ) -> None:
         self.rules = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
         self.store = store
@@ -135,7 +142,8 @@ class Scheduler:
         self.clock = clock
         self.observer = observer or Observer()
         self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
-        self.cycle = Cycle(settings)
+        self.cancel = cancel if cancel is not None else Cancellation()
+        self.cycle = Cycle(settings, self.cancel)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
         self.nominator = Nominator()
@@ -175,11 +183,21 @@ class Scheduler:
     # --- one cycle ------------------------------------------------------------------------------------
     def schedule_one(self, timeout: float | None = 0.0) -> CycleResult | None:
         """One cycle for the next ready pod; None when none is ready (waiting up to ``timeout``
-        seconds for one: see :meth:`SchedulingQueue.pop`)."""
+        seconds for one: see :meth:`SchedulingQueue.pop`) or when :attr:`cancel` gave the
+        cycle up (the pod is back in the queue)."""
         pod = self.queue.pop(timeout)
         if pod is None:
             return None
         started = time.perf_counter()
+        try:
+            return self._cycle(pod, started)
+        except CycleCancelled as cancelled:
+            self.last_cycle_seconds = time.perf_counter() - started
+            log.info("scheduling cycle given up: %s", cancelled.reason, extra={"pod": pod.key})
+            self.queue.requeue(pod, backoff=True)
+            return None
+
+    def _cycle(self, pod: Pod, started: float) -> CycleResult:
         nominated = self.nominator.node_of(pod.key) or ""
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
@@ -190,38 +208,43 @@ class Scheduler:
         reserved = self.nominator.reserved_for(pod)
         percent = self.settings.rule_metrics_sample_percent
         timer = RuleTimer() if percent and self._sampler.randrange(100) < percent else None
-        result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)
+        result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
         timing = result.timing
         if timing is not None:
             timing.started = started  # (the whole cycle: nominations and snapshot included)
         waiting = False
-        if result.code is Code.SCHEDULED and result.node is not None:
-            outcome = None
-            self._victims.pop(pod.key, None)
-            if timing is not None:
-                timing.algorithm_seconds = time.perf_counter() - started
-        else:
-            preempting = time.perf_counter()
-            if self._victims_remain(pod):
-                # Its earlier preemption's victims are still leaving (their deletion has not been
-                # reported): wait for them rather than preempt again (PodEligibleToPreemptOthers).
-                outcome = Preemption(
-                    None, message="preemption: waiting for the preempted pods to leave.", eligible=False
-                )
-                waiting = True
+        try:
+            if result.code is Code.SCHEDULED and result.node is not None:
+                outcome = None
+                if timing is not None:
+                    timing.algorithm_seconds = time.perf_counter() - started
             else:
-                # the statuses from the cycle's binding, whose per-node answers are still warm
-                outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes), reserved)
-                waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
-            result.preemption = outcome
-            if timing is not None:
-                status = SUCCESS if outcome.nominated is not None else Code.UNSCHEDULABLE.value
-                done = timing.phase(POST_FILTER, preempting, status)
-                timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
-        # Done reading: once nobody holds the snapshot, the store changes in place again.
-        bound.release()
+                preempting = time.perf_counter()
+                if self._victims_remain(pod):
+                    # Its earlier preemption's victims are still leaving (their deletion has not
+                    # been reported): wait for them rather than preempt again
+                    # (PodEligibleToPreemptOthers).
+                    outcome = Preemption(
+                        None, message="preemption: waiting for the preempted pods to leave.", eligible=False
+                    )
+                    waiting = True
+                else:
+                    # the statuses from the cycle's binding, whose per-node answers are still warm
+                    statuses = node_statuses(bound, snapshot.nodes)
+                    outcome = preempt(snapshot, session, pod, statuses, reserved, self.cancel.check)
+                    waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
+                result.preemption = outcome
+                if timing is not None:
+                    status = SUCCESS if outcome.nominated is not None else Code.UNSCHEDULABLE.value
+                    done = timing.phase(POST_FILTER, preempting, status)
+                    timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
+            self.cancel.check()  # the last point where giving up leaves nothing behind
+        finally:
+            # Done reading: once nobody holds the snapshot, the store changes in place again.
+            bound.release()
         del snapshot
         if outcome is None:
+            self._victims.pop(pod.key, None)
             self._bind(pod, result)
         elif outcome.nominated is None:
             if outcome.eligible and self.nominator.remove(pod.key) is not None:

@@ -19,7 +19,7 @@ Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -169,15 +169,21 @@ class NodeTable:
         assert self._store is not None
         return self._store.shared(self._snapshot, self._columns_from)
 
-    def feasible(self, start: int, wanted: int, limit: int | None = None) -> tuple[Rows, int]:
+    def feasible(
+        self, start: int, wanted: int, limit: int | None = None, between: Callable[[], None] | None = None
+    ) -> tuple[Rows, int]:
         """Rows of the first ``wanted`` feasible nodes walking round-robin from ``start``, in
-        walk order, and how many nodes were looked at (all of them, or ``limit``, if fewer fit)."""
+        walk order, and how many nodes were looked at (all of them, or ``limit``, if fewer fit).
+        ``between`` is called before each step of the walk (at most ``chunk`` nodes): it may
+        raise to give the walk up (a cancelled cycle); the rows checked so far stay valid."""
         n = len(self._nodes)
         most = n if limit is None else min(limit, n)
         found: list[Rows] = []
         need, looked, pos = wanted, 0, start
         dynamic = [f.passes for f in self.bound.dynamic_filters]
         while need > 0 and looked < most:
+            if between is not None:
+                between()
             size = min(most - looked, int(need * self._ratio) + 32, self._chunk)
             rows = self._window(pos, size)
             self._check(rows)
