@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import resource
 import threading
 import time
@@ -270,10 +271,16 @@ def test_the_extender_answers_with_one_set_or_the_other_never_a_mix(tmp_path: Pa
 
         client = threading.Thread(target=ask)
         client.start()
+        def replace(text: str) -> None:
+            # as a ConfigMap volume (and most editors) update a file: whole, never half-written
+            staged = folder / ".policy.rules.tmp"
+            staged.write_text(text)
+            os.replace(staged, policy)
+
         for i in range(30):
-            policy.write_text((two if i % 2 == 0 else one) + f"# {i}\n")
+            replace((two if i % 2 == 0 else one) + f"# {i}\n")
             time.sleep(0.1)
-        policy.write_text(two)
+        replace(two)
         time.sleep(1.0)
         done.set()
         client.join(10)
