@@ -12,8 +12,10 @@ Where nodes come from:
   (:mod:`rulesched.mirror`) keeps; a name the cache does not know fails with that reason;
 * full Node objects (``nodeCacheCapable: false``): the nodes as given, written into the store
   (a node whose resourceVersion the store already holds is left alone). Pods come from the
-  informer cache when one is configured, else there are none: the request alone. Without a cache,
-  nodes not seen in any request for ``node_ttl`` seconds are dropped.
+  informer cache when one is configured, else there are none: the request alone. A node a
+  request sent (and the informer does not list) is dropped once no request has sent it for
+  ``node_ttl`` seconds, or once the decoded-node cache (bounded in bytes) lets it go: what
+  requests can make the extender hold is bounded by ``node_cache_bytes``.
 
 Answers follow kube-scheduler's reading of them:
 
@@ -184,8 +186,8 @@ class Extender:
         self._inbox: queue.SimpleQueue[Delta] = queue.SimpleQueue()
         self.mirror = Mirror(api, self.store, self._inbox.put, self.stop) if api is not None else None
         self.node_ttl, self.clock = node_ttl, clock
-        self._nodes = NodeCache(node_cache_bytes)
-        self._seen: dict[str, float] = {}  # without a cache: node name -> last request naming it
+        self._nodes = NodeCache(node_cache_bytes, on_evict=self._forget)
+        self._seen: dict[str, float] = {}  # node name -> the last request that sent the node
         self._last_sweep = clock()
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
@@ -238,25 +240,38 @@ class Extender:
             # walking it again and again (a full collection over a big cluster costs ~10 ms).
             gc.collect()
             gc.freeze()
-        if self.mirror is None and self.clock() - self._last_sweep > self.node_ttl / 10:
+        if self._seen and self.clock() - self._last_sweep > self.node_ttl / 10:
             self._sweep()
 
+    # Nodes that requests put in the store (full-node mode) stay there while requests keep
+    # sending them, and no longer than their bytes stay in the node cache: so what a client can
+    # make the extender hold is bounded by node_cache_bytes. The informer's nodes are its own.
     def _sweep(self) -> None:
         now = self._last_sweep = self.clock()
         for name in [n for n, seen in self._seen.items() if now - seen > self.node_ttl]:
             del self._seen[name]
-            self.store.remove_node(name)
+            if name not in self._listed_nodes:
+                self.store.remove_node(name)
+
+    def _forget(self, node: Node) -> None:
+        """The node cache let ``node`` go: out of the store too, if a request put it there."""
+        if node.name in self._listed_nodes:
+            return
+        info = self.store.node_view(node.name)
+        held = info.node if info is not None else None
+        if held is not None and (held is node or _same_version(held, node)):
+            self.store.remove_node(node.name)
+            self._seen.pop(node.name, None)
 
     def _admit(self, nodes: Sequence[Node]) -> None:
         """Nodes as a request gives them, into the store (unless it has this version)."""
-        store, now = self.store, self.clock()
+        store, seen, now = self.store, self._seen, self.clock()
         for node in nodes:
             info = store.node_view(node.name)
             held = info.node if info is not None else None
             if held is not node and not (held is not None and _same_version(held, node)):
                 store.add_node(node)
-            if self.mirror is None:
-                self._seen[node.name] = now
+            seen[node.name] = now
 
     def _node_index(self, snapshot: Snapshot) -> NodeIndex:
         index = self._index

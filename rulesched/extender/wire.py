@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -174,10 +174,11 @@ class NodeCache:
     are dropped past it, so versions of nodes that changed since go first. The default, 128 MiB,
     holds 5000 nodes of up to 26 kB each (kube-scheduler's largest supported cluster)."""
 
-    def __init__(self, max_bytes: int = 128 * 2**20) -> None:
+    def __init__(self, max_bytes: int = 128 * 2**20, on_evict: Callable[[Node], None] | None = None) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0  # the JSON bytes of the nodes held
         self._nodes: OrderedDict[bytes, Node] = OrderedDict()
+        self._on_evict = on_evict  # told of each node let go
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -197,8 +198,10 @@ class NodeCache:
             nodes[data] = node
             self.bytes += len(data)
             while self.bytes > self.max_bytes:
-                old, _ = nodes.popitem(last=False)
+                old, gone = nodes.popitem(last=False)
                 self.bytes -= len(old)
+                if self._on_evict is not None:
+                    self._on_evict(gone)
         return node
 
 
