@@ -550,6 +550,10 @@ class _Server(ThreadingHTTPServer):
         self.faults = Faults(**settings)
         self.rng = random.Random(self.faults.seed)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # (a client gone: its loss)
+            super().handle_error(request, client_address)
+
     def track(self, conn: socket.socket) -> None:
         with self._lock:
             self._connections.add(conn)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -549,97 +548,3 @@ def test_a_failed_bind_takes_the_volume_choice_back(volumes: tuple[TestApiServer
     assert any(SELECTED_NODE in (o["metadata"].get("annotations") or {}) for o in made)  # made, then
     current = server.store.objects["persistentvolumeclaims"]["default/data-1"]
     assert SELECTED_NODE not in (current["metadata"].get("annotations") or {})  # taken back
-
-
-# --- TLS ---------------------------------------------------------------------------------------------
-
-
-def _openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def test_tls_with_client_certificates(tmp_path: Path) -> None:
-    import http.client
-    import shutil
-    import ssl
-
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl not installed")
-    d = str(tmp_path)
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=test-ca",
-        "-keyout",
-        f"{d}/ca.key",
-        "-out",
-        f"{d}/ca.crt",
-    )
-    for who in ("server", "client"):
-        _openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-subj",
-            f"/CN={who}",
-            "-keyout",
-            f"{d}/{who}.key",
-            "-out",
-            f"{d}/{who}.csr",
-            *(["-addext", "subjectAltName=IP:127.0.0.1"] if who == "server" else []),
-        )
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{d}/{who}.csr",
-            "-CA",
-            f"{d}/ca.crt",
-            "-CAkey",
-            f"{d}/ca.key",
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-copy_extensions",
-            "copy",
-            "-out",
-            f"{d}/{who}.crt",
-        )
-    process = ExtenderProcess(
-        "--tls-cert", f"{d}/server.crt", "--tls-key", f"{d}/server.key", "--client-ca", f"{d}/ca.crt"
-    )
-    try:
-        body = json.dumps(extender_args(pod("p"), nodes=NODES[:1])).encode()
-        good = ssl.create_default_context(cafile=f"{d}/ca.crt")
-        good.load_cert_chain(f"{d}/client.crt", f"{d}/client.key")
-        conn = http.client.HTTPSConnection(process.host, process.port, context=good, timeout=10)
-        conn.request("POST", "/filter", body=body)
-        response = conn.getresponse()
-        assert response.status == 200 and json.loads(response.read())["Nodes"]["items"][0]["metadata"]["name"] == "n1"
-        # without a client certificate: the verbs refuse, the probes answer (the kubelet has none)
-        anonymous = ssl.create_default_context(cafile=f"{d}/ca.crt")
-        conn = http.client.HTTPSConnection(process.host, process.port, context=anonymous, timeout=10)
-        conn.request("POST", "/filter", body=body)
-        response = conn.getresponse()
-        assert response.status == 403 and "client certificate" in json.loads(response.read())["Error"]
-        conn.request("GET", "/readyz")
-        assert conn.getresponse().status == 200
-        # a certificate from another CA fails the handshake
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=intruder",
-                 "-keyout", f"{d}/other.key", "-out", f"{d}/other.crt")  # fmt: skip
-        other = ssl.create_default_context(cafile=f"{d}/ca.crt")
-        other.load_cert_chain(f"{d}/other.crt", f"{d}/other.key")
-        conn = http.client.HTTPSConnection(process.host, process.port, context=other, timeout=10)
-        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
-            conn.request("POST", "/filter", body=body)
-            conn.getresponse().read()
-        assert process.proc.poll() is None
-    finally:
-        process.stop()
