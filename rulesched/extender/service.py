@@ -444,7 +444,7 @@ class Extender:
                     log.info(
                         "preempt: rule %s protects victim %s, node dropped",
                         rule.name,
-                        victim.key,
+                        capped(victim.key),
                         extra={**extra, "rule": rule.name},
                     )
                     return None
