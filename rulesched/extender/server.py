@@ -64,7 +64,7 @@ class ExtenderSettings:
     max_body_bytes: int = 128 * 2**20  # 5000 full nodes are ~35 MB
     request_timeout: float = 5.0  # kube-scheduler's default httpTimeout; also for a request's headers
     idle_timeout: float = 100.0  # a kept-alive connection with no request (Go's clients give up at 90 s)
-    node_ttl: float = 600.0  # without a cache: forget nodes no request named for this long
+    node_ttl: float = 600.0  # forget a node a request sent (and the informer does not list) after this long
     node_cache_bytes: int = 128 * 2**20  # full-node requests: the JSON of the decoded nodes kept
     bind_verb: bool = False  # serve the bind verb (needs API access: RBAC for bindings and volumes)
     # pods the bind verb binds: those naming one of these schedulers (kube-scheduler's profiles
