@@ -253,9 +253,7 @@ class KubeApi:
         finally:
             raw.release_conn()
 
-    def get(
-        self, resource: Resource, namespace: str | None, name: str, timeout: float | None = None
-    ) -> dict[str, Any]:
+    def get(self, resource: Resource, namespace: str | None, name: str, timeout: float | None = None) -> dict[str, Any]:
         found: dict[str, Any] = self._call("GET", resource.path(namespace, name), timeout=timeout)
         return found
 
