@@ -2,11 +2,9 @@
 demand.
 
 It keeps objects of the kinds rulesched reads and writes (nodes, pods, namespaces,
-PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, and Services, ReplicaSets,
-StatefulSets and ReplicationControllers) with one resourceVersion
-PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, PersistentVolumes,
-PersistentVolumeClaims, StorageClasses, CSINodes) with one resourceVersion
-counter, as etcd does, and serves:
+PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, Services, ReplicaSets,
+StatefulSets, ReplicationControllers, PersistentVolumes, PersistentVolumeClaims, StorageClasses,
+CSINodes) with one resourceVersion counter, as etcd does, and serves:
 
 * list (``GET /api/v1/pods``, namespaced or not) with ``metadata.resourceVersion``;
 * watch (``?watch=1&resourceVersion=N&allowWatchBookmarks=true&timeoutSeconds=S``): JSON lines,
@@ -21,6 +19,9 @@ counter, as etcd does, and serves:
   condition of that type) before deleting it; with ``graceful_evictions`` the pod then stays,
   terminating (``deletionTimestamp`` set), until the test deletes it, as a kubelet's grace period
   keeps it. Every write (POST, PUT, PATCH, DELETE) is recorded in order in ``Store.writes``.
+
+Every request is recorded as it came, method and path with its query (``store.requests``), for
+tests of what a client asks: the verbs its RBAC must grant, no watch where a read was meant.
 
 Faults, set through ``POST /_faults`` (JSON) or :meth:`TestApiServer.set_faults`: every watch
 cut after ``cut_watches_every`` seconds (the stream ended cleanly), or reset after
@@ -56,7 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 # plural -> (kind, group/version prefix, namespaced)
 RESOURCES = {
@@ -127,6 +128,8 @@ class Store:
     evictions: list[str] = field(default_factory=list)
     writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every write, in order
     created: dict[str, float] = field(default_factory=dict)  # pod key -> when created (monotonic)
+    # every request as it came: (method, path with its query), for tests of what a client asks
+    requests: list[tuple[str, str]] = field(default_factory=list)
 
     def write(self, plural: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Record a change (``kind``: ADDED, MODIFIED, DELETED) under the next revision."""
@@ -199,6 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        if parsed:
+            self.server.store.requests.append((self.command, self.path))
+        return parsed
+
     def setup(self) -> None:
         super().setup()
         # Headers and body go out in two writes; without this, Nagle's algorithm holds the body
@@ -248,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/storage.k8s.io/v1",
         ):
             if url.path.startswith(prefix + "/"):
-                parts = url.path[len(prefix) + 1 :].split("/")
+                parts = [unquote(part) for part in url.path[len(prefix) + 1 :].split("/")]  # as the API server
                 break
         else:
             return None
@@ -657,6 +666,10 @@ class _Server(ThreadingHTTPServer):
         self.faults = Faults(**settings)
         self.rng = random.Random(self.faults.seed)
         self.failed_bindings: set[str] = set()  # the fail_bindings already failed
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # (a client gone: its loss)
+            super().handle_error(request, client_address)
 
     def track(self, conn: socket.socket) -> None:
         with self._lock:

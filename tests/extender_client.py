@@ -43,8 +43,9 @@ class ExtenderProcess:
                 address = line.split("listening on ", 1)[1].split()[0]
                 self.host, port = address.rsplit(":", 1)
                 self.port = int(port)
-                # keep reading, so a full pipe never blocks the extender's logging
-                threading.Thread(target=self._read_log, daemon=True).start()
+                # keep reading its log: a full pipe would stop the process at its next line
+                self._drain = threading.Thread(target=self._read_log, daemon=True)
+                self._drain.start()
                 return
         self.proc.kill()
         raise RuntimeError("extender did not start:\n" + "".join(self.log))
@@ -87,13 +88,16 @@ class ExtenderProcess:
             time.sleep(0.1)
         raise AssertionError("extender not ready: " + self.request("GET", "/readyz")[1].decode())
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop it; its whole log."""
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._drain.join(timeout=5)
+        return "".join(self.log)
 
 
 # -- messages as kube-scheduler's json.Marshal writes them (nil pointers as null) -------------------

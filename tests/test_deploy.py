@@ -54,12 +54,13 @@ USED = {
 }
 
 
-# What `rulesched extender` calls: the informer cache, and the binding (when it is the binder).
+# What `rulesched extender` calls: the informer cache, the rules ConfigMap and its events (the
+# bind verb's grants are in rbac-bind.yaml, outside the kustomization; tests/test_extender_exposed.py
+# checks both against the requests the extender makes).
 EXTENDER_USED = {
     ("", "nodes"): {"list", "watch"},
     ("", "namespaces"): {"list", "watch"},
     ("", "pods"): {"list", "watch"},
-    ("", "pods/binding"): {"create"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
     ("", "configmaps"): {"get", "list", "watch", "create", "update"},  # update, and get, on NAME-last-good only
@@ -141,16 +142,58 @@ def test_the_deployment_runs_flags_the_cli_accepts() -> None:
 
 def test_the_extender_deployment_runs_flags_the_cli_accepts() -> None:
     (deployment,) = [d for d in manifests(EXTENDER) if d["kind"] == "Deployment"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    pod_spec = deployment["spec"]["template"]["spec"]
+    (container,) = pod_spec["containers"]
     assert container["command"] == ["rulesched", "extender"]
     args = _parser().parse_args(["extender", *container["args"]])
     assert args.in_cluster and args.rules_configmap == "rulesched/rulesched-extender-rules"
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert log_settings(args, env).level == logging.INFO
-    port = int(args.listen.rsplit(":", 1)[1])
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert log_settings(args, {k: v for k, v in env.items() if v is not None}).level == logging.INFO
+    assert not args.bind_verb  # off unless configured
+    # the pod's own address (the downward API), over TLS from the mounted Secret
+    host, port = args.listen.rsplit(":", 1)
+    (pod_ip,) = [e for e in container["env"] if f"$({e['name']})" == host]
+    assert pod_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    (mount,) = container["volumeMounts"]
+    assert args.tls_cert.startswith(mount["mountPath"] + "/") and args.tls_key.startswith(mount["mountPath"] + "/")
+    (volume,) = [v for v in pod_spec["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "rulesched-extender-tls"
+    assert {container["livenessProbe"]["httpGet"]["scheme"], container["readinessProbe"]["httpGet"]["scheme"]} == {
+        "HTTPS"
+    }
     (service,) = [d for d in manifests(EXTENDER) if d["kind"] == "Service"]
-    assert container["ports"][0]["containerPort"] == port
+    assert container["ports"][0]["containerPort"] == int(port)
     assert service["spec"]["ports"][0]["targetPort"] == container["ports"][0]["name"]
+
+
+def test_the_extender_certificate_names_what_kube_scheduler_dials() -> None:
+    docs = [d for d in yaml.safe_load_all((EXTENDER / "certificate.yaml").read_text()) if d]
+    (certificate,) = [d for d in docs if d["kind"] == "Certificate" and d["metadata"]["name"] == "rulesched-extender"]
+    (service,) = [d for d in manifests(EXTENDER) if d["kind"] == "Service"]
+    config = yaml.safe_load((EXTENDER / "scheduler-config.yaml").read_text())
+    (extender,) = config["extenders"]
+    assert certificate["spec"]["secretName"] == "rulesched-extender-tls"
+    assert service["spec"]["clusterIP"] in certificate["spec"]["ipAddresses"]
+    assert extender["tlsConfig"]["serverName"] in certificate["spec"]["dnsNames"]
+    assert extender["urlPrefix"] == f"https://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
+
+
+def test_the_bind_rbac_grants_the_binding_and_volume_patches_only() -> None:
+    granted = set()
+    for doc in yaml.safe_load_all((EXTENDER / "rbac-bind.yaml").read_text()):
+        if doc and doc["kind"] == "ClusterRole":
+            granted |= {
+                (g, r, v)
+                for rule in doc["rules"]
+                for g in rule["apiGroups"]
+                for r in rule["resources"]
+                for v in rule["verbs"]
+            }
+    assert granted == {
+        ("", "pods/binding", "create"),
+        ("", "persistentvolumes", "patch"),
+        ("", "persistentvolumeclaims", "patch"),
+    }
 
 
 def test_kube_scheduler_config_points_at_the_extender_verbs() -> None:
@@ -163,7 +206,8 @@ def test_kube_scheduler_config_points_at_the_extender_verbs() -> None:
     assert "/" + extender["filterVerb"] == defaults.filter_path
     assert "/" + extender["prioritizeVerb"] == defaults.prioritize_path
     assert "/" + extender["preemptVerb"] == defaults.preempt_path
-    assert extender["urlPrefix"].endswith(":8888") and extender["nodeCacheCapable"] is True
+    assert extender["urlPrefix"].startswith("https://") and extender["enableHTTPS"] is True
+    assert extender["nodeCacheCapable"] is True and "bindVerb" not in extender  # binding: kube-scheduler's
     assert set(extender) <= {
         "urlPrefix",
         "filterVerb",

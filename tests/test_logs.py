@@ -298,16 +298,21 @@ def test_more_verbosity_logs_each_pods_decision(
 def test_the_extender_caps_and_escapes_what_a_request_names(server: TestApiServer, tmp_path: Path) -> None:
     server.add("nodes", node("n1"))
     kubeconfig = server.kubeconfig(str(tmp_path / "kubeconfig"))
-    process = ExtenderProcess("--kubeconfig", kubeconfig, "--rules", "default")
+    process = ExtenderProcess("--kubeconfig", kubeconfig, "--rules", "default", "-v")
     try:
         process.wait_ready()
-        name = FORGED + LONG
-        status, answer = process.post(
-            "/bind", {"PodName": name, "PodNamespace": "default", "PodUID": "u", "Node": "n1" + "\n" + LONG}
-        )
-        assert status == 200 and answer["Error"]
+        forged_node = "n1" + FORGED + LONG  # a node the cache does not know: the answer drops it, the log names it
+        body = {
+            "Pod": {
+                "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+                "spec": {"containers": [{"name": "c"}]},
+            },
+            "NodeNameToMetaVictims": {forged_node: {"Pods": [{"UID": "v"}], "NumPDBViolations": 0}},
+        }
+        status, answer = process.post("/preempt", body)
+        assert status == 200 and answer["NodeNameToMetaVictims"] in ({}, None), answer
         end = time.monotonic() + 10
-        wanted = ("bind failed", "caches synced")  # (the census runs on the request thread: either may come last)
+        wanted = ("node unknown", "caches synced")  # (the census runs on the request thread: either may come last)
         while time.monotonic() < end and not all(any(w in line for line in process.log) for w in wanted):
             time.sleep(0.05)
     finally:
@@ -317,8 +322,8 @@ def test_the_extender_caps_and_escapes_what_a_request_names(server: TestApiServe
     start = one(lines, "INFO rulesched.extender.server: rulesched", "extender listening on")
     assert f"version={__version__}" in start and "rules=" in start
     one(lines, "INFO rulesched.extender.server: caches synced", "nodes=1")
-    failed = one(lines, "WARNING rulesched.extender.service: bind failed")
-    assert 'pod="default/p\\n2026-01-01T00:00:00.000Z ERROR rulesched.run.loop: forged' in failed
-    assert "x" * (FIELD_LIMIT + 1) not in failed and len(failed) < 6 * FIELD_LIMIT
-    assert not any(" forged" in line and "bind failed" not in line for line in lines)
+    dropped = one(lines, "VERBOSE rulesched.extender.service: preempt: node unknown")
+    assert 'node="n1p\\n2026-01-01T00:00:00.000Z ERROR rulesched.run.loop: forged' in dropped
+    assert "x" * (FIELD_LIMIT + 1) not in dropped and len(dropped) < 6 * FIELD_LIMIT
+    assert not any(" forged" in line and "node unknown" not in line for line in lines)
     one(lines, "INFO rulesched.extender.server: stopped")

@@ -271,6 +271,7 @@ def test_the_extender_answers_with_one_set_or_the_other_never_a_mix(tmp_path: Pa
 
         client = threading.Thread(target=ask)
         client.start()
+
         def replace(text: str) -> None:
             # as a ConfigMap volume (and most editors) update a file: whole, never half-written
             staged = folder / ".policy.rules.tmp"

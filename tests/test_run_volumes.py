@@ -136,13 +136,15 @@ class FakeApi:
     def __init__(self) -> None:
         self.patches: list[tuple[str, str | None, str, dict[str, Any]]] = []
 
-    def patch(self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+    def patch(
+        self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any], timeout: float | None = None
+    ) -> None:
         self.patches.append((resource.plural, namespace, name, patch))
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
         raise ConflictError("409: the pod is being bound elsewhere")
 
-    def get(self, resource: Any, namespace: str | None, name: str) -> dict[str, Any]:
+    def get(self, resource: Any, namespace: str | None, name: str, timeout: float | None = None) -> dict[str, Any]:
         return {"spec": {}}
 
 

@@ -26,13 +26,29 @@ def add_extender_parser(sub: Any) -> None:
     ext.add_argument("--tls-key", metavar="FILE")
     ext.add_argument("--client-ca", metavar="FILE", help="require client certificates signed by this CA")
     ext.add_argument("--max-body-bytes", type=int, metavar="N", help="larger requests get 413 (default 128 MiB)")
+    ext.add_argument(
+        "--node-cache-bytes", type=int, metavar="N", help="full-node mode: JSON of decoded nodes kept (default 128 MiB)"
+    )
+    ext.add_argument(
+        "--bind-verb",
+        action="store_true",
+        default=None,
+        help="serve the bind verb (off by default; kube-scheduler's bindVerb must name it)",
+    )
+    ext.add_argument(
+        "--scheduler-name",
+        dest="scheduler_names",
+        action="append",
+        metavar="NAME",
+        help="the bind verb binds pods naming this scheduler (repeatable; default default-scheduler)",
+    )
     ext.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
 
 
 def settings_from(args: argparse.Namespace) -> Any:
     from rulesched.extender.server import ExtenderSettings
 
-    values = read_config(args.config, ExtenderSettings) if args.config else {}
+    values = read_config(args.config, ExtenderSettings, ("rules", "scheduler_names")) if args.config else {}
     merge_flags(
         values,
         args,
@@ -47,6 +63,9 @@ def settings_from(args: argparse.Namespace) -> Any:
             "tls_key",
             "client_ca",
             "max_body_bytes",
+            "node_cache_bytes",
+            "bind_verb",
+            "scheduler_names",
         ),
     )
     if values.get("rules_configmap") and "rules" not in values:

@@ -11,8 +11,15 @@ worker thread, in arrival order, so the :class:`rulesched.extender.service.Exten
 caches are only ever touched by that thread. Each request has a deadline covering its reading,
 its wait for the worker and its evaluation; past it the answer is 503 with the reason in
 ``Error`` (kube-scheduler treats any status but 200 as the extender failing this pod, and
-retries the pod later). Errors are JSON ``{"Error": "..."}`` with the status: 400 for a request
-that does not decode, 404, 405, 413, 503.
+retries the pod later). Its headers have the same deadline, from their first byte
+(:mod:`.connections`); an idle kept-alive connection is closed after ``idle_timeout``. A client
+that goes away mid-body is logged in one line. Errors are JSON ``{"Error": "..."}`` with the
+status: 400 for a request that does not decode, 403 for a verb refused (the bind verb off or
+refused, no client certificate where one is required), 404, 405, 413, 503.
+
+With ``client_ca`` the TLS handshake checks a client certificate when one is offered, and the
+verbs answer 403 without one; the probes and /metrics stay open (the kubelet's probes present
+no certificate).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rulesched import __version__
 from rulesched.errors import ConfigError, InputError
+from rulesched.extender.binding import BindSettings
+from rulesched.extender.connections import Guarded, guarded_factory
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
 from rulesched.metrics import Registry, RestClientMetrics, add_process_collector
@@ -59,8 +68,14 @@ class ExtenderSettings:
     tls_key: str | None = None
     client_ca: str | None = None  # require client certificates signed by this CA
     max_body_bytes: int = 128 * 2**20  # 5000 full nodes are ~35 MB
-    request_timeout: float = 5.0  # kube-scheduler's default httpTimeout
-    node_ttl: float = 600.0  # without a cache: forget nodes no request named for this long
+    request_timeout: float = 5.0  # kube-scheduler's default httpTimeout; also for a request's headers
+    idle_timeout: float = 100.0  # a kept-alive connection with no request (Go's clients give up at 90 s)
+    node_ttl: float = 600.0  # forget a node a request sent (and the informer does not list) after this long
+    node_cache_bytes: int = 128 * 2**20  # full-node requests: the JSON of the decoded nodes kept
+    bind_verb: bool = False  # serve the bind verb (needs API access: RBAC for bindings and volumes)
+    # pods the bind verb binds: those naming one of these schedulers (kube-scheduler's profiles
+    # that call this extender)
+    scheduler_names: tuple[str, ...] = ("default-scheduler",)
     filter_path: str = "/filter"
     prioritize_path: str = "/prioritize"
     preempt_path: str = "/preempt"
@@ -111,7 +126,8 @@ def tls_context(settings: ExtenderSettings) -> ssl.SSLContext | None:
         context.load_cert_chain(settings.tls_cert, settings.tls_key)
         if settings.client_ca:
             context.load_verify_locations(settings.client_ca)
-            context.verify_mode = ssl.CERT_REQUIRED
+            # verified when offered (a bad one fails the handshake); the verbs require one
+            context.verify_mode = ssl.CERT_OPTIONAL
     except (OSError, ssl.SSLError) as err:
         raise ConfigError(f"TLS: {err}") from None
     return context
@@ -134,6 +150,8 @@ class ExtenderServer:
         for path, verb in verbs.items():
             needs_rules = path != settings.bind_path
             self.app.router.add_post(path, self._handler(path.strip("/") or "root", verb, needs_rules))
+        self._guards: dict[object, Guarded] = {}  # aiohttp's protocol of a connection -> its guard
+        self._listener: asyncio.Server | None = None
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
@@ -144,6 +162,9 @@ class ExtenderServer:
     async def _errors(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        guard = self._guards.get(request.protocol)
+        if guard is not None:
+            guard.request_started()  # the headers are in: their deadline is met
         try:
             return await handler(request)
         except web.HTTPException as err:  # 404, 405, 413 from aiohttp: the reason as JSON
@@ -151,6 +172,9 @@ class ExtenderServer:
                 raise
             self.metrics.requests.labels(verb="other", code=str(err.status)).inc()
             return _error(err.status, err.text or err.reason)
+        finally:
+            if guard is not None:
+                guard.request_done()
 
     def _handler(
         self, verb: str, call: Callable[[bytes], Answer], needs_rules: bool = True
@@ -160,6 +184,10 @@ class ExtenderServer:
 
         async def handle(request: web.Request) -> web.Response:
             started = time.perf_counter()
+            if self.settings.client_ca and request.transport and not request.transport.get_extra_info("peercert"):
+                response = _error(403, f"{verb}: a client certificate is required")
+                self.metrics.requests.labels(verb=verb, code="403").inc()
+                return response
             if needs_rules and not rules.loaded:  # no valid set yet: kube-scheduler retries the pod later
                 response = _error(503, f"{verb}: {rules.waiting}")
                 self.metrics.requests.labels(verb=verb, code="503").inc()
@@ -172,6 +200,11 @@ class ExtenderServer:
                 response = web.Response(status=answer.status, body=answer.body, content_type="application/json")
             except TimeoutError:
                 response = _error(503, f"{verb}: no answer within {timeout:g}s")
+            except (ConnectionError, EOFError) as err:  # the client went away mid-body: nobody to answer
+                reason = str(err) or type(err).__name__  # (the log formatter caps it)
+                log.warning("%s: the client went away mid-request (%s)", verb, reason)
+                self.metrics.requests.labels(verb=verb, code="499").inc()  # (nginx's "client closed request")
+                return _error(400, f"{verb}: the request ended early")  # (written to nobody)
             self.metrics.requests.labels(verb=verb, code=str(response.status)).inc()
             self.metrics.latency.labels(verb=verb).observe(time.perf_counter() - started)
             return response
@@ -205,18 +238,26 @@ class ExtenderServer:
         except ValueError:
             raise ConfigError(f"--listen {self.settings.listen}: expected HOST:PORT") from None
         context = tls_context(self.settings)
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self.app, access_log=None, handle_signals=False, keepalive_timeout=self.settings.idle_timeout
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host or "0.0.0.0", port_number, ssl_context=context)
+        assert self._runner.server is not None
+        # (aiohttp's TCPSite, with each connection behind its header deadline)
+        factory = guarded_factory(self._runner.server, self.settings.request_timeout, self._guards)
         try:
-            await site.start()
+            self._listener = await asyncio.get_running_loop().create_server(
+                factory, host or "0.0.0.0", port_number, ssl=context, reuse_address=True
+            )
         except OSError as err:
             raise ConfigError(f"--listen {self.settings.listen}: {err}") from None
-        bound = self._runner.addresses[0]
+        bound = self._listener.sockets[0].getsockname()
         self.address = f"{bound[0]}:{bound[1]}"
         return self.address
 
     async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         if self._runner is not None:
             await self._runner.cleanup()
         self._worker.shutdown(wait=False, cancel_futures=True)
@@ -228,6 +269,8 @@ async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reload
     from rulesched.kube.api import KubeApi
 
     api = KubeApi(settings.kubeconfig) if settings.kubeconfig or settings.in_cluster else None
+    if settings.bind_verb and api is None:
+        raise ConfigError("--bind-verb needs API access (--kubeconfig or --in-cluster)")
     stopping = threading.Event()
     reload_settings = ReloadSettings(
         settings.rules_debounce, settings.rules_max_delay, settings.rules_event_interval, settings.rules_last_good
@@ -236,7 +279,17 @@ async def serve(settings: ExtenderSettings, arm: Callable[[asyncio.Event, Reload
     # writes are conditional on resourceVersion, and an equal record is left alone).
     reloader = Reloader(RulesSources(settings.rules, settings.rules_configmap), api, stopping, settings=reload_settings)
     rules = reloader.initial()
-    extender = Extender(rules, api, stop=stopping, node_ttl=settings.node_ttl)
+    binding = BindSettings(
+        settings.bind_verb, frozenset(settings.scheduler_names), max(0.5, settings.request_timeout - 1.0)
+    )
+    extender = Extender(
+        rules,
+        api,
+        stop=stopping,
+        node_ttl=settings.node_ttl,
+        binding=binding,
+        node_cache_bytes=settings.node_cache_bytes,
+    )
     server = ExtenderServer(settings, extender)
     reloader.on_outcome = server.metrics.reloaded
     if api is not None:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import urllib3
 from kubernetes import client as k8s_client
@@ -51,6 +52,7 @@ from rulesched.errors import (
     TooManyRequestsError,
     UnavailableError,
 )
+from rulesched.model.names import dns1123_label
 
 
 @dataclass(frozen=True)
@@ -63,15 +65,36 @@ class Resource:
     namespaced: bool
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        """The URL path, every variable part checked as the API server would check it and
+        percent-escaped: a name such as ``p?watch=1`` must never turn a read into a watch."""
         parts = [self.prefix]
         if namespace is not None and self.namespaced:
-            parts += ["namespaces", namespace]
+            parts += ["namespaces", quote(checked_namespace(namespace), safe="")]
         parts.append(self.plural)
         if name is not None:
-            parts.append(name)
+            parts.append(quote(checked_name(name, self.kind), safe=""))
         if sub is not None:
-            parts.append(sub)
+            parts.append(quote(sub, safe=""))
         return "/".join(parts)
+
+
+MAX_NAME = 253  # a DNS subdomain: the longest name of every kind rulesched addresses by name
+
+
+def checked_namespace(namespace: str) -> str:
+    """A namespace name as the API server accepts it (a DNS label), else KubeError (400)."""
+    problem = dns1123_label(namespace)
+    if problem:
+        raise KubeError(f"namespace {problem}", 400)
+    return namespace
+
+
+def checked_name(name: str, kind: str = "object") -> str:
+    """A name that can stand in a URL path (apimachinery's ValidatePathSegmentName: not empty,
+    not ``.`` or ``..``, no ``/`` or ``%``; at most 253 characters), else KubeError (400)."""
+    if not name or name in (".", "..") or "/" in name or "%" in name or len(name) > MAX_NAME:
+        raise KubeError(f"{kind} name {name[:70]!r} cannot be addressed (empty, '.', '..', '/', '%' or too long)", 400)
+    return name
 
 
 @dataclass(frozen=True)
@@ -290,7 +313,7 @@ class KubeApi:
         self._call("DELETE", resource.path(namespace, name))
 
     # --- what the scheduler writes --------------------------------------------------------------
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
         """POST pods/binding (ConflictError: already bound)."""
         body = {
             "apiVersion": "v1",
@@ -298,16 +321,29 @@ class KubeApi:
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        self._call("POST", PODS.path(namespace, name, "binding"), body=body)
+        self._call("POST", PODS.path(namespace, name, "binding"), body=body, timeout=timeout)
 
     def evict(self, namespace: str, name: str) -> None:
         """POST pods/eviction (TooManyRequestsError: a PodDisruptionBudget forbids it now)."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         self._call("POST", PODS.path(namespace, name, "eviction"), body=body)
 
-    def patch(self, resource: Resource, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        timeout: float | None = None,
+    ) -> None:
         """A JSON merge patch (``None`` removes a field): the scheduler's volume choices."""
-        self._call("PATCH", resource.path(namespace, name), body=patch, content_type="application/merge-patch+json")
+        self._call(
+            "PATCH",
+            resource.path(namespace, name),
+            body=patch,
+            content_type="application/merge-patch+json",
+            timeout=timeout,
+        )
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:
         """A JSON merge patch of the pod's status (lists replaced whole), or with ``strategic`` a
