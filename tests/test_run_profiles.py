@@ -298,3 +298,11 @@ def test_profile_mistakes_are_one_line_naming_the_file(
 def test_settings_made_in_code_refuse_duplicates_too() -> None:
     with pytest.raises(ConfigError, match=r"profiles\[1\]\.scheduler_name: duplicate value 'a'"):
         RunSettings(profiles=(ProfileSettings("a"), ProfileSettings("a", ("most-allocated",))))
+
+
+def test_the_readme_profiles_example_is_a_valid_config(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = [b.split("```", 1)[0] for b in readme.split("```yaml\n")[1:] if b.startswith("percentage_of_nodes")]
+    loaded = settings(tmp_path, block)
+    assert [p.scheduler_name for p in loaded.effective_profiles] == ["rulesched", "rulesched-pack"]
+    assert loaded.effective_profiles[1] == ProfileSettings("rulesched-pack", ("most-allocated",), None, 100)
