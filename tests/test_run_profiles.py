@@ -19,12 +19,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rulesched.cli import _parser
+from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
-from rulesched.lang import load_rules_text
+from rulesched.lang import RulesHandle, load_rules, load_rules_text, resolve_rules_path
+from rulesched.model import Pod
 from rulesched.run.cli import settings_from
 from rulesched.run.loop import Loop, RunSettings
 from rulesched.run.profiles import ProfileSettings
+from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.scheduler.scheduler import Scheduler
 from tests.apiserver import TestApiServer
+from tests.test_scheduler_core import Clock
+from tests.upstream import harness
 
 PACK = "rulesched-pack"
 PACK_RULES = 'extends "most-allocated"\n'
@@ -57,6 +63,10 @@ def pod(name: str, scheduler: str, cpu: str = "500m", memory: str = "2Gi", **spe
         },
         "status": {"phase": "Running" if spec.get("nodeName") else "Pending"},
     }
+
+
+def requests(cpu: str, memory: str) -> dict[str, Any]:
+    return {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
 
 
 def node_of(server: TestApiServer, name: str) -> str | None:
@@ -198,6 +208,60 @@ def test_a_broken_configmap_of_one_profile_holds_back_only_its_pods(server: Test
         assert scheduled["reportingController"] == PACK
     finally:
         stop(loop, thread)
+
+
+# --- the scheduler's side -----------------------------------------------------------------------
+
+
+class Later:
+    """A binder whose answers come later, as the API server's do."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def bind(self, pod: Pod, node: str) -> bool | None:
+        self.calls.append((pod.key, node))
+        return None
+
+
+def test_one_scheduler_picks_each_pods_profile_and_keeps_each_profiles_tables() -> None:
+    """One queue, a profile per scheduler name: interleaved pods of two profiles each go where
+    their own rules send them, and neither profile's node tables are thrown away by the other's
+    cycles (a Cycle per profile); a profile whose rules are not loaded parks its pods untried."""
+    store = ClusterStore()
+    for name in ("n1", "n2"):
+        store.add_node(harness.node(name, allocatable={"cpu": "4", "memory": "16Gi", "pods": "110"}))
+    store.upsert_pod(harness.pod("busy", spec=requests("2", "8Gi"), node_name="n1"))
+    binder, clock = Later(), Clock()
+    scheduler = Scheduler(
+        harness.default_rules(), store, SchedulerSettings(scheduler_name="rulesched"), binder, clock=clock
+    )
+    pack = scheduler.add_profile(PACK, load_rules([resolve_rules_path("most-allocated")]))
+    later = scheduler.add_profile("later", RulesHandle.empty("no valid rules: not yet"))
+    spread = scheduler.profile_of(harness.pod("x", spec={"schedulerName": "rulesched"}))
+    assert spread.cycle is scheduler.cycle and pack.cycle is not spread.cycle
+    assert spread.cycle.shares == pack.cycle.shares == 3  # (the tables' memory budget is split)
+    for i in range(3):
+        scheduler.add(harness.pod(f"s{i}", spec={**requests("250m", "1Gi"), "schedulerName": "rulesched"}))
+        scheduler.add(harness.pod(f"p{i}", spec={**requests("250m", "1Gi"), "schedulerName": PACK}))
+    scheduler.add(harness.pod("w", spec={**requests("250m", "1Gi"), "schedulerName": "later"}))
+    tables: dict[str, object] = {}
+    for _ in range(6):
+        result = scheduler.schedule_one()
+        assert result is not None and result.code is Code.SCHEDULED
+        cycle = scheduler.profile_of(result.pod).cycle
+        (table,) = cycle._tables.values()  # the class's table, kept across the other profile's cycles
+        assert tables.setdefault(result.pod.scheduler_name, table) is table
+    assert sorted(binder.calls) == [(f"default/p{i}", "n1") for i in range(3)] + [
+        (f"default/s{i}", "n2") for i in range(3)
+    ]
+    assert scheduler.schedule_one() is None and "default/w" in scheduler.queue._unschedulable  # untried
+    assert later.cycle._rules is None and not any(key == "default/w" for key, _ in binder.calls)
+    later.rules.swap(harness.default_rules())  # its rules arrive: the reload moves parked pods
+    scheduler.queue.move()
+    clock.now += 20
+    result = scheduler.schedule_one()
+    assert result is not None and result.pod.key == "default/w" and result.code is Code.SCHEDULED
 
 
 # --- settings --------------------------------------------------------------------------------------

@@ -5,13 +5,13 @@ put what they learn on one thread-safe queue and wake the scheduler's thread, wh
 between cycles: the mirror writes nodes, bound pods, PodDisruptionBudgets and namespaces into the
 store; pending pods that name one of its profiles' schedulers go into the scheduling queue
 (updated in place, dropped when deleted or bound by someone else); binding outcomes into the
-scheduler.
+scheduler. Objects that do not decode are logged in one line and skipped; the loop never stops
+for them.
 
 Profiles (:mod:`rulesched.run.profiles`): each scheduler name has its own reloader and rules;
 the store, the queue, the scheduler, the workers, leader election and the metrics are shared. A
 profile without valid rules (a broken ConfigMap at start, no last good record) holds back only
-its own pods; the process is ready once every profile has rules. Objects that do not decode are
-logged in one line and skipped; the loop never stops for them.
+its own pods; the process is ready once every profile has rules.
 
 Pods bound by other schedulers count as used capacity; finished pods (Succeeded, Failed) and
 deleted pods free their node; a cordoned or deleted node counts at once. Parked pods move back
@@ -36,7 +36,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
@@ -75,7 +75,7 @@ class RunSettings:
     scheduler_name: str = "rulesched"
     rules: tuple[str, ...] = ("default",)
     rules_configmap: str | None = None  # NAMESPACE/NAME: its .rules keys join the set, watched
-    profiles: tuple[ProfileSettings, ...] = field(default=())
+    profiles: tuple[ProfileSettings, ...] = ()  # several scheduler names (--config's profiles:)
     rules_debounce: float = 0.1  # a burst of rule changes ends after this much quiet ...
     rules_max_delay: float = 2.0  # ... or this long after its first change
     rules_event_interval: float = 60.0  # at most one RulesRejected event per interval
@@ -194,13 +194,13 @@ class Loop:
             if profile.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
                 self.metrics.reloaded(profile.name, ok=False)
         self.api.observer = self.metrics.rest.observe
-        percent = first.settings.percentage_of_nodes_to_score
+        percent = first.settings.percentage_of_nodes_to_score  # (the first profile's own, if it has one)
+        if percent is not None:
+            scheduler_settings = replace(scheduler_settings, percentage_of_nodes_to_score=percent)
         self.scheduler = Scheduler(
             self.rules,
             self.store,
-            scheduler_settings
-            if percent is None
-            else replace(scheduler_settings, percentage_of_nodes_to_score=percent),
+            scheduler_settings,
             _Binder(self.workers, lambda: self.scheduler.last_rules, self.store),
             evictor=self.workers,
             clock=time.monotonic,

@@ -181,6 +181,9 @@ class Scheduler:
             settings = dataclasses.replace(settings, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
         handle = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
         profile = self._profiles[name] = Profile(name, handle, Cycle(settings, self.cancel))
+        cycles = [self.cycle, *(p.cycle for p in self._profiles.values() if p.cycle is not self.cycle)]
+        for cycle in cycles:  # (the node tables' memory budget is the scheduler's, split between them)
+            cycle.shares = len(cycles)
         return profile
 
     def profile_of(self, pod: Pod) -> Profile:
