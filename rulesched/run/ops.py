@@ -204,6 +204,9 @@ class Metrics:
         self.reloads = Counter(
             "rulesched_rules_reloads", "Rule reloads by profile and result.", ["result", "profile"], registry=r
         )
+        for profile in self.profiles:  # (each profile's series from the start, at 0)
+            for result in ("success", "error"):
+                self.reloads.labels(result=result, profile=profile)
         self.rest = RestClientMetrics(self.registry)
         self.live = _Live()
         self.registry.add(self.live)
