@@ -33,7 +33,7 @@ import base64
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,6 +158,14 @@ def rejected_keys(err: BaseException, configmap: dict[str, Any] | None) -> list[
     return [k for k in keys if k in named] or [k for k in keys if k.endswith(".rules")]
 
 
+class _Labelled(logging.LoggerAdapter[logging.Logger]):
+    """A logger whose lines carry its fields besides their own (``profile=NAME``)."""
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
+        kwargs["extra"] = {**(self.extra or {}), **(kwargs.get("extra") or {})}
+        return msg, kwargs
+
+
 class Reloader:
     def __init__(
         self,
@@ -169,10 +177,15 @@ class Reloader:
         controller: str = "rulesched",
         loader: Loader = load_sources,
         may_record: Callable[[], bool] = lambda: True,
+        profile: str | None = None,
     ) -> None:
         """``may_record``: whether this replica writes the last good record now (the leader);
-        ``loader`` compiles the sources (``load_sources``; tests inject failures through it)."""
+        ``loader`` compiles the sources (``load_sources``; tests inject failures through it);
+        ``profile``: the scheduler name every log line carries (a process serving several)."""
         self.sources, self.api, self.stop = sources, api, stop
+        self._log: logging.Logger | logging.LoggerAdapter[logging.Logger] = (
+            log if profile is None else _Labelled(log, {"profile": profile})
+        )
         self.handle: RulesHandle | None = None  # from initial()
         self.on_outcome = on_outcome
         self.settings = settings or ReloadSettings()
@@ -201,7 +214,7 @@ class Reloader:
                 namespace, name = str(sources.configmap).split("/")
                 self._record = LastGoodRecord(api, namespace, name, controller)
                 if not self._record.usable:
-                    log.warning("ConfigMap name too long for %s: no last good record", self._record.name)
+                    self._log.warning("ConfigMap name too long for %s: no last good record", self._record.name)
                     self._record = None
 
     # --- the first set ------------------------------------------------------------------------
@@ -228,14 +241,14 @@ class Reloader:
         self.handle = RulesHandle(rules)
         self.origin = "sources"
         self._accepted(used, rules.digest)
-        log.debug("rules loaded", extra={"rules": rules.digest, "files": ",".join(rules.files)})
+        self._log.debug("rules loaded", extra={"rules": rules.digest, "files": ",".join(rules.files)})
         return self.handle
 
     def _start_without(self, err: BaseException) -> RulesHandle:
         """The live set was refused at start: the last good record, or nothing yet."""
         lines = render(err)
         for line in lines:
-            log.error("rules not loaded: %s", line)
+            self._log.error("rules not loaded: %s", line)
         _debug_traceback(err)
         with self._lock:
             configmap = self._configmap
@@ -248,7 +261,7 @@ class Reloader:
             self.origin = "last good record"
             when = f" recorded at {recorded.recorded_at}" if recorded.recorded_at else ""
             where = self._record.name if self._record is not None else ""
-            log.warning(
+            self._log.warning(
                 "%s; starting from the last good rules %s%s (ConfigMap %s)",
                 rejected,
                 rules.digest,
@@ -261,7 +274,7 @@ class Reloader:
             more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
             self.handle = RulesHandle.empty(f"no valid rules: {lines[0]}{more}")
             self.origin = "nothing"
-            log.error(
+            self._log.error(
                 "no valid rules and no last good set: not scheduling until a valid set arrives "
                 "(the sources are watched)"
             )
@@ -278,18 +291,18 @@ class Reloader:
         try:
             recorded = record.read()
         except KubeError as err:
-            log.error("last good rules %s/%s not read: %s", record.namespace, record.name, err)
+            self._log.error("last good rules %s/%s not read: %s", record.namespace, record.name, err)
             return None
         if recorded is None:
-            log.warning("no last good rules recorded in %s/%s", record.namespace, record.name)
+            self._log.warning("no last good rules recorded in %s/%s", record.namespace, record.name)
             return None
         try:
             rules = self.loader(self.sources.resolved(), configmap_texts(recorded.configmap))
         except Exception as err:  # noqa: BLE001 - a record that no longer compiles is no fallback
-            log.error("last good rules %s/%s do not compile: %s", record.namespace, record.name, render(err)[0])
+            self._log.error("last good rules %s/%s do not compile: %s", record.namespace, record.name, render(err)[0])
             return None
         if recorded.digest and rules.digest != recorded.digest:
-            log.warning(
+            self._log.warning(
                 "last good rules recorded as %s compile to %s now (the bundled sets or --rules files changed)",
                 recorded.digest,
                 rules.digest,
@@ -337,7 +350,7 @@ class Reloader:
             for _ in watchfiles.watch(*folders, stop_event=self.stop, debounce=50, step=20, raise_interrupt=False):
                 self.trigger()
         except (OSError, RuntimeError) as err:  # a folder gone: SIGHUP still works
-            log.warning("watching %s stopped: %s", ", ".join(map(str, folders)), err)
+            self._log.warning("watching %s stopped: %s", ", ".join(map(str, folders)), err)
 
     def _configmap_changed(self, delta: Delta) -> None:
         with self._lock:
@@ -360,7 +373,7 @@ class Reloader:
                     return
                 self.reload_now()
             except Exception as err:  # noqa: BLE001 - reported; the reloader must outlive any failure
-                log.error("rules reloader: %s: %s (still watching)", type(err).__name__, err)
+                self._log.error("rules reloader: %s: %s (still watching)", type(err).__name__, err)
                 _debug_traceback(err)
                 self.stop.wait(0.2)
 
@@ -387,7 +400,7 @@ class Reloader:
         try:
             written = record.write(configmap, digest)
         except Exception as err:  # noqa: BLE001 - 403, the API down (or a bug): retried, with backoff
-            log.warning(
+            self._log.warning(
                 "last good rules not recorded in %s/%s: %s (again in %.0fs)",
                 record.namespace,
                 record.name,
@@ -400,7 +413,7 @@ class Reloader:
         self._record_backoff = RECORD_RETRY
         if written:
             self._unrecorded, self._recorded = None, digest
-            log.info(
+            self._log.info(
                 "last good rules %s recorded in %s/%s", digest, record.namespace, record.name, extra={"rules": digest}
             )
 
@@ -428,13 +441,13 @@ class Reloader:
                 handle.swap(rules)
                 self.reloads += 1
                 if first:
-                    log.info(
+                    self._log.info(
                         "rules loaded: %s; scheduling starts",
                         rules.digest,
                         extra={"rules": rules.digest, "files": ",".join(rules.files)},
                     )
                 else:
-                    log.info(
+                    self._log.info(
                         "rules reloaded: %s -> %s",
                         active.digest,
                         rules.digest,
@@ -450,17 +463,17 @@ class Reloader:
         active = handle.rules
         lines = render(err)
         for line in lines:
-            log.error("rules rejected: %s", line, extra={"rules": active.digest})
+            self._log.error("rules rejected: %s", line, extra={"rules": active.digest})
         _debug_traceback(err)
         with self._lock:
             keys = rejected_keys(err, self._configmap)
         named = f"keys {', '.join(keys)} " if keys else ""
         if handle.loaded:
-            log.error("keeping rules %s", active.digest, extra={"rules": active.digest})
+            self._log.error("keeping rules %s", active.digest, extra={"rules": active.digest})
             note = f"rules {named}not loaded, keeping the last good set {active.digest}: "
         else:
             handle.waiting = f"no valid rules: {lines[0]}"
-            log.error("still no valid rules: not scheduling until a valid set arrives")
+            self._log.error("still no valid rules: not scheduling until a valid set arrives")
             note = f"rules {named}not loaded, and no good set yet: not scheduling: "
         self._reject(note + "\n".join(lines))
         return ReloadOutcome(False, active.digest, tuple(active.files), "; ".join(lines))
@@ -487,7 +500,7 @@ class Reloader:
         try:
             self.api.post_event(regarding, "Warning", "RulesRejected", "Reload", note, self.controller)
         except KubeError as err:
-            log.warning("event RulesRejected not posted on ConfigMap %s: %s", self.sources.configmap, err)
+            self._log.warning("event RulesRejected not posted on ConfigMap %s: %s", self.sources.configmap, err)
 
 
 def _version(obj: dict[str, Any]) -> str:

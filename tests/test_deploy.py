@@ -14,6 +14,8 @@ import yaml
 from kubernetes import client
 
 from rulesched.cli import _parser, log_settings
+from rulesched.run.cli import settings_from
+from rulesched.run.profiles import ProfileSettings
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 MODELS = {
@@ -126,14 +128,37 @@ def test_only_the_last_good_record_may_be_updated(folder: Path) -> None:
                 assert doc["kind"] == "Role" and rule.get("resourceNames") == [record]
 
 
-def test_the_deployment_runs_flags_the_cli_accepts() -> None:
+def test_the_deployment_runs_flags_the_cli_accepts(tmp_path: Path) -> None:
+    """The Deployment runs deploy/config.yaml (mounted from the generated ConfigMap): one profile
+    on the rules ConfigMap, and a commented second one that parses too once uncommented."""
     (deployment,) = [d for d in manifests() if d["kind"] == "Deployment"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    args = _parser().parse_args(["run", *container["args"]])
-    assert args.leader_elect and args.rules_configmap == "rulesched/rulesched-rules"
+    pod_spec = deployment["spec"]["template"]["spec"]
+    (container,) = pod_spec["containers"]
+    (config_arg,) = [a for a in container["args"] if a.startswith("--config=")]
+    mounted = config_arg.removeprefix("--config=")
+    (mount,) = container["volumeMounts"]
+    (volume,) = [v for v in pod_spec["volumes"] if v["name"] == mount["name"]]
+    assert str(Path(mount["mountPath"]) / "config.yaml") == mounted
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    generators = {g["name"]: g["files"] for g in kustomization["configMapGenerator"]}
+    assert generators[volume["configMap"]["name"]] == ["config.yaml"]
+    config = tmp_path / "config.yaml"  # (the mounted file, here)
+    config.write_text((DEPLOY / "config.yaml").read_text())
+    args = _parser().parse_args(["run", *(a if a != config_arg else f"--config={config}" for a in container["args"])])
+    settings = settings_from(args)
+    assert settings.leader_elect and settings.effective_profiles == (
+        ProfileSettings("rulesched", (), "rulesched/rulesched-rules"),
+    )
     env = {e["name"]: e["value"] for e in container["env"]}
     assert log_settings(args, env).level == logging.INFO  # the operator's events; a valid setting
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    example = "\n".join(  # the commented second profile, uncommented
+        line.replace("# ", "", 1) if line.startswith(("  # -", "  #   ")) else line
+        for line in (DEPLOY / "config.yaml").read_text().splitlines()
+    )
+    config.write_text(example)
+    profiles = settings_from(args).effective_profiles
+    assert [p.scheduler_name for p in profiles] == ["rulesched", "rulesched-pack"]
+    assert profiles[1] == ProfileSettings("rulesched-pack", ("most-allocated",), None, 100)
     assert kustomization["configMapGenerator"][0]["name"] == "rulesched-rules"
     assert kustomization["generatorOptions"]["disableNameSuffixHash"] is True  # watched, so the name stays
     probes = {container["livenessProbe"]["httpGet"]["path"], container["readinessProbe"]["httpGet"]["path"]}

@@ -70,7 +70,7 @@ SCHEDULER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "process_cpu_seconds_total": ("counter", set(), None),
     "process_resident_memory_bytes": ("gauge", set(), None),
     "process_start_time_seconds": ("gauge", set(), None),
-    "rulesched_rules_info": ("gauge", {"hash", "files"}, None),
+    "rulesched_rules_info": ("gauge", {"hash", "files", "profile"}, None),
 }
 EXTENDER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "rulesched_extender_requests_total": ("counter", {"verb", "code"}, None),

@@ -131,7 +131,7 @@ def test_configmap_changes_take_effect_and_bad_ones_are_refused(server: TestApiS
         assert loop.rules.digest == good  # the last good set stays
         server.add("pods", pod("p3"))
         assert _node_of(server, "p3") == "b"
-        errors = loop.metrics.reloads.labels(result="error")._value.get()
+        errors = loop.metrics.reloads.labels(result="error", profile="rulesched")._value.get()
         assert errors == 1
     finally:
         _stop(loop, thread)

@@ -178,7 +178,7 @@ def test_no_good_set_at_all_stays_up_not_ready_until_a_valid_one_arrives(
     with caplog.at_level(logging.ERROR, logger="rulesched.reload"):
         loop = _loop(server, tmp_path, metrics_bind_address="127.0.0.1:0")
     assert not loop.rules.loaded and loop.reloader.origin == "nothing"
-    assert loop.metrics.reloads.labels(result="error")._value.get() == 1
+    assert loop.metrics.reloads.labels(result="error", profile="rulesched")._value.get() == 1
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("policy.rules:4:5" in line and "nme" in line for line in logged), logged
     assert any("no valid rules" in line for line in logged), logged

@@ -161,7 +161,7 @@ def test_a_failed_binding_takes_the_volume_choices_back() -> None:
     )
     api = FakeApi()
     outcomes: list[Outcome] = []
-    workers = Workers(api, "rulesched", outcomes.append, threads=1)  # type: ignore[arg-type]
+    workers = Workers(api, outcomes.append, threads=1)  # type: ignore[arg-type]
     try:
         workers._bind(decode_pod(pod("db-0", "dynamic"), "test"), "node-a", "", writes)
     finally:

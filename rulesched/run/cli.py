@@ -1,5 +1,6 @@
 """``rulesched run``: command-line settings (kube-scheduler's flag names where the meaning is
-the same), or the same settings from a YAML file (``--config``)."""
+the same), or the same settings from a YAML file (``--config``), whose ``profiles:`` list serves
+several scheduler names from one process (:mod:`rulesched.run.profiles`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import signal
 from typing import Any
 
 from rulesched.config import add_rules_arguments, merge_flags, read_config, seconds
+from rulesched.errors import ConfigError
+from rulesched.run.profiles import SINGLE_PROFILE_SETTINGS, parse_profiles
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,14 @@ def settings_from(args: argparse.Namespace) -> Any:
     from rulesched.run.loop import RunSettings
 
     values = read_config(args.config, RunSettings) if args.config else {}
+    if "profiles" in values:
+        values["profiles"] = parse_profiles(args.config, values["profiles"])
+        given = [n for n in SINGLE_PROFILE_SETTINGS if n in values]
+        given += [f"--{n.replace('_', '-')}" for n in SINGLE_PROFILE_SETTINGS if getattr(args, n) is not None]
+        if given:
+            raise ConfigError(
+                f"{args.config}: {', '.join(given)} cannot be combined with profiles: set them in each profile"
+            )
     merge_flags(
         values,
         args,
@@ -75,16 +86,17 @@ def run_command(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     loop = Loop(settings)
+    single = len(loop.profiles) == 1
     rules = loop.rules.rules
     log.info(
         "rulesched %s starting",
         __version__,
         extra={
             "version": __version__,
-            "scheduler": settings.scheduler_name,
-            "rules": rules.digest,
-            "files": ",".join(rules.files),
-            "configmap": settings.rules_configmap,
+            "scheduler": ",".join(p.name for p in loop.profiles),
+            "rules": rules.digest if single else None,  # (several profiles: a line each, below)
+            "files": ",".join(rules.files) if single else None,
+            "configmap": loop.profiles[0].settings.rules_configmap if single else None,
             "leader_elect": "on" if settings.leader_elect else "off",
             "lease": f"{settings.leader_elect_resource_namespace}/{settings.leader_elect_resource_name}"
             if settings.leader_elect
@@ -92,6 +104,17 @@ def run_command(args: argparse.Namespace) -> int:
             "metrics": settings.metrics_bind_address,
         },
     )
+    for profile in loop.profiles if not single else ():
+        log.info(
+            "profile %s",
+            profile.name,
+            extra={
+                "profile": profile.name,
+                "rules": profile.rules.digest,
+                "files": ",".join(profile.rules.rules.files),
+                "configmap": profile.settings.rules_configmap,
+            },
+        )
 
     signalled: list[int] = []
 
@@ -112,7 +135,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     def reload(signum: int, frame: Any) -> None:
         log.info("SIGHUP: reloading the rules")
-        loop.reloader.trigger()
+        loop.reload()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -3,9 +3,15 @@
 Informer threads (the :mod:`rulesched.mirror`) and binding workers (:mod:`rulesched.run.workers`)
 put what they learn on one thread-safe queue and wake the scheduler's thread, which applies it
 between cycles: the mirror writes nodes, bound pods, PodDisruptionBudgets and namespaces into the
-store; pending pods that name this scheduler go into the scheduling queue (updated in place, dropped when deleted
-or bound by someone else); binding outcomes into the scheduler. Objects that do not decode are
-logged in one line and skipped; the loop never stops for them.
+store; pending pods that name one of its profiles' schedulers go into the scheduling queue
+(updated in place, dropped when deleted or bound by someone else); binding outcomes into the
+scheduler. Objects that do not decode are logged in one line and skipped; the loop never stops
+for them.
+
+Profiles (:mod:`rulesched.run.profiles`): each scheduler name has its own reloader and rules;
+the store, the queue, the scheduler, the workers, leader election and the metrics are shared. A
+profile without valid rules (a broken ConfigMap at start, no last good record) holds back only
+its own pods; the process is ready once every profile has rules.
 
 Pods bound by other schedulers count as used capacity; finished pods (Succeeded, Failed) and
 deleted pods free their node; a cordoned or deleted node counts at once. Parked pods move back
@@ -30,19 +36,21 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
+from rulesched.lang import RulesHandle
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
+from rulesched.run.profiles import ProfileSettings, check_profiles
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
@@ -59,12 +67,15 @@ SHUTDOWN_WAIT_SECONDS = 1.0  # at exit, the most time spent waiting on the lease
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Built by the command line (or a --config file); named like kube-scheduler's flags."""
+    """Built by the command line (or a --config file); named like kube-scheduler's flags.
+    ``scheduler_name``, ``rules`` and ``rules_configmap`` are the one profile's when
+    ``profiles`` is empty (see :attr:`effective_profiles`)."""
 
     kubeconfig: str | None = None
     scheduler_name: str = "rulesched"
     rules: tuple[str, ...] = ("default",)
     rules_configmap: str | None = None  # NAMESPACE/NAME: its .rules keys join the set, watched
+    profiles: tuple[ProfileSettings, ...] = ()  # several scheduler names (--config's profiles:)
     rules_debounce: float = 0.1  # a burst of rule changes ends after this much quiet ...
     rules_max_delay: float = 2.0  # ... or this long after its first change
     rules_event_interval: float = 60.0  # at most one RulesRejected event per interval
@@ -81,10 +92,29 @@ class RunSettings:
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
 
     def __post_init__(self) -> None:
+        check_profiles(self.effective_profiles)
         if self.leader_elect:  # (refused before anything starts: fencing relies on these)
             check_timing(
                 self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period
             )
+
+    @property
+    def effective_profiles(self) -> tuple[ProfileSettings, ...]:
+        """The profiles to serve: ``profiles``, or the one the single-profile settings make."""
+        return self.profiles or (ProfileSettings(self.scheduler_name, self.rules, self.rules_configmap),)
+
+
+@dataclass(frozen=True)
+class LoopProfile:
+    """A profile at run time: its settings, its reloader and the rules handle that swaps."""
+
+    settings: ProfileSettings
+    reloader: Reloader
+    rules: RulesHandle
+
+    @property
+    def name(self) -> str:
+        return self.settings.scheduler_name
 
 
 class _Binder:
@@ -114,7 +144,7 @@ class _Reporter(Observer):
         if result.code is Code.SCHEDULED:
             self._binding[pod.key] = (started, self.queue.attempts(pod.key), self.queue.entered(pod.key))
         else:
-            self.metrics.attempt("unschedulable", time.perf_counter() - started)
+            self.metrics.attempt(pod.scheduler_name, "unschedulable", time.perf_counter() - started)
         if result.code is Code.UNSCHEDULABLE:
             preemption = result.preemption
             if preemption is not None and preemption.nominated is not None:
@@ -126,12 +156,12 @@ class _Reporter(Observer):
     def bound(self, pod: Pod, node: str) -> None:
         self.workers.forget(pod.key)  # (the workers log the binding, with the rules' digest)
         started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
-        self.metrics.attempt("scheduled", time.perf_counter() - started)
+        self.metrics.attempt(pod.scheduler_name, "scheduled", time.perf_counter() - started)
         self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
 
     def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
         started, _, _ = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
-        self.metrics.attempt("error", time.perf_counter() - started)
+        self.metrics.attempt(pod.scheduler_name, "error", time.perf_counter() - started)
 
     def nominations_ended(self, pods: list[Pod]) -> None:
         for pod in pods:
@@ -144,41 +174,29 @@ class Loop:
         self.api = api or KubeApi(settings.kubeconfig)
         self.store = ClusterStore()
         self.stop = threading.Event()
-        self.reloader = Reloader(
-            RulesSources(settings.rules, settings.rules_configmap),
-            self.api,
-            self.stop,
-            on_outcome=self._reloaded,
-            settings=ReloadSettings(
-                settings.rules_debounce,
-                settings.rules_max_delay,
-                settings.rules_event_interval,
-                settings.rules_last_good,
-            ),
-            controller=settings.scheduler_name,
-            may_record=lambda: self.leading,  # the leader records the last good set
-        )
-        self.rules = self.reloader.initial()
+        self.profiles = [self._profile(p, len(settings.effective_profiles) > 1) for p in settings.effective_profiles]
+        first = self.profiles[0]
+        self.reloader, self.rules = first.reloader, first.rules  # (the first profile's: the only one, usually)
+        self._names = frozenset(p.name for p in self.profiles)
+        self._some_rules = False  # latched once any profile has valid rules (none are ever taken back)
         self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
-        self.workers = Workers(
-            self.api,
-            settings.scheduler_name,
-            self._deliver,
-            settings.bind_workers,
-            may_write=lambda: self.leading,
-        )
+        self.workers = Workers(self.api, self._deliver, settings.bind_workers, may_write=lambda: self.leading)
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
-            scheduler_name=settings.scheduler_name,
+            scheduler_name=first.name,
             walk_chunk=WALK_CHUNK,
             timings=True,
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
         )
-        self.metrics = Metrics(settings.scheduler_name)
-        self.metrics.set_rules(self.rules.digest, self.rules.rules.files)
+        self.metrics = Metrics([p.name for p in self.profiles])
+        for profile in self.profiles:
+            self.metrics.set_rules(profile.name, profile.rules.digest, profile.rules.rules.files)
+            if profile.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
+                self.metrics.reloaded(profile.name, ok=False)
         self.api.observer = self.metrics.rest.observe
-        if self.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
-            self.metrics.reloads.labels(result="error").inc()
+        percent = first.settings.percentage_of_nodes_to_score  # (the first profile's own, if it has one)
+        if percent is not None:
+            scheduler_settings = replace(scheduler_settings, percentage_of_nodes_to_score=percent)
         self.scheduler = Scheduler(
             self.rules,
             self.store,
@@ -188,10 +206,12 @@ class Loop:
             clock=time.monotonic,
             cancel=Cancellation(self.stop),  # stopping gives the cycle under way up
         )
+        for profile in self.profiles[1:]:
+            self.scheduler.add_profile(profile.name, profile.rules, profile.settings.percentage_of_nodes_to_score)
         self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
         self.scheduler.queue.incoming = self.metrics.queued
         self.metrics.live.pending = self.scheduler.queue.counts
-        self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_rules
+        self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         self.cycles = 0
@@ -208,11 +228,32 @@ class Loop:
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
             self.metrics.live.leader = (settings.leader_elect_resource_name, self.elector.leading.is_set)
 
-    def _reloaded(self, outcome: ReloadOutcome) -> None:
-        """(On the reloader's thread: metrics and the queue are thread-safe.) New rules may fit
+    def _profile(self, profile: ProfileSettings, several: bool) -> LoopProfile:
+        """A profile's reloader (its own sources, last good record and events, named by its
+        scheduler) and its first rules."""
+        settings, name = self.settings, profile.scheduler_name
+        reloader = Reloader(
+            RulesSources(profile.rules, profile.rules_configmap),
+            self.api,
+            self.stop,
+            on_outcome=lambda outcome: self._reloaded(name, outcome),
+            settings=ReloadSettings(
+                settings.rules_debounce,
+                settings.rules_max_delay,
+                settings.rules_event_interval,
+                settings.rules_last_good,
+            ),
+            controller=name,
+            may_record=lambda: self.leading,  # the leader records the last good set
+            profile=name if several else None,  # (its log lines say which profile, when it matters)
+        )
+        return LoopProfile(profile, reloader, reloader.initial())
+
+    def _reloaded(self, profile: str, outcome: ReloadOutcome) -> None:
+        """(On a reloader's thread: metrics and the queue are thread-safe.) New rules may fit
         pods the old ones parked: they go back to the queue."""
-        self.metrics.reloads.labels(result="success" if outcome.ok else "error").inc()
-        self.metrics.set_rules(outcome.digest, outcome.files)
+        self.metrics.reloaded(profile, outcome.ok)
+        self.metrics.set_rules(profile, outcome.digest, outcome.files)
         if outcome.changed:
             self.scheduler.queue.move(Event.OTHER)
             self.scheduler.queue.wake()
@@ -246,7 +287,8 @@ class Loop:
         if self.settings.metrics_bind_address:
             self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
         self.mirror.start()
-        self.reloader.start()
+        for profile in self.profiles:
+            profile.reloader.start()
         if self.elector is not None:
             self.elector.start()
         while not self.ready and not self.stop.is_set():
@@ -259,13 +301,13 @@ class Loop:
                 "nodes": len(self.store.nodes),
                 "pods": sum(1 for _ in self.store.pods()),
                 "pending": sum(self.scheduler.queue.counts().values()),
-                "rules": self.rules.digest,
+                "rules": ",".join(p.rules.digest for p in self.profiles),
             },
         )
         last_expiry = time.monotonic()
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()
-            if not self.leading or not self.rules.loaded:  # a standby, or no valid rules yet: wait
+            if not self.leading or not (self._some_rules or self._any_rules()):  # a standby, or no rules yet: wait
                 self.stop.wait(0.1)
                 continue
             result = self.scheduler.schedule_one(timeout=0.5)
@@ -296,15 +338,35 @@ class Loop:
         if self.ops is not None:
             self.ops.stop()
         self.mirror.join(timeout=SHUTDOWN_WAIT_SECONDS)
-        self.reloader.join(timeout=0.1)
+        for profile in self.profiles:
+            profile.reloader.join(timeout=0.1)
+
+    def _any_rules(self) -> bool:
+        self._some_rules = any(p.rules.loaded for p in self.profiles)
+        return self._some_rules
+
+    def reload(self) -> None:
+        """Reload every profile's rules soon (SIGHUP)."""
+        for profile in self.profiles:
+            profile.reloader.trigger()
 
     def _readiness(self) -> tuple[bool, str]:
+        """Ready once every profile has valid rules and the caches are synced; the detail names
+        each profile's rules (``NAME: rules HASH``, or why it has none), with one profile just
+        ``rules HASH``. A profile without rules holds back only its own pods meanwhile."""
         role = "" if self.elector is None else ("; leading" if self.leading else "; standby")
-        if not self.rules.loaded:
-            return False, self.rules.waiting
+        several = len(self.profiles) > 1
+
+        def about(profile: LoopProfile) -> str:
+            rules = profile.rules
+            state = f"rules {rules.digest}" if rules.loaded else rules.waiting
+            return f"{profile.name}: {state}" if several else state
+
+        if not all(p.rules.loaded for p in self.profiles):
+            return False, "; ".join(about(p) for p in self.profiles)
         if not self.ready:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
-        return True, f"rules {self.rules.digest}{role}"
+        return True, ", ".join(about(p) for p in self.profiles) + role
 
     def _drain(self) -> None:
         while True:
@@ -322,7 +384,7 @@ class Loop:
 
     # --- applying what arrived -------------------------------------------------------------------
     def _outcome(self, outcome: Outcome) -> None:
-        self.metrics.binding(outcome.ok, outcome.seconds)
+        self.metrics.binding(outcome.profile, outcome.ok, outcome.seconds)
         if outcome.bound_elsewhere is not None:
             self.scheduler.binding_finished(outcome.key, False, outcome.reason)
             self.scheduler.delete(outcome.key)
@@ -343,7 +405,7 @@ class Loop:
             # (a status patch) must not queue it again (kube-scheduler skips assumed pods too).
             pod = None
         if pod is not None:
-            if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
+            if pod.scheduler_name in self._names and not pod.deleting:  # (a pod of one of its profiles)
                 scheduler.add(pod)  # new, or updated while pending (held back while gated)
                 if pod.scheduling_gates and self.leading:  # (a standby writes nothing)
                     self.workers.gated(pod)

@@ -15,6 +15,10 @@ Fencing: every write checks ``may_write`` (the leader election's
 no longer hold the lease writes nothing: the binding comes back failed (the pod is requeued and
 nothing stays assumed), evictions, status patches and events are dropped, each logged.
 At shutdown :meth:`Workers.close` refuses new work while the work under way finishes.
+
+Events name the profile's scheduler as their reporting controller, as kube-scheduler's per-profile
+recorders do: the pod's ``spec.schedulerName`` (the profile that scheduled it), and for a
+victim's ``Preempted`` event the preemptor's.
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 """
 
@@ -49,6 +53,7 @@ class Outcome:
     reason: str = ""
     bound_elsewhere: dict[str, Any] | None = None  # the pod as the API has it, when a 409 says so
     seconds: float = 0.0  # the binding call
+    profile: str = ""  # the scheduler name of the profile that chose the node
 
 
 def _now() -> str:
@@ -61,13 +66,11 @@ class Workers:
     def __init__(
         self,
         api: KubeApi,
-        scheduler_name: str,
         outcomes: Callable[[Outcome], None],
         threads: int = 16,
         may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
-        self.scheduler_name = scheduler_name
         self.outcomes = outcomes
         self.may_write = may_write
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
@@ -120,20 +123,22 @@ class Workers:
         self._submit(self._bind, pod, node, rules, volumes)
 
     def _bind(self, pod: Pod, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
-        key = pod.key
+        key, profile = pod.key, pod.scheduler_name
         started = time.monotonic()
         if volumes and self._fenced("volume binding", pod, node):
-            self.outcomes(Outcome(key, node, False, "not leading", seconds=0.0))
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=0.0, profile=profile))
             return
         try:
             apply_writes(self.api, volumes)
         except KubeError as err:
-            self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=time.monotonic() - started))
+            seconds = time.monotonic() - started
+            self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=seconds, profile=profile))
             return
         if self._fenced("binding", pod, node):
             # (the volume writes stay: a replica past its lease writes nothing, not even an undo;
             # as when a scheduler dies between the two, the next one's volume handling decides)
-            self.outcomes(Outcome(key, node, False, "not leading", seconds=time.monotonic() - started))
+            seconds = time.monotonic() - started
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=seconds, profile=profile))
             return
         try:
             self.api.bind(pod.namespace, pod.name, pod.uid, node)
@@ -141,7 +146,7 @@ class Workers:
             revert_writes(self.api, volumes)
             self._bind_failed(pod, node, started, err)
             return
-        self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started))
+        self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started, profile=profile))
         log.info("bound", extra={"pod": key, "node": node, "rules": rules})
         note = f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
         self._event(pod, "Normal", "Scheduled", "Binding", note)
@@ -155,7 +160,8 @@ class Workers:
             except KubeError:
                 current = None
         where = ((current or {}).get("spec") or {}).get("nodeName")
-        self.outcomes(Outcome(pod.key, node, False, str(err), current if where else None, time.monotonic() - started))
+        seconds = time.monotonic() - started
+        self.outcomes(Outcome(pod.key, node, False, str(err), current if where else None, seconds, pod.scheduler_name))
 
     # --- what users see ---------------------------------------------------------------------------
     def unschedulable(self, pod: Pod, message: str) -> None:
@@ -214,6 +220,8 @@ class Workers:
             log.warning("status not patched: %s", err, extra={"pod": pod.key})
 
     def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str, related: Pod | None = None) -> None:
+        """An event about ``pod``, reported by the scheduler of the profile that acted: the
+        pod's own, or for a victim (``related`` is its preemptor) the preemptor's."""
         if self._fenced(f"{reason} event", pod):
             return
         try:
@@ -223,7 +231,7 @@ class Workers:
                 reason,
                 action,
                 note,
-                self.scheduler_name,
+                (related or pod).scheduler_name,
                 related=_reference(related) if related is not None else None,
             )
         except KubeError as err:

@@ -56,10 +56,11 @@ TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each)
 MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
 
 
-def tables_for(nodes: int) -> int:
+def tables_for(nodes: int, shares: int = 1) -> int:
     """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (300 at 5000
-    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16."""
-    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes)))
+    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16; ``shares``
+    Cycles (a scheduler's profiles) split those rows between them."""
+    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes) // max(1, shares)))
 
 
 class Cycle:
@@ -72,6 +73,7 @@ class Cycle:
         self.cancel = cancel if cancel is not None else Cancellation()
         self.rng = random.Random(settings.seed)
         self.next_start = 0
+        self.shares = 1  # how many Cycles (profiles) share the table budget
         self._rules: RuleSet | None = None
         # keyed by the class's binding itself (held here, so never confused with a later one)
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
@@ -204,7 +206,7 @@ class Cycle:
         if table is None:
             table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
-                limit = tables_for(len(snapshot.nodes))
+                limit = tables_for(len(snapshot.nodes), self.shares)
                 while len(self._tables) >= limit:
                     self._tables.popitem()  # the least recently used
                 self._tables[bound] = table

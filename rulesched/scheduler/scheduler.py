@@ -18,6 +18,14 @@ A cycle under way can be given up (:mod:`rulesched.scheduler.cancel`: shutdown, 
 until the scheduler assumes its pod or nominates it: the pod goes back to the queue with backoff,
 nothing is assumed, evicted or reported, and :meth:`Scheduler.schedule_one` returns None.
 
+Profiles (kube-scheduler's): one scheduler may serve several scheduler names, each with its own
+rules and its own :class:`rulesched.scheduler.cycle.Cycle` (whose class tables belong to one rule
+set, so two sets never evict each other's), over one store, one queue (priority order across
+profiles, as upstream) and one nominator (nominations are cluster-wide). A pod is scheduled by the
+profile its ``spec.schedulerName`` names (:meth:`Scheduler.add_profile`; the rules given to the
+constructor serve every other name); a profile whose rules are not loaded yet parks its pods,
+untried, until they are (its reload moves them back).
+
 The scheduler is not thread-safe: one thread owns it, the store and the queue's pops; other
 threads reach it through that thread (see :mod:`rulesched.scheduler.queue` for waking it); only
 its :class:`rulesched.scheduler.cancel.Cancellation` may be set from any thread.
@@ -115,6 +123,15 @@ def _waits_on_other_pods(pod: Pod) -> bool:
     return bool(pod.pod_affinity or pod.topology_spread_constraints)
 
 
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One scheduler name's rules, and the cycles that run them (their caches are the set's)."""
+
+    name: str
+    rules: RulesHandle
+    cycle: Cycle
+
+
 @dataclasses.dataclass
 class _Binding:
     pod: Pod
@@ -144,6 +161,8 @@ class Scheduler:
         self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
         self.cancel = cancel if cancel is not None else Cancellation()
         self.cycle = Cycle(settings, self.cancel)
+        self._default = Profile(settings.scheduler_name or "", self.rules, self.cycle)
+        self._profiles: dict[str, Profile] = {}  # scheduler name -> its profile (others: _default)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
         self.nominator = Nominator()
@@ -151,6 +170,25 @@ class Scheduler:
         self.last_rules = ""  # the digest of the rule set the last cycle used
         # Which cycles time each rule (not the cycle's seeded tie-break: sampling must not move pods).
         self._sampler = random.Random()
+
+    def add_profile(
+        self, name: str, rules: RulesHandle | RuleSet, percentage_of_nodes_to_score: int | None = None
+    ) -> Profile:
+        """Schedule the pods naming ``name`` with ``rules`` (and their own percentage of nodes to
+        score, as a kube-scheduler profile may set it; None: the scheduler's)."""
+        settings = self.settings
+        if percentage_of_nodes_to_score is not None:
+            settings = dataclasses.replace(settings, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
+        handle = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
+        profile = self._profiles[name] = Profile(name, handle, Cycle(settings, self.cancel))
+        cycles = [self.cycle, *(p.cycle for p in self._profiles.values() if p.cycle is not self.cycle)]
+        for cycle in cycles:  # (the node tables' memory budget is the scheduler's, split between them)
+            cycle.shares = len(cycles)
+        return profile
+
+    def profile_of(self, pod: Pod) -> Profile:
+        """The profile that schedules ``pod`` (kube-scheduler's frameworkForPod)."""
+        return self._profiles.get(pod.scheduler_name, self._default)
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
@@ -188,27 +226,31 @@ class Scheduler:
         pod = self.queue.pop(timeout)
         if pod is None:
             return None
+        profile = self._profiles.get(pod.scheduler_name, self._default)  # (the one lookup per cycle)
+        if not profile.rules.loaded:  # no valid rules for its profile yet: parked, untried
+            self.queue.unschedulable(pod)
+            return None
         started = time.perf_counter()
         try:
-            return self._cycle(pod, started)
+            return self._cycle(pod, profile, started)
         except CycleCancelled as cancelled:
             self.last_cycle_seconds = time.perf_counter() - started
             log.info("scheduling cycle given up: %s", cancelled.reason, extra={"pod": pod.key})
             self.queue.requeue(pod, backoff=True)
             return None
 
-    def _cycle(self, pod: Pod, started: float) -> CycleResult:
+    def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
         nominated = self.nominator.node_of(pod.key) or ""
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
-        rules = self.rules.rules  # once per cycle: a reload takes effect at the next one
+        rules = profile.rules.rules  # once per cycle: a reload takes effect at the next one
         self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
         session = rules.session()
         snapshot = self.store.snapshot()
         reserved = self.nominator.reserved_for(pod)
         percent = self.settings.rule_metrics_sample_percent
         timer = RuleTimer() if percent and self._sampler.randrange(100) < percent else None
-        result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
+        result, bound = profile.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
         timing = result.timing
         if timing is not None:
             timing.started = started  # (the whole cycle: nominations and snapshot included)
