@@ -130,6 +130,12 @@ class CycleResult:
         return message
 
 
+def skip_deleting(pod: Pod) -> str:
+    """What kube-scheduler says of a pending pod it skips because it is being deleted
+    (``metadata.deletionTimestamp`` set): it never attempts one (skipPodSchedule)."""
+    return f"skip schedule deleting pod: {pod.key}"
+
+
 def fit_error(num_nodes: int, reasons: Mapping[str, int]) -> str:
     """FitError.Error(): ``0/N nodes are available: <count reason>, ... sorted.``"""
     message = f"0/{num_nodes} nodes are available:"
