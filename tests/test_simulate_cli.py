@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "examples" / "cluster.yaml"
 PENDING = ["shop/web-1", "ml/trainer", "shop/api", "shop/payments", "shop/giant"]
 POD_KEYS = {"pod", "node", "message", "nominated", "victims"}
-SUMMARY_KEYS = {"gated", "scheduled", "unschedulable", "preempted", "skipped", "scheduling_seconds"}
+SUMMARY_KEYS = {"gated", "scheduled", "unschedulable", "terminating", "preempted", "skipped", "scheduling_seconds"}
 
 
 def rulesched(*args: str | Path) -> subprocess.CompletedProcess[str]:

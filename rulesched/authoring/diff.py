@@ -12,6 +12,9 @@ The cluster files are read once (:func:`rulesched.simulate.load.load_cluster`), 
 twice by the simulator itself (:class:`rulesched.simulate.driver.Simulation`), once with each
 set, with the same seed and settings, each on a store of its own.
 
+Pending pods being deleted are never attempted (kube-scheduler skips them), under either set, so
+they never differ; each run's summary counts them as ``terminating``.
+
 Every pending pod whose outcome differs is reported, in input order: moved (A → B), newly
 unschedulable (A → none, with the new failure message) or newly scheduled (none → B); running
 pods evicted under one set only are listed too. For the first ``--explain-limit`` changed pods
@@ -40,7 +43,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
-from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.scheduler.framework import SchedulerSettings, skip_deleting
 from rulesched.simulate.cli import add_cycle_arguments
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
@@ -108,6 +111,7 @@ class Run:
     outcomes: Mapping[str, Outcome]  # pending pod key -> outcome
     evicted: tuple[str, ...]
     seconds: float
+    terminating: int = 0  # pending pods being deleted: never attempted (kube-scheduler skips them)
 
     def summary(self) -> dict[str, object]:
         scheduled = sum(1 for o in self.outcomes.values() if o.node is not None)
@@ -115,7 +119,8 @@ class Run:
             "rules": [str(f) for f in self.rules.files],
             "digest": self.rules.digest,
             "scheduled": scheduled,
-            "unschedulable": len(self.outcomes) - scheduled,
+            "unschedulable": len(self.outcomes) - scheduled - self.terminating,
+            "terminating": self.terminating,
             "evicted": len(self.evicted),
             "scheduling_seconds": round(self.seconds, 6),
         }
@@ -249,9 +254,14 @@ def _simulate(rules: RuleSet, objects: ClusterObjects, pending: Sequence[Pod], s
     for pod in pending:
         history = simulation.history[pod.key]
         last = history.last
-        outcomes[pod.key] = Outcome(history.node, last.message if last is not None else "not attempted")
+        if last is not None:
+            message = last.message
+        else:  # (a pending pod being deleted is never queued: Simulation.add)
+            message = skip_deleting(pod) if pod.deleting else "not attempted"
+        outcomes[pod.key] = Outcome(history.node, message)
     evicted = tuple(p.key for p in simulation.evicted)
-    return Run(rules, outcomes, evicted, time.perf_counter() - started)
+    terminating = sum(1 for p in pending if p.deleting)
+    return Run(rules, outcomes, evicted, time.perf_counter() - started, terminating)
 
 
 def _changes(pending: Sequence[Pod], old: Run, new: Run) -> list[PodChange]:

@@ -1,8 +1,11 @@
 """One scheduling cycle for one pod: bind the rules, filter nodes, score the feasible ones, pick.
 
 Filtering walks the nodes round-robin from where the previous cycle stopped and stops once
-``num_feasible_nodes_to_find`` nodes fit (percentageOfNodesToScore). A pod with a nominated node
-(set by an earlier preemption) tries that node first. Pods of an equivalence class walk their
+``num_feasible_nodes_to_find`` nodes fit (percentageOfNodesToScore), or the first one when the
+rule set has no score rule; the next cycle starts after the last node looked at (upstream's
+findNodesThatPassFilters and nextStartNodeIndex, as with one filter goroutine). A pod with a
+nominated node (set by an earlier preemption) tries that node first; when it fails there,
+upstream counts it among the nodes processed, and so does the start of the next walk. Pods of an equivalence class walk their
 class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); a pod of its own
 class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
@@ -75,6 +78,7 @@ class Cycle:
         self.next_start = 0
         self.shares = 1  # how many Cycles (profiles) share the table budget
         self._rules: RuleSet | None = None
+        self._scoring = True  # the rule set has score rules: else the first feasible node is taken
         # keyed by the class's binding itself (held here, so never confused with a later one)
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
@@ -96,6 +100,7 @@ class Cycle:
         stop (the binding is then released: the caller has nothing to let go of)."""
         if session.rules is not self._rules:  # a reload: the old set's tables go with it
             self._rules = session.rules
+            self._scoring = bool(session.rules.scores)
             self._tables.clear()
             self._reserved.clear()
         timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
@@ -150,16 +155,18 @@ class Cycle:
         if explain:
             result.filtered, result.scores, result.unresolvable = {}, {}, set()
         nominated = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
-        if nominated is not None and bound.first_failure(nominated) is None:
-            if check is None or check.passes(nominated.name):
+        missed = None  # the nominated node, when it does not fit
+        if nominated is not None:
+            if bound.first_failure(nominated) is None and (check is None or check.passes(nominated.name)):
                 result.code, result.node = Code.SCHEDULED, nominated.name
                 _phase(result, FILTER, started)
                 result.evaluated = result.feasible = 1
                 return result
+            missed = nominated.name
         if not explain and nodes:
             start = self.next_start
             try:
-                return self._run_table(bound, snapshot, result, check, started)
+                return self._run_table(bound, snapshot, result, check, started, missed)
             except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
                 self.next_start = start
                 if timing is not None:
@@ -168,13 +175,21 @@ class Cycle:
         if not nodes:  # (upstream's ErrNoNodesAvailable: no Filter ran)
             return result
         count = len(nodes)
-        wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+        scoring = self._scoring
+        # (an explain run without score rules still looks as far as the percentage says, for
+        # the record, but takes the first node that fits and counts up to it, as the walk does)
+        wanted = self._wanted(count, scoring or explain)
         start = self.next_start % count
         self.cancel.check()  # (node by node: explain runs and the int64 fallback, checked per stage)
         filtered = filter_nodes(bound, nodes, start, wanted, explain=explain)
         if check is not None:
             filtered = _respect_reserved(check, bound, nodes, start, wanted, filtered, explain)
-        self.next_start = (start + filtered.looked) % count
+        feasible = filtered.feasible
+        looked = filtered.looked
+        if not scoring and feasible:
+            looked = _walked_to(nodes, start, feasible[0])
+        looked = self._processed(snapshot, start, looked, missed)
+        self.next_start = (start + looked) % count
         result.reasons.update(filtered.reasons)
         if filtered.rejected_by:
             result.rejected_by = frozenset(filtered.rejected_by)
@@ -182,9 +197,8 @@ class Cycle:
             result.filtered.update(filtered.failed)
         if result.unresolvable is not None and filtered.unresolvable is not None:
             result.unresolvable.update(filtered.unresolvable)
-        feasible = filtered.feasible
-        scoring = _phase(result, FILTER, started)
-        result.evaluated, result.feasible = filtered.looked, len(feasible)
+        filtering_done = _phase(result, FILTER, started)
+        result.evaluated, result.feasible = looked, len(feasible) if scoring else min(1, len(feasible))
         if not feasible:
             return result
         result.code = Code.SCHEDULED
@@ -195,12 +209,38 @@ class Cycle:
         scored = score_nodes(bound, feasible, explain=explain)
         if result.scores is not None and scored.per_node is not None:
             result.scores.update(scored.per_node)
-        result.node = feasible[select_host(scored.totals, self.rng)].name
-        _phase(result, SCORE, scoring)
+        # (no score rule: every total is 0 and no tie is drawn; the first node that fit is taken)
+        result.node = feasible[select_host(scored.totals, self.rng) if scoring else 0].name
+        _phase(result, SCORE, filtering_done)
         return result
 
+    def _wanted(self, count: int, scoring: bool | None = None) -> int:
+        """How many feasible nodes end a walk over ``count`` nodes: upstream's
+        numFeasibleNodesToFind; or 1 when the rule set has no score rule (findNodesThatPassFilters:
+        without Score plugins or extenders any feasible node will do)."""
+        if not (self._scoring if scoring is None else scoring):
+            return 1
+        return num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+
+    def _processed(self, snapshot: Snapshot, start: int, looked: int, missed: str | None) -> int:
+        """Upstream's processedNodes, which moves the next walk's start: the nodes the walk looked
+        at, and the nominated node that did not fit (``missed``) if the walk did not reach it
+        (its status is in the cycle's diagnosis already: findNodesThatFitPod)."""
+        if missed is None:
+            return looked
+        row = self._columns.rows_by_name(snapshot).get(missed)
+        if row is None or (row - start) % len(snapshot.nodes) < looked:
+            return looked
+        return looked + 1
+
     def _run_table(
-        self, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None, started: float
+        self,
+        bound: BoundRules,
+        snapshot: Snapshot,
+        result: CycleResult,
+        check: ReservedCheck | None,
+        started: float,
+        missed: str | None,
     ) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
@@ -212,7 +252,7 @@ class Cycle:
                 self._tables[bound] = table
         table.sync(snapshot)
         try:
-            return self._walk(table, bound, snapshot, result, check, started)
+            return self._walk(table, bound, snapshot, result, check, started, missed)
         finally:
             table.release()
 
@@ -224,9 +264,10 @@ class Cycle:
         result: CycleResult,
         check: ReservedCheck | None,
         started: float,
+        missed: str | None,
     ) -> CycleResult:
         count = len(snapshot.nodes)
-        wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+        wanted = self._wanted(count)
         start = self.next_start % count
         between = self.cancel.check
         rows, looked = table.feasible(start, wanted, between=between)
@@ -234,6 +275,7 @@ class Cycle:
             held = self._columns.rows_by_name(snapshot)
             held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
             rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows, between)
+        looked = self._processed(snapshot, start, looked, missed)
         self.next_start = (start + looked) % count
         result.evaluated, result.feasible = looked, len(rows)
         if not len(rows):
@@ -254,6 +296,15 @@ class Cycle:
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         _phase(result, SCORE, scoring)
         return result
+
+
+def _walked_to(nodes: Sequence[NodeInfo], start: int, node: NodeInfo) -> int:
+    """How many nodes a walk from ``start`` looks at to reach ``node`` (it included)."""
+    count = len(nodes)
+    for i in range(count):
+        if nodes[(start + i) % count] is node:
+            return i + 1
+    return count
 
 
 def _phase(result: CycleResult, point: str, since: float) -> float:

@@ -62,8 +62,13 @@ class SchedulerSettings:
     rule_metrics_sample_percent: int = 0
 
 
-def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
-    """kube-scheduler's numFeasibleNodesToFind."""
+def num_feasible_nodes_to_find(num_nodes: int, percentage: int, profile: int | None = None) -> int:
+    """kube-scheduler's numFeasibleNodesToFind: how many feasible nodes end a cycle's walk.
+    ``percentage`` is the global percentageOfNodesToScore; ``profile``, a profile's own, replaces
+    it when set (its 0 too). 0 is the adaptive percentage: 50 less one per 125 nodes, 5 at least.
+    Never fewer than 100 nodes (or all of them, when fewer)."""
+    if profile is not None:
+        percentage = profile
     if num_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
         return num_nodes
     if percentage <= 0:
@@ -128,6 +133,12 @@ class CycleResult:
         if self.preemption is not None and self.preemption.message:
             message += f" {self.preemption.message}"
         return message
+
+
+def skip_deleting(pod: Pod) -> str:
+    """What kube-scheduler says of a pending pod it skips because it is being deleted
+    (``metadata.deletionTimestamp`` set): it never attempts one (skipPodSchedule)."""
+    return f"skip schedule deleting pod: {pod.key}"
 
 
 def fit_error(num_nodes: int, reasons: Mapping[str, int]) -> str:

@@ -2,7 +2,9 @@
 
 Bindings and evictions happen in the store itself (there is no API server to ask), and time
 jumps to the next backoff expiry instead of passing, so :meth:`Simulation.run` schedules until
-the queue settles: nothing ready and nothing backing off.
+the queue settles: nothing ready and nothing backing off. A pending pod being deleted
+(``metadata.deletionTimestamp``) is recorded but never queued: kube-scheduler skips it
+(skipPodSchedule), as ``rulesched run`` does, so it holds no node's room.
 Next stage: :mod:`rulesched.simulate.report` renders what the :class:`Recorder` saw.
 """
 
@@ -122,7 +124,11 @@ class Simulation:
         return self.recorder.evicted
 
     def add(self, pod: Pod) -> None:
+        """Queue a pending pod, unless it is being deleted: then it is only recorded (its history
+        never gets a cycle; reports say why, :func:`rulesched.scheduler.framework.skip_deleting`)."""
         self.recorder.history.setdefault(pod.key, PodHistory(pod))
+        if pod.deleting:
+            return
         self.scheduler.add(pod)
 
     def schedule_one(self) -> CycleResult | None:

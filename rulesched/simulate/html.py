@@ -158,6 +158,8 @@ def _summary(report: Report, node_count: int) -> str:
     ]
     if gated:
         items.append(("gated", gated, "warn"))
+    if summary["terminating"]:
+        items.append(("terminating", summary["terminating"], "none"))
     items.append(("preempted", summary["preempted"], "warn" if summary["preempted"] else ""))
     if summary["skipped"]:
         items.append(("skipped", summary["skipped"], "warn"))
@@ -309,6 +311,8 @@ def _nodes(report: Report) -> str:
 def _outcome(history: PodHistory) -> str:
     if history.node is not None:
         return badge("scheduled", "ok")
+    if history.last is None and history.pod.deleting:  # never attempted: kube-scheduler skips it
+        return badge("terminating", "none")
     if history.last is None and history.pod.scheduling_gates:
         return badge("gated", "none")
     if history.last is None:

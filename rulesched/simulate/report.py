@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.scheduler.framework import CycleResult
+from rulesched.scheduler.framework import CycleResult, skip_deleting
 from rulesched.simulate.driver import PodHistory
 
 EXPLAIN_TOP_NODES = 3  # table --explain: the best nodes shown per pod
@@ -51,11 +51,15 @@ class Report:
 
     def summary(self) -> dict[str, object]:
         scheduled = sum(1 for p in self.pending if self.history[p.key].node is not None)
-        gated = sum(1 for p in self.pending if p.scheduling_gates and self.history[p.key].last is None)
+        terminating = sum(1 for p in self.pending if p.deleting)
+        gated = sum(
+            1 for p in self.pending if p.scheduling_gates and not p.deleting and self.history[p.key].last is None
+        )
         return {
             "scheduled": scheduled,
-            "unschedulable": len(self.pending) - scheduled - gated,
+            "unschedulable": len(self.pending) - scheduled - gated - terminating,
             "gated": gated,
+            "terminating": terminating,
             "preempted": len(self.evicted),
             "skipped": self.skipped,
             "scheduling_seconds": round(self.seconds, 6),
@@ -63,6 +67,8 @@ class Report:
 
 
 def _not_attempted(pod: Pod) -> str:
+    if pod.deleting:  # never queued (kube-scheduler's skipPodSchedule)
+        return skip_deleting(pod)
     if pod.scheduling_gates:  # kube-scheduler's PodScheduled=False, reason SchedulingGated
         return f"Scheduling is blocked due to non-empty scheduling gates ({', '.join(pod.scheduling_gates)})"
     return "not attempted"
@@ -82,10 +88,12 @@ def render_summary(report: Report) -> str:
 
 
 def summary_line(summary: Mapping[str, object]) -> str:
-    """``4 scheduled, 1 unschedulable, 2 preempted in 0.004s`` (gated and skipped pods when any)."""
+    """``4 scheduled, 1 unschedulable, 2 preempted in 0.004s`` (gated, terminating and skipped
+    pods when any)."""
     return (
         f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
         + (f"{summary['gated']} gated, " if summary["gated"] else "")
+        + (f"{summary['terminating']} terminating (not scheduled), " if summary.get("terminating") else "")
         + f"{summary['preempted']} preempted"
         + (f", {summary['skipped']} skipped (bound to missing nodes)" if summary["skipped"] else "")
         + f" in {summary['scheduling_seconds']:.3f}s"

@@ -48,7 +48,9 @@ class SimulateSettings:
 
 
 def pods_to_schedule(objects: ClusterObjects, settings: SimulateSettings) -> list[Pod]:
-    """The pending pods the run schedules, in input order (those naming ``--scheduler-name``)."""
+    """The pending pods the run reports, in input order (those naming ``--scheduler-name``);
+    those being deleted among them are reported but never attempted (see
+    :meth:`rulesched.simulate.driver.Simulation.add`)."""
     return [
         p
         for p in objects.pending_pods
@@ -118,7 +120,7 @@ def simulate_command(settings: SimulateSettings) -> int:
     log.info(
         "loaded %d nodes and %d pods in %.2fs", len(objects.nodes), len(objects.pods), time.perf_counter() - started
     )
-    attempts = sum(1 for p in pods_to_schedule(objects, settings) if not p.scheduling_gates)
+    attempts = sum(1 for p in pods_to_schedule(objects, settings) if not p.scheduling_gates and not p.deleting)
     if wants_progress(attempts, _stderr_is_tty()):
         with _progress_bar(attempts) as advance:
             report = simulate(objects, settings, advance)
