@@ -52,7 +52,7 @@ def _agree(checked: CheckedRules, bound: BoundRules, cols: NodeColumns, rows: li
         assert any(not -(2**63) <= v < 2**63 for vector in vectors for v in vector), text
         return
     finally:  # right answers, and not from the node-by-node safety net after a column bug
-        assert bound.columns.evaluator.failures == 0, text
+        assert bound.columns.evaluator.fallbacks.count == 0, text
     assert matrix.tolist() == vectors, text
 
 

@@ -1,4 +1,5 @@
-"""The project's own rules, checked by their tools: layer contracts, types, no eval of rules."""
+"""The project's own rules, checked by their tools: layer contracts, types, no eval of rules.
+The tools keep their caches in a temporary directory (tests/conftest.py's ``tool_cache``), not in the tree."""
 
 from __future__ import annotations
 
@@ -20,24 +21,28 @@ def _tool(name: str) -> str:
     return found
 
 
-def test_import_contracts_hold() -> None:
-    result = subprocess.run([_tool("lint-imports")], cwd=ROOT, capture_output=True, text=True)
+def test_import_contracts_hold(tool_cache: Path) -> None:
+    command = [_tool("lint-imports"), "--cache-dir", str(tool_cache / "import-linter")]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
 
 
-def test_mypy_strict_is_clean() -> None:
-    result = subprocess.run([sys.executable, "-m", "mypy", "rulesched"], cwd=ROOT, capture_output=True, text=True)
+def test_mypy_strict_is_clean(tool_cache: Path) -> None:
+    command = [sys.executable, "-m", "mypy", "--cache-dir", str(tool_cache / "mypy"), "rulesched"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_ruff_is_clean() -> None:
-    result = subprocess.run([_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True)
+def test_ruff_is_clean(tool_cache: Path) -> None:
+    command = [_tool("ruff"), "check", "--cache-dir", str(tool_cache / "ruff"), "."]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_ruff_format_is_clean() -> None:
-    result = subprocess.run([_tool("ruff"), "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
+def test_ruff_format_is_clean(tool_cache: Path) -> None:
+    command = [_tool("ruff"), "format", "--check", "--cache-dir", str(tool_cache / "ruff"), "."]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

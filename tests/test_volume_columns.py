@@ -112,7 +112,7 @@ def test_volume_filters_as_columns_agree_with_node_by_node(state: ClusterStore, 
         assert bound.filter_mask(cols, rows, Filters.DYNAMIC).tolist() == [
             all(f.passes(n) for f in bound.dynamic_filters) for n in nodes
         ], claims
-    assert bound.columns is not None and bound.columns.evaluator.failures == 0
+    assert bound.columns is not None and bound.columns.evaluator.fallbacks.count == 0
 
 
 def test_pods_differing_only_in_their_claims_share_a_binding() -> None:
