@@ -12,6 +12,7 @@ that no column evaluation fell back node by node because of a bug.
   would leave the properties "columns place pods as node by node does" green whatever the columns
   did. Every test during which that happened fails, naming the rule, the pod and the traceback,
   unless marked ``@pytest.mark.column_fallbacks`` (a test of the fallback itself).
+* ``server``: a fresh test API server (tests/apiserver.py) for the test.
 * ``--break-columns OP``: make every column evaluation of the binary operator OP raise, to see
   which tests catch a broken column engine (``python -m pytest --break-columns '<' tests/...``).
 """
@@ -27,6 +28,7 @@ from traceback import format_exception
 import pytest
 
 from rulesched.lang.evaluation.fallback import Fallback, observe
+from tests.apiserver import TestApiServer
 from tests.helpers.columns import break_columns
 from tests.helpers.profiles import load_profile, storage_directory
 
@@ -124,3 +126,11 @@ def describe(fallbacks: list[Fallback], traceback: bool = True) -> str:
 def tool_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Where tools run by tests keep their caches: out of the source tree."""
     return tmp_path_factory.mktemp("tool-cache")
+
+
+@pytest.fixture
+def server() -> Iterator[TestApiServer]:
+    """The test API server (tests/apiserver.py), empty, stopped after the test."""
+    s = TestApiServer()
+    yield s
+    s.stop()

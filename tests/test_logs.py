@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,7 @@ from rulesched.logs import (
 from rulesched.run.cli import settings_from as run_settings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess
-from tests.test_run_e2e import node, pod
+from tests.helpers.kube import node, pod
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|VERBOSE|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
@@ -175,13 +175,6 @@ def test_flags_win_over_the_config_file_over_the_environment(tmp_path: Path) -> 
 # --- rulesched run, as the image runs it -----------------------------------------------------------
 
 
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
-
-
 class Run:
     """``rulesched run ARGS`` as a process, its stderr collected line by line."""
 
@@ -307,7 +300,11 @@ def test_the_extender_caps_and_escapes_what_a_request_names(server: TestApiServe
         )
         assert status == 200 and answer["Error"]
         end = time.monotonic() + 10
-        while time.monotonic() < end and not any("bind failed" in line for line in process.log):
+        # "caches synced" is logged by a task polling the informers: it may come after readiness
+        # and after the answer, so wait for both lines before stopping the process.
+        while time.monotonic() < end and not all(
+            any(text in line for line in process.log) for text in ("bind failed", "caches synced")
+        ):
             time.sleep(0.05)
     finally:
         process.stop()

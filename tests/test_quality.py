@@ -3,6 +3,7 @@ The tools keep their caches in a temporary directory (tests/conftest.py's ``tool
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import subprocess
@@ -52,4 +53,18 @@ def test_rules_text_is_never_evaluated_as_python() -> None:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.search(r"(^|[^_.a-z])(eval|exec|compile)\(", line) and "noqa: rules-are-data" not in line:
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_test_modules_share_helpers_not_each_other() -> None:
+    """Shared builders live in tests/helpers (or tests/strategies.py, tests/apiserver.py, ...):
+    importing another test module runs its tests' module code and ties the two together."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                if any(part.startswith("test_") for part in name.split(".")):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}")
     assert offenders == []

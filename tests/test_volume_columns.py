@@ -22,6 +22,7 @@ from rulesched.lang import load_rules_text
 from rulesched.lang.evaluation.bound import Filters
 from rulesched.lang.evaluation.columns import NodeColumns
 from rulesched.model import Pod
+from tests.helpers.profiles import examples
 from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class
 
 ZONE = "topology.kubernetes.io/zone"
@@ -94,7 +95,7 @@ def clusters(draw: Any) -> ClusterStore:
     return state
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
