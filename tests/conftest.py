@@ -6,7 +6,7 @@ that no column evaluation fell back node by node because of a bug.
   user's cache directory, not ``.hypothesis/`` in the tree.
 * ``tool_cache``: a directory for the caches of the tools tests/test_quality.py runs (mypy, ruff,
   lint-imports), under pytest's temporary directory. pytest's own cache is off
-  (``-p no:cacheprovider`` in pyproject.toml; ``-p cacheprovider`` brings back ``--lf``).
+  (``-p no:cacheprovider`` in pyproject.toml; ``-o addopts=`` brings back ``--lf``).
 * Column fallbacks: a column evaluation that raises something other than ``Unsupported`` is a bug
   the scheduler survives by evaluating node by node (rulesched.lang.evaluation.fallback), which
   would leave the properties "columns place pods as node by node does" green whatever the columns
