@@ -14,7 +14,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from tests.test_scheduler_core import Clock, Later, Recording, Seen, cpu
+from tests.helpers.scheduling import Clock, Later, Recording, Seen, cpu
 from tests.upstream.harness import default_rules, node, pod
 
 

@@ -34,10 +34,9 @@ from rulesched.run.loop import Loop, RunSettings
 from rulesched.scheduler.framework import SchedulerSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess
-from tests.test_extender import node as full_node
-from tests.test_extender import pod as extender_pod
-from tests.test_fast_path_property import NAMESPACES, SETTINGS, Scenario, scenarios, schedule
-from tests.test_run_e2e import node, pod, wait_for
+from tests.helpers.kube import extender_node as full_node
+from tests.helpers.kube import extender_pod, node, pod, wait_for
+from tests.helpers.scenarios import NAMESPACES, SETTINGS, Scenario, scenarios, schedule
 
 # Upstream's buckets (pkg/scheduler/metrics, component-base's restclient), written out.
 ATTEMPT = [0.001 * 2**i for i in range(15)]

@@ -19,26 +19,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from rulesched.lang.evaluation.prechecks import DRA_REASON
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-from tests.test_run_e2e import node, pod
+from tests.helpers.kube import node, pod
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 READY = {"type": "Ready", "status": "True"}
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
 
 
 def running(name: str, node_name: str, cpu: str = "2", priority: int = 0) -> dict[str, Any]:

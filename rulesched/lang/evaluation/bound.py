@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import enum
 import itertools
-import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -35,8 +34,6 @@ from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod
-
-log = logging.getLogger(__name__)
 
 
 def never(node: Any) -> bool:
@@ -453,16 +450,10 @@ class BoundRules:
                     return bodies.evaluator.filter(body, self.ctx, cols, rows)
                 return bodies.evaluator.score(body, self.ctx, cols, rows)
             except Unsupported:
-                pass
-            except Exception:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
-                bodies.evaluator.failures += 1
-                name = (self.filters if is_filter else self.scores)[index].name
-                log.warning(
-                    "rule %s: column evaluation failed, evaluating node by node",
-                    name,
-                    exc_info=True,
-                    extra={"rule": name, "pod": self.ctx.pod.key},
-                )
+                pass  # planned: values numpy cannot hold exactly (see fallback's docstring)
+            except Exception as error:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
+                rule = (self.filters if is_filter else self.scores)[index].name
+                bodies.evaluator.fallbacks.record(rule, self.ctx.pod.key, error)
             finally:
                 if timer is not None:
                     rule = (self.filters if is_filter else self.scores)[index].name
