@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+from collections.abc import Iterator
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -390,6 +391,12 @@ class _Parser:
 @functools.lru_cache(maxsize=1)
 def _parser() -> _Parser:
     return _Parser()
+
+
+def lex(text: str) -> Iterator[Token]:
+    """Every token of a text, whitespace and comments included (for ``rulesched fmt``, which
+    finds the comments the grammar ignores); the text must lex (it parsed)."""
+    return _parser().lark.lex(text, dont_ignore=True)
 
 
 def parse_source(source: Source) -> tuple[ast.RulesFile, list[Diagnostic]]:
