@@ -11,14 +11,12 @@ The grammar ignores comments; this module finds them again with the grammar's ow
 - a comment alone on an indented line right after an item (no blank line between) closes that
   item: printed indented under it.
 
-Positions inside an item are counted in tokens, leaving out parentheses, which the printer drops
-where precedence makes them redundant: a comment after a dropped ``)`` follows the token before
-it, one after a dropped ``(`` precedes the token after it, still on the nearest line. The printer
-emits the same tokens as the source but for those parentheses, and for a rule header's options,
-which it writes in its own order (``weight`` before ``normalize``); a comment among reordered
-options follows the same option token where it went (the tokens are matched by
-:class:`difflib.SequenceMatcher`). The formatter (:mod:`rulesched.lang.frontend.format`) weaves
-the comments into the printer's document.
+Positions inside an item are token indexes. The printer emits the source's tokens but where it
+drops parentheses that precedence makes redundant, rewrites a rule header's options in its own
+order (``weight`` before ``normalize``) or leaves out ``when true`` after ``unresolvable``; the
+two token lists are then matched (:class:`difflib.SequenceMatcher`), a comment at a dropped token
+going to the matched token before it (end of line) or after it (own line): the nearest line. The
+formatter (:mod:`rulesched.lang.frontend.format`) weaves the comments into the printer's document.
 """
 
 from __future__ import annotations
@@ -35,7 +33,6 @@ from rulesched.lang.frontend.parse import lex
 # Types of the tokens that begin an item (the grammar's keywords; one after "." is a field name).
 _ITEM_STARTS = frozenset({"LET", "FILTER", "SCORE", "PREEMPT", "DISABLE", "OVERRIDE", "EXTENDS"})
 _RULE_KINDS = frozenset({"FILTER", "SCORE", "PREEMPT"})
-_CALLABLE = frozenset({"NAME", "QUANTIFIER", "AGGREGATE"})  # a "(" right after one opens a call
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,6 @@ class _Tok:
     start: int
     line: int
     column: int
-    grouping: bool = False  # a parenthesis for precedence, not a call's
 
 
 def collect(tree: ast.RulesFile) -> FileComments:
@@ -87,45 +83,33 @@ def collect(tree: ast.RulesFile) -> FileComments:
     starts = _item_starts(tokens)
     if len(starts) != len(tree.items):
         raise Unplaceable(f"{len(starts)} item keywords for {len(tree.items)} items")
-    bounds = list(zip(starts, [*starts[1:], len(tokens)], strict=True))
+    bounds = list(zip(starts, [*starts[1:], len(tokens)], strict=False))
     for (first, last), item in zip(bounds, tree.items, strict=True):
         if not tokens[first].start <= item.span.start <= tokens[last - 1].start:
             raise Unplaceable(f"item at offset {item.span.start} is not where its keyword is")
-    owner = [0] * len(tokens)
+    owner = [0] * len(tokens)  # each token's item
     items = []
     for index, (first, last) in enumerate(bounds):
         owner[first:last] = [index] * (last - first)
-        items.append(ItemComments(tokens=[t.text for t in tokens[first:last] if not t.grouping]))
-    # each token's index among its item's tokens without parentheses (-1 for a parenthesis)
-    counted = [-1] * len(tokens)
-    for first, last in bounds:
-        k = 0
-        for i in range(first, last):
-            if not tokens[i].grouping:
-                counted[i], k = k, k + 1
+        items.append(ItemComments(tokens=[t.text for t in tokens[first:last]]))
     end: list[Note] = []
     last_leading: dict[int, int] = {}  # item -> the line of its last leading comment
     previous_line = 0  # the line of the last token or comment seen
     closing_line = -1  # the last line of an item or of its closing comments, if just seen
-    next_token = 0
+    following = 0  # the first token after the comment
     for note in notes:
-        while next_token < len(tokens) and tokens[next_token].start < note.start:
-            previous_line = closing_line = tokens[next_token].line
-            next_token += 1
-        prev = next_token - 1 if next_token else None
+        while following < len(tokens) and tokens[following].start < note.start:
+            previous_line = closing_line = tokens[following].line
+            following += 1
+        prev = following - 1 if following else None
         after_item = owner[prev] if prev is not None else None
-        before_item = owner[next_token] if next_token < len(tokens) else None
+        before_item = owner[following] if following < len(tokens) else None
         text = note.text.rstrip()
         blank = note.line - previous_line > 1 and previous_line > 0
-        if prev is not None and tokens[prev].line == note.line:  # at the end of a line
-            item = items[owner[prev]]
-            item.after.setdefault(_counted_at_or_before(counted, prev, bounds[owner[prev]][0]), []).append(text)
+        if prev is not None and after_item is not None and tokens[prev].line == note.line:  # ends a line
+            items[after_item].after.setdefault(prev - bounds[after_item][0], []).append(text)
         elif after_item is not None and after_item == before_item:  # alone on a line inside an item
-            index = _counted_at_or_after(counted, next_token, bounds[after_item][1])
-            if index is None:
-                items[after_item].closing.append(text)
-            else:
-                items[after_item].before.setdefault(index, []).append(text)
+            items[after_item].before.setdefault(following - bounds[after_item][0], []).append(text)
         elif after_item is not None and note.column > 1 and note.line == closing_line + 1:
             items[after_item].closing.append(text)  # indented, right under the item
             closing_line = note.line
@@ -171,28 +155,33 @@ def placed(item: ItemComments, printed: Sequence[str]) -> tuple[dict[int, list[s
         before.setdefault(forward(index), []).extend(texts)
     for index, texts in sorted(item.after.items()):
         after.setdefault(backward(index), []).extend(texts)
-    return before, after
+    return before, _header_ends(after, printed)
+
+
+def _header_ends(after: dict[int, list[str]], printed: Sequence[str]) -> dict[int, list[str]]:
+    """Where the printer wrote an item differently (options reordered, ``when true`` left out),
+    end-of-line comments among its header's words (``score NAME weight N normalize M``, one
+    line) end that line: after the ``:``, or before ``when`` or ``unresolvable``, or at the end
+    of a one-line item. A let keeps its own."""
+    if not printed or printed[0] == "let":
+        return after
+    stops = [i for i, text in enumerate(printed) if text in ("when", ":", "unresolvable")]
+    end = len(printed) - 1 if not stops else stops[0] if printed[stops[0]] == ":" else stops[0] - 1
+    moved: dict[int, list[str]] = {}
+    for index, texts in sorted(after.items()):
+        moved.setdefault(end if index < end else index, []).extend(texts)
+    return moved
 
 
 def _scan(text: str) -> tuple[list[_Tok], list[_Tok]]:
-    """The significant tokens (parentheses for precedence marked) and the comments."""
+    """The significant tokens and the comments."""
     tokens: list[_Tok] = []
     notes: list[_Tok] = []
-    opened: list[bool] = []  # for each "(" still open: whether it groups (not a call's)
     for tok in lex(text):
-        found = _tok(tok)
-        if found.type == "WS":
-            continue
-        if found.type == "COMMENT":
-            notes.append(found)
-            continue
-        if found.type == "LPAR":
-            grouping = not tokens or tokens[-1].type not in _CALLABLE
-            opened.append(grouping)
-            found = _Tok(found.type, found.text, found.start, found.line, found.column, grouping)
-        elif found.type == "RPAR" and opened:
-            found = _Tok(found.type, found.text, found.start, found.line, found.column, opened.pop())
-        tokens.append(found)
+        if tok.type == "COMMENT":
+            notes.append(_tok(tok))
+        elif tok.type != "WS":
+            tokens.append(_tok(tok))
     return tokens, notes
 
 
@@ -209,15 +198,3 @@ def _item_starts(tokens: list[_Tok]) -> list[int]:
             continue
         starts.append(i)
     return starts
-
-
-def _counted_at_or_before(counted: list[int], index: int, first: int) -> int:
-    while index > first and counted[index] < 0:
-        index -= 1
-    return max(counted[index], 0)
-
-
-def _counted_at_or_after(counted: list[int], index: int, last: int) -> int | None:
-    while index < last and counted[index] < 0:
-        index += 1
-    return counted[index] if index < last else None

@@ -72,18 +72,22 @@ def _with_comments(doc: Doc, comments: ItemComments) -> Doc:
         return doc
     weaver = _Weaver(before, after)
     woven = weaver.weave(doc)
-    return [woven, *weaver.pending(), *weaver.leftover()]
+    return [woven, Nest(len(INDENT), [*weaver.pending(), *weaver.leftover()])]  # the others indented: closing it
+
+
+_CLOSING = (")", "]")
 
 
 class _Weaver:
     """Rebuilds a document in order, inserting comments at the tokens they belong to. An
-    end-of-line comment waits past the closing parentheses that follow its token, so that it
-    ends the line they are on."""
+    end-of-line comment waits past the closing brackets that follow its token, so that a line
+    never starts with one; when several end-of-line comments fall on one token and the brackets
+    after it, the first ends the line and the others follow on lines of their own."""
 
     def __init__(self, before: dict[int, list[str]], after: dict[int, list[str]]) -> None:
         self.before = dict(before)
         self.after = dict(after)
-        self.seen = 0  # tokens passed (parentheses for precedence not counted)
+        self.seen = 0  # tokens passed
         self.waiting: list[str] = []
 
     def weave(self, doc: Doc) -> Doc:
@@ -99,20 +103,22 @@ class _Weaver:
             return Align(self.weave(doc.parts))
         if isinstance(doc, list | tuple):
             return [self.weave(part) for part in doc]
-        if isinstance(doc, Token) and doc.grouping and doc.text == ")":
-            return doc
-        out: list[Doc] = [*self.pending()]
-        if isinstance(doc, Token):
-            out += self._before_next()  # before the next token (or its "(")
-            if not doc.grouping:
-                self.waiting = self.after.pop(self.seen, [])
-                self.seen += 1
-        out.append(doc)
-        return out
+        if not isinstance(doc, Token):
+            return [*self.pending(), doc]
+        out: list[Doc] = []
+        if doc.text not in _CLOSING:
+            out += self.pending()
+        out += self._before_next()
+        self.waiting += self.after.pop(self.seen, [])
+        self.seen += 1
+        return [*out, doc]
 
     def _before_next(self) -> list[Doc]:
-        out: list[Doc] = [*self.pending()]
-        for text in self.before.pop(self.seen, []):
+        """The comments on lines of their own before the next token (after any end-of-line
+        comment still waiting)."""
+        texts = self.before.pop(self.seen, [])
+        out: list[Doc] = self.pending() if texts else []
+        for text in texts:
             out += [FRESH, Comment(text), HARD]
         return out
 
@@ -133,7 +139,7 @@ class _Weaver:
         return out
 
 
-def _first_leaf(doc: Doc) -> Doc:
+def _first_leaf(doc: Doc) -> Doc | None:
     while True:
         if isinstance(doc, Group | Nest | Align):
             doc = doc.parts

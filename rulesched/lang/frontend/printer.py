@@ -69,14 +69,13 @@ def unresolvable_text(condition: ast.Expr) -> str:
 
 
 def tokens(doc: Doc) -> list[str]:
-    """The program's tokens in a document, in order, without the parentheses added for precedence."""
+    """The tokens in a document, in order."""
     found: list[str] = []
     stack: list[Doc] = [doc]
     while stack:
         part = stack.pop()
         if isinstance(part, Token):
-            if not part.grouping:
-                found.append(part.text)
+            found.append(part.text)
         elif isinstance(part, Group | Nest | Align):
             stack.append(part.parts)
         elif isinstance(part, list | tuple):
@@ -85,11 +84,19 @@ def tokens(doc: Doc) -> list[str]:
 
 
 def item_doc(item: ast.Item) -> Doc:
+    if isinstance(item, ast.Rule | ast.Let):
+        return _item_doc(item)
+    return Nest(_STEP, _item_doc(item))  # a one-line item broken by a comment: indented after it
+
+
+def _item_doc(item: ast.Item) -> Doc:
     match item:
         case ast.Let(name=name, value=value):
-            return [_t("let"), " ", _t(name), " ", _t("="), " ", expr_doc(value)]
+            # the value's continuation lines (and a line broken by a comment) indented once
+            return [_t("let"), " ", _t(name), " ", _t("="), Nest(_STEP, [" ", _doc(value, nest=0)[0]])]
         case ast.Disable(name=name, kind=kind):
-            return [_t("disable"), " ", *([_t(kind.value), " "] if kind is not None else []), _t(name)]
+            which: list[Doc] = [_t(kind.value), " "] if kind is not None else []
+            return [_t("disable"), " ", *which, _t(name)]
         case ast.Extends(target=target):
             return [_t("extends"), " ", _t(_string(target))]
         case ast.Rule():
@@ -167,7 +174,9 @@ def _listed(items: tuple[ast.Expr, ...]) -> Doc:
     return Align(parts)
 
 
-def _doc(expr: ast.Expr) -> tuple[Doc, int]:
+def _doc(expr: ast.Expr, nest: int = _STEP) -> tuple[Doc, int]:
+    """The expression's document and binding strength; a chain of operators or of ``else``
+    branches at its top breaks its lines indented by ``nest``."""
     match expr:
         case ast.Literal():
             return _t(_literal(expr)), _ATOM
@@ -186,9 +195,9 @@ def _doc(expr: ast.Expr) -> tuple[Doc, int]:
         case ast.Unary(operand=operand):
             return [_t("-"), _wrap(operand, _UNARY)], _UNARY
         case ast.Binary(op=op, left=left, right=right):
-            return _binary(op, left, right)
+            return _binary(op, left, right, nest)
         case ast.If():
-            return _if(expr), _IF
+            return _if(expr, nest), _IF
         case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
             inner: list[Doc] = [_t(var), " ", _t("in"), " ", expr_doc(iterable)]
             if where is not None:
@@ -223,7 +232,7 @@ def _binary(op: str, left: ast.Expr, right: ast.Expr, nest: int = _STEP) -> tupl
     return Group([_wrap(first, strength, strength == _OR), Nest(nest, parts)]), strength
 
 
-def _if(expr: ast.If) -> Doc:
+def _if(expr: ast.If, nest: int = _STEP) -> Doc:
     """``if C then A`` on a line, each ``else`` (``else if``) branch breaking to its own."""
     branches: list[Doc] = []
     node: ast.Expr = expr
@@ -232,7 +241,7 @@ def _if(expr: ast.If) -> Doc:
         test = Group([_t("if"), " ", Align(expr_doc(node.cond)), then])
         branches.append(test if not branches else [Line(), _t("else"), " ", test])
         node = node.otherwise
-    return Group([branches[0], Nest(_STEP, [*branches[1:], Line(), _t("else"), " ", expr_doc(node)])])
+    return Group([branches[0], Nest(nest, [*branches[1:], Line(), _t("else"), " ", expr_doc(node)])])
 
 
 def _literal(lit: ast.Literal) -> str:
