@@ -28,6 +28,7 @@ from rulesched.errors import InputError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
+from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, RulesSources
@@ -129,6 +130,9 @@ class Loop:
             controller=settings.scheduler_name,
         )
         self.rules = self.reloader.initial()
+        unfit = startup_warning(self.rules.rules.checked, self.rules.rules.files)
+        if unfit is not None:  # once: the set is this scheduler's whole policy
+            log.warning(unfit, extra={"rules": self.rules.digest})
         self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
         self.workers = Workers(
             self.api,
