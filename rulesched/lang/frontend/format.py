@@ -127,7 +127,7 @@ class _Weaver:
         mapped to the same token go on lines of their own)."""
         out: list[Doc] = []
         for i, text in enumerate(self.waiting):
-            out += ["  " if i == 0 else FRESH, Comment(text), HARD]
+            out += [Comment("  " + text) if i == 0 else [FRESH, Comment(text)], HARD]
         self.waiting = []
         return out
 

@@ -30,7 +30,8 @@ class Token:
 
 @dataclass(frozen=True)
 class Comment:
-    """A comment's text (``# ...``), never split or moved by the renderer."""
+    """A comment's text (``# ...``, with the spaces before it at the end of a line), never split
+    or moved by the renderer, and not counted against the width."""
 
     text: str
 
@@ -168,8 +169,10 @@ def _fits(room: int, first: tuple[int, int, Doc], rest: list[tuple[int, int, Doc
         mode, part = todo.pop()
         if isinstance(part, str):
             room -= len(part)
-        elif isinstance(part, Token | Comment):
+        elif isinstance(part, Token):
             room -= len(part.text)
+        elif isinstance(part, Comment):
+            return True  # a comment ends its line, and never makes the code before it break
         elif isinstance(part, Line):
             if mode == _BREAK:
                 return True
