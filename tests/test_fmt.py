@@ -102,6 +102,12 @@ def test_comments_inside_a_body_are_kept_in_place() -> None:
     )
 
 
+def test_end_of_line_comments_do_not_count_towards_the_width() -> None:
+    body = 'count(p in node.pods where p.annotations["network.example.com/mode"] == "underlay") < 10'
+    text = f"filter f:\n    {body}  # the pool size, a long comment that goes past the hundredth column\n"
+    assert fmt(text) == text
+
+
 def test_a_comment_mid_expression_breaks_the_line_there() -> None:
     text = "score s: count(p in node.pods  # the pods\n where p.priority > 1) + 1\n"
     out = fmt(text)
