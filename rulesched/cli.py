@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_argument("paths", nargs="+", metavar="PATH", help="rules files or folders")
     lint.add_argument("--format", choices=("text", "json"), default="text")
     lint.add_argument("--strict", action="store_true", help="warnings fail too")
+    lint.add_argument(
+        "--for",
+        dest="target",
+        choices=("scheduler", "extender"),
+        help="what the rules are for: `rulesched run`/`simulate` (a set without a resource-fit filter "
+        "is warned about), or `rulesched extender` (it is not); default: a file's `# rulesched: extender` line",
+    )
 
     fmt = sub.add_parser("fmt", help="print rules files in canonical form")
     fmt.add_argument("paths", nargs="+", metavar="PATH")
@@ -159,7 +166,7 @@ def _print_diagnostics(err: RuleschedError) -> None:
 def _lint(args: argparse.Namespace) -> int:
     from rulesched.lang.frontend.lint import LintSettings, exit_code, lint, render
 
-    settings = LintSettings(tuple(args.paths), args.format, args.strict)
+    settings = LintSettings(tuple(args.paths), args.format, args.strict, args.target)
     result = lint(settings)
     print(render(result, settings.format))
     return exit_code(result, settings.strict)

@@ -44,6 +44,7 @@ from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RulesHandle
+from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
@@ -179,6 +180,10 @@ class Loop:
         self.reloader, self.rules = first.reloader, first.rules  # (the first profile's: the only one, usually)
         self._names = frozenset(p.name for p in self.profiles)
         self._some_rules = False  # latched once any profile has valid rules (none are ever taken back)
+        for profile in self.profiles:  # once each: the set is that scheduler's whole policy
+            unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
+            if unfit is not None:
+                log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
         self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
         self.workers = Workers(self.api, self._deliver, settings.bind_workers, may_write=lambda: self.leading)
         scheduler_settings = SchedulerSettings(

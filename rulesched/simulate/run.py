@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules, resolve_rules_path
+from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.model import Pod
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.simulate.driver import Simulation
@@ -79,6 +80,9 @@ def simulate(
     """Schedule ``objects``' pending pods with ``settings``' rules; ``progress`` (see
     :meth:`Simulation.run`) hears of each pod's first attempt."""
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
+    unfit = startup_warning(rules.checked, rules.files)
+    if unfit is not None:
+        log.warning(unfit, extra={"rules": rules.digest})
     store = ClusterStore.build(
         objects.nodes,
         objects.running_pods,
