@@ -70,10 +70,14 @@ class _Groups:
         if self.failed is not None:
             self.failed[name] = reasons
 
-    def explanation(self, evaluated: int, rules: tuple[str, ...], scored: int, best: tuple[ScoredNode, ...]) -> Explanation:
+    def explanation(
+        self, evaluated: int, rules: tuple[str, ...], scored: int, best: tuple[ScoredNode, ...]
+    ) -> Explanation:
         groups = tuple(
             ReasonGroup(reason, count, unresolvable, tuple(names))
-            for reason, (count, unresolvable, names) in sorted(self.groups.items(), key=lambda item: (-item[1][0], item[0]))
+            for reason, (count, unresolvable, names) in sorted(
+                self.groups.items(), key=lambda item: (-item[1][0], item[0])
+            )
         )
         return Explanation(
             evaluated,

@@ -179,16 +179,14 @@ def render_summary(report: Report) -> str:
 
 
 def summary_line(summary: Mapping[str, object]) -> str:
-    """``4 scheduled, 1 unschedulable, 2 preempted in 0.004s`` (gated and skipped pods when any;
-    with ``--explain``, the explanations' own time after it)."""
-    explained = summary.get("explain_seconds")
+    """``4 scheduled, 1 unschedulable, 2 preempted in 0.004s`` (gated and skipped pods when any).
+    The time is the scheduling's: with ``--explain`` too (JSON and HTML give the explaining time)."""
     return (
         f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
         + (f"{summary['gated']} gated, " if summary["gated"] else "")
         + f"{summary['preempted']} preempted"
         + (f", {summary['skipped']} skipped (bound to missing nodes)" if summary["skipped"] else "")
         + f" in {summary['scheduling_seconds']:.3f}s"
-        + (f" (explaining: {explained:.3f}s more)" if isinstance(explained, float) else "")
     )
 
 
@@ -279,9 +277,7 @@ def _score_lines(last: CycleResult, explanation: Explanation, indent: str) -> li
     scored = explanation.scored
     what = f"top {len(top)} of {scored} nodes scored" if scored > len(top) else _nodes(scored) + " scored"
     table = [(f"scores ({what})", *(n.name for n in top))]
-    table.extend(
-        (f"  {rule}", *(str(n.values[i]) for n in top)) for i, rule in enumerate(explanation.rules)
-    )
+    table.extend((f"  {rule}", *(str(n.values[i]) for n in top)) for i, rule in enumerate(explanation.rules))
     table.append(("  total", *(str(n.total) for n in top)))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return [
