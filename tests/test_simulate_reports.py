@@ -215,6 +215,14 @@ def test_explain_leaves_placements_as_they_are(tmp_path: Path, capsys: pytest.Ca
         keys = ("pod", "node", "nominated", "victims", "message")
         assert [[r[k] for k in keys] for r in plain["pods"]] == [[r[k] for k in keys] for r in explained["pods"]]
         assert all(r["explanation"] is not None for r in explained["pods"])
+    full = as_json(capsys, path, "--seed", "5", "--explain-full")  # (the distinct cluster)
+    assert [r["node"] for r in full["pods"]] == [r["node"] for r in plain["pods"]]
+    for row in full["pods"]:
+        summary = row["explanation"]
+        assert len(row["filtered"]) == summary["filtered"] and len(row["scores"]) == summary["scored"]
+        assert len(row["unresolvable"]) == summary["unresolvable"]
+        assert len(summary["scores"]) == min(10, summary["scored"])  # the best 10 only, even here
+        assert summary["scores"] == {n: row["scores"][n] for n in summary["scores"]}
 
 
 def test_explanations_match_the_node_by_node_walk(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ Filtering walks the nodes round-robin from where the previous cycle stopped and 
 class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); a pod of its own
 class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
-one function, :func:`rulesched.scheduler.scoring.weighted_totals`.
+one function, :func:`rulesched.scheduler.scoring.weighted_totals`. A report's explanation
+(``settings.explanation``) is read from the table walk after the pick, timed apart
+(:mod:`rulesched.scheduler.explanation`): the walk and the pick are those of an unexplained cycle.
 
 Nodes holding nominated pods of the pod's priority or higher (:mod:`rulesched.scheduler.nominator`)
 must also fit it with those pods added; only those nodes pay for that second look, and a cycle

@@ -22,7 +22,7 @@ Next stage: :mod:`rulesched.simulate.report` renders it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -127,25 +127,29 @@ def explain_walk(
             matrix = table.vectors(feasible)
         except TableOverflow:  # (a score beyond int64: the cycle took the per-node path instead)
             return groups.explanation(len(window), rules, 0, ())
-    names = [table.node(r).name for r in feasible.tolist()]
-    return groups.explanation(len(window), rules, len(names), _best(bound, matrix, names, chosen, full))
+    rows = feasible.tolist()
+    best = _best(bound, matrix, lambda i: table.node(rows[i]).name, chosen, full)
+    return groups.explanation(len(window), rules, len(rows), best)
 
 
 def _best(
-    bound: BoundRules, matrix: Matrix, names: Sequence[str], chosen: str | None, full: bool
+    bound: BoundRules, matrix: Matrix, name_of: Callable[[int], str], chosen: str | None, full: bool
 ) -> tuple[ScoredNode, ...]:
-    """The best :data:`BEST` scored nodes (every one when ``full``), best first."""
+    """The best :data:`BEST` scored nodes (every one when ``full``), best first; ``name_of``
+    names the node of each of the matrix's rows (asked only of the candidates)."""
     per_rule: list[Matrix] = []
     totals = weighted_totals(bound.scores, matrix, per_rule)
-    count = len(names)
-    if full or count <= BEST:
+    count = len(totals)
+    if full or count <= BEST or totals.dtype == object:
         candidates = list(range(count))
     else:  # every node tied with the BEST-th best total, then the order below picks among them
         threshold = np.partition(totals, count - BEST)[count - BEST]
         candidates = np.flatnonzero(totals >= threshold).tolist()
-    candidates.sort(key=lambda i: (-totals[i], names[i] != chosen, names[i]))
+    values = totals.tolist()  # (Python ints: a numpy scalar per comparison costs more)
+    names = {i: name_of(i) for i in candidates}
+    candidates.sort(key=lambda i: (-values[i], names[i] != chosen, names[i]))
     return tuple(
-        ScoredNode(names[i], tuple(int(column[i]) for column in per_rule), int(totals[i]))
+        ScoredNode(names[i], tuple(int(column[i]) for column in per_rule), values[i])
         for i in candidates[: count if full else BEST]
     )
 

@@ -20,6 +20,7 @@ from typing import IO
 from rulesched import __version__
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
+from rulesched.scheduler.explanation import BEST
 from rulesched.scheduler.framework import CycleResult, Explanation
 from rulesched.simulate.driver import PodHistory
 from rulesched.simulate.nodes import BASE_RESOURCES, NodeSelection, extended_resources, select_nodes
@@ -137,7 +138,7 @@ def explanation_json(explanation: Explanation | None) -> dict[str, object] | Non
         ],
         "unresolvable_names": list(explanation.unresolvable_names),
         "scored": explanation.scored,
-        "scores": explanation.scores(),
+        "scores": explanation.scores(explanation.best[:BEST]),  # (the best 10, with --explain-full too)
     }
 
 
