@@ -43,7 +43,7 @@ class SchedulerSettings:
 
     percentage_of_nodes_to_score: int = 0  # 0: upstream's adaptive formula; 100: every node
     seed: int = 0
-    explain: bool = False
+    explain: bool = False  # node by node, every node's reasons and scores kept (see `explanation`)
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
     scheduler_name: str | None = None  # None: every pending pod
