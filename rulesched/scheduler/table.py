@@ -254,6 +254,26 @@ class NodeTable:
     def node(self, row: int) -> NodeInfo:
         return self._nodes[row]
 
+    def first_failing(self, rows: Rows) -> npt.NDArray[np.intp]:
+        """For each row, the index (in ``bound.filters``) of the first filter its node fails,
+        -1 where it passes them all: :meth:`rulesched.lang.BoundRules.first_failure`'s filter,
+        for many rows at once (explanations; answers the walk already knows are read, not redone)."""
+        bound, nodes = self.bound, self._nodes
+        first = np.full(len(rows), -1, dtype=np.intp)
+        live = np.arange(len(rows), dtype=np.intp)  # positions still passing every filter so far
+        for index, f in enumerate(bound.filters):
+            if not len(live):
+                break
+            at = rows[live]
+            ok = bound.filter_column(self._columns(), at, index, self._shared()) if self._many(at) else None
+            if ok is None:
+                passes = f.passes
+                ok = np.array([bool(passes(nodes[r])) for r in at.tolist()], dtype=bool)
+            ok = ok.astype(bool, copy=False)
+            first[live[~ok]] = index
+            live = live[ok]
+        return first
+
     def _window(self, pos: int, size: int) -> Rows:
         n = len(self._nodes)
         if pos + size <= n:

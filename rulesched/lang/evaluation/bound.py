@@ -468,6 +468,18 @@ class BoundRules:
         per_group = np.array(answers, dtype=bool if is_filter else np.int64)
         return per_group[groups.codes[rows]]
 
+    def filter_column(
+        self, cols: NodeColumns, rows: Rows, index: int, shared: SharedColumns | None = None
+    ) -> npt.NDArray[Any] | None:
+        """One filter's outcome on the rows, as columns (its key's column when it is shared);
+        None: evaluate it node by node. (Explanations: which filter fails first, per node.)"""
+        shares = self.columns.filter_shares if shared is not None and self.columns is not None else ()
+        share = shares[index] if shares else None
+        if share is not None:
+            assert shared is not None
+            return self._shared(shared, share, cols, rows, index, True)
+        return self._column(cols, rows, index, True)
+
     def dynamic_grouped(self, cols: NodeColumns) -> bool:
         """Whether every dynamic filter reads the cluster only through built-ins whose answer is
         one per group of nodes alike in a few labels (spreading by zone): evaluated as columns
