@@ -67,13 +67,15 @@ from rulesched.extender.wire import (
 from rulesched.kube.api import PODS, KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes, writes_for
-from rulesched.lang import BoundRules, RuleSet, RulesHandle
+from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.volume_binding import plan_bindings
 from rulesched.lang.evaluation.columns import Rows
+from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
+from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import MAX_TABLES, tables_for
 from rulesched.scheduler.evaluate import score_nodes
 from rulesched.scheduler.preemption import Candidate, importance, select_victims
@@ -85,6 +87,7 @@ log = logging.getLogger(__name__)
 FREEZE_AFTER = 1000  # deltas applied at once
 PODS_KEPT = 1024  # pods of recent filter and prioritize requests, for the bind verb's volume choices
 NOT_CACHED = "node is not in rulesched's informer cache"
+CHUNK = 448  # nodes a filter evaluates between two checks of the request's deadline (as `run`'s walk)
 
 
 def priority_levels(totals: Sequence[int] | Matrix) -> list[int]:
@@ -183,6 +186,42 @@ class Extender:
         self._index: NodeIndex | None = None
         # uid -> the pod of a recent filter or prioritize request (a binding names the pod only)
         self._pods: cachetools.LRUCache[str, Pod] = cachetools.LRUCache(PODS_KEPT)
+        # The request under way: its deadline, and the watch of the session evaluating it.
+        self.cancel = Cancellation()
+        self._watch: RuleWatch | None = None
+        self._pod = ""
+
+    def answer(self, verb: Callable[[bytes], Answer], body: bytes, arrived: float, timeout: float) -> Answer:
+        """``verb(body)``, given up once ``timeout`` seconds have passed since ``arrived`` (a
+        time.monotonic() time): its evaluation stops at the next check (as a scheduling cycle's,
+        :mod:`rulesched.scheduler.cancel`) and :class:`CycleCancelled` is raised, its ``rule`` the
+        rule then being evaluated; a request that waited that long for the worker is not started.
+        So a request the server already answered 503 holds the worker no longer than that."""
+        self.cancel.limit(timeout, since=arrived)
+        self._pod = ""
+        try:
+            self.cancel.check()
+            return verb(body)
+        except CycleCancelled as cancelled:
+            cancelled.rule = self._watch.rule if self._watch is not None else ""
+            log.warning(
+                "request given up after %gs",
+                timeout,
+                extra={"pod": self._pod or None, "rule": cancelled.rule or None, "rules": self.rules.digest},
+            )
+            raise
+        finally:
+            self.cancel.limit(None)
+            if self._watch is not None:
+                self._watch.disarm()
+                self._watch = None
+
+    def _session(self, rules: RuleSet, pod: Pod) -> Session:
+        """This thread's session with ``rules``, its watch armed with the request's deadline."""
+        session = rules.session()
+        session.watch.arm(self.cancel.check)
+        self._watch, self._pod = session.watch, pod.key
+        return session
 
     @property
     def ready(self) -> tuple[bool, str]:
@@ -259,7 +298,7 @@ class Extender:
             self._tables.clear()
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, 64)
+            table = NodeTable(bound, self._columns, 64, CHUNK)
             if bound.cached:
                 limit = tables_for(len(snapshot.nodes))  # as a scheduling cycle keeps them
                 while len(self._tables) >= limit:
@@ -286,7 +325,7 @@ class Extender:
         rules = self.rules.rules
         index = self._node_index(snapshot)
         rows, positions, missing = index.rows(names, args.raw_names)
-        bound = rules.session().bind(args.pod, snapshot)
+        bound = self._session(rules, args.pod).bind(args.pod, snapshot)
         if args.pod.uid:
             self._pods[args.pod.uid] = args.pod
         return _Request(args, names, snapshot, rules, bound, index, rows, positions, missing)
@@ -391,7 +430,7 @@ class Extender:
     def _preempt(self, args: PreemptionArgs) -> dict[str, tuple[list[str], int]]:
         snapshot = self.store.snapshot()
         overlay = ClusterOverlay(snapshot)
-        session = self.rules.rules.session()
+        session = self._session(self.rules.rules, args.pod)
         bound = session.bind_private(args.pod, overlay, ForkedIndexes(session.indexes, snapshot))
         out: dict[str, tuple[list[str], int]] = {}
         if not bound.preempts:

@@ -60,6 +60,10 @@ class SchedulerSettings:
     # the extender, which export no such metrics, leave both off.
     timings: bool = False
     rule_metrics_sample_percent: int = 0
+    # Give a cycle up this many seconds after it took its pod (the pod is retried with backoff
+    # and an error naming the rule then running: rulesched.scheduler.cancel). None: never (the
+    # simulator and `rulesched test`, whose answers must not depend on the machine's speed).
+    cycle_deadline_seconds: float | None = None
 
 
 def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:

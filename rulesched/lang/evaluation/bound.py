@@ -9,7 +9,8 @@ A binding shared by a class of equivalent pods (``cached``) keeps each node's fi
 and raw scores, stamped with the node info (and its generation) and with the version tokens of
 the cluster-wide built-ins the rules call; a stamp that no longer matches means the entry is
 recomputed. The caches hold one entry per node name, so they never outgrow the cluster, and go
-with the binding when its session forgets the class.
+with the binding when its session forgets the class. Evaluations report which rule they are in
+to the session's ``watch``, which may stop them (:mod:`rulesched.lang.evaluation.watch`).
 Next stage: the scheduler's cycle (rulesched.scheduler.cycle) walks nodes with these.
 """
 
@@ -33,6 +34,7 @@ from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.sharing import Shared
 from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
+from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod
 
@@ -186,8 +188,10 @@ class BoundRules:
         uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
         cached: bool = False,
         columns: ColumnBodies | None = None,
+        watch: RuleWatch | None = None,
     ) -> None:
         self.ctx = ctx
+        self.watch = watch if watch is not None else RuleWatch()
         self.columns = columns
         self.filters = filters
         self.scores = scores
@@ -270,17 +274,21 @@ class BoundRules:
         return tuple((i, self.scores[i]) for i in sorted(self._volatile))
 
     def _first_failure(self, node: Any) -> Failure | None:
+        watch = self.watch
         for f in self.filters:
+            watch.rule = f.name
             if not f.passes(node):
                 return f, f.reasons(node)
         return None
 
     def _static_failure(self, node: Any) -> tuple[int, Failure] | None:
         """The first failing filter among those whose answers are cached, with its index."""
-        dynamic = self._dynamic_set
+        dynamic, watch = self._dynamic_set, self.watch
         for i, f in enumerate(self.filters):
-            if i not in dynamic and not f.passes(node):
-                return i, (f, f.reasons(node))
+            if i not in dynamic:
+                watch.rule = f.name
+                if not f.passes(node):
+                    return i, (f, f.reasons(node))
         return None
 
     def _with_dynamic(self, node: Any, static: tuple[int, Failure] | None) -> Failure | None:
@@ -290,6 +298,7 @@ class BoundRules:
             if i >= limit:
                 break
             f = self.filters[i]
+            self.watch.rule = f.name
             if not f.passes(node):
                 return f, f.reasons(node)
         return static[1] if static is not None else None
@@ -331,9 +340,12 @@ class BoundRules:
         token, outcomes = self._token, self._outcomes
         evaluate = self._first_failure if not self.cached else self._cached_outcome if self._dynamic else None
         static_failure = self._static_failure
-        looked = 0
+        looked, tick, left = 0, self.watch.tick, CHECK_EVERY
         for node in itertools.chain(nodes[start:], nodes[:start]):
             looked += 1
+            left -= 1
+            if not left:
+                left = tick()
             if evaluate is None:  # the common case, inlined: one cache lookup per node
                 name, generation = node.name, node.generation
                 hit = outcomes.get(name)
@@ -369,12 +381,14 @@ class BoundRules:
         alive = np.ones(len(rows), dtype=bool)
         per_node = []
         shares = self.columns.filter_shares if shared is not None and self.columns is not None else ()
+        watch = self.watch
         for i, f in enumerate(self.filters):
             if which is not Filters.ALL and (i in self._dynamic_set) == (which is Filters.STATIC):
                 continue
             live = np.flatnonzero(alive)
             if not len(live):
                 return alive
+            watch.enter(f.name)
             share = shares[i] if shares else None
             ok: npt.NDArray[Any] | None
             if share is not None:
@@ -383,15 +397,19 @@ class BoundRules:
             else:
                 ok = self._column(cols, rows[live], i, True)
             if ok is None:
-                per_node.append(f.passes)
+                per_node.append(f)
             else:
                 alive[live[~ok]] = False
         if per_node:
-            nodes = cols.nodes
+            nodes, left = cols.nodes, CHECK_EVERY
             for j in np.flatnonzero(alive).tolist():
+                left -= 1
+                if not left:
+                    left = watch.tick()
                 node = nodes[rows[j]]
-                for passes in per_node:
-                    if not passes(node):
+                for f in per_node:
+                    watch.rule = f.name
+                    if not f.passes(node):
                         alive[j] = False
                         break
         return alive
@@ -428,7 +446,7 @@ class BoundRules:
             if got is None:
                 nodes = cols.nodes
                 per_node = self._per_node(index, is_filter)
-                answers = [per_node(nodes[r]) for r in need.tolist()]
+                answers = self.watch.each(per_node, [nodes[r] for r in need.tolist()])
                 got = np.array([bool(a) for a in answers] if is_filter else answers, dtype=values.dtype)
             values[need] = got
             known[need] = True
@@ -473,7 +491,7 @@ class BoundRules:
             return None
         nodes = cols.nodes
         per_node = self._per_node(index, is_filter)
-        answers = [per_node(nodes[r]) for r in groups.representatives]
+        answers = self.watch.each(per_node, [nodes[r] for r in groups.representatives])
         per_group = np.array(answers, dtype=bool if is_filter else np.int64)
         return per_group[groups.codes[rows]]
 
@@ -492,6 +510,7 @@ class BoundRules:
 
     def score_column(self, cols: NodeColumns, rows: Rows, index: int) -> npt.NDArray[Any] | None:
         """One score's values on the rows, evaluated as columns; None: evaluate it node by node."""
+        self.watch.enter(self.scores[index].name)
         return self._column(cols, rows, index, False)
 
     def score_matrix(
@@ -505,9 +524,11 @@ class BoundRules:
         nodes = cols.nodes
         fixed_bound = 0
         shares = self.columns.score_shares if shared is not None and self.columns is not None else ()
+        watch = self.watch
         for i, s in enumerate(self.scores):
             if i in skip:
                 continue
+            watch.enter(s.name)
             share = shares[i] if shares else None
             column: npt.NDArray[Any] | None
             if share is not None:
@@ -516,7 +537,7 @@ class BoundRules:
             else:
                 column = self._column(cols, rows, i, False)
             if column is None:
-                column = np.array([s.score(nodes[r]) for r in rows.tolist()], dtype=np.int64)
+                column = np.array(watch.each(s.score, [nodes[r] for r in rows.tolist()]), dtype=np.int64)
             out[:, i] = column
             if s.normalize == "none" and len(column):
                 fixed_bound += s.weight * max(int(column.max()), -int(column.min()))
@@ -528,10 +549,14 @@ class BoundRules:
     def score_vectors(self, nodes: Sequence[Any]) -> list[tuple[int, ...]]:
         """:meth:`score_vector` for many nodes, with the cache lookup inlined."""
         if not self.cached or self._volatile:
-            return [self.score_vector(n) for n in nodes]
+            return self.watch.each(self.score_vector, nodes)
         token, cache, compute = self._token, self._vectors, self._vector
         out = []
+        tick, left = self.watch.tick, CHECK_EVERY
         for node in nodes:
+            left -= 1
+            if not left:
+                left = tick()
             name, generation = node.name, node.generation
             hit = cache.get(name)
             if hit is not None and hit[0] is node and hit[1] == generation and hit[2] is token:
@@ -559,10 +584,13 @@ class BoundRules:
 
     def _vector(self, node: Any, skip: Collection[int], known: tuple[int, ...] = ()) -> tuple[int, ...]:
         """Raw scores (0 for ``skip``, reused from ``known`` unless volatile) and the fixed sum."""
-        values = [
-            0 if i in skip else known[i] if known and i not in self._volatile else s.score(node)
-            for i, s in enumerate(self.scores)
-        ]
+        values, watch = [], self.watch
+        for i, s in enumerate(self.scores):
+            if i in skip or (known and i not in self._volatile):
+                values.append(0 if i in skip else known[i])
+            else:
+                watch.rule = s.name
+                values.append(s.score(node))
         fixed = sum(s.weight * v for s, v in zip(self.scores, values, strict=True) if s.normalize == "none")
         return (*values, fixed)
 
