@@ -20,7 +20,6 @@ Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
