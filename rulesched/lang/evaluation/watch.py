@@ -11,16 +11,19 @@ makes reports to, and which the caller *arms* with a check for the time of one c
   node where a node's rules run one after the other. One attribute store; read only when the
   check has raised, to say which rule was running.
 * :meth:`RuleWatch.enter` (a rule over a batch of nodes begins) and :meth:`RuleWatch.check`
-  (every :data:`CHECK_EVERY` nodes of a loop that evaluates rules node by node) call the armed
-  check, which raises to stop the evaluation; unarmed, they do nothing.
+  (every :data:`CHECK_EVERY` nodes of a loop that evaluates rules node by node, and before each
+  evaluation of a rule whose cost bound is above ``COSTLY_STEPS``: see
+  :mod:`rulesched.lang.evaluation.ruleset`) call the armed check, which raises to stop the
+  evaluation; unarmed, they do nothing.
 
 Why that is fine-grained enough: one evaluation of one rule for one (pod, node) is bounded before
 the rules ever run (:mod:`rulesched.lang.frontend.cost`: 10,000 steps, about 0.4 ms; a whole set
-50,000, about 2 ms), and nothing inside one evaluation checks. So a check comes at most
-:data:`CHECK_EVERY` nodes' evaluations late (about 30 ms for the costliest set the limits
-accept), or one column evaluation late (a rule over a batch as array operations: one per step of
-its body). Nothing on the walk of a cached node table reads a clock: the caller checks between
-the steps of its walk (:mod:`rulesched.scheduler.cycle`).
+50,000, about 2 ms), and nothing inside one evaluation checks. So a check comes at most one
+costly rule's evaluation late, or :data:`CHECK_EVERY` nodes' evaluations of cheaper rules (a few
+ms, about 30 ms for the costliest set the limits accept), or one column evaluation late (a rule
+over a batch as array operations: one per step of its body). Nothing on the walk of a cached
+node table reads a clock: the caller checks between the steps of its walk
+(:mod:`rulesched.scheduler.cycle`).
 Next stage: :mod:`rulesched.scheduler.cancel` arms it for a cycle.
 """
 
