@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from rulesched.lang import RuleSet, RulesHandle
+from rulesched.lang import RulesHandle
 
 STOPPING, DEADLINE, SUPERSEDED = "stopping", "deadline", "superseded"
 
@@ -57,7 +57,7 @@ class Cancellation:
         self.deadline: float | None = None  # a clock time; None: no deadline
         self.seconds: float | None = None  # the deadline's length, for messages
         self._handle: RulesHandle | None = None
-        self._rules: RuleSet | None = None
+        self._swaps = 0  # the handle's swaps when the cycle read its rules
 
     def cancel(self) -> None:
         """Stop every cycle from now on (thread-safe)."""
@@ -69,10 +69,12 @@ class Cancellation:
         self.seconds = seconds
         self.deadline = None if seconds is None else (self.clock() if since is None else since) + seconds
 
-    def follow(self, handle: RulesHandle | None, rules: RuleSet | None = None) -> None:
-        """Give the cycle up once ``handle`` holds another set than ``rules``, the set the cycle
-        reads (None: stop following)."""
-        self._handle, self._rules = handle, rules
+    def follow(self, handle: RulesHandle | None) -> None:
+        """Give the cycle up once ``handle`` swaps in another set than the one it holds now, the
+        set the cycle reads (None: stop following)."""
+        self._handle = handle
+        if handle is not None:
+            self._swaps = handle.swaps
 
     @property
     def cancelled(self) -> bool:
@@ -87,7 +89,7 @@ class Cancellation:
         if self.stop.is_set():
             raise CycleCancelled("stopping", STOPPING)
         handle = self._handle
-        if handle is not None and handle.rules is not self._rules:
+        if handle is not None and handle.swaps != self._swaps:  # (an int: cheaper than the set)
             raise CycleCancelled("the rules were reloaded", SUPERSEDED)
         deadline = self.deadline
         if deadline is not None and self.clock() >= deadline:

@@ -232,9 +232,9 @@ class Scheduler:
         nominated = self.nominator.node_of(pod.key) or ""
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
+        self.cancel.follow(self.rules)  # (first: a swap from now on gives the cycle up)
         rules = self.rules.rules  # once per cycle: a reload gives up the cycle and decides it anew
         self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
-        self.cancel.follow(self.rules, rules)
         session = rules.session()
         watch = session.watch  # (the rule it is evaluating, when the cycle is given up)
         watch.arm(self.cancel.check)

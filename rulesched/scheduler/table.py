@@ -235,7 +235,12 @@ class NodeTable:
                 if self._many(stale):
                     vectors[stale] = self.bound.score_matrix(self._columns(), stale, True, self._shared())
                 else:
-                    vectors[stale] = watch.each(steady, [nodes[i] for i in stale.tolist()])
+                    left = CHECK_EVERY
+                    for i in stale.tolist():
+                        left -= 1
+                        if not left:
+                            left = watch.tick()
+                        vectors[i] = steady(nodes[i])
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
             self._scored[stale] = True
@@ -276,8 +281,12 @@ class NodeTable:
             if self._many(stale):
                 fits[stale] = self.bound.filter_mask(self._columns(), stale, Filters.STATIC, self._shared())
             else:
-                failures = self.bound.watch.each(failure, [nodes[i] for i in stale.tolist()])
-                fits[stale] = [f is None for f in failures]
+                watch, left = self.bound.watch, CHECK_EVERY
+                for i in stale.tolist():
+                    left -= 1
+                    if not left:
+                        left = watch.tick()
+                    fits[i] = failure(nodes[i]) is None
             self._checked[stale] = True
 
     def _many(self, stale: Rows) -> bool:

@@ -584,13 +584,10 @@ class BoundRules:
 
     def _vector(self, node: Any, skip: Collection[int], known: tuple[int, ...] = ()) -> tuple[int, ...]:
         """Raw scores (0 for ``skip``, reused from ``known`` unless volatile) and the fixed sum."""
-        values, watch = [], self.watch
-        for i, s in enumerate(self.scores):
-            if i in skip or (known and i not in self._volatile):
-                values.append(0 if i in skip else known[i])
-            else:
-                watch.rule = s.name
-                values.append(s.score(node))
+        values = [
+            0 if i in skip else known[i] if known and i not in self._volatile else s.score(node)
+            for i, s in enumerate(self.scores)
+        ]
         fixed = sum(s.weight * v for s, v in zip(self.scores, values, strict=True) if s.normalize == "none")
         return (*values, fixed)
 

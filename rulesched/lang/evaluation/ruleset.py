@@ -271,8 +271,9 @@ def _node_fn(code: Staged, ctx: EvalContext) -> Callable[[Any], Any]:
     return code.factory()(ctx)
 
 
-def _checking(make: Make, watch: RuleWatch | None) -> Make:
-    """``make``, whose functions check ``watch`` before each call when given (a costly rule's)."""
+def _checking(make: Make, name: str, watch: RuleWatch | None) -> Make:
+    """``make``, whose functions (when ``watch`` is given: a costly rule's) say to ``watch`` that
+    rule ``name`` runs and check it, before each call."""
     if watch is None:
         return make
     check = watch.check
@@ -281,6 +282,7 @@ def _checking(make: Make, watch: RuleWatch | None) -> Make:
         fn = make(part)
 
         def checked(node: Any) -> Any:
+            watch.rule = name
             check()
             return fn(node)
 
@@ -290,7 +292,7 @@ def _checking(make: Make, watch: RuleWatch | None) -> Make:
 
 
 def _bind_filter(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundFilter:
-    return BoundFilter(rule.name, make=_checking(partial(_filter_part, rule, ctx), watch))
+    return BoundFilter(rule.name, make=_checking(partial(_filter_part, rule, ctx), rule.name, watch))
 
 
 def _filter_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], Any]:
@@ -327,7 +329,7 @@ def _always(node: Any) -> bool:
 
 
 def _bind_score(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundScore:
-    make = _checking(partial(_score_part, rule, ctx), watch)
+    make = _checking(partial(_score_part, rule, ctx), rule.name, watch)
     return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, make=make)
 
 
