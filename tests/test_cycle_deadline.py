@@ -10,12 +10,15 @@ decides where a cycle stops without waiting for it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from rulesched.cli import _parser
 from rulesched.cluster.store import ClusterStore
+from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, RulesHandle, resolve_rules_path
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, BoundScore
@@ -26,6 +29,8 @@ from rulesched.lang.frontend.files import read_source
 from rulesched.lang.frontend.parse import parse_source
 from rulesched.lang.frontend.source import Source
 from rulesched.model import Pod
+from rulesched.run.cli import settings_from
+from rulesched.run.loop import RunSettings
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.preemption import preempt
@@ -276,3 +281,23 @@ def test_preemption_checks_every_few_nodes_and_names_the_preempt_rule() -> None:
     assert ticks.reads == whole - 2
     assert seen.failed and "while evaluating rule 'DefaultPreemption'" in seen.failed[-1][1]
     assert evictor.evicted == [] and scheduler.nominator.node_of("default/high") is None
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+
+def test_the_deadline_is_a_flag_and_a_config_setting(tmp_path: Path) -> None:
+    def parse(*argv: str) -> RunSettings:
+        settings: RunSettings = settings_from(_parser().parse_args(["run", *argv]))
+        return settings
+
+    assert parse().cycle_deadline == 5.0
+    assert parse("--cycle-deadline", "250ms").cycle_deadline == 0.25
+    config = tmp_path / "config.yaml"
+    config.write_text("cycle_deadline: 2\n")
+    assert parse("--config", str(config)).cycle_deadline == 2.0
+    assert parse("--config", str(config), "--cycle-deadline", "0").cycle_deadline == 0  # 0: none (the flag wins)
+    for bad in ("-1", "soon"):
+        config.write_text(f"cycle_deadline: {bad}\n")
+        with pytest.raises(ConfigError, match="cycle_deadline"):
+            parse("--config", str(config))
