@@ -4,7 +4,9 @@ One :class:`Extender` owns a :class:`ClusterStore` and is used from one thread (
 every request on the same worker), so it needs no locks and its caches carry over from request
 to request: the rules' per-class bindings and per-node answers, the node tables of recent pod
 classes (:class:`rulesched.scheduler.table.NodeTable`, as a scheduling cycle uses), and decoded
-nodes by their bytes.
+nodes by their bytes. A request's evaluation stops at its first check past the server's timeout
+(:meth:`Extender.answer`), as a scheduling cycle past its deadline, so it never holds the thread
+long after kube-scheduler was answered 503.
 
 Where nodes come from:
 
@@ -436,6 +438,7 @@ class Extender:
         if not bound.preempts:
             return out  # preemptionPolicy Never, or no rule lets this pod preempt
         for name, proposal in args.victims.items():
+            self.cancel.check()  # (each node's dry runs: the request's deadline checked between them)
             chosen = self._victims_on(overlay, bound, args.pod, name, proposal)
             if chosen is not None:
                 out[name] = chosen
