@@ -271,12 +271,12 @@ def _node_fn(code: Staged, ctx: EvalContext) -> Callable[[Any], Any]:
     return code.factory()(ctx)
 
 
-def _checking(make: Make, name: str, watch: RuleWatch | None) -> Make:
+def _checking(make: Make, rule: CompiledRule, watch: RuleWatch | None) -> Make:
     """``make``, whose functions (when ``watch`` is given: a costly rule's) say to ``watch`` that
-    rule ``name`` runs and check it, before each call."""
+    ``rule`` runs and check it, before each call."""
     if watch is None:
         return make
-    check = watch.check
+    check, name = watch.check, rule.name
 
     def made(part: str) -> Callable[..., Any]:
         fn = make(part)
@@ -292,7 +292,7 @@ def _checking(make: Make, name: str, watch: RuleWatch | None) -> Make:
 
 
 def _bind_filter(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundFilter:
-    return BoundFilter(rule.name, make=_checking(partial(_filter_part, rule, ctx), rule.name, watch))
+    return BoundFilter(rule.name, make=_checking(partial(_filter_part, rule, ctx), rule, watch))
 
 
 def _filter_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], Any]:
@@ -329,7 +329,7 @@ def _always(node: Any) -> bool:
 
 
 def _bind_score(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundScore:
-    make = _checking(partial(_score_part, rule, ctx), rule.name, watch)
+    make = _checking(partial(_score_part, rule, ctx), rule, watch)
     return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, make=make)
 
 
