@@ -446,7 +446,7 @@ class BoundRules:
             if got is None:
                 nodes = cols.nodes
                 per_node = self._per_node(index, is_filter)
-                answers = self.watch.each(per_node, [nodes[r] for r in need.tolist()])
+                answers = self.watch.each(per_node, need.tolist(), nodes)
                 got = np.array([bool(a) for a in answers] if is_filter else answers, dtype=values.dtype)
             values[need] = got
             known[need] = True
@@ -491,7 +491,7 @@ class BoundRules:
             return None
         nodes = cols.nodes
         per_node = self._per_node(index, is_filter)
-        answers = self.watch.each(per_node, [nodes[r] for r in groups.representatives])
+        answers = self.watch.each(per_node, groups.representatives, nodes)
         per_group = np.array(answers, dtype=bool if is_filter else np.int64)
         return per_group[groups.codes[rows]]
 
@@ -537,7 +537,7 @@ class BoundRules:
             else:
                 column = self._column(cols, rows, i, False)
             if column is None:
-                column = np.array(watch.each(s.score, [nodes[r] for r in rows.tolist()]), dtype=np.int64)
+                column = np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64)
             out[:, i] = column
             if s.normalize == "none" and len(column):
                 fixed_bound += s.weight * max(int(column.max()), -int(column.min()))

@@ -78,13 +78,15 @@ class RuleWatch:
         if check is not None:
             check()
 
-    def each(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
-        """``[fn(x) for x in items]``, checking every :data:`CHECK_EVERY` items while armed."""
+    def each(self, fn: Callable[[Any], T], items: Sequence[Any], nodes: Sequence[Any] | None = None) -> list[T]:
+        """``[fn(x) for x in items]`` (with ``nodes``: ``[fn(nodes[i]) for i in items]``),
+        checking every :data:`CHECK_EVERY` items while armed."""
         check = self._check
         if check is None or len(items) <= CHECK_EVERY:
-            return [fn(x) for x in items]
+            return [fn(x) for x in items] if nodes is None else [fn(nodes[i]) for i in items]
         out: list[T] = []
         for start in range(0, len(items), CHECK_EVERY):
             check()
-            out += [fn(x) for x in items[start : start + CHECK_EVERY]]
+            part = items[start : start + CHECK_EVERY]
+            out += [fn(x) for x in part] if nodes is None else [fn(nodes[i]) for i in part]
         return out
