@@ -73,7 +73,7 @@ from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.volume_binding import plan_bindings
 from rulesched.lang.evaluation.columns import Rows
-from rulesched.lang.evaluation.watch import RuleWatch
+from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
@@ -390,7 +390,11 @@ class Extender:
                 node = node_of(i)
                 (unresolvable if only.unresolvable(node) else failed)[node.name] = ", ".join(only.reasons(node))
             failing = failing[~static_ok]
+        watch, left = bound.watch, CHECK_EVERY
         for i in failing.tolist():
+            left -= 1
+            if not left:
+                left = watch.tick()
             node = table.node(i)
             failure = bound.first_failure(node)
             if failure is None:
