@@ -92,7 +92,7 @@ class RunSettings:
         if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
             raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
         if not self.cycle_deadline >= 0:
-            raise ConfigError(f"cycle_deadline: {self.cycle_deadline!r} is negative (0: no deadline)")
+            raise ConfigError(f"cycle_deadline: {self.cycle_deadline!r}: expected 0 (no deadline) or more seconds")
         if self.leader_elect:  # (refused before anything starts: fencing relies on these)
             check_timing(
                 self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period
