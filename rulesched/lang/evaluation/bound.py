@@ -388,7 +388,6 @@ class BoundRules:
             live = np.flatnonzero(alive)
             if not len(live):
                 return alive
-            watch.enter(f.name)
             share = shares[i] if shares else None
             ok: npt.NDArray[Any] | None
             if share is not None:
@@ -453,8 +452,11 @@ class BoundRules:
         return values[rows]
 
     def _per_node(self, index: int, is_filter: bool) -> Callable[[Any], Any]:
-        """The rule's node function (asked for only when needed: it is made on first use)."""
-        return self.filters[index].passes if is_filter else self.scores[index].score
+        """The rule's node function (asked for only when needed: it is made on first use), the
+        rule recorded as the one being evaluated."""
+        rule = self.filters[index] if is_filter else self.scores[index]
+        self.watch.rule = rule.name
+        return rule.passes if is_filter else rule.score
 
     def _column(self, cols: NodeColumns, rows: Rows, index: int, is_filter: bool) -> npt.NDArray[Any] | None:
         """A filter's outcome or a score's value for each row, as columns or once per group of
@@ -462,6 +464,7 @@ class BoundRules:
         bodies = self.columns
         if bodies is None:
             return None
+        self.watch.enter((self.filters if is_filter else self.scores)[index].name)
         body = (bodies.filters if is_filter else bodies.scores)[index]
         if body is not None:
             timer = self.timer
@@ -510,7 +513,6 @@ class BoundRules:
 
     def score_column(self, cols: NodeColumns, rows: Rows, index: int) -> npt.NDArray[Any] | None:
         """One score's values on the rows, evaluated as columns; None: evaluate it node by node."""
-        self.watch.enter(self.scores[index].name)
         return self._column(cols, rows, index, False)
 
     def score_matrix(
@@ -528,7 +530,6 @@ class BoundRules:
         for i, s in enumerate(self.scores):
             if i in skip:
                 continue
-            watch.enter(s.name)
             share = shares[i] if shares else None
             column: npt.NDArray[Any] | None
             if share is not None:
@@ -537,6 +538,7 @@ class BoundRules:
             else:
                 column = self._column(cols, rows, i, False)
             if column is None:
+                watch.rule = s.name
                 column = np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64)
             out[:, i] = column
             if s.normalize == "none" and len(column):
