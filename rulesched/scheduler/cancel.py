@@ -69,12 +69,18 @@ class Cancellation:
         self.seconds = seconds
         self.deadline = None if seconds is None else (self.clock() if since is None else since) + seconds
 
-    def follow(self, handle: RulesHandle | None) -> None:
-        """Give the cycle up once ``handle`` swaps in another set than the one it holds now, the
-        set the cycle reads (None: stop following)."""
-        self._handle = handle
-        if handle is not None:
-            self._swaps = handle.swaps
+    def begin(self, handle: RulesHandle, seconds: float | None = None) -> None:
+        """A cycle begins: give it up once ``handle`` swaps in another set than the one it holds
+        now, the set the cycle reads; and, with ``seconds``, :meth:`limit` it."""
+        self._handle, self._swaps = handle, handle.swaps
+        if seconds is not None:
+            self.limit(seconds)
+
+    def end(self, limited: bool = False) -> None:
+        """The cycle is over: follow no set; ``limited``: its deadline goes too."""
+        self._handle = None
+        if limited:
+            self.deadline = self.seconds = None
 
     @property
     def cancelled(self) -> bool:

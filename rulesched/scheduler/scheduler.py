@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.lang import RuleSet, RulesHandle, Session
+from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
@@ -196,9 +196,9 @@ class Scheduler:
         if pod is None:
             return None
         started = time.perf_counter()
-        deadline = self.settings.cycle_deadline_seconds
-        if deadline is not None:  # (else the deadline is the caller's, if any)
-            self.cancel.limit(deadline)
+        deadline = self.settings.cycle_deadline_seconds  # (None: the deadline is the caller's, if any)
+        # From now on a reload gives the cycle up (the rules it reads are read after this).
+        self.cancel.begin(self.rules, deadline)
         try:
             return self._cycle(pod, started)
         except CycleCancelled as cancelled:
@@ -206,9 +206,7 @@ class Scheduler:
             self._given_up(pod, cancelled)
             return None
         finally:
-            self.cancel.follow(None)
-            if deadline is not None:
-                self.cancel.limit(None)
+            self.cancel.end(limited=deadline is not None)
 
     def _given_up(self, pod: Pod, cancelled: CycleCancelled) -> None:
         extra = {"pod": pod.key, "rule": cancelled.rule or None, "rules": self.last_rules}
@@ -232,26 +230,22 @@ class Scheduler:
         nominated = self.nominator.node_of(pod.key) or ""
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
-        self.cancel.follow(self.rules)  # (first: a swap from now on gives the cycle up)
         rules = self.rules.rules  # once per cycle: a reload gives up the cycle and decides it anew
         self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
         session = rules.session()
-        watch = session.watch  # (the rule it is evaluating, when the cycle is given up)
-        watch.arm(self.cancel.check)
-        try:
-            return self._decide(pod, started, session)
-        except CycleCancelled as cancelled:
-            cancelled.rule = watch.rule
-            raise
-        finally:
-            watch.disarm()
-
-    def _decide(self, pod: Pod, started: float, session: Session) -> CycleResult:
         snapshot = self.store.snapshot()
         reserved = self.nominator.reserved_for(pod)
         percent = self.settings.rule_metrics_sample_percent
         timer = RuleTimer() if percent and self._sampler.randrange(100) < percent else None
-        result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
+        watch = session.watch  # (the rule it is evaluating, when the cycle is given up)
+        watch.arm(self.cancel.check)
+        try:
+            result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
+        except BaseException as err:
+            watch.disarm()
+            if isinstance(err, CycleCancelled):
+                err.rule = watch.rule
+            raise
         timing = result.timing
         if timing is not None:
             timing.started = started  # (the whole cycle: nominations and snapshot included)
@@ -282,10 +276,13 @@ class Scheduler:
                     done = timing.phase(POST_FILTER, preempting, status)
                     timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
             self.cancel.check()  # the last point where giving up leaves nothing behind
+        except CycleCancelled as cancelled:
+            cancelled.rule = watch.rule
+            raise
         finally:
             # Done reading: once nobody holds the snapshot, the store changes in place again.
             bound.release()
-            session.watch.disarm()  # (nothing after this evaluates a rule, nor may stop)
+            watch.disarm()  # (nothing after this evaluates a rule, nor may stop)
         del snapshot
         if outcome is None:
             self._victims.pop(pod.key, None)
