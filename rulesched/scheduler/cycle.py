@@ -20,7 +20,8 @@ without such nominations runs exactly as before.
 A cycle reads one snapshot and one rule set, both fixed for its duration, and changes nothing:
 the :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose. So
 it may be given up anywhere (:mod:`rulesched.scheduler.cancel`): the walk checks its
-:class:`Cancellation` before each step of at most ``walk_chunk`` nodes.
+:class:`Cancellation` before each step of at most ``walk_chunk`` nodes, and the evaluation within
+a step between rules and every few nodes (:mod:`rulesched.lang.evaluation.watch`).
 Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 """
 

@@ -67,6 +67,10 @@ class SchedulerSettings:
     # (CycleResult.explain_seconds). (``explain`` is the node-by-node walk that keeps every
     # node's answers: ``rulesched test``, and the reference the table walk is tested against.)
     explanation: str = ""
+    # Give a cycle up this many seconds after it took its pod (the pod is retried with backoff
+    # and an error naming the rule then running: rulesched.scheduler.cancel). None: never (the
+    # simulator and `rulesched test`, whose answers must not depend on the machine's speed).
+    cycle_deadline_seconds: float | None = None
 
 
 EXPLAIN_SUMMARY, EXPLAIN_FULL = "summary", "full"
