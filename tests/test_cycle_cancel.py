@@ -16,26 +16,8 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from tests.helpers.scheduling import Clock, Later, Recording, Seen, cpu
-from tests.upstream.harness import default_rules, node, pod
-
-
-class Ticks:
-    """A clock one tick further at every read."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return float(self.reads)
-
-
-def cluster(nodes: int, cpus: str = "4") -> ClusterStore:
-    store = ClusterStore(assumed_ttl=30.0)
-    for i in range(nodes):
-        store.add_node(node(f"n{i:03}", allocatable={"cpu": cpus, "memory": "16Gi", "pods": "110"}))
-    return store
+from tests.helpers.scheduling import Clock, Later, Recording, Seen, Ticks, cluster, cpu, requeued
+from tests.upstream.harness import default_rules, pod
 
 
 def scheduler_for(
@@ -47,10 +29,6 @@ def scheduler_for(
         default_rules(), store, settings, binder, evictor=evictor, clock=clock, observer=seen, cancel=cancel
     )
     return scheduler, binder, evictor, seen
-
-
-def requeued(scheduler: Scheduler, key: str) -> bool:
-    return any(e.pod.key == key for e in scheduler.queue._backoff)
 
 
 def test_the_walk_checks_once_per_step_and_stops_between_steps() -> None:

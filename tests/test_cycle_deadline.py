@@ -19,15 +19,10 @@ import pytest
 from rulesched.cli import _parser
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
-from rulesched.lang import RuleSet, RulesHandle, resolve_rules_path
+from rulesched.lang import RulesHandle
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, BoundScore
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
-from rulesched.lang.frontend.check import check
-from rulesched.lang.frontend.cost import CostLimits
-from rulesched.lang.frontend.files import read_source
-from rulesched.lang.frontend.parse import parse_source
-from rulesched.lang.frontend.source import Source
 from rulesched.model import Pod
 from rulesched.run.cli import settings_from
 from rulesched.run.loop import RunSettings
@@ -35,30 +30,11 @@ from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.scheduler import Scheduler
-from tests.test_cycle_cancel import Ticks, cluster, requeued
-from tests.test_scheduler_core import Clock, Later, Recording, Seen, cpu
+from tests.helpers.deadline import HEAVY, lifted
+from tests.helpers.scheduling import Clock, Later, Recording, Seen, Ticks, cluster, cpu, requeued
 from tests.upstream.harness import default_rules, node, pod
 
-LIFTED = CostLimits(steps=10**15, size=10**15, set_steps=10**15)
-
 # Four nested loops over the node's label keys: L^4 steps on a node of L labels (a few ms at 10).
-HEAVY = """filter heavy when pod.labels["cost"] == "high":
-    sum(sum(sum(sum(len(a) + len(b) + len(c) + len(d) for d in keys(node.labels))
-        for c in keys(node.labels)) for b in keys(node.labels)) for a in keys(node.labels)) >= 0
-    else "never"
-"""
-
-
-def lifted(text: str) -> RuleSet:
-    """The default profile and ``text``, checked without cost limits."""
-    trees = []
-    for source in (read_source(resolve_rules_path("default")), Source("extra.rules", text)):
-        tree, problems = parse_source(source)
-        assert problems == [], [d.render() for d in problems]
-        trees.append(tree)
-    checked = check(trees, LIFTED)
-    assert checked.ok, [d.render() for d in checked.diagnostics]
-    return RuleSet(checked)
 
 
 class Stop(Exception):

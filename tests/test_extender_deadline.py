@@ -16,8 +16,9 @@ from rulesched.extender.server import ExtenderServer, ExtenderSettings
 from rulesched.extender.service import Extender
 from rulesched.lang import RulesHandle
 from tests.extender_client import extender_args
-from tests.test_cycle_deadline import HEAVY, lifted
-from tests.test_extender import node, pod
+from tests.helpers.deadline import HEAVY, lifted
+from tests.helpers.kube import extender_node as node
+from tests.helpers.kube import extender_pod as pod
 
 TIMEOUT = 0.5
 

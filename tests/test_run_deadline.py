@@ -20,10 +20,9 @@ import pytest
 
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-from tests.test_cycle_deadline import HEAVY, lifted
-from tests.test_metrics import families, fetch, value
-from tests.test_run_e2e import pod
-from tests.test_run_fidelity import events, wait
+from tests.helpers.deadline import HEAVY, lifted
+from tests.helpers.kube import events, pod, wait
+from tests.helpers.scrape import families, fetch, value
 
 NODES = 24
 SIZE = {"cpu": "8", "memory": "16Gi", "pods": "110"}
