@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
-    from rulesched.authoring.diff import add_diff_parser
+    from rulesched.authoring.diff_cli import add_diff_parser
     from rulesched.authoring.ruletest import add_test_parser
     from rulesched.extender.cli import add_extender_parser
     from rulesched.run.cli import add_run_parser
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return test_command(args)
         if args.command == "diff":
-            from rulesched.authoring.diff import diff_command
+            from rulesched.authoring.diff_cli import diff_command
 
             return diff_command(args)
         if args.command == "extender":
