@@ -28,11 +28,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from rulesched.cluster.load import LoadState
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import STORAGE_CONTAINERS, StorageMixin
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads
@@ -77,6 +79,7 @@ class ClusterStore(StorageMixin):
         self._pdb_tuple: tuple[PodDisruptionBudget, ...] = ()
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads = NO_WORKLOADS  # Services and controllers: immutable, replaced on change
+        self.load = LoadState()  # node load: measured values and placed pods' estimates (cluster/load.py)
         # Change counters (compiled rules key cached cluster-wide answers on them):
         self.generation = 0  # any change
         self.node_generation = 0  # nodes came, went or changed (or namespaces' labels)
@@ -116,6 +119,7 @@ class ClusterStore(StorageMixin):
             journal=self._journal,
             journal_start=self._journal_start,
             pod_position=self.pod_position,
+            load=self.load.view(),
         )
         ref = weakref.ref(snapshot)
         if self._live:
@@ -346,6 +350,7 @@ class ClusterStore(StorageMixin):
         """Remove a pod (deleted, finished); None if the store does not hold it."""
         if forget:
             self._assumed.pop(key, None)
+            self.load.unbound(key)
         orphan = self._orphans.pop(key, None)
         if orphan is not None:
             self._changed()
@@ -386,6 +391,7 @@ class ClusterStore(StorageMixin):
             self._assume_volumes(placed, self._nodes.get(node_name))
         self.add_pod(placed)
         self._assumed[placed.key] = None
+        self.load.bound(placed, node_name)
         return placed
 
     def finish_binding(self, key: str, now: float | None = None) -> None:
@@ -411,6 +417,11 @@ class ClusterStore(StorageMixin):
         """Drop assumptions whose binding finished long ago but which no informer confirmed."""
         expired = [k for k, deadline in self._assumed.items() if deadline is not None and deadline <= now]
         return [p for p in (self.remove_pod(k) for k in expired) if p is not None]
+
+    def set_load(self, load: LoadSnapshot) -> None:
+        """New measured node load (from the load sources, or a file): snapshots show it from now on."""
+        self.load.set_measured(load)
+        self._changed()
 
     # --- budgets and namespaces ------------------------------------------------------------------
     def set_pdb(self, pdb: PodDisruptionBudget) -> None:
