@@ -21,12 +21,11 @@ for at most :data:`ESTIMATE_HORIZON` seconds on a node without values (by then a
 brings back is newer than the binding). Pods other schedulers bind are not estimated: only this
 scheduler's own placements are (Koordinator counts every assigned pod).
 
-The store has one writer; :meth:`LoadState.view` gives the immutable :class:`LoadView` a snapshot
-carries (copy on write: the state copies its table of estimates before its next change while a
-view holds it). A node's :class:`~rulesched.model.load.NodeLoad` with its estimate is computed the
-first time a view is asked for it. Values for nodes the store does not hold are never asked for:
-they are ignored.
-Next stage: :mod:`rulesched.cluster.snapshot` carries the view (``Snapshot.node_load``).
+The store has one writer, which applies the values to its nodes' ``usage``, ``metrics`` and
+``metrics_age`` (:meth:`LoadState.fields`): a new measurement changes the nodes whose values
+changed (as a Node update does), a placed pod's estimate changes its node with the pod. Values
+for nodes the store does not hold are never asked for: they are ignored.
+Next stage: :mod:`rulesched.cluster.nodeinfo` holds what rules read.
 """
 
 from __future__ import annotations
@@ -38,7 +37,18 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from rulesched.model import Pod
-from rulesched.model.load import NO_ESTIMATE, NO_LOAD, Estimate, LoadSnapshot, NodeLoad, NodeUsage, Sample
+from rulesched.model.load import (
+    NEVER_MEASURED,
+    NO_ESTIMATE,
+    NO_LOAD,
+    NO_METRICS,
+    NO_USAGE,
+    Estimate,
+    LoadSnapshot,
+    NodeLoad,
+    NodeUsage,
+    Sample,
+)
 
 ESTIMATE_HORIZON = 600.0  # seconds an estimate is kept on a node without values
 _MILLI = 1000
@@ -56,46 +66,10 @@ class BoundPod:
 
 
 def _pending(pods: tuple[BoundPod, ...], taken: float, window: float) -> list[BoundPod]:
-    """The pods a value taken at ``taken`` over ``window`` does not hold yet: bound later than a
-    window before it was taken."""
-    return [p for p in pods if taken < p.at + window]
-
-
-class LoadView:
-    """The node load a snapshot shows: measured values plus estimates; immutable."""
-
-    __slots__ = ("measured", "generation", "_bound", "_cache")
-
-    def __init__(self, measured: LoadSnapshot, bound: Mapping[str, tuple[BoundPod, ...]], generation: int) -> None:
-        self.measured = measured
-        self.generation = generation  # changes whenever the values or the estimates change
-        self._bound = bound
-        self._cache: dict[str, NodeLoad | None] = {}
-
-    @property
-    def now(self) -> float:
-        """The time ages are counted at: a file snapshot's own, else the wall clock."""
-        fixed = self.measured.now
-        return time.time() if fixed is None else fixed
-
-    def node(self, name: str) -> NodeLoad | None:
-        """The node's load with its estimate; None when no value of it is measured (or fresh)."""
-        try:
-            return self._cache[name]
-        except KeyError:
-            pass
-        load = self.measured.node(name)
-        pods = self._bound.get(name)
-        if load is not None and pods:
-            estimate = estimate_for(load, pods, self.measured)
-            if estimate is not NO_ESTIMATE:
-                load = dataclasses.replace(load, estimate=estimate)
-        self._cache[name] = load
-        return load
-
-    def bound_pods(self, name: str) -> tuple[BoundPod, ...]:
-        """The placed pods whose estimates the node may carry."""
-        return self._bound.get(name, ())
+    """The pods a value taken at ``taken`` over ``window`` does not hold yet: those bound no
+    earlier than the start of its window (a pod bound while values were read from a file, at
+    the file's time 0, is never in them)."""
+    return [p for p in pods if taken <= p.at + window]
 
 
 def estimate_for(load: NodeLoad, pods: tuple[BoundPod, ...], measured: LoadSnapshot) -> Estimate:
@@ -124,9 +98,6 @@ def estimate_for(load: NodeLoad, pods: tuple[BoundPod, ...], measured: LoadSnaps
     return Estimate(len(counted), cpu, memory, MappingProxyType(metrics))
 
 
-NO_VIEW = LoadView(NO_LOAD, MappingProxyType({}), 0)
-
-
 class LoadState:
     """The store's node load: measured values (:meth:`set_measured`, from the sources or a
     file) and the pods placed since (:meth:`bound`, :meth:`unbound`). Nothing is recorded until
@@ -139,18 +110,12 @@ class LoadState:
         self.generation = 0
         self._bound: dict[str, tuple[BoundPod, ...]] = {}  # node -> pods placed on it, oldest first
         self._where: dict[str, str] = {}  # pod key -> its node, for the pods in _bound
-        self._shared = False  # a view holds _bound: copy it before changing it
-        self._view: LoadView | None = None
 
     def _now(self) -> float:
         fixed = self.measured.now
         return self.clock() if fixed is None else fixed
 
     def _writable(self) -> dict[str, tuple[BoundPod, ...]]:
-        if self._shared:
-            self._bound = dict(self._bound)
-            self._shared = False
-        self._view = None
         self.generation += 1
         return self._bound
 
@@ -178,9 +143,7 @@ class LoadState:
             return
         self.unbound(pod.key)
         requests = pod.nonzero_requests or pod.requests
-        placed = BoundPod(
-            pod.key, self._now(), requests.get("cpu", 0), -(-requests.get("memory", 0) // _MILLI)
-        )
+        placed = BoundPod(pod.key, self._now(), requests.get("cpu", 0), -(-requests.get("memory", 0) // _MILLI))
         bound = self._writable()
         bound[node] = (*bound.get(node, ()), placed)
         self._where[pod.key] = node
@@ -197,15 +160,18 @@ class LoadState:
         else:
             bound.pop(node, None)
 
-    def view(self) -> LoadView:
-        """The immutable view a snapshot carries (the same object until the next change)."""
-        if not self.enabled:
-            return NO_VIEW
-        view = self._view
-        if view is None:
-            view = self._view = LoadView(self.measured, self._bound, self.generation)
-            self._shared = True
-        return view
+    def fields(self, name: str) -> tuple[Mapping[str, int], Mapping[str, float], float]:
+        """What rules read of node ``name``: its values plus the estimates of the pods placed
+        on it since (:meth:`NodeLoad.fields`)."""
+        load = self.measured.node(name)
+        if load is None:
+            return NO_USAGE, NO_METRICS, NEVER_MEASURED
+        pods = self._bound.get(name)
+        if pods:
+            estimate = estimate_for(load, pods, self.measured)
+            if estimate is not NO_ESTIMATE:
+                load = dataclasses.replace(load, estimate=estimate)
+        return load.fields(self._now())
 
 
 def _still_pending(pod: BoundPod, load: NodeLoad | None, snapshot: LoadSnapshot, now: float) -> bool:
@@ -218,4 +184,4 @@ def _still_pending(pod: BoundPod, load: NodeLoad | None, snapshot: LoadSnapshot,
         values += [s for name, s in load.metrics.items() if name in snapshot.estimates.per_pod]
     if not values:
         return now - pod.at < ESTIMATE_HORIZON
-    return any(value.at < pod.at + value.window for value in values)
+    return any(value.at <= pod.at + value.window for value in values)

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from rulesched.cluster.load import NO_VIEW, LoadView
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.model import Node, Pod, PodDisruptionBudget
-from rulesched.model.load import NodeLoad
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import Workloads
@@ -50,7 +48,6 @@ class Snapshot:
         "pod_position",
         "_journal",
         "_journal_start",
-        "load",
         "__weakref__",
     )
 
@@ -72,7 +69,6 @@ class Snapshot:
         journal: Sequence[Change],
         journal_start: int,
         pod_position: int,
-        load: LoadView = NO_VIEW,
     ) -> None:
         self.history = history  # the store this came from: positions and generations are its own
         self.nodes = nodes
@@ -89,7 +85,6 @@ class Snapshot:
         self._journal = journal
         self._journal_start = journal_start
         self.pod_position = pod_position
-        self.load = load  # node load: measured values and placed pods' estimates (cluster/load.py)
 
     # --- ClusterView ---------------------------------------------------------------------------
     def node_views(self) -> Sequence[NodeInfo]:
@@ -120,11 +115,6 @@ class Snapshot:
         # (the store appends to the same list after this snapshot: stop at its position)
         return self._journal[since - self._journal_start : self.pod_position - self._journal_start]
 
-    def node_load(self, name: str) -> NodeLoad | None:
-        """The node's load (measured, plus the estimates of pods placed since); None for a node
-        this snapshot does not hold, or without values."""
-        return self.load.node(name) if name in self._positions else None
-
     # --- reading ---------------------------------------------------------------------------------
     def pods(self) -> Iterator[Pod]:
         for info in self.nodes:
@@ -143,7 +133,6 @@ class ClusterOverlay:
         self.pdbs = base.pdbs
         self.workloads = base.workloads
         self.storage = base.storage
-        self.load = base.load
         self.node_generation = base.node_generation
         self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
         self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off
@@ -177,9 +166,6 @@ class ClusterOverlay:
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         return self.base.namespace_labels(namespace)
-
-    def node_load(self, name: str) -> NodeLoad | None:
-        return self.base.node_load(name)
 
     @property
     def namespaces(self) -> Mapping[str, Mapping[str, str]]:

@@ -119,7 +119,6 @@ class ClusterStore(StorageMixin):
             journal=self._journal,
             journal_start=self._journal_start,
             pod_position=self.pod_position,
-            load=self.load.view(),
         )
         ref = weakref.ref(snapshot)
         if self._live:
@@ -220,6 +219,7 @@ class ClusterStore(StorageMixin):
         if info is not None:
             return self._update_node(info, node)
         info = NodeInfo(node, epoch=self._epoch)
+        self._load_changed(info)
         if self._own("order"):
             self._order = list(self._order)
         if self._own("positions"):
@@ -334,6 +334,7 @@ class ClusterStore(StorageMixin):
     def _place(self, pod: Pod, log: bool = True) -> None:
         info = self._writable(pod.node_name)
         info.add_pod(pod)
+        self._load_changed(info)
         key = pod.key
         self._where[key] = info.name
         if log:
@@ -362,6 +363,7 @@ class ClusterStore(StorageMixin):
         removed = info.find_pod(key)
         if removed is not None:
             info.remove_pod(removed)
+            self._load_changed(info)
             self._log(-1, removed, info.node)
             if removed.volumes:
                 self._count_claims(removed, -1)
@@ -389,9 +391,9 @@ class ClusterStore(StorageMixin):
         placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
         if pod.volumes:  # VolumeBinding's Reserve: the claims it chose are taken now
             self._assume_volumes(placed, self._nodes.get(node_name))
+        self.load.bound(placed, node_name)  # (before placing it: its node shows the estimate at once)
         self.add_pod(placed)
         self._assumed[placed.key] = None
-        self.load.bound(placed, node_name)
         return placed
 
     def finish_binding(self, key: str, now: float | None = None) -> None:
@@ -419,9 +421,22 @@ class ClusterStore(StorageMixin):
         return [p for p in (self.remove_pod(k) for k in expired) if p is not None]
 
     def set_load(self, load: LoadSnapshot) -> None:
-        """New measured node load (from the load sources, or a file): snapshots show it from now on."""
+        """New measured node load (from the load sources, or a file): the nodes whose values
+        change are changed, as a Node update changes them; values of unknown nodes are ignored."""
         self.load.set_measured(load)
-        self._changed()
+        changed = False
+        for name in list(self._nodes):
+            fields = self.load.fields(name)
+            info = self._nodes[name]
+            if (info.usage, info.metrics, info.metrics_age) != fields:
+                changed = self._writable(name).set_load(*fields) or changed
+        if changed:
+            self._nodes_changed()
+
+    def _load_changed(self, info: NodeInfo) -> None:
+        """A pod came to or left ``info`` (writable): its estimate with it."""
+        if self.load.enabled:
+            info.set_load(*self.load.fields(info.name))
 
     # --- budgets and namespaces ------------------------------------------------------------------
     def set_pdb(self, pdb: PodDisruptionBudget) -> None:
@@ -505,6 +520,7 @@ class ClusterStore(StorageMixin):
         workloads: Workloads = NO_WORKLOADS,
         storage: StorageState | None = None,
         provision: bool = False,
+        load: LoadSnapshot | None = None,
     ) -> ClusterStore:
         store = cls(provision=provision)
         store._workloads = workloads
@@ -512,6 +528,8 @@ class ClusterStore(StorageMixin):
             store.set_storage(storage)
         for node in nodes:
             store.add_node(node)
+        if load is not None:
+            store.set_load(load)
         for pod in pods:
             store.add_pod(pod)
         pods = list(store.pods())

@@ -58,6 +58,3 @@ def read_node_usage(api: KubeApi, timeout: float, now: float) -> NodeUsageList:
         at = min(node.at, now) if node.at else now
         usage[name] = NodeUsage(node.cpu_milli, node.memory_bytes, at, node.window)
     return NodeUsageList(MappingProxyType(usage), now, tuple(skipped))
-
-
-

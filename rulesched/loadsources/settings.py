@@ -110,7 +110,9 @@ def parse_load_sources(path: str, raw: Any) -> tuple[LoadSourceSettings, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise ConfigError(f"{where}: expected a list of sources ({{kind: metrics-api, ...}}, {{kind: prometheus, ...}})")
+        raise ConfigError(
+            f"{where}: expected a list of sources ({{kind: metrics-api, ...}}, {{kind: prometheus, ...}})"
+        )
     sources: list[LoadSourceSettings] = []
     names: dict[str, int] = {}
     for i, entry in enumerate(raw):

@@ -26,6 +26,12 @@ from types import MappingProxyType
 
 NO_SAMPLES: Mapping[str, Sample] = MappingProxyType({})
 NO_VALUES: Mapping[str, float] = MappingProxyType({})
+# What rules read on a node without values: no usage, no metrics (both read 0, has() is false),
+# and an age no guard accepts (about 32 years: a finite number, so reports and JSON can show it).
+NO_USAGE: Mapping[str, int] = MappingProxyType({})
+NO_METRICS: Mapping[str, float] = NO_VALUES
+NEVER_MEASURED = 1e9
+_MILLI = 1000
 # A named metric's name: Prometheus's metric name characters (it is shown as a label value, in
 # reports and, in rules, as a string key; nothing there needs quoting).
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -71,7 +77,7 @@ class Estimate:
     pods: int = 0
     cpu_milli: int = 0
     memory_bytes: int = 0
-    metrics: Mapping[str, float] = NO_VALUES
+    metrics: Mapping[str, float] = field(default_factory=lambda: NO_VALUES)
 
 
 NO_ESTIMATE = Estimate()
@@ -84,7 +90,7 @@ class NodeLoad:
     measured (or dropped as too old) is ``None`` however much is estimated."""
 
     usage: NodeUsage | None = None
-    metrics: Mapping[str, Sample] = NO_SAMPLES
+    metrics: Mapping[str, Sample] = field(default_factory=lambda: NO_SAMPLES)
     estimate: Estimate = NO_ESTIMATE
 
     @property
@@ -120,6 +126,23 @@ class NodeLoad:
     def empty(self) -> bool:
         return self.usage is None and not self.metrics
 
+    def fields(self, now: float) -> tuple[Mapping[str, int], Mapping[str, float], float]:
+        """What rules read at ``now``: ``node.usage`` (quantities in milli-units: cpu, memory),
+        ``node.metrics`` (name -> value) and ``node.metrics_age`` (the oldest value's age)."""
+        usage: dict[str, int] = {}
+        cpu, memory = self.cpu_milli, self.memory_bytes
+        if cpu is not None:
+            usage["cpu"] = cpu
+        if memory is not None:
+            usage["memory"] = memory * _MILLI
+        metrics = {name: sample.value + self.estimate.metrics.get(name, 0.0) for name, sample in self.metrics.items()}
+        age = self.age(now)
+        return (
+            MappingProxyType(usage) if usage else NO_USAGE,
+            MappingProxyType(metrics) if metrics else NO_METRICS,
+            NEVER_MEASURED if age is None else age,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class EstimateRules:
@@ -129,7 +152,7 @@ class EstimateRules:
 
     cpu_percent: int = 100
     memory_percent: int = 100
-    per_pod: Mapping[str, float] = NO_VALUES
+    per_pod: Mapping[str, float] = field(default_factory=lambda: NO_VALUES)
 
 
 DEFAULT_ESTIMATES = EstimateRules()
@@ -137,10 +160,12 @@ DEFAULT_ESTIMATES = EstimateRules()
 
 @dataclass(frozen=True)
 class LoadSnapshot:
-    """Every node's measured load at one moment, replaced whole. ``now`` fixes the time for
-    values read from files (``simulate``, ``test``, ``diff``: ages and estimates do not depend
-    on when they run); live sources leave it None (the wall clock). ``version`` orders the
-    snapshots one producer made."""
+    """Every node's measured load at one moment, replaced whole. ``now`` is the time ages are
+    counted at: 0 for values read from files (``simulate``, ``test``, ``diff``: ages and
+    estimates do not depend on when they run, every ``at`` is minus the value's age), the wall
+    clock when live sources published it (ages then stay as published until the next
+    publication, one refresh interval at most: rules' cached answers stay true until then);
+    None: the reader's clock. ``version`` orders the snapshots one producer made."""
 
     nodes: Mapping[str, NodeLoad] = field(default_factory=lambda: MappingProxyType({}))
     version: int = 0
