@@ -4,9 +4,7 @@ shows, as each node's :class:`~rulesched.model.load.NodeUsage`.
 
 One request lists every node's metrics (``GET /apis/metrics.k8s.io/v1beta1/nodes``, the RBAC verb
 ``list`` on ``nodes.metrics.k8s.io``), with its own timeout, so a slow aggregated API holds a
-poller for at most that long. The request goes through :meth:`KubeApi.get` on the collection's
-path: ``KubeApi.list`` takes no per-request timeout (its client's default is 30 s), and ``get``
-does. An item that does not decode (a server that sends an invalid quantity) is left out and
+poller for at most that long. An item that does not decode (a server that sends an invalid quantity) is left out and
 named in :attr:`NodeUsageList.skipped`; the others are used.
 Next stage: :mod:`rulesched.loadsources` polls this into node load snapshots.
 """
@@ -18,15 +16,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from rulesched.errors import InputError
-from rulesched.kube.api import KubeApi, Resource
+from rulesched.kube.api import NODE_METRICS, KubeApi
 from rulesched.model.decode_load import decode_node_metrics
 from rulesched.model.load import NodeUsage
 
-GROUP_VERSION = "/apis/metrics.k8s.io/v1beta1"
-# The collection addressed as a "name" under the group version, so that KubeApi.get (which takes
-# a timeout) requests GET /apis/metrics.k8s.io/v1beta1/nodes: the path the list verb is.
-_COLLECTION = Resource("NodeMetricsList", "/apis/metrics.k8s.io", "v1beta1", False)
-_NODES = "nodes"
+GROUP_VERSION = NODE_METRICS.prefix
 
 
 @dataclass(frozen=True)
@@ -43,8 +37,7 @@ def read_node_usage(api: KubeApi, timeout: float, now: float) -> NodeUsageList:
     """Every node's usage as ``metrics.k8s.io`` serves it now (``now``: the wall clock at the
     request). Raises :class:`KubeError` when the request fails (a 503 while metrics-server is
     down, a timeout) and :class:`InputError` when the answer is not a NodeMetricsList."""
-    found = api.get(_COLLECTION, None, _NODES, timeout=timeout)
-    items = found.get("items") if isinstance(found, dict) else None
+    items = api.list(NODE_METRICS, timeout=timeout).items
     if not isinstance(items, list):
         raise InputError(f"GET {GROUP_VERSION}/nodes: expected a NodeMetricsList, got no items list")
     usage: dict[str, NodeUsage] = {}
