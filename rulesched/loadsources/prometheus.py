@@ -76,7 +76,8 @@ class PrometheusQuery:
             except OSError as err:
                 raise SourceError(f"cannot read bearer_token_file {settings.bearer_token_file}: {err}") from None
             headers["Authorization"] = f"Bearer {token}"
-        fields = {"query": settings.query, "timeout": f"{settings.timeout:g}s"}
+        # (Prometheus parses durations as whole numbers with a unit: "0.2s" is refused, "200ms" is not)
+        fields = {"query": settings.query, "timeout": f"{max(1, round(settings.timeout * 1000))}ms"}
         try:
             response = self._pool.request("GET", self._url, fields=fields, headers=headers, preload_content=False)
             try:
