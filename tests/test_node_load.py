@@ -17,6 +17,7 @@ from rulesched.errors import InputError
 from rulesched.lang.evaluation.columns import NodeColumns
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import RuleSet
+from rulesched.lang.frontend.lint import LintSettings, lint
 from rulesched.model import Node, Pod
 from rulesched.model.decode_load import combine, decode_load_document, go_duration
 from rulesched.model.load import NEVER_MEASURED, LoadSnapshot, NodeLoad, NodeUsage, Sample
@@ -280,3 +281,25 @@ def test_simulate_and_diff_read_node_metrics(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "bad.yaml:1:" in done.stderr, done.stderr
+
+
+def test_lint_warns_on_load_reads_without_a_presence_or_age_test(tmp_path: Path) -> None:
+    path = tmp_path / "g.rules"
+    path.write_text(
+        'extends "default"\n'
+        "let hot = node.usage.cpu\n"
+        "score a:\n    100 - number(hot)\n"
+        'score b:\n    if has(node.metrics, "x") then node.metrics["x"] else 0\n'
+        'score c:\n    if node.metrics_age < 1min then node.metrics["x"] else 0\n'
+        'filter d:\n    node.metrics["x"] < 90\n',
+        encoding="utf-8",
+    )
+    found = [d for d in lint(LintSettings((str(path),))).diagnostics if d.code == "unguarded-load"]
+    assert [(d.location.rsplit(":", 2)[-2], d.message.split(" reads")[0]) for d in found] == [
+        ("2", "score 'a'"),  # at the read, in the let the rule uses
+        ("10", "filter 'd'"),
+    ]
+    bundled = [
+        str(ROOT / "rules" / f"{name}.rules") for name in ("target-load-packing", "load-variation-risk-balancing")
+    ]
+    assert not [d for d in lint(LintSettings(tuple(bundled))).diagnostics if d.code == "unguarded-load"]
