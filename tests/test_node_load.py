@@ -259,13 +259,20 @@ def test_simulate_and_diff_read_node_metrics(tmp_path: Path) -> None:
     base = [sys.executable, "-m", "rulesched"]
     files = [str(tmp_path / "cluster.json"), "--node-metrics", str(tmp_path / "nm.json")]
     done = subprocess.run(
-        [*base, "simulate", *files, "--rules", str(tmp_path / "load.rules"), "--output", "json"],
+        [*base, "simulate", *files, "--rules", str(tmp_path / "load.rules"), "--output", "json", "--explain"],
         capture_output=True,
         text=True,
         cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
-    placed = {p["pod"]: p["node"] for p in json.loads(done.stdout)["pods"]}
+    pods = json.loads(done.stdout)["pods"]
+    placed = {p["pod"]: p["node"] for p in pods}
+    # explain shows the values the rules read and their age (n2's: its estimate of p0 included)
+    assert pods[0]["explanation"]["load"] == {
+        "n2": {"cpu": 250, "memory": 2**30, "age": 30.0},
+        "n1": {"cpu": 1500, "memory": 2048 * 1024, "age": 0.0},
+    }
+    assert pods[1]["explanation"]["load"]["n2"]["cpu"] == 1250
     # n2 uses 250m, n1 1.5 cpu: the first two go to n2 (each adding its 1 cpu estimate), the third to n1
     assert placed == {"default/p0": "n2", "default/p1": "n2", "default/p2": "n1"}
     done = subprocess.run(

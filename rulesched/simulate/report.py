@@ -143,7 +143,15 @@ def explanation_json(explanation: Explanation | None) -> dict[str, object] | Non
         "unresolvable_names": list(explanation.unresolvable_names),
         "scored": explanation.scored,
         "scores": explanation.scores(explanation.best[:BEST]),  # (the best 10, with --explain-full too)
+        **_load_json(explanation),
     }
+
+
+def _load_json(explanation: Explanation) -> dict[str, object]:
+    """``load``: node -> the load values its rules read and their age, for the nodes in
+    ``scores`` that have any (no key at all when none has: runs without load sources)."""
+    load = {n.name: dict(n.load) for n in explanation.best[:BEST] if n.load is not None}
+    return {"load": load} if load else {}
 
 
 def _not_attempted(pod: Pod) -> str:
@@ -288,11 +296,27 @@ def _score_lines(last: CycleResult, explanation: Explanation, indent: str) -> li
     table = [(f"scores ({what})", *(n.name for n in top))]
     table.extend((f"  {rule}", *(str(n.values[i]) for n in top)) for i, rule in enumerate(explanation.rules))
     table.append(("  total", *(str(n.total) for n in top)))
+    if any(n.load is not None for n in top):  # the node load the rules read, and its age
+        keys = list(dict.fromkeys(k for n in top for k in (n.load or {})))
+        table.extend((f"  load {key}", *(_load_value(key, n.load) for n in top)) for key in keys)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return [
         indent + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
         for row in table
     ]
+
+
+def _load_value(key: str, load: Mapping[str, float] | None) -> str:
+    if load is None or key not in load:
+        return "-"
+    value = load[key]
+    if key == "cpu":
+        return f"{value:g}m"
+    if key == "memory":
+        return f"{value / 2**20:.0f}Mi"
+    if key == "age":
+        return f"{value:g}s"
+    return f"{value:g}"
 
 
 def _nodes(count: int) -> str:
