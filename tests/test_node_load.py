@@ -20,7 +20,7 @@ from rulesched.lang.evaluation.ruleset import RuleSet
 from rulesched.lang.frontend.lint import LintSettings, lint
 from rulesched.model import Node, Pod
 from rulesched.model.decode_load import combine, decode_load_document, go_duration
-from rulesched.model.load import NEVER_MEASURED, LoadSnapshot, NodeLoad, NodeUsage, Sample
+from rulesched.model.load import NEVER_MEASURED, EstimateRules, LoadSnapshot, NodeLoad, NodeUsage, Sample
 from tests.helpers.rules import agree, load
 from tests.upstream import harness
 
@@ -310,3 +310,16 @@ def test_lint_warns_on_load_reads_without_a_presence_or_age_test(tmp_path: Path)
         str(ROOT / "rules" / f"{name}.rules") for name in ("target-load-packing", "load-variation-risk-balancing")
     ]
     assert not [d for d in lint(LintSettings(tuple(bundled))).diagnostics if d.code == "unguarded-load"]
+
+
+def test_estimates_scale_requests_and_add_a_fixed_amount_per_metric() -> None:
+    rules = EstimateRules(cpu_percent=85, memory_percent=70, per_pod={"x": 2.5})  # Koordinator's factors
+    measured = {
+        "n1": NodeLoad(usage=NodeUsage(1000, MI, at=0.0), metrics={"x": Sample(40.0, at=0.0), "y": Sample(1.0, 0.0)})
+    }
+    store = _store(LoadSnapshot(measured, estimates=rules, now=0.0))
+    store.assume(pod("a", cpu="1", memory="100Mi"), "n1")
+    store.assume(pod("b"), "n1")  # asking nothing: kube-scheduler's non-zero 100m and 200Mi
+    info = store.snapshot().nodes[0]
+    assert info.usage == {"cpu": 1000 + 850 + 85, "memory": (MI + 70 * MI + 140 * MI) * 1000}
+    assert info.metrics == {"x": 45.0, "y": 1.0}  # y has no per-pod estimate
