@@ -323,3 +323,20 @@ def test_estimates_scale_requests_and_add_a_fixed_amount_per_metric() -> None:
     info = store.snapshot().nodes[0]
     assert info.usage == {"cpu": 1000 + 850 + 85, "memory": (MI + 70 * MI + 140 * MI) * 1000}
     assert info.metrics == {"x": 45.0, "y": 1.0}  # y has no per-pod estimate
+
+
+def test_live_values_place_pods_on_the_clock_and_count_ages_at_publication() -> None:
+    clock = [1000.0]
+    store = ClusterStore()
+    store.load.clock = lambda: clock[0]
+    store.add_node(node("n1"))
+    usage = {"n1": NodeLoad(usage=NodeUsage(1000, None, at=990.0, window=20.0))}
+    store.set_load(LoadSnapshot(usage, now=1000.0, live=True))
+    clock[0] = 1015.0  # placed 15 s after the publication
+    store.assume(pod("p", cpu="500m"), "n1")
+    assert store.snapshot().nodes[0].metrics_age == 10.0  # (as published)
+    # taken at 1030 over 20 s: its window started at 1010, before the placement at 1015: pending
+    store.set_load(LoadSnapshot({"n1": NodeLoad(usage=NodeUsage(1100, None, 1030.0, 20.0))}, now=1030.0, live=True))
+    assert store.snapshot().nodes[0].usage["cpu"] == 1600
+    store.set_load(LoadSnapshot({"n1": NodeLoad(usage=NodeUsage(1400, None, 1036.0, 20.0))}, now=1036.0, live=True))
+    assert store.snapshot().nodes[0].usage["cpu"] == 1400

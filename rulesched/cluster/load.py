@@ -112,6 +112,12 @@ class LoadState:
         self._where: dict[str, str] = {}  # pod key -> its node, for the pods in _bound
 
     def _now(self) -> float:
+        """When a pod is placed now: the clock, unless the values are a file's (their time)."""
+        fixed = self.measured.now
+        return self.clock() if fixed is None or self.measured.live else fixed
+
+    def _ages_at(self) -> float:
+        """The time ages are counted at: the publication's (see LoadSnapshot.now)."""
         fixed = self.measured.now
         return self.clock() if fixed is None else fixed
 
@@ -171,7 +177,7 @@ class LoadState:
             estimate = estimate_for(load, pods, self.measured)
             if estimate is not NO_ESTIMATE:
                 load = dataclasses.replace(load, estimate=estimate)
-        return load.fields(self._now())
+        return load.fields(self._ages_at())
 
 
 def _still_pending(pod: BoundPod, load: NodeLoad | None, snapshot: LoadSnapshot, now: float) -> bool:

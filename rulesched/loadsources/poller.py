@@ -149,4 +149,4 @@ class LoadSources:
                 if now - sample.at <= limit:
                     nodes.setdefault(node, (None, {}))[1][name] = sample
         loads = {node: NodeLoad(usage=value, metrics=MappingProxyType(named)) for node, (value, named) in nodes.items()}
-        return LoadSnapshot(MappingProxyType(loads), version, self._estimates, now)
+        return LoadSnapshot(MappingProxyType(loads), version, self._estimates, now, live=True)

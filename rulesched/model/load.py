@@ -165,12 +165,15 @@ class LoadSnapshot:
     estimates do not depend on when they run, every ``at`` is minus the value's age), the wall
     clock when live sources published it (ages then stay as published until the next
     publication, one refresh interval at most: rules' cached answers stay true until then);
-    None: the reader's clock. ``version`` orders the snapshots one producer made."""
+    None: the reader's clock. ``version`` orders the snapshots one producer made. ``live``: pods
+    are placed on the reader's clock (the live sources'); otherwise at ``now`` (a file's values
+    never catch up with the run's placements)."""
 
     nodes: Mapping[str, NodeLoad] = field(default_factory=lambda: MappingProxyType({}))
     version: int = 0
     estimates: EstimateRules = DEFAULT_ESTIMATES
     now: float | None = None
+    live: bool = False
 
     def node(self, name: str) -> NodeLoad | None:
         return self.nodes.get(name)
