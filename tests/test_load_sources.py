@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.kube.api import KubeApi
 from rulesched.loadsources.poller import LoadSources
-from rulesched.loadsources.prometheus import SourceError, parse_vector
+from rulesched.loadsources.prometheus import PrometheusQuery, SourceError, parse_vector
 from rulesched.loadsources.settings import MetricsApiSettings, PrometheusSettings, parse_load_sources
 from rulesched.model.load import NEVER_MEASURED, LoadSnapshot
 from rulesched.run.loop import Loop, RunSettings
@@ -189,3 +190,50 @@ def test_a_slow_or_failing_source_never_holds_a_cycle(server: TestApiServer, tmp
         loop.scheduler.queue.wake()
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_prometheus_failures_are_one_line_source_errors(tmp_path: Path) -> None:
+    answers: list[tuple[int, bytes]] = []
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            seen.append(dict(self.headers))
+            code, body = answers.pop(0)
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("s3cret\n", encoding="utf-8")
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    query = PrometheusQuery(
+        PrometheusSettings(
+            name="x", url=url, query="q", interval=1.0, max_age=2.0, timeout=1.0, bearer_token_file=str(token)
+        )
+    )
+    try:
+        answers.append((400, b'{"status":"error","errorType":"bad_data","error":"parse error at char 3"}'))
+        with pytest.raises(SourceError, match="400: parse error at char 3"):
+            query.read(time.time())
+        assert seen[0]["Authorization"] == "Bearer s3cret"
+        answers.append((200, b"<html>not json</html>"))
+        with pytest.raises(SourceError, match="not JSON"):
+            query.read(time.time())
+        answers.append((200, b'{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}'))
+        with pytest.raises(SourceError, match="gives a scalar, not a vector"):
+            query.read(time.time())
+    finally:
+        query.close()
+        httpd.shutdown()
+        httpd.server_close()
+    closed = PrometheusQuery(PrometheusSettings(name="x", url=url, query="q", interval=1.0, max_age=2.0, timeout=0.5))
+    with pytest.raises(SourceError) as err:
+        closed.read(time.time())
+    assert "\n" not in str(err.value) and url in str(err.value)
