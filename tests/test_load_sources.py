@@ -182,6 +182,8 @@ def test_a_slow_or_failing_source_never_holds_a_cycle(server: TestApiServer, tmp
         assert wait_for(lambda: all(p["spec"].get("nodeName") for p in server.objects("pods")), seconds=10)
         assert time.monotonic() - started < 2.5  # bound long before any read could have answered
         assert wait_for(lambda: loop.load.failures["metrics-api"] > 0, seconds=5)
+        errors = loop.metrics.load_reads.labels(source="metrics-api", result="error")
+        assert wait_for(lambda: errors._value.get() >= 1, seconds=2)  # (rulesched_load_source_reads_total)
         server.set_faults(metrics_unavailable=True)
         server.add("pods", pod("later"))
         assert wait_for(lambda: server.store.objects["pods"]["default/later"]["spec"].get("nodeName"), seconds=5)

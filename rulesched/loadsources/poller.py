@@ -49,12 +49,14 @@ class LoadSources:
         publish: Callable[[LoadSnapshot], None],
         stop: threading.Event,
         clock: Callable[[], float] = time.time,
+        on_read: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.sources = sources
         self._api = api
         self._publish = publish
         self._stop = stop
         self._clock = clock
+        self._on_read = on_read  # (source name, whether the read gave values): the /metrics counter
         self._estimates = estimate_rules(sources)
         self._lock = threading.Lock()
         self._usage: Mapping[str, NodeUsage] = MappingProxyType({})
@@ -86,6 +88,8 @@ class LoadSources:
                     self._read(source, query)
                 except (SourceError, KubeError, InputError) as err:
                     self.failures[source.name] += 1
+                    if self._on_read is not None:
+                        self._on_read(source.name, False)
                     message = str(err)
                     if message != failing:
                         log.warning(
@@ -98,6 +102,8 @@ class LoadSources:
                     failing = message
                 else:
                     self.reads[source.name] += 1
+                    if self._on_read is not None:
+                        self._on_read(source.name, True)
                     if failing:
                         log.info("load source %s answers again", source.name, extra={"source": source.name})
                     failing = ""

@@ -241,7 +241,9 @@ class Loop:
         self.ops: OpsServer | None = None
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         # node load: pollers on threads of their own, their values applied between cycles
-        self.load = LoadSources(settings.load_sources, self.api, self._deliver, self.stop)
+        self.load = LoadSources(
+            settings.load_sources, self.api, self._deliver, self.stop, on_read=self.metrics.load_read
+        )
         self.cycles = 0
         self.exit_code = 0
         self.elector: LeaderElector | None = None
