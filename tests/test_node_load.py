@@ -276,9 +276,14 @@ def test_simulate_and_diff_read_node_metrics(tmp_path: Path) -> None:
     # n2 uses 250m, n1 1.5 cpu: the first two go to n2 (each adding its 1 cpu estimate), the third to n1
     assert placed == {"default/p0": "n2", "default/p1": "n2", "default/p2": "n1"}
     done = subprocess.run(
-        [*base, "diff", *files, "--new", str(tmp_path / "load.rules")], capture_output=True, text=True, cwd=ROOT
+        [*base, "diff", *files, "--new", str(tmp_path / "load.rules"), "--output", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode == 1, done.stderr  # (the default rules spread to n1 first: p0 moves)
+    changed = json.loads(done.stdout)["pods"]
+    assert changed[0]["explanation"]["load"]["n2"] == {"cpu": 250, "memory": 2**30, "age": 30.0}
     bad = tmp_path / "bad.yaml"
     bad.write_text("usage: {n1: {cpu: [}\n", encoding="utf-8")
     done = subprocess.run(

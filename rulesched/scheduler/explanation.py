@@ -190,3 +190,14 @@ def explain_nodes(
         for n in (ranked if full else ranked[:BEST])
     )
     return groups.explanation(evaluated, rules, len(scores), best)
+
+
+def load_text(key: str, value: float) -> str:
+    """One :func:`shown_load` value as reports print it: ``1500m``, ``2048Mi``, ``30s``, ``41.5``."""
+    if key == "cpu":
+        return f"{value:g}m"
+    if key == "memory":
+        return f"{value / 2**20:.0f}Mi"
+    if key == "age":
+        return f"{value:g}s"
+    return f"{value:g}"

@@ -20,7 +20,7 @@ from typing import IO
 from rulesched import __version__
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.scheduler.explanation import BEST
+from rulesched.scheduler.explanation import BEST, load_text
 from rulesched.scheduler.framework import CycleResult, Explanation, skip_deleting
 from rulesched.simulate.driver import PodHistory
 from rulesched.simulate.nodes import BASE_RESOURCES, NodeSelection, extended_resources, select_nodes
@@ -307,16 +307,7 @@ def _score_lines(last: CycleResult, explanation: Explanation, indent: str) -> li
 
 
 def _load_value(key: str, load: Mapping[str, float] | None) -> str:
-    if load is None or key not in load:
-        return "-"
-    value = load[key]
-    if key == "cpu":
-        return f"{value:g}m"
-    if key == "memory":
-        return f"{value / 2**20:.0f}Mi"
-    if key == "age":
-        return f"{value:g}s"
-    return f"{value:g}"
+    return "-" if load is None or key not in load else load_text(key, load[key])
 
 
 def _nodes(count: int) -> str:
