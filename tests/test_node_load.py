@@ -8,9 +8,12 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
@@ -21,6 +24,7 @@ from rulesched.lang.frontend.lint import LintSettings, lint
 from rulesched.model import Node, Pod
 from rulesched.model.decode_load import combine, decode_load_document, go_duration
 from rulesched.model.load import NEVER_MEASURED, EstimateRules, LoadSnapshot, NodeLoad, NodeUsage, Sample
+from tests.helpers.profiles import examples
 from tests.helpers.rules import agree, load
 from tests.upstream import harness
 
@@ -345,3 +349,45 @@ def test_live_values_place_pods_on_the_clock_and_count_ages_at_publication() -> 
     assert store.snapshot().nodes[0].usage["cpu"] == 1600
     store.set_load(LoadSnapshot({"n1": NodeLoad(usage=NodeUsage(1400, None, 1036.0, 20.0))}, now=1036.0, live=True))
     assert store.snapshot().nodes[0].usage["cpu"] == 1400
+
+
+_LOADS = st.fixed_dictionaries(
+    {
+        "cpu": st.one_of(st.none(), st.integers(0, 10**7)),
+        "memory": st.one_of(st.none(), st.integers(0, 2**50)),
+        "x": st.one_of(st.none(), st.floats(-1e12, 1e12, allow_nan=False), st.integers(-(2**60), 2**60).map(float)),
+        "age": st.floats(0, 10**6, allow_nan=False),
+    }
+)
+
+
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.none(), _LOADS), min_size=1, max_size=40), st.sampled_from(["100m", "2", ""]))
+def test_load_fields_agree_node_by_node_as_columns_and_in_the_interpreter(
+    loads: list[dict[str, Any] | None], cpu: str
+) -> None:
+    measured = {}
+    for i, drawn in enumerate(loads, start=1):
+        if drawn is None:
+            continue
+        usage = None
+        if drawn["cpu"] is not None or drawn["memory"] is not None:
+            usage = NodeUsage(drawn["cpu"], drawn["memory"], at=-drawn["age"])
+        metrics = {} if drawn["x"] is None else {"cpu_5m": Sample(drawn["x"], at=-drawn["age"])}
+        measured[f"n{i}"] = NodeLoad(usage=usage, metrics=metrics)
+    store = _store(LoadSnapshot(measured, now=0.0), nodes=len(loads))
+    store.assume(pod("placed", cpu="1"), "n1")  # (an estimate on one node)
+    snapshot = store.snapshot()
+    checked = load(LOAD_RULES)
+    rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)
+    bound = rules.bind(pod("incoming", cpu=cpu), snapshot)
+    infos = list(snapshot.nodes)
+    agree(checked, interp, bound, infos, LOAD_RULES)
+    rows = np.arange(len(infos), dtype=np.intp)
+    try:
+        by_columns = [tuple(r) for r in bound.score_matrix(NodeColumns(infos), rows).tolist()]
+    except OverflowError:  # (a total beyond int64: the cycle then ranks node by node)
+        by_columns = None
+    if by_columns is not None:
+        assert by_columns == [bound.score_vector(n) for n in infos]
+    bound.release()
