@@ -90,6 +90,7 @@ def run(objects: ClusterObjects, rules_paths: list[Path], load: LoadSnapshot | N
         "p50_ms": 1000 * statistics.median(latencies),
         "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))],
         "placed": {key: h.node for key, h in scheduler.history.items()},
+        "scheduled": sum(1 for h in scheduler.history.values() if h.node is not None),
     }
 
 
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 differ = sum(1 for k, v in placed.items() if baseline.get(k) != v)
                 moved = f"  placements differing from default: {100 * differ / max(1, len(placed)):.0f}%"
             print(
-                f"{name:22} {best['pods_per_s']:7.0f} pods/s  p50 {best['p50_ms']:.2f}ms  "
+                f"{name:22} {best['pods_per_s']:7.0f} pods/s  scheduled {best['scheduled']}  p50 {best['p50_ms']:.2f}ms  "
                 f"p99 {best['p99_ms']:.2f}ms{moved}",
                 flush=True,
             )
