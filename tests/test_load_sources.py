@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from rulesched.cli import _parser
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.kube.api import KubeApi
@@ -21,6 +22,7 @@ from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.prometheus import PrometheusQuery, SourceError, parse_vector
 from rulesched.loadsources.settings import MetricsApiSettings, PrometheusSettings, parse_load_sources
 from rulesched.model.load import NEVER_MEASURED, LoadSnapshot
+from rulesched.run.cli import settings_from
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod, wait_for
@@ -153,7 +155,8 @@ def test_run_places_pods_by_measured_load_and_estimates_a_burst(server: TestApiS
     thread.start()
     try:
         assert wait_for(lambda: loop.store.load.measured.version > 0 and loop.load.reads["metrics-api"] > 0)
-        assert wait_for(lambda: loop.store.snapshot().nodes[0].usage.get("cpu") == 6000)
+        # (the loop's thread owns the store: only its nodes' fields are read here, never a snapshot taken)
+        assert wait_for(lambda: [n.usage.get("cpu") for n in loop.store.nodes] == [6000, 1000, 7000])
         for i in range(4):
             server.add("pods", pod(f"p{i}", cpu="2"))
         assert wait_for(lambda: all(p["spec"].get("nodeName") for p in server.objects("pods")))
@@ -239,3 +242,19 @@ def test_prometheus_failures_are_one_line_source_errors(tmp_path: Path) -> None:
     with pytest.raises(SourceError) as err:
         closed.read(time.time())
     assert "\n" not in str(err.value) and url in str(err.value)
+
+
+def test_run_reads_load_sources_from_its_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "load_sources:\n"
+        "  - {kind: metrics-api, interval: 15s, max_age: 1m}\n"
+        "  - {kind: prometheus, name: cpu_5m, url: 'http://prom:9090', query: up, window: 5m}\n",
+        encoding="utf-8",
+    )
+    settings = settings_from(_parser().parse_args(["run", "--config", str(config)]))
+    assert [s.name for s in settings.load_sources] == ["metrics-api", "cpu_5m"]
+    assert settings.load_sources[1].window == 300.0
+    config.write_text("load_sources:\n  - {kind: prometheus, name: x, query: up}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"config.yaml: load_sources\[0\].url: required"):
+        settings_from(_parser().parse_args(["run", "--config", str(config)]))
