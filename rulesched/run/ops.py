@@ -207,6 +207,12 @@ class Metrics:
         for profile in self.profiles:  # (each profile's series from the start, at 0)
             for result in ("success", "error"):
                 self.reloads.labels(result=result, profile=profile)
+        self.load_reads = Counter(
+            "rulesched_load_source_reads",
+            "Reads of the node load sources (--config load_sources) by source and result.",
+            ["source", "result"],
+            registry=r,
+        )
         self.rest = RestClientMetrics(self.registry)
         self.live = _Live()
         self.registry.add(self.live)
@@ -214,6 +220,10 @@ class Metrics:
 
     def set_rules(self, profile: str, digest: str, files: Iterable[str]) -> None:
         self.rules.labels(profile=profile).info({"hash": digest, "files": ",".join(files)})
+
+    def load_read(self, source: str, ok: bool) -> None:
+        """(On a load source's poller thread: counters are thread-safe.)"""
+        self.load_reads.labels(source=source, result="success" if ok else "error").inc()
 
     def reloaded(self, profile: str, ok: bool) -> None:
         self.reloads.labels(result="success" if ok else "error", profile=profile).inc()
