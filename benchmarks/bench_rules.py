@@ -67,10 +67,10 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 from benchmarks.handwritten_default import default_filter, default_scores  # noqa: E402
 from rulesched.cluster.nodeinfo import NodeInfo  # noqa: E402
 from rulesched.lang import RuleSet, load_rules  # noqa: E402
-from rulesched.lang.builtins.matching import ports_conflict, tolerated  # noqa: E402
 from rulesched.lang.context import EvalContext  # noqa: E402
 from rulesched.lang.evaluation.columns import NodeColumns  # noqa: E402
 from rulesched.model import ContainerPort, Node, Pod, Taint, Toleration  # noqa: E402
+from rulesched.semantics.matching import ports_conflict, tolerated  # noqa: E402
 
 RULES = ROOT / "benchmarks" / "rules" / "bench.rules"
 DEFAULT_RULES = ROOT / "rules" / "default.rules"

@@ -35,10 +35,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
-from rulesched.lang.builtins.volumes import pv_fits_node
 from rulesched.model import Node, Pod
 from rulesched.model.storage import READ_WRITE_ONCE_POD, StorageState
 from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.semantics.volumes import pv_fits_node
 from rulesched.simulate.driver import Simulation
 from tests.helpers.profiles import examples
 from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class

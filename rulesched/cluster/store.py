@@ -31,22 +31,17 @@ from typing import Any
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import STORAGE_CONTAINERS, StorageMixin
-from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads
+from rulesched.semantics.affinity import has_affinity
+from rulesched.semantics.disruption import disruptions_allowed
 
 _CONTAINERS = ("order", "positions", "images", "affinity", "namespaces", "claim_users", *STORAGE_CONTAINERS)
 JOURNAL_KEEP = 4096  # pod changes kept for replay; an index further behind is rebuilt
 ASSUMED_TTL_SECONDS = 30.0  # kube-scheduler's durationToExpireAssumedPod of old
 FINISHED = ("Succeeded", "Failed")
-
-
-def _has_affinity(pod: Pod) -> bool:
-    return bool(
-        pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity
-    )
 
 
 class _History:
@@ -334,7 +329,7 @@ class ClusterStore(StorageMixin):
         self._where[key] = info.name
         if log:
             self._log(1, pod, info.node)
-        if _has_affinity(pod):
+        if has_affinity(pod):
             if self._own("affinity"):
                 self._affinity = dict(self._affinity)
             self._affinity[key] = (pod, info.name)
@@ -510,33 +505,3 @@ class ClusterStore(StorageMixin):
             store.set_pdb(pdb)
         store.set_namespaces(namespaces or {})
         return store
-
-
-def disruptions_allowed(pdb: PodDisruptionBudget, pods: Iterable[Pod]) -> int:
-    """What the disruption controller puts in ``status.disruptionsAllowed``: healthy pods the
-    budget selects (running, not terminating), less the healthy pods it wants: ``minAvailable``
-    (a count, or a percentage of the selected pods rounded up), or the selected pods less
-    ``maxUnavailable`` (likewise); 0 at least. (The controller counts the expected pods from
-    their controllers' scale; here, the pods selected.)"""
-    selected = [
-        p
-        for p in pods
-        if p.namespace == pdb.namespace
-        and pdb.selector is not None  # (v1beta1's empty selector: nothing)
-        and label_selector_matches(pdb.selector, p.labels)
-    ]
-    healthy = sum(1 for p in selected if p.phase == "Running" and not p.deleting)
-    expected = len(selected)
-    desired = 0
-    if pdb.max_unavailable is not None:
-        desired = max(0, expected - _scaled(pdb.max_unavailable, expected))
-    elif pdb.min_available is not None:
-        desired = _scaled(pdb.min_available, expected)
-    return max(0, healthy - desired)
-
-
-def _scaled(value: int | str, total: int) -> int:
-    """An IntOrString against ``total``: a count as is, a percentage rounded up."""
-    if isinstance(value, int):
-        return value
-    return -(-int(value[:-1]) * total // 100)

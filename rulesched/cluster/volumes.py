@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from rulesched.lang.builtins.volume_binding import Decision, plan_bindings
 from rulesched.model import NodeSelectorRequirement, NodeSelectorTerm, Pod
 from rulesched.model.storage import (
     BIND_COMPLETED,
@@ -35,6 +34,7 @@ from rulesched.model.storage import (
     attach_floor,
     is_open,
 )
+from rulesched.semantics.volume_binding import Decision, plan_bindings
 
 STORAGE_KINDS = ("volumes", "claims", "classes", "csinodes")
 STORAGE_CONTAINERS = (*STORAGE_KINDS, "open_volumes")

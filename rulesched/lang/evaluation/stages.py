@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang.builtins.matching import subset
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation import inline
 from rulesched.lang.values import COERCIONS, _div
+from rulesched.semantics.matching import subset
 
 PodFn = Callable[[EvalContext, Any], Any]  # (ctx, env) -> value
 # (node, env) -> value. ``env`` holds the bound variables of the aggregates being evaluated and

@@ -1,6 +1,7 @@
-"""Kubernetes matching semantics the built-ins expose: label selectors, node selector terms,
-tolerations, host ports. Each function follows the upstream helper named in its docstring and is
-total: malformed input matches nothing instead of raising.
+"""Kubernetes matching semantics: label selectors, node selector terms, tolerations, host ports.
+Each function follows the upstream helper named in its docstring and is total: malformed input
+matches nothing instead of raising. The built-ins of the same names (rulesched.lang.builtins) are
+these functions with types; the store's budgets and preemption's match pods with them too.
 """
 
 from __future__ import annotations
