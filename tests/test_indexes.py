@@ -1,4 +1,4 @@
-"""The per-domain counts spreading and inter-pod affinity keep (rulesched.lang.builtins.indexes) give the
+"""The per-domain counts spreading and inter-pod affinity keep (rulesched.lang.indexes) give the
 answers a freshly built cluster gives: after a few pod changes (replayed from the journal), after
 more changes than the journal keeps (rebuilt), and after a node's labels change (rebuilt)."""
 

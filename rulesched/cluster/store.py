@@ -9,7 +9,7 @@ its node is deleted), deletes of unknown objects do nothing, repeated objects re
 Beside the nodes it keeps the indexes cluster-wide built-ins read (image name -> number of nodes
 holding it, the pods that carry (anti-)affinity terms), PodDisruptionBudgets and namespace
 labels, and a bounded journal of pod adds and removes, which the built-ins replay into the
-per-domain counts they keep (rulesched.lang.builtins.indexes), so spreading and inter-pod
+per-domain counts they keep (rulesched.lang.indexes), so spreading and inter-pod
 affinity need not rescan the cluster for every pod.
 
 A pod the scheduler has chosen a node for is *assumed* here before its binding finishes, so the

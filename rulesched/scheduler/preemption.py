@@ -34,7 +34,7 @@ from typing import Any
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
-from rulesched.lang.builtins.indexes import ForkedIndexes
+from rulesched.lang.indexes import ForkedIndexes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, Preemption, fit_error

@@ -3,7 +3,7 @@ terms' score, after kube-scheduler's InterPodAffinity plugin.
 
 The terms themselves (resolved for their owner, matched against a pod) are Kubernetes'
 semantics (:mod:`rulesched.semantics.affinity`). PreFilter / PreScore state — matching pods per topology pair — comes from indexes kept current
-between cycles (:mod:`rulesched.lang.builtins.indexes`), keyed by what the incoming pod brings: its
+between cycles (:mod:`rulesched.lang.indexes`), keyed by what the incoming pod brings: its
 resolved terms, and, for the terms of pods already running, which of those terms select it (a
 registry of the running pods' distinct terms says; pods alike in that share an index). The per-pod
 state is kept in ``ctx.scratch``; per node each built-in is a few dictionary lookups.
@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang.builtins.indexes import Add, PodSum, current
 from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.indexes import Add, PodSum, current
 from rulesched.model import Pod
 from rulesched.semantics.affinity import (
     HARD_POD_AFFINITY_WEIGHT,

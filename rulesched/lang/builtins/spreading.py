@@ -5,7 +5,7 @@ which pods they count and the skew arithmetic are Kubernetes' semantics
 (:mod:`rulesched.semantics.spreading`); this module counts and answers per node.
 
 Matching pods per domain, per constraint, are kept in an index current between cycles
-(:mod:`rulesched.lang.builtins.indexes`) keyed by the incoming pod's constraints, namespace and — where a
+(:mod:`rulesched.lang.indexes`) keyed by the incoming pod's constraints, namespace and — where a
 node inclusion policy is honoured — its node selector, node affinity and tolerations. Each pod's
 PreFilter state (the minimum per constraint, whether the pod matches itself) is derived from it
 once, in ``ctx.scratch``; per node the filter is a dictionary lookup per constraint.
@@ -18,8 +18,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang.builtins.indexes import current
 from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.indexes import current
 from rulesched.model import Pod
 from rulesched.model.workloads import NO_WORKLOADS
 from rulesched.semantics.matching import label_selector_matches
