@@ -147,4 +147,4 @@ def test_memory_is_flat_over_reloads_and_cycles() -> None:
     assert len(session.classes) <= 512 and len(session.indexes) <= 128
     assert max(len(info.memo) for info in store.nodes) <= 64
     assert len(scheduler.cycle._tables) <= 64
-    assert store.pod_position - store._journal_start <= 2 * 4096
+    assert store.pod_position - store.journal.start <= 2 * 4096

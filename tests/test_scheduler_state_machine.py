@@ -415,7 +415,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert self.state.claim_users(key) == count, key
             if READ_WRITE_ONCE_POD in storage.claims[key].access_modes:
                 assert count <= 1, f"{key} (ReadWriteOncePod) is mounted by {count} pods"
-        assert not self.state._volume_undo and not self.state._volume_decisions
+        assert not self.state.volumes.in_flight()
 
 
 SchedulerMachine.TestCase.settings = settings(
