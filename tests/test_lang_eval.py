@@ -416,19 +416,18 @@ def test_ports_conflict(load: Load, wanted: ContainerPort, used: ContainerPort, 
 
 
 def test_node_only_aggregates_are_cached_until_the_node_changes(load: Load) -> None:
-    bound = load("score busy: count(p in node.pods)\nfilter room: sum(p.requests.cpu for p in node.pods) < 3\n").bind(
-        POD
-    )
+    rules = load("score busy: count(p in node.pods)\nfilter room: sum(p.requests.cpu for p in node.pods) < 3\n")
+    bound = rules.bind(POD)
     (score,), (room,) = bound.scores, bound.filters
     node = make_node()
     assert (score.score(node), room.passes(node)) == (2, True)
-    assert len(node.memo) == 2
+    assert len(rules.node_memos.values(node)) == 2
     sneaked = make_pod("sneaked", requests={"cpu": 2000})
     node.pods.append(sneaked)  # behind NodeInfo's back: the cached answers stay
     assert (score.score(node), room.passes(node)) == (2, True)
     node.pods.remove(sneaked)
-    node.add_pod(sneaked)  # the proper way clears the memo
-    assert node.memo == {}
+    node.add_pod(sneaked)  # the proper way moves the generation: the cached values no longer hold
+    assert rules.node_memos.values(node) == {}
     assert (score.score(node), room.passes(node)) == (3, False)
     node.remove_pod(sneaked)
     assert (score.score(node), room.passes(node)) == (2, True)
