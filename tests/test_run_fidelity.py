@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rulesched.lang.evaluation.prechecks import DRA_REASON
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-from tests.helpers.kube import node, pod
+from tests.helpers.kube import events, node, pod, wait
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 READY = {"type": "Ready", "status": "True"}
@@ -57,20 +56,6 @@ class Running:
         self.loop.scheduler.queue.wake()
         self.thread.join(timeout=10)
         assert not self.thread.is_alive()
-
-
-def wait(condition: Callable[[], Any], seconds: float = 20.0) -> Any:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-def events(server: TestApiServer, reason: str, name: str) -> list[dict[str, Any]]:
-    return [e for e in server.objects("events") if e["reason"] == reason and e["regarding"]["name"] == name]
 
 
 def test_victims_get_disruption_target_before_eviction_and_a_tainted_full_node_is_left_alone(

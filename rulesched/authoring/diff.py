@@ -23,20 +23,19 @@ made the difference, evaluated against the cluster before scheduling.
 
 Text output starts with a summary line (``3 pods moved, 1 newly unschedulable, 0 newly
 scheduled (of N pending)``), then one block per changed pod; ``--output json`` prints the same
-as one document, ``--output html`` as one self-contained page (:mod:`rulesched.authoring.diff_html`).
+as one document, ``--output html`` as one self-contained page (:mod:`rulesched.authoring.diff_html`);
+the command line is :mod:`rulesched.authoring.diff_cli`.
 Exit status: 0 when nothing changes, 1 when something does, 2 on errors.
 Next stage: :mod:`rulesched.authoring.explain` names the rules behind each change.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rulesched.authoring.explain import Explainer, Explanation, explanation_json, explanation_lines
 from rulesched.cluster.store import ClusterStore
@@ -44,43 +43,12 @@ from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
 from rulesched.scheduler.framework import SchedulerSettings, skip_deleting
-from rulesched.simulate.cli import add_cycle_arguments
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 
 MOVED, UNSCHEDULABLE, SCHEDULED = "moved", "newly unschedulable", "newly scheduled"
 EXPLAIN_LIMIT = 100
 _SHOWN_EVICTIONS = 10  # evicted pods named in text output, per side
-
-
-def add_diff_parser(sub: Any) -> None:
-    diff = sub.add_parser(
-        "diff",
-        help="simulate two rule sets on one cluster and report what changes",
-        description="Schedule a cluster's pending pods with an old and a new rule set and report the pods whose "
-        "placement changes, naming the rules that made the difference. Exit 0: no change; 1: changes; 2: errors.",
-    )
-    diff.add_argument("cluster", nargs="+", metavar="CLUSTER", help="kubectl get -o yaml|json output files")
-    diff.add_argument(
-        "--old", action="append", metavar="PATH", help="the current rules: file, folder or 'default' (repeatable)"
-    )
-    diff.add_argument(
-        "--new", action="append", required=True, metavar="PATH", help="the changed rules (repeatable, as --old)"
-    )
-    diff.add_argument(
-        "--output",
-        choices=("text", "json", "html"),
-        default="text",
-        help="text (default), json, or html: one self-contained page for a review",
-    )
-    add_cycle_arguments(diff, "seed for breaking score ties (the same for both runs)")
-    diff.add_argument(
-        "--explain-limit",
-        type=int,
-        default=EXPLAIN_LIMIT,
-        metavar="N",
-        help=f"name the rules behind the first N changed pods only (default {EXPLAIN_LIMIT})",
-    )
 
 
 @dataclass(frozen=True)
@@ -157,27 +125,6 @@ class Diff:
 
 
 # --- running ---------------------------------------------------------------------------------------
-
-
-def diff_command(args: argparse.Namespace) -> int:
-    settings = DiffSettings(
-        cluster=tuple(args.cluster),
-        old=tuple(args.old or ("default",)),
-        new=tuple(args.new),
-        output=args.output,
-        seed=args.seed,
-        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
-        scheduler_name=args.scheduler_name,
-        explain_limit=args.explain_limit,
-    )
-    result = diff(settings)
-    if settings.output == "html":
-        from rulesched.authoring.diff_html import render_html  # it imports this module
-
-        print(render_html(result))
-    else:
-        print(render_json(result) if settings.output == "json" else render_text(result))
-    return 1 if result.changed else 0
 
 
 def diff(settings: DiffSettings) -> Diff:

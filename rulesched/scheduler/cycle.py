@@ -9,7 +9,9 @@ upstream counts it among the nodes processed, and so does the start of the next 
 class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); a pod of its own
 class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
-one function, :func:`rulesched.scheduler.scoring.weighted_totals`.
+one function, :func:`rulesched.scheduler.scoring.weighted_totals`. A report's explanation
+(``settings.explanation``) is read from the table walk after the pick, timed apart
+(:mod:`rulesched.scheduler.explanation`): the walk and the pick are those of an unexplained cycle.
 
 Nodes holding nominated pods of the pod's priority or higher (:mod:`rulesched.scheduler.nominator`)
 must also fit it with those pods added; only those nodes pay for that second look, and a cycle
@@ -18,7 +20,8 @@ without such nominations runs exactly as before.
 A cycle reads one snapshot and one rule set, both fixed for its duration, and changes nothing:
 the :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose. So
 it may be given up anywhere (:mod:`rulesched.scheduler.cancel`): the walk checks its
-:class:`Cancellation` before each step of at most ``walk_chunk`` nodes.
+:class:`Cancellation` before each step of at most ``walk_chunk`` nodes, and the evaluation within
+a step between rules and every few nodes (:mod:`rulesched.lang.evaluation.watch`).
 Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 """
 
@@ -41,7 +44,9 @@ from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, score_nodes
+from rulesched.scheduler.explanation import explain_nodes, explain_walk
 from rulesched.scheduler.framework import (
+    EXPLAIN_FULL,
     FILTER,
     PRE_FILTER,
     SCORE,
@@ -52,7 +57,7 @@ from rulesched.scheduler.framework import (
     num_feasible_nodes_to_find,
 )
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
-from rulesched.scheduler.scoring import select_host, weighted_totals
+from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
 TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
@@ -115,6 +120,8 @@ class Cycle:
                     result = self._checked(pod, snapshot, session, bound, reserved, timing)
                 if timing is not None:
                     timing.rule_seconds = timer.seconds
+            if self.settings.explanation and result.explanation is None and result.filtered is not None:
+                _explain_maps(result, bound, self.settings)
         except BaseException:
             bound.release()
             raise
@@ -172,6 +179,9 @@ class Cycle:
                 if timing is not None:
                     del timing.phases[1:]  # (the walk's Filter: the per-node path times its own)
                 result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes), timing=timing)
+                if self.settings.explanation:  # explained from the answers the per-node walk keeps
+                    explain = True
+                    result.filtered, result.scores, result.unresolvable = {}, {}, set()
         if not nodes:  # (upstream's ErrNoNodesAvailable: no Filter ran)
             return result
         count = len(nodes)
@@ -285,17 +295,54 @@ class Cycle:
                 result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))
             result.rejected_by = frozenset(rejected_by)
             _phase(result, FILTER, started)
+            self._explain(result, table, start, looked, rows, None, check)
             return result
         scoring = _phase(result, FILTER, started)
         result.code = Code.SCHEDULED
         if len(rows) == 1:
             result.node = table.node(int(rows[0])).name
+            self._explain(result, table, start, looked, rows, None, check)
             return result
         between()
-        totals = weighted_totals(bound.scores, table.vectors(rows), ranking_only=True)
+        matrix = table.vectors(rows)
+        totals = weighted_totals(bound.scores, matrix, ranking_only=True)
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         _phase(result, SCORE, scoring)
+        self._explain(result, table, start, looked, rows, matrix, check)
         return result
+
+    def _explain(
+        self,
+        result: CycleResult,
+        table: NodeTable,
+        start: int,
+        looked: int,
+        rows: Rows,
+        matrix: Matrix | None,
+        check: ReservedCheck | None,
+    ) -> None:
+        """With ``settings.explanation``: explain the walk just done, after its pick and timed
+        apart (:mod:`rulesched.scheduler.explanation`)."""
+        if not self.settings.explanation:
+            return
+        began = time.perf_counter()
+        window = (start + np.arange(looked, dtype=np.intp)) % result.num_nodes
+        full = self.settings.explanation == EXPLAIN_FULL
+        result.explanation = explain_walk(table, window, rows, matrix, result.node, check, full)
+        result.explain_seconds += time.perf_counter() - began
+
+
+def _explain_maps(result: CycleResult, bound: BoundRules, settings: SchedulerSettings) -> None:
+    """The explanation of a node-by-node walk, from the maps it kept (those go unless
+    ``settings.explain`` asked for them)."""
+    began = time.perf_counter()
+    filtered, scores, unresolvable = result.filtered or {}, result.scores or {}, result.unresolvable or set()
+    rules = tuple(s.name for s in bound.scores)
+    full = settings.explanation == EXPLAIN_FULL
+    result.explanation = explain_nodes(filtered, unresolvable, scores, result.evaluated, rules, result.node, full)
+    if not settings.explain:
+        result.filtered = result.scores = result.unresolvable = None
+    result.explain_seconds += time.perf_counter() - began
 
 
 def _walked_to(nodes: Sequence[NodeInfo], start: int, node: NodeInfo) -> int:

@@ -34,6 +34,7 @@ from typing import Any
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
+from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.lang.indexes import ForkedIndexes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.evaluate import node_statuses
@@ -100,11 +101,15 @@ def preempt(
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
     candidates: list[Candidate] = []
+    left = CHECK_EVERY
     for node in snapshot.nodes:
         status = statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None)
         if status is not Code.UNSCHEDULABLE:
             counts[NOT_HELPFUL] += 1
             continue
+        left -= 1
+        if not left:  # (the preempt rules' answers for each pod on the node: checked every few nodes)
+            left = bound.watch.tick()
         allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
         if not allowed:
             counts[NO_VICTIMS] += 1

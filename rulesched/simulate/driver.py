@@ -49,6 +49,7 @@ class Recorder(Observer):
     def __init__(self) -> None:
         self.history: dict[str, PodHistory] = {}
         self.evicted: list[Pod] = []
+        self.explain_seconds = 0.0  # the cycles' explanation work (SchedulerSettings.explanation)
 
     def _of(self, pod: Pod) -> PodHistory:
         key = pod.key
@@ -61,6 +62,7 @@ class Recorder(Observer):
         history = self._of(result.pod)
         history.attempts += 1
         history.last = result
+        self.explain_seconds += result.explain_seconds
         preemption = result.preemption
         if preemption is not None and preemption.nominated is not None:
             history.nominated = preemption.nominated

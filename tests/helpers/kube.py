@@ -9,7 +9,10 @@ tests; ``extender_node``/``extender_pod``: as kube-scheduler's json.Marshal writ
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
+
+from tests.apiserver import TestApiServer
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -166,3 +169,17 @@ EXTENDER_NODES = [
     extender_node("n4", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
     _no_pod_slots("n5"),
 ]
+
+
+def wait(condition: Callable[[], Any], seconds: float = 20.0) -> Any:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def events(server: TestApiServer, reason: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in server.objects("events") if e["reason"] == reason and e["regarding"]["name"] == name]

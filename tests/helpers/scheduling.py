@@ -3,9 +3,11 @@ observer and an evictor that record, a clock tests move."""
 
 from __future__ import annotations
 
+from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.scheduler.framework import CycleResult
-from rulesched.scheduler.scheduler import Observer
+from rulesched.scheduler.scheduler import Observer, Scheduler
+from tests.upstream.harness import node
 
 
 def cpu(request: str, **kw: object) -> dict[str, object]:
@@ -50,3 +52,25 @@ class Recording:
 
     def evict(self, pod: Pod, preemptor: Pod) -> None:
         self.evicted.append(pod.key)
+
+
+class Ticks:
+    """A clock one tick further at every read."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return float(self.reads)
+
+
+def cluster(nodes: int, cpus: str = "4") -> ClusterStore:
+    store = ClusterStore(assumed_ttl=30.0)
+    for i in range(nodes):
+        store.add_node(node(f"n{i:03}", allocatable={"cpu": cpus, "memory": "16Gi", "pods": "110"}))
+    return store
+
+
+def requeued(scheduler: Scheduler, key: str) -> bool:
+    return any(e.pod.key == key for e in scheduler.queue._backoff)
