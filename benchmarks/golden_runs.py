@@ -9,8 +9,9 @@ with its ``policy.rules``, generated clusters (benchmarks/gen_cluster.py: basic,
 spreading, anti-affinity, volumes, small sizes), and a preemption-heavy cluster built here (full
 nodes of low-priority pods under PodDisruptionBudgets, high-priority pending pods, some with
 anti-affinity). Each runs with ``--output json`` and with ``--explain --output json``. The
-outputs are stored without the fields that measure time (``scheduling_seconds`` and the like),
-so two runs of the same code compare equal byte for byte. The whole set takes well under a minute.
+outputs are stored without the fields that measure time (``scheduling_seconds`` and the like)
+and with the paths they name written relative to the checkout (``<root>``) and the scratch folder
+(``<work>``), so two runs of the same code, from any checkout, compare equal byte for byte. The whole set takes well under a minute.
 """
 
 from __future__ import annotations
@@ -148,15 +149,20 @@ def cases(work: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _untimed(value: Any) -> Any:
+def _untimed(value: Any, work: str) -> Any:
+    """The report without its timing fields, and with the paths it names (the provenance's
+    inputs and rules) relative to the checkout and the scratch folder, so that two checkouts of
+    the same code compare equal."""
     if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if not any(t in k for t in TIMING)}
+        return {k: _untimed(v, work) for k, v in value.items() if not any(t in k for t in TIMING)}
     if isinstance(value, list):
-        return [_untimed(v) for v in value]
+        return [_untimed(v, work) for v in value]
+    if isinstance(value, str):
+        return value.replace(work, "<work>").replace(str(ROOT), "<root>")
     return value
 
 
-def run_one(args: list[str]) -> str:
+def run_one(args: list[str], work: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "rulesched", "simulate", *args],
         cwd=ROOT,
@@ -170,7 +176,7 @@ def run_one(args: list[str]) -> str:
         report = json.loads(done.stdout)
     except json.JSONDecodeError:
         return f"exit {done.returncode}, not JSON\n{done.stdout}\n{done.stderr}"
-    return json.dumps(_untimed(report), indent=1, sort_keys=True) + "\n"
+    return json.dumps(_untimed(report, work), indent=1, sort_keys=True) + "\n"
 
 
 def outputs(jobs: int) -> dict[str, str]:
@@ -180,7 +186,7 @@ def outputs(jobs: int) -> dict[str, str]:
             runs.append((f"{name}.json", [*args, "--output", "json"]))
             runs.append((f"{name}.explain.json", [*args, "--explain", "--output", "json"]))
         with ThreadPoolExecutor(jobs) as pool:
-            texts = list(pool.map(run_one, [args for _, args in runs]))
+            texts = list(pool.map(lambda args: run_one(args, tmp), [args for _, args in runs]))
     return {name: text for (name, _), text in zip(runs, texts, strict=True)}
 
 
