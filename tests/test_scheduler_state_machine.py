@@ -253,7 +253,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             )
         )
         if shape["attach"] is not None:
-            self.state.set_csinode(csinode(name, {"csi.example.com": shape["attach"]}))
+            self.state.volumes.put("csinodes", name, csinode(name, {"csi.example.com": shape["attach"]}))
         self.scheduler.queue.cluster_changed()
 
     @precondition(lambda self: self.state.nodes)

@@ -40,7 +40,7 @@ from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import StorageCache
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
-from rulesched.model.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass, StorageState
+from rulesched.model.storage import StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads
 from rulesched.semantics.disruption import disruptions_allowed
 from rulesched.semantics.volume_binding import Decision
@@ -299,31 +299,7 @@ class ClusterStore:
         """Drop assumptions whose binding finished long ago but which no informer confirmed."""
         return [p for p in (self.remove_pod(k) for k in self._assumed.expired(now)) if p is not None]
 
-    # --- storage objects (the storage cache's) -------------------------------------------------
-    def set_pv(self, pv: PersistentVolume) -> None:
-        self.volumes.put("volumes", pv.name, pv)
-
-    def remove_pv(self, name: str) -> None:
-        self.volumes.put("volumes", name, None)
-
-    def set_pvc(self, claim: PersistentVolumeClaim) -> None:
-        self.volumes.put("claims", claim.key, claim)
-
-    def remove_pvc(self, key: str) -> None:
-        self.volumes.put("claims", key, None)
-
-    def set_storage_class(self, cls: StorageClass) -> None:
-        self.volumes.put("classes", cls.name, cls)
-
-    def remove_storage_class(self, name: str) -> None:
-        self.volumes.put("classes", name, None)
-
-    def set_csinode(self, csinode: CSINode) -> None:
-        self.volumes.put("csinodes", csinode.name, csinode)
-
-    def remove_csinode(self, name: str) -> None:
-        self.volumes.put("csinodes", name, None)
-
+    # --- storage objects: the storage cache's own (``store.volumes.put``), all but a whole load --
     def set_storage(self, storage: StorageState) -> None:
         """Replace every storage object (a load from files)."""
         self.volumes.replace_all(storage)
