@@ -67,10 +67,10 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 from benchmarks.handwritten_default import default_filter, default_scores  # noqa: E402
 from rulesched.cluster.nodeinfo import NodeInfo  # noqa: E402
 from rulesched.lang import RuleSet, load_rules  # noqa: E402
-from rulesched.lang.builtins.matching import ports_conflict, tolerated  # noqa: E402
 from rulesched.lang.context import EvalContext  # noqa: E402
 from rulesched.lang.evaluation.columns import NodeColumns  # noqa: E402
 from rulesched.model import ContainerPort, Node, Pod, Taint, Toleration  # noqa: E402
+from rulesched.semantics.matching import ports_conflict, tolerated  # noqa: E402
 
 RULES = ROOT / "benchmarks" / "rules" / "bench.rules"
 DEFAULT_RULES = ROOT / "rules" / "default.rules"
@@ -540,21 +540,20 @@ def cycle_handwritten(nodes: Sequence[NodeInfo], pod: Pod, twin: Twin) -> Phases
 
 
 class Memos:
-    """Saves the node memos once (after the equivalence pass has filled them) to start every
-    warm run from the same, fully cached state; clears them for cold runs."""
+    """Saves the rule set's node memos once (after the equivalence pass has filled them) to start
+    every warm run from the same, fully cached state; clears them for cold runs."""
 
-    def __init__(self, nodes: Sequence[NodeInfo]) -> None:
-        self.nodes = nodes
-        self.saved = [dict(n.memo) for n in nodes]
+    def __init__(self, rules: RuleSet) -> None:
+        self.memos = rules.node_memos
+        self.saved = {name: (n, g, dict(values)) for name, (n, g, values) in self.memos.entries.items()}
 
     def restore(self) -> None:
-        for node, memo in zip(self.nodes, self.saved, strict=True):
-            node.memo.clear()
-            node.memo.update(memo)
+        entries = self.memos.entries
+        entries.clear()
+        entries.update({name: (n, g, dict(values)) for name, (n, g, values) in self.saved.items()})
 
     def clear(self) -> None:
-        for node in self.nodes:
-            node.memo.clear()
+        self.memos.entries.clear()
 
 
 VARIANTS = ("hand", "warm", "cold", "api", "replica", "columns", "columns_cold")
@@ -704,7 +703,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     forget_bindings(rules)
-    memos = Memos(nodes)  # the equivalence pass filled every node-only value there is
+    memos = Memos(rules)  # the equivalence pass filled every node-only value there is
     results = measure(rules, nodes, pods, memos, args.repeat, twin)
     for p in results.values():
         assert p.feasible == feasible, (p.feasible, feasible)

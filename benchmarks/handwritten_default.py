@@ -12,12 +12,6 @@ from __future__ import annotations
 import math
 
 from rulesched.cluster.nodeinfo import NodeInfo
-from rulesched.lang.builtins.matching import (
-    node_selector_term_matches,
-    ports_conflict,
-    tolerated,
-    tolerates,
-)
 from rulesched.lang.builtins.topology import (
     existing_anti_affinity_ok,
     image_locality,
@@ -29,6 +23,12 @@ from rulesched.lang.builtins.topology import (
 )
 from rulesched.lang.context import EvalContext
 from rulesched.model import Pod
+from rulesched.semantics.matching import (
+    node_selector_term_matches,
+    ports_conflict,
+    tolerated,
+    tolerates,
+)
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 FIRST = ("cpu", "memory", "ephemeral-storage")

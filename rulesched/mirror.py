@@ -181,19 +181,23 @@ class Mirror:
 
 
 def _pv(store: ClusterStore, key: str, obj: object) -> None:
-    store.remove_pv(key) if obj is None else store.set_pv(decode_pv(obj, "watch"))
+    pv = None if obj is None else decode_pv(obj, "watch")
+    store.volumes.put("volumes", key if pv is None else pv.name, pv)
 
 
 def _pvc(store: ClusterStore, key: str, obj: object) -> None:
-    store.remove_pvc(key) if obj is None else store.set_pvc(decode_pvc(obj, "watch"))
+    claim = None if obj is None else decode_pvc(obj, "watch")
+    store.volumes.put("claims", key if claim is None else claim.key, claim)
 
 
 def _storage_class(store: ClusterStore, key: str, obj: object) -> None:
-    store.remove_storage_class(key) if obj is None else store.set_storage_class(decode_storage_class(obj, "watch"))
+    cls = None if obj is None else decode_storage_class(obj, "watch")
+    store.volumes.put("classes", key if cls is None else cls.name, cls)
 
 
 def _csinode(store: ClusterStore, key: str, obj: object) -> None:
-    store.remove_csinode(key) if obj is None else store.set_csinode(decode_csinode(obj, "watch"))
+    csinode = None if obj is None else decode_csinode(obj, "watch")
+    store.volumes.put("csinodes", key if csinode is None else csinode.name, csinode)
 
 
 _STORAGE_APPLY: dict[str, Callable[[ClusterStore, str, object], None]] = {

@@ -1,6 +1,6 @@
 """The change counters compiled rules stamp cached cluster-wide answers with, and the pod journal
 position the per-domain indexes replay from: each change must move exactly the ones whose
-answers it can change (rulesched.lang.builtins.topology VERSIONS, rulesched.lang.builtins.indexes)."""
+answers it can change (rulesched.lang.builtins.topology VERSIONS, rulesched.lang.indexes)."""
 
 from __future__ import annotations
 

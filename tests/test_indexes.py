@@ -1,4 +1,4 @@
-"""The per-domain counts spreading and inter-pod affinity keep (rulesched.lang.builtins.indexes) give the
+"""The per-domain counts spreading and inter-pod affinity keep (rulesched.lang.indexes) give the
 answers a freshly built cluster gives: after a few pod changes (replayed from the journal), after
 more changes than the journal keeps (rebuilt), and after a node's labels change (rebuilt)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rulesched.cluster import store as state_module
+from rulesched.cluster import journal as journal_module
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang.builtins import topology
 from rulesched.lang.context import EvalContext, new_index_store
@@ -96,7 +96,7 @@ def test_replayed_counts_match_a_fresh_cluster(incoming: Pod) -> None:
 def test_counts_are_rebuilt_past_the_journal_or_after_a_node_change(
     incoming: Pod, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(state_module, "JOURNAL_KEEP", 4)
+    monkeypatch.setattr(journal_module, "JOURNAL_KEEP", 4)
     cluster = ClusterStore.build(nodes(), [running(i, f"n{i % 6}") for i in range(4)])
     before = answers(incoming, cluster)
     churn(cluster, 100, 20)  # far more changes than the journal keeps

@@ -416,22 +416,38 @@ def test_ports_conflict(load: Load, wanted: ContainerPort, used: ContainerPort, 
 
 
 def test_node_only_aggregates_are_cached_until_the_node_changes(load: Load) -> None:
-    bound = load("score busy: count(p in node.pods)\nfilter room: sum(p.requests.cpu for p in node.pods) < 3\n").bind(
-        POD
-    )
+    rules = load("score busy: count(p in node.pods)\nfilter room: sum(p.requests.cpu for p in node.pods) < 3\n")
+    bound = rules.bind(POD)
     (score,), (room,) = bound.scores, bound.filters
     node = make_node()
     assert (score.score(node), room.passes(node)) == (2, True)
-    assert len(node.memo) == 2
+    assert len(rules.node_memos.values(node)) == 2
     sneaked = make_pod("sneaked", requests={"cpu": 2000})
     node.pods.append(sneaked)  # behind NodeInfo's back: the cached answers stay
     assert (score.score(node), room.passes(node)) == (2, True)
     node.pods.remove(sneaked)
-    node.add_pod(sneaked)  # the proper way clears the memo
-    assert node.memo == {}
+    node.add_pod(sneaked)  # the proper way moves the generation: the cached values no longer hold
+    assert rules.node_memos.values(node) == {}
     assert (score.score(node), room.passes(node)) == (3, False)
     node.remove_pod(sneaked)
     assert (score.score(node), room.passes(node)) == (2, True)
+
+
+def test_node_memos_belong_to_the_rule_set_and_stay_bounded(load: Load) -> None:
+    """Two rule sets reading one node keep their values side by side (neither evicts the other),
+    a clone of the node starts afresh, and names of nodes gone do not pile up past twice the
+    cluster a session last saw."""
+    text = "score busy: count(p in node.pods)\n"
+    first, second = load(text), load(text)
+    node = make_node()
+    (a,), (b,) = first.bind(POD).scores, second.bind(POD).scores
+    assert (a.score(node), b.score(node)) == (2, 2)
+    assert len(first.node_memos.values(node)) == len(second.node_memos.values(node)) == 1
+    assert first.node_memos.values(node.clone(epoch=1)) == {}
+    first.node_memos.fit(3)  # (a session binding against a 3-node cluster says so)
+    for i in range(100):
+        a.score(make_node(f"gone-{i}"))
+    assert len(first.node_memos.entries) <= 2 * 3 + 64
 
 
 def test_cache_is_per_node_and_shared_by_pods(load: Load) -> None:

@@ -54,7 +54,7 @@ def test_compiled_rules_agree_with_the_interpreter(
     bindings = [rules.bind(pod) for pod in incoming]
     for bound in bindings:
         agree(checked, interp, bound, cluster, text)
-        agree(checked, interp, bound, cluster, text)  # again: now answered from node.memo
+        agree(checked, interp, bound, cluster, text)  # again: now answered from the node memos
     for node in cluster:
         node.add_pod(arriving)
     for bound in bindings:  # the same bindings on changed nodes

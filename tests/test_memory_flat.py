@@ -145,6 +145,7 @@ def test_memory_is_flat_over_reloads_and_cycles() -> None:
     assert alive <= 1, f"{alive} swapped-out rule sets still alive"
     session = handle.rules.session()
     assert len(session.classes) <= 512 and len(session.indexes) <= 128
-    assert max(len(info.memo) for info in store.nodes) <= 64
+    memos = handle.rules.node_memos
+    assert len(memos.entries) <= len(store.nodes) and max(len(memos.values(info)) for info in store.nodes) <= 64
     assert len(scheduler.cycle._tables) <= 64
-    assert store.pod_position - store._journal_start <= 2 * 4096
+    assert store.pod_position - store.journal.start <= 2 * 4096

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from rulesched.cluster.store import ClusterStore, disruptions_allowed
+from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ObjectError
 from rulesched.model.decode import decode_pdb
+from rulesched.semantics.disruption import disruptions_allowed
 from tests.upstream.harness import node, pod
 
 

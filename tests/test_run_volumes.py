@@ -12,12 +12,12 @@ from typing import Any
 
 from rulesched.errors import ConflictError
 from rulesched.kube.volumes import writes_for
-from rulesched.lang.builtins.volume_binding import Decision
 from rulesched.model.decode import decode_pod
 from rulesched.model.decode_storage import decode_pvc
 from rulesched.model.storage import SELECTED_NODE, StorageState
 from rulesched.run.loop import Loop, RunSettings
 from rulesched.run.workers import Outcome, Workers
+from rulesched.semantics.volume_binding import Decision
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import claim, local_volume, storage_class
 from tests.helpers.kube import claiming_pod as pod

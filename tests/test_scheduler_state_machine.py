@@ -35,10 +35,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
-from rulesched.lang.builtins.volumes import pv_fits_node
 from rulesched.model import Node, Pod
 from rulesched.model.storage import READ_WRITE_ONCE_POD, StorageState
 from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.semantics.volumes import pv_fits_node
 from rulesched.simulate.driver import Simulation
 from tests.helpers.profiles import examples
 from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class
@@ -253,7 +253,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             )
         )
         if shape["attach"] is not None:
-            self.state.set_csinode(csinode(name, {"csi.example.com": shape["attach"]}))
+            self.state.volumes.put("csinodes", name, csinode(name, {"csi.example.com": shape["attach"]}))
         self.scheduler.queue.cluster_changed()
 
     @precondition(lambda self: self.state.nodes)
@@ -415,7 +415,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert self.state.claim_users(key) == count, key
             if READ_WRITE_ONCE_POD in storage.claims[key].access_modes:
                 assert count <= 1, f"{key} (ReadWriteOncePod) is mounted by {count} pods"
-        assert not self.state._volume_undo and not self.state._volume_decisions
+        assert not self.state.volumes.in_flight()
 
 
 SchedulerMachine.TestCase.settings = settings(

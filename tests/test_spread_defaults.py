@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.kube.api import KubeApi
-from rulesched.lang.builtins.spread_defaults import default_selector
 from rulesched.lang.builtins.spreading import _spread_score_state
 from rulesched.mirror import Mirror
 from rulesched.model import LabelSelector, LabelSelectorRequirement
 from rulesched.model.workloads import Controller, Service, Workloads
+from rulesched.semantics.spread_defaults import default_selector
 from rulesched.simulate.load import load_cluster
 from rulesched.simulate.run import SimulateSettings, simulate
 from tests.apiserver import TestApiServer

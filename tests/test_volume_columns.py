@@ -88,7 +88,7 @@ def clusters(draw: Any) -> ClusterStore:
         state.add_node(node(name, labels=labels, allocatable=allocatable))
         limit = draw(st.sampled_from([None, 0, 1, 2, 39]))
         if limit is not None:
-            state.set_csinode(csinode(name, {DRIVER: limit}))
+            state.volumes.put("csinodes", name, csinode(name, {DRIVER: limit}))
         for j in range(draw(st.integers(0, 3))):
             claims = draw(st.lists(st.sampled_from(CLAIMS[:5]), min_size=0, max_size=2, unique=True))
             state.add_pod(_mounting(f"r{i}-{j}", claims, node_name=name))

@@ -12,10 +12,10 @@ import yaml
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError, ObjectError
-from rulesched.lang.builtins.volume_binding import Decision
 from rulesched.model.decode import decode_pod
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.storage import SELECTED_NODE, StorageState
+from rulesched.semantics.volume_binding import Decision
 from rulesched.simulate.load import load_cluster
 from rulesched.simulate.run import SimulateSettings, simulate
 from tests.upstream.harness import node

@@ -2,8 +2,9 @@
 
 This is the object a rule's ``node`` variable reads (it satisfies
 :class:`rulesched.lang.schema.NodeView`). Adding or removing a pod updates ``requested``,
-``nonzero_requested``, ``free``, ``used_ports`` and ``claim_mounts`` in place, bumps ``generation`` and clears
-``memo`` (the per-node cache compiled rules keep node-only values in).
+``nonzero_requested``, ``free``, ``used_ports`` and ``claim_mounts`` in place and bumps ``generation``:
+the engine's per-node caches (compiled rules' node-only values, bound rules' outcomes) are its
+own, keyed by the node info's identity and generation; a node info holds none of them.
 
 Once a snapshot holds a NodeInfo it is never changed again: the store changes a :meth:`clone`
 instead (``epoch`` says which snapshot generation a NodeInfo was made in), so a cycle or an
@@ -13,7 +14,6 @@ extender request can read a snapshot's nodes while the store moves on.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from rulesched.model import ContainerPort, Node, Pod, Taint
 from rulesched.model.load import NEVER_MEASURED, NO_METRICS, NO_USAGE
@@ -40,8 +40,6 @@ class NodeInfo:
         "metrics",
         "metrics_age",
         "generation",
-        "memo",
-        "memo_owner",
         "epoch",
     )
 
@@ -59,17 +57,13 @@ class NodeInfo:
         self.metrics: Mapping[str, float] = NO_METRICS
         self.metrics_age: float = NEVER_MEASURED
         self.generation = 0
-        self.memo: dict[Any, Any] = {}
-        # The compiled rule set whose node-only values ``memo`` holds (another set's first read
-        # replaces the dict, so a node's memo never outgrows one rule set).
-        self.memo_owner: object = None
         self.epoch = epoch
         self.set_node(node)
         for pod in pods:
             self.add_pod(pod)
 
     def clone(self, epoch: int) -> NodeInfo:
-        """A copy to change while this one stays as it is (a snapshot holds it); empty memo."""
+        """A copy to change while this one stays as it is (a snapshot holds it)."""
         new = NodeInfo.__new__(NodeInfo)
         new.node, new.name, new.labels = self.node, self.name, self.labels
         new.annotations, new.allocatable, new.capacity = self.annotations, self.allocatable, self.capacity
@@ -82,8 +76,6 @@ class NodeInfo:
         new.claim_mounts = self.claim_mounts
         new.usage, new.metrics, new.metrics_age = self.usage, self.metrics, self.metrics_age
         new.generation = self.generation
-        new.memo = {}
-        new.memo_owner = None
         new.epoch = epoch
         return new
 
@@ -148,7 +140,6 @@ class NodeInfo:
 
     def _changed(self) -> None:
         self.generation += 1
-        self.memo.clear()
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name!r}, pods={len(self.pods)})"

@@ -125,7 +125,7 @@ class ClusterOverlay:
     """A snapshot with pods taken off and put back, for preemption's dry runs. Changes clone
     the node info they touch and continue the snapshot's journal privately; positions and
     generations go on from the snapshot's, so indexes forked from the snapshot's can replay
-    them (:class:`rulesched.lang.builtins.indexes.ForkedIndexes`). Single-threaded, short-lived."""
+    them (:class:`rulesched.lang.indexes.ForkedIndexes`). Single-threaded, short-lived."""
 
     def __init__(self, base: Snapshot) -> None:
         self.base = base

@@ -32,8 +32,8 @@ from rulesched.errors import KubeError
 from rulesched.extender.wire import BindingArgs, binding_result
 from rulesched.kube.api import KubeApi
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes, writes_for
-from rulesched.lang.builtins.volume_binding import plan_bindings
 from rulesched.model import Pod
+from rulesched.semantics.volume_binding import plan_bindings
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from rulesched.errors import KubeError
 from rulesched.kube.api import PVCS, PVS, KubeApi, Resource
-from rulesched.lang.builtins.volume_binding import Decision
 from rulesched.model.storage import SELECTED_NODE, StorageState
+from rulesched.semantics.volume_binding import Decision
 
 log = logging.getLogger(__name__)
 

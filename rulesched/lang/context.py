@@ -2,7 +2,7 @@
 
 Built once per pod per scheduling cycle (kube-scheduler's CycleState plays this part): built-ins
 that read the whole cluster keep their per-pod precomputation in ``scratch``, and the per-domain
-counts they keep between cycles in ``indexes`` (rulesched.lang.builtins.indexes), which belong to
+counts they keep between cycles in ``indexes`` (rulesched.lang.indexes), which belong to
 the evaluating session (one per thread), not to the cluster: two threads reading two snapshots
 never share one.
 """

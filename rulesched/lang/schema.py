@@ -41,12 +41,14 @@ from rulesched.model import (
 class NodeView(Protocol):
     """A node as rules see it: the Node object's fields plus what its pods add up to.
 
-    ``memo`` is a dict the owner clears whenever the node or its pods change; compiled rules keep
-    node-only results there (see :mod:`rulesched.lang.evaluation.compile`), and replace it when
-    ``memo_owner`` names another compiled rule set.
+    ``generation`` moves whenever the node or its pods change (a view that never changes may keep
+    one): the engine's per-node caches hold an answer while the view is the same object at the
+    same generation (:class:`rulesched.lang.evaluation.stages.NodeMemos`, the bound rules'
+    per-node outcomes). The view itself keeps none of them.
     """
 
-    memo_owner: object
+    @property
+    def generation(self) -> int: ...
 
     @property
     def name(self) -> str: ...
@@ -95,8 +97,6 @@ class NodeView(Protocol):
 
     @property
     def metrics_age(self) -> float: ...
-
-    memo: dict[Any, Any]
 
 
 @dataclass(frozen=True)

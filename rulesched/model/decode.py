@@ -263,7 +263,7 @@ def decode_node(obj: object, source: str = "", *, memo: Memo | None = None, name
 
 def decode_pdb(obj: object, source: str = "", *, names: bool = True) -> PodDisruptionBudget:
     """A PodDisruptionBudget with the disruptions its status allows now. Without a status
-    (``status_known`` false) it allows 0 until :func:`rulesched.cluster.store.disruptions_allowed`
+    (``status_known`` false) it allows 0 until :func:`rulesched.semantics.disruption.disruptions_allowed`
     computes it from the pods, as the disruption controller would."""
     obj, _, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True, names=names)
     spec = get_map(obj, "spec", where, "")

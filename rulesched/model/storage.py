@@ -4,8 +4,9 @@ are part of the pod: :class:`rulesched.model.objects.PodVolume`).
 
 Values are frozen; a change is a new value (the store replaces it, :mod:`rulesched.cluster.store`).
 Capacities are milli-units, like every other resource amount (:mod:`rulesched.model.quantity`).
-Decoding from Kubernetes objects is in :mod:`rulesched.model.decode_storage`; the volume filters
-that read these are :mod:`rulesched.lang.builtins.volumes` and ``volume_binding``.
+Decoding from Kubernetes objects is in :mod:`rulesched.model.decode_storage`; Kubernetes' rules over
+them (the volume plugins' checks, VolumeBinding's planner) are :mod:`rulesched.semantics.volumes`
+and :mod:`rulesched.semantics.volume_binding`; the built-ins of the same names wrap them.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ system default topology spreading needs of them — which pods they select.
 kube-scheduler spreads a pod that has no topology spread constraints of its own by default
 constraints whose selector is the union of the selectors of the Services selecting the pod and
 of the pod's controlling ReplicaSet, StatefulSet or ReplicationController (see
-:mod:`rulesched.lang.builtins.spread_defaults`). :class:`Workloads` holds those selectors, by
+:mod:`rulesched.semantics.spread_defaults`). :class:`Workloads` holds those selectors, by
 namespace, as one immutable value: a change makes a new one, so its identity versions every
 answer computed from it. Deployments, Jobs and the rest are not needed: a Deployment's pods are
 owned by its ReplicaSets.

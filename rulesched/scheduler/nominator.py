@@ -29,7 +29,7 @@ from typing import Any
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
-from rulesched.lang.builtins.indexes import ForkedIndexes
+from rulesched.lang.indexes import ForkedIndexes
 from rulesched.model import Pod
 
 Failure = tuple[Any, tuple[str, ...]]  # (the failing filter, its reasons), as BoundRules gives

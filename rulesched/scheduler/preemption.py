@@ -34,13 +34,13 @@ from typing import Any
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
-from rulesched.lang.builtins.indexes import ForkedIndexes
-from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.lang.evaluation.watch import CHECK_EVERY
+from rulesched.lang.indexes import ForkedIndexes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.nominator import Reserved
+from rulesched.semantics.matching import label_selector_matches
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"

@@ -3,7 +3,7 @@ pkg/scheduler/framework/plugins/volumebinding/binder_test.go: TestFindPodVolumes
 and TestFindPodVolumesWithProvisioning. Each scenario's reasons (or error) are checked through the
 VolumeBinding filter of rules/default.rules on upstream's test node (labelled ``nodeKey: node1``),
 and its expected static bindings and dynamic provisions through
-:func:`rulesched.lang.builtins.volume_binding.plan_bindings`, what the store records when the pod is
+:func:`rulesched.semantics.volume_binding.plan_bindings`, what the store records when the pod is
 assumed. A scenario upstream expects to fail with an error fails the filter with the message
 that error carries (upstream's test helper turns unbound immediate claims into
 ``pod has unbound immediate PersistentVolumeClaims``).
@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from rulesched.lang.builtins.volume_binding import Decision, plan_bindings
+from rulesched.semantics.volume_binding import Decision, plan_bindings
 from tests.upstream.harness import filter_reasons, node, pod, pv, pvc, state, storage, storage_class
 
 KEY = "nodeKey"

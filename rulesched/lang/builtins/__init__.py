@@ -1,5 +1,9 @@
 """Built-in functions: the Kubernetes semantics rules must not re-implement.
 
+The semantics themselves are :mod:`rulesched.semantics` (pure functions of the object model, which
+the store and the binders use too); a built-in gives one a type rule and, for those that read the
+whole cluster, a per-pod plan, a version token and the column evaluation's hints.
+
 Each built-in has a type rule (``check``: argument types -> result type and per-argument
 coercions, or a message) and an implementation. Implementations are total: bad or missing
 input gives the documented "nothing matches" answer, never an exception. Built-ins that need the
@@ -16,14 +20,6 @@ from typing import Any
 
 from rulesched.lang import schema
 from rulesched.lang.builtins import topology, volume_binding, volumes
-from rulesched.lang.builtins.matching import (
-    label_selector_matches,
-    node_selector_term_matches,
-    ports_conflict,
-    subset,
-    tolerated,
-    tolerates,
-)
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -40,6 +36,14 @@ from rulesched.lang.types import (
 )
 from rulesched.lang.values import to_number
 from rulesched.model import QuantityError, parse_quantity
+from rulesched.semantics.matching import (
+    label_selector_matches,
+    node_selector_term_matches,
+    ports_conflict,
+    subset,
+    tolerated,
+    tolerates,
+)
 
 Check = Callable[[Sequence[Type]], "tuple[Type, tuple[str | None, ...]] | str"]
 

@@ -1,8 +1,9 @@
 """Inter-pod affinity built-ins: required affinity and anti-affinity (both ways) and the preferred
 terms' score, after kube-scheduler's InterPodAffinity plugin.
 
-PreFilter / PreScore state — matching pods per topology pair — comes from indexes kept current
-between cycles (:mod:`rulesched.lang.builtins.indexes`), keyed by what the incoming pod brings: its
+The terms themselves (resolved for their owner, matched against a pod) are Kubernetes'
+semantics (:mod:`rulesched.semantics.affinity`). PreFilter / PreScore state — matching pods per topology pair — comes from indexes kept current
+between cycles (:mod:`rulesched.lang.indexes`), keyed by what the incoming pod brings: its
 resolved terms, and, for the terms of pods already running, which of those terms select it (a
 registry of the running pods' distinct terms says; pods alike in that share an index). The per-pod
 state is kept in ``ctx.scratch``; per node each built-in is a few dictionary lookups.
@@ -14,60 +15,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang.builtins.indexes import Add, PodSum, current
-from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, PodAffinityTerm
-from rulesched.model.objects import EMPTY
+from rulesched.lang.indexes import Add, PodSum, current
+from rulesched.model import Pod
+from rulesched.semantics.affinity import (
+    HARD_POD_AFFINITY_WEIGHT,
+    Namespaces,
+    Term,
+    matches_all,
+    resolve,
+    resolve_all,
+)
 
-HARD_POD_AFFINITY_WEIGHT = 1  # InterPodAffinityArgs.hardPodAffinityWeight default
 Pair = tuple[str, str]
 _NOTHING: dict[Any, int] = {}
-Namespaces = Mapping[str, Mapping[str, str]]
-
-
-@dataclass(frozen=True)
-class Term:
-    """An affinity term resolved for its owner pod (framework.AffinityTerm)."""
-
-    topology_key: str
-    selector: LabelSelector | None
-    namespaces: frozenset[str]
-    namespace_selector: LabelSelector | None
-    weight: int = 0
-
-    def matches(self, pod: Pod, namespaces: Namespaces | None) -> bool:
-        """AffinityTerm.Matches: namespace (listed or selected by its labels; None: no cluster
-        to know them from), then labels."""
-        if pod.namespace not in self.namespaces:
-            if self.namespace_selector is None or namespaces is None:
-                return False
-            if not label_selector_matches(self.namespace_selector, namespaces.get(pod.namespace, EMPTY)):
-                return False
-        return label_selector_matches(self.selector, pod.labels)
-
-
-def resolve(owner: Pod, term: PodAffinityTerm, weight: int = 0) -> Term:
-    namespaces = set(term.namespaces)
-    if not namespaces and term.namespace_selector is None:
-        namespaces.add(owner.namespace)  # no namespaces and no selector: the owner's namespace
-    selector = term.label_selector
-    extra = [LabelSelectorRequirement(k, "In", (owner.labels[k],)) for k in term.match_label_keys if k in owner.labels]
-    extra += [
-        LabelSelectorRequirement(k, "NotIn", (owner.labels[k],)) for k in term.mismatch_label_keys if k in owner.labels
-    ]
-    if extra and selector is not None:
-        selector = LabelSelector(selector.match_labels, (*selector.match_expressions, *extra))
-    return Term(term.topology_key, selector, frozenset(namespaces), term.namespace_selector, weight)
-
-
-def _terms(pod: Pod, terms: Sequence[PodAffinityTerm]) -> tuple[Term, ...]:
-    return tuple(resolve(pod, t) for t in terms)
-
-
-def _matches_all(pod: Pod, terms: Sequence[Term], namespaces: Namespaces | None) -> bool:
-    """podMatchesAllAffinityTerms: false for no terms."""
-    return bool(terms) and all(t.matches(pod, namespaces) for t in terms)
 
 
 def _namespaces(cluster: ClusterView | None) -> Namespaces | None:
@@ -106,7 +67,7 @@ def _existing_anti_index(ctx: EvalContext, namespaces: Namespaces) -> PodSum:
 
     def contribute(other: Pod, node: Any, add: Add) -> None:
         if other.pod_anti_affinity:
-            for term in _terms(other, other.pod_anti_affinity):
+            for term in resolve_all(other, other.pod_anti_affinity):
                 value = node.labels.get(term.topology_key)
                 if value is not None and (ANTI, term, 0) in selecting:
                     add((term.topology_key, value), 1)
@@ -141,7 +102,7 @@ def _affinity_counts(ctx: EvalContext, terms: tuple[Term, ...], namespaces: Name
     """Pairs of the terms' keys on nodes running pods that match every term."""
 
     def contribute(other: Pod, node: Any, add: Add) -> None:
-        if _matches_all(other, terms, namespaces):
+        if matches_all(other, terms, namespaces):
             labels = node.labels
             for term in terms:
                 value = labels.get(term.topology_key)
@@ -169,8 +130,8 @@ def _affinity_state(ctx: EvalContext) -> _AffinityState:
     if state is not None:
         return state  # type: ignore[no-any-return]
     pod, cluster = ctx.pod, ctx.cluster
-    affinity_terms = _terms(pod, pod.pod_affinity)
-    anti_terms = _terms(pod, pod.pod_anti_affinity)
+    affinity_terms = resolve_all(pod, pod.pod_affinity)
+    anti_terms = resolve_all(pod, pod.pod_anti_affinity)
     existing = existing_anti_index(ctx)
     if cluster is None or existing is None:
         state = _AffinityState(affinity_terms, anti_terms, _NOTHING, _NOTHING, _NOTHING)
@@ -199,7 +160,7 @@ def pod_affinity_ok(ctx: EvalContext, node: Any) -> bool:
             pods_exist = False
     if pods_exist:
         return True
-    return not counts and _matches_all(ctx.pod, state.affinity_terms, _namespaces(ctx.cluster))
+    return not counts and matches_all(ctx.pod, state.affinity_terms, _namespaces(ctx.cluster))
 
 
 def affinity_keys(ctx: EvalContext) -> tuple[str, ...]:

@@ -1,9 +1,11 @@
 """Topology spreading built-ins, after kube-scheduler's PodTopologySpread plugin: the filter for
 DoNotSchedule constraints and the score for ScheduleAnyway ones — a pod's own, or, for a pod
-without constraints, the system defaults (:mod:`rulesched.lang.builtins.spread_defaults`).
+without constraints, the system defaults. The constraints themselves, their inclusion policies,
+which pods they count and the skew arithmetic are Kubernetes' semantics
+(:mod:`rulesched.semantics.spreading`); this module counts and answers per node.
 
 Matching pods per domain, per constraint, are kept in an index current between cycles
-(:mod:`rulesched.lang.builtins.indexes`) keyed by the incoming pod's constraints, namespace and — where a
+(:mod:`rulesched.lang.indexes`) keyed by the incoming pod's constraints, namespace and — where a
 node inclusion policy is honoured — its node selector, node affinity and tolerations. Each pod's
 PreFilter state (the minimum per constraint, whether the pod matches itself) is derived from it
 once, in ``ctx.scratch``; per node the filter is a dictionary lookup per constraint.
@@ -12,99 +14,28 @@ once, in ``ctx.scratch``; per node the filter is a dictionary lookup per constra
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from rulesched.lang.builtins.indexes import current
-from rulesched.lang.builtins.matching import (
-    label_selector_matches,
-    node_selector_term_matches,
-    subset,
-    tolerated,
-)
-from rulesched.lang.builtins.spread_defaults import HOSTNAME, SYSTEM_DEFAULTS, default_selector
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
+from rulesched.lang.indexes import current
+from rulesched.model import Pod
 from rulesched.model.workloads import NO_WORKLOADS
-
-
-@dataclass(frozen=True)
-class _Constraint:
-    max_skew: int
-    topology_key: str
-    selector: LabelSelector | None
-    min_domains: int
-    honor_affinity: bool
-    honor_taints: bool
-
-
-def _constraints(pod: Pod, mode: str) -> tuple[_Constraint, ...]:
-    return tuple(
-        _Constraint(
-            c.max_skew,
-            c.topology_key,
-            _with_label_keys(pod, c),
-            c.min_domains,
-            c.node_affinity_policy != "Ignore",
-            c.node_taints_policy == "Honor",
-        )
-        for c in pod.topology_spread_constraints
-        if c.when_unsatisfiable == mode
-    )
-
-
-def _with_label_keys(pod: Pod, c: TopologySpreadConstraint) -> LabelSelector | None:
-    selector = c.label_selector
-    keys = [k for k in c.match_label_keys if k in pod.labels]
-    if not keys or selector is None:
-        return selector
-    extra = tuple(LabelSelectorRequirement(k, "In", (pod.labels[k],)) for k in keys)
-    return LabelSelector(selector.match_labels, (*selector.match_expressions, *extra))
-
-
-def _included(pod: Pod, c: _Constraint, node: Any) -> bool:
-    """matchNodeInclusionPolicies: the pod's node affinity/selector, and taints if honoured."""
-    if c.honor_affinity:
-        if not subset(pod.node_selector, node.labels):
-            return False
-        terms = pod.required_node_affinity
-        if terms is not None and not any(node_selector_term_matches(t, node) for t in terms):
-            return False
-    if c.honor_taints:
-        for taint in node.taints:
-            if taint.effect in ("NoSchedule", "NoExecute") and not tolerated(taint, pod.tolerations):
-                return False
-    return True
-
-
-def _selected(pod: Pod, selector: LabelSelector | None, namespace: str) -> bool:
-    """countPodsMatchSelector, for one pod: same namespace, not terminating, labels selected."""
-    return pod.namespace == namespace and not pod.deleting and label_selector_matches(selector, pod.labels)
-
-
-def _count_matching(pods: Sequence[Pod], selector: LabelSelector | None, namespace: str) -> int:
-    return _count_selected(pods, partial(label_selector_matches, selector), namespace)
-
-
-def _count_selected(pods: Sequence[Pod], matches: Callable[[Mapping[str, str]], bool], namespace: str) -> int:
-    """countPodsMatchSelector over some pods, ``matches`` testing their labels (see
-    :func:`_selector_test`)."""
-    n = 0
-    for p in pods:
-        if p.namespace == namespace and not p.deleting and matches(p.labels):
-            n += 1
-    return n
-
-
-def _selector_test(selector: LabelSelector | None) -> Callable[[Mapping[str, str]], bool]:
-    """:func:`label_selector_matches` for one selector, as a function of the labels: a
-    matchLabels-only selector is a subset test of the label items."""
-    if selector is None or selector.match_expressions:
-        return partial(label_selector_matches, selector)
-    wanted = dict(selector.match_labels).items()
-    return lambda labels: wanted <= labels.items()
+from rulesched.semantics.matching import label_selector_matches
+from rulesched.semantics.spread_defaults import HOSTNAME
+from rulesched.semantics.spreading import (
+    Constraint,
+    count_matching,
+    count_selected,
+    default_constraints,
+    included,
+    score_weight,
+    selected,
+    selector_test,
+    skew_limit,
+)
+from rulesched.semantics.spreading import constraints as pod_constraints
 
 
 class _DomainCounts:
@@ -113,7 +44,7 @@ class _DomainCounts:
     that the constraint includes (its inclusion policies). A domain with no such pod is present
     with 0: it still counts for the minimum and for minDomains."""
 
-    def __init__(self, owner: Pod, constraints: tuple[_Constraint, ...], require_all: bool = True) -> None:
+    def __init__(self, owner: Pod, constraints: tuple[Constraint, ...], require_all: bool = True) -> None:
         self.counts: list[dict[str, int]] = [{} for _ in constraints]
         self._owner, self._constraints = owner, constraints
         self._keys = tuple(c.topology_key for c in constraints) if require_all else ()
@@ -129,19 +60,19 @@ class _DomainCounts:
         namespace = owner.namespace
         unconstrained = not owner.node_selector and owner.required_node_affinity is None
         everywhere = [not c.honor_taints and (unconstrained or not c.honor_affinity) for c in constraints]
-        tests = [_selector_test(c.selector) for c in constraints]
+        tests = [selector_test(c.selector) for c in constraints]
         parts = list(zip(constraints, everywhere, tests, counts, strict=True))
         for node in cluster.node_views():
             labels = node.labels
             if not all(k in labels for k in keys):
                 continue
-            included = tuple(True if every else _included(owner, c, node) for c, every, _, _ in parts)
-            if not all(included):
-                self._partial[node.name] = included
-            for (c, _, test, domains), inc in zip(parts, included, strict=True):
+            inclusion = tuple(True if every else included(owner, c, node) for c, every, _, _ in parts)
+            if not all(inclusion):
+                self._partial[node.name] = inclusion
+            for (c, _, test, domains), inc in zip(parts, inclusion, strict=True):
                 if inc:
                     value = labels.get(c.topology_key, "")
-                    domains[value] = domains.get(value, 0) + _count_selected(node.pods, test, namespace)
+                    domains[value] = domains.get(value, 0) + count_selected(node.pods, test, namespace)
 
     def fork(self) -> _DomainCounts:
         twin = _DomainCounts(self._owner, self._constraints, self._require_all)
@@ -153,15 +84,15 @@ class _DomainCounts:
         labels = node.labels
         if pod.namespace != self._owner.namespace or not all(k in labels for k in self._keys):
             return
-        included = self._partial.get(node.name)
+        inclusion = self._partial.get(node.name)
         for i, (c, domains) in enumerate(zip(self._constraints, self.counts, strict=True)):
-            if (included is None or included[i]) and _selected(pod, c.selector, pod.namespace):
+            if (inclusion is None or inclusion[i]) and selected(pod, c.selector, pod.namespace):
                 value = labels.get(c.topology_key, "")
                 domains[value] = domains.get(value, 0) + sign
 
 
 def _domain_counts(
-    ctx: EvalContext, mode: str, constraints: tuple[_Constraint, ...], require_all: bool = True
+    ctx: EvalContext, mode: str, constraints: tuple[Constraint, ...], require_all: bool = True
 ) -> list[dict[str, int]]:
     pod = ctx.pod
     affinity = any(c.honor_affinity for c in constraints)
@@ -195,7 +126,7 @@ def _spread_checks(ctx: EvalContext) -> tuple[_Check, ...]:
     if checks is not None:
         return checks  # type: ignore[no-any-return]
     pod = ctx.pod
-    constraints = _constraints(pod, "DoNotSchedule")
+    constraints = pod_constraints(pod, "DoNotSchedule")
     if not constraints:
         checks = ()
     else:
@@ -204,9 +135,8 @@ def _spread_checks(ctx: EvalContext) -> tuple[_Check, ...]:
         )
         out = []
         for c, domains in zip(constraints, counts, strict=True):
-            minimum = 0 if len(domains) < c.min_domains else min(domains.values(), default=0)
-            self_match = 1 if label_selector_matches(c.selector, pod.labels) else 0
-            out.append(_Check(c.topology_key, domains, c.max_skew + minimum - self_match))
+            self_match = label_selector_matches(c.selector, pod.labels)
+            out.append(_Check(c.topology_key, domains, skew_limit(c, domains, self_match)))
         checks = tuple(out)
     ctx.scratch["spread"] = checks
     return checks
@@ -254,25 +184,26 @@ def spread_missing_label(ctx: EvalContext, node: Any) -> bool:
 
 @dataclass(frozen=True)
 class _SpreadScoreState:
-    constraints: tuple[_Constraint, ...]
+    constraints: tuple[Constraint, ...]
     counts: list[dict[str, int]]  # per constraint, the domains of the feasible nodes only
     weights: list[float]
     ignored: frozenset[str]  # the feasible nodes left out (upstream's IgnoredNodes)
     require_all: bool  # a node without every constraint's key is left out of scoring
 
 
-def soft_constraints(ctx: EvalContext) -> tuple[tuple[_Constraint, ...], bool]:
+def soft_constraints(ctx: EvalContext) -> tuple[tuple[Constraint, ...], bool]:
     """The constraints PodTopologySpread scores the pod by, and whether a node must carry all
     their keys to be scored: the pod's own ScheduleAnyway constraints (all keys required), or,
     for a pod without constraints, the system defaults (not required: a node without a zone
     label is still spread by hostname). Empty: the plugin skips the pod."""
-    found: tuple[tuple[_Constraint, ...], bool] | None = ctx.scratch.get("spread-soft")
+    found: tuple[tuple[Constraint, ...], bool] | None = ctx.scratch.get("spread-soft")
     if found is None:
         pod = ctx.pod
         if pod.topology_spread_constraints:
-            found = (_constraints(pod, "ScheduleAnyway"), True)
+            found = (pod_constraints(pod, "ScheduleAnyway"), True)
         else:
-            found = (_default_constraints(ctx), False)
+            workloads = ctx.cluster.workloads if ctx.cluster is not None else NO_WORKLOADS
+            found = (default_constraints(pod, workloads), False)
         ctx.scratch["spread-soft"] = found
     return found
 
@@ -282,14 +213,6 @@ def spread_defaulted(ctx: EvalContext) -> bool:
     Service or its controller selects it (else PodTopologySpread skips it). Decided at bind
     time, by the cluster's Services and controllers (see ``class_token``)."""
     return not ctx.pod.topology_spread_constraints and bool(soft_constraints(ctx)[0])
-
-
-def _default_constraints(ctx: EvalContext) -> tuple[_Constraint, ...]:
-    workloads = ctx.cluster.workloads if ctx.cluster is not None else NO_WORKLOADS
-    selector = default_selector(ctx.pod, workloads)
-    if selector is None:
-        return ()
-    return tuple(_Constraint(skew, key, selector, 1, True, False) for key, skew in SYSTEM_DEFAULTS)
 
 
 def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
@@ -312,7 +235,7 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
     weights = []
     for c, domains in zip(constraints, counts, strict=True):
         size = len(feasible) - len(ignored) if c.topology_key == HOSTNAME else len(domains)
-        weights.append(math.log(size + 2))
+        weights.append(score_weight(size))
     if any(counts) and ctx.cluster is not None:
         everywhere = _domain_counts(ctx, "ScheduleAnyway", constraints, require_all)
         for domains, known in zip(counts, everywhere, strict=True):
@@ -347,7 +270,7 @@ def spread_score(ctx: EvalContext, node: Any) -> int:
         if value is None:
             continue
         if c.topology_key == HOSTNAME:
-            count = _count_matching(node.pods, c.selector, ctx.pod.namespace)
+            count = count_matching(node.pods, c.selector, ctx.pod.namespace)
         else:
             count = domains.get(value, 0)
         score += count * weight + (c.max_skew - 1)

@@ -4,7 +4,7 @@ their answers depend on.
 These read the whole cluster through :class:`rulesched.lang.context.ClusterView`, so they take the
 evaluation context. Inter-pod affinity is in :mod:`rulesched.lang.builtins.affinity`, spreading in
 :mod:`rulesched.lang.builtins.spreading` (both count pods per topology domain with the indexes of
-:mod:`rulesched.lang.builtins.indexes`); image locality is here. ``VERSIONS`` and ``MOVES`` below tell the
+:mod:`rulesched.lang.indexes`); image locality is here. ``VERSIONS`` and ``MOVES`` below tell the
 compiled rule set (rulesched.lang.evaluation.ruleset) when a cached answer of each may be reused.
 """
 

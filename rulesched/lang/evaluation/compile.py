@@ -9,8 +9,8 @@ by what it reads:
   per-node closures as constants;
 * **node-only** parts that cost something (aggregates over ``node.pods``, costly built-ins, and
   any node-only expression that takes more calls than a cache lookup, such as
-  ``node.allocatable.cpu - node.requested.cpu``) are cached in the node's ``memo`` dict, which
-  the snapshot clears when the node or its pods change;
+  ``node.allocatable.cpu - node.requested.cpu``) are cached per node in the rule set's
+  :class:`~rulesched.lang.evaluation.stages.NodeMemos`, until the node or its pods change;
 * the rest runs per node.
 
 No source text is generated or evaluated: every stage is a Python closure over closures. Bound
@@ -33,6 +33,7 @@ from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.stages import (
     NO_CTX,
     NodeFn,
+    NodeMemos,
     Staged,
     aggregate_loop,
     as_pod_node,
@@ -65,7 +66,7 @@ from rulesched.lang.types import (
 from rulesched.lang.values import _q_mul, binary_function
 
 _POD = frozenset({schema.POD_VARIABLE})
-# A node-only expression costing this many calls or more is cached in the node memo: a cache hit
+# A node-only expression costing this many calls or more is cached in the node memos: a cache hit
 # costs about one call and a dict lookup.
 _WORTH_CACHING = 3
 _LOOP_COST = 20
@@ -76,10 +77,10 @@ _NODE = frozenset({schema.NODE_VARIABLE})
 
 
 class _Compiler:
-    def __init__(self, checked: CheckedRules) -> None:
+    def __init__(self, checked: CheckedRules, memos: NodeMemos) -> None:
         self.notes = checked.notes
         self.lets = checked.lets
-        self.memo_owner = object()  # this compilation's node memos (rulesched.lang.evaluation.stages.memoised)
+        self.memos = memos  # this compilation's node memos (rulesched.lang.evaluation.stages.memoised)
         self.let_codes: dict[tuple[str, tuple[tuple[str, int], ...]], Staged] = {}
         # Slots whose bound variable is fixed to a value while an unrolled loop body is compiled.
         self.fixed: dict[int, Any] = {}
@@ -91,7 +92,7 @@ class _Compiler:
         if code.is_const or code.pod is not None or code.static is None:
             return code
         if code.free <= _NODE and (self._costly(expr) or code.cost >= _WORTH_CACHING):
-            return memoised(code, self.memo_owner)  # (a bound variable or victim varies per node: never cached)
+            return memoised(code, self.memos)  # (a bound variable or victim varies per node: never cached)
         return code
 
     def _compile(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
@@ -291,7 +292,7 @@ class _Compiler:
                     total += 1
                 return counts, total
 
-        grouped = memoised(Staged(iterable.free, static=group), self.memo_owner).static
+        grouped = memoised(Staged(iterable.free, static=group), self.memos).static
         assert grouped is not None
         kind, negate = expr.kind, where.op == "!="
 
@@ -400,8 +401,9 @@ class CompiledRule:
         return self.checked.name
 
 
-def compile_rules(checked: CheckedRules) -> list[CompiledRule]:
-    compiler = _Compiler(checked)
+def compile_rules(checked: CheckedRules, memos: NodeMemos) -> list[CompiledRule]:
+    """The rules compiled, their node-only values cached in ``memos``."""
+    compiler = _Compiler(checked, memos)
     out = []
     for c in checked.rules:
         rule = c.rule

@@ -47,7 +47,7 @@ from rulesched.lang.evaluation.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
 from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
-from rulesched.lang.evaluation.stages import Staged
+from rulesched.lang.evaluation.stages import NodeMemos, Staged
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
 from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
@@ -73,7 +73,8 @@ class RuleSet:
         # The content hash names the set in logs, metrics and events (given by the loader; for a
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
-        compiled = compile_rules(checked)
+        self.node_memos = NodeMemos()  # node-only values, per node (shared by the sessions)
+        compiled = compile_rules(checked, self.node_memos)
         # Rules that may take long for one node: checked before each evaluation (the others every
         # few nodes; see rulesched.lang.evaluation.watch).
         self._costly = frozenset(
@@ -223,6 +224,8 @@ class Session:
         """The rules bound to ``pod`` in ``cluster``: its class's binding, rebound to this pod
         (same guards and pod-only values), or a binding of its own."""
         rules = self.rules
+        if cluster is not None:
+            rules.node_memos.fit(len(cluster.node_views()))
         key = rules.class_key(pod)
         if key is None or pod.resource_claims:  # (claims are no rule's field, so in no class key)
             return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)

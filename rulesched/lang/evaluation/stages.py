@@ -4,7 +4,8 @@ A :class:`Staged` is one compiled expression in the earliest stage its inputs al
 a pod-stage function ``(ctx, env)`` run once per pod, or a node-stage function ``(node, env)``
 (``static`` when it does not depend on the pod, built once; else a factory called per pod).
 The combinators here fold constants, hoist pod-stage values into node closures, fuse attribute
-paths into one closure, memoise node-only values in ``node.memo`` and evaluate and/or/if lazily.
+paths into one closure, memoise node-only values in the rule set's :class:`NodeMemos` and evaluate
+and/or/if lazily.
 No source text is generated: closures over closures only.
 """
 
@@ -15,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang.builtins.matching import subset
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation import inline
 from rulesched.lang.values import COERCIONS, _div
+from rulesched.semantics.matching import subset
 
 PodFn = Callable[[EvalContext, Any], Any]  # (ctx, env) -> value
 # (node, env) -> value. ``env`` holds the bound variables of the aggregates being evaluated and
@@ -205,24 +206,62 @@ def coerce(code: Staged, coercion: str | None) -> Staged:
 _MISSING: Any = object()
 
 
-def memoised(code: Staged, owner: object) -> Staged:
-    """Cache a node-only value in the node's memo; the key is unique to this compiled expression.
-    ``owner`` names the compiled rule set: a node's memo holds one set's values at a time (the
-    first read by another set starts it afresh), so memos do not grow with reloads."""
+class NodeMemos:
+    """The node-only values one compiled rule set caches, per node (:func:`memoised`): node name
+    -> (the node view, its generation, values by compiled expression).
+
+    The engine's, not the node's: an entry holds while the view is the same object at the same
+    generation (a node info bumps it on every change, and a snapshot's never change), so a changed
+    node, or another version of it (a clone, a dry run's), starts afresh, and rule sets (profiles,
+    a reload) never share or evict each other's values. Shared by the threads evaluating the set:
+    an entry is one tuple, replaced whole. Bounded: one entry per node name, and when names of
+    nodes long gone make the table outgrow twice the cluster the sessions last saw
+    (:meth:`fit`), it starts afresh.
+    """
+
+    __slots__ = ("entries", "limit")
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[Any, int, dict[Any, Any]]] = {}
+        self.limit = 65536  # (until a session says how big the cluster is)
+
+    def fit(self, nodes: int) -> None:
+        """The cluster being evaluated has ``nodes`` nodes."""
+        self.limit = 2 * nodes + 64
+
+    def start(self, n: Any) -> dict[Any, Any]:
+        """A fresh, empty set of values for the node as it is now."""
+        entries = self.entries
+        if len(entries) >= self.limit and n.name not in entries:
+            entries.clear()
+        memo: dict[Any, Any] = {}
+        entries[n.name] = (n, n.generation, memo)
+        return memo
+
+    def values(self, n: Any) -> dict[Any, Any]:
+        """The values cached for the node as it is now (empty: none)."""
+        entry = self.entries.get(n.name)
+        return entry[2] if entry is not None and entry[0] is n and entry[1] == n.generation else {}
+
+
+def memoised(code: Staged, memos: NodeMemos) -> Staged:
+    """Cache a node-only value in the rule set's node memos; the key is unique to this compiled
+    expression."""
     assert code.static is not None
     inner, key = code.static, object()
+    entries, start = memos.entries, memos.start
 
     def cached(n: Any, env: Any = None) -> Any:
-        if n.memo_owner is owner:
-            memo = n.memo
+        entry = entries.get(n.name)
+        if entry is not None and entry[0] is n and entry[1] == n.generation:
+            memo = entry[2]
             # get() rather than try/except KeyError: a miss happens for every cached expression
             # of every changed node, and a raised KeyError costs more than the lookup itself
             value = memo.get(key, _MISSING)
             if value is not _MISSING:
                 return value
         else:
-            memo = n.memo = {}
-            n.memo_owner = owner
+            memo = start(n)
         value = memo[key] = inner(n, env)
         return value
 

@@ -1,4 +1,6 @@
-"""Indexes over the cluster's pods that cluster-wide built-ins keep current between cycles.
+"""Indexes over the cluster's pods that cluster-wide built-ins keep current between cycles: the
+engine's speed machinery, reading the store's pod journal through
+:class:`rulesched.lang.context.ClusterView` (the store knows nothing of them).
 
 kube-scheduler's PreFilter for inter-pod affinity and topology spreading counts matching pods per
 topology domain by walking every node, for every pod. Here such counts are kept: an index is
@@ -8,8 +10,9 @@ naming what it counts
 the pods added and removed since (``ClusterView.pod_changes``). Counts are sums over pods, so a
 removal is the addition with sign -1. A change to nodes (their labels decide domains) or a replay
 the journal no longer covers means a rebuild; so does a cluster of another history (entries
-record which store's positions they are at). The built-ins themselves are in
-:mod:`rulesched.lang.builtins.affinity` and :mod:`rulesched.lang.builtins.spreading`.
+record which store's positions they are at). Next stage: the built-ins that count with them,
+:mod:`rulesched.lang.builtins.affinity` and :mod:`rulesched.lang.builtins.spreading`; preemption's
+dry runs and the nominator fork them (:class:`ForkedIndexes`).
 """
 
 from __future__ import annotations

@@ -10,14 +10,15 @@ Service, no known controller) gets no default constraints and PodTopologySpread 
 
 The owner is looked up by kind and name; upstream also requires its apiVersion to be apps/v1
 (v1 for a ReplicationController), which every owner reference a current API server writes has.
-Next stage: :mod:`rulesched.lang.builtins.spreading` scores with these constraints.
+Next stage: :mod:`rulesched.semantics.spreading` makes the constraints of these, which
+:mod:`rulesched.lang.builtins.spreading` scores with.
 """
 
 from __future__ import annotations
 
-from rulesched.lang.builtins.matching import subset
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod
 from rulesched.model.workloads import CONTROLLER_KINDS, Workloads
+from rulesched.semantics.matching import subset
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

@@ -1,6 +1,8 @@
-"""Kubernetes matching semantics the built-ins expose: label selectors, node selector terms,
-tolerations, host ports. Each function follows the upstream helper named in its docstring and is
-total: malformed input matches nothing instead of raising.
+"""Kubernetes matching semantics: label selectors, node selector terms, tolerations, host ports.
+Each function follows the upstream helper named in its docstring and is total: malformed input
+matches nothing instead of raising.
+Next stage: the built-ins of the same names (:mod:`rulesched.lang.builtins`) are these functions
+with types; the rest of this package, the store's budgets and preemption match with them too.
 """
 
 from __future__ import annotations
