@@ -128,6 +128,8 @@ class Store:
     evictions: list[str] = field(default_factory=list)
     writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every write, in order
     created: dict[str, float] = field(default_factory=dict)  # pod key -> when created (monotonic)
+    # pod key -> when a status patch first marked it PodScheduled=False (benchmarks: pods that stop fitting)
+    marked: dict[str, float] = field(default_factory=dict)
     # every request as it came: (method, path with its query), for tests of what a client asks
     requests: list[tuple[str, str]] = field(default_factory=list)
 
@@ -421,6 +423,8 @@ class _Handler(BaseHTTPRequestHandler):
                     "last_bound": max((w for _, _, w in store.binding_log), default=0.0),
                     "latencies": latencies,
                     "bound_keys": len({k for k, _, _ in store.binding_log}),
+                    "marked": len(store.marked),
+                    "last_marked": max(store.marked.values(), default=0.0),
                     "revision": store.revision,
                 }
             self._send(200, body)
@@ -589,6 +593,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             plural, _, _, current = found
             obj = store.write(plural, "MODIFIED", _merge(copy.deepcopy(current), patch, strategic))
+            if plural == "pods" and any(
+                c.get("type") == "PodScheduled" and c.get("status") == "False"
+                for c in (patch.get("status") or {}).get("conditions") or ()
+            ):
+                store.marked.setdefault(_key(obj["metadata"]), time.monotonic())
         self._send(200, obj)
 
     def do_DELETE(self) -> None:  # noqa: N802
