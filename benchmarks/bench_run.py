@@ -194,13 +194,12 @@ class ApiServer:
             stats: dict[str, Any] = post(self.base + "/_stats", {})
             done = stats["bound_keys"] + (stats["marked"] if settled else 0)
             if done >= pending:
-                if not settled:
-                    return stats
                 now = (stats["bound_keys"], stats["marked"])
                 if now != last:
                     last, quiet_since = now, time.monotonic()
-                elif time.monotonic() - quiet_since > 1.0:
-                    return stats
+                if not settled or time.monotonic() - quiet_since > 1.0:
+                    final: dict[str, Any] = post(self.base + "/_stats", {"latencies": True})
+                    return final
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -401,7 +400,16 @@ def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_
 def spy_on(pid: int, path: str) -> subprocess.Popen[bytes]:
     """py-spy recording process ``pid`` (every thread, raw collapsed stacks) into ``path``."""
     command = [str(Path(sys.executable).with_name("py-spy")), "record", "--format", "raw", "--threads"]
-    command += ["--nonblocking", *os.environ.get("BENCH_RUN_SPY", "--gil").split(), "--rate", "100", "-o", path, "--pid", str(pid)]
+    command += [
+        "--nonblocking",
+        *os.environ.get("BENCH_RUN_SPY", "--gil").split(),
+        "--rate",
+        "100",
+        "-o",
+        path,
+        "--pid",
+        str(pid),
+    ]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
