@@ -82,6 +82,7 @@ RESOURCES = {
     "storageclasses": ("StorageClass", "/apis/storage.k8s.io/v1", False),
     "csinodes": ("CSINode", "/apis/storage.k8s.io/v1", False),
 }
+WATCH_BATCH = 100  # watch events written at once, at most
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 
 
@@ -331,7 +332,8 @@ class _Handler(BaseHTTPRequestHandler):
             if since and (faults.gone_on_resume or since < store.dropped[plural]):
                 self._chunk({"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {since}")})
                 return
-            position = since or store.revision
+            # From the version given (a list of the empty store says "0": everything since), else now
+            position = since if query.get("resourceVersion", [""])[0] else store.revision
             last_bookmark = time.monotonic()
             while True:
                 now = time.monotonic()
@@ -347,13 +349,16 @@ class _Handler(BaseHTTPRequestHandler):
                         pending = store.since(plural, position)
                         if not pending:
                             position = max(position, store.revision)
+                lines: list[bytes] = []
                 for rv, kind, obj in pending:
                     position = rv
                     if namespace and obj["metadata"].get("namespace") != namespace:
                         continue
                     if named is not None and obj["metadata"].get("name") != named:
                         continue
-                    self._chunk({"type": kind, "object": obj})
+                    lines.append(_encode({"type": kind, "object": obj}) + b"\n")
+                for start in range(0, len(lines), WATCH_BATCH):  # (many events a write: one thread
+                    self._chunks(lines[start : start + WATCH_BATCH])  # streams a burst as it comes)
                 if bookmarks and time.monotonic() - last_bookmark > faults.bookmark_every:
                     last_bookmark = time.monotonic()
                     self._chunk(
@@ -389,7 +394,12 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _chunk(self, event: dict[str, Any]) -> None:
-        data = _encode(event) + b"\n"
+        self._chunks([_encode(event) + b"\n"])
+
+    def _chunks(self, lines: list[bytes]) -> None:
+        """Watch events, one JSON line each, in one HTTP chunk (a client reads lines, however
+        they are chunked)."""
+        data = b"".join(lines)
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 

@@ -43,6 +43,14 @@ ASSUMED_TTL_SECONDS = 30.0  # kube-scheduler's durationToExpireAssumedPod of old
 FINISHED = ("Succeeded", "Failed")
 
 
+_POD_FIELDS = tuple(f.name for f in dataclasses.fields(Pod))
+
+
+def same_pod(a: Pod, b: Pod) -> bool:
+    """Whether two pods are equal in every field (Pod compares by identity)."""
+    return all(getattr(a, name) == getattr(b, name) for name in _POD_FIELDS)
+
+
 def _has_affinity(pod: Pod) -> bool:
     return bool(
         pod.pod_affinity or pod.pod_anti_affinity or pod.preferred_pod_affinity or pod.preferred_pod_anti_affinity
@@ -311,13 +319,15 @@ class ClusterStore(StorageMixin):
     def add_pod(self, pod: Pod) -> None:
         """Add a pod bound to ``pod.node_name``, replacing an earlier version or an assumption
         (which the informer thereby confirms: a pod found bound elsewhere is taken as bound
-        there). The very object assumed coming back confirms it without a change."""
+        there). The very object assumed coming back, or one equal to it field by field (the
+        informer's news of the binding, usually), confirms it without a change: the rules'
+        per-domain counts and the node's row in the cycle's tables stay as they are."""
         key = pod.key
         if key in self._assumed:
             node_name = self._where.get(key)
             placed = None if node_name is None else self._nodes[node_name].find_pod(key)
             del self._assumed[key]
-            if placed is pod:
+            if placed is pod or (placed is not None and same_pod(placed, pod)):
                 return
         if key in self._where or key in self._orphans:
             self.remove_pod(key, forget=False)
