@@ -66,13 +66,20 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_argument("paths", nargs="+", metavar="PATH", help="rules files or folders")
     lint.add_argument("--format", choices=("text", "json"), default="text")
     lint.add_argument("--strict", action="store_true", help="warnings fail too")
+    lint.add_argument(
+        "--for",
+        dest="target",
+        choices=("scheduler", "extender"),
+        help="what the rules are for: `rulesched run`/`simulate` (a set without a resource-fit filter "
+        "is warned about), or `rulesched extender` (it is not); default: a file's `# rulesched: extender` line",
+    )
 
     fmt = sub.add_parser("fmt", help="print rules files in canonical form")
     fmt.add_argument("paths", nargs="+", metavar="PATH")
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
-    from rulesched.authoring.diff import add_diff_parser
+    from rulesched.authoring.diff_cli import add_diff_parser
     from rulesched.authoring.ruletest import add_test_parser
     from rulesched.extender.cli import add_extender_parser
     from rulesched.run.cli import add_run_parser
@@ -123,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return test_command(args)
         if args.command == "diff":
-            from rulesched.authoring.diff import diff_command
+            from rulesched.authoring.diff_cli import diff_command
 
             return diff_command(args)
         if args.command == "extender":
@@ -159,7 +166,7 @@ def _print_diagnostics(err: RuleschedError) -> None:
 def _lint(args: argparse.Namespace) -> int:
     from rulesched.lang.frontend.lint import LintSettings, exit_code, lint, render
 
-    settings = LintSettings(tuple(args.paths), args.format, args.strict)
+    settings = LintSettings(tuple(args.paths), args.format, args.strict, args.target)
     result = lint(settings)
     print(render(result, settings.format))
     return exit_code(result, settings.strict)

@@ -68,6 +68,8 @@ def read_config(path: str, settings: type[Any], tuples: tuple[str, ...] = ("rule
     (the logging settings, read by :func:`read_log_config`, are skipped)."""
     loaded = _load(path)
     fields = {f.name for f in dataclasses.fields(settings)}
+    # durations: the fields holding seconds (their type says float), written "15s" or 15
+    durations = {f.name for f in dataclasses.fields(settings) if "float" in str(f.type)}
     values: dict[str, Any] = {}
     for key, value in loaded.items():
         name = str(key).replace("-", "_")
@@ -76,6 +78,11 @@ def read_config(path: str, settings: type[Any], tuples: tuple[str, ...] = ("rule
         if name not in fields:
             known = sorted(fields | set(LOG_SETTINGS))
             raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(known)})")
+        if name in durations and isinstance(value, str):
+            try:
+                value = seconds(value)
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"{path}: {key}: {err}") from None
         values[name] = tuple(value) if name in tuples and isinstance(value, list) else value
     return values
 

@@ -1,7 +1,9 @@
 """Giving up a scheduling cycle under way (rulesched.scheduler.cancel): the cycle checks its
-Cancellation once per step of its node walk and once per preemption dry run, not per node; a
-cycle given up, wherever it stops, leaves nothing behind: nothing assumed, bound, evicted,
-nominated or reported, and its pod back in the queue to be scheduled by a later cycle.
+Cancellation once per step of its node walk, once per preemption dry run and, while evaluating,
+once per rule over a batch of nodes and every few nodes evaluated one by one (see
+tests/test_cycle_deadline.py), never once per node; a cycle given up, wherever it stops, leaves
+nothing behind: nothing assumed, bound, evicted, nominated or reported, and its pod back in the
+queue to be scheduled by a later cycle.
 
 The clock here moves one tick per read, so a deadline N ticks away passes at the Nth check and
 a test decides where the cycle stops."""
@@ -14,26 +16,8 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from tests.test_scheduler_core import Clock, Later, Recording, Seen, cpu
-from tests.upstream.harness import default_rules, node, pod
-
-
-class Ticks:
-    """A clock one tick further at every read."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        return float(self.reads)
-
-
-def cluster(nodes: int, cpus: str = "4") -> ClusterStore:
-    store = ClusterStore(assumed_ttl=30.0)
-    for i in range(nodes):
-        store.add_node(node(f"n{i:03}", allocatable={"cpu": cpus, "memory": "16Gi", "pods": "110"}))
-    return store
+from tests.helpers.scheduling import Clock, Later, Recording, Seen, Ticks, cluster, cpu, requeued
+from tests.upstream.harness import default_rules, pod
 
 
 def scheduler_for(
@@ -47,10 +31,6 @@ def scheduler_for(
     return scheduler, binder, evictor, seen
 
 
-def requeued(scheduler: Scheduler, key: str) -> bool:
-    return any(e.pod.key == key for e in scheduler.queue._backoff)
-
-
 def test_the_walk_checks_once_per_step_and_stops_between_steps() -> None:
     store, ticks, clock = cluster(400), Ticks(), Clock()
     cancel = Cancellation(clock=ticks)
@@ -58,19 +38,26 @@ def test_the_walk_checks_once_per_step_and_stops_between_steps() -> None:
     scheduler.add(pod("a", spec=cpu("1")))
     cancel.limit(3.5)  # read 1: the deadline is tick 4.5, passed at the 4th check
     assert scheduler.schedule_one() is None
-    assert ticks.reads == 5  # three steps of 50 nodes walked, the fourth never started
+    assert ticks.reads == 5  # (in the first step: its rules evaluated over 50 nodes, one by one)
     assert binder.calls == [] and seen.events == []
     assert not store.is_assumed("default/a") and store.pod_node("default/a") is None
     assert requeued(scheduler, "default/a")
     # Without the deadline the same pod is scheduled by a later cycle, at one check per step
-    # (400 nodes in steps of 50) and a couple more, never one per node.
+    # (400 nodes in steps of 50) and one per rule evaluated over a step's nodes at once, never
+    # one per node.
     cancel.limit(None)
     clock.now += 60  # past its backoff
-    ticks.reads = 0
     result = scheduler.schedule_one()
     assert result is not None and result.code is Code.SCHEDULED
     assert binder.calls == [("default/a", result.node)] and store.is_assumed("default/a")
-    assert ticks.reads <= 400 // 50 + 2
+    # Once its answers are known, a pod of the same class checks once per step, and a few more
+    # (the scores of the nodes it may go to).
+    scheduler.add(pod("b", spec=cpu("1")))
+    ticks.reads = 0
+    cancel.limit(10**6)
+    again = scheduler.schedule_one()
+    assert again is not None and again.code is Code.SCHEDULED
+    assert ticks.reads <= 400 // 50 + 8
 
 
 def test_preemption_given_up_evicts_and_nominates_nothing() -> None:

@@ -82,7 +82,7 @@ def test_simulate_leaves_a_dra_pod_unschedulable_without_preempting(
             "score few weight 1:\n    100 - len(node.pods)\n\npreempt anyone:\n    victim.priority < pod.priority\n"
         )
         rules = str(tmp_path / "mine.rules")
-    assert main(["simulate", str(cluster(tmp_path)), "--rules", rules, "--output", "json", "--explain"]) == 0
+    assert main(["simulate", str(cluster(tmp_path)), "--rules", rules, "--output", "json", "--explain-full"]) == 0
     rows = {row["pod"]: row for row in json.loads(capsys.readouterr().out)["pods"]}
     dra = rows["default/dra"]
     assert dra["node"] is None and dra["nominated"] is None and dra["victims"] == []

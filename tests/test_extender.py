@@ -18,64 +18,14 @@ from hypothesis import strategies as st
 
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args, lower_keys, preemption_args
-from tests.test_run_volumes import claim, local_volume, storage_class
-from tests.test_run_volumes import node as zonal_node
-from tests.test_run_volumes import pod as claiming_pod
+from tests.helpers.kube import EXTENDER_NODES as NODES
+from tests.helpers.kube import claim, claiming_pod, local_volume, storage_class, zonal_node
+from tests.helpers.kube import extender_node as node
+from tests.helpers.kube import extender_pod as pod
+from tests.helpers.profiles import examples
 
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
 PROTECT = 'preempt Protected when pod.preemption_policy != "Never":\n    victim.labels["protected"] != "true"\n'
-
-
-def node(name: str, cpu: str = "4", **spec: Any) -> dict[str, Any]:
-    """A node as kube-scheduler's json.Marshal writes it."""
-    return {
-        "metadata": {
-            "name": name,
-            "uid": f"uid-{name}",
-            "resourceVersion": "7",
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "a"},
-        },
-        "spec": spec,
-        "status": {
-            "capacity": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-            "allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"},
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-                "kernelVersion": "",
-                "osImage": "",
-                "containerRuntimeVersion": "",
-                "kubeletVersion": "",
-                "kubeProxyVersion": "",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-        },
-    }
-
-
-def pod(name: str, cpu: str = "500m", priority: int = 0, node_name: str = "", **labels: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
-        "schedulerName": "default-scheduler",
-        "priority": priority,
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "labels": labels,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-        },
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +38,6 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ExtenderProcess]
     process = ExtenderProcess("--rules", "default", "--rules", str(folder / "protect.rules"), "--config", str(config))
     yield process
     process.stop()
-
-
-def _no_pod_slots(name: str) -> dict[str, Any]:
-    full = node(name)
-    full["status"]["allocatable"]["pods"] = "0"
-    return full
-
-
-NODES = [
-    node("n1"),
-    node("n2", unschedulable=True),
-    node("n3", cpu="100m"),
-    node("n4", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]),
-    _no_pod_slots("n5"),
-]
 
 
 @pytest.mark.parametrize("case", ["go", "lower"])
@@ -356,7 +291,7 @@ messages = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(path=st.sampled_from(["/filter", "/prioritize", "/preempt", "/bind"]), message=messages)
 def test_arbitrary_json_never_breaks_the_server(plain: ExtenderProcess, path: str, message: Any) -> None:
     status, data = plain.request("POST", path, json.dumps(message).encode())

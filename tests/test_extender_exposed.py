@@ -26,10 +26,10 @@ from rulesched.errors import KubeError, NotFoundError, UnavailableError
 from rulesched.kube.api import PODS, KubeApi
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args, preemption_args
-from tests.test_extender import NODES, node, pod
-from tests.test_run_volumes import claim, local_volume, storage_class
-from tests.test_run_volumes import node as zonal_node
-from tests.test_run_volumes import pod as claiming_pod
+from tests.helpers.kube import EXTENDER_NODES as NODES
+from tests.helpers.kube import claim, claiming_pod, local_volume, storage_class, zonal_node
+from tests.helpers.kube import extender_node as node
+from tests.helpers.kube import extender_pod as pod
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENDER_DEPLOY = ROOT / "deploy" / "extender"

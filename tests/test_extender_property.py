@@ -20,6 +20,7 @@ from rulesched.extender.wire import NodeCache
 from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
 from rulesched.model.decode import decode_node, decode_pod
 from rulesched.scheduler.evaluate import score_nodes
+from tests.helpers.profiles import examples
 
 ZONES = ("z1", "z2", "z3")
 RULES = load_rules([resolve_rules_path("default")])
@@ -100,7 +101,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str
     return running, steps, pods
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_filter_and_prioritize_equal_a_fresh_evaluation(scenario: Any) -> None:
     running, steps, pods = scenario

@@ -43,13 +43,14 @@ from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.preemption import NOT_HELPFUL, preempt
-from tests.test_fast_path_property import (
+from tests.helpers.profiles import examples
+from tests.helpers.scenarios import (
     NAMESPACES,
     SETTINGS,
-    _reasons,
     apply_events,
     assemble,
     pod_parts,
+    reported_reasons,
     scenarios,
 )
 from tests.upstream.harness import node, pod
@@ -77,7 +78,10 @@ def reference(rules: RuleSet, p: Pod, state: ClusterStore) -> Failures:
     for info in cluster.nodes:
         for r in filters:
             if not interp.body(r, ctx, info):
-                out[info.name] = (_reasons(interp.reason(r, ctx, info), r.name), interp.unresolvable(r, ctx, info))
+                out[info.name] = (
+                    reported_reasons(interp.reason(r, ctx, info), r.name),
+                    interp.unresolvable(r, ctx, info),
+                )
                 break
     return out
 
@@ -232,7 +236,7 @@ def probe_objects(draw: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("order", sorted(SETS))
-@settings(SETTINGS, max_examples=25)
+@settings(SETTINGS, max_examples=examples(25))
 @given(scenarios(), probe_objects())
 def test_reported_failure_is_the_first_failing_filter_in_rule_order(order: str, scenario: Any, probes: Any) -> None:
     """Every node fails (the last filter fails them all), so every face reports every node;

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from rulesched.cli import main
 from rulesched.errors import InputError
 from rulesched.simulate.load import load_cluster
+from tests.helpers.profiles import examples
 
 MEMORY_BOUND = 64 * 2**20  # bytes Python may allocate at once for one small hostile file
 
@@ -280,7 +281,9 @@ def hostile_files(draw: st.DrawFn) -> tuple[str, bytes]:
     return draw(st.sampled_from(["cluster.yaml", "cluster.json", "cluster"])), data
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(hostile_files())
 def test_hostile_files_end_in_a_located_line_or_a_cluster(
     tmp_path_factory: pytest.TempPathFactory, case: tuple[str, bytes]
@@ -291,7 +294,9 @@ def test_hostile_files_end_in_a_located_line_or_a_cluster(
     bounded(lambda: load_outcome(path))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(hostile_files())
 def test_hostile_files_through_the_whole_command(case: tuple[str, bytes]) -> None:
     """In-process ``rulesched simulate -`` (standard input): exit status 0 or 2 with one line."""
@@ -335,7 +340,9 @@ SCALARS = (
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(SCALARS, inner, max_size=4))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(VALUES, st.sampled_from([None, True, False]), st.booleans())
 def test_the_fast_builder_agrees_with_the_composer(value: Any, flow: bool | None, listed: bool) -> None:
     from rulesched.simulate.documents import _yaml_pass

@@ -243,8 +243,9 @@ def test_large_clusters_get_a_heatmap_grid_naming_every_node(
     titles = {str(attrs["title"]).split(":")[0] for attrs in cells}
     assert titles == set(names)
     assert 'title="n000: 75% (3 / 4 cores)"' in out  # a busy node's cell and its figures
-    rows = [attrs for tag, attrs in page.tags if tag == "tr"]
-    assert len(rows) < BUSIEST_NODES + 10  # the busiest nodes and the pods, not a row per node
+    bars = [attrs for tag, attrs in page.tags if tag == "span" and (attrs.get("class") or "").startswith("bar")]
+    assert len(bars) == 3 * BUSIEST_NODES  # the busiest nodes as bars, not a row per node
+    assert f"{len(names) - BUSIEST_NODES} of {len(names)} nodes left out of the bars" in visible(page)
     assert "pending-0" in visible(page) and "pending-1" in visible(page)
 
 

@@ -24,13 +24,6 @@ from tests.apiserver import TestApiServer
 
 
 @pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
 def api(server: TestApiServer, tmp_path: Path) -> Iterator[KubeApi]:
     client = KubeApi(server.kubeconfig(str(tmp_path / "kubeconfig")), timeout=5)
     yield client

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,7 +39,7 @@ from rulesched.logs import (
 from rulesched.run.cli import settings_from as run_settings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess
-from tests.test_run_e2e import node, pod
+from tests.helpers.kube import node, pod
 
 ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|VERBOSE|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
@@ -173,13 +173,6 @@ def test_flags_win_over_the_config_file_over_the_environment(tmp_path: Path) -> 
 
 
 # --- rulesched run, as the image runs it -----------------------------------------------------------
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
 
 
 class Run:

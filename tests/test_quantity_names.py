@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from rulesched.model.names import dns1035_label, dns1123_label, dns1123_subdomain, label_value, qualified_name
 from rulesched.model.quantity import MAX_UNITS, QuantityError, format_quantity, parse_quantity
+from tests.helpers.profiles import examples
 
 Ki, Mi, Gi, Ti, Pi, Ei = (2 ** (10 * k) for k in range(1, 7))
 
@@ -125,13 +126,13 @@ def test_cost_is_bounded_whatever_the_digits() -> None:
     assert time.perf_counter() - started < 1.0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, MAX_UNITS * 1000))
 def test_format_reads_back(milli: int) -> None:
     assert parse_quantity(format_quantity(milli)) == milli
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet="0123456789.eE+-numkMGTPEKi ", max_size=30))
 def test_any_short_string_parses_or_is_refused(text: str) -> None:
     try:

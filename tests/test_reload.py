@@ -13,7 +13,6 @@ import resource
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +51,6 @@ def pod(name: str) -> dict[str, Any]:
 
 def configmap(text: str) -> dict[str, Any]:
     return {"metadata": {"name": "policy", "namespace": "rulesched"}, "data": {"policy.rules": text}}
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
 
 
 def _update(server: TestApiServer, text: str) -> None:

@@ -19,26 +19,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from rulesched.lang.evaluation.prechecks import DRA_REASON
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-from tests.test_run_e2e import node, pod
+from tests.helpers.kube import events, node, pod, wait
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 READY = {"type": "Ready", "status": "True"}
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
 
 
 def running(name: str, node_name: str, cpu: str = "2", priority: int = 0) -> dict[str, Any]:
@@ -66,20 +56,6 @@ class Running:
         self.loop.scheduler.queue.wake()
         self.thread.join(timeout=10)
         assert not self.thread.is_alive()
-
-
-def wait(condition: Callable[[], Any], seconds: float = 20.0) -> Any:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
-def events(server: TestApiServer, reason: str, name: str) -> list[dict[str, Any]]:
-    return [e for e in server.objects("events") if e["reason"] == reason and e["regarding"]["name"] == name]
 
 
 def test_victims_get_disruption_target_before_eviction_and_a_tainted_full_node_is_left_alone(

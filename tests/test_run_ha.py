@@ -18,23 +18,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from tests.apiserver import TestApiServer
-from tests.test_run_e2e import node, pod
+from tests.helpers.kube import node, pod
 
 ROOT = Path(__file__).resolve().parents[1]
 LEASE = 3.0
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
 
 
 def start(kubeconfig: str, log: Path, retry: str = "300ms") -> subprocess.Popen[bytes]:

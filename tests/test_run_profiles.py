@@ -29,7 +29,7 @@ from rulesched.run.profiles import ProfileSettings
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
 from tests.apiserver import TestApiServer
-from tests.test_scheduler_core import Clock
+from tests.helpers.scheduling import Clock
 from tests.upstream import harness
 
 PACK = "rulesched-pack"

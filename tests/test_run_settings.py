@@ -73,3 +73,14 @@ def test_log_lines_carry_pod_and_node() -> None:
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "bound", (), None)
     record.pod, record.node = "default/p", "n1"
     assert TextFormatter(timestamps=False).format(record) == "INFO x: bound pod=default/p node=n1"
+
+
+def test_durations_in_a_config_file_read_as_kube_scheduler_writes_them(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("cycle_deadline: 2s\nleader_elect_lease_duration: 1m\nrules_max_delay: 500ms\ngrace_seconds: 3\n")
+    settings = settings_from(_parser().parse_args(["run", "--config", str(config)]))
+    assert (settings.cycle_deadline, settings.leader_elect_lease_duration) == (2.0, 60.0)
+    assert (settings.rules_max_delay, settings.grace_seconds) == (0.5, 3)
+    config.write_text("cycle_deadline: soon\n")
+    with pytest.raises(ConfigError, match=r"config.yaml: cycle_deadline: not a duration: 'soon'"):
+        settings_from(_parser().parse_args(["run", "--config", str(config)]))

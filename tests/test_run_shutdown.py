@@ -24,7 +24,7 @@ import pytest
 
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-from tests.test_run_e2e import node, pod
+from tests.helpers.kube import node, pod
 
 ROOT = Path(__file__).resolve().parents[1]
 

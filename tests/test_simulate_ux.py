@@ -333,7 +333,7 @@ def test_table_explain_shows_the_top_three_nodes_and_groups_reasons(tmp_path: Pa
         rulesched("simulate", cluster, "--explain", "--percentage-of-nodes-to-score", "100", "--output", "json")
     )
     (row,) = explained["pods"]
-    scores = row["scores"]
+    scores = row["explanation"]["scores"]
     top = sorted(scores, key=lambda n: -scores[n]["total"])[:3]
     assert top == ["big-12", "big-10", "big-8"] and row["node"] == "big-12"
 

@@ -11,7 +11,9 @@ worker thread, in arrival order, so the :class:`rulesched.extender.service.Exten
 caches are only ever touched by that thread. Each request has a deadline covering its reading,
 its wait for the worker and its evaluation; past it the answer is 503 with the reason in
 ``Error`` (kube-scheduler treats any status but 200 as the extender failing this pod, and
-retries the pod later). Its headers have the same deadline, from their first byte
+retries the pod later), and the worker gives the request up at its next check (a request not
+started by then is never started), so one slow request holds up later ones by little more than
+its own timeout. Its headers have the same deadline, from their first byte
 (:mod:`.connections`); an idle kept-alive connection is closed after ``idle_timeout``. A client
 that goes away mid-body is logged in one line. Errors are JSON ``{"Error": "..."}`` with the
 status: 400 for a request that does not decode, 403 for a verb refused (the bind verb off or
@@ -45,6 +47,7 @@ from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
 from rulesched.metrics import Registry, RestClientMetrics, add_process_collector
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
+from rulesched.scheduler.cancel import CycleCancelled
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +198,7 @@ class ExtenderServer:
         rules = self.extender.rules
 
         async def handle(request: web.Request) -> web.Response:
-            started = time.perf_counter()
+            started, arrived = time.perf_counter(), time.monotonic()
             if self.settings.client_ca and request.transport and not request.transport.get_extra_info("peercert"):
                 response = _error(403, f"{verb}: a client certificate is required")
                 self.metrics.requests.labels(verb=verb, code="403").inc()
@@ -208,7 +211,7 @@ class ExtenderServer:
                 async with asyncio.timeout(timeout):
                     body = await _body(request, self.settings.max_body_bytes)
                     loop = asyncio.get_running_loop()
-                    answer = await loop.run_in_executor(self._worker, self._call, call, body)
+                    answer = await loop.run_in_executor(self._worker, self._call, call, body, arrived)
                 response = web.Response(status=answer.status, body=answer.body, content_type="application/json")
             except TimeoutError:
                 response = _error(503, f"{verb}: no answer within {timeout:g}s")
@@ -223,10 +226,13 @@ class ExtenderServer:
 
         return handle
 
-    @staticmethod
-    def _call(call: Callable[[bytes], Answer], body: bytes) -> Answer:
+    def _call(self, call: Callable[[bytes], Answer], body: bytes, arrived: float) -> Answer:
+        timeout = self.settings.request_timeout
         try:
-            return call(body)
+            return self.extender.answer(call, body, arrived, timeout)
+        except CycleCancelled as cancelled:  # (the handler has answered 503 already, or is about to)
+            during = f" (evaluating rule {cancelled.rule!r})" if cancelled.rule else ""
+            return Answer(503, encode({"Error": f"no answer within {timeout:g}s{during}"}))
         except InputError as err:
             return Answer(400, encode({"Error": str(err)}))
         except Exception as err:  # noqa: BLE001 - a bug answers 500 and the server lives on

@@ -4,7 +4,9 @@ One :class:`Extender` owns a :class:`ClusterStore` and is used from one thread (
 every request on the same worker), so it needs no locks and its caches carry over from request
 to request: the rules' per-class bindings and per-node answers, the node tables of recent pod
 classes (:class:`rulesched.scheduler.table.NodeTable`, as a scheduling cycle uses), and decoded
-nodes by their bytes.
+nodes by their bytes. A request's evaluation stops at its first check past the server's timeout
+(:meth:`Extender.answer`), as a scheduling cycle past its deadline, so it never holds the thread
+long after kube-scheduler was answered 503.
 
 Where nodes come from:
 
@@ -73,12 +75,14 @@ from rulesched.extender.wire import (
 )
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
-from rulesched.lang import BoundRules, RuleSet, RulesHandle
+from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.evaluation.columns import Rows
+from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
+from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import MAX_TABLES, tables_for
 from rulesched.scheduler.evaluate import score_nodes
 from rulesched.scheduler.scoring import Matrix, weighted_totals
@@ -88,6 +92,7 @@ log = logging.getLogger(__name__)
 
 FREEZE_AFTER = 1000  # deltas applied at once
 NOT_CACHED = "node is not in rulesched's informer cache"
+CHUNK = 448  # nodes a filter evaluates between two checks of the request's deadline (as `run`'s walk)
 
 
 def priority_levels(totals: Sequence[int] | Matrix) -> list[int]:
@@ -191,6 +196,42 @@ class Extender:
         # store holds bound pods only, and in full-node mode also nodes that requests sent).
         self._pending: dict[str, Pod] = {}
         self._listed_nodes: set[str] = set()
+        # The request under way: its deadline, and the watch of the session evaluating it.
+        self.cancel = Cancellation()
+        self._watch: RuleWatch | None = None
+        self._pod = ""
+
+    def answer(self, verb: Callable[[bytes], Answer], body: bytes, arrived: float, timeout: float) -> Answer:
+        """``verb(body)``, given up once ``timeout`` seconds have passed since ``arrived`` (a
+        time.monotonic() time): its evaluation stops at the next check (as a scheduling cycle's,
+        :mod:`rulesched.scheduler.cancel`) and :class:`CycleCancelled` is raised, its ``rule`` the
+        rule then being evaluated; a request that waited that long for the worker is not started.
+        So a request the server already answered 503 holds the worker no longer than that."""
+        self.cancel.limit(timeout, since=arrived)
+        self._pod = ""
+        try:
+            self.cancel.check()
+            return verb(body)
+        except CycleCancelled as cancelled:
+            cancelled.rule = self._watch.rule if self._watch is not None else ""
+            log.warning(
+                "request given up after %gs",
+                timeout,
+                extra={"pod": self._pod or None, "rule": cancelled.rule or None, "rules": self.rules.digest},
+            )
+            raise
+        finally:
+            self.cancel.limit(None)
+            if self._watch is not None:
+                self._watch.disarm()
+                self._watch = None
+
+    def _session(self, rules: RuleSet, pod: Pod) -> Session:
+        """This thread's session with ``rules``, its watch armed with the request's deadline."""
+        session = rules.session()
+        session.watch.arm(self.cancel.check)
+        self._watch, self._pod = session.watch, pod.key
+        return session
 
     @property
     def ready(self) -> tuple[bool, str]:
@@ -287,7 +328,7 @@ class Extender:
             self._tables.clear()
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, 64)
+            table = NodeTable(bound, self._columns, 64, CHUNK)
             if bound.cached:
                 limit = tables_for(len(snapshot.nodes))  # as a scheduling cycle keeps them
                 while len(self._tables) >= limit:
@@ -314,7 +355,7 @@ class Extender:
         rules = self.rules.rules
         index = self._node_index(snapshot)
         rows, positions, missing = index.rows(names, args.raw_names)
-        bound = rules.session().bind(args.pod, snapshot)
+        bound = self._session(rules, args.pod).bind(args.pod, snapshot)
         return _Request(args, names, snapshot, rules, bound, index, rows, positions, missing)
 
     # --- verbs -------------------------------------------------------------------------------
@@ -375,7 +416,11 @@ class Extender:
                 node = node_of(i)
                 (unresolvable if only.unresolvable(node) else failed)[node.name] = ", ".join(only.reasons(node))
             failing = failing[~static_ok]
+        watch, left = bound.watch, CHECK_EVERY
         for i in failing.tolist():
+            left -= 1
+            if not left:
+                left = watch.tick()
             node = table.node(i)
             failure = bound.first_failure(node)
             if failure is None:
@@ -417,12 +462,13 @@ class Extender:
     def _preempt(self, args: PreemptionArgs) -> dict[str, tuple[list[str], int]]:
         snapshot = self.store.snapshot()
         overlay = ClusterOverlay(snapshot)
-        session = self.rules.rules.session()
+        session = self._session(self.rules.rules, args.pod)
         bound = session.bind_private(args.pod, overlay, ForkedIndexes(session.indexes, snapshot))
         out: dict[str, tuple[list[str], int]] = {}
         if not bound.preempts:
             return out  # preemptionPolicy Never, or no rule lets this pod preempt
         for name, proposal in args.victims.items():
+            self.cancel.check()  # (each node's dry runs: the request's deadline checked between them)
             chosen = self._victims_on(overlay, bound, args.pod, name, proposal)
             if chosen is not None:
                 out[name] = chosen

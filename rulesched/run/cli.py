@@ -24,6 +24,12 @@ def add_run_parser(sub: Any) -> None:
     add_rules_arguments(run)
     run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
     run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
+    run.add_argument(
+        "--cycle-deadline",
+        type=seconds,
+        metavar="DURATION",
+        help="give a scheduling cycle up after this long: its pod is retried with backoff (default 5s; 0: never)",
+    )
     run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")
     run.add_argument("--leader-elect-resource-namespace", "--lease-namespace", metavar="NS")
     run.add_argument("--leader-elect-resource-name", "--lease-name", metavar="NAME")
@@ -61,6 +67,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             "rules_max_delay",
             "bind_workers",
             "percentage_of_nodes_to_score",
+            "cycle_deadline",
             "leader_elect",
             "leader_elect_resource_namespace",
             "leader_elect_resource_name",

@@ -39,11 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.errors import InputError
+from rulesched.errors import ConfigError, InputError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RulesHandle
+from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
@@ -62,6 +63,13 @@ log = logging.getLogger(__name__)
 
 WALK_CHUNK = 448  # see SchedulerSettings.walk_chunk: under numpy's 500, which frees the lock
 RULE_METRICS_SAMPLE_PERCENT = 10  # kube-scheduler's pluginMetricsSamplePercent
+# A cycle is given up this long after it took its pod (--cycle-deadline). The costliest set the
+# cost limits accept takes ~0.65 s per pod on 5,000 nodes running 50,000 pods (docs/language.md,
+# "Cost"; a default-profile cycle: ~16 ms), so 5 s only stops cycles something is wrong with
+# (limits lifted, a machine starved), with room for a loaded one; and it is kube-scheduler's
+# extender httpTimeout, the time it gives one verb of one pod, so one pod can hold the queue at
+# most as long as an extender may.
+CYCLE_DEADLINE_SECONDS = 5.0
 SHUTDOWN_WAIT_SECONDS = 1.0  # at exit, the most time spent waiting on the lease release, and on informers
 
 
@@ -90,9 +98,14 @@ class RunSettings:
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
+    cycle_deadline: float = CYCLE_DEADLINE_SECONDS  # seconds a scheduling cycle may take; 0: no limit
 
     def __post_init__(self) -> None:
         check_profiles(self.effective_profiles)
+        if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
+            raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
+        if not self.cycle_deadline >= 0:
+            raise ConfigError(f"cycle_deadline: {self.cycle_deadline!r}: expected 0 (no deadline) or more seconds")
         if self.leader_elect:  # (refused before anything starts: fencing relies on these)
             check_timing(
                 self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period
@@ -163,6 +176,10 @@ class _Reporter(Observer):
         started, _, _ = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
         self.metrics.attempt(pod.scheduler_name, "error", time.perf_counter() - started)
 
+    def cycle_failed(self, pod: Pod, message: str, seconds: float) -> None:
+        self.metrics.attempt(pod.scheduler_name, "error", seconds)
+        self.workers.scheduler_error(pod, message)
+
     def nominations_ended(self, pods: list[Pod]) -> None:
         for pod in pods:
             self.workers.nominate(pod, "")
@@ -179,6 +196,10 @@ class Loop:
         self.reloader, self.rules = first.reloader, first.rules  # (the first profile's: the only one, usually)
         self._names = frozenset(p.name for p in self.profiles)
         self._some_rules = False  # latched once any profile has valid rules (none are ever taken back)
+        for profile in self.profiles:  # once each: the set is that scheduler's whole policy
+            unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
+            if unfit is not None:
+                log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
         self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
         self.workers = Workers(self.api, self._deliver, settings.bind_workers, may_write=lambda: self.leading)
         scheduler_settings = SchedulerSettings(
@@ -187,6 +208,7 @@ class Loop:
             walk_chunk=WALK_CHUNK,
             timings=True,
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
+            cycle_deadline_seconds=settings.cycle_deadline or None,
         )
         self.metrics = Metrics([p.name for p in self.profiles])
         for profile in self.profiles:

@@ -170,20 +170,25 @@ class Workers:
         self.outcomes(Outcome(pod.key, node, False, str(err), current if where else None, seconds, pod.scheduler_name))
 
     # --- what users see ---------------------------------------------------------------------------
-    def unschedulable(self, pod: Pod, message: str) -> None:
-        """FailedScheduling event and the PodScheduled=False condition, at most once a minute for
-        the same message (a pod retried every few seconds must not flood)."""
+    def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> None:
+        """FailedScheduling event and the PodScheduled=False condition (``reason``), at most once
+        a minute for the same message (a pod retried every few seconds must not flood)."""
         now = time.monotonic()
         with self._lock:
             last = self._last_event.get(pod.key)
             if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_SECONDS:
                 return
             self._last_event[pod.key] = (message, now)
-        self._submit(self._unschedulable, pod, message)
+        self._submit(self._unschedulable, pod, message, reason)
 
-    def _unschedulable(self, pod: Pod, message: str) -> None:
+    def scheduler_error(self, pod: Pod, message: str) -> None:
+        """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
+        FailedScheduling event and PodScheduled=False with reason SchedulerError."""
+        self.unschedulable(pod, message, "SchedulerError")
+
+    def _unschedulable(self, pod: Pod, message: str, reason: str) -> None:
         self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
-        self._condition(pod, "Unschedulable", message)
+        self._condition(pod, reason, message)
 
     def gated(self, pod: Pod) -> None:
         """PodScheduled=False, reason SchedulingGated (as kube-scheduler marks a gated pod), once

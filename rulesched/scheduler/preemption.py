@@ -36,6 +36,7 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.matching import label_selector_matches
+from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, Preemption, fit_error
@@ -100,11 +101,15 @@ def preempt(
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
     candidates: list[Candidate] = []
+    left = CHECK_EVERY
     for node in snapshot.nodes:
         status = statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None)
         if status is not Code.UNSCHEDULABLE:
             counts[NOT_HELPFUL] += 1
             continue
+        left -= 1
+        if not left:  # (the preempt rules' answers for each pod on the node: checked every few nodes)
+            left = bound.watch.tick()
         allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
         if not allowed:
             counts[NO_VICTIMS] += 1

@@ -14,9 +14,12 @@ The scheduler keeps the nominations (:class:`rulesched.scheduler.nominator.Nomin
 pods its preemption placed, and of pending pods that arrive with ``status.nominatedNodeName``.
 Each cycle leaves room on those nodes for nominated pods of its pod's priority or higher.
 
-A cycle under way can be given up (:mod:`rulesched.scheduler.cancel`: shutdown, a deadline)
-until the scheduler assumes its pod or nominates it: the pod goes back to the queue with backoff,
-nothing is assumed, evicted or reported, and :meth:`Scheduler.schedule_one` returns None.
+A cycle under way can be given up (:mod:`rulesched.scheduler.cancel`: shutdown, a reload, its
+deadline) until the scheduler assumes its pod or nominates it: nothing is assumed or evicted,
+:meth:`Scheduler.schedule_one` returns None and the pod goes back to the queue: with backoff
+(shutdown); at once (a reload: the new rules decide); with backoff and an error reported to the
+:class:`Observer`, naming the rule being evaluated, as kube-scheduler reports a cycle's error
+(past ``SchedulerSettings.cycle_deadline_seconds``).
 
 Profiles (kube-scheduler's): one scheduler may serve several scheduler names, each with its own
 rules and its own :class:`rulesched.scheduler.cycle.Cycle` (whose class tables belong to one rule
@@ -45,7 +48,7 @@ from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
-from rulesched.scheduler.cancel import Cancellation, CycleCancelled
+from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import (
@@ -103,6 +106,10 @@ class Observer:
 
     def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
         """The pod's binding failed; it will be retried."""
+
+    def cycle_failed(self, pod: Pod, message: str, seconds: float) -> None:
+        """The pod's cycle ended in an error after ``seconds`` (its deadline passed: ``message``
+        says so, naming the rule); it will be retried with backoff."""
 
     def nominations_ended(self, pods: list[Pod]) -> None:
         """These pending pods lost their nominated node: their preemption found no node any
@@ -231,26 +238,56 @@ class Scheduler:
             self.queue.unschedulable(pod)
             return None
         started = time.perf_counter()
+        deadline = self.settings.cycle_deadline_seconds  # (None: the deadline is the caller's, if any)
+        # From now on a reload gives the cycle up (the rules it reads are read after this).
+        self.cancel.begin(profile.rules, deadline)
         try:
             return self._cycle(pod, profile, started)
         except CycleCancelled as cancelled:
             self.last_cycle_seconds = time.perf_counter() - started
-            log.info("scheduling cycle given up: %s", cancelled.reason, extra={"pod": pod.key})
-            self.queue.requeue(pod, backoff=True)
+            self._given_up(pod, cancelled)
             return None
+        finally:
+            self.cancel.end(limited=deadline is not None)
+
+    def _given_up(self, pod: Pod, cancelled: CycleCancelled) -> None:
+        extra = {"pod": pod.key, "rule": cancelled.rule or None, "rules": self.last_rules}
+        if cancelled.kind == SUPERSEDED:  # the new rules decide, at once
+            log.info("scheduling cycle given up: the rules were reloaded; retrying now", extra=extra)
+            self.queue.requeue(pod, backoff=False)
+            return
+        self.queue.requeue(pod, backoff=True)
+        if cancelled.kind != DEADLINE:
+            log.info("scheduling cycle given up: %s", cancelled.reason, extra=extra)
+            return
+        seconds = self.cancel.seconds or 0.0
+        message = f"scheduling cycle exceeded its {seconds:g}s deadline"
+        if cancelled.rule:
+            message += f" while evaluating rule {cancelled.rule!r}"
+        message += f" (rules {self.last_rules})"
+        log.warning("%s; retrying with backoff", message, extra={**extra, "deadline": f"{seconds:g}s"})
+        self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
 
     def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
         nominated = self.nominator.node_of(pod.key) or ""
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
-        rules = profile.rules.rules  # once per cycle: a reload takes effect at the next one
+        rules = profile.rules.rules  # once per cycle: a reload gives up the cycle and decides it anew
         self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
         session = rules.session()
         snapshot = self.store.snapshot()
         reserved = self.nominator.reserved_for(pod)
         percent = self.settings.rule_metrics_sample_percent
         timer = RuleTimer() if percent and self._sampler.randrange(100) < percent else None
-        result, bound = profile.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
+        watch = session.watch  # (the rule it is evaluating, when the cycle is given up)
+        watch.arm(self.cancel.check)
+        try:
+            result, bound = profile.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
+        except BaseException as err:
+            watch.disarm()
+            if isinstance(err, CycleCancelled):
+                err.rule = watch.rule
+            raise
         timing = result.timing
         if timing is not None:
             timing.started = started  # (the whole cycle: nominations and snapshot included)
@@ -281,9 +318,13 @@ class Scheduler:
                     done = timing.phase(POST_FILTER, preempting, status)
                     timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
             self.cancel.check()  # the last point where giving up leaves nothing behind
+        except CycleCancelled as cancelled:
+            cancelled.rule = watch.rule
+            raise
         finally:
             # Done reading: once nobody holds the snapshot, the store changes in place again.
             bound.release()
+            watch.disarm()  # (nothing after this evaluates a rule, nor may stop)
         del snapshot
         if outcome is None:
             self._victims.pop(pod.key, None)

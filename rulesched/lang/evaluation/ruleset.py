@@ -40,6 +40,7 @@ from rulesched.lang.evaluation.bound import (
     BoundRules,
     BoundScore,
     ColumnBodies,
+    Make,
     never,
 )
 from rulesched.lang.evaluation.columns import node_fields
@@ -48,6 +49,7 @@ from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
 from rulesched.lang.evaluation.stages import Staged
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
+from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.frontend.files import content_digest
@@ -57,6 +59,9 @@ from rulesched.model import Pod
 
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
 CLASS_CACHE_SIZE = 512  # equivalence classes a session keeps bound (least recently used go first)
+# A rule whose cost bound is above this many steps per (pod, node) (about 0.2 ms at ~40 ns a
+# step; no rule of the default profile comes near) is checked before each evaluation.
+COSTLY_STEPS = 5_000
 
 
 class RuleSet:
@@ -69,6 +74,11 @@ class RuleSet:
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
         compiled = compile_rules(checked)
+        # Rules that may take long for one node: checked before each evaluation (the others every
+        # few nodes; see rulesched.lang.evaluation.watch).
+        self._costly = frozenset(
+            id(r) for r in compiled if checked.steps.get((r.checked.kind, r.name), 0) > COSTLY_STEPS
+        )
         self.filters = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.FILTER)
         self.scores = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.SCORE)
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
@@ -156,13 +166,20 @@ class RuleSet:
         return tuple(out)
 
     def bind_new(
-        self, pod: Pod, cluster: ClusterView | None, indexes: MutableMapping[Any, Any], cache: bool
+        self,
+        pod: Pod,
+        cluster: ClusterView | None,
+        indexes: MutableMapping[Any, Any],
+        cache: bool,
+        watch: RuleWatch | None = None,
     ) -> BoundRules:
-        """A new binding of the rules to ``pod`` (sessions cache them; see :class:`Session`)."""
+        """A new binding of the rules to ``pod`` (sessions cache them; see :class:`Session`),
+        reporting to ``watch`` (the session's)."""
         ctx = EvalContext(pod, cluster, indexes=indexes)
-        filter_rules = [r for r in self.filters if _applies(r, ctx)]
-        score_rules = [r for r in self.scores if _applies(r, ctx)]
-        preempts = tuple(_bind_preempt(r, ctx) for r in self.preempts if _applies(r, ctx))
+        watch = watch if watch is not None else RuleWatch()
+        filter_rules = [r for r in self.filters if _applies(r, ctx, watch)]
+        score_rules = [r for r in self.scores if _applies(r, ctx, watch)]
+        preempts = tuple(_bind_preempt(r, ctx, watch) for r in self.preempts if _applies(r, ctx, watch))
         first = prechecks(pod)  # (evaluated node by node, reading nothing: no column, no share)
         none = (None,) * len(first)
         uses = (
@@ -180,24 +197,27 @@ class RuleSet:
         )
         return BoundRules(
             ctx,
-            (*first, *(_bind_filter(r, ctx) for r in filter_rules)),
-            tuple(_bind_score(r, ctx) for r in score_rules),
+            (*first, *(_bind_filter(r, ctx, watch if id(r) in self._costly else None) for r in filter_rules)),
+            tuple(_bind_score(r, ctx, watch if id(r) in self._costly else None) for r in score_rules),
             preempts,
             uses,
             cached=cache,
             columns=columns,
+            watch=watch,
         )
 
 
 class Session:
     """One thread's evaluation state for one rule set: bound classes of pods, each with its
     per-node caches (a bounded LRU), and the per-domain indexes cluster-wide built-ins keep
-    between cycles. Not shared between threads."""
+    between cycles. Not shared between threads. Every binding it makes reports to its ``watch``,
+    which a caller arms to give an evaluation up (:mod:`rulesched.lang.evaluation.watch`)."""
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
         self.classes: cachetools.LRUCache[Any, BoundRules] = cachetools.LRUCache(CLASS_CACHE_SIZE)
         self.indexes = new_index_store()
+        self.watch = RuleWatch()
 
     def bind(self, pod: Pod, cluster: ClusterView | None = None) -> BoundRules:
         """The rules bound to ``pod`` in ``cluster``: its class's binding, rebound to this pod
@@ -205,20 +225,20 @@ class Session:
         rules = self.rules
         key = rules.class_key(pod)
         if key is None or pod.resource_claims:  # (claims are no rule's field, so in no class key)
-            return rules.bind_new(pod, cluster, self.indexes, cache=False)
+            return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
         if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
             key = (key, tuple([token(cluster) for token in rules.class_tokens]))
         bound = self.classes.get(key)
         if bound is not None:
             bound.rebind(pod, cluster)
             return bound
-        bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True)
+        bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True, watch=self.watch)
         return bound
 
     def bind_private(self, pod: Pod, cluster: ClusterView, indexes: MutableMapping[Any, Any]) -> BoundRules:
         """An uncached binding for a view nobody else evaluates against (preemption's overlay),
         with its own index store."""
-        return self.rules.bind_new(pod, cluster, indexes, cache=False)
+        return self.rules.bind_new(pod, cluster, indexes, cache=False, watch=self.watch)
 
 
 def _pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
@@ -235,9 +255,10 @@ def _length(get: Callable[[Pod], Any]) -> Callable[[Pod], int]:
     return lambda pod: len(get(pod))
 
 
-def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:
+def _applies(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch) -> bool:
     if rule.guard is None:
         return True
+    watch.rule = rule.name
     return bool(_node_fn(rule.guard, ctx)(None))
 
 
@@ -250,8 +271,28 @@ def _node_fn(code: Staged, ctx: EvalContext) -> Callable[[Any], Any]:
     return code.factory()(ctx)
 
 
-def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
-    return BoundFilter(rule.name, make=partial(_filter_part, rule, ctx))
+def _checking(make: Make, rule: CompiledRule, watch: RuleWatch | None) -> Make:
+    """``make``, whose functions (when ``watch`` is given: a costly rule's) say to ``watch`` that
+    ``rule`` runs and check it, before each call."""
+    if watch is None:
+        return make
+    check, name = watch.check, rule.name
+
+    def made(part: str) -> Callable[..., Any]:
+        fn = make(part)
+
+        def checked(node: Any) -> Any:
+            watch.rule = name
+            check()
+            return fn(node)
+
+        return checked
+
+    return made
+
+
+def _bind_filter(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundFilter:
+    return BoundFilter(rule.name, make=_checking(partial(_filter_part, rule, ctx), rule, watch))
 
 
 def _filter_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], Any]:
@@ -287,8 +328,9 @@ def _always(node: Any) -> bool:
     return True
 
 
-def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:
-    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, make=partial(_score_part, rule, ctx))
+def _bind_score(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundScore:
+    make = _checking(partial(_score_part, rule, ctx), rule, watch)
+    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, make=make)
 
 
 def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], int]:
@@ -308,14 +350,16 @@ def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[An
     return score
 
 
-def _bind_preempt(rule: CompiledRule, ctx: EvalContext) -> BoundPreempt:
+def _bind_preempt(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch) -> BoundPreempt:
     body = rule.body.factory()(ctx) if not rule.body.is_const else None
     const = rule.body.const
     env: dict[int, Any] = {}
+    name = rule.name
 
     def allows(node: Any, victim: Pod) -> bool:
         if body is None:
             return bool(const)
+        watch.rule = name
         env[0] = victim
         return bool(body(node, env))
 

@@ -12,10 +12,12 @@ Next stage: :mod:`rulesched.lang.frontend.check`.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import re
 import threading
+from collections.abc import Iterator
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -30,6 +32,7 @@ from lark.exceptions import (
     UnexpectedToken,
     VisitError,
 )
+from lark.lexer import BasicLexer, LexerThread
 
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.source import Diagnostic, Source, Span, error
@@ -392,6 +395,9 @@ class _Parser:
         self.builder = _Builder(Source("<none>", ""), 0)
         self.lark = lark.Lark(grammar_text(), parser="lalr", transformer=self.builder, maybe_placeholders=True)
         self.lock = threading.Lock()
+        every = copy.copy(self.lark.lexer_conf)
+        every.ignore = ()  # whitespace and comments too
+        self.every_token = BasicLexer(every)
 
     def parse(self, source: Source, text: str, offset: int) -> Any:
         with self.lock:
@@ -402,6 +408,14 @@ class _Parser:
 @functools.lru_cache(maxsize=1)
 def _parser() -> _Parser:
     return _Parser()
+
+
+def lex(text: str) -> Iterator[Token]:
+    """Every token of a text, whitespace and comments included (for ``rulesched fmt``, which
+    finds the comments the grammar ignores); the text must lex (it parsed)."""
+    thread = LexerThread.from_text(_parser().every_token, text)
+    tokens: Iterator[Token] = thread.lex(None)  # type: ignore[no-untyped-call]
+    return tokens
 
 
 def parse_source(source: Source) -> tuple[ast.RulesFile, list[Diagnostic]]:
