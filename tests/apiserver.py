@@ -37,6 +37,12 @@ Every binding call is recorded in ``Store.binding_calls`` (:class:`BindingCall`)
 (the User-Agent), its answer, and who held each Lease at that moment, so tests can check that
 no replica binds without the lease.
 
+It also serves the ``metrics.k8s.io/v1beta1`` API metrics-server adds through the aggregation
+layer: ``GET /apis/metrics.k8s.io/v1beta1/nodes`` lists the NodeMetrics set with
+:meth:`TestApiServer.set_node_metrics` (read only, no watch, as the real API), and one node's by
+name; fault ``metrics_unavailable`` answers 503 as the aggregator does while metrics-server is
+down, ``metrics_delay`` delays only these answers.
+
 Run it as a process: ``python -m tests.apiserver --port 0`` prints ``listening on PORT``.
 """
 
@@ -84,6 +90,7 @@ RESOURCES = {
 }
 WATCH_BATCH = 100  # watch events written at once, at most
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
+METRICS_NODES = "/apis/metrics.k8s.io/v1beta1/nodes"
 
 
 @dataclass
@@ -98,6 +105,8 @@ class Faults:
     seed: int = 0
     graceful_evictions: bool = False  # (not a fault: evicted pods stay terminating until deleted)
     bookmark_every: float = 1.0  # seconds between BOOKMARK events on a quiet watch (a real server: ~60)
+    metrics_unavailable: bool = False  # metrics.k8s.io answers 503 (metrics-server down)
+    metrics_delay: float = 0.0  # seconds before every metrics.k8s.io answer (a slow metrics-server)
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,7 @@ class Store:
     marked: dict[str, float] = field(default_factory=dict)
     # every request as it came: (method, path with its query), for tests of what a client asks
     requests: list[tuple[str, str]] = field(default_factory=list)
+    node_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # node name -> NodeMetrics
 
     def write(self, plural: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Record a change (``kind``: ADDED, MODIFIED, DELETED) under the next revision."""
@@ -281,6 +291,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- verbs --------------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if urlsplit(self.path).path.startswith(METRICS_NODES):
+            self._node_metrics(urlsplit(self.path).path[len(METRICS_NODES) :].strip("/"))
+            return
         route = self._route()
         if route is None:
             self._send(404, _status(404, "NotFound", self.path))
@@ -312,6 +325,26 @@ class _Handler(BaseHTTPRequestHandler):
                 "metadata": {"resourceVersion": str(store.revision)},
                 "items": list(items),  # encoded below, never changed
             }
+        self._send(200, body)
+
+    def _node_metrics(self, name: str) -> None:
+        faults, store = self.server.faults, self.server.store
+        if faults.metrics_delay:
+            time.sleep(faults.metrics_delay)
+        if faults.metrics_unavailable:
+            message = "the server is currently unable to handle the request (get nodes.metrics.k8s.io)"
+            self._send(503, _status(503, "ServiceUnavailable", message))
+            return
+        with store.changed:
+            items = [copy.deepcopy(o) for o in store.node_metrics.values()]
+        if name:
+            found = next((o for o in items if o["metadata"]["name"] == name), None)
+            if found is None:
+                self._send(404, _status(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found'))
+            else:
+                self._send(200, found)
+            return
+        body = {"kind": "NodeMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": items}
         self._send(200, body)
 
     def _watch(self, plural: str, namespace: str | None, query: dict[str, list[str]]) -> None:
@@ -755,6 +788,20 @@ class TestApiServer:
         obj = self.store.objects[plural].get(key)
         if obj is not None:
             self.store.write(plural, "DELETED", {**obj, "metadata": dict(obj["metadata"])})
+
+    def set_node_metrics(self, name: str, cpu: str, memory: str, at: float | None = None, window: str = "20s") -> None:
+        """What metrics-server measured on node ``name`` (``at``: seconds since the epoch, now
+        by default)."""
+        taken = time.time() if at is None else at
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(taken))
+        obj = {
+            "metadata": {"name": name, "creationTimestamp": stamp},
+            "timestamp": stamp,
+            "window": window,
+            "usage": {"cpu": cpu, "memory": memory},
+        }
+        with self.store.changed:
+            self.store.node_metrics[name] = obj
 
     def objects(self, plural: str) -> Iterator[dict[str, Any]]:
         with self.store.changed:

@@ -53,6 +53,7 @@ USED = {
     ("", "persistentvolumeclaims"): {"list", "watch", "patch"},
     ("storage.k8s.io", "storageclasses"): {"list", "watch"},
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
+    ("metrics.k8s.io", "nodes"): {"list"},  # load_sources' metrics-api (rulesched/kube/node_metrics.py)
 }
 
 

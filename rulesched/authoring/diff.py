@@ -42,9 +42,11 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
+from rulesched.model.load import LoadSnapshot
 from rulesched.scheduler.framework import SchedulerSettings, skip_deleting
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
+from rulesched.simulate.node_metrics import read_node_metrics
 
 MOVED, UNSCHEDULABLE, SCHEDULED = "moved", "newly unschedulable", "newly scheduled"
 EXPLAIN_LIMIT = 100
@@ -61,6 +63,7 @@ class DiffSettings:
     percentage_of_nodes_to_score: int = 0
     scheduler_name: str | None = None
     explain_limit: int = EXPLAIN_LIMIT
+    node_metrics: tuple[str, ...] = ()  # --node-metrics files: both runs read the same node load
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ def diff(settings: DiffSettings) -> Diff:
     old_rules = load_rules([resolve_rules_path(r) for r in settings.old])
     new_rules = load_rules([resolve_rules_path(r) for r in settings.new])
     objects = load_cluster(settings.cluster)
+    load = read_node_metrics(settings.node_metrics)
     pending = [
         p
         for p in objects.pending_pods
@@ -154,14 +158,14 @@ def diff(settings: DiffSettings) -> Diff:
     gc.collect()
     gc.freeze()
     try:
-        old = _simulate(old_rules, objects, pending, scheduler)
-        new = _simulate(new_rules, objects, pending, scheduler)
+        old = _simulate(old_rules, objects, pending, scheduler, load)
+        new = _simulate(new_rules, objects, pending, scheduler, load)
     finally:
         gc.unfreeze()
     explaining = time.perf_counter()
     changes = _changes(pending, old, new)
     if changes and settings.explain_limit:
-        explainer = Explainer(old_rules, new_rules, _store(objects).snapshot())
+        explainer = Explainer(old_rules, new_rules, _store(objects, load).snapshot())
         by_key = {p.key: p for p in pending}
         changes[: settings.explain_limit] = [
             PodChange(c.pod, c.kind, c.old, c.new, explainer.explain(by_key[c.pod], c.old.node, c.new.node))
@@ -179,7 +183,7 @@ def diff(settings: DiffSettings) -> Diff:
     )
 
 
-def _store(objects: ClusterObjects) -> ClusterStore:
+def _store(objects: ClusterObjects, load: LoadSnapshot | None) -> ClusterStore:
     return ClusterStore.build(
         objects.nodes,
         objects.running_pods,
@@ -188,12 +192,19 @@ def _store(objects: ClusterObjects) -> ClusterStore:
         objects.workloads,
         storage=objects.storage,
         provision=True,
+        load=load,
     )
 
 
-def _simulate(rules: RuleSet, objects: ClusterObjects, pending: Sequence[Pod], settings: SchedulerSettings) -> Run:
+def _simulate(
+    rules: RuleSet,
+    objects: ClusterObjects,
+    pending: Sequence[Pod],
+    settings: SchedulerSettings,
+    load: LoadSnapshot | None,
+) -> Run:
     started = time.perf_counter()
-    simulation = Simulation(rules, _store(objects), settings)
+    simulation = Simulation(rules, _store(objects, load), settings)
     for pod in pending:
         simulation.add(pod)
     simulation.run()

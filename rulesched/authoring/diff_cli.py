@@ -55,6 +55,7 @@ def diff_command(args: argparse.Namespace) -> int:
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         scheduler_name=args.scheduler_name,
         explain_limit=args.explain_limit,
+        node_metrics=tuple(args.node_metrics or ()),
     )
     result = diff(settings)
     if settings.output == "html":

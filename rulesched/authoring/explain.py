@@ -24,12 +24,13 @@ Next stage: :mod:`rulesched.authoring.diff` prints them (as text or JSON, from t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundFilter, RuleSet, Session
 from rulesched.model import Pod
+from rulesched.scheduler.explanation import load_text, shown_load
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 
 PASS, FAIL, NOT_APPLICABLE, ABSENT, APPLIES = "pass", "fail", "does not apply", "absent", "applies"
@@ -96,6 +97,9 @@ class Explanation:
     filters: tuple[FilterChange, ...]
     scores: tuple[ScoreChange, ...]
     totals: tuple[int, int] | None = None
+    # node -> the measured load its rules read there, and its age (--node-metrics; before
+    # scheduling, as everything here): only nodes that have some
+    load: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -139,7 +143,8 @@ class Explainer:
                 scores.append(ScoreChange(name, before_side, after_side))
         scores.sort(key=lambda s: -abs(s.change))  # stable: rule order among equal changes
         totals = (old.total, new.total) if moved else None
-        return Explanation(tuple(n.name for n in nodes), tuple(filters), tuple(scores), totals)
+        load = {n.name: shown for n in nodes if (shown := shown_load(n)) is not None}
+        return Explanation(tuple(n.name for n in nodes), tuple(filters), tuple(scores), totals, load)
 
 
 def _union(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
@@ -215,6 +220,9 @@ def explanation_lines(why: Explanation) -> list[str]:
         else:
             cause = "a knock-on effect of other pods placed or evicted differently, or of a tie drawn differently"
         lines.append(f"  no rule differs on {nodes} in the cluster before scheduling: {cause}")
+    for node, load in why.load.items():
+        shown = ", ".join(f"{key} {load_text(key, value)}" for key, value in load.items())
+        lines.append(f"  load on {node} (measured, before scheduling): {shown}")
     return lines
 
 
@@ -237,4 +245,5 @@ def explanation_json(why: Explanation) -> dict[str, object]:
             {"rule": s.rule, "old": _side_json(s.old), "new": _side_json(s.new), "change": s.change} for s in why.scores
         ],
         "totals": None if why.totals is None else {"old": why.totals[0], "new": why.totals[1]},
+        **({"load": {node: dict(load) for node, load in why.load.items()}} if why.load else {}),
     }

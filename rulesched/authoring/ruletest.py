@@ -228,6 +228,7 @@ def schedule(rules: RuleSet, case: Case) -> Outcome:
         {ns.name: ns.labels for ns in cluster.namespaces},
         cluster.workloads,
         storage=cluster.storage,
+        load=cluster.load,
     )
     pod = dataclasses.replace(case.pod, nominated_node_name="") if case.pod.nominated_node_name else case.pod
     if pod.deleting:  # kube-scheduler never attempts a pod being deleted (skipPodSchedule)

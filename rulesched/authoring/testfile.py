@@ -74,8 +74,10 @@ from rulesched.errors import InputError, ObjectError
 from rulesched.lang import bundled_rules_dir, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.decode_load import decode_load_document
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo, describe
+from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import Namespace
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
@@ -90,8 +92,9 @@ WORKLOAD_KEYS = {
 }
 STORAGE_KEYS = ("persistentVolumes", "persistentVolumeClaims", "storageClasses", "csiNodes")
 OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS, *STORAGE_KEYS)
-FILE_KEYS = ("rules", "cases", *OBJECT_KEYS)
-CASE_KEYS = ("name", "pod", "expect", *OBJECT_KEYS)
+NODE_METRICS = "nodeMetrics"  # node load: a NodeMetricsList or the simple format (decode_load)
+FILE_KEYS = ("rules", "cases", NODE_METRICS, *OBJECT_KEYS)
+CASE_KEYS = ("name", "pod", "expect", NODE_METRICS, *OBJECT_KEYS)
 EXPECT_KEYS = (
     "feasible",
     "winner",
@@ -138,6 +141,7 @@ class Cluster:
     namespaces: tuple[Namespace, ...] = ()
     workloads: Workloads = NO_WORKLOADS
     storage: StorageState = EMPTY_STORAGE
+    load: LoadSnapshot | None = None  # nodeMetrics: what load-aware rules read
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,7 @@ def read_case_file(path: Path) -> CaseFile:
     if not isinstance(raw_cases, list) or not raw_cases:
         got = "nothing" if raw_cases is None else describe(raw_cases)
         raise RuleTestError(path, "cases", f"expected a list of cases, got {got}")
-    shared = {key: (doc[key], key) for key in OBJECT_KEYS if key in doc}
+    shared = {key: (doc[key], key) for key in (*OBJECT_KEYS, NODE_METRICS) if key in doc}
     cases: list[Case] = []
     seen: set[str] = set()
     for i, raw in enumerate(raw_cases):
@@ -331,8 +335,21 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
             {c.name: c for c, _ in decode("storageClasses", decode_storage_class)},
             {c.name: c for c, _ in decode("csiNodes", decode_csinode)},
         ),
+        _node_metrics(raw, shared, path, at),
     )
     return Case(name, pod, cluster, expect)
+
+
+def _node_metrics(
+    raw: Mapping[str, Any], shared: Mapping[str, tuple[Any, str]], path: Path, at: Callable[[str], str]
+) -> LoadSnapshot | None:
+    """The case's ``nodeMetrics``, else the file's; None when neither gives any."""
+    value, where = (
+        (raw[NODE_METRICS], at(NODE_METRICS)) if NODE_METRICS in raw else shared.get(NODE_METRICS, (None, ""))
+    )
+    if value is None:
+        return None
+    return decode_load_document(value, f"{path}: {where}")
 
 
 def _controller_decoder(kind: str) -> Callable[[Any, str], Controller]:

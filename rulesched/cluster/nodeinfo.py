@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rulesched.model import ContainerPort, Node, Pod, Taint
+from rulesched.model.load import NEVER_MEASURED, NO_METRICS, NO_USAGE
 
 
 class NodeInfo:
@@ -35,6 +36,9 @@ class NodeInfo:
         "free",
         "used_ports",
         "claim_mounts",
+        "usage",
+        "metrics",
+        "metrics_age",
         "generation",
         "memo",
         "memo_owner",
@@ -49,6 +53,11 @@ class NodeInfo:
         # Claim volumes the pods mount (counted with repeats): at least the CSI volumes attached
         # here, which NodeVolumeLimits compares with the node's limits.
         self.claim_mounts = 0
+        # Measured load (rulesched.cluster.load, with the estimates of pods placed since):
+        # cpu and memory in milli-units, named metrics, and the oldest value's age in seconds.
+        self.usage: Mapping[str, int] = NO_USAGE
+        self.metrics: Mapping[str, float] = NO_METRICS
+        self.metrics_age: float = NEVER_MEASURED
         self.generation = 0
         self.memo: dict[Any, Any] = {}
         # The compiled rule set whose node-only values ``memo`` holds (another set's first read
@@ -71,6 +80,7 @@ class NodeInfo:
         new.free = dict(self.free)
         new.used_ports = list(self.used_ports)
         new.claim_mounts = self.claim_mounts
+        new.usage, new.metrics, new.metrics_age = self.usage, self.metrics, self.metrics_age
         new.generation = self.generation
         new.memo = {}
         new.memo_owner = None
@@ -91,6 +101,15 @@ class NodeInfo:
         self.free: dict[str, int] = {}
         self._refresh_free(self.allocatable.keys() | self.requested.keys())
         self._changed()
+
+    def set_load(self, usage: Mapping[str, int], metrics: Mapping[str, float], age: float) -> bool:
+        """The node's measured load changed (new values, or a placed pod's estimate); False
+        when it is what the node already shows."""
+        if usage == self.usage and metrics == self.metrics and age == self.metrics_age:
+            return False
+        self.usage, self.metrics, self.metrics_age = usage, metrics, age
+        self._changed()
+        return True
 
     def add_pod(self, pod: Pod) -> None:
         self.pods.append(pod)

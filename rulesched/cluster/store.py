@@ -28,11 +28,13 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from rulesched.cluster.load import LoadState
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import STORAGE_CONTAINERS, StorageMixin
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads
@@ -85,6 +87,7 @@ class ClusterStore(StorageMixin):
         self._pdb_tuple: tuple[PodDisruptionBudget, ...] = ()
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads = NO_WORKLOADS  # Services and controllers: immutable, replaced on change
+        self.load = LoadState()  # node load: measured values and placed pods' estimates (cluster/load.py)
         # Change counters (compiled rules key cached cluster-wide answers on them):
         self.generation = 0  # any change
         self.node_generation = 0  # nodes came, went or changed (or namespaces' labels)
@@ -224,6 +227,7 @@ class ClusterStore(StorageMixin):
         if info is not None:
             return self._update_node(info, node)
         info = NodeInfo(node, epoch=self._epoch)
+        self._load_changed(info)
         if self._own("order"):
             self._order = list(self._order)
         if self._own("positions"):
@@ -340,6 +344,7 @@ class ClusterStore(StorageMixin):
     def _place(self, pod: Pod, log: bool = True) -> None:
         info = self._writable(pod.node_name)
         info.add_pod(pod)
+        self._load_changed(info)
         key = pod.key
         self._where[key] = info.name
         if log:
@@ -356,6 +361,7 @@ class ClusterStore(StorageMixin):
         """Remove a pod (deleted, finished); None if the store does not hold it."""
         if forget:
             self._assumed.pop(key, None)
+            self.load.unbound(key)
         orphan = self._orphans.pop(key, None)
         if orphan is not None:
             self._changed()
@@ -367,6 +373,7 @@ class ClusterStore(StorageMixin):
         removed = info.find_pod(key)
         if removed is not None:
             info.remove_pod(removed)
+            self._load_changed(info)
             self._log(-1, removed, info.node)
             if removed.volumes:
                 self._count_claims(removed, -1)
@@ -394,6 +401,7 @@ class ClusterStore(StorageMixin):
         placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
         if pod.volumes:  # VolumeBinding's Reserve: the claims it chose are taken now
             self._assume_volumes(placed, self._nodes.get(node_name))
+        self.load.bound(placed, node_name)  # (before placing it: its node shows the estimate at once)
         self.add_pod(placed)
         self._assumed[placed.key] = None
         return placed
@@ -421,6 +429,24 @@ class ClusterStore(StorageMixin):
         """Drop assumptions whose binding finished long ago but which no informer confirmed."""
         expired = [k for k, deadline in self._assumed.items() if deadline is not None and deadline <= now]
         return [p for p in (self.remove_pod(k) for k in expired) if p is not None]
+
+    def set_load(self, load: LoadSnapshot) -> None:
+        """New measured node load (from the load sources, or a file): the nodes whose values
+        change are changed, as a Node update changes them; values of unknown nodes are ignored."""
+        self.load.set_measured(load)
+        changed = False
+        for name in list(self._nodes):
+            fields = self.load.fields(name)
+            info = self._nodes[name]
+            if (info.usage, info.metrics, info.metrics_age) != fields:
+                changed = self._writable(name).set_load(*fields) or changed
+        if changed:
+            self._nodes_changed()
+
+    def _load_changed(self, info: NodeInfo) -> None:
+        """A pod came to or left ``info`` (writable): its estimate with it."""
+        if self.load.enabled:
+            info.set_load(*self.load.fields(info.name))
 
     # --- budgets and namespaces ------------------------------------------------------------------
     def set_pdb(self, pdb: PodDisruptionBudget) -> None:
@@ -504,6 +530,7 @@ class ClusterStore(StorageMixin):
         workloads: Workloads = NO_WORKLOADS,
         storage: StorageState | None = None,
         provision: bool = False,
+        load: LoadSnapshot | None = None,
     ) -> ClusterStore:
         store = cls(provision=provision)
         store._workloads = workloads
@@ -511,6 +538,8 @@ class ClusterStore(StorageMixin):
             store.set_storage(storage)
         for node in nodes:
             store.add_node(node)
+        if load is not None:
+            store.set_load(load)
         for pod in pods:
             store.add_pod(pod)
         pods = list(store.pods())

@@ -127,6 +127,8 @@ PVS = Resource("PersistentVolume", "/api/v1", "persistentvolumes", False)
 PVCS = Resource("PersistentVolumeClaim", "/api/v1", "persistentvolumeclaims", True)
 STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False)
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False)
+# metrics-server's NodeMetrics, served through the API server's aggregation layer (list only)
+NODE_METRICS = Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", False)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
@@ -265,9 +267,9 @@ class KubeApi:
         if observer is not None:
             observer(method, self.host, code, None if started is None else time.perf_counter() - started)
 
-    def list(self, resource: Resource, scope: Scope | None = None) -> Listed:
+    def list(self, resource: Resource, scope: Scope | None = None, timeout: float | None = None) -> Listed:
         query = scope.query() if scope is not None else {}
-        found = self._call("GET", resource.path(scope.namespace if scope else None), query)
+        found = self._call("GET", resource.path(scope.namespace if scope else None), query, timeout=timeout)
         return Listed(found.get("items") or [], str(found.get("metadata", {}).get("resourceVersion", "")))
 
     def watch(

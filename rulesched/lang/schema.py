@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from rulesched.lang.types import (
     BOOL,
+    DURATION,
     NUMBER,
     RESOURCES,
     STRING,
@@ -85,6 +86,15 @@ class NodeView(Protocol):
 
     @property
     def used_ports(self) -> Sequence[ContainerPort]: ...
+
+    @property
+    def usage(self) -> Mapping[str, int]: ...
+
+    @property
+    def metrics(self) -> Mapping[str, float]: ...
+
+    @property
+    def metrics_age(self) -> float: ...
 
     memo: dict[Any, Any]
 
@@ -193,6 +203,9 @@ RECORDS: dict[Record, dict[str, Field]] = {
             "pods": (ListOf(POD), "the pods on the node, assumed ones included"),
             "images": (MapOf(NUMBER), "image name -> size in bytes"),
             "used_ports": (ListOf(PORT), "host ports used by the pods on the node"),
+            "usage": (RESOURCES, "cpu and memory in use (metrics.k8s.io), plus just-placed pods' estimates"),
+            "metrics": (MapOf(NUMBER), "named metrics (Prometheus queries) -> value, plus estimates"),
+            "metrics_age": (DURATION, "seconds since the node's oldest value was taken (1e9: none)"),
         }
     ),
     TAINT: _fields({"key": (STRING, ""), "value": (STRING, ""), "effect": (STRING, "")}),
@@ -228,7 +241,11 @@ RECORDS: dict[Record, dict[str, Field]] = {
 
 # Node fields that change when pods are bound to or leave the node (the rest change only with the
 # Node object itself): rules reading none of them keep their answers across binds.
-NODE_POD_FIELDS = frozenset({"requested", "nonzero_requested", "free", "pods", "used_ports"})
+# (usage and metrics: a placed pod adds its estimate to them until the values catch up.)
+NODE_POD_FIELDS = frozenset({"requested", "nonzero_requested", "free", "pods", "used_ports", "usage", "metrics"})
+# Node fields from the load sources (rulesched.cluster.load): lint asks that reads of the first
+# two be guarded by the third or by has() (stale or missing values read as 0).
+NODE_LOAD_FIELDS = ("usage", "metrics", "metrics_age")
 
 # What an out-of-range list index of records reads as: an empty record, so that reading its
 # fields gives their zero values too (docs/language.md, "Missing values").

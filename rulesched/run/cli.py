@@ -12,6 +12,7 @@ from typing import Any
 
 from rulesched.config import add_rules_arguments, merge_flags, read_config, seconds
 from rulesched.errors import ConfigError
+from rulesched.loadsources.settings import parse_load_sources
 from rulesched.run.profiles import SINGLE_PROFILE_SETTINGS, parse_profiles
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ def settings_from(args: argparse.Namespace) -> Any:
     from rulesched.run.loop import RunSettings
 
     values = read_config(args.config, RunSettings) if args.config else {}
+    if "load_sources" in values:
+        values["load_sources"] = parse_load_sources(args.config, values["load_sources"])
     if "profiles" in values:
         values["profiles"] = parse_profiles(args.config, values["profiles"])
         given = [n for n in SINGLE_PROFILE_SETTINGS if n in values]

@@ -45,9 +45,12 @@ from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RulesHandle
 from rulesched.lang.frontend.resource_fit import startup_warning
+from rulesched.loadsources.poller import LoadSources
+from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
+from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
@@ -99,6 +102,7 @@ class RunSettings:
     leader_elect_retry_period: float = 2.0
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
     cycle_deadline: float = CYCLE_DEADLINE_SECONDS  # seconds a scheduling cycle may take; 0: no limit
+    load_sources: tuple[LoadSourceSettings, ...] = ()  # node load for rules (--config's load_sources:)
 
     def __post_init__(self) -> None:
         check_profiles(self.effective_profiles)
@@ -200,7 +204,7 @@ class Loop:
             unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
             if unfit is not None:
                 log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
-        self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot] = queue.SimpleQueue()
         self.workers = Workers(self.api, self._deliver, settings.bind_workers, may_write=lambda: self.leading)
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
@@ -236,6 +240,10 @@ class Loop:
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
+        # node load: pollers on threads of their own, their values applied between cycles
+        self.load = LoadSources(
+            settings.load_sources, self.api, self._deliver, self.stop, on_read=self.metrics.load_read
+        )
         self.cycles = 0
         self.exit_code = 0
         self.elector: LeaderElector | None = None
@@ -294,7 +302,7 @@ class Loop:
         election always; with it, while the lease is held for sure (fencing)."""
         return self.elector is None or self.elector.holds()
 
-    def _deliver(self, item: Delta | Outcome) -> None:
+    def _deliver(self, item: Delta | Outcome | LoadSnapshot) -> None:
         self._inbox.put(item)
         self.scheduler.queue.wake()
 
@@ -309,6 +317,7 @@ class Loop:
         if self.settings.metrics_bind_address:
             self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
         self.mirror.start()
+        self.load.start()
         for profile in self.profiles:
             profile.reloader.start()
         if self.elector is not None:
@@ -360,6 +369,7 @@ class Loop:
         if self.ops is not None:
             self.ops.stop()
         self.mirror.join(timeout=SHUTDOWN_WAIT_SECONDS)
+        self.load.join(timeout=0.1)
         for profile in self.profiles:
             profile.reloader.join(timeout=0.1)
 
@@ -399,6 +409,9 @@ class Loop:
             try:
                 if isinstance(item, Outcome):
                     self._outcome(item)
+                elif isinstance(item, LoadSnapshot):
+                    if item.version > self.store.load.measured.version:  # (two pollers may race to the inbox)
+                        self.store.set_load(item)
                 else:
                     self._apply(item)
             except InputError as err:

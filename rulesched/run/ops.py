@@ -208,6 +208,12 @@ class Metrics:
         for profile in self.profiles:  # (each profile's series from the start, at 0)
             for result in ("success", "error"):
                 self.reloads.labels(result=result, profile=profile)
+        self.load_reads = Counter(
+            "rulesched_load_source_reads",
+            "Reads of the node load sources (--config load_sources) by source and result.",
+            ["source", "result"],
+            registry=r,
+        )
         # (the children the scheduler observes on every pod, looked up once each)
         self._points, self._plugins = Labelled(self.extension_points), Labelled(self.plugins)
         self._attempts, self._attempt_duration = Labelled(self.attempts), Labelled(self.attempt_duration)
@@ -219,6 +225,10 @@ class Metrics:
 
     def set_rules(self, profile: str, digest: str, files: Iterable[str]) -> None:
         self.rules.labels(profile=profile).info({"hash": digest, "files": ",".join(files)})
+
+    def load_read(self, source: str, ok: bool) -> None:
+        """(On a load source's poller thread: counters are thread-safe.)"""
+        self.load_reads.labels(source=source, result="success" if ok else "error").inc()
 
     def reloaded(self, profile: str, ok: bool) -> None:
         self.reloads.labels(result="success" if ok else "error", profile=profile).inc()

@@ -128,15 +128,15 @@ def explain_walk(
         except TableOverflow:  # (a score beyond int64: the cycle took the per-node path instead)
             return groups.explanation(len(window), rules, 0, ())
     rows = feasible.tolist()
-    best = _best(bound, matrix, lambda i: table.node(rows[i]).name, chosen, full)
+    best = _best(bound, matrix, lambda i: table.node(rows[i]), chosen, full)
     return groups.explanation(len(window), rules, len(rows), best)
 
 
 def _best(
-    bound: BoundRules, matrix: Matrix, name_of: Callable[[int], str], chosen: str | None, full: bool
+    bound: BoundRules, matrix: Matrix, node_of: Callable[[int], Any], chosen: str | None, full: bool
 ) -> tuple[ScoredNode, ...]:
-    """The best :data:`BEST` scored nodes (every one when ``full``), best first; ``name_of``
-    names the node of each of the matrix's rows (asked only of the candidates)."""
+    """The best :data:`BEST` scored nodes (every one when ``full``), best first; ``node_of``
+    gives the node of each of the matrix's rows (asked only of the candidates)."""
     per_rule: list[Matrix] = []
     totals = weighted_totals(bound.scores, matrix, per_rule)
     count = len(totals)
@@ -146,12 +146,28 @@ def _best(
         threshold = np.partition(totals, count - BEST)[count - BEST]
         candidates = np.flatnonzero(totals >= threshold).tolist()
     values = totals.tolist()  # (Python ints: a numpy scalar per comparison costs more)
-    names = {i: name_of(i) for i in candidates}
+    nodes = {i: node_of(i) for i in candidates}
+    names = {i: node.name for i, node in nodes.items()}
     candidates.sort(key=lambda i: (-values[i], names[i] != chosen, names[i]))
     return tuple(
-        ScoredNode(names[i], tuple(int(column[i]) for column in per_rule), values[i])
+        ScoredNode(names[i], tuple(int(column[i]) for column in per_rule), values[i], shown_load(nodes[i]))
         for i in candidates[: count if full else BEST]
     )
+
+
+def shown_load(node: Any) -> Mapping[str, float] | None:
+    """What a report shows of a node's load (see :attr:`ScoredNode.load`); None without any."""
+    usage, metrics = node.usage, node.metrics
+    if not usage and not metrics:
+        return None
+    shown: dict[str, float] = {}
+    if "cpu" in usage:
+        shown["cpu"] = usage["cpu"]  # (milli-units of a core: millicores)
+    if "memory" in usage:
+        shown["memory"] = usage["memory"] // 1000  # (milli-units: bytes)
+    shown.update(metrics)
+    shown["age"] = round(node.metrics_age, 3)
+    return shown
 
 
 def explain_nodes(
@@ -174,3 +190,14 @@ def explain_nodes(
         for n in (ranked if full else ranked[:BEST])
     )
     return groups.explanation(evaluated, rules, len(scores), best)
+
+
+def load_text(key: str, value: float) -> str:
+    """One :func:`shown_load` value as reports print it: ``1500m``, ``2048Mi``, ``30s``, ``41.5``."""
+    if key == "cpu":
+        return f"{value:g}m"
+    if key == "memory":
+        return f"{value / 2**20:.0f}Mi"
+    if key == "age":
+        return f"{value:g}s"
+    return f"{value:g}"

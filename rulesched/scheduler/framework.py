@@ -136,6 +136,10 @@ class ScoredNode:
     name: str
     values: tuple[int, ...]  # each score rule's normalised value, in Explanation.rules order
     total: int  # the weighted sum the cycle ranks by
+    # The node load the rules read (node.usage, node.metrics, node.metrics_age), as reports show
+    # it: "cpu" (millicores), "memory" (bytes), each metric by name, "age" (seconds); None: the
+    # node has none (or the cycle's walk did not keep its nodes).
+    load: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,13 @@ def add_cycle_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None
         help="0 (default): upstream's adaptive formula; 100: all nodes",
     )
     parser.add_argument("--scheduler-name", metavar="NAME", help="only schedule pods naming this scheduler")
+    parser.add_argument(
+        "--node-metrics",
+        action="append",
+        metavar="FILE",
+        help="node load for load-aware rules (node.usage, node.metrics): the JSON `kubectl get --raw "
+        "/apis/metrics.k8s.io/v1beta1/nodes` prints, or a name -> node -> value map (docs/language.md; repeatable)",
+    )
 
 
 def _node_count(text: str) -> int:
@@ -93,5 +100,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         scheduler_name=args.scheduler_name,
         strict=args.strict,
+        node_metrics=tuple(args.node_metrics or ()),
     )
     return simulate_command(settings)

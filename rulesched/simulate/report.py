@@ -20,7 +20,7 @@ from typing import IO
 from rulesched import __version__
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.scheduler.explanation import BEST
+from rulesched.scheduler.explanation import BEST, load_text
 from rulesched.scheduler.framework import CycleResult, Explanation, skip_deleting
 from rulesched.simulate.driver import PodHistory
 from rulesched.simulate.nodes import BASE_RESOURCES, NodeSelection, extended_resources, select_nodes
@@ -143,7 +143,15 @@ def explanation_json(explanation: Explanation | None) -> dict[str, object] | Non
         "unresolvable_names": list(explanation.unresolvable_names),
         "scored": explanation.scored,
         "scores": explanation.scores(explanation.best[:BEST]),  # (the best 10, with --explain-full too)
+        **_load_json(explanation),
     }
+
+
+def _load_json(explanation: Explanation) -> dict[str, object]:
+    """``load``: node -> the load values its rules read and their age, for the nodes in
+    ``scores`` that have any (no key at all when none has: runs without load sources)."""
+    load = {n.name: dict(n.load) for n in explanation.best[:BEST] if n.load is not None}
+    return {"load": load} if load else {}
 
 
 def _not_attempted(pod: Pod) -> str:
@@ -288,11 +296,18 @@ def _score_lines(last: CycleResult, explanation: Explanation, indent: str) -> li
     table = [(f"scores ({what})", *(n.name for n in top))]
     table.extend((f"  {rule}", *(str(n.values[i]) for n in top)) for i, rule in enumerate(explanation.rules))
     table.append(("  total", *(str(n.total) for n in top)))
+    if any(n.load is not None for n in top):  # the node load the rules read, and its age
+        keys = list(dict.fromkeys(k for n in top for k in (n.load or {})))
+        table.extend((f"  load {key}", *(_load_value(key, n.load) for n in top)) for key in keys)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return [
         indent + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
         for row in table
     ]
+
+
+def _load_value(key: str, load: Mapping[str, float] | None) -> str:
+    return "-" if load is None or key not in load else load_text(key, load[key])
 
 
 def _nodes(count: int) -> str:

@@ -25,6 +25,7 @@ from rulesched.model import Pod
 from rulesched.scheduler.framework import EXPLAIN_FULL, EXPLAIN_SUMMARY, SchedulerSettings
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
+from rulesched.simulate.node_metrics import read_node_metrics
 from rulesched.simulate.report import Provenance, Report, render_summary, render_table, write_json
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class SimulateSettings:
     percentage_of_nodes_to_score: int = 0
     scheduler_name: str | None = None
     strict: bool = False
+    node_metrics: tuple[str, ...] = ()  # --node-metrics files (rulesched.simulate.node_metrics)
 
 
 def pods_to_schedule(objects: ClusterObjects, settings: SimulateSettings) -> list[Pod]:
@@ -93,6 +95,7 @@ def simulate(
         objects.workloads,
         storage=objects.storage,
         provision=True,
+        load=read_node_metrics(settings.node_metrics),
     )
     scheduler_settings = SchedulerSettings(
         percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,

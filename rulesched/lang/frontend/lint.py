@@ -5,7 +5,8 @@ its ``.rules`` files, and each sub-folder holding ``.rules`` files is another. O
 compiler-style text or JSON; the exit status is 0 when clean, 1 on errors (and on warnings with
 ``--strict``), 2 when the paths themselves are unusable. Besides what the checker finds, a set
 whose filters never check that pods fit gets ``no-resource-fit`` unless it is meant for the
-extender (:mod:`rulesched.lang.frontend.resource_fit`).
+extender (:mod:`rulesched.lang.frontend.resource_fit`), and a rule reading measured node load
+without testing that it is there gets ``unguarded-load`` (:mod:`rulesched.lang.frontend.load_guard`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from rulesched.errors import RulesError
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.files import RULES_SUFFIX, Loaded, check_paths
+from rulesched.lang.frontend.load_guard import unguarded_load_warnings
 from rulesched.lang.frontend.resource_fit import meant_for_extender, resource_fit_warning
 from rulesched.lang.frontend.source import Diagnostic, Severity
 
@@ -95,6 +97,8 @@ def lint(settings: LintSettings) -> LintResult:
         fit = _resource_fit(loaded, settings.target)
         if fit is not None:
             found.insert(0, fit)
+        if loaded.ok:
+            found += unguarded_load_warnings(loaded.checked)
         for d in found:
             key = (d.location, d.span.start if d.span else -1, d.message)
             if key not in seen:  # a base shared by several sets is reported once
