@@ -224,3 +224,20 @@ def test_nodes_requests_sent_leave_the_store_with_the_cache() -> None:
         body = json.dumps({"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [obj]}}).encode()
         assert extender.filter(body).status == 200
         assert len(extender.store.snapshot().nodes) <= 10
+
+
+def test_a_node_list_sent_again_is_taken_whole_from_the_cache() -> None:
+    cache = NodeCache(max_bytes=1_000_000)
+    objs = [{"metadata": {"name": f"n{i}", "resourceVersion": "1"}} for i in range(3)]
+    sent = json.dumps({"items": objs}).encode()
+    items, nodes = cache.listed(msgspec.Raw(sent)) or ((), ())
+    again = cache.listed(msgspec.Raw(bytes(bytearray(sent))))  # equal bytes, another buffer
+    assert again is not None and again[1] is nodes and [bytes(r) for r in again[0]] == [bytes(r) for r in items]
+    objs[2]["metadata"]["resourceVersion"] = "2"  # one node changed: the others are cache hits
+    changed = cache.listed(msgspec.Raw(json.dumps({"items": objs}).encode()))
+    assert changed is not None and changed[1][:2] == nodes[:2] and changed[1][0] is nodes[0]
+    assert changed[1][2] is not nodes[2] and changed[1][2].name == "n2"
+    assert cache.listed(msgspec.Raw(b"null")) is None
+    for i in range(10):  # lists beyond NodeCache.LISTS, and their bytes, are let go
+        cache.listed(msgspec.Raw(json.dumps({"items": objs[:1], "pad": i}).encode()))
+    assert cache.bytes <= 1_000_000 and len(cache._lists) == NodeCache.LISTS

@@ -50,6 +50,14 @@ from rulesched.semantics.volume_binding import Decision
 FINISHED = ("Succeeded", "Failed")
 
 
+_POD_FIELDS = tuple(f.name for f in dataclasses.fields(Pod))
+
+
+def same_pod(a: Pod, b: Pod) -> bool:
+    """Whether two pods are equal in every field (Pod compares by identity)."""
+    return all(getattr(a, name) == getattr(b, name) for name in _POD_FIELDS)
+
+
 class _History:
     """Names one store's sequence of changes: journal positions and generation numbers mean
     something only within it (index entries and node tables check it)."""
@@ -228,14 +236,16 @@ class ClusterStore:
     def add_pod(self, pod: Pod) -> None:
         """Add a pod bound to ``pod.node_name``, replacing an earlier version or an assumption
         (which the informer thereby confirms: a pod found bound elsewhere is taken as bound
-        there). The very object assumed coming back confirms it without a change."""
+        there). The very object assumed coming back, or one equal to it field by field (the
+        informer's news of the binding, usually), confirms it without a change: the rules'
+        per-domain counts and the node's row in the cycle's tables stay as they are."""
         key = pod.key
         pods = self._pods
         if key in self._assumed:
             node_name = pods.where.get(key)
             placed = None if node_name is None else self._nodes.by_name[node_name].find_pod(key)
             self._assumed.discard(key)
-            if placed is pod:
+            if placed is pod or (placed is not None and same_pod(placed, pod)):
                 return
         if key in pods.where or key in pods.orphans:
             self.remove_pod(key, forget=False)

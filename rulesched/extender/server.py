@@ -113,6 +113,18 @@ class ExtenderMetrics:
         self.rules.info({"hash": outcome.digest, "files": ",".join(outcome.files)})
 
 
+async def _body(request: web.Request, limit: int) -> bytes:
+    """The request's body. With a Content-Length: read into one buffer of that size (aiohttp's
+    ``read`` grows a bytearray chunk by chunk and then copies it: 4 ms of a full-node request's
+    7 MB on this machine); past ``limit``, 413 as aiohttp answers it."""
+    length = request.content_length
+    if length is None or request.headers.get("Transfer-Encoding"):
+        return await request.read()
+    if length > limit:
+        raise web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=length)
+    return await request.content.readexactly(length) if length else b""
+
+
 def _error(status: int, message: str) -> web.Response:
     return web.Response(status=status, body=encode({"Error": message}), content_type="application/json")
 
@@ -197,7 +209,7 @@ class ExtenderServer:
                 return response
             try:
                 async with asyncio.timeout(timeout):
-                    body = await request.read()
+                    body = await _body(request, self.settings.max_body_bytes)
                     loop = asyncio.get_running_loop()
                     answer = await loop.run_in_executor(self._worker, self._call, call, body, arrived)
                 response = web.Response(status=answer.status, body=answer.body, content_type="application/json")

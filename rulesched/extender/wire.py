@@ -49,6 +49,19 @@ class _NodeList(TypedDict, total=False):
 
 
 _node_list = msgspec.json.Decoder(_NodeList | None)
+_NULL = msgspec.Raw(b"null")
+
+
+class _Args(msgspec.Struct, forbid_unknown_fields=True):
+    """ExtenderArgs as kube-scheduler writes them (Go's field names, nothing else): decoded in
+    one pass; any other body goes the general, case-blind way (:func:`_fields`)."""
+
+    Pod: msgspec.Raw = _NULL
+    Nodes: msgspec.Raw = _NULL
+    NodeNames: msgspec.Raw = _NULL
+
+
+_args = msgspec.json.Decoder(_Args)
 _names = msgspec.json.Decoder(list[str] | None)
 _any = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
@@ -67,6 +80,15 @@ def _fields(body: bytes, what: str) -> dict[str, msgspec.Raw]:
     except _DECODE_ERRORS as err:
         raise _wire_error(what, err) from None
     return {key.lower(): value for key, value in members.items()}
+
+
+def _args_fields(body: bytes) -> dict[str, msgspec.Raw]:
+    """ExtenderArgs' members as :func:`_fields` gives them (an absent member is null alike)."""
+    try:
+        args = _args.decode(body)
+    except _DECODE_ERRORS:
+        return _fields(body, "ExtenderArgs")  # (which says what is wrong, if anything is)
+    return {"pod": args.Pod, "nodes": args.Nodes, "nodenames": args.NodeNames}
 
 
 def _wire_error(field: str, err: Exception) -> WireError:
@@ -111,23 +133,63 @@ def _pod(raw: msgspec.Raw | None, classes: Mapping[str, PriorityClass]) -> Pod:
     return dataclasses.replace(pod, resource_claims=()) if pod.resource_claims else pod
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """A whole node list as a request sent it: its bytes, its items (slices of those bytes) and
+    their nodes."""
+
+    raw: msgspec.Raw
+    items: tuple[msgspec.Raw, ...]
+    nodes: tuple[Node, ...]
+
+
 class NodeCache:
     """Decoded nodes by their JSON bytes: kube-scheduler sends the same node, byte for byte,
     until it changes, and the same :class:`Node` value lets the rules' per-node caches hit.
+    Whole node lists too (:meth:`listed`): a filter sends every node, a prioritize the ones
+    that passed, the same list request after request while the cluster holds still, and one
+    comparison of the list's bytes (0.2 ms for 1000 nodes of 7 kB) then stands for splitting
+    it and looking each node up (11 ms).
 
     Bounded in bytes, not entries: ``max_bytes`` counts the nodes' JSON (their decoded form
-    takes about 1.6 times as much again, measured on 7 kB nodes), and the least recently used
-    are dropped past it, so versions of nodes that changed since go first. The default, 128 MiB,
-    holds 5000 nodes of up to 26 kB each (kube-scheduler's largest supported cluster)."""
+    takes about 1.6 times as much again, measured on 7 kB nodes) and the lists' (at most
+    ``LISTS`` of them), and the least recently used are dropped past it, lists first, so
+    versions of nodes that changed since go first. The default, 128 MiB, holds 5000 nodes of up
+    to 26 kB each (kube-scheduler's largest supported cluster)."""
+
+    LISTS = 4
 
     def __init__(self, max_bytes: int = 128 * 2**20, on_evict: Callable[[Node], None] | None = None) -> None:
         self.max_bytes = max_bytes
-        self.bytes = 0  # the JSON bytes of the nodes held
+        self.bytes = 0  # the JSON bytes of the nodes and lists held
         self._nodes: OrderedDict[bytes, Node] = OrderedDict()
+        self._lists: list[_Listed] = []  # most recently used last
         self._on_evict = on_evict  # told of each node let go
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+    def listed(self, raw: msgspec.Raw) -> tuple[tuple[msgspec.Raw, ...], tuple[Node, ...]] | None:
+        """A request's ``Nodes`` member: its items (raw) and their nodes; None when null."""
+        lists = self._lists
+        for i, known in enumerate(lists):
+            if len(known.raw) == len(raw) and known.raw == raw:  # (length first: a memcmp only for likely twins)
+                lists.append(lists.pop(i))
+                return known.items, known.nodes
+        keep = len(raw) <= self.max_bytes // 2
+        own = msgspec.Raw(bytes(raw)) if keep else raw  # (a copy to keep: the request's body is let go)
+        node_list = _decode(_node_list, own, "Nodes")
+        if node_list is None:
+            return None
+        items = tuple(node_list.get("items") or ())
+        nodes = tuple(self.get(item, f"Nodes.items[{i}]") for i, item in enumerate(items))
+        if keep:
+            lists.append(_Listed(own, items, nodes))
+            self.bytes += len(own)
+            while len(lists) > self.LISTS:
+                self.bytes -= len(lists.pop(0).raw)
+            self._shrink()
+        return items, nodes
 
     def get(self, raw: msgspec.Raw, field: str) -> Node:
         data = bytes(raw)
@@ -143,12 +205,19 @@ class NodeCache:
         if len(data) <= self.max_bytes:
             nodes[data] = node
             self.bytes += len(data)
-            while self.bytes > self.max_bytes:
-                old, gone = nodes.popitem(last=False)
-                self.bytes -= len(old)
-                if self._on_evict is not None:
-                    self._on_evict(gone)
+            self._shrink()
         return node
+
+    def _shrink(self) -> None:
+        """Past ``max_bytes``: the least recently used lists go, then nodes."""
+        lists, nodes = self._lists, self._nodes
+        while self.bytes > self.max_bytes and lists:
+            self.bytes -= len(lists.pop(0).raw)
+        while self.bytes > self.max_bytes and nodes:
+            old, gone = nodes.popitem(last=False)
+            self.bytes -= len(old)
+            if self._on_evict is not None:
+                self._on_evict(gone)
 
 
 @dataclass(frozen=True)
@@ -164,17 +233,14 @@ class ExtenderArgs:
 
 
 def decode_args(body: bytes, nodes: NodeCache, classes: Mapping[str, PriorityClass]) -> ExtenderArgs:
-    fields = _fields(body, "ExtenderArgs")
+    fields = _args_fields(body)
     pod = _pod(fields.get("pod"), classes)
     raw_list = fields.get("nodes")
-    items: tuple[msgspec.Raw, ...] | None = None
-    node_list = _decode(_node_list, raw_list, "Nodes") if raw_list is not None else None
-    if node_list is not None:
-        items = tuple(node_list.get("items") or ())
+    listed = nodes.listed(raw_list) if raw_list is not None else None
     names_raw = fields.get("nodenames")
     names = _decode(_names, names_raw, "NodeNames") if names_raw is not None else None
-    if items is not None:
-        decoded = tuple(nodes.get(raw, f"Nodes.items[{i}]") for i, raw in enumerate(items))
+    if listed is not None:
+        items, decoded = listed
         return ExtenderArgs(pod, names, decoded, items)
     if names is None:
         raise WireError("ExtenderArgs: neither Nodes nor NodeNames given")

@@ -36,8 +36,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
+import msgspec
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -189,9 +190,13 @@ class KubeApi:
             configuration.refresh_api_key_hook = _at_most_every(TOKEN_REFRESH_SECONDS, hook)  # a minute is plenty
         configuration.connection_pool_maxsize = 64  # watches, binding workers, events at once
         self.host = configuration.host
+        self._configuration = configuration
         self._client = k8s_client.ApiClient(configuration)
         self._client.user_agent = user_agent()
         self._timeout = timeout
+        self._timeouts: dict[float | tuple[float, float], urllib3.Timeout] = {}
+        self._transport = _Transport(self._client.rest_client.pool_manager, configuration.host)
+        self._headers = {"Accept": "application/json", "User-Agent": user_agent()}
         self.observer: RequestObserver | None = None
         self._watches: set[WatchStream] = set()
         self._watch_lock = threading.Lock()
@@ -211,37 +216,51 @@ class KubeApi:
         timeout: float | tuple[float, float] | None = None,
         stream: bool = False,
     ) -> Any:
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        """One request through the client's connection pool. The client's own request path
+        (parameter sanitising, header building, content-type matching: ~110 us a request,
+        half a binding's CPU) is skipped; its configuration (host, TLS, proxy) and its
+        credentials (the token, refreshed through its hook) are the client's."""
+        headers = dict(self._headers)
+        if body is not None:
+            headers["Content-Type"] = content_type
+        token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:  # (as the client's auth_settings: its only header credential; certificates are the pool's)
+            headers["authorization"] = token
         started = time.perf_counter()
         try:
-            method, url, headers, body, post = self._client.param_serialize(
+            raw = self._transport.request(
                 method,
-                path,
-                query_params=list((query or {}).items()),
-                header_params=headers,
-                body=body,
-                auth_settings=["BearerToken"],
-                _host=self.host,  # (the configuration's own host property re-reads proxy settings every time)
-            )
-            response = self._client.call_api(
-                method, url, headers, body, post, _request_timeout=timeout or self._timeout
+                path + ("?" + urlencode(query) if query else ""),
+                None if body is None else _encode(body),
+                headers,
+                self._timeout_of(timeout or self._timeout),
+                stream,
             )
         except (urllib3.exceptions.HTTPError, OSError) as err:
             self._observe(method, "<error>", started)
             raise UnavailableError(f"{method} {path}: {err}") from None
-        raw = response.response
-        if response.status >= 400:
+        if raw.status >= 400:
             data = raw.data
             raw.release_conn()
-            self._observe(method, str(response.status), started)
-            raise _error(method, path, response.status, data)
+            self._observe(method, str(raw.status), started)
+            raise _error(method, path, raw.status, data)
         if stream:
-            self._observe(method, str(response.status), None)
+            self._observe(method, str(raw.status), None)
             return raw
         data = raw.data
         raw.release_conn()
-        self._observe(method, str(response.status), started)
-        return json.loads(data) if data else None
+        self._observe(method, str(raw.status), started)
+        try:
+            return _decode(data) if data else None
+        except msgspec.DecodeError as err:
+            raise KubeError(f"{method} {path}: {raw.status} with a body that is not JSON: {err}", raw.status) from None
+
+    def _timeout_of(self, timeout: float | tuple[float, float]) -> urllib3.Timeout:
+        found = self._timeouts.get(timeout)
+        if found is None:
+            found = urllib3.Timeout(*timeout) if isinstance(timeout, tuple) else urllib3.Timeout(total=timeout)
+            self._timeouts[timeout] = found
+        return found
 
     def _observe(self, method: str, code: str, started: float | None) -> None:
         observer = self.observer
@@ -394,6 +413,55 @@ class KubeApi:
                 time.sleep(0.05 * 2**attempt)
 
 
+_decode = msgspec.json.Decoder().decode  # (3 us a pod where json.loads takes 8)
+_encode = msgspec.json.Encoder().encode
+
+
+class _Transport:
+    """The client's urllib3 pool manager, asked directly: for a plain PoolManager its one
+    connection pool for the API server (no URL parsing and pool lookup per request); through a
+    proxy manager, the manager with the whole URL. ``host`` may carry a path prefix (an API
+    server behind a proxy at ``https://host/k8s/clusters/c1``)."""
+
+    def __init__(self, manager: urllib3.PoolManager, host: str) -> None:
+        self.host = host.rstrip("/")
+        self.prefix = urlsplit(self.host).path
+        self.manager = manager
+        self.pool = manager.connection_from_url(self.host) if type(manager) is urllib3.PoolManager else None
+
+    def request(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        timeout: urllib3.Timeout,
+        stream: bool,
+    ) -> urllib3.BaseHTTPResponse:
+        if self.pool is not None:
+            return self.pool.urlopen(
+                method,
+                self.prefix + target,
+                body=body,
+                headers=headers,
+                retries=False,
+                redirect=False,
+                timeout=timeout,
+                preload_content=False,
+                assert_same_host=False,
+            )
+        return self.manager.urlopen(
+            method,
+            self.host + target,
+            body=body,
+            headers=headers,
+            retries=False,
+            redirect=False,
+            timeout=timeout,
+            preload_content=False,
+        )
+
+
 def user_agent() -> str:
     """``rulesched/VERSION (OS/ARCH) HOST_PID``: which replica made a request (the leader
     election identity starts the same way)."""
@@ -418,7 +486,7 @@ class WatchStream:
                 for line in lines:
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = _decode(line)
                     kind, obj = event.get("type"), event.get("object") or {}
                     if kind == "ERROR":
                         code = int(obj.get("code") or 0)
@@ -427,7 +495,7 @@ class WatchStream:
             if self.closed:
                 raise UnavailableError(f"watch {resource.plural}: closed")
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
-            # (ValueError: reading a response closed under it)
+            # (ValueError: reading a response closed under it, or a line that is not JSON)
             raise UnavailableError(f"watch {resource.plural}: {'closed' if self.closed else err}") from None
         finally:
             raw.release_conn()

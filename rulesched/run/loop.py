@@ -55,7 +55,7 @@ from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSourc
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.profiles import ProfileSettings, check_profiles
-from rulesched.run.workers import Outcome, Workers
+from rulesched.run.workers import Outcome, Workers, log_bound
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event, SchedulingQueue
@@ -171,7 +171,7 @@ class _Reporter(Observer):
             decision(log, result)
 
     def bound(self, pod: Pod, node: str) -> None:
-        self.workers.forget(pod.key)  # (the workers log the binding, with the rules' digest)
+        self.workers.forget(pod.key)  # (its "bound" line: log_bound, as the loop applied the outcome)
         started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
         self.metrics.attempt(pod.scheduler_name, "scheduled", time.perf_counter() - started)
         self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
@@ -420,6 +420,8 @@ class Loop:
     # --- applying what arrived -------------------------------------------------------------------
     def _outcome(self, outcome: Outcome) -> None:
         self.metrics.binding(outcome.profile, outcome.ok, outcome.seconds)
+        if outcome.ok:
+            log_bound(outcome)
         if outcome.bound_elsewhere is not None:
             self.scheduler.binding_finished(outcome.key, False, outcome.reason)
             self.scheduler.delete(outcome.key)

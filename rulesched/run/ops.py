@@ -33,6 +33,7 @@ from prometheus_client.metrics_core import Metric
 
 from rulesched.errors import ConfigError
 from rulesched.metrics import (
+    Labelled,
     Registry,
     RestClientMetrics,
     add_process_collector,
@@ -213,6 +214,10 @@ class Metrics:
             ["source", "result"],
             registry=r,
         )
+        # (the children the scheduler observes on every pod, looked up once each)
+        self._points, self._plugins = Labelled(self.extension_points), Labelled(self.plugins)
+        self._attempts, self._attempt_duration = Labelled(self.attempts), Labelled(self.attempt_duration)
+        self._sli, self._incoming = Labelled(self.sli), Labelled(self.incoming)
         self.rest = RestClientMetrics(self.registry)
         self.live = _Live()
         self.registry.add(self.live)
@@ -235,10 +240,10 @@ class Metrics:
         profile, timing = result.pod.scheduler_name, result.timing
         if timing is not None:
             for point, status, seconds in timing.phases:
-                self.extension_points.labels(extension_point=point, status=status, profile=profile).observe(seconds)
+                self._points(point, status, profile).observe(seconds)
             self.algorithm.observe(timing.algorithm_seconds)
             for (point, rule), seconds in (timing.rule_seconds or {}).items():
-                self.plugins.labels(plugin=rule, extension_point=point, status=SUCCESS).observe(seconds)
+                self._plugins(rule, point, SUCCESS).observe(seconds)
         preemption = result.preemption
         if preemption is not None:  # (PostFilter ran: upstream counts every run as an attempt)
             self.preemption_attempts.inc()
@@ -248,23 +253,23 @@ class Metrics:
     def attempt(self, profile: str, result: str, seconds: float) -> None:
         """A scheduling attempt of ``profile`` ended (``scheduled``, ``unschedulable`` or
         ``error``) ``seconds`` after its cycle began."""
-        self.attempts.labels(result=result, profile=profile).inc()
-        self.attempt_duration.labels(result=result, profile=profile).observe(seconds)
+        self._attempts(result, profile).inc()
+        self._attempt_duration(result, profile).observe(seconds)
 
     def scheduled(self, attempts: int, queued_seconds: float | None) -> None:
         """A pod was bound after ``attempts`` attempts, ``queued_seconds`` after it first entered
         the active queue."""
         self.pod_attempts.observe(attempts)
         if queued_seconds is not None:
-            self.sli.labels(attempts=attempts_label(attempts)).observe(queued_seconds)
+            self._sli(attempts_label(attempts)).observe(queued_seconds)
 
     def queued(self, queue: str, event: str) -> None:
         """A pod entered a sub-queue (the queue's ``incoming`` hook)."""
-        self.incoming.labels(queue=queue, event=event).inc()
+        self._incoming(queue, event).inc()
 
     def binding(self, profile: str, ok: bool, seconds: float) -> None:
         status = SUCCESS if ok else ERROR
-        self.extension_points.labels(extension_point=BIND, status=status, profile=profile).observe(seconds)
+        self._points(BIND, status, profile).observe(seconds)
 
 
 class _Quiet(WSGIRequestHandler):

@@ -54,6 +54,13 @@ class Outcome:
     bound_elsewhere: dict[str, Any] | None = None  # the pod as the API has it, when a 409 says so
     seconds: float = 0.0  # the binding call
     profile: str = ""  # the scheduler name of the profile that chose the node
+    rules: str = ""  # the digest of the rule set that chose it
+
+
+def log_bound(outcome: Outcome) -> None:
+    """The ``bound`` line, written by the thread that applies the outcome: one writer, where
+    the binding threads queued on the log handler's lock (8 ms a line at 1000 bindings/s)."""
+    log.info("bound", extra={"pod": outcome.key, "node": outcome.node, "rules": outcome.rules})
 
 
 def _now() -> str:
@@ -146,8 +153,7 @@ class Workers:
             revert_writes(self.api, volumes)
             self._bind_failed(pod, node, started, err)
             return
-        self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started, profile=profile))
-        log.info("bound", extra={"pod": key, "node": node, "rules": rules})
+        self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started, profile=profile, rules=rules))
         note = f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
         self._event(pod, "Normal", "Scheduled", "Binding", note)
 
