@@ -81,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
 
     from rulesched.authoring.diff import add_diff_parser
     from rulesched.authoring.ruletest import add_test_parser
+    from rulesched.authoring.why import add_explain_parser
     from rulesched.extender.cli import add_extender_parser
     from rulesched.run.cli import add_run_parser
     from rulesched.simulate.cli import add_simulate_parser
@@ -90,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     add_extender_parser(sub)
     add_test_parser(sub)
     add_diff_parser(sub)
+    add_explain_parser(sub)
     for command in sub.choices.values():
         _add_logging_arguments(command, "_sub")
     return parser
@@ -133,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rulesched.authoring.diff import diff_command
 
             return diff_command(args)
+        if args.command == "explain":
+            from rulesched.authoring.why import explain_command
+
+            return explain_command(args)
         if args.command == "extender":
             from rulesched.extender.cli import extender_command
 
