@@ -40,10 +40,11 @@ from dataclasses import dataclass, replace
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, InputError
+from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
-from rulesched.lang import RulesHandle
+from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
@@ -235,6 +236,9 @@ class Loop:
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
+        # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
+        self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
+        self.explainer = ExplainService(self._live_view)
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         self.cycles = 0
         self.exit_code = 0
@@ -307,7 +311,9 @@ class Loop:
         """Schedule until :attr:`stop` is set (or ``until()`` is true); then stop taking pods
         and let bindings under way finish within the grace period."""
         if self.settings.metrics_bind_address:
-            self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
+            self.ops = OpsServer(
+                self.settings.metrics_bind_address, self.metrics, self._readiness, self.explainer
+            ).start()
         self.mirror.start()
         for profile in self.profiles:
             profile.reloader.start()
@@ -390,7 +396,23 @@ class Loop:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         return True, ", ".join(about(p) for p in self.profiles) + role
 
+    def _live_view(self) -> LiveView | None:
+        """(On an explain request's thread.) The current snapshot, once the caches are synced."""
+        if not self.ready:
+            return None
+        snapshot = self._handoff.ask()
+        if snapshot is None:
+            return None
+        served = {p.name: p.rules for p in self.profiles}
+
+        def rules_for(pod: Pod) -> RuleSet | None:
+            handle = served.get(pod.scheduler_name)
+            return handle.rules if handle is not None and handle.loaded else None
+
+        return LiveView(snapshot, rules_for, self.scheduler.queue.find)
+
     def _drain(self) -> None:
+        self._handoff.serve(self.store.snapshot)  # (explain requests: a snapshot, between cycles)
         while True:
             try:
                 item = self._inbox.get_nowait()

@@ -32,6 +32,9 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.metrics_core import Metric
 
 from rulesched.errors import ConfigError
+from rulesched.explain_service import MAX_BODY_BYTES as EXPLAIN_MAX_BODY
+from rulesched.explain_service import PATH as EXPLAIN_PATH
+from rulesched.explain_service import ExplainService
 from rulesched.metrics import (
     Registry,
     RestClientMetrics,
@@ -257,16 +260,34 @@ class Metrics:
         self.extension_points.labels(extension_point=BIND, status=status, profile=profile).observe(seconds)
 
 
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
 
 class OpsServer:
-    """``/healthz`` (the process answers), ``/readyz`` (``ready()`` says why not) and
-    ``/metrics`` on a thread."""
+    """``/healthz`` (the process answers), ``/readyz`` (``ready()`` says why not),
+    ``/metrics`` and, with ``explain``, ``/debug/explain`` (:mod:`rulesched.explain_service`:
+    read-only, rate-limited, evaluated on the request's own thread) on a thread."""
 
-    def __init__(self, address: str, metrics: Metrics, ready: Callable[[], tuple[bool, str]]) -> None:
+    def __init__(
+        self,
+        address: str,
+        metrics: Metrics,
+        ready: Callable[[], tuple[bool, str]],
+        explain: ExplainService | None = None,
+    ) -> None:
         host, _, port = address.rpartition(":")
         try:
             self._server = make_server(
@@ -277,6 +298,7 @@ class OpsServer:
         self.port = self._server.server_address[1]
         self._metrics_app = make_wsgi_app(metrics.registry)
         self._ready = ready
+        self._explain = explain
         self._thread = threading.Thread(target=self._server.serve_forever, name="ops-http", daemon=True)
 
     def start(self) -> OpsServer:
@@ -299,5 +321,17 @@ class OpsServer:
         if path == "/metrics":
             result: Iterable[bytes] = self._metrics_app(environ, start_response)
             return result
+        if path == EXPLAIN_PATH and self._explain is not None:
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            method, query = environ.get("REQUEST_METHOD", "GET"), environ.get("QUERY_STRING", "")
+            if length > EXPLAIN_MAX_BODY:  # (refused unread: the handler says so)
+                reply = self._explain.handle(method, query, b"", too_large=True)
+            else:
+                reply = self._explain.handle(method, query, environ["wsgi.input"].read(length) if length > 0 else b"")
+            start_response(f"{reply.status} {_REASONS.get(reply.status, '')}".rstrip(), list(reply.headers))
+            return [reply.body]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found"]
