@@ -79,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
+    from rulesched.authoring.audit import add_audit_parser
     from rulesched.authoring.diff import add_diff_parser
     from rulesched.authoring.ruletest import add_test_parser
     from rulesched.authoring.why import add_explain_parser
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     add_test_parser(sub)
     add_diff_parser(sub)
     add_explain_parser(sub)
+    add_audit_parser(sub)
     for command in sub.choices.values():
         _add_logging_arguments(command, "_sub")
     return parser
@@ -135,6 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rulesched.authoring.diff import diff_command
 
             return diff_command(args)
+        if args.command == "audit":
+            from rulesched.authoring.audit import audit_command
+
+            return audit_command(args)
         if args.command == "explain":
             from rulesched.authoring.why import explain_command
 

@@ -122,6 +122,8 @@ class RuleSet:
                         getters = [_pod_getter(f) for f in share.pod_fields]
                         self._shares[id(r)] = ((kind, position), share, getters)
         self._local = threading.local()
+        # Audit-mode (shadow) filters: evaluated for reports and counted, never rejecting.
+        self.shadow_filters: frozenset[str] = frozenset()
 
     def session(self) -> Session:
         """This thread's session with this rule set (made on first use)."""
