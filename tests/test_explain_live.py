@@ -18,6 +18,7 @@ from rulesched.cli import main
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod, wait_for
+from tests.helpers.scrape import families, fetch, value
 
 
 def get(url: str, data: bytes | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -35,11 +36,14 @@ def running(server: TestApiServer, tmp_path: Path) -> Iterator[tuple[Loop, str]]
     server.add("nodes", node("n2", cpu="1"))
     server.add("pods", pod("fits", cpu="500m"))
     server.add("pods", pod("huge", cpu="8"))
+    shadow = tmp_path / "shadow.rules"
+    shadow.write_text('audit filter never:\n    false\n    else "audit says no"\n')
     loop = Loop(
         RunSettings(
             kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")),
             metrics_bind_address="127.0.0.1:0",
             grace_seconds=2,
+            rules=("default", str(shadow)),
         )
     )
     thread = threading.Thread(target=loop.run, daemon=True)
@@ -93,3 +97,16 @@ def test_errors_and_the_rate_limit(running: tuple[Loop, str]) -> None:
     status, _, headers = get(f"{base}/debug/explain?pod=default/huge")
     if status == 429:
         assert int(headers["Retry-After"]) >= 1
+
+
+def test_an_audit_mode_filter_counts_but_never_rejects(running: tuple[Loop, str]) -> None:
+    """`fits` was bound although the audit-mode filter `never` rejects every node: the decision
+    is counted in rulesched_shadow_rejections_total, and explain shows the would-be rejections."""
+    _, base = running
+    found = families(fetch(f"{base}/metrics"))
+    assert value(found["rulesched_shadow_rejections_total"], "_total", rule="never", profile="rulesched") == 1
+    _, answer, _ = get(f"{base}/debug/explain?pod=default/huge")
+    assert answer["shadow"]["rules"] == ["never"]
+    assert answer["shadow"]["reasons"] == [
+        {"rule": "never", "reason": "audit says no", "nodes": 2, "names": ["n1", "n2"]}
+    ]

@@ -209,6 +209,13 @@ def render_table(a: dict[str, Any]) -> str:
         lines += ["", "Best nodes (normalised score per rule, weighted total):"]
         for row in [header, *rows]:
             lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    shadow = a.get("shadow") or {}
+    if shadow.get("rules"):
+        lines += ["", f"Audit-mode filters ({', '.join(shadow['rules'])}; never enforced):"]
+        for g in shadow["reasons"]:
+            lines.append(f"  would reject {g['nodes']} node(s): {g['rule']}: {g['reason']}: {', '.join(g['names'])}")
+        if shadow["feasible"] is not None:
+            lines.append(f"  enforced, they would leave {shadow['feasible']} of the {a['feasible']} fitting node(s)")
     p = a["preemption"]
     lines += [
         "",

@@ -88,6 +88,21 @@ def render_html(a: dict[str, Any]) -> str:
             for s in best
         )
         parts.append(f"<h2>Best nodes</h2><table><tr><th>node</th>{head}<th class=num>total</th></tr>{rows}</table>")
+    shadow = a.get("shadow") or {}
+    if shadow.get("rules"):
+        shadow_items = "".join(
+            f"<li><code>{esc(g['rule'])}</code> would reject {g['nodes']} node(s): {esc(g['reason'])}</li>"
+            for g in shadow["reasons"]
+        )
+        left = shadow["feasible"]
+        tail = (
+            f"<p>Enforced, they would leave {left} of the {a['feasible']} fitting node(s).</p>"
+            if left is not None
+            else ""
+        )
+        parts.append(
+            f"<h2>Audit-mode filters {badge('never enforced', 'info')}</h2><ul class=reasons>{shadow_items}</ul>{tail}"
+        )
     p = a["preemption"]
     state = (
         badge("helps", "ok")

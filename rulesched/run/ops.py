@@ -210,6 +210,13 @@ class Metrics:
         for profile in self.profiles:  # (each profile's series from the start, at 0)
             for result in ("success", "error"):
                 self.reloads.labels(result=result, profile=profile)
+        self.shadow_rejections = Counter(
+            "rulesched_shadow_rejections",
+            "Scheduling decisions an audit-mode (shadow) filter would have rejected: the node chosen fails it. "
+            "Audit-mode filters never reject; this is what enforcing one would have changed.",
+            ["rule", "profile"],
+            registry=r,
+        )
         self.rest = RestClientMetrics(self.registry)
         self.live = _Live()
         self.registry.add(self.live)
@@ -226,6 +233,8 @@ class Metrics:
         """A scheduling cycle ended: its extension points, its algorithm time, its rules' times
         when sampled, its preemption."""
         profile, timing = result.pod.scheduler_name, result.timing
+        for rule in result.shadow_rejected:
+            self.shadow_rejections.labels(rule=rule, profile=profile).inc()
         if timing is not None:
             for point, status, seconds in timing.phases:
                 self.extension_points.labels(extension_point=point, status=status, profile=profile).observe(seconds)

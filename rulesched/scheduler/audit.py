@@ -99,17 +99,29 @@ def audit_pod(pod: Pod, snapshot: Snapshot, session: Session) -> PodAudit:
         home = overlay.node_view(pod.node_name)
         assert home is not None
         violations: list[Violation] = []
-        shadow: list[Violation] = []
-        shadows = session.rules.shadow_filters
         for f in bound.filters:
             bound.watch.rule = f.name
             if not f.passes(home):
-                (shadow if f.name in shadows else violations).append(Violation(f.name, f.reasons(home)))
+                violations.append(Violation(f.name, f.reasons(home)))
+        shadow = _shadow(free, overlay, snapshot, session, home)
         if not violations:
             return PodAudit(pod.key, pod.node_name, (), tuple(shadow))
         best, gain = _best_elsewhere(bound, overlay, pod.node_name)
         pdb = _blocking_pdb(pod, snapshot.pdbs)
         return PodAudit(pod.key, pod.node_name, tuple(violations), tuple(shadow), best, gain, pdb)
+    finally:
+        bound.release()
+
+
+def _shadow(pod: Pod, overlay: ClusterOverlay, snapshot: Snapshot, session: Session, home: Any) -> list[Violation]:
+    """The audit-mode filters the pod fails on its node (reported, never a violation)."""
+    shadow = session.rules.shadow
+    if shadow is None:
+        return []
+    own = Session(shadow)
+    bound = own.bind_private(pod, overlay, ForkedIndexes(own.indexes, snapshot))
+    try:
+        return [Violation(f.name, f.reasons(home)) for f in bound.filters if not f.passes(home)]
     finally:
         bound.release()
 

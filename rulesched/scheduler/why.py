@@ -128,7 +128,9 @@ class PodExplanation:
     best: tuple[Scored, ...]
     preemption: PreemptionVerdict
     seconds: float = 0.0
-    shadow: tuple[ReasonCount, ...] = field(default=())
+    shadow: tuple[ReasonCount, ...] = field(default=())  # audit-mode filters' would-be rejections
+    shadow_feasible: int | None = None  # fitting nodes the audit-mode filters also pass (None: none)
+    shadow_rules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
         nodes: Sequence[NodeInfo] = snapshot.nodes
         passes = _pass_matrix(bound, nodes)
         verdicts = _verdicts(bound, nodes, passes)
-        fits = passes.all(axis=0) if len(bound.filters) else np.ones(len(nodes), dtype=bool)
+        fits = np.asarray(passes.all(axis=0), dtype=bool)  # (no filter: every node fits)
         feasible = np.flatnonzero(fits)
         applied = {f.name for f in bound.filters}
         skipped = tuple(r.name for r in rules.filters if r.name not in applied)
@@ -172,6 +174,7 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
             verdict = _preemption(pod, snapshot, session, verdicts, settings.preemption)
             if verdict.message:
                 message += " " + verdict.message
+        shadow, shadow_feasible = _shadow(pod, snapshot, rules, fits)
         return PodExplanation(
             pod=pod.key,
             nodes=len(nodes),
@@ -188,7 +191,27 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
             best=best,
             preemption=verdict,
             seconds=time.perf_counter() - started,
+            shadow=shadow,
+            shadow_feasible=shadow_feasible,
+            shadow_rules=tuple(sorted(rules.shadow_filters)),
         )
+    finally:
+        bound.release()
+
+
+def _shadow(
+    pod: Pod, snapshot: Snapshot, rules: RuleSet, fits: np.ndarray[Any, Any]
+) -> tuple[tuple[ReasonCount, ...], int | None]:
+    """The audit-mode filters' answers on every node: grouped as the enforced ones are, and how
+    many of the fitting nodes they would leave."""
+    if rules.shadow is None:
+        return (), None
+    bound = Session(rules.shadow).bind(pod, snapshot)
+    try:
+        passes = _pass_matrix(bound, snapshot.nodes)
+        verdicts = _verdicts(bound, snapshot.nodes, passes)
+        left = int((fits & passes.all(axis=0)).sum())
+        return _groups(verdicts), left
     finally:
         bound.release()
 
@@ -398,6 +421,13 @@ def explanation_json(e: PodExplanation) -> dict[str, Any]:
             "nominated": e.preemption.nominated,
             "victims": list(e.preemption.victims),
             "why": e.preemption.why,
+        },
+        "shadow": {
+            "rules": list(e.shadow_rules),
+            "reasons": [
+                {"rule": g.rule, "reason": g.reason, "nodes": g.nodes, "names": list(g.names)} for g in e.shadow
+            ],
+            "feasible": e.shadow_feasible,
         },
         "seconds": round(e.seconds, 4),
     }

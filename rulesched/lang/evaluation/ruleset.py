@@ -23,6 +23,7 @@ Next stage: :mod:`rulesched.lang.evaluation.bound` (a binding, evaluated per nod
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from collections.abc import Callable, MutableMapping, Sequence
@@ -67,13 +68,27 @@ COSTLY_STEPS = 5_000
 class RuleSet:
     """A checked, compiled set of rules; read-only once built (a reload builds a new one)."""
 
-    def __init__(self, checked: CheckedRules, files: Sequence[str] = (), digest: str | None = None) -> None:
+    def __init__(
+        self, checked: CheckedRules, files: Sequence[str] = (), digest: str | None = None, shadow_only: bool = False
+    ) -> None:
         self.checked = checked
         self.files = tuple(files)
         # The content hash names the set in logs, metrics and events (given by the loader; for a
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
-        compiled = compile_rules(checked)
+        # Audit-mode (shadow) filters never reject: they are compiled apart, into ``shadow`` (a
+        # set of those filters alone, ``shadow_only``), which reports and metrics evaluate.
+        audit = tuple(r for r in checked.rules if r.rule.audit and r.kind is ast.RuleKind.FILTER)
+        self.shadow_filters: frozenset[str] = frozenset(r.name for r in audit)
+        self.shadow: RuleSet | None = None
+        if audit and not shadow_only:
+            enforced = tuple(
+                r for r in checked.rules if r.name not in self.shadow_filters or r.kind is not ast.RuleKind.FILTER
+            )
+            self.shadow = RuleSet(dataclasses.replace(checked, rules=audit), files, self.digest, shadow_only=True)
+            compiled = compile_rules(dataclasses.replace(checked, rules=enforced))
+        else:
+            compiled = compile_rules(checked)
         # Rules that may take long for one node: checked before each evaluation (the others every
         # few nodes; see rulesched.lang.evaluation.watch).
         self._costly = frozenset(
@@ -122,8 +137,6 @@ class RuleSet:
                         getters = [_pod_getter(f) for f in share.pod_fields]
                         self._shares[id(r)] = ((kind, position), share, getters)
         self._local = threading.local()
-        # Audit-mode (shadow) filters: evaluated for reports and counted, never rejecting.
-        self.shadow_filters: frozenset[str] = frozenset()
 
     def session(self) -> Session:
         """This thread's session with this rule set (made on first use)."""
