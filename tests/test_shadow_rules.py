@@ -12,6 +12,7 @@ import pytest
 
 from rulesched.cli import main
 from rulesched.lang import check_texts, load_rules_text
+from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.format import format_source
 from rulesched.lang.frontend.parse import parse_source
 from rulesched.lang.frontend.source import Source
@@ -30,7 +31,8 @@ def test_the_modifier_parses_prints_and_composes() -> None:
     tree, problems = parse_source(Source("s.rules", SHADOW))
     assert problems == []
     rule, partial = tree.items[1], tree.items[2]
-    assert getattr(rule, "audit") and getattr(partial, "audit")
+    assert isinstance(rule, ast.Rule) and isinstance(partial, ast.PartialOverride)
+    assert rule.audit and partial.audit
     out, _ = format_source(Source("s.rules", SHADOW))
     assert out is not None and "audit filter small_only:" in out and "audit override filter NodeAffinity" in out
     rules = load_rules_text({"s.rules": SHADOW})
