@@ -45,7 +45,7 @@ def test_the_modifier_parses_prints_and_composes() -> None:
 
 def test_only_filters_take_the_modifier() -> None:
     _, problems = parse_source(Source("s.rules", "audit score x: 1\n"))
-    assert problems and problems[0].span.line == 1
+    assert problems and problems[0].span is not None and problems[0].span.line == 1
 
 
 def test_enforcing_is_removing_one_word() -> None:
