@@ -86,3 +86,18 @@ def test_a_shadow_filter_never_changes_placements(tmp_path: Path, capsys: pytest
     report = json.loads(capsys.readouterr().out)
     assert code == 0  # audit-mode rejections are no violations
     assert report["summary"]["shadow"] == 3 and report["summary"]["violating"] == 0
+
+
+def test_diff_reports_audit_mode_rejections_and_running_pods_left_in_violation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    strict = tmp_path / "strict.rules"
+    strict.write_text('filter no_batch_on_large when pod.namespace == "jobs":\n    node.name != "large-b"\n')
+    shadow = tmp_path / "shadow.rules"
+    shadow.write_text("audit filter never:\n    false\n")
+    args = ["diff", "--old", "default", "--new", "default", "--new", str(strict), "--new", str(shadow)]
+    assert main([*args, "examples/cluster.yaml", "--output", "json"]) == 1  # the running batch pods
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    assert summary["newly_violating"] == ["jobs/batch-1", "jobs/batch-2"]
+    assert summary["new"]["audit_mode_rejections"] == {"never": 3}  # every placement, none changed
+    assert summary["moved"] == 0 and summary["newly_unschedulable"] == 0
