@@ -99,5 +99,5 @@ def test_diff_reports_audit_mode_rejections_and_running_pods_left_in_violation(
     assert main([*args, "examples/cluster.yaml", "--output", "json"]) == 1  # the running batch pods
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["newly_violating"] == ["jobs/batch-1", "jobs/batch-2"]
-    assert summary["new"]["audit_mode_rejections"] == {"never": 3}  # every placement, none changed
+    assert summary["new"]["audit_mode_rejections"] == {"never": 4}  # every placement (4 of 5 pods), none changed
     assert summary["moved"] == 0 and summary["newly_unschedulable"] == 0
