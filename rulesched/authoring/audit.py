@@ -11,10 +11,12 @@ Next stage: none (the live audit, ``audit --live``, reuses the same findings).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.scheduler.audit import audit, report_json
 from rulesched.simulate.html_page import badge, code_list, esc, page, provenance_table, stats
@@ -28,7 +30,14 @@ def add_audit_parser(sub: Any) -> None:
         description="Audit the running pods of cluster files against the rules. "
         "Exit 0: no violations; 1: some pod violates a filter on its node; 2: errors.",
     )
-    p.add_argument("cluster", nargs="+", metavar="CLUSTER", help="kubectl get -o yaml|json output files or folders")
+    p.add_argument("cluster", nargs="*", metavar="CLUSTER", help="kubectl get -o yaml|json output files or folders")
+    p.add_argument("--live", action="store_true", help="audit the cluster the API server holds (--kubeconfig)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="with --live; default: the in-cluster service account")
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="with --live: write the findings as a wgpolicyk8s.io PolicyReport per namespace",
+    )
     p.add_argument("--rules", action="append", metavar="PATH", help="rules (repeatable; default: the bundled default)")
     p.add_argument("--output", choices=("table", "json", "html"), default="table")
     p.add_argument("--scheduler-name", metavar="NAME", help="only audit pods naming this scheduler")
@@ -40,6 +49,9 @@ class AuditSettings:
     rules: tuple[str, ...] = ("default",)
     output: str = "table"
     scheduler_name: str | None = None
+    live: bool = False
+    kubeconfig: str | None = None
+    publish: bool = False
 
 
 def audit_command(args: Any) -> int:
@@ -48,8 +60,15 @@ def audit_command(args: Any) -> int:
         rules=tuple(args.rules or ("default",)),
         output=args.output,
         scheduler_name=args.scheduler_name,
+        live=args.live,
+        kubeconfig=args.kubeconfig,
+        publish=args.publish,
     )
-    answer = audit_files(settings)
+    if settings.live == bool(settings.cluster):
+        raise InputError("audit: give CLUSTER files, or --live (not both)")
+    if settings.publish and not settings.live:
+        raise InputError("audit: --publish needs --live")
+    answer = audit_live(settings) if settings.live else audit_files(settings)
     if settings.output == "json":
         print(json.dumps(answer, indent=2))
     elif settings.output == "html":
@@ -73,6 +92,26 @@ def audit_files(settings: AuditSettings) -> dict[str, Any]:
     answer = report_json(audit(store.snapshot(), rules, scheduler_name=settings.scheduler_name))
     answer["summary"]["rules"] = [str(f) for f in rules.files]
     answer["summary"]["inputs"] = list(settings.cluster)
+    return answer
+
+
+def audit_live(settings: AuditSettings) -> dict[str, Any]:
+    """The cluster the API server holds (listed once), audited; PolicyReports with ``publish``."""
+    from rulesched.kube.api import KubeApi
+    from rulesched.run.audit import audited_per_namespace, policy_reports, publish_reports, read_cluster
+
+    rules = load_rules([resolve_rules_path(r) for r in settings.rules])
+    api = KubeApi(settings.kubeconfig)
+    try:
+        snapshot = read_cluster(api)
+        report = audit(snapshot, rules, scheduler_name=settings.scheduler_name)
+        answer = report_json(report)
+        if settings.publish:
+            audited = audited_per_namespace(snapshot, settings.scheduler_name)
+            answer["summary"]["policy_reports"] = publish_reports(api, policy_reports(report, audited, time.time()))
+    finally:
+        api.close()
+    answer["summary"]["rules"] = [str(f) for f in rules.files]
     return answer
 
 

@@ -126,6 +126,9 @@ PVS = Resource("PersistentVolume", "/api/v1", "persistentvolumes", False)
 PVCS = Resource("PersistentVolumeClaim", "/api/v1", "persistentvolumeclaims", True)
 STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False)
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False)
+# The Policy Report API (kubernetes-sigs/wg-policy-prototypes), which Kyverno and Policy Reporter
+# read: `rulesched audit --live --publish` and `run --audit-interval` write one per namespace.
+POLICY_REPORTS = Resource("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", "policyreports", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0

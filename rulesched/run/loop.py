@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
@@ -50,6 +51,7 @@ from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
+from rulesched.run.audit import PeriodicAudit
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.profiles import ProfileSettings, check_profiles
@@ -100,8 +102,13 @@ class RunSettings:
     leader_elect_retry_period: float = 2.0
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
     cycle_deadline: float = CYCLE_DEADLINE_SECONDS  # seconds a scheduling cycle may take; 0: no limit
+    audit_interval: float = 0.0  # seconds between audits of the running pods (PolicyReports); 0: off
 
     def __post_init__(self) -> None:
+        if isinstance(self.audit_interval, bool) or not isinstance(self.audit_interval, int | float):
+            raise ConfigError(f"audit_interval: expected seconds, got {self.audit_interval!r}")
+        if not self.audit_interval >= 0:
+            raise ConfigError(f"audit_interval: {self.audit_interval!r}: expected 0 (off) or more seconds")
         check_profiles(self.effective_profiles)
         if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
             raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
@@ -239,6 +246,17 @@ class Loop:
         # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
         self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
         self.explainer = ExplainService(self._live_view)
+        self.auditor: PeriodicAudit | None = None
+        if settings.audit_interval:
+            self.auditor = PeriodicAudit(
+                self.api,
+                settings.audit_interval,
+                self._audit_snapshot,
+                lambda: {p.name: p.rules.rules for p in self.profiles if p.rules.loaded},
+                self.metrics.audited,
+                lambda: self.leading,
+                self.stop,
+            )
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         self.cycles = 0
         self.exit_code = 0
@@ -317,6 +335,8 @@ class Loop:
         self.mirror.start()
         for profile in self.profiles:
             profile.reloader.start()
+        if self.auditor is not None:
+            self.auditor.start()
         if self.elector is not None:
             self.elector.start()
         while not self.ready and not self.stop.is_set():
@@ -410,6 +430,10 @@ class Loop:
             return handle.rules if handle is not None and handle.loaded else None
 
         return LiveView(snapshot, rules_for, self.scheduler.queue.find)
+
+    def _audit_snapshot(self) -> Snapshot | None:
+        """(On the audit thread.) A snapshot, once the caches are synced."""
+        return self._handoff.ask() if self.ready else None
 
     def _drain(self) -> None:
         self._handoff.serve(self.store.snapshot)  # (explain requests: a snapshot, between cycles)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import Counter, Histogram, Info, make_wsgi_app
+from prometheus_client import Counter, Gauge, Histogram, Info, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.metrics_core import Metric
@@ -44,6 +44,7 @@ from rulesched.metrics import (
     exponential_buckets,
     stable,
 )
+from rulesched.scheduler.audit import AuditReport
 from rulesched.scheduler.framework import BIND, ERROR, SUCCESS, CycleResult
 
 ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)  # upstream: "all histograms start at 1 ms"
@@ -217,6 +218,21 @@ class Metrics:
             ["rule", "profile"],
             registry=r,
         )
+        self.audit_violations = Gauge(
+            "rulesched_audit_violations",
+            "Running pods that fail the filter on their node, as of the last audit (--audit-interval).",
+            ["rule"],
+            registry=r,
+        )
+        self.audit_shadow = Gauge(
+            "rulesched_audit_shadow_rejections",
+            "Running pods an audit-mode filter would reject on their node, as of the last audit.",
+            ["rule"],
+            registry=r,
+        )
+        self.audit_runs = Counter(
+            "rulesched_audit_runs", "Audits of the running pods, by result (success, error).", ["result"], registry=r
+        )
         self.rest = RestClientMetrics(self.registry)
         self.live = _Live()
         self.registry.add(self.live)
@@ -224,6 +240,21 @@ class Metrics:
 
     def set_rules(self, profile: str, digest: str, files: Iterable[str]) -> None:
         self.rules.labels(profile=profile).info({"hash": digest, "files": ",".join(files)})
+
+    def audited(self, report: AuditReport | None) -> None:
+        """An audit ended (None: it failed): each rule's violating pods replace the last counts."""
+        if report is None:
+            self.audit_runs.labels(result="error").inc()
+            return
+        self.audit_runs.labels(result="success").inc()
+        for gauge, pick in ((self.audit_violations, "violations"), (self.audit_shadow, "shadow")):
+            counts: dict[str, int] = {}
+            for p in report.pods:
+                for v in getattr(p, pick):
+                    counts[v.rule] = counts.get(v.rule, 0) + 1
+            gauge.clear()
+            for rule, count in counts.items():
+                gauge.labels(rule=rule).set(count)
 
     def reloaded(self, profile: str, ok: bool) -> None:
         self.reloads.labels(result="success" if ok else "error", profile=profile).inc()
