@@ -10,6 +10,7 @@ Next stage: none (the live audit, ``audit --live``, reuses the same findings).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.scheduler.audit import audit, report_json
+from rulesched.scheduler.rebalance import EvictSettings, plan_evictions
 from rulesched.simulate.html_page import badge, code_list, esc, page, provenance_table, stats
 from rulesched.simulate.load import load_cluster
 
@@ -33,6 +35,15 @@ def add_audit_parser(sub: Any) -> None:
     p.add_argument("cluster", nargs="*", metavar="CLUSTER", help="kubectl get -o yaml|json output files or folders")
     p.add_argument("--live", action="store_true", help="audit the cluster the API server holds (--kubeconfig)")
     p.add_argument("--kubeconfig", metavar="FILE", help="with --live; default: the in-cluster service account")
+    p.add_argument(
+        "--evict",
+        action="store_true",
+        help="with --live: evict violating pods the rules place elsewhere (Eviction API; PDBs respected)",
+    )
+    p.add_argument("--min-gain", type=int, default=1, metavar="N", help="--evict: least score gain worth a move (1)")
+    p.add_argument("--max-per-node", type=int, default=1, metavar="N", help="--evict: evictions per node (1)")
+    p.add_argument("--max-per-namespace", type=int, default=5, metavar="N", help="--evict: per namespace (5)")
+    p.add_argument("--max-per-run", type=int, default=10, metavar="N", help="--evict: per run (10)")
     p.add_argument(
         "--publish",
         action="store_true",
@@ -52,6 +63,7 @@ class AuditSettings:
     live: bool = False
     kubeconfig: str | None = None
     publish: bool = False
+    evict: EvictSettings | None = None  # with live: evict within these caps
 
 
 def audit_command(args: Any) -> int:
@@ -63,11 +75,16 @@ def audit_command(args: Any) -> int:
         live=args.live,
         kubeconfig=args.kubeconfig,
         publish=args.publish,
+        evict=EvictSettings(args.min_gain, args.max_per_node, args.max_per_namespace, args.max_per_run)
+        if args.evict
+        else None,
     )
     if settings.live == bool(settings.cluster):
         raise InputError("audit: give CLUSTER files, or --live (not both)")
-    if settings.publish and not settings.live:
-        raise InputError("audit: --publish needs --live")
+    if (settings.publish or settings.evict) and not settings.live:
+        raise InputError("audit: --publish and --evict need --live")
+    if settings.evict is not None and min(dataclasses.astuple(settings.evict)[1:]) < 0:
+        raise InputError("audit: the --max-per-* caps must be 0 or more")
     answer = audit_live(settings) if settings.live else audit_files(settings)
     if settings.output == "json":
         print(json.dumps(answer, indent=2))
@@ -98,7 +115,7 @@ def audit_files(settings: AuditSettings) -> dict[str, Any]:
 def audit_live(settings: AuditSettings) -> dict[str, Any]:
     """The cluster the API server holds (listed once), audited; PolicyReports with ``publish``."""
     from rulesched.kube.api import KubeApi
-    from rulesched.run.audit import audited_per_namespace, policy_reports, publish_reports, read_cluster
+    from rulesched.run.audit import audited_per_namespace, evict, policy_reports, publish_reports, read_cluster
 
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     api = KubeApi(settings.kubeconfig)
@@ -109,6 +126,20 @@ def audit_live(settings: AuditSettings) -> dict[str, Any]:
         if settings.publish:
             audited = audited_per_namespace(snapshot, settings.scheduler_name)
             answer["summary"]["policy_reports"] = publish_reports(api, policy_reports(report, audited, time.time()))
+        if settings.evict is not None:
+            planned, skipped = plan_evictions(report, list(snapshot.pods()), snapshot.pdbs, settings.evict)
+            answer["evictions"] = [
+                {
+                    "pod": e.pod,
+                    "node": e.node,
+                    "best": e.best,
+                    "gain": e.gain,
+                    "rules": list(e.rules),
+                    "outcome": outcome,
+                }
+                for e, outcome in evict(api, planned)
+            ]
+            answer["not_evicted"] = [{"pod": s.pod, "why": s.why} for s in skipped]
     finally:
         api.close()
     answer["summary"]["rules"] = [str(f) for f in rules.files]
@@ -135,6 +166,12 @@ def render_table(a: dict[str, Any]) -> str:
             lines.append(f"  {_move(p)}")
         if p["shadow"]:
             lines.append(f"{p['pod']} on {p['node']}: audit-mode rules would reject: {_reasons(p['shadow'])}")
+    for e in a.get("evictions", []):
+        lines.append(
+            f"evict {e['pod']} from {e['node']} (the rules place it on {e['best']}, {e['gain']:+d}): {e['outcome']}"
+        )
+    for n in a.get("not_evicted", []):
+        lines.append(f"not evicted {n['pod']}: {n['why']}")
     lines.append(
         f"{s['audited']} pods audited, {s['violating']} violating ({s['movable']} could move, "
         f"{s['blocked_by_pdb']} held by a PDB), {s['shadow']} rejected by audit-mode rules, in {s['seconds']:.3f}s"

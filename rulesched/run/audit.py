@@ -26,17 +26,25 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
-from rulesched.errors import ConflictError, InputError, KubeError, NotFoundError, UnavailableError
+from rulesched.errors import (
+    ConflictError,
+    InputError,
+    KubeError,
+    NotFoundError,
+    TooManyRequestsError,
+    UnavailableError,
+)
 from rulesched.kube.api import POLICY_REPORTS, KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.lang import RuleSet
 from rulesched.mirror import Mirror
 from rulesched.scheduler.audit import AuditReport, PodAudit, audit
+from rulesched.scheduler.rebalance import Eviction
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +177,32 @@ def publish_reports(api: KubeApi, reports: Mapping[str, dict[str, Any]]) -> int:
             except ConflictError:
                 continue
     return written
+
+
+def evict(api: KubeApi, evictions: Sequence[Eviction]) -> list[tuple[Eviction, str]]:
+    """Each planned eviction through the Eviction API: (eviction, outcome), the outcome
+    ``evicted``, ``refused: ...`` (a 429: a budget the plan could not see) or ``gone``. A refusal
+    is not retried in this run."""
+    out = []
+    for e in evictions:
+        namespace, name = e.pod.split("/", 1)
+        try:
+            api.evict(namespace, name)
+        except TooManyRequestsError as err:
+            out.append((e, f"refused: {err}"))
+            continue
+        except NotFoundError:
+            out.append((e, "gone"))
+            continue
+        log.info(
+            "evicted: violates %s on its node; the rules place it on %s (%+d)",
+            ", ".join(e.rules),
+            e.best,
+            e.gain,
+            extra={"pod": e.pod, "node": e.node, "rule": ",".join(e.rules)},
+        )
+        out.append((e, "evicted"))
+    return out
 
 
 def audited_per_namespace(snapshot: Snapshot, scheduler_name: str | None) -> Counter[str]:
