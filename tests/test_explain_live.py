@@ -61,7 +61,9 @@ def running(server: TestApiServer, tmp_path: Path) -> Iterator[tuple[Loop, str]]
         thread.join(timeout=15)
 
 
-def test_a_pending_pod_explained_live(running: tuple[Loop, str], capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_pending_pod_explained_live(
+    running: tuple[Loop, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     loop, base = running
     status, answer, _ = get(f"{base}/debug/explain?pod=default/huge")
     assert status == 200, answer
@@ -73,6 +75,11 @@ def test_a_pending_pod_explained_live(running: tuple[Loop, str], capsys: pytest.
     # the command line asks the same endpoint
     assert main(["explain", "default/huge", "--server", base]) == 1
     assert "needs 6500m more cpu on n1" in capsys.readouterr().out
+    # ... found from a `run --config` file's metrics_bind_address
+    config = tmp_path / "config.yaml"
+    config.write_text(f"metrics_bind_address: 0.0.0.0:{base.rsplit(':', 1)[1]}\n")
+    assert main(["explain", "default/huge", "--config", str(config), "--output", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["pod"] == "default/huge"
     assert loop.cycles >= 2  # scheduling went on
 
 

@@ -46,6 +46,11 @@ def add_explain_parser(sub: Any) -> None:
     p.add_argument("-f", "--filename", metavar="FILE", help="a pod not yet submitted, as YAML or JSON")
     p.add_argument("--cluster", nargs="+", metavar="FILE", help="kubectl get -o yaml|json output files or folders")
     p.add_argument("--server", metavar="URL", help="a running `rulesched run` or `extender` ops URL (http://host:port)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a `rulesched run --config` file: ask the scheduler on its metrics_bind_address (this host)",
+    )
     p.add_argument("--rules", action="append", metavar="PATH", help="rules (offline; default: the bundled default)")
     p.add_argument("--output", choices=("table", "json", "html"), default="table")
     p.add_argument("--node", action="append", default=[], metavar="NAME", help="always detail this node (repeatable)")
@@ -65,11 +70,14 @@ class ExplainSettings:
 
 
 def explain_command(args: Any) -> int:
+    server = args.server
+    if server is None and args.config:
+        server = server_from_config(args.config)
     settings = ExplainSettings(
         pod=args.pod,
         filename=args.filename,
         cluster=tuple(args.cluster or ()),
-        server=args.server,
+        server=server,
         rules=tuple(args.rules or ("default",)),
         output=args.output,
         nodes=tuple(args.node),
@@ -85,6 +93,18 @@ def explain_command(args: Any) -> int:
     else:
         print(render_table(answer))
     return 0 if answer["feasible"] else 1
+
+
+def server_from_config(path: str) -> str:
+    """The ops URL of the scheduler a ``run --config`` file starts, as seen from this host."""
+    from rulesched.config import read_config
+    from rulesched.run.loop import RunSettings
+
+    address = read_config(path, RunSettings).get("metrics_bind_address", "0.0.0.0:10251")
+    if not address:
+        raise InputError(f"{path}: metrics_bind_address is off: no endpoint to ask")
+    host, _, port = str(address).rpartition(":")
+    return f"http://{'127.0.0.1' if host in ('', '0.0.0.0', '::') else host}:{port}"
 
 
 def explain(settings: ExplainSettings) -> dict[str, Any]:
