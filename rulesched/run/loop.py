@@ -426,7 +426,8 @@ class Loop:
         served = {p.name: p.rules for p in self.profiles}
 
         def rules_for(pod: Pod) -> RuleSet | None:
-            handle = served.get(pod.scheduler_name)
+            # a posted pod naming no scheduler served here: the one profile's, when there is one
+            handle = served.get(pod.scheduler_name) or (next(iter(served.values())) if len(served) == 1 else None)
             return handle.rules if handle is not None and handle.loaded else None
 
         return LiveView(snapshot, rules_for, self.scheduler.queue.find)
