@@ -79,8 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
+    from rulesched.authoring.audit import add_audit_parser
     from rulesched.authoring.diff_cli import add_diff_parser
     from rulesched.authoring.ruletest import add_test_parser
+    from rulesched.authoring.why import add_explain_parser
     from rulesched.extender.cli import add_extender_parser
     from rulesched.run.cli import add_run_parser
     from rulesched.simulate.cli import add_simulate_parser
@@ -90,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     add_extender_parser(sub)
     add_test_parser(sub)
     add_diff_parser(sub)
+    add_explain_parser(sub)
+    add_audit_parser(sub)
     for command in sub.choices.values():
         _add_logging_arguments(command, "_sub")
     return parser
@@ -133,6 +137,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from rulesched.authoring.diff_cli import diff_command
 
             return diff_command(args)
+        if args.command == "audit":
+            from rulesched.authoring.audit import audit_command
+
+            return audit_command(args)
+        if args.command == "explain":
+            from rulesched.authoring.why import explain_command
+
+            return explain_command(args)
         if args.command == "extender":
             from rulesched.extender.cli import extender_command
 

@@ -4,7 +4,7 @@ demand.
 It keeps objects of the kinds rulesched reads and writes (nodes, pods, namespaces,
 PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, Services, ReplicaSets,
 StatefulSets, ReplicationControllers, PersistentVolumes, PersistentVolumeClaims, StorageClasses,
-CSINodes) with one resourceVersion counter, as etcd does, and serves:
+CSINodes, and wgpolicyk8s.io PolicyReports) with one resourceVersion counter, as etcd does, and serves:
 
 * list (``GET /api/v1/pods``, namespaced or not) with ``metadata.resourceVersion``;
 * watch (``?watch=1&resourceVersion=N&allowWatchBookmarks=true&timeoutSeconds=S``): JSON lines,
@@ -87,6 +87,7 @@ RESOURCES = {
     "persistentvolumeclaims": ("PersistentVolumeClaim", "/api/v1", True),
     "storageclasses": ("StorageClass", "/apis/storage.k8s.io/v1", False),
     "csinodes": ("CSINode", "/apis/storage.k8s.io/v1", False),
+    "policyreports": ("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", True),
 }
 WATCH_BATCH = 100  # watch events written at once, at most
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
@@ -273,6 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/events.k8s.io/v1",
             "/apis/apps/v1",
             "/apis/storage.k8s.io/v1",
+            "/apis/wgpolicyk8s.io/v1alpha2",
         ):
             if url.path.startswith(prefix + "/"):
                 parts = [unquote(part) for part in url.path[len(prefix) + 1 :].split("/")]  # as the API server

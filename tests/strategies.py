@@ -145,6 +145,7 @@ def rules(draw: st.DrawFn) -> ast.Rule:
         normalize=draw(st.none() | names | st.sampled_from(["max", "min"])) if kind is ast.RuleKind.SCORE else None,
         order=draw(maybe) if kind is ast.RuleKind.PREEMPT else None,
         unresolvable=draw(maybe) if kind is ast.RuleKind.FILTER else None,
+        audit=draw(st.booleans()) if kind is ast.RuleKind.FILTER else False,
         span=SPAN,
         name_span=SPAN,
     )
@@ -158,6 +159,7 @@ def partial_filter_overrides(draw: st.DrawFn) -> ast.PartialOverride:
         draw(names),
         guard=draw(st.none() | expressions),
         unresolvable=draw(expressions),
+        audit=draw(st.booleans()),
         span=SPAN,
         name_span=SPAN,
     )

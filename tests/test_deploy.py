@@ -27,6 +27,7 @@ MODELS = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
     ("apps/v1", "Deployment"): "V1Deployment",
     ("v1", "Service"): "V1Service",
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): "V1CustomResourceDefinition",
 }
 # Both faces' informer caches read these for their selectors (system default spreading).
 WORKLOAD_READS = {
@@ -54,6 +55,7 @@ USED = {
     ("storage.k8s.io", "storageclasses"): {"list", "watch"},
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
     ("metrics.k8s.io", "nodes"): {"list"},  # load_sources' metrics-api (rulesched/kube/node_metrics.py)
+    ("wgpolicyk8s.io", "policyreports"): {"get", "create", "update"},  # --audit-interval
 }
 
 

@@ -428,6 +428,33 @@ def test_cache_follows_the_cluster_and_bind_goes_through_the_api(
     assert status in (200, 403) and "already" in result["Error"]
 
 
+def test_explain_on_the_extenders_snapshot(cluster: tuple[TestApiServer, ExtenderProcess]) -> None:
+    """/debug/explain on the extender: a pending pod of the informer cache, on 5000 nodes."""
+    server, process = cluster
+    server.add("pods", pod("waiting", cpu="8"))
+    end = time.monotonic() + 20
+    while True:  # until the informer cache has it
+        with socket.create_connection((process.host, process.port), timeout=30) as conn:
+            conn.sendall(
+                b"GET /debug/explain?pod=default/waiting&node=node-0 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            )
+            raw = b"".join(iter(lambda: conn.recv(65536), b""))
+        head, _, body = raw.partition(b"\r\n\r\n")
+        if b" 404 " not in head.split(b"\r\n")[0] or time.monotonic() > end:
+            break
+        time.sleep(0.1)
+    assert b" 200 " in head.split(b"\r\n")[0], raw[:300]
+    answer = json.loads(body)
+    assert answer["nodes"] >= 5000 and answer["feasible"] == 0
+    reasons = {(g["rule"], g["reason"]): g["nodes"] for g in answer["reasons"]}
+    assert reasons[("NodeResourcesFit", "Insufficient cpu")] >= 5000  # every node, the cordoned ones too
+    assert reasons[("NodeUnschedulable", "node(s) were unschedulable")] == 500
+    node0 = next(d for d in answer["detailed"] if d["node"] == "node-0")
+    assert [b["expression"] for f in node0["failures"] for b in f["blame"]] == [
+        'pod.requests["cpu"] (8) <= node.free["cpu"] (500m)'
+    ]
+
+
 # --- bind with volumes -----------------------------------------------------------------------------
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"

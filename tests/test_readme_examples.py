@@ -22,7 +22,7 @@ from rulesched.lang.frontend.source import Severity, Source
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
-RULE_LINE = re.compile(r"^(?:override |disable )?(?:filter|score|preempt) \w+", re.MULTILINE)
+RULE_LINE = re.compile(r"^(?:audit )?(?:override |disable )?(?:filter|score|preempt) \w+", re.MULTILINE)
 
 
 def rules_blocks(doc: str, languages: tuple[str, ...]) -> list[tuple[str, str]]:

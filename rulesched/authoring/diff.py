@@ -35,7 +35,7 @@ import gc
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rulesched.authoring.explain import Explainer, Explanation, explanation_json, explanation_lines
 from rulesched.cluster.store import ClusterStore
@@ -43,6 +43,7 @@ from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
 from rulesched.model.load import LoadSnapshot
+from rulesched.scheduler.audit import audit
 from rulesched.scheduler.framework import SchedulerSettings, skip_deleting
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
@@ -83,6 +84,8 @@ class Run:
     evicted: tuple[str, ...]
     seconds: float
     terminating: int = 0  # pending pods being deleted: never attempted (kube-scheduler skips them)
+    # audit-mode filter -> the placements of this run it would have rejected (every one in the set)
+    shadow: Mapping[str, int] = field(default_factory=dict)
 
     def summary(self) -> dict[str, object]:
         scheduled = sum(1 for o in self.outcomes.values() if o.node is not None)
@@ -94,6 +97,7 @@ class Run:
             "terminating": self.terminating,
             "evicted": len(self.evicted),
             "scheduling_seconds": round(self.seconds, 6),
+            "audit_mode_rejections": dict(self.shadow),
         }
 
 
@@ -114,10 +118,12 @@ class Diff:
     evicted_only_old: tuple[str, ...]
     evicted_only_new: tuple[str, ...]
     seconds: Mapping[str, float]  # load, old, new, explain
+    # running pods that pass every filter on their node under --old and fail one under --new
+    newly_violating: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
-        return bool(self.changes or self.evicted_only_old or self.evicted_only_new)
+        return bool(self.changes or self.evicted_only_old or self.evicted_only_new or self.newly_violating)
 
     def count(self, kind: str) -> int:
         return sum(1 for c in self.changes if c.kind == kind)
@@ -171,6 +177,14 @@ def diff(settings: DiffSettings) -> Diff:
             PodChange(c.pod, c.kind, c.old, c.new, explainer.explain(by_key[c.pod], c.old.node, c.new.node))
             for c in changes[: settings.explain_limit]
         ]
+    before = _store(objects, load).snapshot()
+    running = [
+        p
+        for p in objects.running_pods
+        if settings.scheduler_name is None or p.scheduler_name == settings.scheduler_name
+    ]
+    was = {p.pod for p in audit(before, old_rules, running).violating}
+    newly = tuple(p.pod for p in audit(before, new_rules, running).violating if p.pod not in was)
     done = time.perf_counter()
     old_evicted, new_evicted = set(old.evicted), set(new.evicted)
     return Diff(
@@ -180,6 +194,7 @@ def diff(settings: DiffSettings) -> Diff:
         tuple(k for k in old.evicted if k not in new_evicted),
         tuple(k for k in new.evicted if k not in old_evicted),
         {"load": loaded - started, "old": old.seconds, "new": new.seconds, "explain": done - explaining},
+        newly,
     )
 
 
@@ -209,9 +224,13 @@ def _simulate(
         simulation.add(pod)
     simulation.run()
     outcomes = {}
+    shadow = dict.fromkeys(sorted(rules.shadow_filters), 0)
     for pod in pending:
         history = simulation.history[pod.key]
         last = history.last
+        if last is not None and history.node is not None:
+            for rule in last.shadow_rejected:
+                shadow[rule] += 1
         if last is not None:
             message = last.message
         else:  # (a pending pod being deleted is never queued: Simulation.add)
@@ -219,7 +238,7 @@ def _simulate(
         outcomes[pod.key] = Outcome(history.node, message)
     evicted = tuple(p.key for p in simulation.evicted)
     terminating = sum(1 for p in pending if p.deleting)
-    return Run(rules, outcomes, evicted, time.perf_counter() - started, terminating)
+    return Run(rules, outcomes, evicted, time.perf_counter() - started, terminating, shadow)
 
 
 def _changes(pending: Sequence[Pod], old: Run, new: Run) -> list[PodChange]:
@@ -252,8 +271,24 @@ def _names(keys: Sequence[str]) -> str:
     return f"{shown}, ... ({len(keys) - _SHOWN_EVICTIONS} more)" if len(keys) > _SHOWN_EVICTIONS else shown
 
 
+def _shadow_lines(result: Diff) -> list[str]:
+    """Audit-mode filters of either set: the placements each would have rejected."""
+    lines = []
+    for label, run in (("--old", result.old), ("--new", result.new)):
+        for rule, count in run.shadow.items():
+            lines.append(
+                f"audit-mode filter {rule} ({label}): would reject {_plural(count, 'placement', 'placements')}"
+            )
+    return lines
+
+
 def render_text(result: Diff) -> str:
-    lines = [summary_line(result)]
+    lines = [summary_line(result), *_shadow_lines(result)]
+    if result.newly_violating:
+        lines.append(
+            f"{_plural(len(result.newly_violating), 'running pod', 'running pods')} would violate the new rules "
+            f"on their nodes: {_names(list(result.newly_violating))} (rulesched audit --rules NEW says why)"
+        )
     if result.evicted_only_old or result.evicted_only_new:
         lines.append(
             f"evictions differ: {len(result.evicted_only_new)} evicted only under --new"
@@ -304,5 +339,6 @@ def render_json(result: Diff) -> str:
         "new": result.new.summary(),
         "seconds": {k: round(v, 6) for k, v in result.seconds.items()},
     }
+    summary["newly_violating"] = list(result.newly_violating)
     evicted = {"only_old": list(result.evicted_only_old), "only_new": list(result.evicted_only_new)}
     return json.dumps({"summary": summary, "pods": pods, "evicted": evicted}, indent=2, ensure_ascii=False)

@@ -70,6 +70,17 @@ def _summary(result: Diff) -> str:
         parts.append("<h3>Evictions that differ</h3>")
         parts.append(f"<p>Evicted only under <b>new</b>: {_keys(result.evicted_only_new)}</p>")
         parts.append(f"<p>Evicted only under <b>old</b>: {_keys(result.evicted_only_old)}</p>")
+    if result.newly_violating:
+        parts.append("<h3>Running pods the new rules would leave in violation</h3>")
+        parts.append(f"<p>{_keys(result.newly_violating)} (<code>rulesched audit</code> says why)</p>")
+    shadow = [
+        (label, rule, n) for label, run in (("old", result.old), ("new", result.new)) for rule, n in run.shadow.items()
+    ]
+    if shadow:
+        items = "".join(
+            f"<li><code>{esc(rule)}</code> ({label}): would reject {n} placement(s)</li>" for label, rule, n in shadow
+        )
+        parts.append(f"<h3>Audit-mode filters</h3><ul class=reasons>{items}</ul>")
     parts.append("</header>")
     return "\n".join(parts)
 

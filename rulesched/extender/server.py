@@ -41,11 +41,15 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rulesched import __version__
 from rulesched.errors import ConfigError, InputError
+from rulesched.explain_service import PATH as EXPLAIN_PATH
+from rulesched.explain_service import ExplainService, LiveView
 from rulesched.extender.binding import BindSettings
 from rulesched.extender.connections import Guarded, guarded_factory
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
+from rulesched.lang import RuleSet
 from rulesched.metrics import Registry, RestClientMetrics, add_process_collector
+from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.scheduler.cancel import CycleCancelled
 
@@ -170,6 +174,10 @@ class ExtenderServer:
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics)
+        # /debug/explain: a snapshot taken on the worker between verbs, evaluated on a thread of its own
+        self.explainer = ExplainService(self._live_view)
+        self.app.router.add_get(EXPLAIN_PATH, self._explain)
+        self.app.router.add_post(EXPLAIN_PATH, self._explain)
         self._runner: web.AppRunner | None = None
         self.address = ""
 
@@ -238,6 +246,28 @@ class ExtenderServer:
         except Exception as err:  # noqa: BLE001 - a bug answers 500 and the server lives on
             log.exception("extender request failed")
             return Answer(500, encode({"Error": f"internal error: {type(err).__name__}: {err}"}))
+
+    def _live_view(self) -> LiveView | None:
+        rules = self.extender.rules
+        try:
+            snapshot, pending = self._worker.submit(self.extender.live_view).result(
+                timeout=self.settings.request_timeout
+            )
+        except (concurrent.futures.TimeoutError, RuntimeError):  # (a busy or stopped worker)
+            return None
+
+        def rules_for(pod: Pod) -> RuleSet | None:
+            return rules.rules if rules.loaded else None
+
+        return LiveView(snapshot, rules_for, pending.get)
+
+    async def _explain(self, request: web.Request) -> web.Response:
+        if self.settings.client_ca and request.transport and not request.transport.get_extra_info("peercert"):
+            return _error(403, "explain: a client certificate is required")  # (what the cluster holds is not public)
+        body = await request.read() if request.method == "POST" else b""
+        reply = await asyncio.to_thread(self.explainer.handle, request.method, request.query_string, body)
+        self.metrics.requests.labels(verb="explain", code=str(reply.status)).inc()
+        return web.Response(status=reply.status, body=reply.body, headers=dict(reply.headers))
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -251,6 +251,12 @@ class Extender:
         self.sync()
         return len(self.store.nodes), sum(1 for _ in self.store.pods())
 
+    def live_view(self) -> tuple[Snapshot, dict[str, Pod]]:
+        """(On the requests' thread, between requests.) For /debug/explain: the current snapshot
+        and a copy of the informer cache's pending pods; evaluated elsewhere."""
+        self.sync()
+        return self.store.snapshot(), dict(self._pending)
+
     def close(self) -> None:
         self.stop.set()
         if self.mirror is not None:

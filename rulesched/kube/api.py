@@ -129,6 +129,9 @@ STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1", "storagecl
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False)
 # metrics-server's NodeMetrics, served through the API server's aggregation layer (list only)
 NODE_METRICS = Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", False)
+# The Policy Report API (kubernetes-sigs/wg-policy-prototypes), which Kyverno and Policy Reporter
+# read: `rulesched audit --live --publish` and `run --audit-interval` write one per namespace.
+POLICY_REPORTS = Resource("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", "policyreports", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0

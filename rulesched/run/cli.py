@@ -39,6 +39,13 @@ def add_run_parser(sub: Any) -> None:
         metavar="DURATION",
         help="give a scheduling cycle up after this long: its pod is retried with backoff (default 5s; 0: never)",
     )
+    run.add_argument(
+        "--audit-interval",
+        type=seconds,
+        metavar="DURATION",
+        help="audit the running pods against the rules this often: violations as metrics and as "
+        "wgpolicyk8s.io PolicyReports per namespace (default 0: off)",
+    )
     run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")
     run.add_argument("--leader-elect-resource-namespace", "--lease-namespace", metavar="NS")
     run.add_argument("--leader-elect-resource-name", "--lease-name", metavar="NAME")
@@ -79,6 +86,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             "bind_workers",
             "percentage_of_nodes_to_score",
             "cycle_deadline",
+            "audit_interval",
             "leader_elect",
             "leader_elect_resource_namespace",
             "leader_elect_resource_name",

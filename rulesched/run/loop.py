@@ -38,12 +38,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, InputError
+from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
-from rulesched.lang import RulesHandle
+from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.settings import LoadSourceSettings
@@ -52,6 +54,7 @@ from rulesched.mirror import Mirror
 from rulesched.model import Pod
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
+from rulesched.run.audit import PeriodicAudit
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.profiles import ProfileSettings, check_profiles
@@ -103,8 +106,13 @@ class RunSettings:
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
     cycle_deadline: float = CYCLE_DEADLINE_SECONDS  # seconds a scheduling cycle may take; 0: no limit
     load_sources: tuple[LoadSourceSettings, ...] = ()  # node load for rules (--config's load_sources:)
+    audit_interval: float = 0.0  # seconds between audits of the running pods (PolicyReports); 0: off
 
     def __post_init__(self) -> None:
+        if isinstance(self.audit_interval, bool) or not isinstance(self.audit_interval, int | float):
+            raise ConfigError(f"audit_interval: expected seconds, got {self.audit_interval!r}")
+        if not self.audit_interval >= 0:
+            raise ConfigError(f"audit_interval: {self.audit_interval!r}: expected 0 (off) or more seconds")
         check_profiles(self.effective_profiles)
         if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
             raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
@@ -239,6 +247,20 @@ class Loop:
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
+        # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
+        self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
+        self.explainer = ExplainService(self._live_view)
+        self.auditor: PeriodicAudit | None = None
+        if settings.audit_interval:
+            self.auditor = PeriodicAudit(
+                self.api,
+                settings.audit_interval,
+                self._audit_snapshot,
+                lambda: {p.name: p.rules.rules for p in self.profiles if p.rules.loaded},
+                self.metrics.audited,
+                lambda: self.leading,
+                self.stop,
+            )
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         # node load: pollers on threads of their own, their values applied between cycles
         self.load = LoadSources(
@@ -315,11 +337,15 @@ class Loop:
         """Schedule until :attr:`stop` is set (or ``until()`` is true); then stop taking pods
         and let bindings under way finish within the grace period."""
         if self.settings.metrics_bind_address:
-            self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
+            self.ops = OpsServer(
+                self.settings.metrics_bind_address, self.metrics, self._readiness, self.explainer
+            ).start()
         self.mirror.start()
         self.load.start()
         for profile in self.profiles:
             profile.reloader.start()
+        if self.auditor is not None:
+            self.auditor.start()
         if self.elector is not None:
             self.elector.start()
         while not self.ready and not self.stop.is_set():
@@ -400,7 +426,28 @@ class Loop:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         return True, ", ".join(about(p) for p in self.profiles) + role
 
+    def _live_view(self) -> LiveView | None:
+        """(On an explain request's thread.) The current snapshot, once the caches are synced."""
+        if not self.ready:
+            return None
+        snapshot = self._handoff.ask()
+        if snapshot is None:
+            return None
+        served = {p.name: p.rules for p in self.profiles}
+
+        def rules_for(pod: Pod) -> RuleSet | None:
+            # a posted pod naming no scheduler served here: the one profile's, when there is one
+            handle = served.get(pod.scheduler_name) or (next(iter(served.values())) if len(served) == 1 else None)
+            return handle.rules if handle is not None and handle.loaded else None
+
+        return LiveView(snapshot, rules_for, self.scheduler.queue.find)
+
+    def _audit_snapshot(self) -> Snapshot | None:
+        """(On the audit thread.) A snapshot, once the caches are synced."""
+        return self._handoff.ask() if self.ready else None
+
     def _drain(self) -> None:
+        self._handoff.serve(self.store.snapshot)  # (explain requests: a snapshot, between cycles)
         while True:
             try:
                 item = self._inbox.get_nowait()

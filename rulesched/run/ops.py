@@ -26,12 +26,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import Counter, Histogram, Info, make_wsgi_app
+from prometheus_client import Counter, Gauge, Histogram, Info, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.metrics_core import Metric
 
 from rulesched.errors import ConfigError
+from rulesched.explain_service import MAX_BODY_BYTES as EXPLAIN_MAX_BODY
+from rulesched.explain_service import PATH as EXPLAIN_PATH
+from rulesched.explain_service import ExplainService
 from rulesched.metrics import (
     Labelled,
     Registry,
@@ -42,6 +45,7 @@ from rulesched.metrics import (
     exponential_buckets,
     stable,
 )
+from rulesched.scheduler.audit import AuditReport
 from rulesched.scheduler.framework import BIND, ERROR, SUCCESS, CycleResult
 
 ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)  # upstream: "all histograms start at 1 ms"
@@ -218,6 +222,28 @@ class Metrics:
         self._points, self._plugins = Labelled(self.extension_points), Labelled(self.plugins)
         self._attempts, self._attempt_duration = Labelled(self.attempts), Labelled(self.attempt_duration)
         self._sli, self._incoming = Labelled(self.sli), Labelled(self.incoming)
+        self.shadow_rejections = Counter(
+            "rulesched_shadow_rejections",
+            "Scheduling decisions an audit-mode (shadow) filter would have rejected: the node chosen fails it. "
+            "Audit-mode filters never reject; this is what enforcing one would have changed.",
+            ["rule", "profile"],
+            registry=r,
+        )
+        self.audit_violations = Gauge(
+            "rulesched_audit_violations",
+            "Running pods that fail the filter on their node, as of the last audit (--audit-interval).",
+            ["rule"],
+            registry=r,
+        )
+        self.audit_shadow = Gauge(
+            "rulesched_audit_shadow_rejections",
+            "Running pods an audit-mode filter would reject on their node, as of the last audit.",
+            ["rule"],
+            registry=r,
+        )
+        self.audit_runs = Counter(
+            "rulesched_audit_runs", "Audits of the running pods, by result (success, error).", ["result"], registry=r
+        )
         self.rest = RestClientMetrics(self.registry)
         self.live = _Live()
         self.registry.add(self.live)
@@ -230,6 +256,21 @@ class Metrics:
         """(On a load source's poller thread: counters are thread-safe.)"""
         self.load_reads.labels(source=source, result="success" if ok else "error").inc()
 
+    def audited(self, report: AuditReport | None) -> None:
+        """An audit ended (None: it failed): each rule's violating pods replace the last counts."""
+        if report is None:
+            self.audit_runs.labels(result="error").inc()
+            return
+        self.audit_runs.labels(result="success").inc()
+        for gauge, pick in ((self.audit_violations, "violations"), (self.audit_shadow, "shadow")):
+            counts: dict[str, int] = {}
+            for p in report.pods:
+                for v in getattr(p, pick):
+                    counts[v.rule] = counts.get(v.rule, 0) + 1
+            gauge.clear()
+            for rule, count in counts.items():
+                gauge.labels(rule=rule).set(count)
+
     def reloaded(self, profile: str, ok: bool) -> None:
         self.reloads.labels(result="success" if ok else "error", profile=profile).inc()
 
@@ -238,6 +279,8 @@ class Metrics:
         """A scheduling cycle ended: its extension points, its algorithm time, its rules' times
         when sampled, its preemption."""
         profile, timing = result.pod.scheduler_name, result.timing
+        for rule in result.shadow_rejected:
+            self.shadow_rejections.labels(rule=rule, profile=profile).inc()
         if timing is not None:
             for point, status, seconds in timing.phases:
                 self._points(point, status, profile).observe(seconds)
@@ -272,16 +315,34 @@ class Metrics:
         self._points(BIND, status, profile).observe(seconds)
 
 
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
 
 class OpsServer:
-    """``/healthz`` (the process answers), ``/readyz`` (``ready()`` says why not) and
-    ``/metrics`` on a thread."""
+    """``/healthz`` (the process answers), ``/readyz`` (``ready()`` says why not),
+    ``/metrics`` and, with ``explain``, ``/debug/explain`` (:mod:`rulesched.explain_service`:
+    read-only, rate-limited, evaluated on the request's own thread) on a thread."""
 
-    def __init__(self, address: str, metrics: Metrics, ready: Callable[[], tuple[bool, str]]) -> None:
+    def __init__(
+        self,
+        address: str,
+        metrics: Metrics,
+        ready: Callable[[], tuple[bool, str]],
+        explain: ExplainService | None = None,
+    ) -> None:
         host, _, port = address.rpartition(":")
         try:
             self._server = make_server(
@@ -292,6 +353,7 @@ class OpsServer:
         self.port = self._server.server_address[1]
         self._metrics_app = make_wsgi_app(metrics.registry)
         self._ready = ready
+        self._explain = explain
         self._thread = threading.Thread(target=self._server.serve_forever, name="ops-http", daemon=True)
 
     def start(self) -> OpsServer:
@@ -314,5 +376,17 @@ class OpsServer:
         if path == "/metrics":
             result: Iterable[bytes] = self._metrics_app(environ, start_response)
             return result
+        if path == EXPLAIN_PATH and self._explain is not None:
+            try:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+            except ValueError:
+                length = 0
+            method, query = environ.get("REQUEST_METHOD", "GET"), environ.get("QUERY_STRING", "")
+            if length > EXPLAIN_MAX_BODY:  # (refused unread: the handler says so)
+                reply = self._explain.handle(method, query, b"", too_large=True)
+            else:
+                reply = self._explain.handle(method, query, environ["wsgi.input"].read(length) if length > 0 else b"")
+            start_response(f"{reply.status} {_REASONS.get(reply.status, '')}".rstrip(), list(reply.headers))
+            return [reply.body]
         start_response("404 Not Found", [("Content-Type", "text/plain")])
         return [b"not found"]

@@ -188,6 +188,8 @@ class CycleResult:
     # The filters that rejected some node (first failing, per node), when no node fit:
     # kube-scheduler's UnschedulablePlugins, a rule name standing for a plugin's.
     rejected_by: frozenset[str] = frozenset()
+    # audit-mode (shadow) filters that would have rejected the node chosen (never enforced)
+    shadow_rejected: tuple[str, ...] = ()
     timing: CycleTiming | None = None  # with SchedulerSettings.timings
     explanation: Explanation | None = None  # with SchedulerSettings.explanation, when nodes were evaluated
     explain_seconds: float = 0.0  # the time that took (not part of the cycle's own work)

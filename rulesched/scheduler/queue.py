@@ -150,6 +150,17 @@ class SchedulingQueue:
         with self._lock:
             return key in self._queued or key in self._in_flight or key in self._gated
 
+    def find(self, key: str) -> Pod | None:
+        """The pending pod of that key, whichever sub-queue holds it (any thread: explain)."""
+        with self._lock:
+            entry = self._queued.get(key)
+            if entry is not None:
+                return entry.pod
+            parked = self._unschedulable.get(key)
+            if parked is not None:
+                return parked.pod
+            return self._in_flight.get(key) or self._gated.get(key)
+
     def gated(self) -> list[Pod]:
         """The pods held back by scheduling gates, in arrival order."""
         with self._lock:

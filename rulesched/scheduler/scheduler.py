@@ -43,6 +43,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
@@ -124,6 +125,18 @@ class StoreEvictor:
 
     def evict(self, pod: Pod, preemptor: Pod) -> None:
         self.store.remove_pod(pod.key)
+
+
+def shadow_rejections(shadow: RuleSet, pod: Pod, snapshot: Snapshot, node_name: str) -> tuple[str, ...]:
+    """The audit-mode filters that would reject ``node_name`` for ``pod`` (one node: cheap)."""
+    node = snapshot.node_view(node_name)
+    if node is None:
+        return ()
+    bound = shadow.session().bind(pod, snapshot)
+    try:
+        return tuple(f.name for f in bound.filters if not f.passes(node))
+    finally:
+        bound.release()
 
 
 def _waits_on_other_pods(pod: Pod) -> bool:
@@ -295,6 +308,8 @@ class Scheduler:
         try:
             if result.code is Code.SCHEDULED and result.node is not None:
                 outcome = None
+                if rules.shadow is not None:
+                    result.shadow_rejected = shadow_rejections(rules.shadow, pod, snapshot, result.node)
                 if timing is not None:
                     timing.algorithm_seconds = time.perf_counter() - started
             else:

@@ -23,6 +23,7 @@ Next stage: :mod:`rulesched.lang.evaluation.bound` (a binding, evaluated per nod
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from collections.abc import Callable, MutableMapping, Sequence
@@ -67,14 +68,28 @@ COSTLY_STEPS = 5_000
 class RuleSet:
     """A checked, compiled set of rules; read-only once built (a reload builds a new one)."""
 
-    def __init__(self, checked: CheckedRules, files: Sequence[str] = (), digest: str | None = None) -> None:
+    def __init__(
+        self, checked: CheckedRules, files: Sequence[str] = (), digest: str | None = None, shadow_only: bool = False
+    ) -> None:
         self.checked = checked
         self.files = tuple(files)
         # The content hash names the set in logs, metrics and events (given by the loader; for a
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
         self.node_memos = NodeMemos()  # node-only values, per node (shared by the sessions)
-        compiled = compile_rules(checked, self.node_memos)
+        # Audit-mode (shadow) filters never reject: they are compiled apart, into ``shadow`` (a
+        # set of those filters alone, ``shadow_only``), which reports and metrics evaluate.
+        audit = tuple(r for r in checked.rules if r.rule.audit and r.kind is ast.RuleKind.FILTER)
+        self.shadow_filters: frozenset[str] = frozenset(r.name for r in audit)
+        self.shadow: RuleSet | None = None
+        if audit and not shadow_only:
+            enforced = tuple(
+                r for r in checked.rules if r.name not in self.shadow_filters or r.kind is not ast.RuleKind.FILTER
+            )
+            self.shadow = RuleSet(dataclasses.replace(checked, rules=audit), files, self.digest, shadow_only=True)
+            compiled = compile_rules(dataclasses.replace(checked, rules=enforced), self.node_memos)
+        else:
+            compiled = compile_rules(checked, self.node_memos)
         # Rules that may take long for one node: checked before each evaluation (the others every
         # few nodes; see rulesched.lang.evaluation.watch).
         self._costly = frozenset(

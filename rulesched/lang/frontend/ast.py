@@ -132,6 +132,7 @@ class Rule(Node):
     weight: Expr | None = None  # score: a positive number literal (1 when absent)
     normalize: str | None = None  # score: none | max | reverse | minmax (none when absent)
     order: Expr | None = None  # preempt: sort key for candidate nodes, lowest first
+    audit: bool = False  # filter: audit mode (shadow): evaluated and reported, never rejecting
     name_span: Span = field(compare=False, repr=False, kw_only=True)
 
 
@@ -147,6 +148,7 @@ class PartialOverride(Node):
     weight: Expr | None = None  # score only
     normalize: str | None = None  # score only
     unresolvable: Expr | None = None  # filter only
+    audit: bool = False  # filter only: `audit override filter X` puts the rule in audit mode
     name_span: Span = field(compare=False, repr=False, kw_only=True)
 
 

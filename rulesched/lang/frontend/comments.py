@@ -31,7 +31,7 @@ from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.parse import lex
 
 # Types of the tokens that begin an item (the grammar's keywords; one after "." is a field name).
-_ITEM_STARTS = frozenset({"LET", "FILTER", "SCORE", "PREEMPT", "DISABLE", "OVERRIDE", "EXTENDS"})
+_ITEM_STARTS = frozenset({"LET", "FILTER", "SCORE", "PREEMPT", "DISABLE", "OVERRIDE", "AUDIT", "EXTENDS"})
 _RULE_KINDS = frozenset({"FILTER", "SCORE", "PREEMPT"})
 
 
@@ -194,7 +194,9 @@ def _item_starts(tokens: list[_Tok]) -> list[int]:
     for i, tok in enumerate(tokens):
         if tok.type not in _ITEM_STARTS or (i and tokens[i - 1].type == "DOT"):
             continue
-        if tok.type in _RULE_KINDS and i and tokens[i - 1].type in ("OVERRIDE", "DISABLE"):
+        if tok.type in _RULE_KINDS and i and tokens[i - 1].type in ("OVERRIDE", "DISABLE", "AUDIT"):
+            continue
+        if tok.type == "OVERRIDE" and i and tokens[i - 1].type == "AUDIT":  # `audit override filter X`
             continue
         starts.append(i)
     return starts

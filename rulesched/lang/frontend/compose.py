@@ -98,6 +98,8 @@ class Composer:
         if patch.unresolvable is not None:
             was = unresolvable_text(previous.unresolvable) if previous.unresolvable is not None else "resolvable"
             changes.append(f"{was} -> {unresolvable_text(patch.unresolvable)}")
+        if patch.audit:
+            changes.append("enforce -> audit" if not previous.audit else "audit (already)")
         self.diagnostics.append(
             note(
                 "override",
@@ -114,6 +116,7 @@ class Composer:
             weight=patch.weight if patch.weight is not None else previous.weight,
             normalize=patch.normalize if patch.normalize is not None else previous.normalize,
             unresolvable=patch.unresolvable if patch.unresolvable is not None else previous.unresolvable,
+            audit=patch.audit or previous.audit,
             override=True,
             name_span=patch.name_span,
         )

@@ -49,6 +49,7 @@ RESERVED = frozenset(
         "preempt",
         "disable",
         "override",
+        "audit",
         "extends",
         "weight",
         "normalize",
@@ -84,14 +85,14 @@ MAX_TOKENS = 100_000
 # Tokens as the limit counts them: a string, a word or number, any other character; comments
 # are not counted.
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|#[^\n]*|\w+|\S')
-_TOP_LEVEL = re.compile(r"^(?:let|filter|score|preempt|disable|override|extends)\b", re.MULTILINE)
+_TOP_LEVEL = re.compile(r"^(?:let|filter|score|preempt|disable|override|audit|extends)\b", re.MULTILINE)
 # An item's keyword (not a field name after "."), and the name that follows it, if any.
 _ITEM_HEAD = re.compile(
     r"(?<![\w.])(let|filter|score|preempt|disable|override|extends)(?![\w])(?:\s+(?!(?:filter|score|preempt)\b)([A-Za-z_]\w*))?"
 )
 _STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|#[^\n]*')
 _RULE_KINDS = ("filter", "score", "preempt")
-_ITEM_STARTS = frozenset({"LET", "FILTER", "SCORE", "PREEMPT", "DISABLE", "OVERRIDE", "EXTENDS"})
+_ITEM_STARTS = frozenset({"LET", "FILTER", "SCORE", "PREEMPT", "DISABLE", "OVERRIDE", "AUDIT", "EXTENDS"})
 _DURATION_SECONDS = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
 _NUMBER = re.compile(r"([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)([A-Za-z]*)")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
@@ -115,6 +116,7 @@ _TERMINAL_NAMES = {
     "AGGREGATE": "sum/min/max/collect",
     "$END": "end of file",
     "OVERRIDE": "'override'",
+    "AUDIT": "'audit'",
     "UNRESOLVABLE": "'unresolvable'",
 }
 
@@ -275,6 +277,10 @@ class _Builder(Transformer[Token, Any]):
         return self._rule(ast.RuleKind.PREEMPT, parts)
 
     def _rule(self, kind: ast.RuleKind, parts: tuple[Any, ...]) -> ast.Rule:
+        audit = bool(parts) and isinstance(parts[0], Token) and parts[0].type == "AUDIT"
+        first = parts[0]
+        if audit:
+            parts = parts[1:]
         override = bool(parts) and isinstance(parts[0], Token) and parts[0].type == "OVERRIDE"
         rest = list(parts[1:] if override else parts)
         name = rest.pop(0)
@@ -291,7 +297,8 @@ class _Builder(Transformer[Token, Any]):
         body = exprs[0]
         reason = exprs[1] if len(exprs) > 1 else None
         last = options.get("unresolvable") or options.get("order") or reason or body
-        first = parts[0]
+        if not audit:
+            first = parts[0]
         normalize = options.get("normalize")
         return ast.Rule(
             kind,
@@ -304,6 +311,7 @@ class _Builder(Transformer[Token, Any]):
             normalize=str(normalize) if normalize is not None else None,
             order=options.get("order"),
             unresolvable=options.get("unresolvable"),
+            audit=audit,
             span=self._span(first, last),
             name_span=self._tok_span(name),
         )
@@ -319,14 +327,20 @@ class _Builder(Transformer[Token, Any]):
 
     def _header(self, kind: ast.RuleKind, parts: tuple[Any, ...]) -> ast.PartialOverride:
         """``override KIND NAME [options] [when GUARD]`` with no body: what it states, and no more."""
+        audit = isinstance(parts[0], Token) and parts[0].type == "AUDIT"
+        start = parts[0]
+        if audit:
+            parts = parts[1:]
         override, name, *rest = parts
+        if not audit:
+            start = override
         self._word(name)
         options: dict[str, Any] = {}
         last: Any = name
         for part in rest:
             if part is not None:
                 options[part[0]] = last = part[1]
-        if not options:
+        if not options and not audit:
             what = {
                 ast.RuleKind.SCORE: "`weight N`, `normalize MODE` or `when GUARD`",
                 ast.RuleKind.FILTER: "`when GUARD` or `unresolvable [when COND]`",
@@ -346,7 +360,8 @@ class _Builder(Transformer[Token, Any]):
             weight=options.get("weight"),
             normalize=str(normalize) if normalize is not None else None,
             unresolvable=options.get("unresolvable"),
-            span=self._span(override, last),
+            audit=audit,
+            span=self._span(start, last),
             name_span=self._tok_span(name),
         )
 

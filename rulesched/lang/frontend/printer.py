@@ -102,7 +102,7 @@ def _item_doc(item: ast.Item) -> Doc:
         case ast.Rule():
             return _rule(item)
         case ast.PartialOverride(kind=kind, name=name, guard=guard, weight=weight, normalize=normalize):
-            head = _header(True, kind, name, weight, normalize, guard)  # no body, no colon
+            head = _header(True, kind, name, weight, normalize, guard, item.audit)  # no body, no colon
             return head if item.unresolvable is None else [head, " ", _unresolvable(item.unresolvable)]
     raise TypeError(f"not an item: {item!r}")  # pragma: no cover
 
@@ -118,9 +118,11 @@ def _header(
     weight: ast.Expr | None,
     normalize: str | None,
     guard: ast.Expr | None,
+    audit: bool = False,
 ) -> Doc:
-    """``[override] KIND NAME [weight N] [normalize MODE] [when GUARD]``, options in that order."""
-    head: list[Doc] = [_t("override"), " "] if override else []
+    """``[audit] [override] KIND NAME [weight N] [normalize MODE] [when GUARD]``, options in that order."""
+    head: list[Doc] = [_t("audit"), " "] if audit else []
+    head += [_t("override"), " "] if override else []
     head += [_t(kind.value), " ", _t(name)]
     if weight is not None:
         head += [" ", _t("weight"), " ", expr_doc(weight)]
@@ -132,7 +134,7 @@ def _header(
 
 
 def _rule(rule: ast.Rule) -> Doc:
-    head = _header(rule.override, rule.kind, rule.name, rule.weight, rule.normalize, rule.guard)
+    head = _header(rule.override, rule.kind, rule.name, rule.weight, rule.normalize, rule.guard, rule.audit)
     clauses: list[Doc] = [HARD, expr_doc(rule.body)]
     if rule.reason is not None:
         clauses += [HARD, _t("else"), " ", expr_doc(rule.reason)]

@@ -1,0 +1,250 @@
+"""``rulesched explain NS/POD``: why a pod is pending, or where it would go, and why.
+
+Offline, against cluster files (``--cluster FILES``), for a pod in them or one not yet submitted
+(``-f pod.yaml``); live, by asking a running scheduler's or extender's ops port
+(``--server URL``: ``GET /debug/explain?pod=NS/NAME``, or ``POST`` of the pod's JSON), which
+evaluates it on its current snapshot and rules. Both give the same JSON
+(:func:`rulesched.scheduler.why.explanation_json`); this module renders it as a table or an HTML
+page (:mod:`rulesched.authoring.why_html`). A pod already bound is explained as if it were not:
+left out of the cluster, its node's room freed.
+Exit 0 when the pod fits some node, 1 when none, 2 on errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rulesched.cluster.store import ClusterStore
+from rulesched.errors import InputError
+from rulesched.lang import load_rules, resolve_rules_path
+from rulesched.model import Pod
+from rulesched.model.decode import decode_pod
+from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json
+from rulesched.simulate.documents import read_file
+from rulesched.simulate.load import ClusterObjects, load_cluster
+
+ENDPOINT = "/debug/explain"
+TIMEOUT_SECONDS = 10.0
+
+
+def add_explain_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "explain",
+        help="why a pod is pending (or where it would go): every node's failing filters, blame, scores",
+        description="Explain one pod against cluster files (--cluster) or a running scheduler (--server). "
+        "Exit 0: some node fits; 1: none does; 2: errors.",
+    )
+    p.add_argument("pod", nargs="?", metavar="NS/POD", help="the pod (namespace/name; a bare name is in default)")
+    p.add_argument("-f", "--filename", metavar="FILE", help="a pod not yet submitted, as YAML or JSON")
+    p.add_argument("--cluster", nargs="+", metavar="FILE", help="kubectl get -o yaml|json output files or folders")
+    p.add_argument("--server", metavar="URL", help="a running `rulesched run` or `extender` ops URL (http://host:port)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a `rulesched run --config` file: ask the scheduler on its metrics_bind_address (this host)",
+    )
+    p.add_argument("--rules", action="append", metavar="PATH", help="rules (offline; default: the bundled default)")
+    p.add_argument("--output", choices=("table", "json", "html"), default="table")
+    p.add_argument("--node", action="append", default=[], metavar="NAME", help="always detail this node (repeatable)")
+    p.add_argument("--details", type=int, default=10, metavar="N", help="filtered nodes detailed with blame (10)")
+
+
+@dataclass(frozen=True)
+class ExplainSettings:
+    pod: str | None
+    filename: str | None = None
+    cluster: tuple[str, ...] = ()
+    server: str | None = None
+    rules: tuple[str, ...] = ("default",)
+    output: str = "table"
+    nodes: tuple[str, ...] = ()
+    details: int = 10
+
+
+def explain_command(args: Any) -> int:
+    server = args.server
+    if server is None and args.config:
+        server = server_from_config(args.config)
+    settings = ExplainSettings(
+        pod=args.pod,
+        filename=args.filename,
+        cluster=tuple(args.cluster or ()),
+        server=server,
+        rules=tuple(args.rules or ("default",)),
+        output=args.output,
+        nodes=tuple(args.node),
+        details=args.details,
+    )
+    answer = explain(settings)
+    if settings.output == "json":
+        print(json.dumps(answer, indent=2))
+    elif settings.output == "html":
+        from rulesched.authoring.why_html import render_html
+
+        print(render_html(answer))
+    else:
+        print(render_table(answer))
+    return 0 if answer["feasible"] else 1
+
+
+def server_from_config(path: str) -> str:
+    """The ops URL of the scheduler a ``run --config`` file starts, as seen from this host."""
+    from rulesched.config import read_config
+    from rulesched.run.loop import RunSettings
+
+    address = read_config(path, RunSettings).get("metrics_bind_address", "0.0.0.0:10251")
+    if not address:
+        raise InputError(f"{path}: metrics_bind_address is off: no endpoint to ask")
+    host, _, port = str(address).rpartition(":")
+    return f"http://{'127.0.0.1' if host in ('', '0.0.0.0', '::') else host}:{port}"
+
+
+def explain(settings: ExplainSettings) -> dict[str, Any]:
+    if settings.pod is None and settings.filename is None:
+        raise InputError("explain: name a pod (NS/POD) or give one with -f FILE")
+    if settings.server:
+        return ask_server(settings)
+    if not settings.cluster:
+        raise InputError("explain: give --cluster FILES (offline) or --server URL (a running scheduler)")
+    objects = load_cluster(settings.cluster, skip_missing_nodes=True)
+    pod = _the_pod(settings, objects)
+    running = tuple(p for p in objects.running_pods if p.key != pod.key)
+    store = ClusterStore.build(
+        objects.nodes,
+        running,
+        objects.pdbs,
+        {ns.name: ns.labels for ns in objects.namespaces},
+        objects.workloads,
+        storage=objects.storage,
+    )
+    rules = load_rules([resolve_rules_path(r) for r in settings.rules])
+    why = WhySettings(detailed=settings.details, nodes=settings.nodes)
+    answer = explanation_json(explain_pod(pod, store.snapshot(), rules, why))
+    answer["rules"] = [str(f) for f in rules.files]
+    answer["inputs"] = list(settings.cluster)
+    return answer
+
+
+def _key(text: str) -> str:
+    return text if "/" in text else f"default/{text}"
+
+
+def _the_pod(settings: ExplainSettings, objects: ClusterObjects) -> Pod:
+    if settings.filename is not None:
+        found = [obj for _, kind, obj in read_file(Path(settings.filename), settings.filename) if kind == "Pod"]
+        if len(found) != 1:
+            raise InputError(f"{settings.filename}: expected one Pod, found {len(found)}")
+        pod = decode_pod(found[0], settings.filename, objects.priority_classes)
+    else:
+        assert settings.pod is not None
+        key = _key(settings.pod)
+        match = [p for p in (*objects.pods, *objects.skipped_pods) if p.key == key]
+        if not match:
+            raise InputError(f"pod {key} is not in {', '.join(settings.cluster)}")
+        pod = match[0]
+    return dataclasses.replace(pod, node_name="") if pod.node_name else pod
+
+
+def ask_server(settings: ExplainSettings) -> dict[str, Any]:
+    """The running scheduler's answer (its ops endpoint; see rulesched.run.ops)."""
+    assert settings.server is not None
+    base = settings.server.rstrip("/")
+    query: dict[str, str] = {"details": str(settings.details)}
+    for node in settings.nodes:
+        query.setdefault("node", node)
+    data: bytes | None = None
+    if settings.filename is not None:
+        found = [obj for _, kind, obj in read_file(Path(settings.filename), settings.filename) if kind == "Pod"]
+        if len(found) != 1:
+            raise InputError(f"{settings.filename}: expected one Pod, found {len(found)}")
+        data = json.dumps(found[0]).encode()
+    else:
+        assert settings.pod is not None
+        query["pod"] = _key(settings.pod)
+    url = f"{base}{ENDPOINT}?{urllib.parse.urlencode(query)}"
+    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
+    request.add_header("Accept", "application/json")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310 - a URL the user gave
+            answer: dict[str, Any] = json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        detail = error.read().decode("utf-8", "replace").strip()[:300]
+        raise InputError(f"{url}: {error.code} {detail}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise InputError(f"{url}: {getattr(error, 'reason', error)}") from None
+    return answer
+
+
+# --- table -----------------------------------------------------------------------------------------
+
+
+def render_table(a: dict[str, Any]) -> str:
+    lines = [f"pod {a['pod']}: {a['message']}", f"  rules {a['rules_digest']}, {a['nodes']} nodes, {a['feasible']} fit"]
+    if a["filters_not_applied"]:
+        lines.append(f"  filters not applied (their `when` is false): {', '.join(a['filters_not_applied'])}")
+    if a["reasons"]:
+        lines += ["", "Filtered nodes by reason (every failing filter counted):"]
+        for g in a["reasons"]:
+            names = ", ".join(g["names"]) + (
+                f" (+{g['nodes'] - len(g['names'])} more)" if g["nodes"] > len(g["names"]) else ""
+            )
+            unres = f", {g['unresolvable']} unresolvable" if g["unresolvable"] else ""
+            lines.append(f"  {g['rule']}: {g['reason']}: {g['nodes']} node(s){unres}: {names}")
+    if a["detailed"]:
+        lines += ["", "Nearest nodes, every failing filter:"]
+        for d in a["detailed"]:
+            lines.append(f"  {d['node']}")
+            for f in d["failures"]:
+                mark = " [unresolvable]" if f["unresolvable"] else ""
+                lines.append(f"    {f['rule']}{mark}: {'; '.join(f['reasons']) or '(no reason given)'}")
+                for b in f["blame"]:
+                    lines.append(f"      {b['expression']}   at {b['at']}")
+    if a["blockers"]:
+        lines += ["", "Single-rule blockers (nodes that would fit without that one rule):"]
+        for b in a["blockers"]:
+            lines.append(f"  {b['rule']}: {b['nodes']} node(s): {', '.join(b['names'])}")
+    if a["shortfalls"]:
+        lines += ["", "Shortfall on the nearest nodes:"]
+        for s in a["shortfalls"]:
+            needs = ", ".join(f"{amount} more {resource}" for resource, amount in s["needs"].items())
+            lines.append(f"  needs {needs} on {s['node']}")
+    best = a["scores"]["best"]
+    if best:
+        rules = [r["rule"] for r in a["scores"]["rules"]]
+        header = ["node", *(f"{r['rule']}x{r['weight']}" for r in a["scores"]["rules"]), "total"]
+        rows = [[s["node"], *(str(v) for v in s["values"]), str(s["total"])] for s in best]
+        if not rules:
+            header, rows = ["node"], [[s["node"]] for s in best]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        lines += ["", "Best nodes (normalised score per rule, weighted total):"]
+        for row in [header, *rows]:
+            lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    shadow = a.get("shadow") or {}
+    if shadow.get("rules"):
+        lines += ["", f"Audit-mode filters ({', '.join(shadow['rules'])}; never enforced):"]
+        for g in shadow["reasons"]:
+            lines.append(f"  would reject {g['nodes']} node(s): {g['rule']}: {g['reason']}: {', '.join(g['names'])}")
+        if shadow["feasible"] is not None:
+            lines.append(f"  enforced, they would leave {shadow['feasible']} of the {a['feasible']} fitting node(s)")
+    p = a["preemption"]
+    lines += [
+        "",
+        f"Preemption: {'helps' if p['helps'] else 'does not help' if p['tried'] else 'not tried'}: {p['why']}",
+    ]
+    if p["victims"]:
+        lines.append(f"  victims: {', '.join(p['victims'])}")
+    return "\n".join(lines)
+
+
+def write_json(answer: dict[str, Any]) -> None:
+    json.dump(answer, sys.stdout, indent=2)

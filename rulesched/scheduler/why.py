@@ -1,0 +1,433 @@
+"""Why a pod is pending (or where it would go): every node's verdict under every filter.
+
+``rulesched explain`` (offline, against cluster files) and the live endpoint of ``run`` and
+``extender`` (:mod:`rulesched.run.ops`, :mod:`rulesched.extender.server`) call
+:func:`explain_pod` with a snapshot and a rule set. Unlike a scheduling cycle, which stops at a
+node's first failing filter and at percentageOfNodesToScore's share of nodes, it evaluates every
+applicable filter on every node (as columns where the rule allows, else node by node), so that:
+
+- each filtered node lists *every* filter it fails, with that filter's reasons and whether
+  preemption could fix it (``unresolvable``); the failures are also grouped by (filter, reason)
+  with a node count, for clusters too big to list;
+- the nodes detailed (the nearest to fitting first: fewest failing filters) get, for each
+  failing filter, the failing sub-expressions with their operands' values and ``file:line:col``
+  (:mod:`rulesched.lang.evaluation.blame`);
+- counterfactuals: for each filter, how many nodes fail it alone (removing that one rule would
+  let them pass), and the resource shortfall on the nodes nearest to fitting ("needs 1500m more
+  cpu on n7");
+- scores: the feasible nodes' best :data:`BEST` with each score rule's normalised value and the
+  weighted total (the one totalling function the cycle uses);
+- preemption, when no node fits: kube-scheduler's dry run
+  (:func:`rulesched.scheduler.preemption.preempt`), its nominee and victims, or why it cannot help.
+
+The ``message`` is kube-scheduler's, from each node's first failing filter as a cycle counts it.
+Nothing here changes the snapshot or the scheduler's sessions: a private session is used.
+Next stage: :func:`explanation_json` (the endpoint's answer), rendered by
+:mod:`rulesched.authoring.why` as a table or an HTML page.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.cluster.snapshot import Snapshot
+from rulesched.lang import BoundRules, RuleSet, Session
+from rulesched.lang.context import EvalContext
+from rulesched.lang.evaluation.blame import Blame, Blamer, quantity_text
+from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.model import Pod
+from rulesched.scheduler.framework import Code, Preemption, fit_error
+from rulesched.scheduler.preemption import preempt
+from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
+
+BEST = 10  # scored nodes reported, best first
+DETAILED = 10  # filtered nodes reported with every failure and its blame
+NAMED = 10  # node names listed per reason group and per blocker
+SHORTFALLS = 5  # nearest nodes whose resource shortfall is reported
+_RESOURCE_REASONS = ("Insufficient ", "Too many pods")
+
+
+@dataclass(frozen=True)
+class FilterFailure:
+    """One filter failing on one node."""
+
+    rule: str
+    reasons: tuple[str, ...]
+    unresolvable: bool
+    blames: tuple[Blame, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    node: str
+    failures: tuple[FilterFailure, ...]  # every failing filter, in rule order
+
+
+@dataclass(frozen=True)
+class ReasonCount:
+    rule: str
+    reason: str
+    nodes: int
+    unresolvable: int
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """A filter that alone keeps ``nodes`` nodes out: without it they would pass."""
+
+    rule: str
+    nodes: int
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    node: str
+    missing: tuple[tuple[str, str], ...]  # (resource, amount more needed), as Kubernetes writes it
+
+
+@dataclass(frozen=True)
+class Scored:
+    node: str
+    values: tuple[int, ...]
+    total: int
+
+
+@dataclass(frozen=True)
+class PreemptionVerdict:
+    tried: bool
+    helps: bool
+    nominated: str | None
+    victims: tuple[str, ...]
+    why: str
+    message: str = ""  # kube-scheduler's "preemption: ..." part of the pod's message
+
+
+@dataclass(frozen=True)
+class PodExplanation:
+    pod: str
+    nodes: int
+    feasible: int
+    message: str
+    digest: str
+    skipped_filters: tuple[str, ...]  # filters whose `when` guard is false for the pod
+    groups: tuple[ReasonCount, ...]
+    blockers: tuple[Blocker, ...]
+    shortfalls: tuple[Shortfall, ...]
+    detailed: tuple[NodeVerdict, ...]
+    score_rules: tuple[str, ...]
+    weights: tuple[int, ...]
+    best: tuple[Scored, ...]
+    preemption: PreemptionVerdict
+    seconds: float = 0.0
+    shadow: tuple[ReasonCount, ...] = field(default=())  # audit-mode filters' would-be rejections
+    shadow_feasible: int | None = None  # fitting nodes the audit-mode filters also pass (None: none)
+    shadow_rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WhySettings:
+    detailed: int = DETAILED
+    best: int = BEST
+    nodes: tuple[str, ...] = ()  # nodes always detailed (``--node``)
+    preemption: bool = True
+
+
+def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySettings = WhySettings()) -> PodExplanation:
+    """The explanation of ``pod`` against ``snapshot`` under ``rules`` (see the module docstring)."""
+    started = time.perf_counter()
+    session = Session(rules)  # private: the scheduler's own sessions belong to its thread
+    bound = session.bind(pod, snapshot)
+    try:
+        nodes: Sequence[NodeInfo] = snapshot.nodes
+        passes = _pass_matrix(bound, nodes)
+        verdicts = _verdicts(bound, nodes, passes)
+        fits = np.asarray(passes.all(axis=0), dtype=bool)  # (no filter: every node fits)
+        feasible = np.flatnonzero(fits)
+        applied = {f.name for f in bound.filters}
+        skipped = tuple(r.name for r in rules.filters if r.name not in applied)
+        first_reasons: Counter[str] = Counter()
+        for failures in verdicts.values():
+            first_reasons.update(set(failures[0].reasons))
+        groups = _groups(verdicts)
+        blockers = _blockers(verdicts)
+        blamer = Blamer(rules.checked)
+        resource_rules = {f.name for f in bound.filters if blamer.about_resources(f.name)}
+        shortfalls = _shortfalls(pod, nodes, verdicts, resource_rules)
+        detailed = _detailed(pod, snapshot, blamer, verdicts, settings)
+        best = _best(bound, nodes, feasible, settings.best)
+        if len(feasible):
+            message = f"{len(feasible)}/{len(nodes)} nodes are available"
+            if best:
+                message += f"; the best is {best[0].node}"
+            verdict = PreemptionVerdict(False, False, None, (), "not needed: some node fits")
+        else:
+            message = fit_error(len(nodes), first_reasons)
+            verdict = _preemption(pod, snapshot, session, verdicts, settings.preemption)
+            if verdict.message:
+                message += " " + verdict.message
+        shadow, shadow_feasible = _shadow(pod, snapshot, rules, fits)
+        return PodExplanation(
+            pod=pod.key,
+            nodes=len(nodes),
+            feasible=len(feasible),
+            message=message,
+            digest=rules.digest,
+            skipped_filters=skipped,
+            groups=groups,
+            blockers=blockers,
+            shortfalls=shortfalls,
+            detailed=detailed,
+            score_rules=tuple(s.name for s in bound.scores),
+            weights=tuple(s.weight for s in bound.scores),
+            best=best,
+            preemption=verdict,
+            seconds=time.perf_counter() - started,
+            shadow=shadow,
+            shadow_feasible=shadow_feasible,
+            shadow_rules=tuple(sorted(rules.shadow_filters)),
+        )
+    finally:
+        bound.release()
+
+
+def _shadow(
+    pod: Pod, snapshot: Snapshot, rules: RuleSet, fits: np.ndarray[Any, Any]
+) -> tuple[tuple[ReasonCount, ...], int | None]:
+    """The audit-mode filters' answers on every node: grouped as the enforced ones are, and how
+    many of the fitting nodes they would leave."""
+    if rules.shadow is None:
+        return (), None
+    bound = Session(rules.shadow).bind(pod, snapshot)
+    try:
+        passes = _pass_matrix(bound, snapshot.nodes)
+        verdicts = _verdicts(bound, snapshot.nodes, passes)
+        left = int((fits & passes.all(axis=0)).sum())
+        return _groups(verdicts), left
+    finally:
+        bound.release()
+
+
+def _pass_matrix(bound: BoundRules, nodes: Sequence[NodeInfo]) -> np.ndarray[Any, Any]:
+    """filters x nodes: whether each node passes each applicable filter (every one evaluated)."""
+    out = np.ones((len(bound.filters), len(nodes)), dtype=bool)
+    if not nodes:
+        return out
+    cols = NodeColumns(nodes)
+    rows = np.arange(len(nodes), dtype=np.intp)
+    for index, f in enumerate(bound.filters):
+        column = bound.filter_column(cols, rows, index) if len(nodes) >= 32 else None
+        if column is None:
+            column = np.fromiter((bool(f.passes(n)) for n in nodes), dtype=bool, count=len(nodes))
+        out[index] = column.astype(bool, copy=False)
+    return out
+
+
+def _verdicts(
+    bound: BoundRules, nodes: Sequence[NodeInfo], passes: np.ndarray[Any, Any]
+) -> dict[str, tuple[FilterFailure, ...]]:
+    """Every filtered node (in cluster order) -> each filter it fails, with reasons."""
+    out: dict[str, list[FilterFailure]] = {}
+    for index, f in enumerate(bound.filters):
+        failing = np.flatnonzero(~passes[index]).tolist()
+        for i in failing:
+            node = nodes[i]
+            out.setdefault(node.name, []).append(FilterFailure(f.name, f.reasons(node), bool(f.unresolvable(node))))
+    order = {n.name: i for i, n in enumerate(nodes)} if len(out) < len(nodes) else None
+    names = sorted(out, key=order.__getitem__) if order is not None else [n.name for n in nodes]
+    rank = {f.name: i for i, f in enumerate(bound.filters)}
+    return {n: tuple(sorted(out[n], key=lambda x: rank[x.rule])) for n in names if n in out}
+
+
+def _groups(verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[ReasonCount, ...]:
+    counts: dict[tuple[str, str], list[Any]] = {}
+    for node, failures in verdicts.items():
+        for failure in failures:
+            for reason in dict.fromkeys(failure.reasons or ("(no reason given)",)):
+                entry = counts.setdefault((failure.rule, reason), [0, 0, []])
+                entry[0] += 1
+                entry[1] += failure.unresolvable
+                if len(entry[2]) < NAMED:
+                    entry[2].append(node)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    return tuple(ReasonCount(rule, reason, n, u, tuple(names)) for (rule, reason), (n, u, names) in ranked)
+
+
+def _blockers(verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[Blocker, ...]:
+    alone: dict[str, list[str]] = {}
+    for node, failures in verdicts.items():
+        if len(failures) == 1:
+            alone.setdefault(failures[0].rule, []).append(node)
+    ranked = sorted(alone.items(), key=lambda item: (-len(item[1]), item[0]))
+    return tuple(Blocker(rule, len(names), tuple(names[:NAMED])) for rule, names in ranked)
+
+
+def _shortfalls(
+    pod: Pod, nodes: Sequence[NodeInfo], verdicts: dict[str, tuple[FilterFailure, ...]], resource_rules: set[str]
+) -> tuple[Shortfall, ...]:
+    """The nodes that fail for resources only (every failing filter compares resources, or says
+    "Insufficient ..."), nearest to fitting first (the smallest sum of shortfalls as shares of the
+    node's allocatable), with what each lacks."""
+    by_name = {n.name: n for n in nodes} if verdicts else {}
+    ranked: list[tuple[float, str, tuple[tuple[str, str], ...]]] = []
+    for name, failures in verdicts.items():
+        if not all(
+            f.rule in resource_rules or all(r.startswith(_RESOURCE_REASONS) for r in f.reasons) for f in failures
+        ):
+            continue  # some filter other than a resource comparison keeps it out too
+        node = by_name[name]
+        missing: list[tuple[str, str]] = []
+        share = 0.0
+        for resource, wanted in pod.requests.items():
+            lack = wanted - node.free.get(resource, 0)
+            if wanted > 0 and lack > 0:
+                missing.append((resource, _amount(resource, lack)))
+                share += lack / max(node.allocatable.get(resource, 0), 1)
+        if any("Too many pods" in f.reasons for f in failures):
+            missing.append(("pods", "1"))
+            share += 1 / max(node.allocatable.get("pods", 0) // 1000, 1)
+        if missing:
+            ranked.append((share, name, tuple(missing)))
+    ranked.sort()
+    return tuple(Shortfall(name, missing) for _, name, missing in ranked[:SHORTFALLS])
+
+
+def _amount(resource: str, milli: int) -> str:
+    if resource == "cpu":
+        return quantity_text(milli) if milli % 1000 else str(milli // 1000)
+    return quantity_text(milli)
+
+
+def _detailed(
+    pod: Pod,
+    snapshot: Snapshot,
+    blamer: Blamer,
+    verdicts: dict[str, tuple[FilterFailure, ...]],
+    settings: WhySettings,
+) -> tuple[NodeVerdict, ...]:
+    """The nodes asked for, then the nearest to fitting (fewest failing filters, then cluster
+    order), up to ``settings.detailed``, each failure with its blames."""
+    chosen = [n for n in settings.nodes if n in verdicts]
+    ranked = sorted(verdicts, key=lambda n: len(verdicts[n]))  # stable: cluster order among equals
+    for name in ranked:
+        if len(chosen) >= max(settings.detailed, len(settings.nodes)):
+            break
+        if name not in chosen:
+            chosen.append(name)
+    ctx = EvalContext(pod, snapshot)
+    out = []
+    for name in chosen:
+        node = snapshot.node_view(name)
+        failures = tuple(
+            FilterFailure(f.rule, f.reasons, f.unresolvable, blamer.blame(f.rule, ctx, node)) for f in verdicts[name]
+        )
+        out.append(NodeVerdict(name, failures))
+    return tuple(out)
+
+
+def _best(
+    bound: BoundRules, nodes: Sequence[NodeInfo], feasible: np.ndarray[Any, Any], count: int
+) -> tuple[Scored, ...]:
+    if not len(feasible) or not bound.scores:
+        return tuple(Scored(nodes[i].name, (), 0) for i in feasible.tolist()[:count])
+    picked = [nodes[i] for i in feasible.tolist()]
+    bound.ctx.feasible = picked
+    try:
+        matrix: Matrix = bound.score_matrix(NodeColumns(picked), np.arange(len(picked), dtype=np.intp))
+    except OverflowError:
+        matrix = score_matrix(bound.score_vectors(picked))
+    per_rule: list[Matrix] = []
+    totals = weighted_totals(bound.scores, matrix, per_rule).tolist()
+    order = sorted(range(len(picked)), key=lambda i: (-totals[i], picked[i].name))[:count]
+    return tuple(Scored(picked[i].name, tuple(int(c[i]) for c in per_rule), int(totals[i])) for i in order)
+
+
+def _preemption(
+    pod: Pod,
+    snapshot: Snapshot,
+    session: Session,
+    verdicts: dict[str, tuple[FilterFailure, ...]],
+    enabled: bool,
+) -> PreemptionVerdict:
+    if not enabled:
+        return PreemptionVerdict(False, False, None, (), "not evaluated")
+    statuses = {
+        name: Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(f.unresolvable for f in failures) else Code.UNSCHEDULABLE
+        for name, failures in verdicts.items()
+    }
+    outcome: Preemption = preempt(snapshot, session, pod, statuses)
+    unresolvable = sum(1 for s in statuses.values() if s is Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+    if outcome.nominated is not None:
+        victims = tuple(v.key for v in outcome.victims)
+        why = (
+            f"evicting {len(victims)} pod(s) of lower priority on {outcome.nominated} "
+            f"({', '.join(victims[:5])}{', ...' if len(victims) > 5 else ''}) would make room"
+        )
+        return PreemptionVerdict(True, True, outcome.nominated, victims, why)
+    why = outcome.message
+    if outcome.eligible and unresolvable:
+        why += f" ({unresolvable} node(s) fail a filter marked unresolvable: evicting pods there cannot help)"
+    return PreemptionVerdict(True, False, None, (), why, outcome.message)
+
+
+# --- JSON (the live endpoint's answer, and `rulesched explain --output json`) ---------------------
+
+
+def _failure_json(f: FilterFailure) -> dict[str, Any]:
+    return {
+        "rule": f.rule,
+        "reasons": list(f.reasons),
+        "unresolvable": f.unresolvable,
+        "blame": [{"expression": b.text, "at": b.location} for b in f.blames],
+    }
+
+
+def explanation_json(e: PodExplanation) -> dict[str, Any]:
+    return {
+        "pod": e.pod,
+        "nodes": e.nodes,
+        "feasible": e.feasible,
+        "message": e.message,
+        "rules_digest": e.digest,
+        "filters_not_applied": list(e.skipped_filters),
+        "reasons": [
+            {
+                "rule": g.rule,
+                "reason": g.reason,
+                "nodes": g.nodes,
+                "unresolvable": g.unresolvable,
+                "names": list(g.names),
+            }
+            for g in e.groups
+        ],
+        "blockers": [{"rule": b.rule, "nodes": b.nodes, "names": list(b.names)} for b in e.blockers],
+        "shortfalls": [{"node": s.node, "needs": dict(s.missing)} for s in e.shortfalls],
+        "detailed": [{"node": d.node, "failures": [_failure_json(f) for f in d.failures]} for d in e.detailed],
+        "scores": {
+            "rules": [{"rule": r, "weight": w} for r, w in zip(e.score_rules, e.weights, strict=True)],
+            "best": [{"node": s.node, "values": list(s.values), "total": s.total} for s in e.best],
+        },
+        "preemption": {
+            "tried": e.preemption.tried,
+            "helps": e.preemption.helps,
+            "nominated": e.preemption.nominated,
+            "victims": list(e.preemption.victims),
+            "why": e.preemption.why,
+        },
+        "shadow": {
+            "rules": list(e.shadow_rules),
+            "reasons": [
+                {"rule": g.rule, "reason": g.reason, "nodes": g.nodes, "names": list(g.names)} for g in e.shadow
+            ],
+            "feasible": e.shadow_feasible,
+        },
+        "seconds": round(e.seconds, 4),
+    }
