@@ -24,6 +24,7 @@ from rulesched.reload import Reloader, RulesSources
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args
+from tests.helpers.kube import wait
 
 
 def only(node: str) -> str:
@@ -105,8 +106,7 @@ def test_configmap_changes_take_effect_and_bad_ones_are_refused(server: TestApiS
         assert time.monotonic() - changed < 1.0, "the new set took more than a second"
         server.add("pods", pod("p2"))
         assert _node_of(server, "p2") == "b"
-        events = [e for e in server.store.objects["events"].values() if e["reason"] == "Scheduled"]
-        notes = {e["regarding"]["name"]: e["note"] for e in events}
+        notes = wait(lambda: _scheduled_notes(server, "p1", "p2"), 10)  # (posted after the binding)
         assert notes["p1"].endswith(f"(rules {first})") and notes["p2"].endswith(f"(rules {loop.rules.digest})")
 
         good = loop.rules.digest
@@ -301,3 +301,10 @@ def test_a_pod_the_old_set_parked_is_retried_under_the_new_one(server: TestApiSe
         assert _node_of(server, "parked", 5) == "a"  # long before the five-minute flush
     finally:
         _stop(loop, thread)
+
+
+def _scheduled_notes(server: TestApiServer, *names: str) -> dict[str, str] | None:
+    """The Scheduled events' notes by pod name, once every one of ``names`` has one."""
+    events = [e for e in server.store.objects["events"].values() if e["reason"] == "Scheduled"]
+    notes = {e["regarding"]["name"]: e["note"] for e in events}
+    return notes if all(n in notes for n in names) else None
