@@ -247,6 +247,8 @@ def _store(objects: ClusterObjects) -> ClusterStore:
 def _simulate(rules: RuleSet, objects: ClusterObjects, pending: Sequence[Pod], settings: SchedulerSettings) -> Run:
     started = time.perf_counter()
     simulation = Simulation(rules, _store(objects), settings)
+    for group in objects.groups:
+        simulation.add_group(group)
     for pod in pending:
         simulation.add(pod)
     simulation.run()

@@ -167,6 +167,8 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)
     volumes: tuple[PodVolume, ...] = ()
+    # spec.workloadRef (KEP-4671) as "workload/podGroup[/replicaKey]": its gang (rulesched.model.groups)
+    workload_ref: str = ""
 
     @property
     def claims(self) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ import heapq
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rulesched.model import Pod
@@ -323,6 +323,49 @@ class SchedulingQueue:
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods
+            self._report(UNSCHEDULABLE, ATTEMPT_FAILURE)
+
+    # --- gangs (rulesched.scheduler.gang) ----------------------------------------------------------
+    def take(self, keys: Iterable[str]) -> list[Pod]:
+        """Take these pods out of whichever sub-queue holds them (not gated ones, nor those in
+        flight) and hold them in flight, as :meth:`pop` does: a group's members are attempted
+        together with the one popped."""
+        with self._lock:
+            taken = []
+            for key in keys:
+                entry = self._queued.get(key, False)
+                if entry is False:
+                    continue
+                if entry is None:
+                    parked = self._unschedulable.pop(key)
+                    self._waiting -= parked.waits_on_pods
+                    pod = parked.pod
+                else:
+                    assert isinstance(entry, _Entry)
+                    pod = entry.pod
+                    self._remove(self._active if entry in self._active else self._backoff, entry)
+                del self._queued[key]
+                self._in_flight[key] = None
+                self._attempts[key] = self._attempts.get(key, 0) + 1
+                taken.append(pod)
+            return taken
+
+    def hold(self, pod: Pod) -> Pod | None:
+        """A pod in flight leaves the queue without being placed: its group holds it (waiting
+        for members, or for its group's next attempt). Returns its newest version, or None when
+        it was deleted meanwhile."""
+        with self._lock:
+            return self._settle(pod)
+
+    def park(self, pod: Pod, rejected_by: frozenset[str] = frozenset()) -> None:
+        """A pod no cycle holds goes to the unschedulable pool (a group's members released at
+        their timeout): tried again when the cluster changes."""
+        with self._lock:
+            if pod.key in self._queued or pod.key in self._in_flight:
+                return
+            self._queued[pod.key] = None
+            self._unschedulable[pod.key] = _Parked(pod, self._clock(), False, rejected_by)
+            self._entered.setdefault(pod.key, self._clock())
             self._report(UNSCHEDULABLE, ATTEMPT_FAILURE)
 
     @property
