@@ -245,6 +245,8 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
         _record(gangs, GroupOutcome(group, (), message, waiting=True))
         return result
     state.attempts += 1
+    size = (group.min_member, len(members) + before)  # what rules read as group.min_count, group.members
+    members = {k: dataclasses.replace(m, gang=size) for k, m in members.items()}
     results: dict[str, CycleResult] = {}
     placed: list[tuple[Pod, CycleResult, Pod]] = []
     try:
