@@ -187,3 +187,27 @@ def test_workload_gang_membership() -> None:
     assert _bound(sim) == {}
     sim = _run([_node(f"n{i}") for i in range(3)], members, list(groups))
     assert len(_bound(sim)) == 3
+
+
+def test_group_preempts_so_the_whole_group_fits() -> None:
+    running = [_member(f"low-{i}", None, "3", priority=0, bound=f"n{i}") for i in range(2)]
+    pending = [_member(f"g-{i}", "g", "3", priority=100) for i in range(2)]
+    sim = _run([_node("n0"), _node("n1")], pending, [_group("g", 2)], running)
+    assert set(_bound(sim)) == {"default/g-0", "default/g-1"}
+    assert sorted(p.key for p in sim.evicted) == ["default/low-0", "default/low-1"]
+
+
+def test_group_preemption_evicts_nothing_when_the_group_cannot_fit() -> None:
+    # one node's pod outranks the gang: a victim there would not help, so nobody is evicted
+    running = [_member("low", None, "3", priority=0, bound="n0"), _member("high", None, "3", priority=1000, bound="n1")]
+    pending = [_member(f"g-{i}", "g", "3", priority=100) for i in range(2)]
+    sim = _run([_node("n0"), _node("n1")], pending, [_group("g", 2)], running)
+    assert _bound(sim) == {} and sim.evicted == []
+    assert {p.key for p in sim.store.pods()} == {"default/low", "default/high"}
+
+
+def test_a_gang_is_preempted_whole_or_not_at_all() -> None:
+    running = [_member(f"g-{i}", "g", "3", priority=0, bound=f"n{i}") for i in range(2)]
+    sim = _run([_node("n0"), _node("n1")], [_member("urgent", None, "3", priority=100)], [_group("g", 2)], running)
+    assert list(_bound(sim)) == ["default/urgent"]
+    assert sorted(p.key for p in sim.evicted) == ["default/g-0", "default/g-1"]  # both, not one

@@ -37,14 +37,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.groups import WORKLOAD_PREFIX, PodGroup, group_key
-from rulesched.scheduler.framework import Code, CycleResult
+from rulesched.scheduler.framework import Code, CycleResult, Preemption
+from rulesched.scheduler.gang_preemption import GroupPreemption, preempt_for_group
 from rulesched.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class GroupState:
     attempts: int = 0
     last_message: str = ""
     last: dict[str, CycleResult] = field(default_factory=dict)  # each member's last result
+    victims: list[str] = field(default_factory=list)  # its preemption's victims, until they leave
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,16 @@ class GangHost(Protocol):
 
     def report(self, result: CycleResult) -> None:
         """A member's cycle ended (events, history, metrics)."""
+        ...
+
+    def preempt_member(self, pod: Pod) -> Preemption:
+        """The scheduler's preemption for ``pod`` on the store as it is now (changes nothing)."""
+        ...
+
+    def group_of(self, pod: Pod) -> PodGroup | None: ...
+
+    def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
+        """Evict the victims and nominate the members to their nodes."""
         ...
 
 
@@ -274,9 +286,15 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
         _record(gangs, GroupOutcome(group, tuple(m.key for m, _, _ in placed), ""))
         log.info("pod group placed", extra={"group": group.key, "members": len(placed)})
         return results[pod.key]
+    failed = [(members[k], r) for k, r in results.items() if r.code is not Code.SCHEDULED]
+    preemption = None
+    if not _victims_remain(host, state):
+        preemption = preempt_for_group(host, group, before, [m for m, _, _ in placed], failed)
     for member, result, _ in placed:
         host.store.forget(member.key)
         result.fitted, result.node, result.code = result.node, None, Code.UNSCHEDULABLE
+    if preemption is not None:
+        return _preempted(host, gangs, state, group, pod, members, results, placed, preemption, now)
     message = (
         f"pod group {group.key}: {len(placed)} of {len(members)} members could be placed; "
         f"{needed} are needed (minimum {group.min_member}, {before} bound); none was bound."
@@ -307,3 +325,47 @@ def _wait(host: GangHost, gangs: Gangs, state: GroupState, pods: Iterable[Pod], 
 def _record(gangs: Gangs, outcome: GroupOutcome) -> None:
     if gangs.keep_outcomes:
         gangs.outcomes.append(outcome)
+
+
+def _victims_remain(host: GangHost, state: GroupState) -> bool:
+    """Whether the group's last preemption's victims are still on their nodes: wait for them
+    rather than preempt again (upstream's PodEligibleToPreemptOthers, for the group)."""
+    state.victims = [key for key in state.victims if host.store.pod_node(key) is not None]
+    return bool(state.victims)
+
+
+def _preempted(
+    host: GangHost,
+    gangs: Gangs,
+    state: GroupState,
+    group: PodGroup,
+    pod: Pod,
+    members: dict[str, Pod],
+    results: dict[str, CycleResult],
+    placed: list[tuple[Pod, CycleResult, Pod]],
+    preemption: GroupPreemption,
+    now: float,
+) -> CycleResult:
+    """Evict the victims, nominate the members and try the group again at once."""
+    nominated = [*((m, r.fitted or "") for m, r, _ in placed), *preemption.nominated]
+    host.evict_for_group(preemption.victims, pod, nominated)
+    state.victims = [v.key for v in preemption.victims]
+    message = (
+        f"pod group {group.key}: {len(nominated)} members fit once {len(preemption.victims)} pod(s) are "
+        "preempted; nominated, waiting for them to leave."
+    )
+    node_of = {m.key: node for m, node in nominated}
+    for member, node in preemption.nominated:
+        results[member.key].preemption = Preemption(node, ())
+    # (the victims are the group's: reported with the member popped, on its node or the first one)
+    node = node_of.get(pod.key) or nominated[0][1]
+    results[pod.key].preemption = Preemption(node, preemption.victims)
+    host.queue.requeue(pod, backoff=False)
+    _wait(host, gangs, state, [m for k, m in members.items() if k != pod.key], message, now)
+    for result in results.values():
+        result.group_message = message
+        host.report(result)
+    state.last = results
+    _record(gangs, GroupOutcome(group, (), message))
+    log.info("pod group preempting: %s", message, extra={"group": group.key, "pod": pod.key})
+    return results[pod.key]

@@ -40,7 +40,7 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from rulesched.cluster.store import ClusterStore
@@ -62,6 +62,7 @@ from rulesched.scheduler.framework import (
     Preemption,
     SchedulerSettings,
 )
+from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
@@ -257,6 +258,37 @@ class Scheduler:
             watch.disarm()
         return result
 
+    def preempt_member(self, pod: Pod) -> Preemption:
+        """Preemption for a gang member on the store as it is now (nothing evicted here)."""
+        profile = self.profile_of(pod)
+        if not profile.rules.loaded:
+            return Preemption(None)
+        nominated = self.nominator.node_of(pod.key) or ""
+        if pod.nominated_node_name != nominated:
+            pod = dataclasses.replace(pod, nominated_node_name=nominated)
+        session = profile.rules.rules.session()
+        watch = session.watch
+        watch.arm(self.cancel.check)
+        try:
+            snapshot = self.store.snapshot()
+            return preempt(snapshot, session, pod, None, self.nominator.reserved_for(pod), self.cancel.check)
+        except CycleCancelled as cancelled:
+            cancelled.rule = watch.rule
+            raise
+        finally:
+            watch.disarm()
+
+    def group_of(self, pod: Pod) -> PodGroup | None:
+        return self.gangs.group_of(pod) if self.gangs.groups else None
+
+    def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
+        for member, node in nominated:
+            self.nominator.nominate(dataclasses.replace(member, nominated_node_name=node), node)
+        for victim in victims:
+            self.evictor.evict(victim, preemptor)
+        log.log(VERBOSE, "pod group nominated; evicting %d pod(s)", len(victims), extra={"pod": preemptor.key})
+        self.queue.move(Event.POD_DELETED)
+
     def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> None:
         self._bind(pod, result, placed)
 
@@ -385,6 +417,12 @@ class Scheduler:
                     # the statuses from the cycle's binding, whose per-node answers are still warm
                     statuses = node_statuses(bound, snapshot.nodes)
                     outcome = preempt(snapshot, session, pod, statuses, reserved, self.cancel.check)
+                    if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
+                        whole = whole_gangs(self, outcome.victims, pod)
+                        if whole is None:
+                            outcome = Preemption(None, message=GANG_NOT_PREEMPTIBLE)
+                        else:
+                            outcome = dataclasses.replace(outcome, victims=tuple(whole))
                     waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
                 result.preemption = outcome
                 if timing is not None:
