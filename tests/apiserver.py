@@ -77,6 +77,8 @@ RESOURCES = {
     "persistentvolumeclaims": ("PersistentVolumeClaim", "/api/v1", True),
     "storageclasses": ("StorageClass", "/apis/storage.k8s.io/v1", False),
     "csinodes": ("CSINode", "/apis/storage.k8s.io/v1", False),
+    "podgroups": ("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", True),
+    "workloads": ("Workload", "/apis/scheduling.k8s.io/v1alpha1", True),
 }
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 
@@ -255,6 +257,8 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/events.k8s.io/v1",
             "/apis/apps/v1",
             "/apis/storage.k8s.io/v1",
+            "/apis/scheduling.x-k8s.io/v1alpha1",
+            "/apis/scheduling.k8s.io/v1alpha1",
         ):
             if url.path.startswith(prefix + "/"):
                 parts = [unquote(part) for part in url.path[len(prefix) + 1 :].split("/")]  # as the API server

@@ -53,6 +53,10 @@ USED = {
     ("", "persistentvolumeclaims"): {"list", "watch", "patch"},
     ("storage.k8s.io", "storageclasses"): {"list", "watch"},
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
+    # with --pod-groups / --workloads
+    ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
+    ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
+    ("scheduling.k8s.io", "workloads"): {"list", "watch"},
 }
 
 

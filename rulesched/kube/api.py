@@ -126,6 +126,9 @@ PVS = Resource("PersistentVolume", "/api/v1", "persistentvolumes", False)
 PVCS = Resource("PersistentVolumeClaim", "/api/v1", "persistentvolumeclaims", True)
 STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False)
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False)
+# Pod groups (gangs): scheduler-plugins' PodGroup CRD, and KEP-4671's Workload (alpha).
+PODGROUPS = Resource("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True)
+WORKLOADS = Resource("Workload", "/apis/scheduling.k8s.io/v1alpha1", "workloads", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
@@ -343,6 +346,12 @@ class KubeApi:
             body=patch,
             content_type="application/merge-patch+json",
             timeout=timeout,
+        )
+
+    def patch_status(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of an object's ``status`` subresource (a PodGroup's)."""
+        self._call(
+            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
         )
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:

@@ -40,6 +40,7 @@ class PodGroup:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     api: str = POD_GROUP_API
     created: float = 0.0  # metadata.creationTimestamp: older groups go first, as upstream sorts
+    phase: str = ""  # a PodGroup's status.phase (its controller's; rulesched sets Scheduling)
 
 
 def group_key(pod: Pod) -> str | None:
@@ -71,6 +72,7 @@ def decode_pod_group(obj: object, source: str = "", *, names: bool = True) -> Po
         min_member=max(1, minimum),
         timeout_seconds=DEFAULT_TIMEOUT_SECONDS if not timeout else float(timeout),
         created=_created(meta, where),
+        phase=get_str(get_map(obj, "status", where, ""), "phase", where, "status"),
     )
 
 

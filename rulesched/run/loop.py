@@ -40,14 +40,15 @@ from dataclasses import dataclass, replace
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, InputError
-from rulesched.kube.api import KubeApi
+from rulesched.kube.api import PODGROUPS, WORKLOADS, KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RulesHandle
 from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.logs import VERBOSE
-from rulesched.mirror import Mirror
+from rulesched.mirror import EVERYTHING, Mirror
 from rulesched.model import Pod
+from rulesched.model.groups import POD_GROUP_API
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
@@ -55,6 +56,7 @@ from rulesched.run.profiles import ProfileSettings, check_profiles
 from rulesched.run.workers import Outcome, Workers
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
+from rulesched.scheduler.gang import GroupOutcome
 from rulesched.scheduler.queue import Event, SchedulingQueue
 from rulesched.scheduler.scheduler import Observer, Scheduler, decision
 
@@ -99,6 +101,10 @@ class RunSettings:
     leader_elect_retry_period: float = 2.0
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
     cycle_deadline: float = CYCLE_DEADLINE_SECONDS  # seconds a scheduling cycle may take; 0: no limit
+    # Watch pod groups (gangs): scheduler-plugins' PodGroups (the CRD must be installed) and
+    # KEP-4671's Workloads (the alpha API must be served); their members are placed all or nothing.
+    pod_groups: bool = False
+    workloads: bool = False
 
     def __post_init__(self) -> None:
         check_profiles(self.effective_profiles)
@@ -149,6 +155,7 @@ class _Reporter(Observer):
         self.workers, self.metrics, self.queue = workers, metrics, queue
         # pod key -> (its cycle's start, its attempts, when it first went active), while binding
         self._binding: dict[str, tuple[float, int, float | None]] = {}
+        self._started: set[str] = set()  # pod groups whose status this process set to Scheduling
 
     def attempted(self, result: CycleResult) -> None:
         pod = result.pod
@@ -171,6 +178,19 @@ class _Reporter(Observer):
         started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
         self.metrics.attempt(pod.scheduler_name, "scheduled", time.perf_counter() - started)
         self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
+
+    def group_attempted(self, outcome: GroupOutcome, seconds: float) -> None:
+        if outcome.waiting:  # short of members: not an attempt (upstream never attempts it either)
+            return
+        profile = outcome.members[0].scheduler_name if outcome.members else ""
+        self.metrics.group_attempt(profile, "scheduled" if outcome.placed else "unschedulable", seconds)
+        group = outcome.group
+        if group.api == POD_GROUP_API and group.phase in ("", "Pending") and group.key not in self._started:
+            # What scheduler-plugins' controller writes once the group has its minimum of pods
+            # (phase Scheduling), and when the scheduler began placing it; the controller counts
+            # running, succeeded and failed members itself and moves the phase on from there.
+            self._started.add(group.key)
+            self.workers.pod_group_status(group, {"phase": "Scheduling"})
 
     def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
         started, _, _ = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
@@ -230,12 +250,15 @@ class Loop:
         )
         for profile in self.profiles[1:]:
             self.scheduler.add_profile(profile.name, profile.rules, profile.settings.percentage_of_nodes_to_score)
+        self.scheduler.gangs.keep_outcomes = False  # (reports keep them; a live scheduler must not)
         self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
         self.scheduler.queue.incoming = self.metrics.queued
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
-        self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
+        groups = (*((PODGROUPS,) if settings.pod_groups else ()), *((WORKLOADS,) if settings.workloads else ()))
+        resources = (*EVERYTHING[:-1], *groups, EVERYTHING[-1])  # (groups before pods: members find them)
+        self.mirror = Mirror(self.api, self.store, self._deliver, self.stop, resources)
         self.cycles = 0
         self.exit_code = 0
         self.elector: LeaderElector | None = None
@@ -421,6 +444,10 @@ class Loop:
             scheduler.delete(applied.settled)  # bound (by us, confirmed, or elsewhere), finished or gone
             if delta.type == "DELETED":
                 self.workers.forget(applied.settled)
+        for key in applied.removed_groups:
+            scheduler.remove_group(key)
+        for group in applied.groups:
+            scheduler.set_group(group)
         pod = applied.pending
         if pod is not None and pod.key not in scheduler.queue and self.store.is_assumed(pod.key):
             # Bound by us, not yet confirmed by the informer: an update from before the binding

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -72,6 +73,7 @@ class GroupOutcome:
     placed: tuple[str, ...]  # members bound by this attempt
     message: str  # "" when the group was placed
     waiting: bool = False  # too few members: nothing was tried
+    members: tuple[Pod, ...] = ()  # the members attempted
 
 
 class GangHost(Protocol):
@@ -97,6 +99,10 @@ class GangHost(Protocol):
         ...
 
     def group_of(self, pod: Pod) -> PodGroup | None: ...
+
+    def group_done(self, outcome: GroupOutcome, seconds: float) -> None:
+        """A group attempt ended (metrics, the PodGroup's status)."""
+        ...
 
     def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
         """Evict the victims and nominate the members to their nodes."""
@@ -236,6 +242,7 @@ def _order(pods: Iterable[Pod]) -> list[Pod]:
 
 def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleResult:
     """Attempt ``pod``'s group (``pod`` just popped from the queue); returns ``pod``'s result."""
+    began = time.perf_counter()
     state = gangs.state(group.key)
     state.pending.add(pod.key)
     members = {pod.key: pod}
@@ -254,7 +261,7 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
         _wait(host, gangs, state, members.values(), message, now)
         result = CycleResult(pod, Code.UNSCHEDULABLE, group=group.key, group_message=message)
         host.report(result)
-        _record(gangs, GroupOutcome(group, (), message, waiting=True))
+        _record(host, gangs, GroupOutcome(group, (), message, waiting=True, members=tuple(members.values())), began)
         return result
     state.attempts += 1
     size = (group.min_member, len(members) + before)  # what rules read as group.min_count, group.members
@@ -283,7 +290,12 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
             if result.code is not Code.SCHEDULED:  # beyond the minimum: alone, later
                 host.queue.unschedulable(members[key], rejected_by=result.rejected_by)
                 host.report(result)
-        _record(gangs, GroupOutcome(group, tuple(m.key for m, _, _ in placed), ""))
+        _record(
+            host,
+            gangs,
+            GroupOutcome(group, tuple(m.key for m, _, _ in placed), "", members=tuple(members.values())),
+            began,
+        )
         log.info("pod group placed", extra={"group": group.key, "members": len(placed)})
         return results[pod.key]
     failed = [(members[k], r) for k, r in results.items() if r.code is not Code.SCHEDULED]
@@ -294,7 +306,7 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
         host.store.forget(member.key)
         result.fitted, result.node, result.code = result.node, None, Code.UNSCHEDULABLE
     if preemption is not None:
-        return _preempted(host, gangs, state, group, pod, members, results, placed, preemption, now)
+        return _preempted(host, gangs, state, group, pod, members, results, placed, preemption, now, began)
     message = (
         f"pod group {group.key}: {len(placed)} of {len(members)} members could be placed; "
         f"{needed} are needed (minimum {group.min_member}, {before} bound); none was bound."
@@ -306,7 +318,7 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
         result.group_message = message
         host.report(result)
     state.last = results
-    _record(gangs, GroupOutcome(group, (), message))
+    _record(host, gangs, GroupOutcome(group, (), message, members=tuple(members.values())), began)
     log.info("pod group not placed: %s", message, extra={"group": group.key, "pod": pod.key})
     return results[pod.key]
 
@@ -322,9 +334,10 @@ def _wait(host: GangHost, gangs: Gangs, state: GroupState, pods: Iterable[Pod], 
     state.last_message = message
 
 
-def _record(gangs: Gangs, outcome: GroupOutcome) -> None:
+def _record(host: GangHost, gangs: Gangs, outcome: GroupOutcome, began: float) -> None:
     if gangs.keep_outcomes:
         gangs.outcomes.append(outcome)
+    host.group_done(outcome, time.perf_counter() - began)
 
 
 def _victims_remain(host: GangHost, state: GroupState) -> bool:
@@ -345,6 +358,7 @@ def _preempted(
     placed: list[tuple[Pod, CycleResult, Pod]],
     preemption: GroupPreemption,
     now: float,
+    began: float,
 ) -> CycleResult:
     """Evict the victims, nominate the members and try the group again at once."""
     nominated = [*((m, r.fitted or "") for m, r, _ in placed), *preemption.nominated]
@@ -366,6 +380,6 @@ def _preempted(
         result.group_message = message
         host.report(result)
     state.last = results
-    _record(gangs, GroupOutcome(group, (), message))
+    _record(host, gangs, GroupOutcome(group, (), message, members=tuple(members.values())), began)
     log.info("pod group preempting: %s", message, extra={"group": group.key, "pod": pod.key})
     return results[pod.key]

@@ -114,6 +114,9 @@ class Observer:
         """The pod's cycle ended in an error after ``seconds`` (its deadline passed: ``message``
         says so, naming the rule); it will be retried with backoff."""
 
+    def group_attempted(self, outcome: gang.GroupOutcome, seconds: float) -> None:
+        """A pod group's attempt ended after ``seconds`` (placed, or not: ``outcome.message``)."""
+
     def nominations_ended(self, pods: list[Pod]) -> None:
         """These pending pods lost their nominated node: their preemption found no node any
         more, or a higher-priority preemptor took the node."""
@@ -291,6 +294,9 @@ class Scheduler:
 
     def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> None:
         self._bind(pod, result, placed)
+
+    def group_done(self, outcome: gang.GroupOutcome, seconds: float) -> None:
+        self.observer.group_attempted(outcome, seconds)
 
     def report(self, result: CycleResult) -> None:
         decision(log, result)
