@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -119,6 +120,11 @@ class Gangs:
         self.states: dict[str, GroupState] = {}
         self.outcomes: list[GroupOutcome] = []  # every attempt's, in order (reports, metrics, tests)
         self.keep_outcomes = True
+        self.member_of: dict[str, str] = {}  # pending member's key -> its group's key
+        self.timed: set[str] = set()  # groups whose members wait (their timeout runs)
+        # members on nodes per group, kept from the store's pod journal (placed_members)
+        self._placed: Counter[str] = Counter()
+        self._position: int | None = None
 
     # --- groups ----------------------------------------------------------------------------------
     def set_group(self, group: PodGroup) -> list[Pod]:
@@ -165,12 +171,12 @@ class Gangs:
         key = group_key(pod)
         if key is not None:
             self.state(key).pending.add(pod.key)
+            self.member_of[pod.key] = key
 
     def holds(self, key: str) -> Pod | None:
-        for state in self.states.values():
-            if key in state.waiting:
-                return state.waiting[key]
-        return None
+        group = self.member_of.get(key)
+        state = self.states.get(group) if group is not None else None
+        return state.waiting.get(key) if state is not None else None
 
     def updated(self, pod: Pod) -> bool:
         """A pending pod changed: True when it is held here (its copy is replaced)."""
@@ -183,11 +189,28 @@ class Gangs:
 
     def gone(self, pod_key: str) -> None:
         """A member was deleted, or bound: it is no longer pending."""
-        for key, state in list(self.states.items()):
-            state.pending.discard(pod_key)
-            state.waiting.pop(pod_key, None)
-            if not state.pending and not state.waiting:
-                del self.states[key]
+        key = self.member_of.pop(pod_key, None)
+        state = self.states.get(key) if key is not None else None
+        if state is None:
+            return
+        state.pending.discard(pod_key)
+        state.waiting.pop(pod_key, None)
+        if not state.pending and not state.waiting:
+            del self.states[key]  # type: ignore[arg-type]
+
+    def placed_members(self, store: ClusterStore, key: str) -> int:
+        """The group's members on nodes now (bound, or assumed), kept from the store's journal
+        of pod changes (a full count when the journal no longer reaches back)."""
+        changes = store.pod_changes(self._position) if self._position is not None else None
+        if changes is None:
+            self._placed = Counter(k for pod in store.pods() if (k := group_key(pod)) is not None)
+        else:
+            for sign, pod, _ in changes:
+                k = group_key(pod)
+                if k is not None:
+                    self._placed[k] += sign
+        self._position = store.pod_position
+        return self._placed[key]
 
     def waiting_count(self) -> int:
         return sum(len(s.waiting) for s in self.states.values())
@@ -195,21 +218,25 @@ class Gangs:
     # --- timeouts ------------------------------------------------------------------------------------
     def next_due(self) -> float | None:
         """When the next group's wait times out."""
-        due = [
-            s.since + g.timeout_seconds
-            for k, s in self.states.items()
-            if s.waiting and s.since is not None and (g := self.groups.get(k)) is not None
-        ]
+        due = []
+        for key in list(self.timed):
+            state, group = self.states.get(key), self.groups.get(key)
+            if state is None or group is None or not state.waiting or state.since is None:
+                self.timed.discard(key)
+                continue
+            due.append(state.since + group.timeout_seconds)
         return min(due) if due else None
 
     def expire(self, now: float) -> list[tuple[PodGroup, list[CycleResult], str]]:
         """Groups whose members waited past their timeout: their members are released (returned
         as results to report, the group's message the timeout's; the caller parks them)."""
-        expired = []
-        for key, state in self.states.items():
-            group = self.groups.get(key)
-            if group is None or not state.waiting or state.since is None:
-                continue
+        expired: list[tuple[PodGroup, list[CycleResult], str]] = []
+        due = self.next_due()  # (prunes self.timed)
+        if due is None or due > now:
+            return expired
+        for key in sorted(self.timed):
+            state, group = self.states[key], self.groups[key]
+            assert state.since is not None
             if now - state.since < group.timeout_seconds:
                 continue
             message = (
@@ -230,11 +257,6 @@ class Gangs:
         return expired
 
 
-def placed_members(store: ClusterStore, key: str) -> int:
-    """The group's members on nodes now (bound, or assumed)."""
-    return sum(1 for pod in store.pods() if group_key(pod) == key)
-
-
 def _order(pods: Iterable[Pod]) -> list[Pod]:
     """Members in the order they are placed: priority first, then arrival, then name."""
     return sorted(pods, key=lambda p: (-p.priority, p.creation_timestamp, p.key))
@@ -245,12 +267,13 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
     began = time.perf_counter()
     state = gangs.state(group.key)
     state.pending.add(pod.key)
+    gangs.member_of[pod.key] = group.key
     members = {pod.key: pod}
     members.update(state.waiting)
     state.waiting.clear()
     for taken in host.queue.take(k for k in sorted(state.pending) if k not in members):
         members[taken.key] = taken
-    before = placed_members(host.store, group.key)
+    before = gangs.placed_members(host.store, group.key)
     needed = group.min_member - before
     now = gangs.clock()
     if len(members) < needed:
@@ -258,7 +281,7 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
             f"pod group {group.key}: {len(members) + before} of its minimum {group.min_member} "
             f"members exist ({before} bound); waiting for the rest."
         )
-        _wait(host, gangs, state, members.values(), message, now)
+        _wait(host, gangs, group.key, state, members.values(), message, now)
         result = CycleResult(pod, Code.UNSCHEDULABLE, group=group.key, group_message=message)
         host.report(result)
         _record(host, gangs, GroupOutcome(group, (), message, waiting=True, members=tuple(members.values())), began)
@@ -278,7 +301,7 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
     except BaseException:
         for member, _, _ in placed:  # (a cycle given up: nothing of the attempt stays assumed)
             host.store.forget(member.key)
-        _wait(host, gangs, state, [m for k, m in members.items() if k != pod.key], state.last_message, now)
+        _wait(host, gangs, group.key, state, [m for k, m in members.items() if k != pod.key], state.last_message, now)
         raise
     if before + len(placed) >= group.min_member:
         for member, _, _ in placed:
@@ -313,7 +336,7 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
     )
     rejected = frozenset().union(*(r.rejected_by for r in results.values()))
     host.queue.unschedulable(pod, rejected_by=rejected)  # the group's one member in the queue
-    _wait(host, gangs, state, [m for k, m in members.items() if k != pod.key], message, now)
+    _wait(host, gangs, group.key, state, [m for k, m in members.items() if k != pod.key], message, now)
     for result in results.values():
         result.group_message = message
         host.report(result)
@@ -323,7 +346,9 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
     return results[pod.key]
 
 
-def _wait(host: GangHost, gangs: Gangs, state: GroupState, pods: Iterable[Pod], message: str, now: float) -> None:
+def _wait(
+    host: GangHost, gangs: Gangs, key: str, state: GroupState, pods: Iterable[Pod], message: str, now: float
+) -> None:
     """Hold these members (in flight or already held) here, out of the queue."""
     for pod in pods:
         newest = host.queue.hold(pod) if pod.key in host.queue else pod
@@ -331,6 +356,7 @@ def _wait(host: GangHost, gangs: Gangs, state: GroupState, pods: Iterable[Pod], 
             state.waiting[pod.key] = newest
     if state.since is None:
         state.since = now
+    gangs.timed.add(key)
     state.last_message = message
 
 
@@ -375,7 +401,7 @@ def _preempted(
     node = node_of.get(pod.key) or nominated[0][1]
     results[pod.key].preemption = Preemption(node, preemption.victims)
     host.queue.requeue(pod, backoff=False)
-    _wait(host, gangs, state, [m for k, m in members.items() if k != pod.key], message, now)
+    _wait(host, gangs, group.key, state, [m for k, m in members.items() if k != pod.key], message, now)
     for result in results.values():
         result.group_message = message
         host.report(result)
