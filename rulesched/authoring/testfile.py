@@ -52,6 +52,11 @@ list. ``expect`` holds any of:
 - ``nominated: NODE|null`` and ``victims: [NAMESPACE/NAME...]`` — what preemption does when no
   node fits.
 
+A group case (:mod:`rulesched.authoring.gangcase`) has ``group`` (a scheduler-plugins PodGroup)
+and ``members`` (its pending pods; the group's label is added to those without one) instead of
+``pod``, and expects ``group: {placed: true|false, message: PART}`` and ``members: {NAME: NODE or
+null}``.
+
 Every problem is a :class:`RuleTestError` naming the file and the field (``policy.test.yaml: case
 'big pod': expect.winner: ...``; ``cases[2]`` before the case has a name); objects that do not
 decode raise the decoder's own error with the same prefix. Node names in ``expect`` must be the
