@@ -211,3 +211,55 @@ def test_a_gang_is_preempted_whole_or_not_at_all() -> None:
     sim = _run([_node("n0"), _node("n1")], [_member("urgent", None, "3", priority=100)], [_group("g", 2)], running)
     assert list(_bound(sim)) == ["default/urgent"]
     assert sorted(p.key for p in sim.evicted) == ["default/g-0", "default/g-1"]  # both, not one
+
+
+def test_mirror_hands_pod_groups_and_workloads_to_the_scheduler() -> None:
+    # (what `run --pod-groups --workloads` applies from its informers: rulesched.mirror)
+    import threading
+
+    from rulesched.kube.informer import Delta
+    from rulesched.mirror import Mirror
+
+    mirror = Mirror(None, ClusterStore(), lambda delta: None, threading.Event(), resources=())  # type: ignore[arg-type]
+    group = {"metadata": {"name": "pg", "namespace": "ns"}, "spec": {"minMember": 3}, "status": {"phase": "Pending"}}
+    applied = mirror.apply(Delta("PodGroup", "ADDED", group))
+    assert [(g.key, g.min_member, g.phase) for g in applied.groups] == [("ns/pg", 3, "Pending")]
+    workload = {
+        "metadata": {"name": "job", "namespace": "ns"},
+        "spec": {
+            "podGroups": [
+                {"name": "a", "policy": {"gang": {"minCount": 2}}},
+                {"name": "b", "policy": {"gang": {"minCount": 4}}},
+            ]
+        },
+    }
+    applied = mirror.apply(Delta("Workload", "ADDED", workload))
+    assert [g.key for g in applied.groups] == ["workload:ns/job/a", "workload:ns/job/b"]
+    workload["spec"]["podGroups"] = workload["spec"]["podGroups"][:1]  # type: ignore[index]
+    applied = mirror.apply(Delta("Workload", "MODIFIED", workload))
+    assert applied.removed_groups == ("workload:ns/job/b",)
+    applied = mirror.apply(Delta("Workload", "DELETED", {"metadata": {"name": "job", "namespace": "ns"}}))
+    assert applied.removed_groups == ("workload:ns/job/a",)
+    assert mirror.apply(Delta("PodGroup", "DELETED", group)).removed_groups == ("ns/pg",)
+
+
+def test_workload_replicas_are_gangs_of_their_own() -> None:
+    obj = {
+        "metadata": {"name": "lws", "namespace": "default"},
+        "spec": {"podGroups": [{"name": "replica", "policy": {"gang": {"minCount": 2}}}]},
+    }
+    groups = list(decode_workload(obj, "test"))
+
+    def worker(name: str, replica: str) -> Pod:
+        ref = {"name": "lws", "podGroup": "replica", "podGroupReplicaKey": replica}
+        spec = {
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}],
+            "workloadRef": ref,
+        }
+        return pod(name, spec=spec)
+
+    # replica 0 fits (two nodes), replica 1 has one member only: it waits, holding nothing
+    sim = _run(
+        [_node("n0"), _node("n1"), _node("n2")], [worker("a0", "0"), worker("a1", "0"), worker("b0", "1")], groups
+    )
+    assert set(_bound(sim)) == {"default/a0", "default/a1"}
