@@ -88,6 +88,8 @@ RESOURCES = {
     "storageclasses": ("StorageClass", "/apis/storage.k8s.io/v1", False),
     "csinodes": ("CSINode", "/apis/storage.k8s.io/v1", False),
     "policyreports": ("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", True),
+    "podgroups": ("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", True),
+    "workloads": ("Workload", "/apis/scheduling.k8s.io/v1alpha1", True),
 }
 WATCH_BATCH = 100  # watch events written at once, at most
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
@@ -275,6 +277,8 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/apps/v1",
             "/apis/storage.k8s.io/v1",
             "/apis/wgpolicyk8s.io/v1alpha2",
+            "/apis/scheduling.x-k8s.io/v1alpha1",
+            "/apis/scheduling.k8s.io/v1alpha1",
         ):
             if url.path.startswith(prefix + "/"):
                 parts = [unquote(part) for part in url.path[len(prefix) + 1 :].split("/")]  # as the API server

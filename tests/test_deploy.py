@@ -56,6 +56,10 @@ USED = {
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
     ("metrics.k8s.io", "nodes"): {"list"},  # load_sources' metrics-api (rulesched/kube/node_metrics.py)
     ("wgpolicyk8s.io", "policyreports"): {"get", "create", "update"},  # --audit-interval
+    # with --pod-groups / --workloads
+    ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
+    ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
+    ("scheduling.k8s.io", "workloads"): {"list", "watch"},
 }
 
 

@@ -16,7 +16,14 @@ from rulesched.simulate.run import SimulateSettings, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "rules" / "examples"
-NAMES = ("underlay-ip", "pod-capacity", "gpu-binpacking", "zone-spreading", "statefulset-zonal-volumes")
+NAMES = (
+    "underlay-ip",
+    "pod-capacity",
+    "gpu-binpacking",
+    "zone-spreading",
+    "statefulset-zonal-volumes",
+    "gang-one-rack",
+)
 
 
 def run_example(name: str, rules: str | None = None, explain: bool = False) -> Report:
@@ -208,3 +215,12 @@ def test_statefulset_default_rules_may_use_the_spot_node() -> None:
         report = simulate(load_cluster([folder / "cluster.yaml"]), settings)
         feasible |= {node for pod, node in placements(report).items() if pod.startswith("shop/db-")}
     assert "node-c2" in feasible
+
+
+def test_gang_one_rack_keeps_the_gang_in_one_rack() -> None:
+    racks = {f"n{i}": f"r{i // 2}" for i in range(6)}
+    placed = placements(run_example("gang-one-rack"))
+    gang = {racks[str(node)] for pod, node in placed.items() if pod.startswith("default/mpi-")}
+    assert len(gang) == 1 and all(placed[f"default/mpi-{i}"] for i in range(4))
+    spread = placements(run_example("gang-one-rack", rules="default"))
+    assert len({racks[str(node)] for pod, node in spread.items() if pod.startswith("default/mpi-")}) > 1

@@ -220,6 +220,8 @@ def _simulate(
 ) -> Run:
     started = time.perf_counter()
     simulation = Simulation(rules, _store(objects, load), settings)
+    for group in objects.groups:
+        simulation.add_group(group)
     for pod in pending:
         simulation.add(pod)
     simulation.run()

@@ -44,6 +44,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from rulesched.authoring.gangcase import compare_group, run_group
 from rulesched.authoring.testfile import Case, CaseFile, Expect, read_case_file
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, RuleschedError, RulesError
@@ -90,6 +91,8 @@ class Outcome:
     best: tuple[str, ...]  # the nodes with the highest total (one: the winner)
     message: str
     preemption: Preemption | None  # when no node fits
+    members: Mapping[str, str] | None = None  # a group case: member -> its node ("": not bound)
+    group_placed: bool | None = None
 
     def as_json(self) -> dict[str, Any]:
         preemption = self.preemption
@@ -102,6 +105,11 @@ class Outcome:
             "message": self.message,
             "nominated": preemption.nominated if preemption else None,
             "victims": [v.key for v in preemption.victims] if preemption else [],
+            **(
+                {"group": {"placed": self.group_placed}, "members": dict(self.members)}
+                if self.members is not None
+                else {}
+            ),
         }
 
 
@@ -211,6 +219,11 @@ def _rule_set(case_file: CaseFile, loaded: dict[tuple[Path, ...], RuleSet]) -> R
 
 
 def run_case(rules: RuleSet, case: Case) -> CaseResult:
+    if case.group is not None:  # a group case: its members placed all or nothing
+        nodes, placed, message = run_group(rules, case)
+        empty: Mapping[str, Any] = MappingProxyType({})
+        outcome = Outcome((), empty, frozenset(), empty, (), message, None, members=nodes, group_placed=placed)
+        return CaseResult(case.name, tuple(compare_group(case.expect, nodes, placed, message)), outcome)
     outcome = schedule(rules, case)
     failures = compare(case.expect, outcome)
     if failures and case.pod.deleting:  # say why nothing was filtered or scored

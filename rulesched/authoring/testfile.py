@@ -52,6 +52,11 @@ list. ``expect`` holds any of:
 - ``nominated: NODE|null`` and ``victims: [NAMESPACE/NAME...]`` — what preemption does when no
   node fits.
 
+A group case (:mod:`rulesched.authoring.gangcase`) has ``group`` (a scheduler-plugins PodGroup)
+and ``members`` (its pending pods; the group's label is added to those without one) instead of
+``pod``, and expects ``group: {placed: true|false, message: PART}`` and ``members: {NAME: NODE or
+null}``.
+
 Every problem is a :class:`RuleTestError` naming the file and the field (``policy.test.yaml: case
 'big pod': expect.winner: ...``; ``cases[2]`` before the case has a name); objects that do not
 decode raise the decoder's own error with the same prefix. Node names in ``expect`` must be the
@@ -61,6 +66,7 @@ pass.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +83,7 @@ from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, de
 from rulesched.model.decode_load import decode_load_document
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo, describe
+from rulesched.model.groups import POD_GROUP_LABEL, PodGroup, decode_pod_group, group_key
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import Namespace
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
@@ -94,7 +101,7 @@ STORAGE_KEYS = ("persistentVolumes", "persistentVolumeClaims", "storageClasses",
 OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS, *STORAGE_KEYS)
 NODE_METRICS = "nodeMetrics"  # node load: a NodeMetricsList or the simple format (decode_load)
 FILE_KEYS = ("rules", "cases", NODE_METRICS, *OBJECT_KEYS)
-CASE_KEYS = ("name", "pod", "expect", NODE_METRICS, *OBJECT_KEYS)
+CASE_KEYS = ("name", "pod", "group", "members", "expect", NODE_METRICS, *OBJECT_KEYS)
 EXPECT_KEYS = (
     "feasible",
     "winner",
@@ -105,6 +112,8 @@ EXPECT_KEYS = (
     "message",
     "nominated",
     "victims",
+    "group",
+    "members",
 )
 _KINDS = {
     "nodes": "Node",
@@ -157,6 +166,10 @@ class Expect:
     message: str | None = None
     nominated: str | None = None  # "" expects no node nominated
     victims: frozenset[str] | None = None  # pod keys (namespace/name)
+    # group cases (rulesched.authoring.gangcase): the group's outcome and each member's node
+    group_placed: bool | None = None
+    group_message: str | None = None
+    members: Mapping[str, str] | None = None  # member name -> node ("": not bound)
 
 
 @dataclass(frozen=True)
@@ -165,6 +178,8 @@ class Case:
     pod: Pod
     cluster: Cluster
     expect: Expect
+    group: PodGroup | None = None  # a group case: ``members`` placed as a gang, all or nothing
+    members: tuple[Pod, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -271,7 +286,7 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
         return f"{label}: {key}"
 
     _check_keys(raw, CASE_KEYS, path, at)
-    for key in ("pod", "expect"):
+    for key in ("expect",) if "group" in raw else ("pod", "expect"):
         if key not in raw:
             raise RuleTestError(path, at(key), "missing")
 
@@ -321,8 +336,9 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
                 else "missing: a running pod names its node (the pod under test goes in 'pod')"
             )
             raise ObjectError(problem, source=f"{path}: {where}", obj=f"Pod {pod.key}", field="spec.nodeName")
-    pod = decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)
-    expect = _expect(raw["expect"], path, at("expect"), node_names, pod_keys)
+    group, members = _group_case(raw, path, at, classes)
+    pod = members[0] if members else decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)
+    expect = _expect(raw["expect"], path, at("expect"), node_names, pod_keys, [m.name for m in members])
     cluster = Cluster(
         tuple(n for n, _ in nodes),
         tuple(p for p, _ in pods if p.phase not in ("Succeeded", "Failed")),  # finished pods hold nothing
@@ -337,7 +353,35 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
         ),
         _node_metrics(raw, shared, path, at),
     )
-    return Case(name, pod, cluster, expect)
+    return Case(name, pod, cluster, expect, group, members)
+
+
+def _group_case(
+    raw: Mapping[str, Any], path: Path, at: Callable[[str], str], classes: Mapping[str, Any]
+) -> tuple[PodGroup | None, tuple[Pod, ...]]:
+    """A group case's PodGroup (scheduler-plugins' object, ``kind`` and ``apiVersion`` optional)
+    and its pending members (each gets the group's label when it has none)."""
+    if "group" not in raw:
+        if "members" in raw:
+            raise RuleTestError(path, at("members"), "members go with a group (give 'group')")
+        return None, ()
+    if "pod" in raw:
+        raise RuleTestError(path, at("pod"), "a group case places its 'members', not one 'pod'")
+    group = decode_pod_group(raw["group"], f"{path}: {at('group')}")
+    listed = raw.get("members")
+    if not isinstance(listed, list) or not listed:
+        raise RuleTestError(path, at("members"), f"expected a list of the group's pending pods, got {describe(listed)}")
+    members = []
+    for i, obj in enumerate(listed):
+        member = decode_pod(obj, f"{path}: {at(f'members[{i}]')}", classes)
+        if group_key(member) is None:
+            labels = {**member.labels, POD_GROUP_LABEL: group.name}
+            member = dataclasses.replace(member, labels=MappingProxyType(labels))
+        if member.namespace != group.namespace or group_key(member) != group.key:
+            raise RuleTestError(path, at(f"members[{i}]"), f"not a member of the group {group.key}")
+        members.append(member)
+    _unique([(m.key, at(f"members[{i}]")) for i, m in enumerate(members)], path, "Pod")
+    return group, tuple(members)
 
 
 def _node_metrics(
@@ -382,7 +426,9 @@ def _unique(names: list[tuple[str, str]], path: Path, kind: str) -> list[str]:
 # --- expectations ------------------------------------------------------------------------------------
 
 
-def _expect(raw: Any, path: Path, label: str, nodes: Sequence[str], pods: Sequence[str]) -> Expect:
+def _expect(
+    raw: Any, path: Path, label: str, nodes: Sequence[str], pods: Sequence[str], members: Sequence[str] = ()
+) -> Expect:
     if not isinstance(raw, dict) or not raw:
         got = "an empty mapping" if isinstance(raw, dict) else describe(raw)
         raise RuleTestError(path, label, f"expected a mapping of checks ({', '.join(EXPECT_KEYS)}), got {got}")
@@ -459,4 +505,32 @@ def _expect(raw: Any, path: Path, label: str, nodes: Sequence[str], pods: Sequen
         if unknown:
             raise fail("victims", f"no running pod {unknown[0]!r} in this case")
         checks["victims"] = keys
+    if ("group" in raw or "members" in raw) and not members:
+        raise fail(
+            "group" if "group" in raw else "members", "only a group case (with 'group' and 'members') expects these"
+        )
+    if "group" in raw:
+        group = raw["group"]
+        if not isinstance(group, dict) or not set(group) <= {"placed", "message"} or not group:
+            raise fail("group", f"expected a mapping with placed (true/false) and/or message, got {describe(group)}")
+        if "placed" in group:
+            if not isinstance(group["placed"], bool):
+                raise fail("group.placed", f"expected true or false, got {describe(group['placed'])}")
+            checks["group_placed"] = group["placed"]
+        if "message" in group:
+            if not isinstance(group["message"], str):
+                raise fail("group.message", f"expected a string, got {describe(group['message'])}")
+            checks["group_message"] = group["message"]
+    if "members" in raw:
+        placed = raw["members"]
+        if not isinstance(placed, dict):
+            raise fail(
+                "members", f"expected a mapping of member names to nodes (null: not bound), got {describe(placed)}"
+            )
+        found = {}
+        for name, value in placed.items():
+            if name not in members:
+                raise fail(f"members.{name}", f"no member {name!r} in this case (members: {', '.join(members)})")
+            found[name] = "" if value is None else node(value, f"members.{name}")
+        checks["members"] = MappingProxyType(found)
     return Expect(**checks)

@@ -132,6 +132,9 @@ NODE_METRICS = Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", 
 # The Policy Report API (kubernetes-sigs/wg-policy-prototypes), which Kyverno and Policy Reporter
 # read: `rulesched audit --live --publish` and `run --audit-interval` write one per namespace.
 POLICY_REPORTS = Resource("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", "policyreports", True)
+# Pod groups (gangs): scheduler-plugins' PodGroup CRD, and KEP-4671's Workload (alpha).
+PODGROUPS = Resource("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True)
+WORKLOADS = Resource("Workload", "/apis/scheduling.k8s.io/v1alpha1", "workloads", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
@@ -367,6 +370,12 @@ class KubeApi:
             body=patch,
             content_type="application/merge-patch+json",
             timeout=timeout,
+        )
+
+    def patch_status(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of an object's ``status`` subresource (a PodGroup's)."""
+        self._call(
+            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
         )
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:

@@ -167,6 +167,8 @@ RECORDS: dict[Record, dict[str, Field]] = {
                 "images": (ListOf(STRING), "container images"),
                 "creation_timestamp": (NUMBER, "seconds since the epoch"),
                 "start_time": (NUMBER, "status.startTime, seconds since the epoch"),
+                "workload_ref": (STRING, "spec.workloadRef as workload/podGroup[/replicaKey] (KEP-4671)"),
+                "gang": (ListOf(NUMBER), "[min_count, members] of the pod's group being placed (read group.*)"),
             }
         ),
         "required_node_affinity": Field(

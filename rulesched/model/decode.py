@@ -38,6 +38,7 @@ from rulesched.model.fields import (
     get_time,
     object_metadata,
 )
+from rulesched.model.groups import workload_ref
 from rulesched.model.names import dns1123_label, dns1123_subdomain, shown
 from rulesched.model.objects import (
     DISRUPTION_TARGET,
@@ -184,6 +185,7 @@ def decode_pod(
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
         resource_claims=_resource_claims(spec, where) if spec.get("resourceClaims") else (),
+        workload_ref=workload_ref(spec, where) if spec.get("workloadRef") else "",
     )
 
 

@@ -167,6 +167,10 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)
     volumes: tuple[PodVolume, ...] = ()
+    # spec.workloadRef (KEP-4671) as "workload/podGroup[/replicaKey]": its gang (rulesched.model.groups)
+    workload_ref: str = ""
+    # (min_count, members) of its group, set for a group attempt (rulesched.scheduler.gang): rules read group.*
+    gang: tuple[int, int] = (0, 0)
 
     @property
     def claims(self) -> tuple[str, ...]:

@@ -57,6 +57,18 @@ def add_run_parser(sub: Any) -> None:
         metavar="HOST:PORT",
         help="/healthz, /readyz, /metrics (default 0.0.0.0:10251; '' turns them off)",
     )
+    run.add_argument(
+        "--pod-groups",
+        action="store_true",
+        default=None,
+        help="watch scheduler-plugins' PodGroups (scheduling.x-k8s.io; the CRD must be installed): gangs",
+    )
+    run.add_argument(
+        "--workloads",
+        action="store_true",
+        default=None,
+        help="watch KEP-4671's Workloads (scheduling.k8s.io/v1alpha1; the alpha API must be on): gangs",
+    )
     run.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
 
 
@@ -93,6 +105,8 @@ def settings_from(args: argparse.Namespace) -> Any:
             "leader_elect_lease_duration",
             "leader_elect_renew_deadline",
             "leader_elect_retry_period",
+            "pod_groups",
+            "workloads",
         ),
     )
     address = (

@@ -42,7 +42,7 @@ from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
-from rulesched.kube.api import KubeApi
+from rulesched.kube.api import PODGROUPS, WORKLOADS, KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RuleSet, RulesHandle
@@ -50,8 +50,9 @@ from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
-from rulesched.mirror import Mirror
+from rulesched.mirror import EVERYTHING, Mirror
 from rulesched.model import Pod
+from rulesched.model.groups import POD_GROUP_API
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.audit import PeriodicAudit
@@ -61,6 +62,7 @@ from rulesched.run.profiles import ProfileSettings, check_profiles
 from rulesched.run.workers import Outcome, Workers, log_bound
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
+from rulesched.scheduler.gang import GroupOutcome
 from rulesched.scheduler.queue import Event, SchedulingQueue
 from rulesched.scheduler.scheduler import Observer, Scheduler, decision
 
@@ -107,6 +109,10 @@ class RunSettings:
     cycle_deadline: float = CYCLE_DEADLINE_SECONDS  # seconds a scheduling cycle may take; 0: no limit
     load_sources: tuple[LoadSourceSettings, ...] = ()  # node load for rules (--config's load_sources:)
     audit_interval: float = 0.0  # seconds between audits of the running pods (PolicyReports); 0: off
+    # Watch pod groups (gangs): scheduler-plugins' PodGroups (the CRD must be installed) and
+    # KEP-4671's Workloads (the alpha API must be served); their members are placed all or nothing.
+    pod_groups: bool = False
+    workloads: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.audit_interval, bool) or not isinstance(self.audit_interval, int | float):
@@ -161,6 +167,7 @@ class _Reporter(Observer):
         self.workers, self.metrics, self.queue = workers, metrics, queue
         # pod key -> (its cycle's start, its attempts, when it first went active), while binding
         self._binding: dict[str, tuple[float, int, float | None]] = {}
+        self._started: set[str] = set()  # pod groups whose status this process set to Scheduling
 
     def attempted(self, result: CycleResult) -> None:
         pod = result.pod
@@ -183,6 +190,19 @@ class _Reporter(Observer):
         started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
         self.metrics.attempt(pod.scheduler_name, "scheduled", time.perf_counter() - started)
         self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
+
+    def group_attempted(self, outcome: GroupOutcome, seconds: float) -> None:
+        if outcome.waiting:  # short of members: not an attempt (upstream never attempts it either)
+            return
+        profile = outcome.members[0].scheduler_name if outcome.members else ""
+        self.metrics.group_attempt(profile, "scheduled" if outcome.placed else "unschedulable", seconds)
+        group = outcome.group
+        if group.api == POD_GROUP_API and group.phase in ("", "Pending") and group.key not in self._started:
+            # What scheduler-plugins' controller writes once the group has its minimum of pods
+            # (phase Scheduling), and when the scheduler began placing it; the controller counts
+            # running, succeeded and failed members itself and moves the phase on from there.
+            self._started.add(group.key)
+            self.workers.pod_group_status(group, {"phase": "Scheduling"})
 
     def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
         started, _, _ = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
@@ -242,6 +262,7 @@ class Loop:
         )
         for profile in self.profiles[1:]:
             self.scheduler.add_profile(profile.name, profile.rules, profile.settings.percentage_of_nodes_to_score)
+        self.scheduler.gangs.keep_outcomes = False  # (reports keep them; a live scheduler must not)
         self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
         self.scheduler.queue.incoming = self.metrics.queued
         self.metrics.live.pending = self.scheduler.queue.counts
@@ -261,7 +282,9 @@ class Loop:
                 lambda: self.leading,
                 self.stop,
             )
-        self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
+        groups = (*((PODGROUPS,) if settings.pod_groups else ()), *((WORKLOADS,) if settings.workloads else ()))
+        resources = (*EVERYTHING[:-1], *groups, EVERYTHING[-1])  # (groups before pods: members find them)
+        self.mirror = Mirror(self.api, self.store, self._deliver, self.stop, resources)
         # node load: pollers on threads of their own, their values applied between cycles
         self.load = LoadSources(
             settings.load_sources, self.api, self._deliver, self.stop, on_read=self.metrics.load_read
@@ -483,6 +506,10 @@ class Loop:
             scheduler.delete(applied.settled)  # bound (by us, confirmed, or elsewhere), finished or gone
             if delta.type == "DELETED":
                 self.workers.forget(applied.settled)
+        for key in applied.removed_groups:
+            scheduler.remove_group(key)
+        for group in applied.groups:
+            scheduler.set_group(group)
         pod = applied.pending
         if pod is not None and pod.key not in scheduler.queue and self.store.is_assumed(pod.key):
             # Bound by us, not yet confirmed by the informer: an update from before the binding

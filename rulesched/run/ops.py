@@ -52,6 +52,9 @@ ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)  # upstream: "all histograms
 QUEUES = ("active", "backoff", "unschedulable", "gated")  # scheduler_pending_pods{queue}
 
 
+GROUP_BUCKETS = tuple(0.001 * 2**i for i in range(15))  # ExponentialBuckets(0.001, 2, 15)
+
+
 def attempts_label(attempts: int) -> str:
     """kube-scheduler's getAttemptsLabel: the count, capped at "15+" (bounded cardinality)."""
     return "15+" if attempts >= 15 else str(attempts)
@@ -144,6 +147,29 @@ class Metrics:
             "scheduler_scheduling_algorithm_duration_seconds",
             alpha("Scheduling algorithm latency in seconds"),
             buckets=ATTEMPT_BUCKETS,
+            registry=r,
+        )
+        # kube-scheduler's pod group metrics (GenericWorkload, alpha): one attempt per group
+        self.group_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts",
+            alpha(
+                "Number of attempts to schedule pod group, by the result. 'unschedulable' means a pod "
+                "group could not be scheduled, while 'error' means an internal scheduler problem."
+            ),
+            ["result", "profile"],
+            registry=r,
+        )
+        self.group_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            alpha("Pod group scheduling attempt latency in seconds"),
+            ["result", "profile"],
+            buckets=GROUP_BUCKETS,
+            registry=r,
+        )
+        self.group_algorithm = Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            alpha("Pod group scheduling algorithm latency in seconds"),
+            buckets=GROUP_BUCKETS,
             registry=r,
         )
         self.sli = Histogram(
@@ -298,6 +324,12 @@ class Metrics:
         ``error``) ``seconds`` after its cycle began."""
         self._attempts(result, profile).inc()
         self._attempt_duration(result, profile).observe(seconds)
+
+    def group_attempt(self, profile: str, result: str, seconds: float) -> None:
+        """A pod group's attempt ended (``scheduled`` or ``unschedulable``) after ``seconds``."""
+        self.group_attempts.labels(result=result, profile=profile).inc()
+        self.group_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+        self.group_algorithm.observe(seconds)
 
     def scheduled(self, attempts: int, queued_seconds: float | None) -> None:
         """A pod was bound after ``attempts`` attempts, ``queued_seconds`` after it first entered

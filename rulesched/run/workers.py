@@ -34,9 +34,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
-from rulesched.kube.api import PODS, KubeApi
+from rulesched.kube.api import PODGROUPS, PODS, KubeApi
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
+from rulesched.model.groups import PodGroup
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -65,6 +66,9 @@ def log_bound(outcome: Outcome) -> None:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+GROUP_STATUS_TRIES = 3
 
 
 class Workers:
@@ -215,6 +219,29 @@ class Workers:
     def nominate(self, pod: Pod, node: str) -> None:
         """Set the pod's status.nominatedNodeName; an empty ``node`` clears it."""
         self._submit(self._patch_status, pod, {"status": {"nominatedNodeName": node or None}})
+
+    def pod_group_status(self, group: PodGroup, status: dict[str, Any]) -> None:
+        """Merge ``status`` into a scheduler-plugins PodGroup's status (``scheduleStartTime``
+        added: when the scheduler began placing it)."""
+        self._submit(self._pod_group_status, group, {"status": {**status, "scheduleStartTime": _now()[:19] + "Z"}})
+
+    def _pod_group_status(self, group: PodGroup, patch: dict[str, Any]) -> None:
+        if not self.may_write():
+            with self._lock:
+                self.refused += 1
+            log.warning("pod group status not sent: not leading", extra={"group": group.key})
+            return
+        for attempt in range(GROUP_STATUS_TRIES):  # (written once per group: worth a retry or two)
+            try:
+                self.api.patch_status(PODGROUPS, group.namespace, group.name, patch)
+                return
+            except NotFoundError:
+                return
+            except KubeError as err:
+                if attempt + 1 == GROUP_STATUS_TRIES:
+                    log.warning("pod group status not patched: %s", err, extra={"group": group.key})
+                    return
+                time.sleep(0.2 * 2**attempt)
 
     def forget(self, key: str) -> None:
         with self._lock:

@@ -193,11 +193,27 @@ class CycleResult:
     timing: CycleTiming | None = None  # with SchedulerSettings.timings
     explanation: Explanation | None = None  # with SchedulerSettings.explanation, when nodes were evaluated
     explain_seconds: float = 0.0  # the time that took (not part of the cycle's own work)
+    # A gang member's (rulesched.scheduler.gang): its group's key and what became of the group
+    # (set when the group was not placed: then ``member`` says what this pod alone found).
+    group: str = ""
+    group_message: str = ""
+    fitted: str | None = None  # the node the member fit on before its group was given up
 
     @property
     def message(self) -> str:
         if self.code is Code.SCHEDULED:
             return f"Successfully assigned {self.pod.key} to {self.node}"
+        if self.group_message:
+            return f"{self.group_message} This pod: {self.member}"
+        return self.member
+
+    @property
+    def member(self) -> str:
+        """What the pod's own cycle found (for a gang member, apart from its group's outcome)."""
+        if self.fitted is not None:
+            return f"fit on node {self.fitted}, released with its group."
+        if self.group_message and not self.num_nodes:
+            return "not attempted."
         message = fit_error(self.num_nodes, self.reasons)
         if self.preemption is not None and self.preemption.message:
             message += f" {self.preemption.message}"

@@ -22,7 +22,7 @@ import heapq
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rulesched.model import Pod
@@ -54,6 +54,8 @@ class Event(enum.Enum):
 class _Entry:
     sort_key: tuple[float, int]
     pod: Pod = field(compare=False)
+    active: bool = field(default=True, compare=False)  # in the active heap (else backoff)
+    dead: bool = field(default=False, compare=False)  # taken out (take): skipped when it comes up
 
 
 @dataclass
@@ -79,6 +81,8 @@ class SchedulingQueue:
         self._seq = itertools.count()
         self._active: list[_Entry] = []
         self._backoff: list[_Entry] = []  # sort key: (ready time, seq)
+        self._dead_active = 0  # entries taken out of the heaps but still in them (take)
+        self._dead_backoff = 0
         self._unschedulable: dict[str, _Parked] = {}
         self._waiting = 0  # parked pods that wait on pods
         self._attempts: dict[str, int] = {}
@@ -100,14 +104,15 @@ class SchedulingQueue:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._active) + len(self._backoff) + len(self._unschedulable)
+            dead = self._dead_active + self._dead_backoff
+            return len(self._active) + len(self._backoff) - dead + len(self._unschedulable)
 
     def counts(self) -> dict[str, int]:
         """Pending pods per sub-queue (kube-scheduler's scheduler_pending_pods{queue})."""
         with self._lock:
             return {
-                "active": len(self._active),
-                "backoff": len(self._backoff),
+                "active": len(self._active) - self._dead_active,
+                "backoff": len(self._backoff) - self._dead_backoff,
                 "unschedulable": len(self._unschedulable),
                 "in_flight": len(self._in_flight),
                 "gated": len(self._gated),
@@ -203,7 +208,7 @@ class SchedulingQueue:
                 return
             entry = self._queued[key]
             assert entry is not None
-            if entry.pod.priority != pod.priority and entry in self._active:
+            if entry.pod.priority != pod.priority and entry.active:
                 self._remove(self._active, entry)
                 self._push_active(pod, None)  # (reordered, not new: nothing to report)
             else:
@@ -228,7 +233,7 @@ class SchedulingQueue:
                 del self._queued[key]
             else:
                 del self._queued[key]
-                self._remove(self._active if entry in self._active else self._backoff, entry)
+                self._remove(self._active if entry.active else self._backoff, entry)
             return True
 
     def _gates(self, pod: Pod) -> bool:
@@ -257,6 +262,7 @@ class SchedulingQueue:
             end = None if timeout is None else self._clock() + timeout
             while True:
                 self._flush()
+                self._prune()
                 if self._active:
                     entry = heapq.heappop(self._active)
                     pod = entry.pod
@@ -276,6 +282,7 @@ class SchedulingQueue:
     def _due_times(self) -> list[float]:
         """When the next backed-off pod is ready, and when the longest-parked pod must move."""
         due = []
+        self._prune()
         if self._backoff:
             due.append(self._backoff[0].sort_key[0])
         if self._unschedulable:
@@ -314,6 +321,7 @@ class SchedulingQueue:
     def next_ready_time(self) -> float | None:
         """When the earliest backing-off pod becomes ready (the simulator jumps its clock there)."""
         with self._lock:
+            self._prune()
             return self._backoff[0].sort_key[0] if self._backoff else None
 
     def backoff_seconds(self, key: str) -> float:
@@ -334,6 +342,53 @@ class SchedulingQueue:
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods
+            self._report(UNSCHEDULABLE, ATTEMPT_FAILURE)
+
+    # --- gangs (rulesched.scheduler.gang) ----------------------------------------------------------
+    def take(self, keys: Iterable[str]) -> list[Pod]:
+        """Take these pods out of whichever sub-queue holds them (not gated ones, nor those in
+        flight) and hold them in flight, as :meth:`pop` does: a group's members are attempted
+        together with the one popped."""
+        with self._lock:
+            taken = []
+            for key in keys:
+                entry = self._queued.get(key, False)
+                if entry is False:
+                    continue
+                if entry is None:
+                    parked = self._unschedulable.pop(key)
+                    self._waiting -= parked.waits_on_pods
+                    pod = parked.pod
+                else:
+                    assert isinstance(entry, _Entry)
+                    pod = entry.pod
+                    entry.dead = True  # (left in its heap, skipped there: no re-heapify per member)
+                    if entry.active:
+                        self._dead_active += 1
+                    else:
+                        self._dead_backoff += 1
+                del self._queued[key]
+                self._in_flight[key] = None
+                self._attempts[key] = self._attempts.get(key, 0) + 1
+                taken.append(pod)
+            return taken
+
+    def hold(self, pod: Pod) -> Pod | None:
+        """A pod in flight leaves the queue without being placed: its group holds it (waiting
+        for members, or for its group's next attempt). Returns its newest version, or None when
+        it was deleted meanwhile."""
+        with self._lock:
+            return self._settle(pod)
+
+    def park(self, pod: Pod, rejected_by: frozenset[str] = frozenset()) -> None:
+        """A pod no cycle holds goes to the unschedulable pool (a group's members released at
+        their timeout): tried again when the cluster changes."""
+        with self._lock:
+            if pod.key in self._queued or pod.key in self._in_flight:
+                return
+            self._queued[pod.key] = None
+            self._unschedulable[pod.key] = _Parked(pod, self._clock(), False, rejected_by)
+            self._entered.setdefault(pod.key, self._clock())
             self._report(UNSCHEDULABLE, ATTEMPT_FAILURE)
 
     @property
@@ -378,8 +433,17 @@ class SchedulingQueue:
         del self._queued[key]
         self._push_backoff(pod or parked.pod, event)
 
+    def _prune(self) -> None:
+        """Drop the taken-out entries at the heads of the heaps."""
+        while self._active and self._active[0].dead:
+            heapq.heappop(self._active)
+            self._dead_active -= 1
+        while self._backoff and self._backoff[0].dead:
+            heapq.heappop(self._backoff)
+            self._dead_backoff -= 1
+
     def _push_active(self, pod: Pod, event: str | None) -> None:
-        entry = _Entry((-pod.priority, next(self._seq)), pod)
+        entry = _Entry((-pod.priority, next(self._seq)), pod, active=True)
         heapq.heappush(self._active, entry)
         self._queued[pod.key] = entry
         self._entered.setdefault(pod.key, self._clock())
@@ -389,7 +453,7 @@ class SchedulingQueue:
 
     def _push_backoff(self, pod: Pod, event: str) -> None:
         ready = self._clock() + self.backoff_seconds(pod.key)
-        entry = _Entry((ready, next(self._seq)), pod)
+        entry = _Entry((ready, next(self._seq)), pod, active=False)
         heapq.heappush(self._backoff, entry)
         self._queued[pod.key] = entry
         self._ready.notify_all()
@@ -399,8 +463,11 @@ class SchedulingQueue:
         """Backed-off pods whose time came go active; pods parked too long go to backoff."""
         now = self._clock()
         while self._backoff and self._backoff[0].sort_key[0] <= now:
-            pod = heapq.heappop(self._backoff).pod
-            self._push_active(pod, BACKOFF_COMPLETE)
+            entry = heapq.heappop(self._backoff)
+            if entry.dead:
+                self._dead_backoff -= 1
+                continue
+            self._push_active(entry.pod, BACKOFF_COMPLETE)
         if self._unschedulable:
             # Parked in order of arrival (a clock never goes back): the stale ones come first.
             limit = now - self._unschedulable_max

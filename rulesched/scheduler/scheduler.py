@@ -40,7 +40,7 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from rulesched.cluster.snapshot import Snapshot
@@ -49,6 +49,8 @@ from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
+from rulesched.model.groups import PodGroup
+from rulesched.scheduler import gang
 from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.evaluate import node_statuses
@@ -61,6 +63,7 @@ from rulesched.scheduler.framework import (
     Preemption,
     SchedulerSettings,
 )
+from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
@@ -111,6 +114,9 @@ class Observer:
     def cycle_failed(self, pod: Pod, message: str, seconds: float) -> None:
         """The pod's cycle ended in an error after ``seconds`` (its deadline passed: ``message``
         says so, naming the rule); it will be retried with backoff."""
+
+    def group_attempted(self, outcome: gang.GroupOutcome, seconds: float) -> None:
+        """A pod group's attempt ended after ``seconds`` (placed, or not: ``outcome.message``)."""
 
     def nominations_ended(self, pods: list[Pod]) -> None:
         """These pending pods lost their nominated node: their preemption found no node any
@@ -186,6 +192,7 @@ class Scheduler:
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
         self.nominator = Nominator()
+        self.gangs = gang.Gangs(clock)  # pod groups and the members they hold back
         self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
         self.last_rules = ""  # the digest of the rule set the last cycle used
         # Which cycles time each rule (not the cycle's seeded tie-break: sampling must not move pods).
@@ -212,12 +219,101 @@ class Scheduler:
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
+        self.gangs.added(pod)
+        if self.gangs.updated(pod):
+            return
         self.queue.add(pod)
         self._nominated(pod)
 
     def update(self, pod: Pod) -> None:
+        if self.gangs.updated(pod):  # a member its group holds back
+            return
+        self.gangs.added(pod)
         self.queue.update(pod)
         self._nominated(pod)
+
+    # --- pod groups (rulesched.scheduler.gang) ---------------------------------------------------------
+    def set_group(self, group: PodGroup) -> None:
+        """A pod group appeared or changed: its members held back are tried again."""
+        for pod in self.gangs.set_group(group):
+            self.queue.add(pod)
+
+    def remove_group(self, key: str) -> None:
+        for pod in self.gangs.remove_group(key):
+            self.queue.add(pod)
+
+    def expire_groups(self) -> int:
+        """Release the members of groups that waited past their timeout (parked, reported)."""
+        released = 0
+        for group, results, message in self.gangs.expire(self.clock()):
+            log.info("%s", message, extra={"group": group.key})
+            for result in results:
+                self.queue.park(result.pod)
+                self.observer.attempted(result)
+                released += 1
+        return released
+
+    def place_member(self, pod: Pod) -> CycleResult:
+        """A gang member's cycle on the store as it is now: no preemption, nothing assumed."""
+        nominated = self.nominator.node_of(pod.key) or ""
+        if pod.nominated_node_name != nominated:
+            pod = dataclasses.replace(pod, nominated_node_name=nominated)
+        profile = self.profile_of(pod)
+        if not profile.rules.loaded:
+            return CycleResult(pod, Code.UNSCHEDULABLE)
+        session = profile.rules.rules.session()
+        watch = session.watch
+        watch.arm(self.cancel.check)
+        try:
+            result, bound = profile.cycle.run(pod, self.store.snapshot(), session, self.nominator.reserved_for(pod))
+            bound.release()
+        except CycleCancelled as cancelled:
+            cancelled.rule = watch.rule
+            raise
+        finally:
+            watch.disarm()
+        return result
+
+    def preempt_member(self, pod: Pod) -> Preemption:
+        """Preemption for a gang member on the store as it is now (nothing evicted here)."""
+        profile = self.profile_of(pod)
+        if not profile.rules.loaded:
+            return Preemption(None)
+        nominated = self.nominator.node_of(pod.key) or ""
+        if pod.nominated_node_name != nominated:
+            pod = dataclasses.replace(pod, nominated_node_name=nominated)
+        session = profile.rules.rules.session()
+        watch = session.watch
+        watch.arm(self.cancel.check)
+        try:
+            snapshot = self.store.snapshot()
+            return preempt(snapshot, session, pod, None, self.nominator.reserved_for(pod), self.cancel.check)
+        except CycleCancelled as cancelled:
+            cancelled.rule = watch.rule
+            raise
+        finally:
+            watch.disarm()
+
+    def group_of(self, pod: Pod) -> PodGroup | None:
+        return self.gangs.group_of(pod) if self.gangs.groups else None
+
+    def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
+        for member, node in nominated:
+            self.nominator.nominate(dataclasses.replace(member, nominated_node_name=node), node)
+        for victim in victims:
+            self.evictor.evict(victim, preemptor)
+        log.log(VERBOSE, "pod group nominated; evicting %d pod(s)", len(victims), extra={"pod": preemptor.key})
+        self.queue.move(Event.POD_DELETED)
+
+    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> None:
+        self._bind(pod, result, placed)
+
+    def group_done(self, outcome: gang.GroupOutcome, seconds: float) -> None:
+        self.observer.group_attempted(outcome, seconds)
+
+    def report(self, result: CycleResult) -> None:
+        decision(log, result)
+        self.observer.attempted(result)
 
     def _nominated(self, pod: Pod) -> None:
         """A pending pod's nomination from its status; without one, a nomination already made
@@ -230,6 +326,14 @@ class Scheduler:
             self.nominator.nominate(pod, node)
 
     def delete(self, key: str) -> None:
+        held = self.gangs.holds(key)
+        self.gangs.gone(key)
+        if held is not None:  # a member its group held: the group may stand for it no more
+            group = self.gangs.group_of(held)
+            state = self.gangs.states.get(group.key) if group is not None else None
+            if state is not None and state.waiting and not any(k in self.queue for k in state.pending):
+                first = next(iter(state.waiting))
+                self.queue.add(state.waiting.pop(first))
         self.queue.delete(key)
         self._victims.pop(key, None)
         self.nominator.remove(key)
@@ -243,6 +347,8 @@ class Scheduler:
         """One cycle for the next ready pod; None when none is ready (waiting up to ``timeout``
         seconds for one: see :meth:`SchedulingQueue.pop`) or when :attr:`cancel` gave the
         cycle up (the pod is back in the queue)."""
+        if self.gangs.states:
+            self.expire_groups()
         pod = self.queue.pop(timeout)
         if pod is None:
             return None
@@ -282,6 +388,12 @@ class Scheduler:
         self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
 
     def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
+        group = self.gangs.group_of(pod) if self.gangs.groups else None
+        if group is not None:
+            self.last_rules = profile.rules.rules.digest
+            result = gang.attempt(self, self.gangs, pod, group)
+            self.last_cycle_seconds = time.perf_counter() - started
+            return result
         nominated = self.nominator.node_of(pod.key) or ""
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
@@ -326,6 +438,12 @@ class Scheduler:
                     # the statuses from the cycle's binding, whose per-node answers are still warm
                     statuses = node_statuses(bound, snapshot.nodes)
                     outcome = preempt(snapshot, session, pod, statuses, reserved, self.cancel.check)
+                    if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
+                        whole = whole_gangs(self, outcome.victims, pod)
+                        if whole is None:
+                            outcome = Preemption(None, message=GANG_NOT_PREEMPTIBLE)
+                        else:
+                            outcome = dataclasses.replace(outcome, victims=tuple(whole))
                     waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
                 result.preemption = outcome
                 if timing is not None:
@@ -386,11 +504,13 @@ class Scheduler:
         self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
 
     # --- binding --------------------------------------------------------------------------------------
-    def _bind(self, pod: Pod, result: CycleResult) -> None:
+    def _bind(self, pod: Pod, result: CycleResult, placed: Pod | None = None) -> None:
+        """Assume the pod on its node (unless ``placed``: a gang member assumed already) and bind."""
         node = result.node
         assert node is not None
         reserving = time.perf_counter()
-        placed = self.store.assume(pod, node)
+        if placed is None:
+            placed = self.store.assume(pod, node)
         if result.timing is not None:
             result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now
@@ -410,6 +530,7 @@ class Scheduler:
         if ok:
             self.store.finish_binding(pod.key, None if final else self.clock())
             self.queue.done(pod.key)
+            self.gangs.gone(pod.key)
             log.debug("bound", extra={"pod": pod.key, "node": node})
             self.observer.bound(pod, node)
             if self.queue.any_waiting_on_pods:
@@ -421,7 +542,8 @@ class Scheduler:
         result.code = Code.BIND_FAILED
         log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
-        self.queue.requeue(pod, backoff=True)
+        # A gang member whose siblings may be bound already: retried first, alone (gang's docstring).
+        self.queue.requeue(pod, backoff=result.group == "")
 
     # --- upkeep ---------------------------------------------------------------------------------------
     def expire_assumed(self) -> int:

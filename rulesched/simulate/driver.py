@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.model import Pod
+from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.scheduler.scheduler import Binder, Observer, Scheduler
@@ -125,6 +126,10 @@ class Simulation:
     def evicted(self) -> list[Pod]:
         return self.recorder.evicted
 
+    def add_group(self, group: PodGroup) -> None:
+        """A pod group (gang) its members are placed with, all or nothing."""
+        self.scheduler.set_group(group)
+
     def add(self, pod: Pod) -> None:
         """Queue a pending pod, unless it is being deleted: then it is only recorded (its history
         never gets a cycle; reports say why, :func:`rulesched.scheduler.framework.skip_deleting`)."""
@@ -149,7 +154,7 @@ class Simulation:
         while True:
             if scheduler.schedule_one() is not None:
                 continue
-            ready = scheduler.queue.next_ready_time()
+            ready = _next_time(scheduler)
             if ready is None:
                 return
             clock.now = max(clock.now, ready)
@@ -165,7 +170,13 @@ class Simulation:
                     attempted += 1
                     progress(attempted)
                 continue
-            ready = scheduler.queue.next_ready_time()
+            ready = _next_time(scheduler)
             if ready is None:
                 return
             clock.now = max(clock.now, ready)
+
+
+def _next_time(scheduler: Scheduler) -> float | None:
+    """When something next happens: a backoff ends, or a pod group's wait times out."""
+    times = [t for t in (scheduler.queue.next_ready_time(), scheduler.gangs.next_due()) if t is not None]
+    return min(times) if times else None

@@ -4,7 +4,9 @@ The files are what ``kubectl get -o yaml`` or ``-o json`` prints: YAML streams (
 empty ones ignored), JSON, and ``kind: List`` / ``PodList`` / ... wrappers, whose items often omit
 ``kind`` (:mod:`rulesched.simulate.documents` reads them, one object at a time). The path ``-``
 (given once) is standard input, named ``<stdin>`` in messages. Nodes, Pods,
-PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, Services, ReplicaSets,
+PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, pod groups (scheduler-plugins'
+``scheduling.x-k8s.io`` PodGroups and KEP-4671's ``scheduling.k8s.io`` Workloads:
+:mod:`rulesched.model.groups`), Services, ReplicaSets,
 StatefulSets and ReplicationControllers for their selectors (system default spreading,
 :mod:`rulesched.model.workloads`), and PersistentVolumes, PersistentVolumeClaims, StorageClasses
 and CSINodes for the volume filters; other kinds are counted into one warning, since a dump of a
@@ -48,6 +50,7 @@ from rulesched.model.decode import (
 )
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo
+from rulesched.model.groups import POD_GROUP_API, WORKLOAD_API, PodGroup, decode_pod_group, decode_workload
 from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import (
@@ -82,6 +85,7 @@ class ClusterObjects:
     skipped_pods: tuple[Pod, ...] = ()
     workloads: Workloads = NO_WORKLOADS  # Services and controllers: their selectors
     storage: StorageState = EMPTY_STORAGE
+    groups: tuple[PodGroup, ...] = ()  # pod groups (gangs): scheduler-plugins' PodGroups, Workloads
 
     @property
     def running_pods(self) -> tuple[Pod, ...]:
@@ -120,6 +124,12 @@ def load_cluster(
     finally:
         if collecting:
             gc.enable()
+
+
+def _api_group(obj: Any) -> str:
+    """The API group of an object's ``apiVersion`` (PodGroup is a kind of several projects)."""
+    version = obj.get("apiVersion") if isinstance(obj, dict) else None
+    return version.split("/")[0] if isinstance(version, str) and "/" in version else ""
 
 
 def _is_stdin(given: str | Path) -> bool:
@@ -179,6 +189,7 @@ class _Loading:
         self.controllers: dict[str, list[Controller]] = {kind: [] for kind in CONTROLLER_KINDS}
         self.storage: dict[str, dict[str, Any]] = {kind: {} for kind in _STORAGE_KINDS}
         self.skipped: Counter[str] = Counter()
+        self.groups: list[PodGroup] = []
 
     def unique(self, kind: str, name: str, source: str) -> None:
         first = self.seen.get((kind, name))
@@ -216,6 +227,15 @@ class _Loading:
             controller = decode_controller(obj, kind, source)
             self.unique(kind, controller.key, source)
             self.controllers[kind].append(controller)
+        elif kind == "PodGroup" and _api_group(obj) == POD_GROUP_API.split("/")[0]:
+            group = decode_pod_group(obj, source)
+            self.unique("PodGroup", group.key, source)
+            self.groups.append(group)
+        elif kind == "Workload" and _api_group(obj) == WORKLOAD_API.split("/")[0]:
+            groups = decode_workload(obj, source)
+            for group in groups:
+                self.unique("Workload pod group", group.key, source)
+            self.groups.extend(groups)
         elif kind in _STORAGE_KINDS:
             value = _STORAGE_DECODERS[kind](obj, source)
             key = value.key if kind == "PersistentVolumeClaim" else value.name
@@ -258,6 +278,7 @@ class _Loading:
             skipped_pods=tuple(orphans),
             workloads=self._workloads(),
             storage=self._storage(),
+            groups=tuple(self.groups),
         )
 
     def _workloads(self) -> Workloads:

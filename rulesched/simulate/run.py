@@ -104,6 +104,8 @@ def simulate(
         scheduler_name=settings.scheduler_name,
     )
     simulation = Simulation(rules, store, scheduler_settings)
+    for group in objects.groups:
+        simulation.add_group(group)
     pending = pods_to_schedule(objects, settings)
     for pod in pending:
         simulation.add(pod)

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import topology, volume_binding, volumes
+from rulesched.lang.builtins import groups, topology, volume_binding, volumes
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -362,6 +362,41 @@ BUILTINS.update(
                 "VolumeBinding's reasons: bound volumes' node affinity, unbound claims' matching or provisioning.",
             ),
             _volume("volume_zone", "VolumeZone's reasons: bound volumes' zone/region labels against the node's."),
+        ]
+    }
+)
+
+
+def _group(field: str, result: Type, doc: str) -> Builtin:
+    """``group.FIELD`` (the parser's spelling of ``group_FIELD()``): rulesched.lang.builtins.groups."""
+    nodes = field == "nodes"
+    return Builtin(
+        groups.builtin_name(field),
+        _sig([], result),
+        getattr(groups, groups.builtin_name(field)),
+        f"group.{field} -> {result}",
+        doc,
+        context=True,
+        # group.nodes moves with every member placed, while the members' fields stay alike: "name"
+        # keeps each pod out of any class (its bindings are its own, evaluated at each cycle).
+        pod_fields=frozenset({"name", "labels", "workload_ref"}) if nodes else frozenset({"gang"}),
+        version=None if nodes else groups.steady,
+        moves=_always_moves if nodes else None,
+        fresh=nodes,
+    )
+
+
+BUILTINS.update(
+    {
+        b.name: b
+        for b in [
+            _group("members", NUMBER, "How many members the pod's group (gang) has (0: no group)."),
+            _group("min_count", NUMBER, "The group's minimum (minMember, minCount): 0 for a pod of no group."),
+            _group(
+                "nodes",
+                ListOf(schema.NODE),
+                "The nodes of the group's members placed so far (bound, or earlier in this attempt).",
+            ),
         ]
     }
 )

@@ -16,6 +16,7 @@ from typing import Any
 
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.builtins.groups import GROUP_FIELDS, GROUP_VARIABLE
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
@@ -134,6 +135,11 @@ class _Scope:
     bound: dict[str, Type] = field(default_factory=dict)
     used: set[str] = field(default_factory=set)  # rule variables the expression reads
     where: str = ""  # for messages: "a guard", "a score"
+
+
+def _unbound_group(scope: _Scope, lets: dict[str, ast.Let]) -> bool:
+    """``group`` names the group being placed (no variable or let shadows it)."""
+    return GROUP_VARIABLE not in scope.variables and GROUP_VARIABLE not in scope.bound and GROUP_VARIABLE not in lets
 
 
 class _Checker:
@@ -506,6 +512,11 @@ class _Checker:
         return self.let_types.get(name, (ANY, frozenset()))
 
     def _attr(self, expr: ast.Attr, scope: _Scope) -> Type:
+        if isinstance(expr.obj, ast.Name) and expr.obj.id == GROUP_VARIABLE and _unbound_group(scope, self.lets):
+            # (group.FIELD of a known field is a built-in call already: rulesched.lang.builtins.groups)
+            known = ", ".join(f"group.{f}" for f in GROUP_FIELDS)
+            self._error("unknown-field", f"the group has no field '{expr.name}' (it has {known})", expr)
+            return ANY
         t = self._infer(expr.obj, scope)
         ref = self.notes.names.get(id(expr.obj))
         if ref is not None and ref.kind == "var" and ref.name == schema.POD_VARIABLE:

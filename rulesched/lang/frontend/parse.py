@@ -34,6 +34,7 @@ from lark.exceptions import (
 )
 from lark.lexer import BasicLexer, LexerThread
 
+from rulesched.lang.builtins.groups import GROUP_FIELDS, GROUP_VARIABLE, builtin_name
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.source import Diagnostic, Source, Span, error
 from rulesched.model.quantity import QuantityError, parse_quantity
@@ -196,7 +197,10 @@ class _Builder(Transformer[Token, Any]):
         return ast.ListExpr(exprs, span=self._span(open_, items[-1]))
 
     # --- operators ---------------------------------------------------------------------------
-    def attr(self, obj: ast.Expr, name: Token) -> ast.Attr:
+    def attr(self, obj: ast.Expr, name: Token) -> ast.Attr | ast.Call:
+        if isinstance(obj, ast.Name) and obj.id == GROUP_VARIABLE and str(name) in GROUP_FIELDS:
+            # group.FIELD: the group being placed, a built-in call (rulesched.lang.builtins.groups)
+            return ast.Call(builtin_name(str(name)), (), span=self._span(obj, name))
         return ast.Attr(obj, str(name), span=self._span(obj, name))
 
     def index(self, obj: ast.Expr, key: ast.Expr) -> ast.Index:

@@ -16,6 +16,7 @@ into (:mod:`rulesched.lang.frontend.format`) before laying it out.
 
 from __future__ import annotations
 
+from rulesched.lang.builtins.groups import GROUP_FIELDS, GROUP_VARIABLE, builtin_name
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.layout import HARD, Align, Doc, Group, Line, Nest, Token, render
 
@@ -43,6 +44,8 @@ _BINARY = {
     "//": _PRODUCT,
     "%": _PRODUCT,
 }
+
+_GROUP_CALLS = {builtin_name(f): f"{GROUP_VARIABLE}.{f}" for f in GROUP_FIELDS}
 
 
 def print_file(file: ast.RulesFile) -> str:
@@ -190,6 +193,8 @@ def _doc(expr: ast.Expr, nest: int = _STEP) -> tuple[Doc, int]:
             return [_wrap(obj, _POSTFIX), _t("."), _t(name)], _POSTFIX
         case ast.Index(obj=obj, key=key):
             return [_wrap(obj, _POSTFIX), _t("["), Align(expr_doc(key)), _t("]")], _POSTFIX
+        case ast.Call(func=func, args=()) if func in _GROUP_CALLS:  # written group.FIELD (parse.attr)
+            return _t(_GROUP_CALLS[func]), _POSTFIX
         case ast.Call(func=func, args=args):
             return Group([_t(func), _t("("), _listed(args), _t(")")]), _POSTFIX
         case ast.Unary(op="not", operand=operand):
