@@ -32,9 +32,10 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, RuleSet, Session
 from rulesched.lang.evaluation.columns import Rows
+from rulesched.lang.evaluation.failures import FailedRows, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
-from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, score_nodes
+from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, node_statuses, score_nodes
 from rulesched.scheduler.framework import (
     FILTER,
     PRE_FILTER,
@@ -74,6 +75,9 @@ class Cycle:
         self._columns = ColumnStore()
         # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
         self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
+        # The last cycle's failing rows by first failing filter, when its table walk found no
+        # node: (binding, the snapshot's history, pod position, node generation, rows)
+        self._failed: tuple[BoundRules, object, int, int, list[FailedRows]] | None = None
 
     def run(
         self,
@@ -90,6 +94,7 @@ class Cycle:
             self._rules = session.rules
             self._tables.clear()
             self._reserved.clear()
+        self._failed = None
         timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
         bound = session.bind(pod, snapshot)
         if timing is not None:
@@ -220,7 +225,13 @@ class Cycle:
         self.next_start = (start + looked) % count
         if not len(rows):
             rejected_by: set[str] = set()
-            result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
+            failed = table.failures()
+            if failed is None:
+                result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
+            else:
+                reasons, rejected_by = reason_counts(bound, self._columns.current(snapshot), failed)
+                result.reasons.update(reasons)
+                self._failed = (bound, snapshot.history, snapshot.pod_position, snapshot.node_generation, failed)
             if check is not None:
                 result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))
             result.rejected_by = frozenset(rejected_by)
@@ -235,6 +246,23 @@ class Cycle:
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         _phase(result, SCORE, scoring)
         return result
+
+    def statuses(self, bound: BoundRules, snapshot: Snapshot) -> dict[str, Code]:
+        """:func:`rulesched.scheduler.evaluate.node_statuses` of the last cycle's pod (its
+        binding, its snapshot): from the rows its walk found failing, when it had them."""
+        kept = self._failed
+        now = (snapshot.history, snapshot.pod_position, snapshot.node_generation)
+        if kept is None or kept[0] is not bound or kept[1:4] != now:
+            return node_statuses(bound, snapshot.nodes)
+        cols = self._columns.current(snapshot)
+        nodes = snapshot.nodes
+        out: dict[str, Code] = {}
+        unresolvable, unschedulable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.UNSCHEDULABLE
+        for group in kept[4]:
+            flags = unresolvable_rows(bound, cols, group).tolist()
+            for row, flag in zip(group.rows.tolist(), flags, strict=True):
+                out[nodes[row].name] = unresolvable if flag else unschedulable
+        return out
 
 
 def _phase(result: CycleResult, point: str, since: float) -> float:

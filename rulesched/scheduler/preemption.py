@@ -96,12 +96,13 @@ def preempt(
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
     candidates: list[Candidate] = []
+    potential = _Potential(bound)
     for node in snapshot.nodes:
         status = statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None)
         if status is not Code.UNSCHEDULABLE:
             counts[NOT_HELPFUL] += 1
             continue
-        allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
+        allowed = potential.victims(node)
         if not allowed:
             counts[NO_VICTIMS] += 1
             continue
@@ -114,6 +115,41 @@ def preempt(
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
     return Preemption(chosen.node, chosen.victims)
+
+
+_PRIORITIES = ("preemption", "priorities")  # a node memo key: its pods' priorities
+
+
+class _Potential:
+    """The pods of a node every applicable preempt rule allows to be evicted. Rules that read
+    the victim only through its priority (the default's ``victim.priority < pod.priority``) are
+    asked once per priority, and a node whose pods' priorities (kept in the node's memo until it
+    changes) are all refused is passed over without looking at its pods."""
+
+    def __init__(self, bound: BoundRules) -> None:
+        self.rules = bound.preempts
+        self.by_priority = all(rule.by_priority for rule in self.rules)
+        self._allowed: dict[int, bool] = {}
+
+    def victims(self, node: Any) -> list[Pod]:
+        rules = self.rules
+        if not self.by_priority:
+            return [p for p in node.pods if all(rule.allows(node, p) for rule in rules)]
+        memo = node.memo
+        priorities = memo.get(_PRIORITIES)
+        if priorities is None:
+            priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
+        allowed = self._allowed
+        wanted = False
+        for priority in priorities:
+            ok = allowed.get(priority)
+            if ok is None:
+                example = next(p for p in node.pods if p.priority == priority)
+                ok = allowed[priority] = all(rule.allows(node, example) for rule in rules)
+            wanted = wanted or ok
+        if not wanted:
+            return []
+        return [p for p in node.pods if allowed[p.priority]]
 
 
 def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:

@@ -32,7 +32,6 @@ from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.model import Pod
 from rulesched.scheduler.cycle import Cycle
-from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import (
     POST_FILTER,
     RESERVE,
@@ -194,7 +193,7 @@ class Scheduler:
                 waiting = True
             else:
                 # the statuses from the cycle's binding, whose per-node answers are still warm
-                outcome = preempt(snapshot, session, pod, node_statuses(bound, snapshot.nodes), reserved)
+                outcome = preempt(snapshot, session, pod, self.cycle.statuses(bound, snapshot), reserved)
                 waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
             result.preemption = outcome
             if timing is not None:

@@ -29,6 +29,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, Filters
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
+from rulesched.lang.evaluation.failures import FailedRows, first_failures
 from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
 
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
@@ -247,6 +248,13 @@ class NodeTable:
 
     def node(self, row: int) -> NodeInfo:
         return self._nodes[row]
+
+    def failures(self) -> list[FailedRows] | None:
+        """Every node's first failing filter, by filter (a walk found no node: the FitError
+        message and preemption need them), as columns; None for a table without columns."""
+        if self._store is None:
+            return None
+        return first_failures(self.bound, self._columns(), self._rows, self._shared())
 
     def _window(self, pos: int, size: int) -> Rows:
         n = len(self._nodes)

@@ -158,6 +158,10 @@ class ColumnEvaluator:
         # by node and logged it). Tests demand 0.
         self.failures = 0
 
+    def supports(self, expr: ast.Expr) -> bool:
+        """:func:`vectorisable`, with this evaluator's analysis (kept per expression)."""
+        return self._analysis.supported(expr)
+
     def evaluate(
         self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows, scope: dict[str, Any] | None = None
     ) -> Value:
