@@ -17,7 +17,8 @@ its own, so peak RSS is that workload's. Printed per workload: pods/s (measured 
 second of the measured phase), p50/p99 and the worst of its cycles, peak RSS, load time, and the
 ratio to upstream's threshold (pods/s kube-scheduler must reach in upstream's CI; the target here
 is 3x). Figures only; no assertions. Timings on a shared machine vary: compare medians of
-alternated runs (``--repeat``). ``BENCH_SUITE_PROFILE=FILE`` (with one workload) writes a cProfile
+alternated runs (``--repeat``); pods per CPU-second of the process (in brackets) moves less with
+other load than pods per second. ``BENCH_SUITE_PROFILE=FILE`` (with one workload) writes a cProfile
 of its measured phase to FILE.
 """
 
@@ -267,7 +268,7 @@ def _measure(sim: Any, pods: list[Any], churn: list[Any], churn_every: int) -> d
 
         profiler = cProfile.Profile()
         profiler.enable()
-    started = clock()
+    started, cpu_started = clock(), time.process_time()
     while True:
         t0 = clock()
         result = sim.schedule_one()
@@ -285,7 +286,7 @@ def _measure(sim: Any, pods: list[Any], churn: list[Any], churn_every: int) -> d
             if churn_every and attempted % churn_every == 0 and churned < len(churn):
                 sim.add(churn[churned])
                 churned += 1
-    total = clock() - started
+    total, cpu = clock() - started, time.process_time() - cpu_started
     if profiler is not None and profile_to:
         profiler.disable()
         profiler.dump_stats(profile_to)
@@ -299,6 +300,7 @@ def _measure(sim: Any, pods: list[Any], churn: list[Any], churn_every: int) -> d
         "cycles": len(latencies),
         "sched_s": total,
         "pods_per_s": placed / total if total else 0.0,
+        "pods_per_cpu_s": placed / cpu if cpu else 0.0,
         "p50_ms": 1000 * statistics.median(latencies) if latencies else 0.0,
         "p99_ms": 1000 * latencies[int(0.99 * (len(latencies) - 1))] if latencies else 0.0,
         "max_ms": 1000 * latencies[-1] if latencies else 0.0,
@@ -345,7 +347,7 @@ def show_upstream(r: dict[str, Any]) -> None:
     missed = "" if r["placed"] == r["measured"] else f"  placed {r['placed']}/{r['measured']}"
     churn = f"  churn {r['churn_placed']}/{r['churn_pods']}" if r["churn_pods"] else ""
     print(
-        f"{r['name']:68} {r['pods_per_s']:8.0f} pods/s  p50 {r['p50_ms']:6.2f}  p99 {r['p99_ms']:7.2f}  "
+        f"{r['name']:68} {r['pods_per_s']:8.0f} pods/s ({r['pods_per_cpu_s']:6.0f}/cpu-s)  p50 {r['p50_ms']:6.2f}  p99 {r['p99_ms']:7.2f}  "
         f"max {r['max_ms']:7.1f} ms  {r['peak_rss_mb']:5.0f} MB  load {r['load_s']:5.2f}s  "
         f"thr {r['threshold']:5}  {ratio:5.1f}x{older}{mark}{missed}{churn}",
         flush=True,
@@ -356,7 +358,8 @@ def show_generated(r: dict[str, Any], base: float | None = None) -> None:
     per_pod = 1000 / r["pods_per_s"]
     rel = f"  {per_pod / base:5.2f}x the 5000-node per-pod cost" if base else ""
     print(
-        f"{r['name']:24} nodes {r['nodes']:>6}  {r['pods_per_s']:7.0f} pods/s  {per_pod:6.3f} ms/pod  "
+        f"{r['name']:24} nodes {r['nodes']:>6}  {r['pods_per_s']:7.0f} pods/s ({r['pods_per_cpu_s']:6.0f}/cpu-s)  "
+        f"{per_pod:6.3f} ms/pod  "
         f"p50 {r['p50_ms']:5.2f}  p99 {r['p99_ms']:6.2f}  max {r['max_ms']:7.1f} ms  "
         f"{r['peak_rss_mb']:5.0f} MB  load {r['load_s']:5.2f}s  "
         f"scheduled {r['scheduled']}/{r['pending']}{rel}",
