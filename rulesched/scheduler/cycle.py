@@ -31,7 +31,7 @@ import numpy as np
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, RuleSet, Session
-from rulesched.lang.evaluation.columns import Rows
+from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.failures import FailedRows, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
@@ -246,6 +246,10 @@ class Cycle:
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         _phase(result, SCORE, scoring)
         return result
+
+    def columns(self, snapshot: Snapshot) -> NodeColumns:
+        """The snapshot's nodes as columns (the tables' own, brought up to ``snapshot``)."""
+        return self._columns.current(snapshot)
 
     def statuses(self, bound: BoundRules, snapshot: Snapshot) -> dict[str, Code]:
         """:func:`rulesched.scheduler.evaluate.node_statuses` of the last cycle's pod (its

@@ -28,13 +28,18 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.matching import label_selector_matches
+from rulesched.lang.evaluation.arrays import Unsupported
+from rulesched.lang.evaluation.columns import NodeColumns
 from rulesched.model import Pod, PodDisruptionBudget
+from rulesched.scheduler.dryrun import dry_runs_together, node_local
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.nominator import Reserved
@@ -43,10 +48,11 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
+BATCH_FROM = 16  # nodes tried from which their dry runs go together, as columns
+OUTRANK = True  # dry runs together hand pick_candidate only the candidates it may choose
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):  # (a tuple: made for every node a preemption tries, thousands at once)
     node: str
     victims: tuple[Pod, ...]  # most important first
     pdb_violations: int
@@ -58,6 +64,9 @@ class NoFit:
     first filter it still fails there, which upstream's dry run reports as the node's status)."""
 
     reasons: tuple[str, ...]
+
+
+_LEFT = NoFit(())  # (a sentinel: a node left to the node-by-node dry run)
 
 
 def _started(pod: Pod) -> float:
@@ -77,12 +86,14 @@ def preempt(
     pod: Pod,
     statuses: Mapping[str, Code] | None = None,
     reserved: Reserved | None = None,
+    columns: NodeColumns | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
     upstream's NodeToStatus has it, unless it holds nominated pods: the pod then failed there
     only with them added); without them they are computed here. ``reserved``: the nominated pods
-    it must leave room for, per node."""
+    it must leave room for, per node. ``columns``: the snapshot's nodes as columns, for dry runs
+    of many nodes at once (:mod:`rulesched.scheduler.dryrun`)."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
@@ -97,7 +108,8 @@ def preempt(
     counts: Counter[str] = Counter()
     candidates: list[Candidate] = []
     potential = _Potential(bound)
-    for node in snapshot.nodes:
+    tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims), in node order
+    for row, node in enumerate(snapshot.nodes):
         status = statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None)
         if status is not Code.UNSCHEDULABLE:
             counts[NOT_HELPFUL] += 1
@@ -106,7 +118,14 @@ def preempt(
         if not allowed:
             counts[NO_VICTIMS] += 1
             continue
-        outcome = select_victims(overlay, bound, node.name, sorted(allowed, key=importance), held.get(node.name, ()))
+        tried.append((row, node, allowed))
+    together = _dry_runs_together(bound, columns, [t for t in tried if t[1].name not in held], snapshot.pdbs)
+    for row, node, victims in tried:
+        outcome = together.get(row, _LEFT)
+        if outcome is None:  # a candidate pick_candidate cannot choose
+            continue
+        if outcome is _LEFT:
+            outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
         if isinstance(outcome, NoFit):
             counts.update(set(outcome.reasons))
         else:
@@ -130,26 +149,32 @@ class _Potential:
         self.rules = bound.preempts
         self.by_priority = all(rule.by_priority for rule in self.rules)
         self._allowed: dict[int, bool] = {}
+        self._wanted: dict[frozenset[int], frozenset[int]] = {}  # a node's priorities -> those allowed
 
     def victims(self, node: Any) -> list[Pod]:
+        """The node's potential victims, most important first (a list not to be changed)."""
         rules = self.rules
         if not self.by_priority:
-            return [p for p in node.pods if all(rule.allows(node, p) for rule in rules)]
+            return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=importance)
         memo = node.memo
         priorities = memo.get(_PRIORITIES)
         if priorities is None:
             priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
-        allowed = self._allowed
-        wanted = False
-        for priority in priorities:
-            ok = allowed.get(priority)
-            if ok is None:
-                example = next(p for p in node.pods if p.priority == priority)
-                ok = allowed[priority] = all(rule.allows(node, example) for rule in rules)
-            wanted = wanted or ok
+        wanted = self._wanted.get(priorities)
+        if wanted is None:
+            allowed = self._allowed
+            for priority in priorities:
+                if priority not in allowed:
+                    example = next(p for p in node.pods if p.priority == priority)
+                    allowed[priority] = all(rule.allows(node, example) for rule in rules)
+            wanted = self._wanted[priorities] = frozenset(q for q in priorities if allowed[q])
         if not wanted:
             return []
-        return [p for p in node.pods if allowed[p.priority]]
+        key = (_PRIORITIES, wanted)  # (the same pods for every pod allowed these)
+        found: list[Pod] | None = memo.get(key)
+        if found is None:
+            found = memo[key] = sorted((p for p in node.pods if p.priority in wanted), key=importance)
+        return found
 
 
 def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:
@@ -240,6 +265,46 @@ def select_victims(
         overlay.reset_node(name)
 
 
+def _dry_runs_together(
+    bound: BoundRules,
+    base: NodeColumns | None,
+    tried: list[tuple[int, Any, list[Pod]]],
+    pdbs: Sequence[PodDisruptionBudget],
+) -> dict[int, Candidate | NoFit | None]:
+    """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.scheduler.dryrun`),
+    by row: a node's candidate or why it does not fit, or None for a candidate pick_candidate
+    cannot choose; rows missing from the answer are left to the node-by-node dry run."""
+    if base is None or len(tried) < BATCH_FROM or not node_local(bound):
+        return {}
+    # Each node's pods in the order they are put back: those whose eviction would violate a
+    # budget first (the first ``violating[i]``), then the rest.
+    orders: list[list[Pod]] = []
+    violating: list[int] = []
+    for _, _, potential in tried:
+        if pdbs:
+            first, rest = _split_by_pdb(potential, pdbs)
+            orders.append(first + rest)
+            violating.append(len(first))
+        else:
+            orders.append(potential)
+            violating.append(0)
+    nodes = [node for _, node, _ in tried]
+    rows = np.array([row for row, _, _ in tried], dtype=np.intp)
+    rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
+    try:
+        found = dry_runs_together(bound, base, nodes, rows, orders, violating, rank)
+    except Unsupported:
+        return {}
+    out: dict[int, Candidate | NoFit | None] = {tried[i][0]: NoFit(why) for i, why in found.no_fit.items()}
+    for i, (victims, violations) in found.chosen.items():
+        # (put back in importance order, unless budgets reordered them)
+        chosen = tuple(sorted(victims, key=importance)) if violating[i] else tuple(victims)
+        out[tried[i][0]] = Candidate(nodes[i].name, chosen, violations)
+    for i in found.outranked:
+        out[tried[i][0]] = None
+    return out
+
+
 def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
     """filterPodsWithPDBViolation: budgets count down as pods are considered, in order."""
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
@@ -283,8 +348,9 @@ def pick_candidate(
     ]
     remaining = list(candidates)
     for criterion in criteria:
-        best = max(criterion(c) for c in remaining)
-        remaining = [c for c in remaining if criterion(c) == best]
+        values = [criterion(c) for c in remaining]
+        best = max(values)
+        remaining = [c for c, v in zip(remaining, values, strict=True) if v == best]
         if len(remaining) == 1:
             break
     return remaining[0]

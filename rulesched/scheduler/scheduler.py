@@ -193,7 +193,8 @@ class Scheduler:
                 waiting = True
             else:
                 # the statuses from the cycle's binding, whose per-node answers are still warm
-                outcome = preempt(snapshot, session, pod, self.cycle.statuses(bound, snapshot), reserved)
+                statuses = self.cycle.statuses(bound, snapshot)
+                outcome = preempt(snapshot, session, pod, statuses, reserved, self.cycle.columns(snapshot))
                 waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
             result.preemption = outcome
             if timing is not None:

@@ -156,9 +156,11 @@ class ColumnBodies:
     filter_shares: tuple[Shared | None, ...] = ()
     score_shares: tuple[Shared | None, ...] = ()
     # Each filter's reason and unresolvable condition (None: the rule has none), for counting
-    # why nodes fail as columns (rulesched.lang.evaluation.failures).
+    # why nodes fail as columns (rulesched.lang.evaluation.failures), and its body, vectorisable
+    # or not (preemption's dry runs check what it reads).
     filter_reasons: tuple[ast.Expr | None, ...] = ()
     filter_unresolvable: tuple[ast.Expr | None, ...] = ()
+    filter_bodies: tuple[ast.Expr, ...] = ()
 
 
 class SharedColumns(Protocol):

@@ -115,7 +115,7 @@ def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tu
             _failed(bound, f, "reasons")
         if encoded is not None:
             default = (f"node(s) didn't satisfy rule {f.name}",)
-            return [(_as_reasons(value, default), k) for value, k in encoded.counts()]
+            return [(as_reasons(value, default), k) for value, k in encoded.counts()]
         found = _per_group(bound, cols, rows, expr, f.reasons)
         if found is not None:
             return list(Counter(found).items())
@@ -149,8 +149,9 @@ def _failed(bound: BoundRules, f: BoundFilter, what: str) -> None:
     )
 
 
-def _as_reasons(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
-    """A reason expression's value as BoundFilter.reasons gives it (rulesched.lang.evaluation.ruleset)."""
+def as_reasons(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A reason expression's value as BoundFilter.reasons gives it (rulesched.lang.evaluation.ruleset);
+    ``default``: what a rule without a reason says."""
     if isinstance(value, str):
         return (value,) if value else default
     return tuple(value) or default

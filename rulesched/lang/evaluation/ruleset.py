@@ -175,6 +175,7 @@ class RuleSet:
             self._shared(score_rules, pod) if cache else (),
             tuple(r.checked.rule.reason for r in filter_rules),
             tuple(r.checked.rule.unresolvable for r in filter_rules),
+            tuple(r.checked.rule.body for r in filter_rules),
         )
         return BoundRules(
             ctx,

@@ -1,0 +1,122 @@
+"""Preemption's dry runs of many nodes at once (rulesched.scheduler.dryrun) give what the
+node-by-node dry runs give: upstream's DefaultPreemption tables run again with every dry run
+batched (from one node on), and on generated clusters (priorities, budgets, host ports, taints,
+pods of other priorities, rules whose filters read what the columns cannot adjust) both ways
+nominate the same node with the same victims and the same message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rulesched.lang.load import load_rules_text
+from rulesched.scheduler import dryrun, preemption
+from rulesched.scheduler.table import ColumnStore
+from tests.upstream.harness import default_rules, node, pdb, pod, state
+from tests.upstream.test_defaultpreemption import *  # noqa: F403 - upstream's tables, batched here
+
+CALLS: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def batched(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every preemption in this module with the snapshot's columns, batched from one node on,
+    and every candidate handed on (the tables observe them)."""
+    monkeypatch.setattr(preemption, "BATCH_FROM", 1)
+    monkeypatch.setattr(preemption, "OUTRANK", False)
+    monkeypatch.setattr(dryrun, "SMALL", 1)
+    real, together = preemption.preempt, preemption.dry_runs_together
+
+    def with_columns(
+        snapshot: Any, session: Any, p: Any, statuses: Any = None, reserved: Any = None, columns: Any = None
+    ) -> Any:
+        return real(snapshot, session, p, statuses, reserved, columns or ColumnStore().current(snapshot))
+
+    def counted(*args: Any) -> Any:
+        CALLS.append(1)
+        return together(*args)
+
+    monkeypatch.setattr(preemption, "preempt", with_columns)
+    monkeypatch.setattr(preemption, "dry_runs_together", counted)
+    yield
+
+
+def test_the_tables_above_went_through_the_batch() -> None:
+    assert CALLS  # (collected after the tables: they ran first, batched)
+
+
+PORTS_RULES = """
+extends "default"
+
+filter pod_count:
+    count(p in node.pods where p.priority > 100) < 3
+    else "node(s) hold too many important pods"
+"""
+
+
+def _pod(name: str, cpu: int, priority: int, node_name: str = "", app: str = "a", port: bool = False) -> Any:
+    container: dict[str, Any] = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": f"{cpu}m"}}}
+    if port:
+        container["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    return pod(name, spec={"priority": priority, "containers": [container]}, labels={"app": app}, node_name=node_name)
+
+
+@pytest.mark.parametrize("outrank", [False, True], ids=["every-candidate", "outranked-left-out"])
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=2, max_size=9),
+    st.lists(
+        st.tuples(
+            st.integers(0, 8),
+            st.integers(100, 1500),
+            st.sampled_from([0, 5, 50, 200]),
+            st.integers(0, 2),
+            st.booleans(),
+        ),
+        max_size=30,
+    ),
+    st.integers(200, 3500),
+    st.sampled_from([10, 100, 1000]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_dry_runs_together_decide_as_node_by_node(
+    outrank: bool,
+    shapes: list[tuple[int, bool]],
+    running: list[tuple[int, int, int, int, bool]],
+    cpu: int,
+    priority: int,
+    budgets: bool,
+    own_rules: bool,
+) -> None:
+    nodes = [
+        node(
+            f"n{i}",
+            allocatable={"cpu": str(c), "memory": "8Gi", "pods": "5"},
+            taints=[{"key": "k", "effect": "NoSchedule"}] if tainted and i % 3 == 0 else (),
+        )
+        for i, (c, tainted) in enumerate(shapes)
+    ]
+    pods = [
+        _pod(f"r{j}", c, prio, f"n{n % len(nodes)}", f"app{app}", port and j % 4 == 0)
+        for j, (n, c, prio, app, port) in enumerate(running)
+    ]
+    pdbs = [pdb("b0", "default", {"app": "app0"}, 1)] if budgets else []
+    cluster = state(nodes, pods, pdbs)
+    rules = load_rules_text({"r.rules": PORTS_RULES}) if own_rules else default_rules()
+    incoming = _pod("incoming", cpu, priority, port=own_rules)
+    snapshot = cluster.snapshot()
+    preemption.OUTRANK = outrank  # (the fixture restores it)
+    batched = preemption.preempt(snapshot, rules.session(), incoming)  # (this module's: with columns)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(preemption, "BATCH_FROM", 10**9)
+        alone = preemption.preempt(snapshot, rules.session(), incoming)
+    assert (batched.nominated, [v.key for v in batched.victims], batched.message) == (
+        alone.nominated,
+        [v.key for v in alone.victims],
+        alone.message,
+    )
