@@ -26,6 +26,7 @@ from rulesched.lang.builtins.matching import (
 )
 from rulesched.lang.builtins.spread_defaults import HOSTNAME, SYSTEM_DEFAULTS, default_selector
 from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.types import BOOL, NUMBER, STRING
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, TopologySpreadConstraint
 from rulesched.model.workloads import NO_WORKLOADS
 
@@ -86,6 +87,19 @@ def _selected(pod: Pod, selector: LabelSelector | None, namespace: str) -> bool:
 
 def _count_matching(pods: Sequence[Pod], selector: LabelSelector | None, namespace: str) -> int:
     return _count_selected(pods, partial(label_selector_matches, selector), namespace)
+
+
+def _host_count(node: Any, selector: LabelSelector | None, namespace: str) -> int:
+    """:func:`_count_matching` over the node's pods, kept in the node's memo until its pods
+    change (a hostname constraint's count, asked of every feasible node in every cycle)."""
+    memo = getattr(node, "memo", None)
+    if memo is None:
+        return _count_matching(node.pods, selector, namespace)
+    key = ("spread-host-count", selector, namespace)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _count_matching(node.pods, selector, namespace)
+    return found  # type: ignore[no-any-return]
 
 
 def _count_selected(pods: Sequence[Pod], matches: Callable[[Mapping[str, str]], bool], namespace: str) -> int:
@@ -323,6 +337,67 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
     return state
 
 
+@dataclass(frozen=True)
+class _Label:
+    """A node's value of one label (None when absent): a node column, one per key."""
+
+    key: str
+
+    def __call__(self, node: Any) -> str | None:
+        return node.labels.get(self.key)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class _HasLabel:
+    """Whether a node carries one label: a node column, one per key."""
+
+    key: str
+
+    def __call__(self, node: Any) -> bool:
+        return self.key in node.labels
+
+
+@dataclass(frozen=True)
+class _HostCount:
+    """How many of a node's pods a hostname constraint counts (its selector, in a namespace): a
+    node-only fact for given selector and namespace, so a node column kept current as pods come
+    and go (rulesched.lang.evaluation.columns), one per selector the cycles ask about."""
+
+    selector: LabelSelector | None
+    namespace: str
+
+    def __call__(self, node: Any) -> int:
+        return _count_matching(node.pods, self.selector, self.namespace)
+
+
+def spread_score_columns(ctx: EvalContext, cols: Any, rows: Any) -> Any:
+    """:func:`spread_score` of many rows (of the NodeColumns ``cols``): whether nodes carry each
+    key and the hostname constraints' counts are node columns, each zone's count is written to
+    the rows of that zone; the same arithmetic, in the same order, on float64 as Python's
+    floats. (The columns' own arrays and operators: the built-ins import no numpy.)"""
+    state = _spread_score_state(ctx)
+    if not state.constraints:
+        return [-1] * len(rows)
+    present: Any = None
+    score: Any = None
+    for c, weight, domains in zip(state.constraints, state.weights, state.counts, strict=True):
+        has = cols.derived(_HasLabel(c.topology_key), BOOL)[rows]
+        present = has if present is None else present & has
+        if c.topology_key == HOSTNAME:
+            count = cols.derived(_HostCount(c.selector, ctx.pod.namespace), NUMBER)[rows]
+        else:
+            values = cols.derived(_Label(c.topology_key), STRING)[rows]
+            count = has * 0  # (an int64 column of zeros: a count for each value present)
+            for value in set(values.tolist()) - {None}:
+                count[values == value] = domains.get(value, 0)
+        term = count * weight + (c.max_skew - 1)
+        score = term * has if score is None else score + term * has  # (+ 0.0 where the key is missing)
+    out = ((score + 0.5) // 1).astype("int64")  # math.floor(score + 0.5)
+    if state.require_all:
+        out[~present] = -1
+    return out.tolist()
+
+
 def spread_score_keys(ctx: EvalContext) -> tuple[str, ...] | None:
     """The labels :func:`spread_score` reads of a node (the soft constraints' topology keys), or
     None when one is the hostname: that constraint counts the node's own pods."""
@@ -347,7 +422,7 @@ def spread_score(ctx: EvalContext, node: Any) -> int:
         if value is None:
             continue
         if c.topology_key == HOSTNAME:
-            count = _count_matching(node.pods, c.selector, ctx.pod.namespace)
+            count = _host_count(node, c.selector, ctx.pod.namespace)
         else:
             count = domains.get(value, 0)
         score += count * weight + (c.max_skew - 1)
