@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.lang.load import load_rules_text
 from rulesched.scheduler import dryrun, preemption
+from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
+from rulesched.scheduler.framework import Code
 from rulesched.scheduler.table import ColumnStore
 from tests.upstream.harness import default_rules, node, pdb, pod, state
 from tests.upstream.test_defaultpreemption import *  # noqa: F403 - upstream's tables, batched here
@@ -112,11 +115,16 @@ def test_dry_runs_together_decide_as_node_by_node(
     snapshot = cluster.snapshot()
     preemption.OUTRANK = outrank  # (the fixture restores it)
     batched = preemption.preempt(snapshot, rules.session(), incoming)  # (this module's: with columns)
+    # the statuses as the cycle hands them over: an array over the nodes
+    found = node_statuses(rules.bind(incoming, snapshot), snapshot.nodes)
+    codes = np.array(
+        [{None: 0, Code.UNSCHEDULABLE: 1}.get(found.get(n.name), 2) for n in snapshot.nodes], dtype=np.int8
+    )
+    statuses = NodeStatuses(codes, snapshot.nodes, {n.name: i for i, n in enumerate(snapshot.nodes)})
+    as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(preemption, "BATCH_FROM", 10**9)
         alone = preemption.preempt(snapshot, rules.session(), incoming)
-    assert (batched.nominated, [v.key for v in batched.victims], batched.message) == (
-        alone.nominated,
-        [v.key for v in alone.victims],
-        alone.message,
-    )
+    expected = (alone.nominated, [v.key for v in alone.victims], alone.message)
+    assert (batched.nominated, [v.key for v in batched.victims], batched.message) == expected
+    assert (as_array.nominated, [v.key for v in as_array.victims], as_array.message) == expected

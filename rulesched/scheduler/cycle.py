@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cachetools
@@ -35,7 +35,14 @@ from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.failures import FailedRows, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
-from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, node_statuses, score_nodes
+from rulesched.scheduler.evaluate import (
+    Filtered,
+    NodeStatuses,
+    failure_reasons,
+    filter_nodes,
+    node_statuses,
+    score_nodes,
+)
 from rulesched.scheduler.framework import (
     FILTER,
     PRE_FILTER,
@@ -78,6 +85,7 @@ class Cycle:
         # The last cycle's failing rows by first failing filter, when its table walk found no
         # node: (binding, the snapshot's history, pod position, node generation, rows)
         self._failed: tuple[BoundRules, object, int, int, list[FailedRows]] | None = None
+        self._ratio = 2.0  # the last walk's nodes looked at per feasible node (a new table's guess)
 
     def run(
         self,
@@ -193,7 +201,7 @@ class Cycle:
     ) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk)
+            table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk, self._ratio)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
                 limit = tables_for(len(snapshot.nodes))
                 while len(self._tables) >= limit:
@@ -204,6 +212,7 @@ class Cycle:
             return self._walk(table, bound, snapshot, result, check, started)
         finally:
             table.release()
+            self._ratio = table.ratio
 
     def _walk(
         self,
@@ -251,22 +260,19 @@ class Cycle:
         """The snapshot's nodes as columns (the tables' own, brought up to ``snapshot``)."""
         return self._columns.current(snapshot)
 
-    def statuses(self, bound: BoundRules, snapshot: Snapshot) -> dict[str, Code]:
+    def statuses(self, bound: BoundRules, snapshot: Snapshot) -> Mapping[str, Code]:
         """:func:`rulesched.scheduler.evaluate.node_statuses` of the last cycle's pod (its
-        binding, its snapshot): from the rows its walk found failing, when it had them."""
+        binding, its snapshot): from the rows its walk found failing, when it had them (then
+        as an array over the nodes, :class:`NodeStatuses`)."""
         kept = self._failed
         now = (snapshot.history, snapshot.pod_position, snapshot.node_generation)
         if kept is None or kept[0] is not bound or kept[1:4] != now:
             return node_statuses(bound, snapshot.nodes)
         cols = self._columns.current(snapshot)
-        nodes = snapshot.nodes
-        out: dict[str, Code] = {}
-        unresolvable, unschedulable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.UNSCHEDULABLE
+        codes = np.zeros(len(snapshot.nodes), dtype=np.int8)
         for group in kept[4]:
-            flags = unresolvable_rows(bound, cols, group).tolist()
-            for row, flag in zip(group.rows.tolist(), flags, strict=True):
-                out[nodes[row].name] = unresolvable if flag else unschedulable
-        return out
+            codes[group.rows] = 1 + unresolvable_rows(bound, cols, group).astype(np.int8)
+        return NodeStatuses(codes, snapshot.nodes, self._columns.rows_by_name(snapshot))
 
 
 def _phase(result: CycleResult, point: str, since: float) -> float:

@@ -38,15 +38,17 @@ from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.lang.evaluation.arrays import Unsupported
 from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.lang.types import NUMBER, ListOf
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.dryrun import dry_runs_together, node_local
-from rulesched.scheduler.evaluate import node_statuses
+from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.nominator import Reserved
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
+_PRIORITY_SETS = ListOf(NUMBER)  # (the column's type: object, a frozenset per node)
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
 BATCH_FROM = 16  # nodes tried from which their dry runs go together, as columns
 OUTRANK = True  # dry runs together hand pick_candidate only the candidates it may choose
@@ -109,11 +111,8 @@ def preempt(
     candidates: list[Candidate] = []
     potential = _Potential(bound)
     tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims), in node order
-    for row, node in enumerate(snapshot.nodes):
-        status = statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None)
-        if status is not Code.UNSCHEDULABLE:
-            counts[NOT_HELPFUL] += 1
-            continue
+    for row in _rows_to_try(snapshot, statuses, held, potential, columns, counts):
+        node = snapshot.nodes[row]
         allowed = potential.victims(node)
         if not allowed:
             counts[NO_VICTIMS] += 1
@@ -136,6 +135,51 @@ def preempt(
     return Preemption(chosen.node, chosen.victims)
 
 
+def _rows_to_try(
+    snapshot: Snapshot,
+    statuses: Mapping[str, Code],
+    held: Mapping[str, Any],
+    potential: _Potential,
+    columns: NodeColumns | None,
+    counts: Counter[str],
+) -> list[int]:
+    """The rows of the nodes preemption tries (status Unschedulable, or none where nominated
+    pods are held), in node order; the others are counted as not helpful, and (as arrays, when
+    the statuses and the columns allow) those whose pods' priorities the rules all refuse as
+    having no victims."""
+    nodes = snapshot.nodes
+    if not isinstance(statuses, NodeStatuses):
+        out = []
+        for row, node in enumerate(nodes):
+            if statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None) is Code.UNSCHEDULABLE:
+                out.append(row)
+            else:
+                counts[NOT_HELPFUL] += 1
+        return out
+    codes = statuses.codes
+    if held:
+        codes = codes.copy()
+        for name in held:
+            at = statuses.rows.get(name)
+            if at is not None and codes[at] == 0:
+                codes[at] = 1
+    tried = np.flatnonzero(codes == 1)
+    if len(nodes) > len(tried):
+        counts[NOT_HELPFUL] += len(nodes) - len(tried)
+    if columns is not None and potential.by_priority and len(tried):
+        wanted = potential.wanted_rows(nodes, columns, tried)
+        if not wanted.all():
+            counts[NO_VICTIMS] += int(np.count_nonzero(~wanted))
+            tried = tried[wanted]
+    found: list[int] = tried.tolist()
+    return found
+
+
+def _pod_priorities(node: Any) -> frozenset[int]:
+    """The priorities of a node's pods (a node column: rulesched.lang.evaluation.columns)."""
+    return frozenset(p.priority for p in node.pods)
+
+
 _PRIORITIES = ("preemption", "priorities")  # a node memo key: its pods' priorities
 
 
@@ -151,6 +195,27 @@ class _Potential:
         self._allowed: dict[int, bool] = {}
         self._wanted: dict[frozenset[int], frozenset[int]] = {}  # a node's priorities -> those allowed
 
+    def wanted_rows(self, nodes: Sequence[Any], columns: NodeColumns, rows: Any) -> Any:
+        """Whether each row's node holds a pod of a priority the rules allow to evict."""
+        values = columns.derived(_pod_priorities, _PRIORITY_SETS)[rows].tolist()
+        verdict: dict[frozenset[int], bool] = {}
+        for row, priorities in zip(rows.tolist(), values, strict=True):
+            if priorities not in verdict:
+                verdict[priorities] = bool(self._wanted_of(nodes[row], priorities))
+        return np.array([verdict[p] for p in values], dtype=bool)
+
+    def _wanted_of(self, node: Any, priorities: frozenset[int]) -> frozenset[int]:
+        """Those of ``priorities`` (of the node's pods) the rules allow to evict."""
+        wanted = self._wanted.get(priorities)
+        if wanted is None:
+            allowed, rules = self._allowed, self.rules
+            for priority in priorities:
+                if priority not in allowed:
+                    example = next(p for p in node.pods if p.priority == priority)
+                    allowed[priority] = all(rule.allows(node, example) for rule in rules)
+            wanted = self._wanted[priorities] = frozenset(q for q in priorities if allowed[q])
+        return wanted
+
     def victims(self, node: Any) -> list[Pod]:
         """The node's potential victims, most important first (a list not to be changed)."""
         rules = self.rules
@@ -160,14 +225,7 @@ class _Potential:
         priorities = memo.get(_PRIORITIES)
         if priorities is None:
             priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
-        wanted = self._wanted.get(priorities)
-        if wanted is None:
-            allowed = self._allowed
-            for priority in priorities:
-                if priority not in allowed:
-                    example = next(p for p in node.pods if p.priority == priority)
-                    allowed[priority] = all(rule.allows(node, example) for rule in rules)
-            wanted = self._wanted[priorities] = frozenset(q for q in priorities if allowed[q])
+        wanted = self._wanted_of(node, priorities)
         if not wanted:
             return []
         key = (_PRIORITIES, wanted)  # (the same pods for every pod allowed these)

@@ -95,12 +95,19 @@ class ColumnStore:
 
 class NodeTable:
     def __init__(
-        self, bound: BoundRules, store: ColumnStore | None = None, columns_from: int = 0, chunk: int = 0
+        self,
+        bound: BoundRules,
+        store: ColumnStore | None = None,
+        columns_from: int = 0,
+        chunk: int = 0,
+        ratio: float = 2.0,
     ) -> None:
         self.bound = bound
         self._store = store
         self._columns_from = columns_from if store is not None else 0
-        self._ratio = 2.0  # nodes looked at per feasible node found, last time: sizes the next chunk
+        # Nodes looked at per feasible node found, last time: sizes the next chunk (a new table
+        # starts from the caller's guess: the last walk of any class, in a cluster filling up).
+        self.ratio = ratio
         self._chunk = chunk or 2**62  # the most nodes one step of a walk takes
         self._history: object = None
         self._snapshot: Snapshot | None = None
@@ -179,7 +186,7 @@ class NodeTable:
         need, looked, pos = wanted, 0, start
         dynamic = [f.passes for f in self.bound.dynamic_filters]
         while need > 0 and looked < most:
-            size = min(most - looked, int(need * self._ratio) + 32, self._chunk)
+            size = min(most - looked, int(need * self.ratio) + 32, self._chunk)
             rows = self._window(pos, size)
             self._check(rows)
             fit = rows[self._fits[rows]]
@@ -194,7 +201,7 @@ class NodeTable:
             pos = (pos + size) % n
         rows = np.concatenate(found) if len(found) != 1 else found[0]
         if len(rows):
-            self._ratio = max(1.0, looked / len(rows))
+            self.ratio = max(1.0, looked / len(rows))
         return rows, looked
 
     def passing(self, rows: Rows) -> Rows:
