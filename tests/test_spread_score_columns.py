@@ -1,5 +1,5 @@
 """PodTopologySpread's score over many nodes at once (spreading.spread_score_columns) equals
-spread_score node by node: system default spreading (hostname and zone, nodes without a zone
+spread_score node by node, and existing pods' anti-affinity as columns its node-by-node answer: system default spreading (hostname and zone, nodes without a zone
 counted by hostname alone), the pod's own ScheduleAnyway constraints (every key required),
 selectors in other namespaces, pods coming and going between asks (the columns catch up)."""
 
@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.lang.builtins.affinity import existing_anti_affinity_columns, existing_anti_affinity_ok
 from rulesched.lang.builtins.spreading import spread_score, spread_score_columns
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.columns import NodeColumns
@@ -64,3 +65,33 @@ def test_spread_score_columns_equal_spread_score(
             assert list(spread_score_columns(ctx, cols, few)) == [spread_score(ctx, snapshot.nodes[r]) for r in few]
         for k, (n, app) in enumerate(later):  # pods come: the columns catch up when next read
             cluster.add_pod(_pod(f"l{k}", app, node_name=f"n{n % len(nodes)}"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(["z1", "z2", None]), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.sampled_from([HOST, ZONE]), st.sampled_from(["web", "db"])), max_size=20),
+)
+def test_existing_anti_affinity_columns_equal_node_by_node(
+    zones: list[str | None], running: list[tuple[int, str, str]]
+) -> None:
+    nodes = [node(f"n{i}", labels={HOST: f"n{i}", **({ZONE: z} if z else {})}) for i, z in enumerate(zones)]
+    pods = []
+    for j, (n, key, app) in enumerate(running):
+        anti = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+                ]
+            }
+        }
+        spec = {"affinity": anti, "containers": [{"name": "c", "image": "busybox"}]}
+        pods.append(pod(f"r{j}", spec=spec, labels={"app": "x"}, node_name=f"n{n % len(nodes)}"))
+    snapshot = state(nodes, pods).snapshot()
+    cols = NodeColumns(snapshot.nodes)
+    rows = np.arange(len(snapshot.nodes), dtype=np.intp)
+    for app in ("web", "db", "other"):
+        ctx = EvalContext(_pod("p", app), snapshot)
+        assert list(existing_anti_affinity_columns(ctx, cols, rows)) == [
+            existing_anti_affinity_ok(ctx, n) for n in snapshot.nodes
+        ]

@@ -233,6 +233,21 @@ def existing_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
     return not any(counts.get(pair, 0) > 0 for pair in node.labels.items())
 
 
+def existing_anti_affinity_columns(ctx: EvalContext, cols: Any, rows: Any) -> Any:
+    """:func:`existing_anti_affinity_ok` of many rows (of the NodeColumns ``cols``): a node fails
+    where one of its labels is a (key, value) some existing pod's anti-affinity counts."""
+    counts = (ctx.scratch.get("interpod") or _affinity_state(ctx)).existing_anti_counts
+    by_key: dict[str, set[str]] = {}
+    for (key, value), n in counts.items():
+        if n > 0:
+            by_key.setdefault(key, set()).add(value)
+    bad: Any = None
+    for key, values in by_key.items():
+        hit = cols.label_in(key, values, rows)
+        bad = hit if bad is None else bad | hit
+    return [True] * len(rows) if bad is None else (~bad).tolist()
+
+
 # --- score -------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from rulesched.lang.builtins.affinity import (
     affinity_keys,
     anti_affinity_keys,
+    existing_anti_affinity_columns,
     existing_anti_affinity_ok,
     existing_anti_index,
     inter_pod_affinity_score,
@@ -244,7 +245,10 @@ def _spread_skipped(ctx: EvalContext) -> int | None:
 
 
 # Built-ins evaluated for many nodes at once from node columns (rulesched.lang.evaluation.vectorise).
-COLUMNS: dict[str, Any] = {"spread_score": spread_score_columns}
+COLUMNS: dict[str, Any] = {
+    "spread_score": spread_score_columns,
+    "existing_anti_affinity_ok": existing_anti_affinity_columns,
+}
 
 UNIFORM: dict[str, Any] = {
     "existing_anti_affinity_ok": _when_nothing_counted(existing_anti_index, True),

@@ -10,7 +10,7 @@ Next stage: :mod:`rulesched.lang.evaluation.vectorise` evaluates rules over thes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ from rulesched.lang import schema
 from rulesched.lang.evaluation.arrays import Array, dtype_of, typed
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations
-from rulesched.lang.types import Type
+from rulesched.lang.types import STRING, Type
 
 Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes
 FEW_ROWS = 4  # rows an update writes one by one (more: as one numpy assignment)
@@ -161,6 +161,12 @@ class NodeColumns:
         ``get`` is the cache key (a module-level function, or a value-equal callable)."""
         return self.column(Path((("field", get),)), kind)
 
+    def label_in(self, key: str, values: Collection[str], rows: Rows) -> npt.NDArray[np.bool_]:
+        """Whether each row's node has label ``key`` with one of ``values`` (for built-ins'
+        columns hooks, which import no numpy)."""
+        column = self.column(Path((("field", _LABELS), ("key", key, None))), STRING)[rows]
+        return np.fromiter((v in values for v in column.tolist()), dtype=bool, count=len(rows))
+
     def groups(self, fields: tuple[str, ...]) -> Groups | None:
         """Nodes grouped by their values of these node fields: each row's group, and one row per
         group (its representative). None when the values are unhashable or nearly all distinct."""
@@ -292,6 +298,7 @@ class Groups:
 
 
 MAX_GROUPS = 64
+_LABELS = schema.RECORDS[schema.NODE]["labels"].get  # (the getter rules' node.labels paths use)
 _PLAIN = frozenset({str, type(None), tuple})  # values _frozen leaves as they are
 
 
