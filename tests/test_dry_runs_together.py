@@ -18,6 +18,7 @@ from rulesched.lang.load import load_rules_text
 from rulesched.scheduler import dryrun, preemption
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import Code
+from rulesched.scheduler.nominator import Reserved
 from rulesched.scheduler.table import ColumnStore
 from tests.upstream.harness import default_rules, node, pdb, pod, state
 from tests.upstream.test_defaultpreemption import *  # noqa: F403 - upstream's tables, batched here
@@ -86,6 +87,7 @@ def _pod(name: str, cpu: int, priority: int, node_name: str = "", app: str = "a"
     st.sampled_from([10, 100, 1000]),
     st.booleans(),
     st.booleans(),
+    st.lists(st.tuples(st.integers(0, 8), st.integers(100, 2000), st.sampled_from([10, 100, 1000])), max_size=3),
 )
 def test_dry_runs_together_decide_as_node_by_node(
     outrank: bool,
@@ -95,6 +97,7 @@ def test_dry_runs_together_decide_as_node_by_node(
     priority: int,
     budgets: bool,
     own_rules: bool,
+    nominated: list[tuple[int, int, int]],
 ) -> None:
     nodes = [
         node(
@@ -114,17 +117,23 @@ def test_dry_runs_together_decide_as_node_by_node(
     incoming = _pod("incoming", cpu, priority, port=own_rules)
     snapshot = cluster.snapshot()
     preemption.OUTRANK = outrank  # (the fixture restores it)
-    batched = preemption.preempt(snapshot, rules.session(), incoming)  # (this module's: with columns)
+    held: dict[str, tuple[Any, ...]] = {}
+    for k, (n, c, prio) in enumerate(nominated):  # pods nominated to nodes, of priority >= the pod's
+        if prio >= priority:
+            name = f"n{n % len(nodes)}"
+            held[name] = (*held.get(name, ()), _pod(f"nominated{k}", c, prio, name))
+    reserved = Reserved(held) if held else None
+    batched = preemption.preempt(snapshot, rules.session(), incoming, None, reserved)  # (this module's: with columns)
     # the statuses as the cycle hands them over: an array over the nodes
     found = node_statuses(rules.bind(incoming, snapshot), snapshot.nodes)
     codes = np.array(
         [{None: 0, Code.UNSCHEDULABLE: 1}.get(found.get(n.name), 2) for n in snapshot.nodes], dtype=np.int8
     )
     statuses = NodeStatuses(codes, snapshot.nodes, {n.name: i for i, n in enumerate(snapshot.nodes)})
-    as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses)
+    as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses, reserved)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(preemption, "BATCH_FROM", 10**9)
-        alone = preemption.preempt(snapshot, rules.session(), incoming)
+        alone = preemption.preempt(snapshot, rules.session(), incoming, None, reserved)
     expected = (alone.nominated, [v.key for v in alone.victims], alone.message)
     assert (batched.nominated, [v.key for v in batched.victims], batched.message) == expected
     assert (as_array.nominated, [v.key for v in as_array.victims], as_array.message) == expected

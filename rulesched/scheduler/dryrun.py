@@ -120,8 +120,23 @@ class DryRunColumns(NodeColumns):
     is off; host ports are ``base``'s while no pod off holds one. Anything else read raises
     Unsupported."""
 
-    def __init__(self, nodes: Sequence[Any], base: NodeColumns, rows: Rows, off: Sequence[Sequence[Pod]]) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[Any],
+        base: NodeColumns,
+        rows: Rows,
+        off: Sequence[Sequence[Pod]],
+        held: Sequence[Sequence[Pod]] = (),
+    ) -> None:
         super().__init__(nodes)
+        # Pods nominated to each row's node (held for the pod's priority or higher): counted as
+        # on the node while ``with_held`` (the second of a nominated node's two fit checks).
+        self.with_held = False
+        self._held = held or [()] * len(off)
+        self.has_held = np.array([bool(pods) for pods in self._held], dtype=bool)
+        self._held_count = np.array([len(pods) for pods in self._held], dtype=np.int64)
+        self._held_sums: dict[str, npt.NDArray[np.int64]] = {}
+        self._held_ports = any(p.host_ports for pods in self._held for p in pods)
         self._base, self._base_rows = base, rows
         self._fixed: dict[Path, Array] = {}
         # The pods taken off at first, flattened (row i's are flat[starts[i]:starts[i] + len(off[i])]),
@@ -192,15 +207,27 @@ class DryRunColumns(NodeColumns):
             base = self._fixed[path] = self._base.column(path, kind)[self._base_rows]
         if field not in NODE_POD_FIELDS:
             return base
+        held = self.with_held
         if field == "used_ports" and len(steps) == 1:
-            if self._ports.any():
-                raise Unsupported("a pod taken off holds host ports")
+            if self._ports.any() or (held and self._held_ports):
+                raise Unsupported("a pod taken off or nominated holds host ports")
             return base
         if field == "pods" and len(steps) == 2 and steps[1][0] == "len":
-            return self._adjusted(base, -self.count)
+            return self._adjusted(base, (self._held_count if held else 0) - self.count)
         if field in _RESOURCE_SUMS and len(steps) == 2 and steps[1][0] == "key":
-            return self._adjusted(base, _RESOURCE_SUMS[field] * self._sum(steps[1][1]))
+            off = self._sum(steps[1][1])
+            if held:
+                off = off - self._held_sum(steps[1][1])
+            return self._adjusted(base, _RESOURCE_SUMS[field] * off)
         raise Unsupported(f"{field} read as a whole")
+
+    def _held_sum(self, resource: str) -> npt.NDArray[np.int64]:
+        found = self._held_sums.get(resource)
+        if found is None:
+            found = self._held_sums[resource] = np.array(
+                [sum(p.requests.get(resource, 0) for p in pods) for pods in self._held], dtype=np.int64
+            )
+        return found
 
     @staticmethod
     def _adjusted(base: Array, delta: npt.NDArray[np.int64]) -> Array:
@@ -224,8 +251,21 @@ class DryRunColumns(NodeColumns):
 
 
 def passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
-    """Whether each row's node (as ``cols`` has it now) passes every filter: raises Unsupported
-    where the columns cannot say."""
+    """Whether each row's node (as ``cols`` has it now) passes every filter, and for nodes
+    holding nominated pods with those added as well (RunFilterPluginsWithNominatedPods); raises
+    Unsupported where the columns cannot say."""
+    ok = _passing(bound, cols, rows)
+    held = np.flatnonzero(ok & cols.has_held[rows])
+    if len(held):
+        cols.with_held = True
+        try:
+            ok[held] = _passing(bound, cols, rows[held])
+        finally:
+            cols.with_held = False
+    return ok
+
+
+def _passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
     alive = np.ones(len(rows), dtype=bool)
     for i in range(len(bound.filters)):
         live = np.flatnonzero(alive)
@@ -237,7 +277,24 @@ def passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[n
 
 def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
     """Each row's first failing filter (index) and its reasons, as BoundRules.first_failure
-    gives them (every row must fail one); raises Unsupported where the columns cannot say."""
+    gives them; for a node holding nominated pods that fits without them, its failure with them
+    added (every row must fail one way); raises Unsupported where the columns cannot say."""
+    out = _first_failing(bound, cols, rows)
+    again = [j for j, (i, _) in enumerate(out) if i < 0]
+    if again:
+        cols.with_held = True
+        try:
+            for j, failure in zip(again, _first_failing(bound, cols, rows[again]), strict=True):
+                out[j] = failure
+        finally:
+            cols.with_held = False
+    if any(i < 0 for i, _ in out):
+        raise AssertionError("first_failing asked of a row that fits")
+    return out
+
+
+def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
+    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit."""
     bodies = bound.columns
     assert bodies is not None
     out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
@@ -260,8 +317,6 @@ def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tu
             for j, why in zip(failed.tolist(), values, strict=True):
                 out[j] = (i, why)
         alive = alive[ok]
-    if len(alive):
-        raise AssertionError("first_failing asked of a row that fits")
     return out
 
 
@@ -301,14 +356,16 @@ def dry_runs_together(
     orders: Sequence[Sequence[Pod]],
     violating: Sequence[int],
     rank: bool,
+    held: Sequence[Sequence[Pod]] = (),
 ) -> Together:
     """SelectVictimsOnNode for each of ``nodes`` (rows ``rows`` of ``base``) at once: every pod of
     ``orders[i]`` off, then each put back in that order and kept if the pod still fits beside it;
     the first ``violating[i]`` of them would violate a budget if evicted. With ``rank``, only the
     candidates pick_candidate may choose are returned whole (the first needing no victim, and the
-    first of those best by its criteria), the rest counted as outranked."""
+    first of those best by its criteria), the rest counted as outranked. ``held[i]``: the pods
+    nominated to node i the pod must fit beside as well."""
     out = Together()
-    cols = DryRunColumns(nodes, base, rows, orders)
+    cols = DryRunColumns(nodes, base, rows, orders, held)
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
     fits = passing(bound, cols, every)

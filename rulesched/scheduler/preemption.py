@@ -118,7 +118,7 @@ def preempt(
             counts[NO_VICTIMS] += 1
             continue
         tried.append((row, node, allowed))
-    together = _dry_runs_together(bound, columns, [t for t in tried if t[1].name not in held], snapshot.pdbs)
+    together = _dry_runs_together(bound, columns, tried, snapshot.pdbs, held)
     for row, node, victims in tried:
         outcome = together.get(row, _LEFT)
         if outcome is None:  # a candidate pick_candidate cannot choose
@@ -328,6 +328,7 @@ def _dry_runs_together(
     base: NodeColumns | None,
     tried: list[tuple[int, Any, list[Pod]]],
     pdbs: Sequence[PodDisruptionBudget],
+    held: Mapping[str, Sequence[Pod]],
 ) -> dict[int, Candidate | NoFit | None]:
     """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.scheduler.dryrun`),
     by row: a node's candidate or why it does not fit, or None for a candidate pick_candidate
@@ -350,7 +351,8 @@ def _dry_runs_together(
     rows = np.array([row for row, _, _ in tried], dtype=np.intp)
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     try:
-        found = dry_runs_together(bound, base, nodes, rows, orders, violating, rank)
+        nominated = [held.get(node.name, ()) for node in nodes] if held else []
+        found = dry_runs_together(bound, base, nodes, rows, orders, violating, rank, nominated)
     except Unsupported:
         return {}
     out: dict[int, Candidate | NoFit | None] = {tried[i][0]: NoFit(why) for i, why in found.no_fit.items()}
