@@ -36,6 +36,7 @@ from rulesched.lang.evaluation.encoded import encode
 from rulesched.lang.evaluation.failures import as_reasons
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
+from rulesched.lang.types import NUMBER, QUANTITY
 from rulesched.model import Pod
 
 # Cluster-wide built-ins whose answer, for this pod, no removal of running pods can change.
@@ -53,6 +54,7 @@ def _nothing_counted(ctx: Any) -> bool:
 
 
 _FIELD_OF = {id(f.get): name for name, f in RECORDS[NODE].items()}
+_REQUESTED, _PODS = RECORDS[NODE]["requested"].get, RECORDS[NODE]["pods"].get
 _RESOURCE_SUMS = {"free": 1, "requested": -1}  # field -> sign of what is off (non-zero requests: not kept)
 SMALL = 8  # rows left in a step below which the dry runs finish node by node
 
@@ -149,7 +151,7 @@ class DryRunColumns(NodeColumns):
         self._off = off
         self._back = np.zeros(len(self.flat), dtype=bool)
         self.count = self.lengths.astype(np.int64)
-        self._holds_ports = np.array([bool(p.host_ports) for p in self.flat], dtype=bool)
+        self._holds_ports = self.flat_values("ports", _holds_ports, bool)
         self._ports = (
             np.add.reduceat(self._holds_ports.astype(np.int64), self.starts)
             if self._holds_ports.any() and len(off)
@@ -162,13 +164,15 @@ class DryRunColumns(NodeColumns):
         """Requests of ``resource`` off, per row."""
         found = self._sums.get(resource)
         if found is None:
-            values = []
-            for node, pods in zip(self.nodes, self._off, strict=True):
-                if len(pods) == len(node.pods):  # every pod off (the usual case): the node's own sum
-                    values.append(node.requested.get(resource, 0))
-                else:
-                    values.append(sum(p.requests.get(resource, 0) for p in pods))
-            found = np.array(values, dtype=np.int64)
+            # where every pod is off (the usual case) the node's own sum, read as a column
+            requested = Path((("field", _REQUESTED), ("key", resource, 0)))
+            column = self._base.column(requested, QUANTITY)
+            if column.dtype != np.int64:
+                raise Unsupported("requests beyond int64")
+            found = column[self._base_rows]  # (a copy: fancy indexing)
+            pods = self._base.column(Path((("field", _PODS), ("len",))), NUMBER)[self._base_rows]
+            for i in np.flatnonzero(pods != self.lengths).tolist():
+                found[i] = sum(p.requests.get(resource, 0) for p in self._off[i])
             if self._back.any():  # (a column first read after some were put back)
                 back = np.where(self._back, self._amounts(resource), 0)
                 found -= np.add.reduceat(back, self.starts) if len(self.starts) else back[:0]
@@ -178,11 +182,26 @@ class DryRunColumns(NodeColumns):
     def _amounts(self, resource: str) -> npt.NDArray[np.int64]:
         found = self._requests.get(resource)
         if found is None:
-            flat = self.flat
-            found = self._requests[resource] = np.fromiter(
-                (p.requests.get(resource, 0) for p in flat), dtype=np.int64, count=len(flat)
-            )
+            found = self._requests[resource] = self.flat_values(f"requests:{resource}", _Request(resource), np.int64)
         return found
+
+    def flat_values(self, what: str, value: Callable[[Pod], Any], dtype: Any) -> Array:
+        """``value`` of every pod taken off at first, flattened as ``flat``. Per node the values
+        are kept in its memo beside the list of its pods they belong to (the potential victims
+        a node memo keeps: reused while the node is unchanged)."""
+        parts = []
+        key = ("dry-run", what)
+        for node, pods in zip(self.nodes, self._off, strict=True):
+            memo = getattr(node, "memo", None)
+            hit = memo.get(key) if memo is not None else None
+            if hit is not None and hit[0] is pods:
+                parts.append(hit[1])
+                continue
+            found = np.fromiter(map(value, pods), dtype=dtype, count=len(pods))
+            if memo is not None:
+                memo[key] = (pods, found)
+            parts.append(found)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     def put(self, at: Rows, rows: Rows, sign: int) -> None:
         """Put the pods at flat positions ``at`` back on the nodes of ``rows`` (``sign`` 1), or
@@ -248,6 +267,31 @@ class DryRunColumns(NodeColumns):
 
     def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None) -> None:
         raise AssertionError("dry-run columns do not follow the cluster")
+
+
+class _Request:
+    """A pod's request of one resource (0 when it asks for none)."""
+
+    __slots__ = ("resource",)
+
+    def __init__(self, resource: str) -> None:
+        self.resource = resource
+
+    def __call__(self, pod: Pod) -> int:
+        return pod.requests.get(self.resource, 0)
+
+
+def _holds_ports(pod: Pod) -> bool:
+    return bool(pod.host_ports)
+
+
+def _priority(pod: Pod) -> int:
+    return pod.priority
+
+
+def _started(pod: Pod) -> float:
+    """GetPodStartTime as pick_candidate reads it: none counts as starting now (after all)."""
+    return pod.start_time or np.inf
 
 
 def passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
@@ -413,10 +457,10 @@ def _choosable(cols: DryRunColumns, gone: npt.NDArray[np.bool_], violations: npt
     victim, and the first of those best by its criteria (fewest budget violations, lowest
     highest victim priority, smallest priority sum, fewest victims, latest start of the highest
     priority victims: rulesched.scheduler.preemption.pick_candidate, without the rules' order)."""
-    starts, lengths, flat = cols.starts, cols.lengths, cols.flat
+    starts, lengths = cols.starts, cols.lengths
     offset = 2**31  # (as pick_candidate: upstream's MaxInt32 + 1)
-    priority = np.fromiter((p.priority for p in flat), dtype=np.int64, count=len(flat))
-    started = np.fromiter((p.start_time or np.inf for p in flat), dtype=float, count=len(flat))
+    priority = cols.flat_values("priority", _priority, np.int64)
+    started = cols.flat_values("started", _started, float)
     count = np.add.reduceat(gone.astype(np.int64), starts)
     total = np.add.reduceat(np.where(gone, priority + offset, 0), starts)
     top = np.maximum.reduceat(np.where(gone, priority, np.iinfo(np.int64).min), starts)
