@@ -102,8 +102,8 @@ def show(workload: str, r: dict[str, float]) -> None:
     print(
         f"{workload:14} nodes={r['nodes']:>6} running={r['running']:>6} pending={r['pending']:>6} "
         f"scheduled={r['scheduled']:>6}  load {r['load_s']:.2f}s  {r['pods_per_s']:7.0f} pods/s "
-        f"(target {target})  p50 {r['p50_ms']:.2f}ms  p99 {r['p99_ms']:.2f}ms  "
-        f"peak RSS {r['peak_rss_mb']:.0f} MB",
+        f"({r['pods_per_cpu_s']:.0f}/cpu-s, target {target})  p50 {r['p50_ms']:.2f}ms  p99 {r['p99_ms']:.2f}ms  "
+        f"max {r['max_ms']:.1f}ms  peak RSS {r['peak_rss_mb']:.0f} MB",
         flush=True,
     )
 
