@@ -361,7 +361,7 @@ def show_generated(r: dict[str, Any], base: float | None = None) -> None:
         f"{r['name']:24} nodes {r['nodes']:>6}  {r['pods_per_s']:7.0f} pods/s ({r['pods_per_cpu_s']:6.0f}/cpu-s)  "
         f"{per_pod:6.3f} ms/pod  "
         f"p50 {r['p50_ms']:5.2f}  p99 {r['p99_ms']:6.2f}  max {r['max_ms']:7.1f} ms  "
-        f"{r['peak_rss_mb']:5.0f} MB  load {r['load_s']:5.2f}s  "
+        f"{r['peak_rss_mb']:5.0f} MB  load {r['load_s']:5.2f}s + store {r['build_s']:5.2f}s  "
         f"scheduled {r['scheduled']}/{r['pending']}{rel}",
         flush=True,
     )

@@ -121,20 +121,113 @@ def _selector_test(selector: LabelSelector | None) -> Callable[[Mapping[str, str
     return lambda labels: wanted <= labels.items()
 
 
+class LabelCensus:
+    """The pods on each node by label: (namespace, label key, value) -> node name -> pods there
+    carrying it (terminating pods left out, as countPodsMatchSelector leaves them out). Kept
+    like any index (built once by a walk, then the pod changes replayed), so that counting the
+    pods a matchLabels selector picks visits only the nodes holding such pods rather than every
+    pod in the cluster. Also keeps, per set of topology keys, the domains of the nodes carrying
+    them (the same while nodes are). A fork shares its parent's counts and keeps its own changes."""
+
+    def __init__(self, parent: LabelCensus | None = None) -> None:
+        self.counts: dict[tuple[str, str, str], dict[str, int]] = {}
+        self._parent = parent
+        self._domains: dict[tuple[Any, ...], list[str]] = {}
+
+    def build(self, cluster: ClusterView) -> None:
+        for node in cluster.node_views():
+            for pod in node.pods:
+                self.apply(1, pod, node)
+
+    def apply(self, sign: int, pod: Pod, node: Any) -> None:
+        if pod.deleting:
+            return
+        counts, name, namespace = self.counts, node.name, pod.namespace
+        for key, value in pod.labels.items():
+            nodes = counts.get((namespace, key, value))
+            if nodes is None:
+                nodes = counts[(namespace, key, value)] = {}
+            nodes[name] = nodes.get(name, 0) + sign
+
+    def fork(self) -> LabelCensus:
+        return LabelCensus(self)
+
+    def nodes_with(self, namespace: str, key: str, value: str) -> dict[str, int]:
+        """Node name -> pods there in ``namespace`` labelled ``key=value`` (some may be 0)."""
+        found = self.counts.get((namespace, key, value), {})
+        if self._parent is None:
+            return found
+        merged = dict(self._parent.nodes_with(namespace, key, value))
+        for name, n in found.items():
+            merged[name] = merged.get(name, 0) + n
+        return merged
+
+    def domains(self, cluster: ClusterView, keys: tuple[str, ...], topology_key: str) -> list[str]:
+        """The values of ``topology_key`` ("" where absent) over the nodes carrying every key of
+        ``keys``, one per node (kept while the nodes are the same)."""
+        memo = (cluster.history, cluster.node_generation, keys, topology_key)
+        found = self._domains.get(memo)
+        if found is None:
+            if len(self._domains) > 64:
+                self._domains.clear()
+            found = self._domains[memo] = [
+                n.labels.get(topology_key, "") for n in cluster.node_views() if all(k in n.labels for k in keys)
+            ]
+        return found
+
+
+def _census_counts(selector: LabelSelector | None) -> bool:
+    """Whether a constraint's selector can be counted from a :class:`LabelCensus`: matchLabels
+    only, at least one."""
+    return selector is not None and not selector.match_expressions and bool(selector.match_labels)
+
+
 class _DomainCounts:
     """Per constraint: topology value -> pods the constraint selects, over the nodes that carry
     every constraint's key (with ``require_all``; else a missing key counts as the value "") and
     that the constraint includes (its inclusion policies). A domain with no such pod is present
     with 0: it still counts for the minimum and for minDomains."""
 
-    def __init__(self, owner: Pod, constraints: tuple[_Constraint, ...], require_all: bool = True) -> None:
+    def __init__(
+        self,
+        owner: Pod,
+        constraints: tuple[_Constraint, ...],
+        require_all: bool = True,
+        census: LabelCensus | None = None,
+    ) -> None:
         self.counts: list[dict[str, int]] = [{} for _ in constraints]
         self._owner, self._constraints = owner, constraints
         self._keys = tuple(c.topology_key for c in constraints) if require_all else ()
         self._require_all = require_all
         self._partial: dict[str, tuple[bool, ...]] = {}  # nodes some constraint leaves out
+        self._census = census  # (given only when every constraint can be counted from it)
 
     def build(self, cluster: ClusterView) -> None:
+        if self._census is not None:
+            self._build_from(self._census, cluster)
+        else:
+            self._walk(cluster)
+
+    def _build_from(self, census: LabelCensus, cluster: ClusterView) -> None:
+        """The walk's counts from the census: every domain present with 0, then the pods of the
+        selector's first label counted on the nodes that hold some (all its labels checked on
+        those nodes' pods when it has more than one)."""
+        namespace, keys = self._owner.namespace, self._keys
+        for c, domains in zip(self._constraints, self.counts, strict=True):
+            domains.update(dict.fromkeys(census.domains(cluster, keys, c.topology_key), 0))
+            assert c.selector is not None
+            pairs = c.selector.match_labels
+            test = _selector_test(c.selector)
+            for name, n in census.nodes_with(namespace, *pairs[0]).items():
+                node = cluster.node_view(name) if n > 0 else None
+                if node is None or not all(k in node.labels for k in keys):
+                    continue
+                if len(pairs) > 1:
+                    n = _count_selected(node.pods, test, namespace)
+                value = node.labels.get(c.topology_key, "")
+                domains[value] = domains.get(value, 0) + n
+
+    def _walk(self, cluster: ClusterView) -> None:
         # A walk over every pod (kube-scheduler's PreFilter does it for every pod; here once per
         # selector), so its inner loop is kept to plain comparisons: a constraint that includes
         # every node (no node selector or affinity of the owner to honour, taints ignored) is
@@ -158,7 +251,7 @@ class _DomainCounts:
                     domains[value] = domains.get(value, 0) + _count_selected(node.pods, test, namespace)
 
     def fork(self) -> _DomainCounts:
-        twin = _DomainCounts(self._owner, self._constraints, self._require_all)
+        twin = _DomainCounts(self._owner, self._constraints, self._require_all, self._census)
         twin.counts = [dict(domains) for domains in self.counts]
         twin._partial = self._partial  # which nodes a constraint leaves out: unchanged by pods
         return twin
@@ -188,7 +281,13 @@ def _domain_counts(
         (frozenset(pod.node_selector.items()), pod.required_node_affinity) if affinity else None,
         pod.tolerations if any(c.honor_taints for c in constraints) else None,
     )
-    return current(ctx, key, lambda: _DomainCounts(pod, constraints, require_all)).counts
+    census = None
+    unconstrained = not pod.node_selector and pod.required_node_affinity is None
+    if all(not c.honor_taints and (unconstrained or not c.honor_affinity) for c in constraints) and all(
+        _census_counts(c.selector) for c in constraints
+    ):  # every node included and matchLabels selectors: counted from the census, not a walk
+        census = current(ctx, ("label-census",), LabelCensus)
+    return current(ctx, key, lambda: _DomainCounts(pod, constraints, require_all, census)).counts
 
 
 # --- filter ------------------------------------------------------------------------------------
