@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from rulesched.lang.builtins.indexes import current
+from rulesched.lang.builtins.indexes import LabelCensus, current
 from rulesched.lang.builtins.matching import (
     label_selector_matches,
     node_selector_term_matches,
@@ -119,61 +119,6 @@ def _selector_test(selector: LabelSelector | None) -> Callable[[Mapping[str, str
         return partial(label_selector_matches, selector)
     wanted = dict(selector.match_labels).items()
     return lambda labels: wanted <= labels.items()
-
-
-class LabelCensus:
-    """The pods on each node by label: (namespace, label key, value) -> node name -> pods there
-    carrying it (terminating pods left out, as countPodsMatchSelector leaves them out). Kept
-    like any index (built once by a walk, then the pod changes replayed), so that counting the
-    pods a matchLabels selector picks visits only the nodes holding such pods rather than every
-    pod in the cluster. Also keeps, per set of topology keys, the domains of the nodes carrying
-    them (the same while nodes are). A fork shares its parent's counts and keeps its own changes."""
-
-    def __init__(self, parent: LabelCensus | None = None) -> None:
-        self.counts: dict[tuple[str, str, str], dict[str, int]] = {}
-        self._parent = parent
-        self._domains: dict[tuple[Any, ...], list[str]] = {}
-
-    def build(self, cluster: ClusterView) -> None:
-        for node in cluster.node_views():
-            for pod in node.pods:
-                self.apply(1, pod, node)
-
-    def apply(self, sign: int, pod: Pod, node: Any) -> None:
-        if pod.deleting:
-            return
-        counts, name, namespace = self.counts, node.name, pod.namespace
-        for key, value in pod.labels.items():
-            nodes = counts.get((namespace, key, value))
-            if nodes is None:
-                nodes = counts[(namespace, key, value)] = {}
-            nodes[name] = nodes.get(name, 0) + sign
-
-    def fork(self) -> LabelCensus:
-        return LabelCensus(self)
-
-    def nodes_with(self, namespace: str, key: str, value: str) -> dict[str, int]:
-        """Node name -> pods there in ``namespace`` labelled ``key=value`` (some may be 0)."""
-        found = self.counts.get((namespace, key, value), {})
-        if self._parent is None:
-            return found
-        merged = dict(self._parent.nodes_with(namespace, key, value))
-        for name, n in found.items():
-            merged[name] = merged.get(name, 0) + n
-        return merged
-
-    def domains(self, cluster: ClusterView, keys: tuple[str, ...], topology_key: str) -> list[str]:
-        """The values of ``topology_key`` ("" where absent) over the nodes carrying every key of
-        ``keys``, one per node (kept while the nodes are the same)."""
-        memo = (cluster.history, cluster.node_generation, keys, topology_key)
-        found = self._domains.get(memo)
-        if found is None:
-            if len(self._domains) > 64:
-                self._domains.clear()
-            found = self._domains[memo] = [
-                n.labels.get(topology_key, "") for n in cluster.node_views() if all(k in n.labels for k in keys)
-            ]
-        return found
 
 
 def _census_counts(selector: LabelSelector | None) -> bool:
