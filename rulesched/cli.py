@@ -1,5 +1,9 @@
 """The ``rulesched`` command: parses arguments into settings dataclasses and runs one job.
 
+Logging is set up here, before the command runs (:mod:`rulesched.logs`): ``-v``, ``--v=N`` and
+``--log-format`` are accepted before and after the subcommand, then a ``--config`` file's
+``log_level``, then ``RULESCHED_LOG_LEVEL``.
+
 Every :class:`rulesched.errors.RuleschedError` ends here as one line on stderr and exit status 2
 (lint's own findings exit 1), preceded for rules that do not load by each located problem as lint
 prints it; anything else escaping is a bug and keeps its traceback.
@@ -9,30 +13,73 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rulesched import __version__
-from rulesched.errors import RuleschedError, RulesError
+from rulesched.errors import ConfigError, RuleschedError, RulesError
+from rulesched.logs import FORMATS, LogSettingError, LogSettings, Verbosity, configure, from_klog, resolve
+
+LONG_RUNNING = ("run", "extender")  # default level INFO, timestamped lines; the rest WARNING
+
+
+def _klog_number(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"not a verbosity: {text!r} (say 0, 2 or 4)")
+    return number
+
+
+def _add_logging_arguments(parser: argparse.ArgumentParser, suffix: str) -> None:
+    """The same logging flags before the subcommand (``suffix`` "") and after it ("_sub"): two
+    destinations, since a subcommand's defaults would overwrite what was given before it."""
+    group = parser.add_argument_group("logging")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        dest="verbose" + suffix,
+        help="more logging: -v each pod's decision, -vv debug",
+    )
+    group.add_argument(
+        "--v",
+        type=_klog_number,
+        metavar="N",
+        dest="klog_v" + suffix,
+        help="verbosity as klog numbers it: 0 info, 2 each pod's decision, 4 debug, 6 libraries' debug too",
+    )
+    group.add_argument("--log-format", choices=FORMATS, dest="log_format" + suffix, help="text (default) or json")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rulesched", description="Kubernetes scheduling policy as rules.")
     parser.add_argument("--version", action="version", version=f"rulesched {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    _add_logging_arguments(parser, "")
     sub = parser.add_subparsers(dest="command", required=True)
 
     lint = sub.add_parser("lint", help="check rules files like a compiler")
     lint.add_argument("paths", nargs="+", metavar="PATH", help="rules files or folders")
     lint.add_argument("--format", choices=("text", "json"), default="text")
     lint.add_argument("--strict", action="store_true", help="warnings fail too")
+    lint.add_argument(
+        "--for",
+        dest="target",
+        choices=("scheduler", "extender"),
+        help="what the rules are for: `rulesched run`/`simulate` (a set without a resource-fit filter "
+        "is warned about), or `rulesched extender` (it is not); default: a file's `# rulesched: extender` line",
+    )
 
     fmt = sub.add_parser("fmt", help="print rules files in canonical form")
     fmt.add_argument("paths", nargs="+", metavar="PATH")
     fmt.add_argument("--check", action="store_true", help="only report files that would change (exit 1)")
     fmt.add_argument("--write", action="store_true", help="rewrite the files in place")
 
-    from rulesched.authoring.diff import add_diff_parser
+    from rulesched.authoring.diff_cli import add_diff_parser
     from rulesched.authoring.ruletest import add_test_parser
     from rulesched.extender.cli import add_extender_parser
     from rulesched.run.cli import add_run_parser
@@ -43,28 +90,33 @@ def _parser() -> argparse.ArgumentParser:
     add_extender_parser(sub)
     add_test_parser(sub)
     add_diff_parser(sub)
+    for command in sub.choices.values():
+        _add_logging_arguments(command, "_sub")
     return parser
 
 
-class _Fields(logging.Formatter):
-    """Appends the pod, node, rule, reason and rules (a rule set's digest) a record carries
-    (``extra={...}``) as key=value."""
+def log_settings(args: argparse.Namespace, env: Mapping[str, str]) -> LogSettings:
+    """Flags (either side of the subcommand) over ``--config`` over the environment over the
+    command's default."""
+    count = args.verbose + args.verbose_sub
+    numbers = [n for n in (args.klog_v, args.klog_v_sub) if n is not None]
+    flag: Verbosity | None = from_klog(max([2 * count, *numbers])) if count or numbers else None
+    config: dict[str, object] = {}
+    if getattr(args, "config", None):
+        from rulesched.config import read_log_config
 
-    FIELDS = ("pod", "node", "rule", "reason", "rules")
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        fields = [f"{name}={getattr(record, name)}" for name in self.FIELDS if getattr(record, name, None)]
-        return f"{text} {' '.join(fields)}" if fields else text
+        config = read_log_config(args.config)
+    default = logging.INFO if args.command in LONG_RUNNING else logging.WARNING
+    try:
+        return resolve(flag, args.log_format_sub or args.log_format, config, env, default, getattr(args, "config", ""))
+    except LogSettingError as err:
+        raise ConfigError(str(err)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    handler = logging.StreamHandler()
-    handler.setFormatter(_Fields("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
     try:
+        configure(log_settings(args, os.environ))
         if args.command == "lint":
             return _lint(args)
         if args.command == "fmt":
@@ -78,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return test_command(args)
         if args.command == "diff":
-            from rulesched.authoring.diff import diff_command
+            from rulesched.authoring.diff_cli import diff_command
 
             return diff_command(args)
         if args.command == "extender":
@@ -114,7 +166,7 @@ def _print_diagnostics(err: RuleschedError) -> None:
 def _lint(args: argparse.Namespace) -> int:
     from rulesched.lang.frontend.lint import LintSettings, exit_code, lint, render
 
-    settings = LintSettings(tuple(args.paths), args.format, args.strict)
+    settings = LintSettings(tuple(args.paths), args.format, args.strict, args.target)
     result = lint(settings)
     print(render(result, settings.format))
     return exit_code(result, settings.strict)

@@ -2,7 +2,9 @@
 
 A ``--config`` file is YAML mapping setting names (snake_case, or the flag's own spelling with
 dashes) to values; flags given on the command line win over it. Durations are written as
-kube-scheduler writes them (``15s``, ``500ms``, ``1m``) or as plain seconds.
+kube-scheduler writes them (``15s``, ``500ms``, ``1m``) or as plain seconds. ``log_level`` and
+``log_format`` are read before the command starts (:func:`read_log_config`, for
+:mod:`rulesched.logs`), so the first lines are already at the level asked for.
 """
 
 from __future__ import annotations
@@ -29,27 +31,58 @@ def seconds(text: str) -> float:
 
 
 def add_rules_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--rules`` and ``--rules-configmap``, as ``run`` and ``extender`` take them (both watched)."""
+    """``--rules``, ``--rules-configmap`` and ``--rules-max-delay``, as ``run`` and ``extender``
+    take them (both sources watched; the other reload settings are --config only)."""
     parser.add_argument("--rules", action="append", metavar="PATH", help="rules file or folder (repeatable; watched)")
     parser.add_argument(
         "--rules-configmap", metavar="NS/NAME", help="a ConfigMap whose .rules keys join the set (watched)"
     )
+    parser.add_argument(
+        "--rules-max-delay",
+        type=seconds,
+        metavar="DURATION",
+        help="apply rule changes at most this long after the first of a burst, even if more keep coming (default 2s)",
+    )
 
 
-def read_config(path: str, settings: type[Any], tuples: tuple[str, ...] = ("rules",)) -> dict[str, Any]:
-    """The settings a ``--config`` file gives, checked against the dataclass ``settings``."""
+LOG_SETTINGS = ("log_level", "log_format")  # every --config file may carry them
+
+
+def _load(path: str) -> dict[Any, Any]:
     try:
         loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as err:
         raise ConfigError(f"{path}: {err}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
+    return loaded
+
+
+def read_log_config(path: str) -> dict[str, Any]:
+    """``log_level`` and ``log_format`` from a ``--config`` file (flag spellings too)."""
+    return {str(k).replace("-", "_"): v for k, v in _load(path).items() if str(k).replace("-", "_") in LOG_SETTINGS}
+
+
+def read_config(path: str, settings: type[Any], tuples: tuple[str, ...] = ("rules",)) -> dict[str, Any]:
+    """The settings a ``--config`` file gives, checked against the dataclass ``settings``
+    (the logging settings, read by :func:`read_log_config`, are skipped)."""
+    loaded = _load(path)
     fields = {f.name for f in dataclasses.fields(settings)}
+    # durations: the fields holding seconds (their type says float), written "15s" or 15
+    durations = {f.name for f in dataclasses.fields(settings) if "float" in str(f.type)}
     values: dict[str, Any] = {}
     for key, value in loaded.items():
         name = str(key).replace("-", "_")
+        if name in LOG_SETTINGS:
+            continue
         if name not in fields:
-            raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(sorted(fields))})")
+            known = sorted(fields | set(LOG_SETTINGS))
+            raise ConfigError(f"{path}: unknown setting {key!r} (known: {', '.join(known)})")
+        if name in durations and isinstance(value, str):
+            try:
+                value = seconds(value)
+            except argparse.ArgumentTypeError as err:
+                raise ConfigError(f"{path}: {key}: {err}") from None
         values[name] = tuple(value) if name in tuples and isinstance(value, list) else value
     return values
 

@@ -31,7 +31,14 @@ class RulesError(RuleschedError):
 
 
 class InputError(RuleschedError):
-    """A cluster file that cannot be read or parsed."""
+    """A cluster file that cannot be read or parsed. The message is kept to one line: control
+    characters from the input (a NUL or a newline in a name, say) are shown escaped."""
+
+    def __init__(self, message: object = "", *args: object) -> None:
+        text = str(message)
+        if not text.isprintable():
+            text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        super().__init__(text, *args)
 
 
 class ObjectError(InputError):

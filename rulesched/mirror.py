@@ -21,6 +21,7 @@ Next stage: :mod:`rulesched.scheduler` reads the store's snapshots.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -96,8 +97,11 @@ class Mirror:
             informer.start()
 
     def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds in all for the informers to end (once ``stop`` is set;
+        :meth:`rulesched.kube.api.KubeApi.close_watches` ends their blocked reads)."""
+        deadline = time.monotonic() + timeout
         for informer in self.informers:
-            informer.join(timeout)
+            informer.join(max(0.0, deadline - time.monotonic()))
 
     @property
     def synced(self) -> bool:

@@ -2,26 +2,40 @@
 demand.
 
 It keeps objects of the kinds rulesched reads and writes (nodes, pods, namespaces,
-PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, and Services, ReplicaSets,
-StatefulSets and ReplicationControllers) with one resourceVersion
-PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, PersistentVolumes,
-PersistentVolumeClaims, StorageClasses, CSINodes) with one resourceVersion
-counter, as etcd does, and serves:
+PodDisruptionBudgets, PriorityClasses, Events, Leases, ConfigMaps, Services, ReplicaSets,
+StatefulSets, ReplicationControllers, PersistentVolumes, PersistentVolumeClaims, StorageClasses,
+CSINodes) with one resourceVersion counter, as etcd does, and serves:
 
 * list (``GET /api/v1/pods``, namespaced or not) with ``metadata.resourceVersion``;
 * watch (``?watch=1&resourceVersion=N&allowWatchBookmarks=true&timeoutSeconds=S``): JSON lines,
   ADDED / MODIFIED / DELETED / BOOKMARK, and an ERROR event with a 410 Status when N is older
   than the history kept (``history`` events);
-* create, get, replace (with resourceVersion preconditions: 409), merge-patch and delete;
+* create, get, replace (with resourceVersion preconditions: 409), merge-patch, strategic
+  merge-patch (``status.conditions`` entries merge by ``type``, as the real server merges them)
+  and delete;
 * the ``binding`` (409 when already bound) and ``eviction`` (429 when a PodDisruptionBudget
-  allows no disruption) subresources, and ``status`` merge-patches.
+  allows no disruption) subresources, and ``status`` patches. An eviction marks the pod as the
+  real one does (condition ``DisruptionTarget``, reason ``EvictionByEvictionAPI``, replacing a
+  condition of that type) before deleting it; with ``graceful_evictions`` the pod then stays,
+  terminating (``deletionTimestamp`` set), until the test deletes it, as a kubelet's grace period
+  keeps it. Every write (POST, PUT, PATCH, DELETE) is recorded in order in ``Store.writes``.
+
+Every request is recorded as it came, method and path with its query (``store.requests``), for
+tests of what a client asks: the verbs its RBAC must grant, no watch where a read was meant.
 
 Faults, set through ``POST /_faults`` (JSON) or :meth:`TestApiServer.set_faults`: every watch
-cut after ``cut_watches_every`` seconds, ``error_rate`` of requests answered 500/503,
+cut after ``cut_watches_every`` seconds (the stream ended cleanly), or reset after
+``reset_watches_every`` seconds (an abrupt TCP reset mid-stream, as a load balancer or a dying
+server gives: no final chunk, an RST), ``error_rate`` of requests answered 500/503,
 ``bind_conflict_rate`` of bindings answered 409, ``fail_bindings`` (pod keys whose first binding
 is answered 500, once each), ``gone_on_resume`` (every watch that resumes
-from a resourceVersion gets 410), ``delay`` seconds before every answer; ``POST /_restart``
-closes every connection (a restart that keeps etcd).
+from a resourceVersion gets 410), ``delay`` seconds before every answer, ``bookmark_every``
+seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute);
+``POST /_restart`` closes every connection (a restart that keeps etcd).
+
+Every binding call is recorded in ``Store.binding_calls`` (:class:`BindingCall`): who made it
+(the User-Agent), its answer, and who held each Lease at that moment, so tests can check that
+no replica binds without the lease.
 
 Run it as a process: ``python -m tests.apiserver --port 0`` prints ``listening on PORT``.
 """
@@ -34,6 +48,7 @@ import copy
 import json
 import random
 import socket
+import struct
 import sys
 import threading
 import time
@@ -42,7 +57,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 # plural -> (kind, group/version prefix, namespaced)
 RESOURCES = {
@@ -69,12 +84,27 @@ PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 @dataclass
 class Faults:
     cut_watches_every: float = 0.0
+    reset_watches_every: float = 0.0
     error_rate: float = 0.0
     bind_conflict_rate: float = 0.0
     fail_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each answered 500
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
+    graceful_evictions: bool = False  # (not a fault: evicted pods stay terminating until deleted)
+    bookmark_every: float = 1.0  # seconds between BOOKMARK events on a quiet watch (a real server: ~60)
+
+
+@dataclass(frozen=True)
+class BindingCall:
+    """One binding request as the server saw it."""
+
+    pod: str  # namespace/name
+    node: str
+    at: float  # time.monotonic()
+    caller: str  # the User-Agent
+    code: int  # the answer: 201, 409, 404
+    holders: dict[str, str]  # Lease namespace/name -> spec.holderIdentity at that moment
 
 
 @dataclass
@@ -94,8 +124,12 @@ class Store:
     watchers: dict[str, threading.Condition] = field(default_factory=dict)
     bindings: int = 0  # successful binding calls, for tests
     binding_log: list[tuple[str, str, float]] = field(default_factory=list)  # (pod key, node, time)
+    binding_calls: list[BindingCall] = field(default_factory=list)  # every call, successful or not
     evictions: list[str] = field(default_factory=list)
+    writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every write, in order
     created: dict[str, float] = field(default_factory=dict)  # pod key -> when created (monotonic)
+    # every request as it came: (method, path with its query), for tests of what a client asks
+    requests: list[tuple[str, str]] = field(default_factory=list)
 
     def write(self, plural: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Record a change (``kind``: ADDED, MODIFIED, DELETED) under the next revision."""
@@ -168,6 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        if parsed:
+            self.server.store.requests.append((self.command, self.path))
+        return parsed
+
     def setup(self) -> None:
         super().setup()
         # Headers and body go out in two writes; without this, Nagle's algorithm holds the body
@@ -197,6 +237,12 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         return False
 
+    def _record(self) -> None:
+        """A write, in the order the server received it (bench loads through /_bulk are not)."""
+        store = self.server.store
+        with store.changed:
+            store.writes.append((self.command, urlsplit(self.path).path))
+
     def _route(self) -> tuple[str, str | None, str | None, str | None, dict[str, list[str]]] | None:
         """(plural, namespace, name, subresource, query) for a resource path."""
         url = urlsplit(self.path)
@@ -211,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/storage.k8s.io/v1",
         ):
             if url.path.startswith(prefix + "/"):
-                parts = url.path[len(prefix) + 1 :].split("/")
+                parts = [unquote(part) for part in url.path[len(prefix) + 1 :].split("/")]  # as the API server
                 break
         else:
             return None
@@ -272,7 +318,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.server.track(self.connection)
         started = time.monotonic()
-        cut = faults.cut_watches_every
+        cut = faults.cut_watches_every or faults.reset_watches_every
+        reset = False
         try:
             if since and (faults.gone_on_resume or since < store.dropped[plural]):
                 self._chunk({"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {since}")})
@@ -281,7 +328,10 @@ class _Handler(BaseHTTPRequestHandler):
             last_bookmark = time.monotonic()
             while True:
                 now = time.monotonic()
-                if now - started >= timeout or (cut and now - started >= cut) or self.server.stopping:
+                if cut and now - started >= cut:
+                    reset = bool(faults.reset_watches_every)
+                    return
+                if now - started >= timeout or self.server.stopping:
                     return
                 with store.changed:
                     pending = store.since(plural, position)
@@ -297,7 +347,7 @@ class _Handler(BaseHTTPRequestHandler):
                     if named is not None and obj["metadata"].get("name") != named:
                         continue
                     self._chunk({"type": kind, "object": obj})
-                if bookmarks and time.monotonic() - last_bookmark > 1.0:
+                if bookmarks and time.monotonic() - last_bookmark > faults.bookmark_every:
                     last_bookmark = time.monotonic()
                     self._chunk(
                         {
@@ -312,11 +362,24 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, OSError):
             return
         finally:
-            try:
-                self.wfile.write(b"0\r\n\r\n")
-            except OSError:
-                pass
             self.close_connection = True
+            if reset:
+                self._reset()
+            else:
+                try:
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    pass
+
+    def _reset(self) -> None:
+        """Abort the connection: SO_LINGER 0 makes the close send an RST, not a FIN."""
+        connection = self.connection
+        try:
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.rfile.close()  # (its reference keeps the socket open otherwise)
+            connection.close()
+        except OSError:
+            pass
 
     def _chunk(self, event: dict[str, Any]) -> None:
         data = json.dumps(event).encode() + b"\n"
@@ -368,6 +431,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self._fault():
             return
+        self._record()
         plural, namespace, name, sub, _ = route
         body = payload or {}
         store = self.server.store
@@ -390,6 +454,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(409, _status(409, "AlreadyExists", f"{plural} {meta['name']} already exists"))
                 return
             obj = store.write(plural, "ADDED", body)
+            if plural == "pods":
+                store.created[_key(meta)] = time.monotonic()
         self._send(201, obj)
 
     def _bind(self, namespace: str | None, name: str | None, body: dict[str, Any]) -> None:
@@ -402,12 +468,19 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with store.changed:
             pod = store.objects["pods"].get(f"{namespace}/{name}")
+            conflict = pod is not None and bool(
+                pod.get("spec", {}).get("nodeName")
+                or (server.faults.bind_conflict_rate and server.rng.random() < server.faults.bind_conflict_rate)
+            )
+            holders = {k: (o.get("spec") or {}).get("holderIdentity") or "" for k, o in store.objects["leases"].items()}
+            caller = self.headers.get("User-Agent") or ""
+            code = 404 if pod is None else 409 if conflict else 201
+            call = BindingCall(f"{namespace}/{name}", str(target), time.monotonic(), caller, code, holders)
+            store.binding_calls.append(call)
             if pod is None:
                 self._send(404, _status(404, "NotFound", f"pods {name} not found"))
                 return
-            if pod.get("spec", {}).get("nodeName") or (
-                server.faults.bind_conflict_rate and server.rng.random() < server.faults.bind_conflict_rate
-            ):
+            if conflict:
                 self._send(
                     409,
                     _status(
@@ -451,7 +524,17 @@ class _Handler(BaseHTTPRequestHandler):
                     pdb = copy.deepcopy(pdb)
                     pdb.setdefault("status", {})["disruptionsAllowed"] = allowed - 1
                     store.write("poddisruptionbudgets", "MODIFIED", pdb)
-            store.write("pods", "DELETED", {**pod, "metadata": dict(pod["metadata"])})
+            # as the registry's addConditionAndDeletePod (PodDisruptionConditions): the condition
+            # replaces one of its type, then the pod is deleted
+            pod = copy.deepcopy(pod)
+            evicting = {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+            _set_condition(pod, {**evicting, "message": "Eviction API: evicting"})
+            if self.server.faults.graceful_evictions:
+                pod["metadata"].setdefault("deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                pod["metadata"].setdefault("deletionGracePeriodSeconds", 30)
+                store.write("pods", "MODIFIED", pod)
+            else:
+                store.write("pods", "DELETED", pod)
             store.evictions.append(f"{namespace}/{name}")
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
@@ -475,6 +558,7 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.store
         if self._fault():
             return
+        self._record()
         with store.changed:
             found = self._existing()
             if found is None:
@@ -497,12 +581,14 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.store
         if self._fault():
             return
+        self._record()
+        strategic = "strategic-merge-patch" in (self.headers.get("Content-Type") or "")
         with store.changed:
             found = self._existing()
             if found is None:
                 return
             plural, _, _, current = found
-            obj = store.write(plural, "MODIFIED", _merge(copy.deepcopy(current), patch))
+            obj = store.write(plural, "MODIFIED", _merge(copy.deepcopy(current), patch, strategic))
         self._send(200, obj)
 
     def do_DELETE(self) -> None:  # noqa: N802
@@ -510,6 +596,7 @@ class _Handler(BaseHTTPRequestHandler):
         store = self.server.store
         if self._fault():
             return
+        self._record()
         with store.changed:
             found = self._existing()
             if found is None:
@@ -519,16 +606,46 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, current)
 
 
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """JSON merge patch (RFC 7386); lists are replaced, None deletes."""
+# Lists a strategic merge patch merges by a key (their patchMergeKey), rather than replacing.
+MERGE_KEYS = {"conditions": "type"}
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any], strategic: bool = False) -> dict[str, Any]:
+    """JSON merge patch (RFC 7386): lists are replaced, None deletes. ``strategic``: the lists
+    of MERGE_KEYS merge entry by entry on their key instead (what the fields rulesched patches
+    need of a strategic merge patch)."""
     for key, value in patch.items():
         if value is None:
             target.pop(key, None)
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
+            _merge(target[key], value, strategic)
+        elif strategic and key in MERGE_KEYS and isinstance(value, list) and isinstance(target.get(key), list):
+            for entry in value:
+                _merge_entry(target[key], entry, MERGE_KEYS[key])
         else:
             target[key] = value
     return target
+
+
+def _merge_entry(entries: list[dict[str, Any]], entry: dict[str, Any], key: str) -> None:
+    for i, old in enumerate(entries):
+        if old.get(key) == entry.get(key):
+            entries[i] = {**old, **entry}
+            return
+    entries.append(entry)
+
+
+def _set_condition(pod: dict[str, Any], condition: dict[str, Any]) -> None:
+    """UpdatePodCondition: replace the pod's condition of that type, or add it."""
+    status = pod.setdefault("status", {})
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        conditions = status["conditions"] = []
+    for i, old in enumerate(conditions):
+        if old.get("type") == condition["type"]:
+            conditions[i] = condition
+            return
+    conditions.append(condition)
 
 
 class _Server(ThreadingHTTPServer):
@@ -549,6 +666,10 @@ class _Server(ThreadingHTTPServer):
         self.faults = Faults(**settings)
         self.rng = random.Random(self.faults.seed)
         self.failed_bindings: set[str] = set()  # the fail_bindings already failed
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):  # (a client gone: its loss)
+            super().handle_error(request, client_address)
 
     def track(self, conn: socket.socket) -> None:
         with self._lock:
@@ -598,6 +719,8 @@ class TestApiServer:
         meta.setdefault("uid", str(uuid.uuid4()))
         if RESOURCES[plural][2]:
             meta.setdefault("namespace", "default")
+        if plural == "pods":
+            self.store.created[_key(meta)] = time.monotonic()
         return self.store.write(plural, "ADDED", obj)
 
     def update(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:

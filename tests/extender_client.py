@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 class ExtenderProcess:
-    """``python -m rulesched extender --listen 127.0.0.1:0 ARGS``; :attr:`host`, :attr:`port`."""
+    """``python -m rulesched extender --listen 127.0.0.1:0 ARGS``; :attr:`host`, :attr:`port`;
+    :attr:`log`, the lines it wrote on stderr so far."""
 
-    def __init__(self, *args: str, timeout: float = 60.0) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    def __init__(self, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rulesched", "extender", "--listen", "127.0.0.1:0", *args],
             stderr=subprocess.PIPE,
@@ -41,9 +43,17 @@ class ExtenderProcess:
                 address = line.split("listening on ", 1)[1].split()[0]
                 self.host, port = address.rsplit(":", 1)
                 self.port = int(port)
+                # keep reading its log: a full pipe would stop the process at its next line
+                self._drain = threading.Thread(target=self._read_log, daemon=True)
+                self._drain.start()
                 return
         self.proc.kill()
         raise RuntimeError("extender did not start:\n" + "".join(self.log))
+
+    def _read_log(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line)
 
     def connection(self, timeout: float = 30.0) -> http.client.HTTPConnection:
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
@@ -78,13 +88,16 @@ class ExtenderProcess:
             time.sleep(0.1)
         raise AssertionError("extender not ready: " + self.request("GET", "/readyz")[1].decode())
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop it; its whole log."""
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._drain.join(timeout=5)
+        return "".join(self.log)
 
 
 # -- messages as kube-scheduler's json.Marshal writes them (nil pointers as null) -------------------

@@ -15,6 +15,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang.builtins import affinity
 from rulesched.lang.context import EvalContext, new_index_store
 from rulesched.model import Pod
+from tests.helpers.profiles import examples
 from tests.upstream.harness import node, pod
 
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
@@ -61,7 +62,7 @@ def reference(incoming: Pod, cluster: ClusterStore) -> tuple[Counter[Any], Count
     return nonzero(score), nonzero(anti)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     specs=st.lists(running_specs(), min_size=1, max_size=12),
     steps=st.lists(

@@ -541,12 +541,36 @@ def test_any_wrong_type_anywhere_is_an_object_error() -> None:
         ([{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}], False),
         ([{"type": "DisruptionTarget", "status": "False", "reason": "PreemptionByScheduler"}], False),
         ([], False),
+        # rulesched's victim after the Eviction API rewrote DisruptionTarget: its own condition says so
+        (
+            [
+                {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"},
+                {"type": "rulesched.io/PreemptedByScheduler", "status": "True", "reason": "PreemptionByScheduler"},
+            ],
+            True,
+        ),
+        ([{"type": "rulesched.io/PreemptedByScheduler", "status": "False"}], False),
     ],
 )
 def test_preempted_by_scheduler_reads_the_disruption_target_condition(conditions: list, expected: bool) -> None:
     obj = pod()
     obj["status"] = {"conditions": conditions}
     assert decode_pod(obj, "cluster.yaml").preempted_by_scheduler is expected
+
+
+def test_resource_claims_are_read_by_name() -> None:
+    """spec.resourceClaims (Dynamic Resource Allocation): each entry's name; a nameless one is an
+    error naming the field."""
+    obj = pod()
+    obj["spec"]["resourceClaims"] = [
+        {"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
+        {"name": "nic", "resourceClaimName": "shared-nic"},
+    ]
+    assert decode_pod(obj, "cluster.yaml").resource_claims == ("gpu", "nic")
+    assert decode_pod(pod(), "cluster.yaml").resource_claims == ()
+    obj["spec"]["resourceClaims"] = [{"resourceClaimName": "x"}]
+    with pytest.raises(ObjectError, match=r"spec\.resourceClaims\[0\]\.name: missing"):
+        decode_pod(obj, "cluster.yaml")
 
 
 def test_a_malformed_condition_is_a_one_line_error() -> None:

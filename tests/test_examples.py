@@ -98,7 +98,9 @@ def test_pod_capacity_prefers_the_node_with_fewest_pods() -> None:
     assert {n.name: len(n.pods) for n in report.state.nodes} == {"node-a": 21, "node-b": 18, "node-c": 25}
     assert placements(report) == {"apps/new-pod": "node-b"}
     (row,) = report.rows()
-    scores = row["scores"]
+    explanation = row["explanation"]
+    assert isinstance(explanation, dict)
+    scores = explanation["scores"]
     assert isinstance(scores, dict)
     # 100 - 100 * pods / 110, truncated, over 21, 17 and 25 pods
     assert {n: s["pod_capacity"] for n, s in scores.items()} == {"node-a": 80, "node-b": 84, "node-c": 77}

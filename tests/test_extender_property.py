@@ -1,6 +1,8 @@
-"""Property: the extender's answers (node tables, caches carried across requests, the shortcut for
-reasons) equal a fresh evaluation of the same rules, node by node, for every request of a
-sequence over a cluster that changes between requests."""
+"""Properties of the extender in process: its answers (node tables, caches carried across requests,
+the shortcut for reasons) equal a fresh evaluation of the same rules, node by node, for every
+request of a sequence over a cluster that changes between requests; its preemption answers keep
+kube-scheduler's victims or drop the node, with rules that check no resources too; what
+full-node requests make it hold is bounded in bytes."""
 
 from __future__ import annotations
 
@@ -8,14 +10,17 @@ import json
 import zlib
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.extender.service import Extender, priority_levels
+from rulesched.extender.wire import NodeCache
 from rulesched.lang import RulesHandle, load_rules, resolve_rules_path
 from rulesched.model.decode import decode_node, decode_pod
 from rulesched.scheduler.evaluate import score_nodes
+from tests.helpers.profiles import examples
 
 ZONES = ("z1", "z2", "z3")
 RULES = load_rules([resolve_rules_path("default")])
@@ -96,7 +101,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str
     return running, steps, pods
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_filter_and_prioritize_equal_a_fresh_evaluation(scenario: Any) -> None:
     running, steps, pods = scenario
@@ -148,3 +153,74 @@ def test_priority_levels_keep_order_within_0_to_10(totals: list[int]) -> None:
         assert len(set(levels)) == distinct and max(levels) == 10 and min(levels) == 0
     if totals:
         assert levels[totals.index(max(totals))] == 10
+
+
+# --- preemption with rules that check no resources ---------------------------------------------------
+
+PARTIAL = load_rules(["deploy/extender/rules"])  # the shipped extender rules: no extends "default"
+
+
+@st.composite
+def proposals(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
+    """A preemptor and kube-scheduler's proposal: per node, some of its pods (higher or lower
+    priority than the preemptor, underlay or not)."""
+    count = draw(st.integers(1, 5))
+    nodes = [draw(node_objects(i)) for i in range(count)]
+    victims: dict[str, list[dict[str, Any]]] = {}
+    for i in range(count):
+        for k in range(draw(st.integers(0, 12))):
+            victim = draw(pod_objects(f"v{i}-{k}", f"n{i}"))
+            victim["spec"]["priority"] = draw(st.sampled_from([0, 10, 1000]))
+            if draw(st.booleans()):
+                victim["metadata"]["annotations"] = {"network.example.com/mode": "underlay"}
+            victims.setdefault(f"n{i}", []).append(victim)
+    preemptor = draw(pod_objects("preemptor"))
+    preemptor["spec"]["priority"] = 100
+    if draw(st.booleans()):
+        preemptor["metadata"]["annotations"] = {"network.example.com/mode": "underlay"}
+    return preemptor, victims, nodes
+
+
+@settings(max_examples=60, deadline=None)
+@given(proposals())
+def test_preempt_keeps_or_drops_nodes_and_never_answers_one_empty(scenario: Any) -> None:
+    """Every node answered is one kube-scheduler proposed, with its victims exactly as proposed
+    (never an empty list: kube-scheduler fails the preemption on one); a node is dropped only for
+    a victim a rule protects or for the rules' filters failing there with the victims gone."""
+    preemptor, victims, nodes = scenario
+    extender = Extender(RulesHandle(PARTIAL))
+    extender.filter(json.dumps({"Pod": preemptor, "Nodes": {"metadata": {}, "items": nodes}}).encode())
+    body = {"Pod": preemptor, "NodeNameToVictims": {n: {"Pods": v, "NumPDBViolations": 0} for n, v in victims.items()}}
+    answer = json.loads(extender.preempt(json.dumps(body).encode()).body)["NodeNameToMetaVictims"]
+    for name, chosen in answer.items():
+        assert [p["UID"] for p in chosen["Pods"]] == [v["metadata"]["uid"] for v in victims[name]] != []
+    for name, proposed in victims.items():
+        protected = any(v["spec"]["priority"] >= 100 for v in proposed)
+        # (without a cache a node holds only the proposed victims: gone, nothing is left to fail)
+        assert (name in answer) == (bool(proposed) and not protected), (name, answer)
+
+
+def test_node_cache_is_bounded_in_bytes() -> None:
+    cache = NodeCache(max_bytes=1_000_000)
+    padding = "x" * 20_000
+    for i in range(300):  # 300 distinct nodes of 20 kB: 6 MB of JSON
+        raw = msgspec.Raw(json.dumps({"metadata": {"name": f"n{i}", "annotations": {"pad": padding}}}).encode())
+        node = cache.get(raw, "node")
+        assert cache.bytes <= 1_000_000 and len(cache) <= 50
+        assert cache.get(raw, "node") is node  # the latest is held
+    first = msgspec.Raw(json.dumps({"metadata": {"name": "n0", "annotations": {"pad": padding}}}).encode())
+    assert cache.get(first, "node").name == "n0"  # let go long ago: decoded again
+
+
+def test_nodes_requests_sent_leave_the_store_with_the_cache() -> None:
+    """Full-node requests cannot make the extender hold more nodes than its byte bound."""
+    extender = Extender(RulesHandle(RULES), node_cache_bytes=200_000)
+    padding = "x" * 20_000
+    for i in range(100):  # distinct names: without the bound, 100 nodes in the store for node_ttl
+        obj = {
+            "metadata": {"name": f"big-{i}", "annotations": {"pad": padding}},
+            "status": {"allocatable": {"cpu": "1"}},
+        }
+        body = json.dumps({"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [obj]}}).encode()
+        assert extender.filter(body).status == 200
+        assert len(extender.store.snapshot().nodes) <= 10

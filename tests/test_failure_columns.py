@@ -56,7 +56,7 @@ def check(rules: RuleSet, store: ClusterStore, probes: list[Any]) -> None:
             for r, u in zip(g.rows.tolist(), unresolvable_rows(bound, cols, g).tolist(), strict=True)
         }
         assert statuses == node_statuses(bound, nodes), p.key
-        assert bound.columns is not None and bound.columns.evaluator.failures == 0
+        assert bound.columns is not None and bound.columns.evaluator.fallbacks.count == 0
 
 
 @SETTINGS

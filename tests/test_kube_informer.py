@@ -1,9 +1,11 @@
 """Informers against a real HTTP API server (tests/apiserver.py) that injects faults: watch
-streams cut every half second, 10% of answers 500/503, every resumed watch answered 410 Gone,
-a restart that resets every connection. While objects are created, changed and deleted, what
-the informer delivered must end up equal to what the server holds: nothing missed, nothing
-duplicated, nothing deleted kept. And the adapter maps the server's refusals onto the error
-tree."""
+streams cut every half second, or reset (TCP RST mid-stream), 10% of answers 500/503, every
+resumed watch answered 410 Gone, a restart that resets every connection. While objects are
+created, changed and deleted, what the informer delivered must end up equal to what the server
+holds: nothing missed, nothing duplicated, nothing deleted kept. A watch that ends or breaks is
+resumed at once, not counted as a failure; only failures back off, and an answer from the
+server (a list, any event) starts the delay afresh. And the adapter maps the server's refusals
+onto the error tree."""
 
 from __future__ import annotations
 
@@ -17,15 +19,8 @@ import pytest
 
 from rulesched.errors import ConflictError, GoneError, NotFoundError, TooManyRequestsError, UnavailableError
 from rulesched.kube.api import NODES, PDBS, PODS, KubeApi
-from rulesched.kube.informer import Delta, Informer, object_key
+from rulesched.kube.informer import Backoff, Delta, Informer, object_key
 from tests.apiserver import TestApiServer
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
 
 
 @pytest.fixture
@@ -78,10 +73,11 @@ def wait_until(condition: Any, seconds: float = 20.0) -> bool:
     [
         {},
         {"cut_watches_every": 0.5},
+        {"reset_watches_every": 0.5},
         {"cut_watches_every": 0.5, "error_rate": 0.1, "seed": 3},
         {"cut_watches_every": 0.7, "gone_on_resume": True, "error_rate": 0.05, "seed": 4},
     ],
-    ids=["clean", "cuts", "cuts+5xx", "cuts+410+5xx"],
+    ids=["clean", "cuts", "resets", "cuts+5xx", "cuts+410+5xx"],
 )
 def test_informers_converge_under_faults(server: TestApiServer, api: KubeApi, faults: dict[str, Any]) -> None:
     for i in range(5):
@@ -120,6 +116,59 @@ def test_informers_converge_under_faults(server: TestApiServer, api: KubeApi, fa
         assert informers[1].relists > 1  # 410 made it list again, and the relist reconciled
     if faults.get("error_rate"):
         assert sum(i.errors for i in informers) > 0  # the 5xx answers were met and survived
+
+
+class Recorded(Backoff):
+    """The delays asked for, and the resets, in order."""
+
+    def __init__(self) -> None:
+        super().__init__(initial=0.05, maximum=0.4)
+        self.log: list[tuple[str, float]] = []
+
+    def next(self) -> float:
+        delay = super().next()
+        self.log.append(("next", delay))
+        return delay
+
+    def reset(self) -> None:
+        super().reset()
+        self.log.append(("reset", 0.0))
+
+
+def delays_since(log: list[tuple[str, float]], start: int) -> list[float]:
+    return [d for kind, d in log[start:] if kind == "next"]
+
+
+def test_only_failures_back_off_and_an_answer_starts_the_delay_afresh(server: TestApiServer, api: KubeApi) -> None:
+    server.set_faults(reset_watches_every=0.25)
+    stop, pods, backoff = threading.Event(), View(), Recorded()
+    informer = Informer(api, PODS, pods, stop, watch_timeout=5, backoff=backoff).start()
+    try:
+        assert wait_until(informer.synced.is_set)
+        for i in range(10):  # resets every quarter second: each resumed at once, no backoff
+            server.add("pods", pod(f"p{i}"))
+            time.sleep(0.1)
+        assert wait_until(lambda: pods.objects == expected(server, "pods"))
+        assert informer.resumes >= 2 and informer.errors == 0 and delays_since(backoff.log, 0) == []
+        server.set_faults(error_rate=1.0)  # now every request fails: the watch cannot reopen
+        server.restart()
+        assert wait_until(lambda: informer.errors >= 4)
+        # consecutive failures: the bound doubles (0.05, 0.1, 0.2, 0.4 at most), full jitter below it
+        for k, delay in enumerate(delays_since(backoff.log, 0)[:4]):
+            bound = min(0.4, 0.05 * 2**k)
+            assert bound / 2 <= delay <= bound, (k, delay)
+        server.set_faults()  # healthy again: the next list or event resets the delay
+        server.add("pods", pod("after"))
+        assert wait_until(lambda: pods.objects == expected(server, "pods"))
+        mark = len(backoff.log)
+        assert ("reset", 0.0) in backoff.log[-3:]
+        server.set_faults(error_rate=1.0)
+        server.restart()
+        assert wait_until(lambda: len(delays_since(backoff.log, mark)) >= 1)
+        assert 0.025 <= delays_since(backoff.log, mark)[0] <= 0.05  # the first delay again, not the last
+    finally:
+        stop.set()
+        informer.join(timeout=5)
 
 
 def test_the_adapter_maps_refusals_onto_the_error_tree(server: TestApiServer, api: KubeApi) -> None:

@@ -152,6 +152,12 @@ def test_unused_let_is_a_warning() -> None:
     assert d.message == "let 'spare' is never used"
 
 
+@pytest.mark.parametrize("lets", ["let a = 1\nlet b = a + 1\n", "let b = a + 1\nlet a = 1\n"])
+def test_a_let_only_unused_lets_use_is_unused_whatever_the_order(lets: str) -> None:
+    unused = [d.message for d in diagnostics(lets + "let c = 2\nfilter f: c > 0")]
+    assert sorted(unused) == ["let 'a' is never used", "let 'b' is never used"]
+
+
 def test_rules_of_different_kinds_may_share_a_name() -> None:
     assert diagnostics("filter f: true\nscore f: 1\npreempt f: true") == []
 
@@ -378,5 +384,7 @@ def test_strict_turns_a_warning_into_failure(tmp_path: Path) -> None:
 
 
 def test_clean_file_exits_zero(tmp_path: Path) -> None:
-    run = lint("--strict", write(tmp_path, "ok.rules", "filter f: pod.priority >= 0\nscore s: 1\n"))
+    # (a set of its own, with no resource-fit filter: clean for the extender, which it says)
+    text = "# rulesched: extender\nfilter f: pod.priority >= 0\nscore s: 1\n"
+    run = lint("--strict", write(tmp_path, "ok.rules", text))
     assert (run.returncode, HEADER.findall(run.stdout)) == (0, [])

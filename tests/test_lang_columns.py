@@ -22,9 +22,9 @@ from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.values import as_score
 from rulesched.model import Node, Pod, Taint
+from tests.helpers.profiles import examples
+from tests.helpers.rules import BODIES, load, rules_for
 from tests.strategies import LETS, nodes, pods, typed_rule_sets
-from tests.test_lang_properties import _load
-from tests.test_lang_shapes import BODIES, rules_for
 
 
 def _expected(checked: CheckedRules, bound: BoundRules, cluster: list[NodeInfo]) -> tuple[list[bool], list[list[int]]]:
@@ -52,12 +52,12 @@ def _agree(checked: CheckedRules, bound: BoundRules, cols: NodeColumns, rows: li
         assert any(not -(2**63) <= v < 2**63 for vector in vectors for v in vector), text
         return
     finally:  # right answers, and not from the node-by-node safety net after a column bug
-        assert bound.columns.evaluator.failures == 0, text
+        assert bound.columns.evaluator.fallbacks.count == 0, text
     assert matrix.tolist() == vectors, text
 
 
 def _exercise(text: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod, data: st.DataObject) -> None:
-    checked = _load(text)
+    checked = load(text)
     rules = RuleSet(checked)
     cols = NodeColumns(cluster)
     everything = list(range(len(cluster)))
@@ -78,7 +78,9 @@ def _exercise(text: str, incoming: list[Pod], cluster: list[NodeInfo], arriving:
     _agree(checked, rules.bind(incoming[0]), cols, everything, text)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(
     typed_rule_sets(),
     st.lists(pods(), min_size=1, max_size=2),
@@ -93,7 +95,7 @@ def test_columns_agree_with_the_interpreter(
 
 
 @pytest.mark.parametrize("body", BODIES)
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(pods(), min_size=1, max_size=2), st.lists(nodes(), min_size=1, max_size=6), pods(), st.data())
 def test_specialised_shapes_as_columns(
     body: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod, data: st.DataObject
@@ -116,12 +118,12 @@ DECIDED = [
 
 
 @pytest.mark.parametrize("body", DECIDED)
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(pods(), min_size=1, max_size=2), st.lists(nodes(), min_size=1, max_size=4), pods(), st.data())
 def test_values_decided_for_every_row(
     body: str, incoming: list[Pod], cluster: list[NodeInfo], arriving: Pod, data: st.DataObject
 ) -> None:
-    checked = _load(rules_for(body))
+    checked = load(rules_for(body))
     assert all(
         vectorisable(r.rule.body, checked.notes, checked.lets)
         for r in checked.rules
@@ -187,10 +189,10 @@ def _edge_rules(body: str) -> str:
 
 
 @pytest.mark.parametrize("body", EDGES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(edge_clusters, pods())
 def test_values_at_the_edges_of_exact_arithmetic(body: str, cluster: list[NodeInfo], pod: Pod) -> None:
-    checked = _load(_edge_rules(body))
+    checked = load(_edge_rules(body))
     rules = RuleSet(checked)
     assert all(b is not None for b in (*rules.bind(pod).columns.filters, *rules.bind(pod).columns.scores)), body
     _agree(checked, rules.bind(pod), NodeColumns(cluster), list(range(len(cluster))), body)
@@ -211,7 +213,7 @@ def test_values_at_the_edges_of_exact_arithmetic(body: str, cluster: list[NodeIn
 )
 def test_exact_where_numpy_would_not_be(body: str, cpu: int, memory: int) -> None:
     """Each case gives a wrong answer if the bounds checks are skipped (checked by hand)."""
-    checked = _load(_edge_rules(body))
+    checked = load(_edge_rules(body))
     cluster = [
         NodeInfo(Node("odd", allocatable={"cpu": cpu, "memory": memory, "pods": 110_000})),
         NodeInfo(Node("plain", allocatable={"cpu": 4000, "memory": 2**30, "pods": 110_000})),
@@ -247,7 +249,7 @@ def test_default_rules_mostly_evaluate_as_columns() -> None:
 
 def test_rules_reading_only_taints_are_evaluated_once_per_taint_set() -> None:
     text = LETS + 'filter f:\n    all(t in node.taints where t.effect == "PreferNoSchedule")\n'
-    checked = _load(text)
+    checked = load(text)
     rules = RuleSet(checked)
     soft, hard = Taint("a", "", "PreferNoSchedule"), Taint("b", "", "NoSchedule")
     cluster = [NodeInfo(Node(f"n{i}", taints=(soft,) if i % 2 else (hard,))) for i in range(40)]

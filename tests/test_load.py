@@ -75,8 +75,11 @@ def test_lists_json_and_inferred_kinds(tmp_path: Path) -> None:
         "apiVersion": "v1",
         "kind": "PodList",
         "items": [
-            {"metadata": {"name": "p1", "namespace": "shop"}, "spec": {"containers": [], "nodeName": "n1"}},
-            {"metadata": {"name": "p2"}, "spec": {"containers": []}},
+            {
+                "metadata": {"name": "p1", "namespace": "shop"},
+                "spec": {"containers": [{"name": "c"}], "nodeName": "n1"},
+            },
+            {"metadata": {"name": "p2"}, "spec": {"containers": [{"name": "c"}]}},
         ],
     }
     mixed = {

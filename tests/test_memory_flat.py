@@ -19,6 +19,8 @@ import sys
 import weakref
 from collections import deque
 
+import pytest
+
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.frontend.files import check_texts
@@ -99,6 +101,7 @@ def live() -> tuple[int, int]:
     return len(gc.get_objects()), sys.getallocatedblocks()
 
 
+@pytest.mark.slow  # ~25 s: the reloads and cycles are the point
 def test_memory_is_flat_over_reloads_and_cycles() -> None:
     store = ClusterStore()
     for i in range(12):

@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import Counter
 from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.kube.informer import Delta
@@ -34,10 +32,10 @@ from rulesched.run.loop import Loop, RunSettings
 from rulesched.scheduler.framework import SchedulerSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess
-from tests.test_extender import node as full_node
-from tests.test_extender import pod as extender_pod
-from tests.test_fast_path_property import NAMESPACES, SETTINGS, Scenario, scenarios, schedule
-from tests.test_run_e2e import node, pod, wait_for
+from tests.helpers.kube import extender_node as full_node
+from tests.helpers.kube import extender_pod, node, pod, wait_for
+from tests.helpers.scenarios import NAMESPACES, SETTINGS, Scenario, scenarios, schedule
+from tests.helpers.scrape import families, fetch, value
 
 # Upstream's buckets (pkg/scheduler/metrics, component-base's restclient), written out.
 ATTEMPT = [0.001 * 2**i for i in range(15)]
@@ -70,7 +68,7 @@ SCHEDULER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "process_cpu_seconds_total": ("counter", set(), None),
     "process_resident_memory_bytes": ("gauge", set(), None),
     "process_start_time_seconds": ("gauge", set(), None),
-    "rulesched_rules_info": ("gauge", {"hash", "files"}, None),
+    "rulesched_rules_info": ("gauge", {"hash", "files", "profile"}, None),
 }
 EXTENDER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "rulesched_extender_requests_total": ("counter", {"verb", "code"}, None),
@@ -81,27 +79,6 @@ EXTENDER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "process_cpu_seconds_total": ("counter", set(), None),
 }
 REMOVED = ("scheduler_e2e_scheduling_duration_seconds", "scheduler_binding_duration_seconds")
-
-
-def fetch(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return str(r.read().decode())
-
-
-def families(text: str) -> dict[str, Metric]:
-    """Parsed families by their exposed name (the parser drops a counter's ``_total``)."""
-    found = {}
-    for family in text_string_to_metric_families(text):
-        found[family.name + ("_total" if family.type == "counter" else "")] = family
-    return found
-
-
-def value(family: Metric, suffix: str = "", **labels: str) -> float:
-    return sum(
-        s.value
-        for s in family.samples
-        if s.name == family.name + suffix and all(s.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def check_families(text: str, expected: dict[str, tuple[str, set[str], list[float] | None]]) -> dict[str, Metric]:

@@ -17,17 +17,15 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from rulesched.scheduler.table import ColumnStore, NodeTable
-from tests.test_fast_path_property import (
+from tests.helpers.scenarios import (
     NAMESPACES,
     SETTINGS,
     AlwaysBind,
     Scenario,
-    apply_events,
+    replay_walks,
     scenarios,
     schedule,
 )
-from tests.upstream.harness import default_rules
 
 
 @pytest.mark.parametrize(
@@ -39,46 +37,6 @@ def test_table_walk_matches_the_node_by_node_walk(
     columns_from: int, chunk: int, scenario: Scenario, walks: list[tuple[int, int]]
 ) -> None:
     replay_walks(scenario, walks, columns_from, chunk)
-
-
-def replay_walks(scenario: Any, walks: Any, columns_from: int, chunk: int = 0) -> None:
-    """Schedules the scenario's pods one by one (its events in between); before each, every
-    probe's and the pod's class table (kept per binding, one ColumnStore for all) is walked and
-    checked against the node-by-node walk (:func:`check_walks`)."""
-    rules = default_rules()
-    state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    store = ColumnStore()
-    tables: dict[int, NodeTable] = {}
-    for i, (p, event) in enumerate(zip(scenario.pending, scenario.events, strict=True)):
-        apply_events(state, event, i)
-        snapshot = state.snapshot()
-        for q in (*scenario.probes, p):
-            bound = rules.bind(q, snapshot)
-            if not bound.cached or not snapshot.nodes:
-                continue
-            table = tables.get(id(bound))
-            if table is None or table.bound is not bound:
-                table = tables[id(bound)] = NodeTable(bound, store, columns_from, chunk)
-            table.sync(snapshot)
-            check_walks(table, bound, snapshot.nodes, walks, (q.key, i))
-        feasible, _ = rules.bind(p, state).feasible(state.nodes, 0, len(state.nodes))
-        if feasible:
-            target = feasible[scenario.places[i] % len(feasible)]
-            state.finish_binding(state.assume(p, target.name).key)
-
-
-def check_walks(table: Any, bound: Any, nodes: Any, walks: Any, where: object) -> None:
-    """Each walk of the table finds the nodes, looks as far and scores them as the bound rules
-    node by node do."""
-    for start, wanted in walks:
-        start %= len(nodes)
-        rows, looked = table.feasible(start, wanted)
-        expected, expected_looked = bound.feasible(nodes, start, wanted)
-        assert [table.node(r).name for r in rows.tolist()] == [n.name for n in expected], where
-        assert looked == expected_looked, where
-        if len(rows):
-            bound.ctx.feasible = expected
-            assert [tuple(v) for v in table.vectors(rows).tolist()] == [bound.score_vector(n) for n in expected], where
 
 
 def _placements(

@@ -21,6 +21,7 @@ from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.scheduler import Observer, Scheduler
 from rulesched.simulate.driver import Simulation
+from tests.helpers.profiles import examples
 from tests.upstream.harness import default_rules, node, pod
 
 SMALL = {"cpu": "1", "memory": "1Gi", "pods": "10"}
@@ -264,7 +265,7 @@ def nominated_clusters(
 
 
 @given(nominated_clusters(), st.booleans())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_the_chosen_node_fits_with_and_without_the_nominations_it_must_respect(case: Any, explain: bool) -> None:
     nodes, running, nominations, (want, priority) = case
     store = ClusterStore()

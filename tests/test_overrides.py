@@ -24,6 +24,7 @@ from rulesched.lang.frontend.printer import print_file, print_item
 from rulesched.lang.frontend.source import Diagnostic, Severity, Source
 from rulesched.model import Pod
 from rulesched.scheduler.scoring import score_matrix, weighted_totals
+from tests.helpers.profiles import examples
 from tests.strategies import SPAN, expressions, names, weights
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,7 +179,7 @@ partial_overrides = st.builds(
 ).filter(lambda p: p.guard is not None or p.weight is not None or p.normalize is not None)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(partial_overrides, min_size=1, max_size=4))
 def test_print_then_parse_is_the_same_partial_override(items: list[ast.PartialOverride]) -> None:
     tree = ast.RulesFile(SPAN.source, tuple(items))

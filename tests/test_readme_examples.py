@@ -1,5 +1,7 @@
 """The rules shown in README.md (and docs/language.md) are real: each compiles, composed with the
-bundled default rules unless it says what it extends, without errors or warnings; and the README's
+bundled default rules unless it says what it extends, without errors or warnings; the README's,
+whole files, pass `rulesched lint` as they are (so they say `extends "default"`: no
+`no-resource-fit`), and are in `rulesched fmt`'s form; and the README's
 "prefer nodes running fewer pods" example, composed with the default profile, decides a placement
 the default profile alone decides the other way, by a clear margin."""
 
@@ -14,7 +16,9 @@ from rulesched.authoring.ruletest import Outcome, schedule
 from rulesched.authoring.testfile import Case, read_case_file
 from rulesched.lang import RuleSet, check_texts, load_rules, load_rules_text
 from rulesched.lang.frontend.files import bundled_rules_dir
-from rulesched.lang.frontend.source import Severity
+from rulesched.lang.frontend.format import format_source
+from rulesched.lang.frontend.lint import LintSettings, lint
+from rulesched.lang.frontend.source import Severity, Source
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -60,6 +64,15 @@ def test_each_rules_block_compiles_cleanly(where: str, text: str) -> None:
     problems = [d.render() for d in loaded.diagnostics if d.severity is not Severity.NOTE]
     assert problems == [], where
     load_rules_text(composed(text))  # and compiles
+
+
+@pytest.mark.parametrize(("where", "text"), README_BLOCKS, ids=[w for w, _ in README_BLOCKS])
+def test_each_readme_rules_block_passes_lint_as_it_is(where: str, text: str, tmp_path: Path) -> None:
+    path = tmp_path / "example.rules"
+    path.write_text(text, encoding="utf-8")
+    result = lint(LintSettings((str(path),)))
+    assert [d.render() for d in result.diagnostics if d.severity is not Severity.NOTE] == [], where
+    assert format_source(Source("example.rules", text)) == (text, ""), where
 
 
 # --- the README's "prefer nodes running fewer pods" wins ----------------------------------------

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import resource
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +51,6 @@ def pod(name: str) -> dict[str, Any]:
 
 def configmap(text: str) -> dict[str, Any]:
     return {"metadata": {"name": "policy", "namespace": "rulesched"}, "data": {"policy.rules": text}}
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
 
 
 def _update(server: TestApiServer, text: str) -> None:
@@ -130,7 +123,7 @@ def test_configmap_changes_take_effect_and_bad_ones_are_refused(server: TestApiS
         assert loop.rules.digest == good  # the last good set stays
         server.add("pods", pod("p3"))
         assert _node_of(server, "p3") == "b"
-        errors = loop.metrics.reloads.labels(result="error")._value.get()
+        errors = loop.metrics.reloads.labels(result="error", profile="rulesched")._value.get()
         assert errors == 1
     finally:
         _stop(loop, thread)
@@ -270,10 +263,17 @@ def test_the_extender_answers_with_one_set_or_the_other_never_a_mix(tmp_path: Pa
 
         client = threading.Thread(target=ask)
         client.start()
+
+        def replace(text: str) -> None:
+            # as a ConfigMap volume (and most editors) update a file: whole, never half-written
+            staged = folder / ".policy.rules.tmp"
+            staged.write_text(text)
+            os.replace(staged, policy)
+
         for i in range(30):
-            policy.write_text((two if i % 2 == 0 else one) + f"# {i}\n")
+            replace((two if i % 2 == 0 else one) + f"# {i}\n")
             time.sleep(0.1)
-        policy.write_text(two)
+        replace(two)
         time.sleep(1.0)
         done.set()
         client.join(10)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,33 +15,7 @@ import pytest
 
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
-
-
-def node(name: str, cpu: str = "4") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}},
-    }
-
-
-def pod(name: str, cpu: str = "500m", scheduler: str = "rulesched", **extra: Any) -> dict[str, Any]:
-    spec = {
-        "schedulerName": scheduler,
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
-    }
-    spec.update(extra.pop("spec", {}))
-    return {
-        "metadata": {"name": name, "namespace": "default", **extra.pop("metadata", {})},
-        "spec": spec,
-        "status": extra.pop("status", {"phase": "Pending"}),
-    }
+from tests.helpers.kube import node, pod, wait_for
 
 
 def milli(cpu: str) -> int:
@@ -271,12 +244,3 @@ def fetch(url: str) -> str:
 
     with urllib.request.urlopen(url) as r:
         return str(r.read().decode())
-
-
-def wait_for(condition: Any, seconds: float = 20.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return bool(condition())

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cli import _Fields, _parser
+from rulesched.cli import _parser
 from rulesched.errors import ConfigError
+from rulesched.logs import TextFormatter
 from rulesched.run.cli import settings_from
 
 
@@ -48,7 +49,38 @@ def test_a_bad_config_is_one_clear_error(tmp_path: Path) -> None:
         _parser().parse_args(["run", "--leader-elect-lease-duration", "soon"])
 
 
+def test_leader_timings_that_would_break_fencing_are_refused() -> None:
+    # A leader stops writing at its renew deadline; a standby takes over at the lease duration:
+    # the deadline must come first (and leave room for a late retry), as client-go requires.
+    def parse(*flags: str) -> object:
+        return settings_from(_parser().parse_args(["run", "--leader-elect", *flags]))
+
+    with pytest.raises(ConfigError, match=r"renew-deadline \(15s\) must be shorter than --leader-elect-lease-duration"):
+        parse("--leader-elect-renew-deadline", "15s")
+    with pytest.raises(ConfigError, match=r"longer than 1.2 x --leader-elect-retry-period \(2s\)"):
+        parse("--leader-elect-renew-deadline", "2s")
+    parse(
+        "--leader-elect-lease-duration",
+        "3s",
+        "--leader-elect-renew-deadline",
+        "2s",
+        "--leader-elect-retry-period",
+        "500ms",
+    )
+
+
 def test_log_lines_carry_pod_and_node() -> None:
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "bound", (), None)
     record.pod, record.node = "default/p", "n1"
-    assert _Fields("%(message)s").format(record) == "bound pod=default/p node=n1"
+    assert TextFormatter(timestamps=False).format(record) == "INFO x: bound pod=default/p node=n1"
+
+
+def test_durations_in_a_config_file_read_as_kube_scheduler_writes_them(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("cycle_deadline: 2s\nleader_elect_lease_duration: 1m\nrules_max_delay: 500ms\ngrace_seconds: 3\n")
+    settings = settings_from(_parser().parse_args(["run", "--config", str(config)]))
+    assert (settings.cycle_deadline, settings.leader_elect_lease_duration) == (2.0, 60.0)
+    assert (settings.rules_max_delay, settings.grace_seconds) == (0.5, 3)
+    config.write_text("cycle_deadline: soon\n")
+    with pytest.raises(ConfigError, match=r"config.yaml: cycle_deadline: not a duration: 'soon'"):
+        settings_from(_parser().parse_args(["run", "--config", str(config)]))

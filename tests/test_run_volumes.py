@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from rulesched.errors import ConflictError
 from rulesched.kube.volumes import writes_for
@@ -22,72 +19,9 @@ from rulesched.model.storage import SELECTED_NODE, StorageState
 from rulesched.run.loop import Loop, RunSettings
 from rulesched.run.workers import Outcome, Workers
 from tests.apiserver import TestApiServer
-
-ZONE = "topology.kubernetes.io/zone"
-
-
-@pytest.fixture
-def server() -> Iterator[TestApiServer]:
-    s = TestApiServer()
-    yield s
-    s.stop()
-
-
-def node(name: str, zone: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, ZONE: zone}},
-        "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
-    }
-
-
-def pod(name: str, claim: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {
-            "schedulerName": "rulesched",
-            "containers": [{"name": "c", "image": "x"}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
-        },
-        "status": {"phase": "Pending"},
-    }
-
-
-def claim(name: str, cls: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {
-            "storageClassName": cls,
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": "1Gi"}},
-        },
-        "status": {"phase": "Pending"},
-    }
-
-
-def storage_class(name: str, provisioner: str, zones: list[str] | None = None) -> dict[str, Any]:
-    obj: dict[str, Any] = {
-        "metadata": {"name": name},
-        "provisioner": provisioner,
-        "volumeBindingMode": "WaitForFirstConsumer",
-    }
-    if zones:
-        obj["allowedTopologies"] = [{"matchLabelExpressions": [{"key": ZONE, "values": zones}]}]
-    return obj
-
-
-def local_volume(name: str, node_name: str) -> dict[str, Any]:
-    """An available volume of the no-provisioner class "local", reachable from one node only."""
-    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "storageClassName": "local",
-            "capacity": {"storage": "10Gi"},
-            "accessModes": ["ReadWriteOnce"],
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
-        },
-        "status": {"phase": "Available"},
-    }
+from tests.helpers.kube import claim, local_volume, storage_class
+from tests.helpers.kube import claiming_pod as pod
+from tests.helpers.kube import zonal_node as node
 
 
 def run_until(server: TestApiServer, tmp_path: Path, done: Any, seconds: float = 30.0) -> None:
@@ -136,13 +70,15 @@ class FakeApi:
     def __init__(self) -> None:
         self.patches: list[tuple[str, str | None, str, dict[str, Any]]] = []
 
-    def patch(self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+    def patch(
+        self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any], timeout: float | None = None
+    ) -> None:
         self.patches.append((resource.plural, namespace, name, patch))
 
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
         raise ConflictError("409: the pod is being bound elsewhere")
 
-    def get(self, resource: Any, namespace: str | None, name: str) -> dict[str, Any]:
+    def get(self, resource: Any, namespace: str | None, name: str, timeout: float | None = None) -> dict[str, Any]:
         return {"spec": {}}
 
 
@@ -159,7 +95,7 @@ def test_a_failed_binding_takes_the_volume_choices_back() -> None:
     )
     api = FakeApi()
     outcomes: list[Outcome] = []
-    workers = Workers(api, "rulesched", outcomes.append, threads=1)  # type: ignore[arg-type]
+    workers = Workers(api, outcomes.append, threads=1)  # type: ignore[arg-type]
     try:
         workers._bind(decode_pod(pod("db-0", "dynamic"), "test"), "node-a", "", writes)
     finally:

@@ -9,46 +9,10 @@ import pytest
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import RulesError
 from rulesched.lang import RulesHandle, load_rules, load_rules_text, resolve_rules_path
-from rulesched.model import Pod
-from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
-from rulesched.scheduler.scheduler import Observer, Scheduler
+from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.scheduler.scheduler import Scheduler
+from tests.helpers.scheduling import Clock, Later, Recording, Seen, cpu
 from tests.upstream.harness import default_rules, node, pod
-
-
-def cpu(request: str, **kw: object) -> dict[str, object]:
-    return {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": request}}}], **kw}
-
-
-class Later:
-    """A binder whose answers come later, as the API server's do."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-
-    def bind(self, pod: Pod, node: str) -> bool | None:
-        self.calls.append((pod.key, node))
-        return None
-
-
-class Seen(Observer):
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str]] = []
-
-    def attempted(self, result: CycleResult) -> None:
-        self.events.append(("attempted", result.pod.key))
-
-    def bound(self, pod: Pod, node: str) -> None:
-        self.events.append(("bound", pod.key))
-
-    def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
-        self.events.append(("failed", pod.key))
-
-
-class Clock:
-    now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_binding_under_way_holds_the_node_and_finishes_or_rolls_back() -> None:
@@ -88,14 +52,6 @@ def test_an_unconfirmed_binding_expires() -> None:
     assert scheduler.expire_assumed() == 0
     clock.now += 1
     assert scheduler.expire_assumed() == 1 and store.pod_node("default/a") is None
-
-
-class Recording:
-    def __init__(self) -> None:
-        self.evicted: list[str] = []
-
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
-        self.evicted.append(pod.key)
 
 
 def test_preemption_reads_the_snapshot_and_never_changes_the_store() -> None:

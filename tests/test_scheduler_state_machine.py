@@ -40,6 +40,7 @@ from rulesched.model import Node, Pod
 from rulesched.model.storage import READ_WRITE_ONCE_POD, StorageState
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.simulate.driver import Simulation
+from tests.helpers.profiles import examples
 from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class
 
 GPU = "nvidia.com/gpu"
@@ -418,7 +419,7 @@ class SchedulerMachine(RuleBasedStateMachine):
 
 
 SchedulerMachine.TestCase.settings = settings(
-    max_examples=50,
+    max_examples=examples(50),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

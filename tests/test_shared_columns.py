@@ -21,16 +21,16 @@ from rulesched.lang import load_rules_text
 from rulesched.lang.evaluation.sharing import RuleShare, rule_share
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.table import ColumnStore, NodeTable
-from tests.test_fast_path_property import (
+from tests.helpers.scenarios import (
     NAMESPACES,
     SETTINGS,
     Scenario,
     assemble,
     components,
+    replay_walks,
     scenarios,
     schedule,
 )
-from tests.test_node_table import replay_walks
 from tests.upstream.harness import default_rules, node, pod
 
 

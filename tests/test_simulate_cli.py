@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "examples" / "cluster.yaml"
 PENDING = ["shop/web-1", "ml/trainer", "shop/api", "shop/payments", "shop/giant"]
 POD_KEYS = {"pod", "node", "message", "nominated", "victims"}
-SUMMARY_KEYS = {"gated", "scheduled", "unschedulable", "preempted", "skipped", "scheduling_seconds"}
+SUMMARY_KEYS = {"gated", "scheduled", "unschedulable", "terminating", "preempted", "skipped", "scheduling_seconds"}
+PROVENANCE_KEYS = {"rules", "digest", "inputs", "seed", "percentage_of_nodes_to_score", "scheduler_name", "version"}
 
 
 def rulesched(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -78,11 +79,13 @@ def test_table_has_a_row_per_pending_pod_and_node_utilisation() -> None:
     blank = lines.index("")
     assert [line.split()[0] for line in lines[1:blank]] == PENDING
     nodes_header = lines[blank + 1]
-    assert nodes_header.split() == ["NODE", "CPU", "MEMORY", "PODS"]
+    # ml/trainer asks for a GPU: a column of its own, "-" on nodes without any
+    assert nodes_header.split() == ["NODE", "CPU", "MEMORY", "PODS", "nvidia.com/gpu"]
     node_rows = lines[blank + 2 : lines.index("", blank + 1)]
     assert [r.split()[0] for r in node_rows] == ["small-a", "large-b", "gpu-c", "cordoned-d"]
     for row in node_rows:
-        assert re.fullmatch(r"\S+\s+(\d+%|-)\s+(\d+%|-)\s+\d+/\d+", row), row
+        assert re.fullmatch(r"\S+\s+(\d+%|-)\s+(\d+%|-)\s+\d+/\d+\s+(\d+/\d+|-)", row), row
+    assert node_rows[2].split()[-1] == "2/4"
     assert re.fullmatch(r"4 scheduled, 1 unschedulable, 2 preempted in \d+\.\d{3}s", lines[-1])
 
 
@@ -95,7 +98,7 @@ def test_json_has_exactly_the_documented_shape() -> None:
         assert isinstance(row["message"], str) and isinstance(row["victims"], list)
         assert row["node"] is None or isinstance(row["node"], str)
         assert row["nominated"] is None or isinstance(row["nominated"], str)
-    assert set(result["summary"]) == SUMMARY_KEYS
+    assert set(result["summary"]) == SUMMARY_KEYS | PROVENANCE_KEYS
     summary = result["summary"]
     assert (summary["scheduled"], summary["unschedulable"], summary["preempted"]) == (4, 1, 2)
     assert isinstance(summary["scheduling_seconds"], float)
@@ -110,10 +113,10 @@ def test_json_has_exactly_the_documented_shape() -> None:
     assert sorted(victims["shop/api"] + victims["shop/payments"]) == ["jobs/batch-1", "jobs/batch-2"]
 
 
-def test_explain_adds_filtered_and_scores() -> None:
-    result = simulate_json(CLUSTER, "--explain")
+def test_explain_full_adds_every_nodes_filtered_and_scores() -> None:
+    result = simulate_json(CLUSTER, "--explain-full")
     for row in result["pods"]:
-        assert set(row) == POD_KEYS | {"filtered", "scores", "unresolvable"}
+        assert set(row) == POD_KEYS | {"explanation", "filtered", "scores", "unresolvable"}
     rows = {row["pod"]: row for row in result["pods"]}
     assert rows["shop/giant"]["filtered"]["cordoned-d"] == ["node(s) were unschedulable"]
     assert sorted(rows["shop/giant"]["filtered"]["small-a"]) == ["Insufficient cpu", "Insufficient memory"]
@@ -154,9 +157,16 @@ def test_unschedulable_message_counts_and_sorts_reasons_then_preemption() -> Non
     assert match, message
     reasons = match.group(1).split(", ")
     assert reasons == sorted(reasons)
-    assert reasons == ["1 node(s) were unschedulable", "3 Insufficient cpu", "3 Insufficient memory"]
-    # giant asks for more than any node has in all, and cordoned-d is cordoned: every failure is
-    # unresolvable, so preemption tries no node
+    # the gpu node is tainted as well as too small: its first failing filter in kube-scheduler's
+    # order (TaintToleration before NodeResourcesFit) names the taint
+    assert reasons == [
+        "1 node(s) had untolerated taint {nvidia.com/gpu: present}",
+        "1 node(s) were unschedulable",
+        "2 Insufficient cpu",
+        "2 Insufficient memory",
+    ]
+    # giant asks for more than any node has in all, cordoned-d is cordoned and the gpu node
+    # tainted: every failure is unresolvable, so preemption tries no node
     assert match.group(2) == "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
 
 

@@ -312,8 +312,9 @@ def test_table_explain_on_the_example() -> None:
     assert blocks["shop/giant"] == [
         "    scores: no node passed the filters",
         "    filtered out (4 of 4 nodes)",
-        "      Insufficient cpu: small-a, large-b, gpu-c",
-        "      Insufficient memory: small-a, large-b, gpu-c",
+        "      Insufficient cpu: small-a, large-b",
+        "      Insufficient memory: small-a, large-b",
+        "      node(s) had untolerated taint {nvidia.com/gpu: present}: gpu-c",  # TaintToleration first
         "      node(s) were unschedulable: cordoned-d",
         "      (unresolvable: preemption cannot help on small-a, large-b, gpu-c (+1 more))",
     ]
@@ -332,7 +333,7 @@ def test_table_explain_shows_the_top_three_nodes_and_groups_reasons(tmp_path: Pa
         rulesched("simulate", cluster, "--explain", "--percentage-of-nodes-to-score", "100", "--output", "json")
     )
     (row,) = explained["pods"]
-    scores = row["scores"]
+    scores = row["explanation"]["scores"]
     top = sorted(scores, key=lambda n: -scores[n]["total"])[:3]
     assert top == ["big-12", "big-10", "big-8"] and row["node"] == "big-12"
 

@@ -29,6 +29,7 @@ from rulesched.model.workloads import Controller, Service, Workloads
 from rulesched.simulate.load import load_cluster
 from rulesched.simulate.run import SimulateSettings, simulate
 from tests.apiserver import TestApiServer
+from tests.helpers.profiles import examples
 from tests.upstream.harness import bind, controller, node, normalized_scores, owned_by, pod, service, state
 
 HOST, ZONE = "kubernetes.io/hostname", "topology.kubernetes.io/zone"
@@ -260,7 +261,7 @@ def clusters(draw: Any) -> tuple[list[Any], list[Any]]:
     return nodes, running
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), st.data())
 def test_system_defaults_score_as_the_same_constraints_on_the_pod(cluster: Any, data: Any) -> None:
     nodes, running = cluster

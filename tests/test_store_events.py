@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Node, Pod, PodDisruptionBudget
+from tests.helpers.profiles import examples
 from tests.upstream.harness import node, pdb, pod
 
 NODE_NAMES = ("n1", "n2", "n3", "n4")
@@ -171,7 +172,9 @@ def recount(store: ClusterStore) -> None:
     assert all(store.image_node_count(name) == count for name, count in images.items())
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(histories(), st.data())
 def test_any_event_order_gives_the_store_the_final_objects_give(
     history: tuple[list[Event], dict[str, Any]], data: Any

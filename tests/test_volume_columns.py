@@ -22,6 +22,7 @@ from rulesched.lang import load_rules_text
 from rulesched.lang.evaluation.bound import Filters
 from rulesched.lang.evaluation.columns import NodeColumns
 from rulesched.model import Pod
+from tests.helpers.profiles import examples
 from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class
 
 ZONE = "topology.kubernetes.io/zone"
@@ -94,7 +95,7 @@ def clusters(draw: Any) -> ClusterStore:
     return state
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -112,7 +113,7 @@ def test_volume_filters_as_columns_agree_with_node_by_node(state: ClusterStore, 
         assert bound.filter_mask(cols, rows, Filters.DYNAMIC).tolist() == [
             all(f.passes(n) for f in bound.dynamic_filters) for n in nodes
         ], claims
-    assert bound.columns is not None and bound.columns.evaluator.failures == 0
+    assert bound.columns is not None and bound.columns.evaluator.fallbacks.count == 0
 
 
 def test_pods_differing_only_in_their_claims_share_a_binding() -> None:

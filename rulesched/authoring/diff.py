@@ -12,6 +12,9 @@ The cluster files are read once (:func:`rulesched.simulate.load.load_cluster`), 
 twice by the simulator itself (:class:`rulesched.simulate.driver.Simulation`), once with each
 set, with the same seed and settings, each on a store of its own.
 
+Pending pods being deleted are never attempted (kube-scheduler skips them), under either set, so
+they never differ; each run's summary counts them as ``terminating``.
+
 Every pending pod whose outcome differs is reported, in input order: moved (A → B), newly
 unschedulable (A → none, with the new failure message) or newly scheduled (none → B); running
 pods evicted under one set only are listed too. For the first ``--explain-limit`` changed pods
@@ -20,64 +23,32 @@ made the difference, evaluated against the cluster before scheduling.
 
 Text output starts with a summary line (``3 pods moved, 1 newly unschedulable, 0 newly
 scheduled (of N pending)``), then one block per changed pod; ``--output json`` prints the same
-as one document, ``--output html`` as one self-contained page (:mod:`rulesched.authoring.diff_html`).
+as one document, ``--output html`` as one self-contained page (:mod:`rulesched.authoring.diff_html`);
+the command line is :mod:`rulesched.authoring.diff_cli`.
 Exit status: 0 when nothing changes, 1 when something does, 2 on errors.
 Next stage: :mod:`rulesched.authoring.explain` names the rules behind each change.
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rulesched.authoring.explain import Explainer, Explanation, explanation_json, explanation_lines
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
-from rulesched.scheduler.framework import SchedulerSettings
-from rulesched.simulate.cli import add_cycle_arguments
+from rulesched.scheduler.framework import SchedulerSettings, skip_deleting
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 
 MOVED, UNSCHEDULABLE, SCHEDULED = "moved", "newly unschedulable", "newly scheduled"
 EXPLAIN_LIMIT = 100
 _SHOWN_EVICTIONS = 10  # evicted pods named in text output, per side
-
-
-def add_diff_parser(sub: Any) -> None:
-    diff = sub.add_parser(
-        "diff",
-        help="simulate two rule sets on one cluster and report what changes",
-        description="Schedule a cluster's pending pods with an old and a new rule set and report the pods whose "
-        "placement changes, naming the rules that made the difference. Exit 0: no change; 1: changes; 2: errors.",
-    )
-    diff.add_argument("cluster", nargs="+", metavar="CLUSTER", help="kubectl get -o yaml|json output files")
-    diff.add_argument(
-        "--old", action="append", metavar="PATH", help="the current rules: file, folder or 'default' (repeatable)"
-    )
-    diff.add_argument(
-        "--new", action="append", required=True, metavar="PATH", help="the changed rules (repeatable, as --old)"
-    )
-    diff.add_argument(
-        "--output",
-        choices=("text", "json", "html"),
-        default="text",
-        help="text (default), json, or html: one self-contained page for a review",
-    )
-    add_cycle_arguments(diff, "seed for breaking score ties (the same for both runs)")
-    diff.add_argument(
-        "--explain-limit",
-        type=int,
-        default=EXPLAIN_LIMIT,
-        metavar="N",
-        help=f"name the rules behind the first N changed pods only (default {EXPLAIN_LIMIT})",
-    )
 
 
 @dataclass(frozen=True)
@@ -108,6 +79,7 @@ class Run:
     outcomes: Mapping[str, Outcome]  # pending pod key -> outcome
     evicted: tuple[str, ...]
     seconds: float
+    terminating: int = 0  # pending pods being deleted: never attempted (kube-scheduler skips them)
 
     def summary(self) -> dict[str, object]:
         scheduled = sum(1 for o in self.outcomes.values() if o.node is not None)
@@ -115,7 +87,8 @@ class Run:
             "rules": [str(f) for f in self.rules.files],
             "digest": self.rules.digest,
             "scheduled": scheduled,
-            "unschedulable": len(self.outcomes) - scheduled,
+            "unschedulable": len(self.outcomes) - scheduled - self.terminating,
+            "terminating": self.terminating,
             "evicted": len(self.evicted),
             "scheduling_seconds": round(self.seconds, 6),
         }
@@ -152,27 +125,6 @@ class Diff:
 
 
 # --- running ---------------------------------------------------------------------------------------
-
-
-def diff_command(args: argparse.Namespace) -> int:
-    settings = DiffSettings(
-        cluster=tuple(args.cluster),
-        old=tuple(args.old or ("default",)),
-        new=tuple(args.new),
-        output=args.output,
-        seed=args.seed,
-        percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
-        scheduler_name=args.scheduler_name,
-        explain_limit=args.explain_limit,
-    )
-    result = diff(settings)
-    if settings.output == "html":
-        from rulesched.authoring.diff_html import render_html  # it imports this module
-
-        print(render_html(result))
-    else:
-        print(render_json(result) if settings.output == "json" else render_text(result))
-    return 1 if result.changed else 0
 
 
 def diff(settings: DiffSettings) -> Diff:
@@ -249,9 +201,14 @@ def _simulate(rules: RuleSet, objects: ClusterObjects, pending: Sequence[Pod], s
     for pod in pending:
         history = simulation.history[pod.key]
         last = history.last
-        outcomes[pod.key] = Outcome(history.node, last.message if last is not None else "not attempted")
+        if last is not None:
+            message = last.message
+        else:  # (a pending pod being deleted is never queued: Simulation.add)
+            message = skip_deleting(pod) if pod.deleting else "not attempted"
+        outcomes[pod.key] = Outcome(history.node, message)
     evicted = tuple(p.key for p in simulation.evicted)
-    return Run(rules, outcomes, evicted, time.perf_counter() - started)
+    terminating = sum(1 for p in pending if p.deleting)
+    return Run(rules, outcomes, evicted, time.perf_counter() - started, terminating)
 
 
 def _changes(pending: Sequence[Pod], old: Run, new: Run) -> list[PodChange]:

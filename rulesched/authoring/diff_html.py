@@ -6,7 +6,7 @@ pods evicted under one set only, and every changed pod, old node against new, wi
 and, for the explained ones, the rules that made the difference as
 :mod:`rulesched.authoring.explain` finds them (filters whose verdict changed on a node, score rules
 whose weighted pull changed, the totals). The page skeleton, styles and escaping are
-:mod:`rulesched.simulate.html`'s: inline CSS, no script, no external reference.
+:mod:`rulesched.simulate.html_page`'s: inline CSS, no script, no external reference.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from rulesched.authoring.explain import (
     Verdict,
     explanation_lines,
 )
-from rulesched.simulate.html import badge, esc, page, stats
+from rulesched.simulate.html_page import badge, esc, page, stats
 
 _DIFF_CSS = """
 .arrow { color: var(--muted); padding: 0 4px; white-space: pre; }
 .gone { color: var(--bad); font-style: italic; }
 .pos { color: var(--ok); font-weight: 600; } .neg { color: var(--bad); font-weight: 600; }
 .verdict.fail { color: var(--bad); font-weight: 600; } .verdict.pass { color: var(--ok); }
-table.sets td:first-child { color: var(--muted); }
 .msg { margin: 2px 0; }
 .msg b { color: var(--muted); font-weight: 600; font-size: 12px; text-transform: uppercase; margin-right: 4px; }
 """

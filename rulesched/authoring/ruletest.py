@@ -15,7 +15,9 @@ looked at (:class:`rulesched.scheduler.cycle.Cycle`, then
 :func:`rulesched.scheduler.preemption.preempt` when no node fits, as the scheduler does), on a
 cluster store built from the case's objects, with a fresh session of the rule set: cases never
 see each other. ``status.nominatedNodeName`` of the pod under test is ignored, so every node is
-filtered and scored.
+filtered and scored. A pod under test with ``metadata.deletionTimestamp`` is not attempted, as
+kube-scheduler skips it: no node passes or fails a filter, and the message is kube-scheduler's
+``skip schedule deleting pod: NAMESPACE/NAME`` (``unschedulable: true`` and that ``message`` pass).
 
 Ties: the scheduler breaks ties between equally scored nodes with a seeded random draw, so which
 of them it picks says nothing about the rules. A test therefore never depends on the draw:
@@ -47,7 +49,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, RuleschedError, RulesError
 from rulesched.lang import RuleSet, Session, load_rules, resolve_rules_path
 from rulesched.scheduler.cycle import Cycle
-from rulesched.scheduler.framework import Code, Preemption, SchedulerSettings
+from rulesched.scheduler.framework import Code, Preemption, SchedulerSettings, skip_deleting
 from rulesched.scheduler.preemption import preempt
 
 TEST_SUFFIXES = (".test.yaml", ".test.yml")
@@ -210,7 +212,10 @@ def _rule_set(case_file: CaseFile, loaded: dict[tuple[Path, ...], RuleSet]) -> R
 
 def run_case(rules: RuleSet, case: Case) -> CaseResult:
     outcome = schedule(rules, case)
-    return CaseResult(case.name, tuple(compare(case.expect, outcome)), outcome)
+    failures = compare(case.expect, outcome)
+    if failures and case.pod.deleting:  # say why nothing was filtered or scored
+        failures.append("the pod has metadata.deletionTimestamp: kube-scheduler skips a pod being deleted")
+    return CaseResult(case.name, tuple(failures), outcome)
 
 
 def schedule(rules: RuleSet, case: Case) -> Outcome:
@@ -225,6 +230,8 @@ def schedule(rules: RuleSet, case: Case) -> Outcome:
         storage=cluster.storage,
     )
     pod = dataclasses.replace(case.pod, nominated_node_name="") if case.pod.nominated_node_name else case.pod
+    if pod.deleting:  # kube-scheduler never attempts a pod being deleted (skipPodSchedule)
+        return Outcome((), MappingProxyType({}), frozenset(), MappingProxyType({}), (), skip_deleting(pod), None)
     session = Session(rules)
     snapshot = store.snapshot()
     settings = SchedulerSettings(percentage_of_nodes_to_score=100, explain=True)

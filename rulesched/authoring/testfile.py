@@ -79,6 +79,7 @@ from rulesched.model.fields import Memo, describe
 from rulesched.model.objects import Namespace
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
+from rulesched.simulate.yamlreader import safe_load
 
 RULES_SUFFIX = ".rules"
 WORKLOAD_KEYS = {
@@ -203,7 +204,7 @@ def _load_yaml(path: Path) -> Any:
     except UnicodeDecodeError as err:
         raise RuleTestError(path, "", f"not UTF-8 text (byte {err.start} is invalid)") from None
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)  # yaml.safe_load, with aliases' expansion bounded
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

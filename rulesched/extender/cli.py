@@ -26,13 +26,29 @@ def add_extender_parser(sub: Any) -> None:
     ext.add_argument("--tls-key", metavar="FILE")
     ext.add_argument("--client-ca", metavar="FILE", help="require client certificates signed by this CA")
     ext.add_argument("--max-body-bytes", type=int, metavar="N", help="larger requests get 413 (default 128 MiB)")
+    ext.add_argument(
+        "--node-cache-bytes", type=int, metavar="N", help="full-node mode: JSON of decoded nodes kept (default 128 MiB)"
+    )
+    ext.add_argument(
+        "--bind-verb",
+        action="store_true",
+        default=None,
+        help="serve the bind verb (off by default; kube-scheduler's bindVerb must name it)",
+    )
+    ext.add_argument(
+        "--scheduler-name",
+        dest="scheduler_names",
+        action="append",
+        metavar="NAME",
+        help="the bind verb binds pods naming this scheduler (repeatable; default default-scheduler)",
+    )
     ext.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
 
 
 def settings_from(args: argparse.Namespace) -> Any:
     from rulesched.extender.server import ExtenderSettings
 
-    values = read_config(args.config, ExtenderSettings) if args.config else {}
+    values = read_config(args.config, ExtenderSettings, ("rules", "scheduler_names")) if args.config else {}
     merge_flags(
         values,
         args,
@@ -40,12 +56,16 @@ def settings_from(args: argparse.Namespace) -> Any:
             "listen",
             "rules",
             "rules_configmap",
+            "rules_max_delay",
             "kubeconfig",
             "in_cluster",
             "tls_cert",
             "tls_key",
             "client_ca",
             "max_body_bytes",
+            "node_cache_bytes",
+            "bind_verb",
+            "scheduler_names",
         ),
     )
     if values.get("rules_configmap") and "rules" not in values:
@@ -61,6 +81,15 @@ def extender_command(args: argparse.Namespace) -> int:
 
 def _stop_on_signals(stop: asyncio.Event, reloader: Reloader) -> None:
     loop = asyncio.get_running_loop()
+
+    def stopping(signum: signal.Signals) -> None:
+        log.info("%s: stopping", signum.name)
+        stop.set()
+
+    def reload() -> None:
+        log.info("SIGHUP: reloading the rules")
+        reloader.trigger()
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, reloader.trigger)
+        loop.add_signal_handler(signum, stopping, signum)
+    loop.add_signal_handler(signal.SIGHUP, reload)

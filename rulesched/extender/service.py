@@ -4,7 +4,9 @@ One :class:`Extender` owns a :class:`ClusterStore` and is used from one thread (
 every request on the same worker), so it needs no locks and its caches carry over from request
 to request: the rules' per-class bindings and per-node answers, the node tables of recent pod
 classes (:class:`rulesched.scheduler.table.NodeTable`, as a scheduling cycle uses), and decoded
-nodes by their bytes.
+nodes by their bytes. A request's evaluation stops at its first check past the server's timeout
+(:meth:`Extender.answer`), as a scheduling cycle past its deadline, so it never holds the thread
+long after kube-scheduler was answered 503.
 
 Where nodes come from:
 
@@ -12,8 +14,10 @@ Where nodes come from:
   (:mod:`rulesched.mirror`) keeps; a name the cache does not know fails with that reason;
 * full Node objects (``nodeCacheCapable: false``): the nodes as given, written into the store
   (a node whose resourceVersion the store already holds is left alone). Pods come from the
-  informer cache when one is configured, else there are none: the request alone. Without a cache,
-  nodes not seen in any request for ``node_ttl`` seconds are dropped.
+  informer cache when one is configured, else there are none: the request alone. A node a
+  request sent (and the informer does not list) is dropped once no request has sent it for
+  ``node_ttl`` seconds, or once the decoded-node cache (bounded in bytes) lets it go: what
+  requests can make the extender hold is bounded by ``node_cache_bytes``.
 
 Answers follow kube-scheduler's reading of them:
 
@@ -22,11 +26,15 @@ Answers follow kube-scheduler's reading of them:
   (kube-scheduler then does not try preemption on it), else in ``FailedNodes``.
 * prioritize: the weighted totals of the score rules, normalised over the nodes given as a
   cycle normalises over the feasible nodes, then mapped onto 0..10 by :func:`priority_levels`.
-* preempt: for each proposed node, the proposed victims the preempt rules allow, as few of them
-  as still let the pod fit (reprieved as kube-scheduler reprieves); a node where the pod does
-  not fit even then, or whose victims are unknown, is dropped.
-* bind: the pod's volume choices (a claim to provision annotated with the node, a static volume
-  bound to its claim: :mod:`rulesched.kube.volumes`, as ``rulesched run`` makes them), then a
+* preempt: kube-scheduler proposes, per node, the victims its own profile needs gone (it has
+  already reprieved every pod it could). The answer keeps a node with exactly those victims, or
+  drops it: when a ``preempt`` rule forbids evicting one of them, when the pod would still fail
+  the rules' filters there with all of them gone, or when its victims are unknown. Victims are
+  never reprieved here: the rules cannot see the grounds kube-scheduler had for each (a rule set
+  that does not ``extends "default"`` checks no resources at all), and kube-scheduler rejects a
+  node answered with no victims ("expected at least one victim pod on node").
+* bind (:mod:`.binding`): off unless configured; for a pod pending in the informer cache, of a
+  scheduler this extender serves, on a node the cache has: the pod's volume choices, then a
   Binding through the API server; a failed binding takes the choices back.
 Next stage: :mod:`rulesched.extender.wire` encodes the answer.
 """
@@ -47,10 +55,11 @@ import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.cluster.store import ClusterStore
-from rulesched.errors import InputError, KubeError
+from rulesched.errors import InputError
+from rulesched.extender.binding import BindSettings, refusal
+from rulesched.extender.binding import bind as bind_pod
 from rulesched.extender.wire import (
     MAX_EXTENDER_PRIORITY,
-    BindingArgs,
     ExtenderArgs,
     NodeCache,
     PreemptionArgs,
@@ -64,26 +73,26 @@ from rulesched.extender.wire import (
     host_priorities,
     preemption_result,
 )
-from rulesched.kube.api import PODS, KubeApi
+from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
-from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes, writes_for
-from rulesched.lang import BoundRules, RuleSet, RulesHandle
+from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
 from rulesched.lang.builtins.indexes import ForkedIndexes
-from rulesched.lang.builtins.volume_binding import plan_bindings
 from rulesched.lang.evaluation.columns import Rows
+from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
+from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
+from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import MAX_TABLES, tables_for
 from rulesched.scheduler.evaluate import score_nodes
-from rulesched.scheduler.preemption import Candidate, importance, select_victims
 from rulesched.scheduler.scoring import Matrix, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
 log = logging.getLogger(__name__)
 
 FREEZE_AFTER = 1000  # deltas applied at once
-PODS_KEPT = 1024  # pods of recent filter and prioritize requests, for the bind verb's volume choices
 NOT_CACHED = "node is not in rulesched's informer cache"
+CHUNK = 448  # nodes a filter evaluates between two checks of the request's deadline (as `run`'s walk)
 
 
 def priority_levels(totals: Sequence[int] | Matrix) -> list[int]:
@@ -165,26 +174,69 @@ class Extender:
         stop: threading.Event | None = None,
         node_ttl: float = 600.0,
         clock: Callable[[], float] = time.monotonic,
+        binding: BindSettings | None = None,
+        node_cache_bytes: int = 128 * 2**20,
     ) -> None:
         self.rules = rules
+        self.binding = binding or BindSettings()
         self.api = api
         self.store = ClusterStore(assumed_ttl=None)
         self.stop = stop or threading.Event()
         self._inbox: queue.SimpleQueue[Delta] = queue.SimpleQueue()
         self.mirror = Mirror(api, self.store, self._inbox.put, self.stop) if api is not None else None
         self.node_ttl, self.clock = node_ttl, clock
-        self._nodes = NodeCache()
-        self._seen: dict[str, float] = {}  # without a cache: node name -> last request naming it
+        self._nodes = NodeCache(node_cache_bytes, on_evict=self._forget)
+        self._seen: dict[str, float] = {}  # node name -> the last request that sent the node
         self._last_sweep = clock()
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
         self._rules_of_tables: object = None
         self._index: NodeIndex | None = None
-        # uid -> the pod of a recent filter or prioritize request (a binding names the pod only)
-        self._pods: cachetools.LRUCache[str, Pod] = cachetools.LRUCache(PODS_KEPT)
+        # The informer cache's pending pods by key and node names, for the bind verb's checks (the
+        # store holds bound pods only, and in full-node mode also nodes that requests sent).
+        self._pending: dict[str, Pod] = {}
+        self._listed_nodes: set[str] = set()
+        # The request under way: its deadline, and the watch of the session evaluating it.
+        self.cancel = Cancellation()
+        self._watch: RuleWatch | None = None
+        self._pod = ""
+
+    def answer(self, verb: Callable[[bytes], Answer], body: bytes, arrived: float, timeout: float) -> Answer:
+        """``verb(body)``, given up once ``timeout`` seconds have passed since ``arrived`` (a
+        time.monotonic() time): its evaluation stops at the next check (as a scheduling cycle's,
+        :mod:`rulesched.scheduler.cancel`) and :class:`CycleCancelled` is raised, its ``rule`` the
+        rule then being evaluated; a request that waited that long for the worker is not started.
+        So a request the server already answered 503 holds the worker no longer than that."""
+        self.cancel.limit(timeout, since=arrived)
+        self._pod = ""
+        try:
+            self.cancel.check()
+            return verb(body)
+        except CycleCancelled as cancelled:
+            cancelled.rule = self._watch.rule if self._watch is not None else ""
+            log.warning(
+                "request given up after %gs",
+                timeout,
+                extra={"pod": self._pod or None, "rule": cancelled.rule or None, "rules": self.rules.digest},
+            )
+            raise
+        finally:
+            self.cancel.limit(None)
+            if self._watch is not None:
+                self._watch.disarm()
+                self._watch = None
+
+    def _session(self, rules: RuleSet, pod: Pod) -> Session:
+        """This thread's session with ``rules``, its watch armed with the request's deadline."""
+        session = rules.session()
+        session.watch.arm(self.cancel.check)
+        self._watch, self._pod = session.watch, pod.key
+        return session
 
     @property
     def ready(self) -> tuple[bool, str]:
+        if not self.rules.loaded:
+            return False, self.rules.waiting
         if self.mirror is not None and not self.mirror.synced:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         return True, f"rules {self.rules.digest}"
@@ -192,6 +244,12 @@ class Extender:
     def start(self) -> None:
         if self.mirror is not None:
             self.mirror.start()
+
+    def census(self) -> tuple[int, int]:
+        """(On the requests' thread.) Apply what the informers delivered; the nodes and the
+        pods on them the cache then holds (for the "caches synced" line)."""
+        self.sync()
+        return len(self.store.nodes), sum(1 for _ in self.store.pods())
 
     def close(self) -> None:
         self.stop.set()
@@ -210,33 +268,53 @@ class Extender:
             assert self.mirror is not None
             applied += 1
             try:
-                self.mirror.apply(delta, any_waiting_on_pods=False)
+                outcome = self.mirror.apply(delta, any_waiting_on_pods=False)
             except InputError as err:
                 log.warning("skipping %s %s: %s", delta.kind, delta.key, err)
+                continue
+            if outcome.pending is not None:
+                self._pending[outcome.pending.key] = outcome.pending
+            elif outcome.settled is not None:
+                self._pending.pop(outcome.settled, None)
+            if delta.kind == "Node":
+                (self._listed_nodes.discard if delta.type == "DELETED" else self._listed_nodes.add)(delta.key)
         if applied > FREEZE_AFTER:
             # A large batch (the first lists, a relist) is long-lived: keep the collector from
             # walking it again and again (a full collection over a big cluster costs ~10 ms).
             gc.collect()
             gc.freeze()
-        if self.mirror is None and self.clock() - self._last_sweep > self.node_ttl / 10:
+        if self._seen and self.clock() - self._last_sweep > self.node_ttl / 10:
             self._sweep()
 
+    # Nodes that requests put in the store (full-node mode) stay there while requests keep
+    # sending them, and no longer than their bytes stay in the node cache: so what a client can
+    # make the extender hold is bounded by node_cache_bytes. The informer's nodes are its own.
     def _sweep(self) -> None:
         now = self._last_sweep = self.clock()
         for name in [n for n, seen in self._seen.items() if now - seen > self.node_ttl]:
             del self._seen[name]
-            self.store.remove_node(name)
+            if name not in self._listed_nodes:
+                self.store.remove_node(name)
+
+    def _forget(self, node: Node) -> None:
+        """The node cache let ``node`` go: out of the store too, if a request put it there."""
+        if node.name in self._listed_nodes:
+            return
+        info = self.store.node_view(node.name)
+        held = info.node if info is not None else None
+        if held is not None and (held is node or _same_version(held, node)):
+            self.store.remove_node(node.name)
+            self._seen.pop(node.name, None)
 
     def _admit(self, nodes: Sequence[Node]) -> None:
         """Nodes as a request gives them, into the store (unless it has this version)."""
-        store, now = self.store, self.clock()
+        store, seen, now = self.store, self._seen, self.clock()
         for node in nodes:
             info = store.node_view(node.name)
             held = info.node if info is not None else None
             if held is not node and not (held is not None and _same_version(held, node)):
                 store.add_node(node)
-            if self.mirror is None:
-                self._seen[node.name] = now
+            seen[node.name] = now
 
     def _node_index(self, snapshot: Snapshot) -> NodeIndex:
         index = self._index
@@ -250,7 +328,7 @@ class Extender:
             self._tables.clear()
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, 64)
+            table = NodeTable(bound, self._columns, 64, CHUNK)
             if bound.cached:
                 limit = tables_for(len(snapshot.nodes))  # as a scheduling cycle keeps them
                 while len(self._tables) >= limit:
@@ -277,9 +355,7 @@ class Extender:
         rules = self.rules.rules
         index = self._node_index(snapshot)
         rows, positions, missing = index.rows(names, args.raw_names)
-        bound = rules.session().bind(args.pod, snapshot)
-        if args.pod.uid:
-            self._pods[args.pod.uid] = args.pod
+        bound = self._session(rules, args.pod).bind(args.pod, snapshot)
         return _Request(args, names, snapshot, rules, bound, index, rows, positions, missing)
 
     # --- verbs -------------------------------------------------------------------------------
@@ -303,7 +379,13 @@ class Extender:
                 self._reasons(bound, table, rows, passing, index, failed, unresolvable)
         finally:
             table.release()
-        log.debug("filter: %d of %d nodes pass", len(passing), len(names), extra={"pod": args.pod.key})
+        log.log(
+            VERBOSE,
+            "filter: %d of %d nodes pass",
+            len(passing),
+            len(names),
+            extra={"pod": args.pod.key, "rules": r.rules.digest},
+        )
         if args.nodes is None:
             return Answer(200, filter_result(index.names[passing].tolist(), failed, unresolvable))
         keep = set(index.names[passing].tolist())
@@ -334,7 +416,11 @@ class Extender:
                 node = node_of(i)
                 (unresolvable if only.unresolvable(node) else failed)[node.name] = ", ".join(only.reasons(node))
             failing = failing[~static_ok]
+        watch, left = bound.watch, CHECK_EVERY
         for i in failing.tolist():
+            left -= 1
+            if not left:
+                left = watch.tick()
             node = table.node(i)
             failure = bound.first_failure(node)
             if failure is None:
@@ -360,22 +446,29 @@ class Extender:
             for position, level in zip(positions, levels, strict=True):
                 scores[position] = level
             levels = scores
+        if log.isEnabledFor(VERBOSE) and len(levels):
+            best = max(range(len(levels)), key=levels.__getitem__)
+            extra = {"pod": r.args.pod.key, "node": names[best], "rules": r.rules.digest}
+            log.log(VERBOSE, "prioritize: %d nodes, best %d", len(names), levels[best], extra=extra)
         return Answer(200, host_priorities(names, levels))
 
     def preempt(self, body: bytes) -> Answer:
         self.sync()
         args = decode_preemption_args(body, self.mirror.classes if self.mirror is not None else {})
-        return Answer(200, preemption_result(self._preempt(args)))
+        kept = self._preempt(args)
+        log.log(VERBOSE, "preempt: %d of %d nodes kept", len(kept), len(args.victims), extra={"pod": args.pod.key})
+        return Answer(200, preemption_result(kept))
 
     def _preempt(self, args: PreemptionArgs) -> dict[str, tuple[list[str], int]]:
         snapshot = self.store.snapshot()
         overlay = ClusterOverlay(snapshot)
-        session = self.rules.rules.session()
+        session = self._session(self.rules.rules, args.pod)
         bound = session.bind_private(args.pod, overlay, ForkedIndexes(session.indexes, snapshot))
         out: dict[str, tuple[list[str], int]] = {}
         if not bound.preempts:
             return out  # preemptionPolicy Never, or no rule lets this pod preempt
         for name, proposal in args.victims.items():
+            self.cancel.check()  # (each node's dry runs: the request's deadline checked between them)
             chosen = self._victims_on(overlay, bound, args.pod, name, proposal)
             if chosen is not None:
                 out[name] = chosen
@@ -384,9 +477,11 @@ class Extender:
     def _victims_on(
         self, overlay: ClusterOverlay, bound: BoundRules, pod: Pod, name: str, proposal: Victims
     ) -> tuple[list[str], int] | None:
+        """kube-scheduler's victims on the node, unchanged, or None: the node is dropped."""
+        extra = {"pod": pod.key, "node": name}
         info = overlay.node_view(name)
         if info is None:
-            log.info("preempt: node unknown, dropped", extra={"pod": pod.key, "node": name})
+            log.log(VERBOSE, "preempt: node unknown, dropped", extra=extra)
             return None
         on_node = {p.uid: p for p in info.pods if p.uid}
         proposed: list[Pod] = []
@@ -396,60 +491,64 @@ class Extender:
                 victim = proposal.pods[i]
                 overlay.add_pod(victim if victim.node_name == name else _on(victim, name))
             if victim is None:
-                log.info("preempt: victim %s not in the cache, node dropped", uid, extra={"pod": pod.key, "node": name})
+                log.log(VERBOSE, "preempt: victim %s not in the cache, node dropped", uid, extra=extra)
                 return None
             proposed.append(victim)
+        if not proposed:  # (kube-scheduler proposes no such node; answering it empty would fail)
+            return None
         node = overlay.node_view(name)
         assert node is not None
-        allowed = [v for v in proposed if all(rule.allows(node, v) for rule in bound.preempts)]
-        candidate = select_victims(overlay, bound, name, sorted(allowed, key=importance))
-        if not isinstance(candidate, Candidate):  # the pod does not fit even then
+        for victim in proposed:
+            for rule in bound.preempts:
+                if not rule.allows(node, victim):
+                    log.info(
+                        "preempt: rule %s protects victim %s, node dropped",
+                        rule.name,
+                        victim.key,
+                        extra={**extra, "rule": rule.name},
+                    )
+                    return None
+        failure = self._failure_without(overlay, bound, name, proposed)
+        if failure is not None:
+            log.info("preempt: the rules still fail the pod there (%s), node dropped", failure, extra=extra)
             return None
-        uids = [v.uid for v in candidate.victims]
-        violations = candidate.pdb_violations
-        if self.mirror is None and set(uids) == set(proposal.uids):
-            violations = proposal.pdb_violations  # no budgets known here: kube-scheduler's count stands
-        return uids, violations
+        return [v.uid for v in proposed], proposal.pdb_violations
+
+    @staticmethod
+    def _failure_without(overlay: ClusterOverlay, bound: BoundRules, name: str, victims: list[Pod]) -> str | None:
+        """The reasons of the first filter rule the pod fails on the node once ``victims`` are
+        gone, or None: evicting them there would be in vain if the extender's own filter then
+        turns the pod away."""
+        for victim in victims:
+            overlay.remove_pod(victim)
+        try:
+            bound.refresh()  # cluster-wide precomputation is stale after a change
+            node = overlay.node_view(name)
+            failure = bound.first_failure(node) if node is not None else None
+            return None if failure is None else ", ".join(failure[1]) or failure[0].name
+        finally:
+            for victim in victims:
+                overlay.add_pod(victim)
+            bound.refresh()
 
     def bind(self, body: bytes) -> Answer:
-        """Make the pod's volume choices (VolumeBinding's PreBind, as ``rulesched run`` makes
-        them), then post the Binding; a failed binding takes the choices back."""
-        args: BindingArgs = decode_binding_args(body)
-        if self.api is None:
-            return Answer(200, binding_result("rulesched extender has no API access (--kubeconfig or --in-cluster)"))
-        key = f"{args.pod_namespace}/{args.pod_name}"
-        try:
-            writes = self._volume_writes(args)
-            apply_writes(self.api, writes)
-        except (KubeError, InputError) as err:
-            log.warning("bind failed: binding volumes: %s", err, extra={"pod": key, "node": args.node})
-            return Answer(200, binding_result(f"binding volumes: {err}"))
-        try:
-            self.api.bind(args.pod_namespace, args.pod_name, args.pod_uid, args.node)
-        except KubeError as err:
-            revert_writes(self.api, writes)
-            log.warning("bind failed: %s", err, extra={"pod": key, "node": args.node})
-            return Answer(200, binding_result(str(err)))
-        log.info("bound", extra={"pod": key, "node": args.node})
-        return Answer(200, binding_result())
-
-    def _volume_writes(self, args: BindingArgs) -> list[VolumeWrite]:
-        """VolumeBinding's choices for the pod on the node, from the informer cache's claims and
-        volumes, as API writes. The pod is the one a recent request asked about, else read from
-        the API server (a binding names it only)."""
-        assert self.api is not None and self.mirror is not None
-        pod = self._pods.get(args.pod_uid)
-        if pod is None or (pod.namespace, pod.name) != (args.pod_namespace, args.pod_name):
-            pod = self.mirror.decode_pod(self.api.get(PODS, args.pod_namespace, args.pod_name), "binding")
-        if not pod.claims:
-            return []
+        """The binding, if :func:`rulesched.extender.binding.refusal` finds nothing against it."""
+        if not self.binding.enabled:  # (refused before its body is even read)
+            return Answer(403, binding_result("the bind verb is off (rulesched extender --bind-verb turns it on)"))
+        args = decode_binding_args(body)
+        if self.api is None or self.mirror is None:
+            return Answer(403, binding_result("rulesched extender has no API access (--kubeconfig or --in-cluster)"))
         self.sync()
-        snapshot = self.store.snapshot()
-        node = snapshot.node_view(args.node)
-        if node is None:  # (not cached: no choice to make here; the binding goes ahead as asked)
-            return []
-        decisions = plan_bindings(pod, snapshot.storage, node)
-        return writes_for(decisions, snapshot.storage, args.node)
+        refused = refusal(args, self.binding, self._pending, self.store.pod_node, self._listed_nodes)
+        if refused is not None:
+            log.warning(
+                "bind refused: %s",
+                refused.reason,
+                extra={"pod": f"{args.pod_namespace}/{args.pod_name}", "node": args.node},
+            )
+            return Answer(refused.status, binding_result(refused.reason))
+        pod = self._pending[f"{args.pod_namespace}/{args.pod_name}"]
+        return Answer(200, bind_pod(self.api, pod, args.node, self.store.snapshot(), self.binding.budget, self.clock))
 
 
 def _same_version(a: Node, b: Node) -> bool:

@@ -13,6 +13,12 @@ be thrown away. Failures become the small error tree of :mod:`rulesched.errors`:
     ├── TooManyRequestsError    429: an eviction a PodDisruptionBudget forbids, or throttling
     └── UnavailableError        5xx, or the connection failed or was cut: retry with backoff
 
+A watch is a :class:`WatchStream`: opened when :meth:`KubeApi.watch` returns (so a refused or
+failed request raises there, and a stream that breaks later raises while iterating), and
+closeable from any thread: :meth:`KubeApi.close_watches` ends every open watch at shutdown, so
+informer threads blocked on a read return at once instead of at the next event. Every request
+names the process in its User-Agent (``rulesched/VERSION (HOST_PID)``), as audit logs show it.
+
 Next stage: :mod:`rulesched.kube.informer` lists and watches with :meth:`KubeApi.list` and
 :meth:`KubeApi.watch`.
 """
@@ -21,17 +27,22 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import platform
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from rulesched import __version__
 from rulesched.errors import (
     ConfigError,
     ConflictError,
@@ -41,6 +52,7 @@ from rulesched.errors import (
     TooManyRequestsError,
     UnavailableError,
 )
+from rulesched.model.names import dns1123_label
 
 
 @dataclass(frozen=True)
@@ -53,15 +65,36 @@ class Resource:
     namespaced: bool
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        """The URL path, every variable part checked as the API server would check it and
+        percent-escaped: a name such as ``p?watch=1`` must never turn a read into a watch."""
         parts = [self.prefix]
         if namespace is not None and self.namespaced:
-            parts += ["namespaces", namespace]
+            parts += ["namespaces", quote(checked_namespace(namespace), safe="")]
         parts.append(self.plural)
         if name is not None:
-            parts.append(name)
+            parts.append(quote(checked_name(name, self.kind), safe=""))
         if sub is not None:
-            parts.append(sub)
+            parts.append(quote(sub, safe=""))
         return "/".join(parts)
+
+
+MAX_NAME = 253  # a DNS subdomain: the longest name of every kind rulesched addresses by name
+
+
+def checked_namespace(namespace: str) -> str:
+    """A namespace name as the API server accepts it (a DNS label), else KubeError (400)."""
+    problem = dns1123_label(namespace)
+    if problem:
+        raise KubeError(f"namespace {problem}", 400)
+    return namespace
+
+
+def checked_name(name: str, kind: str = "object") -> str:
+    """A name that can stand in a URL path (apimachinery's ValidatePathSegmentName: not empty,
+    not ``.`` or ``..``, no ``/`` or ``%``; at most 253 characters), else KubeError (400)."""
+    if not name or name in (".", "..") or "/" in name or "%" in name or len(name) > MAX_NAME:
+        raise KubeError(f"{kind} name {name[:70]!r} cannot be addressed (empty, '.', '..', '/', '%' or too long)", 400)
+    return name
 
 
 @dataclass(frozen=True)
@@ -155,8 +188,12 @@ class KubeApi:
         configuration.connection_pool_maxsize = 64  # watches, binding workers, events at once
         self.host = configuration.host
         self._client = k8s_client.ApiClient(configuration)
+        self._client.user_agent = user_agent()
         self._timeout = timeout
         self.observer: RequestObserver | None = None
+        self._watches: set[WatchStream] = set()
+        self._watch_lock = threading.Lock()
+        self._watches_closed = False
 
     def close(self) -> None:
         self._client.close()  # type: ignore[no-untyped-call]
@@ -216,10 +253,12 @@ class KubeApi:
 
     def watch(
         self, resource: Resource, resource_version: str, timeout_seconds: int = 300, scope: Scope | None = None
-    ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(type, object) from a watch that starts after ``resource_version``: ADDED, MODIFIED,
-        DELETED and BOOKMARK. A 410 in the stream raises GoneError; the stream ending (the
-        server's timeout, a cut connection) ends the iteration or raises UnavailableError."""
+    ) -> WatchStream:
+        """An open watch that starts after ``resource_version``: iterate it for (type, object),
+        ADDED, MODIFIED, DELETED and BOOKMARK. Opening raises what the request met (410 Gone
+        too); while iterating, a 410 in the stream raises GoneError, a broken stream (a reset,
+        a cut) UnavailableError, and the server ending it ends the iteration. After
+        :meth:`close_watches`, raises UnavailableError at once."""
         query = {
             "watch": "1",
             "resourceVersion": resource_version,
@@ -228,44 +267,53 @@ class KubeApi:
             **(scope.query() if scope is not None else {}),
         }
         path = resource.path(scope.namespace if scope else None)
+        if self._watches_closed:
+            raise UnavailableError(f"watch {resource.plural}: watches are closed")
         raw = self._call("GET", path, query, timeout=(10.0, timeout_seconds + 30.0), stream=True)
-        try:
-            buffer = b""
-            for chunk in raw.stream(65536, decode_content=True):
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    kind, obj = event.get("type"), event.get("object") or {}
-                    if kind == "ERROR":
-                        code = int(obj.get("code") or 0)
-                        raise _error("WATCH", resource.path(), code or 500, json.dumps(obj).encode())
-                    yield str(kind), obj
-        except (urllib3.exceptions.HTTPError, OSError) as err:
-            raise UnavailableError(f"watch {resource.plural}: {err}") from None
-        finally:
+        stream = WatchStream(raw, resource, self._watch_ended)
+        with self._watch_lock:
+            closed = self._watches_closed
+            if not closed:
+                self._watches.add(stream)
+        if closed:  # closed while this one was opening
+            stream.close()
             raw.release_conn()
+            raise UnavailableError(f"watch {resource.plural}: watches are closed")
+        return stream
 
-    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = self._call("GET", resource.path(namespace, name))
+    def _watch_ended(self, stream: WatchStream) -> None:
+        with self._watch_lock:
+            self._watches.discard(stream)
+
+    def close_watches(self) -> None:
+        """End every open watch and refuse new ones (shutdown): a thread blocked reading one
+        gets UnavailableError now."""
+        with self._watch_lock:
+            self._watches_closed = True
+            streams = list(self._watches)
+        for stream in streams:
+            stream.close()
+
+    def get(self, resource: Resource, namespace: str | None, name: str, timeout: float | None = None) -> dict[str, Any]:
+        found: dict[str, Any] = self._call("GET", resource.path(namespace, name), timeout=timeout)
         return found
 
     def create(self, resource: Resource, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
         created: dict[str, Any] = self._call("POST", resource.path(namespace), body=body)
         return created
 
-    def replace(self, resource: Resource, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    def replace(
+        self, resource: Resource, namespace: str | None, name: str, body: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
         """PUT: fails with ConflictError when body's resourceVersion is not the current one."""
-        replaced: dict[str, Any] = self._call("PUT", resource.path(namespace, name), body=body)
+        replaced: dict[str, Any] = self._call("PUT", resource.path(namespace, name), body=body, timeout=timeout)
         return replaced
 
     def delete(self, resource: Resource, namespace: str | None, name: str) -> None:
         self._call("DELETE", resource.path(namespace, name))
 
     # --- what the scheduler writes --------------------------------------------------------------
-    def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
         """POST pods/binding (ConflictError: already bound)."""
         body = {
             "apiVersion": "v1",
@@ -273,25 +321,50 @@ class KubeApi:
             "metadata": {"name": name, "namespace": namespace, "uid": uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        self._call("POST", PODS.path(namespace, name, "binding"), body=body)
+        self._call("POST", PODS.path(namespace, name, "binding"), body=body, timeout=timeout)
 
     def evict(self, namespace: str, name: str) -> None:
         """POST pods/eviction (TooManyRequestsError: a PodDisruptionBudget forbids it now)."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         self._call("POST", PODS.path(namespace, name, "eviction"), body=body)
 
-    def patch(self, resource: Resource, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+    def patch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        timeout: float | None = None,
+    ) -> None:
         """A JSON merge patch (``None`` removes a field): the scheduler's volume choices."""
-        self._call("PATCH", resource.path(namespace, name), body=patch, content_type="application/merge-patch+json")
-
-    def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self._call(
-            "PATCH", PODS.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
+            "PATCH",
+            resource.path(namespace, name),
+            body=patch,
+            content_type="application/merge-patch+json",
+            timeout=timeout,
         )
 
-    def post_event(self, regarding: dict[str, str], type_: str, reason: str, action: str, note: str, by: str) -> None:
-        """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid);
-        a connection failure is retried a few times, as client-go's event broadcaster does."""
+    def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:
+        """A JSON merge patch of the pod's status (lists replaced whole), or with ``strategic`` a
+        strategic merge patch, as kube-scheduler's PatchPodStatus sends: ``status.conditions``
+        entries merge by ``type``, so the pod's other conditions stay."""
+        kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
+        self._call("PATCH", PODS.path(namespace, name, "status"), body=patch, content_type=kind)
+
+    def post_event(
+        self,
+        regarding: dict[str, str],
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        by: str,
+        related: dict[str, str] | None = None,
+    ) -> None:
+        """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid),
+        naming ``related`` too if given (a victim's Preempted event: its preemptor); a connection
+        failure is retried a few times, as client-go's event broadcaster does."""
         namespace = regarding.get("namespace") or "default"
         name = regarding.get("name") or "object"
         body = {
@@ -307,6 +380,8 @@ class KubeApi:
             "note": note[:1024],
             "regarding": regarding,
         }
+        if related is not None:
+            body["related"] = related
         for attempt in range(EVENT_ATTEMPTS):
             try:
                 self.create(EVENTS, namespace, body)
@@ -315,6 +390,59 @@ class KubeApi:
                 if attempt == EVENT_ATTEMPTS - 1:
                     raise
                 time.sleep(0.05 * 2**attempt)
+
+
+def user_agent() -> str:
+    """``rulesched/VERSION (OS/ARCH) HOST_PID``: which replica made a request (the leader
+    election identity starts the same way)."""
+    system = f"{platform.system().lower()}/{platform.machine().lower()}"
+    return f"rulesched/{__version__} ({system}) {socket.gethostname()}_{os.getpid()}"
+
+
+class WatchStream:
+    """One open watch response: iterate for (type, object); :meth:`close` from any thread."""
+
+    def __init__(self, raw: Any, resource: Resource, ended: Any) -> None:
+        self._raw, self.resource, self._ended = raw, resource, ended
+        self.closed = False
+
+    def __iter__(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        raw, resource = self._raw, self.resource
+        try:
+            buffer = b""
+            for chunk in raw.stream(65536, decode_content=True):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        raise _error("WATCH", resource.path(), code or 500, json.dumps(obj).encode())
+                    yield str(kind), obj
+            if self.closed:
+                raise UnavailableError(f"watch {resource.plural}: closed")
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            # (ValueError: reading a response closed under it)
+            raise UnavailableError(f"watch {resource.plural}: {'closed' if self.closed else err}") from None
+        finally:
+            raw.release_conn()
+            self._ended(self)
+
+    def close(self) -> None:
+        """End the stream: a read blocked on it in another thread returns (shutting the socket
+        down wakes it; closing alone would not)."""
+        self.closed = True
+        shutdown = getattr(self._raw, "shutdown", None)  # urllib3 >= 2.3
+        try:
+            if shutdown is not None:
+                shutdown()
+            else:
+                self._raw.close()
+        except (OSError, ValueError, RuntimeError):
+            pass  # already released or closed
 
 
 def _error(method: str, path: str, status: int, data: bytes) -> KubeError:

@@ -5,11 +5,21 @@ object) to a sink, which must be thread-safe (the scheduler's loop puts them on 
 applies them between cycles). As client-go's reflector does:
 
 * a watch resumes from the last resourceVersion seen (bookmarks move it on without events);
+* a watch that ends, whether the server closed it (its timeout, a restart) or the connection
+  broke (a reset, a cut), is resumed at once: that is a watch's ordinary life, not a failure.
+  Only the start of a new watch is paced, :data:`WATCH_FLOOR` after the previous one started,
+  so a server that closes every watch at once is not asked again in a hot loop;
 * a 410 Gone (the version is older than the server keeps) means a relist, and the relist is
   reconciled against what was delivered: objects that vanished meanwhile come as DELETED, the
   rest as ADDED or MODIFIED, so the consumer never holds a stale or duplicate object;
-* connection errors, cut streams and 5xx answers are retried with exponential backoff and
-  jitter, resuming the watch where it stopped.
+* failures (a list or a watch request refused or unanswered: connection errors, 5xx) are
+  retried with exponential backoff and jitter up to 30 s; the delay starts afresh after a
+  successful list or any event received (a bookmark too), so a single failure after hours of
+  health waits the initial delay, not the last one.
+
+(client-go's reflector also resumes a closed watch at once, but counts a watch that ended
+within a second without events as a failure and relists after a backoff; here it is only
+paced by the floor, so frequent resets never delay new objects by more than that.)
 
 :attr:`Informer.synced` is set once the first list has been delivered (readiness).
 Next stage: the scheduler's loop decodes the objects into the store and the queue.
@@ -20,14 +30,16 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.errors import GoneError, KubeError
+from rulesched.errors import GoneError, KubeError, UnavailableError
 from rulesched.kube.api import KubeApi, Resource, Scope
 
 log = logging.getLogger(__name__)
+WATCH_FLOOR = 0.1  # seconds between the starts of two watches of one informer, at least
 
 
 @dataclass(frozen=True)
@@ -81,7 +93,8 @@ class Informer:
         self.backoff = backoff or Backoff()
         self.synced = threading.Event()
         self.relists = 0
-        self.errors = 0
+        self.errors = 0  # failures (backed off)
+        self.resumes = 0  # watches that ended or broke and were resumed at once
         self._known: dict[str, str] = {}  # key -> resourceVersion delivered
         self._thread = threading.Thread(target=self._run, name=f"informer-{resource.plural}", daemon=True)
 
@@ -94,21 +107,38 @@ class Informer:
 
     def _run(self) -> None:
         version: str | None = None
+        last_watch = -WATCH_FLOOR
         while not self.stop.is_set():
             try:
                 if version is None:
                     version = self._relist()
-                for kind, obj in self.api.watch(self.resource, version, self.watch_timeout, self.scope):
+                    self.backoff.reset()
+                pause = last_watch + WATCH_FLOOR - time.monotonic()
+                if pause > 0 and self.stop.wait(pause):
+                    return
+                last_watch = time.monotonic()
+                stream = self.api.watch(self.resource, version, self.watch_timeout, self.scope)
+                try:
+                    for kind, obj in stream:
+                        if self.stop.is_set():
+                            return
+                        self.backoff.reset()  # the server answers: a later failure starts afresh
+                        version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                        if kind != "BOOKMARK":
+                            self._deliver(kind, obj)
+                except UnavailableError as err:  # the stream broke (a reset, a cut): resume at once
                     if self.stop.is_set():
                         return
-                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if kind != "BOOKMARK":
-                        self._deliver(kind, obj)
-                self.backoff.reset()  # the stream ended (a timeout, a cut): resume at once
+                    self.resumes += 1
+                    log.debug("%s watch ended: %s; resuming", self.resource.plural, err)
+                else:
+                    self.resumes += 1  # the server ended it (its timeout): resume at once
             except GoneError:
-                log.info("watch of %s expired; relisting", self.resource.plural)
+                log.debug("watch of %s expired; relisting", self.resource.plural)
                 version = None
             except KubeError as err:
+                if self.stop.is_set():
+                    return
                 self.errors += 1
                 delay = self.backoff.next()
                 log.warning("%s informer: %s; retrying in %.1fs", self.resource.plural, err, delay)

@@ -77,22 +77,23 @@ def writes_for(decisions: Sequence[Decision], storage: StorageState, node: str) 
     return writes
 
 
-def apply_writes(api: KubeApi, writes: Sequence[VolumeWrite]) -> None:
-    """Make every write; if one fails, take back the ones made and raise its error."""
+def apply_writes(api: KubeApi, writes: Sequence[VolumeWrite], timeout: float | None = None) -> None:
+    """Make every write; if one fails, take back the ones made and raise its error. ``timeout``
+    bounds each API call (None: the adapter's own)."""
     done: list[VolumeWrite] = []
     for write in writes:
         try:
-            api.patch(write.resource, write.namespace, write.name, write.patch)
+            api.patch(write.resource, write.namespace, write.name, write.patch, timeout=timeout)
         except KubeError:
-            revert_writes(api, done)
+            revert_writes(api, done, timeout)
             raise
         done.append(write)
 
 
-def revert_writes(api: KubeApi, writes: Sequence[VolumeWrite]) -> None:
+def revert_writes(api: KubeApi, writes: Sequence[VolumeWrite], timeout: float | None = None) -> None:
     """Take writes back, newest first; a failure is logged (the object may be gone)."""
     for write in reversed(writes):
         try:
-            api.patch(write.resource, write.namespace, write.name, write.undo)
+            api.patch(write.resource, write.namespace, write.name, write.undo, timeout=timeout)
         except KubeError as err:
             log.warning("could not undo a volume choice", extra={"object": write.name, "reason": str(err)})

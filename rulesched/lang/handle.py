@@ -4,6 +4,11 @@ Every scheduling cycle and every extender request reads :attr:`RulesHandle.rules
 start, and uses that set to the end: a reload never shows a mix of two sets. Swapping in a new
 set drops the old set's caches (its per-thread evaluation sessions); an evaluation still
 running on the old set keeps the session it holds until it finishes.
+
+A handle can start empty (:meth:`RulesHandle.empty`): no set compiled yet, so the scheduler
+stays up but does not schedule (:attr:`RulesHandle.loaded` is false and ``waiting`` says why)
+until the first good set is swapped in. It then holds a set whose one filter passes no node, so
+a caller that forgot to look at ``loaded`` parks pods instead of placing them without rules.
 """
 
 from __future__ import annotations
@@ -11,6 +16,14 @@ from __future__ import annotations
 import threading
 
 from rulesched.lang.evaluation.ruleset import RuleSet
+from rulesched.lang.frontend.files import check_texts
+
+NO_RULES_DIGEST = "none"
+_NO_RULES = 'filter no_rules_loaded:\n    false\n    else "no valid rules are loaded"\n'
+
+
+def _no_rules() -> RuleSet:
+    return RuleSet(check_texts({"no-rules.rules": _NO_RULES}).checked, (), digest=NO_RULES_DIGEST)
 
 
 class RulesHandle:
@@ -18,6 +31,15 @@ class RulesHandle:
         self._rules = rules
         self._lock = threading.Lock()  # serialises swaps; readers never take it
         self.swaps = 0
+        self.loaded = True  # False until a compiled set is in (see empty())
+        self.waiting = ""  # while not loaded: why (the latest rejection, one line)
+
+    @classmethod
+    def empty(cls, waiting: str) -> RulesHandle:
+        """A handle with no set yet: ``loaded`` is false until the first :meth:`swap`."""
+        handle = cls(_no_rules())
+        handle.loaded, handle.waiting = False, waiting
+        return handle
 
     @property
     def rules(self) -> RuleSet:
@@ -33,6 +55,7 @@ class RulesHandle:
         with self._lock:
             old, self._rules = self._rules, rules
             self.swaps += 1
+            self.loaded, self.waiting = True, ""  # (after the set: a reader seeing loaded sees it)
         if old is not rules:
             old.drop_caches()
         return old

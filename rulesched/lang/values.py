@@ -113,11 +113,17 @@ def binary_function(op: str, kind: str) -> Callable[[Any, Any], Any]:
 
 
 def as_score(value: Any) -> int:
-    """A score rule's value as kube-scheduler's int64 score: truncated toward zero."""
+    """A score rule's value as an integer score: truncated toward zero, as kube-scheduler's int64
+    scores are. Beyond int64 the exact int is kept (the scheduler then ranks in Python ints), up to
+    :data:`SCORE_LIMIT`: a constant of 9,000 digits would otherwise be a score no report can print
+    (Python refuses to write ints of over 4,300 digits as text)."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             return 0
-        return int(value)
-    return int(value)
+        value = int(value)
+    return max(-SCORE_LIMIT, min(SCORE_LIMIT, int(value)))
+
+
+SCORE_LIMIT = 10**4000 - 1

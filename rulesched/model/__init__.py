@@ -7,6 +7,9 @@ Next stage: :mod:`rulesched.cluster` (store and snapshot), and the rules see the
 """
 
 from rulesched.model.objects import (
+    DISRUPTION_TARGET,
+    PREEMPTED_CONDITION,
+    PREEMPTION_BY_SCHEDULER,
     ContainerPort,
     LabelSelector,
     LabelSelectorRequirement,
@@ -26,6 +29,9 @@ from rulesched.model.objects import (
 from rulesched.model.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = [
+    "DISRUPTION_TARGET",
+    "PREEMPTED_CONDITION",
+    "PREEMPTION_BY_SCHEDULER",
     "ContainerPort",
     "LabelSelector",
     "LabelSelectorRequirement",

@@ -23,6 +23,7 @@ from rulesched.model.decode_storage import pod_volumes
 from rulesched.model.fields import (
     Memo,
     Where,
+    check,
     describe,
     get_bool,
     get_choice,
@@ -37,8 +38,12 @@ from rulesched.model.fields import (
     get_time,
     object_metadata,
 )
+from rulesched.model.names import dns1123_label, dns1123_subdomain, shown
 from rulesched.model.objects import (
+    DISRUPTION_TARGET,
     EMPTY_RESOURCES,
+    PREEMPTED_CONDITION,
+    PREEMPTION_BY_SCHEDULER,
     LabelSelector,
     Namespace,
     Node,
@@ -106,11 +111,13 @@ def _priority(spec: Mapping[str, Any], where: Where, classes: Mapping[str, Prior
         found = classes.get(name) or SYSTEM_PRIORITY_CLASSES.get(name)
         if found is None and explicit is None:
             known = ", ".join(sorted(classes)) or "none loaded"
-            raise where.error(f"no PriorityClass named {name!r} (known: {known})", "spec.priorityClassName")
+            raise where.error(f"no PriorityClass named {shown(name)} (known: {known})", "spec.priorityClassName")
     else:
         for pc in classes.values():
             if pc.global_default and (found is None or pc.value < found.value):
                 found = pc
+    if explicit is not None and not _INT32[0] <= explicit <= _INT32[1]:
+        raise where.error(f"{explicit} does not fit in 32 bits", "spec.priority")
     priority = explicit if explicit is not None else (found.value if found else 0)
     default_policy = found.preemption_policy if found else "PreemptLowerPriority"
     policy = get_choice(spec, "preemptionPolicy", where, "spec", _PREEMPTION_POLICIES, default_policy)
@@ -126,13 +133,20 @@ def decode_pod(
     priority_classes: Mapping[str, PriorityClass] | None = None,
     *,
     memo: Memo | None = None,
+    require_containers: bool = False,
+    names: bool = True,
 ) -> Pod:
     """A Pod; ``priority_classes`` (by name) resolve ``spec.priorityClassName`` for pods that
     have no ``spec.priority`` yet, i.e. pods written by hand rather than read from the API.
-    Passing one ``memo`` dict to many calls shares equal parts between them (faster loads)."""
-    obj, meta, name, namespace, where = object_metadata(obj, "Pod", source, True, memo)
+    Passing one ``memo`` dict to many calls shares equal parts between them (faster loads).
+    ``require_containers`` refuses a pod without containers, as the API server does; rule tests
+    leave it off, for pods like upstream's test tables' (``containers: []``, which scoring's
+    non-zero defaults treat unlike a container without requests). ``names`` off skips the checks
+    of names' formats (:func:`~rulesched.model.fields.check`), for objects no API server saw."""
+    obj, meta, name, namespace, where = object_metadata(obj, "Pod", source, True, memo, names=names)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
+    _check_pod_spec(spec, status, where, require_containers)
     requests, nonzero = pod_requests(spec, status, where)
     priority, policy = _priority(spec, where, priority_classes)
     aff = affinity(spec, where)
@@ -169,25 +183,59 @@ def decode_pod(
         owner=_controller(meta, where),
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
+        resource_claims=_resource_claims(spec, where) if spec.get("resourceClaims") else (),
     )
 
 
+def _check_pod_spec(spec: Mapping[str, Any], status: Mapping[str, Any], where: Where, containers: bool) -> None:
+    """What the API server refuses in a pod that decoding would otherwise pass over: node names
+    that are not DNS subdomains and (when asked) no container at all."""
+    if containers and spec.get("containers") in (None, []):  # absent, null or empty alike
+        raise where.error(
+            "at least one container is required (the API server refuses a pod without)", "spec.containers"
+        )
+    for part, at, key in ((spec, "spec", "nodeName"), (status, "status", "nominatedNodeName")):
+        node = get_str(part, key, where, at)
+        if node:
+            check(where, dns1123_subdomain, node, f"{at}.{key}")
+
+
 def _preempted_by_scheduler(status: Mapping[str, Any], where: Where) -> bool:
-    """The DisruptionTarget condition a scheduler sets on the pods it preempts."""
+    """The DisruptionTarget condition a scheduler sets on the pods it preempts (reason
+    PreemptionByScheduler), or rulesched's own condition, which outlives the Eviction API's
+    rewriting DisruptionTarget (reason EvictionByEvictionAPI)."""
     if not status.get("conditions"):
         return False
+    found = False
     for path, cond in get_maps(status, "conditions", where, "status"):
-        if get_str(cond, "type", where, path) == "DisruptionTarget":
-            return get_str(cond, "status", where, path) == "True" and (
-                get_str(cond, "reason", where, path) == "PreemptionByScheduler"
-            )
+        kind = get_str(cond, "type", where, path)
+        if kind == PREEMPTED_CONDITION and get_str(cond, "status", where, path) == "True":
+            return True
+        if kind == DISRUPTION_TARGET and not found:  # the first of its type counts, as upstream reads it
+            found = True
+            if get_str(cond, "status", where, path) == "True" and (
+                get_str(cond, "reason", where, path) == PREEMPTION_BY_SCHEDULER
+            ):
+                return True
     return False
 
 
-def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> Node:
+def _resource_claims(spec: Mapping[str, Any], where: Where) -> tuple[str, ...]:
+    """spec.resourceClaims[].name: the pod's Dynamic Resource Allocation claims (the API
+    requires a name; each entry names a ResourceClaim or a ResourceClaimTemplate)."""
+    names = []
+    for path, claim in get_maps(spec, "resourceClaims", where, "spec"):
+        name = get_str(claim, "name", where, path)
+        if not name:
+            raise where.error("missing", f"{path}.name")
+        names.append(name)
+    return tuple(names)
+
+
+def decode_node(obj: object, source: str = "", *, memo: Memo | None = None, names: bool = True) -> Node:
     """A Node; allocatable defaults to capacity (as the API server defaults it), and every name
     an image is known by maps to its size."""
-    obj, meta, name, _, where = object_metadata(obj, "Node", source, False, memo)
+    obj, meta, name, _, where = object_metadata(obj, "Node", source, False, memo, names=names)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
     capacity = _resources(get_resources(status, "capacity", where, "status"))
@@ -213,11 +261,11 @@ def decode_node(obj: object, source: str = "", *, memo: Memo | None = None) -> N
     )
 
 
-def decode_pdb(obj: object, source: str = "") -> PodDisruptionBudget:
+def decode_pdb(obj: object, source: str = "", *, names: bool = True) -> PodDisruptionBudget:
     """A PodDisruptionBudget with the disruptions its status allows now. Without a status
     (``status_known`` false) it allows 0 until :func:`rulesched.cluster.store.disruptions_allowed`
     computes it from the pods, as the disruption controller would."""
-    obj, _, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True)
+    obj, _, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True, names=names)
     spec = get_map(obj, "spec", where, "")
     selector = label_selector(spec.get("selector"), where, "spec.selector")
     if obj.get("apiVersion") == "policy/v1beta1" and selector == LabelSelector():
@@ -247,9 +295,9 @@ def _int_or_percent(spec: Mapping[str, Any], key: str, where: Where) -> int | st
     raise where.error(f"{describe(value)} is not a count or a percentage (say 2 or 50%)", f"spec.{key}")
 
 
-def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
+def decode_priority_class(obj: object, source: str = "", *, names: bool = True) -> PriorityClass:
     """A PriorityClass; ``value`` is required and must fit in 32 bits, as in the API."""
-    obj, _, name, _, where = object_metadata(obj, "PriorityClass", source, namespaced=False)
+    obj, _, name, _, where = object_metadata(obj, "PriorityClass", source, False, names=names)
     value = get_opt_int(obj, "value", where, "")
     if value is None:
         raise where.error("missing", "value")
@@ -263,10 +311,10 @@ def decode_priority_class(obj: object, source: str = "") -> PriorityClass:
     )
 
 
-def decode_namespace(obj: object, source: str = "") -> Namespace:
+def decode_namespace(obj: object, source: str = "", *, names: bool = True) -> Namespace:
     """A Namespace, with the ``kubernetes.io/metadata.name`` label the API server always sets
     (namespace selectors match on it)."""
-    _, meta, name, _, where = object_metadata(obj, "Namespace", source, namespaced=False)
+    _, meta, name, _, where = object_metadata(obj, "Namespace", source, False, name_format=dns1123_label, names=names)
     labels = get_str_map(meta, "labels", where, "metadata")
     if labels.get("kubernetes.io/metadata.name") != name:
         labels = MappingProxyType({**labels, "kubernetes.io/metadata.name": name})

@@ -27,6 +27,7 @@ from rulesched.model.fields import (
     object_metadata,
     quantity,
 )
+from rulesched.model.names import shown
 from rulesched.model.objects import PodVolume
 from rulesched.model.parts import node_selector_terms
 from rulesched.model.storage import (
@@ -49,7 +50,9 @@ def _access_modes(spec: Mapping[str, Any], where: Where, at: str) -> tuple[str, 
     modes = get_str_list(spec, "accessModes", where, at)
     for i, mode in enumerate(modes):
         if mode not in _ACCESS_MODES:
-            raise where.error(f"{mode!r} is not one of {', '.join(_ACCESS_MODES)}", f"{join(at, 'accessModes')}[{i}]")
+            raise where.error(
+                f"{shown(mode)} is not one of {', '.join(_ACCESS_MODES)}", f"{join(at, 'accessModes')}[{i}]"
+            )
     return modes
 
 
@@ -58,9 +61,9 @@ def _storage(amounts: Mapping[str, Any], where: Where, at: str) -> int:
     return 0 if value is None else quantity(value, where, join(at, "storage"))
 
 
-def decode_pv(obj: object, source: str = "") -> PersistentVolume:
+def decode_pv(obj: object, source: str = "", *, names: bool = True) -> PersistentVolume:
     """A PersistentVolume: class, capacity, access modes, node affinity, claimRef, CSI source."""
-    obj, meta, name, _, where = object_metadata(obj, "PersistentVolume", source, False)
+    obj, meta, name, _, where = object_metadata(obj, "PersistentVolume", source, False, names=names)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
     affinity = None
@@ -89,10 +92,10 @@ def decode_pv(obj: object, source: str = "") -> PersistentVolume:
     )
 
 
-def decode_pvc(obj: object, source: str = "") -> PersistentVolumeClaim:
+def decode_pvc(obj: object, source: str = "", *, names: bool = True) -> PersistentVolumeClaim:
     """A PersistentVolumeClaim; ``storage_class`` is None when ``storageClassName`` is absent
     (the default class then applies), ``""`` when it asks for no class."""
-    obj, meta, name, namespace, where = object_metadata(obj, "PersistentVolumeClaim", source, True)
+    obj, meta, name, namespace, where = object_metadata(obj, "PersistentVolumeClaim", source, True, names=names)
     spec = get_map(obj, "spec", where, "")
     status = get_map(obj, "status", where, "")
     requests = get_map(get_map(spec, "resources", where, "spec"), "requests", where, "spec.resources")
@@ -113,9 +116,9 @@ def decode_pvc(obj: object, source: str = "") -> PersistentVolumeClaim:
     )
 
 
-def decode_storage_class(obj: object, source: str = "") -> StorageClass:
+def decode_storage_class(obj: object, source: str = "", *, names: bool = True) -> StorageClass:
     """A StorageClass (top-level fields, as the API has them) and whether it is the default."""
-    obj, meta, name, _, where = object_metadata(obj, "StorageClass", source, False)
+    obj, meta, name, _, where = object_metadata(obj, "StorageClass", source, False, names=names)
     terms = []
     for path, term in get_maps(obj, "allowedTopologies", where, ""):
         reqs = []
@@ -136,9 +139,9 @@ def decode_storage_class(obj: object, source: str = "") -> StorageClass:
     )
 
 
-def decode_csinode(obj: object, source: str = "") -> CSINode:
+def decode_csinode(obj: object, source: str = "", *, names: bool = True) -> CSINode:
     """A CSINode: each driver's ``allocatable.count``, the attach limit NodeVolumeLimits reads."""
-    obj, _, name, _, where = object_metadata(obj, "CSINode", source, False)
+    obj, _, name, _, where = object_metadata(obj, "CSINode", source, False, names=names)
     spec = get_map(obj, "spec", where, "")
     limits: dict[str, int] = {}
     for path, driver in get_maps(spec, "drivers", where, "spec"):

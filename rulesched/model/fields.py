@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from rulesched.errors import ObjectError
+from rulesched.model.names import dns1123_label, dns1123_subdomain, label_value, qualified_name, shown
 from rulesched.model.objects import EMPTY
 from rulesched.model.quantity import MILLI, QuantityError, parse_quantity
 
@@ -33,6 +34,9 @@ NO_FIELDS: Mapping[str, Any] = MappingProxyType({})
 Memo = dict[tuple[str, bytes], Any]
 
 T = TypeVar("T")
+
+_INT64 = (-(2**63), 2**63 - 1)
+_ANNOTATIONS_LIMIT = 256 * 1024  # bytes of keys and values, as ValidateAnnotations allows
 
 # Suffixes of the quantities that real objects use almost exclusively, parsed without the regex
 # and Decimal arithmetic of parse_quantity; anything else goes the exact, slower way.
@@ -53,12 +57,13 @@ class Where:
     """The file and object being decoded, so a problem found deep inside names both; it also
     carries the load's :data:`Memo`, if any, to every part decoder."""
 
-    __slots__ = ("source", "obj", "memo")
+    __slots__ = ("source", "obj", "memo", "names")
 
-    def __init__(self, source: str, obj: str, memo: Memo | None = None) -> None:
+    def __init__(self, source: str, obj: str, memo: Memo | None = None, names: bool = True) -> None:
         self.source = source
         self.obj = obj
         self.memo = memo
+        self.names = names  # check names' formats (see check)
 
     def error(self, problem: str, field: str = "") -> ObjectError:
         return ObjectError(problem, source=self.source, obj=self.obj, field=field)
@@ -80,9 +85,28 @@ def memoized(where: Where, kind: str, raw: Any, build: Callable[[], T]) -> T:
     return found  # type: ignore[no-any-return]
 
 
+def check(where: Where, fmt: Callable[[str], str], value: str, at: str, key: object = None) -> None:
+    """Raise when ``value`` is not in the format ``fmt`` checks (:mod:`rulesched.model.names`),
+    naming the field ``at`` (or its entry ``key``). Not at all when ``where.names`` is off:
+    objects that never went through an API server, such as upstream's test tables (``Vol_1``,
+    namespace ``subteam1.team1``)."""
+    if where.names:
+        problem = fmt(value)
+        if problem:
+            raise where.error(problem, at if key is None else join_key(at, key))
+
+
 def join(at: str, key: str) -> str:
     """``spec`` + ``nodeName`` -> ``spec.nodeName``; the root path is ``""``."""
     return f"{at}.{key}" if at else key
+
+
+def join_key(at: str, key: object) -> str:
+    """The path of a map's entry: ``metadata.labels.app``, or with a key that would blur the
+    path or break the line, ``metadata.labels['a b\\n']``."""
+    if type(key) is str and key.isprintable() and key and not any(c in key for c in " []'\""):
+        return f"{at}.{key}" if at else key
+    return f"{at}[{shown(key) if type(key) is str else repr(key)}]"
 
 
 def describe(value: object) -> str:
@@ -165,9 +189,14 @@ def get_int(d: Mapping[str, Any], key: str, where: Where, at: str, default: int 
 
 
 def get_opt_int(d: Mapping[str, Any], key: str, where: Where, at: str) -> int | None:
+    """An integer field; the API's integers are at most 64 bits (many 32: see the decoders)."""
     value = d.get(key)
-    if value is None or type(value) is int:
+    if value is None:
         return value
+    if type(value) is int:
+        if _INT64[0] <= value <= _INT64[1]:
+            return value
+        raise where.error(f"{describe(value)} does not fit in 64 bits", join(at, key))
     raise where.error(f"expected an integer, got {describe(value)}", join(at, key))
 
 
@@ -186,7 +215,7 @@ def get_choice(d: Mapping[str, Any], key: str, where: Where, at: str, allowed: t
     if value in allowed:
         return value
     listed = ", ".join(a for a in allowed if a)
-    problem = f"missing (one of {listed})" if not value else f"{value!r} is not one of {listed}"
+    problem = f"missing (one of {listed})" if not value else f"{shown(value)} is not one of {listed}"
     raise where.error(problem, join(at, key))
 
 
@@ -197,11 +226,31 @@ def get_str_map(d: Mapping[str, Any], key: str, where: Where, at: str) -> Mappin
         return EMPTY
     for k, v in value.items():
         if type(v) is not str or type(k) is not str:
-            path = join(join(at, key), str(k))
+            path = join_key(join(at, key), k)
             if type(k) is not str:
                 raise where.error(f"keys must be strings, got {describe(k)}", path)
             raise where.error(not_a_string(v), path)
     return MappingProxyType(dict(value))
+
+
+def check_labels(meta: Mapping[str, Any], where: Where) -> None:
+    """metadata.labels and annotations in the formats the API server accepts (ValidateLabels,
+    ValidateAnnotations: qualified keys, label values, annotations within 256 KiB)."""
+    labels = get_str_map(meta, "labels", where, "metadata")
+    for k, v in labels.items():
+        check(where, qualified_name, k, "metadata.labels", k)
+        check(where, label_value, v, "metadata.labels", k)
+    annotations = get_str_map(meta, "annotations", where, "metadata")
+    size = 0
+    for k, v in annotations.items():
+        check(where, _annotation_key, k, "metadata.annotations", k)
+        size += len(k) + len(v)
+    if size > _ANNOTATIONS_LIMIT:
+        raise where.error(f"{size} characters in all: more than 256 KiB", "metadata.annotations")
+
+
+def _annotation_key(key: str) -> str:
+    return qualified_name(key.lower())  # upstream checks annotation keys lower-cased
 
 
 def get_str_list(d: Mapping[str, Any], key: str, where: Where, at: str) -> tuple[str, ...]:
@@ -215,24 +264,28 @@ def get_str_list(d: Mapping[str, Any], key: str, where: Where, at: str) -> tuple
 
 def quantity(value: object, where: Where, field: str) -> int:
     """A resource quantity in milli-units; the common shapes skip the regex and Decimal."""
-    if type(value) is str and value.isascii():
+    if type(value) is str and value.isascii() and len(value) <= 18:
         if value.isdigit():
             return int(value) * MILLI
         for cut in (1, 2):
             scale = _FAST_SUFFIX.get(value[-cut:])
             if scale is not None and value[:-cut].isdigit():
                 return int(value[:-cut]) * scale
+    if not isinstance(value, str | int | float):
+        raise where.error(f"expected a quantity (e.g. 500m, 2Gi, 1.5), got {describe(value)}", field)
     try:
-        milli = parse_quantity(value)  # type: ignore[arg-type]  # parse_quantity rejects others
+        milli = parse_quantity(value)
     except QuantityError as err:
         raise where.error(str(err), field) from None
     if milli < 0:
-        raise where.error(f"{value!r} is negative; resource amounts cannot be", field)
+        raise where.error(f"{shown(str(value))} is negative; resource amounts cannot be", field)
     return milli
 
 
-def get_resources(d: Mapping[str, Any], key: str, where: Where, at: str) -> dict[str, int]:
-    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) as a fresh dict of milli-units."""
+def get_resources(d: Mapping[str, Any], key: str, where: Where, at: str, named: bool = False) -> dict[str, int]:
+    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) as a fresh dict of milli-units. With
+    ``named`` the resource names must be qualified names, as the API server checks a container's
+    (it checks no names in a node's capacity: the kubelet writes those)."""
     value = get_map(d, key, where, at)
     out: dict[str, int] = {}
     if value:
@@ -240,6 +293,8 @@ def get_resources(d: Mapping[str, Any], key: str, where: Where, at: str) -> dict
         for name, amount in value.items():
             if type(name) is not str:
                 raise where.error(f"keys must be strings, got {describe(name)}", path)
+            if named:
+                check(where, qualified_name, name, path, name)
             out[name] = quantity(amount, where, f"{path}.{name}")
     return out
 
@@ -251,11 +306,12 @@ def get_time(d: Mapping[str, Any], key: str, where: Where, at: str) -> float:
     if value is None:
         return 0.0
     if type(value) is str:
+        text: str = value
         try:
-            value = datetime.fromisoformat(value)
+            value = datetime.fromisoformat(text)
         except ValueError:
             raise where.error(
-                f"{value!r} is not an RFC 3339 time (expected e.g. 2024-05-01T12:00:00Z)",
+                f"{shown(text)} is not an RFC 3339 time (expected e.g. 2024-05-01T12:00:00Z)",
                 join(at, key),
             ) from None
     elif type(value) is date:  # YAML reads an unquoted 2024-05-01 as a date
@@ -268,17 +324,33 @@ def get_time(d: Mapping[str, Any], key: str, where: Where, at: str) -> float:
 
 
 def object_metadata(
-    obj: object, kind: str, source: str, namespaced: bool, memo: Memo | None = None
+    obj: object,
+    kind: str,
+    source: str,
+    namespaced: bool,
+    memo: Memo | None = None,
+    name_format: Callable[[str], str] = dns1123_subdomain,
+    names: bool = True,
 ) -> tuple[Mapping[str, Any], Mapping[str, Any], str, str, Where]:
     """Check the object is a mapping with a name; return it, its metadata, name, namespace and
-    a :class:`Where` naming it (``Pod default/web-1``) for every later error."""
+    a :class:`Where` naming it (``Pod default/web-1``) for every later error. The name, the
+    namespace, labels and annotations are checked as the API server's ValidateObjectMeta
+    checks them: ``name_format`` is the kind's (most kinds' names are DNS-1123 subdomains);
+    ``names`` off skips these checks (see :func:`check`)."""
     if type(obj) is not dict:
         raise ObjectError(f"expected a mapping, got {describe(obj)}", source=source, obj=kind)
-    where = Where(source, kind, memo)
+    where = Where(source, kind, memo, names)
     meta = get_map(obj, "metadata", where, "")
     name = get_str(meta, "name", where, "metadata")
     if not name:
         raise where.error("missing", "metadata.name")
-    namespace = (get_str(meta, "namespace", where, "metadata") or "default") if namespaced else ""
+    problem = name_format(name) if names else ""
+    if problem:
+        raise where.error(problem, "metadata.name")
+    namespace = ""
+    if namespaced:
+        namespace = get_str(meta, "namespace", where, "metadata") or "default"
+        check(where, dns1123_label, namespace, "metadata.namespace")
     where.obj = f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}"
+    check_labels(meta, where)
     return obj, meta, name, namespace, where

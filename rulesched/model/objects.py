@@ -17,6 +17,13 @@ from types import MappingProxyType
 EMPTY: Mapping[str, str] = MappingProxyType({})
 EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
 
+# The pod condition a scheduler sets on the pods it preempts (kube-scheduler's prepareCandidate),
+# with this reason; the Eviction API then rewrites it (reason EvictionByEvictionAPI), so rulesched
+# also sets a condition of its own, which no eviction touches, to know its victims by.
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+PREEMPTED_CONDITION = "rulesched.io/PreemptedByScheduler"
+
 
 @dataclass(frozen=True, slots=True)
 class Taint:
@@ -151,8 +158,11 @@ class Pod:
     creation_timestamp: float = 0.0  # seconds since the epoch
     start_time: float = 0.0
     deleting: bool = False
-    # status condition DisruptionTarget=True, reason PreemptionByScheduler: a scheduler preempted it
+    # a scheduler preempted it: condition DisruptionTarget=True with reason PreemptionByScheduler,
+    # or rulesched's own PREEMPTED_CONDITION=True (kept when an eviction rewrites DisruptionTarget)
     preempted_by_scheduler: bool = False
+    # spec.resourceClaims names (Dynamic Resource Allocation): rulesched cannot allocate them
+    resource_claims: tuple[str, ...] = ()
     owner: str = ""  # "Kind/name" of the controlling owner, if any
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)

@@ -83,8 +83,8 @@ def _container_requests_of(c: Mapping[str, Any], where: Where, at: str) -> Resou
 
     def build() -> Resources:
         rat = f"{at}.resources"
-        requests = get_resources(res, "requests", where, rat)
-        for name, amount in get_resources(res, "limits", where, rat).items():
+        requests = get_resources(res, "requests", where, rat, named=True)
+        for name, amount in get_resources(res, "limits", where, rat, named=True).items():
             requests.setdefault(name, amount)  # the API server's defaulting
         return requests
 

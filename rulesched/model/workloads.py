@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from rulesched.model.fields import get_map, get_str_map, object_metadata
+from rulesched.model.names import dns1035_label
 from rulesched.model.objects import EMPTY, LabelSelector
 from rulesched.model.parts import label_selector
 
@@ -125,19 +126,21 @@ NO_WORKLOADS = Workloads()
 # --- decoding --------------------------------------------------------------------------------
 
 
-def decode_service(obj: object, source: str = "") -> Service:
+def decode_service(obj: object, source: str = "", *, names: bool = True) -> Service:
     """A Service: its name, namespace and ``spec.selector``."""
-    obj, _, name, namespace, where = object_metadata(obj, "Service", source, True)
+    obj, _, name, namespace, where = object_metadata(
+        obj, "Service", source, True, name_format=dns1035_label, names=names
+    )
     spec = get_map(obj, "spec", where, "")
     return Service(name, namespace, get_str_map(spec, "selector", where, "spec"))
 
 
-def decode_controller(obj: object, kind: str, source: str = "") -> Controller:
+def decode_controller(obj: object, kind: str, source: str = "", *, names: bool = True) -> Controller:
     """A ReplicaSet or StatefulSet (``spec.selector``, a label selector) or a
     ReplicationController (``spec.selector``, a label map)."""
     if kind not in CONTROLLER_KINDS:
         raise ValueError(f"not a controller kind: {kind}")
-    obj, _, name, namespace, where = object_metadata(obj, kind, source, True)
+    obj, _, name, namespace, where = object_metadata(obj, kind, source, True, names=names)
     spec: Mapping[str, Any] = get_map(obj, "spec", where, "")
     if kind == "ReplicationController":
         labels = get_str_map(spec, "selector", where, "spec")

@@ -1,14 +1,18 @@
 """``rulesched run``: command-line settings (kube-scheduler's flag names where the meaning is
-the same), or the same settings from a YAML file (``--config``)."""
+the same), or the same settings from a YAML file (``--config``), whose ``profiles:`` list serves
+several scheduler names from one process (:mod:`rulesched.run.profiles`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from typing import Any
 
 from rulesched.config import add_rules_arguments, merge_flags, read_config, seconds
+from rulesched.errors import ConfigError
+from rulesched.run.profiles import SINGLE_PROFILE_SETTINGS, parse_profiles
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +24,12 @@ def add_run_parser(sub: Any) -> None:
     add_rules_arguments(run)
     run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
     run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
+    run.add_argument(
+        "--cycle-deadline",
+        type=seconds,
+        metavar="DURATION",
+        help="give a scheduling cycle up after this long: its pod is retried with backoff (default 5s; 0: never)",
+    )
     run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")
     run.add_argument("--leader-elect-resource-namespace", "--lease-namespace", metavar="NS")
     run.add_argument("--leader-elect-resource-name", "--lease-name", metavar="NAME")
@@ -38,6 +48,14 @@ def settings_from(args: argparse.Namespace) -> Any:
     from rulesched.run.loop import RunSettings
 
     values = read_config(args.config, RunSettings) if args.config else {}
+    if "profiles" in values:
+        values["profiles"] = parse_profiles(args.config, values["profiles"])
+        given = [n for n in SINGLE_PROFILE_SETTINGS if n in values]
+        given += [f"--{n.replace('_', '-')}" for n in SINGLE_PROFILE_SETTINGS if getattr(args, n) is not None]
+        if given:
+            raise ConfigError(
+                f"{args.config}: {', '.join(given)} cannot be combined with profiles: set them in each profile"
+            )
     merge_flags(
         values,
         args,
@@ -46,8 +64,10 @@ def settings_from(args: argparse.Namespace) -> Any:
             "scheduler_name",
             "rules",
             "rules_configmap",
+            "rules_max_delay",
             "bind_workers",
             "percentage_of_nodes_to_score",
+            "cycle_deadline",
             "leader_elect",
             "leader_elect_resource_namespace",
             "leader_elect_resource_name",
@@ -68,17 +88,72 @@ def settings_from(args: argparse.Namespace) -> Any:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from rulesched import __version__
     from rulesched.run.loop import Loop
 
-    loop = Loop(settings_from(args))
+    settings = settings_from(args)
+    loop = Loop(settings)
+    single = len(loop.profiles) == 1
+    rules = loop.rules.rules
+    log.info(
+        "rulesched %s starting",
+        __version__,
+        extra={
+            "version": __version__,
+            "scheduler": ",".join(p.name for p in loop.profiles),
+            "rules": rules.digest if single else None,  # (several profiles: a line each, below)
+            "files": ",".join(rules.files) if single else None,
+            "configmap": loop.profiles[0].settings.rules_configmap if single else None,
+            "leader_elect": "on" if settings.leader_elect else "off",
+            "lease": f"{settings.leader_elect_resource_namespace}/{settings.leader_elect_resource_name}"
+            if settings.leader_elect
+            else None,
+            "metrics": settings.metrics_bind_address,
+        },
+    )
+    for profile in loop.profiles if not single else ():
+        log.info(
+            "profile %s",
+            profile.name,
+            extra={
+                "profile": profile.name,
+                "rules": profile.rules.digest,
+                "files": ",".join(profile.rules.rules.files),
+                "configmap": profile.settings.rules_configmap,
+            },
+        )
+
+    signalled: list[int] = []
 
     def stop(signum: int, frame: Any) -> None:
-        log.info("signal %d: finishing bindings under way, then exiting", signum)
+        # (a signal handler: only plain reads here, no locks the interrupted code may hold)
+        if signalled:  # a second signal: exit now (as kube-scheduler does), bindings or not
+            log.warning("%s again: exiting now", signal.Signals(signum).name)
+            logging.shutdown()
+            os._exit(1)
+        signalled.append(signum)
+        log.info(
+            "%s: giving up the cycle under way, finishing bindings under way, then exiting",
+            signal.Signals(signum).name,
+            extra={"in_flight": loop.workers.in_flight, "grace": f"{settings.grace_seconds:g}s"},
+        )
         loop.stop.set()
         loop.scheduler.queue.wake()
 
+    def reload(signum: int, frame: Any) -> None:
+        log.info("SIGHUP: reloading the rules")
+        loop.reload()
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGHUP, lambda signum, frame: loop.reloader.trigger())
+    signal.signal(signal.SIGHUP, reload)
     loop.run()
+    left = loop.workers.in_flight
+    (log.warning if left or loop.exit_code else log.info)(
+        "stopped",
+        extra={"exit": loop.exit_code, "cycles": loop.cycles, "abandoned": left or None},
+    )
+    if left:  # past the grace period: nor wait for them at exit (pool threads are joined)
+        logging.shutdown()
+        os._exit(loop.exit_code)
     return loop.exit_code

@@ -3,14 +3,29 @@
 Informer threads (the :mod:`rulesched.mirror`) and binding workers (:mod:`rulesched.run.workers`)
 put what they learn on one thread-safe queue and wake the scheduler's thread, which applies it
 between cycles: the mirror writes nodes, bound pods, PodDisruptionBudgets and namespaces into the
-store; pending pods that name this scheduler go into the scheduling queue (updated in place, dropped when deleted
-or bound by someone else); binding outcomes into the scheduler. Objects that do not decode are
-logged in one line and skipped; the loop never stops for them.
+store; pending pods that name one of its profiles' schedulers go into the scheduling queue
+(updated in place, dropped when deleted or bound by someone else); binding outcomes into the
+scheduler. Objects that do not decode are logged in one line and skipped; the loop never stops
+for them.
+
+Profiles (:mod:`rulesched.run.profiles`): each scheduler name has its own reloader and rules;
+the store, the queue, the scheduler, the workers, leader election and the metrics are shared. A
+profile without valid rules (a broken ConfigMap at start, no last good record) holds back only
+its own pods; the process is ready once every profile has rules.
 
 Pods bound by other schedulers count as used capacity; finished pods (Succeeded, Failed) and
 deleted pods free their node; a cordoned or deleted node counts at once. Parked pods move back
 when a node is added or changes in labels, taints, allocatable or schedulability, or a pod is
 deleted (and after at most five minutes).
+
+Stopping (SIGTERM, or the lease lost): the stop event is the scheduler's
+:class:`rulesched.scheduler.cancel.Cancellation` too, so a cycle under way is given up at its
+next check (its pod goes back to the queue, nothing assumed or bound); open watches are closed,
+so informer threads end at once; bindings under way get the grace period; then the lease is
+released and the process exits, waiting on no thread for long.
+With leader election, the loop takes pods only while the elector :meth:`holds
+<rulesched.run.leader.LeaderElector.holds>` the lease, and every write the workers make checks
+it right before the call (fencing).
 Next stage: :mod:`rulesched.scheduler.scheduler` schedules what the queue holds.
 """
 
@@ -21,38 +36,58 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.errors import InputError
+from rulesched.errors import ConfigError, InputError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
+from rulesched.lang import RulesHandle
+from rulesched.lang.frontend.resource_fit import startup_warning
+from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Pod
-from rulesched.reload import Reloader, ReloadOutcome, RulesSources
-from rulesched.run.leader import LeaderElector, LeaderSettings
+from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
+from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
+from rulesched.run.profiles import ProfileSettings, check_profiles
 from rulesched.run.workers import Outcome, Workers
+from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import Event, SchedulingQueue
-from rulesched.scheduler.scheduler import Observer, Scheduler
+from rulesched.scheduler.scheduler import Observer, Scheduler, decision
 
 log = logging.getLogger(__name__)
 
 
 WALK_CHUNK = 448  # see SchedulerSettings.walk_chunk: under numpy's 500, which frees the lock
 RULE_METRICS_SAMPLE_PERCENT = 10  # kube-scheduler's pluginMetricsSamplePercent
+# A cycle is given up this long after it took its pod (--cycle-deadline). The costliest set the
+# cost limits accept takes ~0.65 s per pod on 5,000 nodes running 50,000 pods (docs/language.md,
+# "Cost"; a default-profile cycle: ~16 ms), so 5 s only stops cycles something is wrong with
+# (limits lifted, a machine starved), with room for a loaded one; and it is kube-scheduler's
+# extender httpTimeout, the time it gives one verb of one pod, so one pod can hold the queue at
+# most as long as an extender may.
+CYCLE_DEADLINE_SECONDS = 5.0
+SHUTDOWN_WAIT_SECONDS = 1.0  # at exit, the most time spent waiting on the lease release, and on informers
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Built by the command line (or a --config file); named like kube-scheduler's flags."""
+    """Built by the command line (or a --config file); named like kube-scheduler's flags.
+    ``scheduler_name``, ``rules`` and ``rules_configmap`` are the one profile's when
+    ``profiles`` is empty (see :attr:`effective_profiles`)."""
 
     kubeconfig: str | None = None
     scheduler_name: str = "rulesched"
     rules: tuple[str, ...] = ("default",)
     rules_configmap: str | None = None  # NAMESPACE/NAME: its .rules keys join the set, watched
+    profiles: tuple[ProfileSettings, ...] = ()  # several scheduler names (--config's profiles:)
+    rules_debounce: float = 0.1  # a burst of rule changes ends after this much quiet ...
+    rules_max_delay: float = 2.0  # ... or this long after its first change
+    rules_event_interval: float = 60.0  # at most one RulesRejected event per interval
+    rules_last_good: bool = True  # keep the last accepted ConfigMap set in NAME-last-good
     bind_workers: int = 16
     percentage_of_nodes_to_score: int = 0
     grace_seconds: float = 10.0  # on SIGTERM: how long in-flight bindings may take
@@ -63,6 +98,36 @@ class RunSettings:
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
     metrics_bind_address: str | None = None  # host:port of /healthz, /readyz, /metrics (None: off)
+    cycle_deadline: float = CYCLE_DEADLINE_SECONDS  # seconds a scheduling cycle may take; 0: no limit
+
+    def __post_init__(self) -> None:
+        check_profiles(self.effective_profiles)
+        if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
+            raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
+        if not self.cycle_deadline >= 0:
+            raise ConfigError(f"cycle_deadline: {self.cycle_deadline!r}: expected 0 (no deadline) or more seconds")
+        if self.leader_elect:  # (refused before anything starts: fencing relies on these)
+            check_timing(
+                self.leader_elect_lease_duration, self.leader_elect_renew_deadline, self.leader_elect_retry_period
+            )
+
+    @property
+    def effective_profiles(self) -> tuple[ProfileSettings, ...]:
+        """The profiles to serve: ``profiles``, or the one the single-profile settings make."""
+        return self.profiles or (ProfileSettings(self.scheduler_name, self.rules, self.rules_configmap),)
+
+
+@dataclass(frozen=True)
+class LoopProfile:
+    """A profile at run time: its settings, its reloader and the rules handle that swaps."""
+
+    settings: ProfileSettings
+    reloader: Reloader
+    rules: RulesHandle
+
+    @property
+    def name(self) -> str:
+        return self.settings.scheduler_name
 
 
 class _Binder:
@@ -92,23 +157,28 @@ class _Reporter(Observer):
         if result.code is Code.SCHEDULED:
             self._binding[pod.key] = (started, self.queue.attempts(pod.key), self.queue.entered(pod.key))
         else:
-            self.metrics.attempt("unschedulable", time.perf_counter() - started)
+            self.metrics.attempt(pod.scheduler_name, "unschedulable", time.perf_counter() - started)
         if result.code is Code.UNSCHEDULABLE:
             preemption = result.preemption
             if preemption is not None and preemption.nominated is not None:
                 self.workers.nominate(pod, preemption.nominated)
             self.workers.unschedulable(pod, result.message)
-        log.debug("cycle: %s", result.code.value, extra={"pod": pod.key, "node": result.node})
+        if log.isEnabledFor(VERBOSE):
+            decision(log, result)
 
     def bound(self, pod: Pod, node: str) -> None:
         self.workers.forget(pod.key)  # (the workers log the binding, with the rules' digest)
         started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
-        self.metrics.attempt("scheduled", time.perf_counter() - started)
+        self.metrics.attempt(pod.scheduler_name, "scheduled", time.perf_counter() - started)
         self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
 
     def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
         started, _, _ = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
-        self.metrics.attempt("error", time.perf_counter() - started)
+        self.metrics.attempt(pod.scheduler_name, "error", time.perf_counter() - started)
+
+    def cycle_failed(self, pod: Pod, message: str, seconds: float) -> None:
+        self.metrics.attempt(pod.scheduler_name, "error", seconds)
+        self.workers.scheduler_error(pod, message)
 
     def nominations_ended(self, pods: list[Pod]) -> None:
         for pod in pods:
@@ -121,31 +191,34 @@ class Loop:
         self.api = api or KubeApi(settings.kubeconfig)
         self.store = ClusterStore()
         self.stop = threading.Event()
-        self.reloader = Reloader(
-            RulesSources(settings.rules, settings.rules_configmap),
-            self.api,
-            self.stop,
-            on_outcome=self._reloaded,
-            controller=settings.scheduler_name,
-        )
-        self.rules = self.reloader.initial()
+        self.profiles = [self._profile(p, len(settings.effective_profiles) > 1) for p in settings.effective_profiles]
+        first = self.profiles[0]
+        self.reloader, self.rules = first.reloader, first.rules  # (the first profile's: the only one, usually)
+        self._names = frozenset(p.name for p in self.profiles)
+        self._some_rules = False  # latched once any profile has valid rules (none are ever taken back)
+        for profile in self.profiles:  # once each: the set is that scheduler's whole policy
+            unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
+            if unfit is not None:
+                log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
         self._inbox: queue.SimpleQueue[Delta | Outcome] = queue.SimpleQueue()
-        self.workers = Workers(
-            self.api,
-            settings.scheduler_name,
-            self._deliver,
-            settings.bind_workers,
-        )
+        self.workers = Workers(self.api, self._deliver, settings.bind_workers, may_write=lambda: self.leading)
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
-            scheduler_name=settings.scheduler_name,
+            scheduler_name=first.name,
             walk_chunk=WALK_CHUNK,
             timings=True,
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
+            cycle_deadline_seconds=settings.cycle_deadline or None,
         )
-        self.metrics = Metrics(settings.scheduler_name)
-        self.metrics.set_rules(self.rules.digest, self.rules.rules.files)
+        self.metrics = Metrics([p.name for p in self.profiles])
+        for profile in self.profiles:
+            self.metrics.set_rules(profile.name, profile.rules.digest, profile.rules.rules.files)
+            if profile.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
+                self.metrics.reloaded(profile.name, ok=False)
         self.api.observer = self.metrics.rest.observe
+        percent = first.settings.percentage_of_nodes_to_score  # (the first profile's own, if it has one)
+        if percent is not None:
+            scheduler_settings = replace(scheduler_settings, percentage_of_nodes_to_score=percent)
         self.scheduler = Scheduler(
             self.rules,
             self.store,
@@ -153,11 +226,14 @@ class Loop:
             _Binder(self.workers, lambda: self.scheduler.last_rules, self.store),
             evictor=self.workers,
             clock=time.monotonic,
+            cancel=Cancellation(self.stop),  # stopping gives the cycle under way up
         )
+        for profile in self.profiles[1:]:
+            self.scheduler.add_profile(profile.name, profile.rules, profile.settings.percentage_of_nodes_to_score)
         self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
         self.scheduler.queue.incoming = self.metrics.queued
         self.metrics.live.pending = self.scheduler.queue.counts
-        self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_rules
+        self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop)
         self.cycles = 0
@@ -174,11 +250,32 @@ class Loop:
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
             self.metrics.live.leader = (settings.leader_elect_resource_name, self.elector.leading.is_set)
 
-    def _reloaded(self, outcome: ReloadOutcome) -> None:
-        """(On the reloader's thread: metrics and the queue are thread-safe.) New rules may fit
+    def _profile(self, profile: ProfileSettings, several: bool) -> LoopProfile:
+        """A profile's reloader (its own sources, last good record and events, named by its
+        scheduler) and its first rules."""
+        settings, name = self.settings, profile.scheduler_name
+        reloader = Reloader(
+            RulesSources(profile.rules, profile.rules_configmap),
+            self.api,
+            self.stop,
+            on_outcome=lambda outcome: self._reloaded(name, outcome),
+            settings=ReloadSettings(
+                settings.rules_debounce,
+                settings.rules_max_delay,
+                settings.rules_event_interval,
+                settings.rules_last_good,
+            ),
+            controller=name,
+            may_record=lambda: self.leading,  # the leader records the last good set
+            profile=name if several else None,  # (its log lines say which profile, when it matters)
+        )
+        return LoopProfile(profile, reloader, reloader.initial())
+
+    def _reloaded(self, profile: str, outcome: ReloadOutcome) -> None:
+        """(On a reloader's thread: metrics and the queue are thread-safe.) New rules may fit
         pods the old ones parked: they go back to the queue."""
-        self.metrics.reloads.labels(result="success" if outcome.ok else "error").inc()
-        self.metrics.set_rules(outcome.digest, outcome.files)
+        self.metrics.reloaded(profile, outcome.ok)
+        self.metrics.set_rules(profile, outcome.digest, outcome.files)
         if outcome.changed:
             self.scheduler.queue.move(Event.OTHER)
             self.scheduler.queue.wake()
@@ -186,14 +283,16 @@ class Loop:
     def _lost(self) -> None:
         """Leadership lost: stop scheduling at once and exit (a restart comes back as a standby),
         as kube-scheduler does."""
-        log.error("leader election lost")
+        log.error("leader election lost; exiting", extra={"exit": 1})
         self.exit_code = 1
         self.stop.set()
         self.scheduler.queue.wake()
 
     @property
     def leading(self) -> bool:
-        return self.elector is None or self.elector.leading.is_set()
+        """Whether this replica may schedule and write now (any thread): without leader
+        election always; with it, while the lease is held for sure (fencing)."""
+        return self.elector is None or self.elector.holds()
 
     def _deliver(self, item: Delta | Outcome) -> None:
         self._inbox.put(item)
@@ -210,17 +309,27 @@ class Loop:
         if self.settings.metrics_bind_address:
             self.ops = OpsServer(self.settings.metrics_bind_address, self.metrics, self._readiness).start()
         self.mirror.start()
-        self.reloader.start()
+        for profile in self.profiles:
+            profile.reloader.start()
         if self.elector is not None:
             self.elector.start()
         while not self.ready and not self.stop.is_set():
             self._drain()
             self.stop.wait(0.05)
-        log.info("caches synced: %d nodes, rules %s", len(self.store.nodes), self.rules.digest)
+        self._drain()  # (the last lists: so the counts below are what the caches hold)
+        log.info(
+            "caches synced",
+            extra={
+                "nodes": len(self.store.nodes),
+                "pods": sum(1 for _ in self.store.pods()),
+                "pending": sum(self.scheduler.queue.counts().values()),
+                "rules": ",".join(p.rules.digest for p in self.profiles),
+            },
+        )
         last_expiry = time.monotonic()
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()
-            if not self.leading:  # a standby keeps its caches warm and waits
+            if not self.leading or not (self._some_rules or self._any_rules()):  # a standby, or no rules yet: wait
                 self.stop.wait(0.1)
                 continue
             result = self.scheduler.schedule_one(timeout=0.5)
@@ -233,23 +342,53 @@ class Loop:
         self.shutdown()
 
     def shutdown(self) -> None:
+        """Stop (the cycle under way was given up: ``stop`` cancels it); end every watch now;
+        let the writes under way finish within the grace period, taking no new ones; then give
+        the lease up and stop the servers. Informer and reloader threads are daemons, waited on
+        briefly, never one after another with a timeout each."""
         self.stop.set()
+        self.api.close_watches()
+        self.workers.close()
         deadline = time.monotonic() + self.settings.grace_seconds
         while self.workers.in_flight and time.monotonic() < deadline:
             self._drain()
             time.sleep(0.02)
         self._drain()
         self.workers.shutdown(wait=False)
-        self.mirror.join(timeout=1.0)
-        self.reloader.join(timeout=1.0)
+        if self.elector is not None:
+            self.elector.release(timeout=SHUTDOWN_WAIT_SECONDS)
         if self.ops is not None:
             self.ops.stop()
+        self.mirror.join(timeout=SHUTDOWN_WAIT_SECONDS)
+        for profile in self.profiles:
+            profile.reloader.join(timeout=0.1)
+
+    def _any_rules(self) -> bool:
+        self._some_rules = any(p.rules.loaded for p in self.profiles)
+        return self._some_rules
+
+    def reload(self) -> None:
+        """Reload every profile's rules soon (SIGHUP)."""
+        for profile in self.profiles:
+            profile.reloader.trigger()
 
     def _readiness(self) -> tuple[bool, str]:
+        """Ready once every profile has valid rules and the caches are synced; the detail names
+        each profile's rules (``NAME: rules HASH``, or why it has none), with one profile just
+        ``rules HASH``. A profile without rules holds back only its own pods meanwhile."""
         role = "" if self.elector is None else ("; leading" if self.leading else "; standby")
+        several = len(self.profiles) > 1
+
+        def about(profile: LoopProfile) -> str:
+            rules = profile.rules
+            state = f"rules {rules.digest}" if rules.loaded else rules.waiting
+            return f"{profile.name}: {state}" if several else state
+
+        if not all(p.rules.loaded for p in self.profiles):
+            return False, "; ".join(about(p) for p in self.profiles)
         if not self.ready:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
-        return True, f"rules {self.rules.digest}{role}"
+        return True, ", ".join(about(p) for p in self.profiles) + role
 
     def _drain(self) -> None:
         while True:
@@ -267,7 +406,7 @@ class Loop:
 
     # --- applying what arrived -------------------------------------------------------------------
     def _outcome(self, outcome: Outcome) -> None:
-        self.metrics.binding(outcome.ok, outcome.seconds)
+        self.metrics.binding(outcome.profile, outcome.ok, outcome.seconds)
         if outcome.bound_elsewhere is not None:
             self.scheduler.binding_finished(outcome.key, False, outcome.reason)
             self.scheduler.delete(outcome.key)
@@ -288,9 +427,9 @@ class Loop:
             # (a status patch) must not queue it again (kube-scheduler skips assumed pods too).
             pod = None
         if pod is not None:
-            if pod.scheduler_name == self.settings.scheduler_name and not pod.deleting:
+            if pod.scheduler_name in self._names and not pod.deleting:  # (a pod of one of its profiles)
                 scheduler.add(pod)  # new, or updated while pending (held back while gated)
-                if pod.scheduling_gates:
+                if pod.scheduling_gates and self.leading:  # (a standby writes nothing)
                     self.workers.gated(pod)
             else:
                 scheduler.delete(pod.key)  # terminating, or handed to another scheduler

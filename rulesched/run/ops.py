@@ -9,7 +9,9 @@ metric says what it measures: a rule stands for a plugin (``plugin="NodeResource
 rule of that name), and the extension points are the phases of a rulesched cycle (see
 :mod:`rulesched.scheduler.framework`). rulesched's own metrics are prefixed ``rulesched_``
 (the active rule set as an info metric, rule reloads). Pending and unschedulable pods and the
-leader's status are read from the queue and the elector when scraped.
+leader's status are read from the queue and the elector when scraped. ``profile`` is the
+scheduler name of the profile that scheduled the pod (kube-scheduler's label): with several
+profiles in one process, each has its own series; rulesched's own rule metrics carry it too.
 
 Every metric lives in the :class:`Metrics` object's own registry (:mod:`rulesched.metrics`:
 no ``_created`` series), so two schedulers in one process (tests) never share one. The HTTP side
@@ -20,7 +22,7 @@ probes in front.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -54,12 +56,12 @@ class _Live:
     """The gauges read from the scheduler when scraped: pending pods by sub-queue, parked pods by
     the rule that failed them, whether this replica leads."""
 
-    def __init__(self, profile: str) -> None:
-        self.profile = profile
+    def __init__(self) -> None:
         self.pending: Callable[[], Mapping[str, int]] | None = None
-        self.unschedulable: Callable[[], Mapping[str, int]] | None = None
+        # (profile, rule) -> parked pods of that profile the rule failed
+        self.unschedulable: Callable[[], Mapping[tuple[str, str], int]] | None = None
         self.leader: tuple[str, Callable[[], bool]] | None = None  # (lease name, leading?)
-        self._rules_seen: set[str] = set()  # a rule once counted stays, at 0, as upstream's gauge
+        self._rules_seen: set[tuple[str, str]] = set()  # once counted, a series stays, at 0, as upstream's
         self._lock = threading.Lock()
 
     def collect(self) -> Iterable[Metric]:
@@ -92,8 +94,8 @@ class _Live:
         with self._lock:
             self._rules_seen.update(found)
             seen = sorted(self._rules_seen)
-        for rule in seen:
-            rules.add_metric([rule, self.profile], found.get(rule, 0))
+        for profile, rule in seen:
+            rules.add_metric([rule, profile], found.get((profile, rule), 0))
         yield rules
         if self.leader is not None:
             name, leading = self.leader
@@ -111,10 +113,10 @@ class _Live:
 
 
 class Metrics:
-    """kube-scheduler's metrics for one scheduler; ``profile`` is its scheduler name."""
+    """kube-scheduler's metrics for one scheduler process serving ``profiles`` (scheduler names)."""
 
-    def __init__(self, profile: str) -> None:
-        self.profile = profile
+    def __init__(self, profiles: Sequence[str]) -> None:
+        self.profiles = tuple(profiles)
         self.registry = Registry()
         r = self.registry.metrics
         self.attempts = Counter(
@@ -196,21 +198,31 @@ class Metrics:
             buckets=exponential_buckets(0.00001, 1.5, 20),
             registry=r,
         )
-        self.rules = Info("rulesched_rules", "The active rule set: its hash and files.", registry=r)
-        self.reloads = Counter("rulesched_rules_reloads", "Rule reloads by result.", ["result"], registry=r)
+        self.rules = Info(
+            "rulesched_rules", "The active rule set of each profile: its hash and files.", ["profile"], registry=r
+        )
+        self.reloads = Counter(
+            "rulesched_rules_reloads", "Rule reloads by profile and result.", ["result", "profile"], registry=r
+        )
+        for profile in self.profiles:  # (each profile's series from the start, at 0)
+            for result in ("success", "error"):
+                self.reloads.labels(result=result, profile=profile)
         self.rest = RestClientMetrics(self.registry)
-        self.live = _Live(profile)
+        self.live = _Live()
         self.registry.add(self.live)
         add_process_collector(self.registry)
 
-    def set_rules(self, digest: str, files: Iterable[str]) -> None:
-        self.rules.info({"hash": digest, "files": ",".join(files)})
+    def set_rules(self, profile: str, digest: str, files: Iterable[str]) -> None:
+        self.rules.labels(profile=profile).info({"hash": digest, "files": ",".join(files)})
+
+    def reloaded(self, profile: str, ok: bool) -> None:
+        self.reloads.labels(result="success" if ok else "error", profile=profile).inc()
 
     # --- what the scheduler reports ------------------------------------------------------------------
     def cycle(self, result: CycleResult) -> None:
         """A scheduling cycle ended: its extension points, its algorithm time, its rules' times
         when sampled, its preemption."""
-        profile, timing = self.profile, result.timing
+        profile, timing = result.pod.scheduler_name, result.timing
         if timing is not None:
             for point, status, seconds in timing.phases:
                 self.extension_points.labels(extension_point=point, status=status, profile=profile).observe(seconds)
@@ -223,11 +235,11 @@ class Metrics:
             if preemption.nominated is not None:
                 self.preemption_victims.observe(len(preemption.victims))
 
-    def attempt(self, result: str, seconds: float) -> None:
-        """A scheduling attempt ended (``scheduled``, ``unschedulable`` or ``error``) ``seconds``
-        after its cycle began."""
-        self.attempts.labels(result=result, profile=self.profile).inc()
-        self.attempt_duration.labels(result=result, profile=self.profile).observe(seconds)
+    def attempt(self, profile: str, result: str, seconds: float) -> None:
+        """A scheduling attempt of ``profile`` ended (``scheduled``, ``unschedulable`` or
+        ``error``) ``seconds`` after its cycle began."""
+        self.attempts.labels(result=result, profile=profile).inc()
+        self.attempt_duration.labels(result=result, profile=profile).observe(seconds)
 
     def scheduled(self, attempts: int, queued_seconds: float | None) -> None:
         """A pod was bound after ``attempts`` attempts, ``queued_seconds`` after it first entered
@@ -240,9 +252,9 @@ class Metrics:
         """A pod entered a sub-queue (the queue's ``incoming`` hook)."""
         self.incoming.labels(queue=queue, event=event).inc()
 
-    def binding(self, ok: bool, seconds: float) -> None:
+    def binding(self, profile: str, ok: bool, seconds: float) -> None:
         status = SUCCESS if ok else ERROR
-        self.extension_points.labels(extension_point=BIND, status=status, profile=self.profile).observe(seconds)
+        self.extension_points.labels(extension_point=BIND, status=status, profile=profile).observe(seconds)
 
 
 class _Quiet(WSGIRequestHandler):

@@ -5,9 +5,20 @@ The scheduler's thread assumes a pod and hands its binding here (:class:`ApiBind
 ``Scheduled`` event, and sends the outcome back to the scheduler's thread as an
 :class:`Outcome`, which that thread applies between cycles. A 409 means the pod is bound
 already: the worker reads where, and the outcome says so (the pod is then taken as bound there,
-not retried). Evictions of preemption victims, ``FailedScheduling`` events and pod status
-patches (PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
+not retried). Evictions of preemption victims (each marked with the DisruptionTarget condition
+first, as kube-scheduler marks them), ``FailedScheduling`` events and pod status patches
+(PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
 PodDisruptionBudget refuses (429) is retried later, never fatal.
+
+Fencing: every write checks ``may_write`` (the leader election's
+:meth:`rulesched.run.leader.LeaderElector.holds`) right before its API call; a replica that may
+no longer hold the lease writes nothing: the binding comes back failed (the pod is requeued and
+nothing stays assumed), evictions, status patches and events are dropped, each logged.
+At shutdown :meth:`Workers.close` refuses new work while the work under way finishes.
+
+Events name the profile's scheduler as their reporting controller, as kube-scheduler's per-profile
+recorders do: the pod's ``spec.schedulerName`` (the profile that scheduled it), and for a
+victim's ``Preempted`` event the preemptor's.
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 """
 
@@ -25,7 +36,7 @@ from typing import Any
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODS, KubeApi
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
-from rulesched.model import Pod
+from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -42,6 +53,7 @@ class Outcome:
     reason: str = ""
     bound_elsewhere: dict[str, Any] | None = None  # the pod as the API has it, when a 409 says so
     seconds: float = 0.0  # the binding call
+    profile: str = ""  # the scheduler name of the profile that chose the node
 
 
 def _now() -> str:
@@ -54,23 +66,42 @@ class Workers:
     def __init__(
         self,
         api: KubeApi,
-        scheduler_name: str,
         outcomes: Callable[[Outcome], None],
         threads: int = 16,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
-        self.scheduler_name = scheduler_name
         self.outcomes = outcomes
+        self.may_write = may_write
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
+        self._closed = False
         self.in_flight = 0
+        self.refused = 0  # writes not made: the lease may be lost
+
+    def close(self) -> None:
+        """Take no new work (shutdown: eviction retries included); work under way goes on."""
+        with self._lock:
+            self._closed = True
 
     def shutdown(self, wait: bool = True) -> None:
+        self.close()
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
+
+    def _fenced(self, what: str, pod: Pod, node: str = "") -> bool:
+        """True (logged) when this replica must not write: it may have lost the lease."""
+        if self.may_write():
+            return False
+        with self._lock:
+            self.refused += 1
+        log.warning("%s not sent: not leading", what, extra={"pod": pod.key, "node": node or None})
+        return True
 
     def _submit(self, fn: Callable[..., None], *args: Any) -> None:
         with self._lock:
+            if self._closed:
+                return
             self.in_flight += 1
 
         def run() -> None:
@@ -92,12 +123,22 @@ class Workers:
         self._submit(self._bind, pod, node, rules, volumes)
 
     def _bind(self, pod: Pod, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
-        key = pod.key
+        key, profile = pod.key, pod.scheduler_name
         started = time.monotonic()
+        if volumes and self._fenced("volume binding", pod, node):
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=0.0, profile=profile))
+            return
         try:
             apply_writes(self.api, volumes)
         except KubeError as err:
-            self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=time.monotonic() - started))
+            seconds = time.monotonic() - started
+            self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=seconds, profile=profile))
+            return
+        if self._fenced("binding", pod, node):
+            # (the volume writes stay: a replica past its lease writes nothing, not even an undo;
+            # as when a scheduler dies between the two, the next one's volume handling decides)
+            seconds = time.monotonic() - started
+            self.outcomes(Outcome(key, node, False, "not leading", seconds=seconds, profile=profile))
             return
         try:
             self.api.bind(pod.namespace, pod.name, pod.uid, node)
@@ -105,7 +146,7 @@ class Workers:
             revert_writes(self.api, volumes)
             self._bind_failed(pod, node, started, err)
             return
-        self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started))
+        self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started, profile=profile))
         log.info("bound", extra={"pod": key, "node": node, "rules": rules})
         note = f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
         self._event(pod, "Normal", "Scheduled", "Binding", note)
@@ -119,23 +160,29 @@ class Workers:
             except KubeError:
                 current = None
         where = ((current or {}).get("spec") or {}).get("nodeName")
-        self.outcomes(Outcome(pod.key, node, False, str(err), current if where else None, time.monotonic() - started))
+        seconds = time.monotonic() - started
+        self.outcomes(Outcome(pod.key, node, False, str(err), current if where else None, seconds, pod.scheduler_name))
 
     # --- what users see ---------------------------------------------------------------------------
-    def unschedulable(self, pod: Pod, message: str) -> None:
-        """FailedScheduling event and the PodScheduled=False condition, at most once a minute for
-        the same message (a pod retried every few seconds must not flood)."""
+    def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> None:
+        """FailedScheduling event and the PodScheduled=False condition (``reason``), at most once
+        a minute for the same message (a pod retried every few seconds must not flood)."""
         now = time.monotonic()
         with self._lock:
             last = self._last_event.get(pod.key)
             if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_SECONDS:
                 return
             self._last_event[pod.key] = (message, now)
-        self._submit(self._unschedulable, pod, message)
+        self._submit(self._unschedulable, pod, message, reason)
 
-    def _unschedulable(self, pod: Pod, message: str) -> None:
+    def scheduler_error(self, pod: Pod, message: str) -> None:
+        """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
+        FailedScheduling event and PodScheduled=False with reason SchedulerError."""
+        self.unschedulable(pod, message, "SchedulerError")
+
+    def _unschedulable(self, pod: Pod, message: str, reason: str) -> None:
         self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
-        self._condition(pod, "Unschedulable", message)
+        self._condition(pod, reason, message)
 
     def gated(self, pod: Pod) -> None:
         """PodScheduled=False, reason SchedulingGated (as kube-scheduler marks a gated pod), once
@@ -168,41 +215,99 @@ class Workers:
             self._last_event.pop(key, None)
 
     def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        if self._fenced("status patch", pod):
+            return
         try:
             self.api.patch_pod_status(pod.namespace, pod.name, patch)
         except NotFoundError:
             pass
         except KubeError as err:
-            log.warning("status of %s: %s", pod.key, err, extra={"pod": pod.key})
+            log.warning("status not patched: %s", err, extra={"pod": pod.key})
 
-    def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str) -> None:
-        regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+    def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str, related: Pod | None = None) -> None:
+        """An event about ``pod``, reported by the scheduler of the profile that acted: the
+        pod's own, or for a victim (``related`` is its preemptor) the preemptor's."""
+        if self._fenced(f"{reason} event", pod):
+            return
         try:
-            self.api.post_event(regarding, type_, reason, action, note, self.scheduler_name)
+            self.api.post_event(
+                _reference(pod),
+                type_,
+                reason,
+                action,
+                note,
+                (related or pod).scheduler_name,
+                related=_reference(related) if related is not None else None,
+            )
         except KubeError as err:
-            log.info("event for %s: %s", pod.key, err, extra={"pod": pod.key})
+            log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
 
     # --- preemption ---------------------------------------------------------------------------------
     def evict(self, victim: Pod, preemptor: Pod) -> None:
         self._submit(self._evict, victim, preemptor, 0)
 
     def _evict(self, victim: Pod, preemptor: Pod, attempt: int) -> None:
+        """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
+        (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
+        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related."""
+        if self._fenced("eviction", victim, victim.node_name or ""):
+            return  # (not retried: a later leader preempts anew if it must)
         try:
+            self.api.patch_pod_status(victim.namespace, victim.name, _preempted_status(preemptor), strategic=True)
             self.api.evict(victim.namespace, victim.name)
+            log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
             self._event(
                 victim,
                 "Normal",
                 "Preempted",
                 "Preempting",
                 f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
+                related=preemptor,
             )
         except NotFoundError:
             pass  # gone already
         except (TooManyRequestsError, KubeError) as err:
             if attempt >= 20:
-                log.warning("eviction of %s given up: %s", victim.key, err, extra={"pod": victim.key})
+                log.warning(
+                    "eviction given up: %s",
+                    err,
+                    extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
+                )
                 return
-            log.info("eviction of %s refused (%s); retrying", victim.key, err, extra={"pod": victim.key})
+            log.info(
+                "eviction refused (%s); retrying in %gs",
+                err,
+                EVICTION_RETRY_SECONDS,
+                extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
+            )
             timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1))
             timer.daemon = True
             timer.start()
+
+
+def _reference(pod: Pod) -> dict[str, str]:
+    """An ObjectReference to the pod, as events name the objects they are about."""
+    return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+
+
+def _preempted_status(preemptor: Pod) -> dict[str, Any]:
+    """The status patch that marks a victim (strategic: its other conditions stay): upstream's
+    DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
+    rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
+    while they terminate, after a restart or a change of leader too."""
+    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+    when = _now()[:19] + "Z"
+    return {
+        "status": {
+            "conditions": [
+                {
+                    "type": kind,
+                    "status": "True",
+                    "reason": PREEMPTION_BY_SCHEDULER,
+                    "message": message,
+                    "lastTransitionTime": when,
+                }
+                for kind in (DISRUPTION_TARGET, PREEMPTED_CONDITION)
+            ]
+        }
+    }

@@ -1,19 +1,27 @@
 """One scheduling cycle for one pod: bind the rules, filter nodes, score the feasible ones, pick.
 
 Filtering walks the nodes round-robin from where the previous cycle stopped and stops once
-``num_feasible_nodes_to_find`` nodes fit (percentageOfNodesToScore). A pod with a nominated node
-(set by an earlier preemption) tries that node first. Pods of an equivalence class walk their
+``num_feasible_nodes_to_find`` nodes fit (percentageOfNodesToScore), or the first one when the
+rule set has no score rule; the next cycle starts after the last node looked at (upstream's
+findNodesThatPassFilters and nextStartNodeIndex, as with one filter goroutine). A pod with a
+nominated node (set by an earlier preemption) tries that node first; when it fails there,
+upstream counts it among the nodes processed, and so does the start of the next walk. Pods of an equivalence class walk their
 class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); a pod of its own
 class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
-one function, :func:`rulesched.scheduler.scoring.weighted_totals`.
+one function, :func:`rulesched.scheduler.scoring.weighted_totals`. A report's explanation
+(``settings.explanation``) is read from the table walk after the pick, timed apart
+(:mod:`rulesched.scheduler.explanation`): the walk and the pick are those of an unexplained cycle.
 
 Nodes holding nominated pods of the pod's priority or higher (:mod:`rulesched.scheduler.nominator`)
 must also fit it with those pods added; only those nodes pay for that second look, and a cycle
 without such nominations runs exactly as before.
 
 A cycle reads one snapshot and one rule set, both fixed for its duration, and changes nothing:
-the :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose.
+the :class:`rulesched.scheduler.scheduler.Scheduler` assumes and binds what the cycle chose. So
+it may be given up anywhere (:mod:`rulesched.scheduler.cancel`): the walk checks its
+:class:`Cancellation` before each step of at most ``walk_chunk`` nodes, and the evaluation within
+a step between rules and every few nodes (:mod:`rulesched.lang.evaluation.watch`).
 Next stage: :mod:`rulesched.scheduler.preemption` when no node fits.
 """
 
@@ -22,7 +30,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import cachetools
@@ -35,6 +43,7 @@ from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.failures import FailedRows, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
+from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.evaluate import (
     Filtered,
     NodeStatuses,
@@ -43,7 +52,9 @@ from rulesched.scheduler.evaluate import (
     node_statuses,
     score_nodes,
 )
+from rulesched.scheduler.explanation import explain_nodes, explain_walk
 from rulesched.scheduler.framework import (
+    EXPLAIN_FULL,
     FILTER,
     PRE_FILTER,
     SCORE,
@@ -54,17 +65,18 @@ from rulesched.scheduler.framework import (
     num_feasible_nodes_to_find,
 )
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
-from rulesched.scheduler.scoring import select_host, weighted_totals
+from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
 TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
 MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
 
 
-def tables_for(nodes: int) -> int:
+def tables_for(nodes: int, shares: int = 1) -> int:
     """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (300 at 5000
-    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16."""
-    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes)))
+    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16; ``shares``
+    Cycles (a scheduler's profiles) split those rows between them."""
+    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes) // max(1, shares)))
 
 
 class Cycle:
@@ -72,11 +84,14 @@ class Cycle:
     tie-break, and the node tables of recent classes, which belong to the rule set they were
     computed with."""
 
-    def __init__(self, settings: SchedulerSettings) -> None:
+    def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
         self.settings = settings
+        self.cancel = cancel if cancel is not None else Cancellation()
         self.rng = random.Random(settings.seed)
         self.next_start = 0
+        self.shares = 1  # how many Cycles (profiles) share the table budget
         self._rules: RuleSet | None = None
+        self._scoring = True  # the rule set has score rules: else the first feasible node is taken
         # keyed by the class's binding itself (held here, so never confused with a later one)
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
         self._columns = ColumnStore()
@@ -97,23 +112,32 @@ class Cycle:
     ) -> tuple[CycleResult, BoundRules]:
         """``reserved``: the nominated pods this pod must leave room for (see
         :meth:`rulesched.scheduler.nominator.Nominator.reserved_for`). ``timer``: time each rule
-        this cycle (a sampled cycle: ``result.timing.rule_seconds``, with ``settings.timings``)."""
+        this cycle (a sampled cycle: ``result.timing.rule_seconds``, with ``settings.timings``).
+        Raises :class:`rulesched.scheduler.cancel.CycleCancelled` when :attr:`cancel` says to
+        stop (the binding is then released: the caller has nothing to let go of)."""
         if session.rules is not self._rules:  # a reload: the old set's tables go with it
             self._rules = session.rules
+            self._scoring = bool(session.rules.scores)
             self._tables.clear()
             self._reserved.clear()
         self._failed = None
         timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
         bound = session.bind(pod, snapshot)
-        if timing is not None:
-            timing.phase(PRE_FILTER, timing.started)
-        if timer is None:
-            result = self._checked(pod, snapshot, session, bound, reserved, timing)
-        else:
-            with timed(bound, timer):
-                result = self._checked(pod, snapshot, session, bound, reserved, timing)
+        try:
             if timing is not None:
-                timing.rule_seconds = timer.seconds
+                timing.phase(PRE_FILTER, timing.started)
+            if timer is None:
+                result = self._checked(pod, snapshot, session, bound, reserved, timing)
+            else:
+                with timed(bound, timer):
+                    result = self._checked(pod, snapshot, session, bound, reserved, timing)
+                if timing is not None:
+                    timing.rule_seconds = timer.seconds
+            if self.settings.explanation and result.explanation is None and result.filtered is not None:
+                _explain_maps(result, bound, self.settings)
+        except BaseException:
+            bound.release()
+            raise
         return result, bound
 
     def _checked(
@@ -151,29 +175,44 @@ class Cycle:
         if explain:
             result.filtered, result.scores, result.unresolvable = {}, {}, set()
         nominated = snapshot.node_view(pod.nominated_node_name) if pod.nominated_node_name else None
-        if nominated is not None and bound.first_failure(nominated) is None:
-            if check is None or check.passes(nominated.name):
+        missed = None  # the nominated node, when it does not fit
+        if nominated is not None:
+            if bound.first_failure(nominated) is None and (check is None or check.passes(nominated.name)):
                 result.code, result.node = Code.SCHEDULED, nominated.name
                 _phase(result, FILTER, started)
+                result.evaluated = result.feasible = 1
                 return result
+            missed = nominated.name
         if not explain and nodes:
             start = self.next_start
             try:
-                return self._run_table(bound, snapshot, result, check, started)
+                return self._run_table(bound, snapshot, result, check, started, missed)
             except TableOverflow:  # a score beyond int64: the per-node path computes with Python ints
                 self.next_start = start
                 if timing is not None:
                     del timing.phases[1:]  # (the walk's Filter: the per-node path times its own)
                 result = CycleResult(pod, Code.UNSCHEDULABLE, num_nodes=len(nodes), timing=timing)
+                if self.settings.explanation:  # explained from the answers the per-node walk keeps
+                    explain = True
+                    result.filtered, result.scores, result.unresolvable = {}, {}, set()
         if not nodes:  # (upstream's ErrNoNodesAvailable: no Filter ran)
             return result
         count = len(nodes)
-        wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+        scoring = self._scoring
+        # (an explain run without score rules still looks as far as the percentage says, for
+        # the record, but takes the first node that fits and counts up to it, as the walk does)
+        wanted = self._wanted(count, scoring or explain)
         start = self.next_start % count
+        self.cancel.check()  # (node by node: explain runs and the int64 fallback, checked per stage)
         filtered = filter_nodes(bound, nodes, start, wanted, explain=explain)
         if check is not None:
             filtered = _respect_reserved(check, bound, nodes, start, wanted, filtered, explain)
-        self.next_start = (start + filtered.looked) % count
+        feasible = filtered.feasible
+        looked = filtered.looked
+        if not scoring and feasible:
+            looked = _walked_to(nodes, start, feasible[0])
+        looked = self._processed(snapshot, start, looked, missed)
+        self.next_start = (start + looked) % count
         result.reasons.update(filtered.reasons)
         if filtered.rejected_by:
             result.rejected_by = frozenset(filtered.rejected_by)
@@ -181,35 +220,62 @@ class Cycle:
             result.filtered.update(filtered.failed)
         if result.unresolvable is not None and filtered.unresolvable is not None:
             result.unresolvable.update(filtered.unresolvable)
-        feasible = filtered.feasible
-        scoring = _phase(result, FILTER, started)
+        filtering_done = _phase(result, FILTER, started)
+        result.evaluated, result.feasible = looked, len(feasible) if scoring else min(1, len(feasible))
         if not feasible:
             return result
         result.code = Code.SCHEDULED
         if len(feasible) == 1 and not explain:
             result.node = feasible[0].name
             return result
+        self.cancel.check()
         scored = score_nodes(bound, feasible, explain=explain)
         if result.scores is not None and scored.per_node is not None:
             result.scores.update(scored.per_node)
-        result.node = feasible[select_host(scored.totals, self.rng)].name
-        _phase(result, SCORE, scoring)
+        # (no score rule: every total is 0 and no tie is drawn; the first node that fit is taken)
+        result.node = feasible[select_host(scored.totals, self.rng) if scoring else 0].name
+        _phase(result, SCORE, filtering_done)
         return result
 
+    def _wanted(self, count: int, scoring: bool | None = None) -> int:
+        """How many feasible nodes end a walk over ``count`` nodes: upstream's
+        numFeasibleNodesToFind; or 1 when the rule set has no score rule (findNodesThatPassFilters:
+        without Score plugins or extenders any feasible node will do)."""
+        if not (self._scoring if scoring is None else scoring):
+            return 1
+        return num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+
+    def _processed(self, snapshot: Snapshot, start: int, looked: int, missed: str | None) -> int:
+        """Upstream's processedNodes, which moves the next walk's start: the nodes the walk looked
+        at, and the nominated node that did not fit (``missed``) if the walk did not reach it
+        (its status is in the cycle's diagnosis already: findNodesThatFitPod)."""
+        if missed is None:
+            return looked
+        row = self._columns.rows_by_name(snapshot).get(missed)
+        if row is None or (row - start) % len(snapshot.nodes) < looked:
+            return looked
+        return looked + 1
+
     def _run_table(
-        self, bound: BoundRules, snapshot: Snapshot, result: CycleResult, check: ReservedCheck | None, started: float
+        self,
+        bound: BoundRules,
+        snapshot: Snapshot,
+        result: CycleResult,
+        check: ReservedCheck | None,
+        started: float,
+        missed: str | None,
     ) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
             table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk, self._ratio)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
-                limit = tables_for(len(snapshot.nodes))
+                limit = tables_for(len(snapshot.nodes), self.shares)
                 while len(self._tables) >= limit:
                     self._tables.popitem()  # the least recently used
                 self._tables[bound] = table
         table.sync(snapshot)
         try:
-            return self._walk(table, bound, snapshot, result, check, started)
+            return self._walk(table, bound, snapshot, result, check, started, missed)
         finally:
             table.release()
             self._ratio = table.ratio
@@ -222,16 +288,20 @@ class Cycle:
         result: CycleResult,
         check: ReservedCheck | None,
         started: float,
+        missed: str | None,
     ) -> CycleResult:
         count = len(snapshot.nodes)
-        wanted = num_feasible_nodes_to_find(count, self.settings.percentage_of_nodes_to_score)
+        wanted = self._wanted(count)
         start = self.next_start % count
-        rows, looked = table.feasible(start, wanted)
+        between = self.cancel.check
+        rows, looked = table.feasible(start, wanted, between=between)
         if check is not None:
             held = self._columns.rows_by_name(snapshot)
             held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
-            rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows)
+            rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows, between)
+        looked = self._processed(snapshot, start, looked, missed)
         self.next_start = (start + looked) % count
+        result.evaluated, result.feasible = looked, len(rows)
         if not len(rows):
             rejected_by: set[str] = set()
             failed = table.failures()
@@ -245,15 +315,20 @@ class Cycle:
                 result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))
             result.rejected_by = frozenset(rejected_by)
             _phase(result, FILTER, started)
+            self._explain(result, table, start, looked, rows, None, check)
             return result
         scoring = _phase(result, FILTER, started)
         result.code = Code.SCHEDULED
         if len(rows) == 1:
             result.node = table.node(int(rows[0])).name
+            self._explain(result, table, start, looked, rows, None, check)
             return result
-        totals = weighted_totals(bound.scores, table.vectors(rows), ranking_only=True)
+        between()
+        matrix = table.vectors(rows)
+        totals = weighted_totals(bound.scores, matrix, ranking_only=True)
         result.node = table.node(int(rows[select_host(totals, self.rng)])).name
         _phase(result, SCORE, scoring)
+        self._explain(result, table, start, looked, rows, matrix, check)
         return result
 
     def columns(self, snapshot: Snapshot) -> NodeColumns:
@@ -274,6 +349,48 @@ class Cycle:
             codes[group.rows] = 1 + unresolvable_rows(bound, cols, group).astype(np.int8)
         return NodeStatuses(codes, snapshot.nodes, self._columns.rows_by_name(snapshot))
 
+    def _explain(
+        self,
+        result: CycleResult,
+        table: NodeTable,
+        start: int,
+        looked: int,
+        rows: Rows,
+        matrix: Matrix | None,
+        check: ReservedCheck | None,
+    ) -> None:
+        """With ``settings.explanation``: explain the walk just done, after its pick and timed
+        apart (:mod:`rulesched.scheduler.explanation`)."""
+        if not self.settings.explanation:
+            return
+        began = time.perf_counter()
+        window = (start + np.arange(looked, dtype=np.intp)) % result.num_nodes
+        full = self.settings.explanation == EXPLAIN_FULL
+        result.explanation = explain_walk(table, window, rows, matrix, result.node, check, full)
+        result.explain_seconds += time.perf_counter() - began
+
+
+def _explain_maps(result: CycleResult, bound: BoundRules, settings: SchedulerSettings) -> None:
+    """The explanation of a node-by-node walk, from the maps it kept (those go unless
+    ``settings.explain`` asked for them)."""
+    began = time.perf_counter()
+    filtered, scores, unresolvable = result.filtered or {}, result.scores or {}, result.unresolvable or set()
+    rules = tuple(s.name for s in bound.scores)
+    full = settings.explanation == EXPLAIN_FULL
+    result.explanation = explain_nodes(filtered, unresolvable, scores, result.evaluated, rules, result.node, full)
+    if not settings.explain:
+        result.filtered = result.scores = result.unresolvable = None
+    result.explain_seconds += time.perf_counter() - began
+
+
+def _walked_to(nodes: Sequence[NodeInfo], start: int, node: NodeInfo) -> int:
+    """How many nodes a walk from ``start`` looks at to reach ``node`` (it included)."""
+    count = len(nodes)
+    for i in range(count):
+        if nodes[(start + i) % count] is node:
+            return i + 1
+    return count
+
 
 def _phase(result: CycleResult, point: str, since: float) -> float:
     """Record an extension point that began at ``since`` and ends now (when the cycle is timed);
@@ -286,7 +403,15 @@ def _phase(result: CycleResult, point: str, since: float) -> float:
 
 
 def _reserved_rows(
-    check: ReservedCheck, table: NodeTable, rows: Rows, looked: int, start: int, wanted: int, count: int, held: Rows
+    check: ReservedCheck,
+    table: NodeTable,
+    rows: Rows,
+    looked: int,
+    start: int,
+    wanted: int,
+    count: int,
+    held: Rows,
+    between: Callable[[], None] | None = None,
 ) -> tuple[Rows, int]:
     """The table walk's rows without the nodes that do not fit once their nominated pods are
     added (``held``: the rows of nodes holding nominations); the walk goes on past them (never
@@ -308,7 +433,7 @@ def _reserved_rows(
     found = [kept]
     have = len(kept)
     while have < wanted and looked < count:
-        more, extra = table.feasible((start + looked) % count, wanted - have, limit=count - looked)
+        more, extra = table.feasible((start + looked) % count, wanted - have, limit=count - looked, between=between)
         looked += extra
         more = keep(more)
         found.append(more)

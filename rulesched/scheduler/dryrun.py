@@ -374,8 +374,9 @@ def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> n
     groups = cols.groups(fields) if fields is not None else None
     if groups is None:
         raise Unsupported("filter not evaluable over these rows")
-    passes, nodes = bound.filters[index].passes, cols.nodes
-    answers = np.array([bool(passes(nodes[r])) for r in groups.representatives], dtype=bool)
+    f = bound.filters[index]
+    bound.watch.rule = f.name
+    answers = np.array(bound.watch.each(f.passes, groups.representatives, cols.nodes), dtype=bool)
     return answers[groups.codes[rows]]
 
 
@@ -401,14 +402,19 @@ def dry_runs_together(
     violating: Sequence[int],
     rank: bool,
     held: Sequence[Sequence[Pod]] = (),
+    between: Callable[[], None] | None = None,
 ) -> Together:
     """SelectVictimsOnNode for each of ``nodes`` (rows ``rows`` of ``base``) at once: every pod of
     ``orders[i]`` off, then each put back in that order and kept if the pod still fits beside it;
     the first ``violating[i]`` of them would violate a budget if evicted. With ``rank``, only the
     candidates pick_candidate may choose are returned whole (the first needing no victim, and the
     first of those best by its criteria), the rest counted as outranked. ``held[i]``: the pods
-    nominated to node i the pod must fit beside as well."""
+    nominated to node i the pod must fit beside as well. ``between`` is called before the first
+    fit check and each step after (each a few column evaluations over the nodes still
+    undecided): it may raise to give the dry runs up (nothing outside them has changed)."""
     out = Together()
+    if between is not None:
+        between()
     cols = DryRunColumns(nodes, base, rows, orders, held)
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
@@ -430,6 +436,8 @@ def dry_runs_together(
         step = active[lengths[active] > k]
         if len(step) < SMALL:  # the last few nodes with many pods: node by node is cheaper
             break
+        if between is not None:
+            between()
         at = starts[step] + k
         cols.put(at, step, 1)
         ok = passing(bound, cols, step)

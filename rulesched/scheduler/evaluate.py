@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from rulesched.lang import BoundFilter, BoundRules
 from rulesched.lang.evaluation.bound import Failure
+from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 
@@ -64,7 +65,11 @@ def failure_reasons(bound: BoundRules, nodes: Sequence[Any], rejected_by: set[st
     """Reason -> how many of ``nodes`` fail with it (their first failing filter's reasons);
     the failing filters' names go into ``rejected_by`` if given."""
     reasons: Counter[str] = Counter()
+    watch, left = bound.watch, CHECK_EVERY
     for node in nodes:
+        left -= 1
+        if not left:
+            left = watch.tick()
         failure = bound.first_failure(node)
         if failure is not None:
             reasons.update(set(failure[1]))
@@ -78,9 +83,14 @@ def node_statuses(bound: BoundRules, nodes: Sequence[Any]) -> dict[str, Code]:
     UNSCHEDULABLE_AND_UNRESOLVABLE when the first filter it fails says so for it (the
     ``unresolvable`` clause is evaluated here, on failing nodes only). Nodes that fit are left out."""
     out: dict[str, Code] = {}
+    watch, left = bound.watch, CHECK_EVERY
     for node in nodes:
+        left -= 1
+        if not left:
+            left = watch.tick()
         failure = bound.first_failure(node)
         if failure is not None:
+            watch.rule = failure[0].name  # (its unresolvable clause)
             out[node.name] = status_of(failure[0], node)
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -43,7 +43,7 @@ class SchedulerSettings:
 
     percentage_of_nodes_to_score: int = 0  # 0: upstream's adaptive formula; 100: every node
     seed: int = 0
-    explain: bool = False
+    explain: bool = False  # node by node, every node's reasons and scores kept (see `explanation`)
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
     scheduler_name: str | None = None  # None: every pending pod
@@ -60,10 +60,29 @@ class SchedulerSettings:
     # the extender, which export no such metrics, leave both off.
     timings: bool = False
     rule_metrics_sample_percent: int = 0
+    # What each cycle explains of itself for reports (``simulate --explain``): EXPLAIN_SUMMARY,
+    # the best nodes' scores and the filtered nodes grouped by reason, or EXPLAIN_FULL, every
+    # evaluated node's reasons and scores too (CycleResult.explanation). Computed from the
+    # cycle's own walk after its pick, which does not change, and timed apart
+    # (CycleResult.explain_seconds). (``explain`` is the node-by-node walk that keeps every
+    # node's answers: ``rulesched test``, and the reference the table walk is tested against.)
+    explanation: str = ""
+    # Give a cycle up this many seconds after it took its pod (the pod is retried with backoff
+    # and an error naming the rule then running: rulesched.scheduler.cancel). None: never (the
+    # simulator and `rulesched test`, whose answers must not depend on the machine's speed).
+    cycle_deadline_seconds: float | None = None
 
 
-def num_feasible_nodes_to_find(num_nodes: int, percentage: int) -> int:
-    """kube-scheduler's numFeasibleNodesToFind."""
+EXPLAIN_SUMMARY, EXPLAIN_FULL = "summary", "full"
+
+
+def num_feasible_nodes_to_find(num_nodes: int, percentage: int, profile: int | None = None) -> int:
+    """kube-scheduler's numFeasibleNodesToFind: how many feasible nodes end a cycle's walk.
+    ``percentage`` is the global percentageOfNodesToScore; ``profile``, a profile's own, replaces
+    it when set (its 0 too). 0 is the adaptive percentage: 50 less one per 125 nodes, 5 at least.
+    Never fewer than 100 nodes (or all of them, when fewer)."""
+    if profile is not None:
+        percentage = profile
     if num_nodes < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
         return num_nodes
     if percentage <= 0:
@@ -102,12 +121,61 @@ class CycleTiming:
         return now
 
 
+@dataclass(frozen=True)
+class ReasonGroup:
+    """Filtered nodes failing with one reason (a node with two reasons is in both groups)."""
+
+    reason: str
+    nodes: int
+    unresolvable: int  # of those, the nodes preemption cannot help
+    names: tuple[str, ...]  # the first of them in walk order (at most Explanation.named)
+
+
+@dataclass(frozen=True)
+class ScoredNode:
+    name: str
+    values: tuple[int, ...]  # each score rule's normalised value, in Explanation.rules order
+    total: int  # the weighted sum the cycle ranks by
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One cycle, explained compactly: how many nodes the filters ran on, the filtered ones
+    grouped by reason (most nodes first), and the best scored nodes (best first: highest total,
+    the chosen node first among equals, then by name). ``failed`` and ``unresolvable_nodes``
+    (every filtered node, in walk order) and ``best`` holding every scored node come with
+    EXPLAIN_FULL only."""
+
+    evaluated: int
+    filtered: int
+    groups: tuple[ReasonGroup, ...]
+    unresolvable: int
+    unresolvable_names: tuple[str, ...]
+    scored: int
+    rules: tuple[str, ...]  # the score rules applied
+    best: tuple[ScoredNode, ...]
+    failed: Mapping[str, tuple[str, ...]] | None = None
+    unresolvable_nodes: frozenset[str] | None = None
+
+    def scores(self, nodes: Sequence[ScoredNode] | None = None) -> dict[str, dict[str, int]]:
+        """``best`` (or ``nodes``) as node -> rule -> normalised score, and ``total``."""
+        rules = self.rules
+        out = {}
+        for node in self.best if nodes is None else nodes:
+            entry = dict(zip(rules, node.values, strict=True))
+            entry["total"] = node.total
+            out[node.name] = entry
+        return out
+
+
 @dataclass
 class CycleResult:
     pod: Pod
     code: Code
     node: str | None = None
     num_nodes: int = 0
+    evaluated: int = 0  # nodes the filters ran on (kube-scheduler's evaluatedNodes)
+    feasible: int = 0  # of those, the nodes that passed (feasibleNodes)
     reasons: Counter[str] = field(default_factory=Counter)  # reason -> number of nodes
     preemption: Preemption | None = None
     filtered: dict[str, tuple[str, ...]] | None = None  # with explain: node -> reasons
@@ -117,6 +185,8 @@ class CycleResult:
     # kube-scheduler's UnschedulablePlugins, a rule name standing for a plugin's.
     rejected_by: frozenset[str] = frozenset()
     timing: CycleTiming | None = None  # with SchedulerSettings.timings
+    explanation: Explanation | None = None  # with SchedulerSettings.explanation, when nodes were evaluated
+    explain_seconds: float = 0.0  # the time that took (not part of the cycle's own work)
 
     @property
     def message(self) -> str:
@@ -126,6 +196,12 @@ class CycleResult:
         if self.preemption is not None and self.preemption.message:
             message += f" {self.preemption.message}"
         return message
+
+
+def skip_deleting(pod: Pod) -> str:
+    """What kube-scheduler says of a pending pod it skips because it is being deleted
+    (``metadata.deletionTimestamp`` set): it never attempts one (skipPodSchedule)."""
+    return f"skip schedule deleting pod: {pod.key}"
 
 
 def fit_error(num_nodes: int, reasons: Mapping[str, int]) -> str:

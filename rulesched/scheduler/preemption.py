@@ -18,8 +18,10 @@ preemptor's priority or higher (:mod:`rulesched.scheduler.nominator`): the preem
 without them and with them added, as upstream's filters with nominated pods.
 
 A pod nominated to a node where a lower-priority pod is terminating because a scheduler
-preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``) waits for that
-pod to leave rather than preempt again (upstream's PodEligibleToPreemptOthers).
+preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``; or rulesched's own
+condition, since the Eviction API rulesched evicts through rewrites ``DisruptionTarget``: see
+``Pod.preempted_by_scheduler``) waits for that pod to leave rather than preempt again
+(upstream's PodEligibleToPreemptOthers).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from rulesched.lang.builtins.indexes import ForkedIndexes
 from rulesched.lang.builtins.matching import label_selector_matches
 from rulesched.lang.evaluation.arrays import Unsupported
 from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.lang.types import NUMBER, ListOf
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.dryrun import dry_runs_together, node_local
@@ -89,13 +92,16 @@ def preempt(
     statuses: Mapping[str, Code] | None = None,
     reserved: Reserved | None = None,
     columns: NodeColumns | None = None,
+    between: Callable[[], None] | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
     upstream's NodeToStatus has it, unless it holds nominated pods: the pod then failed there
     only with them added); without them they are computed here. ``reserved``: the nominated pods
     it must leave room for, per node. ``columns``: the snapshot's nodes as columns, for dry runs
-    of many nodes at once (:mod:`rulesched.scheduler.dryrun`)."""
+    of many nodes at once (:mod:`rulesched.scheduler.dryrun`). ``between`` is called before each
+    node's dry run and each step of the dry runs done together: it may raise to give preemption
+    up (a cancelled cycle; nothing was changed)."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
@@ -111,19 +117,25 @@ def preempt(
     candidates: list[Candidate] = []
     potential = _Potential(bound)
     tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims), in node order
+    left = CHECK_EVERY
     for row in _rows_to_try(snapshot, statuses, held, potential, columns, counts):
         node = snapshot.nodes[row]
+        left -= 1
+        if not left:  # (the preempt rules' answers for each pod on the node: checked every few nodes)
+            left = bound.watch.tick()
         allowed = potential.victims(node)
         if not allowed:
             counts[NO_VICTIMS] += 1
             continue
         tried.append((row, node, allowed))
-    together = _dry_runs_together(bound, columns, tried, snapshot.pdbs, held)
+    together = _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between)
     for row, node, victims in tried:
         outcome = together.get(row, _LEFT)
         if outcome is None:  # a candidate pick_candidate cannot choose
             continue
         if outcome is _LEFT:
+            if between is not None:
+                between()
             outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
         if isinstance(outcome, NoFit):
             counts.update(set(outcome.reasons))
@@ -329,6 +341,7 @@ def _dry_runs_together(
     tried: list[tuple[int, Any, list[Pod]]],
     pdbs: Sequence[PodDisruptionBudget],
     held: Mapping[str, Sequence[Pod]],
+    between: Callable[[], None] | None = None,
 ) -> dict[int, Candidate | NoFit | None]:
     """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.scheduler.dryrun`),
     by row: a node's candidate or why it does not fit, or None for a candidate pick_candidate
@@ -352,7 +365,7 @@ def _dry_runs_together(
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     try:
         nominated = [held.get(node.name, ()) for node in nodes] if held else []
-        found = dry_runs_together(bound, base, nodes, rows, orders, violating, rank, nominated)
+        found = dry_runs_together(bound, base, nodes, rows, orders, violating, rank, nominated, between)
     except Unsupported:
         return {}
     out: dict[int, Candidate | NoFit | None] = {tried[i][0]: NoFit(why) for i, why in found.no_fit.items()}

@@ -122,6 +122,16 @@ class SchedulingQueue:
                 found.update(parked.rejected_by)
             return found
 
+    def unschedulable_by_profile(self) -> Counter[tuple[str, str]]:
+        """(scheduler name, rule name) -> parked pods of that profile the rule failed
+        (scheduler_unschedulable_pods{profile, plugin}: profiles share one queue, as upstream's)."""
+        with self._lock:
+            found: Counter[tuple[str, str]] = Counter()
+            for parked in self._unschedulable.values():
+                profile = parked.pod.scheduler_name
+                found.update((profile, rule) for rule in parked.rejected_by)
+            return found
+
     def attempts(self, key: str) -> int:
         """How many times the pod was popped since it arrived (or last bound)."""
         with self._lock:

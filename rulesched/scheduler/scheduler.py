@@ -14,8 +14,24 @@ The scheduler keeps the nominations (:class:`rulesched.scheduler.nominator.Nomin
 pods its preemption placed, and of pending pods that arrive with ``status.nominatedNodeName``.
 Each cycle leaves room on those nodes for nominated pods of its pod's priority or higher.
 
+A cycle under way can be given up (:mod:`rulesched.scheduler.cancel`: shutdown, a reload, its
+deadline) until the scheduler assumes its pod or nominates it: nothing is assumed or evicted,
+:meth:`Scheduler.schedule_one` returns None and the pod goes back to the queue: with backoff
+(shutdown); at once (a reload: the new rules decide); with backoff and an error reported to the
+:class:`Observer`, naming the rule being evaluated, as kube-scheduler reports a cycle's error
+(past ``SchedulerSettings.cycle_deadline_seconds``).
+
+Profiles (kube-scheduler's): one scheduler may serve several scheduler names, each with its own
+rules and its own :class:`rulesched.scheduler.cycle.Cycle` (whose class tables belong to one rule
+set, so two sets never evict each other's), over one store, one queue (priority order across
+profiles, as upstream) and one nominator (nominations are cluster-wide). A pod is scheduled by the
+profile its ``spec.schedulerName`` names (:meth:`Scheduler.add_profile`; the rules given to the
+constructor serve every other name); a profile whose rules are not loaded yet parks its pods,
+untried, until they are (its reload moves them back).
+
 The scheduler is not thread-safe: one thread owns it, the store and the queue's pops; other
-threads reach it through that thread (see :mod:`rulesched.scheduler.queue` for waking it).
+threads reach it through that thread (see :mod:`rulesched.scheduler.queue` for waking it); only
+its :class:`rulesched.scheduler.cancel.Cancellation` may be set from any thread.
 """
 
 from __future__ import annotations
@@ -30,7 +46,9 @@ from typing import Protocol
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.evaluation.timing import RuleTimer
+from rulesched.logs import VERBOSE
 from rulesched.model import Pod
+from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import (
     POST_FILTER,
@@ -46,6 +64,22 @@ from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
 
 log = logging.getLogger(__name__)
+
+
+def decision(logger: logging.Logger, result: CycleResult) -> None:
+    """A cycle's outcome for the log at VERBOSE (kube-scheduler's V(2)): the node and how many
+    nodes were evaluated and found feasible, or the unschedulable message and what preemption
+    did (the nominated node, the victims)."""
+    pod = result.pod
+    if result.code is Code.SCHEDULED:
+        extra = {"pod": pod.key, "node": result.node, "evaluated": result.evaluated, "feasible": result.feasible}
+        logger.log(VERBOSE, "scheduled", extra=extra)
+        return
+    preemption = result.preemption
+    victims = ",".join(v.key for v in preemption.victims) if preemption is not None else ""
+    nominated = preemption.nominated if preemption is not None else None
+    extra = {"pod": pod.key, "reason": result.message, "nominated": nominated, "victims": victims}
+    logger.log(VERBOSE, "unschedulable", extra=extra)
 
 
 class Binder(Protocol):
@@ -72,6 +106,10 @@ class Observer:
     def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
         """The pod's binding failed; it will be retried."""
 
+    def cycle_failed(self, pod: Pod, message: str, seconds: float) -> None:
+        """The pod's cycle ended in an error after ``seconds`` (its deadline passed: ``message``
+        says so, naming the rule); it will be retried with backoff."""
+
     def nominations_ended(self, pods: list[Pod]) -> None:
         """These pending pods lost their nominated node: their preemption found no node any
         more, or a higher-priority preemptor took the node."""
@@ -91,6 +129,15 @@ def _waits_on_other_pods(pod: Pod) -> bool:
     return bool(pod.pod_affinity or pod.topology_spread_constraints)
 
 
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    """One scheduler name's rules, and the cycles that run them (their caches are the set's)."""
+
+    name: str
+    rules: RulesHandle
+    cycle: Cycle
+
+
 @dataclasses.dataclass
 class _Binding:
     pod: Pod
@@ -108,6 +155,7 @@ class Scheduler:
         evictor: Evictor | None = None,
         clock: Callable[[], float] = time.monotonic,
         observer: Observer | None = None,
+        cancel: Cancellation | None = None,
     ) -> None:
         self.rules = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
         self.store = store
@@ -117,7 +165,10 @@ class Scheduler:
         self.clock = clock
         self.observer = observer or Observer()
         self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
-        self.cycle = Cycle(settings)
+        self.cancel = cancel if cancel is not None else Cancellation()
+        self.cycle = Cycle(settings, self.cancel)
+        self._default = Profile(settings.scheduler_name or "", self.rules, self.cycle)
+        self._profiles: dict[str, Profile] = {}  # scheduler name -> its profile (others: _default)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
         self.nominator = Nominator()
@@ -125,6 +176,25 @@ class Scheduler:
         self.last_rules = ""  # the digest of the rule set the last cycle used
         # Which cycles time each rule (not the cycle's seeded tie-break: sampling must not move pods).
         self._sampler = random.Random()
+
+    def add_profile(
+        self, name: str, rules: RulesHandle | RuleSet, percentage_of_nodes_to_score: int | None = None
+    ) -> Profile:
+        """Schedule the pods naming ``name`` with ``rules`` (and their own percentage of nodes to
+        score, as a kube-scheduler profile may set it; None: the scheduler's)."""
+        settings = self.settings
+        if percentage_of_nodes_to_score is not None:
+            settings = dataclasses.replace(settings, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
+        handle = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
+        profile = self._profiles[name] = Profile(name, handle, Cycle(settings, self.cancel))
+        cycles = [self.cycle, *(p.cycle for p in self._profiles.values() if p.cycle is not self.cycle)]
+        for cycle in cycles:  # (the node tables' memory budget is the scheduler's, split between them)
+            cycle.shares = len(cycles)
+        return profile
+
+    def profile_of(self, pod: Pod) -> Profile:
+        """The profile that schedules ``pod`` (kube-scheduler's frameworkForPod)."""
+        return self._profiles.get(pod.scheduler_name, self._default)
 
     # --- pending pods ------------------------------------------------------------------------------
     def add(self, pod: Pod) -> None:
@@ -157,54 +227,107 @@ class Scheduler:
     # --- one cycle ------------------------------------------------------------------------------------
     def schedule_one(self, timeout: float | None = 0.0) -> CycleResult | None:
         """One cycle for the next ready pod; None when none is ready (waiting up to ``timeout``
-        seconds for one: see :meth:`SchedulingQueue.pop`)."""
+        seconds for one: see :meth:`SchedulingQueue.pop`) or when :attr:`cancel` gave the
+        cycle up (the pod is back in the queue)."""
         pod = self.queue.pop(timeout)
         if pod is None:
             return None
+        profile = self._profiles.get(pod.scheduler_name, self._default)  # (the one lookup per cycle)
+        if not profile.rules.loaded:  # no valid rules for its profile yet: parked, untried
+            self.queue.unschedulable(pod)
+            return None
         started = time.perf_counter()
+        deadline = self.settings.cycle_deadline_seconds  # (None: the deadline is the caller's, if any)
+        # From now on a reload gives the cycle up (the rules it reads are read after this).
+        self.cancel.begin(profile.rules, deadline)
+        try:
+            return self._cycle(pod, profile, started)
+        except CycleCancelled as cancelled:
+            self.last_cycle_seconds = time.perf_counter() - started
+            self._given_up(pod, cancelled)
+            return None
+        finally:
+            self.cancel.end(limited=deadline is not None)
+
+    def _given_up(self, pod: Pod, cancelled: CycleCancelled) -> None:
+        extra = {"pod": pod.key, "rule": cancelled.rule or None, "rules": self.last_rules}
+        if cancelled.kind == SUPERSEDED:  # the new rules decide, at once
+            log.info("scheduling cycle given up: the rules were reloaded; retrying now", extra=extra)
+            self.queue.requeue(pod, backoff=False)
+            return
+        self.queue.requeue(pod, backoff=True)
+        if cancelled.kind != DEADLINE:
+            log.info("scheduling cycle given up: %s", cancelled.reason, extra=extra)
+            return
+        seconds = self.cancel.seconds or 0.0
+        message = f"scheduling cycle exceeded its {seconds:g}s deadline"
+        if cancelled.rule:
+            message += f" while evaluating rule {cancelled.rule!r}"
+        message += f" (rules {self.last_rules})"
+        log.warning("%s; retrying with backoff", message, extra={**extra, "deadline": f"{seconds:g}s"})
+        self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
+
+    def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
         nominated = self.nominator.node_of(pod.key) or ""
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
-        rules = self.rules.rules  # once per cycle: a reload takes effect at the next one
+        rules = profile.rules.rules  # once per cycle: a reload gives up the cycle and decides it anew
         self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
         session = rules.session()
         snapshot = self.store.snapshot()
         reserved = self.nominator.reserved_for(pod)
         percent = self.settings.rule_metrics_sample_percent
         timer = RuleTimer() if percent and self._sampler.randrange(100) < percent else None
-        result, bound = self.cycle.run(pod, snapshot, session, reserved, timer)
+        watch = session.watch  # (the rule it is evaluating, when the cycle is given up)
+        watch.arm(self.cancel.check)
+        try:
+            result, bound = profile.cycle.run(pod, snapshot, session, reserved, timer)  # (released if it raises)
+        except BaseException as err:
+            watch.disarm()
+            if isinstance(err, CycleCancelled):
+                err.rule = watch.rule
+            raise
         timing = result.timing
         if timing is not None:
             timing.started = started  # (the whole cycle: nominations and snapshot included)
         waiting = False
-        if result.code is Code.SCHEDULED and result.node is not None:
-            outcome = None
-            self._victims.pop(pod.key, None)
-            if timing is not None:
-                timing.algorithm_seconds = time.perf_counter() - started
-        else:
-            preempting = time.perf_counter()
-            if self._victims_remain(pod):
-                # Its earlier preemption's victims are still leaving (their deletion has not been
-                # reported): wait for them rather than preempt again (PodEligibleToPreemptOthers).
-                outcome = Preemption(
-                    None, message="preemption: waiting for the preempted pods to leave.", eligible=False
-                )
-                waiting = True
+        try:
+            if result.code is Code.SCHEDULED and result.node is not None:
+                outcome = None
+                if timing is not None:
+                    timing.algorithm_seconds = time.perf_counter() - started
             else:
-                # the statuses from the cycle's binding, whose per-node answers are still warm
-                statuses = self.cycle.statuses(bound, snapshot)
-                outcome = preempt(snapshot, session, pod, statuses, reserved, self.cycle.columns(snapshot))
-                waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
-            result.preemption = outcome
-            if timing is not None:
-                status = SUCCESS if outcome.nominated is not None else Code.UNSCHEDULABLE.value
-                done = timing.phase(POST_FILTER, preempting, status)
-                timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
-        # Done reading: once nobody holds the snapshot, the store changes in place again.
-        bound.release()
+                preempting = time.perf_counter()
+                if self._victims_remain(pod):
+                    # Its earlier preemption's victims are still leaving (their deletion has not
+                    # been reported): wait for them rather than preempt again
+                    # (PodEligibleToPreemptOthers).
+                    outcome = Preemption(
+                        None, message="preemption: waiting for the preempted pods to leave.", eligible=False
+                    )
+                    waiting = True
+                else:
+                    # the statuses from the cycle's binding, whose per-node answers are still warm
+                    statuses = profile.cycle.statuses(bound, snapshot)
+                    columns = profile.cycle.columns(snapshot)
+                    outcome = preempt(snapshot, session, pod, statuses, reserved, columns, self.cancel.check)
+                    waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
+                result.preemption = outcome
+                if timing is not None:
+                    status = SUCCESS if outcome.nominated is not None else Code.UNSCHEDULABLE.value
+                    done = timing.phase(POST_FILTER, preempting, status)
+                    timing.algorithm_seconds = done - started  # (upstream's includes PostFilter when nothing fits)
+            self.cancel.check()  # the last point where giving up leaves nothing behind
+        except CycleCancelled as cancelled:
+            cancelled.rule = watch.rule
+            raise
+        finally:
+            # Done reading: once nobody holds the snapshot, the store changes in place again.
+            bound.release()
+            watch.disarm()  # (nothing after this evaluates a rule, nor may stop)
         del snapshot
         if outcome is None:
+            self._victims.pop(pod.key, None)
             self._bind(pod, result)
         elif outcome.nominated is None:
             if outcome.eligible and self.nominator.remove(pod.key) is not None:
@@ -243,7 +366,7 @@ class Scheduler:
             self.observer.nominations_ended(displaced)
         for victim in victims:
             self.evictor.evict(victim, pod)
-        log.info("preempted %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
+        log.log(VERBOSE, "nominated; evicting %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
         self.queue.move(Event.POD_DELETED)
         self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
 
@@ -281,7 +404,7 @@ class Scheduler:
         if pod.nominated_node_name:  # (as upstream: the status's nomination comes back)
             self.nominator.nominate(pod, pod.nominated_node_name)
         result.code = Code.BIND_FAILED
-        log.info("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
+        log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
         self.queue.requeue(pod, backoff=True)
 

@@ -19,17 +19,17 @@ Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundRules, Filters
+from rulesched.lang import BoundFilter, BoundRules, Filters
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.failures import FailedRows, first_failures
+from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
 
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
@@ -177,15 +177,21 @@ class NodeTable:
         assert self._store is not None
         return self._store.shared(self._snapshot, self._columns_from)
 
-    def feasible(self, start: int, wanted: int, limit: int | None = None) -> tuple[Rows, int]:
+    def feasible(
+        self, start: int, wanted: int, limit: int | None = None, between: Callable[[], None] | None = None
+    ) -> tuple[Rows, int]:
         """Rows of the first ``wanted`` feasible nodes walking round-robin from ``start``, in
-        walk order, and how many nodes were looked at (all of them, or ``limit``, if fewer fit)."""
+        walk order, and how many nodes were looked at (all of them, or ``limit``, if fewer fit).
+        ``between`` is called before each step of the walk (at most ``chunk`` nodes): it may
+        raise to give the walk up (a cancelled cycle); the rows checked so far stay valid."""
         n = len(self._nodes)
         most = n if limit is None else min(limit, n)
         found: list[Rows] = []
         need, looked, pos = wanted, 0, start
-        dynamic = [f.passes for f in self.bound.dynamic_filters]
+        dynamic = self.bound.dynamic_filters
         while need > 0 and looked < most:
+            if between is not None:
+                between()
             size = min(most - looked, int(need * self.ratio) + 32, self._chunk)
             rows = self._window(pos, size)
             self._check(rows)
@@ -206,10 +212,18 @@ class NodeTable:
 
     def passing(self, rows: Rows) -> Rows:
         """Those of ``rows`` whose node passes every filter, in the order given (the extender's
-        filter: every node asked about, not the first ones that fit)."""
+        filter: every node asked about, not the first ones that fit), ``chunk`` rows at a time,
+        checking the binding's watch before each."""
+        if len(rows) > self._chunk:
+            watch, size = self.bound.watch, self._chunk
+            parts = []
+            for at in range(0, len(rows), size):
+                watch.check()
+                parts.append(self.passing(rows[at : at + size]))
+            return np.concatenate(parts)
         self._check(rows)
         fit = rows[self._fits[rows]]
-        dynamic = [f.passes for f in self.bound.dynamic_filters]
+        dynamic = self.bound.dynamic_filters
         if dynamic and len(fit):
             fit = self._dynamic(fit, dynamic, len(fit))
         return fit
@@ -222,13 +236,18 @@ class NodeTable:
     def vectors(self, rows: Rows) -> npt.NDArray[np.int64]:
         """Score vectors (as ``BoundRules.score_vector``) of the rows, one per row."""
         stale = rows[~self._scored[rows]]
+        watch = self.bound.watch
         if len(stale):
             nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
             try:
                 if self._many(stale):
                     vectors[stale] = self.bound.score_matrix(self._columns(), stale, True, self._shared())
                 else:
+                    left = CHECK_EVERY
                     for i in stale.tolist():
+                        left -= 1
+                        if not left:
+                            left = watch.tick()
                         vectors[i] = steady(nodes[i])
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
@@ -247,7 +266,8 @@ class NodeTable:
                 if found is not None:
                     column = found.astype(np.int64, copy=False)
                 else:
-                    column = np.array([score.score(node) for node in nodes], dtype=np.int64)
+                    watch.rule = score.name
+                    column = np.array(watch.each(score.score, nodes), dtype=np.int64)
                 out[:, index] = column
                 if score.normalize == "none":
                     out[:, -1] += score.weight * column
@@ -263,6 +283,26 @@ class NodeTable:
             return None
         return first_failures(self.bound, self._columns(), self._rows, self._shared())
 
+    def first_failing(self, rows: Rows) -> npt.NDArray[np.intp]:
+        """For each row, the index (in ``bound.filters``) of the first filter its node fails,
+        -1 where it passes them all: :meth:`rulesched.lang.BoundRules.first_failure`'s filter,
+        for many rows at once (explanations; answers the walk already knows are read, not redone)."""
+        bound, nodes = self.bound, self._nodes
+        first = np.full(len(rows), -1, dtype=np.intp)
+        live = np.arange(len(rows), dtype=np.intp)  # positions still passing every filter so far
+        for index, f in enumerate(bound.filters):
+            if not len(live):
+                break
+            at = rows[live]
+            ok = bound.filter_column(self._columns(), at, index, self._shared()) if self._many(at) else None
+            if ok is None:
+                passes = f.passes
+                ok = np.array([bool(passes(nodes[r])) for r in at.tolist()], dtype=bool)
+            ok = ok.astype(bool, copy=False)
+            first[live[~ok]] = index
+            live = live[ok]
+        return first
+
     def _window(self, pos: int, size: int) -> Rows:
         n = len(self._nodes)
         if pos + size <= n:
@@ -276,7 +316,11 @@ class NodeTable:
             if self._many(stale):
                 fits[stale] = self.bound.filter_mask(self._columns(), stale, Filters.STATIC, self._shared())
             else:
+                watch, left = self.bound.watch, CHECK_EVERY
                 for i in stale.tolist():
+                    left -= 1
+                    if not left:
+                        left = watch.tick()
                     fits[i] = failure(nodes[i]) is None
             self._checked[stale] = True
 
@@ -284,26 +328,36 @@ class NodeTable:
         """Enough stale rows that evaluating them as columns pays for its per-call set-up."""
         return 0 < self._columns_from <= len(stale)
 
-    def _dynamic(self, fit: Rows, passes: list[Any], need: int) -> Rows:
-        """The rows whose node passes every dynamic filter too, up to ``need`` of them."""
+    def _dynamic(self, fit: Rows, filters: Sequence[BoundFilter], need: int) -> Rows:
+        """The rows whose node passes every dynamic filter too, up to ``need`` of them (checking
+        the binding's watch every CHECK_EVERY nodes)."""
         if self._many(fit):  # as columns where that is one call per zone (spreading), say
             columns = self._columns()
             if self.bound.dynamic_grouped(columns):
                 return fit[self.bound.filter_mask(columns, fit, Filters.DYNAMIC)][:need]
         nodes, kept = self._nodes, list[int]()
         append = kept.append
-        if len(passes) == 1:  # the usual case (spreading, or the pod's own affinity): no inner loop
-            passes_one = passes[0]
+        watch, left = self.bound.watch, CHECK_EVERY
+        if len(filters) == 1:  # the usual case (spreading, or the pod's own affinity): no inner loop
+            passes_one = filters[0].passes
+            watch.rule = filters[0].name
             for i in fit.tolist():
+                left -= 1
+                if not left:
+                    left = watch.tick()
                 if passes_one(nodes[i]):
                     append(i)
                     if len(kept) == need:
                         break
         else:
             for i in fit.tolist():
+                left -= 1
+                if not left:
+                    left = watch.tick()
                 node = nodes[i]
-                for p in passes:
-                    if not p(node):
+                for f in filters:
+                    watch.rule = f.name
+                    if not f.passes(node):
                         break
                 else:
                     append(i)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rulesched.simulate.nodes import ALL_NODES_UP_TO, BUSIEST_NODES
+
 
 def add_simulate_parser(sub: Any) -> None:
     sim = sub.add_parser("simulate", help="schedule the pending pods of a cluster read from YAML/JSON")
@@ -30,7 +32,20 @@ def add_simulate_parser(sub: Any) -> None:
     sim.add_argument(
         "--explain",
         action="store_true",
-        help="per-node reasons and scores: table shows each pod's top 3 nodes and its filtered nodes by reason",
+        help="why each pod went where it did: its last cycle's best nodes with their per-rule scores and its "
+        "filtered nodes grouped by reason (table: top 3 nodes; JSON: the best 10 and every reason, counted)",
+    )
+    sim.add_argument(
+        "--explain-full",
+        action="store_true",
+        help="--explain, and JSON lists every evaluated node's reasons and scores (filtered, unresolvable, scores)",
+    )
+    sim.add_argument(
+        "--nodes",
+        type=_node_count,
+        metavar="N",
+        help=f"node rows in table and html output: the N busiest (by their highest share of any resource); "
+        f"0: every node (default: every node up to {ALL_NODES_UP_TO}, else the {BUSIEST_NODES} busiest)",
     )
     sim.add_argument(
         "--strict",
@@ -54,6 +69,16 @@ def add_cycle_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None
     parser.add_argument("--scheduler-name", metavar="NAME", help="only schedule pods naming this scheduler")
 
 
+def _node_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, not {text!r}")
+    return value
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from rulesched.simulate.run import SimulateSettings, simulate_command
 
@@ -61,7 +86,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         cluster=tuple(args.cluster),
         rules=tuple(args.rules or ("default",)),
         output=args.output,
-        explain=args.explain,
+        explain=args.explain or args.explain_full,
+        explain_full=args.explain_full,
+        nodes=args.nodes,
         seed=args.seed,
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         scheduler_name=args.scheduler_name,

@@ -2,7 +2,9 @@
 
 Bindings and evictions happen in the store itself (there is no API server to ask), and time
 jumps to the next backoff expiry instead of passing, so :meth:`Simulation.run` schedules until
-the queue settles: nothing ready and nothing backing off.
+the queue settles: nothing ready and nothing backing off. A pending pod being deleted
+(``metadata.deletionTimestamp``) is recorded but never queued: kube-scheduler skips it
+(skipPodSchedule), as ``rulesched run`` does, so it holds no node's room.
 Next stage: :mod:`rulesched.simulate.report` renders what the :class:`Recorder` saw.
 """
 
@@ -47,6 +49,7 @@ class Recorder(Observer):
     def __init__(self) -> None:
         self.history: dict[str, PodHistory] = {}
         self.evicted: list[Pod] = []
+        self.explain_seconds = 0.0  # the cycles' explanation work (SchedulerSettings.explanation)
 
     def _of(self, pod: Pod) -> PodHistory:
         key = pod.key
@@ -59,6 +62,7 @@ class Recorder(Observer):
         history = self._of(result.pod)
         history.attempts += 1
         history.last = result
+        self.explain_seconds += result.explain_seconds
         preemption = result.preemption
         if preemption is not None and preemption.nominated is not None:
             history.nominated = preemption.nominated
@@ -122,7 +126,11 @@ class Simulation:
         return self.recorder.evicted
 
     def add(self, pod: Pod) -> None:
+        """Queue a pending pod, unless it is being deleted: then it is only recorded (its history
+        never gets a cycle; reports say why, :func:`rulesched.scheduler.framework.skip_deleting`)."""
         self.recorder.history.setdefault(pod.key, PodHistory(pod))
+        if pod.deleting:
+            return
         self.scheduler.add(pod)
 
     def schedule_one(self) -> CycleResult | None:

@@ -2,23 +2,27 @@
 
 The files are what ``kubectl get -o yaml`` or ``-o json`` prints: YAML streams (several documents,
 empty ones ignored), JSON, and ``kind: List`` / ``PodList`` / ... wrappers, whose items often omit
-``kind``. The path ``-`` (given once) is standard input, named ``<stdin>`` in messages. Nodes,
-Pods, PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, Services, ReplicaSets,
+``kind`` (:mod:`rulesched.simulate.documents` reads them, one object at a time). The path ``-``
+(given once) is standard input, named ``<stdin>`` in messages. Nodes, Pods,
+PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, Services, ReplicaSets,
 StatefulSets and ReplicationControllers for their selectors (system default spreading,
 :mod:`rulesched.model.workloads`), and PersistentVolumes, PersistentVolumeClaims, StorageClasses
 and CSINodes for the volume filters; other kinds are counted into one warning, since a dump of a
-namespace holds Deployments, ConfigMaps and more that scheduling does not need. PriorityClasses
-are decoded before any pod, across all files, so
-``priorityClassName`` resolves whatever the order. Finished pods (Succeeded, Failed) hold no
+namespace holds Deployments, ConfigMaps and more that scheduling does not need. Objects are
+decoded as they are read and their raw form dropped, so memory holds the decoded cluster, not
+the files' trees. A pod that has no ``spec.priority`` (or no ``spec.preemptionPolicy``) yet waits
+for the end, when every PriorityClass of every file is known, so ``priorityClassName`` resolves
+whatever the order; pods keep their file order. Finished pods (Succeeded, Failed) hold no
 resources and are dropped. A pod bound to a node the files do not hold is an error, or, for dumps
 of a live cluster (``kubectl get pods -A`` lists pods on nodes just deleted), set aside in
-:attr:`ClusterObjects.skipped_pods` when asked to.
+:attr:`ClusterObjects.skipped_pods` when asked to. Objects the API server would have refused
+(names that are not DNS names, quantities beyond 2^63-1, pods without containers) are refused.
 
 Every problem is an :class:`~rulesched.errors.InputError` of one line naming the file (and for
 YAML syntax the line and column), so the command line can print it as is.
 
 Speed matters: a 5,000-node, 11,000-pod dump must load well within two seconds. Hence JSON goes
-through :mod:`json`; YAML through libyaml's parser; one memo shares equal parts between pods; and
+through msgspec; YAML through libyaml's parser; one memo shares equal parts between pods; and
 the garbage collector is paused while the load builds its hundreds of thousands of containers
 (none of them cyclic), which alone more than halves the time.
 """
@@ -26,7 +30,6 @@ the garbage collector is paused while the load builds its hundreds of thousands 
 from __future__ import annotations
 
 import gc
-import json
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,11 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO
-
-import yaml
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.resolver import Resolver
 
 from rulesched.errors import InputError, ObjectError
 from rulesched.model.decode import (
@@ -49,49 +47,24 @@ from rulesched.model.decode import (
     decode_priority_class,
 )
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
-from rulesched.model.fields import Memo, describe
+from rulesched.model.fields import Memo
 from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
-from rulesched.model.workloads import CONTROLLER_KINDS, NO_WORKLOADS, Workloads, decode_controller, decode_service
+from rulesched.model.workloads import (
+    CONTROLLER_KINDS,
+    NO_WORKLOADS,
+    Controller,
+    Service,
+    Workloads,
+    decode_controller,
+    decode_service,
+)
+from rulesched.simulate.documents import read_file, read_objects
 
 _STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
-_KINDS = (
-    "PriorityClass",
-    "Namespace",
-    "Node",
-    "PodDisruptionBudget",
-    "Pod",
-    "Service",
-    *CONTROLLER_KINDS,
-    *_STORAGE_KINDS,
-)
 _SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path that means standard input
 STDIN_NAME = "<stdin>"  # its name in messages
-
-try:
-    from yaml._yaml import CParser
-except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader: Any = yaml.SafeLoader
-else:
-
-    class _CLoader(CParser, Composer, SafeConstructor, Resolver):
-        """libyaml's parser with PyYAML's own composer. ``yaml.CSafeLoader`` composes in C by
-        recursion and crashes the interpreter (SIGSEGV) on deeply nested input such as a line of
-        100,000 ``[``; the Python composer raises RecursionError instead, at about the same
-        speed, since constructing the values dominates either way."""
-
-        def __init__(self, stream: str) -> None:
-            CParser.__init__(self, stream)
-            Composer.__init__(self)
-            SafeConstructor.__init__(self)
-            Resolver.__init__(self)
-
-        check_node = Composer.check_node
-        get_node = Composer.get_node
-        get_single_node = Composer.get_single_node
-
-    _Loader = _CLoader
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,20 +108,15 @@ def load_cluster(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        found: dict[str, list[tuple[str, Any]]] = {kind: [] for kind in _KINDS}
-        skipped: Counter[str] = Counter()
+        loading = _Loading()
         for path in _expand(paths):
             if path is None:
-                source, data, suffix = STDIN_NAME, _read_stdin(stdin), ""
+                source, found = STDIN_NAME, read_objects(_read_stdin(stdin), STDIN_NAME, False)
             else:
-                source, data, suffix = str(path), _read(path), path.suffix.lower()
-            for label, doc in _documents(data, source, suffix):
-                for kind, obj in _objects(doc, f"{source}: {label}"):
-                    if kind in found:
-                        found[kind].append((source, obj))
-                    else:
-                        skipped[kind] += 1
-        return _decode(found, skipped, skip_missing_nodes)
+                source, found = str(path), read_file(path, str(path))
+            for _, kind, obj in found:
+                loading.add(kind, obj, source)
+        return loading.finish(skip_missing_nodes)
     finally:
         if collecting:
             gc.enable()
@@ -171,34 +139,6 @@ def _expand(paths: Sequence[str | Path]) -> Iterator[Path | None]:
             yield path
 
 
-def _documents(data: bytes, path: str, suffix: str) -> list[tuple[str, Any]]:
-    """The non-empty documents of one file (``path`` names it, ``suffix`` is its lower-case
-    extension), each with a label (``document 2 (line 14)``)."""
-    text = _text(data, path)
-    start = text.lstrip()[:1]
-    if not start:
-        what = "input" if path == STDIN_NAME else "file"
-        raise InputError(f"{path}: empty {what}; expected Kubernetes objects")
-    if suffix == ".json":
-        return [("document 1", _json(text, path))]
-    if start in ("{", "["):
-        try:
-            return [("document 1", json.loads(text))]
-        except (ValueError, RecursionError):
-            pass  # YAML in flow style, or broken: YAML's verdict names line and column
-    docs = _yaml(text, path)
-    if not docs:
-        raise InputError(f"{path}: no Kubernetes objects found (only comments or '---')")
-    return docs
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
-
-
 def _read_stdin(stream: BinaryIO | None) -> bytes:
     if stream is None:
         stdin = sys.stdin
@@ -214,180 +154,141 @@ def _read_stdin(stream: BinaryIO | None) -> bytes:
         raise InputError(f"{STDIN_NAME}: cannot read: {err.strerror or err}") from None
 
 
-def _text(data: bytes, path: str) -> str:
-    # kubectl's output redirected by Windows PowerShell is UTF-16 with a byte order mark
-    encoding = "utf-16" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else "utf-8-sig"
-    try:
-        return data.decode(encoding)
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not a text file (no {encoding.upper()} text: byte {err.start} is invalid)") from None
-
-
-def _json(text: str, path: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}:{err.lineno}:{err.colno}: invalid JSON: {err.msg}") from None
-    except RecursionError:
-        raise InputError(f"{path}: invalid JSON: nested too deeply") from None
-
-
-def _yaml(text: str, path: str) -> list[tuple[str, Any]]:
-    loader = _Loader(text)
-    docs: list[tuple[str, Any]] = []
-    number = 0
-    try:
-        while loader.check_data():
-            number += 1
-            line = loader.peek_event().start_mark.line + 1
-            doc = loader.get_data()
-            if doc is not None:
-                docs.append((f"document {number} (line {line})", doc))
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = err.problem or "malformed"
-        if err.context:
-            problem += f" ({err.context})"
-        raise InputError(f"{where}: invalid YAML: {_one_line(problem)}") from None
-    except yaml.YAMLError as err:  # ReaderError: characters YAML does not allow
-        position = getattr(err, "position", None)
-        where = path
-        if isinstance(position, int):
-            line = text.count("\n", 0, position) + 1
-            where = f"{path}:{line}:{position - text.rfind(chr(10), 0, position)}"
-        raise InputError(f"{where}: invalid YAML: {_one_line(str(err))}") from None
-    except RecursionError:
-        raise InputError(f"{path}: invalid YAML: nested too deeply") from None
-    finally:
-        loader.dispose()
-    return docs
-
-
-def _one_line(text: str) -> str:
-    return text.splitlines()[0] if text else text
-
-
-def _objects(doc: Any, label: str, list_kind: str = "") -> Iterator[tuple[str, Any]]:
-    """``(kind, object)`` for a document, unwrapping ``*List`` documents; an item of a
-    ``PodList`` without ``kind`` is a Pod."""
-    if type(doc) is not dict:
-        raise InputError(f"{label} is {describe(doc)}, not an object (a mapping with a kind)")
-    kind = doc.get("kind")
-    if kind is None and list_kind.endswith("List") and list_kind != "List":
-        kind = list_kind[: -len("List")]
-    if type(kind) is not str or not kind:
-        problem = "missing" if kind is None else f"expected a string, got {describe(kind)}"
-        raise InputError(f"{label}: kind: {problem}")
-    if kind.endswith("List") and "items" in doc:
-        items = doc["items"] or []
-        if type(items) is not list:
-            raise InputError(f"{label}: items: expected a list, got {describe(items)}")
-        for i, item in enumerate(items):
-            yield from _objects(item, f"{label}: items[{i}]", kind)
-    else:
-        yield kind, doc
-
-
 def _duplicate(kind: str, name: str, source: str, first: str) -> ObjectError:
     err = ObjectError(f"duplicate {kind} {name} (first in {first})", source=source)
     err.obj = f"{kind} {name}"
     return err
 
 
-def _decode(
-    found: dict[str, list[tuple[str, Any]]], skipped: Counter[str], skip_missing_nodes: bool = False
-) -> ClusterObjects:
-    memo: Memo = {}
-    seen: dict[tuple[str, str], str] = {}  # (kind, name) -> the file it came from
+_Pending = tuple[str, dict[str, Any]]  # a pod decoded once every PriorityClass is known: (source, raw)
 
-    def unique(kind: str, name: str, source: str) -> None:
-        first = seen.get((kind, name))
+
+class _Loading:
+    """The objects decoded so far, in file order, and what the end of the load resolves: pods
+    waiting for PriorityClasses, pods' nodes, duplicates."""
+
+    def __init__(self) -> None:
+        self.memo: Memo = {}
+        self.seen: dict[tuple[str, str], str] = {}  # (kind, name) -> the file it came from
+        self.classes: dict[str, PriorityClass] = {}
+        self.namespaces: list[Namespace] = []
+        self.nodes: list[Node] = []
+        self.pdbs: list[PodDisruptionBudget] = []
+        self.pods: list[tuple[str, Pod | _Pending]] = []  # (source, pod or raw pod)
+        self.services: list[Service] = []
+        self.controllers: dict[str, list[Controller]] = {kind: [] for kind in CONTROLLER_KINDS}
+        self.storage: dict[str, dict[str, Any]] = {kind: {} for kind in _STORAGE_KINDS}
+        self.skipped: Counter[str] = Counter()
+
+    def unique(self, kind: str, name: str, source: str) -> None:
+        first = self.seen.get((kind, name))
         if first is not None:
             raise _duplicate(kind, name, source, first)
-        seen[kind, name] = source
+        self.seen[kind, name] = source
 
-    classes: dict[str, PriorityClass] = {}
-    for source, obj in found["PriorityClass"]:
-        pc = decode_priority_class(obj, source)
-        unique("PriorityClass", pc.name, source)
-        classes[pc.name] = pc
-    namespaces = []
-    for source, obj in found["Namespace"]:
-        namespaces.append(decode_namespace(obj, source))
-        unique("Namespace", namespaces[-1].name, source)
-    nodes = []
-    for source, obj in found["Node"]:
-        nodes.append(decode_node(obj, source, memo=memo))
-        unique("Node", nodes[-1].name, source)
-    pdbs = []
-    for source, obj in found["PodDisruptionBudget"]:
-        pdbs.append(decode_pdb(obj, source))
-        unique("PodDisruptionBudget", pdbs[-1].key, source)
-    node_names = {node.name for node in nodes}
-    pods = []
-    orphans = []
-    for source, obj in found["Pod"]:
-        pod = decode_pod(obj, source, classes, memo=memo)
-        unique("Pod", pod.key, source)
-        if pod.phase in ("Succeeded", "Failed"):
-            continue
-        if pod.node_name and pod.node_name not in node_names:
-            if skip_missing_nodes:
-                orphans.append(pod)
-                continue
-            raise ObjectError(
-                f"node {pod.node_name!r} does not exist in the files loaded",
-                source=source,
-                obj=f"Pod {pod.key}",
-                field="spec.nodeName",
-            )
-        pods.append(pod)
-    workloads = _workloads(found, unique)
-    return ClusterObjects(
-        nodes=tuple(nodes),
-        pods=tuple(pods),
-        pdbs=tuple(pdbs),
-        priority_classes=MappingProxyType(classes),
-        namespaces=tuple(namespaces),
-        warnings=_skipped_warning(skipped),
-        skipped_pods=tuple(orphans),
-        workloads=workloads,
-        storage=_storage(found, unique),
-    )
-
-
-def _workloads(found: dict[str, list[tuple[str, Any]]], unique: Callable[[str, str, str], None]) -> Workloads:
-    """The Services and controllers, whose selectors system default spreading reads."""
-    if not found["Service"] and not any(found[kind] for kind in CONTROLLER_KINDS):
-        return NO_WORKLOADS
-    services = []
-    for source, obj in found["Service"]:
-        services.append(decode_service(obj, source))
-        unique("Service", services[-1].key, source)
-    controllers = []
-    for kind in CONTROLLER_KINDS:
-        for source, obj in found[kind]:
-            controllers.append(decode_controller(obj, kind, source))
-            unique(kind, controllers[-1].key, source)
-    return Workloads.of(services, controllers)
-
-
-def _storage(found: dict[str, list[tuple[str, Any]]], unique: Any) -> StorageState:
-    """The storage objects, each kind by its key (claims by namespace/name)."""
-    if not any(found[kind] for kind in _STORAGE_KINDS):
-        return EMPTY_STORAGE
-    maps: list[dict[str, Any]] = []
-    decoders: tuple[Callable[[object, str], Any], ...] = (decode_pv, decode_pvc, decode_storage_class, decode_csinode)
-    for kind, decode in zip(_STORAGE_KINDS, decoders, strict=True):
-        objects: dict[str, Any] = {}
-        for source, obj in found[kind]:
-            value = decode(obj, source)
+    def add(self, kind: str, obj: Any, source: str) -> None:
+        if kind == "Pod":
+            if _needs_classes(obj):
+                self.pods.append((source, (source, obj)))
+            else:
+                self.pods.append((source, self._pod(obj, source, None)))
+        elif kind == "Node":
+            node = decode_node(obj, source, memo=self.memo)
+            self.unique("Node", node.name, source)
+            self.nodes.append(node)
+        elif kind == "PriorityClass":
+            pc = decode_priority_class(obj, source)
+            self.unique("PriorityClass", pc.name, source)
+            self.classes[pc.name] = pc
+        elif kind == "Namespace":
+            namespace = decode_namespace(obj, source)
+            self.unique("Namespace", namespace.name, source)
+            self.namespaces.append(namespace)
+        elif kind == "PodDisruptionBudget":
+            pdb = decode_pdb(obj, source)
+            self.unique("PodDisruptionBudget", pdb.key, source)
+            self.pdbs.append(pdb)
+        elif kind == "Service":
+            service = decode_service(obj, source)
+            self.unique("Service", service.key, source)
+            self.services.append(service)
+        elif kind in CONTROLLER_KINDS:
+            controller = decode_controller(obj, kind, source)
+            self.unique(kind, controller.key, source)
+            self.controllers[kind].append(controller)
+        elif kind in _STORAGE_KINDS:
+            value = _STORAGE_DECODERS[kind](obj, source)
             key = value.key if kind == "PersistentVolumeClaim" else value.name
-            unique(kind, key, source)
-            objects[key] = value
-        maps.append(objects)
-    return StorageState(*maps)
+            self.unique(kind, key, source)
+            self.storage[kind][key] = value
+        else:
+            self.skipped[kind] += 1
+
+    def _pod(self, obj: Any, source: str, classes: Mapping[str, PriorityClass] | None) -> Pod:
+        pod = decode_pod(obj, source, classes, memo=self.memo, require_containers=True)
+        self.unique("Pod", pod.key, source)
+        return pod
+
+    def finish(self, skip_missing_nodes: bool) -> ClusterObjects:
+        node_names = {node.name for node in self.nodes}
+        pods = []
+        orphans = []
+        for source, entry in self.pods:
+            pod = entry if isinstance(entry, Pod) else self._pod(entry[1], source, self.classes)
+            if pod.phase in ("Succeeded", "Failed"):
+                continue
+            if pod.node_name and pod.node_name not in node_names:
+                if skip_missing_nodes:
+                    orphans.append(pod)
+                    continue
+                raise ObjectError(
+                    f"node {pod.node_name!r} does not exist in the files loaded",
+                    source=source,
+                    obj=f"Pod {pod.key}",
+                    field="spec.nodeName",
+                )
+            pods.append(pod)
+        return ClusterObjects(
+            nodes=tuple(self.nodes),
+            pods=tuple(pods),
+            pdbs=tuple(self.pdbs),
+            priority_classes=MappingProxyType(self.classes),
+            namespaces=tuple(self.namespaces),
+            warnings=_skipped_warning(self.skipped),
+            skipped_pods=tuple(orphans),
+            workloads=self._workloads(),
+            storage=self._storage(),
+        )
+
+    def _workloads(self) -> Workloads:
+        """The Services and controllers, whose selectors system default spreading reads."""
+        controllers = [c for kind in CONTROLLER_KINDS for c in self.controllers[kind]]
+        if not self.services and not controllers:
+            return NO_WORKLOADS
+        return Workloads.of(self.services, controllers)
+
+    def _storage(self) -> StorageState:
+        """The storage objects, each kind by its key (claims by namespace/name)."""
+        if not any(self.storage.values()):
+            return EMPTY_STORAGE
+        return StorageState(*(self.storage[kind] for kind in _STORAGE_KINDS))
+
+
+_STORAGE_DECODERS: Mapping[str, Callable[[object, str], Any]] = MappingProxyType(
+    {
+        "PersistentVolume": decode_pv,
+        "PersistentVolumeClaim": decode_pvc,
+        "StorageClass": decode_storage_class,
+        "CSINode": decode_csinode,
+    }
+)
+
+
+def _needs_classes(obj: Any) -> bool:
+    """Whether decoding a pod reads PriorityClasses: a pod read from the API has its priority
+    and preemption policy set, so decodes at once; one written by hand may not."""
+    spec = obj.get("spec") if type(obj) is dict else None
+    return type(spec) is not dict or spec.get("priority") is None or spec.get("preemptionPolicy") is None
 
 
 def _skipped_warning(skipped: Counter[str]) -> tuple[str, ...]:

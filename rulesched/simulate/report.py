@@ -1,26 +1,67 @@
 """Simulation results as the stable JSON documented in the README, as a table for people (with
 ``--explain``, each pod's best nodes and its filtered nodes under its row), or as the summary
-line alone."""
+line alone.
+
+Every form says what produced it (:class:`Provenance`: rule files and digest, input files, seed,
+percentageOfNodesToScore, rulesched's version): JSON in its summary, HTML in its header. Node use
+is :mod:`rulesched.simulate.nodes`' (extended resources such as GPUs beside cpu, memory and pods;
+big clusters cut to their busiest nodes). JSON is written a pod at a time
+(:func:`write_json`), so a long explained run never holds its whole document as one string.
+"""
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
+from rulesched import __version__
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.scheduler.framework import CycleResult
+from rulesched.scheduler.explanation import BEST
+from rulesched.scheduler.framework import CycleResult, Explanation, skip_deleting
 from rulesched.simulate.driver import PodHistory
+from rulesched.simulate.nodes import BASE_RESOURCES, NodeSelection, extended_resources, select_nodes
 
 EXPLAIN_TOP_NODES = 3  # table --explain: the best nodes shown per pod
 EXPLAIN_NODE_NAMES = 3  # and the nodes named per filter reason before "(+N more)"
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """What a report came from, so a reviewer can reproduce it: the rule files as loaded and
+    their digest, the cluster files as given (``-`` is standard input), the tie-break seed,
+    percentageOfNodesToScore, the scheduler name pods had to give, and rulesched's version."""
+
+    rules: tuple[str, ...]
+    digest: str
+    inputs: tuple[str, ...]
+    seed: int = 0
+    percentage_of_nodes_to_score: int = 0
+    scheduler_name: str | None = None
+    version: str = __version__
+
+    def json(self) -> dict[str, object]:
+        return {
+            "rules": list(self.rules),
+            "digest": self.digest,
+            "inputs": list(self.inputs),
+            "seed": self.seed,
+            "percentage_of_nodes_to_score": self.percentage_of_nodes_to_score,
+            "scheduler_name": self.scheduler_name,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True)
 class Report:
     """One simulation's outcome: the pods it was to schedule (in input order), what happened to
-    each, the cluster after it, and ``skipped``, the pods left out as bound to missing nodes."""
+    each, the cluster after it, and ``skipped``, the pods left out as bound to missing nodes.
+    ``seconds`` is the scheduling alone: ``explain_seconds``, the explanations' work, is apart.
+    ``explain_full``: JSON lists every evaluated node's reasons and scores. ``nodes``: the
+    ``--nodes`` limit of node rows (None: the default, see :mod:`rulesched.simulate.nodes`)."""
 
     pending: Sequence[Pod]
     history: Mapping[str, PodHistory]
@@ -29,9 +70,15 @@ class Report:
     seconds: float
     explain: bool
     skipped: int = 0
+    provenance: Provenance | None = None
+    explain_seconds: float = 0.0
+    explain_full: bool = False
+    nodes: int | None = None
 
     def rows(self) -> list[dict[str, object]]:
-        rows = []
+        return list(self.iter_rows())
+
+    def iter_rows(self) -> Iterator[dict[str, object]]:
         for pod in self.pending:
             h = self.history[pod.key]
             last = h.last
@@ -43,37 +90,94 @@ class Report:
                 "victims": [v.key for v in h.victims],
             }
             if self.explain:
-                row["filtered"] = {n: list(r) for n, r in (last.filtered or {}).items()} if last else {}
-                row["unresolvable"] = sorted(last.unresolvable or ()) if last else []
-                row["scores"] = dict(last.scores or {}) if last else {}
-            rows.append(row)
-        return rows
+                explanation = last.explanation if last is not None else None
+                row["explanation"] = explanation_json(explanation)
+                if self.explain_full:
+                    row["filtered"] = {n: list(r) for n, r in (explanation.failed or {}).items()} if explanation else {}
+                    row["unresolvable"] = sorted(explanation.unresolvable_nodes or ()) if explanation else []
+                    row["scores"] = explanation.scores() if explanation else {}
+            yield row
 
     def summary(self) -> dict[str, object]:
         scheduled = sum(1 for p in self.pending if self.history[p.key].node is not None)
-        gated = sum(1 for p in self.pending if p.scheduling_gates and self.history[p.key].last is None)
-        return {
+        terminating = sum(1 for p in self.pending if p.deleting)
+        gated = sum(
+            1 for p in self.pending if p.scheduling_gates and not p.deleting and self.history[p.key].last is None
+        )
+        out: dict[str, object] = {
             "scheduled": scheduled,
-            "unschedulable": len(self.pending) - scheduled - gated,
+            "unschedulable": len(self.pending) - scheduled - gated - terminating,
             "gated": gated,
+            "terminating": terminating,
             "preempted": len(self.evicted),
             "skipped": self.skipped,
             "scheduling_seconds": round(self.seconds, 6),
         }
+        if self.explain:
+            out["explain_seconds"] = round(self.explain_seconds, 6)
+        if self.provenance is not None:
+            out.update(self.provenance.json())
+        return out
+
+    def resources(self) -> tuple[str, ...]:
+        """cpu, memory, pods, then the extended resources some pod requests."""
+        return (*BASE_RESOURCES, *extended_resources(self.state.nodes, self.pending))
+
+    def node_selection(self) -> NodeSelection:
+        return select_nodes(self.state.nodes, self.resources(), self.nodes)
+
+
+def explanation_json(explanation: Explanation | None) -> dict[str, object] | None:
+    """``--explain``'s JSON for one pod's last cycle (None: it had no walk to explain: never
+    attempted, or its nominated node was taken without a look at others)."""
+    if explanation is None:
+        return None
+    return {
+        "evaluated": explanation.evaluated,
+        "filtered": explanation.filtered,
+        "unresolvable": explanation.unresolvable,
+        "reasons": [
+            {"reason": g.reason, "nodes": g.nodes, "unresolvable": g.unresolvable, "names": list(g.names)}
+            for g in explanation.groups
+        ],
+        "unresolvable_names": list(explanation.unresolvable_names),
+        "scored": explanation.scored,
+        "scores": explanation.scores(explanation.best[:BEST]),  # (the best 10, with --explain-full too)
+    }
 
 
 def _not_attempted(pod: Pod) -> str:
+    if pod.deleting:  # never queued (kube-scheduler's skipPodSchedule)
+        return skip_deleting(pod)
     if pod.scheduling_gates:  # kube-scheduler's PodScheduled=False, reason SchedulingGated
         return f"Scheduling is blocked due to non-empty scheduling gates ({', '.join(pod.scheduling_gates)})"
     return "not attempted"
 
 
+def write_json(report: Report, out: IO[str]) -> None:
+    """The JSON document, a pod at a time: the same text as ``json.dumps(document, indent=2)``."""
+    out.write('{\n  "pods": [')
+    first = True
+    for row in report.iter_rows():
+        out.write("\n" if first else ",\n")
+        first = False
+        out.write(_indented(json.dumps(row, indent=2), "    ", first_line=True))
+    out.write("\n  ]" if not first else "]")
+    out.write(',\n  "summary": ')
+    out.write(_indented(json.dumps(report.summary(), indent=2), "  ", first_line=False))
+    out.write("\n}")
+
+
+def _indented(text: str, prefix: str, first_line: bool) -> str:
+    lines = text.split("\n")
+    head = prefix + lines[0] if first_line else lines[0]
+    return "\n".join([head, *(prefix + line for line in lines[1:])])
+
+
 def render_json(report: Report) -> str:
-    return json.dumps({"pods": report.rows(), "summary": report.summary()}, indent=2)
-
-
-def _percent(used: int, total: int) -> str:
-    return f"{100 * used / total:.0f}%" if total else "-"
+    buffer = io.StringIO()
+    write_json(report, buffer)
+    return buffer.getvalue()
 
 
 def render_summary(report: Report) -> str:
@@ -82,10 +186,13 @@ def render_summary(report: Report) -> str:
 
 
 def summary_line(summary: Mapping[str, object]) -> str:
-    """``4 scheduled, 1 unschedulable, 2 preempted in 0.004s`` (gated and skipped pods when any)."""
+    """``4 scheduled, 1 unschedulable, 2 preempted in 0.004s`` (gated, terminating and skipped
+    pods when any). The time is the scheduling's: with ``--explain`` too (JSON and HTML give the
+    explaining time)."""
     return (
         f"{summary['scheduled']} scheduled, {summary['unschedulable']} unschedulable, "
         + (f"{summary['gated']} gated, " if summary["gated"] else "")
+        + (f"{summary['terminating']} terminating (not scheduled), " if summary.get("terminating") else "")
         + f"{summary['preempted']} preempted"
         + (f", {summary['skipped']} skipped (bound to missing nodes)" if summary["skipped"] else "")
         + f" in {summary['scheduling_seconds']:.3f}s"
@@ -93,10 +200,9 @@ def summary_line(summary: Mapping[str, object]) -> str:
 
 
 def render_table(report: Report) -> str:
-    rows = report.rows()
     lines: list[str] = []
     table = [("POD", "NODE", "NOMINATED", "VICTIMS", "MESSAGE")]
-    for row in rows:
+    for row in report.iter_rows():
         victims = row["victims"]
         assert isinstance(victims, list)
         table.append(
@@ -115,21 +221,31 @@ def render_table(report: Report) -> str:
         if report.explain:
             lines.extend(explain_lines(report.history[pod.key]))
     lines.append("")
-    nodes = [("NODE", "CPU", "MEMORY", "PODS")]
-    for info in report.state.nodes:
-        alloc, req = info.allocatable, info.requested
-        nodes.append(
-            (
-                info.name,
-                _percent(req.get("cpu", 0), alloc.get("cpu", 0)),
-                _percent(req.get("memory", 0), alloc.get("memory", 0)),
-                f"{len(info.pods)}/{alloc.get('pods', 0) // 1000}",
-            )
-        )
-    lines.extend(_columns(nodes))
+    lines.extend(node_lines(report.node_selection()))
     lines.append("")
     lines.append(summary_line(report.summary()))
     return "\n".join(lines)
+
+
+def node_lines(selection: NodeSelection) -> list[str]:
+    """The node table: cpu and memory as percentages, pods and extended resources as used/allocatable
+    (``-``: the node has none); then what was left out, if anything."""
+    extended = selection.resources[len(BASE_RESOURCES) :]
+    rows = [("NODE", "CPU", "MEMORY", "PODS", *extended)]
+    for info, (cpu, memory, pods, *more) in selection.rows:
+        rows.append(
+            (
+                info.name,
+                cpu.percent,
+                memory.percent,
+                pods.amounts(),
+                *(use.amounts() if use.total else "-" for use in more),
+            )
+        )
+    lines = _columns(rows)
+    if selection.busiest:
+        lines.append(f"({selection.note()})")
+    return lines
 
 
 def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
@@ -139,19 +255,24 @@ def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
     last = history.last
     if last is None:  # gated, or never reached: the message says why
         return []
-    scores, filtered = last.scores or {}, last.filtered or {}
-    if not scores and not filtered:
+    explanation = last.explanation
+    if explanation is None or (not explanation.scored and not explanation.filtered):
         if last.node is not None:  # a nominated node that still fits is taken without a look at others
             return [f"{indent}its last cycle evaluated only its nominated node {last.node}, which fit"]
         return [f"{indent}no node was evaluated"]
-    lines = _score_lines(last, indent) if scores else [f"{indent}scores: no node passed the filters"]
-    if filtered:
-        lines.append(f"{indent}filtered out ({len(filtered)} of {last.num_nodes} nodes)")
-        lines.extend(f"{indent}  {group}" for group in _reason_groups(filtered))
-        unresolvable = [n for n in filtered if n in (last.unresolvable or ())]
-        if unresolvable:  # in cluster order, as the groups name them
-            named = ", ".join(unresolvable[:EXPLAIN_NODE_NAMES])
-            more = len(unresolvable) - EXPLAIN_NODE_NAMES
+    if explanation.scored:
+        lines = _score_lines(last, explanation, indent)
+    else:
+        lines = [f"{indent}scores: no node passed the filters"]
+    if explanation.filtered:
+        lines.append(f"{indent}filtered out ({explanation.filtered} of {last.num_nodes} nodes)")
+        for group in explanation.groups:
+            more = group.nodes - min(EXPLAIN_NODE_NAMES, len(group.names))
+            named = ", ".join(group.names[:EXPLAIN_NODE_NAMES])
+            lines.append(f"{indent}  {group.reason}: {named}" + (f" (+{more} more)" if more > 0 else ""))
+        if explanation.unresolvable:  # in walk order, as the groups name them
+            named = ", ".join(explanation.unresolvable_names[:EXPLAIN_NODE_NAMES])
+            more = explanation.unresolvable - min(EXPLAIN_NODE_NAMES, len(explanation.unresolvable_names))
             lines.append(
                 f"{indent}  (unresolvable: preemption cannot help on {named}"
                 + (f" (+{more} more))" if more > 0 else ")")
@@ -159,17 +280,14 @@ def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
     return lines
 
 
-def _score_lines(last: CycleResult, indent: str) -> list[str]:
-    scores = last.scores or {}
+def _score_lines(last: CycleResult, explanation: Explanation, indent: str) -> list[str]:
     # highest total first; among equal totals the node chosen (the tie draw's winner), then by name
-    ranked = sorted(scores, key=lambda n: (-scores[n].get("total", 0), n != last.node, n))
-    top = ranked[:EXPLAIN_TOP_NODES]
-    rules = list(dict.fromkeys(rule for node in top for rule in scores[node] if rule != "total"))
-    scored = (
-        f"top {len(top)} of {len(ranked)} nodes scored" if len(ranked) > len(top) else _nodes(len(ranked)) + " scored"
-    )
-    table = [(f"scores ({scored})", *top)]
-    table.extend((f"  {rule}", *(_score(scores[node].get(rule)) for node in top)) for rule in [*rules, "total"])
+    top = explanation.best[:EXPLAIN_TOP_NODES]
+    scored = explanation.scored
+    what = f"top {len(top)} of {scored} nodes scored" if scored > len(top) else _nodes(scored) + " scored"
+    table = [(f"scores ({what})", *(n.name for n in top))]
+    table.extend((f"  {rule}", *(str(n.values[i]) for n in top)) for i, rule in enumerate(explanation.rules))
+    table.append(("  total", *(str(n.total) for n in top)))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return [
         indent + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
@@ -179,24 +297,6 @@ def _score_lines(last: CycleResult, indent: str) -> list[str]:
 
 def _nodes(count: int) -> str:
     return f"{count} node" if count == 1 else f"{count} nodes"
-
-
-def _score(value: int | None) -> str:
-    return "-" if value is None else str(value)
-
-
-def _reason_groups(filtered: Mapping[str, Sequence[str]]) -> list[str]:
-    """``Insufficient cpu: n3, n4, n7 (+12 more)``, most nodes first, nodes in cluster order."""
-    by_reason: dict[str, list[str]] = {}
-    for node, reasons in filtered.items():
-        for reason in dict.fromkeys(reasons):
-            by_reason.setdefault(reason, []).append(node)
-    groups = []
-    for reason, nodes in sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0])):
-        named = ", ".join(nodes[:EXPLAIN_NODE_NAMES])
-        more = len(nodes) - EXPLAIN_NODE_NAMES
-        groups.append(f"{reason}: {named}" + (f" (+{more} more)" if more > 0 else ""))
-    return groups
 
 
 def _columns(rows: Sequence[Sequence[str]]) -> list[str]:

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules, resolve_rules_path
+from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.model import Pod
-from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.scheduler.framework import EXPLAIN_FULL, EXPLAIN_SUMMARY, SchedulerSettings
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
-from rulesched.simulate.report import Report, render_json, render_summary, render_table
+from rulesched.simulate.report import Provenance, Report, render_summary, render_table, write_json
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ class SimulateSettings:
     rules: tuple[str, ...] = ("default",)
     output: str = "table"
     explain: bool = False
+    explain_full: bool = False  # with explain: every evaluated node's reasons and scores in JSON
+    nodes: int | None = None  # node rows in table and HTML output: None the default, 0 all, N the busiest N
     seed: int = 0
     percentage_of_nodes_to_score: int = 0
     scheduler_name: str | None = None
@@ -48,7 +51,9 @@ class SimulateSettings:
 
 
 def pods_to_schedule(objects: ClusterObjects, settings: SimulateSettings) -> list[Pod]:
-    """The pending pods the run schedules, in input order (those naming ``--scheduler-name``)."""
+    """The pending pods the run reports, in input order (those naming ``--scheduler-name``);
+    those being deleted among them are reported but never attempted (see
+    :meth:`rulesched.simulate.driver.Simulation.add`)."""
     return [
         p
         for p in objects.pending_pods
@@ -77,6 +82,9 @@ def simulate(
     """Schedule ``objects``' pending pods with ``settings``' rules; ``progress`` (see
     :meth:`Simulation.run`) hears of each pod's first attempt."""
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
+    unfit = startup_warning(rules.checked, rules.files)
+    if unfit is not None:
+        log.warning(unfit, extra={"rules": rules.digest})
     store = ClusterStore.build(
         objects.nodes,
         objects.running_pods,
@@ -89,7 +97,7 @@ def simulate(
     scheduler_settings = SchedulerSettings(
         percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
         seed=settings.seed,
-        explain=settings.explain,
+        explanation=(EXPLAIN_FULL if settings.explain_full else EXPLAIN_SUMMARY) if settings.explain else "",
         scheduler_name=settings.scheduler_name,
     )
     simulation = Simulation(rules, store, scheduler_settings)
@@ -103,8 +111,27 @@ def simulate(
     started = time.perf_counter()
     simulation.run(progress)
     elapsed = time.perf_counter() - started
+    explaining = simulation.recorder.explain_seconds  # timed apart by each cycle: not scheduling
+    provenance = Provenance(
+        tuple(str(f) for f in rules.files),
+        rules.digest,
+        settings.cluster,
+        settings.seed,
+        settings.percentage_of_nodes_to_score,
+        settings.scheduler_name,
+    )
     return Report(
-        pending, simulation.history, store, simulation.evicted, elapsed, settings.explain, len(objects.skipped_pods)
+        pending,
+        simulation.history,
+        store,
+        simulation.evicted,
+        max(0.0, elapsed - explaining),
+        settings.explain,
+        len(objects.skipped_pods),
+        provenance=provenance,
+        explain_seconds=explaining,
+        explain_full=settings.explain_full,
+        nodes=settings.nodes,
     )
 
 
@@ -118,14 +145,15 @@ def simulate_command(settings: SimulateSettings) -> int:
     log.info(
         "loaded %d nodes and %d pods in %.2fs", len(objects.nodes), len(objects.pods), time.perf_counter() - started
     )
-    attempts = sum(1 for p in pods_to_schedule(objects, settings) if not p.scheduling_gates)
+    attempts = sum(1 for p in pods_to_schedule(objects, settings) if not p.scheduling_gates and not p.deleting)
     if wants_progress(attempts, _stderr_is_tty()):
         with _progress_bar(attempts) as advance:
             report = simulate(objects, settings, advance)
     else:
         report = simulate(objects, settings)
     if settings.output == "json":
-        print(render_json(report))
+        write_json(report, sys.stdout)
+        print()
     elif settings.output == "summary":
         print(render_summary(report))
     elif settings.output == "html":

@@ -45,7 +45,7 @@ def node(
             "images": [{"names": list(n), "sizeBytes": size} for n, size in images],
         },
     }
-    return decode_node(obj, "test")
+    return decode_node(obj, "test", names=False)
 
 
 def pod(
@@ -66,7 +66,7 @@ def pod(
         "spec": body,
         "status": {"phase": "Running" if node_name else "Pending"},
     }
-    return decode_pod(obj, "test")
+    return decode_pod(obj, "test", names=False)
 
 
 def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_allowed: int) -> PodDisruptionBudget:
@@ -78,20 +78,23 @@ def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_
             "status": {"disruptionsAllowed": disruptions_allowed},
         },
         "test",
+        names=False,
     )
 
 
 def service(name: str, namespace: str = "default", selector: Mapping[str, str] | None = None) -> Service:
     """A Service selecting ``selector`` (&v1.Service{Spec: v1.ServiceSpec{Selector: ...}})."""
     spec = {"selector": dict(selector)} if selector is not None else {}
-    return decode_service({"kind": "Service", "metadata": {"name": name, "namespace": namespace}, "spec": spec}, "test")
+    return decode_service(
+        {"kind": "Service", "metadata": {"name": name, "namespace": namespace}, "spec": spec}, "test", names=False
+    )
 
 
 def controller(kind: str, name: str, namespace: str = "default", selector: Any = None) -> Controller:
     """A ReplicaSet or StatefulSet (``selector`` a LabelSelector dict) or a
     ReplicationController (a label map)."""
     obj = {"kind": kind, "metadata": {"name": name, "namespace": namespace}, "spec": {"selector": selector}}
-    return decode_controller(obj, kind, "test")
+    return decode_controller(obj, kind, "test", names=False)
 
 
 def owned_by(kind: str, name: str) -> dict[str, Any]:
@@ -115,7 +118,7 @@ def pv(
         "spec": dict(spec or {}),
         "status": {"phase": phase},
     }
-    return decode_pv(obj, "test")
+    return decode_pv(obj, "test", names=False)
 
 
 def pvc(
@@ -132,7 +135,7 @@ def pvc(
         "spec": dict(spec or {}),
         "status": {"phase": phase},
     }
-    return decode_pvc(obj, "test")
+    return decode_pvc(obj, "test", names=False)
 
 
 def storage_class(
@@ -145,7 +148,7 @@ def storage_class(
         "volumeBindingMode": mode,
         "allowedTopologies": list(topologies),
     }
-    return decode_storage_class(obj, "test")
+    return decode_storage_class(obj, "test", names=False)
 
 
 def csinode(name: str, limits: Mapping[str, int | None]) -> CSINode:
@@ -153,7 +156,9 @@ def csinode(name: str, limits: Mapping[str, int | None]) -> CSINode:
         {"name": d, "nodeID": name, **({"allocatable": {"count": c}} if c is not None else {})}
         for d, c in limits.items()
     ]
-    return decode_csinode({"kind": "CSINode", "metadata": {"name": name}, "spec": {"drivers": drivers}}, "test")
+    return decode_csinode(
+        {"kind": "CSINode", "metadata": {"name": name}, "spec": {"drivers": drivers}}, "test", names=False
+    )
 
 
 def storage(

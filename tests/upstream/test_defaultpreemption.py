@@ -551,6 +551,7 @@ def terminating(name: str, prio: int, on: str, by_scheduler: bool) -> Any:
             "status": {"phase": "Running", "conditions": conditions if by_scheduler else []},
         },
         "test",
+        names=False,  # (upstream's names, such as p_with_nominated_node)
     )
 
 

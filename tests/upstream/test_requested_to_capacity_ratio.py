@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.lang import RuleSet, load_rules_text, resolve_rules_path
+from tests.helpers.profiles import examples
 from tests.upstream.harness import node, pod, state
 
 RULES_TEXT = resolve_rules_path("requested-to-capacity-ratio").read_text(encoding="utf-8")
@@ -142,7 +143,7 @@ def upstream_score(low: tuple[int, int], high: tuple[int, int], requested: list[
 milli = st.integers(0, 64_000)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     u=st.tuples(st.integers(0, 100), st.integers(0, 100)).filter(lambda t: t[0] < t[1]),
     s=st.tuples(st.integers(0, 10), st.integers(0, 10)),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from rulesched.lang import schema
@@ -154,7 +155,9 @@ def _string(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
-        return str(int(value))
+        value = int(value)
+    if isinstance(value, int) and value.bit_length() > 10_000:
+        return str(Decimal(value))  # str() refuses ints of over 4,300 digits; Decimal does not
     return str(value)
 
 

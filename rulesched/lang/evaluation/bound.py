@@ -9,7 +9,8 @@ A binding shared by a class of equivalent pods (``cached``) keeps each node's fi
 and raw scores, stamped with the node info (and its generation) and with the version tokens of
 the cluster-wide built-ins the rules call; a stamp that no longer matches means the entry is
 recomputed. The caches hold one entry per node name, so they never outgrow the cluster, and go
-with the binding when its session forgets the class.
+with the binding when its session forgets the class. Evaluations report which rule they are in
+to the session's ``watch``, which may stop them (:mod:`rulesched.lang.evaluation.watch`).
 Next stage: the scheduler's cycle (rulesched.scheduler.cycle) walks nodes with these.
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import enum
 import itertools
-import logging
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -33,10 +33,9 @@ from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.sharing import Shared
 from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
+from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod
-
-log = logging.getLogger(__name__)
 
 
 def never(node: Any) -> bool:
@@ -195,8 +194,10 @@ class BoundRules:
         uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
         cached: bool = False,
         columns: ColumnBodies | None = None,
+        watch: RuleWatch | None = None,
     ) -> None:
         self.ctx = ctx
+        self.watch = watch if watch is not None else RuleWatch()
         self.columns = columns
         self.filters = filters
         self.scores = scores
@@ -279,17 +280,21 @@ class BoundRules:
         return tuple((i, self.scores[i]) for i in sorted(self._volatile))
 
     def _first_failure(self, node: Any) -> Failure | None:
+        watch = self.watch
         for f in self.filters:
+            watch.rule = f.name
             if not f.passes(node):
                 return f, f.reasons(node)
         return None
 
     def _static_failure(self, node: Any) -> tuple[int, Failure] | None:
         """The first failing filter among those whose answers are cached, with its index."""
-        dynamic = self._dynamic_set
+        dynamic, watch = self._dynamic_set, self.watch
         for i, f in enumerate(self.filters):
-            if i not in dynamic and not f.passes(node):
-                return i, (f, f.reasons(node))
+            if i not in dynamic:
+                watch.rule = f.name
+                if not f.passes(node):
+                    return i, (f, f.reasons(node))
         return None
 
     def _with_dynamic(self, node: Any, static: tuple[int, Failure] | None) -> Failure | None:
@@ -299,6 +304,7 @@ class BoundRules:
             if i >= limit:
                 break
             f = self.filters[i]
+            self.watch.rule = f.name
             if not f.passes(node):
                 return f, f.reasons(node)
         return static[1] if static is not None else None
@@ -340,9 +346,12 @@ class BoundRules:
         token, outcomes = self._token, self._outcomes
         evaluate = self._first_failure if not self.cached else self._cached_outcome if self._dynamic else None
         static_failure = self._static_failure
-        looked = 0
+        looked, tick, left = 0, self.watch.tick, CHECK_EVERY
         for node in itertools.chain(nodes[start:], nodes[:start]):
             looked += 1
+            left -= 1
+            if not left:
+                left = tick()
             if evaluate is None:  # the common case, inlined: one cache lookup per node
                 name, generation = node.name, node.generation
                 hit = outcomes.get(name)
@@ -378,6 +387,7 @@ class BoundRules:
         alive = np.ones(len(rows), dtype=bool)
         per_node = []
         shares = self.columns.filter_shares if shared is not None and self.columns is not None else ()
+        watch = self.watch
         for i, f in enumerate(self.filters):
             if which is not Filters.ALL and (i in self._dynamic_set) == (which is Filters.STATIC):
                 continue
@@ -392,15 +402,19 @@ class BoundRules:
             else:
                 ok = self._column(cols, rows[live], i, True)
             if ok is None:
-                per_node.append(f.passes)
+                per_node.append(f)
             else:
                 alive[live[~ok]] = False
         if per_node:
-            nodes = cols.nodes
+            nodes, left = cols.nodes, CHECK_EVERY
             for j in np.flatnonzero(alive).tolist():
+                left -= 1
+                if not left:
+                    left = watch.tick()
                 node = nodes[rows[j]]
-                for passes in per_node:
-                    if not passes(node):
+                for f in per_node:
+                    watch.rule = f.name
+                    if not f.passes(node):
                         alive[j] = False
                         break
         return alive
@@ -417,8 +431,9 @@ class BoundRules:
         else:
             ok = self._column(cols, rows, index, True)
         if ok is None:
-            passes, nodes = self.filters[index].passes, cols.nodes
-            return np.array([bool(passes(nodes[r])) for r in rows.tolist()], dtype=bool)
+            f = self.filters[index]
+            self.watch.rule = f.name
+            return np.array(self.watch.each(f.passes, rows.tolist(), cols.nodes), dtype=bool)
         return ok.astype(bool, copy=False)
 
     def _shared(
@@ -453,15 +468,18 @@ class BoundRules:
             if got is None:
                 nodes = cols.nodes
                 per_node = self._per_node(index, is_filter)
-                answers = [per_node(nodes[r]) for r in need.tolist()]
+                answers = self.watch.each(per_node, need.tolist(), nodes)
                 got = np.array([bool(a) for a in answers] if is_filter else answers, dtype=values.dtype)
             values[need] = got
             known[need] = True
         return values[rows]
 
     def _per_node(self, index: int, is_filter: bool) -> Callable[[Any], Any]:
-        """The rule's node function (asked for only when needed: it is made on first use)."""
-        return self.filters[index].passes if is_filter else self.scores[index].score
+        """The rule's node function (asked for only when needed: it is made on first use), the
+        rule recorded as the one being evaluated."""
+        rule = self.filters[index] if is_filter else self.scores[index]
+        self.watch.rule = rule.name
+        return rule.passes if is_filter else rule.score
 
     def _column(self, cols: NodeColumns, rows: Rows, index: int, is_filter: bool) -> npt.NDArray[Any] | None:
         """A filter's outcome or a score's value for each row, as columns or once per group of
@@ -469,6 +487,7 @@ class BoundRules:
         bodies = self.columns
         if bodies is None:
             return None
+        self.watch.enter((self.filters if is_filter else self.scores)[index].name)
         body = (bodies.filters if is_filter else bodies.scores)[index]
         if body is not None:
             timer = self.timer
@@ -478,16 +497,10 @@ class BoundRules:
                     return bodies.evaluator.filter(body, self.ctx, cols, rows)
                 return bodies.evaluator.score(body, self.ctx, cols, rows)
             except Unsupported:
-                pass
-            except Exception:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
-                bodies.evaluator.failures += 1
-                name = (self.filters if is_filter else self.scores)[index].name
-                log.warning(
-                    "rule %s: column evaluation failed, evaluating node by node",
-                    name,
-                    exc_info=True,
-                    extra={"rule": name, "pod": self.ctx.pod.key},
-                )
+                pass  # planned: values numpy cannot hold exactly (see fallback's docstring)
+            except Exception as error:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
+                rule = (self.filters if is_filter else self.scores)[index].name
+                bodies.evaluator.fallbacks.record(rule, self.ctx.pod.key, error)
             finally:
                 if timer is not None:
                     rule = (self.filters if is_filter else self.scores)[index].name
@@ -498,9 +511,21 @@ class BoundRules:
             return None
         nodes = cols.nodes
         per_node = self._per_node(index, is_filter)
-        answers = [per_node(nodes[r]) for r in groups.representatives]
+        answers = self.watch.each(per_node, groups.representatives, nodes)
         per_group = np.array(answers, dtype=bool if is_filter else np.int64)
         return per_group[groups.codes[rows]]
+
+    def filter_column(
+        self, cols: NodeColumns, rows: Rows, index: int, shared: SharedColumns | None = None
+    ) -> npt.NDArray[Any] | None:
+        """One filter's outcome on the rows, as columns (its key's column when it is shared);
+        None: evaluate it node by node. (Explanations: which filter fails first, per node.)"""
+        shares = self.columns.filter_shares if shared is not None and self.columns is not None else ()
+        share = shares[index] if shares else None
+        if share is not None:
+            assert shared is not None
+            return self._shared(shared, share, cols, rows, index, True)
+        return self._column(cols, rows, index, True)
 
     def dynamic_grouped(self, cols: NodeColumns) -> bool:
         """Whether every dynamic filter reads the cluster only through built-ins whose answer is
@@ -530,6 +555,7 @@ class BoundRules:
         nodes = cols.nodes
         fixed_bound = 0
         shares = self.columns.score_shares if shared is not None and self.columns is not None else ()
+        watch = self.watch
         for i, s in enumerate(self.scores):
             if i in skip:
                 continue
@@ -541,7 +567,8 @@ class BoundRules:
             else:
                 column = self._column(cols, rows, i, False)
             if column is None:
-                column = np.array([s.score(nodes[r]) for r in rows.tolist()], dtype=np.int64)
+                watch.rule = s.name
+                column = np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64)
             out[:, i] = column
             if s.normalize == "none" and len(column):
                 fixed_bound += s.weight * max(int(column.max()), -int(column.min()))
@@ -553,10 +580,14 @@ class BoundRules:
     def score_vectors(self, nodes: Sequence[Any]) -> list[tuple[int, ...]]:
         """:meth:`score_vector` for many nodes, with the cache lookup inlined."""
         if not self.cached or self._volatile:
-            return [self.score_vector(n) for n in nodes]
+            return self.watch.each(self.score_vector, nodes)
         token, cache, compute = self._token, self._vectors, self._vector
         out = []
+        tick, left = self.watch.tick, CHECK_EVERY
         for node in nodes:
+            left -= 1
+            if not left:
+                left = tick()
             name, generation = node.name, node.generation
             hit = cache.get(name)
             if hit is not None and hit[0] is node and hit[1] == generation and hit[2] is token:

@@ -16,7 +16,6 @@ message and the node statuses preemption reads.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +27,6 @@ from rulesched.lang.evaluation.arrays import Unsupported
 from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, SharedColumns
 from rulesched.lang.evaluation.columns import NodeColumns, Rows, node_fields
 from rulesched.lang.evaluation.encoded import Encoded, encode
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -88,13 +85,14 @@ def unresolvable_rows(bound: BoundRules, cols: NodeColumns, group: FailedRows) -
                 return ev.filter(condition, bound.ctx, cols, rows)
             except Unsupported:
                 pass
-            except Exception:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
-                _failed(bound, f, "unresolvable")
+            except Exception as error:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
+                _failed(bound, f, error)
         found = _per_group(bound, cols, rows, condition, f.unresolvable)
         if found is not None:
             return np.array([bool(v) for v in found], dtype=bool)
     nodes = cols.nodes
-    return np.array([bool(f.unresolvable(nodes[r])) for r in rows.tolist()], dtype=bool)
+    bound.watch.rule = f.name
+    return np.array(bound.watch.each(f.unresolvable, rows.tolist(), nodes), dtype=bool)
 
 
 def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tuple[tuple[str, ...], int]]:
@@ -111,8 +109,8 @@ def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tu
             encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows, {})
         except Unsupported:
             pass
-        except Exception:  # noqa: BLE001 - as above
-            _failed(bound, f, "reasons")
+        except Exception as error:  # noqa: BLE001 - as above
+            _failed(bound, f, error)
         if encoded is not None:
             default = (f"node(s) didn't satisfy rule {f.name}",)
             return [(as_reasons(value, default), k) for value, k in encoded.counts()]
@@ -120,7 +118,8 @@ def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tu
         if found is not None:
             return list(Counter(found).items())
     nodes = cols.nodes
-    return list(Counter(f.reasons(nodes[r]) for r in rows.tolist()).items())
+    bound.watch.rule = f.name
+    return list(Counter(bound.watch.each(f.reasons, rows.tolist(), nodes)).items())
 
 
 def _per_group(bound: BoundRules, cols: NodeColumns, rows: Rows, expr: Any, per_node: Any) -> list[Any] | None:
@@ -133,20 +132,15 @@ def _per_group(bound: BoundRules, cols: NodeColumns, rows: Rows, expr: Any, per_
     if groups is None:
         return None
     nodes = cols.nodes
-    answers = [per_node(nodes[r]) for r in groups.representatives]
+    answers = bound.watch.each(per_node, groups.representatives, nodes)
     return [answers[c] for c in groups.codes[rows].tolist()]
 
 
-def _failed(bound: BoundRules, f: BoundFilter, what: str) -> None:
+def _failed(bound: BoundRules, f: BoundFilter, error: Exception) -> None:
+    """A column evaluation of ``f``'s reasons or unresolvable clause raised (a bug): recorded as
+    the evaluator's other unplanned fallbacks are (logged once per rule and error type)."""
     assert bound.columns is not None
-    bound.columns.evaluator.failures += 1
-    log.warning(
-        "rule %s: %s as columns failed, evaluating node by node",
-        f.name,
-        what,
-        exc_info=True,
-        extra={"rule": f.name, "pod": bound.ctx.pod.key},
-    )
+    bound.columns.evaluator.fallbacks.record(f.name, bound.ctx.pod.key, error)
 
 
 def as_reasons(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:

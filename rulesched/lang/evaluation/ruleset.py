@@ -9,7 +9,8 @@ a new set drops the old set's sessions with it (:class:`rulesched.lang.handle.Ru
 ``session.bind(pod, cluster)`` evaluates guards once and returns
 :class:`rulesched.lang.evaluation.bound.BoundRules`, whose filters, scores and preemption
 predicates are plain functions of a node, each made (its pod-only parts evaluated once) when
-first called: a class evaluated as columns never needs most of them. This mirrors a
+first called: a class evaluated as columns never needs most of them. The filters of
+:mod:`rulesched.lang.evaluation.prechecks` (a DRA pod's) come first in every binding. This mirrors a
 kube-scheduler cycle: PreFilter work happens once per pod, Filter and Score per node.
 
 Equivalent pods share one binding. Two pods are equivalent when every pod field the rules read
@@ -39,22 +40,28 @@ from rulesched.lang.evaluation.bound import (
     BoundRules,
     BoundScore,
     ColumnBodies,
+    Make,
     never,
 )
 from rulesched.lang.evaluation.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
+from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
 from rulesched.lang.evaluation.stages import Staged
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
+from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.frontend.files import content_digest
 from rulesched.lang.types import MapOf
-from rulesched.lang.values import as_score
+from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
 
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
 CLASS_CACHE_SIZE = 512  # equivalence classes a session keeps bound (least recently used go first)
+# A rule whose cost bound is above this many steps per (pod, node) (about 0.2 ms at ~40 ns a
+# step; no rule of the default profile comes near) is checked before each evaluation.
+COSTLY_STEPS = 5_000
 
 
 class RuleSet:
@@ -67,6 +74,11 @@ class RuleSet:
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
         compiled = compile_rules(checked)
+        # Rules that may take long for one node: checked before each evaluation (the others every
+        # few nodes; see rulesched.lang.evaluation.watch).
+        self._costly = frozenset(
+            id(r) for r in compiled if checked.steps.get((r.checked.kind, r.name), 0) > COSTLY_STEPS
+        )
         self.filters = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.FILTER)
         self.scores = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.SCORE)
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
@@ -157,67 +169,86 @@ class RuleSet:
         return tuple(out)
 
     def bind_new(
-        self, pod: Pod, cluster: ClusterView | None, indexes: MutableMapping[Any, Any], cache: bool
+        self,
+        pod: Pod,
+        cluster: ClusterView | None,
+        indexes: MutableMapping[Any, Any],
+        cache: bool,
+        watch: RuleWatch | None = None,
     ) -> BoundRules:
-        """A new binding of the rules to ``pod`` (sessions cache them; see :class:`Session`)."""
+        """A new binding of the rules to ``pod`` (sessions cache them; see :class:`Session`),
+        reporting to ``watch`` (the session's)."""
         ctx = EvalContext(pod, cluster, indexes=indexes)
-        filter_rules = [r for r in self.filters if _applies(r, ctx)]
-        score_rules = [r for r in self.scores if _applies(r, ctx)]
-        preempts = tuple(_bind_preempt(r, ctx, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx))
-        uses = (tuple(frozenset(r.context) for r in filter_rules), tuple(frozenset(r.context) for r in score_rules))
+        watch = watch if watch is not None else RuleWatch()
+        filter_rules = [r for r in self.filters if _applies(r, ctx, watch)]
+        score_rules = [r for r in self.scores if _applies(r, ctx, watch)]
+        preempts = tuple(
+            _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
+        )
+        first = prechecks(pod)  # (evaluated node by node, reading nothing: no column, no share)
+        none = (None,) * len(first)
+        uses = (
+            (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
+            tuple(frozenset(r.context) for r in score_rules),
+        )
         columns = ColumnBodies(
             self._evaluator,
-            self._bodies(filter_rules),
+            (*none, *self._bodies(filter_rules)),
             self._bodies(score_rules),
-            tuple(self._fields[id(r)] for r in filter_rules),
+            (*none, *(self._fields[id(r)] for r in filter_rules)),
             tuple(self._fields[id(r)] for r in score_rules),
-            self._shared(filter_rules, pod) if cache else (),
+            (*none, *self._shared(filter_rules, pod)) if cache else (),
             self._shared(score_rules, pod) if cache else (),
-            tuple(r.checked.rule.reason for r in filter_rules),
-            tuple(r.checked.rule.unresolvable for r in filter_rules),
-            tuple(r.checked.rule.body for r in filter_rules),
+            # A precheck's failure is counted node by node (it is unresolvable everywhere, which
+            # no rule's clause says): with prechecks, these stay empty, the per-node fallbacks.
+            () if first else tuple(r.checked.rule.reason for r in filter_rules),
+            () if first else tuple(r.checked.rule.unresolvable for r in filter_rules),
+            () if first else tuple(r.checked.rule.body for r in filter_rules),
         )
         return BoundRules(
             ctx,
-            tuple(_bind_filter(r, ctx) for r in filter_rules),
-            tuple(_bind_score(r, ctx) for r in score_rules),
+            (*first, *(_bind_filter(r, ctx, watch if id(r) in self._costly else None) for r in filter_rules)),
+            tuple(_bind_score(r, ctx, watch if id(r) in self._costly else None) for r in score_rules),
             preempts,
             uses,
             cached=cache,
             columns=columns,
+            watch=watch,
         )
 
 
 class Session:
     """One thread's evaluation state for one rule set: bound classes of pods, each with its
     per-node caches (a bounded LRU), and the per-domain indexes cluster-wide built-ins keep
-    between cycles. Not shared between threads."""
+    between cycles. Not shared between threads. Every binding it makes reports to its ``watch``,
+    which a caller arms to give an evaluation up (:mod:`rulesched.lang.evaluation.watch`)."""
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
         self.classes: cachetools.LRUCache[Any, BoundRules] = cachetools.LRUCache(CLASS_CACHE_SIZE)
         self.indexes = new_index_store()
+        self.watch = RuleWatch()
 
     def bind(self, pod: Pod, cluster: ClusterView | None = None) -> BoundRules:
         """The rules bound to ``pod`` in ``cluster``: its class's binding, rebound to this pod
         (same guards and pod-only values), or a binding of its own."""
         rules = self.rules
         key = rules.class_key(pod)
-        if key is None:
-            return rules.bind_new(pod, cluster, self.indexes, cache=False)
+        if key is None or pod.resource_claims:  # (claims are no rule's field, so in no class key)
+            return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
         if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
             key = (key, tuple([token(cluster) for token in rules.class_tokens]))
         bound = self.classes.get(key)
         if bound is not None:
             bound.rebind(pod, cluster)
             return bound
-        bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True)
+        bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True, watch=self.watch)
         return bound
 
     def bind_private(self, pod: Pod, cluster: ClusterView, indexes: MutableMapping[Any, Any]) -> BoundRules:
         """An uncached binding for a view nobody else evaluates against (preemption's overlay),
         with its own index store."""
-        return self.rules.bind_new(pod, cluster, indexes, cache=False)
+        return self.rules.bind_new(pod, cluster, indexes, cache=False, watch=self.watch)
 
 
 def _pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
@@ -234,9 +265,10 @@ def _length(get: Callable[[Pod], Any]) -> Callable[[Pod], int]:
     return lambda pod: len(get(pod))
 
 
-def _applies(rule: CompiledRule, ctx: EvalContext) -> bool:
+def _applies(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch) -> bool:
     if rule.guard is None:
         return True
+    watch.rule = rule.name
     return bool(_node_fn(rule.guard, ctx)(None))
 
 
@@ -249,8 +281,28 @@ def _node_fn(code: Staged, ctx: EvalContext) -> Callable[[Any], Any]:
     return code.factory()(ctx)
 
 
-def _bind_filter(rule: CompiledRule, ctx: EvalContext) -> BoundFilter:
-    return BoundFilter(rule.name, make=partial(_filter_part, rule, ctx))
+def _checking(make: Make, rule: CompiledRule, watch: RuleWatch | None) -> Make:
+    """``make``, whose functions (when ``watch`` is given: a costly rule's) say to ``watch`` that
+    ``rule`` runs and check it, before each call."""
+    if watch is None:
+        return make
+    check, name = watch.check, rule.name
+
+    def made(part: str) -> Callable[..., Any]:
+        fn = make(part)
+
+        def checked(node: Any) -> Any:
+            watch.rule = name
+            check()
+            return fn(node)
+
+        return checked
+
+    return made
+
+
+def _bind_filter(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundFilter:
+    return BoundFilter(rule.name, make=_checking(partial(_filter_part, rule, ctx), rule, watch))
 
 
 def _filter_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], Any]:
@@ -286,21 +338,24 @@ def _always(node: Any) -> bool:
     return True
 
 
-def _bind_score(rule: CompiledRule, ctx: EvalContext) -> BoundScore:
-    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, make=partial(_score_part, rule, ctx))
+def _bind_score(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch | None) -> BoundScore:
+    make = _checking(partial(_score_part, rule, ctx), rule, watch)
+    return BoundScore(rule.name, rule.checked.weight, rule.checked.normalize, make=make)
 
 
 def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[Any], int]:
     fn = _node_fn(rule.body, ctx)
 
     def score(n: Any) -> int:
-        # int() is as_score for ints, bools and finite floats (truncation toward zero); NaN and
-        # the infinities raise, and as_score makes them 0.
+        # int() is as_score for ints, bools and finite floats (truncation toward zero) of up to
+        # 4,000 digits; NaN and the infinities raise, and as_score makes them 0 (and holds the
+        # rest at SCORE_LIMIT).
         value = fn(n)
         try:
-            return int(value)
+            whole = int(value)
         except (ValueError, OverflowError):
             return as_score(value)
+        return whole if -SCORE_LIMIT <= whole <= SCORE_LIMIT else as_score(whole)
 
     return score
 
@@ -330,14 +385,16 @@ def _victim_priority_only(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) 
     return ok(body, None)
 
 
-def _bind_preempt(rule: CompiledRule, ctx: EvalContext, by_priority: bool = False) -> BoundPreempt:
+def _bind_preempt(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch, by_priority: bool = False) -> BoundPreempt:
     body = rule.body.factory()(ctx) if not rule.body.is_const else None
     const = rule.body.const
     env: dict[int, Any] = {}
+    name = rule.name
 
     def allows(node: Any, victim: Pod) -> bool:
         if body is None:
             return bool(const)
+        watch.rule = name
         env[0] = victim
         return bool(body(node, env))
 

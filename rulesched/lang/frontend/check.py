@@ -8,6 +8,7 @@ The checker never stops at the first problem. Next stage: :mod:`rulesched.lang.e
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.compose import Composer
+from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
+from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
     ANY,
@@ -112,14 +115,17 @@ class CheckedRules:
     lets: dict[str, ast.Let]
     notes: Annotations
     diagnostics: tuple[Diagnostic, ...]
+    # Each rule's cost bound in steps per (pod, node) (rulesched.lang.frontend.cost); rules with
+    # errors have none.
+    steps: dict[tuple[ast.RuleKind, str], int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
-def check(files: Sequence[ast.RulesFile]) -> CheckedRules:
-    return _Checker().run(files)
+def check(files: Sequence[ast.RulesFile], limits: CostLimits = DEFAULT_LIMITS) -> CheckedRules:
+    return _Checker(limits).run(files)
 
 
 @dataclass
@@ -131,12 +137,12 @@ class _Scope:
 
 
 class _Checker:
-    def __init__(self) -> None:
+    def __init__(self, limits: CostLimits) -> None:
+        self.limits = limits
         self.diagnostics: list[Diagnostic] = []
         self.notes = Annotations()
         self.lets: dict[str, ast.Let] = {}
         self.let_types: dict[str, tuple[Type, frozenset[str]]] = {}
-        self.let_stack: list[str] = []
         self.used_lets: set[str] = set()
         self.pod_reads = 0  # every use of the name `pod` ...
         self.pod_attr_reads = 0  # ... and those that read one of its fields
@@ -154,16 +160,32 @@ class _Checker:
                     continue  # resolved by rulesched.lang.frontend.files before checking
                 else:
                     composer.add(item)
-        checked = [self._check_rule(rule) for rule in composer.rules.values()]
+        graph = let_graph(self.lets)
+        self._type_lets(graph)
+        self.used_lets.clear()  # from here on: the lets rules use; those lets use are added below
+        rules = list(composer.rules.values())
+        # Too deep with their lets: not typed (a type as deep as the expression would be printed
+        # and compared recursively), not estimated; the error says why.
+        shallow = [rule for rule in rules if not self._too_deep(rule, graph)]
+        typed = {id(rule) for rule in shallow}
+        checked = [self._check_rule(rule) if id(rule) in typed else CheckedRule(rule) for rule in rules]
         self._weak_scores(checked)
+        let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
+        steps: dict[tuple[ast.RuleKind, str], int] = {}
+        sound = self._sound(shallow)
+        self.diagnostics.extend(too_costly(sound, self.lets, graph, self.notes.types, let_names, self.limits, steps))
+        reached = list(self.used_lets)  # a let only unused lets use is unused too, whatever the order
+        while reached:
+            for used in graph.uses.get(reached.pop(), ()):
+                if used not in self.used_lets:
+                    self.used_lets.add(used)
+                    reached.append(used)
         for name, let in self.lets.items():
-            if name not in self.let_types:
-                self._let_type(name)
             if name not in self.used_lets:
                 self.diagnostics.append(warning("unused-let", f"let '{name}' is never used", let.name_span))
         if self.pod_reads > self.pod_attr_reads:
             self.notes.pod_fields.add("*")  # the pod is used whole somewhere
-        return CheckedRules(tuple(checked), dict(self.lets), self.notes, tuple(self.diagnostics))
+        return CheckedRules(tuple(checked), dict(self.lets), self.notes, tuple(self.diagnostics), steps)
 
     def _add_let(self, let: ast.Let) -> None:
         if let.name in self.lets:
@@ -218,6 +240,23 @@ class _Checker:
                 if not (is_numeric(order) or order == STRING):
                     self._error("type", f"a preempt order must be a number or string, not {order}", rule.order)
         return CheckedRule(rule, weight, normalize)
+
+    def _sound(self, rules: Iterable[ast.Rule]) -> list[ast.Rule]:
+        """The rules with no error inside their own text: a broken rule's cost estimate means
+        little (its types are partly unknown)."""
+        starts: dict[int, list[int]] = {}
+        for d in self.diagnostics:
+            if d.severity is Severity.ERROR and d.span is not None:
+                starts.setdefault(id(d.span.source), []).append(d.span.start)
+        for found in starts.values():
+            found.sort()
+        sound = []
+        for rule in rules:
+            found = starts.get(id(rule.span.source), [])
+            i = bisect.bisect_left(found, rule.span.start)
+            if i == len(found) or found[i] >= rule.span.end:
+                sound.append(rule)
+        return sound
 
     def _weak_scores(self, checked: Sequence[CheckedRule]) -> None:
         """Warn about a score whose weight is too small for it to matter. Scores are meant to
@@ -416,22 +455,55 @@ class _Checker:
             self._error("unknown-name", f"unknown name '{name}'", expr, _did_you_mean(name, known))
         return ANY
 
-    def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
-        if name in self.let_types:
-            return self.let_types[name]
-        if name in self.let_stack:
+    def _type_lets(self, graph: LetGraph) -> None:
+        """Type every let once, each after the lets it uses, so that typing one never types
+        another (no recursion however long a chain of lets is); a let on a cycle reads as ANY
+        where its cycle comes back to it."""
+        for start, loop in graph.cycles.items():
             self._error(
-                "let-cycle",
-                f"let '{name}' refers to itself through {' -> '.join(self.let_stack)}",
-                self.lets[name].value,
+                "let-cycle", f"let '{start}' refers to itself through {' -> '.join(loop)}", self.lets[start].value
             )
-            return ANY, frozenset()
-        self.let_stack.append(name)
-        scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
-        t = self._infer(self.lets[name].value, scope)
-        self.let_stack.pop()
-        self.let_types[name] = (t, frozenset(scope.used))
-        return self.let_types[name]
+        for name in graph.in_cycle:
+            self.let_types[name] = (ANY, frozenset())
+        for name in graph.order:
+            depth = graph.depth[name]
+            if depth > MAX_EXPANDED_DEPTH:  # not typed (see run); reported where a chain first gets too deep
+                self.let_types[name] = (ANY, frozenset())
+                if all(graph.depth[u] <= MAX_EXPANDED_DEPTH for u in graph.uses[name]):
+                    self._error(
+                        "too-deep",
+                        f"let '{name}' nests {depth} levels deep with the lets it uses; the limit is "
+                        f"{MAX_EXPANDED_DEPTH}",
+                        self.lets[name].value,
+                        "compute it from fewer lets in a chain",
+                    )
+                continue
+            scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
+            t = self._infer(self.lets[name].value, scope)
+            if name not in graph.in_cycle:
+                self.let_types[name] = (t, frozenset(scope.used))
+
+    def _too_deep(self, rule: ast.Rule, graph: LetGraph) -> bool:
+        """Whether an expression of the rule nests too deep with its lets substituted; reported
+        here unless a let it uses is too deep itself (that let is reported)."""
+        found = False
+        for expr in (rule.guard, rule.body, rule.reason, rule.unresolvable, rule.order):
+            if expr is None:
+                continue
+            depth, through = graph.expanded_depth(expr, self.lets)
+            found = found or depth > MAX_EXPANDED_DEPTH
+            self.used_lets.update(name.id for name, _ in let_uses(expr, self.lets))  # typed or not
+            if depth > MAX_EXPANDED_DEPTH and (through is None or graph.depth[through.id] <= MAX_EXPANDED_DEPTH):
+                self._error(
+                    "too-deep",
+                    f"expression nests {depth} levels deep with the lets it uses; the limit is {MAX_EXPANDED_DEPTH}",
+                    through if through is not None else expr,
+                )
+        return found
+
+    def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
+        """A let's type and the rule variables it reads, typed by :meth:`_type_lets`."""
+        return self.let_types.get(name, (ANY, frozenset()))
 
     def _attr(self, expr: ast.Attr, scope: _Scope) -> Type:
         t = self._infer(expr.obj, scope)

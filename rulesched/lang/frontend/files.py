@@ -15,7 +15,7 @@ Next stage: :func:`rulesched.lang.load.load_rules` compiles what :func:`check_pa
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -164,7 +164,7 @@ def _check_units(roots: list[_Unit]) -> Loaded:
     diagnostics: list[Diagnostic] = []
     seen: set[object] = set()
     for unit in roots:
-        _load(unit, parsed, diagnostics, seen, stack=())
+        _load(unit, parsed, diagnostics, seen)
     checked = check(parsed)
     # Warnings about a base a file extends (say, a let of default.rules that an override left
     # unused) are not the extending file's business; errors anywhere still count.
@@ -187,22 +187,34 @@ def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> tuple[Diagnostic, ...
     )
 
 
-def _load(
-    unit: _Unit,
-    parsed: list[ast.RulesFile],
-    diagnostics: list[Diagnostic],
-    seen: set[object],
-    stack: tuple[object, ...],
-) -> None:
-    if unit.identity in seen:
-        return
-    seen.add(unit.identity)
-    tree, problems = parse_source(unit.source)
-    diagnostics.extend(problems)
-    if not tree.items and not problems:
-        diagnostics.append(Diagnostic(Severity.WARNING, "empty", "no rules in this file", None, path=unit.source.path))
-    for item in tree.items:
-        if isinstance(item, ast.Extends):
+def _load(root: _Unit, parsed: list[ast.RulesFile], diagnostics: list[Diagnostic], seen: set[object]) -> None:
+    """Parse ``root`` and what it extends, each file after the files it extends. A walk with its
+    own stack, not recursion: a ConfigMap of thousands of keys each extending the next is a long
+    chain, not a crash."""
+    frames: list[tuple[_Unit, ast.RulesFile, Iterator[ast.Item]]] = []
+    path: set[object] = set()  # the files being loaded, each extending the next: a cycle's members
+
+    def enter(unit: _Unit) -> None:
+        seen.add(unit.identity)
+        path.add(unit.identity)
+        tree, problems = parse_source(unit.source)
+        diagnostics.extend(problems)
+        if not tree.items and not problems:
+            diagnostics.append(
+                Diagnostic(Severity.WARNING, "empty", "no rules in this file", None, path=unit.source.path)
+            )
+        frames.append((unit, tree, iter(tree.items)))
+
+    if root.identity not in seen:
+        enter(root)
+    while frames:
+        unit, tree, items = frames[-1]
+        item = next(items, None)
+        if item is None:
+            frames.pop()
+            path.discard(unit.identity)
+            parsed.append(tree)
+        elif isinstance(item, ast.Extends):
             base = unit.extends(item.target)
             if base is None:
                 diagnostics.append(
@@ -213,11 +225,10 @@ def _load(
                         suggestion="bundled sets: " + ", ".join(_bundled_names()),
                     )
                 )
-            elif base.identity in (*stack, unit.identity):
+            elif base.identity in path:
                 diagnostics.append(error("extends", f"'{item.target}' extends this file again (a cycle)", item.span))
-            else:
-                _load(base, parsed, diagnostics, seen, (*stack, unit.identity))
-    parsed.append(tree)
+            elif base.identity not in seen:
+                enter(base)
 
 
 def _extends_target(path: Path, target: str) -> Path | None:

@@ -1,21 +1,29 @@
-"""``rulesched fmt``: rewrite rules files in the printer's canonical form, keeping comments.
+"""``rulesched fmt``: rewrite rules files in the printer's canonical form, keeping every comment
+where it was written.
 
-Comments between items stay above the item that follows them. A comment inside an item has no
-place in the canonical form, so such a file is reported and left alone rather than losing it.
+The printer (:mod:`rulesched.lang.frontend.printer`) lays out the program; the comments, found
+and placed by :mod:`rulesched.lang.frontend.comments`, are woven into its document first: a
+comment leading an item stays above it (blank lines between such comments and the item kept, one
+at most), an end-of-line comment stays after the same token, two spaces before its ``#``, and
+the line breaks there; a comment on a line of its own inside an item stays on a line of its own
+before the same token, indented as that line. Items are separated by one blank line. The result
+is stable: formatting it again changes nothing.
 """
 
 from __future__ import annotations
 
 import difflib
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.comments import FileComments, ItemComments, Unplaceable, collect, placed
 from rulesched.lang.frontend.files import read_source
+from rulesched.lang.frontend.layout import FRESH, HARD, Align, Comment, Doc, Group, Nest, Token, render
 from rulesched.lang.frontend.lint import rule_sets
 from rulesched.lang.frontend.parse import parse_source
-from rulesched.lang.frontend.printer import print_item
+from rulesched.lang.frontend.printer import INDENT, item_doc, item_width, tokens
 from rulesched.lang.frontend.source import Source
 
 
@@ -26,63 +34,121 @@ class FormatSettings:
     write: bool = False
 
 
-def comments(text: str) -> list[tuple[int, str]]:
-    """(offset, text) of every comment, skipping '#' inside string literals."""
-    found: list[tuple[int, str]] = []
-    offset = 0
-    for line in text.split("\n"):
-        in_string = escaped = False
-        for i, ch in enumerate(line):
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-            elif ch == '"':
-                in_string = True
-            elif ch == "#":
-                found.append((offset + i, line[i:].rstrip()))
-                break
-        offset += len(line) + 1
-    return found
-
-
 def format_source(source: Source) -> tuple[str | None, str]:
-    """The canonical text, or None and why it cannot be formatted."""
+    """The canonical text, or None and why it cannot be formatted (a syntax error)."""
     tree, problems = parse_source(source)
     if problems:
         return None, problems[0].render().splitlines()[0]
-    notes = comments(source.text)
-    blocks: list[str] = []
-    position = 0
-    for item in tree.items:
-        span = item.span
-        start = _item_start(item)
-        inside = [c for c in notes if start <= c[0] < span.end]
-        if inside:
-            line, column = source.position(inside[0][0])
-            return (
-                None,
-                f"{source.path}:{line}:{column}: a comment inside an item would be lost; move it above the item",
-            )
-        leading = [text for offset, text in notes if position <= offset < start]
-        blocks.append("\n".join([*leading, print_item(item)]))
-        position = span.end
-    trailing = [text for offset, text in notes if offset >= position]
-    if trailing:
-        blocks.append("\n".join(trailing))
-    return ("\n\n".join(blocks) + "\n") if blocks else "", ""
+    try:
+        found = collect(tree)
+    except Unplaceable as err:  # pragma: no cover - a bug: never lose a comment over it
+        return None, f"{source.path}: cannot place the comments ({err}); file left as it is"
+    lines: list[str] = []
+    for item, comments in zip(tree.items, found.items, strict=True):
+        if lines:
+            lines.append("")
+        for note in comments.leading:
+            if note.blank_before and lines and lines[-1]:
+                lines.append("")
+            lines.append(note.text)
+        if comments.leading and comments.blank_after_leading:
+            lines.append("")
+        lines.extend(render(_with_comments(item_doc(item), comments), item_width(item)).split("\n"))
+        lines.extend(INDENT + text for text in comments.closing)
+    _end(lines, found)
+    return ("\n".join(lines) + "\n") if lines else "", ""
 
 
-def _item_start(item: ast.Item) -> int:
-    # An item's span begins at its first token; rules start with their keyword, before the name.
-    if isinstance(item, ast.Rule | ast.PartialOverride):
-        return min(item.span.start, item.name_span.start)
-    if isinstance(item, ast.Let):
-        return min(item.span.start, item.name_span.start)
-    return item.span.start
+def _end(lines: list[str], found: FileComments) -> None:
+    for i, note in enumerate(found.end):
+        if lines and lines[-1] and (note.blank_before or (i == 0 and found.items)):
+            lines.append("")
+        lines.append(note.text)
+
+
+def _with_comments(doc: Doc, comments: ItemComments) -> Doc:
+    before, after = placed(comments, tokens(doc))
+    if not before and not after:
+        return doc
+    weaver = _Weaver(before, after)
+    woven = weaver.weave(doc)
+    return [woven, Nest(len(INDENT), [*weaver.pending(), *weaver.leftover()])]  # the others indented: closing it
+
+
+_CLOSING = (")", "]")
+
+
+class _Weaver:
+    """Rebuilds a document in order, inserting comments at the tokens they belong to. An
+    end-of-line comment waits past the closing brackets that follow its token, so that a line
+    never starts with one; when several end-of-line comments fall on one token and the brackets
+    after it, the first ends the line and the others follow on lines of their own."""
+
+    def __init__(self, before: dict[int, list[str]], after: dict[int, list[str]]) -> None:
+        self.before = dict(before)
+        self.after = dict(after)
+        self.seen = 0  # tokens passed
+        self.waiting: list[str] = []
+
+    def weave(self, doc: Doc) -> Doc:
+        if isinstance(doc, Group):
+            # Comments before the group's first token go before the group, so that they do not
+            # force it to break.
+            hoisted = self._before_next() if isinstance(_first_leaf(doc), Token) else []
+            group = Group(self.weave(doc.parts))
+            return [*hoisted, group] if hoisted else group
+        if isinstance(doc, Nest):
+            return Nest(doc.by, self.weave(doc.parts))
+        if isinstance(doc, Align):
+            return Align(self.weave(doc.parts))
+        if isinstance(doc, list | tuple):
+            return [self.weave(part) for part in doc]
+        if not isinstance(doc, Token):
+            return [*self.pending(), doc]
+        out: list[Doc] = []
+        if doc.text not in _CLOSING:
+            out += self.pending()
+        out += self._before_next()
+        self.waiting += self.after.pop(self.seen, [])
+        self.seen += 1
+        return [*out, doc]
+
+    def _before_next(self) -> list[Doc]:
+        """The comments on lines of their own before the next token (after any end-of-line
+        comment still waiting)."""
+        texts = self.before.pop(self.seen, [])
+        out: list[Doc] = self.pending() if texts else []
+        for text in texts:
+            out += [FRESH, Comment(text), HARD]
+        return out
+
+    def pending(self) -> list[Doc]:
+        """The end-of-line comments waiting to be written (only the first ends a line: others
+        mapped to the same token go on lines of their own)."""
+        out: list[Doc] = []
+        for i, text in enumerate(self.waiting):
+            out += [Comment("  " + text) if i == 0 else [FRESH, Comment(text)], HARD]
+        self.waiting = []
+        return out
+
+    def leftover(self) -> list[Doc]:
+        out: list[Doc] = []
+        for index in sorted({*self.before, *self.after}):
+            for text in [*self.after.pop(index, []), *self.before.pop(index, [])]:
+                out += [FRESH, Comment(text), HARD]
+        return out
+
+
+def _first_leaf(doc: Doc) -> Doc | None:
+    while True:
+        if isinstance(doc, Group | Nest | Align):
+            doc = doc.parts
+        elif isinstance(doc, list | tuple):
+            if not doc:
+                return None
+            doc = doc[0]
+        else:
+            return doc
 
 
 def format_paths(settings: FormatSettings) -> int:
@@ -104,9 +170,9 @@ def format_paths(settings: FormatSettings) -> int:
             Path(path).write_text(text, encoding="utf-8")
             print(f"{path}: reformatted")
         else:
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    source.text.splitlines(keepends=True), text.splitlines(keepends=True), str(path), str(path)
-                )
-            )
+            sys.stdout.writelines(_diff(source.text, text, str(path)))
     return status
+
+
+def _diff(old: str, new: str, path: str) -> Sequence[str]:
+    return list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), path, path))

@@ -3,7 +3,9 @@
 A file argument is one rule set (with whatever it ``extends``); a folder is one rule set made of
 its ``.rules`` files, and each sub-folder holding ``.rules`` files is another. Output is
 compiler-style text or JSON; the exit status is 0 when clean, 1 on errors (and on warnings with
-``--strict``), 2 when the paths themselves are unusable.
+``--strict``), 2 when the paths themselves are unusable. Besides what the checker finds, a set
+whose filters never check that pods fit gets ``no-resource-fit`` unless it is meant for the
+extender (:mod:`rulesched.lang.frontend.resource_fit`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 from rulesched.errors import RulesError
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.files import RULES_SUFFIX, check_paths
+from rulesched.lang.frontend.files import RULES_SUFFIX, Loaded, check_paths
+from rulesched.lang.frontend.resource_fit import meant_for_extender, resource_fit_warning
 from rulesched.lang.frontend.source import Diagnostic, Severity
 
 
@@ -24,6 +27,9 @@ class LintSettings:
     paths: tuple[str, ...]
     format: str = "text"  # text | json
     strict: bool = False
+    # what the sets are for: "scheduler" (run, simulate), "extender", or None: by the files'
+    # `# rulesched: extender` line (see rulesched.lang.frontend.resource_fit)
+    target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,11 @@ def lint(settings: LintSettings) -> LintResult:
             (own if path in roots else extended)[path] = sum(
                 isinstance(item, ast.Rule | ast.PartialOverride) for item in file.items
             )
-        for d in loaded.diagnostics:
+        found = list(loaded.diagnostics)
+        fit = _resource_fit(loaded, settings.target)
+        if fit is not None:
+            found.insert(0, fit)
+        for d in found:
             key = (d.location, d.span.start if d.span else -1, d.message)
             if key not in seen:  # a base shared by several sets is reported once
                 seen.add(key)
@@ -96,6 +106,14 @@ def lint(settings: LintSettings) -> LintResult:
         sum(own.values()),
         sum(count for path, count in extended.items() if path not in own),
     )
+
+
+def _resource_fit(loaded: Loaded, target: str | None) -> Diagnostic | None:
+    """``no-resource-fit`` for a set meant for a scheduler (not for the extender), once it has
+    no errors (until then its rules are not all known)."""
+    if not loaded.ok or target == "extender" or (target is None and meant_for_extender(loaded.sources)):
+        return None
+    return resource_fit_warning(loaded.checked, loaded.roots[0] if loaded.roots else "<rules>")
 
 
 def exit_code(result: LintResult, strict: bool) -> int:

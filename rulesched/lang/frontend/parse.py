@@ -12,9 +12,12 @@ Next stage: :mod:`rulesched.lang.frontend.check`.
 
 from __future__ import annotations
 
+import copy
 import functools
+import math
 import re
 import threading
+from collections.abc import Iterator
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -29,6 +32,7 @@ from lark.exceptions import (
     UnexpectedToken,
     VisitError,
 )
+from lark.lexer import BasicLexer, LexerThread
 
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.source import Diagnostic, Source, Span, error
@@ -74,6 +78,12 @@ RESERVED = frozenset(
 MAX_DEPTH = 64
 MAX_LINE_CHARS = 4_000
 MAX_FILE_CHARS = 2_000_000
+# lark's parser takes about 10 us a token: a file of 2 MB of `1+1+...` would hold the reloader for
+# 15 s. The bundled default.rules has about 2,500 tokens.
+MAX_TOKENS = 100_000
+# Tokens as the limit counts them: a string, a word or number, any other character; comments
+# are not counted.
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|#[^\n]*|\w+|\S')
 _TOP_LEVEL = re.compile(r"^(?:let|filter|score|preempt|disable|override|extends)\b", re.MULTILINE)
 # An item's keyword (not a field name after "."), and the name that follows it, if any.
 _ITEM_HEAD = re.compile(
@@ -361,7 +371,12 @@ def _number_literal(text: str, span: Span) -> ast.Literal:
     assert match is not None  # the lexer admits only this shape
     digits, suffix = match.groups()
     if suffix in _DURATION_SECONDS:
-        seconds = float(Decimal(digits) * Decimal(str(_DURATION_SECONDS[suffix])))
+        try:
+            seconds = float(Decimal(digits) * Decimal(str(_DURATION_SECONDS[suffix])))
+        except ArithmeticError:  # an exponent beyond what Decimal holds
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            raise ParseFailed(error("syntax", f"'{text}' is too long a duration", span))
         return ast.Literal(ast.LiteralKind.DURATION, seconds, text, span=span)
     if suffix:
         try:
@@ -380,6 +395,9 @@ class _Parser:
         self.builder = _Builder(Source("<none>", ""), 0)
         self.lark = lark.Lark(grammar_text(), parser="lalr", transformer=self.builder, maybe_placeholders=True)
         self.lock = threading.Lock()
+        every = copy.copy(self.lark.lexer_conf)
+        every.ignore = ()  # whitespace and comments too
+        self.every_token = BasicLexer(every)
 
     def parse(self, source: Source, text: str, offset: int) -> Any:
         with self.lock:
@@ -390,6 +408,14 @@ class _Parser:
 @functools.lru_cache(maxsize=1)
 def _parser() -> _Parser:
     return _Parser()
+
+
+def lex(text: str) -> Iterator[Token]:
+    """Every token of a text, whitespace and comments included (for ``rulesched fmt``, which
+    finds the comments the grammar ignores); the text must lex (it parsed)."""
+    thread = LexerThread.from_text(_parser().every_token, text)
+    tokens: Iterator[Token] = thread.lex(None)  # type: ignore[no-untyped-call]
+    return tokens
 
 
 def parse_source(source: Source) -> tuple[ast.RulesFile, list[Diagnostic]]:
@@ -422,6 +448,14 @@ def _over_limits(source: Source) -> Diagnostic | None:
             span = Span(source, offset + MAX_LINE_CHARS, offset + MAX_LINE_CHARS + 1)
             return error("too-long", f"line is {len(line):,} characters long; the limit is {MAX_LINE_CHARS:,}", span)
         offset += len(line) + 1
+    tokens = 0
+    for match in _TOKENS.finditer(source.text):
+        if match.group().startswith("#"):
+            continue
+        tokens += 1
+        if tokens > MAX_TOKENS:
+            span = Span(source, match.start(), match.end())
+            return error("too-large", f"rules file has more than {MAX_TOKENS:,} tokens (words, numbers, symbols)", span)
     return None
 
 

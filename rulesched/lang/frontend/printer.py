@@ -3,14 +3,26 @@
 ``parse(print(tree)) == tree`` for every tree (a hypothesis property in tests/): operators get
 exactly the parentheses their precedence needs, literals keep the spelling they were written with
 (``500m`` stays ``500m``), and generated literals get a spelling that parses back to their value.
-``rulesched fmt`` uses this printer.
+
+Layout: each item starts at column 0; a rule's body and its ``else``, ``order`` and
+``unresolvable`` clauses each start a line indented by four spaces. An expression that does not
+fit in :data:`WIDTH` columns breaks before its loosest operators (``or`` before ``and`` before
+comparisons before ``+``), the continuation indented four more; inside brackets, after commas and
+before ``for`` and ``where``, aligned with the bracket's contents; an ``if`` before its ``else``
+branches. A partial override, ``disable`` and ``extends`` stay on one line. The printer builds a
+document (:mod:`rulesched.lang.frontend.layout`) whose tokens ``rulesched fmt`` weaves comments
+into (:mod:`rulesched.lang.frontend.format`) before laying it out.
 """
 
 from __future__ import annotations
 
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.layout import HARD, Align, Doc, Group, Line, Nest, Token, render
 
 INDENT = "    "
+WIDTH = 100
+_STEP = len(INDENT)
+_ONE_LINE = 1 << 30  # a width nothing exceeds: one line unless a comment forces a break
 # Binding strength, loosest first; a child needs parentheses when it binds looser than its slot.
 _IF, _OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(10)
 _BINARY = {
@@ -38,19 +50,65 @@ def print_file(file: ast.RulesFile) -> str:
 
 
 def print_item(item: ast.Item) -> str:
+    return render(item_doc(item), item_width(item))
+
+
+def item_width(item: ast.Item) -> int:
+    """The width an item is laid out in: rules and lets break to fit; the one-line items never."""
+    return WIDTH if isinstance(item, ast.Rule | ast.Let) else _ONE_LINE
+
+
+def expr_text(expr: ast.Expr) -> str:
+    """An expression on one line (for messages)."""
+    return render(expr_doc(expr), _ONE_LINE)
+
+
+def unresolvable_text(condition: ast.Expr) -> str:
+    """``unresolvable`` for every failure, else ``unresolvable when COND``."""
+    return render(_unresolvable(condition), _ONE_LINE)
+
+
+def tokens(doc: Doc) -> list[str]:
+    """The tokens in a document, in order."""
+    found: list[str] = []
+    stack: list[Doc] = [doc]
+    while stack:
+        part = stack.pop()
+        if isinstance(part, Token):
+            found.append(part.text)
+        elif isinstance(part, Group | Nest | Align):
+            stack.append(part.parts)
+        elif isinstance(part, list | tuple):
+            stack.extend(reversed(part))
+    return found
+
+
+def item_doc(item: ast.Item) -> Doc:
+    if isinstance(item, ast.Rule | ast.Let):
+        return _item_doc(item)
+    return Nest(_STEP, _item_doc(item))  # a one-line item broken by a comment: indented after it
+
+
+def _item_doc(item: ast.Item) -> Doc:
     match item:
         case ast.Let(name=name, value=value):
-            return f"let {name} = {expr_text(value)}"
+            # the value's continuation lines (and a line broken by a comment) indented once
+            return [_t("let"), " ", _t(name), " ", _t("="), Nest(_STEP, [" ", _doc(value, nest=0)[0]])]
         case ast.Disable(name=name, kind=kind):
-            return f"disable {kind.value} {name}" if kind is not None else f"disable {name}"
+            which: list[Doc] = [_t(kind.value), " "] if kind is not None else []
+            return [_t("disable"), " ", *which, _t(name)]
         case ast.Extends(target=target):
-            return f"extends {_string(target)}"
+            return [_t("extends"), " ", _t(_string(target))]
         case ast.Rule():
             return _rule(item)
         case ast.PartialOverride(kind=kind, name=name, guard=guard, weight=weight, normalize=normalize):
             head = _header(True, kind, name, weight, normalize, guard)  # no body, no colon
-            return head if item.unresolvable is None else f"{head} {unresolvable_text(item.unresolvable)}"
+            return head if item.unresolvable is None else [head, " ", _unresolvable(item.unresolvable)]
     raise TypeError(f"not an item: {item!r}")  # pragma: no cover
+
+
+def _t(text: str) -> Token:
+    return Token(text)
 
 
 def _header(
@@ -60,79 +118,130 @@ def _header(
     weight: ast.Expr | None,
     normalize: str | None,
     guard: ast.Expr | None,
-) -> str:
+) -> Doc:
     """``[override] KIND NAME [weight N] [normalize MODE] [when GUARD]``, options in that order."""
-    head = ["override"] if override else []
-    head += [kind.value, name]
+    head: list[Doc] = [_t("override"), " "] if override else []
+    head += [_t(kind.value), " ", _t(name)]
     if weight is not None:
-        head += ["weight", expr_text(weight)]
+        head += [" ", _t("weight"), " ", expr_doc(weight)]
     if normalize is not None:
-        head += ["normalize", normalize]
-    if guard is not None:
-        head += ["when", expr_text(guard)]
-    return " ".join(head)
+        head += [" ", _t("normalize"), " ", _t(normalize)]
+    if guard is not None:  # a guard that does not fit breaks to a line of its own
+        return Group([head, Nest(2 * _STEP, [Line(), _t("when"), " ", expr_doc(guard)])])
+    return head
 
 
-def _rule(rule: ast.Rule) -> str:
+def _rule(rule: ast.Rule) -> Doc:
     head = _header(rule.override, rule.kind, rule.name, rule.weight, rule.normalize, rule.guard)
-    lines = [head + ":", INDENT + expr_text(rule.body)]
+    clauses: list[Doc] = [HARD, expr_doc(rule.body)]
     if rule.reason is not None:
-        lines.append(INDENT + "else " + expr_text(rule.reason))
+        clauses += [HARD, _t("else"), " ", expr_doc(rule.reason)]
     if rule.order is not None:
-        lines.append(INDENT + "order " + expr_text(rule.order))
+        clauses += [HARD, _t("order"), " ", expr_doc(rule.order)]
     if rule.unresolvable is not None:
-        lines.append(INDENT + unresolvable_text(rule.unresolvable))
-    return "\n".join(lines)
+        clauses += [HARD, _unresolvable(rule.unresolvable)]
+    return [head, _t(":"), Nest(_STEP, clauses)]
 
 
-def unresolvable_text(condition: ast.Expr) -> str:
-    """``unresolvable`` for every failure, else ``unresolvable when COND``."""
+def _unresolvable(condition: ast.Expr) -> Doc:
     if isinstance(condition, ast.Literal) and condition.kind is ast.LiteralKind.BOOL and condition.value is True:
-        return "unresolvable"
-    return "unresolvable when " + expr_text(condition)
+        return _t("unresolvable")
+    return [_t("unresolvable"), " ", _t("when"), " ", expr_doc(condition)]
 
 
-def expr_text(expr: ast.Expr) -> str:
-    return _text(expr)[0]
+def expr_doc(expr: ast.Expr) -> Doc:
+    return _doc(expr)[0]
 
 
-def _wrap(expr: ast.Expr, minimum: int) -> str:
-    text, strength = _text(expr)
-    return f"({text})" if strength < minimum else text
+def _wrap(expr: ast.Expr, minimum: int, clarify: bool = False) -> Doc:
+    """The expression, in parentheses if it binds looser than ``minimum``, or if ``clarify``
+    and it is an ``and`` (an operand of ``or``: parentheses it does not need, for the reader)."""
+    doc, strength = _doc(expr)
+    if strength >= minimum and not (clarify and isinstance(expr, ast.Binary) and expr.op == "and"):
+        return doc
+    if isinstance(expr, ast.Binary):  # inside parentheses, operators align with the first operand
+        doc = _binary(expr.op, expr.left, expr.right, nest=0)[0]
+    return [Token("(", grouping=True), Align(doc), Token(")", grouping=True)]
 
 
-def _text(expr: ast.Expr) -> tuple[str, int]:
+def _listed(items: tuple[ast.Expr, ...]) -> Doc:
+    """Comma-separated expressions, breaking after the commas."""
+    parts: list[Doc] = []
+    for i, item in enumerate(items):
+        if i:
+            parts += [_t(","), Line()]
+        parts.append(_wrap(item, _IF))
+    return Align(parts)
+
+
+def _doc(expr: ast.Expr, nest: int = _STEP) -> tuple[Doc, int]:
+    """The expression's document and binding strength; a chain of operators or of ``else``
+    branches at its top breaks its lines indented by ``nest``."""
     match expr:
         case ast.Literal():
-            return _literal(expr), _ATOM
+            return _t(_literal(expr)), _ATOM
         case ast.ListExpr(items=items):
-            return "[" + ", ".join(_wrap(i, _IF) for i in items) + "]", _ATOM
+            return Group([_t("["), _listed(items), _t("]")]), _ATOM
         case ast.Name(id=name):
-            return name, _ATOM
+            return _t(name), _ATOM
         case ast.Attr(obj=obj, name=name):
-            return f"{_wrap(obj, _POSTFIX)}.{name}", _POSTFIX
+            return [_wrap(obj, _POSTFIX), _t("."), _t(name)], _POSTFIX
         case ast.Index(obj=obj, key=key):
-            return f"{_wrap(obj, _POSTFIX)}[{expr_text(key)}]", _POSTFIX
+            return [_wrap(obj, _POSTFIX), _t("["), Align(expr_doc(key)), _t("]")], _POSTFIX
         case ast.Call(func=func, args=args):
-            return f"{func}(" + ", ".join(expr_text(a) for a in args) + ")", _POSTFIX
+            return Group([_t(func), _t("("), _listed(args), _t(")")]), _POSTFIX
         case ast.Unary(op="not", operand=operand):
-            return f"not {_wrap(operand, _NOT)}", _NOT
+            return [_t("not"), " ", _wrap(operand, _NOT)], _NOT
         case ast.Unary(operand=operand):
-            return f"-{_wrap(operand, _UNARY)}", _UNARY
+            return [_t("-"), _wrap(operand, _UNARY)], _UNARY
         case ast.Binary(op=op, left=left, right=right):
-            strength = _BINARY[op]
-            if strength == _COMPARE:  # comparisons do not chain
-                return f"{_wrap(left, _SUM)} {op} {_wrap(right, _SUM)}", _COMPARE
-            return f"{_wrap(left, strength)} {op} {_wrap(right, strength + 1)}", strength
-        case ast.If(cond=cond, then=then, otherwise=otherwise):
-            return f"if {expr_text(cond)} then {expr_text(then)} else {expr_text(otherwise)}", _IF
+            return _binary(op, left, right, nest)
+        case ast.If():
+            return _if(expr, nest), _IF
         case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
-            tail = f" where {expr_text(where)}" if where is not None else ""
-            return f"{kind}({var} in {expr_text(iterable)}{tail})", _ATOM
+            inner: list[Doc] = [_t(var), " ", _t("in"), " ", expr_doc(iterable)]
+            if where is not None:
+                inner += [Line(), _t("where"), " ", expr_doc(where)]
+            return Group([_t(kind), _t("("), Align(inner), _t(")")]), _ATOM
         case ast.Aggregate(kind=kind, value=value, var=var, iterable=iterable, where=where):
-            tail = f" where {expr_text(where)}" if where is not None else ""
-            return f"{kind}({expr_text(value)} for {var} in {expr_text(iterable)}{tail})", _ATOM
+            head = Group([expr_doc(value), Line(), _t("for"), " ", _t(var), " ", _t("in"), " ", expr_doc(iterable)])
+            tail: list[Doc] = [Line(), _t("where"), " ", expr_doc(where)] if where is not None else []
+            return Group([_t(kind), _t("("), Align([head, *tail]), _t(")")]), _ATOM
     raise TypeError(f"not an expression: {expr!r}")  # pragma: no cover
+
+
+def _operator(op: str) -> Doc:
+    return [_t("not"), " ", _t("in")] if op == "not in" else _t(op)
+
+
+def _binary(op: str, left: ast.Expr, right: ast.Expr, nest: int = _STEP) -> tuple[Doc, int]:
+    """A chain of operators of one strength (``a + b - c``) breaks before each of them at once,
+    indented by ``nest``."""
+    strength = _BINARY[op]
+    if strength == _COMPARE:  # comparisons do not chain
+        rest: Doc = [Line(), _operator(op), " ", _wrap(right, _SUM)]
+        return Group([_wrap(left, _SUM), Nest(nest, rest)]), _COMPARE
+    chain: list[tuple[str, ast.Expr]] = [(op, right)]
+    first = left
+    while isinstance(first, ast.Binary) and _BINARY[first.op] == strength:  # left-associative
+        chain.append((first.op, first.right))
+        first = first.left
+    parts: list[Doc] = []
+    for link_op, operand in reversed(chain):
+        parts += [Line(), _operator(link_op), " ", _wrap(operand, strength + 1, strength == _OR)]
+    return Group([_wrap(first, strength, strength == _OR), Nest(nest, parts)]), strength
+
+
+def _if(expr: ast.If, nest: int = _STEP) -> Doc:
+    """``if C then A`` on a line, each ``else`` (``else if``) branch breaking to its own."""
+    branches: list[Doc] = []
+    node: ast.Expr = expr
+    while isinstance(node, ast.If):
+        then: Doc = Nest(_STEP, [Line(), _t("then"), " ", expr_doc(node.then)])
+        test = Group([_t("if"), " ", Align(expr_doc(node.cond)), then])
+        branches.append(test if not branches else [Line(), _t("else"), " ", test])
+        node = node.otherwise
+    return Group([branches[0], Nest(nest, [*branches[1:], Line(), _t("else"), " ", expr_doc(node)])])
 
 
 def _literal(lit: ast.Literal) -> str:

@@ -1,0 +1,176 @@
+"""A cycle's explanation for reports (``rulesched simulate --explain``), from the cycle's own walk.
+
+The cycle picks its node exactly as it does unexplained (the same table walk, the same tie
+draw), then, with ``SchedulerSettings.explanation``, :func:`explain_walk` reads what that walk
+left, before the table lets go of its snapshot:
+
+- the nodes filtered out are the walk's window (the nodes it looked at, in walk order) less the
+  feasible rows; which filter each failed first comes from the table
+  (:meth:`rulesched.scheduler.table.NodeTable.first_failing`: shared and column answers read,
+  not recomputed), then that filter's reasons and ``unresolvable`` clause node by node, as
+  ``--explain`` always gave them; a node that fits alone but not with its nominated pods has
+  the reasons it fails for with them;
+- scores are the walk's own score matrix, normalised and totalled by the one function
+  (:func:`rulesched.scheduler.scoring.weighted_totals`), each rule's column kept.
+
+What is kept is compact (:class:`rulesched.scheduler.framework.Explanation`): reasons grouped,
+with a node count and the first :data:`NAMED` names, and the :data:`BEST` best scored nodes;
+every node's reasons and scores only with ``EXPLAIN_FULL``. The cycle times this apart
+(``CycleResult.explain_seconds``), so a run's scheduling time leaves it out.
+Next stage: :mod:`rulesched.simulate.report` renders it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from rulesched.lang import BoundRules
+from rulesched.lang.evaluation.columns import Rows
+from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
+from rulesched.scheduler.nominator import ReservedCheck
+from rulesched.scheduler.scoring import Matrix, weighted_totals
+from rulesched.scheduler.table import NodeTable, TableOverflow
+
+NAMED = 30  # filtered nodes named per reason (and unresolvable ones), in walk order
+BEST = 10  # scored nodes kept, best first (every one with EXPLAIN_FULL)
+
+
+class _Groups:
+    """Filtered nodes, counted by reason as they come (in walk order)."""
+
+    def __init__(self, full: bool) -> None:
+        self.groups: dict[str, list[Any]] = {}  # reason -> [nodes, unresolvable, names]
+        self.filtered = 0
+        self.unresolvable = 0
+        self.unresolvable_names: list[str] = []
+        self.failed: dict[str, tuple[str, ...]] | None = {} if full else None
+        self.unresolvable_nodes: set[str] | None = set() if full else None
+
+    def add(self, name: str, reasons: tuple[str, ...], unresolvable: bool) -> None:
+        self.filtered += 1
+        groups = self.groups
+        for reason in reasons if len(reasons) == 1 else dict.fromkeys(reasons):
+            group = groups.get(reason)
+            if group is None:
+                group = groups[reason] = [0, 0, []]
+            group[0] += 1
+            if unresolvable:
+                group[1] += 1
+            if len(group[2]) < NAMED:
+                group[2].append(name)
+        if unresolvable:
+            self.unresolvable += 1
+            if len(self.unresolvable_names) < NAMED:
+                self.unresolvable_names.append(name)
+            if self.unresolvable_nodes is not None:
+                self.unresolvable_nodes.add(name)
+        if self.failed is not None:
+            self.failed[name] = reasons
+
+    def explanation(
+        self, evaluated: int, rules: tuple[str, ...], scored: int, best: tuple[ScoredNode, ...]
+    ) -> Explanation:
+        groups = tuple(
+            ReasonGroup(reason, count, unresolvable, tuple(names))
+            for reason, (count, unresolvable, names) in sorted(
+                self.groups.items(), key=lambda item: (-item[1][0], item[0])
+            )
+        )
+        return Explanation(
+            evaluated,
+            self.filtered,
+            groups,
+            self.unresolvable,
+            tuple(self.unresolvable_names),
+            scored,
+            rules,
+            best,
+            self.failed,
+            None if self.unresolvable_nodes is None else frozenset(self.unresolvable_nodes),
+        )
+
+
+def explain_walk(
+    table: NodeTable,
+    window: Rows,
+    feasible: Rows,
+    matrix: Matrix | None,
+    chosen: str | None,
+    check: ReservedCheck | None,
+    full: bool,
+) -> Explanation:
+    """The explanation of a table walk that looked at ``window`` (rows in walk order) and found
+    ``feasible`` (scored as ``matrix`` when the cycle scored them; else scored here), choosing
+    ``chosen``. ``check``: the nominations the pod had to leave room for."""
+    bound = table.bound
+    failed = window[~np.isin(window, feasible)] if len(feasible) else window
+    groups = _Groups(full)
+    filters = bound.filters
+    add = groups.add
+    for row, index in zip(failed.tolist(), table.first_failing(failed).tolist(), strict=True):
+        node = table.node(row)
+        if index >= 0:
+            f = filters[index]
+            add(node.name, f.reasons(node), bool(f.unresolvable(node)))
+        elif check is not None:  # fits on its own, not with the pods nominated to it
+            failure = check.failure(node.name)
+            if failure is not None:
+                add(node.name, failure[1], False)
+    rules = tuple(s.name for s in bound.scores)
+    if not len(feasible):
+        return groups.explanation(len(window), rules, 0, ())
+    if matrix is None:
+        try:
+            matrix = table.vectors(feasible)
+        except TableOverflow:  # (a score beyond int64: the cycle took the per-node path instead)
+            return groups.explanation(len(window), rules, 0, ())
+    rows = feasible.tolist()
+    best = _best(bound, matrix, lambda i: table.node(rows[i]).name, chosen, full)
+    return groups.explanation(len(window), rules, len(rows), best)
+
+
+def _best(
+    bound: BoundRules, matrix: Matrix, name_of: Callable[[int], str], chosen: str | None, full: bool
+) -> tuple[ScoredNode, ...]:
+    """The best :data:`BEST` scored nodes (every one when ``full``), best first; ``name_of``
+    names the node of each of the matrix's rows (asked only of the candidates)."""
+    per_rule: list[Matrix] = []
+    totals = weighted_totals(bound.scores, matrix, per_rule)
+    count = len(totals)
+    if full or count <= BEST or totals.dtype == object:
+        candidates = list(range(count))
+    else:  # every node tied with the BEST-th best total, then the order below picks among them
+        threshold = np.partition(totals, count - BEST)[count - BEST]
+        candidates = np.flatnonzero(totals >= threshold).tolist()
+    values = totals.tolist()  # (Python ints: a numpy scalar per comparison costs more)
+    names = {i: name_of(i) for i in candidates}
+    candidates.sort(key=lambda i: (-values[i], names[i] != chosen, names[i]))
+    return tuple(
+        ScoredNode(names[i], tuple(int(column[i]) for column in per_rule), values[i])
+        for i in candidates[: count if full else BEST]
+    )
+
+
+def explain_nodes(
+    filtered: Mapping[str, tuple[str, ...]],
+    unresolvable: set[str],
+    scores: Mapping[str, Mapping[str, int]],
+    evaluated: int,
+    rules: tuple[str, ...],
+    chosen: str | None,
+    full: bool,
+) -> Explanation:
+    """The same explanation from a node-by-node walk's maps (the cycle's path for scores beyond
+    int64): every filtered node's reasons, the unresolvable ones, every scored node's scores."""
+    groups = _Groups(full)
+    for name, reasons in filtered.items():
+        groups.add(name, reasons, name in unresolvable)
+    ranked = sorted(scores, key=lambda n: (-scores[n]["total"], n != chosen, n))
+    best = tuple(
+        ScoredNode(n, tuple(scores[n][r] for r in rules), scores[n]["total"])
+        for n in (ranked if full else ranked[:BEST])
+    )
+    return groups.explanation(evaluated, rules, len(scores), best)
