@@ -24,6 +24,7 @@ from tests.upstream.harness import default_rules, node, pdb, pod, state
 from tests.upstream.test_defaultpreemption import *  # noqa: F403 - upstream's tables, batched here
 
 CALLS: list[int] = []
+REAL_PREEMPT = preemption.preempt  # (the fixture below wraps it)
 
 
 @pytest.fixture(autouse=True)
@@ -137,3 +138,30 @@ def test_dry_runs_together_decide_as_node_by_node(
     expected = (alone.nominated, [v.key for v in alone.victims], alone.message)
     assert (batched.nominated, [v.key for v in batched.victims], batched.message) == expected
     assert (as_array.nominated, [v.key for v in as_array.victims], as_array.message) == expected
+
+
+class _GiveUp(Exception):
+    pass
+
+
+@pytest.mark.parametrize("allowed", [0, 1, 2])
+def test_a_cancelled_cycle_gives_the_dry_runs_together_up(allowed: int) -> None:
+    """``between`` (a cycle's cancellation check) is called before the dry runs done together and
+    between their steps: raising there gives preemption up, and the snapshot is left as it was."""
+    nodes = [node(f"n{i}", allocatable={"cpu": "1", "memory": "8Gi", "pods": "5"}) for i in range(4)]
+    pods = [_pod(f"r{i}-{k}", 300, 0, f"n{i}") for i in range(4) for k in range(3)]
+    cluster = state(nodes, pods, [])
+    snapshot = cluster.snapshot()
+    before = [sorted(p.key for p in n.pods) for n in snapshot.nodes]
+    calls: list[int] = []
+
+    def between() -> None:
+        calls.append(1)
+        if len(calls) > allowed:
+            raise _GiveUp
+
+    with pytest.raises(_GiveUp):
+        columns = ColumnStore().current(snapshot)
+        REAL_PREEMPT(snapshot, default_rules().session(), _pod("incoming", 800, 100), None, None, columns, between)
+    assert len(calls) == allowed + 1
+    assert [sorted(p.key for p in n.pods) for n in snapshot.nodes] == before
