@@ -1,6 +1,6 @@
 """Preemption's dry runs of many nodes at once (rulesched.scheduler.dryrun) give what the
-node-by-node dry runs give: upstream's DefaultPreemption tables run again with every dry run
-batched (from one node on), and on generated clusters (priorities, budgets, host ports, taints,
+node-by-node dry runs give (upstream's DefaultPreemption tables run both ways in
+tests/upstream/test_defaultpreemption.py): on generated clusters (priorities, budgets, host ports, taints,
 pods of other priorities, rules whose filters read what the columns cannot adjust) both ways
 nominate the same node with the same victims and the same message."""
 
@@ -15,43 +15,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.lang.load import load_rules_text
-from rulesched.scheduler import dryrun, preemption
+from rulesched.scheduler import preemption
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.nominator import Reserved
 from rulesched.scheduler.table import ColumnStore
+from tests.helpers.preemption import batch_every_preemption
 from tests.upstream.harness import default_rules, node, pdb, pod, state
-from tests.upstream.test_defaultpreemption import *  # noqa: F403 - upstream's tables, batched here
 
-CALLS: list[int] = []
 REAL_PREEMPT = preemption.preempt  # (the fixture below wraps it)
 
 
 @pytest.fixture(autouse=True)
 def batched(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every preemption in this module with the snapshot's columns, batched from one node on,
-    and every candidate handed on (the tables observe them)."""
-    monkeypatch.setattr(preemption, "BATCH_FROM", 1)
-    monkeypatch.setattr(preemption, "OUTRANK", False)
-    monkeypatch.setattr(dryrun, "SMALL", 1)
-    real, together = preemption.preempt, preemption.dry_runs_together
-
-    def with_columns(
-        snapshot: Any, session: Any, p: Any, statuses: Any = None, reserved: Any = None, columns: Any = None
-    ) -> Any:
-        return real(snapshot, session, p, statuses, reserved, columns or ColumnStore().current(snapshot))
-
-    def counted(*args: Any) -> Any:
-        CALLS.append(1)
-        return together(*args)
-
-    monkeypatch.setattr(preemption, "preempt", with_columns)
-    monkeypatch.setattr(preemption, "dry_runs_together", counted)
+    and every candidate handed on."""
+    batch_every_preemption(monkeypatch)
     yield
-
-
-def test_the_tables_above_went_through_the_batch() -> None:
-    assert CALLS  # (collected after the tables: they ran first, batched)
 
 
 PORTS_RULES = """

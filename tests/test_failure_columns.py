@@ -25,7 +25,7 @@ from rulesched.lang.load import load_rules_text
 from rulesched.scheduler.evaluate import failure_reasons, node_statuses
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.table import ColumnStore
-from tests.test_fast_path_property import NAMESPACES, SETTINGS, Scenario, apply_events, scenarios
+from tests.helpers.scenarios import NAMESPACES, SETTINGS, Scenario, apply_events, scenarios
 from tests.upstream.harness import default_rules, node, pod
 
 
