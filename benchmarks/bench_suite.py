@@ -6,6 +6,7 @@
     python benchmarks/bench_suite.py --scaling              # + mixed at 500 ... 100 000 nodes
     python benchmarks/bench_suite.py --all                  # all three tables
     python benchmarks/bench_suite.py --list                 # the workloads, and those left out and why
+    python benchmarks/bench_suite.py --against /tmp/main --repeat 3   # main's tree vs this one, alternated
 
 The upstream workloads are data: ``scheduler_perf.yaml`` (templates, operations, thresholds,
 transcribed from kubernetes/kubernetes test/integration/scheduler_perf). For each one the suite
@@ -319,9 +320,12 @@ def run_generated(workload: str, nodes: int, running: int, pending: int, seed: i
 # --- the tables ---------------------------------------------------------------------------------
 
 
-def _child(args: list[str]) -> dict[str, Any]:
-    """Run one workload in a fresh interpreter; its JSON result."""
+def _child(args: list[str], tree: Path | None = None) -> dict[str, Any]:
+    """Run one workload in a fresh interpreter (with ``tree``'s ``rulesched`` first on its
+    PYTHONPATH when given); its JSON result."""
     env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tree), env.get("PYTHONPATH", "")) if p)
     out = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", *args],
         check=True,
@@ -337,6 +341,27 @@ def _median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the median pods/s (its other figures with it)."""
     runs = sorted(runs, key=lambda r: r["pods_per_s"])
     return runs[(len(runs) - 1) // 2]
+
+
+def _median(runs: list[dict[str, Any]], key: str) -> float:
+    return float(statistics.median(r[key] for r in runs))
+
+
+def show_compared(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
+    """One workload, the base tree's runs against this tree's: medians of each figure."""
+    r = new[0]
+    wall_b, wall_n = _median(base, "pods_per_s"), _median(new, "pods_per_s")
+    cpu_b, cpu_n = _median(base, "pods_per_cpu_s"), _median(new, "pods_per_cpu_s")
+    thr = r.get("threshold")
+    vs = f"  new {wall_n / thr:5.1f}x thr {thr}" if thr else ""
+    print(
+        f"{r['name']:58} base {wall_b:7.0f} ({cpu_b:6.0f}/cpu-s)  new {wall_n:7.0f} ({cpu_n:6.0f}/cpu-s)  "
+        f"x{wall_n / wall_b:5.2f} wall x{cpu_n / cpu_b:5.2f} cpu  "
+        f"p99 {_median(base, 'p99_ms'):6.2f}->{_median(new, 'p99_ms'):6.2f}  "
+        f"max {_median(base, 'max_ms'):6.1f}->{_median(new, 'max_ms'):6.1f} ms  "
+        f"RSS {_median(base, 'peak_rss_mb'):5.0f}->{_median(new, 'peak_rss_mb'):5.0f} MB{vs}",
+        flush=True,
+    )
 
 
 def show_upstream(r: dict[str, Any]) -> None:
@@ -378,6 +403,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply counts (quick checks only)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per workload; the median is shown")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="TREE",
+        help="also run each workload with TREE's rulesched (a checkout), alternating with this one",
+    )
+    parser.add_argument("--json", type=Path, metavar="FILE", help="append every run's figures to FILE (JSON lines)")
     parser.add_argument("--list", action="store_true")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -388,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
             result = run_upstream(rest[0], float(rest[1]), int(rest[2]))
         else:
             result = run_generated(kind, *(int(x) for x in rest))
+        import rulesched
+
+        result["tree"] = str(Path(rulesched.__file__).resolve().parent.parent)  # (which rulesched ran)
         print(json.dumps(result))
         return 0
 
@@ -400,8 +435,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {w['name']}: {w['why']}")
         return 0
 
+    def runs(child_args: list[str], tree: Path | None, label: str) -> dict[str, Any]:
+        result = _child(child_args, tree)
+        if args.json:
+            with args.json.open("a") as out:
+                out.write(json.dumps({**result, "version": label, "args": child_args}) + "\n")
+        return result
+
     def repeat(child_args: list[str]) -> dict[str, Any]:
-        return _median_of([_child(child_args) for _ in range(args.repeat)])
+        if args.against is None:
+            return _median_of([runs(child_args, None, "new") for _ in range(args.repeat)])
+        base, new = [], []
+        for _ in range(args.repeat):  # alternated, so both see the machine's load alike
+            base.append(runs(child_args, args.against, "base"))
+            new.append(runs(child_args, None, "new"))
+        show_compared(base, new)
+        return _median_of(new)
 
     if not args.no_upstream:
         names = [
