@@ -15,6 +15,12 @@ Workloads (after upstream scheduler_perf's test cases):
   volumes        StatefulSet-like: each pending pod mounts its own PersistentVolumeClaim of a zonal
                  WaitForFirstConsumer StorageClass (provisioned in zone-a or zone-b only), spread
                  over zones (ScheduleAnyway); every node has a CSINode with an attach limit of 39
+  stops-fitting  the mixed cluster's nodes and running pods; pending pods each with their own cpu
+                 request, more than the cluster holds: the last ~8% fit nowhere, and their
+                 preemption finds no victims (every pod has the same priority)
+  preemption     the mixed cluster's nodes, running pods of priority 0 to 3 (some under a
+                 PodDisruptionBudget), and pending pods of priority 0 to 4 that need more room than
+                 is free, so many cycles preempt
 Deterministic by seed. Node shape follows scheduler_perf's node template (4 CPU, 32Gi, 110 pods).
 """
 
@@ -345,7 +351,7 @@ def volume_pod(name: str, group: int) -> list[dict[str, Any]]:
 
 def generate(nodes: int, running: int, pending: int, workload: str, seed: int, groups: int = 1) -> dict[str, Any]:
     rng = random.Random(seed)
-    if workload in ("mixed", "distinct"):
+    if workload in ("mixed", "distinct", "stops-fitting", "preemption"):
         return _generate_real(nodes, running, pending, workload, rng, groups if groups > 1 else 200)
     if workload == "volumes":
         items = [node(i, rng) for i in range(nodes)] + storage_objects(nodes)
@@ -371,12 +377,86 @@ def _generate_real(
     items = [real_node(i, rng) for i in range(nodes)]
     for i in range(running):
         items.append(deployment_pod(f"running-{i}", rng.randrange(deployments), f"node-{rng.randrange(nodes)}"))
+    if workload == "stops-fitting":
+        items += _overflowing_pods(items, pending)
+        return {"apiVersion": "v1", "kind": "List", "items": items}
+    if workload == "preemption":
+        items += _preempting_pods(items, pending, rng)
+        return {"apiVersion": "v1", "kind": "List", "items": items}
     for i in range(pending):
         if workload == "mixed":
             items.append(deployment_pod(f"pending-{i}", rng.randrange(deployments), None))
         else:
             items.append(distinct_pod(f"pending-{i}", i))
     return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _milli_cpu(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(quantity) * 1000
+
+
+def _free_cpu(items: list[dict[str, Any]]) -> int:
+    """Millicores left on the schedulable nodes of ``items`` (nodes, then their running pods)."""
+    free = {}
+    for obj in items:
+        if obj["kind"] == "Node" and not obj["spec"].get("unschedulable"):
+            free[obj["metadata"]["name"]] = _milli_cpu(obj["status"]["allocatable"]["cpu"])
+        elif obj["kind"] == "Pod" and obj["spec"].get("nodeName") in free:
+            for c in obj["spec"]["containers"]:
+                free[obj["spec"]["nodeName"]] -= _milli_cpu(c["resources"]["requests"]["cpu"])
+    return sum(max(0, f) for f in free.values())
+
+
+def _overflowing_pods(items: list[dict[str, Any]], pending: int) -> list[dict[str, Any]]:
+    """Fill each node's first running pod up to 80-90% of the node's cpu, then ``pending`` pods
+    unlike each other (own cpu request, own app label) asking together for 95% of the cpu the
+    untainted nodes have left: with fragmentation, about 9% of them find no node."""
+    cpu = {o["metadata"]["name"]: _milli_cpu(o["status"]["allocatable"]["cpu"]) for o in items if o["kind"] == "Node"}
+    filled: set[str] = set()
+    for i, obj in enumerate(items):
+        node_name = obj["spec"].get("nodeName") if obj["kind"] == "Pod" else None
+        if node_name and node_name not in filled:
+            filled.add(node_name)
+            share = 80 + (i * 37) % 11
+            obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{cpu[node_name] * share // 100}m"
+    mean = _free_cpu(items) * 24 // 25 * 95 // 100 // max(1, pending)  # (1 node in 25 is tainted)
+    out = []
+    for i in range(pending):
+        pod_ = distinct_pod(f"pending-{i}", i)
+        requests = pod_["spec"]["containers"][0]["resources"]["requests"]
+        requests["cpu"] = f"{max(10, mean // 2 + (i * 7919) % max(1, mean))}m"
+        out.append(pod_)
+    return out
+
+
+def _preempting_pods(items: list[dict[str, Any]], pending: int, rng: random.Random) -> list[dict[str, Any]]:
+    """Running pods get priorities 0-3 (one Deployment in four also a PodDisruptionBudget
+    allowing one disruption); ``pending`` pods of priority 0-4 ask for 1.3x the free cpu."""
+    budgets = []
+    for obj in items:
+        if obj["kind"] == "Pod":
+            app = obj["metadata"]["labels"]["app"]
+            d = int(app.rsplit("-", 1)[1])
+            obj["spec"]["priority"] = d % 4
+            if d % 4 == 1 and app not in budgets:
+                budgets.append(app)
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": f"pdb-{app}", "namespace": "default"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": app}}},
+        }
+        for app in budgets
+    ]
+    mean = _free_cpu(items) * 13 // 10 // max(1, pending)
+    for i in range(pending):
+        pod_ = distinct_pod(f"pending-{i}", i)
+        spec = pod_["spec"]
+        spec["priority"] = rng.randrange(5)
+        spec["containers"][0]["resources"]["requests"]["cpu"] = f"{max(10, mean // 2 + (i * 7919) % max(1, mean))}m"
+        out.append(pod_)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,7 +466,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pending", type=int, default=10000)
     parser.add_argument(
         "--workload",
-        choices=("basic", "node-affinity", "spreading", "anti-affinity", "mixed", "distinct", "volumes"),
+        choices=(
+            "basic",
+            "node-affinity",
+            "spreading",
+            "anti-affinity",
+            "mixed",
+            "distinct",
+            "volumes",
+            "stops-fitting",
+            "preemption",
+        ),
         default="basic",
     )
     parser.add_argument("--seed", type=int, default=1)

@@ -19,6 +19,7 @@ This package never imports the cluster or Kubernetes side (an import-linter cont
 layers between the sub-packages).
 """
 
+from rulesched.lang.builtins import BUILTINS  # the registry (its hooks tell the engine what a call reads)
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.evaluation.bound import (
     BoundFilter,
@@ -39,6 +40,7 @@ from rulesched.lang.handle import RulesHandle
 from rulesched.lang.load import load_rules, load_rules_text, load_sources
 
 __all__ = [
+    "BUILTINS",
     "BoundFilter",
     "BoundPreempt",
     "BoundRules",

@@ -10,9 +10,11 @@ naming what it counts
 the pods added and removed since (``ClusterView.pod_changes``). Counts are sums over pods, so a
 removal is the addition with sign -1. A change to nodes (their labels decide domains) or a replay
 the journal no longer covers means a rebuild; so does a cluster of another history (entries
-record which store's positions they are at). Next stage: the built-ins that count with them,
-:mod:`rulesched.lang.builtins.affinity` and :mod:`rulesched.lang.builtins.spreading`; preemption's
-dry runs and the nominator fork them (:class:`ForkedIndexes`).
+record which store's positions they are at). :class:`LabelCensus` counts pods by label per node,
+so that indexes counting what a matchLabels selector picks are built from it rather than by a
+walk over every pod. The built-ins themselves are in
+:mod:`rulesched.lang.builtins.affinity` and :mod:`rulesched.lang.builtins.spreading`; preemption's dry runs and the
+nominator fork them (:class:`ForkedIndexes`).
 """
 
 from __future__ import annotations
@@ -135,10 +137,17 @@ class PodSum:
     only those that have some. ``version`` changes whenever the counts do (answers computed
     from them may be cached under it)."""
 
-    def __init__(self, contribute: Contribution, affinity_only: bool = False) -> None:
+    def __init__(
+        self,
+        contribute: Contribution,
+        affinity_only: bool = False,
+        builder: Callable[[ClusterView, Callable[[Any, int], None]], None] | None = None,
+    ) -> None:
         self.counts: dict[Any, int] = {}
         self._contribute = contribute
         self._affinity_only = affinity_only
+        # Builds the sums another way than by a walk (the same sums: from other indexes, say).
+        self._builder = builder
         self._build = 0
         self._changes = 0
 
@@ -153,7 +162,9 @@ class PodSum:
         def add(key: Any, n: int) -> None:
             counts[key] = counts.get(key, 0) + n
 
-        if self._affinity_only:
+        if self._builder is not None:
+            self._builder(cluster, add)
+        elif self._affinity_only:
             for pod, node in cluster.affinity_pods():
                 contribute(pod, node, add)
         else:
@@ -181,3 +192,67 @@ class PodSum:
                 counts.pop(key, None)
 
         self._contribute(pod, node, add)
+
+
+class LabelCensus:
+    """The pods on each node by label: (namespace, label key, value) -> node name -> pods there
+    carrying it, and the same for the terminating ones alone (countPodsMatchSelector leaves them
+    out, affinity terms do not). Kept like any index (built once by a walk, then the pod changes
+    replayed), so that counting the pods a matchLabels selector picks visits only the nodes
+    holding such pods rather than every pod in the cluster. Also keeps, per set of topology
+    keys, the domains of the nodes carrying them (the same while nodes are). A fork shares its
+    parent's counts and keeps its own changes."""
+
+    def __init__(self, parent: LabelCensus | None = None) -> None:
+        self.counts: dict[tuple[str, str, str], dict[str, int]] = {}
+        self.deleting: dict[tuple[str, str, str], dict[str, int]] = {}
+        self._parent = parent
+        self._domains: dict[tuple[Any, ...], list[str]] = {}
+
+    def build(self, cluster: ClusterView) -> None:
+        for node in cluster.node_views():
+            for pod in node.pods:
+                self.apply(1, pod, node)
+
+    def apply(self, sign: int, pod: Pod, node: Any) -> None:
+        name, namespace = node.name, pod.namespace
+        for counts in (self.counts, self.deleting) if pod.deleting else (self.counts,):
+            for key, value in pod.labels.items():
+                nodes = counts.get((namespace, key, value))
+                if nodes is None:
+                    nodes = counts[(namespace, key, value)] = {}
+                nodes[name] = nodes.get(name, 0) + sign
+
+    def fork(self) -> LabelCensus:
+        return LabelCensus(self)
+
+    def nodes_with(self, namespace: str, key: str, value: str, live: bool = True) -> dict[str, int]:
+        """Node name -> pods there in ``namespace`` labelled ``key=value`` (some may be 0);
+        ``live``: terminating pods left out."""
+        found = dict(self._pairs(self.counts, (namespace, key, value)))
+        if live:
+            for name, n in self._pairs(self.deleting, (namespace, key, value)).items():
+                found[name] -= n
+        return found
+
+    def _pairs(self, which: dict[tuple[str, str, str], dict[str, int]], pair: tuple[str, str, str]) -> dict[str, int]:
+        own = (self.counts if which is self.counts else self.deleting).get(pair, {})
+        if self._parent is None:
+            return own
+        merged = dict(self._parent._pairs(self._parent.counts if which is self.counts else self._parent.deleting, pair))
+        for name, n in own.items():
+            merged[name] = merged.get(name, 0) + n
+        return merged
+
+    def domains(self, cluster: ClusterView, keys: tuple[str, ...], topology_key: str) -> list[str]:
+        """The values of ``topology_key`` ("" where absent) over the nodes carrying every key of
+        ``keys``, one per node (kept while the nodes are the same)."""
+        memo = (cluster.history, cluster.node_generation, keys, topology_key)
+        found = self._domains.get(memo)
+        if found is None:
+            if len(self._domains) > 64:
+                self._domains.clear()
+            found = self._domains[memo] = [
+                n.labels.get(topology_key, "") for n in cluster.node_views() if all(k in n.labels for k in keys)
+            ]
+        return found

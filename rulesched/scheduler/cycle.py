@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import cachetools
@@ -39,11 +39,19 @@ import numpy as np
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, RuleSet, Session
-from rulesched.lang.evaluation.columns import Rows
+from rulesched.lang.evaluation.columns import NodeColumns, Rows
+from rulesched.lang.evaluation.failures import FailedRows, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
 from rulesched.scheduler.cancel import Cancellation
-from rulesched.scheduler.evaluate import Filtered, failure_reasons, filter_nodes, score_nodes
+from rulesched.scheduler.evaluate import (
+    Filtered,
+    NodeStatuses,
+    failure_reasons,
+    filter_nodes,
+    node_statuses,
+    score_nodes,
+)
 from rulesched.scheduler.explanation import explain_nodes, explain_walk
 from rulesched.scheduler.framework import (
     EXPLAIN_FULL,
@@ -89,6 +97,10 @@ class Cycle:
         self._columns = ColumnStore()
         # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
         self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
+        # The last cycle's failing rows by first failing filter, when its table walk found no
+        # node: (binding, the snapshot's history, pod position, node generation, rows)
+        self._failed: tuple[BoundRules, object, int, int, list[FailedRows]] | None = None
+        self._ratio = 2.0  # the last walk's nodes looked at per feasible node (a new table's guess)
 
     def run(
         self,
@@ -108,6 +120,7 @@ class Cycle:
             self._scoring = bool(session.rules.scores)
             self._tables.clear()
             self._reserved.clear()
+        self._failed = None
         timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
         bound = session.bind(pod, snapshot)
         try:
@@ -254,7 +267,7 @@ class Cycle:
     ) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk)
+            table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk, self._ratio)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
                 limit = tables_for(len(snapshot.nodes), self.shares)
                 while len(self._tables) >= limit:
@@ -265,6 +278,7 @@ class Cycle:
             return self._walk(table, bound, snapshot, result, check, started, missed)
         finally:
             table.release()
+            self._ratio = table.ratio
 
     def _walk(
         self,
@@ -290,7 +304,13 @@ class Cycle:
         result.evaluated, result.feasible = looked, len(rows)
         if not len(rows):
             rejected_by: set[str] = set()
-            result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
+            failed = table.failures()
+            if failed is None:
+                result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
+            else:
+                reasons, rejected_by = reason_counts(bound, self._columns.current(snapshot), failed)
+                result.reasons.update(reasons)
+                self._failed = (bound, snapshot.history, snapshot.pod_position, snapshot.node_generation, failed)
             if check is not None:
                 result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))
             result.rejected_by = frozenset(rejected_by)
@@ -310,6 +330,24 @@ class Cycle:
         _phase(result, SCORE, scoring)
         self._explain(result, table, start, looked, rows, matrix, check)
         return result
+
+    def columns(self, snapshot: Snapshot) -> NodeColumns:
+        """The snapshot's nodes as columns (the tables' own, brought up to ``snapshot``)."""
+        return self._columns.current(snapshot)
+
+    def statuses(self, bound: BoundRules, snapshot: Snapshot) -> Mapping[str, Code]:
+        """:func:`rulesched.scheduler.evaluate.node_statuses` of the last cycle's pod (its
+        binding, its snapshot): from the rows its walk found failing, when it had them (then
+        as an array over the nodes, :class:`NodeStatuses`)."""
+        kept = self._failed
+        now = (snapshot.history, snapshot.pod_position, snapshot.node_generation)
+        if kept is None or kept[0] is not bound or kept[1:4] != now:
+            return node_statuses(bound, snapshot.nodes)
+        cols = self._columns.current(snapshot)
+        codes = np.zeros(len(snapshot.nodes), dtype=np.int8)
+        for group in kept[4]:
+            codes[group.rows] = 1 + unresolvable_rows(bound, cols, group).astype(np.int8)
+        return NodeStatuses(codes, snapshot.nodes, self._columns.rows_by_name(snapshot))
 
     def _explain(
         self,

@@ -9,9 +9,12 @@ as in a cycle's table walk, so every face of rulesched ranks nodes alike.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from rulesched.lang import BoundFilter, BoundRules
 from rulesched.lang.evaluation.bound import Failure
@@ -90,6 +93,31 @@ def node_statuses(bound: BoundRules, nodes: Sequence[Any]) -> dict[str, Code]:
             watch.rule = failure[0].name  # (its unresolvable clause)
             out[node.name] = status_of(failure[0], node)
     return out
+
+
+class NodeStatuses(Mapping[str, Code]):
+    """:func:`node_statuses` as an array over a snapshot's nodes (``codes[row]``: 0 the node
+    fits, 1 Unschedulable, 2 UnschedulableAndUnresolvable), for callers that read it per row
+    (preemption); a Mapping of the failing nodes' names for the others."""
+
+    _CODES = (None, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def __init__(self, codes: npt.NDArray[np.int8], nodes: Sequence[Any], rows: Mapping[str, int]) -> None:
+        self.codes, self.nodes, self.rows = codes, nodes, rows
+
+    def __getitem__(self, name: str) -> Code:
+        row = self.rows.get(name)
+        found = self._CODES[self.codes[row]] if row is not None else None
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        nodes = self.nodes
+        return (nodes[r].name for r in np.flatnonzero(self.codes).tolist())
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self.codes))
 
 
 def status_of(failed: BoundFilter, node: Any) -> Code:

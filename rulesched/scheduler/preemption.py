@@ -30,14 +30,21 @@ import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
+from rulesched.lang.evaluation.arrays import Unsupported
+from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.lang.indexes import ForkedIndexes
+from rulesched.lang.types import NUMBER, ListOf
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.evaluate import node_statuses
+from rulesched.scheduler.dryrun import dry_runs_together, node_local
+from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.nominator import Reserved
 from rulesched.semantics.matching import label_selector_matches
@@ -45,11 +52,13 @@ from rulesched.semantics.matching import label_selector_matches
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
+_PRIORITY_SETS = ListOf(NUMBER)  # (the column's type: object, a frozenset per node)
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
+BATCH_FROM = 16  # nodes tried from which their dry runs go together, as columns
+OUTRANK = True  # dry runs together hand pick_candidate only the candidates it may choose
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):  # (a tuple: made for every node a preemption tries, thousands at once)
     node: str
     victims: tuple[Pod, ...]  # most important first
     pdb_violations: int
@@ -61,6 +70,9 @@ class NoFit:
     first filter it still fails there, which upstream's dry run reports as the node's status)."""
 
     reasons: tuple[str, ...]
+
+
+_LEFT = NoFit(())  # (a sentinel: a node left to the node-by-node dry run)
 
 
 def _started(pod: Pod) -> float:
@@ -80,14 +92,17 @@ def preempt(
     pod: Pod,
     statuses: Mapping[str, Code] | None = None,
     reserved: Reserved | None = None,
+    columns: NodeColumns | None = None,
     between: Callable[[], None] | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
     upstream's NodeToStatus has it, unless it holds nominated pods: the pod then failed there
     only with them added); without them they are computed here. ``reserved``: the nominated pods
-    it must leave room for, per node. ``between`` is called before each node's dry run: it may
-    raise to give preemption up (a cancelled cycle; nothing was changed)."""
+    it must leave room for, per node. ``columns``: the snapshot's nodes as columns, for dry runs
+    of many nodes at once (:mod:`rulesched.scheduler.dryrun`). ``between`` is called before each
+    node's dry run and each step of the dry runs done together: it may raise to give preemption
+    up (a cancelled cycle; nothing was changed)."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
@@ -101,22 +116,28 @@ def preempt(
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
     candidates: list[Candidate] = []
+    potential = _Potential(bound, session.rules.node_memos)
+    tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims), in node order
     left = CHECK_EVERY
-    for node in snapshot.nodes:
-        status = statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None)
-        if status is not Code.UNSCHEDULABLE:
-            counts[NOT_HELPFUL] += 1
-            continue
+    for row in _rows_to_try(snapshot, statuses, held, potential, columns, counts):
+        node = snapshot.nodes[row]
         left -= 1
         if not left:  # (the preempt rules' answers for each pod on the node: checked every few nodes)
             left = bound.watch.tick()
-        allowed = [p for p in node.pods if all(rule.allows(node, p) for rule in bound.preempts)]
+        allowed = potential.victims(node)
         if not allowed:
             counts[NO_VICTIMS] += 1
             continue
-        if between is not None:
-            between()
-        outcome = select_victims(overlay, bound, node.name, sorted(allowed, key=importance), held.get(node.name, ()))
+        tried.append((row, node, allowed))
+    together = _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between)
+    for row, node, victims in tried:
+        outcome = together.get(row, _LEFT)
+        if outcome is None:  # a candidate pick_candidate cannot choose
+            continue
+        if outcome is _LEFT:
+            if between is not None:
+                between()
+            outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
         if isinstance(outcome, NoFit):
             counts.update(set(outcome.reasons))
         else:
@@ -125,6 +146,107 @@ def preempt(
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
     return Preemption(chosen.node, chosen.victims)
+
+
+def _rows_to_try(
+    snapshot: Snapshot,
+    statuses: Mapping[str, Code],
+    held: Mapping[str, Any],
+    potential: _Potential,
+    columns: NodeColumns | None,
+    counts: Counter[str],
+) -> list[int]:
+    """The rows of the nodes preemption tries (status Unschedulable, or none where nominated
+    pods are held), in node order; the others are counted as not helpful, and (as arrays, when
+    the statuses and the columns allow) those whose pods' priorities the rules all refuse as
+    having no victims."""
+    nodes = snapshot.nodes
+    if not isinstance(statuses, NodeStatuses):
+        out = []
+        for row, node in enumerate(nodes):
+            if statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None) is Code.UNSCHEDULABLE:
+                out.append(row)
+            else:
+                counts[NOT_HELPFUL] += 1
+        return out
+    codes = statuses.codes
+    if held:
+        codes = codes.copy()
+        for name in held:
+            at = statuses.rows.get(name)
+            if at is not None and codes[at] == 0:
+                codes[at] = 1
+    tried = np.flatnonzero(codes == 1)
+    if len(nodes) > len(tried):
+        counts[NOT_HELPFUL] += len(nodes) - len(tried)
+    if columns is not None and potential.by_priority and len(tried):
+        wanted = potential.wanted_rows(nodes, columns, tried)
+        if not wanted.all():
+            counts[NO_VICTIMS] += int(np.count_nonzero(~wanted))
+            tried = tried[wanted]
+    found: list[int] = tried.tolist()
+    return found
+
+
+def _pod_priorities(node: Any) -> frozenset[int]:
+    """The priorities of a node's pods (a node column: rulesched.lang.evaluation.columns)."""
+    return frozenset(p.priority for p in node.pods)
+
+
+_PRIORITIES = ("preemption", "priorities")  # a node memo key: its pods' priorities
+
+
+class _Potential:
+    """The pods of a node every applicable preempt rule allows to be evicted. Rules that read
+    the victim only through its priority (the default's ``victim.priority < pod.priority``) are
+    asked once per priority, and a node whose pods' priorities (kept in the node's memo until it
+    changes) are all refused is passed over without looking at its pods."""
+
+    def __init__(self, bound: BoundRules, memos: NodeMemos) -> None:
+        self.rules = bound.preempts
+        self._memos = memos  # (the rule set's node memos: the node's priorities and victims kept there)
+        self.by_priority = all(rule.by_priority for rule in self.rules)
+        self._allowed: dict[int, bool] = {}
+        self._wanted: dict[frozenset[int], frozenset[int]] = {}  # a node's priorities -> those allowed
+
+    def wanted_rows(self, nodes: Sequence[Any], columns: NodeColumns, rows: Any) -> Any:
+        """Whether each row's node holds a pod of a priority the rules allow to evict."""
+        values = columns.derived(_pod_priorities, _PRIORITY_SETS)[rows].tolist()
+        verdict: dict[frozenset[int], bool] = {}
+        for row, priorities in zip(rows.tolist(), values, strict=True):
+            if priorities not in verdict:
+                verdict[priorities] = bool(self._wanted_of(nodes[row], priorities))
+        return np.array([verdict[p] for p in values], dtype=bool)
+
+    def _wanted_of(self, node: Any, priorities: frozenset[int]) -> frozenset[int]:
+        """Those of ``priorities`` (of the node's pods) the rules allow to evict."""
+        wanted = self._wanted.get(priorities)
+        if wanted is None:
+            allowed, rules = self._allowed, self.rules
+            for priority in priorities:
+                if priority not in allowed:
+                    example = next(p for p in node.pods if p.priority == priority)
+                    allowed[priority] = all(rule.allows(node, example) for rule in rules)
+            wanted = self._wanted[priorities] = frozenset(q for q in priorities if allowed[q])
+        return wanted
+
+    def victims(self, node: Any) -> list[Pod]:
+        """The node's potential victims, most important first (a list not to be changed)."""
+        rules = self.rules
+        if not self.by_priority:
+            return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=importance)
+        memo = self._memos.values(node) or self._memos.start(node)
+        priorities = memo.get(_PRIORITIES)
+        if priorities is None:
+            priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
+        wanted = self._wanted_of(node, priorities)
+        if not wanted:
+            return []
+        key = (_PRIORITIES, wanted)  # (the same pods for every pod allowed these)
+        found: list[Pod] | None = memo.get(key)
+        if found is None:
+            found = memo[key] = sorted((p for p in node.pods if p.priority in wanted), key=importance)
+        return found
 
 
 def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:
@@ -215,6 +337,49 @@ def select_victims(
         overlay.reset_node(name)
 
 
+def _dry_runs_together(
+    bound: BoundRules,
+    base: NodeColumns | None,
+    tried: list[tuple[int, Any, list[Pod]]],
+    pdbs: Sequence[PodDisruptionBudget],
+    held: Mapping[str, Sequence[Pod]],
+    between: Callable[[], None] | None = None,
+) -> dict[int, Candidate | NoFit | None]:
+    """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.scheduler.dryrun`),
+    by row: a node's candidate or why it does not fit, or None for a candidate pick_candidate
+    cannot choose; rows missing from the answer are left to the node-by-node dry run."""
+    if base is None or len(tried) < BATCH_FROM or not node_local(bound):
+        return {}
+    # Each node's pods in the order they are put back: those whose eviction would violate a
+    # budget first (the first ``violating[i]``), then the rest.
+    orders: list[list[Pod]] = []
+    violating: list[int] = []
+    for _, _, potential in tried:
+        if pdbs:
+            first, rest = _split_by_pdb(potential, pdbs)
+            orders.append(first + rest)
+            violating.append(len(first))
+        else:
+            orders.append(potential)
+            violating.append(0)
+    nodes = [node for _, node, _ in tried]
+    rows = np.array([row for row, _, _ in tried], dtype=np.intp)
+    rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
+    try:
+        nominated = [held.get(node.name, ()) for node in nodes] if held else []
+        found = dry_runs_together(bound, base, nodes, rows, orders, violating, rank, nominated, between)
+    except Unsupported:
+        return {}
+    out: dict[int, Candidate | NoFit | None] = {tried[i][0]: NoFit(why) for i, why in found.no_fit.items()}
+    for i, (victims, violations) in found.chosen.items():
+        # (put back in importance order, unless budgets reordered them)
+        chosen = tuple(sorted(victims, key=importance)) if violating[i] else tuple(victims)
+        out[tried[i][0]] = Candidate(nodes[i].name, chosen, violations)
+    for i in found.outranked:
+        out[tried[i][0]] = None
+    return out
+
+
 def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
     """filterPodsWithPDBViolation: budgets count down as pods are considered, in order."""
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
@@ -258,8 +423,9 @@ def pick_candidate(
     ]
     remaining = list(candidates)
     for criterion in criteria:
-        best = max(criterion(c) for c in remaining)
-        remaining = [c for c in remaining if criterion(c) == best]
+        values = [criterion(c) for c in remaining]
+        best = max(values)
+        remaining = [c for c, v in zip(remaining, values, strict=True) if v == best]
         if len(remaining) == 1:
             break
     return remaining[0]

@@ -53,7 +53,6 @@ from rulesched.model.groups import PodGroup
 from rulesched.scheduler import gang
 from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import Cycle
-from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import (
     POST_FILTER,
     RESERVE,
@@ -287,7 +286,7 @@ class Scheduler:
         watch.arm(self.cancel.check)
         try:
             snapshot = self.store.snapshot()
-            return preempt(snapshot, session, pod, None, self.nominator.reserved_for(pod), self.cancel.check)
+            return preempt(snapshot, session, pod, None, self.nominator.reserved_for(pod), None, self.cancel.check)
         except CycleCancelled as cancelled:
             cancelled.rule = watch.rule
             raise
@@ -436,8 +435,9 @@ class Scheduler:
                     waiting = True
                 else:
                     # the statuses from the cycle's binding, whose per-node answers are still warm
-                    statuses = node_statuses(bound, snapshot.nodes)
-                    outcome = preempt(snapshot, session, pod, statuses, reserved, self.cancel.check)
+                    statuses = profile.cycle.statuses(bound, snapshot)
+                    columns = profile.cycle.columns(snapshot)
+                    outcome = preempt(snapshot, session, pod, statuses, reserved, columns, self.cancel.check)
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)
                         if whole is None:

@@ -28,6 +28,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundFilter, BoundRules, Filters
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
+from rulesched.lang.evaluation.failures import FailedRows, first_failures
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
 
@@ -94,12 +95,19 @@ class ColumnStore:
 
 class NodeTable:
     def __init__(
-        self, bound: BoundRules, store: ColumnStore | None = None, columns_from: int = 0, chunk: int = 0
+        self,
+        bound: BoundRules,
+        store: ColumnStore | None = None,
+        columns_from: int = 0,
+        chunk: int = 0,
+        ratio: float = 2.0,
     ) -> None:
         self.bound = bound
         self._store = store
         self._columns_from = columns_from if store is not None else 0
-        self._ratio = 2.0  # nodes looked at per feasible node found, last time: sizes the next chunk
+        # Nodes looked at per feasible node found, last time: sizes the next chunk (a new table
+        # starts from the caller's guess: the last walk of any class, in a cluster filling up).
+        self.ratio = ratio
         self._chunk = chunk or 2**62  # the most nodes one step of a walk takes
         self._history: object = None
         self._snapshot: Snapshot | None = None
@@ -184,7 +192,7 @@ class NodeTable:
         while need > 0 and looked < most:
             if between is not None:
                 between()
-            size = min(most - looked, int(need * self._ratio) + 32, self._chunk)
+            size = min(most - looked, int(need * self.ratio) + 32, self._chunk)
             rows = self._window(pos, size)
             self._check(rows)
             fit = rows[self._fits[rows]]
@@ -199,7 +207,7 @@ class NodeTable:
             pos = (pos + size) % n
         rows = np.concatenate(found) if len(found) != 1 else found[0]
         if len(rows):
-            self._ratio = max(1.0, looked / len(rows))
+            self.ratio = max(1.0, looked / len(rows))
         return rows, looked
 
     def passing(self, rows: Rows) -> Rows:
@@ -267,6 +275,13 @@ class NodeTable:
 
     def node(self, row: int) -> NodeInfo:
         return self._nodes[row]
+
+    def failures(self) -> list[FailedRows] | None:
+        """Every node's first failing filter, by filter (a walk found no node: the FitError
+        message and preemption need them), as columns; None for a table without columns."""
+        if self._store is None:
+            return None
+        return first_failures(self.bound, self._columns(), self._rows, self._shared())
 
     def first_failing(self, rows: Rows) -> npt.NDArray[np.intp]:
         """For each row, the index (in ``bound.filters``) of the first filter its node fails,

@@ -36,6 +36,9 @@ Not ported (rulesched does not model what they need):
 
 The last table is not upstream's: it pins util.GetPodStartTime's rule (a pod without a start time
 counts as started now) that the tables above never reach.
+
+Every test runs twice: node by node, and with the dry runs batched as columns from one node on
+(rulesched.scheduler.dryrun; tests/helpers/preemption.py).
 """
 
 from __future__ import annotations
@@ -48,7 +51,17 @@ import pytest
 from rulesched.model.decode import decode_pod
 from rulesched.scheduler import preemption
 from rulesched.scheduler.framework import Code
+from tests.helpers.preemption import batch_every_preemption
 from tests.upstream.harness import default_rules, node, pdb, pod, state
+
+BATCHES: list[int] = []  # one entry per batch of dry runs (the batched runs below)
+
+
+@pytest.fixture(autouse=True, params=["node-by-node", "batched"])
+def dry_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.param == "batched":
+        batch_every_preemption(monkeypatch, BATCHES)
+
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 SMALL, MEDIUM = {"cpu": "100m", "memory": "100"}, {"cpu": "200m", "memory": "200"}
@@ -642,3 +655,7 @@ NO_START_TIME = [
 def test_pods_without_start_time_count_as_started_now(names: tuple, incoming: Any, pods: list, want: tuple) -> None:
     nominated, victims, _ = run(state(nodes(*names, labelled=False), pods), incoming)
     assert (nominated, victims) == want
+
+
+def test_the_tables_above_went_through_the_batch() -> None:
+    assert BATCHES  # (collected last: the tables ran first, batched in one of their two runs)

@@ -274,6 +274,7 @@ def _topology(name: str, result: Type, doc: str) -> Builtin:
         moves=topology.MOVES[name],
         domain=topology.DOMAINS.get(name),
         uniform=topology.UNIFORM.get(name),
+        columns=topology.COLUMNS.get(name),
     )
 
 

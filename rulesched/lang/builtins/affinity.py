@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.indexes import Add, PodSum, current
+from rulesched.lang.indexes import Add, LabelCensus, PodSum, current
 from rulesched.model import Pod
 from rulesched.semantics.affinity import (
     HARD_POD_AFFINITY_WEIGHT,
@@ -194,6 +194,21 @@ def existing_anti_affinity_ok(ctx: EvalContext, node: Any) -> bool:
     return not any(counts.get(pair, 0) > 0 for pair in node.labels.items())
 
 
+def existing_anti_affinity_columns(ctx: EvalContext, cols: Any, rows: Any) -> Any:
+    """:func:`existing_anti_affinity_ok` of many rows (of the NodeColumns ``cols``): a node fails
+    where one of its labels is a (key, value) some existing pod's anti-affinity counts."""
+    counts = (ctx.scratch.get("interpod") or _affinity_state(ctx)).existing_anti_counts
+    by_key: dict[str, set[str]] = {}
+    for (key, value), n in counts.items():
+        if n > 0:
+            by_key.setdefault(key, set()).add(value)
+    bad: Any = None
+    for key, values in by_key.items():
+        hit = cols.label_in(key, values, rows)
+        bad = hit if bad is None else bad | hit
+    return [True] * len(rows) if bad is None else (~bad).tolist()
+
+
 # --- score -------------------------------------------------------------------------------------
 
 
@@ -221,9 +236,56 @@ def score_index(ctx: EvalContext) -> PodSum | None:
         _score_pair(other, node.labels, incoming, selecting, add, namespaces)
 
     key = ("interpod-score", selecting, incoming)
-    index = current(ctx, key, lambda: PodSum(contribute, affinity_only=not incoming))
+    builder = None
+    if incoming and all(_countable(t) for t in incoming):  # the pods the terms select: from the census
+        census = current(ctx, ("label-census",), LabelCensus)
+
+        def builder(cluster: Any, add: Add) -> None:
+            _score_from_census(cluster, census, incoming, selecting, add, namespaces)
+
+    index = current(ctx, key, lambda: PodSum(contribute, affinity_only=not incoming, builder=builder))
     ctx.scratch["interpod-score"] = index
     return index
+
+
+def _countable(term: Term) -> bool:
+    """A term whose pods a :class:`LabelCensus` counts: listed namespaces, matchLabels only."""
+    selector = term.selector
+    return (
+        term.namespace_selector is None
+        and selector is not None
+        and not selector.match_expressions
+        and bool(selector.match_labels)
+    )
+
+
+def _score_from_census(
+    cluster: Any,
+    census: LabelCensus,
+    incoming: Sequence[Term],
+    selecting: frozenset[TermKey],
+    add: Add,
+    namespaces: Namespaces,
+) -> None:
+    """score_index's sums without a walk over every pod: the running pods' terms from the pods
+    that have some, the incoming pod's terms from the nodes holding the pods they select."""
+    if selecting:
+        for other, node in cluster.affinity_pods():
+            _score_pair(other, node.labels, (), selecting, add, namespaces)
+    for term in incoming:
+        if not term.weight:
+            continue
+        assert term.selector is not None
+        pairs = term.selector.match_labels
+        for namespace in term.namespaces:
+            for name, n in census.nodes_with(namespace, *pairs[0], live=False).items():
+                node = cluster.node_view(name) if n > 0 else None
+                if node is None or term.topology_key not in node.labels:
+                    continue
+                if len(pairs) > 1:
+                    n = sum(1 for p in node.pods if p.namespace == namespace and term.matches(p, namespaces))
+                if n:
+                    add((term.topology_key, node.labels[term.topology_key]), term.weight * n)
 
 
 def _score_pair(

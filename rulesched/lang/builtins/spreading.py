@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.indexes import current
-from rulesched.model import Pod
+from rulesched.lang.indexes import LabelCensus, current
+from rulesched.lang.types import BOOL, NUMBER, STRING
+from rulesched.model import LabelSelector, Pod
 from rulesched.model.workloads import NO_WORKLOADS
 from rulesched.semantics.matching import label_selector_matches
 from rulesched.semantics.spread_defaults import HOSTNAME
@@ -38,20 +39,58 @@ from rulesched.semantics.spreading import (
 from rulesched.semantics.spreading import constraints as pod_constraints
 
 
+def _census_counts(selector: LabelSelector | None) -> bool:
+    """Whether a constraint's selector can be counted from a :class:`LabelCensus`: matchLabels
+    only, at least one."""
+    return selector is not None and not selector.match_expressions and bool(selector.match_labels)
+
+
 class _DomainCounts:
     """Per constraint: topology value -> pods the constraint selects, over the nodes that carry
     every constraint's key (with ``require_all``; else a missing key counts as the value "") and
     that the constraint includes (its inclusion policies). A domain with no such pod is present
     with 0: it still counts for the minimum and for minDomains."""
 
-    def __init__(self, owner: Pod, constraints: tuple[Constraint, ...], require_all: bool = True) -> None:
+    def __init__(
+        self,
+        owner: Pod,
+        constraints: tuple[Constraint, ...],
+        require_all: bool = True,
+        census: LabelCensus | None = None,
+    ) -> None:
         self.counts: list[dict[str, int]] = [{} for _ in constraints]
         self._owner, self._constraints = owner, constraints
         self._keys = tuple(c.topology_key for c in constraints) if require_all else ()
         self._require_all = require_all
         self._partial: dict[str, tuple[bool, ...]] = {}  # nodes some constraint leaves out
+        self._census = census  # (given only when every constraint can be counted from it)
 
     def build(self, cluster: ClusterView) -> None:
+        if self._census is not None:
+            self._build_from(self._census, cluster)
+        else:
+            self._walk(cluster)
+
+    def _build_from(self, census: LabelCensus, cluster: ClusterView) -> None:
+        """The walk's counts from the census: every domain present with 0, then the pods of the
+        selector's first label counted on the nodes that hold some (all its labels checked on
+        those nodes' pods when it has more than one)."""
+        namespace, keys = self._owner.namespace, self._keys
+        for c, domains in zip(self._constraints, self.counts, strict=True):
+            domains.update(dict.fromkeys(census.domains(cluster, keys, c.topology_key), 0))
+            assert c.selector is not None
+            pairs = c.selector.match_labels
+            test = selector_test(c.selector)
+            for name, n in census.nodes_with(namespace, *pairs[0]).items():
+                node = cluster.node_view(name) if n > 0 else None
+                if node is None or not all(k in node.labels for k in keys):
+                    continue
+                if len(pairs) > 1:
+                    n = count_selected(node.pods, test, namespace)
+                value = node.labels.get(c.topology_key, "")
+                domains[value] = domains.get(value, 0) + n
+
+    def _walk(self, cluster: ClusterView) -> None:
         # A walk over every pod (kube-scheduler's PreFilter does it for every pod; here once per
         # selector), so its inner loop is kept to plain comparisons: a constraint that includes
         # every node (no node selector or affinity of the owner to honour, taints ignored) is
@@ -75,7 +114,7 @@ class _DomainCounts:
                     domains[value] = domains.get(value, 0) + count_selected(node.pods, test, namespace)
 
     def fork(self) -> _DomainCounts:
-        twin = _DomainCounts(self._owner, self._constraints, self._require_all)
+        twin = _DomainCounts(self._owner, self._constraints, self._require_all, self._census)
         twin.counts = [dict(domains) for domains in self.counts]
         twin._partial = self._partial  # which nodes a constraint leaves out: unchanged by pods
         return twin
@@ -105,7 +144,13 @@ def _domain_counts(
         (frozenset(pod.node_selector.items()), pod.required_node_affinity) if affinity else None,
         pod.tolerations if any(c.honor_taints for c in constraints) else None,
     )
-    return current(ctx, key, lambda: _DomainCounts(pod, constraints, require_all)).counts
+    census = None
+    unconstrained = not pod.node_selector and pod.required_node_affinity is None
+    if all(not c.honor_taints and (unconstrained or not c.honor_affinity) for c in constraints) and all(
+        _census_counts(c.selector) for c in constraints
+    ):  # every node included and matchLabels selectors: counted from the census, not a walk
+        census = current(ctx, ("label-census",), LabelCensus)
+    return current(ctx, key, lambda: _DomainCounts(pod, constraints, require_all, census)).counts
 
 
 # --- filter ------------------------------------------------------------------------------------
@@ -244,6 +289,67 @@ def _spread_score_state(ctx: EvalContext) -> _SpreadScoreState:
     state = _SpreadScoreState(constraints, counts, weights, frozenset(ignored), require_all)
     ctx.scratch["spread-score"] = state
     return state
+
+
+@dataclass(frozen=True)
+class _Label:
+    """A node's value of one label (None when absent): a node column, one per key."""
+
+    key: str
+
+    def __call__(self, node: Any) -> str | None:
+        return node.labels.get(self.key)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class _HasLabel:
+    """Whether a node carries one label: a node column, one per key."""
+
+    key: str
+
+    def __call__(self, node: Any) -> bool:
+        return self.key in node.labels
+
+
+@dataclass(frozen=True)
+class _HostCount:
+    """How many of a node's pods a hostname constraint counts (its selector, in a namespace): a
+    node-only fact for given selector and namespace, so a node column kept current as pods come
+    and go (rulesched.lang.evaluation.columns), one per selector the cycles ask about."""
+
+    selector: LabelSelector | None
+    namespace: str
+
+    def __call__(self, node: Any) -> int:
+        return count_matching(node.pods, self.selector, self.namespace)
+
+
+def spread_score_columns(ctx: EvalContext, cols: Any, rows: Any) -> Any:
+    """:func:`spread_score` of many rows (of the NodeColumns ``cols``): whether nodes carry each
+    key and the hostname constraints' counts are node columns, each zone's count is written to
+    the rows of that zone; the same arithmetic, in the same order, on float64 as Python's
+    floats. (The columns' own arrays and operators: the built-ins import no numpy.)"""
+    state = _spread_score_state(ctx)
+    if not state.constraints:
+        return [-1] * len(rows)
+    present: Any = None
+    score: Any = None
+    for c, weight, domains in zip(state.constraints, state.weights, state.counts, strict=True):
+        has = cols.derived(_HasLabel(c.topology_key), BOOL)[rows]
+        present = has if present is None else present & has
+        if c.topology_key == HOSTNAME:
+            count = cols.derived(_HostCount(c.selector, ctx.pod.namespace), NUMBER)[rows]
+        else:
+            values = cols.derived(_Label(c.topology_key), STRING)[rows]
+            count = has * 0  # (an int64 column of zeros: a count for each value present)
+            for value in set(values.tolist()) - {None}:
+                count[values == value] = domains.get(value, 0)
+        term = count * weight + (c.max_skew - 1)
+        score = term * has if score is None else score + term * has  # (+ 0.0 where the key is missing)
+    out = ((score + 0.5) // 1).astype("int64")  # math.floor(score + 0.5)
+    if state.require_all:
+        out[~present] = -1
+    return out.tolist()
 
 
 def spread_score_keys(ctx: EvalContext) -> tuple[str, ...] | None:

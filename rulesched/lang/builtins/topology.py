@@ -15,6 +15,7 @@ from typing import Any
 from rulesched.lang.builtins.affinity import (
     affinity_keys,
     anti_affinity_keys,
+    existing_anti_affinity_columns,
     existing_anti_affinity_ok,
     existing_anti_index,
     inter_pod_affinity_score,
@@ -29,6 +30,7 @@ from rulesched.lang.builtins.spreading import (
     spread_missing_label,
     spread_ok,
     spread_score,
+    spread_score_columns,
     spread_score_keys,
 )
 from rulesched.lang.context import ClusterView, EvalContext
@@ -241,6 +243,12 @@ def _spread_skipped(ctx: EvalContext) -> int | None:
     """-1 everywhere (left out of normalisation: 0) when PodTopologySpread skips the pod."""
     return None if soft_constraints(ctx)[0] else -1
 
+
+# Built-ins evaluated for many nodes at once from node columns (rulesched.lang.evaluation.vectorise).
+COLUMNS: dict[str, Any] = {
+    "spread_score": spread_score_columns,
+    "existing_anti_affinity_ok": existing_anti_affinity_columns,
+}
 
 UNIFORM: dict[str, Any] = {
     "existing_anti_affinity_ok": _when_nothing_counted(existing_anti_index, True),

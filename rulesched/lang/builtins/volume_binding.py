@@ -51,6 +51,11 @@ def _binding_everywhere(ctx: EvalContext) -> list[str] | None:
         return [claims.error]
     if not claims.bound and not claims.delayed:
         return NOTHING
+    if not claims.delayed:  # bound claims only: volumes that exist and name no node fit everywhere
+        volumes = storage_of(ctx).volumes
+        found = [volumes.get(c.volume_name) for c in claims.bound]
+        if all(pv is not None and pv.node_affinity is None for pv in found):
+            return NOTHING
     if claims.provision_only is not None and any(
         cls.provisioner in ("", NO_PROVISIONER) for cls in claims.provision_only
     ):

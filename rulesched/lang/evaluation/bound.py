@@ -122,6 +122,9 @@ class BoundPreempt:
     name: str
     allows: Callable[[Any, Pod], bool]  # (node, victim) -> may the victim be evicted?
     order: Callable[[Any], Any] | None  # node -> sort key, lowest preferred
+    # The body reads the victim only as victim.priority and not the node: one answer per
+    # priority (preemption asks once per priority, not once per running pod).
+    by_priority: bool = False
 
 
 Failure = tuple[BoundFilter, tuple[str, ...]]
@@ -151,6 +154,12 @@ class ColumnBodies:
     # for bindings that are not cached.
     filter_shares: tuple[Shared | None, ...] = ()
     score_shares: tuple[Shared | None, ...] = ()
+    # Each filter's reason and unresolvable condition (None: the rule has none), for counting
+    # why nodes fail as columns (rulesched.lang.evaluation.failures), and its body, vectorisable
+    # or not (preemption's dry runs check what it reads).
+    filter_reasons: tuple[ast.Expr | None, ...] = ()
+    filter_unresolvable: tuple[ast.Expr | None, ...] = ()
+    filter_bodies: tuple[ast.Expr, ...] = ()
 
 
 class SharedColumns(Protocol):
@@ -409,6 +418,23 @@ class BoundRules:
                         alive[j] = False
                         break
         return alive
+
+    def filter_rows(
+        self, cols: NodeColumns, rows: Rows, index: int, shared: SharedColumns | None = None
+    ) -> npt.NDArray[np.bool_]:
+        """Whether the node of each row passes filter ``index``: from its shared column, as
+        columns, or node by node."""
+        bodies = self.columns
+        share = bodies.filter_shares[index] if bodies is not None and bodies.filter_shares else None
+        if shared is not None and share is not None:
+            ok: npt.NDArray[Any] | None = self._shared(shared, share, cols, rows, index, True)
+        else:
+            ok = self._column(cols, rows, index, True)
+        if ok is None:
+            f = self.filters[index]
+            self.watch.rule = f.name
+            return np.array(self.watch.each(f.passes, rows.tolist(), cols.nodes), dtype=bool)
+        return ok.astype(bool, copy=False)
 
     def _shared(
         self,

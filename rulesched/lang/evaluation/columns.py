@@ -10,7 +10,7 @@ Next stage: :mod:`rulesched.lang.evaluation.vectorise` evaluates rules over thes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,10 +21,16 @@ from rulesched.lang import schema
 from rulesched.lang.evaluation.arrays import Array, dtype_of, typed
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations
-from rulesched.lang.types import Type
+from rulesched.lang.types import STRING, Type
 
 Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes
 FEW_ROWS = 4  # rows an update writes one by one (more: as one numpy assignment)
+# Columns kept: at most this many, and at most this many cells in all (8 bytes each, mostly).
+# Pods each asking for a resource of their own (an extended resource per node) make a column
+# each, read once: kept without a bound they grow without end and every one is brought up to
+# date at every bind.
+MAX_COLUMNS = 256
+MAX_CELLS = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -57,11 +63,18 @@ class NodeColumns:
     """Node values as arrays over a fixed sequence of nodes, each built on first use.
 
     Columns are node-only facts (a node's allocatable cpu, its pod count), so one store serves
-    every pod; :meth:`update` re-reads the rows of nodes that changed, :meth:`clear` drops all."""
+    every pod; :meth:`update` notes the rows of nodes that changed, which each column re-reads
+    when it is next read, :meth:`clear` drops all. The least recently read columns go beyond
+    :data:`MAX_COLUMNS` (or :data:`MAX_CELLS`)."""
 
     def __init__(self, nodes: Sequence[Any]) -> None:
         self.nodes = nodes
-        self._columns: dict[Path, Array] = {}
+        self._columns: dict[Path, Array] = {}  # in order of last use
+        # Rows changed (repeats possible) since the list was last emptied, and per column how
+        # many of them it has re-read.
+        self._changed: list[int] = []
+        self._synced: dict[Path, int] = {}
+        self._limit = max(16, min(MAX_COLUMNS, MAX_CELLS // max(1, len(nodes))))
         self._objects: Array | None = None
         self._groups: dict[tuple[str, tuple[str, ...]], Groups | None] = {}
         # A path's first step over every node (node.allocatable, say), kept while the columns
@@ -77,7 +90,10 @@ class NodeColumns:
 
     def column(self, path: Path, kind: Type) -> Array:
         """The path's value for every node (``kind``: the rules' type of it)."""
-        hit = self._columns.get(path)
+        columns = self._columns
+        hit = columns.pop(path, None)
+        if hit is not None and self._synced[path] != len(self._changed):
+            hit = self._catch_up(path, hit)
         if hit is None:
             if len(path.steps) > 1 and path.steps[0][0] == "field":
                 first = path.steps[0]
@@ -87,15 +103,48 @@ class NodeColumns:
                 values = path.read_all(self.nodes, prefix, 1)
             else:
                 values = path.read_all(self.nodes)
-            hit = self._columns[path] = typed(values, kind)
+            hit = typed(values, kind)
+            self._synced[path] = len(self._changed)
+            while len(columns) >= self._limit:  # the least recently read goes
+                old = next(iter(columns))
+                del columns[old], self._synced[old]
+                self._bounds.pop(old, None)
+        columns[path] = hit  # (last: the most recently read)
         return hit
+
+    def _catch_up(self, path: Path, array: Array) -> Array | None:
+        """Re-read the rows changed since the column last did; None when a value no longer fits
+        its dtype (or too much changed: building it again is as cheap)."""
+        pending = self._changed[self._synced[path] :]
+        index = list(set(pending)) if len(pending) > 1 else pending
+        self._synced[path] = len(self._changed)
+        if len(index) * 4 > len(self.nodes):
+            self._bounds.pop(path, None)
+            return None
+        nodes = self.nodes
+        values = path.read_all([nodes[i] for i in index])
+        kind = array.dtype.kind
+        if kind != "O" and dtype_of(values, None) != array.dtype:
+            self._bounds.pop(path, None)  # a value the column's dtype cannot hold exactly
+            return None
+        if len(index) <= FEW_ROWS:  # (a bind's one node: numpy's per-call cost would be most of it)
+            for i, v in zip(index, values, strict=True):
+                array[i] = v
+        elif kind == "O":
+            array[index] = np.fromiter(values, dtype=object, count=len(values))
+        else:
+            array[index] = values
+        bound = self._bounds.get(path)
+        if bound is not None and kind in ("i", "f"):  # (it only grows: still a bound for every row)
+            self._bounds[path] = max(bound, max(abs(float(v)) if kind == "f" else abs(int(v)) for v in values))
+        return array
 
     def bound(self, path: Path, kind: Type) -> int | float | None:
         """The largest magnitude in the path's numeric column (an upper bound for any of its
         rows, which is all exact arithmetic needs), or None for a column that is not numbers."""
+        a = self.column(path, kind)  # (first: it brings the column, and its bound, up to date)
         hit = self._bounds.get(path)
         if hit is None:
-            a = self.column(path, kind)
             if a.dtype == object or a.dtype == bool:
                 return None
             if not len(a):
@@ -111,6 +160,12 @@ class NodeColumns:
         """A node-only value computed by ``get`` for every node, kept like the other columns;
         ``get`` is the cache key (a module-level function, or a value-equal callable)."""
         return self.column(Path((("field", get),)), kind)
+
+    def label_in(self, key: str, values: Collection[str], rows: Rows) -> npt.NDArray[np.bool_]:
+        """Whether each row's node has label ``key`` with one of ``values`` (for built-ins'
+        columns hooks, which import no numpy)."""
+        column = self.column(Path((("field", _LABELS), ("key", key, None))), STRING)[rows]
+        return np.fromiter((v in values for v in column.tolist()), dtype=bool, count=len(rows))
 
     def groups(self, fields: tuple[str, ...]) -> Groups | None:
         """Nodes grouped by their values of these node fields: each row's group, and one row per
@@ -145,30 +200,22 @@ class NodeColumns:
             # when pods come and go, and finding out again costs a pass over every node.)
             if groups is not None and not groups.still(nodes, rows):
                 del self._groups[key]
-        changed = [nodes[i] for i in index]
-        few = len(index) <= FEW_ROWS  # (a bind's one node: numpy's per-call cost would be most of it)
-        bounds = self._bounds
-        for path, array in list(self._columns.items()):
-            values = path.read_all(changed)
-            kind = array.dtype.kind
-            if kind != "O" and dtype_of(values, None) != array.dtype:
-                # a value the column's dtype cannot hold exactly: build it again when asked
-                del self._columns[path]
-                bounds.pop(path, None)
-                continue
-            if few:
-                for i, v in zip(index, values, strict=True):
-                    array[i] = v
-            elif kind == "O":
-                array[index] = np.fromiter(values, dtype=object, count=len(values))
-            else:
-                array[index] = values
-            bound = bounds.get(path)
-            if bound is not None and kind in ("i", "f"):  # (it only grows: still a bound for every row)
-                bounds[path] = max(bound, max(abs(float(v)) if kind == "f" else abs(int(v)) for v in values))
+        # Columns re-read these rows when next read (most are, by the next cycle; a column read
+        # once, for one pod's own resource, never is). Past a node count's worth of changes the
+        # list starts again: columns behind it are rebuilt when read.
+        changed = self._changed
+        if len(changed) + len(index) > max(4096, len(nodes)):
+            for path in [p for p, at in self._synced.items() if at != len(changed)]:
+                del self._columns[path], self._synced[path]
+                self._bounds.pop(path, None)
+            changed.clear()
+            self._synced = dict.fromkeys(self._synced, 0)
+        changed.extend(index)
 
     def clear(self) -> None:
         self._columns.clear()
+        self._synced.clear()
+        self._changed.clear()
         self._groups.clear()
         self._prefixes.clear()
         self._bounds.clear()
@@ -251,6 +298,7 @@ class Groups:
 
 
 MAX_GROUPS = 64
+_LABELS = schema.RECORDS[schema.NODE]["labels"].get  # (the getter rules' node.labels paths use)
 _PLAIN = frozenset({str, type(None), tuple})  # values _frozen leaves as they are
 
 

@@ -137,6 +137,9 @@ class RuleSet:
                     if share is not None:
                         getters = [_pod_getter(f) for f in share.pod_fields]
                         self._shares[id(r)] = ((kind, position), share, getters)
+        self._by_priority = {
+            id(r): _victim_priority_only(r.checked.rule.body, checked.notes, checked.lets) for r in self.preempts
+        }
         self._local = threading.local()
 
     def session(self) -> Session:
@@ -195,7 +198,9 @@ class RuleSet:
         watch = watch if watch is not None else RuleWatch()
         filter_rules = [r for r in self.filters if _applies(r, ctx, watch)]
         score_rules = [r for r in self.scores if _applies(r, ctx, watch)]
-        preempts = tuple(_bind_preempt(r, ctx, watch) for r in self.preempts if _applies(r, ctx, watch))
+        preempts = tuple(
+            _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
+        )
         first = prechecks(pod)  # (evaluated node by node, reading nothing: no column, no share)
         none = (None,) * len(first)
         uses = (
@@ -210,6 +215,11 @@ class RuleSet:
             tuple(self._fields[id(r)] for r in score_rules),
             (*none, *self._shared(filter_rules, pod)) if cache else (),
             self._shared(score_rules, pod) if cache else (),
+            # A precheck's failure is counted node by node (it is unresolvable everywhere, which
+            # no rule's clause says): with prechecks, these stay empty, the per-node fallbacks.
+            () if first else tuple(r.checked.rule.reason for r in filter_rules),
+            () if first else tuple(r.checked.rule.unresolvable for r in filter_rules),
+            () if first else tuple(r.checked.rule.body for r in filter_rules),
         )
         return BoundRules(
             ctx,
@@ -368,7 +378,32 @@ def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[An
     return score
 
 
-def _bind_preempt(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch) -> BoundPreempt:
+def _victim_priority_only(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> bool:
+    """Whether a preempt body reads the victim only as ``victim.priority``, and not the node
+    (lets included): its answer is then one per priority, for a given pod."""
+    seen: set[str] = set()
+
+    def ok(e: ast.Expr, parent: ast.Expr | None) -> bool:
+        if isinstance(e, ast.Name):
+            ref = notes.names[id(e)]
+            if ref.kind == "let":
+                if ref.name in seen:
+                    return True
+                seen.add(ref.name)
+                return ok(lets[ref.name].value, None)
+            if ref.kind == "bound":
+                return True
+            if ref.name == schema.NODE_VARIABLE:
+                return False
+            if ref.name == schema.VICTIM_VARIABLE:
+                return isinstance(parent, ast.Attr) and parent.name == "priority"
+            return True
+        return all(ok(c, e) for c in ast.children(e))
+
+    return ok(body, None)
+
+
+def _bind_preempt(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch, by_priority: bool = False) -> BoundPreempt:
     body = rule.body.factory()(ctx) if not rule.body.is_const else None
     const = rule.body.const
     env: dict[int, Any] = {}
@@ -382,4 +417,4 @@ def _bind_preempt(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch) -> Bou
         return bool(body(node, env))
 
     order = _node_fn(rule.order, ctx) if rule.order is not None else None
-    return BoundPreempt(rule.name, allows, order)
+    return BoundPreempt(rule.name, allows, order, by_priority)

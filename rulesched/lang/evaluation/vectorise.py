@@ -56,6 +56,7 @@ from rulesched.lang.frontend.check import Annotations
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import QUANTITY, STRING, MapOf
 from rulesched.lang.values import as_score, binary_function
+from rulesched.model import NodeSelectorTerm
 
 MAX_ITEMS = 64  # elements of a pod-side list a quantifier is unrolled over
 Step = Callable[["_Run", Rows, dict[str, Any]], Value]  # one expression over rows, see ColumnEvaluator.step
@@ -158,6 +159,10 @@ class ColumnEvaluator:
         # Evaluations that raised something other than Unsupported (a bug: the caller went node
         # by node and reported it here). Tests demand none.
         self.fallbacks = ColumnFallbacks()
+
+    def supports(self, expr: ast.Expr) -> bool:
+        """:func:`vectorisable`, with this evaluator's analysis (kept per expression)."""
+        return self._analysis.supported(expr)
 
     def evaluate(
         self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows, scope: dict[str, Any] | None = None
@@ -429,12 +434,23 @@ class _Run:
 
     def _shortcut(self, func: str, args: tuple[ast.Expr, ...], values: list[Value], rows: Rows) -> Value | None:
         """Built-ins whose pod-side argument decides much: nodeSelector matching as a few label
-        columns (``subset``), no host ports wanted (``ports_conflict``)."""
+        columns (``subset``), no host ports wanted (``ports_conflict``), a node selector term on
+        labels once per group of nodes alike in them (``term_matches``)."""
         first = values[0]
         if isinstance(first, Col) or len(values) != 2 or not isinstance(values[1], Col):
             return None
         if func == "ports_conflict" and not first:
             return False
+        if func == "term_matches" and self.ev.path(args[1]) == Path():
+            # a term on labels alone: once per group of nodes alike in the labels it names
+            if not isinstance(first, NodeSelectorTerm) or not first.match_expressions or first.match_fields:
+                return None
+            groups = self.cols.label_groups(tuple(sorted({r.key for r in first.match_expressions})))
+            if groups is None:
+                return None
+            nodes, impl = self.cols.nodes, BUILTINS[func].impl
+            answers = np.array([bool(impl(first, nodes[r])) for r in groups.representatives], dtype=bool)
+            return Col(answers[groups.codes[rows]])
         if func == "subset":
             if not first:
                 return True

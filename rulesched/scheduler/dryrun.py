@@ -1,0 +1,485 @@
+"""Preemption's dry runs for many nodes at once, as columns.
+
+For each node preemption tries, :func:`rulesched.scheduler.preemption.select_victims` takes
+every potential victim off, checks the pod fits, then puts them back one by one, most important
+first (those whose eviction would violate a PodDisruptionBudget before the rest), keeping each
+one the pod still fits beside. Done on a private overlay node by node, that is a dozen full
+filter evaluations per node: at 5000 nodes, seconds per preemptor. When every filter's answer
+on a node depends only on that node (its own pods through a few numbers: free and requested
+resources, the pod count, host ports), the nodes' dry runs do not affect each other, so they can
+run together: :class:`DryRunColumns` are the tried nodes' columns as they are with the pods
+taken off so far (the snapshot's columns plus, per row, the sums of what is off), and each step
+of every node's dry run is one column evaluation over all the nodes at that step.
+
+Exactness: a filter qualifies only if everything it reads of a node is such a number, a field
+no pod changes (labels, taints, allocatable), or the node passed whole to a built-in that reads
+no pod-dependent field or whose answer, for this pod, no removal of running pods can change
+(:data:`UNAFFECTED`). Anything else — a value the columns cannot hold exactly, a victim holding
+host ports, a reason the columns cannot give — sends the node (or the whole preemption) back to
+the node-by-node dry run, which gives the same answers.
+Next stage: :func:`rulesched.scheduler.preemption.pick_candidate` over the candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rulesched.lang import BUILTINS, BoundRules
+from rulesched.lang.evaluation.arrays import Array, Unsupported
+from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
+from rulesched.lang.evaluation.encoded import encode
+from rulesched.lang.evaluation.failures import as_reasons
+from rulesched.lang.frontend import ast
+from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
+from rulesched.lang.types import NUMBER, QUANTITY
+from rulesched.model import Pod
+
+# Cluster-wide built-ins whose answer, for this pod, no removal of running pods can change.
+UNAFFECTED: dict[str, Callable[[Any], bool]] = {
+    "pod_affinity_ok": lambda ctx: not ctx.pod.pod_affinity,
+    "pod_anti_affinity_ok": lambda ctx: not ctx.pod.pod_anti_affinity,
+    "existing_anti_affinity_ok": lambda ctx: _nothing_counted(ctx),
+}
+
+
+def _nothing_counted(ctx: Any) -> bool:
+    """No running pod's required anti-affinity selects the pod: removing pods counts nothing either."""
+    uniform = BUILTINS["existing_anti_affinity_ok"].uniform
+    return uniform is not None and uniform(ctx) is True
+
+
+_FIELD_OF = {id(f.get): name for name, f in RECORDS[NODE].items()}
+_REQUESTED, _PODS = RECORDS[NODE]["requested"].get, RECORDS[NODE]["pods"].get
+_RESOURCE_SUMS = {"free": 1, "requested": -1}  # field -> sign of what is off (non-zero requests: not kept)
+SMALL = 8  # rows left in a step below which the dry runs finish node by node
+
+
+def node_local(bound: BoundRules) -> bool:
+    """Whether every filter of ``bound`` reads a node only as this module can adjust (see the
+    module docstring), for this pod now."""
+    bodies = bound.columns
+    if bodies is None or len(bodies.filter_bodies) != len(bound.filters):
+        return False
+    notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
+    for i, body in enumerate(bodies.filter_bodies):
+        calls = _calls_if_local(body, notes, lets)
+        if calls is None or not all(UNAFFECTED[name](bound.ctx) for name in calls):
+            return False
+        if bodies.filters[i] is None:  # not vectorisable: grouped by pod-independent fields only
+            fields = bodies.filter_fields[i]
+            if fields is None or NODE_POD_FIELDS.intersection(fields):
+                return False
+    return True
+
+
+def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> frozenset[str] | None:
+    """The context built-ins ``body`` calls, if it reads the node only in ways a dry run's
+    columns adjust; else None."""
+    calls: set[str] = set()
+    seen: set[str] = set()
+
+    def walk(e: ast.Expr, parent: ast.Expr | None, grand: ast.Expr | None) -> bool:
+        if isinstance(e, ast.Call) and BUILTINS[e.func].context:
+            if e.func not in UNAFFECTED:
+                return False
+            calls.add(e.func)
+        if isinstance(e, ast.Name):
+            ref = notes.names[id(e)]
+            if ref.kind == "let":
+                if ref.name in seen:
+                    return True
+                seen.add(ref.name)
+                return walk(lets[ref.name].value, None, None)
+            if ref.kind == "bound" or ref.name != NODE_VARIABLE:
+                return True
+            if isinstance(parent, ast.Attr):
+                field = parent.name
+                if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
+                    return True
+                if field == "pods":
+                    return isinstance(grand, ast.Call) and grand.func == "len"
+                return isinstance(grand, ast.Attr | ast.Index)  # a resource of free/requested
+            if isinstance(parent, ast.Call):  # the node whole, to a built-in
+                builtin = BUILTINS[parent.func]
+                if builtin.context:
+                    return parent.func in UNAFFECTED
+                return builtin.node_fields is not None and not (builtin.node_fields & NODE_POD_FIELDS)
+            return False
+        return all(walk(c, e, parent) for c in ast.children(e))
+
+    return frozenset(calls) if walk(body, None, None) else None
+
+
+class DryRunColumns(NodeColumns):
+    """The tried nodes (row i: ``nodes[i]``, row ``rows[i]`` of ``base``) as they are with the
+    pods in ``off`` taken off. Columns of fields no pod changes come from ``base``; free,
+    requested and non-zero requested resources and the pod count are ``base``'s adjusted by what
+    is off; host ports are ``base``'s while no pod off holds one. Anything else read raises
+    Unsupported."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Any],
+        base: NodeColumns,
+        rows: Rows,
+        off: Sequence[Sequence[Pod]],
+        held: Sequence[Sequence[Pod]] = (),
+    ) -> None:
+        super().__init__(nodes)
+        # Pods nominated to each row's node (held for the pod's priority or higher): counted as
+        # on the node while ``with_held`` (the second of a nominated node's two fit checks).
+        self.with_held = False
+        self._held = held or [()] * len(off)
+        self.has_held = np.array([bool(pods) for pods in self._held], dtype=bool)
+        self._held_count = np.array([len(pods) for pods in self._held], dtype=np.int64)
+        self._held_sums: dict[str, npt.NDArray[np.int64]] = {}
+        self._held_ports = any(p.host_ports for pods in self._held for p in pods)
+        self._base, self._base_rows = base, rows
+        self._fixed: dict[Path, Array] = {}
+        # The pods taken off at first, flattened (row i's are flat[starts[i]:starts[i] + len(off[i])]),
+        # which of them are back, and per row: how many are off, how many of those hold host
+        # ports, and (made when a column first needs one) the sums of their requests of a resource.
+        self.lengths = np.array([len(pods) for pods in off], dtype=np.intp)
+        self.starts = np.zeros(len(off), dtype=np.intp)
+        np.cumsum(self.lengths[:-1], out=self.starts[1:])
+        self.flat = [p for pods in off for p in pods]
+        self._off = off
+        self._back = np.zeros(len(self.flat), dtype=bool)
+        self.count = self.lengths.astype(np.int64)
+        self._holds_ports = self.flat_values("ports", _holds_ports, bool)
+        self._ports = (
+            np.add.reduceat(self._holds_ports.astype(np.int64), self.starts)
+            if self._holds_ports.any() and len(off)
+            else np.zeros(len(off), dtype=np.int64)
+        )
+        self._requests: dict[str, npt.NDArray[np.int64]] = {}  # resource -> per flat pod
+        self._sums: dict[str, npt.NDArray[np.int64]] = {}
+
+    def _sum(self, resource: str) -> npt.NDArray[np.int64]:
+        """Requests of ``resource`` off, per row."""
+        found = self._sums.get(resource)
+        if found is None:
+            # where every pod is off (the usual case) the node's own sum, read as a column
+            requested = Path((("field", _REQUESTED), ("key", resource, 0)))
+            column = self._base.column(requested, QUANTITY)
+            if column.dtype != np.int64:
+                raise Unsupported("requests beyond int64")
+            found = column[self._base_rows]  # (a copy: fancy indexing)
+            pods = self._base.column(Path((("field", _PODS), ("len",))), NUMBER)[self._base_rows]
+            for i in np.flatnonzero(pods != self.lengths).tolist():
+                found[i] = sum(p.requests.get(resource, 0) for p in self._off[i])
+            if self._back.any():  # (a column first read after some were put back)
+                back = np.where(self._back, self._amounts(resource), 0)
+                found -= np.add.reduceat(back, self.starts) if len(self.starts) else back[:0]
+            self._sums[resource] = found
+        return found
+
+    def _amounts(self, resource: str) -> npt.NDArray[np.int64]:
+        found = self._requests.get(resource)
+        if found is None:
+            found = self._requests[resource] = self.flat_values(f"requests:{resource}", _Request(resource), np.int64)
+        return found
+
+    def flat_values(self, what: str, value: Callable[[Pod], Any], dtype: Any) -> Array:
+        """``value`` of every pod taken off at first, flattened as ``flat``. Per node the values
+        are kept in its memo beside the list of its pods they belong to (the potential victims
+        a node memo keeps: reused while the node is unchanged)."""
+        parts = []
+        key = ("dry-run", what)
+        for node, pods in zip(self.nodes, self._off, strict=True):
+            memo = getattr(node, "memo", None)
+            hit = memo.get(key) if memo is not None else None
+            if hit is not None and hit[0] is pods:
+                parts.append(hit[1])
+                continue
+            found = np.fromiter(map(value, pods), dtype=dtype, count=len(pods))
+            if memo is not None:
+                memo[key] = (pods, found)
+            parts.append(found)
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+    def put(self, at: Rows, rows: Rows, sign: int) -> None:
+        """Put the pods at flat positions ``at`` back on the nodes of ``rows`` (``sign`` 1), or
+        take them off again (-1); each row at most once."""
+        self.count[rows] -= sign
+        self._back[at] = sign > 0
+        for resource, column in self._sums.items():
+            column[rows] -= sign * self._amounts(resource)[at]
+        held = self._holds_ports[at]
+        if held.any():
+            self._ports[rows] -= sign * held.astype(np.int64)
+
+    def column(self, path: Path, kind: Any) -> Array:
+        steps = path.steps
+        if not steps:
+            raise Unsupported("whole nodes")  # (objects() serves built-ins taking the node)
+        field = _FIELD_OF.get(id(steps[0][1])) if steps[0][0] == "field" else None
+        if field is None:
+            raise Unsupported("a derived column")
+        base = self._fixed.get(path)
+        if base is None:
+            base = self._fixed[path] = self._base.column(path, kind)[self._base_rows]
+        if field not in NODE_POD_FIELDS:
+            return base
+        held = self.with_held
+        if field == "used_ports" and len(steps) == 1:
+            if self._ports.any() or (held and self._held_ports):
+                raise Unsupported("a pod taken off or nominated holds host ports")
+            return base
+        if field == "pods" and len(steps) == 2 and steps[1][0] == "len":
+            return self._adjusted(base, (self._held_count if held else 0) - self.count)
+        if field in _RESOURCE_SUMS and len(steps) == 2 and steps[1][0] == "key":
+            off = self._sum(steps[1][1])
+            if held:
+                off = off - self._held_sum(steps[1][1])
+            return self._adjusted(base, _RESOURCE_SUMS[field] * off)
+        raise Unsupported(f"{field} read as a whole")
+
+    def _held_sum(self, resource: str) -> npt.NDArray[np.int64]:
+        found = self._held_sums.get(resource)
+        if found is None:
+            found = self._held_sums[resource] = np.array(
+                [sum(p.requests.get(resource, 0) for p in pods) for pods in self._held], dtype=np.int64
+            )
+        return found
+
+    @staticmethod
+    def _adjusted(base: Array, delta: npt.NDArray[np.int64]) -> Array:
+        if base.dtype != np.int64:
+            raise Unsupported("not an int64 column")
+        return base + delta  # (both far below 2**62: quantities in milli-units, pod counts)
+
+    def bound(self, path: Path, kind: Any) -> int | float | None:
+        a = self.column(path, kind)
+        if a.dtype == object or a.dtype == bool:
+            return None
+        if not len(a):
+            return 0
+        return float(np.max(np.abs(a))) if a.dtype.kind == "f" else int(max(int(a.max()), -int(a.min())))
+
+    def derived(self, get: Callable[[Any], Any], kind: Any) -> Array:
+        raise Unsupported("a derived column")
+
+    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None) -> None:
+        raise AssertionError("dry-run columns do not follow the cluster")
+
+
+class _Request:
+    """A pod's request of one resource (0 when it asks for none)."""
+
+    __slots__ = ("resource",)
+
+    def __init__(self, resource: str) -> None:
+        self.resource = resource
+
+    def __call__(self, pod: Pod) -> int:
+        return pod.requests.get(self.resource, 0)
+
+
+def _holds_ports(pod: Pod) -> bool:
+    return bool(pod.host_ports)
+
+
+def _priority(pod: Pod) -> int:
+    return pod.priority
+
+
+def _started(pod: Pod) -> float:
+    """GetPodStartTime as pick_candidate reads it: none counts as starting now (after all)."""
+    return pod.start_time or np.inf
+
+
+def passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
+    """Whether each row's node (as ``cols`` has it now) passes every filter, and for nodes
+    holding nominated pods with those added as well (RunFilterPluginsWithNominatedPods); raises
+    Unsupported where the columns cannot say."""
+    ok = _passing(bound, cols, rows)
+    held = np.flatnonzero(ok & cols.has_held[rows])
+    if len(held):
+        cols.with_held = True
+        try:
+            ok[held] = _passing(bound, cols, rows[held])
+        finally:
+            cols.with_held = False
+    return ok
+
+
+def _passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
+    alive = np.ones(len(rows), dtype=bool)
+    for i in range(len(bound.filters)):
+        live = np.flatnonzero(alive)
+        if not len(live):
+            break
+        alive[live[~_filter(bound, cols, rows[live], i)]] = False
+    return alive
+
+
+def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
+    """Each row's first failing filter (index) and its reasons, as BoundRules.first_failure
+    gives them; for a node holding nominated pods that fits without them, its failure with them
+    added (every row must fail one way); raises Unsupported where the columns cannot say."""
+    out = _first_failing(bound, cols, rows)
+    again = [j for j, (i, _) in enumerate(out) if i < 0]
+    if again:
+        cols.with_held = True
+        try:
+            for j, failure in zip(again, _first_failing(bound, cols, rows[again]), strict=True):
+                out[j] = failure
+        finally:
+            cols.with_held = False
+    if any(i < 0 for i, _ in out):
+        raise AssertionError("first_failing asked of a row that fits")
+    return out
+
+
+def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
+    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit."""
+    bodies = bound.columns
+    assert bodies is not None
+    out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
+    alive = np.arange(len(rows))
+    for i, f in enumerate(bound.filters):
+        if not len(alive):
+            break
+        ok = _filter(bound, cols, rows[alive], i)
+        failed = alive[~ok]
+        if len(failed):
+            expr = bodies.filter_reasons[i]
+            if expr is None:
+                why = f.reasons(cols.nodes[int(rows[failed[0]])])
+                values = [why] * len(failed)
+            else:
+                encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows[failed], {})
+                default = (f"node(s) didn't satisfy rule {f.name}",)
+                table = [as_reasons(v, default) for v in encoded.values]
+                values = [table[c] for c in encoded.codes.tolist()]
+            for j, why in zip(failed.tolist(), values, strict=True):
+                out[j] = (i, why)
+        alive = alive[ok]
+    return out
+
+
+def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> npt.NDArray[np.bool_]:
+    bodies = bound.columns
+    assert bodies is not None
+    body = bodies.filters[index]
+    if body is not None:
+        return bodies.evaluator.filter(body, bound.ctx, cols, rows)
+    fields = bodies.filter_fields[index]
+    groups = cols.groups(fields) if fields is not None else None
+    if groups is None:
+        raise Unsupported("filter not evaluable over these rows")
+    f = bound.filters[index]
+    bound.watch.rule = f.name
+    answers = np.array(bound.watch.each(f.passes, groups.representatives, cols.nodes), dtype=bool)
+    return answers[groups.codes[rows]]
+
+
+class Together:
+    """What the dry runs of many nodes at once found, by index into the nodes tried: why the pod
+    fits some not even with every potential victim gone (``no_fit``), the victims (in the order
+    they were tried) and budget violations of each candidate that may be chosen (``chosen``),
+    and the candidates that cannot be (``outranked``: pick_candidate never takes them). Nodes in
+    none of these are left to the node-by-node dry run."""
+
+    def __init__(self) -> None:
+        self.no_fit: dict[int, tuple[str, ...]] = {}
+        self.chosen: dict[int, tuple[list[Pod], int]] = {}
+        self.outranked: set[int] = set()
+
+
+def dry_runs_together(
+    bound: BoundRules,
+    base: NodeColumns,
+    nodes: Sequence[Any],
+    rows: Rows,
+    orders: Sequence[Sequence[Pod]],
+    violating: Sequence[int],
+    rank: bool,
+    held: Sequence[Sequence[Pod]] = (),
+    between: Callable[[], None] | None = None,
+) -> Together:
+    """SelectVictimsOnNode for each of ``nodes`` (rows ``rows`` of ``base``) at once: every pod of
+    ``orders[i]`` off, then each put back in that order and kept if the pod still fits beside it;
+    the first ``violating[i]`` of them would violate a budget if evicted. With ``rank``, only the
+    candidates pick_candidate may choose are returned whole (the first needing no victim, and the
+    first of those best by its criteria), the rest counted as outranked. ``held[i]``: the pods
+    nominated to node i the pod must fit beside as well. ``between`` is called before the first
+    fit check and each step after (each a few column evaluations over the nodes still
+    undecided): it may raise to give the dry runs up (nothing outside them has changed)."""
+    out = Together()
+    if between is not None:
+        between()
+    cols = DryRunColumns(nodes, base, rows, orders, held)
+    m = len(nodes)
+    every = np.arange(m, dtype=np.intp)
+    fits = passing(bound, cols, every)
+    no_fit = every[~fits]
+    if len(no_fit):
+        try:
+            failures = first_failing(bound, cols, no_fit)
+        except Unsupported:  # (their reasons: node by node)
+            failures = []
+        for i, (_, why) in zip(no_fit.tolist(), failures, strict=False):
+            out.no_fit[i] = why
+    lengths, starts = cols.lengths, cols.starts
+    gone = np.zeros(len(cols.flat), dtype=bool)
+    finished = []
+    active, k = every[fits], 0
+    while len(active):
+        finished.append(active[lengths[active] <= k])
+        step = active[lengths[active] > k]
+        if len(step) < SMALL:  # the last few nodes with many pods: node by node is cheaper
+            break
+        if between is not None:
+            between()
+        at = starts[step] + k
+        cols.put(at, step, 1)
+        ok = passing(bound, cols, step)
+        if not ok.all():  # those that no longer fit with it back: it goes
+            cols.put(at[~ok], step[~ok], -1)
+            gone[at[~ok]] = True
+        active, k = step, k + 1
+    done = np.concatenate(finished) if finished else every[:0]
+    done.sort()  # (node order: pick_candidate takes the first of equals)
+    position = np.arange(len(cols.flat)) - np.repeat(starts, lengths)
+    breaks = gone & (position < np.repeat(np.asarray(violating, dtype=np.intp), lengths))
+    violations = np.add.reduceat(breaks.astype(np.int64), starts) if m else np.zeros(0, np.int64)
+    keep = done if not rank else _choosable(cols, gone, violations, done)
+    for i in keep.tolist():
+        s = int(starts[i])
+        victims = [p for p, g in zip(orders[i], gone[s : s + lengths[i]].tolist(), strict=True) if g]
+        out.chosen[i] = (victims, int(violations[i]))
+    if rank:
+        out.outranked.update(set(done.tolist()) - set(keep.tolist()))
+    return out
+
+
+def _choosable(cols: DryRunColumns, gone: npt.NDArray[np.bool_], violations: npt.NDArray[np.int64], done: Rows) -> Rows:
+    """Of the ``done`` rows (in node order), those pick_candidate may choose: the first needing no
+    victim, and the first of those best by its criteria (fewest budget violations, lowest
+    highest victim priority, smallest priority sum, fewest victims, latest start of the highest
+    priority victims: rulesched.scheduler.preemption.pick_candidate, without the rules' order)."""
+    starts, lengths = cols.starts, cols.lengths
+    offset = 2**31  # (as pick_candidate: upstream's MaxInt32 + 1)
+    priority = cols.flat_values("priority", _priority, np.int64)
+    started = cols.flat_values("started", _started, float)
+    count = np.add.reduceat(gone.astype(np.int64), starts)
+    total = np.add.reduceat(np.where(gone, priority + offset, 0), starts)
+    top = np.maximum.reduceat(np.where(gone, priority, np.iinfo(np.int64).min), starts)
+    highest = gone & (priority == np.repeat(top, lengths))
+    earliest = np.minimum.reduceat(np.where(highest, started, np.inf), starts)
+    keep = [done[count[done] == 0][:1]]
+    remaining = done[count[done] > 0]
+    if len(remaining):
+        for criterion in (-violations, -top, -total, -count, earliest):
+            values = criterion[remaining]
+            remaining = remaining[values == values.max()]
+            if len(remaining) == 1:
+                break
+        keep.append(remaining[:1])
+    return np.concatenate(keep)

@@ -1,0 +1,41 @@
+"""Preemption with its dry runs batched (rulesched.scheduler.dryrun) from one node on: upstream's
+DefaultPreemption tables (tests/upstream/test_defaultpreemption.py) run both ways with it, and
+tests/test_dry_runs_together.py compares the two ways on generated clusters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rulesched.scheduler import dryrun, preemption
+from rulesched.scheduler.table import ColumnStore
+
+
+def batch_every_preemption(monkeypatch: pytest.MonkeyPatch, calls: list[int] | None = None) -> None:
+    """Every ``preemption.preempt`` call from now on (until ``monkeypatch`` undoes it) gets the
+    snapshot's columns, batches its dry runs from one node on and hands every candidate on (the
+    tables observe them); ``calls`` gets one entry per batch of dry runs."""
+    monkeypatch.setattr(preemption, "BATCH_FROM", 1)
+    monkeypatch.setattr(preemption, "OUTRANK", False)
+    monkeypatch.setattr(dryrun, "SMALL", 1)
+    real, together = preemption.preempt, preemption.dry_runs_together
+
+    def with_columns(
+        snapshot: Any,
+        session: Any,
+        p: Any,
+        statuses: Any = None,
+        reserved: Any = None,
+        columns: Any = None,
+        between: Any = None,
+    ) -> Any:
+        return real(snapshot, session, p, statuses, reserved, columns or ColumnStore().current(snapshot), between)
+
+    def counted(*args: Any) -> Any:
+        if calls is not None:
+            calls.append(1)
+        return together(*args)
+
+    monkeypatch.setattr(preemption, "preempt", with_columns)
+    monkeypatch.setattr(preemption, "dry_runs_together", counted)

@@ -1,0 +1,147 @@
+"""Preemption's dry runs of many nodes at once (rulesched.scheduler.dryrun) give what the
+node-by-node dry runs give (upstream's DefaultPreemption tables run both ways in
+tests/upstream/test_defaultpreemption.py): on generated clusters (priorities, budgets, host ports, taints,
+pods of other priorities, rules whose filters read what the columns cannot adjust) both ways
+nominate the same node with the same victims and the same message."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rulesched.lang.load import load_rules_text
+from rulesched.scheduler import preemption
+from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
+from rulesched.scheduler.framework import Code
+from rulesched.scheduler.nominator import Reserved
+from rulesched.scheduler.table import ColumnStore
+from tests.helpers.preemption import batch_every_preemption
+from tests.upstream.harness import default_rules, node, pdb, pod, state
+
+REAL_PREEMPT = preemption.preempt  # (the fixture below wraps it)
+
+
+@pytest.fixture(autouse=True)
+def batched(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every preemption in this module with the snapshot's columns, batched from one node on,
+    and every candidate handed on."""
+    batch_every_preemption(monkeypatch)
+    yield
+
+
+PORTS_RULES = """
+extends "default"
+
+filter pod_count:
+    count(p in node.pods where p.priority > 100) < 3
+    else "node(s) hold too many important pods"
+"""
+
+
+def _pod(name: str, cpu: int, priority: int, node_name: str = "", app: str = "a", port: bool = False) -> Any:
+    container: dict[str, Any] = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": f"{cpu}m"}}}
+    if port:
+        container["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    return pod(name, spec={"priority": priority, "containers": [container]}, labels={"app": app}, node_name=node_name)
+
+
+@pytest.mark.parametrize("outrank", [False, True], ids=["every-candidate", "outranked-left-out"])
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.booleans()), min_size=2, max_size=9),
+    st.lists(
+        st.tuples(
+            st.integers(0, 8),
+            st.integers(100, 1500),
+            st.sampled_from([0, 5, 50, 200]),
+            st.integers(0, 2),
+            st.booleans(),
+        ),
+        max_size=30,
+    ),
+    st.integers(200, 3500),
+    st.sampled_from([10, 100, 1000]),
+    st.booleans(),
+    st.booleans(),
+    st.lists(st.tuples(st.integers(0, 8), st.integers(100, 2000), st.sampled_from([10, 100, 1000])), max_size=3),
+)
+def test_dry_runs_together_decide_as_node_by_node(
+    outrank: bool,
+    shapes: list[tuple[int, bool]],
+    running: list[tuple[int, int, int, int, bool]],
+    cpu: int,
+    priority: int,
+    budgets: bool,
+    own_rules: bool,
+    nominated: list[tuple[int, int, int]],
+) -> None:
+    nodes = [
+        node(
+            f"n{i}",
+            allocatable={"cpu": str(c), "memory": "8Gi", "pods": "5"},
+            taints=[{"key": "k", "effect": "NoSchedule"}] if tainted and i % 3 == 0 else (),
+        )
+        for i, (c, tainted) in enumerate(shapes)
+    ]
+    pods = [
+        _pod(f"r{j}", c, prio, f"n{n % len(nodes)}", f"app{app}", port and j % 4 == 0)
+        for j, (n, c, prio, app, port) in enumerate(running)
+    ]
+    pdbs = [pdb("b0", "default", {"app": "app0"}, 1)] if budgets else []
+    cluster = state(nodes, pods, pdbs)
+    rules = load_rules_text({"r.rules": PORTS_RULES}) if own_rules else default_rules()
+    incoming = _pod("incoming", cpu, priority, port=own_rules)
+    snapshot = cluster.snapshot()
+    preemption.OUTRANK = outrank  # (the fixture restores it)
+    held: dict[str, tuple[Any, ...]] = {}
+    for k, (n, c, prio) in enumerate(nominated):  # pods nominated to nodes, of priority >= the pod's
+        if prio >= priority:
+            name = f"n{n % len(nodes)}"
+            held[name] = (*held.get(name, ()), _pod(f"nominated{k}", c, prio, name))
+    reserved = Reserved(held) if held else None
+    batched = preemption.preempt(snapshot, rules.session(), incoming, None, reserved)  # (this module's: with columns)
+    # the statuses as the cycle hands them over: an array over the nodes
+    found = node_statuses(rules.bind(incoming, snapshot), snapshot.nodes)
+    codes = np.array(
+        [{None: 0, Code.UNSCHEDULABLE: 1}.get(found.get(n.name), 2) for n in snapshot.nodes], dtype=np.int8
+    )
+    statuses = NodeStatuses(codes, snapshot.nodes, {n.name: i for i, n in enumerate(snapshot.nodes)})
+    as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses, reserved)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(preemption, "BATCH_FROM", 10**9)
+        alone = preemption.preempt(snapshot, rules.session(), incoming, None, reserved)
+    expected = (alone.nominated, [v.key for v in alone.victims], alone.message)
+    assert (batched.nominated, [v.key for v in batched.victims], batched.message) == expected
+    assert (as_array.nominated, [v.key for v in as_array.victims], as_array.message) == expected
+
+
+class _GiveUp(Exception):
+    pass
+
+
+@pytest.mark.parametrize("allowed", [0, 1, 2])
+def test_a_cancelled_cycle_gives_the_dry_runs_together_up(allowed: int) -> None:
+    """``between`` (a cycle's cancellation check) is called before the dry runs done together and
+    between their steps: raising there gives preemption up, and the snapshot is left as it was."""
+    nodes = [node(f"n{i}", allocatable={"cpu": "1", "memory": "8Gi", "pods": "5"}) for i in range(4)]
+    pods = [_pod(f"r{i}-{k}", 300, 0, f"n{i}") for i in range(4) for k in range(3)]
+    cluster = state(nodes, pods, [])
+    snapshot = cluster.snapshot()
+    before = [sorted(p.key for p in n.pods) for n in snapshot.nodes]
+    calls: list[int] = []
+
+    def between() -> None:
+        calls.append(1)
+        if len(calls) > allowed:
+            raise _GiveUp
+
+    with pytest.raises(_GiveUp):
+        columns = ColumnStore().current(snapshot)
+        REAL_PREEMPT(snapshot, default_rules().session(), _pod("incoming", 800, 100), None, None, columns, between)
+    assert len(calls) == allowed + 1
+    assert [sorted(p.key for p in n.pods) for n in snapshot.nodes] == before
