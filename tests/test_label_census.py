@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rulesched.lang.builtins.indexes import LabelCensus
 
 import rulesched.lang.builtins.affinity as affinity_module
 from rulesched.lang.builtins.affinity import score_index
-from rulesched.lang.builtins.spreading import _Constraint, _DomainCounts
+from rulesched.lang.builtins.spreading import _DomainCounts
 from rulesched.lang.context import EvalContext
+from rulesched.lang.indexes import LabelCensus
 from rulesched.model import LabelSelector
+from rulesched.semantics.spreading import Constraint
 from tests.upstream.harness import node, pod, state
 
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
@@ -49,7 +50,7 @@ def test_census_counts_equal_the_walk(
     pods = [_pod(f"r{j}", lab, ns, f"n{n % len(nodes)}", dead) for j, (n, lab, ns, dead) in enumerate(running)]
     cluster = state(nodes, pods)
     selector = LabelSelector(match_labels=match)
-    constraints = tuple(_Constraint(1, key, selector, 1, False, False) for key in (ZONE, HOST))
+    constraints = tuple(Constraint(1, key, selector, 1, False, False) for key in (ZONE, HOST))
     owner = pod("owner", "default")
     snapshot = cluster.snapshot()
     census = LabelCensus()
