@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import topology, volume_binding, volumes
+from rulesched.lang.builtins import domains, topology, volume_binding, volumes
 from rulesched.lang.builtins.matching import (
     label_selector_matches,
     node_selector_term_matches,
@@ -360,6 +360,20 @@ BUILTINS.update(
             _volume("volume_zone", "VolumeZone's reasons: bound volumes' zone/region labels against the node's."),
         ]
     }
+)
+
+# domain(node, KEY): the nodes sharing the node's value of label KEY (docs/language.md,
+# "Topology domains"). Its answers move with every change to the cluster; the aggregates over its
+# pods are indexed (rulesched.lang.builtins.domains).
+BUILTINS["domain"] = Builtin(
+    "domain",
+    _sig([schema.NODE, STRING], schema.DOMAIN),
+    domains.domain,
+    "domain(node, key) -> domain",
+    "The nodes whose label KEY has the node's value (none when the node lacks the label): "
+    ".nodes, .pods, .allocatable, .requested, .free.",
+    context=True,
+    version=domains.version,
 )
 
 # number(q) is coerced by the checker (TO_NUMBER), so its implementation is the identity; keep

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.builtins import BUILTINS, domains
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.stages import (
     NO_CTX,
@@ -50,6 +50,7 @@ from rulesched.lang.evaluation.stages import (
 )
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRule, CheckedRules
+from rulesched.lang.frontend.domain_check import DomainAggregate
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import (
     BOOL,
@@ -73,6 +74,7 @@ _UNROLL_MAX = 16  # elements of a bind-time list a quantifier is unrolled over
 # types whose == agrees with dict lookup (hash equality), for _Compiler._indexed
 _HASHABLE = (STRING, NUMBER, QUANTITY, DURATION, BOOL)
 _NODE = frozenset({schema.NODE_VARIABLE})
+_CLUSTER = frozenset({schema.CLUSTER_VARIABLE})  # in ``free``: never memoised per node, never pod-only
 
 
 class _Compiler:
@@ -162,6 +164,13 @@ class _Compiler:
             return Staged(frozenset({ref.name}), static=lambda n, env=None: env[slot], chain=(slot, ()))
         if ref.name == schema.POD_VARIABLE:
             return Staged(_POD, pod=lambda ctx, env: ctx.pod)
+        if ref.name == schema.CLUSTER_VARIABLE:
+
+            def cluster(ctx: EvalContext) -> NodeFn:
+                ref = domains.cluster_ref(ctx)
+                return lambda n, env=None: ref
+
+            return Staged(_CLUSTER, node=cluster)
         return Staged(frozenset({schema.NODE_VARIABLE}), static=lambda n, env=None: n, chain=(None, ()))
 
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Staged:
@@ -173,7 +182,11 @@ class _Compiler:
         # A built-in that reads the cluster depends on the pod's evaluation context.
         impl = builtin.impl
         ctx_code = Staged(_POD, pod=lambda ctx, env: ctx)
-        return combine([ctx_code, *parts], impl)
+        code = combine([ctx_code, *parts], impl)
+        if func == "domain":  # reads the cluster as it is at each call: a node-stage value
+            made = code.factory()
+            return Staged(code.free | _CLUSTER, node=made)
+        return code
 
     def _logic(self, expr: ast.Binary, slots: dict[str, int]) -> Staged:
         left, right = self.code(expr.left, slots), self.code(expr.right, slots)
@@ -193,6 +206,9 @@ class _Compiler:
     def _aggregate(self, expr: ast.Quantifier | ast.Aggregate, slots: dict[str, int]) -> Staged:
         slot = len(slots)
         inner_slots = {**slots, expr.var: slot}
+        over_domain = self.notes.domain_aggregates.get(id(expr))
+        if over_domain is not None:
+            return self._domain_aggregate(expr, over_domain, slots, slot, inner_slots)
         iterable = self.code(expr.iterable, slots)
         indexed = self._indexed(expr, iterable, slot, inner_slots)
         if indexed is not None:
@@ -302,6 +318,54 @@ class _Compiler:
             return from_counts(kind, negate, lambda n, env=None: ((g := grouped(n, env))[0].get(v, 0), g[1]))
 
         return Staged(iterable.free | known[0].free, node=make)
+
+    def _domain_aggregate(
+        self,
+        expr: ast.Quantifier | ast.Aggregate,
+        info: DomainAggregate,
+        slots: dict[str, int],
+        slot: int,
+        inner_slots: dict[str, int],
+    ) -> Staged:
+        """An aggregate over a domain's pods or nodes, answered from per-domain counts kept by
+        rulesched.lang.builtins.domains. The index is keyed by this aggregate, the domain's
+        label key and the values of its pod-only parts (``info.holes``), computed once per pod;
+        its where and value are made once per index, for a context of the pod that built it
+        (pods with equal pod-only parts give them equal answers)."""
+        source = self.code(info.source, slots)
+        holes = [self.code(h, slots) for h in info.holes]
+        where = self.code(expr.where, inner_slots) if expr.where is not None else None
+        value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
+        w_fac, v_fac = (None if c is None else c.factory() for c in (where, value))
+        source_fac, hole_facs = source.factory(), [as_pod_node(h) for h in holes]
+        kind, nodes, token = expr.kind, info.elements == "nodes", object()
+
+        def element(fac: Any, private: EvalContext) -> Any:
+            if fac is None:
+                return None
+            fn = fac(private)
+            return lambda x: fn(None, {slot: x})
+
+        def make(ctx: EvalContext) -> NodeFn:
+            of_node = source_fac(ctx)
+            key = (token, tuple([domains.freeze(h(ctx)(None, {})) for h in hole_facs]))
+            pod = ctx.pod
+            cache: dict[Any, Any] = {}
+
+            def build(ref_key: str | None) -> Any:
+                private = EvalContext(pod)  # the where reads only the element and pod-only values
+                return domains.aggregate_index(kind, ref_key, nodes, element(w_fac, private), element(v_fac, private))
+
+            def answer(n: Any, env: Any = None) -> Any:
+                ref = of_node(n, env)
+                made = cache.get(ref.key)
+                if made is None:
+                    made = cache[ref.key] = build(ref.key)
+                return domains.aggregate(ref, (key, ref.key), kind, made)
+
+            return answer
+
+        return Staged(source.free | _POD | _CLUSTER, node=make)
 
     def _unrolled(
         self,
@@ -425,6 +489,8 @@ def _context_calls(expr: ast.Expr, checked: CheckedRules) -> frozenset[str]:
             found.add(e.func)
         elif isinstance(e, ast.Name):
             ref = checked.notes.names.get(id(e))
+            if ref is not None and ref.kind == "var" and ref.name == schema.CLUSTER_VARIABLE:
+                found.add("domain")  # the cluster is the domain of every node (its version)
             if ref is not None and ref.kind == "let" and ref.name not in seen_lets:
                 seen_lets.add(ref.name)
                 stack.append(checked.lets[ref.name].value)

@@ -95,8 +95,8 @@ class _Analysis:
                 ref = self.notes.names[key]
                 if ref.kind == "let":
                     hit = self.reads_node(self.lets[ref.name].value)
-                else:
-                    hit = ref.kind != "bound" and ref.name == schema.NODE_VARIABLE
+                else:  # (the cluster: a domain's answers are not columns; counted as the node's)
+                    hit = ref.kind != "bound" and ref.name in (schema.NODE_VARIABLE, schema.CLUSTER_VARIABLE)
             else:
                 hit = any(self.reads_node(c) for c in ast.children(expr))
             self._node[key] = hit
@@ -109,13 +109,15 @@ class _Analysis:
         match expr:
             case ast.Name():
                 ref = notes.names[id(expr)]
+                if ref.name == schema.CLUSTER_VARIABLE and ref.kind == "var":
+                    return False
                 return ref.kind != "let" or self.supported(self.lets[ref.name].value)
             case ast.Attr(obj=obj):
                 return self.supported(obj)
             case ast.Index(obj=obj, key=key):
                 return isinstance(notes.types[id(obj)], MapOf) and not self.reads_node(key) and self.supported(obj)
-            case ast.Call(args=args):
-                return all(self.supported(a) for a in args)
+            case ast.Call(func=func, args=args):
+                return func != "domain" and all(self.supported(a) for a in args)
             case ast.Unary(operand=operand):
                 return self.supported(operand)
             case ast.Binary(op=op, left=left, right=right):

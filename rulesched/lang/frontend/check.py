@@ -19,6 +19,7 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
+from rulesched.lang.frontend.domain_check import DOMAIN_RECORDS, Analysis, DomainAggregate, Refusal, unaggregated
 from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
@@ -92,6 +93,8 @@ class Annotations:
     pod_len_reads: dict[str, int] = field(default_factory=dict)
     builtin_pod_fields: set[str] = field(default_factory=set)
     fresh_pod_fields: set[str] = field(default_factory=set)
+    # Aggregates over domains' pods or nodes kept as indexes (rulesched.lang.frontend.domain_check)
+    domain_aggregates: dict[int, DomainAggregate] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,9 @@ class _Checker:
         self.lets: dict[str, ast.Let] = {}
         self.let_types: dict[str, tuple[Type, frozenset[str]]] = {}
         self.used_lets: set[str] = set()
-        self.pod_reads = 0  # every use of the name `pod` ...
-        self.pod_attr_reads = 0  # ... and those that read one of its fields
+        self.pod_reads, self.pod_attr_reads = 0, 0  # every use of the name `pod`, those reading a field
+        self.domain_pods: dict[int, ast.Attr] = {}  # D.pods not (yet) an aggregate's list
+        self.domains = Analysis(self.notes.names, self.notes.types, lambda name: self._let_type(name)[1])
 
     # --- composition -------------------------------------------------------------------------
     def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
@@ -173,7 +177,9 @@ class _Checker:
         let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
         steps: dict[tuple[ast.RuleKind, str], int] = {}
         sound = self._sound(shallow)
-        self.diagnostics.extend(too_costly(sound, self.lets, graph, self.notes.types, let_names, self.limits, steps))
+        self.diagnostics.extend(unaggregated(self.domain_pods.values()))
+        indexed, types = frozenset(self.notes.domain_aggregates), self.notes.types
+        self.diagnostics.extend(too_costly(sound, self.lets, graph, types, let_names, self.limits, steps, indexed))
         reached = list(self.used_lets)  # a let only unused lets use is unused too, whatever the order
         while reached:
             for used in graph.uses.get(reached.pop(), ()):
@@ -383,6 +389,7 @@ class _Checker:
                 if where is not None:
                     self._expect(where, BOOL, inner, "a where condition")
                 self._merge(scope, inner)
+                self._domain_aggregate(expr)
                 return NUMBER if kind == "count" else BOOL
             case ast.Aggregate(kind=kind, value=value, var=var, iterable=iterable, where=where):
                 elem = self._element(iterable, scope)
@@ -391,6 +398,7 @@ class _Checker:
                     self._expect(where, BOOL, inner, "a where condition")
                 t = self._infer(value, inner)
                 self._merge(scope, inner)
+                self._domain_aggregate(expr)
                 if kind == "collect":
                     return ListOf(t)
                 if not is_numeric(t):
@@ -398,6 +406,14 @@ class _Checker:
                     return ANY
                 return t
         raise AssertionError(f"unknown expression {expr!r}")  # pragma: no cover
+
+    def _domain_aggregate(self, expr: ast.Quantifier | ast.Aggregate) -> None:
+        decided = self.domains.decide(expr)  # over a domain's pods: indexed, or refused here
+        if isinstance(decided, DomainAggregate):
+            self.notes.domain_aggregates[id(expr)] = decided
+        elif isinstance(decided, Refusal) and id(expr.iterable) in self.domain_pods:
+            self._error("not-indexable", decided.message, decided.at, decided.suggestion)
+        self.domain_pods.pop(id(expr.iterable), None)
 
     def _to_quantity(self, exprs: Sequence[ast.Expr], types: Sequence[Type]) -> None:
         for expr, t in zip(exprs, types, strict=True):
@@ -432,6 +448,8 @@ class _Checker:
             self.notes.names[id(expr)] = NameRef("var", name)
             if name == schema.POD_VARIABLE:
                 self.pod_reads += 1
+            elif name == schema.CLUSTER_VARIABLE:
+                self.notes.context_calls.add("domain")
             scope.used.add(name)
             return scope.variables[name]
         if name in self.lets:
@@ -515,6 +533,8 @@ class _Checker:
             self.pod_attr_reads += 1
         if isinstance(t, Record):
             fields = schema.RECORDS[t]
+            if t in DOMAIN_RECORDS and expr.name == "pods":  # reported unless an aggregate's list
+                self.domain_pods[id(expr)] = expr
             if expr.name in fields:
                 self.notes.attrs[id(expr)] = AttrRef(field=fields[expr.name])
                 return fields[expr.name].type
