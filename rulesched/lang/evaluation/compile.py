@@ -333,35 +333,33 @@ class _Compiler:
         its where and value are made once per index, for a context of the pod that built it
         (pods with equal pod-only parts give them equal answers)."""
         source = self.code(info.source, slots)
-        holes = [self.code(h, slots) for h in info.holes]
+        holes = [self.code(h, slots).factory() for h in info.holes]
         where = self.code(expr.where, inner_slots) if expr.where is not None else None
         value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
         w_fac, v_fac = (None if c is None else c.factory() for c in (where, value))
-        source_fac, hole_facs = source.factory(), [as_pod_node(h) for h in holes]
+        source_fac = source.factory()
         kind, nodes, token = expr.kind, info.elements == "nodes", object()
 
-        def element(fac: Any, private: EvalContext) -> Any:
+        def element(fac: Any, private: EvalContext, fixed: dict[int, Any]) -> Any:
             if fac is None:
                 return None
             fn = fac(private)
-            return lambda x: fn(None, {slot: x})
+            return lambda x: fn(None, {**fixed, slot: x})
 
         def make(ctx: EvalContext) -> NodeFn:
-            of_node = source_fac(ctx)
-            key = (token, tuple([domains.freeze(h(ctx)(None, {})) for h in hole_facs]))
-            pod = ctx.pod
-            cache: dict[Any, Any] = {}
-
-            def build(ref_key: str | None) -> Any:
-                private = EvalContext(pod)  # the where reads only the element and pod-only values
-                return domains.aggregate_index(kind, ref_key, nodes, element(w_fac, private), element(v_fac, private))
+            of_node, hole_fns, pod = source_fac(ctx), [h(ctx) for h in holes], ctx.pod
+            makers: dict[Any, Any] = {}
 
             def answer(n: Any, env: Any = None) -> Any:
                 ref = of_node(n, env)
-                made = cache.get(ref.key)
-                if made is None:
-                    made = cache[ref.key] = build(ref.key)
-                return domains.aggregate(ref, (key, ref.key), kind, made)
+                values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
+                made = makers.get((ref.key, values))
+                if made is None:  # (env: the victim of a preempt rule, fixed like the pod)
+                    private, fixed = EvalContext(pod), dict(env or {})
+                    made = makers[ref.key, values] = domains.aggregate_index(
+                        kind, ref.key, nodes, element(w_fac, private, fixed), element(v_fac, private, fixed)
+                    )
+                return domains.aggregate(ref, (token, values), kind, made)
 
             return answer
 

@@ -6,7 +6,7 @@ pods come and go (rulesched.lang.builtins.domains). That is possible when the ``
 value read only the element and values fixed for the pod being placed: then the counts depend
 on the domain and on those pod-only values alone, and are keyed by both. This module decides it
 for one aggregate, once the checker has typed it, and names the pod-only parts (the "holes": the
-largest sub-expressions reading only the pod) whose values key the index.
+largest sub-expressions reading only the pod, or the victim) whose values key the index.
 
 An aggregate over a domain's ``pods`` that is not indexable is refused with the reason; one over
 its ``nodes`` is evaluated as a loop and bounded by the cost model (a domain may hold
@@ -26,6 +26,9 @@ from rulesched.lang.frontend.source import Diagnostic, error
 from rulesched.lang.types import ListOf, MapOf, Prim, Record, Type
 
 INDEXED_KINDS = ("count", "any", "all", "sum")
+# What the where and value may read besides the element: values fixed for one evaluation (in a
+# preempt rule the victim is fixed too: its values join the index key at each call).
+_FIXED = frozenset({schema.POD_VARIABLE, schema.VICTIM_VARIABLE})
 DOMAIN_RECORDS = (schema.DOMAIN, schema.CLUSTER)
 
 
@@ -115,7 +118,7 @@ class Analysis:
             if bad is not None:
                 return Refusal(
                     f"{what} is kept as per-domain counts, so its where and value may read only "
-                    f"'{expr.var}' and the pod being placed; this reads {bad[1]}",
+                    f"'{expr.var}' and the pod being placed (or the victim); this reads {bad[1]}",
                     bad[0],
                     "compare the element with pod-only values (pod.labels[...], pod.namespace, constants)",
                 )
@@ -135,7 +138,7 @@ class Analysis:
         return DomainAggregate(elements, source, tuple(holes))
 
     def _first_bad(self, e: ast.Expr, element: str) -> tuple[ast.Expr, str] | None:
-        reads = self.reads(e) - {element, schema.POD_VARIABLE}
+        reads = self.reads(e) - {element} - _FIXED
         if not reads:
             return None
         for child in ast.children(e):
@@ -163,9 +166,9 @@ class Analysis:
 
     def _holes(self, e: ast.Expr, out: list[ast.Expr]) -> Refusal | None:
         reads = self.reads(e)
-        if schema.POD_VARIABLE not in reads:
+        if not reads & _FIXED:
             return None
-        if reads == {schema.POD_VARIABLE}:
+        if reads <= _FIXED:
             if not _keyable(self.types.get(id(e))):
                 return Refusal(
                     f"{_text(e)} is {self.types.get(id(e))}, which an index cannot be keyed by",
