@@ -36,6 +36,8 @@ score any_all: (if any(p in domain(node, "rack").pods where p.labels == pod.labe
 score nodes: count(n in domain(node, "zone").nodes where n.labels["rack"] != "") * 100 + len(cluster.nodes)
 score sums: number(domain(node, "zone").allocatable.cpu) + number(domain(node, "rack").requested.cpu)
   + number(domain(node, "zone").free.cpu) + number(cluster.free["example.com/gpu"])
+score min_zone: min(count(p in domain(n, "zone").pods where p.labels["app"] == pod.labels["app"]) for n in cluster.nodes where "zone" in n.labels) * 10
+  + number(max(sum(p.requests.cpu for p in domain(n, "rack").pods where p.namespace == pod.namespace) for n in cluster.nodes))
 preempt over_quota: sum(p.requests["example.com/gpu"] for p in cluster.pods where p.labels["team"] == victim.labels["team"]) > 4
 """
 
@@ -165,9 +167,11 @@ def test_checker_decides_and_locates(text: str, expected: list[str]) -> None:
 # --- placements: the scheduler against the reference ------------------------------------------------
 
 PLACEMENT = """extends "default"
-filter zone_spread: not ("zone" in node.labels) or count(p in domain(node, "zone").pods where p.labels["app"] == pod.labels["app"]) < 2
+let here = count(p in domain(node, "zone").pods where p.labels["app"] == pod.labels["app"])
+let fewest = min(count(p in domain(n, "zone").pods where p.labels["app"] == pod.labels["app"]) for n in cluster.nodes where "zone" in n.labels)
+filter zone_spread: "zone" in node.labels and here + 1 - fewest <= 1
 filter rack_limit: count(p in domain(node, "rack").pods where p.labels["team"] == pod.labels["team"]) < 3
-score less_app: 10 - count(p in domain(node, "zone").pods where p.labels["app"] == pod.labels["app"])
+score less_app: 10 - here
 """
 
 

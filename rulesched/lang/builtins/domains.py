@@ -239,6 +239,24 @@ def aggregate(ref: DomainRef, token: Hashable, kind: str, make: Callable[[], Dom
     return answer(kind, _sub(ref, token, make))
 
 
+def representatives(ctx: EvalContext, token: Hashable, key: str, passes: Callable[[Any], bool]) -> list[Any]:
+    """One node per value of label ``key`` (one for the nodes without it) among the nodes
+    ``passes`` holds for: kept per node generation under ``token`` (which names the condition
+    and the pod-only values it reads)."""
+    if ctx.cluster is None:
+        return []
+
+    def contribute(node: Any, sub: dict[Any, Any], sign: int) -> None:
+        if passes(node):
+            sub.setdefault(node.labels.get(key, _NO_LABEL), node)
+
+    index = current(ctx, ("domain", "representatives", token, key), lambda: DomainCounts(None, contribute, nodes=True))
+    return list(index.per.get(CLUSTER_VALUE, {}).values())
+
+
+_NO_LABEL = object()
+
+
 def exact_sum(values: list[Any]) -> Any:
     """The reference's sum for aggregates over domains: exact (through Fractions) when a float is
     among the values, so that it does not depend on the order of the pods."""

@@ -50,7 +50,7 @@ from rulesched.lang.evaluation.stages import (
 )
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRule, CheckedRules
-from rulesched.lang.frontend.domain_check import DomainAggregate
+from rulesched.lang.frontend.domain_check import DomainAggregate, OverDomains
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import (
     BOOL,
@@ -207,6 +207,8 @@ class _Compiler:
         slot = len(slots)
         inner_slots = {**slots, expr.var: slot}
         over_domain = self.notes.domain_aggregates.get(id(expr))
+        if isinstance(over_domain, OverDomains):
+            return self._over_domains(expr, over_domain, slots, slot, inner_slots)
         if over_domain is not None:
             return self._domain_aggregate(expr, over_domain, slots, slot, inner_slots)
         iterable = self.code(expr.iterable, slots)
@@ -364,6 +366,49 @@ class _Compiler:
             return answer
 
         return Staged(source.free | _POD | _CLUSTER, node=make)
+
+    def _over_domains(
+        self,
+        expr: ast.Quantifier | ast.Aggregate,
+        info: OverDomains,
+        slots: dict[str, int],
+        slot: int,
+        inner_slots: dict[str, int],
+    ) -> Staged:
+        """min/max of an indexed domain aggregate over the domains of KEY (see OverDomains): one
+        representative node per domain value among the nodes the where holds for (kept per node
+        generation), the inner aggregate looked up once per representative; the answer is the
+        same on every node, so it is kept until the cluster changes."""
+        inner = self.code(info.inner, inner_slots).factory()
+        key_fac = self.code(info.key, slots).factory()
+        holes = [self.code(h, slots).factory() for h in info.holes]
+        where = self.code(expr.where, inner_slots).factory() if expr.where is not None else None
+        extreme, token = min if expr.kind == "min" else max, object()
+
+        def make(ctx: EvalContext) -> NodeFn:
+            inner_fn, key_fn, hole_fns, pod = inner(ctx), key_fac(ctx), [h(ctx) for h in holes], ctx.pod
+            kept: list[Any] = [None, None]  # (version and fixed values, answer)
+
+            def answer(n: Any, env: Any = None) -> Any:
+                values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
+                stamp = (domains.version(ctx), values)
+                if kept[0] == stamp:
+                    return kept[1]
+                label = key_fn(n, env)
+                fixed = dict(env or {})
+                where_fn = where(EvalContext(pod)) if where is not None else None
+
+                def passes(node: Any) -> bool:
+                    return where_fn is None or bool(where_fn(None, {**fixed, slot: node}))
+
+                reps = domains.representatives(ctx, (token, values), label, passes)
+                found = [inner_fn(n, {**fixed, slot: rep}) for rep in reps]
+                kept[:] = [stamp, extreme(found) if found else 0]
+                return kept[1]
+
+            return answer
+
+        return Staged(frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE}) | _CLUSTER, node=make)
 
     def _unrolled(
         self,

@@ -19,7 +19,7 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
-from rulesched.lang.frontend.domain_check import DOMAIN_RECORDS, Analysis, DomainAggregate, Refusal, unaggregated
+from rulesched.lang.frontend.domain_check import DOMAIN_RECORDS, Analysis, DomainAggregate, OverDomains, Refusal, unaggregated
 from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
@@ -94,7 +94,7 @@ class Annotations:
     builtin_pod_fields: set[str] = field(default_factory=set)
     fresh_pod_fields: set[str] = field(default_factory=set)
     # Aggregates over domains' pods or nodes kept as indexes (rulesched.lang.frontend.domain_check)
-    domain_aggregates: dict[int, DomainAggregate] = field(default_factory=dict)
+    domain_aggregates: dict[int, DomainAggregate | OverDomains] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ class _Checker:
         self.used_lets: set[str] = set()
         self.pod_reads, self.pod_attr_reads = 0, 0  # every use of the name `pod`, those reading a field
         self.domain_pods: dict[int, ast.Attr] = {}  # D.pods not (yet) an aggregate's list
-        self.domains = Analysis(self.notes.names, self.notes.types, lambda name: self._let_type(name)[1])
+        self.domains = Analysis(self.notes.names, self.notes.types, self._let_needs, self.notes.domain_aggregates)
 
     # --- composition -------------------------------------------------------------------------
     def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
@@ -409,7 +409,7 @@ class _Checker:
 
     def _domain_aggregate(self, expr: ast.Quantifier | ast.Aggregate) -> None:
         decided = self.domains.decide(expr)  # over a domain's pods: indexed, or refused here
-        if isinstance(decided, DomainAggregate):
+        if isinstance(decided, (DomainAggregate, OverDomains)):
             self.notes.domain_aggregates[id(expr)] = decided
         elif isinstance(decided, Refusal) and id(expr.iterable) in self.domain_pods:
             self._error("not-indexable", decided.message, decided.at, decided.suggestion)
@@ -518,6 +518,9 @@ class _Checker:
                     through if through is not None else expr,
                 )
         return found
+
+    def _let_needs(self, name: str) -> frozenset[str]:
+        return self._let_type(name)[1]
 
     def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
         """A let's type and the rule variables it reads, typed by :meth:`_type_lets`."""

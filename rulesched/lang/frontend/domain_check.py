@@ -16,7 +16,7 @@ decision in ``Annotations.domain_aggregates`` for the compiler and the cost mode
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from rulesched.lang import schema
@@ -39,6 +39,20 @@ class DomainAggregate:
 
     elements: str
     source: ast.Expr
+    holes: tuple[ast.Expr, ...]
+
+
+@dataclass(frozen=True)
+class OverDomains:
+    """``min|max(AGG for n in cluster.nodes where COND)`` where AGG is an indexed aggregate over
+    ``domain(n, KEY)``: the extreme over the domains of KEY (kube-scheduler's PodTopologySpread
+    minimum over domains). Its value depends on the pod and the cluster, not on the node being
+    evaluated: computed once per pod and cluster change, from one representative node per
+    domain value among the nodes COND holds for (COND reads only ``n``'s fields that do not move
+    with pods, and the pod), then a lookup per domain."""
+
+    inner: ast.Quantifier | ast.Aggregate
+    key: ast.Expr
     holes: tuple[ast.Expr, ...]
 
 
@@ -67,8 +81,9 @@ class Analysis:
         names: dict[int, object],
         types: dict[int, Type],
         let_needs: Callable[[str], frozenset[str]],
+        decided: Mapping[int, object],
     ) -> None:
-        self.names, self.types, self.let_needs = names, types, let_needs
+        self.names, self.types, self.let_needs, self.decided = names, types, let_needs, decided
         self._memo: dict[int, frozenset[str]] = {}
 
     def reads(self, e: ast.Expr) -> frozenset[str]:
@@ -97,9 +112,40 @@ class Analysis:
         self._memo[key] = found
         return found
 
-    def decide(self, expr: ast.Quantifier | ast.Aggregate) -> DomainAggregate | Refusal | None:
+    def over_domains(self, expr: ast.Quantifier | ast.Aggregate) -> OverDomains | None:
+        """The :class:`OverDomains` shape, or None."""
+        if not (isinstance(expr, ast.Aggregate) and expr.kind in ("min", "max")):
+            return None
+        if not (isinstance(expr.iterable, ast.Attr) and expr.iterable.name == "nodes"):
+            return None
+        if self.types.get(id(expr.iterable.obj)) != schema.CLUSTER:
+            return None
+        inner = expr.value
+        if not isinstance(inner, (ast.Quantifier, ast.Aggregate)) or id(inner) not in self.decided:
+            return None
+        found = domain_source(inner.iterable, self.types)
+        source = found[0] if found is not None else None
+        if not (isinstance(source, ast.Call) and source.func == "domain" and len(source.args) == 2):
+            return None
+        subject, key = source.args
+        element = f"@bound:{expr.var}"
+        if not (isinstance(subject, ast.Name) and self.reads(subject) == {element}) or self.reads(key) - _FIXED:
+            return None
+        # (the inner aggregate's where and value read only its element and fixed values: indexed)
+        holes: list[ast.Expr] = [key] if self.reads(key) else []
+        if expr.where is not None:
+            if self._first_bad(expr.where, element) or self._moving_node_read(expr.where, expr.var):
+                return None
+            if self._holes(expr.where, holes) is not None:
+                return None
+        return OverDomains(inner, key, tuple(holes))
+
+    def decide(self, expr: ast.Quantifier | ast.Aggregate) -> DomainAggregate | OverDomains | Refusal | None:
         """None: not over a domain; a refusal for a domain's pods that cannot be indexed, or
         for a domain's nodes (those are looped over instead)."""
+        over = self.over_domains(expr)
+        if over is not None:
+            return over
         found = domain_source(expr.iterable, self.types)
         if found is None:
             return None
