@@ -16,7 +16,15 @@ from rulesched.simulate.run import SimulateSettings, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "rules" / "examples"
-NAMES = ("underlay-ip", "pod-capacity", "gpu-binpacking", "zone-spreading", "statefulset-zonal-volumes")
+NAMES = (
+    "underlay-ip",
+    "pod-capacity",
+    "gpu-binpacking",
+    "zone-spreading",
+    "statefulset-zonal-volumes",
+    "app-spreading",
+    "team-quotas",
+)
 
 
 def run_example(name: str, rules: str | None = None, explain: bool = False) -> Report:
@@ -208,3 +216,31 @@ def test_statefulset_default_rules_may_use_the_spot_node() -> None:
         report = simulate(load_cluster([folder / "cluster.yaml"]), settings)
         feasible |= {node for pod, node in placements(report).items() if pod.startswith("shop/db-")}
     assert "node-c2" in feasible
+
+
+# --- app-spreading and team-quotas: rules over topology domains and the cluster ---------------------
+
+
+def test_app_spreading_keeps_each_app_within_skew_1_over_zones() -> None:
+    report = run_example("app-spreading")
+    assert report.summary()["unschedulable"] == 0
+    web = Counter(
+        n.labels["topology.kubernetes.io/zone"] for n in report.state.nodes for p in n.pods if p.labels["app"] == "web"
+    )
+    assert sorted(web.values()) == [3, 3, 4], web
+    assert placements(report)["shop/api-2"] in ("node-c1", "node-c2")  # the zone without an api pod
+    assert not any(n.pods for n in report.state.nodes if n.name == "edge")
+
+
+def test_team_quotas_evict_over_quota_pods_first() -> None:
+    report = run_example("team-quotas")
+    found = placements(report)
+    assert found["ml/ml-2"] in ("gpu-2a", "gpu-2b") and found["ml/ml-3"] is None
+    assert found["vision/vision-4"] is not None
+    gpus: Counter[str] = Counter()
+    for n in report.state.nodes:
+        for p in n.pods:
+            gpus[p.labels["team"]] += p.requests.get("nvidia.com/gpu", 0) // 1000
+    assert gpus == {"ml": 7, "vision": 7}  # a vision pod of 4 GPUs was evicted for ml-2
+    racks = Counter((n.labels["example.com/rack"], p.labels["team"]) for n in report.state.nodes for p in n.pods)
+    assert racks[("rack-1", "ml")] == 2 and racks[("rack-2", "ml")] == 1
