@@ -374,6 +374,7 @@ BUILTINS["domain"] = Builtin(
     ".nodes, .pods, .allocatable, .requested, .free.",
     context=True,
     version=domains.version,
+    moves=_always_moves,  # evaluated afresh, not cached per node: as columns, once per label value
 )
 
 # number(q) is coerced by the checker (TO_NUMBER), so its implementation is the identity; keep

@@ -216,9 +216,36 @@ def aggregate_index(kind: str, key: str | None, nodes_: bool, where: Element | N
         return lambda: DomainCounts(key, summed, nodes_)
 
     def counted(element: Any, sub: dict[Any, Any], sign: int) -> None:
-        add_to(sub, where is None or bool(where(element)), sign)
+        if where is None or where(element):
+            add_to(sub, True, sign)
+        elif kind == "all":  # (only all needs the elements the condition fails for)
+            add_to(sub, False, sign)
 
     return lambda: DomainCounts(key, counted, nodes_)
+
+
+def keyed_index(
+    kind: str, key: str | None, nodes_: bool, keys: list[Element], value: Element | None
+) -> Callable[[], DomainCounts]:
+    """An index of an aggregate whose where is equalities between element values (``keys``) and
+    pod-side ones: per domain, per tuple of the element's values, the count (or value sum)."""
+
+    def contribute(element: Any, sub: dict[Any, Any], sign: int) -> None:
+        amount = 1 if value is None else value(element)
+        if isinstance(amount, float):
+            amount = Fraction(amount)
+        add_to(sub, tuple([k(element) for k in keys]), sign * amount)
+
+    return lambda: DomainCounts(key, contribute, nodes_)
+
+
+def keyed(ref: DomainRef, token: Hashable, kind: str, make: Callable[[], DomainCounts], values: tuple[Any, ...]) -> Any:
+    found = _sub(ref, token, make).get(values, 0)
+    if kind == "count":
+        return found
+    if kind == "any":
+        return found > 0
+    return float(found) if isinstance(found, Fraction) else found
 
 
 def answer(kind: str, sub: Mapping[Any, Any]) -> Any:

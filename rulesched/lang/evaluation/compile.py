@@ -86,6 +86,8 @@ class _Compiler:
         # Slots whose bound variable is fixed to a value while an unrolled loop body is compiled.
         self.fixed: dict[int, Any] = {}
         self.lock = threading.RLock()  # held while compiling at bind time (unrolled conditions)
+        self.domain_codes: dict[int, Any] = {}  # aggregates over domains: their node-stage factories
+        self.tokens: dict[Any, object] = {}  # aggregates over domains written alike: one index
 
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
@@ -207,10 +209,14 @@ class _Compiler:
         slot = len(slots)
         inner_slots = {**slots, expr.var: slot}
         over_domain = self.notes.domain_aggregates.get(id(expr))
-        if isinstance(over_domain, OverDomains):
-            return self._over_domains(expr, over_domain, slots, slot, inner_slots)
         if over_domain is not None:
-            return self._domain_aggregate(expr, over_domain, slots, slot, inner_slots)
+            if isinstance(over_domain, OverDomains):
+                code = self._over_domains(expr, over_domain, slots, slot, inner_slots)
+            else:
+                code = self._domain_aggregate(expr, over_domain, slots, slot, inner_slots)
+            if not slots and not self.fixed:  # (in a preempt rule, nested, unrolled: node by node)
+                self.domain_codes.setdefault(id(expr), code.factory())
+            return code
         iterable = self.code(expr.iterable, slots)
         indexed = self._indexed(expr, iterable, slot, inner_slots)
         if indexed is not None:
@@ -340,7 +346,15 @@ class _Compiler:
         value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
         w_fac, v_fac = (None if c is None else c.factory() for c in (where, value))
         source_fac = source.factory()
-        kind, nodes, token = expr.kind, info.elements == "nodes", object()
+        kind, nodes = expr.kind, info.elements == "nodes"
+        # Aggregates written alike (a let used by two rules, the same count in a filter and a
+        # score) share their indexes: the key is the aggregate's text as a tree (names resolve
+        # alike within one rule set, whose session owns the store), spans left out.
+        shape = ("aggregate", kind, info.elements, expr.var, expr.where, value and expr.value)  # type: ignore[union-attr]
+        token = self.tokens.setdefault(shape, object())  # (hashing a tree once, not at every lookup)
+        keyed = self._keyed(expr, inner_slots, slot, value)
+        if keyed is not None:
+            return self._keyed_aggregate(kind, nodes, source, token, *keyed)
 
         def element(fac: Any, private: EvalContext, fixed: dict[int, Any]) -> Any:
             if fac is None:
@@ -362,6 +376,68 @@ class _Compiler:
                         kind, ref.key, nodes, element(w_fac, private, fixed), element(v_fac, private, fixed)
                     )
                 return domains.aggregate(ref, (token, values), kind, made)
+
+            return answer
+
+        return Staged(source.free | _POD | _CLUSTER, node=make)
+
+    def _keyed(
+        self, expr: ast.Quantifier | ast.Aggregate, inner_slots: dict[str, int], slot: int, value: Staged | None
+    ) -> tuple[list[Any], list[Staged], Any] | None:
+        """For count, any or sum whose where is equalities of strings, each between a value of
+        the element and a pod-side one (``p.labels["app"] == pod.labels["app"] and ...``), and
+        whose value reads the element alone: the element's keys, the pod-side codes, the value.
+        One index then serves every pod, whatever its values (counted by the element's keys)."""
+        if expr.kind not in ("count", "any", "sum"):
+            return None
+        element = frozenset({expr.var})
+        value_fn = None
+        if value is not None:
+            if value.static is None or value.free != element:
+                return None
+            static = value.static
+            value_fn = lambda x: static(None, {slot: x})  # noqa: E731
+        terms: list[ast.Expr] = []
+        pending = [expr.where] if expr.where is not None else []
+        while pending:
+            e = pending.pop()
+            if isinstance(e, ast.Binary) and e.op == "and":
+                pending += [e.right, e.left]
+            else:
+                terms.append(e)
+        keys, sides = [], []
+        for term in terms:
+            if not (isinstance(term, ast.Binary) and term.op == "=="):
+                return None
+            if any(self.notes.types.get(id(side)) != STRING for side in (term.left, term.right)):
+                return None
+            codes = [self.code(side, inner_slots) for side in (term.left, term.right)]
+            of_element = [c for c in codes if c.static is not None and c.free == element]
+            fixed = [c for c in codes if c.is_const or (c.pod is not None and c.free <= _POD)]
+            if len(of_element) != 1 or len(fixed) != 1:
+                return None
+            get = of_element[0].static
+            keys.append(lambda x, get=get: get(None, {slot: x}))
+            sides.append(fixed[0])
+        return keys, sides, value_fn
+
+    def _keyed_aggregate(
+        self, kind: str, nodes: bool, source: Staged, token: object, keys: list[Any], sides: list[Staged], value: Any
+    ) -> Staged:
+        source_fac = source.factory()
+        side_facs = [as_pod_node(c) for c in sides]
+        made = {}  # per label key: the index's maker (one index for every pod)
+
+        def make(ctx: EvalContext) -> NodeFn:
+            of_node = source_fac(ctx)
+            values = tuple([f(ctx)(None, {}) for f in side_facs])
+
+            def answer(n: Any, env: Any = None) -> Any:
+                ref = of_node(n, env)
+                maker = made.get(ref.key)
+                if maker is None:
+                    maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
+                return domains.keyed(ref, token, kind, maker, values)
 
             return answer
 
@@ -507,7 +583,9 @@ class CompiledRule:
         return self.checked.name
 
 
-def compile_rules(checked: CheckedRules) -> list[CompiledRule]:
+def compile_rules(checked: CheckedRules, domain_codes: dict[int, Any] | None = None) -> list[CompiledRule]:
+    """The rules compiled; ``domain_codes`` receives the compiled aggregates over domains (by id
+    of the aggregate) for the column evaluator (rulesched.lang.evaluation.domain_columns)."""
     compiler = _Compiler(checked)
     out = []
     for c in checked.rules:
@@ -519,6 +597,8 @@ def compile_rules(checked: CheckedRules) -> list[CompiledRule]:
         order = compiler.code(rule.order, {}) if rule.order is not None else None
         unresolvable = compiler.code(rule.unresolvable, {}) if rule.unresolvable is not None else None
         out.append(CompiledRule(c, guard, body, reason, order, _context_calls(rule.body, checked), unresolvable))
+    if domain_codes is not None:
+        domain_codes.update(compiler.domain_codes)
     return out
 
 

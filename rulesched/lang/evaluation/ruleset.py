@@ -73,7 +73,8 @@ class RuleSet:
         # The content hash names the set in logs, metrics and events (given by the loader; for a
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
-        compiled = compile_rules(checked)
+        domain_codes: dict[int, Any] = {}
+        compiled = compile_rules(checked, domain_codes)
         # Rules that may take long for one node: checked before each evaluation (the others every
         # few nodes; see rulesched.lang.evaluation.watch).
         self._costly = frozenset(
@@ -103,7 +104,7 @@ class RuleSet:
             elif reads:  # only ever len(pod.f) (and fresh built-ins): pods of one length are alike
                 self._class_getters.append((_length(get), False))
             # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
-        self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
+        self._evaluator = ColumnEvaluator(checked.notes, checked.lets, domain_codes)
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
         }
