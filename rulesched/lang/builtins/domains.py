@@ -239,8 +239,16 @@ def keyed_index(
     return lambda: DomainCounts(key, contribute, nodes_)
 
 
-def keyed(ref: DomainRef, token: Hashable, kind: str, make: Callable[[], DomainCounts], values: tuple[Any, ...]) -> Any:
-    found = _sub(ref, token, make).get(values, 0)
+def keyed_counts(ref: DomainRef, token: Hashable, make: Callable[[], DomainCounts]) -> dict[Any, dict[Any, Any]]:
+    """The per-domain counts of a keyed index, up to date (valid until the cluster changes)."""
+    if ref.ctx.cluster is None:
+        return {}
+    return current(ref.ctx, ("domain", token, ref.key), make).per
+
+
+def keyed_answer(kind: str, per: dict[Any, dict[Any, Any]], value: str | None, values: tuple[Any, ...]) -> Any:
+    sub = per.get(value) if value is not None else None
+    found = 0 if sub is None else sub.get(values, 0)
     if kind == "count":
         return found
     if kind == "any":

@@ -431,13 +431,23 @@ class _Compiler:
         def make(ctx: EvalContext) -> NodeFn:
             of_node = source_fac(ctx)
             values = tuple([f(ctx)(None, {}) for f in side_facs])
+            seen: dict[Any, Any] = {}  # per label key: the index's counts, while the cluster is as stamped
+            stamp: list[Any] = [None]
 
             def answer(n: Any, env: Any = None) -> Any:
                 ref = of_node(n, env)
-                maker = made.get(ref.key)
-                if maker is None:
-                    maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
-                return domains.keyed(ref, token, kind, maker, values)
+                cluster = ctx.cluster
+                now = None if cluster is None else (cluster, cluster.node_generation, cluster.pod_position)
+                if now != stamp[0]:
+                    seen.clear()
+                    stamp[0] = now
+                per = seen.get(ref.key)
+                if per is None:
+                    maker = made.get(ref.key)
+                    if maker is None:
+                        maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
+                    per = seen[ref.key] = domains.keyed_counts(ref, token, maker)
+                return domains.keyed_answer(kind, per, ref.value, values)
 
             return answer
 
