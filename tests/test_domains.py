@@ -53,25 +53,41 @@ def a_node(i: int, zone: int | None, rack: int | None, cpu: int, gpus: int) -> N
     return node(f"n{i}", labels, {"cpu": str(cpu), "memory": "64Gi", "pods": "110", "example.com/gpu": str(gpus)})
 
 
-def a_pod(name: str, app: str, team: str, cpu: int, gpus: int, priority: int, node_name: str = "", ns: str = "default") -> Pod:
+def a_pod(
+    name: str, app: str, team: str, cpu: int, gpus: int, priority: int, node_name: str = "", ns: str = "default"
+) -> Pod:
     limits = {"example.com/gpu": str(gpus)} if gpus else {}
     spec = {
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": f"{cpu}m", **limits}, "limits": limits}}],
+        "containers": [
+            {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": f"{cpu}m", **limits}, "limits": limits}}
+        ],
         "priority": priority,
     }
     return pod(name, ns, spec=spec, labels={"app": app, "team": team}, node_name=node_name)
 
 
 nodes_st = st.lists(
-    st.tuples(st.one_of(st.none(), st.integers(0, 2)), st.one_of(st.none(), st.integers(0, 3)), st.integers(1, 8), st.integers(0, 4)),
+    st.tuples(
+        st.one_of(st.none(), st.integers(0, 2)),
+        st.one_of(st.none(), st.integers(0, 3)),
+        st.integers(1, 8),
+        st.integers(0, 4),
+    ),
     min_size=1,
     max_size=7,
 )
 pods_st = st.tuples(
-    st.sampled_from(APPS), st.sampled_from(TEAMS), st.integers(0, 3000), st.integers(0, 3), st.integers(0, 100), st.sampled_from(["default", "other"])
+    st.sampled_from(APPS),
+    st.sampled_from(TEAMS),
+    st.integers(0, 3000),
+    st.integers(0, 3),
+    st.integers(0, 100),
+    st.sampled_from(["default", "other"]),
 )
 # (op, pod index or new pod, node index): add, move, delete, relabel a node
-ops_st = st.lists(st.tuples(st.sampled_from(["add", "add", "move", "delete", "relabel"]), pods_st, st.integers(0, 99)), max_size=25)
+ops_st = st.lists(
+    st.tuples(st.sampled_from(["add", "add", "move", "delete", "relabel"]), pods_st, st.integers(0, 99)), max_size=25
+)
 
 
 def built(nodes: list[Node], store: ClusterStore) -> ClusterStore:
@@ -85,7 +101,9 @@ def reference_scores(text_rules: Any, incoming: Pod, cluster: ClusterStore, vict
     out = []
     for n in cluster.nodes:
         for r in checked.rules:
-            out.append(interp.body(r, ctx, n, victim) if r.kind is ast.RuleKind.PREEMPT else as_score(interp.body(r, ctx, n)))
+            out.append(
+                interp.body(r, ctx, n, victim) if r.kind is ast.RuleKind.PREEMPT else as_score(interp.body(r, ctx, n))
+            )
     return out
 
 
@@ -107,7 +125,9 @@ def test_every_domain_aggregate_equals_a_recount(node_specs: Any, ops: Any, inco
             key = placed[where % len(placed)]
             old = store.remove_pod(key)
             assert old is not None
-            store.add_pod(a_pod(old.name, old.labels["app"], old.labels["team"], cpu, gpus, prio, target, old.namespace))
+            store.add_pod(
+                a_pod(old.name, old.labels["app"], old.labels["team"], cpu, gpus, prio, target, old.namespace)
+            )
         elif op == "delete":
             store.remove_pod(placed.pop(where % len(placed)))
         else:  # a node's labels change: domains are rebuilt
@@ -141,18 +161,33 @@ def diagnostics(text: str) -> list[str]:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ('filter f: count(p in clustr.pods) < 3', ["unknown-name t.rules:1:22: unknown name 'clustr' did you mean `cluster`?"]),
+        (
+            "filter f: count(p in clustr.pods) < 3",
+            ["unknown-name t.rules:1:22: unknown name 'clustr' did you mean `cluster`?"],
+        ),
         ('filter f: len(domain(node, "zone").nodez) < 3', ["unknown-field", "did you mean `(...).nodes`?"]),
         ("filter f: len(cluster.pods) < 3", ["not-indexable t.rules:1:15: cluster.pods can only be aggregated over"]),
         (
-            'filter f: count(p in cluster.pods where p.node_name == node.name) < 3',
+            "filter f: count(p in cluster.pods where p.node_name == node.name) < 3",
             ["not-indexable t.rules:1:56:", "(or the victim); this reads 'node'"],
         ),
-        ("filter f: max(p.priority for p in cluster.pods) < 3", ["not-indexable t.rules:1:11:", "only count, any, all and sum"]),
-        ("filter f: count(p in cluster.pods where p == pod) < 3", ["not-indexable", "which an index cannot be keyed by"]),
+        (
+            "filter f: max(p.priority for p in cluster.pods) < 3",
+            ["not-indexable t.rules:1:11:", "only count, any, all and sum"],
+        ),
+        (
+            "filter f: count(p in cluster.pods where p == pod) < 3",
+            ["not-indexable", "which an index cannot be keyed by"],
+        ),
         ("filter f when count(p in cluster.pods) < 3: true", ["scope", "'cluster' cannot be used in a when guard"]),
-        ('filter f: count(n in domain(node, "zone").nodes where n.free.cpu > 1 and n.labels["a"] == "b") < 3', ["too-costly"]),
-        ('filter f: domain(node, "zone").free.cpu > 1 and count(p in cluster.pods where p.namespace == pod.namespace) < 9', []),
+        (
+            'filter f: count(n in domain(node, "zone").nodes where n.free.cpu > 1 and n.labels["a"] == "b") < 3',
+            ["too-costly"],
+        ),
+        (
+            'filter f: domain(node, "zone").free.cpu > 1 and count(p in cluster.pods where p.namespace == pod.namespace) < 9',
+            [],
+        ),
     ],
 )
 def test_checker_decides_and_locates(text: str, expected: list[str]) -> None:
@@ -183,7 +218,9 @@ def test_the_scheduler_places_pods_where_the_reference_would(node_specs: Any, pe
     rules = load_rules_text({"p.rules": PLACEMENT})
     nodes = [a_node(i, z, r, cpu, g) for i, (z, r, cpu, g) in enumerate(node_specs)]
     store = ClusterStore.build(nodes, [])
-    scheduler = Scheduler(rules, store, SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed), AlwaysBind(), clock=Clock())
+    scheduler = Scheduler(
+        rules, store, SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed), AlwaysBind(), clock=Clock()
+    )
     for i, (app, team, cpu, gpus, prio, ns) in enumerate(pending):
         scheduler.add(a_pod(f"q{i}", app, team, cpu, gpus, prio, ns=ns))
     checked = rules.checked

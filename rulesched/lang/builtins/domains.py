@@ -199,7 +199,9 @@ def pods(ref: DomainRef) -> list[Pod]:
 Element = Callable[[Any], Any]  # the where condition or the value, for one element
 
 
-def aggregate_index(kind: str, key: str | None, nodes_: bool, where: Element | None, value: Element | None) -> Callable[[], DomainCounts]:
+def aggregate_index(
+    kind: str, key: str | None, nodes_: bool, where: Element | None, value: Element | None
+) -> Callable[[], DomainCounts]:
     """An index of one aggregate's per-domain accumulators: for count/any/all the elements the
     condition holds for (``True``) and the rest (``False``); for sum, the total (a Fraction
     once a float is added, so that the order pods come and go in cannot change the result)."""

@@ -30,6 +30,7 @@ from typing import Any
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS, domains
 from rulesched.lang.context import EvalContext
+from rulesched.lang.evaluation import domain_stages
 from rulesched.lang.evaluation.stages import (
     NO_CTX,
     NodeFn,
@@ -424,33 +425,7 @@ class _Compiler:
     def _keyed_aggregate(
         self, kind: str, nodes: bool, source: Staged, token: object, keys: list[Any], sides: list[Staged], value: Any
     ) -> Staged:
-        source_fac = source.factory()
-        side_facs = [as_pod_node(c) for c in sides]
-        made = {}  # per label key: the index's maker (one index for every pod)
-
-        def make(ctx: EvalContext) -> NodeFn:
-            of_node = source_fac(ctx)
-            values = tuple([f(ctx)(None, {}) for f in side_facs])
-            seen: dict[Any, Any] = {}  # per label key: the index's counts, while the cluster is as stamped
-            stamp: list[Any] = [None]
-
-            def answer(n: Any, env: Any = None) -> Any:
-                ref = of_node(n, env)
-                cluster = ctx.cluster
-                now = None if cluster is None else (cluster, cluster.node_generation, cluster.pod_position)
-                if now != stamp[0]:
-                    seen.clear()
-                    stamp[0] = now
-                per = seen.get(ref.key)
-                if per is None:
-                    maker = made.get(ref.key)
-                    if maker is None:
-                        maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
-                    per = seen[ref.key] = domains.keyed_counts(ref, token, maker)
-                return domains.keyed_answer(kind, per, ref.value, values)
-
-            return answer
-
+        make = domain_stages.keyed(kind, nodes, source.factory(), token, keys, [as_pod_node(c) for c in sides], value)
         return Staged(source.free | _POD | _CLUSTER, node=make)
 
     def _over_domains(
@@ -469,31 +444,7 @@ class _Compiler:
         key_fac = self.code(info.key, slots).factory()
         holes = [self.code(h, slots).factory() for h in info.holes]
         where = self.code(expr.where, inner_slots).factory() if expr.where is not None else None
-        extreme, token = min if expr.kind == "min" else max, object()
-
-        def make(ctx: EvalContext) -> NodeFn:
-            inner_fn, key_fn, hole_fns, pod = inner(ctx), key_fac(ctx), [h(ctx) for h in holes], ctx.pod
-            kept: list[Any] = [None, None]  # (version and fixed values, answer)
-
-            def answer(n: Any, env: Any = None) -> Any:
-                values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
-                stamp = (domains.version(ctx), values)
-                if kept[0] == stamp:
-                    return kept[1]
-                label = key_fn(n, env)
-                fixed = dict(env or {})
-                where_fn = where(EvalContext(pod)) if where is not None else None
-
-                def passes(node: Any) -> bool:
-                    return where_fn is None or bool(where_fn(None, {**fixed, slot: node}))
-
-                reps = domains.representatives(ctx, (token, values), label, passes)
-                found = [inner_fn(n, {**fixed, slot: rep}) for rep in reps]
-                kept[:] = [stamp, extreme(found) if found else 0]
-                return kept[1]
-
-            return answer
-
+        make = domain_stages.over_domains(expr.kind, slot, inner, key_fac, holes, where)
         return Staged(frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE}) | _CLUSTER, node=make)
 
     def _unrolled(

@@ -17,9 +17,9 @@ from typing import Any
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend import domain_check as domains
 from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
-from rulesched.lang.frontend.domain_check import DOMAIN_RECORDS, Analysis, DomainAggregate, OverDomains, Refusal, unaggregated
 from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.types import (
@@ -94,7 +94,7 @@ class Annotations:
     builtin_pod_fields: set[str] = field(default_factory=set)
     fresh_pod_fields: set[str] = field(default_factory=set)
     # Aggregates over domains' pods or nodes kept as indexes (rulesched.lang.frontend.domain_check)
-    domain_aggregates: dict[int, DomainAggregate | OverDomains] = field(default_factory=dict)
+    domain_aggregates: dict[int, domains.DomainAggregate | domains.OverDomains] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,8 @@ class _Checker:
         self.used_lets: set[str] = set()
         self.pod_reads, self.pod_attr_reads = 0, 0  # every use of the name `pod`, those reading a field
         self.domain_pods: dict[int, ast.Attr] = {}  # D.pods not (yet) an aggregate's list
-        self.domains = Analysis(self.notes.names, self.notes.types, self._let_needs, self.notes.domain_aggregates)
+        notes = self.notes
+        self.domains = domains.Analysis(notes.names, notes.types, self._let_needs, notes.domain_aggregates)
 
     # --- composition -------------------------------------------------------------------------
     def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
@@ -177,7 +178,7 @@ class _Checker:
         let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
         steps: dict[tuple[ast.RuleKind, str], int] = {}
         sound = self._sound(shallow)
-        self.diagnostics.extend(unaggregated(self.domain_pods.values()))
+        self.diagnostics.extend(domains.unaggregated(self.domain_pods.values()))
         indexed, types = frozenset(self.notes.domain_aggregates), self.notes.types
         self.diagnostics.extend(too_costly(sound, self.lets, graph, types, let_names, self.limits, steps, indexed))
         reached = list(self.used_lets)  # a let only unused lets use is unused too, whatever the order
@@ -408,12 +409,7 @@ class _Checker:
         raise AssertionError(f"unknown expression {expr!r}")  # pragma: no cover
 
     def _domain_aggregate(self, expr: ast.Quantifier | ast.Aggregate) -> None:
-        decided = self.domains.decide(expr)  # over a domain's pods: indexed, or refused here
-        if isinstance(decided, (DomainAggregate, OverDomains)):
-            self.notes.domain_aggregates[id(expr)] = decided
-        elif isinstance(decided, Refusal) and id(expr.iterable) in self.domain_pods:
-            self._error("not-indexable", decided.message, decided.at, decided.suggestion)
-        self.domain_pods.pop(id(expr.iterable), None)
+        self.diagnostics.extend(self.domains.record(expr, self.notes.domain_aggregates, self.domain_pods))
 
     def _to_quantity(self, exprs: Sequence[ast.Expr], types: Sequence[Type]) -> None:
         for expr, t in zip(exprs, types, strict=True):
@@ -519,7 +515,7 @@ class _Checker:
                 )
         return found
 
-    def _let_needs(self, name: str) -> frozenset[str]:
+    def _let_needs(self, name: str) -> frozenset[str]:  # (the rule variables the let reads)
         return self._let_type(name)[1]
 
     def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
@@ -536,7 +532,7 @@ class _Checker:
             self.pod_attr_reads += 1
         if isinstance(t, Record):
             fields = schema.RECORDS[t]
-            if t in DOMAIN_RECORDS and expr.name == "pods":  # reported unless an aggregate's list
+            if t in domains.DOMAIN_RECORDS and expr.name == "pods":  # reported unless an aggregate's list
                 self.domain_pods[id(expr)] = expr
             if expr.name in fields:
                 self.notes.attrs[id(expr)] = AttrRef(field=fields[expr.name])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
@@ -78,7 +79,7 @@ class Analysis:
 
     def __init__(
         self,
-        names: dict[int, object],
+        names: Mapping[int, object],
         types: dict[int, Type],
         let_needs: Callable[[str], frozenset[str]],
         decided: Mapping[int, object],
@@ -111,6 +112,21 @@ class Analysis:
                 found -= {f"@bound:{e.var}"}
         self._memo[key] = found
         return found
+
+    def record(
+        self, expr: ast.Quantifier | ast.Aggregate, decided: dict[int, Any], pods_reads: dict[int, ast.Attr]
+    ) -> list[Diagnostic]:
+        """Decide for one aggregate as the checker types it: an indexed one goes into
+        ``decided``; a refusal is an error when the list is a domain's pods (``pods_reads``, the
+        reads of ``D.pods`` not yet seen as an aggregate's list; this one is taken out)."""
+        found = self.decide(expr)
+        out = []
+        if isinstance(found, (DomainAggregate, OverDomains)):
+            decided[id(expr)] = found
+        elif isinstance(found, Refusal) and id(expr.iterable) in pods_reads:
+            out.append(error("not-indexable", found.message, found.at.span, found.suggestion))
+        pods_reads.pop(id(expr.iterable), None)
+        return out
 
     def over_domains(self, expr: ast.Quantifier | ast.Aggregate) -> OverDomains | None:
         """The :class:`OverDomains` shape, or None."""
