@@ -7,6 +7,7 @@
     python benchmarks/bench_schedule.py --repeat 3            # fastest of 3 runs each (busy machines)
     python benchmarks/bench_schedule.py --cycle-deadline 5    # with `rulesched run`'s cycle deadline armed
     python benchmarks/bench_schedule.py --cpu                 # scheduling time as CPU time (shared machines)
+    python benchmarks/bench_schedule.py --workload mixed --rules benchmarks/domain.rules  # another rule set
 
 Prints, per workload: load time (JSON text -> cluster objects, as `kubectl get -o json` output),
 pods/s of scheduling time, p50/p99 per-pod latency, and peak RSS. Figures only; no assertions.
@@ -55,6 +56,7 @@ def run(
     seed: int,
     deadline: float | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    rules_path: str = "default",
 ) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "cluster.json"
@@ -63,7 +65,7 @@ def run(
         started = time.perf_counter()
         objects = load_cluster([path])
         load_seconds = time.perf_counter() - started
-    rules = load_rules([resolve_rules_path("default")])
+    rules = load_rules([resolve_rules_path(rules_path)])
     started = time.perf_counter()
     state = ClusterStore.build(
         objects.nodes, objects.running_pods, objects.pdbs, storage=objects.storage, provision=True
@@ -140,12 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="time scheduling in this process's CPU time, not wall time: steadier where other work shares the CPUs",
     )
+    parser.add_argument("--rules", default="default", help="the rule set (a path or a bundled name; default: default)")
     args = parser.parse_args(argv)
     clock = time.process_time if args.cpu else time.perf_counter
 
     def best(workload: str, nodes: int, running: int, pending: int) -> dict[str, float]:
         runs = [
-            run(workload, nodes, running, pending, args.seed, args.cycle_deadline, clock) for _ in range(args.repeat)
+            run(workload, nodes, running, pending, args.seed, args.cycle_deadline, clock, args.rules)
+            for _ in range(args.repeat)
         ]
         return max(runs, key=lambda r: r["pods_per_s"])
 

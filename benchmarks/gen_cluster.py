@@ -198,10 +198,11 @@ SHAPES = (  # (cpu, memory, pods): four node shapes
 
 def real_node(i: int, rng: random.Random) -> dict[str, Any]:
     """A node of a mixed cluster: one of four shapes, three zones, 1 in 25 tainted for a team,
-    1 in 100 cordoned."""
+    1 in 100 cordoned; racks of 100 nodes."""
     out = node(i, rng)
     cpu, memory, pods = SHAPES[rng.randrange(len(SHAPES))]
     out["metadata"]["labels"]["node.kubernetes.io/instance-type"] = f"shape-{cpu}"
+    out["metadata"]["labels"]["example.com/rack"] = f"rack-{i // 100}"  # 100 nodes a rack (domain rules)
     out["status"]["allocatable"] = out["status"]["capacity"] = {"cpu": cpu, "memory": memory, "pods": pods}
     if i % 25 == 7:
         out["spec"]["taints"] = [{"key": "team", "value": "batch", "effect": "NoSchedule"}]
@@ -217,7 +218,7 @@ def deployment_pod(name: str, d: int, node_name: str | None) -> dict[str, Any]:
     hostname anti-affinity against its own pods. The same ``d`` always gives the same spec."""
     rng = random.Random(d * 7919 + 17)
     app = f"deploy-{d}"
-    labels = {"app": app, "pod-template-hash": f"{d:08x}"}
+    labels = {"app": app, "pod-template-hash": f"{d:08x}", "team": f"team-{d % 13}"}
     spec: dict[str, Any] = {
         "schedulerName": "default-scheduler",
         "containers": [

@@ -22,7 +22,9 @@ NAMES = (
     "gpu-binpacking",
     "zone-spreading",
     "statefulset-zonal-volumes",
+    "app-spreading",
     "gang-one-rack",
+    "team-quotas",
 )
 
 
@@ -224,3 +226,31 @@ def test_gang_one_rack_keeps_the_gang_in_one_rack() -> None:
     assert len(gang) == 1 and all(placed[f"default/mpi-{i}"] for i in range(4))
     spread = placements(run_example("gang-one-rack", rules="default"))
     assert len({racks[str(node)] for pod, node in spread.items() if pod.startswith("default/mpi-")}) > 1
+
+
+# --- app-spreading and team-quotas: rules over topology domains and the cluster ---------------------
+
+
+def test_app_spreading_keeps_each_app_within_skew_1_over_zones() -> None:
+    report = run_example("app-spreading")
+    assert report.summary()["unschedulable"] == 0
+    web = Counter(
+        n.labels["topology.kubernetes.io/zone"] for n in report.state.nodes for p in n.pods if p.labels["app"] == "web"
+    )
+    assert sorted(web.values()) == [3, 3, 4], web
+    assert placements(report)["shop/api-2"] in ("node-c1", "node-c2")  # the zone without an api pod
+    assert not any(n.pods for n in report.state.nodes if n.name == "edge")
+
+
+def test_team_quotas_evict_over_quota_pods_first() -> None:
+    report = run_example("team-quotas")
+    found = placements(report)
+    assert found["ml/ml-2"] in ("gpu-2a", "gpu-2b") and found["ml/ml-3"] is None
+    assert found["vision/vision-4"] is not None
+    gpus: Counter[str] = Counter()
+    for n in report.state.nodes:
+        for p in n.pods:
+            gpus[p.labels["team"]] += p.requests.get("nvidia.com/gpu", 0) // 1000
+    assert gpus == {"ml": 7, "vision": 7}  # a vision pod of 4 GPUs was evicted for ml-2
+    racks = Counter((n.labels["example.com/rack"], p.labels["team"]) for n in report.state.nodes for p in n.pods)
+    assert racks[("rack-1", "ml")] == 2 and racks[("rack-2", "ml")] == 1

@@ -117,6 +117,8 @@ LABEL_SELECTOR = Record("label selector")
 POD_AFFINITY_TERM = Record("pod affinity term")
 WEIGHTED_POD_AFFINITY_TERM = Record("weighted pod affinity term")
 SPREAD_CONSTRAINT = Record("topology spread constraint")
+DOMAIN = Record("domain")  # domain(node, KEY): rulesched.lang.builtins.domains
+CLUSTER = Record("cluster")
 
 STRINGS = MapOf(STRING)
 
@@ -241,6 +243,22 @@ RECORDS: dict[Record, dict[str, Field]] = {
     ),
 }
 
+
+def _domain_fields() -> dict[str, Field]:
+    """A domain's fields (the cluster has the same): read by ``DomainRef.field``, from indexes."""
+    spec = {
+        "nodes": (ListOf(NODE), "the nodes of the domain"),
+        "pods": (ListOf(POD), "their pods, bound and assumed: aggregate over them (count, sum, any, all)"),
+        "allocatable": (RESOURCES, "the sum of the nodes' allocatable"),
+        "requested": (RESOURCES, "the sum of the requests of their pods"),
+        "free": (RESOURCES, "allocatable minus requested"),
+    }
+    return {name: Field(t, operator.methodcaller("field", name), doc) for name, (t, doc) in spec.items()}
+
+
+RECORDS[DOMAIN] = _domain_fields()
+RECORDS[CLUSTER] = _domain_fields()
+
 # Node fields that change when pods are bound to or leave the node (the rest change only with the
 # Node object itself): rules reading none of them keep their answers across binds.
 # (usage and metrics: a placed pod adds its estimate to them until the values catch up.)
@@ -283,9 +301,10 @@ RESOURCE_ATTRIBUTES = {
 POD_VARIABLE = "pod"
 NODE_VARIABLE = "node"
 VICTIM_VARIABLE = "victim"
+CLUSTER_VARIABLE = "cluster"  # every node: rulesched.lang.builtins.domains
 GUARD_VARIABLES: dict[str, Type] = {POD_VARIABLE: POD}
 BODY_VARIABLES: dict[str, dict[str, Type]] = {
-    "filter": {POD_VARIABLE: POD, NODE_VARIABLE: NODE},
-    "score": {POD_VARIABLE: POD, NODE_VARIABLE: NODE},
-    "preempt": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, VICTIM_VARIABLE: POD},
+    "filter": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, CLUSTER_VARIABLE: CLUSTER},
+    "score": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, CLUSTER_VARIABLE: CLUSTER},
+    "preempt": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, VICTIM_VARIABLE: POD, CLUSTER_VARIABLE: CLUSTER},
 }

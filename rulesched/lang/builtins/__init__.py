@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import groups, topology, volume_binding, volumes
+from rulesched.lang.builtins import domains, groups, topology, volume_binding, volumes
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -400,6 +400,21 @@ BUILTINS.update(
             ),
         ]
     }
+)
+
+# domain(node, KEY): the nodes sharing the node's value of label KEY (docs/language.md,
+# "Topology domains"). Its answers move with every change to the cluster; the aggregates over its
+# pods are indexed (rulesched.lang.builtins.domains).
+BUILTINS["domain"] = Builtin(
+    "domain",
+    _sig([schema.NODE, STRING], schema.DOMAIN),
+    domains.domain,
+    "domain(node, key) -> domain",
+    "The nodes whose label KEY has the node's value (none when the node lacks the label): "
+    ".nodes, .pods, .allocatable, .requested, .free.",
+    context=True,
+    version=domains.version,
+    moves=_always_moves,  # evaluated afresh, not cached per node: as columns, once per label value
 )
 
 # number(q) is coerced by the checker (TO_NUMBER), so its implementation is the identity; keep

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.builtins import BUILTINS, domains
 from rulesched.lang.context import EvalContext
+from rulesched.lang.evaluation import domain_stages
 from rulesched.lang.evaluation.stages import (
     NO_CTX,
     NodeFn,
@@ -51,6 +52,7 @@ from rulesched.lang.evaluation.stages import (
 )
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRule, CheckedRules
+from rulesched.lang.frontend.domain_check import DomainAggregate, OverDomains
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import (
     BOOL,
@@ -74,6 +76,7 @@ _UNROLL_MAX = 16  # elements of a bind-time list a quantifier is unrolled over
 # types whose == agrees with dict lookup (hash equality), for _Compiler._indexed
 _HASHABLE = (STRING, NUMBER, QUANTITY, DURATION, BOOL)
 _NODE = frozenset({schema.NODE_VARIABLE})
+_CLUSTER = frozenset({schema.CLUSTER_VARIABLE})  # in ``free``: never memoised per node, never pod-only
 
 
 class _Compiler:
@@ -85,6 +88,8 @@ class _Compiler:
         # Slots whose bound variable is fixed to a value while an unrolled loop body is compiled.
         self.fixed: dict[int, Any] = {}
         self.lock = threading.RLock()  # held while compiling at bind time (unrolled conditions)
+        self.domain_codes: dict[int, Any] = {}  # aggregates over domains: their node-stage factories
+        self.tokens: dict[Any, object] = {}  # aggregates over domains written alike: one index
 
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
@@ -163,6 +168,13 @@ class _Compiler:
             return Staged(frozenset({ref.name}), static=lambda n, env=None: env[slot], chain=(slot, ()))
         if ref.name == schema.POD_VARIABLE:
             return Staged(_POD, pod=lambda ctx, env: ctx.pod)
+        if ref.name == schema.CLUSTER_VARIABLE:
+
+            def cluster(ctx: EvalContext) -> NodeFn:
+                ref = domains.cluster_ref(ctx)
+                return lambda n, env=None: ref
+
+            return Staged(_CLUSTER, node=cluster)
         return Staged(frozenset({schema.NODE_VARIABLE}), static=lambda n, env=None: n, chain=(None, ()))
 
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Staged:
@@ -174,7 +186,11 @@ class _Compiler:
         # A built-in that reads the cluster depends on the pod's evaluation context.
         impl = builtin.impl
         ctx_code = Staged(_POD, pod=lambda ctx, env: ctx)
-        return combine([ctx_code, *parts], impl)
+        code = combine([ctx_code, *parts], impl)
+        if func == "domain":  # reads the cluster as it is at each call: a node-stage value
+            made = code.factory()
+            return Staged(code.free | _CLUSTER, node=made)
+        return code
 
     def _logic(self, expr: ast.Binary, slots: dict[str, int]) -> Staged:
         left, right = self.code(expr.left, slots), self.code(expr.right, slots)
@@ -194,6 +210,15 @@ class _Compiler:
     def _aggregate(self, expr: ast.Quantifier | ast.Aggregate, slots: dict[str, int]) -> Staged:
         slot = len(slots)
         inner_slots = {**slots, expr.var: slot}
+        over_domain = self.notes.domain_aggregates.get(id(expr))
+        if over_domain is not None:
+            if isinstance(over_domain, OverDomains):
+                code = self._over_domains(expr, over_domain, slots, slot, inner_slots)
+            else:
+                code = self._domain_aggregate(expr, over_domain, slots, slot, inner_slots)
+            if not slots and not self.fixed:  # (in a preempt rule, nested, unrolled: node by node)
+                self.domain_codes.setdefault(id(expr), code.factory())
+            return code
         iterable = self.code(expr.iterable, slots)
         indexed = self._indexed(expr, iterable, slot, inner_slots)
         if indexed is not None:
@@ -304,6 +329,125 @@ class _Compiler:
 
         return Staged(iterable.free | known[0].free, node=make)
 
+    def _domain_aggregate(
+        self,
+        expr: ast.Quantifier | ast.Aggregate,
+        info: DomainAggregate,
+        slots: dict[str, int],
+        slot: int,
+        inner_slots: dict[str, int],
+    ) -> Staged:
+        """An aggregate over a domain's pods or nodes, answered from per-domain counts kept by
+        rulesched.lang.builtins.domains. The index is keyed by this aggregate, the domain's
+        label key and the values of its pod-only parts (``info.holes``), computed once per pod;
+        its where and value are made once per index, for a context of the pod that built it
+        (pods with equal pod-only parts give them equal answers)."""
+        source = self.code(info.source, slots)
+        holes = [self.code(h, slots).factory() for h in info.holes]
+        where = self.code(expr.where, inner_slots) if expr.where is not None else None
+        value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
+        w_fac, v_fac = (None if c is None else c.factory() for c in (where, value))
+        source_fac = source.factory()
+        kind, nodes = expr.kind, info.elements == "nodes"
+        # Aggregates written alike (a let used by two rules, the same count in a filter and a
+        # score) share their indexes: the key is the aggregate's text as a tree (names resolve
+        # alike within one rule set, whose session owns the store), spans left out.
+        shape = ("aggregate", kind, info.elements, expr.var, expr.where, value and expr.value)  # type: ignore[union-attr]
+        token = self.tokens.setdefault(shape, object())  # (hashing a tree once, not at every lookup)
+        keyed = self._keyed(expr, inner_slots, slot, value)
+        if keyed is not None:
+            return self._keyed_aggregate(kind, nodes, source, token, *keyed)
+
+        def element(fac: Any, private: EvalContext, fixed: dict[int, Any]) -> Any:
+            if fac is None:
+                return None
+            fn = fac(private)
+            return lambda x: fn(None, {**fixed, slot: x})
+
+        def make(ctx: EvalContext) -> NodeFn:
+            of_node, hole_fns, pod = source_fac(ctx), [h(ctx) for h in holes], ctx.pod
+            makers: dict[Any, Any] = {}
+
+            def answer(n: Any, env: Any = None) -> Any:
+                ref = of_node(n, env)
+                values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
+                made = makers.get((ref.key, values))
+                if made is None:  # (env: the victim of a preempt rule, fixed like the pod)
+                    private, fixed = EvalContext(pod), dict(env or {})
+                    made = makers[ref.key, values] = domains.aggregate_index(
+                        kind, ref.key, nodes, element(w_fac, private, fixed), element(v_fac, private, fixed)
+                    )
+                return domains.aggregate(ref, (token, values), kind, made)
+
+            return answer
+
+        return Staged(source.free | _POD | _CLUSTER, node=make)
+
+    def _keyed(
+        self, expr: ast.Quantifier | ast.Aggregate, inner_slots: dict[str, int], slot: int, value: Staged | None
+    ) -> tuple[list[Any], list[Staged], Any] | None:
+        """For count, any or sum whose where is equalities of strings, each between a value of
+        the element and a pod-side one (``p.labels["app"] == pod.labels["app"] and ...``), and
+        whose value reads the element alone: the element's keys, the pod-side codes, the value.
+        One index then serves every pod, whatever its values (counted by the element's keys)."""
+        if expr.kind not in ("count", "any", "sum"):
+            return None
+        element = frozenset({expr.var})
+        value_fn = None
+        if value is not None:
+            if value.static is None or value.free != element:
+                return None
+            static = value.static
+            value_fn = lambda x: static(None, {slot: x})  # noqa: E731
+        terms: list[ast.Expr] = []
+        pending = [expr.where] if expr.where is not None else []
+        while pending:
+            e = pending.pop()
+            if isinstance(e, ast.Binary) and e.op == "and":
+                pending += [e.right, e.left]
+            else:
+                terms.append(e)
+        keys, sides = [], []
+        for term in terms:
+            if not (isinstance(term, ast.Binary) and term.op == "=="):
+                return None
+            if any(self.notes.types.get(id(side)) != STRING for side in (term.left, term.right)):
+                return None
+            codes = [self.code(side, inner_slots) for side in (term.left, term.right)]
+            of_element = [c for c in codes if c.static is not None and c.free == element]
+            fixed = [c for c in codes if c.is_const or (c.pod is not None and c.free <= _POD)]
+            if len(of_element) != 1 or len(fixed) != 1:
+                return None
+            get = of_element[0].static
+            keys.append(lambda x, get=get: get(None, {slot: x}))
+            sides.append(fixed[0])
+        return keys, sides, value_fn
+
+    def _keyed_aggregate(
+        self, kind: str, nodes: bool, source: Staged, token: object, keys: list[Any], sides: list[Staged], value: Any
+    ) -> Staged:
+        make = domain_stages.keyed(kind, nodes, source.factory(), token, keys, [as_pod_node(c) for c in sides], value)
+        return Staged(source.free | _POD | _CLUSTER, node=make)
+
+    def _over_domains(
+        self,
+        expr: ast.Quantifier | ast.Aggregate,
+        info: OverDomains,
+        slots: dict[str, int],
+        slot: int,
+        inner_slots: dict[str, int],
+    ) -> Staged:
+        """min/max of an indexed domain aggregate over the domains of KEY (see OverDomains): one
+        representative node per domain value among the nodes the where holds for (kept per node
+        generation), the inner aggregate looked up once per representative; the answer is the
+        same on every node, so it is kept until the cluster changes."""
+        inner = self.code(info.inner, inner_slots).factory()
+        key_fac = self.code(info.key, slots).factory()
+        holes = [self.code(h, slots).factory() for h in info.holes]
+        where = self.code(expr.where, inner_slots).factory() if expr.where is not None else None
+        make = domain_stages.over_domains(expr.kind, slot, inner, key_fac, holes, where)
+        return Staged(frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE}) | _CLUSTER, node=make)
+
     def _unrolled(
         self,
         expr: ast.Quantifier,
@@ -401,8 +545,12 @@ class CompiledRule:
         return self.checked.name
 
 
-def compile_rules(checked: CheckedRules, memos: NodeMemos) -> list[CompiledRule]:
-    """The rules compiled, their node-only values cached in ``memos``."""
+def compile_rules(
+    checked: CheckedRules, memos: NodeMemos, domain_codes: dict[int, Any] | None = None
+) -> list[CompiledRule]:
+    """The rules compiled, their node-only values cached in ``memos``; ``domain_codes`` receives
+    the compiled aggregates over domains (by id of the aggregate) for the column evaluator
+    (rulesched.lang.evaluation.domain_columns)."""
     compiler = _Compiler(checked, memos)
     out = []
     for c in checked.rules:
@@ -414,6 +562,8 @@ def compile_rules(checked: CheckedRules, memos: NodeMemos) -> list[CompiledRule]
         order = compiler.code(rule.order, {}) if rule.order is not None else None
         unresolvable = compiler.code(rule.unresolvable, {}) if rule.unresolvable is not None else None
         out.append(CompiledRule(c, guard, body, reason, order, _context_calls(rule.body, checked), unresolvable))
+    if domain_codes is not None:
+        domain_codes.update(compiler.domain_codes)
     return out
 
 
@@ -427,6 +577,8 @@ def _context_calls(expr: ast.Expr, checked: CheckedRules) -> frozenset[str]:
             found.add(e.func)
         elif isinstance(e, ast.Name):
             ref = checked.notes.names.get(id(e))
+            if ref is not None and ref.kind == "var" and ref.name == schema.CLUSTER_VARIABLE:
+                found.add("domain")  # the cluster is the domain of every node (its version)
             if ref is not None and ref.kind == "let" and ref.name not in seen_lets:
                 seen_lets.add(ref.name)
                 stack.append(checked.lets[ref.name].value)

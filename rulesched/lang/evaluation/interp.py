@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.builtins import BUILTINS, domains
 from rulesched.lang.context import EvalContext
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations, CheckedRule
@@ -43,10 +43,14 @@ class Interpreter:
                     return self.evaluate(self.lets[name].value, ctx, node, scope)
                 if ref.kind == "bound" or name == schema.VICTIM_VARIABLE:
                     return scope[name]
+                if name == schema.CLUSTER_VARIABLE:
+                    return domains.cluster_ref(ctx)
                 return ctx.pod if name == schema.POD_VARIABLE else node
             case ast.Attr(obj=obj):
                 value = self.evaluate(obj, ctx, node, scope)
                 attr = notes.attrs[id(expr)]
+                if isinstance(value, domains.DomainRef):  # recounted from scratch: the reference
+                    return domains.brute_field(value, expr.name)
                 if attr.field is not None:
                     return attr.field.get(value)
                 return value.get(attr.resource, 0)
@@ -101,8 +105,8 @@ class Interpreter:
                 ]
                 if kind == "collect":
                     return tuple(found)
-                if kind == "sum":
-                    return sum(found)
+                if kind == "sum":  # over a domain: exact, whatever the order of its pods
+                    return domains.exact_sum(found) if id(expr) in notes.domain_aggregates else sum(found)
                 if not found:
                     return 0
                 return min(found) if kind == "min" else max(found)

@@ -77,6 +77,7 @@ class RuleSet:
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
         self.node_memos = NodeMemos()  # node-only values, per node (shared by the sessions)
+        domain_codes: dict[int, Any] = {}  # aggregates over domains, for the column evaluator
         # Audit-mode (shadow) filters never reject: they are compiled apart, into ``shadow`` (a
         # set of those filters alone, ``shadow_only``), which reports and metrics evaluate.
         audit = tuple(r for r in checked.rules if r.rule.audit and r.kind is ast.RuleKind.FILTER)
@@ -87,9 +88,9 @@ class RuleSet:
                 r for r in checked.rules if r.name not in self.shadow_filters or r.kind is not ast.RuleKind.FILTER
             )
             self.shadow = RuleSet(dataclasses.replace(checked, rules=audit), files, self.digest, shadow_only=True)
-            compiled = compile_rules(dataclasses.replace(checked, rules=enforced), self.node_memos)
+            compiled = compile_rules(dataclasses.replace(checked, rules=enforced), self.node_memos, domain_codes)
         else:
-            compiled = compile_rules(checked, self.node_memos)
+            compiled = compile_rules(checked, self.node_memos, domain_codes)
         # Rules that may take long for one node: checked before each evaluation (the others every
         # few nodes; see rulesched.lang.evaluation.watch).
         self._costly = frozenset(
@@ -119,7 +120,7 @@ class RuleSet:
             elif reads:  # only ever len(pod.f) (and fresh built-ins): pods of one length are alike
                 self._class_getters.append((_length(get), False))
             # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
-        self._evaluator = ColumnEvaluator(checked.notes, checked.lets)
+        self._evaluator = ColumnEvaluator(checked.notes, checked.lets, domain_codes)
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
         }

@@ -49,6 +49,7 @@ from rulesched.lang.evaluation.arrays import (
     take,
 )
 from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
+from rulesched.lang.evaluation.domain_columns import DomainCodes, domain_column, groupable
 from rulesched.lang.evaluation.fallback import ColumnFallbacks
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
@@ -67,6 +68,8 @@ def grouped(name: str, ctx: EvalContext, cols: NodeColumns) -> bool:
     """Whether, for this pod now, the built-in ``f(node)`` costs a few calls over ``cols`` rather
     than one per node: its answer is the same everywhere, one per group of nodes alike in a few
     labels, or computed for all rows at once."""
+    if name == "domain":  # aggregates over domains: one answer per label value (domain_columns)
+        return True
     builtin = BUILTINS[name]
     if builtin.uniform is not None and builtin.uniform(ctx) is not None:
         return True
@@ -96,8 +99,8 @@ class _Analysis:
                 ref = self.notes.names[key]
                 if ref.kind == "let":
                     hit = self.reads_node(self.lets[ref.name].value)
-                else:
-                    hit = ref.kind != "bound" and ref.name == schema.NODE_VARIABLE
+                else:  # (the cluster: a domain's answers are not columns; counted as the node's)
+                    hit = ref.kind != "bound" and ref.name in (schema.NODE_VARIABLE, schema.CLUSTER_VARIABLE)
             else:
                 hit = any(self.reads_node(c) for c in ast.children(expr))
             self._node[key] = hit
@@ -107,16 +110,21 @@ class _Analysis:
         if not self.reads_node(expr):
             return True
         notes = self.notes
+        over_domain = groupable(expr, notes, self.reads_node)
+        if over_domain is not None:
+            return over_domain
         match expr:
             case ast.Name():
                 ref = notes.names[id(expr)]
+                if ref.name == schema.CLUSTER_VARIABLE and ref.kind == "var":
+                    return False
                 return ref.kind != "let" or self.supported(self.lets[ref.name].value)
             case ast.Attr(obj=obj):
                 return self.supported(obj)
             case ast.Index(obj=obj, key=key):
                 return isinstance(notes.types[id(obj)], MapOf) and not self.reads_node(key) and self.supported(obj)
-            case ast.Call(args=args):
-                return all(self.supported(a) for a in args)
+            case ast.Call(func=func, args=args):
+                return func != "domain" and all(self.supported(a) for a in args)
             case ast.Unary(operand=operand):
                 return self.supported(operand)
             case ast.Binary(op=op, left=left, right=right):
@@ -144,8 +152,9 @@ class _Analysis:
 class ColumnEvaluator:
     """Evaluates checked expressions over the rows of a :class:`NodeColumns` for one pod."""
 
-    def __init__(self, notes: Annotations, lets: dict[str, ast.Let]) -> None:
+    def __init__(self, notes: Annotations, lets: dict[str, ast.Let], domain_codes: DomainCodes | None = None) -> None:
         self.notes, self.lets = notes, lets
+        self.domain_codes = domain_codes or {}  # the compiled aggregates over domains (compile_rules)
         self.interp = Interpreter(notes, lets)
         self._analysis = _Analysis(notes, lets)
         self._paths: dict[int, Path | None] = {}
@@ -210,6 +219,8 @@ class ColumnEvaluator:
 
     def _step(self, expr: ast.Expr) -> Step:
         reads_node, path, kind, coercion = self.plans.get(id(expr)) or self.plan(expr)
+        if id(expr) in self.notes.domain_aggregates:  # (compiled where it stands alone: domain_columns)
+            return partial(_over_domain, self, expr, coercion)
         if not reads_node:  # a pod-side value, the same for every row: the interpreter's
             return partial(_pod_value, self.interp, expr, ("column pod value", id(expr)))
         base: Step
@@ -467,6 +478,14 @@ class _Run:
 
 
 # --- steps: (run, rows, scope) -> value, see ColumnEvaluator.step -------------------------------
+
+
+def _over_domain(
+    ev: ColumnEvaluator, expr: ast.Expr, coercion: str | None, run: _Run, rows: Rows, scope: dict[str, Any]
+) -> Value:
+    if scope or id(expr) not in ev.domain_codes:  # nested in a loop: the closures, node by node
+        raise Unsupported("an aggregate over a domain inside another loop")
+    return coerce(coercion, domain_column(expr, ev.domain_codes, ev.notes, ev.interp, run.ctx, run.cols, rows))
 
 
 def _pod_value(

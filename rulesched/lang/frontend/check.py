@@ -18,6 +18,7 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.builtins.groups import GROUP_FIELDS, GROUP_VARIABLE
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend import domain_check as domains
 from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
 from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
@@ -93,6 +94,8 @@ class Annotations:
     pod_len_reads: dict[str, int] = field(default_factory=dict)
     builtin_pod_fields: set[str] = field(default_factory=set)
     fresh_pod_fields: set[str] = field(default_factory=set)
+    # Aggregates over domains' pods or nodes kept as indexes (rulesched.lang.frontend.domain_check)
+    domain_aggregates: dict[int, domains.DomainAggregate | domains.OverDomains] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -150,8 +153,10 @@ class _Checker:
         self.lets: dict[str, ast.Let] = {}
         self.let_types: dict[str, tuple[Type, frozenset[str]]] = {}
         self.used_lets: set[str] = set()
-        self.pod_reads = 0  # every use of the name `pod` ...
-        self.pod_attr_reads = 0  # ... and those that read one of its fields
+        self.pod_reads, self.pod_attr_reads = 0, 0  # every use of the name `pod`, those reading a field
+        self.domain_pods: dict[int, ast.Attr] = {}  # D.pods not (yet) an aggregate's list
+        notes = self.notes
+        self.domains = domains.Analysis(notes.names, notes.types, self._let_needs, notes.domain_aggregates)
 
     # --- composition -------------------------------------------------------------------------
     def run(self, files: Sequence[ast.RulesFile]) -> CheckedRules:
@@ -179,7 +184,9 @@ class _Checker:
         let_names = {key: ref.name for key, ref in self.notes.names.items() if ref.kind == "let"}
         steps: dict[tuple[ast.RuleKind, str], int] = {}
         sound = self._sound(shallow)
-        self.diagnostics.extend(too_costly(sound, self.lets, graph, self.notes.types, let_names, self.limits, steps))
+        self.diagnostics.extend(domains.unaggregated(self.domain_pods.values()))
+        indexed, types = frozenset(self.notes.domain_aggregates), self.notes.types
+        self.diagnostics.extend(too_costly(sound, self.lets, graph, types, let_names, self.limits, steps, indexed))
         reached = list(self.used_lets)  # a let only unused lets use is unused too, whatever the order
         while reached:
             for used in graph.uses.get(reached.pop(), ()):
@@ -389,6 +396,7 @@ class _Checker:
                 if where is not None:
                     self._expect(where, BOOL, inner, "a where condition")
                 self._merge(scope, inner)
+                self._domain_aggregate(expr)
                 return NUMBER if kind == "count" else BOOL
             case ast.Aggregate(kind=kind, value=value, var=var, iterable=iterable, where=where):
                 elem = self._element(iterable, scope)
@@ -397,6 +405,7 @@ class _Checker:
                     self._expect(where, BOOL, inner, "a where condition")
                 t = self._infer(value, inner)
                 self._merge(scope, inner)
+                self._domain_aggregate(expr)
                 if kind == "collect":
                     return ListOf(t)
                 if not is_numeric(t):
@@ -404,6 +413,9 @@ class _Checker:
                     return ANY
                 return t
         raise AssertionError(f"unknown expression {expr!r}")  # pragma: no cover
+
+    def _domain_aggregate(self, expr: ast.Quantifier | ast.Aggregate) -> None:
+        self.diagnostics.extend(self.domains.record(expr, self.notes.domain_aggregates, self.domain_pods))
 
     def _to_quantity(self, exprs: Sequence[ast.Expr], types: Sequence[Type]) -> None:
         for expr, t in zip(exprs, types, strict=True):
@@ -438,6 +450,8 @@ class _Checker:
             self.notes.names[id(expr)] = NameRef("var", name)
             if name == schema.POD_VARIABLE:
                 self.pod_reads += 1
+            elif name == schema.CLUSTER_VARIABLE:
+                self.notes.context_calls.add("domain")
             scope.used.add(name)
             return scope.variables[name]
         if name in self.lets:
@@ -507,6 +521,9 @@ class _Checker:
                 )
         return found
 
+    def _let_needs(self, name: str) -> frozenset[str]:  # (the rule variables the let reads)
+        return self._let_type(name)[1]
+
     def _let_type(self, name: str) -> tuple[Type, frozenset[str]]:
         """A let's type and the rule variables it reads, typed by :meth:`_type_lets`."""
         return self.let_types.get(name, (ANY, frozenset()))
@@ -526,6 +543,8 @@ class _Checker:
             self.pod_attr_reads += 1
         if isinstance(t, Record):
             fields = schema.RECORDS[t]
+            if t in domains.DOMAIN_RECORDS and expr.name == "pods":  # reported unless an aggregate's list
+                self.domain_pods[id(expr)] = expr
             if expr.name in fields:
                 self.notes.attrs[id(expr)] = AttrRef(field=fields[expr.name])
                 return fields[expr.name].type

@@ -1,0 +1,82 @@
+"""Node-stage closures for aggregates over topology domains, built by
+:mod:`rulesched.lang.evaluation.compile` from the compiled parts of an aggregate the checker
+found indexable (rulesched.lang.frontend.domain_check); the counts they read are kept by
+:mod:`rulesched.lang.builtins.domains`. Next stage: the bound rules call them per node, or
+:mod:`rulesched.lang.evaluation.domain_columns` once per label value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rulesched.lang.builtins import domains
+from rulesched.lang.context import EvalContext
+from rulesched.lang.evaluation.stages import Factory, NodeFn
+
+
+def keyed(
+    kind: str, nodes: bool, source: Factory, token: object, keys: list[Any], sides: list[Any], value: Any
+) -> Factory:
+    """count, any or sum whose where is equalities between the element's values (``keys``) and
+    pod-side ones (``sides``): one index per label key for every pod, read once per cluster
+    state and label key, looked up by the pod's values."""
+    made: dict[Any, Any] = {}  # per label key: the index's maker
+
+    def make(ctx: EvalContext) -> NodeFn:
+        of_node = source(ctx)
+        values = tuple([f(ctx)(None, {}) for f in sides])
+        seen: dict[Any, Any] = {}  # per label key: the index's counts, while the cluster is as stamped
+        stamp: list[Any] = [None]
+
+        def answer(n: Any, env: Any = None) -> Any:
+            ref = of_node(n, env)
+            cluster = ctx.cluster
+            now = None if cluster is None else (cluster, cluster.node_generation, cluster.pod_position)
+            if now != stamp[0]:
+                seen.clear()
+                stamp[0] = now
+            per = seen.get(ref.key)
+            if per is None:
+                maker = made.get(ref.key)
+                if maker is None:
+                    maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
+                per = seen[ref.key] = domains.keyed_counts(ref, token, maker)
+            return domains.keyed_answer(kind, per, ref.value, values)
+
+        return answer
+
+    return make
+
+
+def over_domains(
+    kind: str, slot: int, inner: Factory, key: Factory, holes: list[Factory], where: Factory | None
+) -> Factory:
+    """min or max over the domains of a label (OverDomains): one representative node per label
+    value among the nodes ``where`` holds for, ``inner`` (the aggregate over ``domain(n, KEY)``)
+    once per representative; the same on every node, so kept until the cluster changes."""
+    extreme, token = min if kind == "min" else max, object()
+
+    def make(ctx: EvalContext) -> NodeFn:
+        inner_fn, key_fn, hole_fns, pod = inner(ctx), key(ctx), [h(ctx) for h in holes], ctx.pod
+        kept: list[Any] = [None, None]  # (version and fixed values, answer)
+
+        def answer(n: Any, env: Any = None) -> Any:
+            values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
+            stamp = (domains.version(ctx), values)
+            if kept[0] == stamp:
+                return kept[1]
+            label = key_fn(n, env)
+            fixed = dict(env or {})
+            where_fn = where(EvalContext(pod)) if where is not None else None
+
+            def passes(node: Any) -> bool:
+                return where_fn is None or bool(where_fn(None, {**fixed, slot: node}))
+
+            reps = domains.representatives(ctx, (token, values), label, passes)
+            found = [inner_fn(n, {**fixed, slot: rep}) for rep in reps]
+            kept[:] = [stamp, extreme(found) if found else 0]
+            return kept[1]
+
+        return answer
+
+    return make
