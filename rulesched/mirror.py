@@ -51,7 +51,7 @@ from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc
 from rulesched.model.fields import Memo
 from rulesched.model.groups import PodGroup, decode_pod_group, decode_workload
 from rulesched.model.workloads import CONTROLLER_KINDS, decode_controller, decode_service
-from rulesched.scheduler.queue import Event
+from rulesched.scheduler.cluster_events import Event
 
 MEMO_LIMIT = 4096  # decoded parts remembered (bounded: a cluster's pods may all differ)
 WORKLOADS = (SERVICES, REPLICA_SETS, STATEFUL_SETS, REPLICATION_CONTROLLERS)

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from rulesched.model import Pod
-from rulesched.scheduler.queue import Event, SchedulingQueue
+from rulesched.scheduler.cluster_events import Event
+from rulesched.scheduler.queue import SchedulingQueue
 
 
 class Clock:

@@ -61,9 +61,10 @@ from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.profiles import ProfileSettings, check_profiles
 from rulesched.run.workers import Outcome, Workers, log_bound
 from rulesched.scheduler.cancel import Cancellation
+from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.gang import GroupOutcome
-from rulesched.scheduler.queue import Event, SchedulingQueue
+from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.scheduler.scheduler import Observer, Scheduler, decision
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,6 @@ Next stage: :mod:`rulesched.scheduler.cycle` schedules what :meth:`pop` returns.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import heapq
 import itertools
 import threading
@@ -26,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from rulesched.model import Pod
+from rulesched.scheduler.cluster_events import Event
 
 UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 
@@ -37,17 +37,6 @@ ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT = (
     "BackoffComplete",
     "UnschedulableTimeout",
 )
-
-
-class Event(enum.Enum):
-    """Cluster changes that can make a parked pod schedulable (kube-scheduler's cluster events,
-    coarsely)."""
-
-    NODE_ADDED = "NodeAdd"
-    NODE_CHANGED = "NodeUpdate"  # labels, taints, allocatable, schedulability
-    POD_ADDED = "AssignedPodAdd"  # a pod placed: may satisfy pod affinity or spreading
-    POD_DELETED = "AssignedPodDelete"  # resources freed
-    OTHER = "Other"  # anything else worth a retry (PDBs, namespaces, preemption)
 
 
 @dataclass(order=True)

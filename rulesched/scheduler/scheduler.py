@@ -52,6 +52,7 @@ from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler import gang
 from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
+from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import (
     POST_FILTER,
@@ -65,7 +66,7 @@ from rulesched.scheduler.framework import (
 from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
-from rulesched.scheduler.queue import Event, SchedulingQueue
+from rulesched.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
 
