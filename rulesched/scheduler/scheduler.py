@@ -60,7 +60,7 @@ from rulesched.scheduler.framework import (
     SchedulerSettings,
 )
 from rulesched.scheduler.nominator import Nominator
-from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
+from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import Event, SchedulingQueue
 
 log = logging.getLogger(__name__)
@@ -310,7 +310,11 @@ class Scheduler:
                     # the statuses from the cycle's binding, whose per-node answers are still warm
                     statuses = profile.cycle.statuses(bound, snapshot)
                     columns = profile.cycle.columns(snapshot)
-                    outcome = preempt(snapshot, session, pod, statuses, reserved, columns, self.cancel.check)
+                    cycle, settings = profile.cycle, profile.cycle.settings
+                    sampling = Sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
+                    outcome = preempt(
+                        snapshot, session, pod, statuses, reserved, columns, self.cancel.check, sampling, cycle.preemption_rng
+                    )
                     waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
                 result.preemption = outcome
                 if timing is not None:
