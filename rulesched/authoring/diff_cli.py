@@ -55,6 +55,8 @@ def diff_command(args: argparse.Namespace) -> int:
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         scheduler_name=args.scheduler_name,
         explain_limit=args.explain_limit,
+        min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
+        min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
     )
     result = diff(settings)
     if settings.output == "html":

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from rulesched.errors import ConfigError
 from rulesched.model import Pod
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -116,6 +117,13 @@ def candidate_sampling_errors(percentage: int, absolute: int) -> list[str]:
     if percentage == 0 and absolute == 0:
         errors.append("min_candidate_nodes_percentage and min_candidate_nodes_absolute cannot both be 0")
     return errors
+
+
+def check_sampling(percentage: int, absolute: int) -> None:
+    """ConfigError naming the fields when :func:`candidate_sampling_errors` finds any."""
+    errors = candidate_sampling_errors(percentage, absolute)
+    if errors:
+        raise ConfigError("; ".join(errors))
 
 
 @dataclass(frozen=True)

@@ -313,7 +313,15 @@ class Scheduler:
                     cycle, settings = profile.cycle, profile.cycle.settings
                     sampling = Sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
                     outcome = preempt(
-                        snapshot, session, pod, statuses, reserved, columns, self.cancel.check, sampling, cycle.preemption_rng
+                        snapshot,
+                        session,
+                        pod,
+                        statuses,
+                        reserved,
+                        columns,
+                        self.cancel.check,
+                        sampling,
+                        cycle.preemption_rng,
                     )
                     waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
                 result.preemption = outcome

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rulesched.config import add_preemption_arguments
 from rulesched.simulate.nodes import ALL_NODES_UP_TO, BUSIEST_NODES
 
 
@@ -67,6 +68,7 @@ def add_cycle_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None
         help="0 (default): upstream's adaptive formula; 100: all nodes",
     )
     parser.add_argument("--scheduler-name", metavar="NAME", help="only schedule pods naming this scheduler")
+    add_preemption_arguments(parser)
 
 
 def _node_count(text: str) -> int:
@@ -93,5 +95,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
         scheduler_name=args.scheduler_name,
         strict=args.strict,
+        min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
+        min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
     )
     return simulate_command(settings)
