@@ -158,7 +158,8 @@ def _find_candidates(
 ) -> list[Candidate]:
     """DryRunPreemption: the nodes of ``order`` (rows, from the offset on, wrapping) are
     dry-run in that order until at least one candidate would violate no PodDisruptionBudget and
-    there are ``wanted`` candidates in all, as upstream stops; the candidates found, in node
+    there are ``wanted`` candidates in all, as upstream stops, keeping the first ``wanted``
+    violating ones (as upstream's lists hold no more); the candidates found, in node
     order (pick_candidate takes the first of equals). Upstream dry-runs the nodes in parallel,
     so which nodes past the stop it has also tried varies from run to run; here the walk is
     sequential, so the candidates are the same for the same offset (the same seed). Dry runs are
@@ -171,6 +172,10 @@ def _find_candidates(
     together_ok = columns is not None and node_local(bound)
     found: list[tuple[int, Candidate]] = []
     safe = unsafe = 0  # candidates violating no budget, and those violating some
+    # Upstream keeps at most numCandidates of each kind (newCandidateList): violating candidates
+    # found past that many are dropped. (At least one: numCandidates 0, which only a percentage
+    # rounding down to 0 with minCandidateNodesAbsolute 0 gives, would find none at all there.)
+    room = max(wanted, 1)
     at, left = 0, CHECK_EVERY
     while at < len(order) and not (safe and safe + unsafe >= wanted):
         size = max(wanted - safe - unsafe, 1)
@@ -192,27 +197,29 @@ def _find_candidates(
         for i, (row, node, victims) in enumerate(tried):
             if safe and safe + unsafe >= wanted:
                 break
-            violations = together.candidates.get(i) if together is not None else None
-            if violations is not None:
-                kept.append(i)
-            else:
+            outcome: Candidate | NoFit | int | None = together.candidates.get(i) if together is not None else None
+            if outcome is None:
                 why = together.no_fit.get(i) if together is not None else None
                 if why is None:
                     if between is not None:
                         between()
                     outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
-                    if isinstance(outcome, Candidate):
-                        found.append((row, outcome))
-                        violations = outcome.pdb_violations
-                    else:
-                        why = outcome.reasons
-                if why is not None:
-                    counts.update(set(why))
-                    continue
+                else:
+                    outcome = NoFit(why)
+            if isinstance(outcome, NoFit):
+                counts.update(set(outcome.reasons))
+                continue
+            violations = outcome if isinstance(outcome, int) else outcome.pdb_violations
+            if violations and unsafe >= room:
+                continue  # (upstream's list of violating candidates is full: dropped)
             if violations:
                 unsafe += 1
             else:
                 safe += 1
+            if isinstance(outcome, int):
+                kept.append(i)
+            else:
+                found.append((row, outcome))
         if together is not None and kept:
             kept.sort(key=lambda i: tried[i][0])  # (node order, as pick_candidate takes them)
             for i in together.choosable(kept) if rank else kept:
