@@ -3,7 +3,10 @@
 Only nodes whose filter status is Unschedulable are tried: a node whose failure is
 UnschedulableAndUnresolvable (its first failing filter's ``unresolvable`` clause holds there)
 counts as "Preemption is not helpful for scheduling", as upstream's nodesWherePreemptionMightHelp
-has it. For each node tried, the pods every applicable ``preempt`` rule allows to be evicted are the potential
+has it. Of the others, a bounded sample is tried, as DefaultPreemption samples them: from a random
+offset (the cycle's seeded source), wrapping round, until one candidate violates no budget and
+there are numCandidates (DefaultPreemptionArgs: :class:`Sampling`) in all; only those are
+compared. For each node tried, the pods every applicable ``preempt`` rule allows to be evicted are the potential
 victims. If the pod fits once all of them are gone, as many as possible are reprieved — those
 whose eviction would violate a PodDisruptionBudget first, then the rest, most important first —
 and the remaining ones are the node's victims. The node is then chosen by upstream's order:
