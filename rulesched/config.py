@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from rulesched.errors import ConfigError
+from rulesched.scheduler.framework import MIN_CANDIDATE_NODES_ABSOLUTE, MIN_CANDIDATE_NODES_PERCENTAGE
 
 
 def seconds(text: str) -> float:
@@ -94,3 +95,22 @@ def merge_flags(values: dict[str, Any], args: argparse.Namespace, names: tuple[s
         if value is not None:
             values[name] = tuple(value) if isinstance(value, list) else value
     return values
+
+
+def add_preemption_arguments(parser: argparse.ArgumentParser, defaults: bool = True) -> None:
+    """DefaultPreemptionArgs: how many candidate nodes a preemption looks for (``simulate``,
+    ``diff``; ``run`` without defaults, which its --config may give)."""
+    parser.add_argument(
+        "--min-candidate-nodes-percentage",
+        type=int,
+        default=MIN_CANDIDATE_NODES_PERCENTAGE if defaults else None,
+        metavar="N",
+        help=f"preemption looks for candidates on N%% of the nodes it may help on (default {MIN_CANDIDATE_NODES_PERCENTAGE})",
+    )
+    parser.add_argument(
+        "--min-candidate-nodes-absolute",
+        type=int,
+        default=MIN_CANDIDATE_NODES_ABSOLUTE if defaults else None,
+        metavar="N",
+        help=f"... or on N nodes, whichever is more (default {MIN_CANDIDATE_NODES_ABSOLUTE})",
+    )

@@ -2,10 +2,12 @@
 node-by-node dry runs give (upstream's DefaultPreemption tables run both ways in
 tests/upstream/test_defaultpreemption.py): on generated clusters (priorities, budgets, host ports, taints,
 pods of other priorities, rules whose filters read what the columns cannot adjust) both ways
-nominate the same node with the same victims and the same message."""
+nominate the same node with the same victims and the same message, for any sample of the nodes
+(DefaultPreemptionArgs) and offset."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,6 +71,7 @@ def _pod(name: str, cpu: int, priority: int, node_name: str = "", app: str = "a"
     st.booleans(),
     st.booleans(),
     st.lists(st.tuples(st.integers(0, 8), st.integers(100, 2000), st.sampled_from([10, 100, 1000])), max_size=3),
+    st.tuples(st.sampled_from([0, 10, 40, 100]), st.integers(1, 4), st.integers(0, 99)),
 )
 def test_dry_runs_together_decide_as_node_by_node(
     outrank: bool,
@@ -79,6 +82,7 @@ def test_dry_runs_together_decide_as_node_by_node(
     budgets: bool,
     own_rules: bool,
     nominated: list[tuple[int, int, int]],
+    sample: tuple[int, int, int],
 ) -> None:
     nodes = [
         node(
@@ -104,17 +108,25 @@ def test_dry_runs_together_decide_as_node_by_node(
             name = f"n{n % len(nodes)}"
             held[name] = (*held.get(name, ()), _pod(f"nominated{k}", c, prio, name))
     reserved = Reserved(held) if held else None
-    batched = preemption.preempt(snapshot, rules.session(), incoming, None, reserved)  # (this module's: with columns)
+    # the sample (DefaultPreemptionArgs) and its offset: the same for the three
+    sampling, seed = preemption.Sampling(sample[0], sample[1]), sample[2]
+    kw: dict[str, Any] = {"sampling": sampling}
+    kw["rng"] = random.Random(seed)
+    batched = preemption.preempt(
+        snapshot, rules.session(), incoming, None, reserved, **kw
+    )  # (this module's: with columns)
     # the statuses as the cycle hands them over: an array over the nodes
     found = node_statuses(rules.bind(incoming, snapshot), snapshot.nodes)
     codes = np.array(
         [{None: 0, Code.UNSCHEDULABLE: 1}.get(found.get(n.name), 2) for n in snapshot.nodes], dtype=np.int8
     )
     statuses = NodeStatuses(codes, snapshot.nodes, {n.name: i for i, n in enumerate(snapshot.nodes)})
-    as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses, reserved)
+    kw["rng"] = random.Random(seed)
+    as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses, reserved, **kw)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(preemption, "BATCH_FROM", 10**9)
-        alone = preemption.preempt(snapshot, rules.session(), incoming, None, reserved)
+        kw["rng"] = random.Random(seed)
+        alone = preemption.preempt(snapshot, rules.session(), incoming, None, reserved, **kw)
     expected = (alone.nominated, [v.key for v in alone.victims], alone.message)
     assert (batched.nominated, [v.key for v in batched.victims], batched.message) == expected
     assert (as_array.nominated, [v.key for v in as_array.victims], as_array.message) == expected

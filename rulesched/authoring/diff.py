@@ -44,7 +44,13 @@ from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
 from rulesched.model.load import LoadSnapshot
 from rulesched.scheduler.audit import audit
-from rulesched.scheduler.framework import SchedulerSettings, skip_deleting
+from rulesched.scheduler.framework import (
+    MIN_CANDIDATE_NODES_ABSOLUTE,
+    MIN_CANDIDATE_NODES_PERCENTAGE,
+    SchedulerSettings,
+    check_sampling,
+    skip_deleting,
+)
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 from rulesched.simulate.node_metrics import read_node_metrics
@@ -65,6 +71,8 @@ class DiffSettings:
     scheduler_name: str | None = None
     explain_limit: int = EXPLAIN_LIMIT
     node_metrics: tuple[str, ...] = ()  # --node-metrics files: both runs read the same node load
+    min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE  # (DefaultPreemptionArgs)
+    min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
 
 
 @dataclass(frozen=True)
@@ -143,6 +151,7 @@ def diff(settings: DiffSettings) -> Diff:
         raise ConfigError(
             f"--percentage-of-nodes-to-score must be between 0 and 100, not {settings.percentage_of_nodes_to_score}"
         )
+    check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
     started = time.perf_counter()
     old_rules = load_rules([resolve_rules_path(r) for r in settings.old])
     new_rules = load_rules([resolve_rules_path(r) for r in settings.new])
@@ -157,6 +166,8 @@ def diff(settings: DiffSettings) -> Diff:
         percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
         seed=settings.seed,
         scheduler_name=settings.scheduler_name,
+        min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
+        min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
     )
     loaded = time.perf_counter()
     # The loaded cluster outlives both runs: keep the cyclic collector from walking it again at

@@ -56,6 +56,8 @@ def diff_command(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
         explain_limit=args.explain_limit,
         node_metrics=tuple(args.node_metrics or ()),
+        min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
+        min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
     )
     result = diff(settings)
     if settings.output == "html":

@@ -11,7 +11,7 @@ import signal
 import sys
 from typing import Any
 
-from rulesched.config import add_rules_arguments, merge_flags, read_config, seconds
+from rulesched.config import add_preemption_arguments, add_rules_arguments, merge_flags, read_config, seconds
 from rulesched.errors import ConfigError
 from rulesched.loadsources.settings import parse_load_sources
 from rulesched.run.profiles import SINGLE_PROFILE_SETTINGS, parse_profiles
@@ -33,6 +33,7 @@ def add_run_parser(sub: Any) -> None:
     add_rules_arguments(run)
     run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
     run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
+    add_preemption_arguments(run, defaults=False)
     run.add_argument(
         "--cycle-deadline",
         type=seconds,
@@ -97,6 +98,8 @@ def settings_from(args: argparse.Namespace) -> Any:
             "rules_max_delay",
             "bind_workers",
             "percentage_of_nodes_to_score",
+            "min_candidate_nodes_percentage",
+            "min_candidate_nodes_absolute",
             "cycle_deadline",
             "audit_interval",
             "leader_elect",

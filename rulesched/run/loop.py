@@ -62,7 +62,14 @@ from rulesched.run.profiles import ProfileSettings, check_profiles
 from rulesched.run.workers import Outcome, Workers, log_bound
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.cluster_events import Event
-from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
+from rulesched.scheduler.framework import (
+    MIN_CANDIDATE_NODES_ABSOLUTE,
+    MIN_CANDIDATE_NODES_PERCENTAGE,
+    Code,
+    CycleResult,
+    SchedulerSettings,
+    check_sampling,
+)
 from rulesched.scheduler.gang import GroupOutcome
 from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.scheduler.scheduler import Observer, Scheduler, decision
@@ -99,6 +106,8 @@ class RunSettings:
     rules_last_good: bool = True  # keep the last accepted ConfigMap set in NAME-last-good
     bind_workers: int = 16
     percentage_of_nodes_to_score: int = 0
+    min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE  # (DefaultPreemptionArgs)
+    min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
     grace_seconds: float = 10.0  # on SIGTERM: how long in-flight bindings may take
     leader_elect: bool = False
     leader_elect_resource_namespace: str = "kube-system"
@@ -121,6 +130,11 @@ class RunSettings:
         if not self.audit_interval >= 0:
             raise ConfigError(f"audit_interval: {self.audit_interval!r}: expected 0 (off) or more seconds")
         check_profiles(self.effective_profiles)
+        for name in ("min_candidate_nodes_percentage", "min_candidate_nodes_absolute"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name}: expected a whole number, got {value!r}")
+        check_sampling(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute)
         if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
             raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
         if not self.cycle_deadline >= 0:
@@ -242,6 +256,8 @@ class Loop:
             timings=True,
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
             cycle_deadline_seconds=settings.cycle_deadline or None,
+            min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
+            min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
         )
         self.metrics = Metrics([p.name for p in self.profiles])
         for profile in self.profiles:

@@ -88,6 +88,9 @@ class Cycle:
         self.settings = settings
         self.cancel = cancel if cancel is not None else Cancellation()
         self.rng = random.Random(settings.seed)
+        # Preemption's offsets (GetOffsetAndNumCandidates) from a stream of their own, seeded from
+        # the same seed: a preemption does not move the tie-breaks of the cycles after it.
+        self.preemption_rng = random.Random(f"preemption:{settings.seed}")
         self.next_start = 0
         self.shares = 1  # how many Cycles (profiles) share the table budget
         self._rules: RuleSet | None = None

@@ -381,15 +381,35 @@ def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> n
 
 class Together:
     """What the dry runs of many nodes at once found, by index into the nodes tried: why the pod
-    fits some not even with every potential victim gone (``no_fit``), the victims (in the order
-    they were tried) and budget violations of each candidate that may be chosen (``chosen``),
-    and the candidates that cannot be (``outranked``: pick_candidate never takes them). Nodes in
-    none of these are left to the node-by-node dry run."""
+    fits some not even with every potential victim gone (``no_fit``), and the budget violations
+    of each candidate (``candidates``), whose victims :meth:`victims` gives and of which
+    :meth:`choosable` says which pick_candidate may choose. Nodes in neither are left to the
+    node-by-node dry run."""
 
     def __init__(self) -> None:
         self.no_fit: dict[int, tuple[str, ...]] = {}
-        self.chosen: dict[int, tuple[list[Pod], int]] = {}
-        self.outranked: set[int] = set()
+        self.candidates: dict[int, int] = {}
+        self._cols: DryRunColumns | None = None
+        self._gone = np.zeros(0, dtype=bool)
+        self._violations = np.zeros(0, dtype=np.int64)
+        self._orders: Sequence[Sequence[Pod]] = ()
+        self.violating: Sequence[int] = ()  # per node: how many of its pods put back first break a budget
+
+    def victims(self, i: int) -> list[Pod]:
+        """Candidate ``i``'s victims, in the order they were tried."""
+        assert self._cols is not None
+        s, n = int(self._cols.starts[i]), int(self._cols.lengths[i])
+        return [p for p, g in zip(self._orders[i], self._gone[s : s + n].tolist(), strict=True) if g]
+
+    def choosable(self, indices: Sequence[int]) -> list[int]:
+        """Of the candidates ``indices`` (in node order), those pick_candidate may choose among
+        them: the first needing no victim, and the first of those best by its criteria."""
+        if not indices:
+            return []
+        assert self._cols is not None
+        done = np.asarray(indices, dtype=np.intp)
+        found: list[int] = _choosable(self._cols, self._gone, self._violations, done).tolist()
+        return found
 
 
 def dry_runs_together(
@@ -399,15 +419,12 @@ def dry_runs_together(
     rows: Rows,
     orders: Sequence[Sequence[Pod]],
     violating: Sequence[int],
-    rank: bool,
     held: Sequence[Sequence[Pod]] = (),
     between: Callable[[], None] | None = None,
 ) -> Together:
     """SelectVictimsOnNode for each of ``nodes`` (rows ``rows`` of ``base``) at once: every pod of
     ``orders[i]`` off, then each put back in that order and kept if the pod still fits beside it;
-    the first ``violating[i]`` of them would violate a budget if evicted. With ``rank``, only the
-    candidates pick_candidate may choose are returned whole (the first needing no victim, and the
-    first of those best by its criteria), the rest counted as outranked. ``held[i]``: the pods
+    the first ``violating[i]`` of them would violate a budget if evicted. ``held[i]``: the pods
     nominated to node i the pod must fit beside as well. ``between`` is called before the first
     fit check and each step after (each a few column evaluations over the nodes still
     undecided): it may raise to give the dry runs up (nothing outside them has changed)."""
@@ -445,17 +462,12 @@ def dry_runs_together(
             gone[at[~ok]] = True
         active, k = step, k + 1
     done = np.concatenate(finished) if finished else every[:0]
-    done.sort()  # (node order: pick_candidate takes the first of equals)
     position = np.arange(len(cols.flat)) - np.repeat(starts, lengths)
     breaks = gone & (position < np.repeat(np.asarray(violating, dtype=np.intp), lengths))
     violations = np.add.reduceat(breaks.astype(np.int64), starts) if m else np.zeros(0, np.int64)
-    keep = done if not rank else _choosable(cols, gone, violations, done)
-    for i in keep.tolist():
-        s = int(starts[i])
-        victims = [p for p, g in zip(orders[i], gone[s : s + lengths[i]].tolist(), strict=True) if g]
-        out.chosen[i] = (victims, int(violations[i]))
-    if rank:
-        out.outranked.update(set(done.tolist()) - set(keep.tolist()))
+    out.candidates = dict(zip(done.tolist(), violations[done].tolist(), strict=True))
+    out._cols, out._gone, out._violations, out._orders = cols, gone, violations, orders
+    out.violating = violating
     return out
 
 

@@ -15,11 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from rulesched.errors import ConfigError
 from rulesched.model import Pod
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
 MAX_NODE_SCORE = 100
+# DefaultPreemptionArgs' defaults: how many candidate nodes a preemption's dry runs look for
+MIN_CANDIDATE_NODES_PERCENTAGE = 10
+MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 
 # kube-scheduler's extension points, as its metrics name them, and the statuses they end with
@@ -71,6 +75,11 @@ class SchedulerSettings:
     # and an error naming the rule then running: rulesched.scheduler.cancel). None: never (the
     # simulator and `rulesched test`, whose answers must not depend on the machine's speed).
     cycle_deadline_seconds: float | None = None
+    # DefaultPreemptionArgs: preemption dry-runs the potential nodes from a random offset until it
+    # has at least this share of them (per cent) or this many candidates, whichever is more
+    # (rulesched.scheduler.preemption; checked by candidate_sampling_errors).
+    min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE
+    min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
 
 
 EXPLAIN_SUMMARY, EXPLAIN_FULL = "summary", "full"
@@ -88,6 +97,33 @@ def num_feasible_nodes_to_find(num_nodes: int, percentage: int, profile: int | N
     if percentage <= 0:
         percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE, 50 - num_nodes // 125)
     return max(MIN_FEASIBLE_NODES_TO_FIND, num_nodes * percentage // 100)
+
+
+def num_candidates(num_nodes: int, percentage: int, absolute: int) -> int:
+    """DefaultPreemption's calculateNumCandidates: how many candidates a preemption's dry runs
+    look for among ``num_nodes`` potential nodes: ``percentage`` of them (rounded down) or
+    ``absolute``, whichever is more, and never more than there are."""
+    return min(max(num_nodes * percentage // 100, absolute), num_nodes)
+
+
+def candidate_sampling_errors(percentage: int, absolute: int) -> list[str]:
+    """ValidateDefaultPreemptionArgs: the percentage in 0..100, the absolute at least 0, and not
+    both 0 (no candidate would ever be looked for). One message per problem, naming the field."""
+    errors = []
+    if not 0 <= percentage <= 100:
+        errors.append(f"min_candidate_nodes_percentage: {percentage} is not in 0..100")
+    if absolute < 0:
+        errors.append(f"min_candidate_nodes_absolute: {absolute} is below 0")
+    if percentage == 0 and absolute == 0:
+        errors.append("min_candidate_nodes_percentage and min_candidate_nodes_absolute cannot both be 0")
+    return errors
+
+
+def check_sampling(percentage: int, absolute: int) -> None:
+    """ConfigError naming the fields when :func:`candidate_sampling_errors` finds any."""
+    errors = candidate_sampling_errors(percentage, absolute)
+    if errors:
+        raise ConfigError("; ".join(errors))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,10 @@
 Only nodes whose filter status is Unschedulable are tried: a node whose failure is
 UnschedulableAndUnresolvable (its first failing filter's ``unresolvable`` clause holds there)
 counts as "Preemption is not helpful for scheduling", as upstream's nodesWherePreemptionMightHelp
-has it. For each node tried, the pods every applicable ``preempt`` rule allows to be evicted are the potential
+has it. Of the others, a bounded sample is tried, as DefaultPreemption samples them: from a random
+offset (the cycle's seeded source), wrapping round, until one candidate violates no budget and
+there are numCandidates (DefaultPreemptionArgs: :class:`Sampling`) in all; only those are
+compared. For each node tried, the pods every applicable ``preempt`` rule allows to be evicted are the potential
 victims. If the pod fits once all of them are gone, as many as possible are reprieved — those
 whose eviction would violate a PodDisruptionBudget first, then the rest, most important first —
 and the remaining ones are the node's victims. The node is then chosen by upstream's order:
@@ -27,6 +30,7 @@ condition, since the Eviction API rulesched evicts through rewrites ``Disruption
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,9 +47,16 @@ from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.lang.indexes import ForkedIndexes
 from rulesched.lang.types import NUMBER, ListOf
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.dryrun import dry_runs_together, node_local
+from rulesched.scheduler.dryrun import Together, dry_runs_together, node_local
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
-from rulesched.scheduler.framework import Code, Preemption, fit_error
+from rulesched.scheduler.framework import (
+    MIN_CANDIDATE_NODES_ABSOLUTE,
+    MIN_CANDIDATE_NODES_PERCENTAGE,
+    Code,
+    Preemption,
+    fit_error,
+    num_candidates,
+)
 from rulesched.scheduler.nominator import Reserved
 from rulesched.semantics.matching import label_selector_matches
 
@@ -86,6 +97,14 @@ def importance(pod: Pod) -> tuple[int, float]:
     return (-pod.priority, _started(pod))
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """DefaultPreemptionArgs' minCandidateNodesPercentage and minCandidateNodesAbsolute."""
+
+    percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE
+    absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
+
+
 def preempt(
     snapshot: Snapshot,
     session: Session,
@@ -94,6 +113,8 @@ def preempt(
     reserved: Reserved | None = None,
     columns: NodeColumns | None = None,
     between: Callable[[], None] | None = None,
+    sampling: Sampling = Sampling(),
+    rng: random.Random | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
@@ -102,7 +123,9 @@ def preempt(
     it must leave room for, per node. ``columns``: the snapshot's nodes as columns, for dry runs
     of many nodes at once (:mod:`rulesched.scheduler.dryrun`). ``between`` is called before each
     node's dry run and each step of the dry runs done together: it may raise to give preemption
-    up (a cancelled cycle; nothing was changed)."""
+    up (a cancelled cycle; nothing was changed). ``sampling`` bounds how many candidates are
+    looked for, from an offset ``rng`` draws (None: the first potential node); see
+    :func:`_find_candidates`."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
@@ -115,37 +138,98 @@ def preempt(
         return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
-    candidates: list[Candidate] = []
     potential = _Potential(bound, session.rules.node_memos)
-    tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims), in node order
-    left = CHECK_EVERY
-    for row in _rows_to_try(snapshot, statuses, held, potential, columns, counts):
-        node = snapshot.nodes[row]
-        left -= 1
-        if not left:  # (the preempt rules' answers for each pod on the node: checked every few nodes)
-            left = bound.watch.tick()
-        allowed = potential.victims(node)
-        if not allowed:
-            counts[NO_VICTIMS] += 1
-            continue
-        tried.append((row, node, allowed))
-    together = _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between)
-    for row, node, victims in tried:
-        outcome = together.get(row, _LEFT)
-        if outcome is None:  # a candidate pick_candidate cannot choose
-            continue
-        if outcome is _LEFT:
-            if between is not None:
-                between()
-            outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
-        if isinstance(outcome, NoFit):
-            counts.update(set(outcome.reasons))
-        else:
-            candidates.append(outcome)
+    order, many = _rows_to_try(snapshot, statuses, held, potential, columns, counts, rng)
+    wanted = num_candidates(many, sampling.percentage, sampling.absolute)
+    candidates = _find_candidates(snapshot, overlay, bound, order, wanted, potential, columns, held, between, counts)
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
     return Preemption(chosen.node, chosen.victims)
+
+
+def _find_candidates(
+    snapshot: Snapshot,
+    overlay: ClusterOverlay,
+    bound: BoundRules,
+    order: Sequence[int],
+    wanted: int,
+    potential: _Potential,
+    columns: NodeColumns | None,
+    held: Mapping[str, Sequence[Pod]],
+    between: Callable[[], None] | None,
+    counts: Counter[str],
+) -> list[Candidate]:
+    """DryRunPreemption: the nodes of ``order`` (rows, from the offset on, wrapping) are
+    dry-run in that order until at least one candidate would violate no PodDisruptionBudget and
+    there are ``wanted`` candidates in all, as upstream stops, keeping the first ``wanted``
+    violating ones (as upstream's lists hold no more); the candidates found, in node
+    order (pick_candidate takes the first of equals). Upstream dry-runs the nodes in parallel,
+    so which nodes past the stop it has also tried varies from run to run; here the walk is
+    sequential, so the candidates are the same for the same offset (the same seed). Dry runs are
+    done together as columns in chunks of the walk (as many nodes as candidates are still
+    wanted, at least BATCH_FROM), whose answers past the stop are dropped: the same candidates
+    as node by node. A node's reasons are counted (for the message when no node will do) up to
+    the stop; when none is found every node was tried."""
+    nodes = snapshot.nodes
+    rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
+    together_ok = columns is not None and node_local(bound)
+    found: list[tuple[int, Candidate]] = []
+    safe = unsafe = 0  # candidates violating no budget, and those violating some
+    # Upstream keeps at most numCandidates of each kind (newCandidateList): violating candidates
+    # found past that many are dropped. (At least one: numCandidates 0, which only a percentage
+    # rounding down to 0 with minCandidateNodesAbsolute 0 gives, would find none at all there.)
+    room = max(wanted, 1)
+    at, left = 0, CHECK_EVERY
+    while at < len(order) and not (safe and safe + unsafe >= wanted):
+        size = max(wanted - safe - unsafe, 1)
+        tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims)
+        while at < len(order) and len(tried) < (max(size, BATCH_FROM) if together_ok else size):
+            row = order[at]
+            at += 1
+            node = nodes[row]
+            left -= 1
+            if not left:  # (the preempt rules' answers for each pod on the node: checked every few nodes)
+                left = bound.watch.tick()
+            allowed = potential.victims(node)
+            if not allowed:
+                counts[NO_VICTIMS] += 1
+                continue
+            tried.append((row, node, allowed))
+        together = _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between) if together_ok else None
+        kept: list[int] = []  # the candidates found together, up to the stop
+        for i, (row, node, victims) in enumerate(tried):
+            if safe and safe + unsafe >= wanted:
+                break
+            outcome: Candidate | NoFit | int | None = together.candidates.get(i) if together is not None else None
+            if outcome is None:
+                why = together.no_fit.get(i) if together is not None else None
+                if why is None:
+                    if between is not None:
+                        between()
+                    outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
+                else:
+                    outcome = NoFit(why)
+            if isinstance(outcome, NoFit):
+                counts.update(set(outcome.reasons))
+                continue
+            violations = outcome if isinstance(outcome, int) else outcome.pdb_violations
+            if violations and unsafe >= room:
+                continue  # (upstream's list of violating candidates is full: dropped)
+            if violations:
+                unsafe += 1
+            else:
+                safe += 1
+            if isinstance(outcome, int):
+                kept.append(i)
+            else:
+                found.append((row, outcome))
+        if together is not None and kept:
+            kept.sort(key=lambda i: tried[i][0])  # (node order, as pick_candidate takes them)
+            for i in together.choosable(kept) if rank else kept:
+                found.append((tried[i][0], _together_candidate(tried[i][1].name, together, i)))
+    found.sort(key=lambda c: c[0])
+    return [c for _, c in found]
 
 
 def _rows_to_try(
@@ -155,11 +239,13 @@ def _rows_to_try(
     potential: _Potential,
     columns: NodeColumns | None,
     counts: Counter[str],
-) -> list[int]:
+    rng: random.Random | None = None,
+) -> tuple[list[int], int]:
     """The rows of the nodes preemption tries (status Unschedulable, or none where nominated
-    pods are held), in node order; the others are counted as not helpful, and (as arrays, when
-    the statuses and the columns allow) those whose pods' priorities the rules all refuse as
-    having no victims."""
+    pods are held: upstream's potential nodes) from an offset ``rng`` draws among them, wrapping
+    round (GetOffsetAndNumCandidates), and how many potential nodes there are; the others are
+    counted as not helpful, and (as arrays, when the statuses and the columns allow) those whose
+    pods' priorities the rules all refuse are counted as having no victims and left out."""
     nodes = snapshot.nodes
     if not isinstance(statuses, NodeStatuses):
         out = []
@@ -168,7 +254,8 @@ def _rows_to_try(
                 out.append(row)
             else:
                 counts[NOT_HELPFUL] += 1
-        return out
+        offset = rng.randrange(len(out)) if rng is not None and out else 0
+        return out[offset:] + out[:offset], len(out)
     codes = statuses.codes
     if held:
         codes = codes.copy()
@@ -177,15 +264,19 @@ def _rows_to_try(
             if at is not None and codes[at] == 0:
                 codes[at] = 1
     tried = np.flatnonzero(codes == 1)
-    if len(nodes) > len(tried):
-        counts[NOT_HELPFUL] += len(nodes) - len(tried)
-    if columns is not None and potential.by_priority and len(tried):
+    many = len(tried)
+    if len(nodes) > many:
+        counts[NOT_HELPFUL] += len(nodes) - many
+    if rng is not None and many:
+        offset = rng.randrange(many)
+        tried = np.concatenate((tried[offset:], tried[:offset]))
+    if columns is not None and potential.by_priority and many:
         wanted = potential.wanted_rows(nodes, columns, tried)
         if not wanted.all():
             counts[NO_VICTIMS] += int(np.count_nonzero(~wanted))
             tried = tried[wanted]
     found: list[int] = tried.tolist()
-    return found
+    return found, many
 
 
 def _pod_priorities(node: Any) -> frozenset[int]:
@@ -344,14 +435,27 @@ def _dry_runs_together(
     pdbs: Sequence[PodDisruptionBudget],
     held: Mapping[str, Sequence[Pod]],
     between: Callable[[], None] | None = None,
-) -> dict[int, Candidate | NoFit | None]:
+) -> Together | None:
     """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.scheduler.dryrun`),
-    by row: a node's candidate or why it does not fit, or None for a candidate pick_candidate
-    cannot choose; rows missing from the answer are left to the node-by-node dry run."""
-    if base is None or len(tried) < BATCH_FROM or not node_local(bound):
-        return {}
-    # Each node's pods in the order they are put back: those whose eviction would violate a
-    # budget first (the first ``violating[i]``), then the rest.
+    by index into ``tried``; None when the columns cannot (every node is then left to the
+    node-by-node dry run). The caller has checked ``node_local(bound)``."""
+    if base is None or len(tried) < BATCH_FROM:
+        return None
+    orders, violating = _put_back_orders(tried, pdbs)
+    nodes = [node for _, node, _ in tried]
+    rows = np.array([row for row, _, _ in tried], dtype=np.intp)
+    try:
+        nominated = [held.get(node.name, ()) for node in nodes] if held else []
+        return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between)
+    except Unsupported:
+        return None
+
+
+def _put_back_orders(
+    tried: list[tuple[int, Any, list[Pod]]], pdbs: Sequence[PodDisruptionBudget]
+) -> tuple[list[list[Pod]], list[int]]:
+    """Each node's pods in the order they are put back: those whose eviction would violate a
+    budget first (the first ``violating[i]``), then the rest."""
     orders: list[list[Pod]] = []
     violating: list[int] = []
     for _, _, potential in tried:
@@ -362,22 +466,15 @@ def _dry_runs_together(
         else:
             orders.append(potential)
             violating.append(0)
-    nodes = [node for _, node, _ in tried]
-    rows = np.array([row for row, _, _ in tried], dtype=np.intp)
-    rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
-    try:
-        nominated = [held.get(node.name, ()) for node in nodes] if held else []
-        found = dry_runs_together(bound, base, nodes, rows, orders, violating, rank, nominated, between)
-    except Unsupported:
-        return {}
-    out: dict[int, Candidate | NoFit | None] = {tried[i][0]: NoFit(why) for i, why in found.no_fit.items()}
-    for i, (victims, violations) in found.chosen.items():
-        # (put back in importance order, unless budgets reordered them)
-        chosen = tuple(sorted(victims, key=importance)) if violating[i] else tuple(victims)
-        out[tried[i][0]] = Candidate(nodes[i].name, chosen, violations)
-    for i in found.outranked:
-        out[tried[i][0]] = None
-    return out
+    return orders, violating
+
+
+def _together_candidate(name: str, together: Together, i: int) -> Candidate:
+    """Candidate ``i`` of the dry runs done together, its victims most important first."""
+    victims = together.victims(i)
+    # (put back in importance order, unless budgets reordered them)
+    chosen = tuple(sorted(victims, key=importance)) if together.violating[i] else tuple(victims)
+    return Candidate(name, chosen, together.candidates[i])
 
 
 def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:

@@ -65,7 +65,7 @@ from rulesched.scheduler.framework import (
 )
 from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
 from rulesched.scheduler.nominator import Nominator
-from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, preempt
+from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import SchedulingQueue
 
 log = logging.getLogger(__name__)
@@ -438,7 +438,19 @@ class Scheduler:
                     # the statuses from the cycle's binding, whose per-node answers are still warm
                     statuses = profile.cycle.statuses(bound, snapshot)
                     columns = profile.cycle.columns(snapshot)
-                    outcome = preempt(snapshot, session, pod, statuses, reserved, columns, self.cancel.check)
+                    cycle, settings = profile.cycle, profile.cycle.settings
+                    sampling = Sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
+                    outcome = preempt(
+                        snapshot,
+                        session,
+                        pod,
+                        statuses,
+                        reserved,
+                        columns,
+                        self.cancel.check,
+                        sampling,
+                        cycle.preemption_rng,
+                    )
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)
                         if whole is None:

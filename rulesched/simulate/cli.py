@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from rulesched.config import add_preemption_arguments
 from rulesched.simulate.nodes import ALL_NODES_UP_TO, BUSIEST_NODES
 
 
@@ -74,6 +75,7 @@ def add_cycle_arguments(parser: argparse.ArgumentParser, seed_help: str) -> None
         help="node load for load-aware rules (node.usage, node.metrics): the JSON `kubectl get --raw "
         "/apis/metrics.k8s.io/v1beta1/nodes` prints, or a name -> node -> value map (docs/language.md; repeatable)",
     )
+    add_preemption_arguments(parser)
 
 
 def _node_count(text: str) -> int:
@@ -101,5 +103,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         scheduler_name=args.scheduler_name,
         strict=args.strict,
         node_metrics=tuple(args.node_metrics or ()),
+        min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
+        min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
     )
     return simulate_command(settings)

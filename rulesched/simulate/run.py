@@ -22,7 +22,14 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.model import Pod
-from rulesched.scheduler.framework import EXPLAIN_FULL, EXPLAIN_SUMMARY, SchedulerSettings
+from rulesched.scheduler.framework import (
+    EXPLAIN_FULL,
+    EXPLAIN_SUMMARY,
+    MIN_CANDIDATE_NODES_ABSOLUTE,
+    MIN_CANDIDATE_NODES_PERCENTAGE,
+    SchedulerSettings,
+    check_sampling,
+)
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 from rulesched.simulate.node_metrics import read_node_metrics
@@ -50,6 +57,8 @@ class SimulateSettings:
     scheduler_name: str | None = None
     strict: bool = False
     node_metrics: tuple[str, ...] = ()  # --node-metrics files (rulesched.simulate.node_metrics)
+    min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE  # (DefaultPreemptionArgs)
+    min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
 
 
 def pods_to_schedule(objects: ClusterObjects, settings: SimulateSettings) -> list[Pod]:
@@ -83,6 +92,7 @@ def simulate(
 ) -> Report:
     """Schedule ``objects``' pending pods with ``settings``' rules; ``progress`` (see
     :meth:`Simulation.run`) hears of each pod's first attempt."""
+    check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     unfit = startup_warning(rules.checked, rules.files)
     if unfit is not None:
@@ -102,6 +112,8 @@ def simulate(
         seed=settings.seed,
         explanation=(EXPLAIN_FULL if settings.explain_full else EXPLAIN_SUMMARY) if settings.explain else "",
         scheduler_name=settings.scheduler_name,
+        min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
+        min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
     )
     simulation = Simulation(rules, store, scheduler_settings)
     for group in objects.groups:

@@ -29,13 +29,16 @@ def batch_every_preemption(monkeypatch: pytest.MonkeyPatch, calls: list[int] | N
         reserved: Any = None,
         columns: Any = None,
         between: Any = None,
+        *more: Any,
+        **named: Any,
     ) -> Any:
-        return real(snapshot, session, p, statuses, reserved, columns or ColumnStore().current(snapshot), between)
+        columns = columns or ColumnStore().current(snapshot)
+        return real(snapshot, session, p, statuses, reserved, columns, between, *more, **named)
 
-    def counted(*args: Any) -> Any:
+    def counted(*args: Any, **named: Any) -> Any:
         if calls is not None:
             calls.append(1)
-        return together(*args)
+        return together(*args, **named)
 
     monkeypatch.setattr(preemption, "preempt", with_columns)
     monkeypatch.setattr(preemption, "dry_runs_together", counted)

@@ -1,7 +1,8 @@
 """kube-scheduler's DefaultPreemption unit tests, run through rules/default.rules.
 
 Ported from pkg/scheduler/framework/plugins/defaultpreemption/default_preemption_test.go:
-TestPostFilter, TestDryRunPreemption, TestSelectBestCandidate, TestPodEligibleToPreemptOthers and
+TestPostFilter, TestDryRunPreemption (its DefaultPreemptionArgs cases with upstream's offsets 4, 1
+and 3 handed in as the random source's draws), TestSelectBestCandidate, TestPodEligibleToPreemptOthers and
 TestPreempt. In TestPodEligibleToPreemptOthers "Pod with nominated node", upstream also hands in an
 UnschedulableAndUnresolvable status for the nominated node (which alone makes the pod eligible);
 the case holds without it (its terminating pod was not preempted by a scheduler), and
@@ -27,11 +28,7 @@ Not ported (rulesched does not model what they need):
   "a pod that fits on one node with no preemption", "get Unschedulable in the preemption phase when
   the filter plugins filtering the nodes" (fake filter plugins); "preemption with violation of the
   pdb with pod whose eviction was processed, the victim belongs to DisruptedPods" and "... the
-  victim which belongs to DisruptedPods is treated as 'nonViolating'" (PDB status.disruptedPods);
-  "all nodes are possible candidates, but DefaultPreemptionArgs limits to 2", "some nodes are not
-  possible candidates, DefaultPreemptionArgs limits to 2", "preemption offset across multiple
-  scheduling cycles and wrap around", "preemption looks past numCandidates until a non-PDB
-  violating node is found" (minCandidateNodes sampling: rulesched dry-runs every node).
+  victim which belongs to DisruptedPods is treated as 'nonViolating'" (PDB status.disruptedPods).
 - TestPreempt's four extender tables (extenders).
 
 The last table is not upstream's: it pins util.GetPodStartTime's rule (a pod without a start time
@@ -413,6 +410,93 @@ def test_dry_run_preemption(
     monkeypatch: pytest.MonkeyPatch, names: tuple, incoming: Any, pods: list, pdbs: list, want: dict
 ) -> None:
     assert candidates(monkeypatch, state(nodes(*names), pods, pdbs), incoming) == want
+
+
+# --- TestDryRunPreemption: the cases for DefaultPreemptionArgs' sample -----------------------------
+# Upstream overrides its offset source (getOffsetRand) to draw 4, then 1, then 3, and dry-runs
+# without parallelism; here the offsets come from a source that gives the same.
+
+
+class Offsets:
+    """A random source whose randrange gives the offsets upstream's test draws, in turn."""
+
+    def __init__(self, *offsets: int) -> None:
+        self.offsets = list(offsets)
+
+    def randrange(self, n: int) -> int:
+        offset = self.offsets.pop(0)
+        assert 0 <= offset < n
+        return offset
+
+
+FIVE = ("node1", "node2", "node3", "node4", "node5")
+FIVE_MID = [P(f"p{i}", MID, f"node{i}", LARGE) for i in range(1, 6)]
+
+SAMPLED = [
+    (
+        "all nodes are possible candidates, but DefaultPreemptionArgs limits to 2",
+        (40, 1),
+        [P("p", HIGH, req=LARGE)],
+        FIVE_MID,
+        [],
+        [{"node1": (["p1"], 0), "node5": (["p5"], 0)}],  # offset 4: node5 (yes), node1 (yes)
+    ),
+    (
+        "some nodes are not possible candidates, DefaultPreemptionArgs limits to 2",
+        (40, 1),
+        [P("p", HIGH, req=LARGE)],
+        [P(f"p{i}", VERY_HIGH if i in (2, 5) else MID, f"node{i}", LARGE) for i in range(1, 6)],
+        [],
+        [{"node1": (["p1"], 0), "node3": (["p3"], 0)}],  # offset 4: node5 (no), node1, node2 (no), node3
+    ),
+    (
+        "preemption offset across multiple scheduling cycles and wrap around",
+        (40, 1),
+        [P(f"tp{k}", HIGH, req=LARGE) for k in (1, 2, 3)],
+        FIVE_MID,
+        [],
+        [
+            {"node1": (["p1"], 0), "node5": (["p5"], 0)},  # offset 4: node5, node1
+            {"node2": (["p2"], 0), "node3": (["p3"], 0)},  # offset 1: node2, node3
+            {"node4": (["p4"], 0), "node5": (["p5"], 0)},  # offset 3: node4, node5
+        ],
+    ),
+    (
+        "preemption looks past numCandidates until a non-PDB violating node is found",
+        (40, 2),
+        [P("p", HIGH, req=LARGE)],
+        [P(f"p{i}", MID, f"node{i}", LARGE, labels=APP_FOO if i in (1, 2, 5) else None) for i in range(1, 6)],
+        [pdb("pdb", "default", APP_FOO, 0)],
+        # offset 4: node5 (yes, pdb), node1 (yes, pdb), node2 (a third violating one: the list
+        # holds 2, dropped), node3 (yes): three candidates for a numCandidates of 2
+        [{"node1": (["p1"], 1), "node3": (["p3"], 0), "node5": (["p5"], 1)}],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("args", "preemptors", "pods", "pdbs", "want"), [pytest.param(*c[1:], id=c[0]) for c in SAMPLED]
+)
+def test_dry_run_preemption_samples_the_nodes(
+    monkeypatch: pytest.MonkeyPatch, args: tuple[int, int], preemptors: list, pods: list, pdbs: list, want: list
+) -> None:
+    seen: list[preemption.Candidate] = []
+    real = preemption.pick_candidate
+
+    def spy(cands: Any, order: Any = None) -> Any:
+        seen.extend(cands)
+        return real(cands, order)
+
+    monkeypatch.setattr(preemption, "pick_candidate", spy)
+    cluster = state(nodes(*FIVE), pods, pdbs)
+    offsets = Offsets(4, 1, 3)
+    sampling = preemption.Sampling(*args)
+    found = []
+    for incoming in preemptors:
+        seen.clear()
+        preemption.preempt(cluster.snapshot(), default_rules().session(), incoming, sampling=sampling, rng=offsets)
+        found.append({c.node: (sorted(v.name for v in c.victims), c.pdb_violations) for c in seen})
+    assert found == want
 
 
 # --- TestSelectBestCandidate ----------------------------------------------------------------------
