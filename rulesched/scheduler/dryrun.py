@@ -33,6 +33,7 @@ from rulesched.lang.evaluation.arrays import Array, Unsupported
 from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
 from rulesched.lang.evaluation.encoded import encode
 from rulesched.lang.evaluation.failures import as_reasons
+from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
 from rulesched.lang.types import NUMBER, QUANTITY
@@ -128,8 +129,10 @@ class DryRunColumns(NodeColumns):
         rows: Rows,
         off: Sequence[Sequence[Pod]],
         held: Sequence[Sequence[Pod]] = (),
+        memos: NodeMemos | None = None,
     ) -> None:
         super().__init__(nodes)
+        self._memos = memos  # the rule set's node memos: per-node values of the pods taken off
         # Pods nominated to each row's node (held for the pod's priority or higher): counted as
         # on the node while ``with_held`` (the second of a nominated node's two fit checks).
         self.with_held = False
@@ -191,7 +194,7 @@ class DryRunColumns(NodeColumns):
         parts = []
         key = ("dry-run", what)
         for node, pods in zip(self.nodes, self._off, strict=True):
-            memo = getattr(node, "memo", None)
+            memo = None if self._memos is None else (self._memos.values(node) or self._memos.start(node))
             hit = memo.get(key) if memo is not None else None
             if hit is not None and hit[0] is pods:
                 parts.append(hit[1])
@@ -421,6 +424,7 @@ def dry_runs_together(
     violating: Sequence[int],
     held: Sequence[Sequence[Pod]] = (),
     between: Callable[[], None] | None = None,
+    memos: NodeMemos | None = None,
 ) -> Together:
     """SelectVictimsOnNode for each of ``nodes`` (rows ``rows`` of ``base``) at once: every pod of
     ``orders[i]`` off, then each put back in that order and kept if the pod still fits beside it;
@@ -431,7 +435,7 @@ def dry_runs_together(
     out = Together()
     if between is not None:
         between()
-    cols = DryRunColumns(nodes, base, rows, orders, held)
+    cols = DryRunColumns(nodes, base, rows, orders, held, memos)
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
     fits = passing(bound, cols, every)

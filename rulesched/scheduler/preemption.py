@@ -196,7 +196,11 @@ def _find_candidates(
                 counts[NO_VICTIMS] += 1
                 continue
             tried.append((row, node, allowed))
-        together = _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between) if together_ok else None
+        together = (
+            _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between, potential.memos)
+            if together_ok
+            else None
+        )
         kept: list[int] = []  # the candidates found together, up to the stop
         for i, (row, node, victims) in enumerate(tried):
             if safe and safe + unsafe >= wanted:
@@ -295,7 +299,7 @@ class _Potential:
 
     def __init__(self, bound: BoundRules, memos: NodeMemos) -> None:
         self.rules = bound.preempts
-        self._memos = memos  # (the rule set's node memos: the node's priorities and victims kept there)
+        self.memos = memos  # (the rule set's node memos: the node's priorities and victims kept there)
         self.by_priority = all(rule.by_priority for rule in self.rules)
         self._allowed: dict[int, bool] = {}
         self._wanted: dict[frozenset[int], frozenset[int]] = {}  # a node's priorities -> those allowed
@@ -326,7 +330,7 @@ class _Potential:
         rules = self.rules
         if not self.by_priority:
             return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=importance)
-        memo = self._memos.values(node) or self._memos.start(node)
+        memo = self.memos.values(node) or self.memos.start(node)
         priorities = memo.get(_PRIORITIES)
         if priorities is None:
             priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
@@ -435,6 +439,7 @@ def _dry_runs_together(
     pdbs: Sequence[PodDisruptionBudget],
     held: Mapping[str, Sequence[Pod]],
     between: Callable[[], None] | None = None,
+    memos: NodeMemos | None = None,
 ) -> Together | None:
     """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.scheduler.dryrun`),
     by index into ``tried``; None when the columns cannot (every node is then left to the
@@ -446,7 +451,7 @@ def _dry_runs_together(
     rows = np.array([row for row, _, _ in tried], dtype=np.intp)
     try:
         nominated = [held.get(node.name, ()) for node in nodes] if held else []
-        return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between)
+        return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between, memos)
     except Unsupported:
         return None
 
