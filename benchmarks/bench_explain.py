@@ -20,7 +20,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rulesched.cluster.store import ClusterStore  # noqa: E402
 from rulesched.lang import load_rules, resolve_rules_path  # noqa: E402
 from rulesched.scheduler.why import explain_pod  # noqa: E402
 from rulesched.simulate.load import load_cluster  # noqa: E402
@@ -34,14 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     objects = load_cluster([args.cluster])
     rules = load_rules([resolve_rules_path(r) for r in args.rules or ["default"]])
-    store = ClusterStore.build(
-        objects.nodes,
-        objects.running_pods,
-        objects.pdbs,
-        {ns.name: ns.labels for ns in objects.namespaces},
-        objects.workloads,
-        storage=objects.storage,
-    )
+    store = objects.store()
     snapshot = store.snapshot()
     times, unschedulable = [], 0
     for pod in objects.pending_pods[: args.pods]:

@@ -192,7 +192,6 @@ class Builder:
 
 
 def run_upstream(name: str, scale: float, seed: int) -> dict[str, Any]:
-    from rulesched.cluster.store import ClusterStore
     from rulesched.lang import load_rules, resolve_rules_path
     from rulesched.model.decode import decode_pod
     from rulesched.scheduler.framework import SchedulerSettings
@@ -209,15 +208,7 @@ def run_upstream(name: str, scale: float, seed: int) -> dict[str, Any]:
         gc.collect()
         started = time.perf_counter()
         objects = load_cluster([path])
-        store = ClusterStore.build(
-            objects.nodes,
-            objects.running_pods,
-            objects.pdbs,
-            {ns.name: ns.labels for ns in objects.namespaces},
-            objects.workloads,
-            storage=objects.storage,
-            provision=True,
-        )
+        store = objects.store(provision=True)
         load_seconds = time.perf_counter() - started
     rules = load_rules([resolve_rules_path("default")])
     sim = Simulation(rules, store, SchedulerSettings(seed=seed))

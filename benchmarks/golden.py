@@ -112,7 +112,6 @@ def _upstream(prefix: str, scale: float) -> dict[str, Any]:
     """An upstream workload, scaled, in bench_suite.py's phases; every pod's outcome."""
     from bench_suite import SUITE, Builder
 
-    from rulesched.cluster.store import ClusterStore
     from rulesched.lang import load_rules, resolve_rules_path
     from rulesched.model.decode import decode_pod
     from rulesched.scheduler.framework import SchedulerSettings
@@ -126,15 +125,7 @@ def _upstream(prefix: str, scale: float) -> dict[str, Any]:
         path = Path(tmp) / "cluster.json"
         path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": built.items}))
         objects = load_cluster([path])
-    store = ClusterStore.build(
-        objects.nodes,
-        objects.running_pods,
-        objects.pdbs,
-        {ns.name: ns.labels for ns in objects.namespaces},
-        objects.workloads,
-        storage=objects.storage,
-        provision=True,
-    )
+    store = objects.store(provision=True)
     sim = Simulation(load_rules([resolve_rules_path("default")]), store, SchedulerSettings(seed=1))
     pending = {p.key: p for p in objects.pending_pods}
     churn = [decode_pod(p) for p in built.churn[:200]]

@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.scheduler.audit import audit, report_json
@@ -97,14 +96,7 @@ def audit_command(args: Any) -> int:
 
 def audit_files(settings: AuditSettings) -> dict[str, Any]:
     objects = load_cluster(settings.cluster, skip_missing_nodes=True)
-    store = ClusterStore.build(
-        objects.nodes,
-        objects.running_pods,
-        objects.pdbs,
-        {ns.name: ns.labels for ns in objects.namespaces},
-        objects.workloads,
-        storage=objects.storage,
-    )
+    store = objects.store()
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     answer = report_json(audit(store.snapshot(), rules, scheduler_name=settings.scheduler_name))
     answer["summary"]["rules"] = [str(f) for f in rules.files]

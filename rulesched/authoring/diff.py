@@ -38,7 +38,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rulesched.authoring.explain import Explainer, Explanation, explanation_json, explanation_lines
-from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Pod
@@ -181,14 +180,14 @@ def diff(settings: DiffSettings) -> Diff:
         gc.unfreeze()
     explaining = time.perf_counter()
     changes = _changes(pending, old, new)
+    before = objects.store(provision=True, load=load).snapshot()  # (the cluster before either run)
     if changes and settings.explain_limit:
-        explainer = Explainer(old_rules, new_rules, _store(objects, load).snapshot())
+        explainer = Explainer(old_rules, new_rules, before)
         by_key = {p.key: p for p in pending}
         changes[: settings.explain_limit] = [
             PodChange(c.pod, c.kind, c.old, c.new, explainer.explain(by_key[c.pod], c.old.node, c.new.node))
             for c in changes[: settings.explain_limit]
         ]
-    before = _store(objects, load).snapshot()
     running = [
         p
         for p in objects.running_pods
@@ -209,19 +208,6 @@ def diff(settings: DiffSettings) -> Diff:
     )
 
 
-def _store(objects: ClusterObjects, load: LoadSnapshot | None) -> ClusterStore:
-    return ClusterStore.build(
-        objects.nodes,
-        objects.running_pods,
-        objects.pdbs,
-        {ns.name: ns.labels for ns in objects.namespaces},
-        objects.workloads,
-        storage=objects.storage,
-        provision=True,
-        load=load,
-    )
-
-
 def _simulate(
     rules: RuleSet,
     objects: ClusterObjects,
@@ -230,7 +216,7 @@ def _simulate(
     load: LoadSnapshot | None,
 ) -> Run:
     started = time.perf_counter()
-    simulation = Simulation(rules, _store(objects, load), settings)
+    simulation = Simulation(rules, objects.store(provision=True, load=load), settings)
     for group in objects.groups:
         simulation.add_group(group)
     for pod in pending:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.model import Pod
@@ -117,14 +116,7 @@ def explain(settings: ExplainSettings) -> dict[str, Any]:
     objects = load_cluster(settings.cluster, skip_missing_nodes=True)
     pod = _the_pod(settings, objects)
     running = tuple(p for p in objects.running_pods if p.key != pod.key)
-    store = ClusterStore.build(
-        objects.nodes,
-        running,
-        objects.pdbs,
-        {ns.name: ns.labels for ns in objects.namespaces},
-        objects.workloads,
-        storage=objects.storage,
-    )
+    store = objects.store(running=running)
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     why = WhySettings(detailed=settings.details, nodes=settings.nodes)
     answer = explanation_json(explain_pod(pod, store.snapshot(), rules, why))

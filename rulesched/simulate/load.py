@@ -40,6 +40,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, BinaryIO
 
+from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError, ObjectError
 from rulesched.model.decode import (
     decode_namespace,
@@ -51,6 +52,7 @@ from rulesched.model.decode import (
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo
 from rulesched.model.groups import POD_GROUP_API, WORKLOAD_API, PodGroup, decode_pod_group, decode_workload
+from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import (
@@ -96,6 +98,23 @@ class ClusterObjects:
     def pending_pods(self) -> tuple[Pod, ...]:
         """Pods waiting for the scheduler."""
         return tuple(p for p in self.pods if not p.node_name)
+
+    def store(
+        self, *, running: Sequence[Pod] | None = None, provision: bool = False, load: LoadSnapshot | None = None
+    ) -> ClusterStore:
+        """A store holding these objects: the running pods (or ``running``, in their place), the
+        budgets, namespaces, workloads and storage; ``provision``: claims may be provisioned
+        (simulate's VolumeBinding); ``load``: measured node load."""
+        return ClusterStore.build(
+            self.nodes,
+            self.running_pods if running is None else running,
+            self.pdbs,
+            {ns.name: ns.labels for ns in self.namespaces},
+            self.workloads,
+            storage=self.storage,
+            provision=provision,
+            load=load,
+        )
 
 
 def load_cluster(

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.lang.frontend.resource_fit import startup_warning
 from rulesched.model import Pod
@@ -97,16 +96,7 @@ def simulate(
     unfit = startup_warning(rules.checked, rules.files)
     if unfit is not None:
         log.warning(unfit, extra={"rules": rules.digest})
-    store = ClusterStore.build(
-        objects.nodes,
-        objects.running_pods,
-        objects.pdbs,
-        {ns.name: ns.labels for ns in objects.namespaces},
-        objects.workloads,
-        storage=objects.storage,
-        provision=True,
-        load=read_node_metrics(settings.node_metrics),
-    )
+    store = objects.store(provision=True, load=read_node_metrics(settings.node_metrics))
     scheduler_settings = SchedulerSettings(
         percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
         seed=settings.seed,
