@@ -39,7 +39,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -336,13 +336,31 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
     )
     rejected = frozenset().union(*(r.rejected_by for r in results.values()))
     host.queue.unschedulable(pod, rejected_by=rejected)  # the group's one member in the queue
+    log.info("pod group not placed: %s", message, extra={"group": group.key, "pod": pod.key})
+    return _unplaced(host, gangs, group, state, pod, members, results, message, now, began)
+
+
+def _unplaced(
+    host: GangHost,
+    gangs: Gangs,
+    group: PodGroup,
+    state: GroupState,
+    pod: Pod,
+    members: Mapping[str, Pod],
+    results: dict[str, CycleResult],
+    message: str,
+    now: float,
+    began: float,
+) -> CycleResult:
+    """The group bound nothing this attempt (it did not fit, or it waits for its victims): the
+    members other than ``pod`` (back in the queue already) wait outside it, every member's result
+    carries the group's ``message``, and the attempt is recorded."""
     _wait(host, gangs, group.key, state, [m for k, m in members.items() if k != pod.key], message, now)
     for result in results.values():
         result.group_message = message
         host.report(result)
     state.last = results
     _record(host, gangs, GroupOutcome(group, (), message, members=tuple(members.values())), began)
-    log.info("pod group not placed: %s", message, extra={"group": group.key, "pod": pod.key})
     return results[pod.key]
 
 
@@ -401,11 +419,5 @@ def _preempted(
     node = node_of.get(pod.key) or nominated[0][1]
     results[pod.key].preemption = Preemption(node, preemption.victims)
     host.queue.requeue(pod, backoff=False)
-    _wait(host, gangs, group.key, state, [m for k, m in members.items() if k != pod.key], message, now)
-    for result in results.values():
-        result.group_message = message
-        host.report(result)
-    state.last = results
-    _record(host, gangs, GroupOutcome(group, (), message, members=tuple(members.values())), began)
     log.info("pod group preempting: %s", message, extra={"group": group.key, "pod": pod.key})
-    return results[pod.key]
+    return _unplaced(host, gangs, group, state, pod, members, results, message, now, began)
