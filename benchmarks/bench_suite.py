@@ -263,13 +263,9 @@ def _measure(sim: Any, pods: list[Any], churn: list[Any], churn_every: int) -> d
     started, cpu_started = clock(), time.process_time()
     while True:
         t0 = clock()
-        result = sim.schedule_one()
+        result = sim.next_result()
         if result is None:
-            ready = sim.queue.next_ready_time()
-            if ready is None:
-                break
-            sim.clock.now = max(sim.clock.now, ready)
-            continue
+            break
         latencies.append(clock() - t0)
         key = result.pod.key
         if key in left:

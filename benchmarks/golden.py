@@ -137,14 +137,7 @@ def _upstream(prefix: str, scale: float) -> dict[str, Any]:
         if not (phase["wait"] or phase["measure"]):
             continue
         attempted, churned, left = 0, 0, set(phase["pods"]) if phase["measure"] else set()
-        while True:
-            result = sim.schedule_one()
-            if result is None:
-                ready = sim.queue.next_ready_time()
-                if ready is None:
-                    break
-                sim.clock.now = max(sim.clock.now, ready)
-                continue
+        while (result := sim.next_result()) is not None:
             if result.pod.key in left:
                 left.discard(result.pod.key)
                 attempted += 1

@@ -141,6 +141,19 @@ class Simulation:
     def schedule_one(self) -> CycleResult | None:
         return self.scheduler.schedule_one()
 
+    def next_result(self) -> CycleResult | None:
+        """The next cycle's result, moving the clock to when something next happens (a backoff
+        ends, a pod group's wait times out) while nothing is ready; None once the queue settles."""
+        clock, scheduler = self.clock, self.scheduler
+        while True:
+            result = scheduler.schedule_one()
+            if result is not None:
+                return result
+            ready = _next_time(scheduler)
+            if ready is None:
+                return None
+            clock.now = max(clock.now, ready)
+
     def run(self, progress: Callable[[int], None] | None = None) -> None:
         """Schedule until the queue settles: nothing ready and nothing backing off.
 
@@ -150,30 +163,17 @@ class Simulation:
         if progress is not None:
             self._run_reporting(progress)
             return
-        clock, scheduler = self.clock, self.scheduler
-        while True:
-            if scheduler.schedule_one() is not None:
-                continue
-            ready = _next_time(scheduler)
-            if ready is None:
-                return
-            clock.now = max(clock.now, ready)
+        while self.next_result() is not None:
+            pass
 
     def _run_reporting(self, progress: Callable[[int], None]) -> None:
-        clock, scheduler, history = self.clock, self.scheduler, self.recorder.history
+        history = self.recorder.history
         attempted = 0
-        while True:
-            result = scheduler.schedule_one()
-            if result is not None:
-                pod_history = history.get(result.pod.key)
-                if pod_history is not None and pod_history.attempts == 1:
-                    attempted += 1
-                    progress(attempted)
-                continue
-            ready = _next_time(scheduler)
-            if ready is None:
-                return
-            clock.now = max(clock.now, ready)
+        while (result := self.next_result()) is not None:
+            pod_history = history.get(result.pod.key)
+            if pod_history is not None and pod_history.attempts == 1:
+                attempted += 1
+                progress(attempted)
 
 
 def _next_time(scheduler: Scheduler) -> float | None:
