@@ -42,6 +42,26 @@ class Code(Enum):
 
 
 @dataclass(frozen=True)
+class Status:
+    """A node's verdict for a pod that does not fit there (upstream's framework.Status from a
+    Filter plugin): the filter ``rule`` that failed it, its ``reasons``, and whether evicting
+    pods cannot help there (the rule's ``unresolvable`` clause held on the node)."""
+
+    rule: str
+    reasons: tuple[str, ...]
+    unresolvable: bool = False
+
+    @property
+    def code(self) -> Code:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE if self.unresolvable else Code.UNSCHEDULABLE
+
+    @property
+    def message(self) -> str:
+        """The reasons as one line (the rule's name when it gave none)."""
+        return ", ".join(self.reasons) or self.rule
+
+
+@dataclass(frozen=True)
 class SchedulerSettings:
     """Built by the command line; every knob of the cycle and the queue."""
 

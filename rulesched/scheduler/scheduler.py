@@ -187,6 +187,7 @@ class Scheduler:
         self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
         self.cancel = cancel if cancel is not None else Cancellation()
         self.cycle = Cycle(settings, self.cancel)
+        self.cycle.framework.follow(self.rules)  # (a reload drops its tables: it is told)
         self._default = Profile(settings.scheduler_name or "", self.rules, self.cycle)
         self._profiles: dict[str, Profile] = {}  # scheduler name -> its profile (others: _default)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
@@ -208,9 +209,10 @@ class Scheduler:
             settings = dataclasses.replace(settings, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
         handle = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
         profile = self._profiles[name] = Profile(name, handle, Cycle(settings, self.cancel))
+        profile.cycle.framework.follow(handle)
         cycles = [self.cycle, *(p.cycle for p in self._profiles.values() if p.cycle is not self.cycle)]
         for cycle in cycles:  # (the node tables' memory budget is the scheduler's, split between them)
-            cycle.shares = len(cycles)
+            cycle.framework.shares = len(cycles)
         return profile
 
     def profile_of(self, pod: Pod) -> Profile:
