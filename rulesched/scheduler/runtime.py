@@ -31,7 +31,7 @@ extender's verbs, :mod:`rulesched.extender.service`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,11 @@ class Framework:
             self.resets += 1
 
     # --- caches ------------------------------------------------------------------------------
+    @property
+    def tables(self) -> Mapping[BoundRules, NodeTable]:
+        """The node tables kept, by class (least recently used first)."""
+        return self._tables
+
     def table(self, bound: BoundRules, snapshot: Snapshot) -> NodeTable:
         """The class's node table, brought up to ``snapshot``; the caller releases it."""
         self._fresh()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.scheduler.framework import CycleResult
+from rulesched.scheduler.framework import Binding, CycleResult
 from rulesched.scheduler.scheduler import Observer, Scheduler
 from tests.upstream.harness import node
 
@@ -20,8 +20,8 @@ class Later:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def bind(self, pod: Pod, node: str) -> bool | None:
-        self.calls.append((pod.key, node))
+    def bind(self, binding: Binding) -> bool | None:
+        self.calls.append((binding.pod.key, binding.node))
         return None
 
 
