@@ -19,9 +19,11 @@ class Later:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.bindings: list[Binding] = []
 
     def bind(self, binding: Binding) -> bool | None:
         self.calls.append((binding.pod.key, binding.node))
+        self.bindings.append(binding)
         return None
 
 
