@@ -315,8 +315,8 @@ class Scheduler:
         log.log(VERBOSE, "pod group nominated; evicting %d pod(s)", len(victims), extra={"pod": preemptor.key})
         self.queue.move(Event.POD_DELETED)
 
-    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> None:
-        self._bind(pod, result, self._cycle_rules, placed)  # (the group's attempt reads one set)
+    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> CycleResult:
+        return self._bind(pod, result, self._cycle_rules, placed)  # (the group's attempt reads one set)
 
     def group_done(self, outcome: gang.GroupOutcome, seconds: float) -> None:
         self.observer.group_attempted(outcome, seconds)
@@ -484,7 +484,7 @@ class Scheduler:
         del snapshot
         if outcome is None:
             self._victims.pop(pod.key, None)
-            self._bind(pod, result, rules.digest)
+            result = self._bind(pod, result, rules.digest)  # (before the observer sees it: never changed after)
         elif outcome.nominated is None:
             if outcome.eligible and self.nominator.remove(pod.key) is not None:
                 # upstream clears the nomination when preemption finds no node
@@ -527,10 +527,12 @@ class Scheduler:
         self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
 
     # --- binding --------------------------------------------------------------------------------------
-    def _bind(self, pod: Pod, result: CycleResult, rules: str, placed: Pod | None = None) -> None:
+    def _bind(self, pod: Pod, result: CycleResult, rules: str, placed: Pod | None = None) -> CycleResult:
         """Assume the pod on its node (unless ``placed``: a gang member assumed already) and bind
         (the binder gets a :class:`Binding`: ``rules``, the digest of the set that chose the node,
-        and the volume decisions the assumption took)."""
+        and the volume decisions the assumption took). Returns the cycle's result as the binder left
+        it: a binder that refuses at once makes it BIND_FAILED (a copy: results are values once
+        made); one under way reports later (:meth:`binding_finished`), to the observer only."""
         node = result.node
         assert node is not None
         reserving = time.perf_counter()
@@ -543,8 +545,9 @@ class Scheduler:
         outcome = self.binder.bind(Binding(placed, node, rules, volumes))
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
-            return
+            return result
         self._finish(pod, node, result, outcome, final=True)
+        return result if outcome else dataclasses.replace(result, code=Code.BIND_FAILED)
 
     def binding_finished(self, key: str, ok: bool, reason: str = "") -> None:
         """The outcome of a binding that was under way (the Binder returned None)."""
@@ -565,7 +568,6 @@ class Scheduler:
         self.store.forget(pod.key)
         if pod.nominated_node_name:  # (as upstream: the status's nomination comes back)
             self.nominator.nominate(pod, pod.nominated_node_name)
-        result.code = Code.BIND_FAILED
         log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
         # A gang member whose siblings may be bound already: retried first, alone (gang's docstring).
