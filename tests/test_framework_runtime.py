@@ -220,3 +220,22 @@ def test_a_scheduler_reload_drops_the_profiles_tables() -> None:
         ("default/a", "n1", compiled(RULES).digest),
         ("default/b", "n2", compiled(ZONE_B).digest),
     ]
+
+
+def test_priority_classes_are_the_stores() -> None:
+    """The informer cache writes PriorityClasses into the store, and pods decoded from then on
+    resolve their priority there (the extender decodes its requests' pods with the same)."""
+    import threading
+
+    from rulesched.kube.informer import Delta
+    from rulesched.mirror import Mirror
+
+    store = ClusterStore()
+    mirror = Mirror(None, store, lambda delta: None, threading.Event(), resources=())  # type: ignore[arg-type]
+    high = {"metadata": {"name": "high"}, "value": 1000}
+    mirror.apply(Delta("PriorityClass", "ADDED", high))
+    assert store.priority_classes["high"].value == 1000
+    pending = {"metadata": {"name": "p", "namespace": "default"}, "spec": {"priorityClassName": "high"}}
+    assert mirror.decode_pod(pending, "test").priority == 1000
+    mirror.apply(Delta("PriorityClass", "DELETED", high))
+    assert "high" not in store.priority_classes

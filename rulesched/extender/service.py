@@ -328,7 +328,7 @@ class Extender:
         return index
 
     def _args(self, body: bytes) -> ExtenderArgs:
-        args = decode_args(body, self._nodes, self.mirror.classes if self.mirror is not None else {})
+        args = decode_args(body, self._nodes, self.store.priority_classes)
         if args.nodes is not None:
             self._admit(args.nodes)
         elif self.mirror is None:
@@ -399,7 +399,7 @@ class Extender:
 
     def preempt(self, body: bytes) -> Answer:
         self.sync()
-        args = decode_preemption_args(body, self.mirror.classes if self.mirror is not None else {})
+        args = decode_preemption_args(body, self.store.priority_classes)
         kept = self._preempt(args)
         log.log(VERBOSE, "preempt: %d of %d nodes kept", len(kept), len(args.victims), extra={"pod": args.pod.key})
         return Answer(200, preemption_result(kept))
