@@ -257,17 +257,21 @@ def _first_failing(bound: BoundRules, table: NodeTable, failing: Rows, out: dict
 
 def _every_failing(bound: BoundRules, table: NodeTable, failing: Rows) -> dict[str, tuple[Status, ...]]:
     """Each failing row's statuses of every filter it fails, in rule order (kube-scheduler's
-    RunFilterPlugins with runAllFilters)."""
+    RunFilterPlugins with runAllFilters); reasons and unresolvable clauses evaluated on the
+    failing (node, filter) pairs only."""
     out: dict[str, tuple[Status, ...]] = {}
+    passes = table.passes_each(failing)
+    filters = bound.filters
     watch, left = bound.watch, CHECK_EVERY
-    for i in failing.tolist():
+    for at, i in enumerate(failing.tolist()):
         left -= 1
         if not left:
             left = watch.tick()
         node = table.node(i)
         found = []
-        for f in bound.filters:
-            if not f.passes(node):
-                found.append(Status(f.name, f.reasons(node), bool(f.unresolvable(node))))
-        out[node.name] = tuple(found)
+        for index in np.flatnonzero(~passes[:, at]).tolist():
+            f = filters[index]
+            found.append(Status(f.name, f.reasons(node), bool(f.unresolvable(node))))
+        if found:
+            out[node.name] = tuple(found)
     return out
