@@ -62,6 +62,7 @@ class Cancellation:
         self._reading: RuleSet | None = None  # its set when the cycle began
         self._superseded = False  # set by the handle's notification (on the reloading thread)
         self._followed: weakref.WeakSet[RulesHandle] = weakref.WeakSet()
+        self._last: RulesHandle | None = None  # the handle the last cycle followed (subscribed)
 
     def cancel(self) -> None:
         """Stop every cycle from now on (thread-safe)."""
@@ -77,11 +78,12 @@ class Cancellation:
         """A cycle begins: give it up once ``handle`` swaps in another set than the one it holds
         now, the set the cycle reads (the handle tells: :meth:`rules_changed`); and, with
         ``seconds``, :meth:`limit` it."""
-        if handle not in self._followed:
+        if handle is not self._last and handle not in self._followed:  # (the last one: no set lookup)
             self._followed.add(handle)
             handle.subscribe(self.rules_changed)
         self._superseded = False
-        self._handle, self._reading = handle, handle.rules
+        self._handle = self._last = handle
+        self._reading = handle.rules
         if seconds is not None:
             self.limit(seconds)
 
