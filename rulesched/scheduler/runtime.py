@@ -60,6 +60,11 @@ def tables_for(nodes: int, shares: int = 1) -> int:
     return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes) // max(1, shares)))
 
 
+# A node the table found failing that passes node by node (never expected): reported as the
+# extender always reported it, "filtered"
+_FILTERED = Status("", ("filtered",), False)
+
+
 def status_of(failure: Failure, node: Any) -> Status:
     """The :class:`Status` of ``node`` failing as :meth:`BoundRules.first_failure` says (its
     ``unresolvable`` clause evaluated on ``node``)."""
@@ -179,9 +184,12 @@ class Framework:
                 ok = np.zeros(len(snapshot.nodes), dtype=bool)
                 ok[passing] = True
                 failing = rows[~ok[rows]]
+                if all_failing:  # (the first failing rule of each is the first of its list)
+                    every = _every_failing(bound, table, failing)
+                    for name, statuses in every.items():
+                        failed[name] = statuses[0] if statuses else _FILTERED
+                    return Verdicts(passing, failed, {n: s for n, s in every.items() if s})
                 _first_failing(bound, table, failing, failed)
-                if all_failing:
-                    return Verdicts(passing, failed, _every_failing(bound, table, failing))
         finally:
             table.release()
         return Verdicts(passing, failed, {} if all_failing else None)
@@ -251,8 +259,7 @@ def _first_failing(bound: BoundRules, table: NodeTable, failing: Rows, out: dict
             left = watch.tick()
         node = node_of(i)
         failure = bound.first_failure(node)
-        # (None: the table said it fails and node by node it passes: the filter is "filtered")
-        out[node.name] = Status("", ("filtered",), False) if failure is None else status_of(failure, node)
+        out[node.name] = _FILTERED if failure is None else status_of(failure, node)
 
 
 def _every_failing(bound: BoundRules, table: NodeTable, failing: Rows) -> dict[str, tuple[Status, ...]]:
@@ -272,6 +279,5 @@ def _every_failing(bound: BoundRules, table: NodeTable, failing: Rows) -> dict[s
         for index in np.flatnonzero(~passes[:, at]).tolist():
             f = filters[index]
             found.append(Status(f.name, f.reasons(node), bool(f.unresolvable(node))))
-        if found:
-            out[node.name] = tuple(found)
+        out[node.name] = tuple(found)
     return out
