@@ -7,8 +7,8 @@ finished, PodDisruptionBudgets, namespaces, the selectors of Services, ReplicaSe
 StatefulSets and ReplicationControllers (system default spreading) and the storage objects the
 volume filters read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes);
 pod groups (PodGroups, Workloads: when watched) go to the scheduler through :class:`Applied`;
-priority classes resolve
-pods' priorities.
+priority classes go to the store too
+(:attr:`ClusterStore.priority_classes`), which pods' priorities resolve from.
 Pending pods are not placed anywhere: :class:`Applied` hands them back to the caller (the live
 scheduler queues the ones that name it; the extender ignores them). Objects that do not decode
 raise :class:`rulesched.errors.InputError` for the caller to log and skip.
@@ -45,7 +45,7 @@ from rulesched.kube.api import (
     Resource,
 )
 from rulesched.kube.informer import Delta, Informer
-from rulesched.model import Node, Pod, PriorityClass
+from rulesched.model import Node, Pod
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo
@@ -95,7 +95,6 @@ class Mirror:
         resources: Iterable[Resource] = EVERYTHING,
     ) -> None:
         self.store = store
-        self.classes: dict[str, PriorityClass] = {}
         # Equal parts of pods decoded earlier (a workload's pods share requests, tolerations,
         # affinity): decoding a pod takes 13 us instead of 19. Used on the applying thread only;
         # emptied when it grows past MEMO_LIMIT entries.
@@ -125,7 +124,7 @@ class Mirror:
     def decode_pod(self, obj: object, source: str) -> Pod:
         if len(self._memo) > MEMO_LIMIT:
             self._memo.clear()
-        return decode_pod(obj, source, self.classes, memo=self._memo)
+        return decode_pod(obj, source, self.store.priority_classes, memo=self._memo)
 
     def apply(self, delta: Delta, any_waiting_on_pods: bool = True) -> Applied:
         store, kind, obj = self.store, delta.kind, delta.obj
@@ -164,10 +163,9 @@ class Mirror:
             return self._groups(kind, delta, deleted)
         elif kind == "PriorityClass":
             if deleted:
-                self.classes.pop(delta.key, None)
+                store.remove_priority_class(delta.key)
             else:
-                priority_class = decode_priority_class(obj, "watch")
-                self.classes[priority_class.name] = priority_class
+                store.put_priority_class(decode_priority_class(obj, "watch"))
         return Applied()
 
     def _groups(self, kind: str, delta: Delta, deleted: bool) -> Applied:

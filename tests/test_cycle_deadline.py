@@ -212,7 +212,7 @@ def test_a_reload_gives_the_cycle_under_way_up_and_the_pod_is_retried_at_once() 
     assert seen.failed == [] and seen.events == []  # no error: nothing reported
     assert not requeued(scheduler, "default/a")  # not backing off: ready at once
     result = scheduler.schedule_one()
-    assert result is not None and result.code is Code.SCHEDULED and scheduler.last_rules == new.digest
+    assert result is not None and result.code is Code.SCHEDULED and scheduler.cycle_rules == new.digest
 
 
 def test_preemption_checks_every_few_nodes_and_names_the_preempt_rule() -> None:

@@ -25,7 +25,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.lang.frontend.files import check_texts
 from rulesched.model import Pod
-from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.scheduler.framework import Binding, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
 from tests.upstream.harness import node, pod
 
@@ -47,7 +47,7 @@ RELOADS, CYCLES_PER_RELOAD, CLASSES = 10_000, 10, 700
 
 
 class Binder:
-    def bind(self, pod: Pod, node: str) -> bool:
+    def bind(self, binding: Binding) -> bool:
         return True
 
 
@@ -147,5 +147,5 @@ def test_memory_is_flat_over_reloads_and_cycles() -> None:
     assert len(session.classes) <= 512 and len(session.indexes) <= 128
     memos = handle.rules.node_memos
     assert len(memos.entries) <= len(store.nodes) and max(len(memos.values(info)) for info in store.nodes) <= 64
-    assert len(scheduler.cycle._tables) <= 64
+    assert len(scheduler.cycle.framework.tables) <= 64
     assert store.pod_position - store.journal.start <= 2 * 4096

@@ -17,7 +17,7 @@ from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
 from rulesched.scheduler import preemption
 from rulesched.scheduler.cycle import Cycle
-from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.scheduler import Observer, Scheduler
 from rulesched.simulate.driver import Simulation
@@ -77,7 +77,7 @@ def scheduler(store: ClusterStore, settings: SchedulerSettings | None = None) ->
 
 
 class _Binder:
-    def bind(self, pod: Pod, node: str) -> bool:
+    def bind(self, binding: Binding) -> bool:
         return True
 
 

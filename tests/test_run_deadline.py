@@ -119,7 +119,7 @@ def test_a_reload_takes_effect_during_a_long_cycle(server: TestApiServer, tmp_pa
     server.add("pods", pod("slow", metadata={"labels": {"cost": "high"}}))
     with Running(server, tmp_path, deadline=600) as running:
         loop = running.loop
-        wait(lambda: loop.ready and loop.cycles == 0 and loop.scheduler.last_rules == running.heavy.digest, 20)
+        wait(lambda: loop.ready and loop.cycles == 0 and loop.scheduler.cycle_rules == running.heavy.digest, 20)
         time.sleep(0.5)  # well into the cycle over the costly rule (several seconds)
         assert node_of(server, "slow") is None
         reloaded = time.monotonic()

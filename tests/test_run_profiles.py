@@ -22,11 +22,10 @@ from rulesched.cli import _parser
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.lang import RulesHandle, load_rules, load_rules_text, resolve_rules_path
-from rulesched.model import Pod
 from rulesched.run.cli import settings_from
 from rulesched.run.loop import Loop, RunSettings
 from rulesched.run.profiles import ProfileSettings
-from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
 from tests.apiserver import TestApiServer
 from tests.helpers.scheduling import Clock
@@ -219,8 +218,8 @@ class Later:
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
 
-    def bind(self, pod: Pod, node: str) -> bool | None:
-        self.calls.append((pod.key, node))
+    def bind(self, binding: Binding) -> bool | None:
+        self.calls.append((binding.pod.key, binding.node))
         return None
 
 
@@ -240,7 +239,7 @@ def test_one_scheduler_picks_each_pods_profile_and_keeps_each_profiles_tables() 
     later = scheduler.add_profile("later", RulesHandle.empty("no valid rules: not yet"))
     spread = scheduler.profile_of(harness.pod("x", spec={"schedulerName": "rulesched"}))
     assert spread.cycle is scheduler.cycle and pack.cycle is not spread.cycle
-    assert spread.cycle.shares == pack.cycle.shares == 3  # (the tables' memory budget is split)
+    assert spread.cycle.framework.shares == pack.cycle.framework.shares == 3  # (the tables' memory budget is split)
     for i in range(3):
         scheduler.add(harness.pod(f"s{i}", spec={**requests("250m", "1Gi"), "schedulerName": "rulesched"}))
         scheduler.add(harness.pod(f"p{i}", spec={**requests("250m", "1Gi"), "schedulerName": PACK}))
@@ -250,13 +249,13 @@ def test_one_scheduler_picks_each_pods_profile_and_keeps_each_profiles_tables() 
         result = scheduler.schedule_one()
         assert result is not None and result.code is Code.SCHEDULED
         cycle = scheduler.profile_of(result.pod).cycle
-        (table,) = cycle._tables.values()  # the class's table, kept across the other profile's cycles
+        (table,) = cycle.framework.tables.values()  # the class's table, kept across the other profile's cycles
         assert tables.setdefault(result.pod.scheduler_name, table) is table
     assert sorted(binder.calls) == [(f"default/p{i}", "n1") for i in range(3)] + [
         (f"default/s{i}", "n2") for i in range(3)
     ]
     assert scheduler.schedule_one() is None and "default/w" in scheduler.queue._unschedulable  # untried
-    assert later.cycle._rules is None and not any(key == "default/w" for key, _ in binder.calls)
+    assert not later.cycle.framework.tables and not any(key == "default/w" for key, _ in binder.calls)
     later.rules.swap(harness.default_rules())  # its rules arrive: the reload moves parked pods
     scheduler.queue.move()
     clock.now += 20

@@ -37,7 +37,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod
 from rulesched.model.storage import READ_WRITE_ONCE_POD, StorageState
-from rulesched.scheduler.framework import Code, SchedulerSettings
+from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.semantics.volumes import pv_fits_node
 from rulesched.simulate.driver import Simulation
 from tests.helpers.profiles import examples
@@ -171,7 +171,8 @@ class PlannedBinder:
         self.plan: deque[bool] = deque()
         self.calls: list[tuple[str, str, bool]] = []
 
-    def bind(self, pod: Pod, node: str) -> bool:
+    def bind(self, binding: Binding) -> bool:
+        pod, node = binding.pod, binding.node
         self.machine.check_placement(pod, node)
         ok = self.plan.popleft() if self.plan else True
         self.calls.append((pod.key, node, ok))

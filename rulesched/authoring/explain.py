@@ -17,7 +17,9 @@ scheduling, and compares the two sets on the nodes involved only: the old node a
 When no rule differs on those nodes, the change is a knock-on effect: other pods placed
 differently before it filled or freed the nodes, or a tie was drawn differently. Nothing is
 computed for pods that did not change, and two nodes per pod are evaluated whatever the size of
-the cluster.
+the cluster. Both questions are the framework's verbs
+(:class:`rulesched.scheduler.runtime.Framework`: ``filter`` with every failing rule, ``score``
+with per-rule values), one framework per set.
 Next stage: :mod:`rulesched.authoring.diff` prints them (as text or JSON, from the helpers at the end).
 """
 
@@ -28,10 +30,11 @@ from dataclasses import dataclass, field
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundFilter, RuleSet, Session
+from rulesched.lang import RuleSet, Session
 from rulesched.model import Pod
 from rulesched.scheduler.explanation import load_text, shown_load
-from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
+from rulesched.scheduler.framework import Status
+from rulesched.scheduler.runtime import Framework
 
 PASS, FAIL, NOT_APPLICABLE, ABSENT, APPLIES = "pass", "fail", "does not apply", "absent", "applies"
 
@@ -121,14 +124,15 @@ class Explainer:
 
     def __init__(self, old: RuleSet, new: RuleSet, cluster: Snapshot) -> None:
         self._old, self._new = Session(old), Session(new)
+        self._frameworks = (Framework(), Framework())
         self._cluster = cluster
 
     def explain(self, pod: Pod, before: str | None, after: str | None) -> Explanation:
         found = (self._cluster.node_view(name) for name in (before, after) if name is not None)
         nodes = [node for node in found if node is not None]
         moved = before is not None and after is not None and len(nodes) == 2
-        old = _answers(self._old, pod, self._cluster, nodes, moved)
-        new = _answers(self._new, pod, self._cluster, nodes, moved)
+        old = _answers(self._frameworks[0], self._old, pod, self._cluster, nodes, moved)
+        new = _answers(self._frameworks[1], self._new, pod, self._cluster, nodes, moved)
         filters = []
         for node in nodes:
             for name in _union(old.filters, new.filters):
@@ -152,30 +156,35 @@ def _union(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
     return [*old, *(name for name in new if name not in old)]
 
 
-def _verdict(rule: BoundFilter | None, node: NodeInfo) -> Verdict:
-    if rule is None:
+def _verdict(rule: str, applicable: Mapping[str, object], failed: Mapping[str, Status]) -> Verdict:
+    if rule not in applicable:
         return Verdict(NOT_APPLICABLE)
-    if rule.passes(node):
-        return Verdict(PASS)
-    return Verdict(FAIL, rule.reasons(node))
+    status = failed.get(rule)
+    return Verdict(PASS) if status is None else Verdict(FAIL, status.reasons)
 
 
-def _answers(session: Session, pod: Pod, cluster: Snapshot, nodes: Sequence[NodeInfo], moved: bool) -> _Answers:
+def _answers(
+    framework: Framework, session: Session, pod: Pod, cluster: Snapshot, nodes: Sequence[NodeInfo], moved: bool
+) -> _Answers:
     rules = session.rules
     bound = session.bind(pod, cluster)
     try:
+        rows = framework.rows_of(cluster, [n.name for n in nodes])
+        every = framework.filter(bound, cluster, rows, all_failing=True).every or {}
         applicable = {f.name: f for f in bound.filters}
-        filters = {r.name: {n.name: _verdict(applicable.get(r.name), n) for n in nodes} for r in rules.filters}
+        failing = {n.name: {s.rule: s for s in every.get(n.name, ())} for n in nodes}
+        filters = {
+            r.name: {n.name: _verdict(r.name, applicable, failing[n.name]) for n in nodes} for r in rules.filters
+        }
         scores: dict[str, ScoreSide] = {}
         if not moved:
             return _Answers(filters, scores, 0)
-        # As score_nodes(explain=True) does, keeping each rule's column rather than a per-node
-        # map (where a rule named "total" would meet the total).
-        bound.ctx.feasible = nodes
-        per_rule: list[Matrix] = []
-        totals = weighted_totals(bound.scores, score_matrix(bound.score_vectors(nodes)), per_rule)
+        # Each rule's column rather than a per-node map (where a rule named "total" would meet the
+        # total), normalised over the two nodes.
+        scored = framework.score(bound, cluster, rows, per_rule=True)
+        totals, per_rule = scored.totals, scored.per_rule or {}
         before, after = nodes[0].name, nodes[1].name
-        columns = {s.name: (s.weight, column) for s, column in zip(bound.scores, per_rule, strict=True)}
+        columns = {s.name: (s.weight, per_rule[s.name]) for s in bound.scores}
         for rule in rules.scores:
             hit = columns.get(rule.name)
             if hit is None:

@@ -39,7 +39,7 @@ from rulesched.cluster.nodes import NodeTable
 from rulesched.cluster.placements import Placements
 from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import StorageCache
-from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model import Node, Pod, PodDisruptionBudget, PriorityClass
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
@@ -82,9 +82,20 @@ class ClusterStore:
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads = NO_WORKLOADS  # Services and controllers: immutable, replaced on change
         self.load = LoadState()  # node load: measured values and placed pods' estimates (cluster/load.py)
+        # PriorityClasses by name, which decoding a pod resolves its priority from (the informer
+        # cache writes them: put_priority_class, remove_priority_class)
+        self.priority_classes: dict[str, PriorityClass] = {}
         # Change counters (compiled rules key cached cluster-wide answers on them):
         self.generation = 0  # any change
         self.node_generation = 0  # nodes came, went or changed (or namespaces' labels)
+
+    # --- priority classes ----------------------------------------------------------------------
+    def put_priority_class(self, priority_class: PriorityClass) -> None:
+        """A PriorityClass was added or changed: pods decoded from now on resolve it."""
+        self.priority_classes[priority_class.name] = priority_class
+
+    def remove_priority_class(self, name: str) -> None:
+        self.priority_classes.pop(name, None)
 
     # --- snapshots -----------------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

@@ -2,9 +2,10 @@
 
 One :class:`Extender` owns a :class:`ClusterStore` and is used from one thread (the server runs
 every request on the same worker), so it needs no locks and its caches carry over from request
-to request: the rules' per-class bindings and per-node answers, the node tables of recent pod
-classes (:class:`rulesched.scheduler.table.NodeTable`, as a scheduling cycle uses), and decoded
-nodes by their bytes. A request's evaluation stops at its first check past the server's timeout
+to request: the rules' per-class bindings and per-node answers, decoded nodes by their bytes,
+and its :class:`rulesched.scheduler.runtime.Framework` (the node tables of recent pod classes, as
+a scheduling cycle's, dropped when the rules handle says the rules changed), whose verbs answer
+filter, prioritize and preempt's dry runs. A request's evaluation stops at its first check past the server's timeout
 (:meth:`Extender.answer`), as a scheduling cycle past its deadline, so it never holds the thread
 long after kube-scheduler was answered 503.
 
@@ -77,16 +78,14 @@ from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
 from rulesched.lang.evaluation.columns import Rows
-from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
+from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.indexes import ForkedIndexes
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.cancel import Cancellation, CycleCancelled
-from rulesched.scheduler.cycle import MAX_TABLES, tables_for
-from rulesched.scheduler.evaluate import score_nodes
-from rulesched.scheduler.scoring import Matrix, weighted_totals
-from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
+from rulesched.scheduler.runtime import Framework
+from rulesched.scheduler.scoring import Matrix
 
 log = logging.getLogger(__name__)
 
@@ -188,9 +187,9 @@ class Extender:
         self._nodes = NodeCache(node_cache_bytes, on_evict=self._forget)
         self._seen: dict[str, float] = {}  # node name -> the last request that sent the node
         self._last_sweep = clock()
-        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
-        self._columns = ColumnStore()
-        self._rules_of_tables: object = None
+        # (its tables evaluate as columns from 64 stale nodes, and check the deadline every CHUNK)
+        self.framework = Framework(columns_from=64, walk_chunk=CHUNK)
+        self.framework.follow(rules)
         self._index: NodeIndex | None = None
         # The informer cache's pending pods by key and node names, for the bind verb's checks (the
         # store holds bound pods only, and in full-node mode also nodes that requests sent).
@@ -328,23 +327,8 @@ class Extender:
             index = self._index = NodeIndex(snapshot)
         return index
 
-    def _table(self, bound: BoundRules, snapshot: Snapshot, rules: RuleSet) -> NodeTable:
-        if rules is not self._rules_of_tables:  # a reload: the old set's tables go with it
-            self._rules_of_tables = rules
-            self._tables.clear()
-        table = self._tables.get(bound) if bound.cached else None
-        if table is None:
-            table = NodeTable(bound, self._columns, 64, CHUNK)
-            if bound.cached:
-                limit = tables_for(len(snapshot.nodes))  # as a scheduling cycle keeps them
-                while len(self._tables) >= limit:
-                    self._tables.popitem()
-                self._tables[bound] = table
-        table.sync(snapshot)
-        return table
-
     def _args(self, body: bytes) -> ExtenderArgs:
-        args = decode_args(body, self._nodes, self.mirror.classes if self.mirror is not None else {})
+        args = decode_args(body, self._nodes, self.store.priority_classes)
         if args.nodes is not None:
             self._admit(args.nodes)
         elif self.mirror is None:
@@ -376,15 +360,12 @@ class Extender:
             r.rows,
             r.missing,
         )
-        table = self._table(bound, snapshot, r.rules)
-        try:
-            passing = table.passing(rows)
-            failed = {name: NOT_CACHED for name in missing}
-            unresolvable: dict[str, str] = {}
-            if len(passing) != len(rows):
-                self._reasons(bound, table, rows, passing, index, failed, unresolvable)
-        finally:
-            table.release()
+        verdicts = self.framework.filter(bound, snapshot, rows)
+        passing = verdicts.passing
+        failed = {name: NOT_CACHED for name in missing}
+        unresolvable: dict[str, str] = {}
+        for name, status in verdicts.failed.items():
+            (unresolvable if status.unresolvable else failed)[name] = ", ".join(status.reasons)
         log.log(
             VERBOSE,
             "filter: %d of %d nodes pass",
@@ -398,54 +379,12 @@ class Extender:
         raw = [r for r, node in zip(args.raw_nodes, args.nodes, strict=True) if node.name in keep]
         return Answer(200, filter_result(None, failed, unresolvable, raw))
 
-    @staticmethod
-    def _reasons(
-        bound: BoundRules,
-        table: NodeTable,
-        rows: Rows,
-        passing: Rows,
-        index: NodeIndex,
-        failed: dict[str, str],
-        unresolvable: dict[str, str],
-    ) -> None:
-        """For the rows that do not pass, node name -> why, into ``unresolvable`` when the first
-        failing filter's unresolvable clause holds there, else into ``failed`` (one dynamic
-        filter after passing the cached ones: its reasons, not re-run)."""
-        ok = np.zeros(len(index.names), dtype=bool)
-        ok[passing] = True
-        failing = rows[~ok[rows]]
-        dynamic = bound.dynamic_filters
-        if len(dynamic) == 1:  # failing after passing every cached filter: that one's reasons
-            static_ok = table.static_passing(failing)
-            only, node_of = dynamic[0], table.node
-            for i in failing[static_ok].tolist():
-                node = node_of(i)
-                (unresolvable if only.unresolvable(node) else failed)[node.name] = ", ".join(only.reasons(node))
-            failing = failing[~static_ok]
-        watch, left = bound.watch, CHECK_EVERY
-        for i in failing.tolist():
-            left -= 1
-            if not left:
-                left = watch.tick()
-            node = table.node(i)
-            failure = bound.first_failure(node)
-            if failure is None:
-                failed[node.name] = "filtered"
-                continue
-            (unresolvable if failure[0].unresolvable(node) else failed)[node.name] = ", ".join(failure[1])
-
     def prioritize(self, body: bytes) -> Answer:
         r = self._request(body)
         names, bound, rows, positions, missing = r.names, r.bound, r.rows, r.positions, r.missing
         totals: Matrix | list[int] = [0] * len(rows)
         if len(rows) and bound.scores:
-            table = self._table(bound, r.snapshot, r.rules)
-            try:
-                totals = weighted_totals(bound.scores, table.vectors(rows))
-            except TableOverflow:
-                totals = score_nodes(bound, [table.node(i) for i in rows.tolist()]).totals
-            finally:
-                table.release()
+            totals = self.framework.score(bound, r.snapshot, rows).totals
         levels = priority_levels(totals)
         if missing:  # names the cache does not know: the lowest score
             scores = [0] * len(names)
@@ -460,7 +399,7 @@ class Extender:
 
     def preempt(self, body: bytes) -> Answer:
         self.sync()
-        args = decode_preemption_args(body, self.mirror.classes if self.mirror is not None else {})
+        args = decode_preemption_args(body, self.store.priority_classes)
         kept = self._preempt(args)
         log.log(VERBOSE, "preempt: %d of %d nodes kept", len(kept), len(args.victims), extra={"pod": args.pod.key})
         return Answer(200, preemption_result(kept))
@@ -514,28 +453,15 @@ class Extender:
                         extra={**extra, "rule": rule.name},
                     )
                     return None
-        failure = self._failure_without(overlay, bound, name, proposed)
-        if failure is not None:
-            log.info("preempt: the rules still fail the pod there (%s), node dropped", failure, extra=extra)
+        status = self.framework.preempt(overlay, bound, name, proposed)
+        if status is not None:
+            log.info(
+                "preempt: the rules still fail the pod there (%s), node dropped",
+                status.message,
+                extra={**extra, "rule": status.rule},
+            )
             return None
         return [v.uid for v in proposed], proposal.pdb_violations
-
-    @staticmethod
-    def _failure_without(overlay: ClusterOverlay, bound: BoundRules, name: str, victims: list[Pod]) -> str | None:
-        """The reasons of the first filter rule the pod fails on the node once ``victims`` are
-        gone, or None: evicting them there would be in vain if the extender's own filter then
-        turns the pod away."""
-        for victim in victims:
-            overlay.remove_pod(victim)
-        try:
-            bound.refresh()  # cluster-wide precomputation is stale after a change
-            node = overlay.node_view(name)
-            failure = bound.first_failure(node) if node is not None else None
-            return None if failure is None else ", ".join(failure[1]) or failure[0].name
-        finally:
-            for victim in victims:
-                overlay.add_pod(victim)
-            bound.refresh()
 
     def bind(self, body: bytes) -> Answer:
         """The binding, if :func:`rulesched.extender.binding.refusal` finds nothing against it."""

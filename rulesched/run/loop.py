@@ -65,6 +65,7 @@ from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
     MIN_CANDIDATE_NODES_PERCENTAGE,
+    Binding,
     Code,
     CycleResult,
     SchedulerSettings,
@@ -164,13 +165,15 @@ class LoopProfile:
 
 
 class _Binder:
-    def __init__(self, workers: Workers, rules: Callable[[], str], store: ClusterStore) -> None:
-        self.workers, self.rules, self.store = workers, rules, store
+    def __init__(self, workers: Workers, store: ClusterStore) -> None:
+        self.workers, self.store = workers, store
 
-    def bind(self, pod: Pod, node: str) -> bool | None:
-        decisions = self.store.volume_decisions(pod.key) if pod.volumes else ()
-        volumes = writes_for(decisions, self.store.storage, node) if decisions else []
-        self.workers.bind(pod, node, self.rules(), volumes)
+    def bind(self, binding: Binding) -> bool | None:
+        """The volume decisions as API writes (the claims as the store has them now), then the
+        binding, on a worker."""
+        node = binding.node
+        volumes = writes_for(binding.volumes, self.store.storage, node) if binding.volumes else []
+        self.workers.bind(binding.pod, node, binding.rules, volumes)
         return None  # the outcome comes back through the loop
 
 
@@ -272,7 +275,7 @@ class Loop:
             self.rules,
             self.store,
             scheduler_settings,
-            _Binder(self.workers, lambda: self.scheduler.last_rules, self.store),
+            _Binder(self.workers, self.store),
             evictor=self.workers,
             clock=time.monotonic,
             cancel=Cancellation(self.stop),  # stopping gives the cycle under way up

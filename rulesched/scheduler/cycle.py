@@ -6,8 +6,9 @@ rule set has no score rule; the next cycle starts after the last node looked at 
 findNodesThatPassFilters and nextStartNodeIndex, as with one filter goroutine). A pod with a
 nominated node (set by an earlier preemption) tries that node first; when it fails there,
 upstream counts it among the nodes processed, and so does the start of the next walk. Pods of an equivalence class walk their
-class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); a pod of its own
-class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
+class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays), which the cycle's
+:class:`rulesched.scheduler.runtime.Framework` keeps (and drops when the rules change); a pod of
+its own class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
 one function, :func:`rulesched.scheduler.scoring.weighted_totals`. A report's explanation
 (``settings.explanation``) is read from the table walk after the pick, timed apart
@@ -31,14 +32,12 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
-import cachetools
 import numpy as np
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundRules, RuleSet, Session
+from rulesched.lang import BoundRules, Session
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.failures import FailedRows, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
@@ -65,24 +64,15 @@ from rulesched.scheduler.framework import (
     num_feasible_nodes_to_find,
 )
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
+from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
-from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
-
-TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
-MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
-
-
-def tables_for(nodes: int, shares: int = 1) -> int:
-    """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (300 at 5000
-    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16; ``shares``
-    Cycles (a scheduler's profiles) split those rows between them."""
-    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes) // max(1, shares)))
+from rulesched.scheduler.table import NodeTable, TableOverflow
 
 
 class Cycle:
-    """The scheduling cycles of one scheduler (one thread): the round-robin start, the seeded
-    tie-break, and the node tables of recent classes, which belong to the rule set they were
-    computed with."""
+    """The scheduling cycles of one scheduler (one thread): the round-robin start and the seeded
+    tie-break; the node tables of recent classes are its :attr:`framework`'s (which drops them
+    when told the rules changed: :meth:`rulesched.scheduler.runtime.Framework.follow`)."""
 
     def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
         self.settings = settings
@@ -92,18 +82,11 @@ class Cycle:
         # the same seed: a preemption does not move the tie-breaks of the cycles after it.
         self.preemption_rng = random.Random(f"preemption:{settings.seed}")
         self.next_start = 0
-        self.shares = 1  # how many Cycles (profiles) share the table budget
-        self._rules: RuleSet | None = None
+        self.framework = Framework(settings.columns_from, settings.walk_chunk)
         self._scoring = True  # the rule set has score rules: else the first feasible node is taken
-        # keyed by the class's binding itself (held here, so never confused with a later one)
-        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
-        self._columns = ColumnStore()
-        # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
-        self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
         # The last cycle's failing rows by first failing filter, when its table walk found no
         # node: (binding, the snapshot's history, pod position, node generation, rows)
         self._failed: tuple[BoundRules, object, int, int, list[FailedRows]] | None = None
-        self._ratio = 2.0  # the last walk's nodes looked at per feasible node (a new table's guess)
 
     def run(
         self,
@@ -118,11 +101,7 @@ class Cycle:
         this cycle (a sampled cycle: ``result.timing.rule_seconds``, with ``settings.timings``).
         Raises :class:`rulesched.scheduler.cancel.CycleCancelled` when :attr:`cancel` says to
         stop (the binding is then released: the caller has nothing to let go of)."""
-        if session.rules is not self._rules:  # a reload: the old set's tables go with it
-            self._rules = session.rules
-            self._scoring = bool(session.rules.scores)
-            self._tables.clear()
-            self._reserved.clear()
+        self._scoring = bool(session.rules.scores)
         self._failed = None
         timing = CycleTiming(time.perf_counter()) if self.settings.timings else None
         bound = session.bind(pod, snapshot)
@@ -154,14 +133,7 @@ class Cycle:
     ) -> CycleResult:
         if reserved is None:
             return self._run(pod, snapshot, bound, None, timing)
-        memo = None
-        if bound.cached and not bound.dynamic_filters:  # (answers evaluated afresh are never kept)
-            memo = self._reserved.get(bound)
-            if memo is None:
-                memo = self._reserved[bound] = {}
-            elif len(memo) > 2 * len(reserved.nodes) + 16:  # nominations gone: their answers too
-                for name in [n for n in memo if n not in reserved.nodes]:
-                    del memo[name]
+        memo = self.framework.reserved_memo(bound, reserved.nodes)
         check = ReservedCheck(reserved, snapshot, session, pod, memo, bound.token)
         try:
             return self._run(pod, snapshot, bound, check, timing)
@@ -254,7 +226,7 @@ class Cycle:
         (its status is in the cycle's diagnosis already: findNodesThatFitPod)."""
         if missed is None:
             return looked
-        row = self._columns.rows_by_name(snapshot).get(missed)
+        row = self.framework.rows_by_name(snapshot).get(missed)
         if row is None or (row - start) % len(snapshot.nodes) < looked:
             return looked
         return looked + 1
@@ -268,20 +240,12 @@ class Cycle:
         started: float,
         missed: str | None,
     ) -> CycleResult:
-        table = self._tables.get(bound) if bound.cached else None
-        if table is None:
-            table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk, self._ratio)
-            if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
-                limit = tables_for(len(snapshot.nodes), self.shares)
-                while len(self._tables) >= limit:
-                    self._tables.popitem()  # the least recently used
-                self._tables[bound] = table
-        table.sync(snapshot)
+        table = self.framework.table(bound, snapshot)
         try:
             return self._walk(table, bound, snapshot, result, check, started, missed)
         finally:
             table.release()
-            self._ratio = table.ratio
+            self.framework.ratio = table.ratio
 
     def _walk(
         self,
@@ -299,7 +263,7 @@ class Cycle:
         between = self.cancel.check
         rows, looked = table.feasible(start, wanted, between=between)
         if check is not None:
-            held = self._columns.rows_by_name(snapshot)
+            held = self.framework.rows_by_name(snapshot)
             held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
             rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows, between)
         looked = self._processed(snapshot, start, looked, missed)
@@ -311,7 +275,7 @@ class Cycle:
             if failed is None:
                 result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
             else:
-                reasons, rejected_by = reason_counts(bound, self._columns.current(snapshot), failed)
+                reasons, rejected_by = reason_counts(bound, self.framework.current(snapshot), failed)
                 result.reasons.update(reasons)
                 self._failed = (bound, snapshot.history, snapshot.pod_position, snapshot.node_generation, failed)
             if check is not None:
@@ -336,7 +300,7 @@ class Cycle:
 
     def columns(self, snapshot: Snapshot) -> NodeColumns:
         """The snapshot's nodes as columns (the tables' own, brought up to ``snapshot``)."""
-        return self._columns.current(snapshot)
+        return self.framework.current(snapshot)
 
     def statuses(self, bound: BoundRules, snapshot: Snapshot) -> Mapping[str, Code]:
         """:func:`rulesched.scheduler.evaluate.node_statuses` of the last cycle's pod (its
@@ -346,11 +310,11 @@ class Cycle:
         now = (snapshot.history, snapshot.pod_position, snapshot.node_generation)
         if kept is None or kept[0] is not bound or kept[1:4] != now:
             return node_statuses(bound, snapshot.nodes)
-        cols = self._columns.current(snapshot)
+        cols = self.framework.current(snapshot)
         codes = np.zeros(len(snapshot.nodes), dtype=np.int8)
         for group in kept[4]:
             codes[group.rows] = 1 + unresolvable_rows(bound, cols, group).astype(np.int8)
-        return NodeStatuses(codes, snapshot.nodes, self._columns.rows_by_name(snapshot))
+        return NodeStatuses(codes, snapshot.nodes, self.framework.rows_by_name(snapshot))
 
     def _explain(
         self,
@@ -471,13 +435,13 @@ def _respect_reserved(
     if not feasible and not explain and dropped:  # the FitError message: every node's reasons
         filtered.reasons = failure_reasons(bound, nodes, filtered.rejected_by)
     for node in dropped:
-        failure = check.failure(node.name)
-        assert failure is not None
+        status = check.failure(node.name)
+        assert status is not None
         if explain or not feasible:
-            filtered.reasons.update(set(failure[1]))
-            filtered.rejected_by.add(failure[0].name)
+            filtered.reasons.update(set(status.reasons))
+            filtered.rejected_by.add(status.rule)
         if filtered.failed is not None:
-            filtered.failed[node.name] = failure[1]
+            filtered.failed[node.name] = status.reasons
     filtered.feasible, filtered.looked = feasible, looked
     return filtered
 
@@ -493,8 +457,8 @@ def _reserved_reasons(
         info = snapshot.node_view(name)
         if info is None or bound.first_failure(info) is not None:
             continue
-        failure = check.failure(name)
-        if failure is not None:
-            reasons.update(set(failure[1]))
-            rejected_by.add(failure[0].name)
+        status = check.failure(name)
+        if status is not None:
+            reasons.update(set(status.reasons))
+            rejected_by.add(status.rule)
     return reasons

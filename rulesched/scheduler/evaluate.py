@@ -45,12 +45,12 @@ def filter_nodes(
     reasons, failed, unresolvable, rejected_by = out.reasons, out.failed, out.unresolvable, out.rejected_by
 
     def record(node: Any, failure: Failure) -> None:
-        why = failure[1]
+        rule, why = failure
         reasons.update(set(why))
-        rejected_by.add(failure[0].name)
+        rejected_by.add(rule.name)
         if failed is not None:
             failed[node.name] = why
-        if unresolvable is not None and failure[0].unresolvable(node):
+        if unresolvable is not None and rule.unresolvable(node):
             unresolvable.add(node.name)
 
     out.feasible, out.looked = bound.feasible(
@@ -72,9 +72,10 @@ def failure_reasons(bound: BoundRules, nodes: Sequence[Any], rejected_by: set[st
             left = watch.tick()
         failure = bound.first_failure(node)
         if failure is not None:
-            reasons.update(set(failure[1]))
+            rule, why = failure
+            reasons.update(set(why))
             if rejected_by is not None:
-                rejected_by.add(failure[0].name)
+                rejected_by.add(rule.name)
     return reasons
 
 
@@ -90,8 +91,9 @@ def node_statuses(bound: BoundRules, nodes: Sequence[Any]) -> dict[str, Code]:
             left = watch.tick()
         failure = bound.first_failure(node)
         if failure is not None:
-            watch.rule = failure[0].name  # (its unresolvable clause)
-            out[node.name] = status_of(failure[0], node)
+            rule = failure[0]
+            watch.rule = rule.name  # (its unresolvable clause)
+            out[node.name] = status_of(rule, node)
     return out
 
 

@@ -116,9 +116,9 @@ def explain_walk(
             f = filters[index]
             add(node.name, f.reasons(node), bool(f.unresolvable(node)))
         elif check is not None:  # fits on its own, not with the pods nominated to it
-            failure = check.failure(node.name)
-            if failure is not None:
-                add(node.name, failure[1], False)
+            status = check.failure(node.name)
+            if status is not None:  # (reported resolvable, as the cycle's message counts it)
+                add(node.name, status.reasons, False)
     rules = tuple(s.name for s in bound.scores)
     if not len(feasible):
         return groups.explanation(len(window), rules, 0, ())

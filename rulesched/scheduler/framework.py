@@ -17,6 +17,7 @@ from enum import Enum
 
 from rulesched.errors import ConfigError
 from rulesched.model import Pod
+from rulesched.semantics.volume_binding import Decision
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
@@ -39,6 +40,40 @@ class Code(Enum):
     UNSCHEDULABLE = "Unschedulable"
     UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"  # a node's status, never a cycle's
     BIND_FAILED = "BindFailed"
+
+
+@dataclass(frozen=True)
+class Status:
+    """A node's verdict for a pod that does not fit there (upstream's framework.Status from a
+    Filter plugin): the filter ``rule`` that failed it, its ``reasons``, and whether evicting
+    pods cannot help there (the rule's ``unresolvable`` clause held on the node)."""
+
+    rule: str
+    reasons: tuple[str, ...]
+    unresolvable: bool = False
+
+    @property
+    def code(self) -> Code:
+        return Code.UNSCHEDULABLE_AND_UNRESOLVABLE if self.unresolvable else Code.UNSCHEDULABLE
+
+    @property
+    def message(self) -> str:
+        """The reasons as one line (the rule's name when it gave none)."""
+        return ", ".join(self.reasons) or self.rule
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What the binder receives once a cycle placed a pod (upstream's Bind extension point gets
+    the pod, the node and the cycle's state): the pod as assumed on ``node``, the digest of the
+    rule set that chose it (for the pod's event and the binder's logs), and VolumeBinding's
+    decisions for its claims, the volume writes to make before the binding (their API patches are
+    the binder's: :func:`rulesched.kube.volumes.writes_for`)."""
+
+    pod: Pod
+    node: str
+    rules: str = ""
+    volumes: tuple[Decision, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -87,8 +87,9 @@ class GangHost(Protocol):
         """The pod's cycle on the store as it is now (no preemption, nothing assumed)."""
         ...
 
-    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> None:
-        """Bind a member already assumed on ``result.node`` (``placed``: as assumed)."""
+    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> CycleResult:
+        """Bind a member already assumed on ``result.node`` (``placed``: as assumed); returns its
+        result as the binder left it (BIND_FAILED when the binder refused at once)."""
         ...
 
     def report(self, result: CycleResult) -> None:
@@ -307,8 +308,8 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup) -> CycleRes
         for member, _, _ in placed:
             state.pending.discard(member.key)
         for member, result, assumed in placed:
-            host.bind_member(member, assumed, result)
-            host.report(result)
+            results[member.key] = bound = host.bind_member(member, assumed, result)
+            host.report(bound)
         for key, result in results.items():
             if result.code is not Code.SCHEDULED:  # beyond the minimum: alone, later
                 host.queue.unschedulable(members[key], rejected_by=result.rejected_by)

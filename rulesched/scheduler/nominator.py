@@ -31,8 +31,8 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
 from rulesched.lang.indexes import ForkedIndexes
 from rulesched.model import Pod
-
-Failure = tuple[Any, tuple[str, ...]]  # (the failing filter, its reasons), as BoundRules gives
+from rulesched.scheduler.framework import Status
+from rulesched.scheduler.runtime import status_of
 
 
 class Nominator:
@@ -114,24 +114,24 @@ class ReservedCheck:
         snapshot: Snapshot,
         session: Session,
         pod: Pod,
-        memo: dict[str, tuple[Any, int, object, tuple[Pod, ...], Failure | None]] | None = None,
+        memo: dict[str, tuple[Any, int, object, tuple[Pod, ...], Status | None]] | None = None,
         token: object = None,
     ) -> None:
         self.reserved = reserved
         self._snapshot, self._session, self._pod = snapshot, session, pod
         self._memo, self._token = memo, token
-        self._answers: dict[str, Failure | None] = {}
+        self._answers: dict[str, Status | None] = {}
         self._overlay: ClusterOverlay | None = None
         self._bound: BoundRules | None = None
 
-    def failure(self, node: str) -> Failure | None:
-        """The first filter ``node`` fails with its nominated pods added; None if it fits (or
-        holds no nominations for this pod)."""
+    def failure(self, node: str) -> Status | None:
+        """The status of ``node`` with its nominated pods added (its first failing filter);
+        None if it fits (or holds no nominations for this pod)."""
         if node in self._answers:
             return self._answers[node]
         pods = self.reserved.nodes.get(node)
         info = self._snapshot.node_view(node)
-        answer: Failure | None = None
+        answer: Status | None = None
         if pods and info is not None:
             memo = self._memo
             hit = memo.get(node) if memo is not None else None
@@ -146,7 +146,7 @@ class ReservedCheck:
         self._answers[node] = answer
         return answer
 
-    def _judge(self, node: str, pods: tuple[Pod, ...]) -> Failure | None:
+    def _judge(self, node: str, pods: tuple[Pod, ...]) -> Status | None:
         overlay, bound = self._overlay, self._bound
         if overlay is None or bound is None:
             overlay = self._overlay = ClusterOverlay(self._snapshot)
@@ -157,7 +157,8 @@ class ReservedCheck:
         try:
             bound.refresh()  # cluster-wide precomputation follows the overlay's changes
             info = overlay.node_view(node)
-            return None if info is None else bound.first_failure(info)
+            failure = None if info is None else bound.first_failure(info)
+            return None if failure is None else status_of(failure, info)
         finally:
             for p in pods:
                 overlay.remove_pod(p)

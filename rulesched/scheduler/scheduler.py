@@ -58,6 +58,7 @@ from rulesched.scheduler.framework import (
     POST_FILTER,
     RESERVE,
     SUCCESS,
+    Binding,
     Code,
     CycleResult,
     Preemption,
@@ -88,9 +89,9 @@ def decision(logger: logging.Logger, result: CycleResult) -> None:
 
 
 class Binder(Protocol):
-    def bind(self, pod: Pod, node: str) -> bool | None:
-        """Bind the pod (already assumed on ``node``). True: bound, and final (the binder is
-        the cluster, as the simulator's is); False: refused (the pod is retried); None: under
+    def bind(self, binding: Binding) -> bool | None:
+        """Bind the pod (already assumed on ``binding.node``). True: bound, and final (the binder
+        is the cluster, as the simulator's is); False: refused (the pod is retried); None: under
         way, the outcome comes later through :meth:`Scheduler.binding_finished`."""
         ...
 
@@ -187,6 +188,7 @@ class Scheduler:
         self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
         self.cancel = cancel if cancel is not None else Cancellation()
         self.cycle = Cycle(settings, self.cancel)
+        self.cycle.framework.follow(self.rules)  # (a reload drops its tables: it is told)
         self._default = Profile(settings.scheduler_name or "", self.rules, self.cycle)
         self._profiles: dict[str, Profile] = {}  # scheduler name -> its profile (others: _default)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
@@ -194,9 +196,16 @@ class Scheduler:
         self.nominator = Nominator()
         self.gangs = gang.Gangs(clock)  # pod groups and the members they hold back
         self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
-        self.last_rules = ""  # the digest of the rule set the last cycle used
+        self._cycle_rules = ""  # the digest of the rule set the cycle under way reads (its messages)
         # Which cycles time each rule (not the cycle's seeded tie-break: sampling must not move pods).
         self._sampler = random.Random()
+
+    @property
+    def cycle_rules(self) -> str:
+        """The digest of the rule set the cycle under way (or the last one) reads: for messages
+        and for watching the scheduler; a binder is handed its binding's own
+        (:attr:`Binding.rules`)."""
+        return self._cycle_rules
 
     def add_profile(
         self, name: str, rules: RulesHandle | RuleSet, percentage_of_nodes_to_score: int | None = None
@@ -208,9 +217,10 @@ class Scheduler:
             settings = dataclasses.replace(settings, percentage_of_nodes_to_score=percentage_of_nodes_to_score)
         handle = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
         profile = self._profiles[name] = Profile(name, handle, Cycle(settings, self.cancel))
+        profile.cycle.framework.follow(handle)
         cycles = [self.cycle, *(p.cycle for p in self._profiles.values() if p.cycle is not self.cycle)]
         for cycle in cycles:  # (the node tables' memory budget is the scheduler's, split between them)
-            cycle.shares = len(cycles)
+            cycle.framework.shares = len(cycles)
         return profile
 
     def profile_of(self, pod: Pod) -> Profile:
@@ -305,8 +315,8 @@ class Scheduler:
         log.log(VERBOSE, "pod group nominated; evicting %d pod(s)", len(victims), extra={"pod": preemptor.key})
         self.queue.move(Event.POD_DELETED)
 
-    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> None:
-        self._bind(pod, result, placed)
+    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> CycleResult:
+        return self._bind(pod, result, self._cycle_rules, placed)  # (the group's attempt reads one set)
 
     def group_done(self, outcome: gang.GroupOutcome, seconds: float) -> None:
         self.observer.group_attempted(outcome, seconds)
@@ -370,7 +380,7 @@ class Scheduler:
             self.cancel.end(limited=deadline is not None)
 
     def _given_up(self, pod: Pod, cancelled: CycleCancelled) -> None:
-        extra = {"pod": pod.key, "rule": cancelled.rule or None, "rules": self.last_rules}
+        extra = {"pod": pod.key, "rule": cancelled.rule or None, "rules": self._cycle_rules}
         if cancelled.kind == SUPERSEDED:  # the new rules decide, at once
             log.info("scheduling cycle given up: the rules were reloaded; retrying now", extra=extra)
             self.queue.requeue(pod, backoff=False)
@@ -383,14 +393,14 @@ class Scheduler:
         message = f"scheduling cycle exceeded its {seconds:g}s deadline"
         if cancelled.rule:
             message += f" while evaluating rule {cancelled.rule!r}"
-        message += f" (rules {self.last_rules})"
+        message += f" (rules {self._cycle_rules})"
         log.warning("%s; retrying with backoff", message, extra={**extra, "deadline": f"{seconds:g}s"})
         self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
 
     def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
         group = self.gangs.group_of(pod) if self.gangs.groups else None
         if group is not None:
-            self.last_rules = profile.rules.rules.digest
+            self._cycle_rules = profile.rules.rules.digest
             result = gang.attempt(self, self.gangs, pod, group)
             self.last_cycle_seconds = time.perf_counter() - started
             return result
@@ -398,7 +408,7 @@ class Scheduler:
         if pod.nominated_node_name != nominated:  # the book is the truth; the pod's copy may lag
             pod = dataclasses.replace(pod, nominated_node_name=nominated)
         rules = profile.rules.rules  # once per cycle: a reload gives up the cycle and decides it anew
-        self.last_rules = rules.digest  # the set that made this cycle's decision (binders read it)
+        self._cycle_rules = rules.digest  # the set that makes this cycle's decision
         session = rules.session()
         snapshot = self.store.snapshot()
         reserved = self.nominator.reserved_for(pod)
@@ -474,7 +484,7 @@ class Scheduler:
         del snapshot
         if outcome is None:
             self._victims.pop(pod.key, None)
-            self._bind(pod, result)
+            result = self._bind(pod, result, rules.digest)  # (before the observer sees it: never changed after)
         elif outcome.nominated is None:
             if outcome.eligible and self.nominator.remove(pod.key) is not None:
                 # upstream clears the nomination when preemption finds no node
@@ -517,8 +527,12 @@ class Scheduler:
         self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
 
     # --- binding --------------------------------------------------------------------------------------
-    def _bind(self, pod: Pod, result: CycleResult, placed: Pod | None = None) -> None:
-        """Assume the pod on its node (unless ``placed``: a gang member assumed already) and bind."""
+    def _bind(self, pod: Pod, result: CycleResult, rules: str, placed: Pod | None = None) -> CycleResult:
+        """Assume the pod on its node (unless ``placed``: a gang member assumed already) and bind
+        (the binder gets a :class:`Binding`: ``rules``, the digest of the set that chose the node,
+        and the volume decisions the assumption took). Returns the cycle's result as the binder left
+        it: a binder that refuses at once makes it BIND_FAILED (a copy: results are values once
+        made); one under way reports later (:meth:`binding_finished`), to the observer only."""
         node = result.node
         assert node is not None
         reserving = time.perf_counter()
@@ -527,11 +541,13 @@ class Scheduler:
         if result.timing is not None:
             result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now
-        outcome = self.binder.bind(placed, node)
+        volumes = self.store.volume_decisions(placed.key) if placed.volumes else ()
+        outcome = self.binder.bind(Binding(placed, node, rules, volumes))
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
-            return
+            return result
         self._finish(pod, node, result, outcome, final=True)
+        return result if outcome else dataclasses.replace(result, code=Code.BIND_FAILED)
 
     def binding_finished(self, key: str, ok: bool, reason: str = "") -> None:
         """The outcome of a binding that was under way (the Binder returned None)."""
@@ -552,7 +568,6 @@ class Scheduler:
         self.store.forget(pod.key)
         if pod.nominated_node_name:  # (as upstream: the status's nomination comes back)
             self.nominator.nominate(pod, pod.nominated_node_name)
-        result.code = Code.BIND_FAILED
         log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
         # A gang member whose siblings may be bound already: retried first, alone (gang's docstring).

@@ -303,6 +303,25 @@ class NodeTable:
             live = live[ok]
         return first
 
+    def passes_each(self, rows: Rows) -> npt.NDArray[np.bool_]:
+        """filters x rows: whether each row's node passes each filter, every filter evaluated
+        (kube-scheduler's runAllFilters: explanations that list every failing rule), as columns
+        where there are enough rows."""
+        bound, nodes = self.bound, self._nodes
+        out = np.ones((len(bound.filters), len(rows)), dtype=bool)
+        if not len(rows):
+            return out
+        many = self._many(rows)
+        watch = bound.watch
+        for index, f in enumerate(bound.filters):
+            watch.check()
+            ok = bound.filter_column(self._columns(), rows, index, self._shared()) if many else None
+            if ok is None:
+                watch.rule = f.name
+                ok = np.array(watch.each(f.passes, [nodes[r] for r in rows.tolist()]), dtype=bool)
+            out[index] = ok.astype(bool, copy=False)
+        return out
+
     def _window(self, pos: int, size: int) -> Rows:
         n = len(self._nodes)
         if pos + size <= n:

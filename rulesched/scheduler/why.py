@@ -21,7 +21,9 @@ applicable filter on every node (as columns where the rule allows, else node by 
   (:func:`rulesched.scheduler.preemption.preempt`), its nominee and victims, or why it cannot help.
 
 The ``message`` is kube-scheduler's, from each node's first failing filter as a cycle counts it.
-Nothing here changes the snapshot or the scheduler's sessions: a private session is used.
+Nothing here changes the snapshot or the scheduler's sessions: a private session is used, and
+a private :class:`rulesched.scheduler.runtime.Framework` answers the every-filter verdicts (its
+``filter`` verb with all failing rules).
 Next stage: :func:`explanation_json` (the endpoint's answer), rendered by
 :mod:`rulesched.authoring.why` as a table or an HTML page.
 """
@@ -45,6 +47,7 @@ from rulesched.lang.evaluation.columns import NodeColumns
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
+from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 
 BEST = 10  # scored nodes reported, best first
@@ -148,9 +151,8 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
     bound = session.bind(pod, snapshot)
     try:
         nodes: Sequence[NodeInfo] = snapshot.nodes
-        passes = _pass_matrix(bound, nodes)
-        verdicts = _verdicts(bound, nodes, passes)
-        fits = np.asarray(passes.all(axis=0), dtype=bool)  # (no filter: every node fits)
+        framework = Framework()  # (the call's own: nothing is kept past it)
+        verdicts, fits = _verdicts(framework, bound, snapshot)
         feasible = np.flatnonzero(fits)
         applied = {f.name for f in bound.filters}
         skipped = tuple(r.name for r in rules.filters if r.name not in applied)
@@ -208,43 +210,28 @@ def _shadow(
         return (), None
     bound = Session(rules.shadow).bind(pod, snapshot)
     try:
-        passes = _pass_matrix(bound, snapshot.nodes)
-        verdicts = _verdicts(bound, snapshot.nodes, passes)
-        left = int((fits & passes.all(axis=0)).sum())
+        verdicts, passing = _verdicts(Framework(), bound, snapshot)
+        left = int((fits & passing).sum())
         return _groups(verdicts), left
     finally:
         bound.release()
 
 
-def _pass_matrix(bound: BoundRules, nodes: Sequence[NodeInfo]) -> np.ndarray[Any, Any]:
-    """filters x nodes: whether each node passes each applicable filter (every one evaluated)."""
-    out = np.ones((len(bound.filters), len(nodes)), dtype=bool)
-    if not nodes:
-        return out
-    cols = NodeColumns(nodes)
-    rows = np.arange(len(nodes), dtype=np.intp)
-    for index, f in enumerate(bound.filters):
-        column = bound.filter_column(cols, rows, index) if len(nodes) >= 32 else None
-        if column is None:
-            column = np.fromiter((bool(f.passes(n)) for n in nodes), dtype=bool, count=len(nodes))
-        out[index] = column.astype(bool, copy=False)
-    return out
-
-
 def _verdicts(
-    bound: BoundRules, nodes: Sequence[NodeInfo], passes: np.ndarray[Any, Any]
-) -> dict[str, tuple[FilterFailure, ...]]:
-    """Every filtered node (in cluster order) -> each filter it fails, with reasons."""
-    out: dict[str, list[FilterFailure]] = {}
-    for index, f in enumerate(bound.filters):
-        failing = np.flatnonzero(~passes[index]).tolist()
-        for i in failing:
-            node = nodes[i]
-            out.setdefault(node.name, []).append(FilterFailure(f.name, f.reasons(node), bool(f.unresolvable(node))))
-    order = {n.name: i for i, n in enumerate(nodes)} if len(out) < len(nodes) else None
-    names = sorted(out, key=order.__getitem__) if order is not None else [n.name for n in nodes]
-    rank = {f.name: i for i, f in enumerate(bound.filters)}
-    return {n: tuple(sorted(out[n], key=lambda x: rank[x.rule])) for n in names if n in out}
+    framework: Framework, bound: BoundRules, snapshot: Snapshot
+) -> tuple[dict[str, tuple[FilterFailure, ...]], np.ndarray[Any, Any]]:
+    """Every filtered node (in cluster order) -> each filter it fails, with reasons, in rule
+    order; and whether each node fits (passes every applicable filter)."""
+    rows = np.arange(len(snapshot.nodes), dtype=np.intp)
+    answer = framework.filter(bound, snapshot, rows, all_failing=True)
+    fits = np.zeros(len(rows), dtype=bool)
+    fits[answer.passing] = True
+    every = answer.every or {}
+    verdicts = {
+        name: tuple(FilterFailure(s.rule, s.reasons, s.unresolvable) for s in statuses)
+        for name, statuses in every.items()
+    }
+    return verdicts, fits
 
 
 def _groups(verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[ReasonCount, ...]:

@@ -17,7 +17,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
-from rulesched.scheduler.framework import CycleResult, SchedulerSettings
+from rulesched.scheduler.framework import Binding, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.scheduler.scheduler import Binder, Observer, Scheduler
 
@@ -76,7 +76,7 @@ class Recorder(Observer):
 class InMemoryBinder:
     """The simulator's binder: the assumed placement simply stands."""
 
-    def bind(self, pod: Pod, node: str) -> bool:
+    def bind(self, binding: Binding) -> bool:
         return True
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet
 from rulesched.model import Node, Pod
-from rulesched.scheduler.framework import CycleResult, SchedulerSettings
+from rulesched.scheduler.framework import Binding, CycleResult, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
 from rulesched.scheduler.table import ColumnStore, NodeTable
 from rulesched.simulate.driver import VirtualClock
@@ -302,7 +302,7 @@ def reported_reasons(value: Any, name: str) -> tuple[str, ...]:
 
 
 class AlwaysBind:
-    def bind(self, pod: Pod, node: str) -> bool:
+    def bind(self, binding: Binding) -> bool:
         return True
 
 

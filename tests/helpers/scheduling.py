@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.scheduler.framework import CycleResult
+from rulesched.scheduler.framework import Binding, CycleResult
 from rulesched.scheduler.scheduler import Observer, Scheduler
 from tests.upstream.harness import node
 
@@ -19,9 +19,11 @@ class Later:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str]] = []
+        self.bindings: list[Binding] = []
 
-    def bind(self, pod: Pod, node: str) -> bool | None:
-        self.calls.append((pod.key, node))
+    def bind(self, binding: Binding) -> bool | None:
+        self.calls.append((binding.pod.key, binding.node))
+        self.bindings.append(binding)
         return None
 
 
