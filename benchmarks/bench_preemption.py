@@ -36,7 +36,7 @@ from rulesched.lang import load_rules, resolve_rules_path  # noqa: E402
 from rulesched.model.decode import decode_node, decode_pod  # noqa: E402
 from rulesched.scheduler import preemption  # noqa: E402
 from rulesched.scheduler.evaluate import node_statuses  # noqa: E402
-from rulesched.scheduler.table import ColumnStore  # noqa: E402
+from rulesched.engine.table import ColumnStore  # noqa: E402
 
 
 def _pod(name: str, cpu: str, priority: int, node_name: str = "") -> Any:

@@ -68,7 +68,7 @@ from benchmarks.handwritten_default import default_filter, default_scores  # noq
 from rulesched.cluster.nodeinfo import NodeInfo  # noqa: E402
 from rulesched.lang import RuleSet, load_rules  # noqa: E402
 from rulesched.lang.context import EvalContext  # noqa: E402
-from rulesched.lang.evaluation.columns import NodeColumns  # noqa: E402
+from rulesched.engine.columns import NodeColumns  # noqa: E402
 from rulesched.model import ContainerPort, Node, Pod, Taint, Toleration  # noqa: E402
 from rulesched.semantics.matching import ports_conflict, tolerated  # noqa: E402
 

@@ -21,7 +21,7 @@ from rulesched.scheduler import preemption
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.nominator import Reserved
-from rulesched.scheduler.table import ColumnStore
+from rulesched.engine.table import ColumnStore
 from tests.helpers.preemption import batch_every_preemption
 from tests.upstream.harness import default_rules, node, pdb, pod, state
 

@@ -16,15 +16,15 @@ from hypothesis import given
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns
-from rulesched.lang.evaluation.encoded import encode
-from rulesched.lang.evaluation.failures import first_failures, reason_counts, unresolvable_rows
+from rulesched.engine.arrays import Unsupported
+from rulesched.engine.columns import NodeColumns
+from rulesched.engine.encoded import encode
+from rulesched.engine.failures import first_failures, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.load import load_rules_text
 from rulesched.scheduler.evaluate import failure_reasons, node_statuses
 from rulesched.scheduler.framework import Code
-from rulesched.scheduler.table import ColumnStore
+from rulesched.engine.table import ColumnStore
 from tests.helpers.scenarios import NAMESPACES, SETTINGS, Scenario, apply_events, scenarios
 from tests.upstream.harness import default_rules, node, pod
 

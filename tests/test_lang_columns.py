@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang import load_rules
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.columns import NodeColumns, node_fields
+from rulesched.engine.columns import NodeColumns, node_fields
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import BoundRules, RuleSet
-from rulesched.lang.evaluation.vectorise import vectorisable
+from rulesched.engine.vectorise import vectorisable
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.values import as_score

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine.columns import NodeColumns
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import RuleSet
 from rulesched.lang.frontend.lint import LintSettings, lint

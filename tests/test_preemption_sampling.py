@@ -21,7 +21,7 @@ from rulesched.run.loop import RunSettings
 from rulesched.scheduler import dryrun, preemption
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import candidate_sampling_errors, check_sampling, num_candidates
-from rulesched.scheduler.table import ColumnStore
+from rulesched.engine.table import ColumnStore
 from tests.upstream.harness import default_rules, node, pod, state
 
 # numCandidates = max(minCandidateNodesAbsolute, numNodes * minCandidateNodesPercentage / 100),

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine.columns import NodeColumns
 from tests.upstream.harness import default_rules, node, pod
 
 KEYS = ("zone", "size", "gen")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules_text
 from rulesched.lang.evaluation.bound import Filters
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine.columns import NodeColumns
 from rulesched.model import Pod
 from tests.helpers.profiles import examples
 from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class

@@ -76,7 +76,7 @@ from rulesched.extender.wire import (
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
-from rulesched.lang.evaluation.columns import Rows
+from rulesched.engine.columns import Rows
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.lang.indexes import ForkedIndexes
 from rulesched.logs import VERBOSE
@@ -86,7 +86,7 @@ from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import MAX_TABLES, tables_for
 from rulesched.scheduler.evaluate import score_nodes
 from rulesched.scheduler.scoring import Matrix, weighted_totals
-from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
+from rulesched.engine.table import ColumnStore, NodeTable, TableOverflow
 
 log = logging.getLogger(__name__)
 

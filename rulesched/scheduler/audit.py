@@ -31,7 +31,7 @@ import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import RuleSet, Session
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine.columns import NodeColumns
 from rulesched.lang.indexes import ForkedIndexes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals

@@ -29,10 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.lang import BUILTINS, BoundRules
-from rulesched.lang.evaluation.arrays import Array, Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
-from rulesched.lang.evaluation.encoded import encode
-from rulesched.lang.evaluation.failures import as_reasons
+from rulesched.engine.arrays import Array, Unsupported
+from rulesched.engine.columns import NodeColumns, Path, Rows
+from rulesched.engine.encoded import encode
+from rulesched.engine.failures import as_reasons
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS

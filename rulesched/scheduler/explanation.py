@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from rulesched.lang import BoundRules
-from rulesched.lang.evaluation.columns import Rows
+from rulesched.engine.columns import Rows
 from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
 from rulesched.scheduler.nominator import ReservedCheck
 from rulesched.scheduler.scoring import Matrix, weighted_totals
-from rulesched.scheduler.table import NodeTable, TableOverflow
+from rulesched.engine.table import NodeTable, TableOverflow
 
 NAMED = 30  # filtered nodes named per reason (and unresolvable ones), in walk order
 BEST = 10  # scored nodes kept, best first (every one with EXPLAIN_FULL)

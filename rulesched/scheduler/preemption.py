@@ -40,8 +40,8 @@ import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.lang import BoundRules, Session
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine.arrays import Unsupported
+from rulesched.engine.columns import NodeColumns
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.lang.indexes import ForkedIndexes

@@ -41,7 +41,7 @@ from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundRules, RuleSet, Session
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.blame import Blame, Blamer, quantity_text
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine.columns import NodeColumns
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt

@@ -11,8 +11,8 @@ import pytest
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import BoundRules, RuleSet, load_rules_text
-from rulesched.lang.evaluation import vectorise
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine import vectorise
+from rulesched.engine.columns import NodeColumns
 from tests.upstream.harness import node, pod
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rulesched.scheduler import dryrun, preemption
-from rulesched.scheduler.table import ColumnStore
+from rulesched.engine.table import ColumnStore
 
 
 def batch_every_preemption(monkeypatch: pytest.MonkeyPatch, calls: list[int] | None = None) -> None:

@@ -20,7 +20,7 @@ from rulesched.lang import RuleSet
 from rulesched.model import Node, Pod
 from rulesched.scheduler.framework import CycleResult, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from rulesched.scheduler.table import ColumnStore, NodeTable
+from rulesched.engine.table import ColumnStore, NodeTable
 from rulesched.simulate.driver import VirtualClock
 from tests.helpers.profiles import examples
 from tests.upstream.harness import default_rules, node, pod

@@ -28,11 +28,11 @@ import numpy.typing as npt
 
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.lang.evaluation.sharing import Shared
+from rulesched.engine.arrays import Unsupported
+from rulesched.engine.columns import NodeColumns, Rows
+from rulesched.engine.sharing import Shared
 from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
-from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
+from rulesched.engine.vectorise import ColumnEvaluator, grouped
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod

@@ -44,12 +44,12 @@ from rulesched.lang.evaluation.bound import (
     Make,
     never,
 )
-from rulesched.lang.evaluation.columns import node_fields
+from rulesched.engine.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
 from rulesched.lang.evaluation.prechecks import prechecks
-from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
+from rulesched.engine.sharing import RuleShare, Shared, rule_share
 from rulesched.lang.evaluation.stages import NodeMemos, Staged
-from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
+from rulesched.engine.vectorise import ColumnEvaluator, vectorisable
 from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules

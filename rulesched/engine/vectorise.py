@@ -32,7 +32,7 @@ import numpy.typing as npt
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.arrays import (
+from rulesched.engine.arrays import (
     EXACT_LIMIT,
     SCALAR,
     Col,
@@ -48,9 +48,9 @@ from rulesched.lang.evaluation.arrays import (
     need_numeric,
     take,
 )
-from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
-from rulesched.lang.evaluation.domain_columns import DomainCodes, domain_column, groupable
-from rulesched.lang.evaluation.fallback import ColumnFallbacks
+from rulesched.engine.columns import NodeColumns, Path, Rows
+from rulesched.engine.domain_columns import DomainCodes, domain_column, groupable
+from rulesched.engine.fallback import ColumnFallbacks
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations

@@ -30,8 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang.evaluation.columns import Rows
-from rulesched.lang.evaluation.sharing import Shared
+from rulesched.engine.columns import Rows
+from rulesched.engine.sharing import Shared
 
 LOG_LIMIT = 1 << 20  # journal entries the row log keeps (8 MB); older positions mean "all stale"
 COLUMN_ROWS = 6_000_000  # rule-column rows kept over all keys (9 bytes each: ~54 MB at most)

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang.evaluation.arrays import Unsupported
+from rulesched.engine.arrays import Unsupported
 from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, SharedColumns
-from rulesched.lang.evaluation.columns import NodeColumns, Rows, node_fields
-from rulesched.lang.evaluation.encoded import Encoded, encode
+from rulesched.engine.columns import NodeColumns, Rows, node_fields
+from rulesched.engine.encoded import Encoded, encode
 
 
 @dataclass(frozen=True)

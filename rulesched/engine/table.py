@@ -27,10 +27,10 @@ import numpy.typing as npt
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.lang import BoundFilter, BoundRules, Filters
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.lang.evaluation.failures import FailedRows, first_failures
+from rulesched.engine.columns import NodeColumns, Rows
+from rulesched.engine.failures import FailedRows, first_failures
 from rulesched.lang.evaluation.watch import CHECK_EVERY
-from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
+from rulesched.engine.shared import Lookups, RowLog, RuleColumns
 
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
