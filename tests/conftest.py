@@ -27,7 +27,7 @@ from traceback import format_exception
 
 import pytest
 
-from rulesched.engine.fallback import Fallback, observe
+from rulesched.engine import Fallback, observe
 from tests.apiserver import TestApiServer
 from tests.helpers.columns import break_columns
 from tests.helpers.profiles import load_profile, storage_directory

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from rulesched import engine
 from rulesched.cli import _parser
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
@@ -84,8 +85,8 @@ def test_node_by_node_loops_check_every_few_nodes_and_name_the_rule() -> None:
     # rules as columns' fallback, node by node, and every score of each node in turn: the same
     # (a score evaluated node by node names itself only when costly: see the next test)
     for call, rule in (
-        (lambda: bound.filter_mask(SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow"),
-        (lambda: bound.score_matrix(SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow_score"),
+        (lambda: engine.filter_mask(bound, SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow"),
+        (lambda: engine.score_matrix(bound, SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow_score"),
         (lambda: bound.score_vectors(NODES), ""),
     ):
         counted.checks = counted.evaluations = 0

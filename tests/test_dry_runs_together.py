@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rulesched.engine import ColumnStore
 from rulesched.lang.load import load_rules_text
 from rulesched.scheduler import preemption
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.nominator import Reserved
-from rulesched.engine.table import ColumnStore
 from tests.helpers.preemption import batch_every_preemption
 from tests.upstream.harness import default_rules, node, pdb, pod, state
 

@@ -17,10 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import ColumnStore, NodeTable, RuleShare, rule_share
 from rulesched.lang import load_rules_text
-from rulesched.engine.sharing import RuleShare, rule_share
 from rulesched.scheduler.framework import SchedulerSettings
-from rulesched.engine.table import ColumnStore, NodeTable
 from tests.helpers.scenarios import (
     NAMESPACES,
     SETTINGS,
@@ -144,7 +143,7 @@ values = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]), st.tuples(st.sam
 def test_groups_partition_nodes_by_their_values(rows: list[tuple[Any, Any]], width: int) -> None:
     """Rows share a group exactly when their values are equal; each group's representative is
     its first row; a changed row is found to have left its group (the fast path and still())."""
-    from rulesched.engine.columns import Groups
+    from rulesched.engine import Groups
 
     getters = [lambda r, i=i: r[i] for i in range(width)]
     groups = Groups.of(rows, getters)

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang import schema
 from rulesched.engine.arrays import Array, dtype_of, typed
+from rulesched.lang import schema
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations
 from rulesched.lang.types import STRING, Type

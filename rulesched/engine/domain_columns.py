@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from rulesched.lang import schema
 from rulesched.engine.arrays import Col, Unsupported, Value, column_of
 from rulesched.engine.columns import NodeColumns, Rows
+from rulesched.lang import schema
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.stages import Factory
 from rulesched.lang.frontend import ast

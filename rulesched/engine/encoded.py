@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang.context import EvalContext
 from rulesched.engine.arrays import SCALAR, Col, Unsupported, bools
 from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.engine.vectorise import ColumnEvaluator
+from rulesched.lang.context import EvalContext
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import ListOf, MapOf

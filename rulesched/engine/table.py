@@ -26,11 +26,20 @@ import numpy.typing as npt
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundFilter, BoundRules, Filters
+from rulesched.engine.batch import (
+    Filters,
+    dynamic_grouped,
+    filter_column,
+    filter_mask,
+    score_column,
+    score_matrix,
+    volatile_grouped,
+)
 from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.engine.failures import FailedRows, first_failures
-from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.engine.shared import Lookups, RowLog, RuleColumns
+from rulesched.lang import BoundFilter, BoundRules
+from rulesched.lang.evaluation.watch import CHECK_EVERY
 
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
@@ -241,7 +250,7 @@ class NodeTable:
             nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
             try:
                 if self._many(stale):
-                    vectors[stale] = self.bound.score_matrix(self._columns(), stale, True, self._shared())
+                    vectors[stale] = score_matrix(self.bound, self._columns(), stale, True, self._shared())
                 else:
                     left = CHECK_EVERY
                     for i in stale.tolist():
@@ -259,10 +268,10 @@ class NodeTable:
             self.bound.ctx.feasible = nodes
             # As columns where that is one call per zone (spreading), say; else node by node.
             columns = self._columns() if self._many(rows) else None
-            if columns is not None and not self.bound.volatile_grouped(columns):
+            if columns is not None and not volatile_grouped(self.bound, columns):
                 columns = None
             for index, score in volatile:
-                found = None if columns is None else self.bound.score_column(columns, rows, index)
+                found = None if columns is None else score_column(self.bound, columns, rows, index)
                 if found is not None:
                     column = found.astype(np.int64, copy=False)
                 else:
@@ -294,7 +303,7 @@ class NodeTable:
             if not len(live):
                 break
             at = rows[live]
-            ok = bound.filter_column(self._columns(), at, index, self._shared()) if self._many(at) else None
+            ok = filter_column(bound, self._columns(), at, index, self._shared()) if self._many(at) else None
             if ok is None:
                 passes = f.passes
                 ok = np.array([bool(passes(nodes[r])) for r in at.tolist()], dtype=bool)
@@ -314,7 +323,7 @@ class NodeTable:
         if len(stale):
             nodes, fits, failure = self._nodes, self._fits, self.bound.static_failure
             if self._many(stale):
-                fits[stale] = self.bound.filter_mask(self._columns(), stale, Filters.STATIC, self._shared())
+                fits[stale] = filter_mask(self.bound, self._columns(), stale, Filters.STATIC, self._shared())
             else:
                 watch, left = self.bound.watch, CHECK_EVERY
                 for i in stale.tolist():
@@ -333,8 +342,8 @@ class NodeTable:
         the binding's watch every CHECK_EVERY nodes)."""
         if self._many(fit):  # as columns where that is one call per zone (spreading), say
             columns = self._columns()
-            if self.bound.dynamic_grouped(columns):
-                return fit[self.bound.filter_mask(columns, fit, Filters.DYNAMIC)][:need]
+            if dynamic_grouped(self.bound, columns):
+                return fit[filter_mask(self.bound, columns, fit, Filters.DYNAMIC)][:need]
         nodes, kept = self._nodes, list[int]()
         append = kept.append
         watch, left = self.bound.watch, CHECK_EVERY

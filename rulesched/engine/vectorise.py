@@ -29,9 +29,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.context import EvalContext
 from rulesched.engine.arrays import (
     EXACT_LIMIT,
     SCALAR,
@@ -51,6 +48,9 @@ from rulesched.engine.arrays import (
 from rulesched.engine.columns import NodeColumns, Path, Rows
 from rulesched.engine.domain_columns import DomainCodes, domain_column, groupable
 from rulesched.engine.fallback import ColumnFallbacks
+from rulesched.lang import schema
+from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations

@@ -55,6 +55,7 @@ import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import ColumnStore, NodeTable, Rows, TableOverflow
 from rulesched.errors import InputError
 from rulesched.extender.binding import BindSettings, refusal
 from rulesched.extender.binding import bind as bind_pod
@@ -76,7 +77,6 @@ from rulesched.extender.wire import (
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
-from rulesched.engine.columns import Rows
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.lang.indexes import ForkedIndexes
 from rulesched.logs import VERBOSE
@@ -86,7 +86,6 @@ from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.cycle import MAX_TABLES, tables_for
 from rulesched.scheduler.evaluate import score_nodes
 from rulesched.scheduler.scoring import Matrix, weighted_totals
-from rulesched.engine.table import ColumnStore, NodeTable, TableOverflow
 
 log = logging.getLogger(__name__)
 

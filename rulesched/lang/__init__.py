@@ -26,7 +26,6 @@ from rulesched.lang.evaluation.bound import (
     BoundPreempt,
     BoundRules,
     BoundScore,
-    Filters,
 )
 from rulesched.lang.evaluation.ruleset import RuleSet, Session
 from rulesched.lang.frontend.files import (
@@ -48,8 +47,6 @@ __all__ = [
     "ClusterView",
     "Diagnostic",
     "EvalContext",
-    "Filters",
-    "Filters",
     "RuleSet",
     "RulesHandle",
     "Session",

@@ -38,9 +38,17 @@ import numpy as np
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
+from rulesched.engine import (
+    ColumnStore,
+    FailedRows,
+    NodeColumns,
+    NodeTable,
+    Rows,
+    TableOverflow,
+    reason_counts,
+    unresolvable_rows,
+)
 from rulesched.lang import BoundRules, RuleSet, Session
-from rulesched.engine.columns import NodeColumns, Rows
-from rulesched.engine.failures import FailedRows, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.timing import RuleTimer, timed
 from rulesched.model import Pod
 from rulesched.scheduler.cancel import Cancellation
@@ -66,7 +74,6 @@ from rulesched.scheduler.framework import (
 )
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
 from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
-from rulesched.engine.table import ColumnStore, NodeTable, TableOverflow
 
 TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
 MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)

@@ -27,12 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from rulesched.engine import NodeTable, Rows, TableOverflow
 from rulesched.lang import BoundRules
-from rulesched.engine.columns import Rows
 from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
 from rulesched.scheduler.nominator import ReservedCheck
 from rulesched.scheduler.scoring import Matrix, weighted_totals
-from rulesched.engine.table import NodeTable, TableOverflow
 
 NAMED = 30  # filtered nodes named per reason (and unresolvable ones), in walk order
 BEST = 10  # scored nodes kept, best first (every one with EXPLAIN_FULL)

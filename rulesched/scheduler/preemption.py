@@ -39,9 +39,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
+from rulesched.engine import NodeColumns, Unsupported
 from rulesched.lang import BoundRules, Session
-from rulesched.engine.arrays import Unsupported
-from rulesched.engine.columns import NodeColumns
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.lang.indexes import ForkedIndexes

@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from rulesched import engine
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
+from rulesched.engine import NodeColumns
 from rulesched.lang import BoundRules, RuleSet, Session
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.blame import Blame, Blamer, quantity_text
-from rulesched.engine.columns import NodeColumns
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
@@ -224,7 +225,7 @@ def _pass_matrix(bound: BoundRules, nodes: Sequence[NodeInfo]) -> np.ndarray[Any
     cols = NodeColumns(nodes)
     rows = np.arange(len(nodes), dtype=np.intp)
     for index, f in enumerate(bound.filters):
-        column = bound.filter_column(cols, rows, index) if len(nodes) >= 32 else None
+        column = engine.filter_column(bound, cols, rows, index) if len(nodes) >= 32 else None
         if column is None:
             column = np.fromiter((bool(f.passes(n)) for n in nodes), dtype=bool, count=len(nodes))
         out[index] = column.astype(bool, copy=False)
@@ -341,7 +342,7 @@ def _best(
     picked = [nodes[i] for i in feasible.tolist()]
     bound.ctx.feasible = picked
     try:
-        matrix: Matrix = bound.score_matrix(NodeColumns(picked), np.arange(len(picked), dtype=np.intp))
+        matrix: Matrix = engine.score_matrix(bound, NodeColumns(picked), np.arange(len(picked), dtype=np.intp))
     except OverflowError:
         matrix = score_matrix(bound.score_vectors(picked))
     per_rule: list[Matrix] = []

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from rulesched.engine import ColumnStore
 from rulesched.scheduler import dryrun, preemption
-from rulesched.engine.table import ColumnStore
 
 
 def batch_every_preemption(monkeypatch: pytest.MonkeyPatch, calls: list[int] | None = None) -> None:
