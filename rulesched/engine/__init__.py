@@ -10,7 +10,8 @@ engine evaluates such a binding over many nodes as numpy columns and keeps what 
   rule set and ``ColumnBodies`` per binding; ``fallback``: a column evaluation that raised (a
   bug) is counted, logged and redone node by node;
 * ``sharing`` (which rules' answers classes of pods can share) and ``shared`` (those answers,
-  one column per share key, kept in step with the cluster); ``failures`` (why rows fail, as
+  one column per share key, kept in step with the cluster); ``dryrun`` (preemption's dry runs
+  over many nodes at once); ``failures`` (why rows fail, as
   kube-scheduler's FitError counts them); ``table`` (a class of equivalent pods' answers per
   node, recomputed for the rows binds changed);
 * ``settings``: :class:`EngineSettings`, every budget and threshold of the above.
@@ -37,6 +38,7 @@ from rulesched.engine.batch import (
     volatile_grouped,
 )
 from rulesched.engine.columns import Groups, NodeColumns, Path, Rows, node_fields
+from rulesched.engine.dryrun import Together, dry_runs_together, node_local
 from rulesched.engine.encoded import encode
 from rulesched.engine.failures import FailedRows, as_reasons, first_failures, reason_counts, unresolvable_rows
 from rulesched.engine.fallback import Fallback, observe
@@ -64,9 +66,11 @@ __all__ = [
     "Shared",
     "SharedColumns",
     "TableOverflow",
+    "Together",
     "Unsupported",
     "as_reasons",
     "columns_of",
+    "dry_runs_together",
     "dynamic_grouped",
     "encode",
     "filter_column",
@@ -74,6 +78,7 @@ __all__ = [
     "filter_rows",
     "first_failures",
     "node_fields",
+    "node_local",
     "observe",
     "plan_of",
     "reason_counts",

@@ -76,9 +76,7 @@ from rulesched.extender.wire import (
 )
 from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
-from rulesched.lang import BoundRules, RuleSet, RulesHandle, Session
-from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
-from rulesched.lang.indexes import ForkedIndexes
+from rulesched.lang import CHECK_EVERY, BoundRules, ForkedIndexes, RuleSet, RulesHandle, RuleWatch, Session
 from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod

@@ -45,8 +45,7 @@ from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
 from rulesched.kube.api import PODGROUPS, WORKLOADS, KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
-from rulesched.lang import RuleSet, RulesHandle
-from rulesched.lang.frontend.resource_fit import startup_warning
+from rulesched.lang import RuleSet, RulesHandle, startup_warning
 from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE

@@ -32,8 +32,7 @@ import numpy as np
 from rulesched import engine
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns
-from rulesched.lang import RuleSet, Session
-from rulesched.lang.indexes import ForkedIndexes
+from rulesched.lang import ForkedIndexes, RuleSet, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 from rulesched.semantics.matching import label_selector_matches

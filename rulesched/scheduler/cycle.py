@@ -48,8 +48,7 @@ from rulesched.engine import (
     reason_counts,
     unresolvable_rows,
 )
-from rulesched.lang import BoundRules, RuleSet, Session
-from rulesched.lang.evaluation.timing import RuleTimer, timed
+from rulesched.lang import BoundRules, RuleSet, RuleTimer, Session, timed
 from rulesched.model import Pod
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.evaluate import (

@@ -40,12 +40,8 @@ import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Unsupported
-from rulesched.engine.dryrun import Together, dry_runs_together, node_local
-from rulesched.lang import BoundRules, Session
-from rulesched.lang.evaluation.stages import NodeMemos
-from rulesched.lang.evaluation.watch import CHECK_EVERY
-from rulesched.lang.indexes import ForkedIndexes
-from rulesched.lang.types import NUMBER, ListOf
+from rulesched.engine import Together, dry_runs_together, node_local
+from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (

@@ -40,9 +40,7 @@ from rulesched import engine
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine import NodeColumns
-from rulesched.lang import BoundRules, RuleSet, Session
-from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.blame import Blame, Blamer, quantity_text
+from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
