@@ -55,7 +55,7 @@ import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.cluster.store import ClusterStore
-from rulesched.engine import ColumnStore, NodeTable, Rows, TableOverflow
+from rulesched.engine import ColumnStore, EngineSettings, NodeTable, Rows, TableOverflow
 from rulesched.errors import InputError
 from rulesched.extender.binding import BindSettings, refusal
 from rulesched.extender.binding import bind as bind_pod
@@ -81,7 +81,7 @@ from rulesched.logs import VERBOSE
 from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.cancel import Cancellation, CycleCancelled
-from rulesched.scheduler.cycle import MAX_TABLES, tables_for
+from rulesched.scheduler.cycle import tables_for
 from rulesched.scheduler.evaluate import score_nodes
 from rulesched.scheduler.scoring import Matrix, weighted_totals
 
@@ -185,7 +185,10 @@ class Extender:
         self._nodes = NodeCache(node_cache_bytes, on_evict=self._forget)
         self._seen: dict[str, float] = {}  # node name -> the last request that sent the node
         self._last_sweep = clock()
-        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
+        # The engine's budgets, the cycle's but for columns_from: 64 (the extender's own tuning,
+        # kept: its p99 is measured apart) and its walk steps of CHUNK nodes.
+        self.engine = EngineSettings(columns_from=64, walk_chunk=CHUNK)
+        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(self.engine.max_tables)
         self._columns = ColumnStore()
         self._rules_of_tables: object = None
         self._index: NodeIndex | None = None
@@ -331,9 +334,9 @@ class Extender:
             self._tables.clear()
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, 64, CHUNK)
+            table = NodeTable(bound, self._columns, self.engine.columns_from, self.engine.walk_chunk)
             if bound.cached:
-                limit = tables_for(len(snapshot.nodes))  # as a scheduling cycle keeps them
+                limit = tables_for(len(snapshot.nodes), 1, self.engine)  # as a scheduling cycle keeps them
                 while len(self._tables) >= limit:
                     self._tables.popitem()
                 self._tables[bound] = table

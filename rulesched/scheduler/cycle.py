@@ -40,6 +40,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine import (
     ColumnStore,
+    EngineSettings,
     FailedRows,
     NodeColumns,
     NodeTable,
@@ -74,15 +75,14 @@ from rulesched.scheduler.framework import (
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
 from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
 
-TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
-MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
 
-
-def tables_for(nodes: int, shares: int = 1) -> int:
-    """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (300 at 5000
-    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16; ``shares``
-    Cycles (a scheduler's profiles) split those rows between them."""
-    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes) // max(1, shares)))
+def tables_for(nodes: int, shares: int = 1, engine: EngineSettings | None = None) -> int:
+    """How many classes keep their node tables: as many as fit in ``engine.table_rows`` rows (300
+    at 5000 nodes: a cluster's worth of Deployments interleaved reuse theirs), at least
+    ``min_tables``, at most ``max_tables``; ``shares`` Cycles (a scheduler's profiles) split those
+    rows between them."""
+    engine = engine if engine is not None else EngineSettings()
+    return max(engine.min_tables, min(engine.max_tables, engine.table_rows // max(1, nodes) // max(1, shares)))
 
 
 class Cycle:
@@ -92,6 +92,8 @@ class Cycle:
 
     def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
         self.settings = settings
+        # The engine's budgets; the cycle's two walk knobs come from the command line's settings.
+        self.engine = EngineSettings(columns_from=settings.columns_from, walk_chunk=settings.walk_chunk)
         self.cancel = cancel if cancel is not None else Cancellation()
         self.rng = random.Random(settings.seed)
         # Preemption's offsets (GetOffsetAndNumCandidates) from a stream of their own, seeded from
@@ -102,10 +104,10 @@ class Cycle:
         self._rules: RuleSet | None = None
         self._scoring = True  # the rule set has score rules: else the first feasible node is taken
         # keyed by the class's binding itself (held here, so never confused with a later one)
-        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
+        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(self.engine.max_tables)
         self._columns = ColumnStore()
         # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
-        self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
+        self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(self.engine.max_tables)
         # The last cycle's failing rows by first failing filter, when its table walk found no
         # node: (binding, the snapshot's history, pod position, node generation, rows)
         self._failed: tuple[BoundRules, object, int, int, list[FailedRows]] | None = None
@@ -276,9 +278,9 @@ class Cycle:
     ) -> CycleResult:
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self._columns, self.settings.columns_from, self.settings.walk_chunk, self._ratio)
+            table = NodeTable(bound, self._columns, self.engine.columns_from, self.engine.walk_chunk, self._ratio)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
-                limit = tables_for(len(snapshot.nodes), self.shares)
+                limit = tables_for(len(snapshot.nodes), self.shares, self.engine)
                 while len(self._tables) >= limit:
                     self._tables.popitem()  # the least recently used
                 self._tables[bound] = table

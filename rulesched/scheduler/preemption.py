@@ -39,8 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.engine import NodeColumns, Unsupported
-from rulesched.engine import Together, dry_runs_together, node_local
+from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
 from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
