@@ -475,7 +475,7 @@ def cycle_scheduler_api(rules: RuleSet, nodes: Sequence[NodeInfo], pod: Pod) -> 
 
 
 def cycle_columns(rules: RuleSet, cols: NodeColumns, pod: Pod) -> Phases:
-    """The same cycle evaluated as columns over every node at once (BoundRules.filter_mask and
+    """The same cycle evaluated as columns over every node at once (engine.filter_mask and
     score_matrix, what the scheduler's node tables use for many nodes): bind, the feasible
     mask, the raw score matrix of the feasible nodes."""
     clock = time.perf_counter

@@ -1,4 +1,4 @@
-"""Preemption's dry runs of many nodes at once (rulesched.scheduler.dryrun) give what the
+"""Preemption's dry runs of many nodes at once (rulesched.engine.dryrun) give what the
 node-by-node dry runs give (upstream's DefaultPreemption tables run both ways in
 tests/upstream/test_defaultpreemption.py): on generated clusters (priorities, budgets, host ports, taints,
 pods of other priorities, rules whose filters read what the columns cannot adjust) both ways

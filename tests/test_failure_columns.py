@@ -1,4 +1,4 @@
-"""Why nodes fail, counted as columns (rulesched.lang.evaluation.failures, .encoded), gives what
+"""Why nodes fail, counted as columns (rulesched.engine.failures, .encoded), gives what
 node by node gives: the same first failing filter per node, the same FitError histogram, the
 same statuses for preemption; and the encoded evaluation of reason expressions equals the
 reference interpreter's value on every node, for the shapes it handles and for those it hands

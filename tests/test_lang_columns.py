@@ -1,4 +1,4 @@
-"""Column evaluation (rulesched.lang.evaluation.columns, BoundRules.filter_mask / score_matrix) against the
+"""Column evaluation (rulesched.engine.columns, engine.filter_mask / score_matrix) against the
 reference interpreter: generated rule sets, the specialised shapes, values at the edges of exact
 int64 / float64 arithmetic, row subsets, and nodes that change after the columns were built."""
 

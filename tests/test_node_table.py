@@ -1,4 +1,4 @@
-"""Property: a class's NodeTable (rulesched.scheduler.table) answers as its binding does node by
+"""Property: a class's NodeTable (rulesched.engine.table) answers as its binding does node by
 node — same feasible nodes in the same walk order, same number looked at, same score vectors —
 for any start and any number wanted, while pods come and go and nodes change between walks
 (so stale rows must be found from the pod journal and node generations), whether stale rows are

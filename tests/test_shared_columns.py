@@ -1,4 +1,4 @@
-"""Rule answers shared between classes (rulesched.lang.evaluation.sharing, rulesched.scheduler.shared).
+"""Rule answers shared between classes (rulesched.engine.sharing, rulesched.engine.shared).
 
 What each default rule is keyed by, and properties: with many classes interleaved whose pods agree
 on some rules' pod fields and not others, while pods come and go and nodes are added and replaced

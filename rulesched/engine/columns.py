@@ -2,10 +2,10 @@
 
 ``node.allocatable.cpu`` for every node is one int64 array, built the first time a rule reads it
 and kept: columns are node-only facts, so one store serves every pod. Its owner (the scheduler's
-:class:`rulesched.scheduler.table.ColumnStore`, or a benchmark) says which rows changed
+:class:`rulesched.engine.table.ColumnStore`, or a benchmark) says which rows changed
 (:meth:`NodeColumns.update`). :class:`Groups` partition the nodes by the values of a few fields
 (their taints, say), for rules that read nothing else of a node.
-Next stage: :mod:`rulesched.lang.evaluation.vectorise` evaluates rules over these columns.
+Next stage: :mod:`rulesched.engine.vectorise` evaluates rules over these columns.
 """
 
 from __future__ import annotations

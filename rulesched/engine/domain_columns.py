@@ -3,7 +3,7 @@ domain's label, not once per node.
 
 An indexed domain aggregate (rulesched.lang.frontend.domain_check) over ``domain(node, KEY)``
 depends on the node only through its value of label KEY; one over ``cluster`` or the minimum
-over the domains (``OverDomains``) not at all. So :class:`rulesched.lang.evaluation.vectorise.ColumnEvaluator`
+over the domains (``OverDomains``) not at all. So :class:`rulesched.engine.vectorise.ColumnEvaluator`
 asks the compiled aggregate (the same closures and indexes the node-by-node path uses, made once
 per pod and kept in the context's scratch) for one representative node per label value and
 spreads the answers over the rows. Next stage: the column's consumer, as for any column.

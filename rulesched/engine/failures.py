@@ -7,7 +7,7 @@ not UnschedulableAndUnresolvable. Asking :meth:`BoundRules.first_failure` node b
 every filter's closures again on every node; here each filter is evaluated once over the rows
 still undecided (as columns where it can be, from the shared columns a walk just filled), in
 rule order, so each row gets the same first failing filter as node by node. Reasons are counted
-per distinct value (:mod:`rulesched.lang.evaluation.encoded`, else once per group of nodes alike in
+per distinct value (:mod:`rulesched.engine.encoded`, else once per group of nodes alike in
 the fields the reason reads, else node by node), and the ``unresolvable`` condition is evaluated
 likewise, only when preemption asks.
 Next stage: the scheduler's cycle (rulesched.scheduler.cycle) turns these into its FitError

@@ -1,6 +1,6 @@
 """What every class's node table shares: which rows the pod journal changed, and rule columns.
 
-A node table (:mod:`rulesched.scheduler.table`) is one class's answers; with 200 Deployments
+A node table (:mod:`rulesched.engine.table`) is one class's answers; with 200 Deployments
 interleaved, 200 tables each learn of every bind and each recompute the row it changed when a
 walk next reaches it. Much of that work is the same for many classes:
 
@@ -8,7 +8,7 @@ walk next reaches it. Much of that work is the same for many classes:
   every table: a table catching up on 200 binds takes one array slice instead of a pass over the
   changes.
 - :class:`RuleColumns` keeps, for each shareable rule and the pod values it reads (a
-  :class:`rulesched.lang.evaluation.sharing.Shared` key), its answer on each node computed so far.
+  :class:`rulesched.engine.sharing.Shared` key), its answer on each node computed so far.
   Classes agreeing on those values read them instead of evaluating the rule again: a
   TaintToleration filter is computed once per set of tolerations, a LeastAllocated score once per
   request size. Rules that read only node values pods do not change (labels, taints) keep their
@@ -16,7 +16,7 @@ walk next reaches it. Much of that work is the same for many classes:
   that node, as a table's rows do.
 
 Both are for one node list (a store's history and node generation) and start afresh after a
-node change. Next stage: :meth:`rulesched.lang.BoundRules.filter_mask` and ``score_matrix``
+node change. Next stage: :func:`rulesched.engine.filter_mask` and ``score_matrix``
 read and fill the columns.
 """
 
@@ -90,7 +90,7 @@ class _Column:
 
 class RuleColumns:
     """Shared rules' answers per key over one node list. :meth:`use` gives the lookups for one
-    snapshot (satisfying :class:`rulesched.lang.evaluation.bound.SharedColumns`); they are not
+    snapshot (satisfying :class:`rulesched.engine.batch.SharedColumns`); they are not
     kept here, so no snapshot outlives its walk (a live snapshot makes the store copy nodes
     before changing them). Least recently used keys go first."""
 

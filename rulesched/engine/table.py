@@ -11,7 +11,7 @@ node, on the rows the cached filters let through. Answers and their order are th
 :meth:`rulesched.lang.BoundRules.feasible` and ``score_vector``.
 
 Many stale rows at once (the first walk of a new class, every row after a node change) are
-evaluated as columns over those rows (``BoundRules.filter_mask`` / ``score_matrix``) from a
+evaluated as columns over those rows (``engine.filter_mask`` / ``score_matrix``) from a
 :class:`ColumnStore` every table shares: node values as arrays, kept in step with the same
 journal.
 Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks the host.
@@ -49,7 +49,7 @@ class TableOverflow(Exception):
 
 
 class ColumnStore:
-    """The cluster's nodes as columns (:class:`rulesched.lang.evaluation.columns.NodeColumns`),
+    """The cluster's nodes as columns (:class:`rulesched.engine.columns.NodeColumns`),
     kept in step with the snapshots a scheduler reads: rows re-read where the pod journal says
     nodes changed, everything rebuilt after a node change."""
 

@@ -5,19 +5,19 @@ a call per operator per node. For a pod unlike any before it the scheduler needs
 hundreds or thousands of nodes, so a rule whose body is arithmetic, comparisons and logic over
 node values (``node.allocatable.cpu``, ``node.free["nvidia.com/gpu"]``, ``len(node.pods)``)
 and values known once the pod is (``pod.requests.cpu``, a constant) is evaluated here as array
-operations over the nodes' columns (:mod:`rulesched.lang.evaluation.columns`) instead. Built-ins and record
+operations over the nodes' columns (:mod:`rulesched.engine.columns`) instead. Built-ins and record
 fields that numpy cannot express are called per node inside the column (the same
 implementations); what cannot be expressed at all (a loop over a node's own list, ``in`` over
 lists) leaves the rule to the closures, decided once per rule when the rules load
 (:func:`vectorisable`).
 
 Answers are the reference interpreter's, exactly: the pod-only parts are evaluated by
-:class:`rulesched.lang.evaluation.interp.Interpreter` itself, the rest by :mod:`rulesched.lang.evaluation.arrays`,
+:class:`rulesched.lang.evaluation.interp.Interpreter` itself, the rest by :mod:`rulesched.engine.arrays`,
 which raises :class:`Unsupported` where numpy could not be exact (the caller then evaluates the
 rule node by node). ``and``/``or``/``if`` evaluate their later operands only on the rows that
 need them; quantifiers over a pod-side list are unrolled per element.
 Next stage: :class:`rulesched.lang.evaluation.ruleset.BoundRules` (``filter_mask`` and ``score_matrix``),
-called by ``rulesched.scheduler.table``.
+called by ``rulesched.engine.table``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One :class:`Extender` owns a :class:`ClusterStore` and is used from one thread (the server runs
 every request on the same worker), so it needs no locks and its caches carry over from request
 to request: the rules' per-class bindings and per-node answers, the node tables of recent pod
-classes (:class:`rulesched.scheduler.table.NodeTable`, as a scheduling cycle uses), and decoded
+classes (:class:`rulesched.engine.table.NodeTable`, as a scheduling cycle uses), and decoded
 nodes by their bytes. A request's evaluation stops at its first check past the server's timeout
 (:meth:`Extender.answer`), as a scheduling cycle past its deadline, so it never holds the thread
 long after kube-scheduler was answered 503.

@@ -6,7 +6,7 @@ rule set has no score rule; the next cycle starts after the last node looked at 
 findNodesThatPassFilters and nextStartNodeIndex, as with one filter goroutine). A pod with a
 nominated node (set by an earlier preemption) tries that node first; when it fails there,
 upstream counts it among the nodes processed, and so does the start of the next walk. Pods of an equivalence class walk their
-class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays); a pod of its own
+class's :class:`rulesched.engine.table.NodeTable` (answers kept as arrays); a pod of its own
 class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
 one function, :func:`rulesched.scheduler.scoring.weighted_totals`. A report's explanation

@@ -6,7 +6,7 @@ left, before the table lets go of its snapshot:
 
 - the nodes filtered out are the walk's window (the nodes it looked at, in walk order) less the
   feasible rows; which filter each failed first comes from the table
-  (:meth:`rulesched.scheduler.table.NodeTable.first_failing`: shared and column answers read,
+  (:meth:`rulesched.engine.table.NodeTable.first_failing`: shared and column answers read,
   not recomputed), then that filter's reasons and ``unresolvable`` clause node by node, as
   ``--explain`` always gave them; a node that fits alone but not with its nominated pods has
   the reasons it fails for with them;

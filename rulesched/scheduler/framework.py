@@ -52,7 +52,7 @@ class SchedulerSettings:
     max_backoff_seconds: float = 10.0
     scheduler_name: str | None = None  # None: every pending pod
     # A table walk that meets at least this many stale nodes evaluates the rules over them as
-    # columns (rulesched.lang.evaluation.columns) rather than node by node; 0 never does.
+    # columns (rulesched.engine.columns) rather than node by node; 0 never does.
     columns_from: int = 32
     # The most nodes one step of a table walk takes (0: as many as the walk wants). numpy lets go
     # of the interpreter lock for operations on more than 500 elements; where other threads are

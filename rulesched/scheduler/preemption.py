@@ -278,7 +278,7 @@ def _rows_to_try(
 
 
 def _pod_priorities(node: Any) -> frozenset[int]:
-    """The priorities of a node's pods (a node column: rulesched.lang.evaluation.columns)."""
+    """The priorities of a node's pods (a node column: rulesched.engine.columns)."""
     return frozenset(p.priority for p in node.pods)
 
 
