@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.lang import RuleSet
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
@@ -43,7 +44,7 @@ def _placements(
     scenario: Scenario, seed: int, explain: bool, columns_from: int = 0, rules: RuleSet | None = None
 ) -> list[Any]:
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
+    settings = SchedulerSettings(seed=seed, explain=explain, engine=EngineSettings(columns_from=columns_from))
     return [(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings, rules)]
 
 
@@ -93,7 +94,10 @@ def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
             [node(f"n{i}") for i in range(4)], [pod(f"r{i}", node_name=f"n{min(i, 2)}") for i in range(4)]
         )
         scheduler = Scheduler(
-            load_rules([path]), state, SchedulerSettings(seed=3, explain=explain, columns_from=1), AlwaysBind()
+            load_rules([path]),
+            state,
+            SchedulerSettings(seed=3, explain=explain, engine=EngineSettings(columns_from=1)),
+            AlwaysBind(),
         )
         for i in range(3):
             scheduler.add(pod(f"p{i}"))

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.engine import ColumnStore, NodeTable, RuleShare, rule_share
+from rulesched.engine import ColumnStore, EngineSettings, NodeTable, RuleShare, rule_share
 from rulesched.lang import load_rules_text
 from rulesched.scheduler.framework import SchedulerSettings
 from tests.helpers.scenarios import (
@@ -112,7 +112,7 @@ def test_many_classes_place_as_node_by_node(scenario: Scenario, seed: int) -> No
     placements = []
     for explain, columns_from in ((True, 0), (False, 0), (False, 1), (False, 2)):
         state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-        settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
+        settings = SchedulerSettings(seed=seed, explain=explain, engine=EngineSettings(columns_from=columns_from))
         placements.append([(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings)])
     assert placements[1:] == placements[:1] * 3
 

@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from rulesched.engine.arrays import Unsupported
 from rulesched.engine.columns import NodeColumns, Rows, node_fields
+from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
 from rulesched.engine.vectorise import ColumnEvaluator, grouped, vectorisable
 from rulesched.lang import BoundRules, RuleSet
@@ -82,7 +83,8 @@ class ColumnPlan:
     def __init__(self, rules: RuleSet) -> None:
         checked = rules.checked
         notes, lets = checked.notes, checked.lets
-        self.evaluator = ColumnEvaluator(notes, lets, rules.domain_codes)
+        # One plan per rule set, whichever face evaluates it: the unroll is the default settings'.
+        self.evaluator = ColumnEvaluator(notes, lets, rules.domain_codes, EngineSettings().column_unroll)
         both = (*rules.filters, *rules.scores)
         self._vectorisable = {id(r): vectorisable(r.checked.rule.body, notes, lets) for r in both}
         self._fields = {id(r): node_fields(r.checked.rule.body, notes, lets) for r in both}

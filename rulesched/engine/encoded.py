@@ -29,8 +29,6 @@ from rulesched.lang.schema import zero_value
 from rulesched.lang.types import ListOf, MapOf
 from rulesched.lang.values import COERCIONS, binary_function
 
-MAX_ITEMS = 64  # elements of a pod-side list a collect is unrolled over
-
 
 class Encoded:
     """One value per row: ``values[codes[row]]`` (values need not be distinct)."""
@@ -117,7 +115,7 @@ def _encode(
             not analysis.reads_node(iterable)
         ):
             elements = list(ev.interp.evaluate(iterable, ctx, None, scope))
-            if len(elements) > MAX_ITEMS:
+            if len(elements) > ev.unroll:
                 raise Unsupported("list too long to unroll")
             out = Encoded.constant((), n)
             for item in elements:

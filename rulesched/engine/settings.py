@@ -5,14 +5,11 @@ modules had as constants before they were gathered here, so placements and speed
 before. Results never depend on any of them (a budget only decides what is kept or whether rows
 go as columns or node by node, which give the same answers); memory and speed do.
 
-Passed down today: the class-table budget (``table_rows``, ``max_tables``, ``min_tables``: the
-cycle's and the extender's ``tables_for`` and their table caches) and the walk's ``columns_from``
-and ``walk_chunk`` (the cycle builds its value from SchedulerSettings', the extender passes 64 and
-448). Documented here with the value their module still holds as a constant (same default, not
-yet passed down; the next step): ``column_rows``, ``min_column_keys``, ``log_limit``
-(rulesched.engine.shared: COLUMN_ROWS, the 64 in RuleColumns.use, LOG_LIMIT), ``few_rows``,
-``max_columns``, ``max_cells``, ``max_groups`` (rulesched.engine.columns), ``column_unroll``
-(MAX_ITEMS of rulesched.engine.vectorise and encoded).
+Who passes it: the cycle takes ``SchedulerSettings.engine`` (``run`` gives walk steps of 448), the
+extender its own (``columns_from`` 64, steps of 448); they hand it to their ``ColumnStore`` (node
+columns, shared columns, the row log), their ``NodeTable``s and ``tables_for``. The column
+evaluator is one per rule set, whichever face evaluates it (rulesched.engine.batch.ColumnPlan):
+it is made with the default ``column_unroll``.
 
 Thresholds that stay with the language, because the language uses them node by node and never
 imports the engine: ``CHECK_EVERY`` (rulesched.lang.evaluation.watch: nodes evaluated between two
@@ -76,6 +73,8 @@ class EngineSettings:
     # bound they grow without end and every one is brought up to date at every bind.
     max_columns: int = 256
     max_cells: int = 8_000_000
+    # Columns kept at least, in columns, however large the cluster (a cycle's rules read a dozen).
+    min_columns: int = 16
     # Groups of alike nodes a rule evaluated once per group may have, in groups (or an eighth of
     # the nodes, if more): above it the nodes are too unlike for one call per group to pay.
     max_groups: int = 64

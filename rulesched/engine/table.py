@@ -37,6 +37,7 @@ from rulesched.engine.batch import (
 )
 from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.engine.failures import FailedRows, first_failures
+from rulesched.engine.settings import EngineSettings
 from rulesched.engine.shared import Lookups, RowLog, RuleColumns
 from rulesched.lang import BoundFilter, BoundRules
 from rulesched.lang.evaluation.watch import CHECK_EVERY
@@ -53,15 +54,16 @@ class ColumnStore:
     kept in step with the snapshots a scheduler reads: rows re-read where the pod journal says
     nodes changed, everything rebuilt after a node change."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self._settings = settings = settings if settings is not None else EngineSettings()
         self._columns: NodeColumns | None = None
         self._history: object = None
         self._generation = -1
         self._position = -1
         self._rows_key: tuple[object, int] | None = None
         self._rows_by_name: dict[str, int] = {}
-        self._log = RowLog()
-        self._shared = RuleColumns(self._log)
+        self._log = RowLog(settings.log_limit)
+        self._shared = RuleColumns(self._log, settings)
 
     def rows_by_name(self, snapshot: Snapshot) -> dict[str, int]:
         """Node name -> row in ``snapshot.nodes``: one dict for every table of this node list."""
@@ -89,7 +91,7 @@ class ColumnStore:
             or snapshot.node_generation != self._generation
             or snapshot.pod_position < self._position
         ):
-            columns = self._columns = NodeColumns(snapshot.nodes)
+            columns = self._columns = NodeColumns(snapshot.nodes, self._settings)
             self._history, self._generation = snapshot.history, snapshot.node_generation
         elif snapshot.pod_position != self._position:
             changed = self.changed_rows(snapshot, self._position)

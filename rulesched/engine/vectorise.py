@@ -48,6 +48,7 @@ from rulesched.engine.arrays import (
 from rulesched.engine.columns import NodeColumns, Path, Rows
 from rulesched.engine.domain_columns import DomainCodes, domain_column, groupable
 from rulesched.engine.fallback import ColumnFallbacks
+from rulesched.engine.settings import EngineSettings
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import EvalContext
@@ -59,7 +60,6 @@ from rulesched.lang.types import QUANTITY, STRING, MapOf
 from rulesched.lang.values import as_score, binary_function
 from rulesched.model import NodeSelectorTerm
 
-MAX_ITEMS = 64  # elements of a pod-side list a quantifier is unrolled over
 Step = Callable[["_Run", Rows, dict[str, Any]], Value]  # one expression over rows, see ColumnEvaluator.step
 _NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
 
@@ -152,8 +152,16 @@ class _Analysis:
 class ColumnEvaluator:
     """Evaluates checked expressions over the rows of a :class:`NodeColumns` for one pod."""
 
-    def __init__(self, notes: Annotations, lets: dict[str, ast.Let], domain_codes: DomainCodes | None = None) -> None:
+    def __init__(
+        self,
+        notes: Annotations,
+        lets: dict[str, ast.Let],
+        domain_codes: DomainCodes | None = None,
+        unroll: int = EngineSettings.column_unroll,
+    ) -> None:
         self.notes, self.lets = notes, lets
+        # Elements of a pod-side list a quantifier or collect is unrolled over (EngineSettings).
+        self.unroll = unroll
         self.domain_codes = domain_codes or {}  # the compiled aggregates over domains (compile_rules)
         self.interp = Interpreter(notes, lets)
         self._analysis = _Analysis(notes, lets)
@@ -357,7 +365,7 @@ class _Run:
 
     def _items(self, iterable: ast.Expr, scope: dict[str, Any]) -> list[Any]:
         items = list(self.ev.interp.evaluate(iterable, self.ctx, None, scope))
-        if len(items) > MAX_ITEMS:
+        if len(items) > self.ev.unroll:
             raise Unsupported("list too long to unroll")
         return items
 
@@ -466,7 +474,7 @@ class _Run:
             if not first:
                 return True
             inner = self.ev.path(args[1])
-            if inner is None or len(first) > MAX_ITEMS:
+            if inner is None or len(first) > self.ev.unroll:
                 return None
             out = np.ones(len(rows), dtype=bool)
             for k, v in first.items():  # big.get(k) == v for every key: a missing label is None

@@ -189,7 +189,7 @@ class Extender:
         # kept: its p99 is measured apart) and its walk steps of CHUNK nodes.
         self.engine = EngineSettings(columns_from=64, walk_chunk=CHUNK)
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(self.engine.max_tables)
-        self._columns = ColumnStore()
+        self._columns = ColumnStore(self.engine)
         self._rules_of_tables: object = None
         self._index: NodeIndex | None = None
         # The informer cache's pending pods by key and node names, for the bind verb's checks (the

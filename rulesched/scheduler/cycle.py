@@ -92,8 +92,7 @@ class Cycle:
 
     def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
         self.settings = settings
-        # The engine's budgets; the cycle's two walk knobs come from the command line's settings.
-        self.engine = EngineSettings(columns_from=settings.columns_from, walk_chunk=settings.walk_chunk)
+        self.engine = settings.engine  # the batch engine's budgets (tables, walk steps, columns)
         self.cancel = cancel if cancel is not None else Cancellation()
         self.rng = random.Random(settings.seed)
         # Preemption's offsets (GetOffsetAndNumCandidates) from a stream of their own, seeded from
@@ -105,7 +104,7 @@ class Cycle:
         self._scoring = True  # the rule set has score rules: else the first feasible node is taken
         # keyed by the class's binding itself (held here, so never confused with a later one)
         self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(self.engine.max_tables)
-        self._columns = ColumnStore()
+        self._columns = ColumnStore(self.engine)
         # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
         self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(self.engine.max_tables)
         # The last cycle's failing rows by first failing filter, when its table walk found no
