@@ -11,6 +11,12 @@ columns, shared columns, the row log), their ``NodeTable``s and ``tables_for``. 
 evaluator is one per rule set, whichever face evaluates it (rulesched.engine.batch.ColumnPlan):
 it is made with the default ``column_unroll``.
 
+Left as module constants, with their reason: preemption's ``BATCH_FROM`` (16 nodes tried from
+which dry runs go together; rulesched.scheduler.preemption) and the dry runs' ``SMALL`` (8 rows
+left below which they finish node by node; rulesched.engine.dryrun): preemption's verbs are being
+reshaped on another branch (the framework), and tests lower both to batch every preemption; they
+belong here once preemption takes the cycle's settings.
+
 Thresholds that stay with the language, because the language uses them node by node and never
 imports the engine: ``CHECK_EVERY`` (rulesched.lang.evaluation.watch: nodes evaluated between two
 checks whether an evaluation must stop; the engine's walks use the same count so a deadline is
