@@ -195,7 +195,9 @@ def _edge_rules(body: str) -> str:
 def test_values_at_the_edges_of_exact_arithmetic(body: str, cluster: list[NodeInfo], pod: Pod) -> None:
     checked = load(_edge_rules(body))
     rules = RuleSet(checked)
-    assert all(b is not None for b in (*engine.columns_of(rules.bind(pod)).filters, *engine.columns_of(rules.bind(pod)).scores)), body
+    assert all(
+        b is not None for b in (*engine.columns_of(rules.bind(pod)).filters, *engine.columns_of(rules.bind(pod)).scores)
+    ), body
     _agree(checked, rules.bind(pod), NodeColumns(cluster), list(range(len(cluster))), body)
 
 
