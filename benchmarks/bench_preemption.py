@@ -32,11 +32,11 @@ sys.path.insert(0, str(HERE))
 from gen_cluster import node as template_node  # noqa: E402
 
 from rulesched.cluster.store import ClusterStore  # noqa: E402
+from rulesched.engine import ColumnStore  # noqa: E402
 from rulesched.lang import load_rules, resolve_rules_path  # noqa: E402
 from rulesched.model.decode import decode_node, decode_pod  # noqa: E402
 from rulesched.scheduler import preemption  # noqa: E402
 from rulesched.scheduler.evaluate import node_statuses  # noqa: E402
-from rulesched.scheduler.table import ColumnStore  # noqa: E402
 
 
 def _pod(name: str, cpu: str, priority: int, node_name: str = "") -> Any:

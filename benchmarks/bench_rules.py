@@ -65,10 +65,11 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.handwritten_default import default_filter, default_scores  # noqa: E402
+from rulesched import engine  # noqa: E402
 from rulesched.cluster.nodeinfo import NodeInfo  # noqa: E402
+from rulesched.engine import NodeColumns  # noqa: E402
 from rulesched.lang import RuleSet, load_rules  # noqa: E402
 from rulesched.lang.context import EvalContext  # noqa: E402
-from rulesched.lang.evaluation.columns import NodeColumns  # noqa: E402
 from rulesched.model import ContainerPort, Node, Pod, Taint, Toleration  # noqa: E402
 from rulesched.semantics.matching import ports_conflict, tolerated  # noqa: E402
 
@@ -474,7 +475,7 @@ def cycle_scheduler_api(rules: RuleSet, nodes: Sequence[NodeInfo], pod: Pod) -> 
 
 
 def cycle_columns(rules: RuleSet, cols: NodeColumns, pod: Pod) -> Phases:
-    """The same cycle evaluated as columns over every node at once (BoundRules.filter_mask and
+    """The same cycle evaluated as columns over every node at once (engine.filter_mask and
     score_matrix, what the scheduler's node tables use for many nodes): bind, the feasible
     mask, the raw score matrix of the feasible nodes."""
     clock = time.perf_counter
@@ -482,9 +483,9 @@ def cycle_columns(rules: RuleSet, cols: NodeColumns, pod: Pod) -> Phases:
     bound = rules.bind(pod)
     rows = np.arange(len(cols.nodes), dtype=np.intp)
     t1 = clock()
-    feasible = rows[bound.filter_mask(cols, rows)]
+    feasible = rows[engine.filter_mask(bound, cols, rows)]
     t2 = clock()
-    matrix = bound.score_matrix(cols, feasible)
+    matrix = engine.score_matrix(bound, cols, feasible)
     t3 = clock()
     return Phases(t1 - t0, t2 - t1, t3 - t2, len(matrix))
 
@@ -497,12 +498,12 @@ def check_columns(rules: RuleSet, nodes: Sequence[NodeInfo], pods: Sequence[Pod]
     for pod in pods:
         bound = rules.bind(pod)
         hand_filter, hand_scores = twin.for_pod(pod)
-        mask = bound.filter_mask(cols, rows).tolist()
+        mask = engine.filter_mask(bound, cols, rows).tolist()
         want = [bool(hand_filter(node)) for node in nodes]
         if mask != want:
             bad = next(i for i, (a, b) in enumerate(zip(mask, want, strict=True)) if a != b)
             raise AssertionError(f"{pod.name} on {nodes[bad].name}: columns say {mask[bad]}, hand-written {want[bad]}")
-        matrix = bound.score_matrix(cols, rows)[:, :-1].tolist()
+        matrix = engine.score_matrix(bound, cols, rows)[:, :-1].tolist()
         for node, got in zip(nodes, matrix, strict=True):
             if got != hand_scores(node):
                 raise AssertionError(
@@ -571,8 +572,8 @@ def measure(
     cols = NodeColumns(nodes)  # warm: columns kept across pods, as the scheduler keeps them
     rows = np.arange(len(nodes), dtype=np.intp)
     for pod in pods:  # untimed: build every column the pods' rules read
-        rules.bind(pod).filter_mask(cols, rows)
-        rules.bind(pod).score_matrix(cols, rows)
+        engine.filter_mask(rules.bind(pod), cols, rows)
+        engine.score_matrix(rules.bind(pod), cols, rows)
     gc.collect()
     gc.disable()
     try:

@@ -8,7 +8,7 @@ that no column evaluation fell back node by node because of a bug.
   lint-imports), under pytest's temporary directory. pytest's own cache is off
   (``-p no:cacheprovider`` in pyproject.toml; ``-o addopts=`` brings back ``--lf``).
 * Column fallbacks: a column evaluation that raises something other than ``Unsupported`` is a bug
-  the scheduler survives by evaluating node by node (rulesched.lang.evaluation.fallback), which
+  the scheduler survives by evaluating node by node (rulesched.engine.fallback), which
   would leave the properties "columns place pods as node by node does" green whatever the columns
   did. Every test during which that happened fails, naming the rule, the pod and the traceback,
   unless marked ``@pytest.mark.column_fallbacks`` (a test of the fallback itself).
@@ -27,7 +27,7 @@ from traceback import format_exception
 
 import pytest
 
-from rulesched.lang.evaluation.fallback import Fallback, observe
+from rulesched.engine import Fallback, observe
 from tests.apiserver import TestApiServer
 from tests.helpers.columns import break_columns
 from tests.helpers.profiles import load_profile, storage_directory

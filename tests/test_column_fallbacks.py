@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rulesched import engine
 from tests.helpers.columns import DeliberatelyBroken, break_columns, column_answers, roomy_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +22,7 @@ def test_planned_fallbacks_are_silent(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING):
         columns, node_by_node, bound = column_answers(rules, snapshot)
     assert columns == node_by_node == [True, True, True, False, False]
-    assert bound.columns is not None and bound.columns.evaluator.fallbacks.count == 0
+    assert engine.columns_of(bound) is not None and engine.columns_of(bound).evaluator.fallbacks.count == 0
     assert caplog.records == []  # `huge` raised Unsupported: planned, not a bug
 
 
@@ -35,7 +36,7 @@ def test_a_broken_column_evaluation_falls_back_is_counted_and_logged_once(
         for _ in range(3):
             columns, node_by_node, bound = column_answers(rules, snapshot)
             assert columns == node_by_node == [True, True, True, False, False]  # still right
-    assert bound.columns is not None and bound.columns.evaluator.fallbacks.count == 3
+    assert engine.columns_of(bound) is not None and engine.columns_of(bound).evaluator.fallbacks.count == 3
     seen = column_fallbacks.seen
     assert [(f.rule, f.pod, type(f.error)) for f in seen] == [("roomy", "default/incoming", DeliberatelyBroken)] * 3
     (warning,) = caplog.records  # once per (rule, error type), with the traceback

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
@@ -24,7 +25,7 @@ def scheduler_for(
     store: ClusterStore, cancel: Cancellation, clock: Clock, chunk: int = 50
 ) -> tuple[Scheduler, Later, Recording, Seen]:
     binder, evictor, seen = Later(), Recording(), Seen()
-    settings = SchedulerSettings(percentage_of_nodes_to_score=100, walk_chunk=chunk)
+    settings = SchedulerSettings(percentage_of_nodes_to_score=100, engine=EngineSettings(walk_chunk=chunk))
     scheduler = Scheduler(
         default_rules(), store, settings, binder, evictor=evictor, clock=clock, observer=seen, cancel=cancel
     )

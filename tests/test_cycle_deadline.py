@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from rulesched import engine
 from rulesched.cli import _parser
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError
 from rulesched.lang import RulesHandle
 from rulesched.lang.context import EvalContext
@@ -84,8 +86,8 @@ def test_node_by_node_loops_check_every_few_nodes_and_name_the_rule() -> None:
     # rules as columns' fallback, node by node, and every score of each node in turn: the same
     # (a score evaluated node by node names itself only when costly: see the next test)
     for call, rule in (
-        (lambda: bound.filter_mask(SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow"),
-        (lambda: bound.score_matrix(SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow_score"),
+        (lambda: engine.filter_mask(bound, SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow"),
+        (lambda: engine.score_matrix(bound, SimpleNamespace(nodes=NODES), _rows(len(NODES))), "slow_score"),
         (lambda: bound.score_vectors(NODES), ""),
     ):
         counted.checks = counted.evaluations = 0
@@ -158,7 +160,9 @@ def test_past_its_deadline_a_cycle_names_the_rule_and_its_pod_is_retried_with_ba
     labelled(store, 40, 3)
     rules = lifted(HEAVY)
     seen, binder = Failures(), Later()
-    settings = SchedulerSettings(percentage_of_nodes_to_score=100, walk_chunk=50, cycle_deadline_seconds=30)
+    settings = SchedulerSettings(
+        percentage_of_nodes_to_score=100, cycle_deadline_seconds=30, engine=EngineSettings(walk_chunk=50)
+    )
     scheduler = Scheduler(
         rules,
         store,
@@ -203,7 +207,9 @@ def test_a_reload_gives_the_cycle_under_way_up_and_the_pod_is_retried_at_once() 
             return now
 
     seen = Failures()
-    settings = SchedulerSettings(percentage_of_nodes_to_score=100, walk_chunk=10, cycle_deadline_seconds=10**6)
+    settings = SchedulerSettings(
+        percentage_of_nodes_to_score=100, cycle_deadline_seconds=10**6, engine=EngineSettings(walk_chunk=10)
+    )
     scheduler = Scheduler(
         handle, store, settings, Later(), clock=clock, observer=seen, cancel=Cancellation(clock=SwapAt())
     )
@@ -236,7 +242,7 @@ def test_preemption_checks_every_few_nodes_and_names_the_preempt_rule() -> None:
         session.watch.disarm()
     # In a cycle: past its deadline in preemption, the cycle is given up and names the rule.
     ticks, clock, seen, evictor = Ticks(), Clock(), Failures(), Recording()
-    settings = SchedulerSettings(percentage_of_nodes_to_score=100, walk_chunk=50)
+    settings = SchedulerSettings(percentage_of_nodes_to_score=100, engine=EngineSettings(walk_chunk=50))
     cancel = Cancellation(clock=ticks)
     scheduler = Scheduler(rules, store, settings, Later(), evictor=evictor, clock=clock, observer=seen, cancel=cancel)
     scheduler.add(high)

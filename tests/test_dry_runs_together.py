@@ -1,4 +1,4 @@
-"""Preemption's dry runs of many nodes at once (rulesched.scheduler.dryrun) give what the
+"""Preemption's dry runs of many nodes at once (rulesched.engine.dryrun) give what the
 node-by-node dry runs give (upstream's DefaultPreemption tables run both ways in
 tests/upstream/test_defaultpreemption.py): on generated clusters (priorities, budgets, host ports, taints,
 pods of other priorities, rules whose filters read what the columns cannot adjust) both ways
@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rulesched.engine import ColumnStore
 from rulesched.lang.load import load_rules_text
 from rulesched.scheduler import preemption
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.nominator import Reserved
-from rulesched.scheduler.table import ColumnStore
 from tests.helpers.preemption import batch_every_preemption
 from tests.upstream.harness import default_rules, node, pdb, pod, state
 

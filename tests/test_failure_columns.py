@@ -1,4 +1,4 @@
-"""Why nodes fail, counted as columns (rulesched.lang.evaluation.failures, .encoded), gives what
+"""Why nodes fail, counted as columns (rulesched.engine.failures, .encoded), gives what
 node by node gives: the same first failing filter per node, the same FitError histogram, the
 same statuses for preemption; and the encoded evaluation of reason expressions equals the
 reference interpreter's value on every node, for the shapes it handles and for those it hands
@@ -13,18 +13,23 @@ import numpy as np
 import pytest
 from hypothesis import given
 
+from rulesched import engine
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import (
+    ColumnStore,
+    NodeColumns,
+    Unsupported,
+    encode,
+    first_failures,
+    reason_counts,
+    unresolvable_rows,
+)
 from rulesched.lang import RuleSet
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns
-from rulesched.lang.evaluation.encoded import encode
-from rulesched.lang.evaluation.failures import first_failures, reason_counts, unresolvable_rows
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.load import load_rules_text
 from rulesched.scheduler.evaluate import failure_reasons, node_statuses
 from rulesched.scheduler.framework import Code
-from rulesched.scheduler.table import ColumnStore
 from tests.helpers.scenarios import NAMESPACES, SETTINGS, Scenario, apply_events, scenarios
 from tests.upstream.harness import default_rules, node, pod
 
@@ -56,7 +61,7 @@ def check(rules: RuleSet, store: ClusterStore, probes: list[Any]) -> None:
             for r, u in zip(g.rows.tolist(), unresolvable_rows(bound, cols, g).tolist(), strict=True)
         }
         assert statuses == node_statuses(bound, nodes), p.key
-        assert bound.columns is not None and bound.columns.evaluator.fallbacks.count == 0
+        assert engine.columns_of(bound) is not None and engine.columns_of(bound).evaluator.fallbacks.count == 0
 
 
 @SETTINGS
@@ -133,13 +138,13 @@ def test_encoded_values_equal_the_interpreter() -> None:
     handled = Counter[str]()
     for p in (_pod("p", "1500m", 1), _pod("q", "3", 2)):
         bound = rules.bind(p, snapshot)
-        assert bound.columns is not None
+        assert engine.columns_of(bound) is not None
         for rule in checked.rules:
             expr = rule.rule.reason
             assert expr is not None
             ctx = EvalContext(p, snapshot)
             try:
-                got = encode(bound.columns.evaluator, expr, bound.ctx, cols, rows, {})
+                got = encode(engine.columns_of(bound).evaluator, expr, bound.ctx, cols, rows, {})
             except Unsupported:
                 continue
             handled[rule.name] += 1

@@ -32,6 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.extender.service import Extender
 from rulesched.lang import RuleSet, RulesHandle, Session, load_rules_text, resolve_rules_path
 from rulesched.lang.context import EvalContext
@@ -97,7 +98,10 @@ class Faces:
     def __init__(self, rules: RuleSet, state: ClusterStore) -> None:
         self.rules, self.state = rules, state
         self.session = Session(rules)
-        self.walks = {columns_from: Cycle(SchedulerSettings(columns_from=columns_from)) for columns_from in (0, 1)}
+        self.walks = {
+            columns_from: Cycle(SchedulerSettings(engine=EngineSettings(columns_from=columns_from)))
+            for columns_from in (0, 1)
+        }
         self.explained = Cycle(SchedulerSettings(percentage_of_nodes_to_score=100, explain=True))
         self.extender = Extender(RulesHandle(rules))
         self.extender.store.set_namespaces(state.namespaces)

@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
@@ -154,7 +155,10 @@ def test_scheduler_places_pods_where_the_interpreter_would(scenario: Scenario, s
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
     explain = mode == "explain"
     settings_ = SchedulerSettings(
-        percentage_of_nodes_to_score=100, seed=seed, explain=explain, columns_from=1 if mode == "columns" else 0
+        percentage_of_nodes_to_score=100,
+        seed=seed,
+        explain=explain,
+        engine=EngineSettings(columns_from=1 if mode == "columns" else 0),
     )
     for result in schedule(scenario, state, settings_):
         key = result.pod.key

@@ -1,4 +1,4 @@
-"""Column evaluation (rulesched.lang.evaluation.columns, BoundRules.filter_mask / score_matrix) against the
+"""Column evaluation (rulesched.engine.columns, engine.filter_mask / score_matrix) against the
 reference interpreter: generated rule sets, the specialised shapes, values at the edges of exact
 int64 / float64 arithmetic, row subsets, and nodes that change after the columns were built."""
 
@@ -11,13 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rulesched import engine
 from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.engine import NodeColumns, node_fields
+from rulesched.engine.vectorise import vectorisable
 from rulesched.lang import load_rules
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.columns import NodeColumns, node_fields
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import BoundRules, RuleSet
-from rulesched.lang.evaluation.vectorise import vectorisable
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
 from rulesched.lang.values import as_score
@@ -44,15 +45,15 @@ def _agree(checked: CheckedRules, bound: BoundRules, cols: NodeColumns, rows: li
     cluster = [cols.nodes[r] for r in rows]
     fits, vectors = _expected(checked, bound, cluster)
     index = np.array(rows, dtype=np.intp)
-    assert bound.columns is not None
-    assert bound.filter_mask(cols, index).tolist() == fits, text
+    assert engine.columns_of(bound) is not None
+    assert engine.filter_mask(bound, cols, index).tolist() == fits, text
     try:
-        matrix = bound.score_matrix(cols, index)
+        matrix = engine.score_matrix(bound, cols, index)
     except OverflowError:  # a score or the fixed sum beyond int64: the caller's Python-int path
         assert any(not -(2**63) <= v < 2**63 for vector in vectors for v in vector), text
         return
     finally:  # right answers, and not from the node-by-node safety net after a column bug
-        assert bound.columns.evaluator.fallbacks.count == 0, text
+        assert engine.columns_of(bound).evaluator.fallbacks.count == 0, text
     assert matrix.tolist() == vectors, text
 
 
@@ -194,7 +195,9 @@ def _edge_rules(body: str) -> str:
 def test_values_at_the_edges_of_exact_arithmetic(body: str, cluster: list[NodeInfo], pod: Pod) -> None:
     checked = load(_edge_rules(body))
     rules = RuleSet(checked)
-    assert all(b is not None for b in (*rules.bind(pod).columns.filters, *rules.bind(pod).columns.scores)), body
+    assert all(
+        b is not None for b in (*engine.columns_of(rules.bind(pod)).filters, *engine.columns_of(rules.bind(pod)).scores)
+    ), body
     _agree(checked, rules.bind(pod), NodeColumns(cluster), list(range(len(cluster))), body)
 
 
@@ -264,12 +267,12 @@ def test_rules_reading_only_taints_are_evaluated_once_per_taint_set() -> None:
 
     bound.filters = (type(bound.filters[0])(bound.filters[0].name, counting, bound.filters[0].reasons),)
     rows = np.arange(40, dtype=np.intp)
-    assert bound.filter_mask(cols, rows).tolist() == [i % 2 == 1 for i in range(40)]
+    assert engine.filter_mask(bound, cols, rows).tolist() == [i % 2 == 1 for i in range(40)]
     assert calls == ["n0", "n1"]  # one evaluation per distinct set of taints
     # A node whose taints change moves group: the columns' owner says which rows changed.
     cluster[0].set_node(Node("n0", taints=(soft,)))
     cols.update([0])
-    assert bound.filter_mask(cols, rows).tolist() == [i % 2 == 1 or i == 0 for i in range(40)]
+    assert engine.filter_mask(bound, cols, rows).tolist() == [i % 2 == 1 or i == 0 for i in range(40)]
     # Many distinct values: node by node (a group per node would save nothing).
     many = [NodeInfo(Node(f"m{i}", taints=(Taint(f"k{i}", "", "PreferNoSchedule"),))) for i in range(200)]
     assert NodeColumns(many).groups(("taints",)) is None

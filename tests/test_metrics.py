@@ -26,6 +26,7 @@ from prometheus_client import Counter
 from prometheus_client.metrics_core import Metric
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.kube.informer import Delta
 from rulesched.metrics import Registry, exponential_buckets
 from rulesched.run.loop import Loop, RunSettings
@@ -275,7 +276,10 @@ def test_timing_the_rules_never_moves_a_pod(scenario: Scenario, seed: int, colum
     for percent in (0, 100):
         state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
         settings_ = SchedulerSettings(
-            seed=seed, columns_from=columns_from, timings=percent > 0, rule_metrics_sample_percent=percent
+            seed=seed,
+            timings=percent > 0,
+            rule_metrics_sample_percent=percent,
+            engine=EngineSettings(columns_from=columns_from),
         )
         results = list(schedule(scenario, state, settings_))
         outcomes.append([(r.pod.key, r.code, r.node, dict(r.reasons), r.rejected_by) for r in results])

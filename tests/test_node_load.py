@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rulesched import engine
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import NodeColumns
 from rulesched.errors import InputError
-from rulesched.lang.evaluation.columns import NodeColumns
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import RuleSet
 from rulesched.lang.frontend.lint import LintSettings, lint
@@ -196,7 +197,7 @@ def test_compiled_rules_interpreter_and_columns_agree_on_load_fields() -> None:
     infos = list(snapshot.nodes)
     agree(checked, interp, bound, infos, LOAD_RULES)
     rows = np.arange(len(infos), dtype=np.intp)
-    by_columns = bound.score_matrix(NodeColumns(infos), rows)
+    by_columns = engine.score_matrix(bound, NodeColumns(infos), rows)
     assert [tuple(r) for r in by_columns.tolist()] == [bound.score_vector(n) for n in infos]
     assert [bound.score_vector(n)[0] for n in infos[:3]] == [93, 87, 81]  # 250m, 500m, 750m of 4 cpu used
     bound.release()
@@ -385,7 +386,7 @@ def test_load_fields_agree_node_by_node_as_columns_and_in_the_interpreter(
     agree(checked, interp, bound, infos, LOAD_RULES)
     rows = np.arange(len(infos), dtype=np.intp)
     try:
-        by_columns = [tuple(r) for r in bound.score_matrix(NodeColumns(infos), rows).tolist()]
+        by_columns = [tuple(r) for r in engine.score_matrix(bound, NodeColumns(infos), rows).tolist()]
     except OverflowError:  # (a total beyond int64: the cycle then ranks node by node)
         by_columns = None
     if by_columns is not None:

@@ -1,4 +1,4 @@
-"""Property: a class's NodeTable (rulesched.scheduler.table) answers as its binding does node by
+"""Property: a class's NodeTable (rulesched.engine.table) answers as its binding does node by
 node — same feasible nodes in the same walk order, same number looked at, same score vectors —
 for any start and any number wanted, while pods come and go and nodes change between walks
 (so stale rows must be found from the pod journal and node generations), whether stale rows are
@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.lang import RuleSet
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
@@ -43,7 +44,7 @@ def _placements(
     scenario: Scenario, seed: int, explain: bool, columns_from: int = 0, rules: RuleSet | None = None
 ) -> list[Any]:
     state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-    settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
+    settings = SchedulerSettings(seed=seed, explain=explain, engine=EngineSettings(columns_from=columns_from))
     return [(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings, rules)]
 
 
@@ -93,7 +94,10 @@ def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
             [node(f"n{i}") for i in range(4)], [pod(f"r{i}", node_name=f"n{min(i, 2)}") for i in range(4)]
         )
         scheduler = Scheduler(
-            load_rules([path]), state, SchedulerSettings(seed=3, explain=explain, columns_from=1), AlwaysBind()
+            load_rules([path]),
+            state,
+            SchedulerSettings(seed=3, explain=explain, engine=EngineSettings(columns_from=1)),
+            AlwaysBind(),
         )
         for i in range(3):
             scheduler.add(pod(f"p{i}"))

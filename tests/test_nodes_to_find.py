@@ -20,6 +20,7 @@ import pytest
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.lang import RuleSet, Session, load_rules_text
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings, num_feasible_nodes_to_find
@@ -113,7 +114,7 @@ def test_nodes_looked_at_per_cycle_at_cluster_sizes() -> None:
     """At each size, two cycles in a row with every third node failing: each looks at the
     nodes up to its 100/420/500/750/5000th feasible one, and the next starts after them."""
     cycles = {
-        ids: cycle(SchedulerSettings(explain=e, walk_chunk=k, columns_from=c))
+        ids: cycle(SchedulerSettings(explain=e, engine=EngineSettings(walk_chunk=k, columns_from=c)))
         for ids, (e, k, c) in zip(WALK_IDS, WALKS, strict=True)
     }
     for snapshot in grown_snapshots(list(SIZES), bad_every=3):
@@ -136,7 +137,11 @@ def test_fair_evaluation_for_nodes(explain: bool, chunk: int, columns_from: int)
     time (500 is not a multiple: it wraps mid-walk), every node looked at over the cycles."""
     (snapshot,) = grown_snapshots([500], bad_every=0)
     c = cycle(
-        SchedulerSettings(percentage_of_nodes_to_score=30, explain=explain, walk_chunk=chunk, columns_from=columns_from)
+        SchedulerSettings(
+            percentage_of_nodes_to_score=30,
+            explain=explain,
+            engine=EngineSettings(walk_chunk=chunk, columns_from=columns_from),
+        )
     )
     to_find = num_feasible_nodes_to_find(500, 30)
     assert to_find == 150
@@ -159,7 +164,7 @@ def test_without_score_rules_the_first_feasible_node_is_taken(explain: bool, chu
     for name, bad in (("node1", False), ("node2", True), ("node3", False)):
         store.add_node(node(name, labels={"bad": "yes"} if bad else {}))
     snapshot = store.snapshot()
-    c = cycle(SchedulerSettings(explain=explain, walk_chunk=chunk, columns_from=columns_from))
+    c = cycle(SchedulerSettings(explain=explain, engine=EngineSettings(walk_chunk=chunk, columns_from=columns_from)))
     first = run(c, snapshot, FILTERS_ONLY, "a")
     assert (first.node, first.evaluated, first.feasible, c.next_start) == ("node1", 1, 1, 1)
     second = run(c, snapshot, FILTERS_ONLY, "b")
@@ -184,7 +189,7 @@ def test_a_nominated_node_that_does_not_fit_counts_as_processed(
         store.add_node(node(name, labels={"bad": "yes"}) if name == nominated else dataclasses.replace(good, name=name))
     snapshot = store.snapshot()
     assert num_feasible_nodes_to_find(200, 0) == 100
-    c = cycle(SchedulerSettings(explain=explain, walk_chunk=chunk, columns_from=columns_from))
+    c = cycle(SchedulerSettings(explain=explain, engine=EngineSettings(walk_chunk=chunk, columns_from=columns_from)))
     result = run(c, snapshot, nominated_node_name=nominated)
     assert result.code is Code.SCHEDULED and result.node != nominated
     assert (result.evaluated, result.feasible, c.next_start) == (processed, 100, processed)

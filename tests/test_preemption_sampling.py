@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from rulesched.cli import main
+from rulesched.engine import ColumnStore, dryrun
 from rulesched.errors import ConfigError
 from rulesched.run.loop import RunSettings
-from rulesched.scheduler import dryrun, preemption
+from rulesched.scheduler import preemption
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import candidate_sampling_errors, check_sampling, num_candidates
-from rulesched.scheduler.table import ColumnStore
 from tests.upstream.harness import default_rules, node, pod, state
 
 # numCandidates = max(minCandidateNodesAbsolute, numNodes * minCandidateNodesPercentage / 100),

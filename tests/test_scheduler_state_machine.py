@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod
 from rulesched.model.storage import READ_WRITE_ONCE_POD, StorageState
@@ -432,7 +433,7 @@ class ColumnsMachine(SchedulerMachine):
     """The same, with every walk evaluated as columns (node tables, volume filters' uniform,
     per-label-group and attach-count answers) however few the nodes."""
 
-    settings = SchedulerSettings(columns_from=1)
+    settings = SchedulerSettings(engine=EngineSettings(columns_from=1))
 
 
 ColumnsMachine.TestCase.settings = SchedulerMachine.TestCase.settings

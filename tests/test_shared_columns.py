@@ -1,4 +1,4 @@
-"""Rule answers shared between classes (rulesched.lang.evaluation.sharing, rulesched.scheduler.shared).
+"""Rule answers shared between classes (rulesched.engine.sharing, rulesched.engine.shared).
 
 What each default rule is keyed by, and properties: with many classes interleaved whose pods agree
 on some rules' pod fields and not others, while pods come and go and nodes are added and replaced
@@ -17,10 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import ColumnStore, EngineSettings, NodeTable, RuleShare, rule_share
 from rulesched.lang import load_rules_text
-from rulesched.lang.evaluation.sharing import RuleShare, rule_share
 from rulesched.scheduler.framework import SchedulerSettings
-from rulesched.scheduler.table import ColumnStore, NodeTable
 from tests.helpers.scenarios import (
     NAMESPACES,
     SETTINGS,
@@ -113,7 +112,7 @@ def test_many_classes_place_as_node_by_node(scenario: Scenario, seed: int) -> No
     placements = []
     for explain, columns_from in ((True, 0), (False, 0), (False, 1), (False, 2)):
         state = ClusterStore.build(scenario.nodes, scenario.running, namespaces=NAMESPACES)
-        settings = SchedulerSettings(seed=seed, explain=explain, columns_from=columns_from)
+        settings = SchedulerSettings(seed=seed, explain=explain, engine=EngineSettings(columns_from=columns_from))
         placements.append([(r.pod.key, r.code, r.node, r.message) for r in schedule(scenario, state, settings)])
     assert placements[1:] == placements[:1] * 3
 
@@ -144,7 +143,7 @@ values = st.one_of(st.none(), st.sampled_from(["a", "b", "c"]), st.tuples(st.sam
 def test_groups_partition_nodes_by_their_values(rows: list[tuple[Any, Any]], width: int) -> None:
     """Rows share a group exactly when their values are equal; each group's representative is
     its first row; a changed row is found to have left its group (the fast path and still())."""
-    from rulesched.lang.evaluation.columns import Groups
+    from rulesched.engine import Groups
 
     getters = [lambda r, i=i: r[i] for i in range(width)]
     groups = Groups.of(rows, getters)

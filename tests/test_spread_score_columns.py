@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import NodeColumns
 from rulesched.lang.builtins.affinity import existing_anti_affinity_columns, existing_anti_affinity_ok
 from rulesched.lang.builtins.spreading import spread_score, spread_score_columns
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.columns import NodeColumns
 from tests.upstream.harness import node, pod, service, state
 
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"

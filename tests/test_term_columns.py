@@ -10,8 +10,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rulesched import engine
 from rulesched.cluster.store import ClusterStore
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine import NodeColumns
 from tests.upstream.harness import default_rules, node, pod
 
 KEYS = ("zone", "size", "gen")
@@ -60,6 +61,6 @@ def test_preferred_node_affinity_scores_as_columns(
     bound = default_rules().bind(incoming, snapshot)
     index = [s.name for s in bound.scores].index("NodeAffinity")
     rows = np.arange(len(nodes), dtype=np.intp)
-    got = bound.score_column(NodeColumns(snapshot.nodes), rows, index)
+    got = engine.score_column(bound, NodeColumns(snapshot.nodes), rows, index)
     assert got is not None
     assert got.tolist() == [bound.scores[index].score(n) for n in snapshot.nodes]

@@ -17,10 +17,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rulesched import engine
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import Filters, NodeColumns
 from rulesched.lang import load_rules_text
-from rulesched.lang.evaluation.bound import Filters
-from rulesched.lang.evaluation.columns import NodeColumns
 from rulesched.model import Pod
 from tests.helpers.profiles import examples
 from tests.upstream.harness import csinode, default_rules, node, pod, pv, pvc, storage, storage_class
@@ -109,11 +109,11 @@ def test_volume_filters_as_columns_agree_with_node_by_node(state: ClusterStore, 
     for i, claims in enumerate(wanted):
         bound = rules.bind(_mounting(f"p{i}", claims), snapshot)
         expected = [bound.first_failure(n) is None for n in nodes]
-        assert bound.filter_mask(cols, rows, Filters.ALL).tolist() == expected, claims
-        assert bound.filter_mask(cols, rows, Filters.DYNAMIC).tolist() == [
+        assert engine.filter_mask(bound, cols, rows, Filters.ALL).tolist() == expected, claims
+        assert engine.filter_mask(bound, cols, rows, Filters.DYNAMIC).tolist() == [
             all(f.passes(n) for f in bound.dynamic_filters) for n in nodes
         ], claims
-    assert bound.columns is not None and bound.columns.evaluator.fallbacks.count == 0
+    assert engine.columns_of(bound) is not None and engine.columns_of(bound).evaluator.fallbacks.count == 0
 
 
 def test_pods_differing_only_in_their_claims_share_a_binding() -> None:

@@ -40,13 +40,13 @@ from dataclasses import dataclass, replace
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
 from rulesched.kube.api import PODGROUPS, WORKLOADS, KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
-from rulesched.lang import RuleSet, RulesHandle
-from rulesched.lang.frontend.resource_fit import startup_warning
+from rulesched.lang import RuleSet, RulesHandle, startup_warning
 from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
@@ -78,7 +78,7 @@ from rulesched.scheduler.scheduler import Observer, Scheduler, decision
 log = logging.getLogger(__name__)
 
 
-WALK_CHUNK = 448  # see SchedulerSettings.walk_chunk: under numpy's 500, which frees the lock
+WALK_CHUNK = 448  # see EngineSettings.walk_chunk: under numpy's 500, which frees the lock
 RULE_METRICS_SAMPLE_PERCENT = 10  # kube-scheduler's pluginMetricsSamplePercent
 # A cycle is given up this long after it took its pod (--cycle-deadline). The costliest set the
 # cost limits accept takes ~0.65 s per pod on 5,000 nodes running 50,000 pods (docs/language.md,
@@ -255,7 +255,7 @@ class Loop:
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
             scheduler_name=first.name,
-            walk_chunk=WALK_CHUNK,
+            engine=EngineSettings(walk_chunk=WALK_CHUNK),
             timings=True,
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
             cycle_deadline_seconds=settings.cycle_deadline or None,

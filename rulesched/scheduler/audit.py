@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
+from rulesched import engine
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.lang import RuleSet, Session
-from rulesched.lang.evaluation.columns import NodeColumns
-from rulesched.lang.indexes import ForkedIndexes
+from rulesched.engine import NodeColumns
+from rulesched.lang import ForkedIndexes, RuleSet, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 from rulesched.semantics.matching import label_selector_matches
@@ -166,7 +166,7 @@ def _best_elsewhere(bound: Any, columns: _Columns, home: Any) -> tuple[str | Non
     nodes = columns.snapshot.nodes
     skip = columns.rows[home.name]
     rows = np.delete(np.arange(len(nodes), dtype=np.intp), skip)
-    mask = bound.filter_mask(columns.cols, rows)
+    mask = engine.filter_mask(bound, columns.cols, rows)
     feasible = rows[mask]
     if not len(feasible):
         return None, None
@@ -176,7 +176,7 @@ def _best_elsewhere(bound: Any, columns: _Columns, home: Any) -> tuple[str | Non
     bound.ctx.feasible = picked
     try:
         matrix: Matrix = np.vstack(
-            (bound.score_matrix(columns.cols, feasible), np.array([bound.score_vector(home)], dtype=np.int64))
+            (engine.score_matrix(bound, columns.cols, feasible), np.array([bound.score_vector(home)], dtype=np.int64))
         )
     except OverflowError:
         matrix = score_matrix(bound.score_vectors(picked))

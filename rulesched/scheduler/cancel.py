@@ -16,7 +16,7 @@ goes back to the queue and nothing stays assumed. A :class:`Cancellation` says w
   the new ones. A reload thus never waits for a cycle to end.
 
 The cycle calls :meth:`Cancellation.check` between the steps of its node walk (one step is
-``SchedulerSettings.walk_chunk`` nodes), before each node preemption tries, and before it
+``EngineSettings.walk_chunk`` nodes), before each node preemption tries, and before it
 assumes, nominates or evicts; and, through the session's
 :class:`rulesched.lang.evaluation.watch.RuleWatch` it arms with it, before each rule evaluated
 over a batch of nodes and every few nodes evaluated one by one. Each check is two flag tests and

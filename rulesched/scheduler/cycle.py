@@ -6,7 +6,7 @@ rule set has no score rule; the next cycle starts after the last node looked at 
 findNodesThatPassFilters and nextStartNodeIndex, as with one filter goroutine). A pod with a
 nominated node (set by an earlier preemption) tries that node first; when it fails there,
 upstream counts it among the nodes processed, and so does the start of the next walk. Pods of an equivalence class walk their
-class's :class:`rulesched.scheduler.table.NodeTable` (answers kept as arrays), which the cycle's
+class's :class:`rulesched.engine.NodeTable` (answers kept as arrays), which the cycle's
 :class:`rulesched.scheduler.runtime.Framework` keeps (and drops when the rules change); a pod of
 its own class walks a table made for the cycle; ``explain`` runs, which record every node's reasons and
 scores, walk node by node (:mod:`rulesched.scheduler.evaluate`). Either way the totals come from
@@ -37,10 +37,8 @@ import numpy as np
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundRules, Session
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.lang.evaluation.failures import FailedRows, reason_counts, unresolvable_rows
-from rulesched.lang.evaluation.timing import RuleTimer, timed
+from rulesched.engine import FailedRows, NodeColumns, NodeTable, Rows, TableOverflow, reason_counts, unresolvable_rows
+from rulesched.lang import BoundRules, RuleTimer, Session, timed
 from rulesched.model import Pod
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.evaluate import (
@@ -66,7 +64,6 @@ from rulesched.scheduler.framework import (
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
-from rulesched.scheduler.table import NodeTable, TableOverflow
 
 
 class Cycle:
@@ -76,13 +73,14 @@ class Cycle:
 
     def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
         self.settings = settings
+        self.engine = settings.engine  # the batch engine's budgets (tables, walk steps, columns)
         self.cancel = cancel if cancel is not None else Cancellation()
         self.rng = random.Random(settings.seed)
         # Preemption's offsets (GetOffsetAndNumCandidates) from a stream of their own, seeded from
         # the same seed: a preemption does not move the tie-breaks of the cycles after it.
         self.preemption_rng = random.Random(f"preemption:{settings.seed}")
         self.next_start = 0
-        self.framework = Framework(settings.columns_from, settings.walk_chunk)
+        self.framework = Framework(settings.engine)
         self._scoring = True  # the rule set has score rules: else the first feasible node is taken
         # The last cycle's failing rows by first failing filter, when its table walk found no
         # node: (binding, the snapshot's history, pod position, node generation, rows)

@@ -16,9 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang import BoundFilter, BoundRules
-from rulesched.lang.evaluation.bound import Failure
-from rulesched.lang.evaluation.watch import CHECK_EVERY
+from rulesched.lang import CHECK_EVERY, BoundFilter, BoundRules, Failure
 from rulesched.scheduler.framework import Code
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 

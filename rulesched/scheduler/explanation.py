@@ -6,7 +6,7 @@ left, before the table lets go of its snapshot:
 
 - the nodes filtered out are the walk's window (the nodes it looked at, in walk order) less the
   feasible rows; which filter each failed first comes from the table
-  (:meth:`rulesched.scheduler.table.NodeTable.first_failing`: shared and column answers read,
+  (:meth:`rulesched.engine.table.NodeTable.first_failing`: shared and column answers read,
   not recomputed), then that filter's reasons and ``unresolvable`` clause node by node, as
   ``--explain`` always gave them; a node that fits alone but not with its nominated pods has
   the reasons it fails for with them;
@@ -27,12 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from rulesched.engine import NodeTable, Rows, TableOverflow
 from rulesched.lang import BoundRules
-from rulesched.lang.evaluation.columns import Rows
 from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
 from rulesched.scheduler.nominator import ReservedCheck
 from rulesched.scheduler.scoring import Matrix, weighted_totals
-from rulesched.scheduler.table import NodeTable, TableOverflow
 
 NAMED = 30  # filtered nodes named per reason (and unresolvable ones), in walk order
 BEST = 10  # scored nodes kept, best first (every one with EXPLAIN_FULL)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError
 from rulesched.model import Pod
 from rulesched.semantics.volume_binding import Decision
@@ -86,14 +87,10 @@ class SchedulerSettings:
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
     scheduler_name: str | None = None  # None: every pending pod
-    # A table walk that meets at least this many stale nodes evaluates the rules over them as
-    # columns (rulesched.lang.evaluation.columns) rather than node by node; 0 never does.
-    columns_from: int = 32
-    # The most nodes one step of a table walk takes (0: as many as the walk wants). numpy lets go
-    # of the interpreter lock for operations on more than 500 elements; where other threads are
-    # busy (the live scheduler's informers and binding workers) the walk then waits to get it
-    # back, so the live scheduler keeps steps under that size. Results do not depend on it.
-    walk_chunk: int = 0
+    # The batch engine's budgets and thresholds (rulesched.engine.settings), among them the
+    # walk's: ``columns_from`` (from how many stale nodes rules go as columns) and ``walk_chunk``
+    # (the most nodes one step of a table walk takes; the live scheduler's 448).
+    engine: EngineSettings = EngineSettings()
     # Record each cycle's timing (CycleResult.timing) for metrics; and the per cent of cycles that
     # time each rule as well (kube-scheduler samples its plugin durations in 10). The simulator and
     # the extender, which export no such metrics, leave both off.

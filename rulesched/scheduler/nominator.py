@@ -28,8 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.lang import BoundRules, Session
-from rulesched.lang.indexes import ForkedIndexes
+from rulesched.lang import BoundRules, ForkedIndexes, Session
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Status
 from rulesched.scheduler.runtime import status_of

@@ -39,15 +39,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.lang import BoundRules, Session
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns
-from rulesched.lang.evaluation.stages import NodeMemos
-from rulesched.lang.evaluation.watch import CHECK_EVERY
-from rulesched.lang.indexes import ForkedIndexes
-from rulesched.lang.types import NUMBER, ListOf
+from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
+from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.dryrun import Together, dry_runs_together, node_local
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -121,7 +115,7 @@ def preempt(
     upstream's NodeToStatus has it, unless it holds nominated pods: the pod then failed there
     only with them added); without them they are computed here. ``reserved``: the nominated pods
     it must leave room for, per node. ``columns``: the snapshot's nodes as columns, for dry runs
-    of many nodes at once (:mod:`rulesched.scheduler.dryrun`). ``between`` is called before each
+    of many nodes at once (:mod:`rulesched.engine.dryrun`). ``between`` is called before each
     node's dry run and each step of the dry runs done together: it may raise to give preemption
     up (a cancelled cycle; nothing was changed). ``sampling`` bounds how many candidates are
     looked for, from an offset ``rng`` draws (None: the first potential node); see
@@ -284,7 +278,7 @@ def _rows_to_try(
 
 
 def _pod_priorities(node: Any) -> frozenset[int]:
-    """The priorities of a node's pods (a node column: rulesched.lang.evaluation.columns)."""
+    """The priorities of a node's pods (a node column: rulesched.engine.columns)."""
     return frozenset(p.priority for p in node.pods)
 
 
@@ -441,7 +435,7 @@ def _dry_runs_together(
     between: Callable[[], None] | None = None,
     memos: NodeMemos | None = None,
 ) -> Together | None:
-    """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.scheduler.dryrun`),
+    """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.engine.dryrun`),
     by index into ``tried``; None when the columns cannot (every node is then left to the
     node-by-node dry run). The caller has checked ``node_local(bound)``."""
     if base is None or len(tried) < BATCH_FROM:

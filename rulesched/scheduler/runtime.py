@@ -5,7 +5,7 @@ kube-scheduler builds one framework per profile and runs its plugins through it;
 counterpart is a :class:`Framework` per evaluating thread (a scheduler profile's
 :class:`rulesched.scheduler.cycle.Cycle`, the extender's request worker). It owns
 
-* the node tables of recent pod classes (:class:`rulesched.scheduler.table.NodeTable`, kept as
+* the node tables of recent pod classes (:class:`rulesched.engine.NodeTable`, kept as
   arrays and keyed by the class's binding), as many as :func:`tables_for` lets it keep;
 * the column store those tables share (the snapshot's nodes as columns);
 * the answers of nodes holding nominated pods, per class (:class:`ReservedCheck`'s memo);
@@ -39,25 +39,21 @@ import cachetools
 import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.lang import BoundRules, RuleSet, RulesHandle
-from rulesched.lang.evaluation.bound import Failure
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.lang.evaluation.watch import CHECK_EVERY
+from rulesched.engine import ColumnStore, EngineSettings, NodeColumns, NodeTable, Rows, TableOverflow
+from rulesched.lang import CHECK_EVERY, BoundRules, Failure, RuleSet, RulesHandle
 from rulesched.model import Pod
 from rulesched.scheduler.evaluate import score_nodes
 from rulesched.scheduler.framework import Status
 from rulesched.scheduler.scoring import Matrix, weighted_totals
-from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
-
-TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
-MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
 
 
-def tables_for(nodes: int, shares: int = 1) -> int:
-    """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (300 at 5000
-    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16; ``shares``
-    frameworks (a scheduler's profiles) split those rows between them."""
-    return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes) // max(1, shares)))
+def tables_for(nodes: int, shares: int = 1, engine: EngineSettings | None = None) -> int:
+    """How many classes keep their node tables: as many as fit in ``engine.table_rows`` rows (300
+    at 5000 nodes: a cluster's worth of Deployments interleaved reuse theirs), at least
+    ``min_tables``, at most ``max_tables``; ``shares`` frameworks (a scheduler's profiles) split
+    those rows between them."""
+    engine = engine if engine is not None else EngineSettings()
+    return max(engine.min_tables, min(engine.max_tables, engine.table_rows // max(1, nodes) // max(1, shares)))
 
 
 # A node the table found failing that passes node by node (never expected): reported as the
@@ -94,18 +90,19 @@ class Scores:
 
 
 class Framework:
-    """One evaluating thread's caches and verbs (see the module docstring). ``columns_from`` and
-    ``walk_chunk`` tune its tables (:class:`rulesched.scheduler.table.NodeTable`); ``shares``:
-    how many frameworks split the table budget (a scheduler's profiles)."""
+    """One evaluating thread's caches and verbs (see the module docstring). ``engine`` holds the
+    budgets of its tables and columns (:class:`rulesched.engine.EngineSettings`: ``columns_from``
+    and ``walk_chunk`` tune the walks); ``shares``: how many frameworks split the table budget (a
+    scheduler's profiles)."""
 
-    def __init__(self, columns_from: int = 32, walk_chunk: int = 0) -> None:
-        self.columns_from, self.walk_chunk = columns_from, walk_chunk
+    def __init__(self, engine: EngineSettings | None = None) -> None:
+        self.engine = engine if engine is not None else EngineSettings()
         self.shares = 1
         # keyed by the class's binding itself (held here, so never confused with a later one)
-        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(MAX_TABLES)
-        self.columns = ColumnStore()
+        self._tables: cachetools.LRUCache[BoundRules, NodeTable] = cachetools.LRUCache(self.engine.max_tables)
+        self.columns = ColumnStore(self.engine)
         # per class: reserved nodes' answers with their nominated pods added (ReservedCheck)
-        self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(MAX_TABLES)
+        self._reserved: cachetools.LRUCache[BoundRules, dict[str, Any]] = cachetools.LRUCache(self.engine.max_tables)
         self.ratio = 2.0  # the last walk's nodes looked at per feasible node (a new table's guess)
         self._stale = False  # a rule set was swapped in since the caches were filled
         self.resets = 0
@@ -138,9 +135,9 @@ class Framework:
         self._fresh()
         table = self._tables.get(bound) if bound.cached else None
         if table is None:
-            table = NodeTable(bound, self.columns, self.columns_from, self.walk_chunk, self.ratio)
+            table = NodeTable(bound, self.columns, self.engine.columns_from, self.engine.walk_chunk, self.ratio)
             if bound.cached:  # (else a pod of its own class, its rules read its name: this cycle only)
-                limit = tables_for(len(snapshot.nodes), self.shares)
+                limit = tables_for(len(snapshot.nodes), self.shares, self.engine)
                 while len(self._tables) >= limit:
                     self._tables.popitem()  # the least recently used
                 self._tables[bound] = table

@@ -45,8 +45,7 @@ from typing import Protocol
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
-from rulesched.lang import RuleSet, RulesHandle
-from rulesched.lang.evaluation.timing import RuleTimer
+from rulesched.lang import RuleSet, RulesHandle, RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup

@@ -38,12 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from rulesched import engine
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundRules, RuleSet, Session
-from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.blame import Blame, Blamer, quantity_text
-from rulesched.lang.evaluation.columns import NodeColumns
+from rulesched.engine import NodeColumns
+from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
@@ -328,7 +327,7 @@ def _best(
     picked = [nodes[i] for i in feasible.tolist()]
     bound.ctx.feasible = picked
     try:
-        matrix: Matrix = bound.score_matrix(NodeColumns(picked), np.arange(len(picked), dtype=np.intp))
+        matrix: Matrix = engine.score_matrix(bound, NodeColumns(picked), np.arange(len(picked), dtype=np.intp))
     except OverflowError:
         matrix = score_matrix(bound.score_vectors(picked))
     per_rule: list[Matrix] = []

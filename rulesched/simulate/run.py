@@ -18,8 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from rulesched.lang import load_rules, resolve_rules_path
-from rulesched.lang.frontend.resource_fit import startup_warning
+from rulesched.lang import load_rules, resolve_rules_path, startup_warning
 from rulesched.model import Pod
 from rulesched.scheduler.framework import (
     EXPLAIN_FULL,

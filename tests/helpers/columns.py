@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rulesched import engine
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import NodeColumns, vectorise
 from rulesched.lang import BoundRules, RuleSet, load_rules_text
-from rulesched.lang.evaluation import vectorise
-from rulesched.lang.evaluation.columns import NodeColumns
 from tests.upstream.harness import node, pod
 
 
@@ -63,5 +63,5 @@ def column_answers(rules: RuleSet, snapshot: Snapshot) -> tuple[list[bool], list
     """The filters' answers on every node of the snapshot as columns, then node by node."""
     nodes = list(snapshot.nodes)
     bound = rules.bind(pod("incoming"), snapshot)
-    mask = bound.filter_mask(NodeColumns(nodes), np.arange(len(nodes), dtype=np.intp))
+    mask = engine.filter_mask(bound, NodeColumns(nodes), np.arange(len(nodes), dtype=np.intp))
     return mask.tolist(), [bound.first_failure(n) is None for n in nodes], bound

@@ -1,4 +1,4 @@
-"""Preemption with its dry runs batched (rulesched.scheduler.dryrun) from one node on: upstream's
+"""Preemption with its dry runs batched (rulesched.engine.dryrun) from one node on: upstream's
 DefaultPreemption tables (tests/upstream/test_defaultpreemption.py) run both ways with it, and
 tests/test_dry_runs_together.py compares the two ways on generated clusters."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from rulesched.scheduler import dryrun, preemption
-from rulesched.scheduler.table import ColumnStore
+from rulesched.engine import ColumnStore, dryrun
+from rulesched.scheduler import preemption
 
 
 def batch_every_preemption(monkeypatch: pytest.MonkeyPatch, calls: list[int] | None = None) -> None:

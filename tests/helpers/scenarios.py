@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import ColumnStore, NodeTable
 from rulesched.lang import RuleSet
 from rulesched.model import Node, Pod
 from rulesched.scheduler.framework import Binding, CycleResult, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from rulesched.scheduler.table import ColumnStore, NodeTable
 from rulesched.simulate.driver import VirtualClock
 from tests.helpers.profiles import examples
 from tests.upstream.harness import default_rules, node, pod

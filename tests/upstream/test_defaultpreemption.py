@@ -35,7 +35,7 @@ The last table is not upstream's: it pins util.GetPodStartTime's rule (a pod wit
 counts as started now) that the tables above never reach.
 
 Every test runs twice: node by node, and with the dry runs batched as columns from one node on
-(rulesched.scheduler.dryrun; tests/helpers/preemption.py).
+(rulesched.engine.dryrun; tests/helpers/preemption.py).
 """
 
 from __future__ import annotations

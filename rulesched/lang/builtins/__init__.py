@@ -66,7 +66,7 @@ class Builtin:
     fresh: bool = False
     moves: Callable[[Any], bool] | None = None  # for this pod, does every cluster change move it?
     # The node labels the answer depends on, for this pod at this moment (the rest is the
-    # context's): nodes alike in those labels get one evaluation (rulesched.lang.evaluation.vectorise).
+    # context's): nodes alike in those labels get one evaluation (rulesched.engine.vectorise).
     # (None from it: not for this pod, e.g. a volume whose reach names the node itself.)
     domain: Callable[[Any], tuple[str, ...] | None] | None = None
     # For this pod at this moment, the answer on every node when it is the same everywhere (the
@@ -77,7 +77,7 @@ class Builtin:
     # pods are keyed by it too (rulesched.lang.evaluation.ruleset), so guards calling it stay true.
     class_token: Callable[[Any], object] | None = None
     # Built-ins without context that take a node: the node fields the implementation reads (None:
-    # any), so a rule passing the node whole can still be shared (rulesched.lang.evaluation.sharing).
+    # any), so a rule passing the node whole can still be shared (rulesched.engine.sharing).
     node_fields: frozenset[str] | None = None
     # impl(ctx, node) for many nodes at once: (ctx, NodeColumns, rows) -> one answer per row, for a
     # built-in that reads per-node numbers the columns hold (attach counts), not labels alone.

@@ -315,7 +315,7 @@ class _HasLabel:
 class _HostCount:
     """How many of a node's pods a hostname constraint counts (its selector, in a namespace): a
     node-only fact for given selector and namespace, so a node column kept current as pods come
-    and go (rulesched.lang.evaluation.columns), one per selector the cycles ask about."""
+    and go (rulesched.engine.columns), one per selector the cycles ask about."""
 
     selector: LabelSelector | None
     namespace: str

@@ -244,7 +244,7 @@ def _spread_skipped(ctx: EvalContext) -> int | None:
     return None if soft_constraints(ctx)[0] else -1
 
 
-# Built-ins evaluated for many nodes at once from node columns (rulesched.lang.evaluation.vectorise).
+# Built-ins evaluated for many nodes at once from node columns (rulesched.engine.vectorise).
 COLUMNS: dict[str, Any] = {
     "spread_score": spread_score_columns,
     "existing_anti_affinity_ok": existing_anti_affinity_columns,
@@ -269,7 +269,7 @@ def _cluster_workloads(cluster: ClusterView | None) -> object:
 CLASS_TOKENS: dict[str, Any] = {"spread_defaulted": _cluster_workloads}
 
 # The node labels each filter's answer reads (the topology keys of the pod's terms or
-# constraints): nodes alike in them are evaluated once per cycle (rulesched.lang.evaluation.vectorise).
+# constraints): nodes alike in them are evaluated once per cycle (rulesched.engine.vectorise).
 DOMAINS: dict[str, Any] = {
     "pod_affinity_ok": affinity_keys,
     "pod_anti_affinity_ok": anti_affinity_keys,

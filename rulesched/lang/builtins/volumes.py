@@ -141,7 +141,7 @@ def claim_keys(pod: Pod) -> Sequence[str]:
     return [f"{pod.namespace}/{c}" for c in pod.claims]
 
 
-# --- for column evaluation (rulesched.lang.evaluation.vectorise) ----------------------------------
+# --- for column evaluation (rulesched.engine.vectorise) ----------------------------------
 # A walk evaluates the volume filters on every node it looks at, for every pod with claims; for
 # the common pods their answers are one value everywhere (no inline disk, nothing to attach),
 # one per group of nodes alike in a few labels (claims only to provision: the classes' allowed

@@ -11,31 +11,28 @@ the cluster-wide built-ins the rules call; a stamp that no longer matches means 
 recomputed. The caches hold one entry per node name, so they never outgrow the cluster, and go
 with the binding when its session forgets the class. Evaluations report which rule they are in
 to the session's ``watch``, which may stop them (:mod:`rulesched.lang.evaluation.watch`).
-Next stage: the scheduler's cycle (rulesched.scheduler.cycle) walks nodes with these.
+Next stage: the scheduler's cycle (rulesched.scheduler.cycle) walks nodes with these, node by node
+or, through the engine (rulesched.engine.batch), as columns.
 """
 
 from __future__ import annotations
 
-import enum
 import itertools
-import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.lang.evaluation.sharing import Shared
-from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
-from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
+from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
-from rulesched.lang.frontend import ast
 from rulesched.model import Pod
+
+if TYPE_CHECKING:  # (the set imports this module)
+    from rulesched.lang.evaluation.compile import CompiledRule
+    from rulesched.lang.evaluation.ruleset import RuleSet
+
+T = TypeVar("T")
 
 
 def never(node: Any) -> bool:
@@ -130,59 +127,17 @@ class BoundPreempt:
 Failure = tuple[BoundFilter, tuple[str, ...]]
 
 
-class Filters(enum.Enum):
-    """Which filters :meth:`BoundRules.filter_mask` evaluates."""
-
-    ALL = "all"
-    STATIC = "static"  # those whose outcome is cached (static_failure's set)
-    DYNAMIC = "dynamic"  # those evaluated afresh for every node (dynamic_filters)
-
-
-@dataclass(frozen=True)
-class ColumnBodies:
-    """What column evaluation needs: the evaluator, and the body of each bound filter and score
-    that it can evaluate (None: node by node only), in the binding's rule order."""
-
-    evaluator: ColumnEvaluator
-    filters: tuple[ast.Expr | None, ...]
-    scores: tuple[ast.Expr | None, ...]
-    # For rules evaluated node by node: the node fields each reads, when it reads the node only
-    # through fields (then nodes equal in those fields share one evaluation), else None.
-    filter_fields: tuple[tuple[str, ...] | None, ...]
-    score_fields: tuple[tuple[str, ...] | None, ...]
-    # Each rule's share key (rulesched.lang.evaluation.sharing), None where not shareable; empty
-    # for bindings that are not cached.
-    filter_shares: tuple[Shared | None, ...] = ()
-    score_shares: tuple[Shared | None, ...] = ()
-    # Each filter's reason and unresolvable condition (None: the rule has none), for counting
-    # why nodes fail as columns (rulesched.lang.evaluation.failures), and its body, vectorisable
-    # or not (preemption's dry runs check what it reads).
-    filter_reasons: tuple[ast.Expr | None, ...] = ()
-    filter_unresolvable: tuple[ast.Expr | None, ...] = ()
-    filter_bodies: tuple[ast.Expr, ...] = ()
-
-
-class SharedColumns(Protocol):
-    """Answers of shared rules, one column per share key over the node list being evaluated,
-    kept by the caller (rulesched.scheduler.shared) in step with the cluster."""
-
-    # Fewer rows to compute than this are computed node by node: a column evaluation's set-up
-    # costs more than a few dozen per-node calls.
-    columns_from: int
-
-    def column(self, shared: Shared, is_filter: bool) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
-        """The key's answers per row and whether each is known (both written by the caller)."""
-        ...
-
-
 class BoundRules:
     """The rules that apply to one pod (guards already decided), as functions of a node.
 
     :meth:`first_failure` and :meth:`score_vector` are what the scheduler calls per node; with
     ``cached`` they keep their answers per node (see the module docstring).
-    :meth:`filter_mask` and :meth:`score_matrix` give the same answers for many nodes at once,
-    evaluated as columns (:mod:`rulesched.lang.evaluation.vectorise`) where the rule allows. Call
-    :meth:`refresh` after the cluster changed within a cycle.
+    The engine (:mod:`rulesched.engine.batch`) gives the same answers for many nodes at once,
+    as columns where a rule allows, from what the binding says of itself: the compiled rules it
+    was bound from (``compiled``, after ``prechecked`` prechecks), which filters are dynamic and
+    which scores volatile, the built-ins each calls. It keeps its own per-binding state in
+    :meth:`memo`, which this layer holds and never reads. Call :meth:`refresh` after the cluster
+    changed within a cycle.
     """
 
     def __init__(
@@ -193,12 +148,20 @@ class BoundRules:
         preempts: tuple[BoundPreempt, ...],
         uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
         cached: bool = False,
-        columns: ColumnBodies | None = None,
         watch: RuleWatch | None = None,
+        rule_set: RuleSet | None = None,
+        compiled: tuple[tuple[CompiledRule, ...], tuple[CompiledRule, ...]] = ((), ()),
+        prechecked: int = 0,
     ) -> None:
         self.ctx = ctx
         self.watch = watch if watch is not None else RuleWatch()
-        self.columns = columns
+        # Where the binding came from (None: made by hand, evaluated node by node only): the set,
+        # the filter and score rules that applied (after the ``prechecked`` prechecks, which
+        # come first in ``filters``), for the engine's column evaluation.
+        self.rule_set = rule_set
+        self.compiled = compiled
+        self.prechecked = prechecked
+        self._memos: dict[Callable[[BoundRules], Any], Any] = {}
         self.filters = filters
         self.scores = scores
         self.preempts = preempts
@@ -254,7 +217,36 @@ class BoundRules:
         steady = [n for n in self._names if n not in moving]
         self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
 
-    # --- for batch evaluation (rulesched.scheduler.table): the cached part and the rest --------
+    def memo(self, make: Callable[[BoundRules], T]) -> T:
+        """``make(self)``, made once per binding and kept with it (the engine's column bodies:
+        they go when the session forgets the class)."""
+        try:
+            found: T = self._memos[make]
+        except KeyError:
+            found = self._memos[make] = make(self)
+        return found
+
+    # --- for batch evaluation (rulesched.engine): the cached part and the rest -----------------
+    @property
+    def dynamic_indexes(self) -> frozenset[int]:
+        """Indexes of the filters evaluated afresh for every node."""
+        return self._dynamic_set
+
+    @property
+    def volatile_indexes(self) -> frozenset[int]:
+        """Indexes of the scores never cached."""
+        return self._volatile
+
+    @property
+    def filter_uses(self) -> tuple[frozenset[str], ...]:
+        """The cluster-wide built-ins each filter calls."""
+        return self._filter_uses
+
+    @property
+    def score_uses(self) -> tuple[frozenset[str], ...]:
+        """The cluster-wide built-ins each score calls."""
+        return self._score_uses
+
     @property
     def token(self) -> object:
         """The stamp answers of :meth:`static_failure` and :meth:`steady_vector` stay valid under
@@ -375,207 +367,6 @@ class BoundRules:
             elif failed is not None:
                 failed(node, outcome)
         return found, looked
-
-    # --- many nodes at once (rulesched.lang.evaluation.columns) ----------------------------
-    def filter_mask(
-        self, cols: NodeColumns, rows: Rows, which: Filters = Filters.ALL, shared: SharedColumns | None = None
-    ) -> npt.NDArray[np.bool_]:
-        """Whether the node of each row (of ``cols.nodes``) passes every filter of ``which``.
-        Filters that evaluate as columns run first, the rest node by node on the rows still
-        passing: which filter fails first does not change whether a node fits, and no filter
-        has effects. With ``shared``, shareable filters read (and fill) their key's column."""
-        alive = np.ones(len(rows), dtype=bool)
-        per_node = []
-        shares = self.columns.filter_shares if shared is not None and self.columns is not None else ()
-        watch = self.watch
-        for i, f in enumerate(self.filters):
-            if which is not Filters.ALL and (i in self._dynamic_set) == (which is Filters.STATIC):
-                continue
-            live = np.flatnonzero(alive)
-            if not len(live):
-                return alive
-            share = shares[i] if shares else None
-            ok: npt.NDArray[Any] | None
-            if share is not None:
-                assert shared is not None
-                ok = self._shared(shared, share, cols, rows[live], i, True)
-            else:
-                ok = self._column(cols, rows[live], i, True)
-            if ok is None:
-                per_node.append(f)
-            else:
-                alive[live[~ok]] = False
-        if per_node:
-            nodes, left = cols.nodes, CHECK_EVERY
-            for j in np.flatnonzero(alive).tolist():
-                left -= 1
-                if not left:
-                    left = watch.tick()
-                node = nodes[rows[j]]
-                for f in per_node:
-                    watch.rule = f.name
-                    if not f.passes(node):
-                        alive[j] = False
-                        break
-        return alive
-
-    def filter_rows(
-        self, cols: NodeColumns, rows: Rows, index: int, shared: SharedColumns | None = None
-    ) -> npt.NDArray[np.bool_]:
-        """Whether the node of each row passes filter ``index``: from its shared column, as
-        columns, or node by node."""
-        bodies = self.columns
-        share = bodies.filter_shares[index] if bodies is not None and bodies.filter_shares else None
-        if shared is not None and share is not None:
-            ok: npt.NDArray[Any] | None = self._shared(shared, share, cols, rows, index, True)
-        else:
-            ok = self._column(cols, rows, index, True)
-        if ok is None:
-            f = self.filters[index]
-            self.watch.rule = f.name
-            return np.array(self.watch.each(f.passes, rows.tolist(), cols.nodes), dtype=bool)
-        return ok.astype(bool, copy=False)
-
-    def _shared(
-        self,
-        shared: SharedColumns,
-        share: Shared,
-        cols: NodeColumns,
-        rows: Rows,
-        index: int,
-        is_filter: bool,
-    ) -> npt.NDArray[Any]:
-        """A shareable rule's answers on ``rows`` from its key's column, computing (and keeping)
-        those not known yet."""
-        values, known = shared.column(share, is_filter)
-        need = rows[~known[rows]]
-        if len(need) >= shared.columns_from:
-            # A column costs mostly per operation, hardly per row: once a key is used again, fill
-            # every row it lacks, not just these. Walks start where the last one stopped, so the
-            # next pod of any class with this key then finds its window known, but for the nodes
-            # binds changed since (a few, node by node) instead of another column over a fresh
-            # window. (A key's first use fills its window only: pods all unlike each other would
-            # pay for whole columns nobody reads again.)
-            missing = np.flatnonzero(~known)
-            if len(need) < len(missing) < len(known):
-                got = self._column(cols, missing, index, is_filter)
-                if got is not None:
-                    values[missing] = got
-                    known[missing] = True
-                    return values[rows]
-        if len(need):
-            got = self._column(cols, need, index, is_filter) if len(need) >= shared.columns_from else None
-            if got is None:
-                nodes = cols.nodes
-                per_node = self._per_node(index, is_filter)
-                answers = self.watch.each(per_node, need.tolist(), nodes)
-                got = np.array([bool(a) for a in answers] if is_filter else answers, dtype=values.dtype)
-            values[need] = got
-            known[need] = True
-        return values[rows]
-
-    def _per_node(self, index: int, is_filter: bool) -> Callable[[Any], Any]:
-        """The rule's node function (asked for only when needed: it is made on first use), the
-        rule recorded as the one being evaluated."""
-        rule = self.filters[index] if is_filter else self.scores[index]
-        self.watch.rule = rule.name
-        return rule.passes if is_filter else rule.score
-
-    def _column(self, cols: NodeColumns, rows: Rows, index: int, is_filter: bool) -> npt.NDArray[Any] | None:
-        """A filter's outcome or a score's value for each row, as columns or once per group of
-        nodes equal in the fields the rule reads; None: evaluate it node by node."""
-        bodies = self.columns
-        if bodies is None:
-            return None
-        self.watch.enter((self.filters if is_filter else self.scores)[index].name)
-        body = (bodies.filters if is_filter else bodies.scores)[index]
-        if body is not None:
-            timer = self.timer
-            started = time.perf_counter() if timer is not None else 0.0
-            try:
-                if is_filter:
-                    return bodies.evaluator.filter(body, self.ctx, cols, rows)
-                return bodies.evaluator.score(body, self.ctx, cols, rows)
-            except Unsupported:
-                pass  # planned: values numpy cannot hold exactly (see fallback's docstring)
-            except Exception as error:  # noqa: BLE001 - a column bug must not stop scheduling; node by node is right
-                rule = (self.filters if is_filter else self.scores)[index].name
-                bodies.evaluator.fallbacks.record(rule, self.ctx.pod.key, error)
-            finally:
-                if timer is not None:
-                    rule = (self.filters if is_filter else self.scores)[index].name
-                    timer.add(FILTER if is_filter else SCORE, rule, time.perf_counter() - started)
-        fields = (bodies.filter_fields if is_filter else bodies.score_fields)[index]
-        groups = cols.groups(fields) if fields is not None else None
-        if groups is None:
-            return None
-        nodes = cols.nodes
-        per_node = self._per_node(index, is_filter)
-        answers = self.watch.each(per_node, groups.representatives, nodes)
-        per_group = np.array(answers, dtype=bool if is_filter else np.int64)
-        return per_group[groups.codes[rows]]
-
-    def filter_column(
-        self, cols: NodeColumns, rows: Rows, index: int, shared: SharedColumns | None = None
-    ) -> npt.NDArray[Any] | None:
-        """One filter's outcome on the rows, as columns (its key's column when it is shared);
-        None: evaluate it node by node. (Explanations: which filter fails first, per node.)"""
-        shares = self.columns.filter_shares if shared is not None and self.columns is not None else ()
-        share = shares[index] if shares else None
-        if share is not None:
-            assert shared is not None
-            return self._shared(shared, share, cols, rows, index, True)
-        return self._column(cols, rows, index, True)
-
-    def dynamic_grouped(self, cols: NodeColumns) -> bool:
-        """Whether every dynamic filter reads the cluster only through built-ins whose answer is
-        one per group of nodes alike in a few labels (spreading by zone): evaluated as columns
-        they then cost a call per group rather than per node. (Per node, a walk stops as soon as
-        enough nodes fit, which is cheaper when every node needs its own call.)"""
-        ctx = self.ctx
-        return all(grouped(name, ctx, cols) for i in self._dynamic for name in self._filter_uses[i])
-
-    def volatile_grouped(self, cols: NodeColumns) -> bool:
-        """:meth:`dynamic_grouped` for the volatile scores (spreading's, by zone)."""
-        ctx = self.ctx
-        return all(grouped(name, ctx, cols) for i in self._volatile for name in self._score_uses[i])
-
-    def score_column(self, cols: NodeColumns, rows: Rows, index: int) -> npt.NDArray[Any] | None:
-        """One score's values on the rows, evaluated as columns; None: evaluate it node by node."""
-        return self._column(cols, rows, index, False)
-
-    def score_matrix(
-        self, cols: NodeColumns, rows: Rows, steady: bool = False, shared: SharedColumns | None = None
-    ) -> npt.NDArray[np.int64]:
-        """:meth:`score_vector` of each row's node, one row each (:meth:`steady_vector` with
-        ``steady``). Raises OverflowError for a score or sum beyond int64. With ``shared``,
-        shareable scores read (and fill) their key's column."""
-        out = np.zeros((len(rows), len(self.scores) + 1), dtype=np.int64)
-        skip = self._volatile if steady else frozenset()
-        nodes = cols.nodes
-        fixed_bound = 0
-        shares = self.columns.score_shares if shared is not None and self.columns is not None else ()
-        watch = self.watch
-        for i, s in enumerate(self.scores):
-            if i in skip:
-                continue
-            share = shares[i] if shares else None
-            column: npt.NDArray[Any] | None
-            if share is not None:
-                assert shared is not None
-                column = self._shared(shared, share, cols, rows, i, False)
-            else:
-                column = self._column(cols, rows, i, False)
-            if column is None:
-                watch.rule = s.name
-                column = np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64)
-            out[:, i] = column
-            if s.normalize == "none" and len(column):
-                fixed_bound += s.weight * max(int(column.max()), -int(column.min()))
-                if fixed_bound >= 2**63:
-                    raise OverflowError("the sum of unnormalised scores does not fit in int64")
-                out[:, -1] += s.weight * column
-        return out
 
     def score_vectors(self, nodes: Sequence[Any]) -> list[tuple[int, ...]]:
         """:meth:`score_vector` for many nodes, with the cache lookup inlined."""

@@ -550,7 +550,7 @@ def compile_rules(
 ) -> list[CompiledRule]:
     """The rules compiled, their node-only values cached in ``memos``; ``domain_codes`` receives
     the compiled aggregates over domains (by id of the aggregate) for the column evaluator
-    (rulesched.lang.evaluation.domain_columns)."""
+    (rulesched.engine.domain_columns)."""
     compiler = _Compiler(checked, memos)
     out = []
     for c in checked.rules:

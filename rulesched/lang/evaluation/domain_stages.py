@@ -2,7 +2,7 @@
 :mod:`rulesched.lang.evaluation.compile` from the compiled parts of an aggregate the checker
 found indexable (rulesched.lang.frontend.domain_check); the counts they read are kept by
 :mod:`rulesched.lang.builtins.domains`. Next stage: the bound rules call them per node, or
-:mod:`rulesched.lang.evaluation.domain_columns` once per label value.
+:mod:`rulesched.engine.domain_columns` once per label value.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import operator
 import threading
 from collections.abc import Callable, MutableMapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import cachetools
 
@@ -40,16 +40,12 @@ from rulesched.lang.evaluation.bound import (
     BoundPreempt,
     BoundRules,
     BoundScore,
-    ColumnBodies,
     Make,
     never,
 )
-from rulesched.lang.evaluation.columns import node_fields
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
 from rulesched.lang.evaluation.prechecks import prechecks
-from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
 from rulesched.lang.evaluation.stages import NodeMemos, Staged
-from rulesched.lang.evaluation.vectorise import ColumnEvaluator, vectorisable
 from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import CheckedRules
@@ -58,6 +54,7 @@ from rulesched.lang.types import MapOf
 from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
 
+T = TypeVar("T")
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
 CLASS_CACHE_SIZE = 512  # equivalence classes a session keeps bound (least recently used go first)
 # A rule whose cost bound is above this many steps per (pod, node) (about 0.2 ms at ~40 ns a
@@ -77,7 +74,9 @@ class RuleSet:
         # set built from trees directly, the texts its rules came from).
         self.digest = digest or content_digest(dict.fromkeys(r.rule.span.source.text for r in checked.rules))
         self.node_memos = NodeMemos()  # node-only values, per node (shared by the sessions)
-        domain_codes: dict[int, Any] = {}  # aggregates over domains, for the column evaluator
+        # Aggregates over domains (their node-stage factories), for the engine's column evaluator.
+        domain_codes: dict[int, Any] = {}
+        self.domain_codes = domain_codes
         # Audit-mode (shadow) filters never reject: they are compiled apart, into ``shadow`` (a
         # set of those filters alone, ``shadow_only``), which reports and metrics evaluate.
         audit = tuple(r for r in checked.rules if r.rule.audit and r.kind is ast.RuleKind.FILTER)
@@ -108,40 +107,37 @@ class RuleSet:
             for token in (BUILTINS[name].class_token for name in sorted(checked.notes.context_calls))
             if token is not None
         )
-        # A class key part per pod field the rules read (see _pod_getter), by length where
+        # A class key part per pod field the rules read (see pod_getter), by length where
         # they only ever ask its length, left out where only fresh built-ins read it.
         notes = checked.notes
         self._class_getters = []
         for f in self.class_fields or ():
-            get, is_map = _pod_getter(f)
+            get, is_map = pod_getter(f)
             reads = notes.pod_field_reads.get(f, 0)
             if f in notes.builtin_pod_fields or reads > notes.pod_len_reads.get(f, 0):
                 self._class_getters.append((get, is_map))
             elif reads:  # only ever len(pod.f) (and fresh built-ins): pods of one length are alike
                 self._class_getters.append((_length(get), False))
             # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
-        self._evaluator = ColumnEvaluator(checked.notes, checked.lets, domain_codes)
-        self._vectorisable = {
-            id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
-        }
-        self._fields = {
-            id(r): node_fields(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
-        }
-        # Per rule: the pod fields it alone reads, when classes agreeing on them may share its
-        # answers (rulesched.lang.evaluation.sharing); with the getters of those fields.
-        self._share_token = object()  # in every key: another set's rule at the same position differs
-        self._shares: dict[int, tuple[tuple[str, int], RuleShare, list[tuple[Callable[[Any], Any], bool]]]] = {}
-        if self.class_fields is not None:  # (else no binding is cached, and none shares)
-            for kind, rules in (("filter", self.filters), ("score", self.scores)):
-                for position, r in enumerate(rules):
-                    share = rule_share(r.checked.rule.body, checked.notes, checked.lets)
-                    if share is not None:
-                        getters = [_pod_getter(f) for f in share.pod_fields]
-                        self._shares[id(r)] = ((kind, position), share, getters)
         self._by_priority = {
             id(r): _victim_priority_only(r.checked.rule.body, checked.notes, checked.lets) for r in self.preempts
         }
         self._local = threading.local()
+        self._memos: dict[Callable[[RuleSet], Any], Any] = {}
+        self._memo_lock = threading.Lock()
+
+    def memo(self, make: Callable[[RuleSet], T]) -> T:
+        """``make(self)``, made once per set (under a lock: sessions of several threads read it)
+        and kept with it, so it goes when a reload drops the set: the engine's column plan,
+        which this layer holds and never reads."""
+        found = self._memos.get(make)
+        if found is None:
+            with self._memo_lock:
+                found = self._memos.get(make)
+                if found is None:
+                    found = self._memos[make] = make(self)
+        result: T = found
+        return result
 
     def session(self) -> Session:
         """This thread's session with this rule set (made on first use)."""
@@ -169,22 +165,6 @@ class RuleSet:
             return None
         return tuple([frozenset(get(pod).items()) if is_map else get(pod) for get, is_map in self._class_getters])
 
-    def _bodies(self, rules: Sequence[CompiledRule]) -> tuple[ast.Expr | None, ...]:
-        return tuple(r.checked.rule.body if self._vectorisable[id(r)] else None for r in rules)
-
-    def _shared(self, rules: Sequence[CompiledRule], pod: Pod) -> tuple[Shared | None, ...]:
-        """Each rule's share key for this pod (None: not shareable)."""
-        out: list[Shared | None] = []
-        for r in rules:
-            found = self._shares.get(id(r))
-            if found is None:
-                out.append(None)
-                continue
-            rule, share, getters = found
-            values = tuple(frozenset(get(pod).items()) if is_map else get(pod) for get, is_map in getters)
-            out.append(Shared((self._share_token, rule, values), share.pod_bound))
-        return tuple(out)
-
     def bind_new(
         self,
         pod: Pod,
@@ -203,24 +183,9 @@ class RuleSet:
             _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
         )
         first = prechecks(pod)  # (evaluated node by node, reading nothing: no column, no share)
-        none = (None,) * len(first)
         uses = (
             (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
             tuple(frozenset(r.context) for r in score_rules),
-        )
-        columns = ColumnBodies(
-            self._evaluator,
-            (*none, *self._bodies(filter_rules)),
-            self._bodies(score_rules),
-            (*none, *(self._fields[id(r)] for r in filter_rules)),
-            tuple(self._fields[id(r)] for r in score_rules),
-            (*none, *self._shared(filter_rules, pod)) if cache else (),
-            self._shared(score_rules, pod) if cache else (),
-            # A precheck's failure is counted node by node (it is unresolvable everywhere, which
-            # no rule's clause says): with prechecks, these stay empty, the per-node fallbacks.
-            () if first else tuple(r.checked.rule.reason for r in filter_rules),
-            () if first else tuple(r.checked.rule.unresolvable for r in filter_rules),
-            () if first else tuple(r.checked.rule.body for r in filter_rules),
         )
         return BoundRules(
             ctx,
@@ -229,8 +194,10 @@ class RuleSet:
             preempts,
             uses,
             cached=cache,
-            columns=columns,
             watch=watch,
+            rule_set=self,
+            compiled=(tuple(filter_rules), tuple(score_rules)),
+            prechecked=len(first),
         )
 
 
@@ -270,7 +237,7 @@ class Session:
         return self.rules.bind_new(pod, cluster, indexes, cache=False, watch=self.watch)
 
 
-def _pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
+def pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
     """A pod field's value as a class key part, and whether it is a map (keyed by its items).
     Raw model attributes where there is one (None and () differ for node affinity), else the
     field's getter (has_required_node_affinity is derived). (Decided here from the schema: an

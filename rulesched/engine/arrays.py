@@ -1,6 +1,6 @@
 """Exact arithmetic on numpy arrays: the operators of :mod:`rulesched.lang.values`, per row.
 
-Column evaluation (:mod:`rulesched.lang.evaluation.vectorise`) holds one value per node in an array. Its
+Column evaluation (:mod:`rulesched.engine.vectorise`) holds one value per node in an array. Its
 answers must be the reference interpreter's to the last bit, so:
 
 * integers stay int64 only while every intermediate provably fits: bounds (the operands' largest

@@ -28,11 +28,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rulesched.engine.arrays import Array, Unsupported
+from rulesched.engine.batch import columns_of
+from rulesched.engine.columns import NodeColumns, Path, Rows
+from rulesched.engine.encoded import encode
+from rulesched.engine.failures import as_reasons
 from rulesched.lang import BUILTINS, BoundRules
-from rulesched.lang.evaluation.arrays import Array, Unsupported
-from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
-from rulesched.lang.evaluation.encoded import encode
-from rulesched.lang.evaluation.failures import as_reasons
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
@@ -62,7 +63,7 @@ SMALL = 8  # rows left in a step below which the dry runs finish node by node
 def node_local(bound: BoundRules) -> bool:
     """Whether every filter of ``bound`` reads a node only as this module can adjust (see the
     module docstring), for this pod now."""
-    bodies = bound.columns
+    bodies = columns_of(bound)
     if bodies is None or len(bodies.filter_bodies) != len(bound.filters):
         return False
     notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
@@ -341,7 +342,7 @@ def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tu
 
 def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
     """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit."""
-    bodies = bound.columns
+    bodies = columns_of(bound)
     assert bodies is not None
     out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
     alive = np.arange(len(rows))
@@ -367,7 +368,7 @@ def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[t
 
 
 def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> npt.NDArray[np.bool_]:
-    bodies = bound.columns
+    bodies = columns_of(bound)
     assert bodies is not None
     body = bodies.filters[index]
     if body is not None:

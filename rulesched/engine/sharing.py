@@ -5,7 +5,7 @@ far fewer: NodeResourcesFit's score only ``pod.nonzero_requests``, TaintTolerati
 ``pod.tolerations``. Two classes that agree on those give that rule the same answer on every
 node, so a scheduler may compute a rule's answers once per *rule key* (the rule and the values
 of the pod fields it reads) and let every class with that key read them
-(:mod:`rulesched.scheduler.shared`).
+(:mod:`rulesched.engine.shared`).
 
 That holds when the body depends on the pod only through ``pod.FIELD`` reads and calls no
 context built-in (those read the cluster and the pod as a whole). :func:`rule_share` decides it

@@ -11,7 +11,7 @@ node, on the rows the cached filters let through. Answers and their order are th
 :meth:`rulesched.lang.BoundRules.feasible` and ``score_vector``.
 
 Many stale rows at once (the first walk of a new class, every row after a node change) are
-evaluated as columns over those rows (``BoundRules.filter_mask`` / ``score_matrix``) from a
+evaluated as columns over those rows (``engine.filter_mask`` / ``score_matrix``) from a
 :class:`ColumnStore` every table shares: node values as arrays, kept in step with the same
 journal.
 Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks the host.
@@ -26,11 +26,21 @@ import numpy.typing as npt
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundFilter, BoundRules, Filters
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.lang.evaluation.failures import FailedRows, first_failures
+from rulesched.engine.batch import (
+    Filters,
+    dynamic_grouped,
+    filter_column,
+    filter_mask,
+    score_column,
+    score_matrix,
+    volatile_grouped,
+)
+from rulesched.engine.columns import NodeColumns, Rows
+from rulesched.engine.failures import FailedRows, first_failures
+from rulesched.engine.settings import EngineSettings
+from rulesched.engine.shared import Lookups, RowLog, RuleColumns
+from rulesched.lang import BoundFilter, BoundRules
 from rulesched.lang.evaluation.watch import CHECK_EVERY
-from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
 
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
@@ -40,19 +50,20 @@ class TableOverflow(Exception):
 
 
 class ColumnStore:
-    """The cluster's nodes as columns (:class:`rulesched.lang.evaluation.columns.NodeColumns`),
+    """The cluster's nodes as columns (:class:`rulesched.engine.columns.NodeColumns`),
     kept in step with the snapshots a scheduler reads: rows re-read where the pod journal says
     nodes changed, everything rebuilt after a node change."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: EngineSettings | None = None) -> None:
+        self._settings = settings = settings if settings is not None else EngineSettings()
         self._columns: NodeColumns | None = None
         self._history: object = None
         self._generation = -1
         self._position = -1
         self._rows_key: tuple[object, int] | None = None
         self._rows_by_name: dict[str, int] = {}
-        self._log = RowLog()
-        self._shared = RuleColumns(self._log)
+        self._log = RowLog(settings.log_limit)
+        self._shared = RuleColumns(self._log, settings)
 
     def rows_by_name(self, snapshot: Snapshot) -> dict[str, int]:
         """Node name -> row in ``snapshot.nodes``: one dict for every table of this node list."""
@@ -80,7 +91,7 @@ class ColumnStore:
             or snapshot.node_generation != self._generation
             or snapshot.pod_position < self._position
         ):
-            columns = self._columns = NodeColumns(snapshot.nodes)
+            columns = self._columns = NodeColumns(snapshot.nodes, self._settings)
             self._history, self._generation = snapshot.history, snapshot.node_generation
         elif snapshot.pod_position != self._position:
             changed = self.changed_rows(snapshot, self._position)
@@ -241,7 +252,7 @@ class NodeTable:
             nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
             try:
                 if self._many(stale):
-                    vectors[stale] = self.bound.score_matrix(self._columns(), stale, True, self._shared())
+                    vectors[stale] = score_matrix(self.bound, self._columns(), stale, True, self._shared())
                 else:
                     left = CHECK_EVERY
                     for i in stale.tolist():
@@ -259,10 +270,10 @@ class NodeTable:
             self.bound.ctx.feasible = nodes
             # As columns where that is one call per zone (spreading), say; else node by node.
             columns = self._columns() if self._many(rows) else None
-            if columns is not None and not self.bound.volatile_grouped(columns):
+            if columns is not None and not volatile_grouped(self.bound, columns):
                 columns = None
             for index, score in volatile:
-                found = None if columns is None else self.bound.score_column(columns, rows, index)
+                found = None if columns is None else score_column(self.bound, columns, rows, index)
                 if found is not None:
                     column = found.astype(np.int64, copy=False)
                 else:
@@ -294,7 +305,7 @@ class NodeTable:
             if not len(live):
                 break
             at = rows[live]
-            ok = bound.filter_column(self._columns(), at, index, self._shared()) if self._many(at) else None
+            ok = filter_column(bound, self._columns(), at, index, self._shared()) if self._many(at) else None
             if ok is None:
                 passes = f.passes
                 ok = np.array([bool(passes(nodes[r])) for r in at.tolist()], dtype=bool)
@@ -315,7 +326,7 @@ class NodeTable:
         watch = bound.watch
         for index, f in enumerate(bound.filters):
             watch.check()
-            ok = bound.filter_column(self._columns(), rows, index, self._shared()) if many else None
+            ok = filter_column(bound, self._columns(), rows, index, self._shared()) if many else None
             if ok is None:
                 watch.rule = f.name
                 ok = np.array(watch.each(f.passes, [nodes[r] for r in rows.tolist()]), dtype=bool)
@@ -333,7 +344,7 @@ class NodeTable:
         if len(stale):
             nodes, fits, failure = self._nodes, self._fits, self.bound.static_failure
             if self._many(stale):
-                fits[stale] = self.bound.filter_mask(self._columns(), stale, Filters.STATIC, self._shared())
+                fits[stale] = filter_mask(self.bound, self._columns(), stale, Filters.STATIC, self._shared())
             else:
                 watch, left = self.bound.watch, CHECK_EVERY
                 for i in stale.tolist():
@@ -352,8 +363,8 @@ class NodeTable:
         the binding's watch every CHECK_EVERY nodes)."""
         if self._many(fit):  # as columns where that is one call per zone (spreading), say
             columns = self._columns()
-            if self.bound.dynamic_grouped(columns):
-                return fit[self.bound.filter_mask(columns, fit, Filters.DYNAMIC)][:need]
+            if dynamic_grouped(self.bound, columns):
+                return fit[filter_mask(self.bound, columns, fit, Filters.DYNAMIC)][:need]
         nodes, kept = self._nodes, list[int]()
         append = kept.append
         watch, left = self.bound.watch, CHECK_EVERY

@@ -5,19 +5,19 @@ a call per operator per node. For a pod unlike any before it the scheduler needs
 hundreds or thousands of nodes, so a rule whose body is arithmetic, comparisons and logic over
 node values (``node.allocatable.cpu``, ``node.free["nvidia.com/gpu"]``, ``len(node.pods)``)
 and values known once the pod is (``pod.requests.cpu``, a constant) is evaluated here as array
-operations over the nodes' columns (:mod:`rulesched.lang.evaluation.columns`) instead. Built-ins and record
+operations over the nodes' columns (:mod:`rulesched.engine.columns`) instead. Built-ins and record
 fields that numpy cannot express are called per node inside the column (the same
 implementations); what cannot be expressed at all (a loop over a node's own list, ``in`` over
 lists) leaves the rule to the closures, decided once per rule when the rules load
 (:func:`vectorisable`).
 
 Answers are the reference interpreter's, exactly: the pod-only parts are evaluated by
-:class:`rulesched.lang.evaluation.interp.Interpreter` itself, the rest by :mod:`rulesched.lang.evaluation.arrays`,
+:class:`rulesched.lang.evaluation.interp.Interpreter` itself, the rest by :mod:`rulesched.engine.arrays`,
 which raises :class:`Unsupported` where numpy could not be exact (the caller then evaluates the
 rule node by node). ``and``/``or``/``if`` evaluate their later operands only on the rows that
 need them; quantifiers over a pod-side list are unrolled per element.
 Next stage: :class:`rulesched.lang.evaluation.ruleset.BoundRules` (``filter_mask`` and ``score_matrix``),
-called by ``rulesched.scheduler.table``.
+called by ``rulesched.engine.table``.
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS
-from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.arrays import (
+from rulesched.engine.arrays import (
     EXACT_LIMIT,
     SCALAR,
     Col,
@@ -48,9 +45,13 @@ from rulesched.lang.evaluation.arrays import (
     need_numeric,
     take,
 )
-from rulesched.lang.evaluation.columns import NodeColumns, Path, Rows
-from rulesched.lang.evaluation.domain_columns import DomainCodes, domain_column, groupable
-from rulesched.lang.evaluation.fallback import ColumnFallbacks
+from rulesched.engine.columns import NodeColumns, Path, Rows
+from rulesched.engine.domain_columns import DomainCodes, domain_column, groupable
+from rulesched.engine.fallback import ColumnFallbacks
+from rulesched.engine.settings import EngineSettings
+from rulesched.lang import schema
+from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations
@@ -59,7 +60,6 @@ from rulesched.lang.types import QUANTITY, STRING, MapOf
 from rulesched.lang.values import as_score, binary_function
 from rulesched.model import NodeSelectorTerm
 
-MAX_ITEMS = 64  # elements of a pod-side list a quantifier is unrolled over
 Step = Callable[["_Run", Rows, dict[str, Any]], Value]  # one expression over rows, see ColumnEvaluator.step
 _NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
 
@@ -152,8 +152,16 @@ class _Analysis:
 class ColumnEvaluator:
     """Evaluates checked expressions over the rows of a :class:`NodeColumns` for one pod."""
 
-    def __init__(self, notes: Annotations, lets: dict[str, ast.Let], domain_codes: DomainCodes | None = None) -> None:
+    def __init__(
+        self,
+        notes: Annotations,
+        lets: dict[str, ast.Let],
+        domain_codes: DomainCodes | None = None,
+        unroll: int = EngineSettings.column_unroll,
+    ) -> None:
         self.notes, self.lets = notes, lets
+        # Elements of a pod-side list a quantifier or collect is unrolled over (EngineSettings).
+        self.unroll = unroll
         self.domain_codes = domain_codes or {}  # the compiled aggregates over domains (compile_rules)
         self.interp = Interpreter(notes, lets)
         self._analysis = _Analysis(notes, lets)
@@ -357,7 +365,7 @@ class _Run:
 
     def _items(self, iterable: ast.Expr, scope: dict[str, Any]) -> list[Any]:
         items = list(self.ev.interp.evaluate(iterable, self.ctx, None, scope))
-        if len(items) > MAX_ITEMS:
+        if len(items) > self.ev.unroll:
             raise Unsupported("list too long to unroll")
         return items
 
@@ -466,7 +474,7 @@ class _Run:
             if not first:
                 return True
             inner = self.ev.path(args[1])
-            if inner is None or len(first) > MAX_ITEMS:
+            if inner is None or len(first) > self.ev.unroll:
                 return None
             out = np.ones(len(rows), dtype=bool)
             for k, v in first.items():  # big.get(k) == v for every key: a missing label is None

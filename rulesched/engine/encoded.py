@@ -3,13 +3,13 @@
 A filter's reason (``"Insufficient " + r`` for each resource the node lacks) is what a pod that
 fits nowhere reports for every node it failed on: thousands of evaluations node by node, though
 nodes mostly fail for the same few reasons. Here such an expression is evaluated over the rows
-of a :class:`rulesched.lang.evaluation.columns.NodeColumns` as an :class:`Encoded`: a code per row
+of a :class:`rulesched.engine.columns.NodeColumns` as an :class:`Encoded`: a code per row
 and the value of each code. Conditions (``if``, a ``collect``'s ``where``) are columns from
-:class:`rulesched.lang.evaluation.vectorise.ColumnEvaluator`; strings and lists are built once per
+:class:`rulesched.engine.vectorise.ColumnEvaluator`; strings and lists are built once per
 distinct combination of the parts that differ between rows, with the language's own operators,
 so each row's value is exactly what the closures give node by node. Anything else raises
-:class:`rulesched.lang.evaluation.arrays.Unsupported` (the caller groups nodes or goes node by node).
-Next stage: :mod:`rulesched.lang.evaluation.failures`, which counts a failed walk's reasons.
+:class:`rulesched.engine.arrays.Unsupported` (the caller groups nodes or goes node by node).
+Next stage: :mod:`rulesched.engine.failures`, which counts a failed walk's reasons.
 """
 
 from __future__ import annotations
@@ -20,16 +20,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rulesched.engine.arrays import SCALAR, Col, Unsupported, bools
+from rulesched.engine.columns import NodeColumns, Rows
+from rulesched.engine.vectorise import ColumnEvaluator
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.arrays import SCALAR, Col, Unsupported, bools
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
-from rulesched.lang.evaluation.vectorise import ColumnEvaluator
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import ListOf, MapOf
 from rulesched.lang.values import COERCIONS, binary_function
-
-MAX_ITEMS = 64  # elements of a pod-side list a collect is unrolled over
 
 
 class Encoded:
@@ -117,7 +115,7 @@ def _encode(
             not analysis.reads_node(iterable)
         ):
             elements = list(ev.interp.evaluate(iterable, ctx, None, scope))
-            if len(elements) > MAX_ITEMS:
+            if len(elements) > ev.unroll:
                 raise Unsupported("list too long to unroll")
             out = Encoded.constant((), n)
             for item in elements:

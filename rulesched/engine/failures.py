@@ -7,7 +7,7 @@ not UnschedulableAndUnresolvable. Asking :meth:`BoundRules.first_failure` node b
 every filter's closures again on every node; here each filter is evaluated once over the rows
 still undecided (as columns where it can be, from the shared columns a walk just filled), in
 rule order, so each row gets the same first failing filter as node by node. Reasons are counted
-per distinct value (:mod:`rulesched.lang.evaluation.encoded`, else once per group of nodes alike in
+per distinct value (:mod:`rulesched.engine.encoded`, else once per group of nodes alike in
 the fields the reason reads, else node by node), and the ``unresolvable`` condition is evaluated
 likewise, only when preemption asks.
 Next stage: the scheduler's cycle (rulesched.scheduler.cycle) turns these into its FitError
@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, SharedColumns
-from rulesched.lang.evaluation.columns import NodeColumns, Rows, node_fields
-from rulesched.lang.evaluation.encoded import Encoded, encode
+from rulesched.engine.arrays import Unsupported
+from rulesched.engine.batch import SharedColumns, columns_of, filter_rows
+from rulesched.engine.columns import NodeColumns, Rows, node_fields
+from rulesched.engine.encoded import Encoded, encode
+from rulesched.lang import BoundFilter, BoundRules
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def first_failures(
     for i, f in enumerate(bound.filters):
         if not len(alive):
             break
-        ok = bound.filter_rows(cols, alive, i, shared)
+        ok = filter_rows(bound, cols, alive, i, shared)
         if not ok.all():
             out.append(FailedRows(i, f, alive[~ok]))
             alive = alive[ok]
@@ -72,7 +73,7 @@ def unresolvable_rows(bound: BoundRules, cols: NodeColumns, group: FailedRows) -
     """Whether each of the group's rows fails UnschedulableAndUnresolvable (its filter's
     ``unresolvable`` condition holds there)."""
     f, rows = group.filter, group.rows
-    bodies = bound.columns
+    bodies = columns_of(bound)
     condition = bodies.filter_unresolvable[group.index] if bodies is not None and bodies.filter_unresolvable else None
     if condition is None:
         if bodies is not None and bodies.filter_unresolvable:  # the rule has no unresolvable clause
@@ -99,7 +100,7 @@ def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tu
     """Each distinct reasons tuple of the group's rows (as BoundFilter.reasons gives it), with
     its number of rows."""
     f, rows = group.filter, group.rows
-    bodies = bound.columns
+    bodies = columns_of(bound)
     expr = bodies.filter_reasons[group.index] if bodies is not None and bodies.filter_reasons else None
     if bodies is not None and bodies.filter_reasons and expr is None:  # no reason given: the default
         return [(f.reasons(cols.nodes[int(rows[0])]), len(rows))]
@@ -125,7 +126,7 @@ def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tu
 def _per_group(bound: BoundRules, cols: NodeColumns, rows: Rows, expr: Any, per_node: Any) -> list[Any] | None:
     """``per_node`` of each row, evaluated once per group of nodes equal in the node fields
     ``expr`` reads (None: it reads the node otherwise, or the fields hardly repeat)."""
-    bodies = bound.columns
+    bodies = columns_of(bound)
     assert bodies is not None
     fields = node_fields(expr, bodies.evaluator.notes, bodies.evaluator.lets)
     groups = cols.groups(fields) if fields is not None else None
@@ -139,8 +140,9 @@ def _per_group(bound: BoundRules, cols: NodeColumns, rows: Rows, expr: Any, per_
 def _failed(bound: BoundRules, f: BoundFilter, error: Exception) -> None:
     """A column evaluation of ``f``'s reasons or unresolvable clause raised (a bug): recorded as
     the evaluator's other unplanned fallbacks are (logged once per rule and error type)."""
-    assert bound.columns is not None
-    bound.columns.evaluator.fallbacks.record(f.name, bound.ctx.pod.key, error)
+    bodies = columns_of(bound)
+    assert bodies is not None
+    bodies.evaluator.fallbacks.record(f.name, bound.ctx.pod.key, error)
 
 
 def as_reasons(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:

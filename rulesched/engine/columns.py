@@ -2,10 +2,10 @@
 
 ``node.allocatable.cpu`` for every node is one int64 array, built the first time a rule reads it
 and kept: columns are node-only facts, so one store serves every pod. Its owner (the scheduler's
-:class:`rulesched.scheduler.table.ColumnStore`, or a benchmark) says which rows changed
+:class:`rulesched.engine.table.ColumnStore`, or a benchmark) says which rows changed
 (:meth:`NodeColumns.update`). :class:`Groups` partition the nodes by the values of a few fields
 (their taints, say), for rules that read nothing else of a node.
-Next stage: :mod:`rulesched.lang.evaluation.vectorise` evaluates rules over these columns.
+Next stage: :mod:`rulesched.engine.vectorise` evaluates rules over these columns.
 """
 
 from __future__ import annotations
@@ -17,20 +17,14 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from rulesched.engine.arrays import Array, dtype_of, typed
+from rulesched.engine.settings import EngineSettings
 from rulesched.lang import schema
-from rulesched.lang.evaluation.arrays import Array, dtype_of, typed
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.check import Annotations
 from rulesched.lang.types import STRING, Type
 
 Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes
-FEW_ROWS = 4  # rows an update writes one by one (more: as one numpy assignment)
-# Columns kept: at most this many, and at most this many cells in all (8 bytes each, mostly).
-# Pods each asking for a resource of their own (an extended resource per node) make a column
-# each, read once: kept without a bound they grow without end and every one is brought up to
-# date at every bind.
-MAX_COLUMNS = 256
-MAX_CELLS = 8_000_000
 
 
 @dataclass(frozen=True)
@@ -65,16 +59,18 @@ class NodeColumns:
     Columns are node-only facts (a node's allocatable cpu, its pod count), so one store serves
     every pod; :meth:`update` notes the rows of nodes that changed, which each column re-reads
     when it is next read, :meth:`clear` drops all. The least recently read columns go beyond
-    :data:`MAX_COLUMNS` (or :data:`MAX_CELLS`)."""
+    ``settings.max_columns`` (or ``max_cells``; :class:`rulesched.engine.settings.EngineSettings`)."""
 
-    def __init__(self, nodes: Sequence[Any]) -> None:
+    def __init__(self, nodes: Sequence[Any], settings: EngineSettings | None = None) -> None:
         self.nodes = nodes
+        settings = settings if settings is not None else EngineSettings()
+        self._few_rows, self._max_groups = settings.few_rows, settings.max_groups
         self._columns: dict[Path, Array] = {}  # in order of last use
         # Rows changed (repeats possible) since the list was last emptied, and per column how
         # many of them it has re-read.
         self._changed: list[int] = []
         self._synced: dict[Path, int] = {}
-        self._limit = max(16, min(MAX_COLUMNS, MAX_CELLS // max(1, len(nodes))))
+        self._limit = max(settings.min_columns, min(settings.max_columns, settings.max_cells // max(1, len(nodes))))
         self._objects: Array | None = None
         self._groups: dict[tuple[str, tuple[str, ...]], Groups | None] = {}
         # A path's first step over every node (node.allocatable, say), kept while the columns
@@ -127,7 +123,7 @@ class NodeColumns:
         if kind != "O" and dtype_of(values, None) != array.dtype:
             self._bounds.pop(path, None)  # a value the column's dtype cannot hold exactly
             return None
-        if len(index) <= FEW_ROWS:  # (a bind's one node: numpy's per-call cost would be most of it)
+        if len(index) <= self._few_rows:  # (a bind's one node: numpy's per-call cost would be most of it)
             for i, v in zip(index, values, strict=True):
                 array[i] = v
         elif kind == "O":
@@ -178,7 +174,7 @@ class NodeColumns:
 
     def _grouped(self, key: tuple[str, tuple[str, ...]], getters: list[Callable[[Any], Any]]) -> Groups | None:
         if key not in self._groups:
-            self._groups[key] = Groups.of(self.nodes, getters)
+            self._groups[key] = Groups.of(self.nodes, getters, self._max_groups)
         return self._groups[key]
 
     def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None) -> None:
@@ -239,14 +235,18 @@ class Groups:
         self.codes, self.representatives, self._index, self._getters = codes, representatives, index, getters
 
     @staticmethod
-    def of(nodes: Sequence[Any], getters: list[Callable[[Any], Any]]) -> Groups | None:
-        fast = Groups._of_plain(nodes, getters)
+    def of(
+        nodes: Sequence[Any], getters: list[Callable[[Any], Any]], max_groups: int = EngineSettings.max_groups
+    ) -> Groups | None:
+        """Codes of the nodes by their values of ``getters``; None when there are more than
+        ``max_groups`` (or an eighth of the nodes, if more) distinct ones."""
+        fast = Groups._of_plain(nodes, getters, max_groups)
         if fast is not False:
             return fast
         index: dict[Any, int] = {}
         representatives: list[int] = []
         codes = np.empty(len(nodes), dtype=np.intp)
-        limit = max(MAX_GROUPS, len(nodes) // 8)
+        limit = max(max_groups, len(nodes) // 8)
         try:
             if len(getters) == 1:
                 get = getters[0]
@@ -266,7 +266,9 @@ class Groups:
         return Groups(getters, codes, representatives, index)
 
     @staticmethod
-    def _of_plain(nodes: Sequence[Any], getters: list[Callable[[Any], Any]]) -> Groups | None | Literal[False]:
+    def _of_plain(
+        nodes: Sequence[Any], getters: list[Callable[[Any], Any]], max_groups: int
+    ) -> Groups | None | Literal[False]:
         """:meth:`of` for getters whose values are strings, None or tuples (labels, taints): keys
         as they are, codes in one pass. False: other values, use the general way."""
         if not getters:
@@ -280,7 +282,7 @@ class Groups:
             codes = [index.setdefault(k, len(index)) for k in keys]
         except TypeError:  # a tuple holding something unhashable
             return False
-        if len(index) > max(MAX_GROUPS, len(nodes) // 8):
+        if len(index) > max(max_groups, len(nodes) // 8):
             return None
         array = np.array(codes, dtype=np.intp)
         representatives = np.unique(array, return_index=True)[1].tolist() if len(array) else []
@@ -297,7 +299,6 @@ class Groups:
             return False
 
 
-MAX_GROUPS = 64
 _LABELS = schema.RECORDS[schema.NODE]["labels"].get  # (the getter rules' node.labels paths use)
 _PLAIN = frozenset({str, type(None), tuple})  # values _frozen leaves as they are
 

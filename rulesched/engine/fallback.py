@@ -1,12 +1,12 @@
 """Column evaluations that fell back to node by node for a reason nobody planned: a bug.
 
-Column evaluation (:mod:`rulesched.lang.evaluation.vectorise`) declines in two planned ways, both
+Column evaluation (:mod:`rulesched.engine.vectorise`) declines in two planned ways, both
 silent, because node by node is the reference and gives the same answers:
 
 * a rule whose body it cannot express gets no column body when the rules load (``vectorisable``),
   so it is never tried as columns;
 * values numpy cannot hold exactly (an integer beyond int64, a float overflow, a list too long to
-  unroll) raise :class:`rulesched.lang.evaluation.arrays.Unsupported` during an evaluation.
+  unroll) raise :class:`rulesched.engine.arrays.Unsupported` during an evaluation.
 
 Any other exception out of a column evaluation is a bug in the column engine. The scheduler must
 not stop for it (node by node is right, only slower), but it must not go unseen either:

@@ -3,7 +3,7 @@ domain's label, not once per node.
 
 An indexed domain aggregate (rulesched.lang.frontend.domain_check) over ``domain(node, KEY)``
 depends on the node only through its value of label KEY; one over ``cluster`` or the minimum
-over the domains (``OverDomains``) not at all. So :class:`rulesched.lang.evaluation.vectorise.ColumnEvaluator`
+over the domains (``OverDomains``) not at all. So :class:`rulesched.engine.vectorise.ColumnEvaluator`
 asks the compiled aggregate (the same closures and indexes the node-by-node path uses, made once
 per pod and kept in the context's scratch) for one representative node per label value and
 spreads the answers over the rows. Next stage: the column's consumer, as for any column.
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rulesched.engine.arrays import Col, Unsupported, Value, column_of
+from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.lang import schema
-from rulesched.lang.evaluation.arrays import Col, Unsupported, Value, column_of
-from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.stages import Factory
 from rulesched.lang.frontend import ast

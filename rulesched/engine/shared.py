@@ -1,6 +1,6 @@
 """What every class's node table shares: which rows the pod journal changed, and rule columns.
 
-A node table (:mod:`rulesched.scheduler.table`) is one class's answers; with 200 Deployments
+A node table (:mod:`rulesched.engine.table`) is one class's answers; with 200 Deployments
 interleaved, 200 tables each learn of every bind and each recompute the row it changed when a
 walk next reaches it. Much of that work is the same for many classes:
 
@@ -8,7 +8,7 @@ walk next reaches it. Much of that work is the same for many classes:
   every table: a table catching up on 200 binds takes one array slice instead of a pass over the
   changes.
 - :class:`RuleColumns` keeps, for each shareable rule and the pod values it reads (a
-  :class:`rulesched.lang.evaluation.sharing.Shared` key), its answer on each node computed so far.
+  :class:`rulesched.engine.sharing.Shared` key), its answer on each node computed so far.
   Classes agreeing on those values read them instead of evaluating the rule again: a
   TaintToleration filter is computed once per set of tolerations, a LeastAllocated score once per
   request size. Rules that read only node values pods do not change (labels, taints) keep their
@@ -16,7 +16,7 @@ walk next reaches it. Much of that work is the same for many classes:
   that node, as a table's rows do.
 
 Both are for one node list (a store's history and node generation) and start afresh after a
-node change. Next stage: :meth:`rulesched.lang.BoundRules.filter_mask` and ``score_matrix``
+node change. Next stage: :func:`rulesched.engine.filter_mask` and ``score_matrix``
 read and fill the columns.
 """
 
@@ -30,17 +30,16 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang.evaluation.columns import Rows
-from rulesched.lang.evaluation.sharing import Shared
-
-LOG_LIMIT = 1 << 20  # journal entries the row log keeps (8 MB); older positions mean "all stale"
-COLUMN_ROWS = 6_000_000  # rule-column rows kept over all keys (9 bytes each: ~54 MB at most)
+from rulesched.engine.columns import Rows
+from rulesched.engine.settings import EngineSettings
+from rulesched.engine.sharing import Shared
 
 
 class RowLog:
     """The row of the node each pod journal entry changed, for positions from ``start`` on."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int) -> None:
+        self._limit = limit  # journal entries kept (EngineSettings.log_limit); older: "all stale"
         self._key: tuple[object, int] | None = None
         self._rows: npt.NDArray[np.intp] = np.empty(1024, dtype=np.intp)
         self._start = 0  # the journal position of _rows[0]
@@ -66,8 +65,8 @@ class RowLog:
 
     def _append(self, rows: list[int]) -> None:
         used = self._end - self._start
-        if used + len(rows) > LOG_LIMIT:  # forget the older half
-            drop = max(used // 2, used + len(rows) - LOG_LIMIT)
+        if used + len(rows) > self._limit:  # forget the older half
+            drop = max(used // 2, used + len(rows) - self._limit)
             self._rows[: used - drop] = self._rows[drop:used]
             self._start += drop
             used -= drop
@@ -90,20 +89,22 @@ class _Column:
 
 class RuleColumns:
     """Shared rules' answers per key over one node list. :meth:`use` gives the lookups for one
-    snapshot (satisfying :class:`rulesched.lang.evaluation.bound.SharedColumns`); they are not
+    snapshot (satisfying :class:`rulesched.engine.batch.SharedColumns`); they are not
     kept here, so no snapshot outlives its walk (a live snapshot makes the store copy nodes
     before changing them). Least recently used keys go first."""
 
-    def __init__(self, log: RowLog) -> None:
+    def __init__(self, log: RowLog, settings: EngineSettings) -> None:
         self._log = log
-        self._columns: cachetools.LRUCache[Hashable, _Column] = cachetools.LRUCache(64)
+        # Rows kept over all keys, and keys kept at least (EngineSettings.column_rows, min_column_keys).
+        self._rows, self._min_keys = settings.column_rows, settings.min_column_keys
+        self._columns: cachetools.LRUCache[Hashable, _Column] = cachetools.LRUCache(self._min_keys)
         self._key: tuple[object, int] | None = None
 
     def use(self, snapshot: Snapshot, row_of: Mapping[str, int], columns_from: int) -> Lookups:
         key = (snapshot.history, snapshot.node_generation)
         if key != self._key:
             self._key = key
-            limit = max(64, COLUMN_ROWS // max(1, len(snapshot.nodes)))
+            limit = max(self._min_keys, self._rows // max(1, len(snapshot.nodes)))
             self._columns = cachetools.LRUCache(limit)
         return Lookups(self._columns, self._log, snapshot, row_of, columns_from)
 
