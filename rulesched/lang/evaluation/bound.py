@@ -160,6 +160,9 @@ class ColumnBodies:
     filter_reasons: tuple[ast.Expr | None, ...] = ()
     filter_unresolvable: tuple[ast.Expr | None, ...] = ()
     filter_bodies: tuple[ast.Expr, ...] = ()
+    # Each filter's label keys when it reads the node only through them (columns.node_labels:
+    # rules over topology domains), else None: evaluated once per group of nodes alike in them.
+    filter_labels: tuple[tuple[str, ...] | None, ...] = ()
 
 
 class SharedColumns(Protocol):
@@ -487,6 +490,43 @@ class BoundRules:
         bodies = self.columns
         if bodies is None:
             return None
+        labels = bodies.filter_labels[index] if is_filter and bodies.filter_labels else None
+        if labels is not None:
+            found = self._by_labels(cols, rows, index, labels)
+            if found is not None:
+                return found
+        return self._evaluate(cols, rows, index, is_filter)
+
+    def _by_labels(
+        self, cols: NodeColumns, rows: Rows, index: int, labels: tuple[str, ...]
+    ) -> npt.NDArray[np.bool_] | None:
+        """A filter that reads the node only through these labels, evaluated once per group of
+        nodes alike in them (as columns over the groups' representatives, or node by node) and
+        kept in the binding's scratch until the cluster changes (the next refresh): a walk's
+        later steps, and a cycle's dynamic filters over several windows, only look the answers
+        up. None: too many groups for it to pay."""
+        groups = cols.label_groups(labels)
+        if groups is None:
+            return None
+        scratch = self.ctx.scratch
+        hit = scratch.get(("by labels", index))
+        if hit is None or hit[0] is not groups:
+            reps = groups.representatives
+            if len(reps) > len(rows) and len(reps) * 4 > len(cols.nodes):
+                return None  # (nearly one group per node: no sharing to gain)
+            at = np.asarray(reps, dtype=np.intp)
+            per_group = self._evaluate(cols, at, index, True)
+            if per_group is None:
+                self.watch.rule = self.filters[index].name
+                per_group = np.array(self.watch.each(self.filters[index].passes, reps, cols.nodes), dtype=bool)
+            hit = scratch["by labels", index] = (groups, per_group.astype(bool, copy=False))
+        answers: npt.NDArray[np.bool_] = hit[1][groups.codes[rows]]
+        return answers
+
+    def _evaluate(self, cols: NodeColumns, rows: Rows, index: int, is_filter: bool) -> npt.NDArray[Any] | None:
+        """:meth:`_column` without the grouping by labels."""
+        bodies = self.columns
+        assert bodies is not None
         self.watch.enter((self.filters if is_filter else self.scores)[index].name)
         body = (bodies.filters if is_filter else bodies.scores)[index]
         if body is not None:

@@ -44,7 +44,7 @@ from rulesched.lang.evaluation.bound import (
     Make,
     never,
 )
-from rulesched.lang.evaluation.columns import node_fields
+from rulesched.lang.evaluation.columns import node_fields, node_labels
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
 from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
@@ -124,6 +124,7 @@ class RuleSet:
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
         }
+        self._labels = {id(r): node_labels(r.checked.rule.body, checked.notes, checked.lets) for r in self.filters}
         self._fields = {
             id(r): node_fields(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
         }
@@ -221,6 +222,7 @@ class RuleSet:
             () if first else tuple(r.checked.rule.reason for r in filter_rules),
             () if first else tuple(r.checked.rule.unresolvable for r in filter_rules),
             () if first else tuple(r.checked.rule.body for r in filter_rules),
+            (*none, *(self._labels[id(r)] for r in filter_rules)),
         )
         return BoundRules(
             ctx,
