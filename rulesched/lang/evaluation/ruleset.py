@@ -121,6 +121,7 @@ class RuleSet:
                 self._class_getters.append((_length(get), False))
             # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets, domain_codes)
+        self.domain_codes: dict[int, Any] = domain_codes  # (explanations read them: domain_values)
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
         }
