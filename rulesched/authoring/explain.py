@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import BoundFilter, RuleSet, Session
+from rulesched.lang import BoundFilter, BoundRules, RuleSet, Session
 from rulesched.model import Pod
 from rulesched.scheduler.explanation import load_text, shown_load
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
@@ -42,6 +42,7 @@ class Verdict:
 
     state: str
     reasons: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()  # the domain and cluster aggregates the filter read, on the node
 
     @property
     def rejects(self) -> bool:
@@ -152,12 +153,13 @@ def _union(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
     return [*old, *(name for name in new if name not in old)]
 
 
-def _verdict(rule: BoundFilter | None, node: NodeInfo) -> Verdict:
+def _verdict(bound: BoundRules, rule: BoundFilter | None, node: NodeInfo) -> Verdict:
     if rule is None:
         return Verdict(NOT_APPLICABLE)
+    values = bound.domain_values(rule.name, node)
     if rule.passes(node):
-        return Verdict(PASS)
-    return Verdict(FAIL, rule.reasons(node))
+        return Verdict(PASS, (), values)
+    return Verdict(FAIL, rule.reasons(node), values)
 
 
 def _answers(session: Session, pod: Pod, cluster: Snapshot, nodes: Sequence[NodeInfo], moved: bool) -> _Answers:
@@ -165,7 +167,7 @@ def _answers(session: Session, pod: Pod, cluster: Snapshot, nodes: Sequence[Node
     bound = session.bind(pod, cluster)
     try:
         applicable = {f.name: f for f in bound.filters}
-        filters = {r.name: {n.name: _verdict(applicable.get(r.name), n) for n in nodes} for r in rules.filters}
+        filters = {r.name: {n.name: _verdict(bound, applicable.get(r.name), n) for n in nodes} for r in rules.filters}
         scores: dict[str, ScoreSide] = {}
         if not moved:
             return _Answers(filters, scores, 0)
@@ -193,7 +195,8 @@ def _answers(session: Session, pod: Pod, cluster: Snapshot, nodes: Sequence[Node
 
 
 def _verdict_text(verdict: Verdict) -> str:
-    return f"{verdict.state} ({'; '.join(verdict.reasons)})" if verdict.reasons else verdict.state
+    text = f"{verdict.state} ({'; '.join(verdict.reasons)})" if verdict.reasons else verdict.state
+    return f"{text} [{', '.join(verdict.values)}]" if verdict.values else text
 
 
 def _weight_text(side: ScoreSide) -> str:
@@ -227,7 +230,10 @@ def explanation_lines(why: Explanation) -> list[str]:
 
 
 def _verdict_json(verdict: Verdict) -> dict[str, object]:
-    return {"verdict": verdict.state, "reasons": list(verdict.reasons)}
+    shown: dict[str, object] = {"verdict": verdict.state, "reasons": list(verdict.reasons)}
+    if verdict.values:
+        shown["values"] = list(verdict.values)
+    return shown
 
 
 def _side_json(side: ScoreSide) -> dict[str, object]:

@@ -30,6 +30,7 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.evaluation.arrays import Unsupported
 from rulesched.lang.evaluation.columns import NodeColumns, Rows
+from rulesched.lang.evaluation.domain_values import DomainValues
 from rulesched.lang.evaluation.sharing import Shared
 from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
 from rulesched.lang.evaluation.vectorise import ColumnEvaluator, grouped
@@ -198,8 +199,10 @@ class BoundRules:
         cached: bool = False,
         columns: ColumnBodies | None = None,
         watch: RuleWatch | None = None,
+        domain_values: DomainValues | None = None,
     ) -> None:
         self.ctx = ctx
+        self._domain_values = domain_values
         self.watch = watch if watch is not None else RuleWatch()
         self.columns = columns
         self.filters = filters
@@ -256,6 +259,13 @@ class BoundRules:
         self._volatile = frozenset(i for i, names in enumerate(self._score_uses) if names & moving)
         steady = [n for n in self._names if n not in moving]
         self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
+
+    def domain_values(self, name: str, node: Any) -> tuple[str, ...]:
+        """The values on ``node`` of the domain and cluster aggregates filter ``name`` reads,
+        as ``app_here = 3 in zone=a`` (explanations; empty for a filter that reads none)."""
+        if self._domain_values is None:
+            return ()
+        return tuple(v.text() for v in self._domain_values.values(name, self.ctx, node))
 
     # --- for batch evaluation (rulesched.scheduler.table): the cached part and the rest --------
     @property

@@ -353,7 +353,7 @@ def node_fields(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
 
 def node_labels(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> tuple[str, ...] | None:
     """The label keys ``expr`` reads the node through, when it reads the node only as
-    ``node.labels[KEY]``, ``has(node.labels, KEY)`` or ``domain(node, KEY)`` with KEY a string
+    ``node.labels[KEY]``, ``KEY in node.labels``, ``has(node.labels, KEY)`` or ``domain(node, KEY)`` with KEY a string
     written out (directly or as a let): then nodes alike in those labels have one answer for a
     pod in one cluster state, whatever else the rule reads (sorted; None otherwise, or when it
     reads the node not at all). Rules over topology domains are so: once per zone or rack."""
@@ -382,6 +382,12 @@ def node_labels(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
         key: str | None
         if isinstance(e, ast.Index) and node_labels_attr(e.obj):
             key = constant(e.key)
+            if key is None:
+                return False
+            found.add(key)
+            return True
+        if isinstance(e, ast.Binary) and e.op in ("in", "not in") and node_labels_attr(e.right):
+            key = constant(e.left)
             if key is None:
                 return False
             found.add(key)

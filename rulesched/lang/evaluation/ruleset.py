@@ -46,6 +46,7 @@ from rulesched.lang.evaluation.bound import (
 )
 from rulesched.lang.evaluation.columns import node_fields, node_labels
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
+from rulesched.lang.evaluation.domain_values import DomainValues
 from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.sharing import RuleShare, Shared, rule_share
 from rulesched.lang.evaluation.stages import NodeMemos, Staged
@@ -121,7 +122,8 @@ class RuleSet:
                 self._class_getters.append((_length(get), False))
             # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
         self._evaluator = ColumnEvaluator(checked.notes, checked.lets, domain_codes)
-        self.domain_codes: dict[int, Any] = domain_codes  # (explanations read them: domain_values)
+        # The domain and cluster aggregates each rule reads, and their values (explanations).
+        self.domain_values = DomainValues(checked, domain_codes)
         self._vectorisable = {
             id(r): vectorisable(r.checked.rule.body, checked.notes, checked.lets) for r in (*self.filters, *self.scores)
         }
@@ -234,6 +236,7 @@ class RuleSet:
             cached=cache,
             columns=columns,
             watch=watch,
+            domain_values=self.domain_values,
         )
 
 
