@@ -585,6 +585,21 @@ class BoundRules:
         ctx = self.ctx
         return all(grouped(name, ctx, cols) for i in self._dynamic for name in self._filter_uses[i])
 
+    def dynamic_by_labels(self, cols: NodeColumns) -> bool:
+        """Whether every dynamic filter reads the node only through a few labels
+        (columns.node_labels: rules over topology domains), nodes falling in at most a quarter
+        as many groups as there are nodes: then their outcome on every node costs one evaluation
+        per group and a lookup per node, cheaper than evaluating them window by window."""
+        bodies = self.columns
+        if not self._dynamic or bodies is None or not bodies.filter_labels:
+            return False
+        for i in self._dynamic:
+            labels = bodies.filter_labels[i]
+            groups = cols.label_groups(labels) if labels is not None else None
+            if groups is None or len(groups.representatives) * 4 > len(cols.nodes):
+                return False
+        return True
+
     def volatile_grouped(self, cols: NodeColumns) -> bool:
         """:meth:`dynamic_grouped` for the volatile scores (spreading's, by zone)."""
         ctx = self.ctx
