@@ -253,10 +253,10 @@ def test_the_scheduler_places_pods_where_the_reference_would(node_specs: Any, pe
 # --- answers kept per label group (columns.node_labels), on clusters big enough for columns ----------
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5)), min_size=8, max_size=40),
-    st.lists(st.tuples(st.sampled_from(["add", "add", "delete", "move"]), pods_st, st.integers(0, 99)), max_size=30),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5)), min_size=24, max_size=48),
+    st.lists(st.tuples(st.sampled_from(["add", "add", "delete", "move"]), pods_st, st.integers(0, 99)), max_size=40),
     st.integers(0, 2**16),
 )
 def test_grouped_answers_follow_pods_added_moved_and_deleted(node_specs: Any, ops: Any, seed: int) -> None:
@@ -298,7 +298,7 @@ def test_grouped_answers_follow_pods_added_moved_and_deleted(node_specs: Any, op
                 )
             )
             continue
-        scheduler.add(a_pod(f"q{i}", app, team, cpu % 500, 0, prio, ns=ns))
+        scheduler.add(a_pod(f"q{i}", app, team, 100 + cpu % 2 * 100, 0, prio % 2, ns=ns))  # (classes recur)
         result = scheduler.schedule_one()
         assert result is not None
         key = result.pod.key
