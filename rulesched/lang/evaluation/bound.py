@@ -221,6 +221,7 @@ class BoundRules:
         # node name -> (node info, its generation, token, answer): one entry per node
         # filter index -> (groups, history, node generation, answer per group, counts each read)
         self._kept: dict[int, tuple[Groups, object, int, npt.NDArray[np.bool_], list[list[Any]]]] = {}
+        self._kept_later: set[int] = set()  # filters evaluated once already (kept from the next time)
         self._outcomes: dict[str, tuple[Any, int, object, tuple[int, Failure] | None]] = {}
         self._vectors: dict[str, tuple[Any, int, object, tuple[int, ...]]] = {}
         self._token: object = ()
@@ -557,6 +558,11 @@ class BoundRules:
         if len(reps) > KEPT_GROUPS:
             return None
         kept = self._kept.get(index)
+        if kept is None and index not in self._kept_later:
+            # A binding's first cycle evaluates as columns (cheaper for all groups at once); only
+            # a class whose pods come again pays for recording what each group read.
+            self._kept_later.add(index)
+            return None
         if (
             kept is None
             or kept[0] is not groups
