@@ -84,39 +84,6 @@ def freeze(value: Any) -> Hashable:
     return value  # type: ignore[no-any-return]
 
 
-# --- what an evaluation read, for answers kept between cycles ----------------------------------
-READS = "domain reads"  # scratch key: while it holds a list, the counts read are recorded in it
-Read = tuple[
-    Hashable, Any, str, Any, tuple[Any, ...], Any
-]  # (index key, maker, kind, domain value, pod values, answer)
-
-
-def record(ctx: EvalContext, read: Read | None) -> None:
-    """Note a count an evaluation read (None: something that cannot be checked again later, such
-    as a domain's requested resources or an aggregate not keyed by equalities)."""
-    reads = ctx.scratch.get(READS)
-    if reads is not None:
-        reads.append(read)
-
-
-def still(ctx: EvalContext, reads: list[Read | None], indexes: dict[Hashable, DomainCounts]) -> bool:
-    """Whether every count in ``reads`` has the value it had when read, in ``ctx``'s cluster
-    (the indexes brought up to date, kept in ``indexes`` for the caller's next question): an
-    answer computed from them alone still holds."""
-    if ctx.cluster is None:
-        return False
-    for read in reads:
-        if read is None:
-            return False
-        key, make, kind, value, values, found = read
-        index = indexes.get(key)
-        if index is None:
-            index = indexes[key] = current(ctx, key, make)
-        if keyed_answer(kind, index.per, value, values) != found:
-            return False
-    return True
-
-
 # --- indexes --------------------------------------------------------------------------------
 _BUILDS = itertools.count(1)
 Contribute = Callable[[Any, "dict[Any, Any]", int], None]  # (element, per-domain sub-dict, sign)
@@ -211,12 +178,10 @@ def allocatable(ref: DomainRef) -> Mapping[str, int]:
 
 
 def requested(ref: DomainRef) -> Mapping[str, int]:
-    record(ref.ctx, None)
     return _sub(ref, "requested", _resources(ref.key, "requested"))
 
 
 def free(ref: DomainRef) -> Mapping[str, int]:
-    record(ref.ctx, None)
     return _free(allocatable(ref), requested(ref))
 
 
@@ -227,7 +192,6 @@ def _free(alloc: Mapping[str, int], req: Mapping[str, int]) -> dict[str, int]:
 def pods(ref: DomainRef) -> list[Pod]:
     """The domain's pods as a list: a walk of its nodes (the checker lets rules reach it only
     through indexed aggregates; the reference interpreter iterates it)."""
-    record(ref.ctx, None)
     return [pod for node in brute_nodes(ref) for pod in node.pods]
 
 
@@ -309,7 +273,6 @@ def answer(kind: str, sub: Mapping[Any, Any]) -> Any:
 
 def aggregate(ref: DomainRef, token: Hashable, kind: str, make: Callable[[], DomainCounts]) -> Any:
     """The value of an indexed aggregate (``token`` names it and the pod-only values it reads)."""
-    record(ref.ctx, None)
     return answer(kind, _sub(ref, token, make))
 
 

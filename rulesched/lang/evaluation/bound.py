@@ -26,10 +26,10 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.lang.builtins import BUILTINS, domains
+from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.evaluation.arrays import Unsupported
-from rulesched.lang.evaluation.columns import Groups, NodeColumns, Rows
+from rulesched.lang.evaluation.columns import NodeColumns, Rows
 from rulesched.lang.evaluation.domain_values import DomainValues
 from rulesched.lang.evaluation.sharing import Shared
 from rulesched.lang.evaluation.timing import FILTER, SCORE, RuleTimer
@@ -219,9 +219,6 @@ class BoundRules:
         self._dynamic: tuple[int, ...] = ()  # indexes of filters evaluated afresh each time, in order
         self._dynamic_set: frozenset[int] = frozenset()
         # node name -> (node info, its generation, token, answer): one entry per node
-        # filter index -> (groups, history, node generation, answer per group, counts each read)
-        self._kept: dict[int, tuple[Groups, object, int, npt.NDArray[np.bool_], list[list[Any]]]] = {}
-        self._kept_later: set[int] = set()  # filters evaluated once already (kept from the next time)
         self._outcomes: dict[str, tuple[Any, int, object, tuple[int, Failure] | None]] = {}
         self._vectors: dict[str, tuple[Any, int, object, tuple[int, ...]]] = {}
         self._token: object = ()
@@ -528,68 +525,12 @@ class BoundRules:
             if len(reps) > len(rows) and len(reps) * 4 > len(cols.nodes):
                 return None  # (nearly one group per node: no sharing to gain)
             at = np.asarray(reps, dtype=np.intp)
-            per_group = self._kept_groups(cols, groups, index) if self._keeps(index) else None
-            if per_group is None:
-                per_group = self._evaluate(cols, at, index, True)
+            per_group = self._evaluate(cols, at, index, True)
             if per_group is None:
                 self.watch.rule = self.filters[index].name
                 per_group = np.array(self.watch.each(self.filters[index].passes, reps, cols.nodes), dtype=bool)
             hit = scratch["by labels", index] = (groups, per_group.astype(bool, copy=False))
         answers: npt.NDArray[np.bool_] = hit[1][groups.codes[rows]]
-        return answers
-
-    def _keeps(self, index: int) -> bool:
-        """Whether filter ``index``'s answers per label group may be kept between cycles: it reads
-        the cluster through domains alone (whose keyed counts it read are checked again)."""
-        return self.cached and self._filter_uses[index] <= _DOMAIN_ONLY
-
-    def _kept_groups(self, cols: NodeColumns, groups: Groups, index: int) -> npt.NDArray[np.bool_] | None:
-        """Filter ``index``'s answer per group of ``groups``, kept between cycles: each group's
-        answer with the domain counts it read (rulesched.lang.builtins.domains.record), evaluated
-        again (node by node, on the group's representative) only where one of those counts
-        moved, or where it read something that cannot be checked. A bind changes one zone's and
-        one rack's counts, and only for its own pod values: the other groups keep their answers.
-        None: not kept (no cluster)."""
-        ctx = self.ctx
-        cluster = ctx.cluster
-        if cluster is None:
-            return None
-        reps = groups.representatives
-        if len(reps) > KEPT_GROUPS:
-            return None
-        kept = self._kept.get(index)
-        if kept is None and index not in self._kept_later:
-            # A binding's first cycle evaluates as columns (cheaper for all groups at once); only
-            # a class whose pods come again pays for recording what each group read.
-            self._kept_later.add(index)
-            return None
-        if (
-            kept is None
-            or kept[0] is not groups
-            or kept[1] is not cluster.history
-            or kept[2] != cluster.node_generation
-        ):
-            answers = np.zeros(len(reps), dtype=bool)
-            reads: list[list[Any]] = [[None] for _ in reps]
-            kept = self._kept[index] = (groups, cluster.history, cluster.node_generation, answers, reads)
-        answers, reads = kept[3], kept[4]
-        indexes: dict[Any, Any] = {}
-        f, nodes, scratch = self.filters[index], cols.nodes, ctx.scratch
-        self.watch.rule = f.name
-        left = CHECK_EVERY
-        for g, rep in enumerate(reps):
-            if domains.still(ctx, reads[g], indexes):
-                continue
-            left -= 1
-            if not left:
-                left = self.watch.tick()
-            mine: list[Any] = []
-            scratch[domains.READS] = mine
-            try:
-                answers[g] = bool(f.passes(nodes[rep]))
-            finally:
-                del scratch[domains.READS]
-            reads[g] = mine
         return answers
 
     def _evaluate(self, cols: NodeColumns, rows: Rows, index: int, is_filter: bool) -> npt.NDArray[Any] | None:
@@ -745,10 +686,6 @@ class BoundRules:
         ]
         fixed = sum(s.weight * v for s, v in zip(self.scores, values, strict=True) if s.normalize == "none")
         return (*values, fixed)
-
-
-KEPT_GROUPS = 256  # label groups past which a filter's answers are evaluated as columns each cycle
-_DOMAIN_ONLY = frozenset({"domain"})  # the built-ins of topology domains and the cluster
 
 
 def _moves(name: str, ctx: EvalContext) -> bool:

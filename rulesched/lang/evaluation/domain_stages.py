@@ -27,7 +27,6 @@ def keyed(
     def make(ctx: EvalContext) -> NodeFn:
         of_node = source(ctx)
         values = tuple([f(ctx)(None, {}) for f in sides])
-        scratch, reading = ctx.scratch, ctx.cluster is not None
         seen: dict[Any, Any] = {}  # per label key: the index's counts, while the cluster is as stamped
         stamp: list[Any] = [None]
 
@@ -39,15 +38,12 @@ def keyed(
                 seen.clear()
                 stamp[0] = now
             per = seen.get(ref.key)
-            maker = made.get(ref.key)
-            if maker is None:
-                maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
             if per is None:
+                maker = made.get(ref.key)
+                if maker is None:
+                    maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
                 per = seen[ref.key] = domains.keyed_counts(ref, token, maker)
-            found = domains.keyed_answer(kind, per, ref.value, values)
-            if reading and domains.READS in scratch:
-                domains.record(ctx, (("domain", token, ref.key), maker, kind, ref.value, values, found))
-            return found
+            return domains.keyed_answer(kind, per, ref.value, values)
 
         def many(reps: list[Any]) -> list[Any]:
             # One answer per node, all in the same kind of domain (domain_columns' representatives
@@ -58,12 +54,7 @@ def keyed(
             answer(reps[0])  # (brings the counts up to date)
             per = seen[ref.key]
             key = ref.key
-            found = [domains.keyed_answer(kind, per, domains.value_of(key, n), values) for n in reps]
-            if domains.READS in scratch:
-                at, maker = ("domain", token, key), made[key]
-                for n, got in zip(reps, found, strict=True):
-                    domains.record(ctx, (at, maker, kind, domains.value_of(key, n), values, got))
-            return found
+            return [domains.keyed_answer(kind, per, domains.value_of(key, n), values) for n in reps]
 
         ctx.scratch[MANY, id(answer)] = many
         return answer
@@ -81,20 +72,13 @@ def over_domains(
 
     def make(ctx: EvalContext) -> NodeFn:
         inner_fn, key_fn, hole_fns, pod = inner(ctx), key(ctx), [h(ctx) for h in holes], ctx.pod
-        kept: list[Any] = [None, None, None]  # (version and fixed values, answer, counts read)
-        scratch = ctx.scratch
+        kept: list[Any] = [None, None]  # (version and fixed values, answer)
 
         def answer(n: Any, env: Any = None) -> Any:
             values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
             stamp = (domains.version(ctx), values)
             if kept[0] == stamp:
-                reads = scratch.get(domains.READS)
-                if reads is not None:  # (what the kept answer read is read again by this caller)
-                    reads.extend(kept[2])
                 return kept[1]
-            outer = scratch.get(domains.READS)
-            mine: list[Any] = []
-            scratch[domains.READS] = mine
             label = key_fn(n, env)
             fixed = dict(env or {})
             where_fn = where(EvalContext(pod)) if where is not None else None
@@ -102,16 +86,9 @@ def over_domains(
             def passes(node: Any) -> bool:
                 return where_fn is None or bool(where_fn(None, {**fixed, slot: node}))
 
-            try:
-                reps = domains.representatives(ctx, (token, values), label, passes)
-                found = [inner_fn(n, {**fixed, slot: rep}) for rep in reps]
-            finally:
-                if outer is None:
-                    del scratch[domains.READS]
-                else:
-                    scratch[domains.READS] = outer
-                    outer.extend(mine)
-            kept[:] = [stamp, extreme(found) if found else 0, mine]
+            reps = domains.representatives(ctx, (token, values), label, passes)
+            found = [inner_fn(n, {**fixed, slot: rep}) for rep in reps]
+            kept[:] = [stamp, extreme(found) if found else 0]
             return kept[1]
 
         return answer
