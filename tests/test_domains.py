@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import EngineSettings
 from rulesched.lang import load_rules_text
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
@@ -248,3 +249,113 @@ def test_the_scheduler_places_pods_where_the_reference_would(node_specs: Any, pe
                 totals[n.name] += r.weight * v
         assert result.node in totals, key
         assert totals[result.node] == max(totals.values()), (key, result.node, totals)
+
+
+# --- answers kept per label group (columns.node_labels), on clusters big enough for columns ----------
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5)), min_size=24, max_size=48),
+    st.lists(st.tuples(st.sampled_from(["add", "add", "delete", "move"]), pods_st, st.integers(0, 99)), max_size=40),
+    st.integers(0, 2**16),
+)
+def test_grouped_answers_follow_pods_added_moved_and_deleted(node_specs: Any, ops: Any, seed: int) -> None:
+    """Columns from 2 rows on, so the domain filters are evaluated once per zone or rack and kept
+    for the cycle: between cycles pods are added, moved and deleted behind the scheduler's back;
+    every placement still passes the reference's filters and is one of its best."""
+    from rulesched.scheduler.scheduler import Scheduler
+
+    rules = load_rules_text({"p.rules": PLACEMENT})
+    nodes = [a_node(i, z, r, 8, 1) for i, (z, r) in enumerate(node_specs)]
+    store = ClusterStore.build(nodes, [])
+    scheduler = Scheduler(
+        rules,
+        store,
+        SchedulerSettings(percentage_of_nodes_to_score=100, seed=seed, engine=EngineSettings(columns_from=2)),
+        AlwaysBind(),
+        clock=Clock(),
+    )
+    checked = rules.checked
+    interp = Interpreter(checked.notes, checked.lets)
+    for i, (op, (app, team, *_), at) in enumerate(ops):
+        bound_pods = [p for p in store.pods() if p.node_name]
+        if op == "delete" and bound_pods:
+            store.remove_pod(bound_pods[at % len(bound_pods)].key)
+            continue
+        if op == "move" and bound_pods:
+            moved = bound_pods[at % len(bound_pods)]
+            store.remove_pod(moved.key)
+            store.add_pod(
+                a_pod(
+                    moved.name,
+                    moved.labels["app"],
+                    moved.labels["team"],
+                    100,
+                    0,
+                    0,
+                    nodes[at % len(nodes)].name,
+                    moved.namespace,
+                )
+            )
+            continue
+        scheduler.add(a_pod(f"q{i}", app, team, 100, 0, 0))  # (six classes: they recur)
+        result = scheduler.schedule_one()
+        assert result is not None
+        key = result.pod.key
+        cluster = ClusterStore.build(nodes, [p for p in store.pods() if p.key != key and p.node_name])
+        ctx = EvalContext(result.pod, cluster)
+        applied = [r for r in checked.rules if interp.applies(r, ctx)]
+        feasible = [
+            n for n in cluster.nodes if all(interp.body(r, ctx, n) for r in applied if r.kind is ast.RuleKind.FILTER)
+        ]
+        if result.code is not Code.SCHEDULED:
+            assert feasible == [], key
+            continue
+        assert result.node in {n.name for n in feasible}, key
+        ctx.feasible = feasible
+        totals = dict.fromkeys((n.name for n in feasible), 0)
+        for r in (r for r in applied if r.kind is ast.RuleKind.SCORE):
+            raw = [as_score(interp.body(r, ctx, n)) for n in feasible]
+            for n, v in zip(feasible, normalize(r.normalize, raw), strict=True):
+                totals[n.name] += r.weight * v
+        assert totals[result.node] == max(totals.values()), (key, result.node, totals)
+
+
+def test_node_labels_finds_the_labels_a_rule_reads_the_node_through() -> None:
+    from rulesched.engine.columns import node_labels
+
+    rules = load_rules_text({"p.rules": PLACEMENT + 'filter other: node.labels["rack"] != "" and node.free.cpu > 0\n'})
+    checked = rules.checked
+    found = {r.name: node_labels(r.rule.body, checked.notes, checked.lets) for r in checked.rules}
+    assert found["zone_spread"] == ("zone",)
+    assert found["rack_limit"] == ("rack",)
+    assert found["other"] is None  # (reads node.free: one answer per node)
+
+
+# --- explanations show the domain and cluster values a rule read -----------------------------------
+
+
+def test_explanations_show_the_domain_values_a_filter_read() -> None:
+    from rulesched.authoring.explain import Explainer, explanation_lines
+    from rulesched.scheduler.why import explain_pod, explanation_json
+
+    rules = load_rules_text({"p.rules": PLACEMENT})
+    nodes = [a_node(0, 0, 0, 8, 0), a_node(1, 1, 0, 8, 0), a_node(2, 2, 1, 8, 0), a_node(3, None, 1, 8, 0)]
+    running = [a_pod(f"w{i}", "a", "x", 100, 0, 0, node_name="n0") for i in range(2)]
+    running.append(a_pod("w2", "a", "y", 100, 0, 0, node_name="n1"))
+    store = ClusterStore.build(nodes, running)
+    incoming = a_pod("q", "a", "x", 100, 0, 0)
+    why = explanation_json(explain_pod(incoming, store.snapshot(), rules))
+    detailed = {d["node"]: {f["rule"]: f["values"] for f in d["failures"]} for d in why["detailed"]}
+    assert detailed["n0"]["zone_spread"] == ["here = 2 in zone=z0", "fewest = 0"]
+    assert detailed["n1"]["zone_spread"] == ["here = 1 in zone=z1", "fewest = 0"]
+    assert detailed["n3"]["zone_spread"] == ["here = 0 in no zone domain", "fewest = 0"]
+    assert "n2" not in detailed  # (fits: zone z2 has none of the app's pods)
+    assert why["feasible"] == 1
+    # rulesched diff's explainer: the verdict on each node with the values it read.
+    empty = load_rules_text({"e.rules": 'extends "default"\n'})
+    lines = explanation_lines(Explainer(empty, rules, store.snapshot()).explain(incoming, "n0", "n2"))
+    assert any(
+        "zone_spread on n0: absent → fail" in line and "[here = 2 in zone=z0, fewest = 0]" in line for line in lines
+    ), lines

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.lang import RuleSet, Session
+from rulesched.lang import BoundRules, RuleSet, Session
 from rulesched.model import Pod
 from rulesched.scheduler.explanation import load_text, shown_load
 from rulesched.scheduler.framework import Status
@@ -45,6 +45,7 @@ class Verdict:
 
     state: str
     reasons: tuple[str, ...] = ()
+    values: tuple[str, ...] = ()  # the domain and cluster aggregates the filter read, on the node
 
     @property
     def rejects(self) -> bool:
@@ -156,11 +157,14 @@ def _union(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
     return [*old, *(name for name in new if name not in old)]
 
 
-def _verdict(rule: str, applicable: Mapping[str, object], failed: Mapping[str, Status]) -> Verdict:
+def _verdict(
+    bound: BoundRules, rule: str, applicable: Mapping[str, object], failed: Mapping[str, Status], node: NodeInfo
+) -> Verdict:
     if rule not in applicable:
         return Verdict(NOT_APPLICABLE)
+    values = bound.domain_values(rule, node)
     status = failed.get(rule)
-    return Verdict(PASS) if status is None else Verdict(FAIL, status.reasons)
+    return Verdict(PASS, (), values) if status is None else Verdict(FAIL, status.reasons, values)
 
 
 def _answers(
@@ -174,7 +178,8 @@ def _answers(
         applicable = {f.name: f for f in bound.filters}
         failing = {n.name: {s.rule: s for s in every.get(n.name, ())} for n in nodes}
         filters = {
-            r.name: {n.name: _verdict(r.name, applicable, failing[n.name]) for n in nodes} for r in rules.filters
+            r.name: {n.name: _verdict(bound, r.name, applicable, failing[n.name], n) for n in nodes}
+            for r in rules.filters
         }
         scores: dict[str, ScoreSide] = {}
         if not moved:
@@ -202,7 +207,8 @@ def _answers(
 
 
 def _verdict_text(verdict: Verdict) -> str:
-    return f"{verdict.state} ({'; '.join(verdict.reasons)})" if verdict.reasons else verdict.state
+    text = f"{verdict.state} ({'; '.join(verdict.reasons)})" if verdict.reasons else verdict.state
+    return f"{text} [{', '.join(verdict.values)}]" if verdict.values else text
 
 
 def _weight_text(side: ScoreSide) -> str:
@@ -236,7 +242,10 @@ def explanation_lines(why: Explanation) -> list[str]:
 
 
 def _verdict_json(verdict: Verdict) -> dict[str, object]:
-    return {"verdict": verdict.state, "reasons": list(verdict.reasons)}
+    shown: dict[str, object] = {"verdict": verdict.state, "reasons": list(verdict.reasons)}
+    if verdict.values:
+        shown["values"] = list(verdict.values)
+    return shown
 
 
 def _side_json(side: ScoreSide) -> dict[str, object]:

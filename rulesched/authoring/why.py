@@ -201,6 +201,8 @@ def render_table(a: dict[str, Any]) -> str:
                 lines.append(f"    {f['rule']}{mark}: {'; '.join(f['reasons']) or '(no reason given)'}")
                 for b in f["blame"]:
                     lines.append(f"      {b['expression']}   at {b['at']}")
+                if f.get("values"):
+                    lines.append(f"      where {', '.join(f['values'])}")
     if a["blockers"]:
         lines += ["", "Single-rule blockers (nodes that would fit without that one rule):"]
         for b in a["blockers"]:

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.engine.arrays import Unsupported
-from rulesched.engine.columns import NodeColumns, Rows, node_fields
+from rulesched.engine.columns import NodeColumns, Rows, node_fields, node_labels
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
 from rulesched.engine.vectorise import ColumnEvaluator, grouped, vectorisable
@@ -72,6 +72,9 @@ class ColumnBodies:
     filter_reasons: tuple[ast.Expr | None, ...] = ()
     filter_unresolvable: tuple[ast.Expr | None, ...] = ()
     filter_bodies: tuple[ast.Expr, ...] = ()
+    # Each filter's label keys when it reads the node only through them (columns.node_labels:
+    # rules over topology domains), else None: evaluated once per group of nodes alike in them.
+    filter_labels: tuple[tuple[str, ...] | None, ...] = ()
 
 
 Getter = tuple[Callable[[Any], Any], bool]
@@ -88,6 +91,7 @@ class ColumnPlan:
         both = (*rules.filters, *rules.scores)
         self._vectorisable = {id(r): vectorisable(r.checked.rule.body, notes, lets) for r in both}
         self._fields = {id(r): node_fields(r.checked.rule.body, notes, lets) for r in both}
+        self._labels = {id(r): node_labels(r.checked.rule.body, notes, lets) for r in rules.filters}
         # Per rule: the pod fields it alone reads, when classes agreeing on them may share its
         # answers (rulesched.engine.sharing); with the getters of those fields.
         self._share_token = object()  # in every key: another set's rule at the same position differs
@@ -134,6 +138,7 @@ class ColumnPlan:
             () if first else tuple(r.checked.rule.reason for r in filter_rules),
             () if first else tuple(r.checked.rule.unresolvable for r in filter_rules),
             () if first else tuple(r.checked.rule.body for r in filter_rules),
+            (*none, *(self._labels[id(r)] for r in filter_rules)),
         )
 
 
@@ -282,10 +287,52 @@ def _per_node(bound: BoundRules, index: int, is_filter: bool) -> Callable[[Any],
 
 def _column(bound: BoundRules, cols: NodeColumns, rows: Rows, index: int, is_filter: bool) -> npt.NDArray[Any] | None:
     """A filter's outcome or a score's value for each row, as columns or once per group of
-    nodes equal in the fields the rule reads; None: evaluate it node by node."""
+    nodes equal in the fields (or, for a filter, the labels) the rule reads; None: evaluate it
+    node by node."""
     bodies = columns_of(bound)
     if bodies is None:
         return None
+    labels = bodies.filter_labels[index] if is_filter and bodies.filter_labels else None
+    if labels is not None:
+        found = _by_labels(bound, cols, rows, index, labels)
+        if found is not None:
+            return found
+    return _evaluate(bound, bodies, cols, rows, index, is_filter)
+
+
+def _by_labels(
+    bound: BoundRules, cols: NodeColumns, rows: Rows, index: int, labels: tuple[str, ...]
+) -> npt.NDArray[np.bool_] | None:
+    """A filter that reads the node only through these labels, evaluated once per group of
+    nodes alike in them (as columns over the groups' representatives, or node by node) and
+    kept in the binding's scratch until the cluster changes (the next refresh): a walk's
+    later steps, and a cycle's dynamic filters over several windows, only look the answers
+    up. None: too many groups for it to pay."""
+    groups = cols.label_groups(labels)
+    if groups is None:
+        return None
+    scratch = bound.ctx.scratch
+    hit = scratch.get(("by labels", index))
+    if hit is None or hit[0] is not groups:
+        reps = groups.representatives
+        if len(reps) > len(rows) and len(reps) * 4 > len(cols.nodes):
+            return None  # (nearly one group per node: no sharing to gain)
+        at = np.asarray(reps, dtype=np.intp)
+        bodies = columns_of(bound)
+        assert bodies is not None
+        per_group = _evaluate(bound, bodies, cols, at, index, True)
+        if per_group is None:
+            bound.watch.rule = bound.filters[index].name
+            per_group = np.array(bound.watch.each(bound.filters[index].passes, reps, cols.nodes), dtype=bool)
+        hit = scratch["by labels", index] = (groups, per_group.astype(bool, copy=False))
+    answers: npt.NDArray[np.bool_] = hit[1][groups.codes[rows]]
+    return answers
+
+
+def _evaluate(
+    bound: BoundRules, bodies: ColumnBodies, cols: NodeColumns, rows: Rows, index: int, is_filter: bool
+) -> npt.NDArray[Any] | None:
+    """:func:`_column` without the grouping by labels."""
     name = (bound.filters[index] if is_filter else bound.scores[index]).name
     bound.watch.enter(name)
     body = (bodies.filters if is_filter else bodies.scores)[index]
@@ -335,6 +382,23 @@ def dynamic_grouped(bound: BoundRules, cols: NodeColumns) -> bool:
     enough nodes fit, which is cheaper when every node needs its own call.)"""
     ctx, uses = bound.ctx, bound.filter_uses
     return all(grouped(name, ctx, cols) for i in sorted(bound.dynamic_indexes) for name in uses[i])
+
+
+def dynamic_by_labels(bound: BoundRules, cols: NodeColumns) -> bool:
+    """Whether every dynamic filter reads the node only through a few labels
+    (columns.node_labels: rules over topology domains), nodes falling in at most a quarter
+    as many groups as there are nodes: then their outcome on every node costs one evaluation
+    per group and a lookup per node, cheaper than evaluating them window by window."""
+    bodies = columns_of(bound)
+    dynamic = sorted(bound.dynamic_indexes)
+    if not dynamic or bodies is None or not bodies.filter_labels:
+        return False
+    for i in dynamic:
+        labels = bodies.filter_labels[i]
+        groups = cols.label_groups(labels) if labels is not None else None
+        if groups is None or len(groups.representatives) * 4 > len(cols.nodes):
+            return False
+    return True
 
 
 def volatile_grouped(bound: BoundRules, cols: NodeColumns) -> bool:

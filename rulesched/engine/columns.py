@@ -350,3 +350,69 @@ def node_fields(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
     if not walk(expr, None) or not found:
         return None
     return tuple(sorted(found))
+
+
+def node_labels(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> tuple[str, ...] | None:
+    """The label keys ``expr`` reads the node through, when it reads the node only as
+    ``node.labels[KEY]``, ``KEY in node.labels``, ``has(node.labels, KEY)`` or ``domain(node, KEY)`` with KEY a string
+    written out (directly or as a let): then nodes alike in those labels have one answer for a
+    pod in one cluster state, whatever else the rule reads (sorted; None otherwise, or when it
+    reads the node not at all). Rules over topology domains are so: once per zone or rack."""
+    found: set[str] = set()
+    seen: set[str] = set()
+
+    def constant(e: ast.Expr) -> str | None:
+        if isinstance(e, ast.Literal):
+            return e.value if isinstance(e.value, str) else None
+        if isinstance(e, ast.Name):
+            ref = notes.names.get(id(e))
+            if ref is not None and ref.kind == "let":
+                return constant(lets[ref.name].value)
+        return None
+
+    def is_node(e: ast.Expr) -> bool:
+        if not isinstance(e, ast.Name):
+            return False
+        ref = notes.names.get(id(e))
+        return ref is not None and ref.kind == "var" and ref.name == schema.NODE_VARIABLE
+
+    def node_labels_attr(e: ast.Expr) -> bool:
+        return isinstance(e, ast.Attr) and e.name == "labels" and is_node(e.obj)
+
+    def walk(e: ast.Expr) -> bool:
+        key: str | None
+        if isinstance(e, ast.Index) and node_labels_attr(e.obj):
+            key = constant(e.key)
+            if key is None:
+                return False
+            found.add(key)
+            return True
+        if isinstance(e, ast.Binary) and e.op in ("in", "not in") and node_labels_attr(e.right):
+            key = constant(e.left)
+            if key is None:
+                return False
+            found.add(key)
+            return True
+        if (
+            isinstance(e, ast.Call)
+            and len(e.args) == 2
+            and ((e.func == "has" and node_labels_attr(e.args[0])) or (e.func == "domain" and is_node(e.args[0])))
+        ):
+            key = constant(e.args[1])
+            if key is None:
+                return False
+            found.add(key)
+            return True
+        if isinstance(e, ast.Name):
+            ref = notes.names[id(e)]
+            if ref.kind == "let":
+                if ref.name not in seen:
+                    seen.add(ref.name)
+                    return walk(lets[ref.name].value)
+                return True
+            return ref.kind == "bound" or ref.name != schema.NODE_VARIABLE
+        return all(walk(c) for c in ast.children(e))
+
+    if not walk(expr) or not found:
+        return None
+    return tuple(sorted(found))

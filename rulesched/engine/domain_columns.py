@@ -17,6 +17,7 @@ from typing import Any
 from rulesched.engine.arrays import Col, Unsupported, Value, column_of
 from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.lang import schema
+from rulesched.lang.evaluation.domain_stages import MANY
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.stages import Factory
 from rulesched.lang.frontend import ast
@@ -71,7 +72,9 @@ def domain_column(
         return column_of(values, notes.types[id(expr)])
     answers = scratch.get(("domain answers", id(expr), id(groups)))
     if answers is None:
-        found = column_of([fn(nodes[r]) for r in groups.representatives], notes.types[id(expr)])
+        many = scratch.get((MANY, id(fn)))
+        reps = [nodes[r] for r in groups.representatives]
+        found = column_of(many(reps) if many is not None else [fn(n) for n in reps], notes.types[id(expr)])
         if not isinstance(found, Col):
             raise Unsupported("not a column")
         answers = scratch["domain answers", id(expr), id(groups)] = found.array

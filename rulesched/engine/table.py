@@ -28,6 +28,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine.batch import (
     Filters,
+    dynamic_by_labels,
     dynamic_grouped,
     filter_column,
     filter_mask,
@@ -120,6 +121,7 @@ class NodeTable:
         # starts from the caller's guess: the last walk of any class, in a cluster filling up).
         self.ratio = ratio
         self._chunk = chunk or 2**62  # the most nodes one step of a walk takes
+        self._ahead_ratio = 1.0  # rows checked per feasible node found, when dynamic outcomes are known ahead
         self._history: object = None
         self._snapshot: Snapshot | None = None
 
@@ -200,6 +202,12 @@ class NodeTable:
         found: list[Rows] = []
         need, looked, pos = wanted, 0, start
         dynamic = self.bound.dynamic_filters
+        # Dynamic filters over topology domains: their outcome on every node at once (one
+        # evaluation per zone or rack), so the cached filters are checked only on the nodes they
+        # let through. The same nodes are found, in the same order, and ``looked`` is the same.
+        ahead = self._dynamic_ahead() if dynamic else None
+        if ahead is not None:
+            return self._feasible_ahead(ahead, start, wanted, most, between)
         while need > 0 and looked < most:
             if between is not None:
                 between()
@@ -220,6 +228,58 @@ class NodeTable:
         if len(rows):
             self.ratio = max(1.0, looked / len(rows))
         return rows, looked
+
+    def _feasible_ahead(
+        self,
+        ahead: npt.NDArray[np.bool_],
+        start: int,
+        wanted: int,
+        most: int,
+        between: Callable[[], None] | None,
+    ) -> tuple[Rows, int]:
+        """:meth:`feasible` when every row's dynamic outcome is known (``ahead``): the walk takes
+        the rows passing them, round-robin from ``start`` within ``most`` nodes, and checks the
+        cached filters on those alone. ``looked`` counts nodes, as the walk does: up to the last
+        node found, or ``most`` when fewer than ``wanted`` fit."""
+        n = len(self._nodes)
+        passing = np.flatnonzero(ahead)
+        cut = int(np.searchsorted(passing, start))
+        order = np.concatenate((passing[cut:], passing[:cut])) if cut else passing
+        if most < n:
+            order = order[(order - start) % n < most]
+        found: list[Rows] = []
+        need, at = wanted, 0
+        while need > 0 and at < len(order):
+            if between is not None:
+                between()
+            size = min(len(order) - at, int(need * self._ahead_ratio) + 32, self._chunk)
+            rows = order[at : at + size]
+            self._check(rows)
+            fit = rows[self._fits[rows]]
+            if len(fit) >= need:
+                fit = fit[:need]
+            found.append(fit)
+            need -= len(fit)
+            at += size
+        if not found:  # (no node passes the dynamic filters)
+            return np.empty(0, dtype=np.intp), most
+        rows = np.concatenate(found) if len(found) != 1 else found[0]
+        looked = (int(rows[-1]) - start) % n + 1 if need <= 0 and len(rows) else most
+        if len(rows):
+            self.ratio = max(1.0, looked / len(rows))
+            self._ahead_ratio = max(1.0, at / len(rows))
+        return rows, looked
+
+    def _dynamic_ahead(self) -> npt.NDArray[np.bool_] | None:
+        """Every row's outcome under the dynamic filters when they read the node only through a
+        few labels (rulesched.engine.batch.dynamic_by_labels); else None."""
+        if self._store is None or self._columns_from <= 0:
+            return None
+        columns = self._columns()
+        if not dynamic_by_labels(self.bound, columns):
+            return None
+        self.bound.watch.check()
+        return filter_mask(self.bound, columns, self._rows, Filters.DYNAMIC)
 
     def passing(self, rows: Rows) -> Rows:
         """Those of ``rows`` whose node passes every filter, in the order given (the extender's

@@ -41,21 +41,24 @@ class _Groups:
     """Filtered nodes, counted by reason as they come (in walk order)."""
 
     def __init__(self, full: bool) -> None:
-        self.groups: dict[str, list[Any]] = {}  # reason -> [nodes, unresolvable, names]
+        self.groups: dict[str, list[Any]] = {}  # reason -> [nodes, unresolvable, names, values seen]
         self.filtered = 0
         self.unresolvable = 0
         self.unresolvable_names: list[str] = []
         self.failed: dict[str, tuple[str, ...]] | None = {} if full else None
         self.unresolvable_nodes: set[str] | None = set() if full else None
 
-    def add(self, name: str, reasons: tuple[str, ...], unresolvable: bool) -> None:
+    def add(self, name: str, reasons: tuple[str, ...], unresolvable: bool, values: tuple[str, ...] = ()) -> None:
         self.filtered += 1
         groups = self.groups
+        shown = ", ".join(values)
         for reason in reasons if len(reasons) == 1 else dict.fromkeys(reasons):
             group = groups.get(reason)
             if group is None:
-                group = groups[reason] = [0, 0, []]
+                group = groups[reason] = [0, 0, [], {}]
             group[0] += 1
+            if shown and len(group[3]) < NAMED:
+                group[3][shown] = None
             if unresolvable:
                 group[1] += 1
             if len(group[2]) < NAMED:
@@ -73,8 +76,8 @@ class _Groups:
         self, evaluated: int, rules: tuple[str, ...], scored: int, best: tuple[ScoredNode, ...]
     ) -> Explanation:
         groups = tuple(
-            ReasonGroup(reason, count, unresolvable, tuple(names))
-            for reason, (count, unresolvable, names) in sorted(
+            ReasonGroup(reason, count, unresolvable, tuple(names), tuple(values))
+            for reason, (count, unresolvable, names, values) in sorted(
                 self.groups.items(), key=lambda item: (-item[1][0], item[0])
             )
         )
@@ -113,7 +116,7 @@ def explain_walk(
         node = table.node(row)
         if index >= 0:
             f = filters[index]
-            add(node.name, f.reasons(node), bool(f.unresolvable(node)))
+            add(node.name, f.reasons(node), bool(f.unresolvable(node)), bound.domain_values(f.name, node))
         elif check is not None:  # fits on its own, not with the pods nominated to it
             status = check.failure(node.name)
             if status is not None:  # (reported resolvable, as the cycle's message counts it)

@@ -197,6 +197,9 @@ class ReasonGroup:
     nodes: int
     unresolvable: int  # of those, the nodes preemption cannot help
     names: tuple[str, ...]  # the first of them in walk order (at most Explanation.named)
+    # The values of the domain and cluster aggregates the failing filter read, each distinct
+    # set of them once (``app_here = 3 in topology.kubernetes.io/zone=a, app_fewest = 1``).
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,9 @@ class FilterFailure:
     reasons: tuple[str, ...]
     unresolvable: bool
     blames: tuple[Blame, ...] = ()
+    # The values on the node of the domain and cluster aggregates the filter reads
+    # (``app_here = 3 in topology.kubernetes.io/zone=a``, ``app_fewest = 1``).
+    values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,7 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
         blamer = Blamer(rules.checked)
         resource_rules = {f.name for f in bound.filters if blamer.about_resources(f.name)}
         shortfalls = _shortfalls(pod, nodes, verdicts, resource_rules)
-        detailed = _detailed(pod, snapshot, blamer, verdicts, settings)
+        detailed = _detailed(pod, snapshot, bound, blamer, verdicts, settings)
         best = _best(bound, nodes, feasible, settings.best)
         if len(feasible):
             message = f"{len(feasible)}/{len(nodes)} nodes are available"
@@ -295,6 +298,7 @@ def _amount(resource: str, milli: int) -> str:
 def _detailed(
     pod: Pod,
     snapshot: Snapshot,
+    bound: BoundRules,
     blamer: Blamer,
     verdicts: dict[str, tuple[FilterFailure, ...]],
     settings: WhySettings,
@@ -313,7 +317,14 @@ def _detailed(
     for name in chosen:
         node = snapshot.node_view(name)
         failures = tuple(
-            FilterFailure(f.rule, f.reasons, f.unresolvable, blamer.blame(f.rule, ctx, node)) for f in verdicts[name]
+            FilterFailure(
+                f.rule,
+                f.reasons,
+                f.unresolvable,
+                blamer.blame(f.rule, ctx, node),
+                bound.domain_values(f.rule, node),
+            )
+            for f in verdicts[name]
         )
         out.append(NodeVerdict(name, failures))
     return tuple(out)
@@ -373,6 +384,7 @@ def _failure_json(f: FilterFailure) -> dict[str, Any]:
         "reasons": list(f.reasons),
         "unresolvable": f.unresolvable,
         "blame": [{"expression": b.text, "at": b.location} for b in f.blames],
+        "values": list(f.values),
     }
 
 

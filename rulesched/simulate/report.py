@@ -137,7 +137,13 @@ def explanation_json(explanation: Explanation | None) -> dict[str, object] | Non
         "filtered": explanation.filtered,
         "unresolvable": explanation.unresolvable,
         "reasons": [
-            {"reason": g.reason, "nodes": g.nodes, "unresolvable": g.unresolvable, "names": list(g.names)}
+            {
+                "reason": g.reason,
+                "nodes": g.nodes,
+                "unresolvable": g.unresolvable,
+                "names": list(g.names),
+                **({"values": list(g.values)} if g.values else {}),
+            }
             for g in explanation.groups
         ],
         "unresolvable_names": list(explanation.unresolvable_names),
@@ -278,6 +284,8 @@ def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
             more = group.nodes - min(EXPLAIN_NODE_NAMES, len(group.names))
             named = ", ".join(group.names[:EXPLAIN_NODE_NAMES])
             lines.append(f"{indent}  {group.reason}: {named}" + (f" (+{more} more)" if more > 0 else ""))
+            for shown in group.values:  # the domain and cluster counts the filter read there
+                lines.append(f"{indent}    where {shown}")
         if explanation.unresolvable:  # in walk order, as the groups name them
             named = ", ".join(explanation.unresolvable_names[:EXPLAIN_NODE_NAMES])
             more = explanation.unresolvable - min(EXPLAIN_NODE_NAMES, len(explanation.unresolvable_names))

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext
+from rulesched.lang.evaluation.domain_values import DomainValues
 from rulesched.lang.evaluation.timing import RuleTimer
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.model import Pod
@@ -152,8 +153,10 @@ class BoundRules:
         rule_set: RuleSet | None = None,
         compiled: tuple[tuple[CompiledRule, ...], tuple[CompiledRule, ...]] = ((), ()),
         prechecked: int = 0,
+        domain_values: DomainValues | None = None,
     ) -> None:
         self.ctx = ctx
+        self._domain_values = domain_values
         self.watch = watch if watch is not None else RuleWatch()
         # Where the binding came from (None: made by hand, evaluated node by node only): the set,
         # the filter and score rules that applied (after the ``prechecked`` prechecks, which
@@ -216,6 +219,13 @@ class BoundRules:
         self._volatile = frozenset(i for i, names in enumerate(self._score_uses) if names & moving)
         steady = [n for n in self._names if n not in moving]
         self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
+
+    def domain_values(self, name: str, node: Any) -> tuple[str, ...]:
+        """The values on ``node`` of the domain and cluster aggregates filter ``name`` reads,
+        as ``app_here = 3 in zone=a`` (explanations; empty for a filter that reads none)."""
+        if self._domain_values is None:
+            return ()
+        return tuple(v.text() for v in self._domain_values.values(name, self.ctx, node))
 
     def memo(self, make: Callable[[BoundRules], T]) -> T:
         """``make(self)``, made once per binding and kept with it (the engine's column bodies:

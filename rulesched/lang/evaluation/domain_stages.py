@@ -13,6 +13,8 @@ from rulesched.lang.builtins import domains
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.stages import Factory, NodeFn
 
+MANY = "domain many"  # scratch key (with the id of an aggregate's node function): its bulk form
+
 
 def keyed(
     kind: str, nodes: bool, source: Factory, token: object, keys: list[Any], sides: list[Any], value: Any
@@ -43,6 +45,18 @@ def keyed(
                 per = seen[ref.key] = domains.keyed_counts(ref, token, maker)
             return domains.keyed_answer(kind, per, ref.value, values)
 
+        def many(reps: list[Any]) -> list[Any]:
+            # One answer per node, all in the same kind of domain (domain_columns' representatives
+            # of the label values): the index looked up once, not once per node.
+            if not reps:
+                return []
+            ref = of_node(reps[0], None)
+            answer(reps[0])  # (brings the counts up to date)
+            per = seen[ref.key]
+            key = ref.key
+            return [domains.keyed_answer(kind, per, domains.value_of(key, n), values) for n in reps]
+
+        ctx.scratch[MANY, id(answer)] = many
         return answer
 
     return make

@@ -44,6 +44,7 @@ from rulesched.lang.evaluation.bound import (
     never,
 )
 from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
+from rulesched.lang.evaluation.domain_values import DomainValues
 from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.stages import NodeMemos, Staged
 from rulesched.lang.evaluation.watch import RuleWatch
@@ -119,6 +120,8 @@ class RuleSet:
             elif reads:  # only ever len(pod.f) (and fresh built-ins): pods of one length are alike
                 self._class_getters.append((_length(get), False))
             # else: only fresh built-ins read it, anew for each pod (a pod's own claims)
+        # The domain and cluster aggregates each rule reads, and their values (explanations).
+        self.domain_values = DomainValues(checked, self.domain_codes)
         self._by_priority = {
             id(r): _victim_priority_only(r.checked.rule.body, checked.notes, checked.lets) for r in self.preempts
         }
@@ -198,6 +201,7 @@ class RuleSet:
             rule_set=self,
             compiled=(tuple(filter_rules), tuple(score_rules)),
             prechecked=len(first),
+            domain_values=self.domain_values,
         )
 
 
