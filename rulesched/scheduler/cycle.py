@@ -68,14 +68,18 @@ from rulesched.scheduler.nominator import Reserved, ReservedCheck
 from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
 from rulesched.scheduler.table import ColumnStore, NodeTable, TableOverflow
 
-TABLE_ROWS = 3_000_000  # node-table rows kept over all classes (~75 bytes each): ~225 MB at most
+# Node-table rows kept over all classes: ~19 bytes each (three flags and eight int16 scores, see
+# NodeTable._vectors; wider where a rule's scores outgrow int16): ~380 MB at most. A class whose
+# table was evicted recomputes its walk's window afresh at its next pod: at 100 000 nodes that is
+# 5000+ nodes per pod (upstream's 5%), so mixed's 200 interleaved Deployments must all keep theirs.
+TABLE_ROWS = 20_000_000
 MAX_TABLES = 512  # and never more tables than this (a session keeps as many classes bound)
 
 
 def tables_for(nodes: int, shares: int = 1) -> int:
-    """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (300 at 5000
-    nodes: a cluster's worth of Deployments interleaved reuse theirs), at least 16; ``shares``
-    Cycles (a scheduler's profiles) split those rows between them."""
+    """How many classes keep their node tables: as many as fit in TABLE_ROWS rows (512 at 5000
+    nodes, 200 at 100 000: a cluster's worth of Deployments interleaved reuse theirs), at least
+    16; ``shares`` Cycles (a scheduler's profiles) split those rows between them."""
     return max(16, min(MAX_TABLES, TABLE_ROWS // max(1, nodes) // max(1, shares)))
 
 

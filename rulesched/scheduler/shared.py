@@ -35,6 +35,10 @@ from rulesched.lang.evaluation.sharing import Shared
 
 LOG_LIMIT = 1 << 20  # journal entries the row log keeps (8 MB); older positions mean "all stale"
 COLUMN_ROWS = 6_000_000  # rule-column rows kept over all keys (9 bytes each: ~54 MB at most)
+# ... but never fewer keys than this: mixed uses ~200 (request sizes x three resource rules,
+# selectors, preferences), and an evicted key is refilled whole on its next uses, which at
+# 100 000 nodes is most of a cycle (64 keys there cost 5x per pod). At most ~9 MB per 1000 nodes.
+MIN_KEYS = 256
 
 
 class RowLog:
@@ -103,7 +107,7 @@ class RuleColumns:
         key = (snapshot.history, snapshot.node_generation)
         if key != self._key:
             self._key = key
-            limit = max(64, COLUMN_ROWS // max(1, len(snapshot.nodes)))
+            limit = max(MIN_KEYS, COLUMN_ROWS // max(1, len(snapshot.nodes)))
             self._columns = cachetools.LRUCache(limit)
         return Lookups(self._columns, self._log, snapshot, row_of, columns_from)
 

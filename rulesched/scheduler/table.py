@@ -20,6 +20,7 @@ Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +52,8 @@ class ColumnStore:
         self._position = -1
         self._rows_key: tuple[object, int] | None = None
         self._rows_by_name: dict[str, int] = {}
+        self._numbers_key: tuple[object, int] | None = None
+        self._numbers: Rows = np.arange(0, dtype=np.intp)
         self._log = RowLog()
         self._shared = RuleColumns(self._log)
 
@@ -61,6 +64,15 @@ class ColumnStore:
             self._rows_by_name = {node.name: i for i, node in enumerate(snapshot.nodes)}
             self._rows_key = key
         return self._rows_by_name
+
+    def row_numbers(self, snapshot: Snapshot) -> Rows:
+        """0 .. len(snapshot.nodes) - 1, one array for every table of this node list (read only)."""
+        key = (snapshot.history, snapshot.node_generation)
+        if key != self._numbers_key:
+            self._numbers = np.arange(len(snapshot.nodes), dtype=np.intp)
+            self._numbers.flags.writeable = False
+            self._numbers_key = key
+        return self._numbers
 
     def changed_rows(self, snapshot: Snapshot, since: int) -> Rows | None:
         """Rows whose node gained or lost pods since journal position ``since`` (repeats
@@ -120,11 +132,15 @@ class NodeTable:
             self._row = self._store.rows_by_name(snapshot)
         else:
             self._row = {node.name: i for i, node in enumerate(self._nodes)}
-        self._rows: Rows = np.arange(n, dtype=np.intp)
+        # (one arange for every table of this node list: 8 bytes a row saved per class)
+        self._rows: Rows = self._store.row_numbers(snapshot) if self._store is not None else np.arange(n, dtype=np.intp)
         self._checked = np.zeros(n, dtype=bool)  # the cached filters' outcome is known
         self._fits = np.zeros(n, dtype=bool)  # ... and it is a pass
         self._scored = np.zeros(n, dtype=bool)  # the steady score vector is known
-        self._vectors = np.zeros((n, len(bound.scores) + 1), dtype=np.int64)
+        # Steady scores kept in the narrowest integer type that holds every one computed so far
+        # (int16 first: scores are mostly 0-100): at 100 000 nodes a table is then 1.9 MB, not
+        # 7.5, and the tables of a few hundred interleaved classes fit (see cycle.tables_for).
+        self._vectors: npt.NDArray[np.signedinteger[Any]] = np.zeros((n, len(bound.scores) + 1), dtype=np.int16)
         self._history = snapshot.history
         self._generation = snapshot.node_generation
         self._position = snapshot.pod_position
@@ -238,21 +254,23 @@ class NodeTable:
         stale = rows[~self._scored[rows]]
         watch = self.bound.watch
         if len(stale):
-            nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
+            nodes, steady = self._nodes, self.bound.steady_vector
             try:
                 if self._many(stale):
-                    vectors[stale] = self.bound.score_matrix(self._columns(), stale, True, self._shared())
+                    matrix = self.bound.score_matrix(self._columns(), stale, True, self._shared())
                 else:
-                    left = CHECK_EVERY
+                    left, found = CHECK_EVERY, []
                     for i in stale.tolist():
                         left -= 1
                         if not left:
                             left = watch.tick()
-                        vectors[i] = steady(nodes[i])
+                        found.append(steady(nodes[i]))
+                    matrix = np.array(found, dtype=np.int64)
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
+            self._keep(stale, matrix)
             self._scored[stale] = True
-        out = self._vectors[rows]
+        out = self._vectors[rows].astype(np.int64, copy=False)
         volatile = self.bound.volatile_scores
         if volatile:
             nodes = [self._nodes[i] for i in rows.tolist()]
@@ -272,6 +290,26 @@ class NodeTable:
                 if score.normalize == "none":
                     out[:, -1] += score.weight * column
         return out
+
+    def _keep(self, rows: Rows, matrix: npt.NDArray[np.int64]) -> None:
+        """Store score vectors, widening the kept type first if one does not fit it."""
+        vectors = self._vectors
+        if vectors.dtype != np.int64 and matrix.size:
+            low, high = int(matrix.min()), int(matrix.max())
+            for dtype in (np.int16, np.int32, np.int64):
+                info = np.iinfo(dtype)
+                if info.min <= low and high <= info.max:
+                    break
+            if np.dtype(dtype).itemsize > vectors.dtype.itemsize:
+                vectors = self._vectors = vectors.astype(dtype)
+        vectors[rows] = matrix
+
+    @property
+    def nbytes(self) -> int:
+        """Memory this table's own arrays take (the shared row numbers left out)."""
+        if self._history is None:
+            return 0
+        return self._checked.nbytes + self._fits.nbytes + self._scored.nbytes + self._vectors.nbytes
 
     def node(self, row: int) -> NodeInfo:
         return self._nodes[row]
