@@ -259,13 +259,13 @@ class NodeTable:
                 if self._many(stale):
                     matrix = self.bound.score_matrix(self._columns(), stale, True, self._shared())
                 else:
-                    left, found = CHECK_EVERY, []
+                    left, computed = CHECK_EVERY, []
                     for i in stale.tolist():
                         left -= 1
                         if not left:
                             left = watch.tick()
-                        found.append(steady(nodes[i]))
-                    matrix = np.array(found, dtype=np.int64)
+                        computed.append(steady(nodes[i]))
+                    matrix = np.array(computed, dtype=np.int64)
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
             self._keep(stale, matrix)
