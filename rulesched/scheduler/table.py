@@ -33,6 +33,10 @@ from rulesched.lang.evaluation.failures import FailedRows, first_failures
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.scheduler.shared import Lookups, RowLog, RuleColumns
 
+# The integer types a table's score vectors are kept in, narrowest first, with their ranges.
+_WIDER: tuple[tuple[type[np.signedinteger[Any]], int, int], ...] = tuple(
+    (t, int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int16, np.int32, np.int64)
+)
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
 
@@ -141,6 +145,7 @@ class NodeTable:
         # (int16 first: scores are mostly 0-100): at 100 000 nodes a table is then 1.9 MB, not
         # 7.5, and the tables of a few hundred interleaved classes fit (see cycle.tables_for).
         self._vectors: npt.NDArray[np.signedinteger[Any]] = np.zeros((n, len(bound.scores) + 1), dtype=np.int16)
+        self._low, self._high = _WIDER[0][1:]  # what the kept type holds
         self._history = snapshot.history
         self._generation = snapshot.node_generation
         self._position = snapshot.pod_position
@@ -258,6 +263,7 @@ class NodeTable:
             try:
                 if self._many(stale):
                     matrix = self.bound.score_matrix(self._columns(), stale, True, self._shared())
+                    low, high = int(matrix.min()), int(matrix.max())
                 else:
                     left, computed = CHECK_EVERY, []
                     for i in stale.tolist():
@@ -266,9 +272,11 @@ class NodeTable:
                             left = watch.tick()
                         computed.append(steady(nodes[i]))
                     matrix = np.array(computed, dtype=np.int64)
+                    # (a bind's row or two: Python's min and max cost less than numpy's)
+                    low, high = min(map(min, computed)), max(map(max, computed))
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
-            self._keep(stale, matrix)
+            self._keep(stale, matrix, low, high)
             self._scored[stale] = True
         out = self._vectors[rows].astype(np.int64, copy=False)
         volatile = self.bound.volatile_scores
@@ -291,18 +299,15 @@ class NodeTable:
                     out[:, -1] += score.weight * column
         return out
 
-    def _keep(self, rows: Rows, matrix: npt.NDArray[np.int64]) -> None:
-        """Store score vectors, widening the kept type first if one does not fit it."""
-        vectors = self._vectors
-        if vectors.dtype != np.int64 and matrix.size:
-            low, high = int(matrix.min()), int(matrix.max())
-            for dtype in (np.int16, np.int32, np.int64):
-                info = np.iinfo(dtype)
-                if info.min <= low and high <= info.max:
+    def _keep(self, rows: Rows, matrix: npt.NDArray[np.int64], low: int, high: int) -> None:
+        """Store score vectors (``low`` .. ``high``: their smallest and largest value), widening
+        the kept type first if one does not fit it."""
+        if not (self._low <= low and high <= self._high):
+            for dtype, self._low, self._high in _WIDER:
+                if self._low <= low and high <= self._high:
                     break
-            if np.dtype(dtype).itemsize > vectors.dtype.itemsize:
-                vectors = self._vectors = vectors.astype(dtype)
-        vectors[rows] = matrix
+            self._vectors = self._vectors.astype(dtype)
+        self._vectors[rows] = matrix
 
     @property
     def nbytes(self) -> int:
