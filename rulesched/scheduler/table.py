@@ -303,9 +303,8 @@ class NodeTable:
         """Store score vectors (``low`` .. ``high``: their smallest and largest value), widening
         the kept type first if one does not fit it."""
         if not (self._low <= low and high <= self._high):
-            for dtype, self._low, self._high in _WIDER:
-                if self._low <= low and high <= self._high:
-                    break
+            # (int64 always fits: the matrix is int64)
+            dtype, self._low, self._high = next(w for w in _WIDER if w[1] <= low and high <= w[2])
             self._vectors = self._vectors.astype(dtype)
         self._vectors[rows] = matrix
 
