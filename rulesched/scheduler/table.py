@@ -308,13 +308,6 @@ class NodeTable:
             self._vectors = self._vectors.astype(dtype)
         self._vectors[rows] = matrix
 
-    @property
-    def nbytes(self) -> int:
-        """Memory this table's own arrays take (the shared row numbers left out)."""
-        if self._history is None:
-            return 0
-        return self._checked.nbytes + self._fits.nbytes + self._scored.nbytes + self._vectors.nbytes
-
     def node(self, row: int) -> NodeInfo:
         return self._nodes[row]
 
