@@ -105,3 +105,36 @@ def test_scores_beyond_int64_fall_back_to_python_ints(tmp_path: Any) -> None:
         placements.append([(r.pod.key, r.code, r.node) for r in placed if r is not None])
     assert placements[0] == placements[1]
     assert [node_name for _, _, node_name in placements[0]] == ["n2", "n2", "n2"]
+
+
+@pytest.mark.parametrize("columns_from", [0, 1], ids=["node-by-node", "columns"])
+def test_score_vectors_widen_as_scores_grow(tmp_path: Any, columns_from: int) -> None:
+    """A table keeps score vectors in int16 while they fit: scores that outgrow it (a bind at a
+    time, so through the rows re-scored after each) widen the kept type, to int32 then int64,
+    and every vector stays what the binding computes node by node."""
+    import numpy as np
+
+    from rulesched.engine import ColumnStore, NodeTable
+    from rulesched.lang import load_rules
+    from tests.upstream.harness import node, pod
+
+    path = tmp_path / "grow.rules"
+    path.write_text('extends "default"\nscore crowd weight 1:\n    len(node.pods) * len(node.pods) * 20000\n')
+    rules = load_rules([path])
+    state = ClusterStore.build([node(f"n{i}") for i in range(3)], [])
+    store = ColumnStore()
+    table = None
+    kinds = []
+    for i in range(5):  # 0, 20 000, 80 000, ... 320 000 on n0; int16 holds the first two only
+        snapshot = state.snapshot()
+        bound = rules.bind(pod("p"), snapshot)
+        if table is None or table.bound is not bound:
+            table = NodeTable(bound, store, columns_from)
+        table.sync(snapshot)
+        rows = np.arange(3, dtype=np.intp)
+        bound.ctx.feasible = list(snapshot.nodes)
+        assert [tuple(v) for v in table.vectors(rows).tolist()] == [bound.score_vector(n) for n in snapshot.nodes]
+        kinds.append(table._vectors.dtype)
+        table.release()
+        state.finish_binding(state.assume(pod(f"r{i}"), "n0").key)
+    assert kinds[0] == np.int16 and kinds[-1] in (np.int32, np.int64)

@@ -1,5 +1,6 @@
 """PodTopologySpread's score over many nodes at once (spreading.spread_score_columns) equals
-spread_score node by node, and existing pods' anti-affinity as columns its node-by-node answer: system default spreading (hostname and zone, nodes without a zone
+spread_score node by node, and existing pods' anti-affinity and InterPodAffinity's score as
+columns their node-by-node answers: system default spreading (hostname and zone, nodes without a zone
 counted by hostname alone), the pod's own ScheduleAnyway constraints (every key required),
 selectors in other namespaces, pods coming and going between asks (the columns catch up)."""
 
@@ -13,7 +14,12 @@ from hypothesis import strategies as st
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
-from rulesched.lang.builtins.affinity import existing_anti_affinity_columns, existing_anti_affinity_ok
+from rulesched.lang.builtins.affinity import (
+    existing_anti_affinity_columns,
+    existing_anti_affinity_ok,
+    inter_pod_affinity_score,
+    inter_pod_affinity_score_columns,
+)
 from rulesched.lang.builtins.spreading import spread_score, spread_score_columns
 from rulesched.lang.context import EvalContext
 from tests.upstream.harness import node, pod, service, state
@@ -95,3 +101,40 @@ def test_existing_anti_affinity_columns_equal_node_by_node(
         assert list(existing_anti_affinity_columns(ctx, cols, rows)) == [
             existing_anti_affinity_ok(ctx, n) for n in snapshot.nodes
         ]
+
+
+def _preferring(name: str, app: str, key: str, weight: int, anti: bool, node_name: str = "") -> Any:
+    term = {"weight": weight, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}}
+    kind = "podAntiAffinity" if anti else "podAffinity"
+    affinity = {kind: {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}
+    spec = {"affinity": affinity, "containers": [{"name": "c", "image": "busybox"}]}
+    return pod(name, spec=spec, labels={"app": app}, node_name=node_name)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(["z1", "z2", None]), min_size=1, max_size=12),
+    st.lists(
+        st.tuples(st.integers(0, 11), st.sampled_from([HOST, ZONE]), st.sampled_from(["web", "db"]), st.booleans()),
+        max_size=20,
+    ),
+)
+def test_inter_pod_affinity_score_columns_equal_node_by_node(
+    zones: list[str | None], running: list[tuple[int, str, str, bool]]
+) -> None:
+    """Both ways: the incoming pod's preferences about running pods, and running pods'
+    preferences that select it; hostname and zone keys, nodes without a zone."""
+    nodes = [node(f"n{i}", labels={HOST: f"n{i}", **({ZONE: z} if z else {})}) for i, z in enumerate(zones)]
+    pods = [
+        _preferring(f"r{j}", app, key, 10 + j, anti, f"n{n % len(nodes)}")
+        for j, (n, key, app, anti) in enumerate(running)
+    ]
+    snapshot = state(nodes, pods).snapshot()
+    cols = NodeColumns(snapshot.nodes)
+    rows = np.arange(len(snapshot.nodes), dtype=np.intp)
+    for incoming in (_preferring("p", "web", ZONE, 7, False), _preferring("q", "db", HOST, 5, True), _pod("s", "web")):
+        ctx = EvalContext(incoming, snapshot)
+        expected = [inter_pod_affinity_score(ctx, n) for n in snapshot.nodes]
+        assert inter_pod_affinity_score_columns(ctx, cols, rows) == expected
+        few = rows[1::2]
+        assert inter_pod_affinity_score_columns(ctx, cols, few) == [expected[r] for r in few]

@@ -163,6 +163,12 @@ class NodeColumns:
         column = self.column(Path((("field", _LABELS), ("key", key, None))), STRING)[rows]
         return np.fromiter((v in values for v in column.tolist()), dtype=bool, count=len(rows))
 
+    def label_values(self, key: str, rows: Rows) -> list[Any]:
+        """Each row's node's value of label ``key`` (None where absent), as a list (for
+        built-ins' columns hooks, which import no numpy)."""
+        column: list[Any] = self.column(Path((("field", _LABELS), ("key", key, None))), STRING)[rows].tolist()
+        return column
+
     def groups(self, fields: tuple[str, ...]) -> Groups | None:
         """Nodes grouped by their values of these node fields: each row's group, and one row per
         group (its representative). None when the values are unhashable or nearly all distinct."""

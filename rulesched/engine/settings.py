@@ -38,9 +38,12 @@ class EngineSettings:
     """The engine's budgets (see the module docstring); defaults are the live scheduler's."""
 
     # --- class tables (rulesched.engine.table): a class of pods' answers per node, kept ----------
-    # Node-table rows kept over all classes, in rows (one row per node per class, ~75 bytes
-    # each: ~225 MB at most): 300 classes at 5000 nodes, a cluster's worth of Deployments.
-    table_rows: int = 3_000_000
+    # Node-table rows kept over all classes, in rows (one row per node per class, ~19 bytes
+    # each: three flags and eight int16 scores, wider where a rule's scores outgrow int16; ~380
+    # MB at most). A class whose table was evicted recomputes its walk's window afresh at its
+    # next pod: at 100 000 nodes that is 5000+ nodes per pod (upstream's 5%), so mixed's 200
+    # interleaved Deployments must all keep theirs (200 tables there, 512 at 5000 nodes).
+    table_rows: int = 20_000_000
     # Tables kept at most, whatever the cluster's size, in tables: a session keeps as many
     # classes bound (rulesched.lang's CLASS_CACHE_SIZE), and a table without its class is dead.
     max_tables: int = 512
@@ -51,8 +54,11 @@ class EngineSettings:
     # --- shared rule columns (rulesched.engine.shared): answers classes share, per key ----------
     # Rule-column rows kept over all share keys, in rows (9 bytes each: ~54 MB at most).
     column_rows: int = 6_000_000
-    # Share keys kept at least, in keys, whatever column_rows allows at this cluster size.
-    min_column_keys: int = 64
+    # Share keys kept at least, in keys, whatever column_rows allows at this cluster size: mixed
+    # uses ~200 (request sizes x three resource rules, selectors, preferences), and an evicted
+    # key is refilled whole on its next uses, which at 100 000 nodes is most of a cycle (64 keys
+    # there cost 5x per pod). At most ~9 MB per 1000 nodes.
+    min_column_keys: int = 256
     # Journal positions the row log keeps, in entries (8 bytes each: 8 MB); a table older than
     # that recomputes every row, as after a relist.
     log_limit: int = 1 << 20

@@ -20,6 +20,7 @@ Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +44,10 @@ from rulesched.engine.shared import Lookups, RowLog, RuleColumns
 from rulesched.lang import BoundFilter, BoundRules
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 
+# The integer types a table's score vectors are kept in, narrowest first, with their ranges.
+_WIDER: tuple[tuple[type[np.signedinteger[Any]], int, int], ...] = tuple(
+    (t, int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int16, np.int32, np.int64)
+)
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
 
@@ -63,6 +68,8 @@ class ColumnStore:
         self._position = -1
         self._rows_key: tuple[object, int] | None = None
         self._rows_by_name: dict[str, int] = {}
+        self._numbers_key: tuple[object, int] | None = None
+        self._numbers: Rows = np.arange(0, dtype=np.intp)
         self._log = RowLog(settings.log_limit)
         self._shared = RuleColumns(self._log, settings)
 
@@ -73,6 +80,15 @@ class ColumnStore:
             self._rows_by_name = {node.name: i for i, node in enumerate(snapshot.nodes)}
             self._rows_key = key
         return self._rows_by_name
+
+    def row_numbers(self, snapshot: Snapshot) -> Rows:
+        """0 .. len(snapshot.nodes) - 1, one array for every table of this node list (read only)."""
+        key = (snapshot.history, snapshot.node_generation)
+        if key != self._numbers_key:
+            self._numbers = np.arange(len(snapshot.nodes), dtype=np.intp)
+            self._numbers.flags.writeable = False
+            self._numbers_key = key
+        return self._numbers
 
     def changed_rows(self, snapshot: Snapshot, since: int) -> Rows | None:
         """Rows whose node gained or lost pods since journal position ``since`` (repeats
@@ -133,11 +149,16 @@ class NodeTable:
             self._row = self._store.rows_by_name(snapshot)
         else:
             self._row = {node.name: i for i, node in enumerate(self._nodes)}
-        self._rows: Rows = np.arange(n, dtype=np.intp)
+        # (one arange for every table of this node list: 8 bytes a row saved per class)
+        self._rows: Rows = self._store.row_numbers(snapshot) if self._store is not None else np.arange(n, dtype=np.intp)
         self._checked = np.zeros(n, dtype=bool)  # the cached filters' outcome is known
         self._fits = np.zeros(n, dtype=bool)  # ... and it is a pass
         self._scored = np.zeros(n, dtype=bool)  # the steady score vector is known
-        self._vectors = np.zeros((n, len(bound.scores) + 1), dtype=np.int64)
+        # Steady scores kept in the narrowest integer type that holds every one computed so far
+        # (int16 first: scores are mostly 0-100): at 100 000 nodes a table is then 1.9 MB, not
+        # 7.5, and the tables of a few hundred interleaved classes fit (see cycle.tables_for).
+        self._vectors: npt.NDArray[np.signedinteger[Any]] = np.zeros((n, len(bound.scores) + 1), dtype=np.int16)
+        self._low, self._high = _WIDER[0][1:]  # what the kept type holds
         self._history = snapshot.history
         self._generation = snapshot.node_generation
         self._position = snapshot.pod_position
@@ -309,21 +330,26 @@ class NodeTable:
         stale = rows[~self._scored[rows]]
         watch = self.bound.watch
         if len(stale):
-            nodes, steady, vectors = self._nodes, self.bound.steady_vector, self._vectors
+            nodes, steady = self._nodes, self.bound.steady_vector
             try:
                 if self._many(stale):
-                    vectors[stale] = score_matrix(self.bound, self._columns(), stale, True, self._shared())
+                    matrix = score_matrix(self.bound, self._columns(), stale, True, self._shared())
+                    low, high = int(matrix.min()), int(matrix.max())
                 else:
-                    left = CHECK_EVERY
+                    left, computed = CHECK_EVERY, []
                     for i in stale.tolist():
                         left -= 1
                         if not left:
                             left = watch.tick()
-                        vectors[i] = steady(nodes[i])
+                        computed.append(steady(nodes[i]))
+                    matrix = np.array(computed, dtype=np.int64)
+                    # (a bind's row or two: Python's min and max cost less than numpy's)
+                    low, high = min(map(min, computed)), max(map(max, computed))
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
+            self._keep(stale, matrix, low, high)
             self._scored[stale] = True
-        out = self._vectors[rows]
+        out = self._vectors[rows].astype(np.int64, copy=False)
         volatile = self.bound.volatile_scores
         if volatile:
             nodes = [self._nodes[i] for i in rows.tolist()]
@@ -343,6 +369,15 @@ class NodeTable:
                 if score.normalize == "none":
                     out[:, -1] += score.weight * column
         return out
+
+    def _keep(self, rows: Rows, matrix: npt.NDArray[np.int64], low: int, high: int) -> None:
+        """Store score vectors (``low`` .. ``high``: their smallest and largest value), widening
+        the kept type first if one does not fit it."""
+        if not (self._low <= low and high <= self._high):
+            # (int64 always fits: the matrix is int64)
+            dtype, self._low, self._high = next(w for w in _WIDER if w[1] <= low and high <= w[2])
+            self._vectors = self._vectors.astype(dtype)
+        self._vectors[rows] = matrix
 
     def node(self, row: int) -> NodeInfo:
         return self._nodes[row]

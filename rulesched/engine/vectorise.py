@@ -397,6 +397,11 @@ class _Run:
 
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], rows: Rows, scope: dict[str, Any]) -> Value:
         builtin = BUILTINS[func]
+        whole_node = len(args) == 1 and self.ev.path(args[0]) == Path()
+        if whole_node:  # f(node): answered, where it can be, before the rows' node objects are gathered
+            found = self._node_call(expr, builtin, rows)
+            if found is not None:
+                return found
         coercions = self.notes.calls[id(expr)]
         values = [coerce(c, self.value(a, rows, scope)) for a, c in zip(args, coercions, strict=True)]
         n = len(rows)
@@ -424,17 +429,6 @@ class _Run:
             same = builtin.uniform(self.ctx)
             if same is not None:
                 return same
-        whole_node = len(args) == 1 and self.ev.path(args[0]) == Path()
-        if builtin.domain is not None and whole_node:
-            # f(node) whose answer depends on a few of the node's labels: once per distinct value
-            keys = builtin.domain(self.ctx)
-            groups = self.cols.label_groups(keys) if keys is not None else None
-            if groups is not None:
-                nodes, ctx = self.cols.nodes, self.ctx
-                answers = [builtin.impl(ctx, nodes[r]) for r in groups.representatives]
-                return Col(column_of(answers, self.notes.types[id(expr)]).array[groups.codes[rows]])
-        if builtin.columns is not None and whole_node:
-            return column_of(list(builtin.columns(self.ctx, self.cols, rows)), self.notes.types[id(expr)])
         # Anything else: the built-in itself, called per row.
         impl = builtin.impl
         known = [v for v in values if not isinstance(v, Col)]
@@ -450,6 +444,26 @@ class _Run:
                 columns.insert(0, [self.ctx] * n)
             results = [impl(*a) for a in zip(*columns, strict=True)]
         return column_of(results, self.notes.types[id(expr)])
+
+    def _node_call(self, expr: ast.Call, builtin: Any, rows: Rows) -> Value | None:
+        """``f(node)`` the same on every node (one value), once per group of nodes alike in a few
+        labels, or from the built-in's own columns hook; None: per row, from the node objects."""
+        if builtin.uniform is not None:  # the same answer on every node, for this pod: one value
+            same: Value | None = builtin.uniform(self.ctx)
+            if same is not None:
+                return same
+        if builtin.domain is not None:
+            # f(node) whose answer depends on a few of the node's labels: once per distinct value
+            keys = builtin.domain(self.ctx)
+            groups = self.cols.label_groups(keys) if keys is not None else None
+            if groups is not None:
+                nodes, ctx = self.cols.nodes, self.ctx
+                answers = [builtin.impl(ctx, nodes[r]) for r in groups.representatives]
+                return Col(column_of(answers, self.notes.types[id(expr)]).array[groups.codes[rows]])
+        if builtin.columns is not None:
+            found: Value = column_of(list(builtin.columns(self.ctx, self.cols, rows)), self.notes.types[id(expr)])
+            return found
+        return None
 
     def _shortcut(self, func: str, args: tuple[ast.Expr, ...], values: list[Value], rows: Rows) -> Value | None:
         """Built-ins whose pod-side argument decides much: nodeSelector matching as a few label

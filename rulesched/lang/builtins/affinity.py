@@ -322,3 +322,23 @@ def inter_pod_affinity_score(ctx: EvalContext, node: Any) -> int:
         return 0
     totals = index.counts
     return sum(totals.get(pair, 0) for pair in node.labels.items())
+
+
+def inter_pod_affinity_score_columns(ctx: EvalContext, cols: Any, rows: Any) -> list[int]:
+    """:func:`inter_pod_affinity_score` of many rows (of the NodeColumns ``cols``): per topology
+    key the index counts, one dictionary lookup per row, instead of one per label of each node
+    (this score is evaluated afresh every cycle, on every feasible node: 5000 of them per cycle
+    at 100 000 nodes)."""
+    index = score_index(ctx)
+    if index is None or not index.counts:
+        return [0] * len(rows)
+    by_key: dict[str, dict[str, int]] = {}
+    for (key, value), n in index.counts.items():
+        by_key.setdefault(key, {})[value] = n
+    totals: list[int] | None = None
+    for key, counts in by_key.items():  # a node has one value per key: one lookup each
+        get = counts.get
+        found = [get(v, 0) if v is not None else 0 for v in cols.label_values(key, rows)]
+        totals = found if totals is None else [a + b for a, b in zip(totals, found, strict=True)]
+    assert totals is not None
+    return totals

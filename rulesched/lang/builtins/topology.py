@@ -19,6 +19,7 @@ from rulesched.lang.builtins.affinity import (
     existing_anti_affinity_ok,
     existing_anti_index,
     inter_pod_affinity_score,
+    inter_pod_affinity_score_columns,
     pod_affinity_ok,
     pod_anti_affinity_ok,
     score_index,
@@ -248,6 +249,7 @@ def _spread_skipped(ctx: EvalContext) -> int | None:
 COLUMNS: dict[str, Any] = {
     "spread_score": spread_score_columns,
     "existing_anti_affinity_ok": existing_anti_affinity_columns,
+    "inter_pod_affinity_score": inter_pod_affinity_score_columns,
 }
 
 UNIFORM: dict[str, Any] = {
