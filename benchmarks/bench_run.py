@@ -86,6 +86,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """Process ``pid``'s child processes (rulesched run's binding process)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
 def thread_cpu(pid: int) -> dict[int, float]:
     """CPU seconds (user + system) of each of process ``pid``'s threads, by thread id."""
     out = {}
@@ -303,7 +314,9 @@ def split(cluster: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str,
     return nodes, running, pending
 
 
-def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_spy: str | None) -> Measured:
+def rulesched_run(
+    cluster: dict[str, Any], bind_workers: int, settled: bool, py_spy: str | None, scheduler_args: tuple[str, ...] = ()
+) -> Measured:
     nodes, running, pending = split(cluster)
     server = ApiServer(nodes, running)
     scheduler = None
@@ -337,6 +350,7 @@ def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_
                     str(bind_workers),
                     "--metrics-bind-address",
                     f"127.0.0.1:{ops}",
+                    *scheduler_args,
                 ],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -354,17 +368,21 @@ def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_
                     raise SystemExit("rulesched run did not become ready")
                 time.sleep(0.2)
             sync_seconds = time.monotonic() - started
+            helpers = children(scheduler.pid)  # (its binding process, if it has one)
             if py_spy:
                 spies = [
                     spy_on(scheduler.pid, f"{py_spy}.scheduler.txt"),
                     spy_on(server.process.pid, f"{py_spy}.server.txt"),
+                    *(spy_on(pid, f"{py_spy}.binder.txt") for pid in helpers[:1]),
                 ]
                 time.sleep(1.0)  # (attached)
             cpu = cpu_seconds(scheduler.pid), cpu_seconds(server.process.pid)
+            helper_cpu = sum(cpu_seconds(pid) for pid in helpers)
             threads = thread_cpu(scheduler.pid)
             post(server.base + "/_bulk", {"plural": "pods", "items": pending})
             stats = server.wait(len(pending), settled)
             cpu = cpu_seconds(scheduler.pid) - cpu[0], cpu_seconds(server.process.pid) - cpu[1]
+            helper_cpu = sum(cpu_seconds(pid) for pid in helpers) - helper_cpu
             roles = by_role(threads, thread_cpu(scheduler.pid), thread_names(scheduler.pid))
             rss = peak_rss_mb(scheduler.pid)
             with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=10) as r:
@@ -383,6 +401,8 @@ def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_
 
     per_pod = 1e6 / len(pending)
     extra = f"cache sync {sync_seconds:.1f}s  peak RSS {rss:.0f} MB  CPU per pod: scheduler {cpu[0] * per_pod:.0f}us"
+    if helpers:
+        extra += f", binding process {helper_cpu * per_pod:.0f}us"
     extra += f", server {cpu[1] * per_pod:.0f}us"
     shown = sorted(roles.items(), key=lambda r: -r[1])
     extra += " (scheduler threads: " + ", ".join(f"{n} {s * per_pod:.0f}us" for n, s in shown if s * per_pod >= 5) + ")"
@@ -438,6 +458,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PREFIX",
         help="record the scheduler and the server with py-spy: PREFIX.scheduler.txt, .server.txt",
     )
+    parser.add_argument(
+        "--scheduler-args",
+        default="",
+        metavar="ARGS",
+        help="more arguments for rulesched run, e.g. --scheduler-args=--no-bind-process",
+    )
     parser.add_argument("--plain-bind", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.plain_bind:
@@ -457,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_plain:
             plain.append(plain_client(cluster, args.bind_workers))
             print(line(plain[-1], False), flush=True)
-        ours.append(rulesched_run(cluster, args.bind_workers, settled, args.py_spy))
+        ours.append(rulesched_run(cluster, args.bind_workers, settled, args.py_spy, tuple(args.scheduler_args.split())))
         ratio = (
             f"  ratio to the plain client {ours[-1].pods_per_second / plain[-1].pods_per_second:.2f}" if plain else ""
         )
