@@ -36,6 +36,7 @@ Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 from __future__ import annotations
 
 import argparse
+import collections
 import logging
 import math
 import os
@@ -202,6 +203,11 @@ class BindingProcess:
                 except OSError:
                     pass
 
+    def kill(self) -> None:
+        """End the child now (its unanswered bindings then fail, as if it had crashed)."""
+        if self._process is not None:
+            self._process.kill()
+
     def stop(self, wait: float = STOP_WAIT_SECONDS) -> None:
         """Close; give the child ``wait`` seconds to exit, then kill it (past the grace period,
         as in-process bindings die with the process)."""
@@ -225,11 +231,17 @@ class _LineWriter:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._queue: queue.SimpleQueue[list[Any] | None] = queue.SimpleQueue()
+        # request observations ride along with the next write: queued, each would wake the writer
+        self._riders: collections.deque[list[Any]] = collections.deque()
         self._thread = threading.Thread(target=self._write, name="writer", daemon=True)
         self._thread.start()
 
     def send(self, message: list[Any]) -> None:
         self._queue.put(message)
+
+    def ride(self, message: list[Any]) -> None:
+        """Send ``message`` with the next one :meth:`send` sends."""
+        self._riders.append(message)  # (a deque: thread-safe at both ends)
 
     def close(self) -> None:
         self._queue.put(None)
@@ -244,8 +256,9 @@ class _LineWriter:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            ending = batch[-1] is None or None in batch
-            data = b"".join(_encode(m) + b"\n" for m in batch if m is not None)
+            ending = None in batch
+            riders = [self._riders.popleft() for _ in range(len(self._riders))]
+            data = b"".join(_encode(m) + b"\n" for m in (*riders, *batch) if m is not None)
             try:
                 view = memoryview(data)
                 while view:
@@ -261,7 +274,7 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
 
     def observe(method: str, host: str, code: str, seconds: float | None) -> None:
         if seconds is not None:
-            writer.send(["request", method, code, seconds])
+            writer.ride(["request", method, code, seconds])
 
     def outcome(o: Outcome) -> None:
         writer.send(["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules])

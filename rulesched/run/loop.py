@@ -255,7 +255,11 @@ class Loop:
                 log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
         self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot] = queue.SimpleQueue()
         self.workers = Workers(
-            self.api, self._deliver, settings.bind_workers, may_write=lambda: self.leading, lease_until=self._lease_until
+            self.api,
+            self._deliver,
+            settings.bind_workers,
+            may_write=lambda: self.leading,
+            lease_until=self._lease_until,
         )
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
