@@ -6,7 +6,8 @@ beside what the same API server binds for a plain client.
     python benchmarks/bench_run.py --workload mixed
     python benchmarks/bench_run.py --workload stop-fitting
     python benchmarks/bench_run.py --nodes 500 --running 100 --pending 1000
-    python benchmarks/bench_run.py --py-spy /tmp/run   # profiles (py-spy, raw): /tmp/run.scheduler.txt, .server.txt
+    python benchmarks/bench_run.py --py-spy /tmp/run   # profiles (py-spy, raw): /tmp/run.scheduler.txt, .server.txt, .binder.txt
+    python benchmarks/bench_run.py --scheduler-args=--no-bind-process   # bindings on the scheduler's own threads
 
 Each measurement has a fresh test API server (tests/apiserver.py) in its own process, holding
 the nodes and running pods of benchmarks/gen_cluster.py's workload:
@@ -19,9 +20,10 @@ the nodes and running pods of benchmarks/gen_cluster.py's workload:
 
 Printed for each: pods/s from the first creation to the last binding as the API server saw it,
 creation-to-binding latency p50/p99; for rulesched also the ratio to the plain client's rate,
-its peak RSS, the mean binding call and scheduling cycle (from /metrics), and (once) the same
-scheduler's rate on the same cluster in the simulator (no API, no HTTP). With ``--repeat N`` the
-two alternate N times and the medians close the output. All processes share the machine's
+CPU per pod of each process (its binding process apart) and thread, its peak RSS, the mean
+binding call and scheduling cycle (from /metrics), and (once) the same scheduler's rate on the
+same cluster in the simulator (no API, no HTTP). With ``--repeat N`` the two alternate N times
+and the medians close the output. All processes share the machine's
 cores. Figures only; no assertions.
 
 Workloads: ``basic`` (scheduler_perf's SchedulingBasic), ``mixed`` (gen_cluster's mixed
