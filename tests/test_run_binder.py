@@ -106,3 +106,41 @@ def test_a_dead_binding_process_fails_what_it_had_not_answered(server: TestApiSe
     assert [(o.key, o.ok, o.reason) for o in seen.outcomes] == [("default/slow", False, "the binding process ended")]
     assert not process.bind(target("slow"), "n1", "", math.inf)  # (the caller binds in-process)
     process.stop()
+
+
+def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, tmp_path: Path) -> None:
+    """Killed while bindings are under way (the server answers slowly): those come back failed,
+    their pods are requeued (the server may have bound some already: a retry's 409 says where),
+    and the rest bind in-process, each pod once."""
+    from collections import Counter
+
+    from rulesched.run.loop import Loop, RunSettings
+
+    for i in range(4):
+        server.add("nodes", node(f"n{i}"))
+    loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: loop.ready and loop.workers.process is not None)
+        server.add("pods", pod("first"))
+        assert wait_for(lambda: len(server.store.binding_log) == 1)
+        server.set_faults(delay=1.0)
+        for i in range(3):
+            server.add("pods", pod(f"slow{i}"))
+        assert wait_for(lambda: sum(1 for c in server.store.requests if c[1].endswith("/binding")) >= 2)
+        process = loop.workers.process
+        assert process is not None
+        process.kill()
+        assert wait_for(lambda: not process.alive)
+        server.set_faults()
+        for i in range(3):
+            server.add("pods", pod(f"late{i}"))
+        names = ["first"] + [f"slow{i}" for i in range(3)] + [f"late{i}" for i in range(3)]
+        pods = server.store.objects["pods"]
+        assert wait_for(lambda: all(pods[f"default/{n}"]["spec"].get("nodeName") for n in names), 30)
+    finally:
+        loop.stop.set()
+        loop.scheduler.queue.wake()
+        thread.join(timeout=15)
+    assert Counter(key for key, _, _ in server.store.binding_log) == Counter(f"default/{n}" for n in names)

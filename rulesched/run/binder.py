@@ -140,8 +140,10 @@ class BindingProcess:
             lines += _encode(["bind", pod.namespace, pod.name, pod.uid, node, rules, pod.scheduler_name]) + b"\n"
             self._pending[pod.key] = (node, pod.scheduler_name)
             self._unfinished += 1
-            try:
-                process.stdin.write(lines)  # (unbuffered: a binding waits for nothing else)
+            try:  # (unbuffered: a binding waits for nothing else)
+                view = memoryview(lines)
+                while view:
+                    view = view[os.write(process.stdin.fileno(), view) :]
             except (OSError, ValueError):
                 self._pending.pop(pod.key, None)
                 self._unfinished -= 1

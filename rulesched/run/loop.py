@@ -408,7 +408,10 @@ class Loop:
                 self.workers.process_finished,
                 self._observe_request,
             )
-            self.workers.use_process(process.start())
+            try:
+                self.workers.use_process(process.start())
+            except OSError as err:  # (no process to start: bind on this one's threads)
+                log.warning("binding process not started: %s; binding in-process", err)
         self.mirror.start()
         self.load.start()
         for profile in self.profiles:
