@@ -87,7 +87,7 @@ def _wire_until(until: float) -> float | None:
 class BindingProcess:
     """(The scheduler's side.) The child, the pipe to it, and the thread reading its answers:
     ``outcome`` for each binding, ``finished`` once its work is over, ``observe`` for each
-    request (the parent's metrics), all called on that thread."""
+    request (the parent's metrics), ``wake`` after each read's answers, all on that thread."""
 
     def __init__(
         self,
@@ -97,9 +97,11 @@ class BindingProcess:
         outcome: Callable[[Outcome], None],
         finished: Callable[[], None],
         observe: Callable[[str, str, float], None],
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self.kubeconfig, self.threads, self.agent = kubeconfig, threads, agent
         self.outcome, self.finished, self.observe = outcome, finished, observe
+        self.wake = wake  # once after the outcomes of one read, not after each
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[str, str]] = {}  # key -> (node, profile): no outcome yet
         self._unfinished = 0  # bindings sent, their "done" not yet read
@@ -161,6 +163,7 @@ class BindingProcess:
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     self._answer(_decode(line))
+                self.wake()
         except (OSError, ValueError, msgspec.DecodeError) as err:
             log.error("binding process: unreadable answer: %s", err)
         self._ended()
@@ -196,6 +199,7 @@ class BindingProcess:
             self.outcome(Outcome(key, node, False, "the binding process ended", profile=profile))
         for _ in range(unfinished):
             self.finished()
+        self.wake()
 
     def close(self) -> None:
         """Send nothing more: the child finishes what it has and exits."""

@@ -404,9 +404,10 @@ class Loop:
                 self.settings.kubeconfig,
                 self.settings.bind_workers,
                 self.api.agent,
-                self._deliver,
+                self._inbox.put,  # (the scheduler's thread woken once per read, not per outcome)
                 self.workers.process_finished,
                 self._observe_request,
+                self.scheduler.queue.wake,
             )
             try:
                 self.workers.use_process(process.start())
