@@ -135,6 +135,8 @@ class RunSettings:
         if not self.audit_interval >= 0:
             raise ConfigError(f"audit_interval: {self.audit_interval!r}: expected 0 (off) or more seconds")
         check_profiles(self.effective_profiles)
+        if not isinstance(self.bind_process, bool):
+            raise ConfigError(f"bind_process: expected true or false, got {self.bind_process!r}")
         for name in ("min_candidate_nodes_percentage", "min_candidate_nodes_absolute"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
