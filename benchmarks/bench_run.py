@@ -6,7 +6,8 @@ beside what the same API server binds for a plain client.
     python benchmarks/bench_run.py --workload mixed
     python benchmarks/bench_run.py --workload stop-fitting
     python benchmarks/bench_run.py --nodes 500 --running 100 --pending 1000
-    python benchmarks/bench_run.py --py-spy /tmp/run   # profiles (py-spy, raw): /tmp/run.scheduler.txt, .server.txt
+    python benchmarks/bench_run.py --py-spy /tmp/run   # profiles (py-spy, raw): /tmp/run.scheduler.txt, .server.txt, .binder.txt
+    python benchmarks/bench_run.py --scheduler-args=--no-bind-process   # bindings on the scheduler's own threads
 
 Each measurement has a fresh test API server (tests/apiserver.py) in its own process, holding
 the nodes and running pods of benchmarks/gen_cluster.py's workload:
@@ -19,9 +20,10 @@ the nodes and running pods of benchmarks/gen_cluster.py's workload:
 
 Printed for each: pods/s from the first creation to the last binding as the API server saw it,
 creation-to-binding latency p50/p99; for rulesched also the ratio to the plain client's rate,
-its peak RSS, the mean binding call and scheduling cycle (from /metrics), and (once) the same
-scheduler's rate on the same cluster in the simulator (no API, no HTTP). With ``--repeat N`` the
-two alternate N times and the medians close the output. All processes share the machine's
+CPU per pod of each process (its binding process apart) and thread, its peak RSS, the mean
+binding call and scheduling cycle (from /metrics), and (once) the same scheduler's rate on the
+same cluster in the simulator (no API, no HTTP). With ``--repeat N`` the two alternate N times
+and the medians close the output. All processes share the machine's
 cores. Figures only; no assertions.
 
 Workloads: ``basic`` (scheduler_perf's SchedulingBasic), ``mixed`` (gen_cluster's mixed
@@ -84,6 +86,17 @@ def cpu_seconds(pid: int) -> float:
     if os.environ.get("BENCH_RUN_CPU"):
         print(f"  pid {pid} user {int(fields[11])} system {int(fields[12])} ticks", file=sys.stderr)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children(pid: int) -> list[int]:
+    """Process ``pid``'s child processes (rulesched run's binding process)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def thread_cpu(pid: int) -> dict[int, float]:
@@ -303,7 +316,9 @@ def split(cluster: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str,
     return nodes, running, pending
 
 
-def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_spy: str | None) -> Measured:
+def rulesched_run(
+    cluster: dict[str, Any], bind_workers: int, settled: bool, py_spy: str | None, scheduler_args: tuple[str, ...] = ()
+) -> Measured:
     nodes, running, pending = split(cluster)
     server = ApiServer(nodes, running)
     scheduler = None
@@ -337,6 +352,7 @@ def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_
                     str(bind_workers),
                     "--metrics-bind-address",
                     f"127.0.0.1:{ops}",
+                    *scheduler_args,
                 ],
                 cwd=ROOT,
                 env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -354,17 +370,21 @@ def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_
                     raise SystemExit("rulesched run did not become ready")
                 time.sleep(0.2)
             sync_seconds = time.monotonic() - started
+            helpers = children(scheduler.pid)  # (its binding process, if it has one)
             if py_spy:
                 spies = [
                     spy_on(scheduler.pid, f"{py_spy}.scheduler.txt"),
                     spy_on(server.process.pid, f"{py_spy}.server.txt"),
+                    *(spy_on(pid, f"{py_spy}.binder.txt") for pid in helpers[:1]),
                 ]
                 time.sleep(1.0)  # (attached)
             cpu = cpu_seconds(scheduler.pid), cpu_seconds(server.process.pid)
+            helper_cpu = sum(cpu_seconds(pid) for pid in helpers)
             threads = thread_cpu(scheduler.pid)
             post(server.base + "/_bulk", {"plural": "pods", "items": pending})
             stats = server.wait(len(pending), settled)
             cpu = cpu_seconds(scheduler.pid) - cpu[0], cpu_seconds(server.process.pid) - cpu[1]
+            helper_cpu = sum(cpu_seconds(pid) for pid in helpers) - helper_cpu
             roles = by_role(threads, thread_cpu(scheduler.pid), thread_names(scheduler.pid))
             rss = peak_rss_mb(scheduler.pid)
             with urllib.request.urlopen(f"http://127.0.0.1:{ops}/metrics", timeout=10) as r:
@@ -383,6 +403,8 @@ def rulesched_run(cluster: dict[str, Any], bind_workers: int, settled: bool, py_
 
     per_pod = 1e6 / len(pending)
     extra = f"cache sync {sync_seconds:.1f}s  peak RSS {rss:.0f} MB  CPU per pod: scheduler {cpu[0] * per_pod:.0f}us"
+    if helpers:
+        extra += f", binding process {helper_cpu * per_pod:.0f}us"
     extra += f", server {cpu[1] * per_pod:.0f}us"
     shown = sorted(roles.items(), key=lambda r: -r[1])
     extra += " (scheduler threads: " + ", ".join(f"{n} {s * per_pod:.0f}us" for n, s in shown if s * per_pod >= 5) + ")"
@@ -438,6 +460,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="PREFIX",
         help="record the scheduler and the server with py-spy: PREFIX.scheduler.txt, .server.txt",
     )
+    parser.add_argument(
+        "--scheduler-args",
+        default="",
+        metavar="ARGS",
+        help="more arguments for rulesched run, e.g. --scheduler-args=--no-bind-process",
+    )
     parser.add_argument("--plain-bind", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.plain_bind:
@@ -457,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_plain:
             plain.append(plain_client(cluster, args.bind_workers))
             print(line(plain[-1], False), flush=True)
-        ours.append(rulesched_run(cluster, args.bind_workers, settled, args.py_spy))
+        ours.append(rulesched_run(cluster, args.bind_workers, settled, args.py_spy, tuple(args.scheduler_args.split())))
         ratio = (
             f"  ratio to the plain client {ours[-1].pods_per_second / plain[-1].pods_per_second:.2f}" if plain else ""
         )

@@ -298,6 +298,20 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().emit(record)
 
 
+def installed() -> LogSettings:
+    """The settings :func:`configure` installed (defaults where it was never called): what a
+    helper process of this one configures to write the same lines."""
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if isinstance(h, StderrHandler)), None)
+    formatter = handler.formatter if handler is not None else None
+    return LogSettings(
+        logging.getLogger("rulesched").getEffectiveLevel(),
+        "json" if isinstance(formatter, JsonFormatter) else "text",
+        root.level if handler is not None else logging.WARNING,
+        formatter.timestamps if isinstance(formatter, TextFormatter) else True,
+    )
+
+
 def configure(settings: LogSettings) -> None:
     """Install the one stderr handler on the root logger (replacing one an earlier call
     installed) and set the levels: rulesched's loggers at ``settings.level``, the rest at

@@ -84,3 +84,14 @@ def test_durations_in_a_config_file_read_as_kube_scheduler_writes_them(tmp_path:
     config.write_text("cycle_deadline: soon\n")
     with pytest.raises(ConfigError, match=r"config.yaml: cycle_deadline: not a duration: 'soon'"):
         settings_from(_parser().parse_args(["run", "--config", str(config)]))
+
+
+def test_the_binding_process_is_on_unless_turned_off(tmp_path: Path) -> None:
+    assert settings_from(_parser().parse_args(["run"])).bind_process
+    assert not settings_from(_parser().parse_args(["run", "--no-bind-process"])).bind_process
+    config = tmp_path / "config.yaml"
+    config.write_text("bind_process: false\n")
+    assert not settings_from(_parser().parse_args(["run", "--config", str(config)])).bind_process
+    config.write_text("bind_process: maybe\n")
+    with pytest.raises(ConfigError, match="bind_process: expected true or false, got 'maybe'"):
+        settings_from(_parser().parse_args(["run", "--config", str(config)]))

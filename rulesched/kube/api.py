@@ -180,7 +180,11 @@ class Listed:
 class KubeApi:
     """Requests to one API server. Safe to share between threads (the pool is)."""
 
-    def __init__(self, kubeconfig: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, kubeconfig: str | None = None, timeout: float = 30.0, agent: str | None = None) -> None:
+        """``agent``: the User-Agent to send (default :func:`user_agent`; a helper process of
+        the scheduler's sends the scheduler's own, so the server sees one caller)."""
+        agent = agent or user_agent()
+        self.agent = agent
         configuration = k8s_client.Configuration()
         try:
             if kubeconfig:
@@ -198,11 +202,11 @@ class KubeApi:
         self.host = configuration.host
         self._configuration = configuration
         self._client = k8s_client.ApiClient(configuration)
-        self._client.user_agent = user_agent()
+        self._client.user_agent = agent
         self._timeout = timeout
         self._timeouts: dict[float | tuple[float, float], urllib3.Timeout] = {}
         self._transport = _Transport(self._client.rest_client.pool_manager, configuration.host)
-        self._headers = {"Accept": "application/json", "User-Agent": user_agent()}
+        self._headers = {"Accept": "application/json", "User-Agent": agent}
         self.observer: RequestObserver | None = None
         self._watches: set[WatchStream] = set()
         self._watch_lock = threading.Lock()

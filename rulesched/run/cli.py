@@ -32,6 +32,13 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--scheduler-name", metavar="NAME", help="pods naming this scheduler (default rulesched)")
     add_rules_arguments(run)
     run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
+    run.add_argument(
+        "--bind-process",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="bind (and post Scheduled events) from a helper process, off the scheduler's interpreter lock "
+        "(default on)",
+    )
     run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
     add_preemption_arguments(run, defaults=False)
     run.add_argument(
@@ -97,6 +104,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             "rules_configmap",
             "rules_max_delay",
             "bind_workers",
+            "bind_process",
             "percentage_of_nodes_to_score",
             "min_candidate_nodes_percentage",
             "min_candidate_nodes_absolute",

@@ -32,6 +32,7 @@ Next stage: :mod:`rulesched.scheduler.scheduler` schedules what the queue holds.
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
@@ -56,6 +57,7 @@ from rulesched.model.groups import POD_GROUP_API
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.audit import PeriodicAudit
+from rulesched.run.binder import BindingProcess
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.profiles import ProfileSettings, check_profiles
@@ -106,6 +108,9 @@ class RunSettings:
     rules_event_interval: float = 60.0  # at most one RulesRejected event per interval
     rules_last_good: bool = True  # keep the last accepted ConfigMap set in NAME-last-good
     bind_workers: int = 16
+    # Bindings (and their Scheduled events) in a process of their own, off the scheduler's
+    # interpreter lock (rulesched.run.binder); off: on the scheduler's own threads.
+    bind_process: bool = True
     percentage_of_nodes_to_score: int = 0
     min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE  # (DefaultPreemptionArgs)
     min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
@@ -131,6 +136,8 @@ class RunSettings:
         if not self.audit_interval >= 0:
             raise ConfigError(f"audit_interval: {self.audit_interval!r}: expected 0 (off) or more seconds")
         check_profiles(self.effective_profiles)
+        if not isinstance(self.bind_process, bool):
+            raise ConfigError(f"bind_process: expected true or false, got {self.bind_process!r}")
         for name in ("min_candidate_nodes_percentage", "min_candidate_nodes_absolute"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -238,6 +245,7 @@ class _Reporter(Observer):
 class Loop:
     def __init__(self, settings: RunSettings, api: KubeApi | None = None) -> None:
         self.settings = settings
+        self._own_api = api is None  # (a binding process makes its own client from the same settings)
         self.api = api or KubeApi(settings.kubeconfig)
         self.store = ClusterStore()
         self.stop = threading.Event()
@@ -251,7 +259,13 @@ class Loop:
             if unfit is not None:
                 log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
         self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot] = queue.SimpleQueue()
-        self.workers = Workers(self.api, self._deliver, settings.bind_workers, may_write=lambda: self.leading)
+        self.workers = Workers(
+            self.api,
+            self._deliver,
+            settings.bind_workers,
+            may_write=lambda: self.leading,
+            lease_until=self._lease_until,
+        )
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,
             scheduler_name=first.name,
@@ -361,6 +375,13 @@ class Loop:
         self.stop.set()
         self.scheduler.queue.wake()
 
+    def _lease_until(self) -> float:
+        """(monotonic) Until when this replica may write, as :attr:`leading` decides it."""
+        elector = self.elector
+        if elector is None:
+            return math.inf
+        return elector.valid_until if elector.leading.is_set() else -math.inf
+
     @property
     def leading(self) -> bool:
         """Whether this replica may schedule and write now (any thread): without leader
@@ -383,6 +404,20 @@ class Loop:
             self.ops = OpsServer(
                 self.settings.metrics_bind_address, self.metrics, self._readiness, self.explainer
             ).start()
+        if self.settings.bind_process and self._own_api:
+            process = BindingProcess(
+                self.settings.kubeconfig,
+                self.settings.bind_workers,
+                self.api.agent,
+                self._inbox.put,  # (the scheduler's thread woken once per read, not per outcome)
+                self.workers.process_finished,
+                self._observe_request,
+                self.scheduler.queue.wake,
+            )
+            try:
+                self.workers.use_process(process.start())
+            except OSError as err:  # (no process to start: bind on this one's threads)
+                log.warning("binding process not started: %s; binding in-process", err)
         self.mirror.start()
         self.load.start()
         for profile in self.profiles:
@@ -441,6 +476,12 @@ class Loop:
         self.load.join(timeout=0.1)
         for profile in self.profiles:
             profile.reloader.join(timeout=0.1)
+
+    def _observe_request(self, method: str, code: str, seconds: float) -> None:
+        """(The binding process's reader thread.) One of its requests, for rest_client metrics."""
+        observer = self.api.observer
+        if observer is not None:
+            observer(method, self.api.host, code, seconds)
 
     def _any_rules(self) -> bool:
         self._some_rules = any(p.rules.loaded for p in self.profiles)

@@ -25,19 +25,23 @@ Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODGROUPS, PODS, KubeApi
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
+
+if TYPE_CHECKING:
+    from rulesched.run.binder import BindingProcess
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -71,6 +75,22 @@ def _now() -> str:
 GROUP_STATUS_TRIES = 3
 
 
+class Target(Protocol):
+    """What a binding and its event need of a pod (a :class:`Pod`, or the binding process's
+    :class:`rulesched.run.binder.BindTarget`)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+    @property
+    def scheduler_name(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+
+
 class Workers:
     """The pool, and what it does for the scheduler."""
 
@@ -80,10 +100,15 @@ class Workers:
         outcomes: Callable[[Outcome], None],
         threads: int = 16,
         may_write: Callable[[], bool] = lambda: True,
+        finished: Callable[[], None] | None = None,
+        lease_until: Callable[[], float] = lambda: math.inf,
     ) -> None:
         self.api = api
         self.outcomes = outcomes
         self.may_write = may_write
+        self.finished = finished  # told after each task (the binding process counts them)
+        self.lease_until = lease_until  # (monotonic) when may_write turns false, for the binding process
+        self.process: BindingProcess | None = None  # bindings without volumes go there while it lives
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
@@ -91,16 +116,29 @@ class Workers:
         self.in_flight = 0
         self.refused = 0  # writes not made: the lease may be lost
 
+    def use_process(self, process: BindingProcess) -> None:
+        """Bind through ``process`` from now on (:mod:`rulesched.run.binder`)."""
+        self.process = process
+
+    def process_finished(self) -> None:
+        """(The binding process's reader thread.) One binding handed over is over."""
+        with self._lock:
+            self.in_flight -= 1
+
     def close(self) -> None:
         """Take no new work (shutdown: eviction retries included); work under way goes on."""
         with self._lock:
             self._closed = True
+        if self.process is not None:
+            self.process.close()
 
     def shutdown(self, wait: bool = True) -> None:
         self.close()
+        if self.process is not None:
+            self.process.stop()
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
 
-    def _fenced(self, what: str, pod: Pod, node: str = "") -> bool:
+    def _fenced(self, what: str, pod: Target, node: str = "") -> bool:
         """True (logged) when this replica must not write: it may have lost the lease."""
         if self.may_write():
             return False
@@ -123,17 +161,30 @@ class Workers:
             finally:
                 with self._lock:
                     self.in_flight -= 1
+                if self.finished is not None:
+                    self.finished()
 
         self._pool.submit(run)
 
     # --- binding ----------------------------------------------------------------------------------
-    def bind(self, pod: Pod, node: str, rules: str = "", volumes: Sequence[VolumeWrite] = ()) -> None:
+    def bind(self, pod: Target, node: str, rules: str = "", volumes: Sequence[VolumeWrite] = ()) -> None:
         """Bind through the API; ``rules`` is the digest of the rule set that chose the node
         (the Scheduled event and the log name it). ``volumes``: the pod's volume choices, made
-        first and taken back if the binding fails (rulesched.kube.volumes)."""
+        first and taken back if the binding fails (rulesched.kube.volumes). Without volumes, and
+        while this replica may write, the binding process does it if there is one."""
+        process = self.process
+        if process is not None and not volumes and process.alive and self.may_write():
+            with self._lock:
+                if self._closed:
+                    return
+                self.in_flight += 1
+            if process.bind(pod, node, rules, self.lease_until()):
+                return
+            with self._lock:
+                self.in_flight -= 1
         self._submit(self._bind, pod, node, rules, volumes)
 
-    def _bind(self, pod: Pod, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
+    def _bind(self, pod: Target, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
         key, profile = pod.key, pod.scheduler_name
         started = time.monotonic()
         if volumes and self._fenced("volume binding", pod, node):
@@ -161,7 +212,7 @@ class Workers:
         note = f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
         self._event(pod, "Normal", "Scheduled", "Binding", note)
 
-    def _bind_failed(self, pod: Pod, node: str, started: float, err: KubeError) -> None:
+    def _bind_failed(self, pod: Target, node: str, started: float, err: KubeError) -> None:
         """The binding call failed: say why (a 409: the pod is bound already, and where)."""
         current = None
         if isinstance(err, ConflictError):
@@ -257,7 +308,9 @@ class Workers:
         except KubeError as err:
             log.warning("status not patched: %s", err, extra={"pod": pod.key})
 
-    def _event(self, pod: Pod, type_: str, reason: str, action: str, note: str, related: Pod | None = None) -> None:
+    def _event(
+        self, pod: Target, type_: str, reason: str, action: str, note: str, related: Target | None = None
+    ) -> None:
         """An event about ``pod``, reported by the scheduler of the profile that acted: the
         pod's own, or for a victim (``related`` is its preemptor) the preemptor's."""
         if self._fenced(f"{reason} event", pod):
@@ -318,7 +371,7 @@ class Workers:
             timer.start()
 
 
-def _reference(pod: Pod) -> dict[str, str]:
+def _reference(pod: Target) -> dict[str, str]:
     """An ObjectReference to the pod, as events name the objects they are about."""
     return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
 

@@ -1,0 +1,351 @@
+"""Bindings in a process of their own, so their HTTP work does not share the scheduler's
+interpreter lock.
+
+Profiled on the basic 5000-node workload, the scheduling process spent about half its CPU in
+its binding threads (the ``pods/binding`` POST and the ``Scheduled`` event: urllib3, http.client
+and sixteen threads handing the lock around), while the scheduling thread waited for the lock.
+Here a child process (``python -m rulesched.run.binder``, the same kubeconfig, the parent's
+User-Agent, so the API server sees one caller) runs the same :class:`rulesched.run.workers.Workers`
+on its own lock and core. The parent writes one line per binding down a pipe and reads the
+outcomes back on a thread of its own; the loop applies them exactly as it applies an in-process
+worker's (a failure forgets the assumed pod and requeues it).
+
+Lines are JSON arrays. Parent to child::
+
+    ["lease", UNTIL]     writes are allowed until UNTIL (monotonic clock; null: no election)
+    ["bind", NAMESPACE, NAME, UID, NODE, RULES, SCHEDULER]
+
+Child to parent::
+
+    ["outcome", KEY, NODE, OK, REASON, BOUND_ELSEWHERE, SECONDS, PROFILE, RULES]
+    ["done"]             a binding's work is over (its Scheduled event too)
+    ["request", METHOD, CODE, SECONDS]   one API request, for the parent's rest_client metrics
+
+Fencing: the parent sends the leader's ``valid_until`` (the lease's last renewal + the renew
+deadline) before any binding that follows a change of it; the child writes only while the
+shared monotonic clock is before it, so it never writes when the parent could not: a paused or
+dead parent's child stops at the same deadline. The child ignores SIGINT and SIGTERM: the
+parent ends it by closing the pipe (it finishes its work and exits), or kills it past the grace
+period. If the child dies, every binding it had not answered fails (requeued) and the parent
+binds in-process from then on. Pods with volume choices always bind in-process (their writes
+and their undo stay with the parent's worker).
+
+Next stage: :mod:`rulesched.run.loop` applies the outcomes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any
+
+import msgspec
+
+from rulesched.errors import ConfigError
+from rulesched.kube.api import KubeApi
+from rulesched.logs import LogSettings, configure, installed
+from rulesched.run.workers import Outcome, Target, Workers
+
+log = logging.getLogger(__name__)
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+LINGER_SECONDS = 0.0005  # the child's writer, woken, waits this long for more lines to write at once
+# ... and keeps looking every LINGER_SECONDS while lines came within this long, instead of
+# sleeping until woken: waking it for each line was a fifth of the child's lock samples
+AWAKE_SECONDS = 0.05
+STOP_WAIT_SECONDS = 1.0  # at shutdown, how long the child may take to exit once it has nothing to do
+
+
+@dataclass(frozen=True)
+class BindTarget:
+    """A pod to bind, as the child knows it: what the binding and its event name."""
+
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _wire_until(until: float) -> float | None:
+    return None if until == math.inf else max(until, -1.0)
+
+
+class BindingProcess:
+    """(The scheduler's side.) The child, the pipe to it, and the thread reading its answers:
+    ``outcome`` for each binding, ``finished`` once its work is over, ``observe`` for each
+    request (the parent's metrics), ``wake`` after each read's answers, all on that thread."""
+
+    def __init__(
+        self,
+        kubeconfig: str | None,
+        threads: int,
+        agent: str,
+        outcome: Callable[[Outcome], None],
+        finished: Callable[[], None],
+        observe: Callable[[str, str, float], None],
+        wake: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.kubeconfig, self.threads, self.agent = kubeconfig, threads, agent
+        self.outcome, self.finished, self.observe = outcome, finished, observe
+        self.wake = wake  # once after the outcomes of one read, not after each
+        self._lock = threading.Lock()
+        self._pending: dict[str, tuple[str, str]] = {}  # key -> (node, profile): no outcome yet
+        self._unfinished = 0  # bindings sent, their "done" not yet read
+        self._until: float | None = -1.0
+        self._alive = False
+        self._closing = False
+        self._process: subprocess.Popen[bytes] | None = None
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> BindingProcess:
+        settings = installed()
+        command = [sys.executable, "-m", "rulesched.run.binder", "--threads", str(self.threads), "--agent", self.agent]
+        command += ["--log-level", str(settings.level), "--log-libraries", str(settings.libraries)]
+        command += ["--log-format", settings.format] + ([] if settings.timestamps else ["--no-timestamps"])
+        if self.kubeconfig:
+            command += ["--kubeconfig", self.kubeconfig]
+        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self._alive = True
+        self._reader = threading.Thread(target=self._read, name="binder-reader", daemon=True)
+        self._reader.start()
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def bind(self, pod: Target, node: str, rules: str, until: float) -> bool:
+        """Hand the binding over; False when the child is gone (bind in-process instead)."""
+        wire = _wire_until(until)
+        lines = b""
+        with self._lock:
+            process = self._process
+            if not self._alive or self._closing or process is None or process.stdin is None:
+                return False
+            if wire != self._until:
+                lines += _encode(["lease", wire]) + b"\n"
+                self._until = wire
+            lines += _encode(["bind", pod.namespace, pod.name, pod.uid, node, rules, pod.scheduler_name]) + b"\n"
+            self._pending[pod.key] = (node, pod.scheduler_name)
+            self._unfinished += 1
+            try:  # (unbuffered: a binding waits for nothing else)
+                view = memoryview(lines)
+                while view:
+                    view = view[os.write(process.stdin.fileno(), view) :]
+            except (OSError, ValueError):
+                self._pending.pop(pod.key, None)
+                self._unfinished -= 1
+                return False
+        return True
+
+    def _read(self) -> None:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        fd = process.stdout.fileno()
+        try:
+            buffer = b""
+            while chunk := os.read(fd, 65536):  # (unbuffered pipe: read it in chunks, never by lines)
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    self._answer(_decode(line))
+                self.wake()
+        except (OSError, ValueError, msgspec.DecodeError) as err:
+            log.error("binding process: unreadable answer: %s", err)
+        self._ended()
+
+    def _answer(self, message: list[Any]) -> None:
+        kind = message[0]
+        if kind == "request":
+            self.observe(message[1], message[2], message[3])
+        elif kind == "outcome":
+            _, key, node, ok, reason, elsewhere, seconds, profile, rules = message
+            with self._lock:
+                self._pending.pop(key, None)
+            self.outcome(Outcome(key, node, ok, reason, elsewhere, seconds, profile, rules))
+        elif kind == "done":
+            with self._lock:
+                self._unfinished -= 1
+            self.finished()
+
+    def _ended(self) -> None:
+        """The child's answers ended: every binding it left unanswered failed (requeued)."""
+        with self._lock:
+            self._alive = False
+            pending, self._pending = self._pending, {}
+            unfinished, self._unfinished = self._unfinished, 0
+            closing = self._closing
+        if not closing:
+            code = self._process.poll() if self._process is not None else None
+            log.error(
+                "binding process ended; binding in-process from now on",
+                extra={"exit": code, "unanswered": len(pending) or None},
+            )
+        for key, (node, profile) in pending.items():
+            self.outcome(Outcome(key, node, False, "the binding process ended", profile=profile))
+        for _ in range(unfinished):
+            self.finished()
+        self.wake()
+
+    def close(self) -> None:
+        """Send nothing more: the child finishes what it has and exits."""
+        with self._lock:
+            self._closing = True
+            process = self._process
+            if process is not None and process.stdin is not None:
+                try:
+                    process.stdin.close()
+                except OSError:
+                    pass
+
+    def kill(self) -> None:
+        """End the child now (its unanswered bindings then fail, as if it had crashed)."""
+        if self._process is not None:
+            self._process.kill()
+
+    def stop(self, wait: float = STOP_WAIT_SECONDS) -> None:
+        """Close; give the child ``wait`` seconds to exit, then kill it (past the grace period,
+        as in-process bindings die with the process)."""
+        self.close()
+        process = self._process
+        if process is None:
+            return
+        try:
+            process.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=wait)
+
+
+class _LineWriter:
+    """(The child's side.) Lines to the parent, written by one thread in batches: the binding
+    threads never wait on the pipe, and wake the writer only when it sleeps (a queue put for
+    every line, each waking it, was a fifth of this process's interpreter time)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._lines: collections.deque[list[Any]] = collections.deque()  # (thread-safe at both ends)
+        self._riders: collections.deque[list[Any]] = collections.deque()  # written with the next line
+        self._wake = threading.Event()
+        self._idle = False
+        self._closing = False
+        self._thread = threading.Thread(target=self._write, name="writer", daemon=True)
+        self._thread.start()
+
+    def send(self, message: list[Any]) -> None:
+        self._lines.append(message)
+        if self._idle:
+            self._wake.set()
+
+    def ride(self, message: list[Any]) -> None:
+        """Send ``message`` with the next one :meth:`send` sends (no wake-up of its own)."""
+        self._riders.append(message)
+
+    def close(self) -> None:
+        """Write what is queued, then stop."""
+        self._closing = True
+        self._wake.set()
+        self._thread.join()
+
+    def _write(self) -> None:
+        lines, riders = self._lines, self._riders
+        last = -math.inf  # when lines were last written
+        while True:
+            if not lines:
+                if self._closing:
+                    lines.extend(riders)  # (the last requests' observations)
+                    riders.clear()
+                    if not lines:
+                        return
+                elif time.monotonic() - last < AWAKE_SECONDS:  # lines came lately: look again soon
+                    time.sleep(LINGER_SECONDS)
+                    continue
+                else:
+                    self._idle = True
+                    if not lines and not self._closing:  # (checked again: a send may have seen busy)
+                        self._wake.wait()
+                    self._wake.clear()
+                    self._idle = False
+                    time.sleep(LINGER_SECONDS)  # let a few lines gather: one write for them
+                    continue
+            last = time.monotonic()
+            batch = [riders.popleft() for _ in range(len(riders))]
+            batch += [lines.popleft() for _ in range(len(lines))]
+            data = b"".join(_encode(m) + b"\n" for m in batch)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self.fd, view) :]
+            except OSError:  # the parent is gone: nobody to tell
+                return
+
+
+def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
+    """(The child's side.) Bind what the parent sends until it closes the pipe; then finish."""
+    writer = _LineWriter(out_fd)
+    until = [-math.inf]  # nothing is written before the parent says until when
+
+    def observe(method: str, host: str, code: str, seconds: float | None) -> None:
+        if seconds is not None:
+            writer.ride(["request", method, code, seconds])
+
+    def outcome(o: Outcome) -> None:
+        writer.send(["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules])
+
+    api.observer = observe
+    workers = Workers(
+        api, outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=lambda: writer.send(["done"])
+    )
+    for line in incoming:
+        message = _decode(line)
+        if message[0] == "lease":
+            until[0] = math.inf if message[1] is None else float(message[1])
+        elif message[0] == "bind":
+            _, namespace, name, uid, node, rules, scheduler = message
+            workers.bind(BindTarget(namespace, name, uid, scheduler), node, rules)
+    workers.shutdown(wait=True)
+    writer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rulesched.run.binder")
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--agent", required=True)
+    parser.add_argument("--log-level", type=int, default=logging.INFO)
+    parser.add_argument("--log-libraries", type=int, default=logging.WARNING)
+    parser.add_argument("--log-format", default="text")
+    parser.add_argument("--no-timestamps", action="store_true")
+    args = parser.parse_args(argv)
+    configure(LogSettings(args.log_level, args.log_format, args.log_libraries, not args.no_timestamps))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when this ends (the pipe)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    out_fd = os.dup(1)  # the answers' pipe; stray prints go to stderr, never into it
+    os.dup2(2, 1)
+    try:
+        api = KubeApi(args.kubeconfig, agent=args.agent)
+    except ConfigError as err:
+        log.error("binding process: %s", err)
+        return 2
+    serve(api, args.threads, sys.stdin.buffer, out_fd)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""The binding process (rulesched.run.binder) against the test API server: it binds and posts the
+Scheduled event with the scheduler's User-Agent, relays its requests for the metrics, reports a
+409 with where the pod is bound, writes nothing past the lease deadline it was given, and when it
+dies every binding it had not answered comes back failed (so the loop forgets and requeues the
+pod) and binding falls back in-process."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from pathlib import Path
+
+from rulesched.run.binder import BindingProcess, BindTarget
+from rulesched.run.workers import Outcome
+from tests.apiserver import TestApiServer
+from tests.helpers.kube import node, pod, wait_for
+
+AGENT = "rulesched/test (linux/x86_64) host_4242"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.outcomes: list[Outcome] = []
+        self.requests: list[tuple[str, str]] = []
+        self.finished = 0
+        self.lock = threading.Lock()
+
+    def outcome(self, outcome: Outcome) -> None:
+        with self.lock:
+            self.outcomes.append(outcome)
+
+    def done(self) -> None:
+        with self.lock:
+            self.finished += 1
+
+    def observe(self, method: str, code: str, seconds: float) -> None:
+        with self.lock:
+            self.requests.append((method, code))
+
+
+def start(server: TestApiServer, tmp_path: Path, seen: Recorder) -> BindingProcess:
+    kubeconfig = server.kubeconfig(str(tmp_path / "kubeconfig"))
+    return BindingProcess(kubeconfig, 4, AGENT, seen.outcome, seen.done, seen.observe).start()
+
+
+def target(name: str) -> BindTarget:
+    return BindTarget("default", name, f"uid-{name}", "rulesched")
+
+
+def test_binds_posts_the_event_and_relays_its_requests(server: TestApiServer, tmp_path: Path) -> None:
+    server.add("nodes", node("n1"))
+    for name in ("a", "b", "taken"):
+        server.add("pods", pod(name))
+    server.update("pods", {**pod("taken"), "spec": {**pod("taken")["spec"], "nodeName": "n1"}})
+    seen = Recorder()
+    process = start(server, tmp_path, seen)
+    try:
+        for name in ("a", "b", "taken"):
+            assert process.bind(target(name), "n1", "digest1", math.inf)
+        assert wait_for(lambda: seen.finished == 3)
+    finally:
+        process.stop()
+    by_key = {o.key: o for o in seen.outcomes}
+    assert (
+        by_key["default/a"].ok and by_key["default/a"].rules == "digest1" and by_key["default/a"].profile == "rulesched"
+    )
+    taken = by_key["default/taken"]  # a 409: bound already, and where
+    assert not taken.ok and (taken.bound_elsewhere or {})["spec"]["nodeName"] == "n1"
+    assert {c.caller for c in server.store.binding_calls} == {AGENT}
+    events = [e for e in server.store.objects["events"].values() if e["reason"] == "Scheduled"]
+    assert sorted(e["regarding"]["name"] for e in events) == ["a", "b"]
+    assert "digest1" in events[0]["note"]
+    assert seen.requests.count(("POST", "201")) == 4 and ("POST", "409") in seen.requests  # 2 bindings, 2 events
+
+
+def test_writes_nothing_past_the_lease_deadline(server: TestApiServer, tmp_path: Path) -> None:
+    server.add("nodes", node("n1"))
+    server.add("pods", pod("late"))
+    server.add("pods", pod("ontime"))
+    seen = Recorder()
+    process = start(server, tmp_path, seen)
+    try:
+        assert process.bind(target("late"), "n1", "", time.monotonic() - 1.0)  # the lease ran out
+        assert process.bind(target("ontime"), "n1", "", time.monotonic() + 60.0)  # renewed
+        assert wait_for(lambda: seen.finished == 2)
+    finally:
+        process.stop()
+    by_key = {o.key: o for o in seen.outcomes}
+    assert not by_key["default/late"].ok and by_key["default/late"].reason == "not leading"
+    assert by_key["default/ontime"].ok
+    assert [c.pod for c in server.store.binding_calls] == ["default/ontime"]
+
+
+def test_a_dead_binding_process_fails_what_it_had_not_answered(server: TestApiServer, tmp_path: Path) -> None:
+    server.add("nodes", node("n1"))
+    server.add("pods", pod("slow"))
+    seen = Recorder()
+    process = start(server, tmp_path, seen)
+    server.set_faults(delay=5.0)
+    assert process.bind(target("slow"), "n1", "", math.inf)
+    assert wait_for(lambda: any(r[0] == "POST" for r in server.store.requests), 20)  # under way
+    process.kill()
+    assert wait_for(lambda: not process.alive)
+    assert wait_for(lambda: seen.finished == 1)
+    assert [(o.key, o.ok, o.reason) for o in seen.outcomes] == [("default/slow", False, "the binding process ended")]
+    assert not process.bind(target("slow"), "n1", "", math.inf)  # (the caller binds in-process)
+    process.stop()
+
+
+def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, tmp_path: Path) -> None:
+    """Killed while bindings are under way (the server answers slowly): those come back failed,
+    their pods are requeued (the server may have bound some already: a retry's 409 says where),
+    and the rest bind in-process, each pod once."""
+    from collections import Counter
+
+    from rulesched.run.loop import Loop, RunSettings
+
+    for i in range(4):
+        server.add("nodes", node(f"n{i}"))
+    loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: loop.ready and loop.workers.process is not None)
+        server.add("pods", pod("first"))
+        assert wait_for(lambda: len(server.store.binding_log) == 1)
+        server.set_faults(delay=1.0)
+        for i in range(3):
+            server.add("pods", pod(f"slow{i}"))
+        assert wait_for(lambda: sum(1 for c in server.store.requests if c[1].endswith("/binding")) >= 2)
+        process = loop.workers.process
+        assert process is not None
+        process.kill()
+        assert wait_for(lambda: not process.alive)
+        server.set_faults()
+        for i in range(3):
+            server.add("pods", pod(f"late{i}"))
+        names = ["first"] + [f"slow{i}" for i in range(3)] + [f"late{i}" for i in range(3)]
+        pods = server.store.objects["pods"]
+        assert wait_for(lambda: all(pods[f"default/{n}"]["spec"].get("nodeName") for n in names), 30)
+    finally:
+        loop.stop.set()
+        loop.scheduler.queue.wake()
+        thread.join(timeout=15)
+    assert Counter(key for key, _, _ in server.store.binding_log) == Counter(f"default/{n}" for n in names)
