@@ -32,16 +32,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODGROUPS, PODS, KubeApi
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
-
-if TYPE_CHECKING:
-    from rulesched.run.binder import BindingProcess
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -73,6 +70,17 @@ def _now() -> str:
 
 
 GROUP_STATUS_TRIES = 3
+
+
+class BindingChannel(Protocol):
+    """Where bindings go when they leave this process (:class:`rulesched.run.binder.BindingProcess`,
+    declared here so the workers need not import the module that runs them in a child)."""
+
+    @property
+    def alive(self) -> bool: ...
+    def bind(self, pod: Target, node: str, rules: str, until: float) -> bool: ...
+    def close(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 class Target(Protocol):
@@ -108,7 +116,7 @@ class Workers:
         self.may_write = may_write
         self.finished = finished  # told after each task (the binding process counts them)
         self.lease_until = lease_until  # (monotonic) when may_write turns false, for the binding process
-        self.process: BindingProcess | None = None  # bindings without volumes go there while it lives
+        self.process: BindingChannel | None = None  # bindings without volumes go there while it lives
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
@@ -116,7 +124,7 @@ class Workers:
         self.in_flight = 0
         self.refused = 0  # writes not made: the lease may be lost
 
-    def use_process(self, process: BindingProcess) -> None:
+    def use_process(self, process: BindingChannel) -> None:
         """Bind through ``process`` from now on (:mod:`rulesched.run.binder`)."""
         self.process = process
 
