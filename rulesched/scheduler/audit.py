@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +130,36 @@ def audit_pod(pod: Pod, snapshot: Snapshot, session: Session, columns: _Columns 
         return PodAudit(pod.key, pod.node_name, tuple(violations), tuple(shadow), best, gain, pdb)
     finally:
         bound.release()
+
+
+def still_violates(pod: Pod, gone: Sequence[Pod], snapshot: Snapshot, session: Session) -> bool:
+    """Whether ``pod`` still fails an enforced filter on its own node once the pods ``gone``
+    (evictions already chosen from that node) have left: a node overcommitted by two pods, or
+    over a per-node count, is cured by evicting one of them, and the other then stays (else it
+    could be placed straight back onto the node it was evicted from)."""
+    free = dataclasses.replace(pod, node_name="")
+    overlay = ClusterOverlay(snapshot)
+    for other in (pod, *gone):
+        overlay.remove_pod(other)
+    bound = session.bind_private(free, overlay, ForkedIndexes(session.indexes, snapshot))
+    try:
+        home = overlay.node_view(pod.node_name)
+        if home is None:
+            return False
+        for f in bound.filters:
+            bound.watch.rule = f.name
+            if not f.passes(home):
+                return True
+        return False
+    finally:
+        bound.release()
+
+
+def rechecker(snapshot: Snapshot, rules: RuleSet) -> Callable[[Pod, tuple[Pod, ...]], bool]:
+    """:func:`still_violates` over ``snapshot`` and ``rules``, as the eviction planner asks it
+    (:func:`rulesched.scheduler.rebalance.plan_evictions`' ``recheck``)."""
+    session = Session(rules)
+    return lambda pod, gone: still_violates(pod, gone, snapshot, session)
 
 
 def _warm(session: Session, pod: Pod, snapshot: Snapshot, node_name: str) -> None:

@@ -9,7 +9,11 @@ From an audit (:mod:`rulesched.scheduler.audit`), a pod is evicted only when all
 - no PodDisruptionBudget forbids it: budgets count down as pods are chosen in one run (as
   kube-scheduler's preemption counts them), and the Eviction API has the last word (a 429 is a
   skip, never a retry in the same run);
-- the caps are not reached: evictions per source node, per namespace and per run.
+- the caps are not reached: evictions per source node, per namespace and per run;
+- where an eviction from the same node was already chosen in this run, the pod still violates
+  a filter there without the pods chosen before it (``recheck``): two pods overcommitting a node,
+  or over a per-node count, are cured by evicting one; evicting both would let the second be
+  placed straight back onto the node it left.
 
 Pods are taken by gain, largest first (ties: pod key), so a capped run moves the pods that gain
 most. What happens to an evicted pod is its controller's and the scheduler's business; the
@@ -21,7 +25,7 @@ Next stage: :mod:`rulesched.run.audit` (:func:`rulesched.run.audit.evict`) calls
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rulesched.model import Pod, PodDisruptionBudget
@@ -52,13 +56,24 @@ class Skipped:
     why: str
 
 
+# Does the pod still violate a filter on its node once these pods (chosen from it) are gone?
+Recheck = Callable[[Pod, tuple[Pod, ...]], bool]
+
+
 def plan_evictions(
-    report: AuditReport, pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], settings: EvictSettings
+    report: AuditReport,
+    pods: Sequence[Pod],
+    pdbs: Sequence[PodDisruptionBudget],
+    settings: EvictSettings,
+    recheck: Recheck | None = None,
 ) -> tuple[tuple[Eviction, ...], tuple[Skipped, ...]]:
-    """The evictions to make and, for every other violating pod, why not."""
+    """The evictions to make and, for every other violating pod, why not. ``recheck`` (see
+    :func:`rulesched.scheduler.audit.still_violates`) is asked before a second eviction from a
+    node; without it, no second pod is evicted from a node in one run."""
     by_key = {p.key: p for p in pods}
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
     nodes: Counter[str] = Counter()
+    leaving: dict[str, tuple[Pod, ...]] = {}  # node -> the pods chosen to leave it
     namespaces: Counter[str] = Counter()
     chosen: list[Eviction] = []
     skipped: list[Skipped] = []
@@ -80,6 +95,10 @@ def plan_evictions(
             skipped.append(Skipped(found.pod, f"cap of {settings.per_node} evictions from node {found.node} reached"))
         elif namespaces[namespace] >= settings.per_namespace:
             skipped.append(Skipped(found.pod, f"cap of {settings.per_namespace} evictions in {namespace} reached"))
+        elif nodes[found.node] and not (recheck is not None and recheck(pod, leaving[found.node])):
+            first = leaving[found.node][0].key
+            why = "cures its violation" if recheck is not None else "may cure its violation: the next run decides"
+            skipped.append(Skipped(found.pod, f"the eviction of {first} from {found.node} {why}"))
         else:
             budgets = _budgets(pod, pdbs)
             blocked = next((pdbs[i].key for i in budgets if allowed[i] <= 0), None)
@@ -89,6 +108,7 @@ def plan_evictions(
             for i in budgets:
                 allowed[i] -= 1
             nodes[found.node] += 1
+            leaving[found.node] = (*leaving.get(found.node, ()), pod)
             namespaces[namespace] += 1
             rules = tuple(v.rule for v in found.violations)
             chosen.append(Eviction(found.pod, found.node, found.best, found.gain, rules))
