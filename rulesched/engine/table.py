@@ -342,12 +342,19 @@ class NodeTable:
                         if not left:
                             left = watch.tick()
                         computed.append(steady(nodes[i]))
-                    matrix = np.array(computed, dtype=np.int64)
                     # (a bind's row or two: Python's min and max cost less than numpy's)
                     low, high = min(map(min, computed)), max(map(max, computed))
+                    if self._low <= low and high <= self._high and len(computed) <= 2:
+                        vectors = self._vectors  # (the kept type holds them: no int64 matrix needed)
+                        for i, vector in zip(stale.tolist(), computed, strict=True):
+                            vectors[i] = vector
+                        matrix = None
+                    else:
+                        matrix = np.array(computed, dtype=np.int64)
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
-            self._keep(stale, matrix, low, high)
+            if matrix is not None:
+                self._keep(stale, matrix, low, high)
             self._scored[stale] = True
         out = self._vectors[rows].astype(np.int64, copy=False)
         volatile = self.bound.volatile_scores
