@@ -5,17 +5,19 @@ modules had as constants before they were gathered here, so placements and speed
 before. Results never depend on any of them (a budget only decides what is kept or whether rows
 go as columns or node by node, which give the same answers); memory and speed do.
 
-Who passes it: the cycle takes ``SchedulerSettings.engine`` (``run`` gives walk steps of 448), the
-extender its own (``columns_from`` 64, steps of 448); they hand it to their ``ColumnStore`` (node
-columns, shared columns, the row log), their ``NodeTable``s and ``tables_for``. The column
+Who passes it: each evaluating thread's framework (rulesched.scheduler.runtime.Framework) holds
+one: the cycle's is ``SchedulerSettings.engine`` (``run`` gives walk steps of 448), the
+extender's its own (``columns_from`` 64, steps of 448); the framework hands it to its
+``ColumnStore`` (node columns, shared columns, the row log), its ``NodeTable``s and
+``tables_for``. The column
 evaluator is one per rule set, whichever face evaluates it (rulesched.engine.batch.ColumnPlan):
 it is made with the default ``column_unroll``.
 
 Left as module constants, with their reason: preemption's ``BATCH_FROM`` (16 nodes tried from
 which dry runs go together; rulesched.scheduler.preemption) and the dry runs' ``SMALL`` (8 rows
-left below which they finish node by node; rulesched.engine.dryrun): preemption's verbs are being
-reshaped on another branch (the framework), and tests lower both to batch every preemption; they
-belong here once preemption takes the cycle's settings.
+left below which they finish node by node; rulesched.engine.dryrun): preemption does not take
+the framework's settings yet, and tests lower both to batch every preemption; they belong here
+once it does.
 
 Thresholds that stay with the language, because the language uses them node by node and never
 imports the engine: ``CHECK_EVERY`` (rulesched.lang.evaluation.watch: nodes evaluated between two
