@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ import numpy as np
 from rulesched import engine
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns
-from rulesched.lang import ForkedIndexes, RuleSet, Session
+from rulesched.lang import BoundFilter, BoundRules, ForkedIndexes, RuleSet, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 from rulesched.semantics.matching import label_selector_matches
@@ -111,17 +111,11 @@ def audit_pod(pod: Pod, snapshot: Snapshot, session: Session, columns: _Columns 
     """One running pod's audit (see the module docstring)."""
     free = dataclasses.replace(pod, node_name="")
     _warm(session, free, snapshot, pod.node_name)
-    overlay = ClusterOverlay(snapshot)
-    overlay.remove_pod(pod)
-    bound = session.bind_private(free, overlay, ForkedIndexes(session.indexes, snapshot))
+    overlay, bound = _bound_off(free, (pod,), snapshot, session)
     try:
         home = overlay.node_view(pod.node_name)
         assert home is not None
-        violations: list[Violation] = []
-        for f in bound.filters:
-            bound.watch.rule = f.name
-            if not f.passes(home):
-                violations.append(Violation(f.name, f.reasons(home)))
+        violations = [Violation(f.name, f.reasons(home)) for f in _failing(bound, home)]
         shadow = _shadow(free, overlay, snapshot, session, home)
         if not violations:
             return PodAudit(pod.key, pod.node_name, (), tuple(shadow))
@@ -137,22 +131,32 @@ def still_violates(pod: Pod, gone: Sequence[Pod], snapshot: Snapshot, session: S
     (evictions already chosen from that node) have left: a node overcommitted by two pods, or
     over a per-node count, is cured by evicting one of them, and the other then stays (else it
     could be placed straight back onto the node it was evicted from)."""
-    free = dataclasses.replace(pod, node_name="")
-    overlay = ClusterOverlay(snapshot)
-    for other in (pod, *gone):
-        overlay.remove_pod(other)
-    bound = session.bind_private(free, overlay, ForkedIndexes(session.indexes, snapshot))
+    overlay, bound = _bound_off(dataclasses.replace(pod, node_name=""), (pod, *gone), snapshot, session)
     try:
         home = overlay.node_view(pod.node_name)
-        if home is None:
-            return False
-        for f in bound.filters:
-            bound.watch.rule = f.name
-            if not f.passes(home):
-                return True
-        return False
+        return home is not None and next(_failing(bound, home), None) is not None
     finally:
         bound.release()
+
+
+def _bound_off(
+    free: Pod, removed: Sequence[Pod], snapshot: Snapshot, session: Session
+) -> tuple[ClusterOverlay, BoundRules]:
+    """``free`` (a running pod with its ``nodeName`` cleared) bound as a pending pod, on an
+    overlay of ``snapshot`` without the ``removed`` pods (the pod itself among them: its own
+    requests and ports must not count against it); the caller releases the binding."""
+    overlay = ClusterOverlay(snapshot)
+    for other in removed:
+        overlay.remove_pod(other)
+    return overlay, session.bind_private(free, overlay, ForkedIndexes(session.indexes, snapshot))
+
+
+def _failing(bound: BoundRules, home: Any) -> Iterator[BoundFilter]:
+    """The enforced filters ``home`` fails, in rule order, evaluated as they are asked for."""
+    for f in bound.filters:
+        bound.watch.rule = f.name
+        if not f.passes(home):
+            yield f
 
 
 def rechecker(snapshot: Snapshot, rules: RuleSet) -> Callable[[Pod, tuple[Pod, ...]], bool]:
