@@ -385,26 +385,22 @@ def node_labels(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
     def node_labels_attr(e: ast.Expr) -> bool:
         return isinstance(e, ast.Attr) and e.name == "labels" and is_node(e.obj)
 
-    def walk(e: ast.Expr) -> bool:
-        key: str | None
+    def label_key(e: ast.Expr) -> ast.Expr | None:
+        """The key expression of ``node.labels[KEY]``, ``KEY in node.labels``,
+        ``has(node.labels, KEY)`` or ``domain(node, KEY)``; None for any other expression."""
         if isinstance(e, ast.Index) and node_labels_attr(e.obj):
-            key = constant(e.key)
-            if key is None:
-                return False
-            found.add(key)
-            return True
+            return e.key
         if isinstance(e, ast.Binary) and e.op in ("in", "not in") and node_labels_attr(e.right):
-            key = constant(e.left)
-            if key is None:
-                return False
-            found.add(key)
-            return True
-        if (
-            isinstance(e, ast.Call)
-            and len(e.args) == 2
-            and ((e.func == "has" and node_labels_attr(e.args[0])) or (e.func == "domain" and is_node(e.args[0])))
-        ):
-            key = constant(e.args[1])
+            return e.left
+        if isinstance(e, ast.Call) and len(e.args) == 2:
+            if (e.func == "has" and node_labels_attr(e.args[0])) or (e.func == "domain" and is_node(e.args[0])):
+                return e.args[1]
+        return None
+
+    def walk(e: ast.Expr) -> bool:
+        key_expr = label_key(e)
+        if key_expr is not None:
+            key = constant(key_expr)
             if key is None:
                 return False
             found.add(key)
