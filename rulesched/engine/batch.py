@@ -294,14 +294,14 @@ def _column(bound: BoundRules, cols: NodeColumns, rows: Rows, index: int, is_fil
         return None
     labels = bodies.filter_labels[index] if is_filter and bodies.filter_labels else None
     if labels is not None:
-        found = _by_labels(bound, cols, rows, index, labels)
+        found = _by_labels(bound, bodies, cols, rows, index, labels)
         if found is not None:
             return found
     return _evaluate(bound, bodies, cols, rows, index, is_filter)
 
 
 def _by_labels(
-    bound: BoundRules, cols: NodeColumns, rows: Rows, index: int, labels: tuple[str, ...]
+    bound: BoundRules, bodies: ColumnBodies, cols: NodeColumns, rows: Rows, index: int, labels: tuple[str, ...]
 ) -> npt.NDArray[np.bool_] | None:
     """A filter that reads the node only through these labels, evaluated once per group of
     nodes alike in them (as columns over the groups' representatives, or node by node) and
@@ -318,8 +318,6 @@ def _by_labels(
         if len(reps) > len(rows) and len(reps) * 4 > len(cols.nodes):
             return None  # (nearly one group per node: no sharing to gain)
         at = np.asarray(reps, dtype=np.intp)
-        bodies = columns_of(bound)
-        assert bodies is not None
         per_group = _evaluate(bound, bodies, cols, at, index, True)
         if per_group is None:
             bound.watch.rule = bound.filters[index].name
