@@ -58,6 +58,7 @@ def test_binds_posts_the_event_and_relays_its_requests(server: TestApiServer, tm
     try:
         for name in ("a", "b", "taken"):
             assert process.bind(target(name), "n1", "digest1", math.inf)
+        process.flush()  # (the lines wait a moment for others to go with them)
         assert wait_for(lambda: seen.finished == 3)
     finally:
         process.stop()
@@ -83,6 +84,7 @@ def test_writes_nothing_past_the_lease_deadline(server: TestApiServer, tmp_path:
     try:
         assert process.bind(target("late"), "n1", "", time.monotonic() - 1.0)  # the lease ran out
         assert process.bind(target("ontime"), "n1", "", time.monotonic() + 60.0)  # renewed
+        process.flush()
         assert wait_for(lambda: seen.finished == 2)
     finally:
         process.stop()
@@ -99,6 +101,7 @@ def test_a_dead_binding_process_fails_what_it_had_not_answered(server: TestApiSe
     process = start(server, tmp_path, seen)
     server.set_faults(delay=5.0)
     assert process.bind(target("slow"), "n1", "", math.inf)
+    process.flush()
     assert wait_for(lambda: any(r[0] == "POST" for r in server.store.requests), 20)  # under way
     process.kill()
     assert wait_for(lambda: not process.alive)
@@ -106,6 +109,28 @@ def test_a_dead_binding_process_fails_what_it_had_not_answered(server: TestApiSe
     assert [(o.key, o.ok, o.reason) for o in seen.outcomes] == [("default/slow", False, "the binding process ended")]
     assert not process.bind(target("slow"), "n1", "", math.inf)  # (the caller binds in-process)
     process.stop()
+
+
+def test_a_binding_waits_for_others_at_most_a_moment(server: TestApiServer, tmp_path: Path) -> None:
+    """Lines wait in a buffer to be written together; one that has waited BATCH_SECONDS goes out
+    with the next binding, without a flush."""
+    from rulesched.run.binder import BATCH_SECONDS
+
+    server.add("nodes", node("n1"))
+    for name in ("first", "second"):
+        server.add("pods", pod(name))
+    seen = Recorder()
+    process = start(server, tmp_path, seen)
+    try:
+        assert process.bind(target("first"), "n1", "", math.inf)
+        time.sleep(0.5)
+        assert seen.finished == 0  # still waiting for company
+        time.sleep(BATCH_SECONDS)
+        assert process.bind(target("second"), "n1", "", math.inf)  # the first waited long enough: both go
+        assert wait_for(lambda: seen.finished == 2)
+    finally:
+        process.stop()
+    assert sorted(key for key, _, _ in server.store.binding_log) == ["default/first", "default/second"]
 
 
 def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, tmp_path: Path) -> None:

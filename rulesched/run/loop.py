@@ -443,9 +443,13 @@ class Loop:
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()
             if not self.leading or not (self._some_rules or self._any_rules()):  # a standby, or no rules yet: wait
+                self.workers.flush()  # (bindings from before the lease was lost: the child refuses them)
                 self.stop.wait(0.1)
                 continue
-            result = self.scheduler.schedule_one(timeout=0.5)
+            result = self.scheduler.schedule_one()
+            if result is None:  # nothing ready: hand the waiting bindings over, then wait for pods
+                self.workers.flush()
+                result = self.scheduler.schedule_one(timeout=0.5)
             if result is not None:
                 self.cycles += 1
             now = time.monotonic()

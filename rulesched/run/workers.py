@@ -79,6 +79,7 @@ class BindingChannel(Protocol):
     @property
     def alive(self) -> bool: ...
     def bind(self, pod: Target, node: str, rules: str, until: float) -> bool: ...
+    def flush(self) -> None: ...
     def close(self) -> None: ...
     def stop(self) -> None: ...
 
@@ -132,6 +133,12 @@ class Workers:
         """(The binding process's reader thread.) One binding handed over is over."""
         with self._lock:
             self.in_flight -= 1
+
+    def flush(self) -> None:
+        """Send the bindings the binding process has not been sent yet (they wait a moment for
+        others to go with them): the scheduler's thread calls this before it waits for pods."""
+        if self.process is not None:
+            self.process.flush()
 
     def close(self) -> None:
         """Take no new work (shutdown: eviction retries included); work under way goes on."""
