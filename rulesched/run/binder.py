@@ -18,8 +18,12 @@ Lines are JSON arrays. Parent to child::
 Child to parent::
 
     ["outcome", KEY, NODE, OK, REASON, BOUND_ELSEWHERE, SECONDS, PROFILE, RULES]
-    ["done"]             a binding's work is over (its Scheduled event too)
-    ["request", METHOD, CODE, SECONDS]   one API request, for the parent's rest_client metrics
+    ["done", N]          N bindings' work is over (their Scheduled events too)
+    ["requests", [[METHOD, CODE, SECONDS], ...]]   API requests, for the parent's rest_client
+                         metrics
+
+The child writes what gathered in one write (one ``done`` and one ``requests`` line for all of
+it), so the parent's reader wakes, and takes its scheduling thread's lock, once per batch.
 
 Fencing: the parent sends the leader's ``valid_until`` (the lease's last renewal + the renew
 deadline) before any binding that follows a change of it; the child writes only while the
@@ -59,10 +63,15 @@ from rulesched.run.workers import Outcome, Target, Workers
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
-LINGER_SECONDS = 0.0005  # the child's writer, woken, waits this long for more lines to write at once
-# ... and keeps looking every LINGER_SECONDS while lines came within this long, instead of
-# sleeping until woken: waking it for each line was a fifth of the child's lock samples
-AWAKE_SECONDS = 0.05
+# The child's writer, woken, waits this long for more lines to write at once, and while lines
+# keep coming looks again every LINGER_SECONDS instead of sleeping until woken (waking it for
+# each line was a fifth of the child's lock samples). Each write wakes the parent's reader
+# thread, which must take the scheduling thread's interpreter lock: at 0.5 ms that was about
+# 2000 hand-overs a second; at 5 ms the binding process took ~10% less CPU a pod and the
+# scheduler ~5% more pods a second (alternated runs, loaded machine). An outcome is then up to
+# 5 ms later, which delays nothing: the pod is assumed on its node from the start.
+LINGER_SECONDS = 0.005
+AWAKE_SECONDS = 0.05  # ... while lines came within this long
 # A binding line waits up to this long for others to be written with it: one write (and one
 # wake-up of the child) for several bindings, where a write for each was, with the interpreter
 # lock to take back after it, cost the scheduling thread about 65 us of CPU a pod (370 -> 304 us
@@ -198,8 +207,10 @@ class BindingProcess:
 
     def _answer(self, message: list[Any]) -> None:
         kind = message[0]
-        if kind == "request":
-            self.observe(message[1], message[2], message[3])
+        if kind == "requests":
+            observe = self.observe
+            for method, code, seconds in message[1]:
+                observe(method, code, seconds)
         elif kind == "outcome":
             _, key, node, ok, reason, elsewhere, seconds, profile, rules = message
             with self._lock:
@@ -207,8 +218,9 @@ class BindingProcess:
             self.outcome(Outcome(key, node, ok, reason, elsewhere, seconds, profile, rules))
         elif kind == "done":
             with self._lock:
-                self._unfinished -= 1
-            self.finished()
+                self._unfinished -= message[1]
+            for _ in range(message[1]):
+                self.finished()
 
     def _ended(self) -> None:
         """The child's answers ended: every binding it left unanswered failed (requeued)."""
@@ -266,12 +278,15 @@ class BindingProcess:
 class _LineWriter:
     """(The child's side.) Lines to the parent, written by one thread in batches: the binding
     threads never wait on the pipe, and wake the writer only when it sleeps (a queue put for
-    every line, each waking it, was a fifth of this process's interpreter time)."""
+    every line, each waking it, was a fifth of this process's interpreter time). A batch is its
+    outcomes, then one ``requests`` line and one ``done`` line for everything else gathered."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self._lines: collections.deque[list[Any]] = collections.deque()  # (thread-safe at both ends)
-        self._riders: collections.deque[list[Any]] = collections.deque()  # written with the next line
+        # (deques: appended by the binding threads, emptied by the writer, no lock needed)
+        self._lines: collections.deque[list[Any]] = collections.deque()
+        self._requests: collections.deque[list[Any]] = collections.deque()  # written with the next lines
+        self._done: collections.deque[None] = collections.deque()  # one entry per binding whose work is over
         self._wake = threading.Event()
         self._idle = False
         self._closing = False
@@ -283,9 +298,15 @@ class _LineWriter:
         if self._idle:
             self._wake.set()
 
-    def ride(self, message: list[Any]) -> None:
-        """Send ``message`` with the next one :meth:`send` sends (no wake-up of its own)."""
-        self._riders.append(message)
+    def done(self) -> None:
+        """One binding's work is over (after its outcome was sent)."""
+        self._done.append(None)
+        if self._idle:
+            self._wake.set()
+
+    def request(self, method: str, code: str, seconds: float) -> None:
+        """An API request, sent with the next lines (no wake-up of its own)."""
+        self._requests.append([method, code, seconds])
 
     def close(self) -> None:
         """Write what is queued, then stop."""
@@ -294,36 +315,47 @@ class _LineWriter:
         self._thread.join()
 
     def _write(self) -> None:
-        lines, riders = self._lines, self._riders
+        lines, done = self._lines, self._done
         last = -math.inf  # when lines were last written
         while True:
-            if not lines:
+            if not lines and not done:
                 if self._closing:
-                    lines.extend(riders)  # (the last requests' observations)
-                    riders.clear()
-                    if not lines:
-                        return
-                elif time.monotonic() - last < AWAKE_SECONDS:  # lines came lately: look again soon
+                    if self._requests:  # (the last requests' observations)
+                        self._flush(0)
+                    return
+                if time.monotonic() - last < AWAKE_SECONDS:  # lines came lately: look again soon
                     time.sleep(LINGER_SECONDS)
                     continue
-                else:
-                    self._idle = True
-                    if not lines and not self._closing:  # (checked again: a send may have seen busy)
-                        self._wake.wait()
-                    self._wake.clear()
-                    self._idle = False
-                    time.sleep(LINGER_SECONDS)  # let a few lines gather: one write for them
-                    continue
+                self._idle = True
+                if not lines and not done and not self._closing:  # (checked again: a send may have seen busy)
+                    self._wake.wait()
+                self._wake.clear()
+                self._idle = False
+                time.sleep(LINGER_SECONDS)  # let a few lines gather: one write for them
+                continue
             last = time.monotonic()
-            batch = [riders.popleft() for _ in range(len(riders))]
-            batch += [lines.popleft() for _ in range(len(lines))]
-            data = b"".join(_encode(m) + b"\n" for m in batch)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self.fd, view) :]
-            except OSError:  # the parent is gone: nobody to tell
+            finished = len(done)  # (counted before the outcomes are taken: each one's outcome is among them)
+            for _ in range(finished):
+                done.popleft()
+            if not self._flush(finished):
                 return
+
+    def _flush(self, finished: int) -> bool:
+        """Write the outcomes, the requests and ``finished``; False when the parent is gone."""
+        lines, requests = self._lines, self._requests
+        batch = [lines.popleft() for _ in range(len(lines))]
+        if requests:
+            batch.append(["requests", [requests.popleft() for _ in range(len(requests))]])
+        if finished:
+            batch.append(["done", finished])
+        data = b"".join(_encode(m) + b"\n" for m in batch)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError:  # the parent is gone: nobody to tell
+            return False
+        return True
 
 
 def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
@@ -333,15 +365,13 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
 
     def observe(method: str, host: str, code: str, seconds: float | None) -> None:
         if seconds is not None:
-            writer.ride(["request", method, code, seconds])
+            writer.request(method, code, seconds)
 
     def outcome(o: Outcome) -> None:
         writer.send(["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules])
 
     api.observer = observe
-    workers = Workers(
-        api, outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=lambda: writer.send(["done"])
-    )
+    workers = Workers(api, outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=writer.done)
     for line in incoming:
         message = _decode(line)
         if message[0] == "lease":
