@@ -18,6 +18,7 @@ Lines are JSON arrays. Parent to child::
 Child to parent::
 
     ["outcome", KEY, NODE, OK, REASON, BOUND_ELSEWHERE, SECONDS, PROFILE, RULES]
+                         (the child has written the ``bound`` log line of an OK one)
     ["done", N]          N bindings' work is over (their Scheduled events too)
     ["requests", [[METHOD, CODE, SECONDS], ...]]   API requests, for the parent's rest_client
                          metrics
@@ -58,7 +59,7 @@ import msgspec
 from rulesched.errors import ConfigError
 from rulesched.kube.api import KubeApi
 from rulesched.logs import LogSettings, configure, installed
-from rulesched.run.workers import Outcome, Target, Workers
+from rulesched.run.workers import Outcome, Target, Workers, log_bound
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
@@ -215,7 +216,7 @@ class BindingProcess:
             _, key, node, ok, reason, elsewhere, seconds, profile, rules = message
             with self._lock:
                 self._pending.pop(key, None)
-            self.outcome(Outcome(key, node, ok, reason, elsewhere, seconds, profile, rules))
+            self.outcome(Outcome(key, node, ok, reason, elsewhere, seconds, profile, rules, logged=ok))
         elif kind == "done":
             with self._lock:
                 self._unfinished -= message[1]
@@ -298,6 +299,11 @@ class _LineWriter:
         if self._idle:
             self._wake.set()
 
+    def outcome(self, o: Outcome) -> None:
+        """A binding's outcome; once it is written, the writer logs the ``bound`` line of an OK
+        one (one thread writing them: the scheduler's thread no longer formats a line a pod)."""
+        self.send(["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules])
+
     def done(self) -> None:
         """One binding's work is over (after its outcome was sent)."""
         self._done.append(None)
@@ -355,6 +361,9 @@ class _LineWriter:
                 view = view[os.write(self.fd, view) :]
         except OSError:  # the parent is gone: nobody to tell
             return False
+        for m in batch:
+            if m[0] == "outcome" and m[3]:
+                log_bound(Outcome(m[1], m[2], True, rules=m[8]))
         return True
 
 
@@ -367,11 +376,8 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
         if seconds is not None:
             writer.request(method, code, seconds)
 
-    def outcome(o: Outcome) -> None:
-        writer.send(["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules])
-
     api.observer = observe
-    workers = Workers(api, outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=writer.done)
+    workers = Workers(api, writer.outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=writer.done)
     for line in incoming:
         message = _decode(line)
         if message[0] == "lease":

@@ -555,7 +555,7 @@ class Loop:
     # --- applying what arrived -------------------------------------------------------------------
     def _outcome(self, outcome: Outcome) -> None:
         self.metrics.binding(outcome.profile, outcome.ok, outcome.seconds)
-        if outcome.ok:
+        if outcome.ok and not outcome.logged:
             log_bound(outcome)
         if outcome.bound_elsewhere is not None:
             self.scheduler.binding_finished(outcome.key, False, outcome.reason)

@@ -57,6 +57,7 @@ class Outcome:
     seconds: float = 0.0  # the binding call
     profile: str = ""  # the scheduler name of the profile that chose the node
     rules: str = ""  # the digest of the rule set that chose it
+    logged: bool = False  # its "bound" line is written (by the binding process, off the scheduler's thread)
 
 
 def log_bound(outcome: Outcome) -> None:
