@@ -28,7 +28,8 @@ cut after ``cut_watches_every`` seconds (the stream ended cleanly), or reset aft
 ``reset_watches_every`` seconds (an abrupt TCP reset mid-stream, as a load balancer or a dying
 server gives: no final chunk, an RST), ``error_rate`` of requests answered 500/503,
 ``bind_conflict_rate`` of bindings answered 409, ``fail_bindings`` (pod keys whose first binding
-is answered 500, once each), ``gone_on_resume`` (every watch that resumes
+is answered 500, once each), ``reset_bindings`` (pod keys whose first binding request gets its
+connection reset, no answer, once each), ``gone_on_resume`` (every watch that resumes
 from a resourceVersion gets 410), ``delay`` seconds before every answer, ``bookmark_every``
 seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute);
 ``POST /_restart`` closes every connection (a restart that keeps etcd).
@@ -103,6 +104,7 @@ class Faults:
     error_rate: float = 0.0
     bind_conflict_rate: float = 0.0
     fail_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each answered 500
+    reset_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each gets an RST, no answer
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
@@ -526,6 +528,11 @@ class _Handler(BaseHTTPRequestHandler):
             server.failed_bindings.add(key)
             self._send(500, _status(500, "InternalError", "injected binding fault"))
             return
+        if key in server.faults.reset_bindings and key not in server.failed_bindings:
+            server.failed_bindings.add(key)
+            self.close_connection = True
+            self._reset()
+            return
         with store.changed:
             pod = store.objects["pods"].get(f"{namespace}/{name}")
             conflict = pod is not None and bool(
@@ -714,6 +721,10 @@ def _set_condition(pod: dict[str, Any], condition: dict[str, Any]) -> None:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # The listen backlog: socketserver's default of 5 drops the SYNs of a client opening more
+    # connections at once (sixteen binding connections), which then wait out TCP's one-second
+    # retransmission; a real API server (Go's net.Listen) takes the kernel's somaxconn.
+    request_queue_size = 4096
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int]) -> None:

@@ -133,6 +133,34 @@ def test_a_binding_waits_for_others_at_most_a_moment(server: TestApiServer, tmp_
     assert sorted(key for key, _, _ in server.store.binding_log) == ["default/first", "default/second"]
 
 
+def test_a_connection_cut_fails_its_binding_and_the_rest_bind(server: TestApiServer, tmp_path: Path) -> None:
+    """Bindings go out in rounds on kept-alive connections (rulesched.run.rounds): one whose
+    connection is reset comes back failed (the scheduler requeues it), the others of its round
+    bind, and a later binding gets a new connection."""
+    server.add("nodes", node("n1"))
+    names = ["a", "cut", "b", "again"]
+    for name in names:
+        server.add("pods", pod(name))
+    server.set_faults(reset_bindings=("default/cut",))
+    seen = Recorder()
+    process = start(server, tmp_path, seen)
+    try:
+        for name in names[:3]:
+            assert process.bind(target(name), "n1", "", math.inf)
+        process.flush()
+        assert wait_for(lambda: seen.finished == 3)
+        assert process.bind(target("again"), "n1", "", math.inf)
+        process.flush()
+        assert wait_for(lambda: seen.finished == 4)
+    finally:
+        process.stop()
+    by_key = {o.key: o for o in seen.outcomes}
+    assert not by_key["default/cut"].ok and "binding" in by_key["default/cut"].reason
+    assert all(by_key[f"default/{n}"].ok for n in ("a", "b", "again"))
+    events = sorted(e["regarding"]["name"] for e in server.store.objects["events"].values())
+    assert events == ["a", "again", "b"]  # (no event for the binding that failed)
+
+
 def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, tmp_path: Path) -> None:
     """Killed while bindings are under way (the server answers slowly): those come back failed,
     their pods are requeued (the server may have bound some already: a retry's 409 says where),

@@ -53,6 +53,7 @@ from rulesched.errors import (
     TooManyRequestsError,
     UnavailableError,
 )
+from rulesched.kube.channel import Channel
 from rulesched.model.names import dns1123_label
 
 
@@ -230,12 +231,7 @@ class KubeApi:
         (parameter sanitising, header building, content-type matching: ~110 us a request,
         half a binding's CPU) is skipped; its configuration (host, TLS, proxy) and its
         credentials (the token, refreshed through its hook) are the client's."""
-        headers = dict(self._headers)
-        if body is not None:
-            headers["Content-Type"] = content_type
-        token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
-        if token:  # (as the client's auth_settings: its only header credential; certificates are the pool's)
-            headers["authorization"] = token
+        headers = self._headers_for(body is not None, content_type)
         started = time.perf_counter()
         try:
             raw = self._transport.request(
@@ -264,6 +260,32 @@ class KubeApi:
             return _decode(data) if data else None
         except msgspec.DecodeError as err:
             raise KubeError(f"{method} {path}: {raw.status} with a body that is not JSON: {err}", raw.status) from None
+
+    def _headers_for(self, body: bool, content_type: str = "application/json") -> dict[str, str]:
+        headers = dict(self._headers)
+        if body:
+            headers["Content-Type"] = content_type
+        token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:  # (as the client's auth_settings: its only header credential; certificates are the pool's)
+            headers["authorization"] = token
+        return headers
+
+    def channel(self) -> Channel | None:
+        """A connection of its own from the client's pool, for requests sent now and answered
+        later (:mod:`rulesched.kube.channel`); None through a proxy, whose manager hands out no
+        connection (use the blocking calls then)."""
+        pool = self._transport.pool
+        if pool is None:
+            return None
+        connection = pool._new_conn()  # (the pool's factory: its host, TLS and socket settings)
+        connection.timeout = self._timeout  # (read timeout too: the pool would set it per request)
+
+        def observe(method: str, code: str, seconds: float | None) -> None:
+            observer = self.observer
+            if observer is not None:
+                observer(method, self.host, code, seconds)
+
+        return Channel(connection, self._transport.prefix, self._headers_for, observe, _error)
 
     def _timeout_of(self, timeout: float | tuple[float, float]) -> urllib3.Timeout:
         found = self._timeouts.get(timeout)
@@ -346,12 +368,7 @@ class KubeApi:
     # --- what the scheduler writes --------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
         """POST pods/binding (ConflictError: already bound)."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
+        body = binding_body(namespace, name, uid, node)
         self._call("POST", PODS.path(namespace, name, "binding"), body=body, timeout=timeout)
 
     def evict(self, namespace: str, name: str) -> None:
@@ -402,23 +419,8 @@ class KubeApi:
         """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid),
         naming ``related`` too if given (a victim's Preempted event: its preemptor); a connection
         failure is retried a few times, as client-go's event broadcaster does."""
-        namespace = regarding.get("namespace") or "default"
-        name = regarding.get("name") or "object"
-        body = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "reportingController": by,
-            "reportingInstance": by,
-            "action": action,
-            "reason": reason,
-            "type": type_,
-            "note": note[:1024],
-            "regarding": regarding,
-        }
-        if related is not None:
-            body["related"] = related
+        body = event_body(regarding, type_, reason, action, note, by, related)
+        namespace = body["metadata"]["namespace"]
         for attempt in range(EVENT_ATTEMPTS):
             try:
                 self.create(EVENTS, namespace, body)
@@ -427,6 +429,47 @@ class KubeApi:
                 if attempt == EVENT_ATTEMPTS - 1:
                     raise
                 time.sleep(0.05 * 2**attempt)
+
+
+def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
+    """A pods/binding request's Binding (the uid: only that pod, not one recreated under its name)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+
+
+def event_body(
+    regarding: dict[str, str],
+    type_: str,
+    reason: str,
+    action: str,
+    note: str,
+    by: str,
+    related: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event (see :meth:`KubeApi.post_event`); POST it to EVENTS in
+    ``["metadata"]["namespace"]``."""
+    namespace = regarding.get("namespace") or "default"
+    name = regarding.get("name") or "object"
+    body: dict[str, Any] = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{name}.", "namespace": namespace},
+        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": by,
+        "reportingInstance": by,
+        "action": action,
+        "reason": reason,
+        "type": type_,
+        "note": note[:1024],
+        "regarding": regarding,
+    }
+    if related is not None:
+        body["related"] = related
+    return body
 
 
 _decode = msgspec.json.Decoder().decode  # (3 us a pod where json.loads takes 8)

@@ -5,8 +5,10 @@ Profiled on the basic 5000-node workload, the scheduling process spent about hal
 its binding threads (the ``pods/binding`` POST and the ``Scheduled`` event: urllib3, http.client
 and sixteen threads handing the lock around), while the scheduling thread waited for the lock.
 Here a child process (``python -m rulesched.run.binder``, the same kubeconfig, the parent's
-User-Agent, so the API server sees one caller) runs the same :class:`rulesched.run.workers.Workers`
-on its own lock and core. The parent writes one line per binding down a pipe and reads the
+User-Agent, so the API server sees one caller) binds on its own lock and core: in rounds from
+one thread (:mod:`rulesched.run.rounds`), or, where the client goes through a proxy and hands out
+no connections, on the same :class:`rulesched.run.workers.Workers` threads as in-process. The
+parent writes a line per binding down a pipe (in batches: :data:`BATCH_SECONDS`) and reads the
 outcomes back on a thread of its own; the loop applies them exactly as it applies an in-process
 worker's (a failure forgets the assumed pod and requeues it).
 
@@ -59,6 +61,7 @@ import msgspec
 from rulesched.errors import ConfigError
 from rulesched.kube.api import KubeApi
 from rulesched.logs import LogSettings, configure, installed
+from rulesched.run.rounds import Rounds
 from rulesched.run.workers import Outcome, Target, Workers, log_bound
 
 log = logging.getLogger(__name__)
@@ -377,15 +380,29 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
             writer.request(method, code, seconds)
 
     api.observer = observe
-    workers = Workers(api, writer.outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=writer.done)
+
+    rounds, workers = None, None  # rounds on channels; through a proxy (no channels), threads
+    if Rounds.available(api):
+        rounds = Rounds(api, threads, writer.outcome, writer.done)
+    else:
+        workers = Workers(
+            api, writer.outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=writer.done
+        )
     for line in incoming:
         message = _decode(line)
         if message[0] == "lease":
             until[0] = math.inf if message[1] is None else float(message[1])
         elif message[0] == "bind":
             _, namespace, name, uid, node, rules, scheduler = message
-            workers.bind(BindTarget(namespace, name, uid, scheduler), node, rules)
-    workers.shutdown(wait=True)
+            target = BindTarget(namespace, name, uid, scheduler)
+            if rounds is not None:
+                rounds.bind(target, node, rules, until[0])
+            elif workers is not None:
+                workers.bind(target, node, rules)
+    if rounds is not None:
+        rounds.close()
+    if workers is not None:
+        workers.shutdown(wait=True)
     writer.close()
 
 

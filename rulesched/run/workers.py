@@ -225,20 +225,10 @@ class Workers:
             self._bind_failed(pod, node, started, err)
             return
         self.outcomes(Outcome(key, node, True, seconds=time.monotonic() - started, profile=profile, rules=rules))
-        note = f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
-        self._event(pod, "Normal", "Scheduled", "Binding", note)
+        self._event(pod, "Normal", "Scheduled", "Binding", scheduled_note(key, node, rules))
 
     def _bind_failed(self, pod: Target, node: str, started: float, err: KubeError) -> None:
-        """The binding call failed: say why (a 409: the pod is bound already, and where)."""
-        current = None
-        if isinstance(err, ConflictError):
-            try:
-                current = self.api.get(PODS, pod.namespace, pod.name)
-            except KubeError:
-                current = None
-        where = ((current or {}).get("spec") or {}).get("nodeName")
-        seconds = time.monotonic() - started
-        self.outcomes(Outcome(pod.key, node, False, str(err), current if where else None, seconds, pod.scheduler_name))
+        self.outcomes(failed_binding(self.api, pod, node, time.monotonic() - started, err))
 
     # --- what users see ---------------------------------------------------------------------------
     def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> None:
@@ -333,13 +323,13 @@ class Workers:
             return
         try:
             self.api.post_event(
-                _reference(pod),
+                reference(pod),
                 type_,
                 reason,
                 action,
                 note,
                 (related or pod).scheduler_name,
-                related=_reference(related) if related is not None else None,
+                related=reference(related) if related is not None else None,
             )
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
@@ -387,7 +377,24 @@ class Workers:
             timer.start()
 
 
-def _reference(pod: Target) -> dict[str, str]:
+def scheduled_note(key: str, node: str, rules: str) -> str:
+    """The Scheduled event's note (kube-scheduler's text, and the digest of the rules)."""
+    return f"Successfully assigned {key} to {node}" + (f" (rules {rules})" if rules else "")
+
+
+def failed_binding(api: KubeApi, pod: Target, node: str, seconds: float, err: KubeError) -> Outcome:
+    """The binding call failed: say why (a 409: the pod is bound already; it is read to say where)."""
+    current = None
+    if isinstance(err, ConflictError):
+        try:
+            current = api.get(PODS, pod.namespace, pod.name)
+        except KubeError:
+            current = None
+    where = ((current or {}).get("spec") or {}).get("nodeName")
+    return Outcome(pod.key, node, False, str(err), current if where else None, seconds, pod.scheduler_name)
+
+
+def reference(pod: Target) -> dict[str, str]:
     """An ObjectReference to the pod, as events name the objects they are about."""
     return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
 

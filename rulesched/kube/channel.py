@@ -1,0 +1,100 @@
+"""One kept-alive connection of the client's pool, with its request and its answer apart.
+
+:meth:`KubeApi._call <rulesched.kube.api.KubeApi>` sends a request and waits for its answer, so
+a caller keeps N requests in flight with N threads. The binding process did that with sixteen,
+and about half of its CPU went to them handing the interpreter lock to each other (a thread
+woken for each answer, in the kernel as much as in Python). A :class:`Channel` is one
+connection of the same pool (same host, TLS settings, credentials and User-Agent) on which the
+request is :meth:`~Channel.send`-t now and its answer :meth:`~Channel.receive`-d later, so one
+thread sends a request on each of several channels, then reads the answers in turn, while the
+API server works on all of them (:mod:`rulesched.run.rounds`). Answers become the same values
+and errors as :meth:`KubeApi._call`'s; each request is reported to the API's observer (the
+``rest_client`` metrics) with its time from send to answer.
+
+A channel whose request or answer failed is closed: the caller drops it and asks for a new one.
+Next stage: :mod:`rulesched.run.rounds` binds with channels.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import urllib3
+
+from rulesched.errors import KubeError, UnavailableError
+
+# (method, code, seconds): what KubeApi reports of each request to its observer
+Observe = Callable[[str, str, float | None], None]
+
+
+class Channel:
+    """(One thread's.) A connection: at most one request without its answer at a time."""
+
+    def __init__(
+        self,
+        connection: Any,
+        prefix: str,
+        headers: Callable[[bool], dict[str, str]],
+        observe: Observe,
+        error: Callable[[str, str, int, bytes], KubeError],
+    ) -> None:
+        self._connection = connection  # an urllib3 HTTP(S)Connection of the client's pool
+        self._prefix = prefix  # the API server's path prefix (behind a proxy at https://host/k8s/c1)
+        self._headers = headers  # (has a body) -> the request's headers: the client's credentials
+        self._observe = observe
+        self._error = error
+        self._asked: tuple[str, str, float] | None = None  # (method, path, sent at): awaiting its answer
+        self.closed = False
+
+    def send(self, method: str, path: str, body: Any = None) -> None:
+        """Send a request (a JSON ``body`` if given); its answer is :meth:`receive`'s."""
+        assert self._asked is None and not self.closed, "one request at a time, on an open channel"
+        data = None if body is None else _encode(body)
+        started = time.perf_counter()
+        try:
+            self._connection.request(
+                method, self._prefix + path, body=data, headers=self._headers(data is not None), preload_content=False
+            )
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as err:
+            self._failed(method, started)
+            raise UnavailableError(f"{method} {path}: {err}") from None
+        self._asked = (method, path, started)
+
+    def receive(self) -> Any:
+        """The answer to the request sent: its JSON (None if empty), or the KubeError it is."""
+        assert self._asked is not None, "nothing was sent"
+        method, path, started = self._asked
+        self._asked = None
+        try:
+            response = self._connection.getresponse()
+            data = response.data
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as err:
+            self._failed(method, started)
+            raise UnavailableError(f"{method} {path}: {err}") from None
+        status = response.status
+        self._observe(method, str(status), time.perf_counter() - started)
+        if status >= 400:
+            raise self._error(method, path, status, data)
+        try:
+            return _decode(data) if data else None
+        except msgspec.DecodeError as err:
+            raise KubeError(f"{method} {path}: {status} with a body that is not JSON: {err}", status) from None
+
+    def close(self) -> None:
+        self.closed = True
+        try:
+            self._connection.close()
+        except OSError:
+            pass
+
+    def _failed(self, method: str, started: float) -> None:
+        self._observe(method, "<error>", time.perf_counter() - started)
+        self.close()  # (half a request may be on the wire, or half an answer unread: never reuse it)
+
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
