@@ -8,7 +8,8 @@ switches, as much in the kernel as in Python). Here one thread takes up to ``wid
 that wait, sends each binding on a :class:`rulesched.kube.channel.Channel` of its own, reads
 the answers in turn (the API server works on all of them meanwhile), hands the outcomes on,
 then does the same with the Scheduled events of those that bound. Bindings that arrive during
-a round wait for the next one (a round takes a few milliseconds).
+a round wait for the next one (a round takes a few milliseconds). The price: an answer that does not come holds its whole
+round up to the client's timeout (30 s), where it held one thread of sixteen.
 
 What each binding gets is what a worker gives it: the write only while the lease holds (else
 "not leading"), a 409 read to say where the pod is bound, a failed outcome for any other error
