@@ -133,6 +133,28 @@ def test_a_binding_waits_for_others_at_most_a_moment(server: TestApiServer, tmp_
     assert sorted(key for key, _, _ in server.store.binding_log) == ["default/first", "default/second"]
 
 
+def test_a_late_only_flush_sends_only_lines_that_waited(server: TestApiServer, tmp_path: Path) -> None:
+    """After each cycle the loop asks for the lines that waited BATCH_SECONDS: cycles that bind
+    nothing (the pods left do not fit) must not hold a binding back until the queue empties."""
+    from rulesched.run.binder import BATCH_SECONDS
+
+    server.add("nodes", node("n1"))
+    server.add("pods", pod("early"))
+    seen = Recorder()
+    process = start(server, tmp_path, seen)
+    try:
+        assert process.bind(target("early"), "n1", "", math.inf)
+        process.flush(late_only=True)  # (it has not waited yet)
+        time.sleep(0.3)
+        assert seen.finished == 0
+        time.sleep(BATCH_SECONDS)
+        process.flush(late_only=True)
+        assert wait_for(lambda: seen.finished == 1)
+    finally:
+        process.stop()
+    assert [o.ok for o in seen.outcomes] == [True]
+
+
 def test_a_connection_cut_fails_its_binding_and_the_rest_bind(server: TestApiServer, tmp_path: Path) -> None:
     """Bindings go out in rounds on kept-alive connections (rulesched.run.rounds): one whose
     connection is reset comes back failed (the scheduler requeues it), the others of its round

@@ -172,8 +172,12 @@ class BindingProcess:
                 self._write(process)
         return True
 
-    def flush(self) -> None:
-        """Write the lines that wait (the scheduler's thread, before it waits for pods)."""
+    def flush(self, late_only: bool = False) -> None:
+        """Write the lines that wait (the scheduler's thread: before it waits for pods; and,
+        ``late_only``, after each cycle if they have waited BATCH_SECONDS, for cycles that bind
+        nothing, as when the pods left stop fitting, would hold them back until the queue empties)."""
+        if late_only and (not self._buffer or time.monotonic() - self._buffered_since < BATCH_SECONDS):
+            return  # (read without the lock: a line added meanwhile is written by its own bind or the next cycle)
         with self._lock:
             if self._buffer and self._process is not None:
                 self._write(self._process)

@@ -450,6 +450,8 @@ class Loop:
             if result is None:  # nothing ready: hand the waiting bindings over, then wait for pods
                 self.workers.flush()
                 result = self.scheduler.schedule_one(timeout=0.5)
+            else:  # (and after a cycle, the bindings that have waited long enough)
+                self.workers.flush(late_only=True)
             if result is not None:
                 self.cycles += 1
             now = time.monotonic()

@@ -80,7 +80,7 @@ class BindingChannel(Protocol):
     @property
     def alive(self) -> bool: ...
     def bind(self, pod: Target, node: str, rules: str, until: float) -> bool: ...
-    def flush(self) -> None: ...
+    def flush(self, late_only: bool = False) -> None: ...
     def close(self) -> None: ...
     def stop(self) -> None: ...
 
@@ -135,11 +135,12 @@ class Workers:
         with self._lock:
             self.in_flight -= 1
 
-    def flush(self) -> None:
+    def flush(self, late_only: bool = False) -> None:
         """Send the bindings the binding process has not been sent yet (they wait a moment for
-        others to go with them): the scheduler's thread calls this before it waits for pods."""
+        others to go with them): the scheduler's thread calls this before it waits for pods,
+        and after each cycle with ``late_only`` (only those that have waited long enough)."""
         if self.process is not None:
-            self.process.flush()
+            self.process.flush(late_only)
 
     def close(self) -> None:
         """Take no new work (shutdown: eviction retries included); work under way goes on."""
