@@ -20,7 +20,7 @@ from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import BoundRules, RuleSet
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRules
+from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.values import as_score
 from rulesched.model import Node, Pod, Taint
 from tests.helpers.profiles import examples

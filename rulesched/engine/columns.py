@@ -21,7 +21,7 @@ from rulesched.engine.arrays import Array, dtype_of, typed
 from rulesched.engine.settings import EngineSettings
 from rulesched.lang import schema
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import Annotations
+from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.types import STRING, Type
 
 Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes

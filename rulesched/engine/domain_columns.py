@@ -21,7 +21,7 @@ from rulesched.lang.evaluation.domain_stages import MANY
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.stages import Factory
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import Annotations
+from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.frontend.domain_check import DomainAggregate
 
 DomainCodes = Mapping[int, Factory]  # the compiled aggregates, by id of the aggregate

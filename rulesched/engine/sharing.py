@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import Annotations
+from rulesched.lang.frontend.checked import Annotations
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import Annotations
+from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import QUANTITY, STRING, MapOf
 from rulesched.lang.values import as_score, binary_function

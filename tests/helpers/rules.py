@@ -12,7 +12,8 @@ from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import BoundRules
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRule, CheckedRules, check
+from rulesched.lang.frontend.check import check
+from rulesched.lang.frontend.checked import CheckedRule, CheckedRules
 from rulesched.lang.frontend.cost import CostLimits
 from rulesched.lang.frontend.parse import parse_source
 from rulesched.lang.frontend.source import Severity, Source

@@ -30,7 +30,7 @@ from rulesched.lang import schema
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRule, CheckedRules
+from rulesched.lang.frontend.checked import CheckedRule, CheckedRules
 from rulesched.lang.frontend.printer import expr_text
 from rulesched.lang.types import BOOL, DURATION, QUANTITY, STRING, Type
 

@@ -51,7 +51,7 @@ from rulesched.lang.evaluation.stages import (
     unrolled,
 )
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRule, CheckedRules
+from rulesched.lang.frontend.checked import CheckedRule, CheckedRules
 from rulesched.lang.frontend.domain_check import DomainAggregate, OverDomains
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import (

@@ -20,7 +20,7 @@ from rulesched.lang import schema
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRules
+from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.frontend.domain_check import DomainAggregate
 from rulesched.lang.frontend.printer import expr_text
 

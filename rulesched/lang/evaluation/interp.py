@@ -14,7 +14,7 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS, domains
 from rulesched.lang.context import EvalContext
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import Annotations, CheckedRule
+from rulesched.lang.frontend.checked import Annotations, CheckedRule
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import ListOf, MapOf
 from rulesched.lang.values import COERCIONS, binary_function

@@ -49,7 +49,7 @@ from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.stages import NodeMemos, Staged
 from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRules
+from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.frontend.files import content_digest
 from rulesched.lang.types import MapOf
 from rulesched.lang.values import SCORE_LIMIT, as_score

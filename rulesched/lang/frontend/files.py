@@ -22,7 +22,8 @@ from pathlib import Path
 
 from rulesched.errors import RulesError
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRules, check
+from rulesched.lang.frontend.check import check
+from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.frontend.parse import MAX_FILE_CHARS, parse_source
 from rulesched.lang.frontend.source import Diagnostic, Severity, Source, error
 

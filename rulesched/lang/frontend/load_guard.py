@@ -13,7 +13,7 @@ Used by :mod:`rulesched.lang.frontend.lint`.
 from __future__ import annotations
 
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRules
+from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.frontend.source import Diagnostic, Severity
 
 CODE = "unguarded-load"

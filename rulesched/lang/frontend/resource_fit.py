@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.check import CheckedRules
+from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.frontend.source import Diagnostic, Severity, Source
 
 CODE = "no-resource-fit"
