@@ -17,7 +17,7 @@ Next stage: :mod:`rulesched.run.ops` (the scheduler's metrics) and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -138,3 +138,9 @@ class RestClientMetrics:
 def add_process_collector(registry: Registry) -> None:
     """``process_*``: CPU seconds, resident memory, open files, start time (as Go's collector)."""
     ProcessCollector(registry=registry.metrics)
+
+
+def add_helper_process_collector(registry: Registry, namespace: str, pid: Callable[[], int | None]) -> None:
+    """``NAMESPACE_process_*``: the same figures for a helper process of this one, whose ``pid``
+    (None: there is none now, and nothing is reported)."""
+    ProcessCollector(namespace=namespace, pid=lambda: pid() or "none", registry=registry.metrics)

@@ -69,6 +69,9 @@ SCHEDULER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "process_cpu_seconds_total": ("counter", set(), None),
     "process_resident_memory_bytes": ("gauge", set(), None),
     "process_start_time_seconds": ("gauge", set(), None),
+    # the binding process's (rulesched.run.binder), as process_* are the scheduler's
+    "rulesched_binding_process_cpu_seconds_total": ("counter", set(), None),
+    "rulesched_binding_process_resident_memory_bytes": ("gauge", set(), None),
     "rulesched_rules_info": ("gauge", {"hash", "files", "profile"}, None),
 }
 EXTENDER: dict[str, tuple[str, set[str], list[float] | None]] = {
@@ -202,6 +205,7 @@ def test_scheduler_metrics_are_kube_schedulers(scheduler_scrape: tuple[str, Test
     assert value(plugins, "_count", plugin="NodeResourcesFit", extension_point="Filter") >= 1
     assert value(plugins, "_count", extension_point="Score") >= 1  # two nodes fit "fits": scored
     assert value(found["leader_election_master_status"], name="rulesched") == 1
+    assert value(found["rulesched_binding_process_resident_memory_bytes"]) > 10e6  # (a Python process)
     host = server.url.split("://", 1)[1]
     requests = found["rest_client_requests_total"]
     assert value(requests, "_total", code="500", method="POST", host=host) == 1  # the failed binding

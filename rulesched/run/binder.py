@@ -149,6 +149,12 @@ class BindingProcess:
     def alive(self) -> bool:
         return self._alive
 
+    @property
+    def pid(self) -> int | None:
+        """The child's process id while it lives (its metrics: rulesched_binding_process_*)."""
+        process = self._process
+        return process.pid if process is not None and self._alive else None
+
     def bind(self, pod: Target, node: str, rules: str, until: float) -> bool:
         """Hand the binding over; False when the child is gone (bind in-process instead). The
         line waits in a buffer for others (see :data:`BATCH_SECONDS`) unless it has waited long

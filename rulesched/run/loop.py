@@ -416,6 +416,7 @@ class Loop:
             )
             try:
                 self.workers.use_process(process.start())
+                self.metrics.binding_pid = lambda: process.pid
             except OSError as err:  # (no process to start: bind on this one's threads)
                 log.warning("binding process not started: %s; binding in-process", err)
         self.mirror.start()

@@ -39,6 +39,7 @@ from rulesched.metrics import (
     Labelled,
     Registry,
     RestClientMetrics,
+    add_helper_process_collector,
     add_process_collector,
     alpha,
     beta,
@@ -274,6 +275,9 @@ class Metrics:
         self.live = _Live()
         self.registry.add(self.live)
         add_process_collector(self.registry)
+        # The binding process's own (rulesched_binding_process_cpu_seconds_total, ..._resident_memory_bytes...)
+        self.binding_pid: Callable[[], int | None] = lambda: None
+        add_helper_process_collector(self.registry, "rulesched_binding", lambda: self.binding_pid())
 
     def set_rules(self, profile: str, digest: str, files: Iterable[str]) -> None:
         self.rules.labels(profile=profile).info({"hash": digest, "files": ",".join(files)})
