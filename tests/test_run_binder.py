@@ -206,6 +206,7 @@ def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, 
         assert wait_for(lambda: sum(1 for c in server.store.requests if c[1].endswith("/binding")) >= 2)
         process = loop.workers.process
         assert process is not None
+        killed = process.pid
         process.kill()
         assert wait_for(lambda: not process.alive)
         server.set_faults()
@@ -214,6 +215,11 @@ def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, 
         names = ["first"] + [f"slow{i}" for i in range(3)] + [f"late{i}" for i in range(3)]
         pods = server.store.objects["pods"]
         assert wait_for(lambda: all(pods[f"default/{n}"]["spec"].get("nodeName") for n in names), 30)
+        assert wait_for(lambda: process.alive, 10)  # started again, a second later
+        assert process.pid is not None and process.pid != killed
+        server.add("pods", pod("after"))  # ... and it binds again
+        names.append("after")
+        assert wait_for(lambda: pods["default/after"]["spec"].get("nodeName"), 10)
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()

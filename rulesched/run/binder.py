@@ -33,8 +33,8 @@ deadline) before any binding that follows a change of it; the child writes only 
 shared monotonic clock is before it, so it never writes when the parent could not: a paused or
 dead parent's child stops at the same deadline. The child ignores SIGINT and SIGTERM: the
 parent ends it by closing the pipe (it finishes its work and exits), or kills it past the grace
-period. If the child dies, every binding it had not answered fails (requeued) and the parent
-binds in-process from then on. Pods with volume choices always bind in-process (their writes
+period. If the child dies, every binding it had not answered fails (requeued), the parent binds
+in-process, and starts a child again after RESTART_SECONDS (1 s, doubling to a minute). Pods with volume choices always bind in-process (their writes
 and their undo stay with the parent's worker).
 
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
@@ -82,7 +82,10 @@ AWAKE_SECONDS = 0.05  # ... while lines came within this long
 # on the basic workload); 5 ms is about seven bindings at full speed and little beside a
 # binding's own latency under load.
 BATCH_SECONDS = 0.005
-STOP_WAIT_SECONDS = 1.0  # at shutdown, how long the child may take to exit once it has nothing to do
+STOP_WAIT_SECONDS = 1.0
+# A child that died is started again after the first of these, doubling up to the second (and
+# from the first again if it had lived longer than that); meanwhile the workers bind in-process.
+RESTART_SECONDS = (1.0, 60.0)  # at shutdown, how long the child may take to exit once it has nothing to do
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ class BindingProcess:
         self._process: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
         self._buffer: list[bytes] = []  # lines not yet written (see BATCH_SECONDS)
+        self._started = 0.0  # (monotonic) when the child was last started
+        self._restart_wait = RESTART_SECONDS[0]  # before a dead child is started again
         self._buffered_since = 0.0
 
     def start(self) -> BindingProcess:
@@ -139,8 +144,10 @@ class BindingProcess:
         command += ["--log-format", settings.format] + ([] if settings.timestamps else ["--no-timestamps"])
         if self.kubeconfig:
             command += ["--kubeconfig", self.kubeconfig]
-        self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
-        self._alive = True
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        with self._lock:
+            self._process, self._alive, self._started = process, True, time.monotonic()
+            self._until = -1.0  # (a new child knows no lease yet)
         self._reader = threading.Thread(target=self._read, name="binder-reader", daemon=True)
         self._reader.start()
         return self
@@ -245,15 +252,42 @@ class BindingProcess:
             closing = self._closing
         if not closing:
             code = self._process.poll() if self._process is not None else None
+            if time.monotonic() - self._started > RESTART_SECONDS[1]:  # (it had lived a while: a fresh start)
+                self._restart_wait = RESTART_SECONDS[0]
             log.error(
-                "binding process ended; binding in-process from now on",
+                "binding process ended; binding in-process until it is started again in %gs",
+                self._restart_wait,
                 extra={"exit": code, "unanswered": len(pending) or None},
             )
+            self._restart_later()
         for key, (node, profile) in pending.items():
             self.outcome(Outcome(key, node, False, "the binding process ended", profile=profile))
         for _ in range(unfinished):
             self.finished()
         self.wake()
+
+    def _restart_later(self) -> None:
+        timer = threading.Timer(self._restart_wait, self._restart)
+        timer.daemon = True
+        timer.start()
+        self._restart_wait = min(2 * self._restart_wait, RESTART_SECONDS[1])
+
+    def _restart(self) -> None:
+        """(A timer's thread.) Start a child again, unless this one is closing."""
+        with self._lock:
+            if self._closing or self._alive:
+                return
+            old, self._buffer = self._process, []
+        for pipe in (old.stdin, old.stdout) if old is not None else ():
+            if pipe is not None:
+                pipe.close()
+        try:
+            self.start()
+        except OSError as err:
+            log.error("binding process not started again: %s", err)
+            self._restart_later()
+            return
+        log.info("binding process started again")
 
     def close(self) -> None:
         """Send nothing more: the child finishes what it has and exits."""
