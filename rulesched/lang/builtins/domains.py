@@ -258,6 +258,23 @@ def keyed_answer(kind: str, per: dict[Any, dict[Any, Any]], value: str | None, v
     return float(found) if isinstance(found, Fraction) else found
 
 
+def keyed_answers(
+    kind: str, per: dict[Any, dict[Any, Any]], key: str | None, nodes: list[Any], values: tuple[Any, ...]
+) -> list[Any]:
+    """:func:`keyed_answer` in the domain of ``key`` of each node (one lookup per node, no call:
+    a column of a zone's or a rack's representatives)."""
+    if key is None:
+        return [keyed_answer(kind, per, CLUSTER_VALUE, values)] * len(nodes)
+    empty: dict[Any, Any] = {}
+    # (per holds no None key: a node without the label is in no domain, and finds nothing)
+    found = [per.get(n.labels.get(key), empty).get(values, 0) for n in nodes]
+    if kind == "count":
+        return found
+    if kind == "any":
+        return [f > 0 for f in found]
+    return [float(f) if isinstance(f, Fraction) else f for f in found]
+
+
 def answer(kind: str, sub: Mapping[Any, Any]) -> Any:
     """An aggregate's value from a domain's accumulators (its empty value for an empty domain)."""
     if kind == "sum":

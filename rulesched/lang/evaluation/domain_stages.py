@@ -52,9 +52,7 @@ def keyed(
                 return []
             ref = of_node(reps[0], None)
             answer(reps[0])  # (brings the counts up to date)
-            per = seen[ref.key]
-            key = ref.key
-            return [domains.keyed_answer(kind, per, domains.value_of(key, n), values) for n in reps]
+            return domains.keyed_answers(kind, seen[ref.key], ref.key, reps, values)
 
         ctx.scratch[MANY, id(answer)] = many
         return answer
