@@ -229,7 +229,7 @@ class Groups:
     row's group, ``representatives[g]`` a row of group g. What depends on a node only through
     those values has one answer per group, so it is evaluated on the representatives alone."""
 
-    __slots__ = ("codes", "representatives", "_index", "_getters")
+    __slots__ = ("codes", "representatives", "_index", "_getters", "_keys")
 
     def __init__(
         self,
@@ -239,6 +239,17 @@ class Groups:
         index: dict[Any, int],
     ) -> None:
         self.codes, self.representatives, self._index, self._getters = codes, representatives, index, getters
+        self._keys: list[tuple[Any, ...]] | None = None
+
+    def keys(self) -> list[tuple[Any, ...]]:
+        """Each group's values of the getters (one tuple per group, in group order): a label
+        group's label values without reading the representatives' nodes."""
+        if self._keys is None:
+            keys: list[tuple[Any, ...]] = [()] * len(self.representatives)
+            for key, code in self._index.items():
+                keys[code] = key
+            self._keys = keys
+        return self._keys
 
     @staticmethod
     def of(

@@ -33,32 +33,33 @@ def keyed(
         # snapshot there made the store copy the nodes it changed next, for every class).
         mine = object()
 
-        def counts(ref: Any) -> Any:
+        def counts(ref: Any) -> domains.KeyedCounts:
             cluster = ctx.cluster
             now = None if cluster is None else (cluster, cluster.node_generation, cluster.pod_position)
             kept = ctx.scratch.get(mine)
             if kept is None or kept[0] != now:
                 kept = ctx.scratch[mine] = (now, {})
-            seen = kept[1]
-            per = seen.get(ref.key)
-            if per is None:
+            seen: dict[str | None, domains.KeyedCounts] = kept[1]
+            found = seen.get(ref.key)
+            if found is None:
                 maker = made.get(ref.key)
                 if maker is None:
                     maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
-                per = seen[ref.key] = domains.keyed_counts(ref, token, maker)
-            return per
+                found = seen[ref.key] = domains.keyed_counts(ref, token, maker)
+            return found
 
         def answer(n: Any, env: Any = None) -> Any:
             ref = of_node(n, env)
-            return domains.keyed_answer(kind, counts(ref), ref.value, values)
+            return domains.keyed_answer(kind, counts(ref).per, ref.value, values)
 
-        def many(reps: list[Any]) -> list[Any]:
+        def many(reps: list[Any], labels: list[Any] | None = None) -> list[Any]:
             # One answer per node, all in the same kind of domain (domain_columns' representatives
-            # of the label values): the index looked up once, not once per node.
+            # of the label values, and those values when known): the index looked up once, not
+            # once per node.
             if not reps:
                 return []
             ref = of_node(reps[0], None)
-            return domains.keyed_answers(kind, counts(ref), ref.key, reps, values)
+            return domains.keyed_answers(kind, counts(ref), ref.key, reps, values, labels)
 
         ctx.scratch[MANY, id(answer)] = many
         return answer
@@ -86,10 +87,14 @@ def over_domains(
                 return kept[1]
             label = key_fn(n, env)
             fixed = dict(env or {})
-            where_fn = where(EvalContext(pod)) if where is not None else None
+            made: list[Any] = []  # the where's node function, made only if the index is built
 
             def passes(node: Any) -> bool:
-                return where_fn is None or bool(where_fn(None, {**fixed, slot: node}))
+                if where is None:
+                    return True
+                if not made:
+                    made.append(where(EvalContext(pod)))
+                return bool(made[0](None, {**fixed, slot: node}))
 
             reps = domains.representatives(ctx, (token, values), label, passes)
             found = [inner_fn(n, {**fixed, slot: rep}) for rep in reps]
