@@ -374,9 +374,10 @@ def dynamic_label_mask(bound: BoundRules, cols: NodeColumns) -> npt.NDArray[np.b
     for i, groups in found:
         hit = scratch.get(("by labels", i))
         per_group = hit[1] if hit is not None and hit[0] is groups else _group_answers(bound, bodies, cols, i, groups)
-        if not per_group.all():
-            if not per_group.any():
-                return np.zeros(n, dtype=bool)
+        passing = int(np.count_nonzero(per_group))  # (one call, not all() and any())
+        if passing == 0:
+            return np.zeros(n, dtype=bool)
+        if passing < len(per_group):
             mask = per_group[groups.codes] if mask is None else mask & per_group[groups.codes]
     return np.ones(n, dtype=bool) if mask is None else mask
 

@@ -183,9 +183,10 @@ class NodeColumns:
             self._groups[key] = Groups.of(self.nodes, getters, self._max_groups)
         return self._groups[key]
 
-    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None) -> None:
+    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None, pods_only: bool = False) -> None:
         """Re-read the given rows of every column: their nodes changed (and are, with ``nodes``,
-        new node objects at the same positions: a newer snapshot's)."""
+        new node objects at the same positions: a newer snapshot's). ``pods_only``: only pods
+        came or went there, so groups by labels stay as they are (a pod changes no label)."""
         if nodes is not None:
             self.nodes = nodes
             self._prefixes.clear()
@@ -200,6 +201,8 @@ class NodeColumns:
         for key, groups in list(self._groups.items()):
             # (None stays None: too many distinct values, or unhashable ones, rarely stop being so
             # when pods come and go, and finding out again costs a pass over every node.)
+            if pods_only and key[0] == "labels":
+                continue
             if groups is not None and not groups.still(nodes, rows):
                 del self._groups[key]
         # Columns re-read these rows when next read (most are, by the next cycle; a column read
