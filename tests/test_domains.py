@@ -382,3 +382,31 @@ def test_explanations_show_the_domain_values_a_filter_read() -> None:
     assert any(
         "zone_spread on n0: absent → fail" in line and "[here = 2 in zone=z0, fewest = 0]" in line for line in lines
     ), lines
+
+
+def test_keyed_counts_agree_both_ways_round_through_forks() -> None:
+    """KeyedCounts keeps each count twice (by domain, then by the element's values; and the other
+    way round, for a column of domains): both agree as pods come and go, and a fork (preemption's
+    dry runs) changes neither its original nor the other way round."""
+    from rulesched.lang.builtins.domains import KeyedCounts
+
+    nodes = [a_node(i, i % 2, None, 4, 0) for i in range(4)]
+    counts = KeyedCounts("zone", [lambda p: p.labels["team"]], None)
+    pods = [(a_pod(f"p{i}", "a", TEAMS[i % 2], 100, 0, 0), nodes[i % 4]) for i in range(7)]
+
+    def agree(c: KeyedCounts) -> dict[tuple[Any, Any], Any]:
+        flat = {(d, v): n for d, sub in c.per.items() for v, n in sub.items()}
+        assert flat == {(d, v): n for v, sub in c.by_values.items() for d, n in sub.items()}
+        assert 0 not in flat.values()
+        return flat
+
+    for p, n in pods:
+        counts.apply(1, p, n)
+    before = agree(counts)
+    assert before == {("z0", ("x",)): 4, ("z1", ("y",)): 3}
+    twin = counts.fork()
+    for p, n in pods[:4]:
+        twin.apply(-1, p, n)
+    assert agree(twin) == {("z0", ("x",)): 2, ("z1", ("y",)): 1}
+    assert agree(counts) == before
+    assert counts.fork().by_values is not counts.by_values
