@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.engine.arrays import Unsupported
-from rulesched.engine.columns import NodeColumns, Rows, node_fields, node_labels
+from rulesched.engine.columns import Groups, NodeColumns, Rows, node_fields, node_labels
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
 from rulesched.engine.vectorise import ColumnEvaluator, grouped, vectorisable
@@ -304,27 +304,82 @@ def _by_labels(
     bound: BoundRules, bodies: ColumnBodies, cols: NodeColumns, rows: Rows, index: int, labels: tuple[str, ...]
 ) -> npt.NDArray[np.bool_] | None:
     """A filter that reads the node only through these labels, evaluated once per group of
-    nodes alike in them (as columns over the groups' representatives, or node by node) and
-    kept in the binding's scratch until the cluster changes (the next refresh): a walk's
-    later steps, and a cycle's dynamic filters over several windows, only look the answers
-    up. None: too many groups for it to pay."""
+    nodes alike in them (:func:`_group_answers`): a walk's later steps, and a cycle's dynamic
+    filters over several windows, only look the answers up. None: too many groups for it to
+    pay."""
     groups = cols.label_groups(labels)
     if groups is None:
         return None
-    scratch = bound.ctx.scratch
-    hit = scratch.get(("by labels", index))
+    hit = bound.ctx.scratch.get(("by labels", index))
     if hit is None or hit[0] is not groups:
         reps = groups.representatives
         if len(reps) > len(rows) and len(reps) * 4 > len(cols.nodes):
             return None  # (nearly one group per node: no sharing to gain)
+        per_group = _group_answers(bound, bodies, cols, index, groups)
+    else:
+        per_group = hit[1]
+    answers: npt.NDArray[np.bool_] = per_group[groups.codes[rows]]
+    return answers
+
+
+# Groups of nodes up to which a label-grouped filter is evaluated node by node on their
+# representatives rather than as columns: a rule over a node's zone costs a closure call of a few
+# microseconds per zone, where its column evaluation costs a few microseconds per operation
+# whatever the rows (~50 us for the zone-spreading rule of benchmarks/domain.rules over 3 zones,
+# 5 us node by node; over 50 racks a count's column, 26 us, beats 47 us of closures).
+FEW_GROUPS = 8
+
+
+def _group_answers(
+    bound: BoundRules, bodies: ColumnBodies, cols: NodeColumns, index: int, groups: Groups
+) -> npt.NDArray[np.bool_]:
+    """The filter's outcome on one node of each group (as columns over them, or node by node
+    when they are few or the rule cannot be a column), kept in the binding's scratch until the
+    cluster changes (the next refresh)."""
+    reps = groups.representatives
+    per_group = None
+    if len(reps) > FEW_GROUPS:
         at = np.asarray(reps, dtype=np.intp)
         per_group = _evaluate(bound, bodies, cols, at, index, True)
-        if per_group is None:
-            bound.watch.rule = bound.filters[index].name
-            per_group = np.array(bound.watch.each(bound.filters[index].passes, reps, cols.nodes), dtype=bool)
-        hit = scratch["by labels", index] = (groups, per_group.astype(bool, copy=False))
-    answers: npt.NDArray[np.bool_] = hit[1][groups.codes[rows]]
+    if per_group is None:
+        f = bound.filters[index]
+        bound.watch.rule = f.name
+        per_group = np.array(bound.watch.each(f.passes, reps, cols.nodes), dtype=bool)
+    answers = per_group.astype(bool, copy=False)
+    bound.ctx.scratch["by labels", index] = (groups, answers)
     return answers
+
+
+def dynamic_label_mask(bound: BoundRules, cols: NodeColumns) -> npt.NDArray[np.bool_] | None:
+    """Every row's outcome (of ``cols.nodes``, in order) under the dynamic filters, when each
+    reads the node only through a few labels (columns.node_labels: rules over topology domains)
+    and the nodes fall in at most a quarter as many groups as there are nodes: one evaluation
+    per group and a lookup per node, cheaper than evaluating them window by window. None when
+    they do not."""
+    bodies = columns_of(bound)
+    dynamic = bound.dynamic_indexes
+    if not dynamic or bodies is None or not bodies.filter_labels:
+        return None
+    found = []
+    n = len(cols.nodes)
+    for i in sorted(dynamic):
+        labels = bodies.filter_labels[i]
+        groups = cols.label_groups(labels) if labels is not None else None
+        if groups is None or len(groups.representatives) * 4 > n:
+            return None
+        found.append((i, groups))
+    bound.watch.check()
+    scratch = bound.ctx.scratch
+    mask: npt.NDArray[np.bool_] | None = None
+    for i, groups in found:
+        hit = scratch.get(("by labels", i))
+        per_group = hit[1] if hit is not None and hit[0] is groups else _group_answers(bound, bodies, cols, i, groups)
+        passing = int(np.count_nonzero(per_group))  # (one call, not all() and any())
+        if passing == 0:
+            return np.zeros(n, dtype=bool)
+        if passing < len(per_group):
+            mask = per_group[groups.codes] if mask is None else mask & per_group[groups.codes]
+    return np.ones(n, dtype=bool) if mask is None else mask
 
 
 def _evaluate(
@@ -380,23 +435,6 @@ def dynamic_grouped(bound: BoundRules, cols: NodeColumns) -> bool:
     enough nodes fit, which is cheaper when every node needs its own call.)"""
     ctx, uses = bound.ctx, bound.filter_uses
     return all(grouped(name, ctx, cols) for i in sorted(bound.dynamic_indexes) for name in uses[i])
-
-
-def dynamic_by_labels(bound: BoundRules, cols: NodeColumns) -> bool:
-    """Whether every dynamic filter reads the node only through a few labels
-    (columns.node_labels: rules over topology domains), nodes falling in at most a quarter
-    as many groups as there are nodes: then their outcome on every node costs one evaluation
-    per group and a lookup per node, cheaper than evaluating them window by window."""
-    bodies = columns_of(bound)
-    dynamic = sorted(bound.dynamic_indexes)
-    if not dynamic or bodies is None or not bodies.filter_labels:
-        return False
-    for i in dynamic:
-        labels = bodies.filter_labels[i]
-        groups = cols.label_groups(labels) if labels is not None else None
-        if groups is None or len(groups.representatives) * 4 > len(cols.nodes):
-            return False
-    return True
 
 
 def volatile_grouped(bound: BoundRules, cols: NodeColumns) -> bool:

@@ -183,9 +183,10 @@ class NodeColumns:
             self._groups[key] = Groups.of(self.nodes, getters, self._max_groups)
         return self._groups[key]
 
-    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None) -> None:
+    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None, pods_only: bool = False) -> None:
         """Re-read the given rows of every column: their nodes changed (and are, with ``nodes``,
-        new node objects at the same positions: a newer snapshot's)."""
+        new node objects at the same positions: a newer snapshot's). ``pods_only``: only pods
+        came or went there, so groups by labels stay as they are (a pod changes no label)."""
         if nodes is not None:
             self.nodes = nodes
             self._prefixes.clear()
@@ -200,6 +201,8 @@ class NodeColumns:
         for key, groups in list(self._groups.items()):
             # (None stays None: too many distinct values, or unhashable ones, rarely stop being so
             # when pods come and go, and finding out again costs a pass over every node.)
+            if pods_only and key[0] == "labels":
+                continue
             if groups is not None and not groups.still(nodes, rows):
                 del self._groups[key]
         # Columns re-read these rows when next read (most are, by the next cycle; a column read
@@ -229,7 +232,7 @@ class Groups:
     row's group, ``representatives[g]`` a row of group g. What depends on a node only through
     those values has one answer per group, so it is evaluated on the representatives alone."""
 
-    __slots__ = ("codes", "representatives", "_index", "_getters")
+    __slots__ = ("codes", "representatives", "_index", "_getters", "_keys")
 
     def __init__(
         self,
@@ -239,6 +242,17 @@ class Groups:
         index: dict[Any, int],
     ) -> None:
         self.codes, self.representatives, self._index, self._getters = codes, representatives, index, getters
+        self._keys: list[tuple[Any, ...]] | None = None
+
+    def keys(self) -> list[tuple[Any, ...]]:
+        """Each group's values of the getters (one tuple per group, in group order): a label
+        group's label values without reading the representatives' nodes."""
+        if self._keys is None:
+            keys: list[tuple[Any, ...]] = [()] * len(self.representatives)
+            for key, code in self._index.items():
+                keys[code] = key
+            self._keys = keys
+        return self._keys
 
     @staticmethod
     def of(

@@ -74,7 +74,9 @@ def domain_column(
     if answers is None:
         many = scratch.get((MANY, id(fn)))
         reps = [nodes[r] for r in groups.representatives]
-        found = column_of(many(reps) if many is not None else [fn(n) for n in reps], notes.types[id(expr)])
+        # (the bulk form is given the label values too: the groups' own keys)
+        labels = [k[0] for k in groups.keys()]
+        found = column_of(many(reps, labels) if many is not None else [fn(n) for n in reps], notes.types[id(expr)])
         if not isinstance(found, Col):
             raise Unsupported("not a column")
         answers = scratch["domain answers", id(expr), id(groups)] = found.array

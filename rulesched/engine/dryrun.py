@@ -268,7 +268,7 @@ class DryRunColumns(NodeColumns):
     def derived(self, get: Callable[[Any], Any], kind: Any) -> Array:
         raise Unsupported("a derived column")
 
-    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None) -> None:
+    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None, pods_only: bool = False) -> None:
         raise AssertionError("dry-run columns do not follow the cluster")
 
 

@@ -17,7 +17,10 @@ Left as module constants, with their reason: preemption's ``BATCH_FROM`` (16 nod
 which dry runs go together; rulesched.scheduler.preemption) and the dry runs' ``SMALL`` (8 rows
 left below which they finish node by node; rulesched.engine.dryrun): preemption does not take
 the framework's settings yet, and tests lower both to batch every preemption; they belong here
-once it does.
+once it does. ``FEW_GROUPS`` (rulesched.engine.batch: up to 8 groups of nodes alike in the labels
+a filter reads, it is evaluated node by node on one node of each rather than as columns) is a
+crossover of two costs measured on this machine's interpreter, not a budget: results do not
+depend on it either.
 
 Thresholds that stay with the language, because the language uses them node by node and never
 imports the engine: ``CHECK_EVERY`` (rulesched.lang.evaluation.watch: nodes evaluated between two

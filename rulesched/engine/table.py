@@ -29,8 +29,8 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine.batch import (
     Filters,
-    dynamic_by_labels,
     dynamic_grouped,
+    dynamic_label_mask,
     filter_column,
     filter_mask,
     score_column,
@@ -116,7 +116,9 @@ class ColumnStore:
                 columns.clear()
                 columns.nodes = snapshot.nodes
             else:
-                columns.update(np.unique(changed).tolist(), snapshot.nodes)
+                # (a bind or two since: set and sort cost less than numpy's unique)
+                rows = sorted(set(changed.tolist())) if len(changed) <= 64 else np.unique(changed).tolist()
+                columns.update(rows, snapshot.nodes, pods_only=True)
         self._position = snapshot.pod_position
         return columns
 
@@ -293,14 +295,10 @@ class NodeTable:
 
     def _dynamic_ahead(self) -> npt.NDArray[np.bool_] | None:
         """Every row's outcome under the dynamic filters when they read the node only through a
-        few labels (rulesched.engine.batch.dynamic_by_labels); else None."""
+        few labels (rulesched.engine.batch.dynamic_label_mask); else None."""
         if self._store is None or self._columns_from <= 0:
             return None
-        columns = self._columns()
-        if not dynamic_by_labels(self.bound, columns):
-            return None
-        self.bound.watch.check()
-        return filter_mask(self.bound, columns, self._rows, Filters.DYNAMIC)
+        return dynamic_label_mask(self.bound, self._columns())
 
     def passing(self, rows: Rows) -> Rows:
         """Those of ``rows`` whose node passes every filter, in the order given (the extender's

@@ -226,26 +226,63 @@ def aggregate_index(
     return lambda: DomainCounts(key, counted, nodes_)
 
 
-def keyed_index(
-    kind: str, key: str | None, nodes_: bool, keys: list[Element], value: Element | None
-) -> Callable[[], DomainCounts]:
-    """An index of an aggregate whose where is equalities between element values (``keys``) and
-    pod-side ones: per domain, per tuple of the element's values, the count (or value sum)."""
+class KeyedCounts(DomainCounts):
+    """The counts of a keyed aggregate (:func:`keyed_index`) both ways round: ``per`` by domain
+    value, then by the tuple of the element's values (one node's answer: two lookups), and
+    ``by_values`` by that tuple, then domain value (one pod's answers over every domain: one
+    dict, :func:`keyed_answers`)."""
 
-    def contribute(element: Any, sub: dict[Any, Any], sign: int) -> None:
-        amount = 1 if value is None else value(element)
+    def __init__(self, key: str | None, keys: list[Element], value: Element | None, nodes: bool = False) -> None:
+        super().__init__(key, _unused, nodes)
+        self._keys, self._value = keys, value
+        self.by_values: dict[Any, dict[Any, Any]] = {}
+
+    def fork(self) -> KeyedCounts:
+        if self._nodes:
+            return self  # never changed after its build
+        twin = KeyedCounts(self.key, self._keys, self._value)
+        twin.per = {v: dict(sub) for v, sub in self.per.items()}
+        twin.by_values = {v: dict(sub) for v, sub in self.by_values.items()}
+        return twin
+
+    def _add(self, sign: int, element: Any, node: Any) -> None:
+        domain_value = value_of(self.key, node)
+        if domain_value is None:
+            return
+        amount = 1 if self._value is None else self._value(element)
         if isinstance(amount, float):
             amount = Fraction(amount)
-        add_to(sub, tuple([k(element) for k in keys]), sign * amount)
+        amount = sign * amount
+        values = tuple([k(element) for k in self._keys])
+        for table, outer, inner in ((self.per, domain_value, values), (self.by_values, values, domain_value)):
+            sub = table.get(outer)
+            if sub is None:
+                sub = table[outer] = {}
+            add_to(sub, inner, amount)
+            if not sub:
+                del table[outer]
 
-    return lambda: DomainCounts(key, contribute, nodes_)
+
+def _unused(element: Any, sub: dict[Any, Any], sign: int) -> None:
+    raise AssertionError("KeyedCounts adds elements itself")
 
 
-def keyed_counts(ref: DomainRef, token: Hashable, make: Callable[[], DomainCounts]) -> dict[Any, dict[Any, Any]]:
-    """The per-domain counts of a keyed index, up to date (valid until the cluster changes)."""
+def keyed_index(
+    kind: str, key: str | None, nodes_: bool, keys: list[Element], value: Element | None
+) -> Callable[[], KeyedCounts]:
+    """An index of an aggregate whose where is equalities between element values (``keys``) and
+    pod-side ones: per domain, per tuple of the element's values, the count (or value sum)."""
+    return lambda: KeyedCounts(key, keys, value, nodes_)
+
+
+_NO_COUNTS = KeyedCounts(None, [], None)  # (never added to)
+
+
+def keyed_counts(ref: DomainRef, token: Hashable, make: Callable[[], KeyedCounts]) -> KeyedCounts:
+    """A keyed index, up to date (valid until the cluster changes)."""
     if ref.ctx.cluster is None:
-        return {}
-    return current(ref.ctx, ("domain", token, ref.key), make).per
+        return _NO_COUNTS
+    return current(ref.ctx, ("domain", token, ref.key), make)
 
 
 def keyed_answer(kind: str, per: dict[Any, dict[Any, Any]], value: str | None, values: tuple[Any, ...]) -> Any:
@@ -256,6 +293,31 @@ def keyed_answer(kind: str, per: dict[Any, dict[Any, Any]], value: str | None, v
     if kind == "any":
         return found > 0
     return float(found) if isinstance(found, Fraction) else found
+
+
+def keyed_answers(
+    kind: str,
+    counts: KeyedCounts,
+    key: str | None,
+    nodes: list[Any],
+    values: tuple[Any, ...],
+    labels: list[Any] | None = None,
+) -> list[Any]:
+    """:func:`keyed_answer` in the domain of ``key`` of each node (``labels``: the nodes' values
+    of it, when the caller knows them): one lookup per node in the pod's own dict of domains (a
+    column of a zone's or a rack's representatives)."""
+    if key is None:
+        return [keyed_answer(kind, counts.per, CLUSTER_VALUE, values)] * len(nodes)
+    if labels is None:
+        labels = [n.labels.get(key) for n in nodes]
+    column = counts.by_values.get(values)
+    # (no None key there: a node without the label is in no domain, and finds nothing)
+    found = [0] * len(labels) if column is None else [column.get(v, 0) for v in labels]
+    if kind == "count":
+        return found
+    if kind == "any":
+        return [f > 0 for f in found]
+    return [float(f) if isinstance(f, Fraction) else f for f in found]
 
 
 def answer(kind: str, sub: Mapping[Any, Any]) -> Any:

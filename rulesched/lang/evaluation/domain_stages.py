@@ -27,34 +27,39 @@ def keyed(
     def make(ctx: EvalContext) -> NodeFn:
         of_node = source(ctx)
         values = tuple([f(ctx)(None, {}) for f in sides])
-        seen: dict[Any, Any] = {}  # per label key: the index's counts, while the cluster is as stamped
-        stamp: list[Any] = [None]
+        # Per label key, the index's counts while the cluster is as stamped: kept in the
+        # context's scratch, which a refresh or the binding's release empties, not in the
+        # closure (a binding's closures live as long as its class; holding the last cycle's
+        # snapshot there made the store copy the nodes it changed next, for every class).
+        mine = object()
 
-        def answer(n: Any, env: Any = None) -> Any:
-            ref = of_node(n, env)
+        def counts(ref: Any) -> domains.KeyedCounts:
             cluster = ctx.cluster
             now = None if cluster is None else (cluster, cluster.node_generation, cluster.pod_position)
-            if now != stamp[0]:
-                seen.clear()
-                stamp[0] = now
-            per = seen.get(ref.key)
-            if per is None:
+            kept = ctx.scratch.get(mine)
+            if kept is None or kept[0] != now:
+                kept = ctx.scratch[mine] = (now, {})
+            seen: dict[str | None, domains.KeyedCounts] = kept[1]
+            found = seen.get(ref.key)
+            if found is None:
                 maker = made.get(ref.key)
                 if maker is None:
                     maker = made[ref.key] = domains.keyed_index(kind, ref.key, nodes, keys, value)
-                per = seen[ref.key] = domains.keyed_counts(ref, token, maker)
-            return domains.keyed_answer(kind, per, ref.value, values)
+                found = seen[ref.key] = domains.keyed_counts(ref, token, maker)
+            return found
 
-        def many(reps: list[Any]) -> list[Any]:
+        def answer(n: Any, env: Any = None) -> Any:
+            ref = of_node(n, env)
+            return domains.keyed_answer(kind, counts(ref).per, ref.value, values)
+
+        def many(reps: list[Any], labels: list[Any] | None = None) -> list[Any]:
             # One answer per node, all in the same kind of domain (domain_columns' representatives
-            # of the label values): the index looked up once, not once per node.
+            # of the label values, and those values when known): the index looked up once, not
+            # once per node.
             if not reps:
                 return []
             ref = of_node(reps[0], None)
-            answer(reps[0])  # (brings the counts up to date)
-            per = seen[ref.key]
-            key = ref.key
-            return [domains.keyed_answer(kind, per, domains.value_of(key, n), values) for n in reps]
+            return domains.keyed_answers(kind, counts(ref), ref.key, reps, values, labels)
 
         ctx.scratch[MANY, id(answer)] = many
         return answer
@@ -72,24 +77,30 @@ def over_domains(
 
     def make(ctx: EvalContext) -> NodeFn:
         inner_fn, key_fn, hole_fns, pod = inner(ctx), key(ctx), [h(ctx) for h in holes], ctx.pod
-        kept: list[Any] = [None, None]  # (version and fixed values, answer)
+        mine = object()  # the scratch key of (version and fixed values, answer): gone at a refresh
 
         def answer(n: Any, env: Any = None) -> Any:
             values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
             stamp = (domains.version(ctx), values)
-            if kept[0] == stamp:
+            kept = ctx.scratch.get(mine)
+            if kept is not None and kept[0] == stamp:
                 return kept[1]
             label = key_fn(n, env)
             fixed = dict(env or {})
-            where_fn = where(EvalContext(pod)) if where is not None else None
+            made: list[Any] = []  # the where's node function, made only if the index is built
 
             def passes(node: Any) -> bool:
-                return where_fn is None or bool(where_fn(None, {**fixed, slot: node}))
+                if where is None:
+                    return True
+                if not made:
+                    made.append(where(EvalContext(pod)))
+                return bool(made[0](None, {**fixed, slot: node}))
 
             reps = domains.representatives(ctx, (token, values), label, passes)
             found = [inner_fn(n, {**fixed, slot: rep}) for rep in reps]
-            kept[:] = [stamp, extreme(found) if found else 0]
-            return kept[1]
+            best = extreme(found) if found else 0
+            ctx.scratch[mine] = (stamp, best)
+            return best
 
         return answer
 
