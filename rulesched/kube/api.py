@@ -25,6 +25,7 @@ Next stage: :mod:`rulesched.kube.informer` lists and watches with :meth:`KubeApi
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import os
@@ -273,9 +274,10 @@ class KubeApi:
     def channel(self) -> Channel | None:
         """A connection of its own from the client's pool, for requests sent now and answered
         later (:mod:`rulesched.kube.channel`); None through a proxy, whose manager hands out no
-        connection (use the blocking calls then)."""
+        connection, and under urllib3 1.x, whose connections answer with http.client's responses
+        (use the blocking calls then)."""
         pool = self._transport.pool
-        if pool is None:
+        if pool is None or not _URLLIB3_2:
             return None
         connection = pool._new_conn()  # (the pool's factory: its host, TLS and socket settings)
         connection.timeout = self._timeout  # (read timeout too: the pool would set it per request)
@@ -472,6 +474,8 @@ def event_body(
     return body
 
 
+# (urllib3 2: HTTPConnection.request(preload_content=...) and its own responses)
+_URLLIB3_2 = int(importlib.metadata.version("urllib3").split(".", 1)[0]) >= 2
 _decode = msgspec.json.Decoder().decode  # (3 us a pod where json.loads takes 8)
 _encode = msgspec.json.Encoder().encode
 
