@@ -155,6 +155,28 @@ def test_a_late_only_flush_sends_only_lines_that_waited(server: TestApiServer, t
     assert [o.ok for o in seen.outcomes] == [True]
 
 
+def test_connections_the_server_closed_while_idle_are_opened_again(server: TestApiServer, tmp_path: Path) -> None:
+    """A kept-alive connection the API server closed between bindings (a restart, an idle
+    timeout) is noticed before the next request and opened again: the binding is not lost."""
+    server.add("nodes", node("n1"))
+    for name in ("before", "after"):
+        server.add("pods", pod(name))
+    seen = Recorder()
+    process = start(server, tmp_path, seen)
+    try:
+        assert process.bind(target("before"), "n1", "", math.inf)
+        process.flush()
+        assert wait_for(lambda: seen.finished == 1)
+        server.restart()  # (every connection closed)
+        time.sleep(0.2)
+        assert process.bind(target("after"), "n1", "", math.inf)
+        process.flush()
+        assert wait_for(lambda: seen.finished == 2)
+    finally:
+        process.stop()
+    assert [(o.key, o.ok) for o in seen.outcomes] == [("default/before", True), ("default/after", True)]
+
+
 def test_a_connection_cut_fails_its_binding_and_the_rest_bind(server: TestApiServer, tmp_path: Path) -> None:
     """Bindings go out in rounds on kept-alive connections (rulesched.run.rounds): one whose
     connection is reset comes back failed (the scheduler requeues it), the others of its round

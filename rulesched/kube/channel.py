@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 import urllib3
+from urllib3.util.connection import is_connection_dropped
 
 from rulesched.errors import KubeError, UnavailableError
 
@@ -55,8 +56,11 @@ class Channel:
         assert self._asked is None and not self.closed, "one request at a time, on an open channel"
         data = None if body is None else _encode(body)
         started = time.perf_counter()
+        connection = self._connection
+        if connection.sock is not None and is_connection_dropped(connection):
+            connection.close()  # (the server closed it while idle: open it again, as the pool would)
         try:
-            self._connection.request(
+            connection.request(
                 method, self._prefix + path, body=data, headers=self._headers(data is not None), preload_content=False
             )
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as err:
