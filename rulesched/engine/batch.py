@@ -36,7 +36,7 @@ from rulesched.engine.vectorise import ColumnEvaluator, grouped, vectorisable
 from rulesched.lang import BoundRules, RuleSet
 from rulesched.lang.evaluation.compile import CompiledRule
 from rulesched.lang.evaluation.ruleset import pod_getter
-from rulesched.lang.evaluation.timing import FILTER, SCORE
+from rulesched.lang.evaluation.timer import FILTER, SCORE
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 from rulesched.lang.frontend import ast
 from rulesched.model import Pod
@@ -148,7 +148,8 @@ def plan_of(rules: RuleSet) -> ColumnPlan:
 
 
 def _bodies_of(bound: BoundRules) -> ColumnBodies | None:
-    return None if bound.rule_set is None else plan_of(bound.rule_set).bodies(bound)
+    rules = bound.rule_set
+    return plan_of(rules).bodies(bound) if isinstance(rules, RuleSet) else None
 
 
 def columns_of(bound: BoundRules) -> ColumnBodies | None:

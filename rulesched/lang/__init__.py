@@ -39,7 +39,8 @@ from rulesched.lang.evaluation.bound import (
 )
 from rulesched.lang.evaluation.ruleset import RuleSet, Session
 from rulesched.lang.evaluation.stages import NodeMemos
-from rulesched.lang.evaluation.timing import RuleTimer, timed
+from rulesched.lang.evaluation.timer import RuleTimer
+from rulesched.lang.evaluation.timing import timed
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.lang.frontend.files import (
     bundled_rules_dir,

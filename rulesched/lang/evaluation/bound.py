@@ -25,13 +25,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.lang.evaluation.domain_values import DomainValues
-from rulesched.lang.evaluation.timing import RuleTimer
+from rulesched.lang.evaluation.timer import RuleTimer
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.model import Pod
 
-if TYPE_CHECKING:  # (the set imports this module)
+if TYPE_CHECKING:
     from rulesched.lang.evaluation.compile import CompiledRule
-    from rulesched.lang.evaluation.ruleset import RuleSet
 
 T = TypeVar("T")
 
@@ -150,7 +149,7 @@ class BoundRules:
         uses: tuple[tuple[frozenset[str], ...], ...] = ((), ()),
         cached: bool = False,
         watch: RuleWatch | None = None,
-        rule_set: RuleSet | None = None,
+        rule_set: object | None = None,
         compiled: tuple[tuple[CompiledRule, ...], tuple[CompiledRule, ...]] = ((), ()),
         prechecked: int = 0,
         domain_values: DomainValues | None = None,
@@ -158,8 +157,9 @@ class BoundRules:
         self.ctx = ctx
         self._domain_values = domain_values
         self.watch = watch if watch is not None else RuleWatch()
-        # Where the binding came from (None: made by hand, evaluated node by node only): the set,
-        # the filter and score rules that applied (after the ``prechecked`` prechecks, which
+        # Where the binding came from (None: made by hand, evaluated node by node only): the set
+        # (a rulesched.lang.evaluation.ruleset.RuleSet, which imports this module: typed as an
+        # object here, the engine checks it), the filter and score rules that applied (after the ``prechecked`` prechecks, which
         # come first in ``filters``), for the engine's column evaluation.
         self.rule_set = rule_set
         self.compiled = compiled

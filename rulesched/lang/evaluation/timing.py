@@ -4,43 +4,20 @@ kube-scheduler times every plugin call in one scheduling cycle out of ten
 (``scheduler_plugin_execution_duration_seconds``); the other cycles pay nothing. rulesched does
 the same per rule: for a sampled cycle the scheduler wraps the pod's :class:`BoundRules` in
 :func:`timed`, which puts timing stand-ins in place of its bound filters and scores for the
-cycle's duration, and times each column evaluation (one call over many nodes). A
-:class:`RuleTimer` sums the seconds per (extension point, rule): ``Filter`` for a filter's
-answers and reasons, ``Score`` for a score's values. Rules answered from a cache that cycle cost
+cycle's duration, and times each column evaluation (one call over many nodes), summed in a
+:class:`rulesched.lang.evaluation.timer.RuleTimer`. Rules answered from a cache that cycle cost
 nothing and are not counted, as a plugin that is not called is not.
 Next stage: the scheduler (rulesched.scheduler.cycle) reports the sums as metrics.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-if TYPE_CHECKING:
-    from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, BoundScore
-
-FILTER = "Filter"
-SCORE = "Score"
-
-
-class RuleTimer:
-    """Seconds per (extension point, rule name), summed over one cycle."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[tuple[str, str], float] = {}
-
-    def add(self, point: str, rule: str, seconds: float) -> None:
-        key = (point, rule)
-        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
-
-    def call(self, point: str, rule: str, fn: Callable[[Any], Any], node: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return fn(node)
-        finally:
-            self.add(point, rule, time.perf_counter() - started)
+from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, BoundScore
+from rulesched.lang.evaluation.timer import FILTER, SCORE, RuleTimer
 
 
 class TimedFilter:
