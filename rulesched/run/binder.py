@@ -34,8 +34,9 @@ shared monotonic clock is before it, so it never writes when the parent could no
 dead parent's child stops at the same deadline. The child ignores SIGINT and SIGTERM: the
 parent ends it by closing the pipe (it finishes its work and exits), or kills it past the grace
 period. If the child dies, every binding it had not answered fails (requeued), the parent binds
-in-process, and starts a child again after RESTART_SECONDS (1 s, doubling to a minute). Pods with volume choices always bind in-process (their writes
-and their undo stay with the parent's worker).
+in-process, and starts a child again after RESTART_SECONDS (1 s, doubling to a minute). Pods
+with volume choices always bind in-process (their writes and their undo stay with the parent's
+worker).
 
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 """
@@ -82,10 +83,10 @@ AWAKE_SECONDS = 0.05  # ... while lines came within this long
 # on the basic workload); 5 ms is about seven bindings at full speed and little beside a
 # binding's own latency under load.
 BATCH_SECONDS = 0.005
-STOP_WAIT_SECONDS = 1.0
+STOP_WAIT_SECONDS = 1.0  # at shutdown, how long the child may take to exit once it has nothing to do
 # A child that died is started again after the first of these, doubling up to the second (and
 # from the first again if it had lived longer than that); meanwhile the workers bind in-process.
-RESTART_SECONDS = (1.0, 60.0)  # at shutdown, how long the child may take to exit once it has nothing to do
+RESTART_SECONDS = (1.0, 60.0)
 
 
 @dataclass(frozen=True)
@@ -332,7 +333,7 @@ class _LineWriter:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         # (deques: appended by the binding threads, emptied by the writer, no lock needed)
-        self._lines: collections.deque[list[Any]] = collections.deque()
+        self._outcomes: collections.deque[Outcome] = collections.deque()
         self._requests: collections.deque[list[Any]] = collections.deque()  # written with the next lines
         self._done: collections.deque[None] = collections.deque()  # one entry per binding whose work is over
         self._wake = threading.Event()
@@ -341,15 +342,12 @@ class _LineWriter:
         self._thread = threading.Thread(target=self._write, name="writer", daemon=True)
         self._thread.start()
 
-    def send(self, message: list[Any]) -> None:
-        self._lines.append(message)
-        if self._idle:
-            self._wake.set()
-
     def outcome(self, o: Outcome) -> None:
         """A binding's outcome; once it is written, the writer logs the ``bound`` line of an OK
         one (one thread writing them: the scheduler's thread no longer formats a line a pod)."""
-        self.send(["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules])
+        self._outcomes.append(o)
+        if self._idle:
+            self._wake.set()
 
     def done(self) -> None:
         """One binding's work is over (after its outcome was sent)."""
@@ -368,7 +366,7 @@ class _LineWriter:
         self._thread.join()
 
     def _write(self) -> None:
-        lines, done = self._lines, self._done
+        lines, done = self._outcomes, self._done
         last = -math.inf  # when lines were last written
         while True:
             if not lines and not done:
@@ -395,8 +393,12 @@ class _LineWriter:
 
     def _flush(self, finished: int) -> bool:
         """Write the outcomes, the requests and ``finished``; False when the parent is gone."""
-        lines, requests = self._lines, self._requests
-        batch = [lines.popleft() for _ in range(len(lines))]
+        outcomes, requests = self._outcomes, self._requests
+        written = [outcomes.popleft() for _ in range(len(outcomes))]
+        batch: list[list[Any]] = [
+            ["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules]
+            for o in written
+        ]
         if requests:
             batch.append(["requests", [requests.popleft() for _ in range(len(requests))]])
         if finished:
@@ -408,9 +410,9 @@ class _LineWriter:
                 view = view[os.write(self.fd, view) :]
         except OSError:  # the parent is gone: nobody to tell
             return False
-        for m in batch:
-            if m[0] == "outcome" and m[3]:
-                log_bound(Outcome(m[1], m[2], True, rules=m[8]))
+        for o in written:
+            if o.ok:
+                log_bound(o)
         return True
 
 
