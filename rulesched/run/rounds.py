@@ -26,7 +26,7 @@ import collections
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rulesched.errors import KubeError, UnavailableError
 from rulesched.kube.api import EVENTS, PODS, KubeApi, binding_body, event_body
@@ -108,59 +108,70 @@ class Rounds:
             self._channels[i] = channel
         return channel
 
+    def _exchange(self, asks: Sequence[tuple[int, str, str, object]]) -> list[KubeError | None]:
+        """Each request (channel, method, path, body) sent, then each answer read in turn, the
+        API server working on all of them meanwhile: per request None, or the error it was."""
+        errors: list[KubeError | None] = []
+        for i, method, path, body in asks:
+            try:
+                self._channel(i).send(method, path, body)
+                errors.append(None)
+            except KubeError as err:
+                errors.append(err)
+        for k, (i, *_) in enumerate(asks):
+            if errors[k] is None:
+                try:
+                    self._channel(i).receive()
+                except KubeError as err:
+                    errors[k] = err
+        return errors
+
     def _round(self, batch: list[_Binding]) -> None:
         started = time.monotonic()
-        sent: list[tuple[int, _Binding]] = []
+        live: list[tuple[int, _Binding]] = []
         for i, binding in enumerate(batch):
             pod, node, _, until = binding
             if time.monotonic() >= until:
                 log.warning("binding not sent: not leading", extra={"pod": pod.key, "node": node})
                 self.outcome(Outcome(pod.key, node, False, "not leading", profile=pod.scheduler_name))
-                continue
-            try:
-                self._channel(i).send(
-                    "POST",
-                    PODS.path(pod.namespace, pod.name, "binding"),
-                    binding_body(pod.namespace, pod.name, pod.uid, node),
-                )
-            except KubeError as err:
-                self.outcome(failed_binding(self.api, pod, node, time.monotonic() - started, err))
-                continue
-            sent.append((i, binding))
+            else:
+                live.append((i, binding))
+        asks = [
+            (
+                i,
+                "POST",
+                PODS.path(pod.namespace, pod.name, "binding"),
+                binding_body(pod.namespace, pod.name, pod.uid, node),
+            )
+            for i, (pod, node, _, _) in live
+        ]
         bound: list[tuple[int, _Binding]] = []
-        for i, binding in sent:
+        for (i, binding), err in zip(live, self._exchange(asks), strict=True):
             pod, node, rules, _ = binding
-            try:
-                self._channel(i).receive()
-            except KubeError as err:
-                self.outcome(failed_binding(self.api, pod, node, time.monotonic() - started, err))
-                continue
             seconds = time.monotonic() - started
+            if err is not None:
+                self.outcome(failed_binding(self.api, pod, node, seconds, err))
+                continue
             self.outcome(Outcome(pod.key, node, True, seconds=seconds, profile=pod.scheduler_name, rules=rules))
             bound.append((i, binding))
         self._events(bound)
 
     def _events(self, bound: list[tuple[int, _Binding]]) -> None:
         """The Scheduled events of the round's bindings that succeeded, sent together too."""
-        posted: list[tuple[int, Target, str, float]] = []
+        posted: list[tuple[Target, str, float]] = []
+        asks: list[tuple[int, str, str, object]] = []
         for i, (pod, node, rules, until) in bound:
             if time.monotonic() >= until:
                 log.warning("Scheduled event not sent: not leading", extra={"pod": pod.key})
                 continue
             note = scheduled_note(pod.key, node, rules)
             body = event_body(reference(pod), "Normal", "Scheduled", "Binding", note, pod.scheduler_name)
-            try:
-                self._channel(i).send("POST", EVENTS.path(pod.namespace), body)
-            except UnavailableError:
+            posted.append((pod, note, until))
+            asks.append((i, "POST", EVENTS.path(pod.namespace), body))
+        for (pod, note, until), err in zip(posted, self._exchange(asks), strict=True):
+            if isinstance(err, UnavailableError):
                 self._post_again(pod, note, until)
-                continue
-            posted.append((i, pod, note, until))
-        for i, pod, note, until in posted:
-            try:
-                self._channel(i).receive()
-            except UnavailableError:
-                self._post_again(pod, note, until)
-            except KubeError as err:
+            elif err is not None:
                 log.warning("event Scheduled not posted: %s", err, extra={"pod": pod.key})
 
     def _post_again(self, pod: Target, note: str, until: float) -> None:
