@@ -44,17 +44,22 @@ def start(server: TestApiServer, tmp_path: Path, seen: Recorder) -> BindingProce
     return BindingProcess(kubeconfig, 4, AGENT, seen.outcome, seen.done, seen.observe).start()
 
 
+def on_n1(server: TestApiServer, tmp_path: Path, *names: str) -> tuple[BindingProcess, Recorder]:
+    """Node n1 and the pods ``names`` on the server, and a binding process started for them."""
+    server.add("nodes", node("n1"))
+    for name in names:
+        server.add("pods", pod(name))
+    seen = Recorder()
+    return start(server, tmp_path, seen), seen
+
+
 def target(name: str) -> BindTarget:
     return BindTarget("default", name, f"uid-{name}", "rulesched")
 
 
 def test_binds_posts_the_event_and_relays_its_requests(server: TestApiServer, tmp_path: Path) -> None:
-    server.add("nodes", node("n1"))
-    for name in ("a", "b", "taken"):
-        server.add("pods", pod(name))
+    process, seen = on_n1(server, tmp_path, "a", "b", "taken")
     server.update("pods", {**pod("taken"), "spec": {**pod("taken")["spec"], "nodeName": "n1"}})
-    seen = Recorder()
-    process = start(server, tmp_path, seen)
     try:
         for name in ("a", "b", "taken"):
             assert process.bind(target(name), "n1", "digest1", math.inf)
@@ -76,11 +81,7 @@ def test_binds_posts_the_event_and_relays_its_requests(server: TestApiServer, tm
 
 
 def test_writes_nothing_past_the_lease_deadline(server: TestApiServer, tmp_path: Path) -> None:
-    server.add("nodes", node("n1"))
-    server.add("pods", pod("late"))
-    server.add("pods", pod("ontime"))
-    seen = Recorder()
-    process = start(server, tmp_path, seen)
+    process, seen = on_n1(server, tmp_path, "late", "ontime")
     try:
         assert process.bind(target("late"), "n1", "", time.monotonic() - 1.0)  # the lease ran out
         assert process.bind(target("ontime"), "n1", "", time.monotonic() + 60.0)  # renewed
@@ -95,10 +96,7 @@ def test_writes_nothing_past_the_lease_deadline(server: TestApiServer, tmp_path:
 
 
 def test_a_dead_binding_process_fails_what_it_had_not_answered(server: TestApiServer, tmp_path: Path) -> None:
-    server.add("nodes", node("n1"))
-    server.add("pods", pod("slow"))
-    seen = Recorder()
-    process = start(server, tmp_path, seen)
+    process, seen = on_n1(server, tmp_path, "slow")
     server.set_faults(delay=5.0)
     assert process.bind(target("slow"), "n1", "", math.inf)
     process.flush()
@@ -116,11 +114,7 @@ def test_a_binding_waits_for_others_at_most_a_moment(server: TestApiServer, tmp_
     with the next binding, without a flush."""
     from rulesched.run.binder import BATCH_SECONDS
 
-    server.add("nodes", node("n1"))
-    for name in ("first", "second"):
-        server.add("pods", pod(name))
-    seen = Recorder()
-    process = start(server, tmp_path, seen)
+    process, seen = on_n1(server, tmp_path, "first", "second")
     try:
         assert process.bind(target("first"), "n1", "", math.inf)
         time.sleep(0.5)
@@ -138,10 +132,7 @@ def test_a_late_only_flush_sends_only_lines_that_waited(server: TestApiServer, t
     nothing (the pods left do not fit) must not hold a binding back until the queue empties."""
     from rulesched.run.binder import BATCH_SECONDS
 
-    server.add("nodes", node("n1"))
-    server.add("pods", pod("early"))
-    seen = Recorder()
-    process = start(server, tmp_path, seen)
+    process, seen = on_n1(server, tmp_path, "early")
     try:
         assert process.bind(target("early"), "n1", "", math.inf)
         process.flush(late_only=True)  # (it has not waited yet)
@@ -158,11 +149,7 @@ def test_a_late_only_flush_sends_only_lines_that_waited(server: TestApiServer, t
 def test_connections_the_server_closed_while_idle_are_opened_again(server: TestApiServer, tmp_path: Path) -> None:
     """A kept-alive connection the API server closed between bindings (a restart, an idle
     timeout) is noticed before the next request and opened again: the binding is not lost."""
-    server.add("nodes", node("n1"))
-    for name in ("before", "after"):
-        server.add("pods", pod(name))
-    seen = Recorder()
-    process = start(server, tmp_path, seen)
+    process, seen = on_n1(server, tmp_path, "before", "after")
     try:
         assert process.bind(target("before"), "n1", "", math.inf)
         process.flush()
@@ -181,13 +168,9 @@ def test_a_connection_cut_fails_its_binding_and_the_rest_bind(server: TestApiSer
     """Bindings go out in rounds on kept-alive connections (rulesched.run.rounds): one whose
     connection is reset comes back failed (the scheduler requeues it), the others of its round
     bind, and a later binding gets a new connection."""
-    server.add("nodes", node("n1"))
     names = ["a", "cut", "b", "again"]
-    for name in names:
-        server.add("pods", pod(name))
+    process, seen = on_n1(server, tmp_path, *names)
     server.set_faults(reset_bindings=("default/cut",))
-    seen = Recorder()
-    process = start(server, tmp_path, seen)
     try:
         for name in names[:3]:
             assert process.bind(target(name), "n1", "", math.inf)
