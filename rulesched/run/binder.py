@@ -103,6 +103,17 @@ class BindTarget:
         return f"{self.namespace}/{self.name}"
 
 
+def _exit_code(process: subprocess.Popen[bytes] | None) -> int | None:
+    """The ended child's exit code (-9: killed), waiting a moment for it: its pipe closes just
+    before it is gone."""
+    if process is None:
+        return None
+    try:
+        return process.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def _wire_until(until: float) -> float | None:
     return None if until == math.inf else max(until, -1.0)
 
@@ -252,7 +263,7 @@ class BindingProcess:
             unfinished, self._unfinished = self._unfinished, 0
             closing = self._closing
         if not closing:
-            code = self._process.poll() if self._process is not None else None
+            code = _exit_code(self._process)
             if time.monotonic() - self._started > RESTART_SECONDS[1]:  # (it had lived a while: a fresh start)
                 self._restart_wait = RESTART_SECONDS[0]
             log.error(
