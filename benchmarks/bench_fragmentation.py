@@ -52,10 +52,12 @@ PAPER_POLICY_DIRS = {
 @dataclass(frozen=True)
 class Run:
     trace: str
-    policy: str
+    policy: str  # a reference policy (fgd_reference.POLICIES), or for the rules engine a rule set
     seed: int
     engine: str
     tie: str
+    gpus: str = "dra"  # the rules engine: GPUs as DRA devices, or as the extended resource nvidia.com/gpu
+    as_is: bool = False  # the trace's pods once in file order, not the paper's arrivals
 
 
 @dataclass
@@ -68,8 +70,9 @@ class RunResult:
     pods: int
     placed: int
     failed: int
-    at_130: float | None
+    at_130: float | None  # the paper's figure: allocated when the arrived requests reach 130% of the GPUs
     final: float
+    figure: float  # what the table shows: at_130, or with --as-is (arrivals stop short of 130%) final
     frag_milli: float
     gpus_by_model: dict[str, list[int]]
     curve: dict[int, float]  # arrived % of GPUs -> allocated %
@@ -88,9 +91,14 @@ def run_one(run: Run) -> RunResult:
     nodes = openb.read_nodes()
     trace = openb.read_pods(openb.find_trace(run.trace))
     workload = openb.arrivals(trace, nodes, run.seed)
-    if run.engine != "reference":
+    if run.as_is:
+        workload = openb.Workload(tuple(trace), workload.node_rank, workload.target_milli)
+    if run.engine == "reference":
+        out = fgd_reference.replay(nodes, workload, openb.typical_pods(trace), run.policy, run.seed, run.tie)
+    elif run.engine == "rules":
+        out = replay_rules(nodes, workload, run)
+    else:
         raise ValueError(f"unknown engine {run.engine!r}")
-    out = fgd_reference.replay(nodes, workload, openb.typical_pods(trace), run.policy, run.seed, run.tie)
     top = round(100 * max(out.arrived_milli) / out.total_milli)
     curve = {p: v for p in range(0, top + 1) if (v := out.at_arrival(p)) is not None}
     return RunResult(
@@ -109,6 +117,47 @@ def run_one(run: Run) -> RunResult:
         curve,
         round(time.process_time() - start, 2),
     )
+
+
+def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run) -> fgd_reference.Outcome:
+    """The workload through `rulesched simulate` with the rule set `run.policy` (ties drawn at
+    random, seeded): the trace as Kubernetes objects (openb_to_k8s.py), the pods pending in
+    arrival order, each attempted in that order (a pod that failed never fits later: pods never
+    leave). With `--gpus extended` a pod holds `num_gpu` whole GPUs (a shared GPU taken whole)."""
+    import tempfile
+
+    import openb_to_k8s
+
+    from rulesched.simulate.load import load_cluster
+    from rulesched.simulate.run import SimulateSettings, simulate
+
+    if run.gpus != "extended":
+        raise ValueError("the rules engine measures --gpus extended until rulesched allocates DRA devices")
+    items = list(openb_to_k8s.objects(nodes, workload.pods, workload.node_rank, run.gpus))
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
+        f.flush()
+        objects = load_cluster([f.name])
+    report = simulate(objects, SimulateSettings(cluster=(), rules=tuple(run.policy.split("+")), seed=run.seed))
+    placed = {str(row["pod"]): row["node"] for row in report.iter_rows()}
+    model = {n.name: n.model for n in nodes}
+    total = sum(n.gpus for n in nodes) * openb.MILLI
+    out = fgd_reference.Outcome(run.policy, run.seed, total)
+    for n in nodes:
+        out.gpus_by_model.setdefault(n.model, [0, 0])[1] += n.gpus * openb.MILLI
+    arrived = allocated = 0
+    for pod in workload.pods:
+        arrived += pod.total_gpu_milli
+        node = placed.get(f"{openb_to_k8s.NAMESPACE}/{pod.name}")
+        if node is None:
+            out.failed += 1
+        else:
+            out.placed += 1
+            allocated += pod.num_gpu * openb.MILLI
+            out.gpus_by_model[model[node]][0] += pod.num_gpu * openb.MILLI
+        out.arrived_milli.append(arrived)
+        out.allocated_milli.append(allocated)
+    return out
 
 
 def paper_results() -> dict[tuple[str, str], list[dict[str, str]]]:
@@ -144,7 +193,7 @@ def table(results: list[RunResult], paper: dict[tuple[str, str], list[dict[str, 
     for policy in policies:
         cells = []
         for trace in traces:
-            ours = [r.at_130 for r in results if r.trace == trace and r.policy == policy and r.at_130 is not None]
+            ours = [r.figure for r in results if r.trace == trace and r.policy == policy]
             theirs = [float(row["130"]) for row in paper.get((trace, policy), []) if row.get("130")]
             cells += [summary(ours), summary(theirs)]
         lines.append(f"| {fgd_reference.PAPER_NAMES.get(policy, policy)} | " + " | ".join(cells) + " |")
@@ -156,11 +205,11 @@ def unallocated(results: list[RunResult], total_gpus: int) -> str:
     for trace in dict.fromkeys(r.trace for r in results):
         parts = []
         for policy in dict.fromkeys(r.policy for r in results):
-            runs = [r for r in results if r.trace == trace and r.policy == policy and r.at_130 is not None]
+            runs = [r for r in results if r.trace == trace and r.policy == policy]
             if runs:
-                left = statistics.mean((100 - r.at_130) * total_gpus / 100 for r in runs)  # type: ignore[operator]
+                left = statistics.mean((100 - r.figure) * total_gpus / 100 for r in runs)
                 parts.append(f"{policy} {left:.0f}")
-        lines.append(f"  {trace}: GPUs left unallocated at 130%: " + ", ".join(parts))
+        lines.append(f"  {trace}: GPUs left unallocated: " + ", ".join(parts))
     return "\n".join(lines)
 
 
@@ -187,7 +236,7 @@ def plot(results: list[RunResult], paper: dict[tuple[str, str], list[dict[str, s
                 ys,
                 color=colour,
                 label=f"{fgd_reference.PAPER_NAMES.get(policy, policy)} "
-                f"({statistics.mean(r.at_130 or 0 for r in runs):.2f}%)",
+                f"({statistics.mean(r.figure for r in runs):.2f}%)",
             )
             rows = paper.get((trace, policy), [])
             if rows:
@@ -213,7 +262,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=",".join(fgd_reference.POLICIES))
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=42)
-    parser.add_argument("--engine", default="reference", choices=["reference"])
+    parser.add_argument("--engine", default="reference", choices=["reference", "rules"])
+    parser.add_argument(
+        "--rules",
+        default="default",
+        help="the rules engine: comma-separated rule sets (a bundled name or a path; A+B composes)",
+    )
+    parser.add_argument("--gpus", default="dra", choices=["dra", "extended"], help="the rules engine's GPUs")
+    parser.add_argument(
+        "--as-is",
+        action="store_true",
+        help="the trace's pods once, in file order (one run per policy: the seed only draws ties)",
+    )
     parser.add_argument("--tie", default="rank", choices=["rank", "random"])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("/tmp/rulesched-fragmentation"))
