@@ -101,21 +101,23 @@ def run_one(run: Run) -> RunResult:
         raise ValueError(f"unknown engine {run.engine!r}")
     top = round(100 * max(out.arrived_milli) / out.total_milli)
     curve = {p: v for p in range(0, top + 1) if (v := out.at_arrival(p)) is not None}
+    final = round(out.final_percent, 3)
     return RunResult(
-        run.trace,
-        run.policy,
-        run.seed,
-        run.engine,
-        run.tie,
-        len(workload.pods),
-        out.placed,
-        out.failed,
-        out.at_arrival(130),
-        round(out.final_percent, 3),
-        round(out.frag_milli, 1),
-        out.gpus_by_model,
-        curve,
-        round(time.process_time() - start, 2),
+        trace=run.trace,
+        policy=run.policy,
+        seed=run.seed,
+        engine=run.engine,
+        tie=run.tie,
+        pods=len(workload.pods),
+        placed=out.placed,
+        failed=out.failed,
+        at_130=out.at_arrival(130),
+        final=final,
+        figure=final if run.as_is else (out.at_arrival(130) or 0.0),
+        frag_milli=round(out.frag_milli, 1),
+        gpus_by_model=out.gpus_by_model,
+        curve=curve,
+        cpu_seconds=round(time.process_time() - start, 2),
     )
 
 
