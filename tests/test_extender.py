@@ -164,12 +164,19 @@ BAD = [
         400,
         "UID",
     ),
-    (
+    (  # the offset is found by rulesched: msgspec 0.23 raises a DecodeError naming none
         "/filter",
         b'{"Pod": {"metadata": {"name": "p\xff"}}, "Nodes": {"items": []}}',
         400,
-        "Pod: malformed JSON: not UTF-8",
+        "Pod: malformed JSON: not UTF-8 (byte 24 of its value)",
     ),
+    (
+        "/filter",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"metadata": {"name": "n\xff"}}]}}',
+        400,
+        "Nodes.items[0]: malformed JSON: not UTF-8 (byte 24 of its value)",
+    ),
+    ("/preempt", b'{"P\xffod": {}}', 400, "ExtenderPreemptionArgs: malformed JSON: not UTF-8 (byte 3 of the body)"),
     (
         "/filter",
         b'{"Pod": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
