@@ -353,7 +353,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.di
 @given(VALUES, st.sampled_from([None, True, False]), st.booleans())
 def test_the_fast_builder_agrees_with_the_composer(value: Any, flow: bool | None, listed: bool) -> None:
     from rulesched.simulate.documents import _yaml_pass
-    from rulesched.simulate.yamlreader import Unusual
+    from rulesched.yamlreader import Unusual
 
     doc = {"kind": "List", "items": [{"kind": "ConfigMap", "data": value}]} if listed else {"kind": "X", "v": value}
     data = yaml.safe_dump(doc, default_flow_style=flow, allow_unicode=True).encode()

@@ -4,7 +4,7 @@ What ``kubectl get -o yaml`` prints is usually one document, a ``kind: List`` wh
 hold every object, and a dump of a big cluster runs to hundreds of megabytes. Building that
 document's whole tree first (and PyYAML's node graph under it) took 38 times the file's size, so
 both readers here hand out the items one by one: YAML by building each item of the top-level
-``items`` sequence on its own (:mod:`rulesched.simulate.yamlreader`; a file past 64 KiB is parsed
+``items`` sequence on its own (:mod:`rulesched.yamlreader`; a file past 64 KiB is parsed
 from the disk as it is read), JSON by splitting the document with msgspec into the raw bytes of
 each item and decoding one item at a time. Like kubectl (``Unstructured.IsList``), any document
 with a top-level ``items`` list is a list; items without a ``kind`` take the list's (``PodList``
@@ -34,7 +34,7 @@ from yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, Se
 from rulesched.errors import InputError
 from rulesched.model.fields import describe
 from rulesched.model.utf8 import first_invalid_utf8
-from rulesched.simulate.yamlreader import PLAIN_MAP, Unusual, YamlReader
+from rulesched.yamlreader import PLAIN_MAP, Unusual, YamlReader, one_line, yaml_problem
 
 Found = tuple[str, str, Any]  # (label, kind, object): "document 1 (line 1): items[3]", "Pod", {...}
 
@@ -237,12 +237,7 @@ def _yaml_pass(source: bytes | Callable[[], BinaryIO], path: str, fast: bool) ->
             reader.get_event()  # DocumentEnd
             reader._start_document()
     except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        problem = err.problem or "malformed"
-        if err.context:
-            problem += f" ({err.context})"
-        raise InputError(f"{where}: invalid YAML: {_one_line(problem)}") from None
+        raise InputError(yaml_problem(err, path)) from None
     except yaml.YAMLError as err:  # ReaderError: bytes that are not UTF-8, characters YAML forbids
         data = stream if isinstance(stream, bytes) else _read(Path(stream.name), path)
         raise InputError(_reader_problem(data, path, err)) from None
@@ -371,8 +366,4 @@ def _reader_problem(data: bytes, path: str, err: yaml.YAMLError) -> str:
         line = data.count(b"\n", 0, position) + 1
         column = position - data.rfind(b"\n", 0, position)
         where = f"{path}:{line}:{column}"
-    return f"{where}: invalid YAML: {_one_line(str(err))}"
-
-
-def _one_line(text: str) -> str:
-    return text.splitlines()[0] if text else text
+    return f"{where}: invalid YAML: {one_line(str(err))}"
