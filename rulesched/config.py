@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from rulesched.errors import ConfigError
 from rulesched.scheduler.framework import MIN_CANDIDATE_NODES_ABSOLUTE, MIN_CANDIDATE_NODES_PERCENTAGE
+from rulesched.yamlreader import read_yaml_file
 
 
 def seconds(text: str) -> float:
@@ -50,10 +48,11 @@ LOG_SETTINGS = ("log_level", "log_format")  # every --config file may carry them
 
 
 def _load(path: str) -> dict[Any, Any]:
+    """The file's mapping, read as cluster files are (aliases bounded; one-line errors)."""
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: {err}") from None
+        loaded = read_yaml_file(path) or {}
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
     return loaded

@@ -11,6 +11,7 @@ import pytest
 
 from rulesched.cli import _parser
 from rulesched.errors import ConfigError
+from rulesched.extender.cli import settings_from as extender_settings_from
 from rulesched.logs import TextFormatter
 from rulesched.run.cli import settings_from
 
@@ -47,6 +48,37 @@ def test_a_bad_config_is_one_clear_error(tmp_path: Path) -> None:
         settings_from(_parser().parse_args(["run", "--config", str(config)]))
     with pytest.raises(SystemExit):
         _parser().parse_args(["run", "--leader-elect-lease-duration", "soon"])
+
+
+@pytest.mark.parametrize("command", ["run", "extender"])
+def test_a_malformed_config_file_is_one_located_line(tmp_path: Path, command: str) -> None:
+    """As for cluster files, ``FILE:LINE:COL: invalid YAML: ...``, not PyYAML's lines naming
+    "<unicode string>" (issue 34, item 11)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("scheduler-name: x\nbind_workers: [4\n")
+    with pytest.raises(ConfigError) as caught:
+        settings_of(command, config)
+    assert (
+        str(caught.value)
+        == f"{config}:3:1: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence)"
+    )
+
+
+@pytest.mark.parametrize("command", ["run", "extender"])
+def test_a_config_file_gets_the_alias_limits_of_cluster_files(tmp_path: Path, command: str) -> None:
+    """A billion laughs (9^9 strings from a few hundred bytes) is refused at once, as go-yaml and
+    cluster files refuse it, instead of being expanded (issue 34, item 11)."""
+    lines = ['{"b0": &b0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f', "b{i}": &b{i} [' + ",".join([f"*b{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "}\n")
+    with pytest.raises(ConfigError, match=rf"^{config}:\d+:\d+: invalid YAML: excessive aliasing"):
+        settings_of(command, config)
+
+
+def settings_of(command: str, config: Path) -> object:
+    args = _parser().parse_args([command, "--config", str(config)])
+    return (settings_from if command == "run" else extender_settings_from)(args)
 
 
 def test_leader_timings_that_would_break_fencing_are_refused() -> None:
