@@ -112,7 +112,7 @@ def test_the_informers_of_a_cache_back_off_together_one_line_a_step(
     assert mirror.reachability.attempt == len(attempts)
 
 
-def test_run_against_an_unreachable_server_logs_one_line_a_step(tmp_path: Path) -> None:
+def test_run_against_an_unreachable_server_logs_steps_and_never_claims_the_caches_synced(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     command = [sys.executable, "-m", "rulesched.cli", "run", "--kubeconfig", kubeconfig(tmp_path, closed_port())]
     command += ["--metrics-bind-address", ""]
@@ -129,3 +129,4 @@ def test_run_against_an_unreachable_server_logs_one_line_a_step(tmp_path: Path) 
     text = log.read_text()
     warnings = [line for line in text.splitlines() if " WARNING " in line]
     assert warnings and all(STEP.search(line) for line in warnings), text
+    assert "rulesched.run.loop: caches synced" not in text and "stopped before the caches synced" in text, text

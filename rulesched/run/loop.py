@@ -431,15 +431,18 @@ class Loop:
             self._drain()
             self.stop.wait(0.05)
         self._drain()  # (the last lists: so the counts below are what the caches hold)
-        log.info(
-            "caches synced",
-            extra={
-                "nodes": len(self.store.nodes),
-                "pods": sum(1 for _ in self.store.pods()),
-                "pending": sum(self.scheduler.queue.counts().values()),
-                "rules": ",".join(p.rules.digest for p in self.profiles),
-            },
-        )
+        if self.ready:
+            log.info(
+                "caches synced",
+                extra={
+                    "nodes": len(self.store.nodes),
+                    "pods": sum(1 for _ in self.store.pods()),
+                    "pending": sum(self.scheduler.queue.counts().values()),
+                    "rules": ",".join(p.rules.digest for p in self.profiles),
+                },
+            )
+        else:  # stopped first (a SIGTERM while the API server was never reached, say)
+            log.info("stopped before the caches synced", extra={"waiting": ",".join(self.mirror.waiting())})
         last_expiry = time.monotonic()
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()
