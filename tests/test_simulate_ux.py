@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rulesched.simulate.run import PROGRESS_MIN_PODS, wants_progress
+from rulesched.simulate.run import PROGRESS_MIN_PODS, _progress_bar, wants_progress
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "examples" / "cluster.yaml"
@@ -209,6 +209,14 @@ def test_progress_is_wanted_only_on_a_terminal_and_for_long_runs() -> None:
     assert not wants_progress(500, stderr_is_tty=True)
     assert not wants_progress(10_000, stderr_is_tty=False)
     assert not wants_progress(0, stderr_is_tty=False)
+
+
+def test_the_progress_bar_draws_with_the_rich_installed(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bar's columns exist in the rich release installed (the lower bound too: .ci/lower-bounds)."""
+    with _progress_bar(10) as advance:
+        for done in range(1, 11):
+            advance(done)
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def many_pods(tmp_path: Path, pods: int) -> Path:
