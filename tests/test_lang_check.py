@@ -266,6 +266,23 @@ def lint(*args: str | Path) -> subprocess.CompletedProcess[str]:
 HEADER = re.compile(r"^\S+:(\d+:\d+:)? (error|warning): ", re.MULTILINE)
 
 
+def test_a_folder_is_one_set_and_a_standalone_file_a_set_of_its_own(tmp_path: Path) -> None:
+    """A user's folder lints as one set: two files defining the same filter conflict. A file
+    marked ``# rulesched: standalone`` (an alternative profile) is linted alone."""
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    write(folder, "a.rules", 'extends "default"\nfilter small: pod.requests.cpu < 4000\n')
+    write(folder, "b.rules", "filter small: pod.requests.cpu < 2000\n")
+    done = lint("--format", "json", folder)
+    assert json.loads(done.stdout)["rule_sets"] == [[str(folder / "a.rules"), str(folder / "b.rules")]]
+    assert done.returncode == 1 and "small" in done.stdout
+    write(folder, "b.rules", '# rulesched: standalone\nextends "default"\nfilter small: pod.requests.cpu < 2000\n')
+    done = lint("--format", "json", folder)
+    result = json.loads(done.stdout)
+    assert result["rule_sets"] == [[str(folder / "a.rules")], [str(folder / "b.rules")]]
+    assert done.returncode == 0 and result["errors"] == 0, done.stdout
+
+
 def test_must_show_three_located_problems(tmp_path: Path) -> None:
     path = write(
         tmp_path,
