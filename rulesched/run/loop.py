@@ -254,10 +254,9 @@ class Loop:
         self.reloader, self.rules = first.reloader, first.rules  # (the first profile's: the only one, usually)
         self._names = frozenset(p.name for p in self.profiles)
         self._some_rules = False  # latched once any profile has valid rules (none are ever taken back)
+        self._fit_checked: set[str] = set()  # profiles whose first set was checked for no-resource-fit
         for profile in self.profiles:  # once each: the set is that scheduler's whole policy
-            unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
-            if unfit is not None:
-                log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
+            self._check_fit(profile)
         self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot] = queue.SimpleQueue()
         self.workers = Workers(
             self.api,
@@ -358,9 +357,24 @@ class Loop:
         )
         return LoopProfile(profile, reloader, reloader.initial())
 
+    def _check_fit(self, profile: LoopProfile) -> None:
+        """``no-resource-fit`` logged once a profile, for its first set: at start, or when the
+        first valid set arrives if none was loaded then (the stand-in that refuses every pod
+        while none is, ``rules=none``, is no policy to warn about)."""
+        if profile.name in self._fit_checked or not profile.rules.loaded:
+            return
+        self._fit_checked.add(profile.name)
+        unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
+        if unfit is not None:
+            log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
+
     def _reloaded(self, profile: str, outcome: ReloadOutcome) -> None:
         """(On a reloader's thread: metrics and the queue are thread-safe.) New rules may fit
         pods the old ones parked: they go back to the queue."""
+        if outcome.ok and profile not in self._fit_checked:
+            for each in self.profiles:
+                if each.name == profile:
+                    self._check_fit(each)
         self.metrics.reloaded(profile, outcome.ok)
         self.metrics.set_rules(profile, outcome.digest, outcome.files)
         if outcome.changed:
