@@ -14,6 +14,8 @@ from rulesched.errors import ConfigError
 from rulesched.extender.cli import settings_from as extender_settings_from
 from rulesched.logs import TextFormatter
 from rulesched.run.cli import settings_from
+from rulesched.simulate.load import ClusterObjects
+from rulesched.simulate.run import SimulateSettings, simulate
 
 
 def test_flags_and_a_config_file_make_the_settings(tmp_path: Path) -> None:
@@ -127,3 +129,13 @@ def test_the_binding_process_is_on_unless_turned_off(tmp_path: Path) -> None:
     config.write_text("bind_process: maybe\n")
     with pytest.raises(ConfigError, match="bind_process: expected true or false, got 'maybe'"):
         settings_from(_parser().parse_args(["run", "--config", str(config)]))
+
+
+@pytest.mark.parametrize("value", ["-5", "150"])
+def test_a_percentage_of_nodes_to_score_out_of_range_is_refused(value: str) -> None:
+    """As kube-scheduler validates percentageOfNodesToScore, and as the other percentages are
+    checked (issue 34, item 7: run and simulate took -5 and 150; simulate's JSON recorded -5)."""
+    with pytest.raises(ConfigError, match=rf"^percentage_of_nodes_to_score: {value} is not in 0\.\.100$"):
+        settings_from(_parser().parse_args(["run", "--percentage-of-nodes-to-score", value]))
+    with pytest.raises(ConfigError, match=rf"^percentage_of_nodes_to_score: {value} is not in 0\.\.100$"):
+        simulate(ClusterObjects(), SimulateSettings((), percentage_of_nodes_to_score=int(value)))

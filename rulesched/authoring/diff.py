@@ -47,6 +47,7 @@ from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
     MIN_CANDIDATE_NODES_PERCENTAGE,
     SchedulerSettings,
+    check_percentage_of_nodes_to_score,
     check_sampling,
     skip_deleting,
 )
@@ -146,10 +147,7 @@ class Diff:
 def diff(settings: DiffSettings) -> Diff:
     if settings.explain_limit < 0:
         raise ConfigError(f"--explain-limit must be 0 or more, not {settings.explain_limit}")
-    if not 0 <= settings.percentage_of_nodes_to_score <= 100:
-        raise ConfigError(
-            f"--percentage-of-nodes-to-score must be between 0 and 100, not {settings.percentage_of_nodes_to_score}"
-        )
+    check_percentage_of_nodes_to_score(settings.percentage_of_nodes_to_score)
     check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
     started = time.perf_counter()
     old_rules = load_rules([resolve_rules_path(r) for r in settings.old])

@@ -71,6 +71,7 @@ from rulesched.scheduler.framework import (
     Code,
     CycleResult,
     SchedulerSettings,
+    check_percentage_of_nodes_to_score,
     check_sampling,
 )
 from rulesched.scheduler.gang import GroupOutcome
@@ -143,6 +144,7 @@ class RunSettings:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name}: expected a whole number, got {value!r}")
         check_sampling(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute)
+        check_percentage_of_nodes_to_score(self.percentage_of_nodes_to_score)
         if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
             raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
         if not self.cycle_deadline >= 0:
