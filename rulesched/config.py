@@ -29,6 +29,18 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 15s, 500ms, 1m)") from None
 
 
+def host_port(address: str, flag: str) -> tuple[str, int]:
+    """A listening address, ``HOST:PORT`` (``:PORT`` or ``0.0.0.0:PORT``: every interface;
+    ``[::1]:PORT`` for IPv6; port 0: any free one), checked before anything starts: ConfigError
+    naming the flag otherwise."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535 or any(c.isspace() for c in host):
+        raise ConfigError(f"{flag} {address!r}: expected HOST:PORT (say 0.0.0.0:10251, 127.0.0.1:0 or [::1]:8888)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "0.0.0.0", int(port)
+
+
 def add_rules_arguments(parser: argparse.ArgumentParser) -> None:
     """``--rules``, ``--rules-configmap`` and ``--rules-max-delay``, as ``run`` and ``extender``
     take them (both sources watched; the other reload settings are --config only)."""

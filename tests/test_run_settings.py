@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cli import _parser
+from rulesched.cli import _parser, main
+from rulesched.config import host_port
 from rulesched.errors import ConfigError
 from rulesched.extender.cli import settings_from as extender_settings_from
 from rulesched.logs import TextFormatter
@@ -139,3 +140,25 @@ def test_a_percentage_of_nodes_to_score_out_of_range_is_refused(value: str) -> N
         settings_from(_parser().parse_args(["run", "--percentage-of-nodes-to-score", value]))
     with pytest.raises(ConfigError, match=rf"^percentage_of_nodes_to_score: {value} is not in 0\.\.100$"):
         simulate(ClusterObjects(), SimulateSettings((), percentage_of_nodes_to_score=int(value)))
+
+
+@pytest.mark.parametrize("address", ["nonsense", "10251", ":99999", "host name:80"])
+def test_a_bad_listening_address_is_refused_before_anything_starts(
+    address: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """run logged "starting", then failed with "invalid literal for int()" (issue 34, item 8)."""
+    with caplog.at_level(logging.INFO):
+        assert main(["run", "--metrics-bind-address", address]) == 2
+        assert main(["extender", "--listen", address]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"rulesched: {flag} {address!r}: expected HOST:PORT (say 0.0.0.0:10251, 127.0.0.1:0 or [::1]:8888)"
+        for flag in ("--metrics-bind-address", "--listen")
+    ]
+    assert not [r for r in caplog.records if "starting" in r.getMessage()]
+
+
+def test_listening_addresses_as_written() -> None:
+    assert host_port(":10251", "--x") == ("0.0.0.0", 10251)
+    assert host_port("127.0.0.1:0", "--x") == ("127.0.0.1", 0)
+    assert host_port("[::1]:8888", "--x") == ("::1", 8888)

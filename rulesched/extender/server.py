@@ -40,6 +40,7 @@ from prometheus_client import Counter, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rulesched import __version__
+from rulesched.config import host_port
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import PATH as EXPLAIN_PATH
 from rulesched.explain_service import ExplainService, LiveView
@@ -280,11 +281,7 @@ class ExtenderServer:
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def start(self) -> str:
-        host, _, port = self.settings.listen.rpartition(":")
-        try:
-            port_number = int(port)
-        except ValueError:
-            raise ConfigError(f"--listen {self.settings.listen}: expected HOST:PORT") from None
+        host, port_number = host_port(self.settings.listen, "--listen")
         context = tls_context(self.settings)
         self._runner = web.AppRunner(
             self.app, access_log=None, handle_signals=False, keepalive_timeout=self.settings.idle_timeout

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
+from rulesched.config import host_port
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
@@ -145,6 +146,8 @@ class RunSettings:
                 raise ConfigError(f"{name}: expected a whole number, got {value!r}")
         check_sampling(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute)
         check_percentage_of_nodes_to_score(self.percentage_of_nodes_to_score)
+        if self.metrics_bind_address:  # (checked before anything starts, not when the server binds)
+            host_port(self.metrics_bind_address, "--metrics-bind-address")
         if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
             raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
         if not self.cycle_deadline >= 0:
