@@ -381,7 +381,7 @@ def test_error_messages_name_file_object_and_field() -> None:
     )
     assert _error(pod(priority="5")) == prefix + "spec.priority: expected an integer, got the string '5'"
     assert _error(pod(containers=[container("-1")])) == (
-        prefix + "spec.containers[0].resources.requests.cpu: '-1' is negative; resource amounts cannot be"
+        prefix + "spec.containers[0].resources.requests.cpu: '-1' is negative (resource amounts must be 0 or more)"
     )
     labelled = pod()
     labelled["metadata"]["labels"] = {"enabled": True}

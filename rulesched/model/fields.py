@@ -278,7 +278,7 @@ def quantity(value: object, where: Where, field: str) -> int:
     except QuantityError as err:
         raise where.error(str(err), field) from None
     if milli < 0:
-        raise where.error(f"{shown(str(value))} is negative; resource amounts cannot be", field)
+        raise where.error(f"{shown(str(value))} is negative (resource amounts must be 0 or more)", field)
     return milli
 
 
