@@ -194,6 +194,14 @@ def test_nothing_skipped_is_zero_in_json_and_absent_from_the_table() -> None:
 # --- 3. --output summary and the progress bar -------------------------------------------------------
 
 
+def test_an_unknown_flag_shows_the_subcommands_usage() -> None:
+    """``simulate --bogus x.yaml`` printed the list of commands (issue 34, item 13)."""
+    done = rulesched("simulate", "--bogus", CLUSTER)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("usage: rulesched simulate "), done.stderr
+    assert done.stderr.splitlines()[-1] == "rulesched simulate: error: unrecognized arguments: --bogus"
+
+
 def test_output_summary_prints_only_the_summary() -> None:
     done = rulesched("simulate", CLUSTER, "--output", "summary")
     assert done.returncode == 0 and done.stderr == ""
