@@ -266,6 +266,17 @@ def lint(*args: str | Path) -> subprocess.CompletedProcess[str]:
 HEADER = re.compile(r"^\S+:(\d+:\d+:)? (error|warning): ", re.MULTILINE)
 
 
+def test_lint_counts_the_rules_written_broken_ones_too(tmp_path: Path) -> None:
+    """A rule with a syntax error is still a rule written (issue 34, item 13: three rules, one
+    broken, were counted as two), in a file of good ones and in a file of its own."""
+    one = write(tmp_path, "one.rules", 'extends "default"\nfilter a: true\nscore b: 1 +\nfilter c: true\n')
+    assert lint(one).stdout.splitlines()[-1].startswith("1 file, 3 rules (extends ")
+    good = write(tmp_path, "good.rules", 'extends "default"\nfilter a: true\nlet x = 1\n')
+    broken = write(tmp_path, "broken.rules", "override score b weight 2:\n    1 +\n")
+    also = write(tmp_path, "also.rules", "preempt p: true\ndisable filter q\n")
+    assert lint(good, broken, also).stdout.splitlines()[-1].startswith("3 files, 3 rules (extends ")
+
+
 def test_a_folder_is_one_set_and_a_standalone_file_a_set_of_its_own(tmp_path: Path) -> None:
     """A user's folder lints as one set: two files defining the same filter conflict. A file
     marked ``# rulesched: standalone`` (an alternative profile) is linted alone."""

@@ -110,7 +110,7 @@ def lint(settings: LintSettings) -> LintResult:
         roots = {str(Path(root).resolve()) for root in loaded.roots}
         for file in loaded.files:
             path = str(Path(file.source.path).resolve())  # rules/default.rules is also `extends "default"`
-            (own if path in roots else extended)[path] = sum(
+            (own if path in roots else extended)[path] = file.unparsed_rules + sum(
                 isinstance(item, ast.Rule | ast.PartialOverride) for item in file.items
             )
         found = list(loaded.diagnostics)
