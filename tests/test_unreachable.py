@@ -130,3 +130,12 @@ def test_run_against_an_unreachable_server_logs_steps_and_never_claims_the_cache
     warnings = [line for line in text.splitlines() if " WARNING " in line]
     assert warnings and all(STEP.search(line) for line in warnings), text
     assert "rulesched.run.loop: caches synced" not in text and "stopped before the caches synced" in text, text
+
+
+@pytest.mark.parametrize("server", ["127.0.0.1:10251", "localhost:10251", "ftp://127.0.0.1:10251"])
+def test_explain_server_without_a_scheme_gets_a_hint(server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``127.0.0.1:10251`` gave "unknown url type" (issue 34, item 12)."""
+    assert main(["explain", "--server", server, "default/p"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--server {server}: expected a URL with http:// or https://" in err, err
+    assert ("(did you mean http://" in err) == ("://" not in server)
