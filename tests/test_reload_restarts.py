@@ -389,7 +389,7 @@ def test_the_extender_without_a_good_set_answers_503_until_one_arrives(tmp_path:
     try:
         assert any("policy.rules:3:5" in line for line in process.log), process.log
         status, body = process.request("GET", "/readyz")
-        assert status == 503 and b"no valid rules" in body
+        assert status == 503 and body.startswith(b"not ready: no valid rules"), body
         args = extender_args(pod("p"), nodes=[node("a"), node("b")])
         status, answer = process.post("/filter", args)
         assert status == 503 and "no valid rules" in answer["Error"]

@@ -49,7 +49,7 @@ from rulesched.extender.connections import Guarded, guarded_factory
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
 from rulesched.lang import RuleSet
-from rulesched.metrics import Registry, RestClientMetrics, add_process_collector
+from rulesched.metrics import Registry, RestClientMetrics, add_process_collector, readiness_body
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.scheduler.cancel import CycleCancelled
@@ -275,7 +275,7 @@ class ExtenderServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, why = self.extender.ready  # (the active rules' hash, when ready)
-        return web.Response(status=200 if ready else 503, text=why)
+        return web.Response(status=200 if ready else 503, text=readiness_body(ready, why))
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})

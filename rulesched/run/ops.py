@@ -45,6 +45,7 @@ from rulesched.metrics import (
     alpha,
     beta,
     exponential_buckets,
+    readiness_body,
     stable,
 )
 from rulesched.scheduler.audit import AuditReport
@@ -407,7 +408,7 @@ class OpsServer:
         if path == "/readyz":
             ok, detail = self._ready()
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [f"{'ok' if ok else 'not ready'}: {detail}".encode()]
+            return [readiness_body(ok, detail).encode()]
         if path == "/metrics":
             result: Iterable[bytes] = self._metrics_app(environ, start_response)
             return result
