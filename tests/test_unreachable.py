@@ -115,7 +115,7 @@ def test_the_informers_of_a_cache_back_off_together_one_line_a_step(
 def test_run_against_an_unreachable_server_logs_steps_and_never_claims_the_caches_synced(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     command = [sys.executable, "-m", "rulesched.cli", "run", "--kubeconfig", kubeconfig(tmp_path, closed_port())]
-    command += ["--metrics-bind-address", ""]
+    command += ["--metrics-bind-address", "", "--rules", "default", "--rules-configmap", "rulesched/policy"]
     proc = subprocess.Popen(command, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
@@ -128,7 +128,10 @@ def test_run_against_an_unreachable_server_logs_steps_and_never_claims_the_cache
             proc.kill()
     text = log.read_text()
     warnings = [line for line in text.splitlines() if " WARNING " in line]
-    assert warnings and all(STEP.search(line) for line in warnings), text
+    steps = [STEP.search(line) for line in warnings]
+    assert warnings and all(steps), text
+    # one series for the whole process: the caches' informers and the rules' ConfigMap watch alike
+    assert [int(m.group(1)) for m in steps if m] == list(range(1, len(steps) + 1)), text
     assert "rulesched.run.loop: caches synced" not in text and "stopped before the caches synced" in text, text
 
 

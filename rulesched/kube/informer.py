@@ -32,6 +32,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -126,6 +127,20 @@ class Reachability:
             self._backoff.reset()
 
 
+_SHARED: weakref.WeakKeyDictionary[KubeApi, Reachability] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_reachability(api: KubeApi) -> Reachability:
+    """The one :class:`Reachability` of the informers talking to ``api`` (a scheduler's caches and
+    its rules' ConfigMap watch alike), so that an unreachable server is one line a step."""
+    with _SHARED_LOCK:
+        found = _SHARED.get(api)
+        if found is None:
+            found = _SHARED[api] = Reachability()
+        return found
+
+
 class Informer:
     def __init__(
         self,
@@ -140,7 +155,7 @@ class Informer:
     ) -> None:
         self.api, self.resource, self.sink, self.stop = api, resource, sink, stop
         self.scope = scope
-        self.reachability = reachability or Reachability()
+        self.reachability = reachability or shared_reachability(api)
         self.watch_timeout = watch_timeout
         self.backoff = backoff or Backoff()
         self.synced = threading.Event()
