@@ -317,7 +317,7 @@ def test_must_show_three_located_problems(tmp_path: Path) -> None:
     assert f"{path}:8:20: error: unexpected '>'" in out
     assert "        pod.priority > > 1\n                       ^\n" in out
     assert len(HEADER.findall(out)) == 3
-    assert out.rstrip().endswith("1 file, 2 rules: 3 errors, 0 warnings")
+    assert out.rstrip().endswith("1 file, 3 rules: 3 errors, 0 warnings")
 
 
 def test_random_bytes_are_refused_in_one_line(tmp_path: Path) -> None:
