@@ -16,7 +16,7 @@ applies them between cycles). As client-go's reflector does:
   retried with exponential backoff and jitter up to 30 s; the delay starts afresh after a
   successful list or any event received (a bookmark too), so a single failure after hours of
   health waits the initial delay, not the last one. When no server answers at all, the
-  informers of one cache back off together (:class:`Reachability`), logged once per step.
+  informers on one API client back off together (:class:`Reachability`), logged once per step.
 
 (client-go's reflector also resumes a closed watch at once, but counts a watch that ended
 within a second without events as a failure and relists after a backoff; here it is only
