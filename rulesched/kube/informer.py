@@ -135,9 +135,12 @@ def shared_reachability(api: KubeApi) -> Reachability:
     """The one :class:`Reachability` of the informers talking to ``api`` (a scheduler's caches and
     its rules' ConfigMap watch alike), so that an unreachable server is one line a step."""
     with _SHARED_LOCK:
-        found = _SHARED.get(api)
-        if found is None:
-            found = _SHARED[api] = Reachability()
+        try:
+            found = _SHARED.get(api)
+            if found is None:
+                found = _SHARED[api] = Reachability()
+        except TypeError:  # (no client to share with: a cache fed by hand, in tests and tools)
+            return Reachability()
         return found
 
 
