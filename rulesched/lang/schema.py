@@ -169,8 +169,9 @@ RECORDS: dict[Record, dict[str, Field]] = {
                 "images": (ListOf(STRING), "container images"),
                 "creation_timestamp": (NUMBER, "seconds since the epoch"),
                 "start_time": (NUMBER, "status.startTime, seconds since the epoch"),
-                "workload_ref": (STRING, "spec.workloadRef as workload/podGroup[/replicaKey] (KEP-4671)"),
+                "scheduling_group": (STRING, "spec.schedulingGroup.podGroupName: its workload API PodGroup, or empty"),
                 "gang": (ListOf(NUMBER), "[min_count, members] of the pod's group being placed (read group.*)"),
+                "domain": (STRINGS, "the topology domain its group's attempt tries (read group.domain)"),
             }
         ),
         "required_node_affinity": Field(

@@ -167,10 +167,13 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)
     volumes: tuple[PodVolume, ...] = ()
-    # spec.workloadRef (KEP-4671) as "workload/podGroup[/replicaKey]": its gang (rulesched.model.groups)
-    workload_ref: str = ""
+    # spec.schedulingGroup.podGroupName: the workload API's PodGroup it belongs to (rulesched.model.groups)
+    scheduling_group: str = ""
     # (min_count, members) of its group, set for a group attempt (rulesched.scheduler.gang): rules read group.*
     gang: tuple[int, int] = (0, 0)
+    # the topology domain a group attempt tries (label key -> value; rulesched.scheduler.workloads):
+    # rules read it as group.domain
+    domain: Mapping[str, str] = field(default_factory=lambda: EMPTY)
 
     @property
     def claims(self) -> tuple[str, ...]:

@@ -44,7 +44,14 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
-from rulesched.kube.api import PODGROUPS, WORKLOADS, KubeApi
+from rulesched.kube.api import (
+    PODGROUPS,
+    WORKLOAD_API_GROUP,
+    KubeApi,
+    Resource,
+    composite_pod_groups,
+    workload_pod_groups,
+)
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RuleSet, RulesHandle, startup_warning
@@ -195,6 +202,8 @@ class _Reporter(Observer):
         self._started: set[str] = set()  # pod groups whose status this process set to Scheduling
 
     def attempted(self, result: CycleResult) -> None:
+        if result.waiting:  # held before any cycle (upstream's PreEnqueue): no event, no metric
+            return
         pod = result.pod
         self.metrics.cycle(result)
         started = result.timing.started if result.timing is not None else time.perf_counter()
@@ -219,6 +228,8 @@ class _Reporter(Observer):
     def group_attempted(self, outcome: GroupOutcome, seconds: float) -> None:
         if outcome.waiting:  # short of members: not an attempt (upstream never attempts it either)
             return
+        for condition in outcome.conditions:  # the workload API's PodGroups, as kube-scheduler sets them
+            self.workers.pod_group_condition(condition.group, condition.status, condition.reason, condition.message)
         profile = outcome.members[0].scheduler_name if outcome.members else ""
         self.metrics.group_attempt(profile, "scheduled" if outcome.placed else "unschedulable", seconds)
         group = outcome.group
@@ -316,7 +327,7 @@ class Loop:
                 lambda: self.leading,
                 self.stop,
             )
-        groups = (*((PODGROUPS,) if settings.pod_groups else ()), *((WORKLOADS,) if settings.workloads else ()))
+        groups = (*((PODGROUPS,) if settings.pod_groups else ()), *(self._workload_resources() if settings.workloads else ()))
         resources = (*EVERYTHING[:-1], *groups, EVERYTHING[-1])  # (groups before pods: members find them)
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop, resources)
         # node load: pollers on threads of their own, their values applied between cycles
@@ -336,6 +347,24 @@ class Loop:
             )
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
             self.metrics.live.leader = (settings.leader_elect_resource_name, self.elector.leading.is_set)
+
+    def _workload_resources(self) -> tuple[Resource, ...]:
+        """The workload API's runtime groups at the versions the server serves: PodGroups at
+        v1beta1 (1.37) or else v1alpha2 (1.36), CompositePodGroups at v1alpha3 when served."""
+        served = self.api.served_versions(WORKLOAD_API_GROUP)
+        version = next((v for v in ("v1beta1", "v1alpha2") if v in served), None)
+        if version is None:
+            log.warning(
+                "--workloads: the API server serves no PodGroups (scheduling.k8s.io/v1beta1 needs the "
+                "GenericWorkload gate and --runtime-config=scheduling.k8s.io/v1beta1=true; served: %s)",
+                ", ".join(served) or "none",
+            )
+            return ()
+        found = [workload_pod_groups(version)]
+        if "v1alpha3" in served:
+            found.append(composite_pod_groups("v1alpha3"))
+        log.info("watching the workload API's groups", extra={"resources": ", ".join(r.prefix + "/" + r.plural for r in found)})
+        return tuple(found)
 
     def _profile(self, profile: ProfileSettings, several: bool) -> LoopProfile:
         """A profile's reloader (its own sources, last good record and events, named by its

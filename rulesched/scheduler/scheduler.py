@@ -49,7 +49,7 @@ from rulesched.lang import RuleSet, RulesHandle, RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
-from rulesched.scheduler import gang
+from rulesched.scheduler import gang, workloads
 from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
 from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.cycle import Cycle
@@ -243,9 +243,16 @@ class Scheduler:
 
     # --- pod groups (rulesched.scheduler.gang) ---------------------------------------------------------
     def set_group(self, group: PodGroup) -> None:
-        """A pod group appeared or changed: its members held back are tried again."""
+        """A pod group appeared or changed: its members held back are tried again (for the
+        workload API's, the members of every group of its tree: its quorum may be met now)."""
+        changed = self.gangs.changes(group)
         for pod in self.gangs.set_group(group):
             self.queue.add(pod)
+        if group.native and changed:
+            root, _ = self.gangs.root_of(group)
+            for leaf in self.gangs.leaves(root):
+                for pod in self.gangs.release(leaf.key):
+                    self.queue.add(pod)
 
     def remove_group(self, key: str) -> None:
         for pod in self.gangs.remove_group(key):
@@ -305,6 +312,46 @@ class Scheduler:
 
     def group_of(self, pod: Pod) -> PodGroup | None:
         return self.gangs.group_of(pod) if self.gangs.groups else None
+
+    def fits_on(self, pod: Pod, node: str) -> bool:
+        """Whether ``pod`` passes every filter on ``node`` as the store has it now (workload-aware
+        preemption's reprieve check, upstream's RunFilterPluginsWithNominatedPods on one node)."""
+        profile = self.profile_of(pod)
+        if not profile.rules.loaded:
+            return False
+        session = profile.rules.rules.session()
+        snapshot = self.store.snapshot()
+        view = snapshot.node_view(node)
+        if view is None:
+            return False
+        bound = session.bind(pod, snapshot)
+        try:
+            return bound.first_failure(view) is None
+        finally:
+            bound.release()
+
+    def victims_allowed(self, preemptor: Pod, candidates: Sequence[Pod]) -> set[str] | None:
+        """The keys of the ``candidates`` (pods on nodes) the preempt rules let ``preemptor``
+        evict (every rule that applies to it must allow each); None when no preempt rule
+        applies to it (it may preempt nobody)."""
+        profile = self.profile_of(preemptor)
+        if not profile.rules.loaded:
+            return None
+        session = profile.rules.rules.session()
+        snapshot = self.store.snapshot()
+        bound = session.bind(preemptor, snapshot)
+        try:
+            rules = bound.preempts
+            if not rules:
+                return None
+            allowed = set()
+            for victim in candidates:
+                node = snapshot.node_view(self.store.pod_node(victim.key) or "")
+                if node is not None and all(rule.allows(node, victim) for rule in rules):
+                    allowed.add(victim.key)
+            return allowed
+        finally:
+            bound.release()
 
     def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
         for member, node in nominated:
@@ -398,9 +445,13 @@ class Scheduler:
 
     def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
         group = self.gangs.group_of(pod) if self.gangs.groups else None
-        if group is not None:
+        if group is not None or pod.scheduling_group:
             self._cycle_rules = profile.rules.rules.digest
-            result = gang.attempt(self, self.gangs, pod, group)
+            if pod.scheduling_group:  # the workload API's: placed as kube-scheduler places it
+                result = workloads.attempt(self, self.gangs, pod, group)
+            else:
+                assert group is not None
+                result = gang.attempt(self, self.gangs, pod, group)
             self.last_cycle_seconds = time.perf_counter() - started
             return result
         nominated = self.nominator.node_of(pod.key) or ""
