@@ -149,3 +149,8 @@ def test_workload_api_gangs_and_their_conditions(server: TestApiServer, tmp_path
     assert not any(pods[f"default/huge-{m}"]["spec"].get("nodeName") for m in range(3))
     orphan = pods["default/orphan"]
     assert not orphan["spec"].get("nodeName") and not (orphan.get("status") or {}).get("conditions")
+    metrics = loop.metrics
+    assert metrics.group_attempts.labels(result="scheduled", profile="rulesched")._value.get() >= 1
+    assert metrics.group_attempts.labels(result="unschedulable", profile="rulesched")._value.get() >= 1
+    unresolvable = metrics.workload_preemption_attempts.labels(result="UnschedulableAndUnresolvable")
+    assert unresolvable._value.get() >= 1  # huge: no lower-priority pod to preempt

@@ -191,6 +191,7 @@ def decode_pod(
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
         resource_claims=_resource_claims(spec, where) if spec.get("resourceClaims") else (),
         scheduling_group=_scheduling_group(spec, where) if spec.get("schedulingGroup") or "workloadRef" in spec else "",
+        required_features=required_features(spec, where),
     )
 
 
@@ -209,6 +210,28 @@ def _scheduling_group(spec: Mapping[str, Any], where: Where) -> str:
         raise where.error("exactly one field must be set (podGroupName)", "spec.schedulingGroup")
     check(where, dns1123_subdomain, name, "spec.schedulingGroup.podGroupName")
     return name
+
+
+def required_features(spec: Mapping[str, Any], where: Where) -> tuple[str, ...]:
+    """The node features a pod needs, as component-helpers' nodedeclaredfeatures registry infers
+    them for scheduling at v0.37.2 (InferForPodScheduling; every feature's MaxVersion is unset):
+    containers' restartPolicyRules with action RestartAllContainers, hostNetwork with
+    hostUsers: false, and volume mounts with bindMountOptions. The others (the in-place resize
+    features, the DRA ones, ExtendWebSocketsToKubelet) are inferred for updates only."""
+    found = []
+    containers = [c for key in ("containers", "initContainers") for _, c in get_maps(spec, key, where, "spec")]
+    if any(
+        get_str(rule, "action", where, "restartPolicyRules") == "RestartAllContainers"
+        for c in containers
+        for _, rule in get_maps(c, "restartPolicyRules", where, "container")
+    ):
+        found.append("RestartAllContainersOnContainerExits")
+    if get_bool(spec, "hostNetwork", where, "spec") and spec.get("hostUsers") is False:
+        found.append("UserNamespacesHostNetworkSupport")
+    mounting = [*containers, *(c for _, c in get_maps(spec, "ephemeralContainers", where, "spec"))]
+    if any(m.get("bindMountOptions") for c in mounting for _, m in get_maps(c, "volumeMounts", where, "container")):
+        found.append("VolumeBindMountOptions")
+    return tuple(found)
 
 
 def _check_pod_spec(spec: Mapping[str, Any], status: Mapping[str, Any], where: Where, containers: bool) -> None:
@@ -282,6 +305,7 @@ def decode_node(obj: object, source: str = "", *, memo: Memo | None = None, name
         images=_resources(images),
         uid=get_str(meta, "uid", where, "metadata"),
         resource_version=get_str(meta, "resourceVersion", where, "metadata"),
+        declared_features=get_str_list(status, "declaredFeatures", where, "status"),
     )
 
 

@@ -169,6 +169,8 @@ class Pod:
     volumes: tuple[PodVolume, ...] = ()
     # spec.schedulingGroup.podGroupName: the workload API's PodGroup it belongs to (rulesched.model.groups)
     scheduling_group: str = ""
+    # the node features it needs (NodeDeclaredFeatures: component-helpers' InferForPodScheduling)
+    required_features: tuple[str, ...] = ()
     # (min_count, members) of its group, set for a group attempt (rulesched.scheduler.gang): rules read group.*
     gang: tuple[int, int] = (0, 0)
     # the topology domain a group attempt tries (label key -> value; rulesched.scheduler.workloads):
@@ -204,6 +206,8 @@ class Node:
     images: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
     uid: str = ""
     resource_version: str = ""
+    # status.declaredFeatures (NodeDeclaredFeatures, GA in 1.37): the gated features the kubelet has
+    declared_features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

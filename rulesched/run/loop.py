@@ -60,7 +60,7 @@ from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
 from rulesched.mirror import EVERYTHING, Mirror
 from rulesched.model import Pod
-from rulesched.model.groups import POD_GROUP_API
+from rulesched.model.groups import POD_GROUP_API, group_key
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.audit import PeriodicAudit
@@ -221,6 +221,8 @@ class _Reporter(Observer):
 
     def bound(self, pod: Pod, node: str) -> None:
         self.workers.forget(pod.key)  # (its "bound" line: log_bound, as the loop applied the outcome)
+        if self.queue.flushed(pod.key):
+            self.metrics.after_flush.inc()
         started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
         self.metrics.attempt(pod.scheduler_name, "scheduled", time.perf_counter() - started)
         self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
@@ -231,7 +233,18 @@ class _Reporter(Observer):
         for condition in outcome.conditions:  # the workload API's PodGroups, as kube-scheduler sets them
             self.workers.pod_group_condition(condition.group, condition.status, condition.reason, condition.message)
         profile = outcome.members[0].scheduler_name if outcome.members else ""
-        self.metrics.group_attempt(profile, "scheduled" if outcome.placed else "unschedulable", seconds)
+        preemption = outcome.preemption
+        result = "scheduled" if outcome.placed else "unschedulable"
+        if preemption is not None and preemption.code == "Success":
+            result = "waiting_on_preemption"
+        elif any(c.reason == "SchedulerError" for c in outcome.conditions):
+            result = "error"
+        self.metrics.group_attempt(profile, result, seconds)
+        if preemption is not None and preemption.code:
+            self.metrics.workload_preemption(
+                preemption.code, len(preemption.victims), preemption.disruptions, preemption.violations, preemption.seconds
+            )
+        self.metrics.placements(profile, [(t.fit, t.seconds) for t in outcome.trials])
         group = outcome.group
         if group.api == POD_GROUP_API and group.phase in ("", "Pending") and group.key not in self._started:
             # What scheduler-plugins' controller writes once the group has its minimum of pods
@@ -310,6 +323,9 @@ class Loop:
         self.scheduler.gangs.keep_outcomes = False  # (reports keep them; a live scheduler must not)
         self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
         self.scheduler.queue.incoming = self.metrics.queued
+        self.scheduler.queue.incoming_entities = self.metrics.queued_entity
+        self.scheduler.queue.group_of = group_key
+        self.metrics.live.entities = self.scheduler.queue.entity_counts
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None

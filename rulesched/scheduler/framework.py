@@ -252,6 +252,7 @@ class Trial:
     fit: bool
     placed: int  # members placed there (a composite: its children that fit)
     message: str  # why it did not fit ("" when it did)
+    seconds: float = 0.0  # how long the trial took (scheduler_placement_evaluation_duration_seconds)
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ class GroupOutcome:
     # the placements tried (topology-aware scheduling)
     conditions: tuple[Any, ...] = ()
     trials: tuple[Any, ...] = ()
+    preemption: Any = None  # workload-aware preemption's outcome (workload_preemption.GroupPreemption)
 
 
 class GangHost(Protocol):
@@ -86,6 +87,7 @@ class GangHost(Protocol):
 
     store: ClusterStore
     queue: SchedulingQueue
+    gangs: Gangs
 
     def place_member(self, pod: Pod) -> CycleResult:
         """The pod's cycle on the store as it is now (no preemption, nothing assumed)."""

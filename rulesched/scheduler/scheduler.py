@@ -67,6 +67,7 @@ from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gang
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import SchedulingQueue
+from rulesched.scheduler.victims import order_key
 
 log = logging.getLogger(__name__)
 
@@ -441,6 +442,9 @@ class Scheduler:
             message += f" while evaluating rule {cancelled.rule!r}"
         message += f" (rules {self._cycle_rules})"
         log.warning("%s; retrying with backoff", message, extra={**extra, "deadline": f"{seconds:g}s"})
+        # a scheduling error ends the pod's nomination (clearNominatedNode, kubernetes PR #135007)
+        if self.nominator.remove(pod.key) is not None or pod.nominated_node_name:
+            self.observer.nominations_ended([pod])
         self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
 
     def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
@@ -500,6 +504,7 @@ class Scheduler:
                     columns = profile.cycle.columns(snapshot)
                     cycle, settings = profile.cycle, profile.cycle.settings
                     sampling = Sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
+                    order = order_key(list(self.store.pods()), self.gangs) if self.gangs.groups else None
                     outcome = preempt(
                         snapshot,
                         session,
@@ -510,6 +515,7 @@ class Scheduler:
                         self.cancel.check,
                         sampling,
                         cycle.preemption_rng,
+                        order,
                     )
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)
@@ -616,8 +622,11 @@ class Scheduler:
                 self.queue.move(Event.POD_ADDED)  # a new pod can satisfy affinity or spreading
             return
         self.store.forget(pod.key)
-        if pod.nominated_node_name:  # (as upstream: the status's nomination comes back)
-            self.nominator.nominate(pod, pod.nominated_node_name)
+        # A failed binding ends the pod's nomination, in the scheduler and in its status
+        # (handleBindingCycleError's clearNominatedNode: kubernetes PR #135007, 1.35).
+        self.nominator.remove(pod.key)
+        if pod.nominated_node_name:
+            self.observer.nominations_ended([pod])
         log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
         # A gang member whose siblings may be bound already: retried first, alone (gang's docstring).

@@ -30,15 +30,15 @@ Next stage: :mod:`rulesched.scheduler.workloads` evicts and nominates.
 from __future__ import annotations
 
 import dataclasses
-import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from rulesched.model import Pod, PodDisruptionBudget
+from rulesched.model import Pod
 from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler.gang import GangHost, Gangs
-from rulesched.semantics.matching import label_selector_matches
+from rulesched.scheduler.victims import Unit, effective_priority, more_important, split_by_pdb, victim_units
 
 if TYPE_CHECKING:
     from rulesched.scheduler.workloads import _Attempt
@@ -47,26 +47,13 @@ PREFIX = "pod group preemption: "
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
 ONGOING = "ongoing preemption on nominated nodes"
 NOT_ELIGIBLE = "not eligible due to preemptionPolicy=Never."
-_RANK = {"CompositePodGroup": 3, "PodGroup": 2, "Pod": 1}
+SUCCESS, UNSCHEDULABLE, UNRESOLVABLE = "Success", "Unschedulable", "UnschedulableAndUnresolvable"
 
 
 class PreemptingHost(GangHost, Protocol):
     def fits_on(self, pod: Pod, node: str) -> bool: ...
 
     def victims_allowed(self, preemptor: Pod, candidates: Sequence[Pod]) -> set[str] | None: ...
-
-
-@dataclass(frozen=True)
-class Unit:
-    """A victim: pods evicted together (upstream's Victim)."""
-
-    pods: tuple[Pod, ...]
-    priority: int
-    kind: str  # Pod, PodGroup, CompositePodGroup (the unit's type, for importance)
-
-    @property
-    def started(self) -> float:
-        return min((p.start_time or math.inf) for p in self.pods)
 
 
 @dataclass(frozen=True)
@@ -77,6 +64,12 @@ class GroupPreemption:
     message: str
     victims: tuple[Pod, ...] = ()
     nominated: Mapping[str, str] = field(default_factory=dict)
+    # for the metrics: the status code (Success, Unschedulable, UnschedulableAndUnresolvable; ""
+    # when no evaluation ran), units preempted, budgets violated, the evaluation's seconds
+    code: str = ""
+    disruptions: int = 0
+    violations: int = 0
+    seconds: float = 0.0
 
 
 def policy_of(root: PodGroup, members: Sequence[Pod]) -> str:
@@ -86,102 +79,28 @@ def policy_of(root: PodGroup, members: Sequence[Pod]) -> str:
     return "Never" if any(m.preemption_policy == "Never" for m in members) else "PreemptLowerPriority"
 
 
-def effective_priority(pod: Pod, gangs: Gangs) -> int:
-    """GetPodPriority: a pod of a workload API group counts at its root group's priority."""
-    group = gangs.groups.get(group_key(pod) or "") if pod.scheduling_group else None
-    if group is None:
-        return pod.priority
-    root, _ = gangs.root_of(group)
-    return root.priority
-
-
-def _highest_all(pod: Pod, gangs: Gangs) -> PodGroup | None:
-    """getHighestAllAncestor: the highest group above the pod whose disruption mode is all."""
-    if not pod.scheduling_group:
-        group = gangs.groups.get(group_key(pod) or "")
-        return group if group is not None and group.min_member > 1 else None  # (scheduler-plugins' gangs)
-    group = gangs.groups.get(group_key(pod) or "")
-    found = None
-    for _ in range(4):
-        if group is None:
-            break
-        if group.disruption_all:
-            found = group
-        group = gangs.groups.get(group.parent) if group.parent else None
-    return found
-
-
-def victim_units(pods: Sequence[Pod], gangs: Gangs) -> list[Unit]:
-    """The cluster's pods as victims (getCrossNodesVictims), each pod once."""
-    units: list[Unit] = []
-    seen: set[str] = set()
-    by_group: dict[str, list[Pod]] = {}
-    for pod in pods:
-        key = group_key(pod)
-        if key is not None:
-            by_group.setdefault(key, []).append(pod)
-    for pod in pods:
-        whole = _highest_all(pod, gangs)
-        if whole is None:
-            kind = "PodGroup" if pod.scheduling_group else "Pod"
-            units.append(Unit((pod,), effective_priority(pod, gangs), kind))
-            continue
-        if whole.key in seen:
-            continue
-        seen.add(whole.key)
-        members = [p for leaf in gangs.leaves(whole) for p in by_group.get(leaf.key, ())]
-        units.append(Unit(tuple(members) or (pod,), effective_priority(pod, gangs), whole.kind))
-    return units
-
-
-def more_important(unit: Unit) -> tuple[int, int, int, float]:
-    """A sort key, most important first (MoreImportantVictim)."""
-    return (-unit.priority, -_RANK[unit.kind], -len(unit.pods), unit.started)
-
-
-def split_by_pdb(units: Sequence[Unit], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Unit], list[Unit]]:
-    """FilterVictimsWithPDBViolation: a unit violates when any of its pods does, budgets counted
-    down pod by pod in order."""
-    allowed = [pdb.disruptions_allowed for pdb in pdbs]
-    violating: list[Unit] = []
-    safe: list[Unit] = []
-    for unit in units:
-        violates = False
-        for pod in unit.pods:
-            if not pod.labels:
-                continue
-            for i, pdb in enumerate(pdbs):
-                selector = pdb.selector
-                if pdb.namespace != pod.namespace or selector is None:
-                    continue
-                if not (selector.match_labels or selector.match_expressions):
-                    continue
-                if not label_selector_matches(selector, pod.labels):
-                    continue
-                allowed[i] -= 1
-                if allowed[i] < 0:
-                    violates = True
-        (violating if violates else safe).append(unit)
-    return violating, safe
-
-
 def preempt_for_group(
     host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mapping[str, list[Pod]], run: _Attempt
 ) -> GroupPreemption:
     """PodGroupEvaluator.Preempt for ``root`` (its attempt ``run`` given back): the victims and
     nominations, or why there are none. The store is left as it was given."""
+    began = time.perf_counter()
+    found = _preempt(host, gangs, root, members)
+    return dataclasses.replace(found, seconds=time.perf_counter() - began)
+
+
+def _preempt(host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mapping[str, list[Pod]]) -> GroupPreemption:
     from rulesched.scheduler.workloads import _Attempt  # (it imports this module)
 
     flat = [m for ms in members.values() for m in ms]
     if not flat:
-        return GroupPreemption(PREFIX + NO_VICTIMS)
+        return GroupPreemption(PREFIX + NO_VICTIMS, code=UNRESOLVABLE)
     if policy_of(root, flat) == "Never":
-        return GroupPreemption(PREFIX + NOT_ELIGIBLE)
+        return GroupPreemption(PREFIX + NOT_ELIGIBLE, code=UNSCHEDULABLE)
     store = host.store
     if _ongoing(host, gangs, root, flat):
-        return GroupPreemption(
-            PREFIX + ONGOING, (), {m.key: m.nominated_node_name for m in flat if m.nominated_node_name}
-        )
+        nominated = {m.key: m.nominated_node_name for m in flat if m.nominated_node_name}
+        return GroupPreemption(PREFIX + ONGOING, (), nominated, code=SUCCESS)
     preemptor = min(flat, key=lambda p: p.key)
     if preemptor.preemption_policy != "PreemptLowerPriority":
         preemptor = dataclasses.replace(preemptor, preemption_policy="PreemptLowerPriority")
@@ -192,12 +111,12 @@ def preempt_for_group(
     ]
     allowed = host.victims_allowed(preemptor, shown)
     if allowed is None:
-        return GroupPreemption(PREFIX + NOT_ELIGIBLE)
+        return GroupPreemption(PREFIX + NOT_ELIGIBLE, code=UNSCHEDULABLE)
     potential = [
         u for u in victim_units(running, gangs) if u.priority < root.priority and all(p.key in allowed for p in u.pods)
     ]
     if not potential:
-        return GroupPreemption(PREFIX + NO_VICTIMS)
+        return GroupPreemption(PREFIX + NO_VICTIMS, code=UNRESOLVABLE)
     removed: dict[str, Pod] = {}
     for unit in potential:
         for pod in unit.pods:
@@ -210,12 +129,14 @@ def preempt_for_group(
         if not (result.ok and result.any_scheduled):
             trial.give_back()
             message = result.message or "pod group is unschedulable"
-            return GroupPreemption(PREFIX + message)
+            return GroupPreemption(PREFIX + message, code="Error" if result.error else UNSCHEDULABLE)
         assignments = list(trial.assumed)
         trial.give_back()
         potential.sort(key=more_important)
         violating, safe = split_by_pdb(potential, store.pdbs)
         chosen: list[Unit] = []
+        violations = 0
+        breaking = {id(u) for u in violating}
         for unit in (*violating, *safe):
             for pod in unit.pods:
                 if pod.key in removed:
@@ -227,13 +148,16 @@ def preempt_for_group(
                 if gone is not None:
                     removed[pod.key] = gone
             chosen.append(unit)
+            violations += id(unit) in breaking
     finally:
         for pod in removed.values():
             store.add_pod(pod)
     chosen.sort(key=more_important)
     victims = tuple(p for unit in chosen for p in unit.pods)
     message = f"{PREFIX}found a placement for podgroup, preempting {len(victims)} victims"
-    return GroupPreemption(message, victims, {p.key: node for p, node in assignments})
+    disruptions = sum(1 for unit in chosen if unit.kind != "Pod")
+    nominated = {p.key: node for p, node in assignments}
+    return GroupPreemption(message, victims, nominated, SUCCESS, disruptions, violations)
 
 
 def _all_fit(host: PreemptingHost, assignments: Sequence[tuple[Pod, str]]) -> bool:

@@ -150,6 +150,7 @@ class _Attempt:
         keys = [m.key for leaf in self._leaf_keys(group) for m in self.members.get(leaf, ())]
         for option in tried:
             mark = len(self.assumed)
+            began = time.perf_counter()
             result = self._default(group, option.domain)
             kept = self._back_to(mark)
             seen = {k: self.results[k] for k in keys if k in self.results}
@@ -158,7 +159,8 @@ class _Attempt:
             if first is None:
                 first, first_seen = result, seen
             placed = len(kept) if not group.composite else sum(1 for c in result.children if c.ok)
-            self.trials.append(Trial(group.ref, option.domain, result.ok, placed, "" if result.ok else result.message))
+            trial = Trial(group.ref, option.domain, result.ok, placed, "" if result.ok else result.message)
+            self.trials.append(dataclasses.replace(trial, seconds=time.perf_counter() - began))
             if result.ok:
                 fits.append((option, result, kept, seen))
         assert first is not None
@@ -502,7 +504,7 @@ def _unplaced(
     if result.error:
         preemption = None
     elif state.victims:  # its last preemption's victims are still leaving: wait for them
-        preemption = GroupPreemption(PREFIX + ONGOING)
+        preemption = GroupPreemption(PREFIX + ONGOING, code="Success")
     else:
         preemption = preempt_for_group(host, gangs, root, members, run)  # type: ignore[arg-type]
     if preemption is not None:
@@ -538,12 +540,10 @@ def _unplaced(
     for found in results.values():
         host.report(found)
     flat = tuple(originals.values())
-    _record(
-        host,
-        gangs,
-        GroupOutcome(root, (), status, members=flat, conditions=conditions, trials=tuple(run.trials)),
-        began,
+    outcome = GroupOutcome(
+        root, (), status, members=flat, conditions=conditions, trials=tuple(run.trials), preemption=preemption
     )
+    _record(host, gangs, outcome, began)
     log.info("pod group not placed: %s", status, extra={"group": root.ref, "pod": pod.key})
     return results[pod.key]
 

@@ -20,13 +20,8 @@ from rulesched.model.groups import PodGroup, decode_composite_pod_group, decode_
 from rulesched.scheduler import placement
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.gang import Gangs
-from rulesched.scheduler.workload_preemption import (
-    Unit,
-    _highest_all,
-    more_important,
-    policy_of,
-    split_by_pdb,
-)
+from rulesched.scheduler.victims import Unit, highest_all, more_important, split_by_pdb
+from rulesched.scheduler.workload_preemption import policy_of
 from rulesched.scheduler.workloads import feasibility, validate
 from rulesched.simulate.driver import Simulation
 from tests.upstream.harness import default_rules, node, pod
@@ -480,7 +475,7 @@ HIGHEST_ALL = [
 
 @pytest.mark.parametrize(("name", "groups", "pod_group", "want"), HIGHEST_ALL, ids=[c[0] for c in HIGHEST_ALL])
 def test_get_highest_all_ancestor(name: str, groups: list[PodGroup], pod_group: str | None, want: str | None) -> None:
-    found = _highest_all(member("p", pod_group), _gangs(*groups))
+    found = highest_all(member("p", pod_group), _gangs(*groups))
     assert (found.key if found is not None else None) == want
 
 

@@ -280,3 +280,69 @@ def test_ongoing_preemption_on_nominated_nodes() -> None:
     )
     assert _evicted(sim) == []
     assert _message(sim).endswith("pod group preemption: ongoing preemption on nominated nodes")
+
+
+# --- framework/plugins/defaultpreemption/default_preemption_test.go: TestSelectVictimsOnNode, the
+# "Workload Aware" cases (#137981: pod-by-pod preemption with PodGroups as victims). The
+# preemptor is a single pod of no group; capacities are cpu (small 1, medium 2, large 3, of 4).
+
+
+def _cpu_pod(name: str, priority: int, cpu: str, on: str = "", group: str = "") -> Pod:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}],
+        "priority": priority,
+    }
+    if on:
+        spec["nodeName"] = on
+    if group:
+        spec["schedulingGroup"] = {"podGroupName": group}
+    return decode_pod({"metadata": {"name": name, "namespace": "default"}, "spec": spec}, "test")
+
+
+def _single(running: list[Pod], groups: list[PodGroup], preemptor: Pod) -> Simulation:
+    node1 = node("node1", allocatable={"cpu": "4", "memory": "64Gi", "pods": "110"})
+    sim = Simulation(default_rules(), ClusterStore.build([node1], running), SchedulerSettings())
+    for group in groups:
+        sim.add_group(group)
+    sim.add(preemptor)
+    sim.run()
+    return sim
+
+
+def test_workload_aware_atomic_preemption_of_pod_group() -> None:
+    # "Workload Aware: Atomic preemption of PodGroup"
+    running = [_cpu_pod("g1-1", LOW, "1", "node1", "pg1"), _cpu_pod("g1-2", LOW, "2", "node1", "pg1")]
+    sim = _single(running, [pg("pg1", 2, disruption="all", priority=LOW)], _cpu_pod("p", HIGH, "3"))
+    assert _evicted(sim) == ["g1-1", "g1-2"]
+
+
+def test_workload_aware_prefer_single_pod_over_pod_group() -> None:
+    # "Workload Aware: prefer single pod over podGroup for preemption candidate"
+    running = [
+        _cpu_pod("p1", LOW, "1", "node1"),
+        _cpu_pod("g1-1", LOW, "1", "node1", "pg1"),
+        _cpu_pod("g1-2", LOW, "1", "node1", "pg1"),
+    ]
+    sim = _single(running, [pg("pg1", 2, disruption="all", priority=LOW)], _cpu_pod("p", HIGH, "2"))
+    assert _evicted(sim) == ["p1"]
+
+
+def test_workload_aware_preempt_lower_priority_pod_group_instead_of_higher_priority_single_pod() -> None:
+    # "Workload Aware: preempt lower priority pod group instead of higher priority single pod"
+    running = [_cpu_pod("p1", HIGH, "2", "node1"), _cpu_pod("g1-1", LOW, "2", "node1", "pg1")]
+    sim = _single(running, [pg("pg1", 1, disruption="all", priority=LOW)], _cpu_pod("p", HIGH + 1, "2"))
+    assert _evicted(sim) == ["g1-1"]
+
+
+def test_workload_aware_preempt_lower_priority_single_pod_instead_of_higher_priority_pod_group() -> None:
+    # "Workload Aware: preempt lower priority single pod instead of higher priority pod group"
+    running = [_cpu_pod("p1", LOW, "2", "node1"), _cpu_pod("g1-1", HIGH, "2", "node1", "pg1")]
+    sim = _single(running, [pg("pg1", 1, disruption="all", priority=HIGH)], _cpu_pod("p", HIGH + 1, "2"))
+    assert _evicted(sim) == ["p1"]
+
+
+def test_single_mode_group_pod_goes_alone() -> None:
+    # disruption mode single (the default): a group's pod is a victim of its own
+    running = [_cpu_pod("g1-1", LOW, "2", "node1", "pg1"), _cpu_pod("g1-2", LOW, "2", "node1", "pg1")]
+    sim = _single(running, [pg("pg1", 2, priority=LOW)], _cpu_pod("p", HIGH, "2"))
+    assert len(_evicted(sim)) == 1
