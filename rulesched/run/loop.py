@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
@@ -331,7 +332,7 @@ class Loop:
         self.ops: OpsServer | None = None
         # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
         self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
-        self.explainer = ExplainService(self._live_view)
+        self.explainer = ExplainService(self._live_view, group=self._last_group_attempt)
         self.auditor: PeriodicAudit | None = None
         if settings.audit_interval:
             self.auditor = PeriodicAudit(
@@ -363,6 +364,20 @@ class Loop:
             )
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
             self.metrics.live.leader = (settings.leader_elect_resource_name, self.elector.leading.is_set)
+
+    def _last_group_attempt(self, pod: Pod) -> dict[str, Any] | None:
+        """A workload API member's group as the scheduler's last attempt left it (read from the
+        explain request's thread: a dict lookup of results the scheduler no longer changes)."""
+        key = group_key(pod)
+        if key is None or not pod.scheduling_group:
+            return None
+        state = self.scheduler.gangs.states.get(key)
+        last = state.last.get(pod.key) if state is not None else None
+        if last is None:
+            return None
+        if last.group_detail is not None:
+            return last.group_detail.json()
+        return {"group": f"{pod.namespace}/{pod.scheduling_group}", "outcome": last.message}
 
     def _workload_resources(self) -> tuple[Resource, ...]:
         """The workload API's runtime groups at the versions the server serves: PodGroups at
