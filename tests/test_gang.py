@@ -215,4 +215,3 @@ def test_mirror_hands_pod_groups_of_both_apis_to_the_scheduler() -> None:
     gone = {"apiVersion": "scheduling.k8s.io/v1beta1", "metadata": {"name": "pg", "namespace": "ns"}}
     assert mirror.apply(Delta("PodGroup", "DELETED", gone)).removed_groups == ("pg:ns/pg",)
     assert mirror.apply(Delta("PodGroup", "DELETED", group)).removed_groups == ("ns/pg",)
-

@@ -129,7 +129,9 @@ def test_workload_api_gangs_and_their_conditions(server: TestApiServer, tmp_path
         return next((c for c in found if c["type"] == "PodGroupInitiallyScheduled"), None)
 
     def done() -> bool:
-        return all(pods[f"default/fits-{m}"]["spec"].get("nodeName") for m in range(4)) and condition("huge") is not None
+        return (
+            all(pods[f"default/fits-{m}"]["spec"].get("nodeName") for m in range(4)) and condition("huge") is not None
+        )
 
     thread = threading.Thread(target=loop.run, kwargs={"until": lambda: loop.stop.is_set()}, daemon=True)
     thread.start()

@@ -409,7 +409,9 @@ def _group_case(
                 labels = {**member.labels, POD_GROUP_LABEL: first.name}
                 member = dataclasses.replace(member, labels=MappingProxyType(labels))
         if group_key(member) not in keys:
-            raise RuleTestError(path, at(f"members[{i}]"), f"not a member of the groups listed ({', '.join(sorted(keys))})")
+            raise RuleTestError(
+                path, at(f"members[{i}]"), f"not a member of the groups listed ({', '.join(sorted(keys))})"
+            )
         members.append(member)
     _unique([(m.key, at(f"members[{i}]")) for i, m in enumerate(members)], path, "Pod")
     return tuple(groups), tuple(members)

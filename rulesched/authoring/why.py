@@ -140,7 +140,10 @@ def _group_attempt(pod: Pod, objects: ClusterObjects, running: tuple[Pod, ...], 
         return None
     known = {g.key: g for g in objects.groups}
     if key not in known:
-        return {"group": f"{pod.namespace}/{pod.scheduling_group}", "outcome": "its PodGroup is not in the files: the pod waits for it"}
+        return {
+            "group": f"{pod.namespace}/{pod.scheduling_group}",
+            "outcome": "its PodGroup is not in the files: the pod waits for it",
+        }
     simulation = Simulation(rules, objects.store(running=running), SchedulerSettings(percentage_of_nodes_to_score=100))
     for group in objects.groups:
         if group.native:

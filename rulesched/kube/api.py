@@ -422,7 +422,9 @@ class KubeApi:
         a strategic merge patch (built-in kinds: the workload API's PodGroup, whose conditions
         merge by type, as kube-scheduler patches them)."""
         kind = "strategic-merge-patch" if strategic else "merge-patch"
-        self._call("PATCH", resource.path(namespace, name, "status"), body=patch, content_type=f"application/{kind}+json")
+        self._call(
+            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type=f"application/{kind}+json"
+        )
 
     def served_versions(self, group: str) -> tuple[str, ...]:
         """The versions of an API group the server serves (discovery), preferred first; () when

@@ -243,7 +243,11 @@ class _Reporter(Observer):
         self.metrics.group_attempt(profile, result, seconds)
         if preemption is not None and preemption.code:
             self.metrics.workload_preemption(
-                preemption.code, len(preemption.victims), preemption.disruptions, preemption.violations, preemption.seconds
+                preemption.code,
+                len(preemption.victims),
+                preemption.disruptions,
+                preemption.violations,
+                preemption.seconds,
             )
         self.metrics.placements(profile, [(t.fit, t.seconds) for t in outcome.trials])
         group = outcome.group
@@ -344,7 +348,10 @@ class Loop:
                 lambda: self.leading,
                 self.stop,
             )
-        groups = (*((PODGROUPS,) if settings.pod_groups else ()), *(self._workload_resources() if settings.workloads else ()))
+        groups = (
+            *((PODGROUPS,) if settings.pod_groups else ()),
+            *(self._workload_resources() if settings.workloads else ()),
+        )
         resources = (*EVERYTHING[:-1], *groups, EVERYTHING[-1])  # (groups before pods: members find them)
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop, resources)
         # node load: pollers on threads of their own, their values applied between cycles
@@ -394,7 +401,10 @@ class Loop:
         found = [workload_pod_groups(version)]
         if "v1alpha3" in served:
             found.append(composite_pod_groups("v1alpha3"))
-        log.info("watching the workload API's groups", extra={"resources": ", ".join(r.prefix + "/" + r.plural for r in found)})
+        log.info(
+            "watching the workload API's groups",
+            extra={"resources": ", ".join(r.prefix + "/" + r.plural for r in found)},
+        )
         return tuple(found)
 
     def _profile(self, profile: ProfileSettings, several: bool) -> LoopProfile:

@@ -68,7 +68,10 @@ CASES = [
     ),
     (
         "resources requested, pods scheduled with resources, nodes to reach min/max score",
-        [{"name": "c0", "resources": {"requests": {"memory": "2000"}}}, {"name": "c1", "resources": {"requests": {"memory": "3000"}}}],
+        [
+            {"name": "c0", "resources": {"requests": {"memory": "2000"}}},
+            {"name": "c1", "resources": {"requests": {"memory": "3000"}}},
+        ],
         [("node1", 3000, 5000), ("node2", 3000, 5000)],
         [("node1", CPU_ONLY)],
         {"node1": 100, "node2": 50},

@@ -16,7 +16,7 @@ import pytest
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pdb
-from rulesched.model.groups import PodGroup, decode_composite_pod_group, decode_pod_group
+from rulesched.model.groups import PodGroup, decode_pod_group
 from rulesched.scheduler import placement
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.gang import Gangs
@@ -24,71 +24,9 @@ from rulesched.scheduler.victims import Unit, highest_all, more_important, split
 from rulesched.scheduler.workload_preemption import policy_of
 from rulesched.scheduler.workloads import feasibility, validate
 from rulesched.simulate.driver import Simulation
-from tests.upstream.harness import default_rules, node, pod
+from tests.upstream.harness import cpg, default_rules, node, pg, pod
 
-# --- builders (st.MakePodGroup, st.MakeCompositePodGroup, st.MakePod().PodGroupName) -------------
-
-
-def pg(
-    name: str,
-    min_count: int | None = None,
-    *,
-    topology: str = "",
-    parent: str = "",
-    disruption: str = "",
-    priority: int | None = None,
-    policy: str = "",
-    created: str = "",
-    version: str = "v1beta1",
-) -> PodGroup:
-    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}}
-    if topology:
-        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
-    if parent:
-        spec["parentCompositePodGroupName"] = parent
-    if disruption:
-        spec["disruptionMode"] = {disruption: {}}
-    if priority is not None:
-        spec["priority"] = priority
-    if policy:
-        spec["preemptionPolicy"] = policy
-    meta: dict[str, Any] = {"name": name, "namespace": "default"}
-    if created:
-        meta["creationTimestamp"] = created
-    obj = {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup", "metadata": meta, "spec": spec}
-    return decode_pod_group(obj, "test")
-
-
-def cpg(
-    name: str,
-    min_groups: int | None = None,
-    *,
-    topology: str = "",
-    parent: str = "",
-    disruption: str = "",
-    priority: int | None = None,
-    policy: str = "",
-) -> PodGroup:
-    spec: dict[str, Any] = {
-        "schedulingPolicy": {"gang": {"minGroupCount": min_groups}} if min_groups else {"basic": {}}
-    }
-    if topology:
-        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
-    if parent:
-        spec["parentCompositePodGroupName"] = parent
-    if disruption:
-        spec["disruptionMode"] = {disruption: {}}
-    if priority is not None:
-        spec["priority"] = priority
-    if policy:
-        spec["preemptionPolicy"] = policy
-    obj = {
-        "apiVersion": "scheduling.k8s.io/v1alpha3",
-        "kind": "CompositePodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": spec,
-    }
-    return decode_composite_pod_group(obj, "test")
+# --- builders (st.MakePod().PodGroupName; st.MakePodGroup, st.MakeCompositePodGroup: harness) ----
 
 
 def member(

@@ -19,8 +19,7 @@ from rulesched.model.decode import decode_pdb, decode_pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.simulate.driver import Simulation
-from tests.upstream.harness import default_rules, node
-from tests.upstream.test_workload_api import pg
+from tests.upstream.harness import default_rules, node, pg
 
 LOW, MID, HIGH = 0, 100, 1000
 
