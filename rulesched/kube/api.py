@@ -55,7 +55,9 @@ from rulesched.errors import (
     UnavailableError,
 )
 from rulesched.kube.channel import Channel
+from rulesched.model.fields import describe
 from rulesched.model.names import dns1123_label
+from rulesched.yamlreader import read_yaml_file
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class Resource:
     prefix: str  # /api/v1, /apis/policy/v1, ...
     plural: str
     namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        """The objects' apiVersion: "v1" for /api/v1, "group/version" for /apis/group/version."""
+        return self.prefix.removeprefix("/api/").removeprefix("/apis/")
 
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
         """The URL path, every variable part checked as the API server would check it and
@@ -134,9 +141,24 @@ NODE_METRICS = Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", 
 # The Policy Report API (kubernetes-sigs/wg-policy-prototypes), which Kyverno and Policy Reporter
 # read: `rulesched audit --live --publish` and `run --audit-interval` write one per namespace.
 POLICY_REPORTS = Resource("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", "policyreports", True)
-# Pod groups (gangs): scheduler-plugins' PodGroup CRD, and KEP-4671's Workload (alpha).
+# Pod groups (gangs): scheduler-plugins' PodGroup CRD, and the workload API's runtime groups
+# (scheduling.k8s.io: PodGroups at v1beta1 in 1.37, v1alpha2 in 1.36; CompositePodGroups at
+# v1alpha3 in 1.37), at the version the server serves (:meth:`KubeApi.served_versions`).
 PODGROUPS = Resource("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True)
-WORKLOADS = Resource("Workload", "/apis/scheduling.k8s.io/v1alpha1", "workloads", True)
+WORKLOAD_API_GROUP = "scheduling.k8s.io"
+
+
+def workload_pod_groups(version: str) -> Resource:
+    """The workload API's PodGroups at ``version`` (v1beta1, v1alpha3, v1alpha2)."""
+    return Resource("PodGroup", f"/apis/{WORKLOAD_API_GROUP}/{version}", "podgroups", True)
+
+
+def composite_pod_groups(version: str = "v1alpha3") -> Resource:
+    return Resource("CompositePodGroup", f"/apis/{WORKLOAD_API_GROUP}/{version}", "compositepodgroups", True)
+
+
+def workloads(version: str) -> Resource:
+    return Resource("Workload", f"/apis/{WORKLOAD_API_GROUP}/{version}", "workloads", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
@@ -179,6 +201,21 @@ class Listed:
     resource_version: str
 
 
+def _check_kubeconfig(path: str) -> None:
+    """A kubeconfig file read as the client will read it, so that what it cannot use is said in
+    one line naming the file (the client's loader prints PyYAML's multi-line error, or raises
+    TypeError on a file holding one word, or says "No configuration found" for a missing file)."""
+    if not path:
+        return
+    try:
+        loaded = read_yaml_file(path)
+    except ValueError as err:
+        raise ConfigError(f"kubeconfig {err}") from None
+    if not isinstance(loaded, dict):
+        got = "an empty file" if loaded is None else describe(loaded)
+        raise ConfigError(f"kubeconfig {path}: expected a mapping (clusters, contexts, users), got {got}")
+
+
 class KubeApi:
     """Requests to one API server. Safe to share between threads (the pool is)."""
 
@@ -188,14 +225,20 @@ class KubeApi:
         agent = agent or user_agent()
         self.agent = agent
         configuration = k8s_client.Configuration()
+        if kubeconfig:
+            for path in kubeconfig.split(os.pathsep):  # (a KUBECONFIG-style list is merged)
+                _check_kubeconfig(path)
         try:
             if kubeconfig:
                 k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
             else:
                 k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except (k8s_config.ConfigException, OSError, ValueError) as err:
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError, AttributeError, KeyError) as err:
+            # (the loader indexes what it reads without checking its shape: a context that
+            # is a string, a list where a mapping belongs, raise TypeError or AttributeError)
             where = kubeconfig or "the in-cluster service account"
-            raise ConfigError(f"cannot configure the Kubernetes client from {where}: {err}") from None
+            problem = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"cannot configure the Kubernetes client from {where}: {problem}") from None
         configuration.retries = False  # retries are ours: with backoff, and never for a binding
         hook = configuration.refresh_api_key_hook
         if hook is not None:  # the loaders re-apply the whole config before every request: once
@@ -395,11 +438,28 @@ class KubeApi:
             timeout=timeout,
         )
 
-    def patch_status(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """A JSON merge patch of an object's ``status`` subresource (a PodGroup's)."""
+    def patch_status(
+        self, resource: Resource, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False
+    ) -> None:
+        """A JSON merge patch of an object's ``status`` subresource (a PodGroup's); ``strategic``:
+        a strategic merge patch (built-in kinds: the workload API's PodGroup, whose conditions
+        merge by type, as kube-scheduler patches them)."""
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
         self._call(
-            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
+            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type=f"application/{kind}+json"
         )
+
+    def served_versions(self, group: str) -> tuple[str, ...]:
+        """The versions of an API group the server serves (discovery), preferred first; () when
+        it serves none."""
+        try:
+            found = self._call("GET", f"/apis/{quote(group, safe='.')}")
+        except KubeError as err:
+            if err.status == 404:
+                return ()
+            raise
+        versions = [str(v.get("version", "")) for v in (found or {}).get("versions", []) if isinstance(v, dict)]
+        return tuple(v for v in versions if v)
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:
         """A JSON merge patch of the pod's status (lists replaced whole), or with ``strategic`` a
