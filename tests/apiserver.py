@@ -54,6 +54,7 @@ import bisect
 import copy
 import json
 import random
+import re
 import socket
 import struct
 import sys
@@ -92,6 +93,7 @@ RESOURCES = {
     "podgroups": ("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", True),
     "workloads": ("Workload", "/apis/scheduling.k8s.io/v1alpha1", True),
 }
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 WATCH_BATCH = 100  # watch events written at once, at most
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 METRICS_NODES = "/apis/metrics.k8s.io/v1beta1/nodes"
@@ -507,7 +509,13 @@ class _Handler(BaseHTTPRequestHandler):
         if namespace:
             meta["namespace"] = namespace
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            # As the real server validates it: a DNS subdomain once a trailing dash is masked
+            # (apimachinery's NameIsDNSSubdomain with prefix): "p." is refused, "p-" is not.
+            prefix = meta["generateName"]
+            if not _DNS_SUBDOMAIN.fullmatch(prefix[:-1] + "a" if prefix.endswith("-") else prefix):
+                self._send(422, _status(422, "Invalid", f"metadata.generateName: Invalid value: {prefix!r}"))
+                return
+            meta["name"] = prefix + uuid.uuid4().hex[:5]
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         body.setdefault("kind", RESOURCES[plural][0])
