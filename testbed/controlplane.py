@@ -90,7 +90,8 @@ RUNTIME_CONFIG = (
 # kube-controller-manager's controllers: those the issue lists (disruption, resource claims,
 # garbage collection, namespaces, service accounts), those every cluster has that the tests lean
 # on (service-account tokens, the kube-root-ca.crt ConfigMap, the aggregated ClusterRoles
-# admin/edit/view), and the Workload API's and DRA's own. Not the node lifecycle controller (it
+# admin/edit/view, the volume binder: a new PersistentVolume is Available only once it has seen
+# it, and kube-scheduler binds only Available ones), and the Workload API's and DRA's own. Not the node lifecycle controller (it
 # would mark the kubelet-less nodes NotReady and evict their pods), nor the workload
 # controllers (ReplicaSets, Deployments, Jobs: tests create pods themselves).
 CONTROLLERS = (
@@ -102,6 +103,7 @@ CONTROLLERS = (
     "serviceaccount-token",
     "root-ca-cert-publisher",
     "clusterrole-aggregation",
+    "persistentvolume-binder",
     "podgroup-protection-controller",
     "device-taint-eviction-controller",
 )

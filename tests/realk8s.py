@@ -38,7 +38,12 @@ client). Its attributes and methods:
   (kube-apiserver, etcd or kube-controller-manager, with the same flags and data);
   ``compact()`` etcd's history up to now (older resourceVersions then 410 Gone);
 * ``kube_scheduler(config=None, args=())``: the real kube-scheduler, as a context manager (see
-  :class:`KubeScheduler`); ``wait(condition, seconds)``.
+  :class:`KubeScheduler`); ``wait(condition, seconds)``;
+* ``audit_mark()``, ``audit(since, user=None)``: the API server's audit log (every request
+  of every client but the control plane's own, at the Metadata level: verb, objectRef, code,
+  userAgent, times), to check what a client asked and was answered.
+
+:class:`Running` is ``rulesched run`` on a thread of the test's process against it.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -113,7 +119,9 @@ class Kube:
             ca_certs=str(pki / "ca.crt"),
             cert_file=str(pki / "admin.crt"),
             key_file=str(pki / "admin.key"),
-            retries=False,
+            # connection errors retried (the server restarting under a test); never a request
+            # that reached it
+            retries=urllib3.Retry(total=20, connect=20, read=0, redirect=0, status=0, other=0, backoff_factor=0.1),
             timeout=urllib3.Timeout(connect=5, read=60),
         )
         self.schedulers: list[KubeScheduler] = []
@@ -470,6 +478,29 @@ class KubeScheduler:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+class Running:
+    """``rulesched run`` in this process (a Loop on a thread) against the test bed, stopped on
+    exit; ``settings`` are RunSettings' (kubeconfig: the admin's unless given)."""
+
+    def __init__(self, kube: Kube, **settings: Any) -> None:
+        from rulesched.run.loop import Loop, RunSettings  # (not needed by the fixtures themselves)
+
+        settings.setdefault("kubeconfig", kube.kubeconfig)
+        settings.setdefault("grace_seconds", 2)
+        self.loop = Loop(RunSettings(**settings))
+        self.thread = threading.Thread(target=self.loop.run, daemon=True)
+
+    def __enter__(self) -> Any:
+        self.thread.start()
+        return self.loop
+
+    def __exit__(self, *exc: object) -> None:
+        self.loop.stop.set()
+        self.loop.scheduler.queue.wake()
+        self.thread.join(timeout=15)
+        assert not self.thread.is_alive(), "rulesched run did not stop within 15 s"
 
 
 def free_port() -> int:

@@ -11,39 +11,10 @@ kube-scheduler: what both write about a pod must read back the same.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from rulesched.run.loop import Loop, RunSettings
-from tests.realk8s import Kube
-
-
-class Running:
-    """``rulesched run`` (a Loop on a thread) against the test bed, stopped on exit."""
-
-    def __init__(self, kubeconfig: str, **settings: Any) -> None:
-        self.loop = Loop(RunSettings(kubeconfig=kubeconfig, grace_seconds=2, **settings))
-        self.thread = threading.Thread(target=self.loop.run, daemon=True)
-
-    def __enter__(self) -> Loop:
-        self.thread.start()
-        return self.loop
-
-    def __exit__(self, *exc: object) -> None:
-        self.loop.stop.set()
-        self.loop.scheduler.queue.wake()
-        self.thread.join(timeout=15)
-        assert not self.thread.is_alive()
-
-
-@pytest.fixture
-def running(k8s: Kube) -> Iterator[Loop]:
-    with Running(k8s.kubeconfig) as loop:
-        yield loop
+from tests.realk8s import Kube, Running
 
 
 def condition(pod: dict[str, Any], kind: str) -> dict[str, Any] | None:
@@ -74,7 +45,7 @@ def test_binding_and_failures_read_back_as_kube_schedulers(k8s: Kube, tmp_path: 
     for ns, scheduler in ((ours, "rulesched"), (theirs, "default-scheduler")):
         k8s.pod(ns, "fits", cpu="1", scheduler=scheduler)
         k8s.pod(ns, "too-big", cpu="3", scheduler=scheduler)
-    with k8s.kube_scheduler(), Running(k8s.kubeconfig):
+    with k8s.kube_scheduler(), Running(k8s):
         for ns in (ours, theirs):
             assert k8s.wait(lambda ns=ns: k8s.read_pod(ns, "fits")["spec"].get("nodeName"), 30)
             assert k8s.wait(lambda ns=ns: condition(k8s.read_pod(ns, "too-big"), "PodScheduled"), 30)
