@@ -25,6 +25,7 @@ client). Its attributes and methods:
   ``items(path)`` for the usual verbs on a path such as ``/api/v1/namespaces/NS/pods``;
 * ``namespace(prefix)``: a new namespace, with its default ServiceAccount there (the
   ServiceAccount admission plugin refuses pods until the controller has made it);
+  ``await_gone(name)``: a namespace of a fixed name deleted after an earlier test is gone;
 * ``node(name, cpu="4", memory="16Gi", pods="110", labels=None, taints=None, extra=None)``: a
   Ready node (no kubelet behind it), with only the taints given (the ``not-ready`` taint the
   API server puts on every new node is lifted, as the node lifecycle controller would);
@@ -186,6 +187,21 @@ class Kube:
         sa = f"/api/v1/namespaces/{name}/serviceaccounts/default"
         assert self.wait(lambda: self._exists(sa), 30), f"no default ServiceAccount in {name} after 30 s"
         return name
+
+    def await_gone(self, namespace: str, seconds: float = 60.0) -> None:
+        """Wait until ``namespace`` (deleted by an earlier test's reset) is gone, so that
+        manifests naming it (deploy/'s ``rulesched``) can be applied again."""
+        path = f"/api/v1/namespaces/{namespace}"
+
+        def usable() -> bool:
+            try:
+                return not self.get(path)["metadata"].get("deletionTimestamp")
+            except ApiError as e:
+                if e.status == 404:
+                    return True
+                raise
+
+        assert self.wait(usable, seconds), f"namespace {namespace} still terminating after {seconds:.0f} s"
 
     def _exists(self, path: str) -> bool:
         try:
@@ -373,6 +389,9 @@ class Kube:
         with open(path, "rb") as f:
             f.seek(since)
             events = [json.loads(line) for line in f.read().splitlines() if line.strip()]
+        for e in events:  # (none for non-resource URLs such as /version)
+            e.setdefault("objectRef", {})
+            e.setdefault("responseStatus", {})
         return [e for e in events if user is None or e.get("user", {}).get("username") == user]
 
     # --- between tests --------------------------------------------------------------------------

@@ -61,6 +61,7 @@ def used(events: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 
 
 def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: Kube, tmp_path: Path) -> None:
+    k8s.await_gone("rulesched")
     applied = k8s.kubectl("apply", "-k", str(DEPLOY))
     assert "deployment.apps/rulesched created" in applied.stdout, applied.stdout
     k8s.kubectl("apply", "-f", str(DEPLOY / "extender" / "namespace.yaml"))
