@@ -116,7 +116,7 @@ class Kube:
         self.url = self.env["KUBE_APISERVER_URL"]
         pki = directory / "pki"
         self._pool = urllib3.PoolManager(
-            maxsize=8,
+            maxsize=32,
             ca_certs=str(pki / "ca.crt"),
             cert_file=str(pki / "admin.crt"),
             key_file=str(pki / "admin.key"),
