@@ -27,7 +27,7 @@ cd "$work"
 export PATH="$bin:$PATH"   # etcd for the integration framework
 pkg=k8s.io/kubernetes/test/integration/scheduler_perf/misc
 # -mod=mod: the test's own dependencies (not the test bed's) are added to the scratch go.mod.
-GOFLAGS=-mod=mod nice -n "${RULESCHED_BUILD_NICE:-10}" go test -trimpath -c -o "$work/misc.test" "$pkg"
+GOFLAGS=-mod=mod nice -n "${RULESCHED_BUILD_NICE:-10}" go test -c -o "$work/misc.test" "$pkg"
 cd "$(go list -mod=mod -f '{{.Dir}}' "$pkg")"
 ARTIFACTS="$work/results" "$work/misc.test" -test.run='^$' -test.bench="BenchmarkPerfScheduling/$bench" \
     -test.benchtime=1x -test.timeout=2h -perf-scheduling-label-filter= -data-items-dir="$work/results" \

@@ -293,7 +293,7 @@ class Kube:
             crd = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
             return any(
                 c["type"] == "Established" and c["status"] == "True"
-                for c in crd.get("status", {}).get("conditions", [])
+                for c in (crd.get("status") or {}).get("conditions") or []  # (null until the first one)
             )
 
         assert self.wait(established, 30), f"CRD {name} not Established"
