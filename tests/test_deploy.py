@@ -59,7 +59,9 @@ USED = {
     # with --pod-groups / --workloads
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
-    ("scheduling.k8s.io", "workloads"): {"list", "watch"},
+    ("scheduling.k8s.io", "podgroups"): {"list", "watch"},
+    ("scheduling.k8s.io", "compositepodgroups"): {"list", "watch"},
+    ("scheduling.k8s.io", "podgroups/status"): {"patch"},
 }
 
 
