@@ -3,7 +3,7 @@ kube-apiserver 1.37, then ``rulesched run`` as the Deployment runs it (its args,
 with the deployed ServiceAccount's own token (``kubectl create token``), driven through
 everything it does: bindings and their events, unschedulable pods' status, preemption
 (eviction and status patch), the Lease, the rules ConfigMap and its last-good record, volume
-choices on claims and volumes, PodGroups, PolicyReports (``--audit-interval``), node metrics
+choices on claims and volumes, PodGroups (scheduler-plugins' and the 1.37 workload API's), PolicyReports (``--audit-interval``), node metrics
 (``load_sources``). The API server's audit log then shows every request it made: none answered
 403, and every grant of deploy/rbac.yaml used."""
 
@@ -23,13 +23,6 @@ from tests.realk8s import Kube
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 USER = "system:serviceaccount:rulesched:rulesched"
-
-
-# The Workload API of 1.37 (issue 37): `--workloads` still reads scheduling.k8s.io/v1alpha1, which
-# 1.37 does not serve (404: that informer never syncs, and no pod is scheduled at all). Until
-# issue 37 moves it, this test runs without --workloads and leaves that API's grants unchecked.
-def workload_api(grant: tuple[str, str, str]) -> bool:
-    return grant[0] == "scheduling.k8s.io" and not grant[1].startswith("priorityclasses")
 
 
 LOAD_SOURCES = "load_sources:\n  - kind: metrics-api\n    interval: 1s\n    max_age: 1m\n"
@@ -79,7 +72,7 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
     config.write_text((DEPLOY / "config.yaml").read_text() + LOAD_SOURCES)
     args = [a if not a.startswith("--config=") else f"--config={config}" for a in container["args"]]
     args = [a if not a.startswith("--metrics-bind-address=") else "--metrics-bind-address=127.0.0.1:0" for a in args]
-    args += ["--kubeconfig", kubeconfig, "--audit-interval", "1s", "--pod-groups"]
+    args += ["--kubeconfig", kubeconfig, "--audit-interval", "1s", "--pod-groups", "--workloads"]
 
     ns = k8s.namespace("deployed")
     for n in ("n1", "n2"):
@@ -138,6 +131,11 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
         },
     )
 
+    # and a gang of the 1.37 workload API (its PodGroup's condition is written through podgroups/status)
+    k8s.create(
+        f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups",
+        {"metadata": {"name": "native"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
+    )
     mark = k8s.audit_mark()
     log = tmp_path / "run.log"
     proc = subprocess.Popen(
@@ -154,6 +152,7 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
             k8s.pod(ns, name, cpu="250m", spec={"volumes": volume})
         for m in range(2):
             k8s.pod(ns, f"gang-{m}", cpu="250m", metadata={"labels": {POD_GROUP_LABEL: "gang"}})
+            k8s.pod(ns, f"native-{m}", cpu="100m", spec={"schedulingGroup": {"podGroupName": "native"}})
         k8s.pod(ns, "too-big", cpu="4")  # FailedScheduling, PodScheduled=False
         # the bindings race one of ours now and then: the loser (409) reads the pod (pods get)
         for i in range(12):
@@ -165,7 +164,7 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
                 )
             except Exception:  # noqa: BLE001 - rulesched was first
                 pass
-        names = ["vol-a", "vol-b", "gang-0", "gang-1"] + [f"race-{i}" for i in range(12)]
+        names = ["vol-a", "vol-b", "gang-0", "gang-1", "native-0", "native-1"] + [f"race-{i}" for i in range(12)]
         assert k8s.wait(lambda: all(k8s.read_pod(ns, n)["spec"].get("nodeName") for n in names), 60), log.read_text()[
             -3000:
         ]
@@ -193,5 +192,5 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
     events = k8s.audit(mark, user=USER)
     forbidden = [(e["verb"], e["requestURI"]) for e in events if e["responseStatus"]["code"] == 403]
     assert forbidden == [], forbidden
-    unused = {g for g in granted(DEPLOY) - used(events) if not workload_api(g)}
+    unused = granted(DEPLOY) - used(events)
     assert unused == set(), f"granted in deploy/rbac.yaml, never used: {sorted(unused)}"

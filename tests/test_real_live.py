@@ -183,9 +183,9 @@ def test_profiles_each_place_their_pods_by_their_rules(k8s: Kube, tmp_path: Path
     assert by == {"pa": "rulesched", "pb": "rulesched-b"}
 
 
-# The gang tests run once per kind of pod group. Issue 37 adds "workload" (the 1.37 Workload
-# API, scheduling.k8s.io/v1beta1, served by this test bed) to GROUP_KINDS with its own maker.
-def podgroup_gang(k8s: Kube, ns: str, name: str, size: int) -> dict[str, str]:
+# The gang tests run once per kind of pod group: scheduler-plugins' PodGroup (a CRD) and the 1.37
+# workload API's (served by this test bed); a maker returns what its members carry.
+def podgroup_gang(k8s: Kube, ns: str, name: str, size: int) -> dict[str, Any]:
     """scheduler-plugins' PodGroup (its CRD applied) and the label its members carry."""
     k8s.apply_crd(ROOT / "tests" / "crds" / "podgroups.scheduling.x-k8s.io.yaml")
     k8s.create(
@@ -197,10 +197,21 @@ def podgroup_gang(k8s: Kube, ns: str, name: str, size: int) -> dict[str, str]:
             "spec": {"minMember": size},
         },
     )
-    return {POD_GROUP_LABEL: name}
+    return {"metadata": {"labels": {POD_GROUP_LABEL: name}}}
 
 
-GROUP_KINDS = {"podgroup": (podgroup_gang, {"pod_groups": True})}
+def workload_gang(k8s: Kube, ns: str, name: str, size: int) -> dict[str, Any]:
+    """The workload API's PodGroup (scheduling.k8s.io/v1beta1, 1.37) with a gang policy; its
+    members name it in ``spec.schedulingGroup``."""
+    k8s.create(
+        f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups",
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": size}}}},
+    )  # fmt: skip
+    return {"spec": {"schedulingGroup": {"podGroupName": name}}}
+
+
+GROUP_KINDS = {"podgroup": (podgroup_gang, {"pod_groups": True}), "workload": (workload_gang, {"workloads": True})}
 
 
 @pytest.mark.parametrize("kind", sorted(GROUP_KINDS))
@@ -215,9 +226,9 @@ def test_gangs_are_bound_whole_or_not_at_all(k8s: Kube, kind: str) -> None:
     huge = make(k8s, ns, "huge", 6)
     with Running(k8s, **settings):
         for m in range(4):
-            k8s.pod(ns, f"small-{m}", cpu="1", metadata={"labels": small})
+            k8s.pod(ns, f"small-{m}", cpu="1", **small)
         for m in range(6):
-            k8s.pod(ns, f"huge-{m}", cpu="3", metadata={"labels": huge})
+            k8s.pod(ns, f"huge-{m}", cpu="3", **huge)
         assert k8s.wait(lambda: bound(k8s, ns, [f"small-{m}" for m in range(4)]), 30)
         k8s.pod(ns, "plain", cpu="1")
         assert k8s.wait(lambda: bound(k8s, ns, ["plain"]), 30)
@@ -227,6 +238,17 @@ def test_gangs_are_bound_whole_or_not_at_all(k8s: Kube, kind: str) -> None:
     if kind == "podgroup":
         group = k8s.get(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/small")
         assert group.get("status", {}).get("phase") in ("Scheduling", "Scheduled", "Running"), group
+    else:  # kube-scheduler's condition, written by rulesched; the huge gang's False with the reason
+
+        def scheduled(name: str) -> dict[str, Any] | None:
+            group = k8s.get(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups/{name}")
+            found = (group.get("status") or {}).get("conditions") or []
+            return next((c for c in found if c["type"] == "PodGroupInitiallyScheduled"), None)
+
+        small_condition = k8s.wait(lambda: scheduled("small"), 10)
+        assert small_condition and small_condition["status"] == "True", small_condition
+        huge_condition = k8s.wait(lambda: scheduled("huge"), 10)
+        assert huge_condition and (huge_condition["status"], huge_condition["reason"]) == ("False", "Unschedulable")
 
 
 AUDIT_RULES = 'extends "default"\n\nfilter retire_n1:\n    node.name != "n1"\n    else "n1 is being retired"\n'
