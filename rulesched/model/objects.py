@@ -127,6 +127,17 @@ class PodVolume:
     monitors: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One ``spec.resourceClaims`` entry: it names a ResourceClaim or a template (the claim made
+    from a template is in the pod's ``status.resourceClaimStatuses``: ``generated``)."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+    generated: str | None = None  # the claim made from the template; None: not made yet
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Pod:
     name: str
@@ -161,8 +172,8 @@ class Pod:
     # a scheduler preempted it: condition DisruptionTarget=True with reason PreemptionByScheduler,
     # or rulesched's own PREEMPTED_CONDITION=True (kept when an eviction rewrites DisruptionTarget)
     preempted_by_scheduler: bool = False
-    # spec.resourceClaims names (Dynamic Resource Allocation): rulesched cannot allocate them
-    resource_claims: tuple[str, ...] = ()
+    # spec.resourceClaims (Dynamic Resource Allocation), with the claims made from templates
+    resource_claims: tuple[PodClaim, ...] = ()
     owner: str = ""  # "Kind/name" of the controlling owner, if any
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)

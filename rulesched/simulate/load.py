@@ -9,7 +9,8 @@ PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, pod groups (sc
 :mod:`rulesched.model.groups`), Services, ReplicaSets,
 StatefulSets and ReplicationControllers for their selectors (system default spreading,
 :mod:`rulesched.model.workloads`), and PersistentVolumes, PersistentVolumeClaims, StorageClasses
-and CSINodes for the volume filters; other kinds are counted into one warning, since a dump of a
+and CSINodes for the volume filters, and Dynamic Resource Allocation's DeviceClasses,
+ResourceClaims, ResourceClaimTemplates and ResourceSlices (``resource.k8s.io/v1``); other kinds are counted into one warning, since a dump of a
 namespace holds Deployments, ConfigMaps and more that scheduling does not need. Objects are
 decoded as they are read and their raw form dropped, so memory holds the decoded cluster, not
 the files' trees. A pod that has no ``spec.priority`` (or no ``spec.preemptionPolicy``) yet waits
@@ -49,7 +50,14 @@ from rulesched.model.decode import (
     decode_pod,
     decode_priority_class,
 )
+from rulesched.model.decode_dra import (
+    decode_device_class,
+    decode_resource_claim,
+    decode_resource_claim_template,
+    decode_resource_slice,
+)
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
+from rulesched.model.dra import EMPTY_DRA, DraState
 from rulesched.model.fields import Memo
 from rulesched.model.groups import POD_GROUP_API, WORKLOAD_API, PodGroup, decode_pod_group, decode_workload
 from rulesched.model.load import LoadSnapshot
@@ -67,6 +75,15 @@ from rulesched.model.workloads import (
 from rulesched.simulate.documents import read_file, read_objects
 
 _STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
+# DRA's kinds, each with the DraState map it goes to; read from resource.k8s.io/v1 (and v1beta2,
+# the same shape); v1beta1's older shape is refused with a message.
+_DRA_KINDS = {
+    "DeviceClass": "classes",
+    "ResourceClaim": "claims",
+    "ResourceClaimTemplate": "templates",
+    "ResourceSlice": "slices",
+}
+_DRA_GROUP = "resource.k8s.io"
 _SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path that means standard input
 STDIN_NAME = "<stdin>"  # its name in messages
@@ -88,6 +105,7 @@ class ClusterObjects:
     workloads: Workloads = NO_WORKLOADS  # Services and controllers: their selectors
     storage: StorageState = EMPTY_STORAGE
     groups: tuple[PodGroup, ...] = ()  # pod groups (gangs): scheduler-plugins' PodGroups, Workloads
+    dra: DraState = EMPTY_DRA  # DeviceClasses, ResourceClaims, their templates, ResourceSlices
 
     @property
     def running_pods(self) -> tuple[Pod, ...]:
@@ -114,6 +132,7 @@ class ClusterObjects:
             storage=self.storage,
             provision=provision,
             load=load,
+            dra=self.dra,
         )
 
 
@@ -209,6 +228,7 @@ class _Loading:
         self.storage: dict[str, dict[str, Any]] = {kind: {} for kind in _STORAGE_KINDS}
         self.skipped: Counter[str] = Counter()
         self.groups: list[PodGroup] = []
+        self.dra: dict[str, dict[str, Any]] = {name: {} for name in _DRA_KINDS.values()}
 
     def unique(self, kind: str, name: str, source: str) -> None:
         first = self.seen.get((kind, name))
@@ -260,8 +280,25 @@ class _Loading:
             key = value.key if kind == "PersistentVolumeClaim" else value.name
             self.unique(kind, key, source)
             self.storage[kind][key] = value
+        elif kind in _DRA_KINDS and _api_group(obj) == _DRA_GROUP:
+            self._dra(kind, obj, source)
         else:
             self.skipped[kind] += 1
+
+    def _dra(self, kind: str, obj: Any, source: str) -> None:
+        if obj.get("apiVersion") == f"{_DRA_GROUP}/v1beta1":
+            name = obj.get("metadata", {}).get("name", "") if isinstance(obj.get("metadata"), dict) else ""
+            raise ObjectError(
+                f"{_DRA_GROUP}/v1beta1 is not read (its requests and devices have another shape): "
+                f"give the object as {_DRA_GROUP}/v1 (kubectl get {kind.lower()}s.v1.{_DRA_GROUP} -o yaml)",
+                source=source,
+                obj=f"{kind} {name}".strip(),
+                field="apiVersion",
+            )
+        value = _DRA_DECODERS[kind](obj, source)
+        key = value.key if kind in ("ResourceClaim", "ResourceClaimTemplate") else value.name
+        self.unique(kind, key, source)
+        self.dra[_DRA_KINDS[kind]][key] = value
 
     def _pod(self, obj: Any, source: str, classes: Mapping[str, PriorityClass] | None) -> Pod:
         pod = decode_pod(obj, source, classes, memo=self.memo, require_containers=True)
@@ -298,6 +335,7 @@ class _Loading:
             workloads=self._workloads(),
             storage=self._storage(),
             groups=tuple(self.groups),
+            dra=DraState(**self.dra) if any(self.dra.values()) else EMPTY_DRA,
         )
 
     def _workloads(self) -> Workloads:
@@ -320,6 +358,16 @@ _STORAGE_DECODERS: Mapping[str, Callable[[object, str], Any]] = MappingProxyType
         "PersistentVolumeClaim": decode_pvc,
         "StorageClass": decode_storage_class,
         "CSINode": decode_csinode,
+    }
+)
+
+
+_DRA_DECODERS: Mapping[str, Callable[[object, str], Any]] = MappingProxyType(
+    {
+        "DeviceClass": decode_device_class,
+        "ResourceClaim": decode_resource_claim,
+        "ResourceClaimTemplate": decode_resource_claim_template,
+        "ResourceSlice": decode_resource_slice,
     }
 )
 
