@@ -20,7 +20,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.objects import EMPTY
+from rulesched.model.dra import EMPTY_DRA, DraState
 from rulesched.model.storage import StorageState
+from rulesched.semantics.dra import NOTHING_ALLOCATED, AllocatedState
 from rulesched.model.workloads import Workloads
 
 # A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
@@ -42,6 +44,8 @@ class Snapshot:
         "namespaces",
         "workloads",
         "storage",
+        "dra",
+        "dra_allocated",
         "_claim_users",
         "generation",
         "node_generation",
@@ -64,6 +68,8 @@ class Snapshot:
         workloads: Workloads,
         storage: StorageState,
         claim_users: Mapping[str, int],
+        dra: DraState = EMPTY_DRA,
+        dra_allocated: AllocatedState = NOTHING_ALLOCATED,
         generation: int,
         node_generation: int,
         journal: Sequence[Change],
@@ -79,6 +85,8 @@ class Snapshot:
         self.namespaces = namespaces
         self.workloads = workloads  # Services and controllers, for system default spreading
         self.storage = storage  # volumes, claims, classes, CSINodes (rulesched.model.storage)
+        self.dra = dra  # DRA's classes, claims, templates, slices (rulesched.model.dra)
+        self.dra_allocated = dra_allocated  # the devices the claims' allocations hold
         self._claim_users = claim_users  # claim key -> how many placed pods mount it
         self.generation = generation
         self.node_generation = node_generation
@@ -133,6 +141,8 @@ class ClusterOverlay:
         self.pdbs = base.pdbs
         self.workloads = base.workloads
         self.storage = base.storage
+        self.dra = base.dra
+        self.dra_allocated = base.dra_allocated
         self.node_generation = base.node_generation
         self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
         self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off

@@ -32,6 +32,7 @@ from typing import Any
 
 from rulesched.cluster.assumed import ASSUMED_TTL_SECONDS, AssumedPods
 from rulesched.cluster.cow import CopyOnWrite
+from rulesched.cluster.dra import DraCache
 from rulesched.cluster.journal import PodJournal
 from rulesched.cluster.load import LoadState
 from rulesched.cluster.nodeinfo import NodeInfo
@@ -40,6 +41,7 @@ from rulesched.cluster.placements import Placements
 from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import StorageCache
 from rulesched.model import Node, Pod, PodDisruptionBudget, PriorityClass
+from rulesched.model.dra import Allocation, DraState
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
@@ -77,6 +79,7 @@ class ClusterStore:
         self.journal = PodJournal()
         self._assumed = AssumedPods(assumed_ttl)
         self.volumes = StorageCache(self._cow, self._changed, provision)
+        self.dra = DraCache(self._cow, self._changed)  # DRA's classes, claims, templates, slices
         self._pdbs: dict[str, PodDisruptionBudget] = {}
         self._pdb_tuple: tuple[PodDisruptionBudget, ...] = ()
         self._namespaces: dict[str, Mapping[str, str]] = {}
@@ -115,6 +118,8 @@ class ClusterStore:
             namespaces=self._namespaces,
             workloads=self._workloads,
             storage=self.volumes.storage,
+            dra=self.dra.state,
+            dra_allocated=self.dra.allocated,
             claim_users=pods.claim_users,
             generation=self.generation,
             node_generation=self.node_generation,
@@ -299,11 +304,21 @@ class ClusterStore:
         return removed
 
     # --- the scheduler's assumptions -------------------------------------------------------------
-    def assume(self, pod: Pod, node_name: str) -> Pod:
-        """Place a pod on a node before its binding completes; returns the placed pod."""
+    def assume(
+        self,
+        pod: Pod,
+        node_name: str,
+        allocations: Mapping[str, Allocation] | None = None,
+        reserve: tuple[str, ...] = (),
+    ) -> Pod:
+        """Place a pod on a node before its binding completes; returns the placed pod.
+        ``allocations`` (claim key -> allocation) and ``reserve`` (claim keys): DRA's Reserve,
+        the devices chosen for its claims and the claims it uses (:class:`DraCache`)."""
         placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
         if pod.volumes:  # VolumeBinding's Reserve: the claims it chose are taken now
             self.volumes.assume(placed, self._nodes.by_name.get(node_name))
+        if allocations or reserve:
+            self.dra.assume(placed, allocations or {}, reserve)
         self.load.bound(placed, node_name)  # (before placing it: its node shows the estimate at once)
         self.add_pod(placed)
         self._assumed.add(placed.key)
@@ -316,6 +331,7 @@ class ClusterStore:
         if key not in self._assumed:
             return
         self.volumes.settled(key)
+        self.dra.settled(key)
         self._assumed.bound(key, now)
 
     def forget(self, key: str) -> None:
@@ -323,6 +339,7 @@ class ClusterStore:
         if key in self._assumed:
             self.remove_pod(key)
         self.volumes.revert(key)
+        self.dra.revert(key)
 
     def expire_assumed(self, now: float) -> list[Pod]:
         """Drop assumptions whose binding finished long ago but which no informer confirmed."""
@@ -421,6 +438,7 @@ class ClusterStore:
             "services": {ns: sorted(s.name for s in found) for ns, found in self._workloads.services.items()},
             "controllers": dict(self._workloads.controllers),
             **self.volumes.contents(),
+            **self.dra.contents(),
             "claim_users": dict(self._pods.claim_users),
         }
 
@@ -435,11 +453,14 @@ class ClusterStore:
         storage: StorageState | None = None,
         provision: bool = False,
         load: LoadSnapshot | None = None,
+        dra: DraState | None = None,
     ) -> ClusterStore:
         store = cls(provision=provision)
         store._workloads = workloads
         if storage is not None:
             store.set_storage(storage)
+        if dra is not None and not dra.empty:
+            store.dra.replace_all(dra)
         for node in nodes:
             store.add_node(node)
         if load is not None:

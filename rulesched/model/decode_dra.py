@@ -327,8 +327,8 @@ def _selectors(d: Mapping[str, Any], where: Where, at: str) -> tuple[str, ...]:
 def _exact(raw: Mapping[str, Any], where: Where, at: str, sub: bool) -> ExactRequest:
     mode = get_choice(raw, "allocationMode", where, at, _MODES, EXACT_COUNT)
     count = get_opt_int(raw, "count", where, at)
-    if mode == ALL and count is not None:
-        raise where.error("must not be set with allocationMode All", join(at, "count"))
+    if mode == ALL:
+        count = None  # (ignored with All; Go clients write the 1 they default it to)
     if count is not None and count < 1:
         raise where.error(f"must be at least 1, got {count}", join(at, "count"))
     capacity = get_map(raw, "capacity", where, at)

@@ -36,15 +36,9 @@ from rulesched.model.quantity import QuantityError, format_quantity, parse_quant
 from rulesched.model.semver import Semver, parse_semver
 from rulesched.semantics.cel_cost import estimate_cost
 
-try:  # (a wheel for this platform: see pyproject; without it every selector is an error)
-    from cel_expr_python import cel as _cel
-    from cel_expr_python.ext import ext_bindings, ext_strings
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-except ImportError as _missing:  # pragma: no cover - the dependency is required
-    _cel = None
-    _IMPORT_ERROR = str(_missing)
-else:
-    _IMPORT_ERROR = ""
+from cel_expr_python import cel as _cel
+from cel_expr_python.ext import ext_bindings, ext_strings
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 __all__ = ["CelCache", "CelError", "Compiled", "device_matches"]
 
@@ -94,11 +88,10 @@ class _Env:
     """One compiled environment (building it takes a few milliseconds: once per process)."""
 
     def __init__(self) -> None:
-        assert _cel is not None
         cel = _cel
         self.pool, self.Quantity, self.Semver = _messages()
         Q, V = cel.Type("kubernetes.Quantity"), cel.Type("kubernetes.Semver")
-        S, I, B, D = cel.Type.STRING, cel.Type.INT, cel.Type.BOOL, cel.Type.DOUBLE
+        S, N, B, D = cel.Type.STRING, cel.Type.INT, cel.Type.BOOL, cel.Type.DOUBLE
         Qm, Vm = self.Quantity, self.Semver
 
         def quantity(text: str) -> Any:
@@ -155,23 +148,37 @@ class _Env:
             "isQuantity": [("is_quantity_string", B, [S])],
             "semver": [("string_to_semver", V, [S]), ("string_bool_to_semver", V, [S, B])],
             "isSemver": [("is_semver_string", B, [S]), ("is_semver_string_bool", B, [S, B])],
-            "compareTo": [("quantity_compareTo", I, [Q, Q]), ("semver_compareTo", I, [V, V])],
+            "compareTo": [("quantity_compareTo", N, [Q, Q]), ("semver_compareTo", N, [V, V])],
             "isLessThan": [("quantity_isLessThan", B, [Q, Q]), ("semver_isLessThan", B, [V, V])],
             "isGreaterThan": [("quantity_isGreaterThan", B, [Q, Q]), ("semver_isGreaterThan", B, [V, V])],
-            "add": [("quantity_add", Q, [Q, Q]), ("quantity_add_int", Q, [Q, I])],
-            "sub": [("quantity_sub", Q, [Q, Q]), ("quantity_sub_int", Q, [Q, I])],
-            "asInteger": [("quantity_asInteger", I, [Q])],
+            "add": [("quantity_add", Q, [Q, Q]), ("quantity_add_int", Q, [Q, N])],
+            "sub": [("quantity_sub", Q, [Q, Q]), ("quantity_sub_int", Q, [Q, N])],
+            "asInteger": [("quantity_asInteger", N, [Q])],
             "isInteger": [("quantity_isInteger", B, [Q])],
             "asApproximateFloat": [("quantity_asApproximateFloat", D, [Q])],
-            "sign": [("quantity_sign", I, [Q])],
-            "major": [("semver_major", I, [V])],
-            "minor": [("semver_minor", I, [V])],
-            "patch": [("semver_patch", I, [V])],
+            "sign": [("quantity_sign", N, [Q])],
+            "major": [("semver_major", N, [V])],
+            "minor": [("semver_minor", N, [V])],
+            "patch": [("semver_patch", N, [V])],
             "find": [("string_find_string", S, [S, S])],
             "findAll": [("string_find_all_string", cel.Type.List(S), [S, S])],
         }
-        members = {"compareTo", "isLessThan", "isGreaterThan", "add", "sub", "asInteger", "isInteger",
-                   "asApproximateFloat", "sign", "major", "minor", "patch", "find", "findAll"}
+        members = {
+            "compareTo",
+            "isLessThan",
+            "isGreaterThan",
+            "add",
+            "sub",
+            "asInteger",
+            "isInteger",
+            "asApproximateFloat",
+            "sign",
+            "major",
+            "minor",
+            "patch",
+            "find",
+            "findAll",
+        }
         impls: dict[str, Callable[..., Any]] = {
             "string_to_quantity": quantity,
             "is_quantity_string": is_quantity,
@@ -197,7 +204,10 @@ class _Env:
             "string_find_all_string": lambda t, p: [m.group(0) for m in re.finditer(p, t)],
         }
         functions = [
-            cel.FunctionDecl(name, [cel.Overload(id_, result, params, is_member=name in members) for id_, result, params in overloads])
+            cel.FunctionDecl(
+                name,
+                [cel.Overload(id_, result, params, is_member=name in members) for id_, result, params in overloads],
+            )
             for name, overloads in decls.items()
         ]
         self.env = cel.NewEnv(
@@ -260,8 +270,6 @@ def _short(message: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _environment() -> _Env:
-    if _cel is None:
-        raise CelError(f"CEL is not available: {_IMPORT_ERROR} (install cel-expr-python)")
     return _Env()
 
 
@@ -349,4 +357,3 @@ class CelCache:
 def device_matches(expression: str, device: Device, driver: str, cache: CelCache | None = None) -> bool:
     """One selector on one device (a fresh cache unless one is given)."""
     return (cache or CelCache()).matches(expression, device, driver)
-

@@ -374,11 +374,14 @@ class _Run:
                 f"claim {_claim_name(claim)}, request {name}: admin access is requested, but the feature is disabled"
             )
         if not spec.device_class_name:
-            raise AllocationError(f"claim {_claim_name(claim)}, request {name}: missing device class name (unsupported request type?)")
+            raise AllocationError(
+                f"claim {_claim_name(claim)}, request {name}: missing device class name (unsupported request type?)"
+            )
         cls = self.a.classes.get(spec.device_class_name)
         if cls is None:
             raise AllocationError(
-                f"claim {_claim_name(claim)}, request {name}: could not retrieve device class {spec.device_class_name}: not found"
+                f"claim {_claim_name(claim)}, request {name}: could not retrieve device class {spec.device_class_name}: "
+                f'deviceclass.resource.k8s.io "{spec.device_class_name}" not found'
             )
         data = _Request(ci, ri, name, parent, spec, cls)
         if spec.allocation_mode != ALL:
@@ -410,7 +413,7 @@ class _Run:
         return data
 
     def _all_candidates(self) -> list[Candidate]:
-        out = []
+        out: list[Candidate] = []
         for pool in self.pools:
             if pool.incomplete or pool.invalid:
                 continue
@@ -531,7 +534,9 @@ class _Run:
             try:
                 ok = cel.matches(expression, device, driver)
             except CelError as err:
-                raise AllocationError(f"class {data.cls.name}: selector #{i}{self._on(cel, expression, cand)}: {err}") from None
+                raise AllocationError(
+                    f"class {data.cls.name}: selector #{i}{self._on(cel, expression, cand)}: {err}"
+                ) from None
             if not ok:
                 self.matches[key] = False
                 return False
@@ -571,7 +576,9 @@ class _Run:
             )
         except CapacityError as err:
             claim = _claim_name(self.claims[data.claim])
-            raise AllocationError(f"claim {claim}, request {data.name}: checking capacity for device {'/'.join(device_id)}: {err}") from None
+            raise AllocationError(
+                f"claim {claim}, request {data.name}: checking capacity for device {'/'.join(device_id)}: {err}"
+            ) from None
 
     def _take(self, data: _Request, cand: Candidate, must: bool) -> tuple[bool, Callable[[], None] | None]:
         """allocateDevice: check the candidate's availability, counters, taints and the claim's
@@ -640,7 +647,7 @@ class _Run:
                 undo.append(give_back)
         results = self.results[ci]
         results.append((data, cand, share, consumed or None))
-        undo.append(results.pop)
+        undo.append(lambda: results.pop() and None)
         return True, rollback
 
     def _counters_fit(self, cand: Candidate) -> bool:
@@ -668,7 +675,6 @@ class _Run:
 
     # --- the result ---------------------------------------------------------------------------------
     def _result(self, ci: int) -> Allocation:
-        claim = self.claims[ci]
         devices = []
         for data, cand, share, consumed in self.results[ci]:
             devices.append(
@@ -704,20 +710,18 @@ class _Run:
                     configs[i] = replace(configs[i], requests=(*configs[i].requests, data.full_name))
                 continue
             first = len(configs)
-            for config in data.cls.config:
-                configs.append(AllocationConfig("FromClass", (data.full_name,), config))
+            for opaque in data.cls.config:
+                configs.append(AllocationConfig("FromClass", (data.full_name,), opaque))
             ranges[data.cls.name] = (first, len(configs))
-        for config in claim.spec.config:
-            if not config.requests:
-                configs.append(AllocationConfig("FromClaim", (), config.config))
+        for claim_config in claim.spec.config:
+            wanted = claim_config.requests
+            if not wanted:
+                configs.append(AllocationConfig("FromClaim", (), claim_config.config))
                 continue
             for ri, request in enumerate(claim.spec.requests):
-                if request.name in config.requests:
-                    configs.append(AllocationConfig("FromClaim", config.requests, config.config))
-                    break
                 data = self._chosen(ci, ri)
-                if data.parent and data.full_name in config.requests:
-                    configs.append(AllocationConfig("FromClaim", config.requests, config.config))
+                if request.name in wanted or (data.parent and data.full_name in wanted):
+                    configs.append(AllocationConfig("FromClaim", wanted, claim_config.config))
                     break
         names = []
         for ri, request in enumerate(claim.spec.requests):
@@ -725,7 +729,9 @@ class _Run:
             names.append((request.name, data.full_name if data.parent else None))
         out = []
         for config in configs:
-            if config.requests and all(n in config.requests or (s is not None and s in config.requests) for n, s in names):
+            if config.requests and all(
+                n in config.requests or (s is not None and s in config.requests) for n, s in names
+            ):
                 config = replace(config, requests=())
             out.append(config)
         return tuple(out)
@@ -740,10 +746,14 @@ class _Run:
             else:
                 name, selector = s.node_name, s.node_selector
             if name or d.binds_to_node:
-                return (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (self.node.name,)),)),)
+                return (
+                    NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (self.node.name,)),)),
+                )
             if selector:
                 if len(selector) > 1:
-                    raise AllocationError(f"create NodeSelector for claim {self.claims[ci].name}: unsupported ResourceSlice.NodeSelector with {len(selector)} terms")
+                    raise AllocationError(
+                        f"create NodeSelector for claim {self.claims[ci].name}: unsupported ResourceSlice.NodeSelector with {len(selector)} terms"
+                    )
                 _merge(selector[0].match_fields, fields)
                 _merge(selector[0].match_expressions, expressions)
         if fields or expressions:

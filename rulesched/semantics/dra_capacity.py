@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from rulesched.model.dra import Capacity, RequestPolicy
+from rulesched.model.quantity import format_quantity
 
 MILLI = 1000
 _INT64 = 2**63 - 1
+_UNREPRESENTABLE = "capacity request cannot be represented in the device's range arithmetic"
 
 
 class CapacityError(Exception):
@@ -48,14 +50,20 @@ def _round_up_range(requested: int, policy: RequestPolicy, fractional: bool) -> 
         n = -(-(requested - low) // step)
         value = low + step * n
         if value > _INT64:
-            raise CapacityError(f"rounding request {requested}m up to the next step passes the milli-value range")
+            raise CapacityError(
+                f"{_UNREPRESENTABLE}: rounding request {format_quantity(requested)} up to the next step passes the milli-value range"
+            )
         return value
-    if _value(requested) > _INT64:
-        raise CapacityError("request exceeds MaxInt64")
+    if requested > _INT64 * MILLI:
+        raise CapacityError(f"{_UNREPRESENTABLE}: request {format_quantity(requested)} exceeds MaxInt64")
     req, step, low = _value(requested), _value(policy.step), _value(policy.min)
     if step == 0:
         return requested
     n = -(-(req - low) // step)
+    if low >= 0 and low + step * n > _INT64:
+        raise CapacityError(
+            f"{_UNREPRESENTABLE}: rounding request {format_quantity(requested)} up to the next step passes MaxInt64"
+        )
     return (low + step * n) * MILLI
 
 
@@ -112,10 +120,14 @@ def fits(
     for a capacity the device does not declare does not fit; an unrepresentable one raises."""
     if requests and any(name not in capacity for name in requests):
         return False
-    taken = {name: consumed(requests.get(name) if requests else None, cap, fractional) for name, cap in capacity.items()}
-    for name, amount in taken.items():
-        if amount < 0:
-            raise CapacityError(f"capacity {name!r}: capacity value is negative")
+    taken = {}
+    for name, cap in capacity.items():
+        try:
+            taken[name] = consumed(requests.get(name) if requests else None, cap, fractional)
+        except CapacityError as err:
+            raise CapacityError(f'capacity "{name}": {err}') from None
+        if taken[name] < 0:
+            raise CapacityError(f'capacity "{name}": capacity value is negative')
     for name, cap in capacity.items():
         amount = taken[name]
         if _violates(amount, cap.request_policy, fractional):
@@ -125,6 +137,8 @@ def fits(
     return True
 
 
-def consumed_all(requests: Mapping[str, int] | None, capacity: Mapping[str, Capacity], fractional: bool) -> dict[str, int]:
+def consumed_all(
+    requests: Mapping[str, int] | None, capacity: Mapping[str, Capacity], fractional: bool
+) -> dict[str, int]:
     """GetConsumedCapacityFromRequest: what the request takes from each of the device's capacities."""
     return {name: consumed(requests.get(name) if requests else None, cap, fractional) for name, cap in capacity.items()}

@@ -6,7 +6,10 @@ import sys
 path = sys.argv[1]
 text = open(path).read()
 edits = [
-    ("\t\t\tif missing.Len() > 0 {\n", "\t\t\tif missing.Len() > 0 {\n\t\t\t\trecordSkipped(t.Name(), name, tc, sets.List(missing))\n"),
+    (
+        "\t\t\tif missing.Len() > 0 {\n",
+        "\t\t\tif missing.Len() > 0 {\n\t\t\t\trecordSkipped(t.Name(), name, tc, sets.List(missing))\n",
+    ),
     (
         "\t\t\tresults, err := allocator.Allocate(ctx, tc.node, unwrap(claimsToAllocate...))\n",
         "\t\t\tresults, err := allocator.Allocate(ctx, tc.node, unwrap(claimsToAllocate...))\n"

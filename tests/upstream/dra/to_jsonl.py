@@ -7,13 +7,25 @@ import sys
 
 dump, table_dir, version = sys.argv[1:4]
 sources = {}
-for file, function in (("allocator_testing.go", "TestAllocator"), ("lexicographical_testing.go", "TestLexicographicalAllocator")):
+for file, function in (
+    ("allocator_testing.go", "TestAllocator"),
+    ("lexicographical_testing.go", "TestLexicographicalAllocator"),
+):
     for number, line in enumerate(open(f"{table_dir}/{file}"), 1):
         m = re.match(r'\t\t"([^"]+)": \{', line)
         if m:
             sources.setdefault(m.group(1), f"structured/internal/allocatortesting/{file}:{number} ({function})")
 cases = json.load(open(dump))
-print(json.dumps({"module": "k8s.io/dynamic-resource-allocation", "version": version, "variant": "incubating", "cases": len(cases)}))
+print(
+    json.dumps(
+        {
+            "module": "k8s.io/dynamic-resource-allocation",
+            "version": version,
+            "variant": "incubating",
+            "cases": len(cases),
+        }
+    )
+)
 for case in sorted(cases, key=lambda c: c["name"]):
     case.pop("table", None)
     case["source"] = sources.get(case["name"], "?")

@@ -1,0 +1,134 @@
+"""The store's DRA cache: DeviceClasses, ResourceClaims, templates and ResourceSlices, the
+devices their allocations hold, and the allocations assumed for pods whose binding is in flight.
+
+A part of :class:`rulesched.cluster.store.ClusterStore` with its own state, copied on write while
+a snapshot holds it (:mod:`rulesched.cluster.cow`); a snapshot sees it as one
+:class:`~rulesched.model.dra.DraState` and the :class:`~rulesched.semantics.dra.AllocatedState`
+its claims hold (worked out once per change, not per cycle).
+
+When the scheduler assumes a pod, the allocations it chose for the pod's claims are written into
+the claims at once, with the pod in ``reservedFor`` (kube-scheduler's Reserve, its assume cache
+and in-flight allocations): later cycles see the devices taken and never give them twice, and a
+claim shared with a later pod is already allocated for it. A failed binding puts the claims back
+(:meth:`DraCache.revert`). While an assumption stands, an informer's older view of the claim
+(the same resourceVersion, without the allocation) does not replace it; any newer version of the
+claim from the API server does.
+Next stage: :mod:`rulesched.cluster.snapshot` carries them to the cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rulesched.cluster.cow import CopyOnWrite
+from rulesched.model import Pod
+from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, ResourceClaim
+from rulesched.semantics.dra import AllocatedState, allocated_state
+
+DRA_KINDS = ("classes", "claims", "templates", "slices")
+
+
+class DraCache:
+    def __init__(self, cow: CopyOnWrite[Any], changed: Callable[[], None]) -> None:
+        self._cow, self._changed = cow, changed
+        self._maps: dict[str, dict[str, Any]] = {kind: {} for kind in DRA_KINDS}
+        self._allocated: AllocatedState | None = None  # of the claims; None: work it out again
+        self._state: DraState | None = None
+        # pod key -> [(claim key, the claim before the assumption)]
+        self._undo: dict[str, list[tuple[str, ResourceClaim | None]]] = {}
+        # claim key -> (pod key, the resourceVersion the assumption was made on)
+        self._assumed: dict[str, tuple[str, str]] = {}
+
+    @property
+    def state(self) -> DraState:
+        if self._state is None:
+            m = self._maps
+            self._state = DraState(m["classes"], m["claims"], m["templates"], m["slices"])
+        return self._state
+
+    @property
+    def allocated(self) -> AllocatedState:
+        if self._allocated is None:
+            self._allocated = allocated_state(list(self._maps["claims"].values()))
+        return self._allocated
+
+    @property
+    def empty(self) -> bool:
+        return not any(self._maps.values())
+
+    def _map(self, kind: str) -> dict[str, Any]:
+        current = self._maps[kind]
+        if self._cow.must_copy(f"dra_{kind}"):
+            current = self._maps[kind] = dict(current)
+        return current
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        """Set (None: remove) one object of a kind: ``classes``, ``claims``, ``templates``,
+        ``slices``; an informer's claim that an assumption outdates is ignored."""
+        if kind == "claims":
+            assumed = self._assumed.get(key)
+            if assumed is not None:
+                if value is not None and value.resource_version == assumed[1] and value.allocation is None:
+                    return  # the informer's view from before the assumption
+                del self._assumed[key]
+            self._allocated = None
+        target = self._map(kind)
+        if value is None:
+            if target.pop(key, None) is None:
+                return
+        else:
+            target[key] = value
+        self._state = None
+        self._changed()
+
+    def replace_all(self, state: DraState) -> None:
+        """Replace every DRA object (a load from files)."""
+        for kind in DRA_KINDS:
+            self._maps[kind] = dict(getattr(state, kind))
+            self._cow.made_now(f"dra_{kind}")
+        self._allocated = None
+        self._state = None
+        self._changed()
+
+    def contents(self) -> dict[str, Any]:
+        return {f"dra_{kind}": dict(self._maps[kind]) for kind in DRA_KINDS}
+
+    # --- the scheduler's assumptions ---------------------------------------------------------------
+    def assume(self, pod: Pod, allocations: Mapping[str, Allocation], reserve: tuple[str, ...]) -> None:
+        """The pod is assumed: ``allocations`` (claim key -> allocation) are written into their
+        claims, and every claim in ``reserve`` (keys) gets the pod in ``reservedFor``."""
+        if not allocations and not reserve:
+            return
+        undo = self._undo.setdefault(pod.key, [])
+        claims = self._maps["claims"]
+        consumer = Consumer("pods", pod.name, pod.uid or pod.key)
+        for key in dict.fromkeys((*allocations, *reserve)):
+            claim = claims.get(key)
+            if claim is None:
+                continue
+            changed = claim
+            if key in allocations:
+                finalizers = claim.finalizers if FINALIZER in claim.finalizers else (*claim.finalizers, FINALIZER)
+                changed = dataclasses.replace(changed, allocation=allocations[key], finalizers=finalizers)
+            if not any(c.uid == consumer.uid for c in changed.reserved_for):
+                changed = dataclasses.replace(changed, reserved_for=(*changed.reserved_for, consumer))
+            undo.append((key, claim))
+            self.put("claims", key, changed)
+            self._assumed[key] = (pod.key, claim.resource_version)
+
+    def settled(self, pod_key: str) -> None:
+        """The pod's binding succeeded: its claims stay as assumed until the informer's newer
+        versions (with the status the binder wrote) replace them."""
+        self._undo.pop(pod_key, None)
+
+    def revert(self, pod_key: str) -> None:
+        """The binding failed: the claims are put back as they were (Unreserve)."""
+        for key, before in reversed(self._undo.pop(pod_key, [])):
+            self._assumed.pop(key, None)
+            self.put("claims", key, before)
+
+    def in_flight(self) -> list[str]:
+        """The assumed pods whose claims are held (to write, or to take back)."""
+        return sorted(self._undo)
