@@ -25,7 +25,9 @@ from typing import Any
 from rulesched.cluster.cow import CopyOnWrite
 from rulesched.model import Pod
 from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, ResourceClaim
+from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import AllocatedState, allocated_state
+from rulesched.semantics.dra_pod import pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
 
@@ -40,6 +42,8 @@ class DraCache:
         self._undo: dict[str, list[tuple[str, ResourceClaim | None]]] = {}
         # claim key -> (pod key, the resourceVersion the assumption was made on)
         self._assumed: dict[str, tuple[str, str]] = {}
+        # compiled CEL selectors and their verdicts per device: the scheduler's, across cycles
+        self.cel = CelCache()
 
     @property
     def state(self) -> DraState:
@@ -117,6 +121,18 @@ class DraCache:
             undo.append((key, claim))
             self.put("claims", key, changed)
             self._assumed[key] = (pod.key, claim.resource_version)
+
+    def reserve(self, pod: Pod, node: Any) -> bool:
+        """DynamicResources' Reserve for ``pod`` assumed on ``node``: its claims allocated there
+        (as the cycle's Filter found them: the same state gives the same devices) and reserved
+        for it. False when they cannot be had there now (the binding must then fail)."""
+        if not pod.resource_claims:
+            return True
+        found = pod_claims(pod, self.state, self.allocated, self.cel)
+        if node is None or found.filter(node):
+            return False
+        self.assume(pod, found.allocations(node), found.reserve())
+        return True
 
     def settled(self, pod_key: str) -> None:
         """The pod's binding succeeded: its claims stay as assumed until the informer's newer

@@ -19,11 +19,12 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.model import Node, Pod, PodDisruptionBudget
-from rulesched.model.objects import EMPTY
 from rulesched.model.dra import EMPTY_DRA, DraState
+from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
-from rulesched.semantics.dra import NOTHING_ALLOCATED, AllocatedState
 from rulesched.model.workloads import Workloads
+from rulesched.semantics.cel import CelCache
+from rulesched.semantics.dra import NOTHING_ALLOCATED, AllocatedState
 
 # A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
 # object, whose labels the indexes read, rather than a node info with a copy of its pods).
@@ -46,6 +47,7 @@ class Snapshot:
         "storage",
         "dra",
         "dra_allocated",
+        "dra_cel",
         "_claim_users",
         "generation",
         "node_generation",
@@ -70,6 +72,7 @@ class Snapshot:
         claim_users: Mapping[str, int],
         dra: DraState = EMPTY_DRA,
         dra_allocated: AllocatedState = NOTHING_ALLOCATED,
+        dra_cel: CelCache | None = None,
         generation: int,
         node_generation: int,
         journal: Sequence[Change],
@@ -87,6 +90,7 @@ class Snapshot:
         self.storage = storage  # volumes, claims, classes, CSINodes (rulesched.model.storage)
         self.dra = dra  # DRA's classes, claims, templates, slices (rulesched.model.dra)
         self.dra_allocated = dra_allocated  # the devices the claims' allocations hold
+        self.dra_cel = dra_cel or CelCache()  # the store's compiled selectors and their verdicts
         self._claim_users = claim_users  # claim key -> how many placed pods mount it
         self.generation = generation
         self.node_generation = node_generation
@@ -143,6 +147,7 @@ class ClusterOverlay:
         self.storage = base.storage
         self.dra = base.dra
         self.dra_allocated = base.dra_allocated
+        self.dra_cel = base.dra_cel
         self.node_generation = base.node_generation
         self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
         self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off

@@ -120,6 +120,7 @@ class ClusterStore:
             storage=self.volumes.storage,
             dra=self.dra.state,
             dra_allocated=self.dra.allocated,
+            dra_cel=self.dra.cel,
             claim_users=pods.claim_users,
             generation=self.generation,
             node_generation=self.node_generation,
@@ -319,6 +320,8 @@ class ClusterStore:
             self.volumes.assume(placed, self._nodes.by_name.get(node_name))
         if allocations or reserve:
             self.dra.assume(placed, allocations or {}, reserve)
+        elif pod.resource_claims:  # DynamicResources' Reserve: the devices it chose are taken now
+            self.dra.reserve(placed, self._nodes.by_name.get(node_name))
         self.load.bound(placed, node_name)  # (before placing it: its node shows the estimate at once)
         self.add_pod(placed)
         self._assumed.add(placed.key)

@@ -31,14 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cel_expr_python import cel as _cel
+from cel_expr_python.ext import ext_bindings, ext_strings
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
 from rulesched.model.dra import SELECTOR_MAX_COST, Device
 from rulesched.model.quantity import QuantityError, format_quantity, parse_quantity
 from rulesched.model.semver import Semver, parse_semver
 from rulesched.semantics.cel_cost import estimate_cost
-
-from cel_expr_python import cel as _cel
-from cel_expr_python.ext import ext_bindings, ext_strings
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 __all__ = ["CelCache", "CelError", "Compiled", "device_matches"]
 

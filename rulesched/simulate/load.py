@@ -15,7 +15,9 @@ namespace holds Deployments, ConfigMaps and more that scheduling does not need. 
 decoded as they are read and their raw form dropped, so memory holds the decoded cluster, not
 the files' trees. A pod that has no ``spec.priority`` (or no ``spec.preemptionPolicy``) yet waits
 for the end, when every PriorityClass of every file is known, so ``priorityClassName`` resolves
-whatever the order; pods keep their file order. Finished pods (Succeeded, Failed) hold no
+whatever the order; pods keep their file order. A pending pod's claims to be made from
+ResourceClaimTemplates are made, as the resourceclaim controller would have
+(:mod:`rulesched.semantics.dra_claims`). Finished pods (Succeeded, Failed) hold no
 resources and are dropped. A pod bound to a node the files do not hold is an error, or, for dumps
 of a live cluster (``kubectl get pods -A`` lists pods on nodes just deleted), set aside in
 :attr:`ClusterObjects.skipped_pods` when asked to. Objects the API server would have refused
@@ -72,6 +74,7 @@ from rulesched.model.workloads import (
     decode_controller,
     decode_service,
 )
+from rulesched.semantics.dra_claims import claims_from_templates
 from rulesched.simulate.documents import read_file, read_objects
 
 _STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
@@ -323,6 +326,10 @@ class _Loading:
                     obj=f"Pod {pod.key}",
                     field="spec.nodeName",
                 )
+            if not pod.node_name and pod.resource_claims:  # (the resourceclaim controller's part)
+                pod, made = claims_from_templates(pod, self.dra["templates"], self.dra["claims"])
+                for claim in made:
+                    self.dra["claims"][claim.key] = claim
             pods.append(pod)
         return ClusterObjects(
             nodes=tuple(self.nodes),

@@ -185,7 +185,7 @@ class RuleSet:
         preempts = tuple(
             _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
         )
-        first = prechecks(pod)  # (evaluated node by node, reading nothing: no column, no share)
+        first = prechecks(pod, cluster)  # (evaluated node by node: no column, no share)
         uses = (
             (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
             tuple(frozenset(r.context) for r in score_rules),

@@ -1,0 +1,285 @@
+"""kube-scheduler's DynamicResources plugin for one pod: its PreFilter, Filter and Reserve
+(pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go at v1.37), over one
+cluster state.
+
+PreFilter finds the pod's claims (a template's claim is the one the resourceclaim controller
+made, named in the pod's status, and owned by the pod); a claim missing, being deleted or not
+the pod's, or a request naming a class that does not exist, leaves the pod unschedulable on every
+node. An allocated claim is usable where its allocation's node selector allows (a claim in use
+by other pods is shared, never allocated again); the claims not allocated yet are allocated per
+node by the structured allocator (:mod:`rulesched.semantics.dra`). Every failure is
+UnschedulableAndUnresolvable, as upstream's: evicting pods does not free devices there. Reserve
+takes the node's allocation: the claims it allocates and the claims the pod is to be in the
+``reservedFor`` of.
+
+Beyond upstream: :meth:`PodClaims.diagnose` says, for a node where allocation failed, which claim
+and request failed and why (no device of the class, the selector false with the attribute
+values, a constraint, capacity, a taint), for ``explain``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rulesched.model import Pod
+from rulesched.model.dra import Allocation, DraState, ResourceClaim
+from rulesched.semantics.cel import CelCache, CelError
+from rulesched.semantics.dra import (
+    AllocatedState,
+    AllocationError,
+    Allocator,
+    Ranking,
+    taint_blocks,
+)
+from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
+
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+PLUGIN = "DynamicResources"
+
+
+def claim_name_for(pod: Pod, name: str) -> tuple[str | None, str]:
+    """resourceclaim.Name: the claim a pod's entry names (None: a template's claim not made
+    yet, with the message), checking nothing else."""
+    for entry in pod.resource_claims:
+        if entry.name != name:
+            continue
+        if entry.claim_name:
+            return entry.claim_name, ""
+        if entry.generated is not None:
+            return entry.generated, ""
+        return None, f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet'
+    return None, f"pod {pod.key} has no resource claim {name!r}"
+
+
+def _owned_by(claim: ResourceClaim, pod: Pod) -> bool:
+    if claim.owner is None or claim.owner[0] != "Pod" or claim.owner[1] != pod.name:
+        return False
+    return not (pod.uid and claim.owner[2] and claim.owner[2] != pod.uid)
+
+
+def consumer_uid(pod: Pod) -> str:
+    """The uid a pod is known by in ``reservedFor`` (its key, for a pod without one: files)."""
+    return pod.uid or pod.key
+
+
+def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
+    uid = consumer_uid(pod)
+    return any(c.uid == uid for c in claim.reserved_for)
+
+
+@dataclass
+class PodClaims:
+    """PreFilter's findings for one pod over one cluster state, and Filter per node (cached)."""
+
+    pod: Pod
+    error: str = ""  # the pod cannot be scheduled anywhere now: the reason
+    claims: list[ResourceClaim] = field(default_factory=list)
+    allocator: Allocator | None = None
+    ranking: Ranking | None = None
+    _nodes: dict[str, tuple[tuple[str, ...], list[Allocation] | None]] = field(default_factory=dict)
+
+    @property
+    def to_allocate(self) -> list[ResourceClaim]:
+        return [c for c in self.claims if c.allocation is None]
+
+    def filter(self, node: Any) -> tuple[str, ...]:
+        """Filter: the reasons the pod's claims cannot be had on ``node`` (empty: they can)."""
+        return self._on(node)[0]
+
+    def allocations(self, node: Any) -> dict[str, Allocation]:
+        """Reserve: the allocation, claim key -> allocation, for the claims allocated on ``node``."""
+        reasons, allocations = self._on(node)
+        if reasons or allocations is None:
+            return {}
+        return {c.key: a for c, a in zip(self.to_allocate, allocations, strict=True)}
+
+    def reserve(self) -> tuple[str, ...]:
+        """The claims the pod is to be in the ``reservedFor`` of (those it is not in yet)."""
+        return tuple(c.key for c in self.claims if not reserved_for(c, self.pod))
+
+    def _on(self, node: Any) -> tuple[tuple[str, ...], list[Allocation] | None]:
+        node = getattr(node, "node", node)
+        found = self._nodes.get(node.name)
+        if found is None:
+            found = self._nodes[node.name] = self._filter(node)
+        return found
+
+    def _filter(self, node: Any) -> tuple[tuple[str, ...], list[Allocation] | None]:
+        if self.error:
+            return (self.error,), None
+        for claim in self.claims:
+            alloc = claim.allocation
+            if (
+                alloc is not None
+                and alloc.node_selector is not None
+                and not node_matches(node, "", False, alloc.node_selector)
+            ):
+                return (NOT_AVAILABLE,), None
+        if self.allocator is None:
+            return (), []
+        try:
+            allocations = self.allocator.allocate(node, self.to_allocate, self.ranking)
+        except AllocationError as err:
+            return (str(err),), None
+        if allocations is None:
+            return (CANNOT_ALLOCATE,), None
+        return (), allocations
+
+    def diagnose(self, node: Any) -> list[str]:
+        """Why allocation failed on ``node``, request by request (empty when it did not fail)."""
+        node = getattr(node, "node", node)
+        reasons, _ = self._on(node)
+        if not reasons or self.allocator is None or reasons[0] != CANNOT_ALLOCATE:
+            return list(reasons)
+        return diagnose(self.allocator, node, self.to_allocate)
+
+
+def pod_claims(
+    pod: Pod,
+    state: DraState,
+    allocated: AllocatedState,
+    cel: CelCache,
+    features: Features = ALL_FEATURES,
+    ranking: Ranking | None = None,
+) -> PodClaims:
+    """PreFilter: the pod's claims in ``state``; an allocator when some are to be allocated."""
+    out = PodClaims(pod, ranking=ranking)
+    for entry in pod.resource_claims:
+        name, problem = claim_name_for(pod, entry.name)
+        if name is None:
+            out.error = problem
+            return out
+        claim = state.claims.get(f"{pod.namespace}/{name}")
+        if claim is None:
+            out.error = f'resourceclaim.resource.k8s.io "{name}" not found'
+            return out
+        if claim.deleting:
+            out.error = f'resourceclaim "{name}" is being deleted'
+            return out
+        if entry.template_name and not _owned_by(claim, pod):
+            out.error = f"ResourceClaim {claim.key} was not created for Pod {pod.key} (Pod is not owner)"
+            return out
+        out.claims.append(claim)
+    pending = False
+    for claim in out.claims:
+        if claim.allocation is not None:
+            continue
+        pending = True
+        for request in claim.spec.requests:
+            wanted = (
+                [(request.name, request.exactly.device_class_name)]
+                if request.exactly is not None
+                else [(f"{request.name}/{sub}", spec.device_class_name) for sub, spec in request.first_available]
+            )
+            for shown, class_name in wanted:
+                if class_name not in state.classes:
+                    out.error = f"request {shown}: device class {class_name} does not exist"
+                    return out
+    if pending:
+        out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features)
+    return out
+
+
+def diagnose(allocator: Allocator, node: Any, claims: Sequence[ResourceClaim]) -> list[str]:
+    """For each request of ``claims``, what ruled out the node's devices for it (beyond
+    upstream, for explain): the devices of its class there, those its selectors refuse (with the
+    attributes the selectors read), tainted ones, those in use; and if every request alone
+    has devices enough, the claims' constraints or shared counters and capacity together."""
+    pools = gather_pools(allocator.slices_for(node), node, allocator.features, allocator.all_slices)
+    lines: list[str] = []
+    incomplete = [p.id for p in pools if p.incomplete]
+    invalid = [f"{p.id} ({p.invalid_reason})" for p in pools if p.invalid]
+    if incomplete:
+        lines.append(f"pool(s) {', '.join(incomplete)} being updated (fewer slices than resourceSliceCount): not used")
+    if invalid:
+        lines.append(f"invalid pool(s): {', '.join(invalid)}")
+    devices = [(p, s, d) for p in pools if not (p.incomplete or p.invalid) for s in p.slices for d in s.devices]
+    every_request_alone = True
+    for claim in claims:
+        for request in claim.spec.requests:
+            subs = (
+                [(request.name, request.exactly)]
+                if request.exactly
+                else [(f"{request.name}/{n}", r) for n, r in request.first_available]
+            )
+            best = ""
+            ok_any = False
+            for shown, spec in subs:
+                assert spec is not None
+                cls = allocator.classes.get(spec.device_class_name)
+                if cls is None:
+                    best = best or f"claim {claim.key}, request {shown}: class {spec.device_class_name} does not exist"
+                    continue
+                counts = {"class": 0, "selector": 0, "taint": 0, "in use": 0, "free": 0}
+                refused: list[str] = []
+                for _, s, d in devices:
+                    if s.per_device_node_selection and not node_matches(
+                        node, d.node_name, d.all_nodes, d.node_selector
+                    ):
+                        continue
+                    try:
+                        if not all(allocator.cel.matches(e, d, s.driver) for e in cls.selectors):
+                            continue
+                        counts["class"] += 1
+                        failed = next((e for e in spec.selectors if not allocator.cel.matches(e, d, s.driver)), None)
+                    except CelError as err:
+                        refused.append(f"{d.name}: {err}")
+                        continue
+                    if failed is not None:
+                        counts["selector"] += 1
+                        if len(refused) < 3:
+                            refused.append(f"{d.name} ({_attributes_read(failed, d, s.driver)})")
+                        continue
+                    if allocator.features.device_taints and taint_blocks(d, spec.tolerations) is not None:
+                        counts["taint"] += 1
+                        continue
+                    if not spec.admin_access and (s.driver, s.pool, d.name) in allocator.allocated.devices:
+                        counts["in use"] += 1
+                        continue
+                    counts["free"] += 1
+                need = spec.count if spec.allocation_mode != "All" else max(1, counts["free"])
+                prefix = f"claim {claim.key}, request {shown}"
+                if counts["class"] == 0:
+                    why = f"{prefix}: no device of class {cls.name} on the node"
+                elif counts["free"] >= need:
+                    ok_any = True
+                    break
+                else:
+                    parts = [f"{counts['class']} device(s) of class {cls.name}"]
+                    if counts["selector"]:
+                        parts.append(f"{counts['selector']} refused by its selectors: {', '.join(refused)}")
+                    if counts["taint"]:
+                        parts.append(f"{counts['taint']} with a taint it does not tolerate")
+                    if counts["in use"]:
+                        parts.append(f"{counts['in use']} in use by other claims")
+                    why = f"{prefix}: needs {need}, {counts['free']} usable ({'; '.join(parts)})"
+                best = best or why
+            if not ok_any:
+                every_request_alone = False
+                lines.append(best)
+    if every_request_alone:
+        constrained = [c.key for c in claims if c.spec.constraints]
+        what = (
+            "the claims' constraints (matchAttribute/distinctAttribute)"
+            if constrained
+            else "shared counters or consumable capacity"
+        )
+        lines.append(f"each request alone has devices on the node, but not all together: {what}")
+    return lines
+
+
+def _attributes_read(expression: str, device: Any, driver: str) -> str:
+    """The device's attributes an expression names (``model=A100``), to show why it refused it."""
+    shown = []
+    for name, attr in sorted(device.attributes.items()):
+        ident = name.rpartition("/")[2]
+        if ident in expression:
+            shown.append(f"{ident}={attr.value}")
+    for name, cap in sorted(device.capacity.items()):
+        ident = name.rpartition("/")[2]
+        if ident in expression:
+            shown.append(f"{ident}={cap.value // 1000}")
+    return ", ".join(shown) or f"selector {expression!r} false"
