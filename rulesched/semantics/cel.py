@@ -300,7 +300,7 @@ def _evaluate(env: _Env, compiled: Compiled, data: dict[str, Any]) -> bool:
                     continue
                 message = f"no such key: {key}"
             raise CelError(_short(message.replace("NOT_FOUND: ", "").replace("UNKNOWN: ", "")))
-        raise CelError(f"CEL result of type {kind.lower()} could not be converted to bool")
+        raise CelError(f"CEL result of type {kind.lower().split('<')[0]} could not be converted to bool")
 
 
 class CelCache:

@@ -19,3 +19,13 @@ cp "$HERE/dump_hook.go" "$T/"
 python3 "$HERE/patch_table.py" "$T/allocator_testing.go"
 (cd "$WORK/dra" && DRA_DUMP="$WORK/cases.json" go test ./structured/internal/incubating/ -run TestAllocator -count=1)
 python3 "$HERE/to_jsonl.py" "$WORK/cases.json" "$T" "$VERSION" > "$HERE/allocator_cases.jsonl"
+# The CEL table (cel/compile_test.go's testcases): dump_cel_cases_test.go, dropped beside it.
+cp "$HERE/dump_cel_cases_test.go" "$WORK/dra/cel/"
+(cd "$WORK/dra" && CEL_DUMP="$WORK/cel.json" go test ./cel/ -run TestDumpCases -count=1)
+python3 - "$WORK/cel.json" "$VERSION" > "$HERE/cel_cases.jsonl" <<'PY'
+import json, sys
+cases = json.load(open(sys.argv[1]))
+print(json.dumps({"module": "k8s.io/dynamic-resource-allocation", "version": sys.argv[2], "table": "cel/compile_test.go testcases", "cases": len(cases)}))
+for case in cases:
+    print(json.dumps(case, sort_keys=True, separators=(",", ":")))
+PY
