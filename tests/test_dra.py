@@ -179,3 +179,21 @@ def test_the_extender_leaves_claims_to_kube_scheduler() -> None:
     answer = json.loads(extender.filter(json.dumps(body).encode()).body)
     assert [n["metadata"]["name"] for n in answer["Nodes"]["items"]] == ["n1", "n2"]
     assert answer["FailedNodes"] == {} and answer["FailedAndUnresolvableNodes"] == {}
+
+
+def test_explain_says_which_claim_and_request_failed_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Beyond upstream's one reason ("cannot allocate all claims"), per node: the selector false
+    with the attribute values it read, no device of the class."""
+    items = [node("n1"), node("n2"), node("n3"), GPU_CLASS, gpus("n1", 2, "A100"), gpus("n2", 1, "H100")]
+    items += [template(selector=f'device.attributes["{DRIVER}"].model == "H100"'), pod("p", resourceClaims=CLAIMS)]
+    path = write(tmp_path, items)
+    assert main(["explain", "--cluster", str(path), "--", "default/p"]) == 0
+    out = capsys.readouterr().out
+    assert "n1\n    DynamicResources [unresolvable]: cannot allocate all claims" in out
+    assert (
+        "request gpu: needs 1, 0 usable (2 device(s) of class gpu.example.com; 2 refused by its selectors: gpu-0 (model=A100), gpu-1 (model=A100))"
+        in out
+    )
+    assert "request gpu: no device of class gpu.example.com on the node" in out

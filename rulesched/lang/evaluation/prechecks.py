@@ -23,7 +23,7 @@ from rulesched.model import Pod
 from rulesched.model.dra import EMPTY_DRA
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import NOTHING_ALLOCATED
-from rulesched.semantics.dra_pod import PLUGIN, pod_claims
+from rulesched.semantics.dra_pod import PLUGIN, PodClaims, pod_claims
 
 DRA_FILTER = PLUGIN  # upstream's plugin name: the filter explain and events name
 
@@ -33,13 +33,24 @@ def prechecks(pod: Pod, cluster: Any = None) -> tuple[BoundFilter, ...]:
     cycle's view (its DRA objects: ``dra``, ``dra_allocated``, ``dra_cel``)."""
     if not pod.resource_claims:
         return ()
-    found = pod_claims(
+    found = dra_claims(pod, cluster)
+    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, _always),)
+
+
+def dra_claims(pod: Pod, cluster: Any) -> PodClaims:
+    """DynamicResources' PreFilter for ``pod`` over ``cluster``'s DRA objects."""
+    return pod_claims(
         pod,
         getattr(cluster, "dra", EMPTY_DRA),
         getattr(cluster, "dra_allocated", NOTHING_ALLOCATED),
         getattr(cluster, "dra_cel", None) or CelCache(),
     )
-    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, _always),)
+
+
+def dra_diagnosis(pod: Pod, cluster: Any, node: Any) -> list[str]:
+    """Why the pod's claims cannot be had on ``node``, claim by claim and request by request
+    (explain's detail for the DynamicResources filter; empty when they can)."""
+    return dra_claims(pod, cluster).diagnose(node) if pod.resource_claims else []
 
 
 def _always(node: Any) -> bool:
