@@ -299,7 +299,10 @@ def _evaluate(env: _Env, compiled: Compiled, data: dict[str, Any]) -> bool:
                     added += 1
                     continue
                 message = f"no such key: {key}"
-            raise CelError(_short(message.replace("NOT_FOUND: ", "").replace("UNKNOWN: ", "")))
+            message = _short(message.replace("NOT_FOUND: ", "").replace("UNKNOWN: ", ""))
+            if "no such key:" in message:  # (upstream's EnhanceRuntimeError)
+                message += ". consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() for optional fields"
+            raise CelError(message)
         raise CelError(f"CEL result of type {kind.lower().split('<')[0]} could not be converted to bool")
 
 
