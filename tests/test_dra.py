@@ -197,3 +197,40 @@ def test_explain_says_which_claim_and_request_failed_and_why(
         in out
     )
     assert "request gpu: no device of class gpu.example.com on the node" in out
+
+
+def test_rules_read_the_pods_claims_and_the_nodes_devices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """pod.resource_claims (requests, classes, counts) and node.devices (attributes, what claims
+    hold): a filter keeping pods that ask for 2 GPUs off nodes with fewer than 2 free A100s, and a
+    score packing GPU pods onto nodes whose GPUs are already partly taken."""
+    rules = tmp_path / "gpus.rules"
+    rules.write_text(
+        'extends "default"\n\n'
+        "filter enough_a100 when len(pod.resource_claims) > 0:\n"
+        '    count(d in node.devices where d.attributes["model"] == "A100" and not d.allocated)\n'
+        "        >= sum(sum(r.count for r in c.requests) for c in pod.resource_claims)\n"
+        '    else "not enough free A100s"\n\n'
+        "score pack_gpus weight 10 normalize max when len(pod.resource_claims) > 0:\n"
+        "    count(d in node.devices where d.allocated)\n"
+    )
+    two = template("two-gpus")
+    two["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    items = [
+        node("n1"),
+        node("n2"),
+        node("n3"),
+        GPU_CLASS,
+        gpus("n1", 4),
+        gpus("n2", 4),
+        gpus("n3", 1, "H100"),
+        template(),
+        two,
+    ]
+    items += [pod("first", resourceClaims=CLAIMS), pod("second", resourceClaims=CLAIMS)]
+    items += [pod("pair", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}])]
+    rows = simulate(write(tmp_path, items), capsys, "--rules", str(rules), "--seed", "3")
+    first = rows["default/first"]["node"]
+    assert first in ("n1", "n2")
+    assert rows["default/second"]["node"] == first  # packed beside the first's GPU
+    assert rows["default/pair"]["node"] == first  # 2 free A100s left there, and the most taken
+    assert rows["default/pair"]["filtered"] is None or "n3" in (rows["default/pair"]["filtered"] or {})

@@ -24,10 +24,10 @@ from typing import Any
 
 from rulesched.cluster.cow import CopyOnWrite
 from rulesched.model import Pod
-from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, ResourceClaim
+from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import AllocatedState, allocated_state
-from rulesched.semantics.dra_pod import pod_claims
+from rulesched.semantics.dra_pod import DeviceUse, device_use, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
 
@@ -44,6 +44,12 @@ class DraCache:
         self._assumed: dict[str, tuple[str, str]] = {}
         # compiled CEL selectors and their verdicts per device: the scheduler's, across cycles
         self.cel = CelCache()
+        # node.devices: the nodes whose device views are to be worked out again (ALL: every one),
+        # and those whose change came with a pod placed there (the pod journal says so)
+        self.dirty: set[str] | None = set()
+        self.covered: set[str] = set()
+        self._seen_on: dict[tuple[str, str, str], set[str]] = {}  # device -> nodes showing it
+        self._use: DeviceUse | None = None  # what the claims hold of each device; None: work it out
 
     @property
     def state(self) -> DraState:
@@ -78,6 +84,14 @@ class DraCache:
                     return  # the informer's view from before the assumption
                 del self._assumed[key]
             self._allocated = None
+            self._use = None
+            before = self._maps["claims"].get(key)
+            self._touch(before)
+            self._touch(value)
+        elif kind == "slices":
+            for s in (self._maps["slices"].get(key), value):
+                if s is not None:
+                    self.mark(s.node_name or None)
         target = self._map(kind)
         if value is None:
             if target.pop(key, None) is None:
@@ -87,12 +101,56 @@ class DraCache:
         self._state = None
         self._changed()
 
+    def mark(self, node: str | None) -> None:
+        """Node ``node``'s devices (None: every node's) are to be worked out again."""
+        if node is None:
+            self.dirty = None
+        elif self.dirty is not None:
+            self.dirty.add(node)
+
+    def _touch(self, claim: ResourceClaim | None) -> None:
+        """The nodes showing the devices of ``claim``'s allocation are to be worked out again."""
+        if claim is None or claim.allocation is None:
+            return
+        for r in claim.allocation.devices:
+            for node in self._seen_on.get(r.device_id, ()):
+                self.mark(node)
+
+    def refresh(self, nodes: Mapping[str, Any]) -> dict[str, tuple[NodeDevice, ...]]:
+        """node.devices afresh for the marked nodes (``nodes``: node name -> Node)."""
+        dirty = self.dirty
+        names = list(nodes) if dirty is None else [n for n in dirty if n in nodes]
+        self.dirty = set()
+        if not names:
+            return {}
+        state = self.state
+        slices = list(state.slices.values())
+        if self._use is None:
+            self._use = device_use(state.claims.values())
+        use = self._use
+        on_node: dict[str, list[Any]] = {}
+        shared = []
+        for s in slices:
+            if s.node_name:
+                on_node.setdefault(s.node_name, []).append(s)
+            else:
+                shared.append(s)
+        out = {}
+        for name in names:
+            views = node_devices(nodes[name], on_node.get(name, []) + shared, slices, use) if slices else ()
+            for view in views:
+                self._seen_on.setdefault(view.id, set()).add(name)
+            out[name] = views
+        return out
+
     def replace_all(self, state: DraState) -> None:
         """Replace every DRA object (a load from files)."""
+        self.dirty = None
         for kind in DRA_KINDS:
             self._maps[kind] = dict(getattr(state, kind))
             self._cow.made_now(f"dra_{kind}")
         self._allocated = None
+        self._use = None
         self._state = None
         self._changed()
 
@@ -132,6 +190,7 @@ class DraCache:
         if node is None or found.filter(node):
             return False
         self.assume(pod, found.allocations(node), found.reserve())
+        self.covered.add(node.name)  # (its devices change with the pod placed there)
         return True
 
     def settled(self, pod_key: str) -> None:

@@ -107,6 +107,8 @@ class ClusterStore:
         last = self._cow.latest()
         if last is not None:
             return last
+        if self.dra.dirty is None or self.dra.dirty:
+            self._refresh_devices()
         nodes, pods, journal = self._nodes, self._pods, self.journal
         snapshot = Snapshot(
             history=self.history,
@@ -134,6 +136,21 @@ class ClusterStore:
     def _changed(self) -> None:
         self.generation += 1
         self._cow.changed()
+
+    def _refresh_devices(self) -> None:
+        """node.devices of the nodes whose devices may have changed (DraCache.refresh). A change
+        that came with a pod placed on the node is in the pod journal, which tells the engine's
+        tables which rows to recompute; any other (slices, claims changed by others) counts as a
+        change of the nodes, after which the engine starts afresh."""
+        fresh = self.dra.refresh({name: info.node for name, info in self._nodes.by_name.items()})
+        covered, self.dra.covered = self.dra.covered, set()
+        beyond = False
+        for name, views in fresh.items():
+            if views != self._nodes.by_name[name].devices:
+                self._nodes.writable(name).set_devices(views)
+                beyond = beyond or name not in covered
+        if beyond:
+            self._nodes_changed()
 
     def _nodes_changed(self) -> None:
         self._changed()
@@ -218,6 +235,8 @@ class ClusterStore:
             return info
         info = self._nodes.add(node)
         self._load_changed(info)
+        if not self.dra.empty:
+            self.dra.mark(node.name)
         self._nodes_changed()
         for pod in self._pods.waiting_for(node.name):  # pods that arrived before their node
             self._place(pod, log=False)

@@ -293,3 +293,27 @@ class DraState:
 
 
 EMPTY_DRA = DraState()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDevice:
+    """A device a node reaches, as rules see it (``node.devices``): where it is, its attributes
+    (``attributes``: every one as text, by its name and, for the driver's own, ``driver/name``
+    too; ``numbers``: the integer ones), its capacity, and what claims hold of it now."""
+
+    driver: str
+    pool: str
+    name: str
+    attributes: Mapping[str, str]
+    numbers: Mapping[str, int]
+    capacity: Mapping[str, int]
+    consumed: Mapping[str, int]  # by shares (consumable capacity)
+    free: Mapping[str, int]  # capacity less consumed; nothing of a device allocated whole
+    allocated: bool  # held by some claim, whole or in part
+    shared: bool  # allowMultipleAllocations
+    claims: int  # allocations holding it
+    taints: tuple[DeviceTaint, ...] = ()
+
+    @property
+    def id(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
@@ -130,12 +131,21 @@ class PodVolume:
 @dataclass(frozen=True, slots=True)
 class PodClaim:
     """One ``spec.resourceClaims`` entry: it names a ResourceClaim or a template (the claim made
-    from a template is in the pod's ``status.resourceClaimStatuses``: ``generated``)."""
+    from a template is in the pod's ``status.resourceClaimStatuses``: ``generated``). While rules
+    are bound to the pod, ``spec`` (a :class:`rulesched.model.dra.ClaimSpec`) and ``allocated``
+    are the claim's as the cluster has it (:func:`rulesched.semantics.dra_pod.with_claims`)."""
 
     name: str
     claim_name: str = ""
     template_name: str = ""
     generated: str | None = None  # the claim made from the template; None: not made yet
+    spec: Any = None  # the claim's ClaimSpec, when bound to a cluster (rules' pod.resource_claims)
+    allocated: bool = False
+
+    @property
+    def claim(self) -> str:
+        """The name of the claim this entry uses ("" while a template's is not made)."""
+        return self.claim_name or self.generated or ""
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -19,17 +19,20 @@ values, a constraint, capacity, a taint), for ``explain``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from rulesched.model import Pod
-from rulesched.model.dra import Allocation, DraState, ResourceClaim
+from rulesched.model.dra import Allocation, Attribute, DraState, NodeDevice, ResourceClaim, ResourceSlice
 from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.dra import (
     AllocatedState,
     AllocationError,
     Allocator,
+    DeviceID,
     Ranking,
     taint_blocks,
 )
@@ -283,3 +286,100 @@ def _attributes_read(expression: str, device: Any, driver: str) -> str:
         if ident in expression:
             shown.append(f"{ident}={cap.value // 1000}")
     return ", ".join(shown) or f"selector {expression!r} false"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    """What the claims' allocations hold of each device: how many hold it, whether one holds
+    it whole, and the capacity shares consume."""
+
+    claims: Mapping[DeviceID, int]
+    whole: frozenset[DeviceID]
+    consumed: Mapping[DeviceID, Mapping[str, int]]
+
+
+def device_use(claims: Iterable[ResourceClaim]) -> DeviceUse:
+    counts: dict[DeviceID, int] = {}
+    whole: set[DeviceID] = set()
+    consumed: dict[DeviceID, dict[str, int]] = {}
+    for claim in claims:
+        if claim.allocation is None:
+            continue
+        for r in claim.allocation.devices:
+            counts[r.device_id] = counts.get(r.device_id, 0) + 1
+            if r.admin_access:
+                continue
+            if r.share_id:
+                used = consumed.setdefault(r.device_id, {})
+                for name, amount in (r.consumed_capacity or {}).items():
+                    used[name] = used.get(name, 0) + amount
+            else:
+                whole.add(r.device_id)
+    return DeviceUse(counts, frozenset(whole), consumed)
+
+
+def _text(attr: Attribute) -> str:
+    value = attr.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join("true" if v is True else "false" if v is False else str(v) for v in value)
+    return str(value)
+
+
+def node_devices(
+    node: Any, slices: Sequence[ResourceSlice], all_slices: Sequence[ResourceSlice], use: DeviceUse
+) -> tuple[NodeDevice, ...]:
+    """The devices of the complete, valid pools ``node`` reaches (its slices: its own and those
+    naming no node), in the allocator's order, with what claims hold of them."""
+    out = []
+    for pool in gather_pools(slices, node, ALL_FEATURES, all_slices):
+        if pool.incomplete or pool.invalid:
+            continue
+        for s in pool.slices:
+            for d in s.devices:
+                if s.per_device_node_selection and not node_matches(node, d.node_name, d.all_nodes, d.node_selector):
+                    continue
+                device_id = (s.driver, s.pool, d.name)
+                attributes: dict[str, str] = {}
+                numbers: dict[str, int] = {}
+                for name, attr in d.attributes.items():
+                    names = (name,) if "/" in name else (name, f"{s.driver}/{name}")
+                    for key in names:
+                        attributes[key] = _text(attr)
+                        if attr.kind == "int":
+                            numbers[key] = attr.value
+                capacity = {name: cap.value for name, cap in d.capacity.items()}
+                consumed = dict(use.consumed.get(device_id, {}))
+                whole = device_id in use.whole
+                free = {} if whole else {name: value - consumed.get(name, 0) for name, value in capacity.items()}
+                out.append(
+                    NodeDevice(
+                        s.driver,
+                        s.pool,
+                        d.name,
+                        MappingProxyType(attributes),
+                        MappingProxyType(numbers),
+                        MappingProxyType(capacity),
+                        MappingProxyType(consumed),
+                        MappingProxyType(free),
+                        allocated=whole or device_id in use.consumed or use.claims.get(device_id, 0) > 0,
+                        shared=bool(d.allow_multiple_allocations),
+                        claims=use.claims.get(device_id, 0),
+                        taints=d.taints,
+                    )
+                )
+    return tuple(out)
+
+
+def with_claims(pod: Pod, state: DraState) -> Pod:
+    """The pod with each claim entry's spec and allocation state as ``state`` has them (what
+    rules read as ``pod.resource_claims``)."""
+    entries = []
+    for entry in pod.resource_claims:
+        claim = state.claims.get(f"{pod.namespace}/{entry.claim}") if entry.claim else None
+        if claim is None:
+            entries.append(entry)
+        else:
+            entries.append(dataclasses.replace(entry, spec=claim.spec, allocated=claim.allocation is not None))
+    return dataclasses.replace(pod, resource_claims=tuple(entries))

@@ -54,6 +54,8 @@ from rulesched.lang.frontend.files import content_digest
 from rulesched.lang.types import MapOf
 from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
+from rulesched.model.dra import EMPTY_DRA
+from rulesched.semantics.dra_pod import with_claims
 
 T = TypeVar("T")
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
@@ -178,6 +180,8 @@ class RuleSet:
     ) -> BoundRules:
         """A new binding of the rules to ``pod`` (sessions cache them; see :class:`Session`),
         reporting to ``watch`` (the session's)."""
+        if pod.resource_claims and cluster is not None:  # pod.resource_claims as the cluster has them
+            pod = with_claims(pod, getattr(cluster, "dra", EMPTY_DRA))
         ctx = EvalContext(pod, cluster, indexes=indexes)
         watch = watch if watch is not None else RuleWatch()
         filter_rules = [r for r in self.filters if _applies(r, ctx, watch)]
