@@ -26,7 +26,7 @@ from rulesched.cluster.cow import CopyOnWrite
 from rulesched.model import Pod
 from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import AllocatedState, allocated_state
+from rulesched.semantics.dra import AllocatedState, NodePools, allocated_state
 from rulesched.semantics.dra_pod import DeviceUse, device_use, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
@@ -50,6 +50,9 @@ class DraCache:
         self.covered: set[str] = set()
         self._seen_on: dict[tuple[str, str, str], set[str]] = {}  # device -> nodes showing it
         self._use: DeviceUse | None = None  # what the claims hold of each device; None: work it out
+        # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts
+        self.pools: dict[str, NodePools] = {}
+        self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
 
     @property
     def state(self) -> DraState:
@@ -89,6 +92,7 @@ class DraCache:
             self._touch(before)
             self._touch(value)
         elif kind == "slices":
+            self.pools = {}
             for s in (self._maps["slices"].get(key), value):
                 if s is not None:
                     self.mark(s.node_name or None)
@@ -146,6 +150,7 @@ class DraCache:
     def replace_all(self, state: DraState) -> None:
         """Replace every DRA object (a load from files)."""
         self.dirty = None
+        self.pools = {}
         for kind in DRA_KINDS:
             self._maps[kind] = dict(getattr(state, kind))
             self._cow.made_now(f"dra_{kind}")
@@ -186,7 +191,7 @@ class DraCache:
         for it. False when they cannot be had there now (the binding must then fail)."""
         if not pod.resource_claims:
             return True
-        found = pod_claims(pod, self.state, self.allocated, self.cel)
+        found = pod_claims(pod, self.state, self.allocated, self.cel, pools=self.pools)
         if node is None or found.filter(node):
             return False
         self.assume(pod, found.allocations(node), found.reserve())

@@ -123,6 +123,8 @@ class ClusterStore:
             dra=self.dra.state,
             dra_allocated=self.dra.allocated,
             dra_cel=self.dra.cel,
+            dra_pools=self.dra.pools,
+            dra_memo=self.dra.memo,
             claim_users=pods.claim_users,
             generation=self.generation,
             node_generation=self.node_generation,

@@ -120,6 +120,15 @@ class Candidate:
         return (self.slice.driver, self.slice.pool, self.device.name)
 
 
+@dataclass(frozen=True, slots=True)
+class NodePools:
+    """The pools a node reaches and their devices in the allocator's order (see pools_for)."""
+
+    pools: list[Pool]
+    candidates: list[Candidate]
+    labels: Any
+
+
 @dataclass(slots=True)
 class _Request:
     """One request, or one subrequest, being allocated (upstream's requestData)."""
@@ -233,6 +242,7 @@ class Allocator:
         cel: CelCache | None = None,
         features: Features = ALL_FEATURES,
         share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        pools: dict[str, NodePools] | None = None,
     ) -> None:
         self.features = features
         self.classes = classes
@@ -249,17 +259,36 @@ class Allocator:
                 self.shared.append(s)
         self._available: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> counters left
         self.steps = 0  # allocateOne calls, summed (upstream's NumAllocateOneInvocations)
+        # node name -> (its pools, their candidates in order): they depend on the slices and the
+        # node only, so allocators of one slice set may share them (``pools``: the store's)
+        self.pools: dict[str, NodePools] = pools if pools is not None else {}
 
     def slices_for(self, node: Any) -> list[ResourceSlice]:
         return self.on_node.get(node.name, []) + self.shared
 
+    def pools_for(self, node: Any) -> tuple[list[Pool], list[Candidate]]:
+        """The pools ``node`` reaches (gather_pools) and their devices in order (cached)."""
+        found = self.pools.get(node.name)
+        if found is None or found.labels is not node.labels:  # (labels: slices' node selectors read them)
+            pools = gather_pools(self.slices_for(node), node, self.features, self.all_slices)
+            candidates: list[Candidate] = []
+            for pool in pools:
+                if pool.incomplete or pool.invalid:
+                    continue
+                for s in pool.slices:
+                    for d in s.devices:
+                        candidates.append(Candidate(d, s, pool, len(candidates)))
+            found = self.pools[node.name] = NodePools(pools, candidates, node.labels)
+        return found.pools, found.candidates
+
     def allocate(
-        self, node: Any, claims: Sequence[ResourceClaim], ranking: Ranking | None = None
+        self, node: Any, claims: Sequence[ResourceClaim], ranking: Ranking | None = None, results: bool = True
     ) -> list[Allocation] | None:
         """One allocation per claim (in order), or None when they cannot all be had on ``node``;
-        :class:`AllocationError` when allocation cannot proceed."""
+        :class:`AllocationError` when allocation cannot proceed. ``results`` off: an empty list
+        stands for success (a Filter that needs only the verdict)."""
         run = _Run(self, node, list(claims), ranking)
-        return run.allocate()
+        return run.allocate(results)
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
         """The pool's counters less what allocated devices consume (computed once per pool)."""
@@ -303,12 +332,13 @@ class _Run:
         self.consumed: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> consumed
         self.results: list[list[tuple[_Request, Candidate, str, dict[str, int] | None]]] = [[] for _ in claims]
         self.pools: list[Pool] = []
+        self.node_candidates: list[Candidate] = []
         self.candidates: dict[tuple[int, int, int], list[Candidate]] = {}
 
     # --- the entry point --------------------------------------------------------------------------
-    def allocate(self) -> list[Allocation] | None:
+    def allocate(self, results: bool = True) -> list[Allocation] | None:
         a = self.a
-        self.pools = gather_pools(a.slices_for(self.node), self.node, self.features, a.all_slices)
+        self.pools, self.node_candidates = a.pools_for(self.node)
         for ci, claim in enumerate(self.claims):
             minimum = 0
             for ri, request in enumerate(claim.spec.requests):
@@ -361,6 +391,8 @@ class _Run:
             if any(p.invalid for p in self.pools):
                 raise AllocationError("invalid resource pools were encountered", on_node=True)
             return None
+        if not results:
+            return []
         return [self._result(ci) for ci in range(len(self.claims))]
 
     def _validate(self, ci: int, ri: int, si: int, name: str, parent: str, spec: ExactRequest) -> _Request:
@@ -413,14 +445,7 @@ class _Run:
         return data
 
     def _all_candidates(self) -> list[Candidate]:
-        out: list[Candidate] = []
-        for pool in self.pools:
-            if pool.incomplete or pool.invalid:
-                continue
-            for s in pool.slices:
-                for d in s.devices:
-                    out.append(Candidate(d, s, pool, len(out)))
-        return out
+        return self.node_candidates
 
     # --- the search ---------------------------------------------------------------------------------
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
@@ -565,6 +590,8 @@ class _Run:
         return f" on device {'/'.join(cand.id)}: CEL runtime error"
 
     def _capacity_fits(self, data: _Request, cand: Candidate) -> bool:
+        if not cand.device.capacity and data.spec.capacity is None:
+            return True  # (nothing to fit: the common case)
         device_id = cand.id
         try:
             return fits(

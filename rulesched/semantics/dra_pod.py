@@ -33,6 +33,7 @@ from rulesched.semantics.dra import (
     AllocationError,
     Allocator,
     DeviceID,
+    NodePools,
     Ranking,
     taint_blocks,
 )
@@ -82,15 +83,20 @@ class PodClaims:
     claims: list[ResourceClaim] = field(default_factory=list)
     allocator: Allocator | None = None
     ranking: Ranking | None = None
+    # Filter's verdicts shared between pods asking the same of the same devices (the store's):
+    # (claims' specs, node) -> (the node's devices as they were, the verdict); see _filter
+    memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None
     _nodes: dict[str, tuple[tuple[str, ...], list[Allocation] | None]] = field(default_factory=dict)
+    _spec_key: str | None = None
 
     @property
     def to_allocate(self) -> list[ResourceClaim]:
         return [c for c in self.claims if c.allocation is None]
 
     def filter(self, node: Any) -> tuple[str, ...]:
-        """Filter: the reasons the pod's claims cannot be had on ``node`` (empty: they can)."""
-        return self._on(node)[0]
+        """Filter: the reasons the pod's claims cannot be had on ``node`` (empty: they can).
+        Pods asking the same of a node whose devices have not changed share the verdict."""
+        return self._on(node, results=False)[0]
 
     def allocations(self, node: Any) -> dict[str, Allocation]:
         """Reserve: the allocation, claim key -> allocation, for the claims allocated on ``node``."""
@@ -103,14 +109,30 @@ class PodClaims:
         """The claims the pod is to be in the ``reservedFor`` of (those it is not in yet)."""
         return tuple(c.key for c in self.claims if not reserved_for(c, self.pod))
 
-    def _on(self, node: Any) -> tuple[tuple[str, ...], list[Allocation] | None]:
+    def _on(self, node: Any, results: bool = True) -> tuple[tuple[str, ...], list[Allocation] | None]:
+        devices = getattr(node, "devices", None)
         node = getattr(node, "node", node)
         found = self._nodes.get(node.name)
-        if found is None:
-            found = self._nodes[node.name] = self._filter(node)
+        if found is not None and (found[0] or not results or found[1]):  # (an empty list: verdict only)
+            return found
+        if found is not None and results and not found[0] and not self.to_allocate:
+            return found
+        memo = self.memo
+        if not results and memo is not None and devices is not None and self._spec_key is not None:
+            key = (self._spec_key, node.name)
+            hit = memo.get(key)
+            if hit is not None and hit[0] is devices:
+                found = self._nodes[node.name] = (hit[1], None if hit[1] else [])
+                return found
+            found = self._nodes[node.name] = self._filter(node, results=False)
+            if len(memo) > 100_000:
+                memo.clear()
+            memo[key] = (devices, found[0])
+            return found
+        found = self._nodes[node.name] = self._filter(node, results)
         return found
 
-    def _filter(self, node: Any) -> tuple[tuple[str, ...], list[Allocation] | None]:
+    def _filter(self, node: Any, results: bool = True) -> tuple[tuple[str, ...], list[Allocation] | None]:
         if self.error:
             return (self.error,), None
         for claim in self.claims:
@@ -124,7 +146,7 @@ class PodClaims:
         if self.allocator is None:
             return (), []
         try:
-            allocations = self.allocator.allocate(node, self.to_allocate, self.ranking)
+            allocations = self.allocator.allocate(node, self.to_allocate, self.ranking, results)
         except AllocationError as err:
             return (str(err),), None
         if allocations is None:
@@ -147,9 +169,12 @@ def pod_claims(
     cel: CelCache,
     features: Features = ALL_FEATURES,
     ranking: Ranking | None = None,
+    pools: dict[str, NodePools] | None = None,
+    memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None,
 ) -> PodClaims:
-    """PreFilter: the pod's claims in ``state``; an allocator when some are to be allocated."""
-    out = PodClaims(pod, ranking=ranking)
+    """PreFilter: the pod's claims in ``state``; an allocator when some are to be allocated.
+    ``pools`` and ``memo``: the store's caches (per node pools; verdicts shared between pods)."""
+    out = PodClaims(pod, ranking=ranking, memo=memo)
     for entry in pod.resource_claims:
         name, problem = claim_name_for(pod, entry.name)
         if name is None:
@@ -182,7 +207,9 @@ def pod_claims(
                     out.error = f"request {shown}: device class {class_name} does not exist"
                     return out
     if pending:
-        out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features)
+        out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features, pools=pools)
+        if all(c.allocation is None for c in out.claims):  # (verdicts shareable between such pods)
+            out._spec_key = repr([c.spec for c in out.claims])
     return out
 
 

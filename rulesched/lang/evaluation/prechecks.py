@@ -44,6 +44,8 @@ def dra_claims(pod: Pod, cluster: Any) -> PodClaims:
         getattr(cluster, "dra", EMPTY_DRA),
         getattr(cluster, "dra_allocated", NOTHING_ALLOCATED),
         getattr(cluster, "dra_cel", None) or CelCache(),
+        pools=getattr(cluster, "dra_pools", None),
+        memo=getattr(cluster, "dra_memo", None),
     )
 
 
