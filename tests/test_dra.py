@@ -234,3 +234,43 @@ def test_rules_read_the_pods_claims_and_the_nodes_devices(tmp_path: Path, capsys
     assert rows["default/second"]["node"] == first  # packed beside the first's GPU
     assert rows["default/pair"]["node"] == first  # 2 free A100s left there, and the most taken
     assert rows["default/pair"]["filtered"] is None or "n3" in (rows["default/pair"]["filtered"] or {})
+
+
+def test_a_device_score_ranks_the_devices_a_request_gets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`score NAME for device`: the allocator tries a request's devices best first (upstream:
+    first fit, gpu-0); a claim's matchAttribute constraint still holds whatever the ranking."""
+    rules = tmp_path / "devices.rules"
+    rules.write_text(
+        'extends "default"\n\n'
+        "# prefer the highest-numbered GPU (a stand-in for 'the NVLink island with fewest free')\n"
+        "score last_gpu for device weight 1:\n"
+        '    device.numbers["index"]\n'
+    )
+    slice_ = gpus("n1", 4)
+    for i, d in enumerate(slice_["spec"]["devices"]):
+        d["attributes"]["index"] = {"int": i}
+        d["attributes"]["numa"] = {"int": 0 if i < 3 else 1}
+    pair = template("pair")
+    pair["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    pair["spec"]["spec"]["devices"]["constraints"] = [{"matchAttribute": f"{DRIVER}/numa"}]
+    items = [node("n1"), GPU_CLASS, slice_, template(), pair, pod("one", resourceClaims=CLAIMS)]
+    items.append(pod("two", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "pair"}]))
+    path = write(tmp_path, items)
+    cluster = load_cluster([path])
+    store = cluster.store(provision=True)
+    from rulesched.lang import load_rules
+    from rulesched.scheduler.framework import SchedulerSettings
+    from rulesched.simulate.driver import Simulation
+
+    sim = Simulation(load_rules([rules]), store, SchedulerSettings(seed=1))
+    for p in cluster.pending_pods:
+        sim.add(p)
+    while sim.schedule_one() is not None:
+        pass
+    held = {
+        c.name.split("-gpu-")[0]: sorted(d.device for d in c.allocation.devices)
+        for c in store.dra.state.claims.values()
+        if c.allocation is not None
+    }
+    assert held["one"] == ["gpu-3"]  # ranked first (upstream's first fit would take gpu-0)
+    assert held["two"] == ["gpu-1", "gpu-2"]  # the best pair on one numa node (gpu-3 is taken)

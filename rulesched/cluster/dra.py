@@ -170,6 +170,8 @@ class DraCache:
             return
         undo = self._undo.setdefault(pod.key, [])
         claims = self._maps["claims"]
+        if pod.node_name:
+            self.covered.add(pod.node_name)  # (its devices change with the pod placed there)
         consumer = Consumer("pods", pod.name, pod.uid or pod.key)
         for key in dict.fromkeys((*allocations, *reserve)):
             claim = claims.get(key)
@@ -195,7 +197,6 @@ class DraCache:
         if node is None or found.filter(node):
             return False
         self.assume(pod, found.allocations(node), found.reserve())
-        self.covered.add(node.name)  # (its devices change with the pod placed there)
         return True
 
     def settled(self, pod_key: str) -> None:

@@ -381,9 +381,19 @@ POD_VARIABLE = "pod"
 NODE_VARIABLE = "node"
 VICTIM_VARIABLE = "victim"
 CLUSTER_VARIABLE = "cluster"  # every node: rulesched.lang.builtins.domains
+DEVICE_VARIABLE = "device"  # a device score's candidate device (node.devices' record)
+REQUEST_VARIABLE = "request"  # and the DRA request it would serve
+DEVICE_SCORE = "device score"  # the variables key of `score NAME for device`
 GUARD_VARIABLES: dict[str, Type] = {POD_VARIABLE: POD}
 BODY_VARIABLES: dict[str, dict[str, Type]] = {
     "filter": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, CLUSTER_VARIABLE: CLUSTER},
     "score": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, CLUSTER_VARIABLE: CLUSTER},
     "preempt": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, VICTIM_VARIABLE: POD, CLUSTER_VARIABLE: CLUSTER},
+    DEVICE_SCORE: {
+        POD_VARIABLE: POD,
+        NODE_VARIABLE: NODE,
+        DEVICE_VARIABLE: DEVICE,
+        REQUEST_VARIABLE: DEVICE_REQUEST,
+        CLUSTER_VARIABLE: CLUSTER,
+    },
 }

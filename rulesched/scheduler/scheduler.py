@@ -431,6 +431,8 @@ class Scheduler:
                 outcome = None
                 if rules.shadow is not None:
                     result.shadow_rejected = shadow_rejections(rules.shadow, pod, snapshot, result.node)
+                if pod.resource_claims:  # (read before the binding lets go of its cluster)
+                    result.claims = bound.device_allocations(snapshot.node_view(result.node))
                 if timing is not None:
                     timing.algorithm_seconds = time.perf_counter() - started
             else:
@@ -536,7 +538,8 @@ class Scheduler:
         assert node is not None
         reserving = time.perf_counter()
         if placed is None:
-            placed = self.store.assume(pod, node)
+            allocations, reserve = result.claims if result.claims is not None else (None, ())
+            placed = self.store.assume(pod, node, allocations, reserve)
         if result.timing is not None:
             result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now

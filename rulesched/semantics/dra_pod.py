@@ -20,13 +20,23 @@ values, a constraint, capacity, a taint), for ``explain``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from rulesched.model import Pod
-from rulesched.model.dra import Allocation, Attribute, DraState, NodeDevice, ResourceClaim, ResourceSlice
+from rulesched.model.dra import (
+    Allocation,
+    Attribute,
+    DeviceRequest,
+    DraState,
+    ExactRequest,
+    NodeDevice,
+    ResourceClaim,
+    ResourceSlice,
+)
 from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.dra import (
     AllocatedState,
@@ -34,10 +44,13 @@ from rulesched.semantics.dra import (
     Allocator,
     DeviceID,
     NodePools,
-    Ranking,
     taint_blocks,
 )
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
+
+# A ranking of a request's candidates that also reads the node's view (its node.devices): the
+# rules' device scores (rulesched.lang.evaluation.ruleset.device_ranking), called with node=VIEW.
+NodeRanking = Callable[..., Sequence[Any]]
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
@@ -82,7 +95,7 @@ class PodClaims:
     error: str = ""  # the pod cannot be scheduled anywhere now: the reason
     claims: list[ResourceClaim] = field(default_factory=list)
     allocator: Allocator | None = None
-    ranking: Ranking | None = None
+    ranking: NodeRanking | None = None
     # Filter's verdicts shared between pods asking the same of the same devices (the store's):
     # (claims' specs, node) -> (the node's devices as they were, the verdict); see _filter
     memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None
@@ -110,6 +123,7 @@ class PodClaims:
         return tuple(c.key for c in self.claims if not reserved_for(c, self.pod))
 
     def _on(self, node: Any, results: bool = True) -> tuple[tuple[str, ...], list[Allocation] | None]:
+        view = node  # (what rules read: node.devices, for a ranking)
         devices = getattr(node, "devices", None)
         node = getattr(node, "node", node)
         found = self._nodes.get(node.name)
@@ -124,15 +138,17 @@ class PodClaims:
             if hit is not None and hit[0] is devices:
                 found = self._nodes[node.name] = (hit[1], None if hit[1] else [])
                 return found
-            found = self._nodes[node.name] = self._filter(node, results=False)
+            found = self._nodes[node.name] = self._filter(node, results=False, view=view)
             if len(memo) > 100_000:
                 memo.clear()
             memo[key] = (devices, found[0])
             return found
-        found = self._nodes[node.name] = self._filter(node, results)
+        found = self._nodes[node.name] = self._filter(node, results, view)
         return found
 
-    def _filter(self, node: Any, results: bool = True) -> tuple[tuple[str, ...], list[Allocation] | None]:
+    def _filter(
+        self, node: Any, results: bool = True, view: Any = None
+    ) -> tuple[tuple[str, ...], list[Allocation] | None]:
         if self.error:
             return (self.error,), None
         for claim in self.claims:
@@ -145,8 +161,9 @@ class PodClaims:
                 return (NOT_AVAILABLE,), None
         if self.allocator is None:
             return (), []
+        ranking = functools.partial(self.ranking, node=view) if self.ranking is not None else None
         try:
-            allocations = self.allocator.allocate(node, self.to_allocate, self.ranking, results)
+            allocations = self.allocator.allocate(node, self.to_allocate, ranking, results)
         except AllocationError as err:
             return (str(err),), None
         if allocations is None:
@@ -168,7 +185,7 @@ def pod_claims(
     allocated: AllocatedState,
     cel: CelCache,
     features: Features = ALL_FEATURES,
-    ranking: Ranking | None = None,
+    ranking: NodeRanking | None = None,
     pools: dict[str, NodePools] | None = None,
     memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None,
 ) -> PodClaims:
@@ -397,6 +414,21 @@ def node_devices(
                     )
                 )
     return tuple(out)
+
+
+def request_record(claim: ResourceClaim, name: str) -> DeviceRequest:
+    """The request of ``claim`` named ``name`` (``request/subrequest``: that subrequest, as a
+    request of that full name), what device scores read as ``request``."""
+    base, _, sub = name.partition("/")
+    for request in claim.spec.requests:
+        if request.name != base:
+            continue
+        if not sub:
+            return request
+        for sub_name, spec in request.first_available:
+            if sub_name == sub:
+                return DeviceRequest(name, spec)
+    return DeviceRequest(name, ExactRequest(""))
 
 
 def with_claims(pod: Pod, state: DraState) -> Pod:

@@ -23,21 +23,25 @@ from rulesched.model import Pod
 from rulesched.model.dra import EMPTY_DRA
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import NOTHING_ALLOCATED
-from rulesched.semantics.dra_pod import PLUGIN, PodClaims, pod_claims
+from rulesched.semantics.dra_pod import PLUGIN, NodeRanking, PodClaims, pod_claims
 
 DRA_FILTER = PLUGIN  # upstream's plugin name: the filter explain and events name
 
 
-def prechecks(pod: Pod, cluster: Any = None) -> tuple[BoundFilter, ...]:
-    """The filters ``pod`` fails before any rule is asked (none for most pods). ``cluster``: the
-    cycle's view (its DRA objects: ``dra``, ``dra_allocated``, ``dra_cel``)."""
+def prechecks(
+    pod: Pod, cluster: Any = None, ranking: NodeRanking | None = None
+) -> tuple[tuple[BoundFilter, ...], PodClaims | None]:
+    """The filters ``pod`` fails before any rule is asked (none for most pods), and a DRA pod's
+    claims they filter with (Reserve reads the chosen node's allocation from them). ``cluster``:
+    the cycle's view (its DRA objects: ``dra``, ``dra_allocated``, ``dra_cel``); ``ranking``:
+    the rules' device scores."""
     if not pod.resource_claims:
-        return ()
-    found = dra_claims(pod, cluster)
-    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, _always),)
+        return (), None
+    found = dra_claims(pod, cluster, ranking)
+    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, _always),), found
 
 
-def dra_claims(pod: Pod, cluster: Any) -> PodClaims:
+def dra_claims(pod: Pod, cluster: Any, ranking: NodeRanking | None = None) -> PodClaims:
     """DynamicResources' PreFilter for ``pod`` over ``cluster``'s DRA objects."""
     return pod_claims(
         pod,
@@ -46,6 +50,7 @@ def dra_claims(pod: Pod, cluster: Any) -> PodClaims:
         getattr(cluster, "dra_cel", None) or CelCache(),
         pools=getattr(cluster, "dra_pools", None),
         memo=getattr(cluster, "dra_memo", None),
+        ranking=ranking,
     )
 
 

@@ -55,7 +55,7 @@ from rulesched.lang.types import MapOf
 from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
 from rulesched.model.dra import EMPTY_DRA
-from rulesched.semantics.dra_pod import with_claims
+from rulesched.semantics.dra_pod import NodeRanking, request_record, with_claims
 
 T = TypeVar("T")
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
@@ -99,7 +99,13 @@ class RuleSet:
             id(r) for r in compiled if checked.steps.get((r.checked.kind, r.name), 0) > COSTLY_STEPS
         )
         self.filters = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.FILTER)
-        self.scores = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.SCORE)
+        self.scores = tuple(
+            r for r in compiled if r.checked.kind is ast.RuleKind.SCORE and r.checked.rule.target == "node"
+        )
+        # `score NAME for device`: rank the devices the allocator tries for each DRA request
+        self.device_scores = tuple(
+            r for r in compiled if r.checked.kind is ast.RuleKind.SCORE and r.checked.rule.target == "device"
+        )
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
         fields = checked.notes.pod_fields
         self.class_fields: tuple[str, ...] | None = None if fields & _PER_POD_FIELDS else tuple(sorted(fields))
@@ -189,12 +195,14 @@ class RuleSet:
         preempts = tuple(
             _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
         )
-        first = prechecks(pod, cluster)  # (evaluated node by node: no column, no share)
+        device_scores = [r for r in self.device_scores if _applies(r, ctx, watch)] if pod.resource_claims else []
+        ranking = device_ranking(device_scores, ctx, watch) if device_scores else None
+        first, claims = prechecks(pod, cluster, ranking)  # (evaluated node by node: no column, no share)
         uses = (
             (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
             tuple(frozenset(r.context) for r in score_rules),
         )
-        return BoundRules(
+        bound = BoundRules(
             ctx,
             (*first, *(_bind_filter(r, ctx, watch if id(r) in self._costly else None) for r in filter_rules)),
             tuple(_bind_score(r, ctx, watch if id(r) in self._costly else None) for r in score_rules),
@@ -207,6 +215,8 @@ class RuleSet:
             prechecked=len(first),
             domain_values=self.domain_values,
         )
+        bound.dra_claims = claims
+        return bound
 
 
 class Session:
@@ -243,6 +253,35 @@ class Session:
         """An uncached binding for a view nobody else evaluates against (preemption's overlay),
         with its own index store."""
         return self.rules.bind_new(pod, cluster, indexes, cache=False, watch=self.watch)
+
+
+def device_ranking(rules: Sequence[CompiledRule], ctx: EvalContext, watch: RuleWatch) -> NodeRanking:
+    """The allocator's order of one request's candidate devices on a node: by the weighted sum
+    of the device scores (highest first), upstream's order among equals. The candidates are the
+    allocator's; the rules read them as node.devices shows them (``device``) and the request as
+    ``request``; a device the node's view does not show is ranked as scoring 0."""
+    bodies = [
+        (r.body.factory()(ctx) if not r.body.is_const else None, r.body.const, r.checked.weight, r.name) for r in rules
+    ]
+
+    def rank(claim: Any, request_name: str, candidates: Sequence[Any], node: Any = None) -> Sequence[Any]:
+        views = {d.id: d for d in getattr(node, "devices", ())}
+        request = request_record(claim, request_name)
+        totals = []
+        for cand in candidates:
+            view = views.get(cand.id)
+            total = 0
+            if view is not None:
+                env = {0: view, 1: request}
+                for body, const, weight, name in bodies:
+                    watch.rule = name
+                    value = const if body is None else body(node, env)
+                    total += weight * as_score(value)
+            totals.append(total)
+        order = sorted(range(len(candidates)), key=lambda i: -totals[i])  # (stable: upstream's among equals)
+        return [candidates[i] for i in order]
+
+    return rank
 
 
 def pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
