@@ -48,6 +48,7 @@ class DraCache:
         # and those whose change came with a pod placed there (the pod journal says so)
         self.dirty: set[str] | None = set()
         self.covered: set[str] = set()
+        self.classes_changed = False
         self._seen_on: dict[tuple[str, str, str], set[str]] = {}  # device -> nodes showing it
         self._use: DeviceUse | None = None  # what the claims hold of each device; None: work it out
         # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts
@@ -91,6 +92,8 @@ class DraCache:
             before = self._maps["claims"].get(key)
             self._touch(before)
             self._touch(value)
+        elif kind == "classes":
+            self.classes_changed = True  # (Filter's verdicts read the classes: every node's may move)
         elif kind == "slices":
             self.pools = {}
             for s in (self._maps["slices"].get(key), value):

@@ -107,7 +107,7 @@ class ClusterStore:
         last = self._cow.latest()
         if last is not None:
             return last
-        if self.dra.dirty is None or self.dra.dirty:
+        if self.dra.dirty is None or self.dra.dirty or self.dra.classes_changed:
             self._refresh_devices()
         nodes, pods, journal = self._nodes, self._pods, self.journal
         snapshot = Snapshot(
@@ -146,7 +146,7 @@ class ClusterStore:
         change of the nodes, after which the engine starts afresh."""
         fresh = self.dra.refresh({name: info.node for name, info in self._nodes.by_name.items()})
         covered, self.dra.covered = self.dra.covered, set()
-        beyond = False
+        beyond, self.dra.classes_changed = self.dra.classes_changed, False
         for name, views in fresh.items():
             if views != self._nodes.by_name[name].devices:
                 self._nodes.writable(name).set_devices(views)

@@ -176,6 +176,21 @@ class RuleSet:
             return None
         return tuple([frozenset(get(pod).items()) if is_map else get(pod) for get, is_map in self._class_getters])
 
+    def _ranking(self, ctx: EvalContext, watch: RuleWatch) -> NodeRanking | None:
+        """The device scores that apply to ``ctx.pod``, as the allocator's ranking (a DRA pod's)."""
+        if not ctx.pod.resource_claims:
+            return None
+        device_scores = [r for r in self.device_scores if _applies(r, ctx, watch)]
+        return device_ranking(device_scores, ctx, watch) if device_scores else None
+
+    def rebind_claims(self, bound: BoundRules, pod: Pod, cluster: ClusterView | None) -> None:
+        """A class's binding rebound to another DRA pod: that pod's claims (and the device
+        scores' ranking for it) behind the DynamicResources precheck."""
+        first, claims = prechecks(pod, cluster, self._ranking(bound.ctx, bound.watch))
+        bound.filters[0].passes = first[0].passes
+        bound.filters[0].reasons = first[0].reasons
+        bound.dra_claims = claims
+
     def bind_new(
         self,
         pod: Pod,
@@ -195,9 +210,7 @@ class RuleSet:
         preempts = tuple(
             _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
         )
-        device_scores = [r for r in self.device_scores if _applies(r, ctx, watch)] if pod.resource_claims else []
-        ranking = device_ranking(device_scores, ctx, watch) if device_scores else None
-        first, claims = prechecks(pod, cluster, ranking)  # (evaluated node by node: no column, no share)
+        first, claims = prechecks(pod, cluster, self._ranking(ctx, watch))  # (node by node: no column, no share)
         uses = (
             (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
             tuple(frozenset(r.context) for r in score_rules),
@@ -238,13 +251,23 @@ class Session:
         if cluster is not None:
             rules.node_memos.fit(len(cluster.node_views()))
         key = rules.class_key(pod)
-        if key is None or pod.resource_claims:  # (claims are no rule's field, so in no class key)
-            return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
+        if pod.resource_claims:
+            # Pods whose claims ask the same of the same devices (one template's, not allocated
+            # yet) share a class: the DynamicResources verdict is the same for them on a node
+            # whose devices have not changed; the claims themselves are the pod's (rebind_claims).
+            if cluster is not None:
+                pod = with_claims(pod, getattr(cluster, "dra", EMPTY_DRA))
+            claims_key = dra_claims_key(pod)
+            if key is None or claims_key is None:
+                return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
+            key = (key, claims_key)
         if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
             key = (key, tuple([token(cluster) for token in rules.class_tokens]))
         bound = self.classes.get(key)
         if bound is not None:
             bound.rebind(pod, cluster)
+            if pod.resource_claims:
+                rules.rebind_claims(bound, pod, cluster)
             return bound
         bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True, watch=self.watch)
         return bound
@@ -284,12 +307,22 @@ def device_ranking(rules: Sequence[CompiledRule], ctx: EvalContext, watch: RuleW
     return rank
 
 
+def dra_claims_key(pod: Pod) -> str | None:
+    """What a DRA pod's claims ask, when pods asking the same may share a class: every claim
+    known and not allocated (an allocated claim pins the pod by its own node selector); else None."""
+    if any(entry.spec is None or entry.allocated for entry in pod.resource_claims):
+        return None
+    return repr([(entry.name, entry.spec) for entry in pod.resource_claims])
+
+
 def pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
     """A pod field's value as a class key part, and whether it is a map (keyed by its items).
     Raw model attributes where there is one (None and () differ for node affinity), else the
     field's getter (has_required_node_affinity is derived). (Decided here from the schema: an
     isinstance check per field per pod costs more than the rest of the key.)"""
     field = schema.RECORDS[schema.POD][name]
+    if name == "resource_claims":  # (what they ask, not the claims' own names: see dra_claims_key)
+        return dra_claims_key, False
     get = operator.attrgetter(name) if name in Pod.__dataclass_fields__ else field.get
     return get, isinstance(field.type, MapOf)
 
