@@ -91,6 +91,10 @@ RESOURCES = {
     "policyreports": ("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", True),
     "podgroups": ("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", True),
     "workloads": ("Workload", "/apis/scheduling.k8s.io/v1alpha1", True),
+    "deviceclasses": ("DeviceClass", "/apis/resource.k8s.io/v1", False),
+    "resourceclaims": ("ResourceClaim", "/apis/resource.k8s.io/v1", True),
+    "resourceclaimtemplates": ("ResourceClaimTemplate", "/apis/resource.k8s.io/v1", True),
+    "resourceslices": ("ResourceSlice", "/apis/resource.k8s.io/v1", False),
 }
 WATCH_BATCH = 100  # watch events written at once, at most
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
@@ -281,6 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/wgpolicyk8s.io/v1alpha2",
             "/apis/scheduling.x-k8s.io/v1alpha1",
             "/apis/scheduling.k8s.io/v1alpha1",
+            "/apis/resource.k8s.io/v1",
         ):
             if url.path.startswith(prefix + "/"):
                 parts = [unquote(part) for part in url.path[len(prefix) + 1 :].split("/")]  # as the API server

@@ -60,6 +60,12 @@ USED = {
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
     ("scheduling.k8s.io", "workloads"): {"list", "watch"},
+    # Dynamic Resource Allocation (rulesched/mirror.py's DRA, rulesched/kube/claims.py)
+    ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
+    ("resource.k8s.io", "resourceslices"): {"list", "watch"},
+    ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},
+    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "update"},
+    ("resource.k8s.io", "resourceclaims/status"): {"update"},
 }
 
 

@@ -202,6 +202,20 @@ class DraCache:
         self.assume(pod, found.allocations(node), found.reserve())
         return True
 
+    def assumed_claims(self, pod_key: str) -> tuple[tuple[ResourceClaim, ...], frozenset[str]]:
+        """The claims the pod's assumption changed, as the store has them now, and the keys of
+        those it allocated (the others it only joined): what its binding writes."""
+        claims, allocated = [], set()
+        current = self._maps["claims"]
+        for key, before in self._undo.get(pod_key, ()):
+            claim = current.get(key)
+            if claim is None:
+                continue
+            claims.append(claim)
+            if before is None or before.allocation is None:
+                allocated.add(key)
+        return tuple(claims), frozenset(allocated)
+
     def settled(self, pod_key: str) -> None:
         """The pod's binding succeeded: its claims stay as assumed until the informer's newer
         versions (with the status the binder wrote) replace them."""

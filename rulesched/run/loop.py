@@ -45,6 +45,7 @@ from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
 from rulesched.kube.api import PODGROUPS, WORKLOADS, KubeApi
+from rulesched.kube.claims import claim_writes
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RuleSet, RulesHandle, startup_warning
@@ -176,11 +177,12 @@ class _Binder:
         self.workers, self.store = workers, store
 
     def bind(self, binding: Binding) -> bool | None:
-        """The volume decisions as API writes (the claims as the store has them now), then the
-        binding, on a worker."""
+        """The volume decisions and DRA claims as API writes (the claims as the store has them
+        now), then the binding, on a worker."""
         node = binding.node
         volumes = writes_for(binding.volumes, self.store.storage, node) if binding.volumes else []
-        self.workers.bind(binding.pod, node, binding.rules, volumes)
+        claims = claim_writes(binding.claims, binding.allocated, binding.pod) if binding.claims else []
+        self.workers.bind(binding.pod, node, binding.rules, volumes, claims)
         return None  # the outcome comes back through the loop
 
 

@@ -76,6 +76,10 @@ class Binding:
     node: str
     rules: str = ""
     volumes: tuple[Decision, ...] = ()
+    # DynamicResources' PreBind: the claims the assumption changed (with the allocations and the
+    # pod in reservedFor), and the keys of those it allocated (the rest it only joined)
+    claims: tuple[Any, ...] = ()
+    allocated: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

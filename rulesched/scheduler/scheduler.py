@@ -544,7 +544,8 @@ class Scheduler:
             result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now
         volumes = self.store.volume_decisions(placed.key) if placed.volumes else ()
-        outcome = self.binder.bind(Binding(placed, node, rules, volumes))
+        claims, allocated = self.store.dra.assumed_claims(placed.key) if placed.resource_claims else ((), frozenset())
+        outcome = self.binder.bind(Binding(placed, node, rules, volumes, claims, allocated))
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
             return result
