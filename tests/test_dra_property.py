@@ -12,14 +12,24 @@ allocator's code (the selectors too: the CEL is of one known shape).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rulesched.cli import main
+from rulesched.lang import load_rules
+from rulesched.lang.context import EvalContext
+from rulesched.lang.evaluation.interp import Interpreter
+from rulesched.lang.values import as_score
 from rulesched.model.dra import (
     ALL,
     EXACT_COUNT,
@@ -41,8 +51,11 @@ from rulesched.model.dra import (
     ResourceSlice,
 )
 from rulesched.model.objects import Node
+from rulesched.scheduler.scoring import normalize
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import AllocationError, Allocator, allocated_state
+from rulesched.semantics.dra_pod import with_claims
+from rulesched.simulate.load import load_cluster
 
 DRIVER = "d.example.com"
 NODES = ("n1", "n2")
@@ -315,3 +328,165 @@ def test_allocations_keep_every_rule_and_miss_none(case: Case) -> None:
             assert violations(case, node, got) == []
         elif exact_only:
             assert not brute_force(case, node), "the allocator found nothing, but an assignment exists"
+
+
+# --- rules reading devices: the compiled and column evaluation agree with the interpreter ---------
+
+DEVICE_RULES = """\
+extends "default"
+
+filter free_a_devices when len(pod.resource_claims) > 0:
+    count(d in node.devices where d.attributes["model"] == "a" and not d.allocated)
+        >= sum(sum(r.count for r in c.requests) for c in pod.resource_claims)
+    else "too few free model-a devices"
+
+score used_devices weight 3 normalize max when len(pod.resource_claims) > 0:
+    count(d in node.devices where d.allocated) * 10 + sum(d.numbers["numa"] for d in node.devices)
+"""
+
+
+@st.composite
+def device_clusters(draw: st.DrawFn) -> list[dict[str, object]]:
+    items: list[dict[str, object]] = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+        },
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "t", "namespace": "default"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": "r", "exactly": {"deviceClassName": "gpu", "count": draw(st.integers(1, 2))}}
+                        ]
+                    }
+                }
+            },
+        },
+    ]
+    # (32 nodes and more: the scheduler evaluates rules over many nodes as columns)
+    names = [f"n{i}" for i in range(draw(st.one_of(st.integers(2, 5), st.integers(33, 36))))]
+    for name in names:
+        items.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name},
+                "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "20"}},
+            }
+        )
+        devices = [
+            {
+                "name": f"d{j}",
+                "attributes": {
+                    "model": {"string": draw(st.sampled_from("ab"))},
+                    "numa": {"int": draw(st.integers(0, 1))},
+                },
+            }
+            for j in range(draw(st.integers(0, 3)))
+        ]
+        items.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-s"},
+                "spec": {
+                    "driver": DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "resourceSliceCount": 1},
+                    "devices": devices,
+                },
+            }
+        )
+        for j, device in enumerate(devices):  # some devices held by claims already
+            if draw(st.integers(0, 3)) == 0:
+                items.append(
+                    {
+                        "apiVersion": "resource.k8s.io/v1",
+                        "kind": "ResourceClaim",
+                        "metadata": {"name": f"held-{name}-{j}", "namespace": "default"},
+                        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu"}}]}},
+                        "status": {
+                            "allocation": {
+                                "devices": {
+                                    "results": [
+                                        {"request": "r", "driver": DRIVER, "pool": name, "device": device["name"]}
+                                    ]
+                                }
+                            }
+                        },
+                    }
+                )
+    items.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+            "spec": {
+                "priority": 0,
+                "containers": [{"name": "c", "image": "x"}],
+                "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "t"}],
+            },
+        }
+    )
+    return items
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(device_clusters())
+def test_device_rules_agree_with_the_interpreter(tmp_path_factory: Any, items: list[dict[str, object]]) -> None:
+    """The scheduler's evaluation of rules reading node.devices and pod.resource_claims (compiled,
+    hoisted, node tables, columns where they apply) gives every node the filter verdict and
+    score the reference interpreter gives it on the same cluster."""
+    folder = tmp_path_factory.mktemp("dra")
+    cluster_file, rules_file = folder / "cluster.yaml", folder / "devices.rules"
+    cluster_file.write_text(yaml.safe_dump_all(items))
+    rules_file.write_text(DEVICE_RULES)
+    # the reference, on the cluster as it is before the one pending pod is placed
+    objects = load_cluster([cluster_file])
+    snapshot = objects.store().snapshot()
+    rules = load_rules([rules_file])
+    checked = {r.name: r for r in rules.checked.rules}
+    interp = Interpreter(rules.checked.notes, rules.checked.lets)
+    pod = with_claims(objects.pending_pods[0], snapshot.dra)
+    ctx = EvalContext(pod, snapshot)
+    want_filtered = {n.name for n in snapshot.node_views() if not interp.body(checked["free_a_devices"], ctx, n)}
+    raw = {n.name: as_score(interp.body(checked["used_devices"], ctx, n)) for n in snapshot.node_views()}
+    # what the scheduler found
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert (
+            main(
+                [
+                    "simulate",
+                    str(cluster_file),
+                    "--rules",
+                    str(rules_file),
+                    "--output",
+                    "json",
+                    "--explain-full",
+                    "--percentage-of-nodes-to-score",
+                    "100",
+                ]
+            )
+            == 0
+        )
+    (row,) = [r for r in json.loads(out.getvalue())["pods"] if r["pod"] == "default/p"]
+    failed = row["filtered"] or {}
+    for name in raw:  # (a node failing an earlier filter, DynamicResources' first, is not asked)
+        if name not in failed:
+            assert name not in want_filtered, name
+        elif "too few free model-a devices" in failed[name]:
+            assert name in want_filtered, name
+    feasible = sorted(name for name in raw if name not in (row["filtered"] or {}))
+    if feasible and row["scores"]:
+        expected = dict(zip(feasible, normalize("max", [raw[n] for n in feasible]), strict=True))
+        for name, values in row["scores"].items():
+            assert values["used_devices"] == expected[name], (name, values, expected)
