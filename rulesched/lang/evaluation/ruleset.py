@@ -250,7 +250,7 @@ class Session:
         rules = self.rules
         if cluster is not None:
             rules.node_memos.fit(len(cluster.node_views()))
-        key = rules.class_key(pod)
+        claims_key = None
         if pod.resource_claims:
             # Pods whose claims ask the same of the same devices (one template's, not allocated
             # yet) share a class: the DynamicResources verdict is the same for them on a node
@@ -258,8 +258,10 @@ class Session:
             if cluster is not None:
                 pod = with_claims(pod, getattr(cluster, "dra", EMPTY_DRA))
             claims_key = dra_claims_key(pod)
-            if key is None or claims_key is None:
-                return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
+        key = rules.class_key(pod)
+        if key is None or (pod.resource_claims and claims_key is None):
+            return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
+        if claims_key is not None:
             key = (key, claims_key)
         if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
             key = (key, tuple([token(cluster) for token in rules.class_tokens]))
