@@ -114,7 +114,7 @@ def _rulesched() -> Engine:
 
     def compile_(expression: str) -> Any:
         cache = CelCache()
-        compiled = cache.compile(expression)
+        compiled = cache.prepared(expression)
         if compiled.error:
             raise RuntimeError(compiled.error)
         return (cache, expression)

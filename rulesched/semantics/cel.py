@@ -219,7 +219,7 @@ class _Env:
         )
         self.bool_type, self.dyn_type = B, cel.Type.DYN
 
-    def compile(self, expression: str, cost_limit: int) -> Compiled:
+    def prepare(self, expression: str, cost_limit: int) -> Compiled:
         try:
             program = self.env.compile(expression)
         except Exception as err:  # cel-cpp reports syntax and type errors as exceptions
@@ -322,11 +322,11 @@ class CelCache:
         self._verdicts: dict[tuple[int, str, str], tuple[Device, bool | str]] = {}
         self.evaluations = 0
 
-    def compile(self, expression: str) -> Compiled:
+    def prepared(self, expression: str) -> Compiled:
         found = self._compiled.get(expression)
         if found is None:
             try:
-                found = _environment().compile(expression, self.cost_limit)
+                found = _environment().prepare(expression, self.cost_limit)
             except CelError as err:
                 found = Compiled(expression, error=str(err))
             self._compiled[expression] = found
@@ -340,7 +340,7 @@ class CelCache:
         if found is not None:
             verdict = found[1]
         else:
-            compiled = self.compile(expression)
+            compiled = self.prepared(expression)
             if compiled.error:
                 raise CelError(compiled.error)
             self.evaluations += 1

@@ -585,7 +585,7 @@ class _Run:
     @staticmethod
     def _on(cel: CelCache, expression: str, cand: Candidate) -> str:
         """`` on device D: CEL runtime error`` or ``: CEL compile error`` (upstream's wording)."""
-        if cel.compile(expression).error:
+        if cel.prepared(expression).error:
             return ": CEL compile error"
         return f" on device {'/'.join(cand.id)}: CEL runtime error"
 

@@ -256,3 +256,45 @@ def test_claim_with_prioritized_list() -> None:
     found = prefilter(POD_WITH_CLAIM_NAME, [claim], slices=(WORKER_SLICE,))
     (allocation,) = found.allocations(WORKER).values()
     assert [(d.request, d.device) for d in allocation.devices] == [("req-1/subreq-1", "instance-1")]
+
+
+def test_computes_score_for_first_available() -> None:
+    """Test_computesScore (dynamicresources_test.go:5297) and the multiple-claims/-requests
+    prioritized-list scoring cases (:3255-3362), as the default profile's DynamicResources score:
+    each request with firstAvailable scores 8 minus the index of the subrequest allocated, so a
+    node giving the first alternative outscores one giving the second."""
+    from rulesched.lang.builtins.dra import dra_score
+    from rulesched.lang.context import EvalContext
+
+    big = ResourceSlice("big", DRIVER, NODE, node_name=NODE, devices=(Device("a"), Device("b")))
+    other = Node("other", labels=MappingProxyType({"kubernetes.io/hostname": "other"}))
+    small = ResourceSlice("small", DRIVER, "other", node_name="other", devices=(Device("a"),))
+    spec = ClaimSpec(
+        (
+            DeviceRequest(
+                "req-1", None, (("subreq-1", ExactRequest(CLASS, count=2)), ("subreq-2", ExactRequest(CLASS, count=1)))
+            ),
+        )
+    )
+    claim = dataclasses.replace(PENDING_CLAIM, spec=spec)
+    state = DraState(
+        MappingProxyType({CLASS: DEVICE_CLASS}),
+        MappingProxyType({claim.key: claim}),
+        MappingProxyType({}),
+        MappingProxyType({"big": big, "small": small}),
+    )
+
+    class Cluster:
+        dra, dra_allocated, dra_cel, dra_pools = state, allocated_state([]), CelCache(), None
+
+    ctx = EvalContext(POD_WITH_CLAIM_NAME, Cluster())
+    assert dra_score(ctx, WORKER) == 8  # two devices: the first subrequest
+    assert dra_score(ctx, other) == 7  # one device: the second
+    allocated = dataclasses.replace(claim, allocation=Allocation((DeviceResult("req-1/subreq-2", DRIVER, NODE, "a"),)))
+    state2 = dataclasses.replace(state, claims=MappingProxyType({claim.key: allocated}))
+
+    class Allocated:
+        dra, dra_allocated, dra_cel, dra_pools = state2, allocated_state([allocated]), CelCache(), None
+
+    # an allocated claim counts the subrequest its allocation used
+    assert dra_score(EvalContext(POD_WITH_CLAIM_NAME, Allocated()), WORKER) == 7

@@ -62,7 +62,7 @@ def test_upstream_cel_case(case: dict[str, Any]) -> None:
     if case["name"] in CEL_CPP_DIFFERS:
         pytest.xfail("cel-cpp refuses a comprehension over an index into dyn")
     cache = CelCache()
-    compiled = cache.compile(case["expression"])
+    compiled = cache.prepared(case["expression"])
     if compiled.error.startswith("estimated cost") and "cost limit" in case["expectMatchError"]:
         return  # refused before any evaluation, where cel-go stops the evaluation at its limit
     if case["expectCompileError"]:
