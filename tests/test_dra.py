@@ -274,3 +274,33 @@ def test_a_device_score_ranks_the_devices_a_request_gets(tmp_path: Path, capsys:
     }
     assert held["one"] == ["gpu-3"]  # ranked first (upstream's first fit would take gpu-0)
     assert held["two"] == ["gpu-1", "gpu-2"]  # the best pair on one numa node (gpu-3 is taken)
+
+
+def test_postfilter_deallocates_a_claim_no_one_uses_so_the_pod_goes_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """wrong-topology's PostFilter (dynamicresources_test.go:2081): a claim allocated on n1, used
+    by no pod, where the pod does not fit (n1 is too small), is deallocated when no node fits;
+    the next attempt allocates it on n2, where the pod goes."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "gpu-claim", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}},
+        "status": {
+            "allocation": {
+                "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]},
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+                    ]
+                },
+            }
+        },
+    }
+    small = node("n1")
+    small["status"]["allocatable"]["cpu"] = "1"
+    items = [small, node("n2"), GPU_CLASS, gpus("n1", 1), gpus("n2", 1), claim]
+    items.append(pod("p", cpu="2", resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}]))
+    rows = simulate(write(tmp_path, items), capsys)
+    assert rows["default/p"]["node"] == "n2"

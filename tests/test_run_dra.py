@@ -133,3 +133,34 @@ def test_run_waits_for_the_controllers_claim(server: TestApiServer, tmp_path: Pa
     written = server.store.objects["resourceclaims"]["default/train-gpu-abcde"]
     assert written["status"]["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
     assert written["status"]["reservedFor"][0]["name"] == "train"
+
+
+def test_run_deallocates_a_claim_no_one_uses_when_nothing_fits(server: TestApiServer, tmp_path: Path) -> None:
+    """PostFilter: the claim allocated on n1 (too small for the pod) and used by no one is
+    deallocated through the API; the next attempt allocates it on n2 and binds the pod there."""
+    small = node("n1")
+    small["status"]["allocatable"]["cpu"] = "1"
+    server.add("nodes", small)
+    server.add("nodes", node("n2"))
+    server.add("deviceclasses", GPU_CLASS)
+    server.add("resourceslices", gpu_slice("n1", 1))
+    server.add("resourceslices", gpu_slice("n2", 1))
+    held = claim("gpu-claim")
+    held["status"] = {
+        "allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "gpu-0"}]},
+            "nodeSelector": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+            },
+        }
+    }
+    server.add("resourceclaims", held)
+    big = dra_pod("train", "gpu-claim")
+    big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    server.add("pods", big)
+    pods = server.store.objects["pods"]
+    with Running(server, tmp_path):
+        wait(lambda: pods["default/train"]["spec"].get("nodeName"), 30)
+    assert pods["default/train"]["spec"]["nodeName"] == "n2"
+    written = server.store.objects["resourceclaims"]["default/gpu-claim"]
+    assert written["status"]["allocation"]["devices"]["results"][0]["pool"] == "n2"

@@ -125,6 +125,21 @@ def release_claims(api: KubeApi, writes: Sequence[ClaimWrite], timeout: float | 
                 break
 
 
+def deallocate_claim(api: KubeApi, namespace: str, name: str, pod_uid: str, timeout: float | None = None) -> None:
+    """PostFilter's deallocation: the claim's allocation, reservations and device statuses
+    cleared in one status update, if no pod but this one (``pod_uid``) uses it; a conflict or a
+    change in the meantime leaves it (the next attempt looks again)."""
+    claim = api.get(RESOURCE_CLAIMS, namespace, name, timeout=timeout)
+    status = claim.get("status") or {}
+    reserved = status.get("reservedFor") or []
+    if not status.get("allocation") or any(r.get("uid") != pod_uid for r in reserved):
+        return
+    for key in ("allocation", "reservedFor", "devices"):
+        status.pop(key, None)
+    claim["status"] = status
+    api.replace_status(RESOURCE_CLAIMS, namespace, name, claim, timeout=timeout)
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -54,6 +54,7 @@ from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
 from rulesched.mirror import EVERYTHING, Mirror
 from rulesched.model import Pod
+from rulesched.model.dra import ResourceClaim
 from rulesched.model.groups import POD_GROUP_API
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
@@ -184,6 +185,11 @@ class _Binder:
         claims = claim_writes(binding.claims, binding.allocated, binding.pod) if binding.claims else []
         self.workers.bind(binding.pod, node, binding.rules, volumes, claims)
         return None  # the outcome comes back through the loop
+
+    def deallocate(self, claim: ResourceClaim) -> None:
+        """DynamicResources' PostFilter: the claim deallocated through the API, on a worker."""
+        pod_uid = claim.reserved_for[0].uid if claim.reserved_for else ""
+        self.workers.deallocate(claim.namespace, claim.name, pod_uid)
 
 
 class _Reporter(Observer):

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODGROUPS, PODS, KubeApi
-from rulesched.kube.claims import ClaimWrite, release_claims, write_claims
+from rulesched.kube.claims import ClaimWrite, deallocate_claim, release_claims, write_claims
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
@@ -254,6 +254,18 @@ class Workers:
 
     def _bind_failed(self, pod: Target, node: str, started: float, err: KubeError) -> None:
         self.outcomes(failed_binding(self.api, pod, node, time.monotonic() - started, err))
+
+    def deallocate(self, namespace: str, name: str, pod_uid: str) -> None:
+        """DynamicResources' PostFilter: deallocate a claim no other pod uses (rulesched.kube.claims)."""
+        self._submit(self._deallocate, namespace, name, pod_uid)
+
+    def _deallocate(self, namespace: str, name: str, pod_uid: str) -> None:
+        if not self.may_write():
+            return
+        try:
+            deallocate_claim(self.api, namespace, name, pod_uid)
+        except KubeError as err:
+            log.warning("could not deallocate a claim", extra={"object": f"{namespace}/{name}", "reason": str(err)})
 
     # --- what users see ---------------------------------------------------------------------------
     def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> None:

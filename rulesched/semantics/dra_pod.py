@@ -101,6 +101,8 @@ class PodClaims:
     memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None
     _nodes: dict[str, tuple[tuple[str, ...], list[Allocation] | None]] = field(default_factory=dict)
     _spec_key: str | None = None
+    # allocated claims some node could not use (their allocation's node selector): PostFilter's
+    unavailable: set[str] = field(default_factory=set)
 
     @property
     def to_allocate(self) -> list[ResourceClaim]:
@@ -151,14 +153,16 @@ class PodClaims:
     ) -> tuple[tuple[str, ...], list[Allocation] | None]:
         if self.error:
             return (self.error,), None
-        for claim in self.claims:
-            alloc = claim.allocation
-            if (
-                alloc is not None
-                and alloc.node_selector is not None
-                and not node_matches(node, "", False, alloc.node_selector)
-            ):
-                return (NOT_AVAILABLE,), None
+        unavailable = [
+            claim.key
+            for claim in self.claims
+            if claim.allocation is not None
+            and claim.allocation.node_selector is not None
+            and not node_matches(node, "", False, claim.allocation.node_selector)
+        ]
+        if unavailable:
+            self.unavailable.update(unavailable)
+            return (NOT_AVAILABLE,), None
         if self.allocator is None:
             return (), []
         ranking = functools.partial(self.ranking, node=view) if self.ranking is not None else None
@@ -169,6 +173,19 @@ class PodClaims:
         if allocations is None:
             return (CANNOT_ALLOCATE,), None
         return (), allocations
+
+    def deallocatable(self) -> ResourceClaim | None:
+        """PostFilter (no node fit): an allocated claim some node could not use, which no other
+        pod uses (its reservedFor is empty or this pod alone), to deallocate so that the next
+        attempt may allocate it elsewhere; None when there is none. Upstream picks one at random
+        among them; here the first in the pod's order."""
+        uid = consumer_uid(self.pod)
+        for claim in self.claims:
+            if claim.key not in self.unavailable:
+                continue
+            if not claim.reserved_for or (len(claim.reserved_for) == 1 and claim.reserved_for[0].uid == uid):
+                return claim
+        return None
 
     def diagnose(self, node: Any) -> list[str]:
         """Why allocation failed on ``node``, request by request (empty when it did not fail)."""
