@@ -11,6 +11,7 @@ UnschedulableAndUnresolvable; "cannot allocate all claims" when the allocator fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -304,3 +305,37 @@ def test_postfilter_deallocates_a_claim_no_one_uses_so_the_pod_goes_elsewhere(
     items.append(pod("p", cpu="2", resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu-claim"}]))
     rows = simulate(write(tmp_path, items), capsys)
     assert rows["default/p"]["node"] == "n2"
+
+
+def test_the_stores_holdings_follow_the_claims(tmp_path: Path) -> None:
+    """What the claims hold, counted by the store as claims are allocated (assumed pods), freed
+    and removed, equals the same worked out from scratch (semantics.dra.allocated_state,
+    semantics.dra_pod.device_use)."""
+    from rulesched.semantics.dra import allocated_state
+    from rulesched.semantics.dra_pod import device_use
+
+    items = [node("n1"), node("n2"), GPU_CLASS, gpus("n1", 2), gpus("n2", 2), template()]
+    items += [pod(f"p{i}", resourceClaims=CLAIMS) for i in range(4)]
+    cluster = load_cluster([write(tmp_path, items)])
+    store = cluster.store()
+    nodes = ["n1", "n1", "n2", "n2"]
+    for p, n in zip(cluster.pending_pods, nodes, strict=True):
+        store.assume(p, n)
+
+    def check() -> None:
+        claims = list(store.dra.state.claims.values())
+        assert store.dra.allocated == allocated_state(claims)
+        assert store.dra._held.use() == device_use(claims)
+
+    check()
+    assert len(store.dra.allocated.devices) == 4
+    first = sorted(store.dra.state.claims)[0]
+    claim = store.dra.state.claims[first]
+    store.dra.put("claims", first, dataclasses.replace(claim, allocation=None, reserved_for=()))
+    check()
+    store.dra.put("claims", sorted(store.dra.state.claims)[1], None)
+    check()
+    store.forget(cluster.pending_pods[3].key)  # a failed binding: its claim put back
+    check()
+    held = [c for c in store.dra.state.claims.values() if c.allocation is not None]
+    assert len(store.dra.allocated.devices) == len(held) < 4

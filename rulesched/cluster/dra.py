@@ -26,10 +26,55 @@ from rulesched.cluster.cow import CopyOnWrite
 from rulesched.model import Pod
 from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import AllocatedState, NodePools, allocated_state
-from rulesched.semantics.dra_pod import DeviceUse, device_use, node_devices, pod_claims
+from rulesched.semantics.dra import AllocatedState, DeviceID, NodePools
+from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
+
+
+class _Held:
+    """What the claims' allocations hold, counted as claims come and go, so that neither the
+    allocator's AllocatedState nor node.devices' DeviceUse rescans every claim after a bind
+    (semantics.dra.allocated_state and semantics.dra_pod.device_use say the same from scratch)."""
+
+    def __init__(self) -> None:
+        self.whole: dict[DeviceID, int] = {}  # allocated whole, by how many claims
+        self.shares: dict[tuple[str, str, str, str], int] = {}
+        self.consumed: dict[DeviceID, dict[str, int]] = {}
+        self.holders: dict[DeviceID, int] = {}  # allocations naming the device (admin access too)
+
+    def count(self, alloc: Allocation, sign: int) -> None:
+        for r in alloc.devices:
+            device = r.device_id
+            _bump(self.holders, device, sign)
+            if r.admin_access:
+                continue
+            if r.share_id:
+                _bump(self.shares, (*device, r.share_id), sign)
+                if r.consumed_capacity:
+                    used = self.consumed.setdefault(device, {})
+                    for name, amount in r.consumed_capacity.items():
+                        used[name] = used.get(name, 0) + sign * amount
+                    if not any(used.values()):
+                        del self.consumed[device]
+            else:
+                _bump(self.whole, device, sign)
+
+    def allocated(self) -> AllocatedState:
+        return AllocatedState(
+            frozenset(self.whole), frozenset(self.shares), {d: dict(c) for d, c in self.consumed.items()}
+        )
+
+    def use(self) -> DeviceUse:
+        return DeviceUse(dict(self.holders), frozenset(self.whole), {d: dict(c) for d, c in self.consumed.items()})
+
+
+def _bump(counts: dict[Any, int], key: Any, sign: int) -> None:
+    left = counts.get(key, 0) + sign
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
 
 
 class DraCache:
@@ -51,6 +96,7 @@ class DraCache:
         self.classes_changed = False
         self._seen_on: dict[tuple[str, str, str], set[str]] = {}  # device -> nodes showing it
         self._use: DeviceUse | None = None  # what the claims hold of each device; None: work it out
+        self._held = _Held()  # ... counted as claims come and go (both are made from it)
         # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts
         self.pools: dict[str, NodePools] = {}
         self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
@@ -65,7 +111,7 @@ class DraCache:
     @property
     def allocated(self) -> AllocatedState:
         if self._allocated is None:
-            self._allocated = allocated_state(list(self._maps["claims"].values()))
+            self._allocated = self._held.allocated()
         return self._allocated
 
     @property
@@ -92,6 +138,10 @@ class DraCache:
             before = self._maps["claims"].get(key)
             self._touch(before)
             self._touch(value)
+            if before is not None and before.allocation is not None:
+                self._held.count(before.allocation, -1)
+            if value is not None and value.allocation is not None:
+                self._held.count(value.allocation, 1)
         elif kind == "classes":
             self.classes_changed = True  # (Filter's verdicts read the classes: every node's may move)
         elif kind == "slices":
@@ -133,7 +183,7 @@ class DraCache:
         state = self.state
         slices = list(state.slices.values())
         if self._use is None:
-            self._use = device_use(state.claims.values())
+            self._use = self._held.use()
         use = self._use
         on_node: dict[str, list[Any]] = {}
         shared = []
@@ -159,6 +209,10 @@ class DraCache:
             self._cow.made_now(f"dra_{kind}")
         self._allocated = None
         self._use = None
+        self._held = _Held()
+        for claim in self._maps["claims"].values():
+            if claim.allocation is not None:
+                self._held.count(claim.allocation, 1)
         self._state = None
         self._changed()
 

@@ -249,14 +249,11 @@ class Allocator:
         self.allocated = allocated
         self.cel = cel or CelCache()
         self.share_id = share_id
-        self.all_slices = list(slices)
-        self.on_node: dict[str, list[ResourceSlice]] = {}
-        self.shared: list[ResourceSlice] = []
-        for s in self.all_slices:
-            if s.node_name:
-                self.on_node.setdefault(s.node_name, []).append(s)
-            else:
-                self.shared.append(s)
+        self.all_slices = slices
+        # node name -> its slices, and the slices naming no node: worked out when first needed
+        # (with the store's pools kept per node, an allocator of a pod seldom needs them)
+        self._on_node: dict[str, list[ResourceSlice]] | None = None
+        self._shared: list[ResourceSlice] = []
         self._available: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> counters left
         self.steps = 0  # allocateOne calls, summed (upstream's NumAllocateOneInvocations)
         # node name -> (its pools, their candidates in order): they depend on the slices and the
@@ -264,7 +261,15 @@ class Allocator:
         self.pools: dict[str, NodePools] = pools if pools is not None else {}
 
     def slices_for(self, node: Any) -> list[ResourceSlice]:
-        return self.on_node.get(node.name, []) + self.shared
+        """The node's own slices and those naming no node (the candidates of gather_pools)."""
+        if self._on_node is None:
+            self._on_node = {}
+            for s in self.all_slices:
+                if s.node_name:
+                    self._on_node.setdefault(s.node_name, []).append(s)
+                else:
+                    self._shared.append(s)
+        return self._on_node.get(node.name, []) + self._shared
 
     def pools_for(self, node: Any) -> tuple[list[Pool], list[Candidate]]:
         """The pools ``node`` reaches (gather_pools) and their devices in order (cached)."""
