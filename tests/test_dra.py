@@ -339,3 +339,31 @@ def test_the_stores_holdings_follow_the_claims(tmp_path: Path) -> None:
     check()
     held = [c for c in store.dra.state.claims.values() if c.allocation is not None]
     assert len(store.dra.allocated.devices) == len(held) < 4
+
+
+def test_rule_tests_take_dra_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rulesched test`: a case's cluster may hold DeviceClasses, ResourceSlices, templates and
+    claims; the pod's template claim is made as the controller makes it."""
+    (tmp_path / "dra.test.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "rules": ["default"],
+                "nodes": [node("n1"), node("n2")],
+                "deviceClasses": [GPU_CLASS],
+                "resourceSlices": [gpus("n1", 1)],
+                "resourceClaimTemplates": [template()],
+                "cases": [
+                    {
+                        "name": "the GPU is on n1",
+                        "pod": pod("train", resourceClaims=CLAIMS),
+                        "expect": {
+                            "feasible": ["n1"],
+                            "reasons": {"n2": [CANNOT_ALLOCATE]},
+                            "unresolvable": ["n2"],
+                        },
+                    }
+                ],
+            }
+        )
+    )
+    assert main(["test", str(tmp_path)]) == 0, capsys.readouterr().out
