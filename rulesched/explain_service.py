@@ -64,8 +64,15 @@ class ExplainService:
     """Answers explain requests; ``view()`` gives the current :class:`LiveView` (it may wait,
     briefly, for the scheduler's thread to hand a snapshot over; None: not available now)."""
 
-    def __init__(self, view: Callable[[], LiveView | None], limits: ExplainLimits = ExplainLimits()) -> None:
+    def __init__(
+        self,
+        view: Callable[[], LiveView | None],
+        limits: ExplainLimits = ExplainLimits(),
+        group: Callable[[Pod], dict[str, Any] | None] | None = None,
+    ) -> None:
         self._view = view
+        # a pod group member's group as the scheduler's last attempt left it (rulesched run)
+        self._group = group
         self._limits = limits
         self._tokens = float(limits.burst)
         self._last = time.monotonic()
@@ -118,6 +125,9 @@ class ExplainService:
             return _error(404, str(err.args[0]))
         settings = WhySettings(detailed=details, nodes=tuple(query.get("node", [])))
         answer = explanation_json(explain_pod(pod, view.snapshot, rules, settings))
+        group = self._group(pod) if self._group is not None else None
+        if group is not None:
+            answer["group"] = group
         answer["rules"] = [str(f) for f in rules.files]
         self.served += 1
         log.info("explained", extra={"pod": pod.key, "rules": rules.digest, "seconds": answer["seconds"]})

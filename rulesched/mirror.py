@@ -7,7 +7,8 @@ finished, PodDisruptionBudgets, namespaces, the selectors of Services, ReplicaSe
 StatefulSets and ReplicationControllers (system default spreading) and the storage objects the
 volume filters read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) and
 Dynamic Resource Allocation's objects (DeviceClasses, ResourceSlices, ResourceClaims, templates);
-pod groups (PodGroups, Workloads: when watched) go to the scheduler through :class:`Applied`;
+pod groups (scheduler-plugins' PodGroups; the workload API's PodGroups and CompositePodGroups:
+when watched) go to the scheduler through :class:`Applied`;
 priority classes go to the store too
 (:attr:`ClusterStore.priority_classes`), which pods' priorities resolve from.
 Pending pods are not placed anywhere: :class:`Applied` hands them back to the caller (the live
@@ -60,7 +61,7 @@ from rulesched.model.decode_dra import (
 )
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo
-from rulesched.model.groups import PodGroup, decode_pod_group, decode_workload
+from rulesched.model.groups import PodGroup, api_version, decode_composite_pod_group, decode_pod_group
 from rulesched.model.workloads import CONTROLLER_KINDS, decode_controller, decode_service
 from rulesched.scheduler.cluster_events import Event
 
@@ -113,7 +114,7 @@ class Mirror:
         # affinity): decoding a pod takes 13 us instead of 19. Used on the applying thread only;
         # emptied when it grows past MEMO_LIMIT entries.
         self._memo: Memo = {}
-        self.group_keys: dict[tuple[str, str], tuple[str, ...]] = {}  # (kind, object key) -> its groups
+        self.group_keys: dict[tuple[str, str], tuple[str, ...]] = {}  # (apiVersion kind, object key) -> its group
         self.informers = [Informer(api, resource, sink, stop) for resource in resources]
 
     def start(self) -> None:
@@ -178,7 +179,7 @@ class Mirror:
             value = None if deleted else decode(obj, "watch")
             store.dra.put(name, delta.key, value)
             return Applied(Event.OTHER)  # a claim made or freed, devices published: a pod may fit
-        elif kind in ("PodGroup", "Workload"):
+        elif kind in ("PodGroup", "CompositePodGroup"):
             return self._groups(kind, delta, deleted)
         elif kind == "PriorityClass":
             if deleted:
@@ -188,12 +189,16 @@ class Mirror:
         return Applied()
 
     def _groups(self, kind: str, delta: Delta, deleted: bool) -> Applied:
-        """A PodGroup or a Workload: the scheduler's pod groups (not the store's)."""
-        before = self.group_keys.pop((kind, delta.key), ())
+        """A PodGroup (of either API) or a CompositePodGroup: the scheduler's pod groups (not
+        the store's). A group's priority resolves from the priority classes, as a pod's does."""
+        group_api = api_version(delta.obj).split("/")[0]
+        before = self.group_keys.pop((f"{group_api} {kind}", delta.key), ())
         if deleted:
             return Applied(removed_groups=before)
-        groups = (decode_pod_group(delta.obj, "watch"),) if kind == "PodGroup" else decode_workload(delta.obj, "watch")
-        self.group_keys[kind, delta.key] = tuple(g.key for g in groups)
+        classes = self.store.priority_classes
+        decode = decode_pod_group if kind == "PodGroup" else decode_composite_pod_group
+        groups = (decode(delta.obj, "watch", classes),)
+        self.group_keys[f"{group_api} {kind}", delta.key] = tuple(g.key for g in groups)
         kept = {g.key for g in groups}
         return Applied(Event.OTHER, groups=groups, removed_groups=tuple(k for k in before if k not in kept))
 

@@ -90,12 +90,18 @@ RESOURCES = {
     "csinodes": ("CSINode", "/apis/storage.k8s.io/v1", False),
     "policyreports": ("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", True),
     "podgroups": ("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", True),
-    "workloads": ("Workload", "/apis/scheduling.k8s.io/v1alpha1", True),
+    # the workload API (1.37): its PodGroups kept apart from scheduler-plugins' of the same plural
+    "podgroups.scheduling.k8s.io": ("PodGroup", "/apis/scheduling.k8s.io/v1beta1", True),
+    "compositepodgroups": ("CompositePodGroup", "/apis/scheduling.k8s.io/v1alpha3", True),
     "deviceclasses": ("DeviceClass", "/apis/resource.k8s.io/v1", False),
     "resourceclaims": ("ResourceClaim", "/apis/resource.k8s.io/v1", True),
     "resourceclaimtemplates": ("ResourceClaimTemplate", "/apis/resource.k8s.io/v1", True),
     "resourceslices": ("ResourceSlice", "/apis/resource.k8s.io/v1", False),
 }
+# plurals served under more than one API group: (prefix, plural) -> the store's name for them
+SHARED_PLURALS = {("/apis/scheduling.k8s.io/v1beta1", "podgroups"): "podgroups.scheduling.k8s.io"}
+# what discovery of /apis/<group> answers (the group's versions, preferred first)
+GROUP_VERSIONS = {"scheduling.k8s.io": ["v1beta1", "v1alpha3", "v1"]}
 WATCH_BATCH = 100  # watch events written at once, at most
 PREFIX_OF = {"Event": ["/api/v1", "/apis/events.k8s.io/v1"]}
 METRICS_NODES = "/apis/metrics.k8s.io/v1beta1/nodes"
@@ -284,7 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/storage.k8s.io/v1",
             "/apis/wgpolicyk8s.io/v1alpha2",
             "/apis/scheduling.x-k8s.io/v1alpha1",
-            "/apis/scheduling.k8s.io/v1alpha1",
+            "/apis/scheduling.k8s.io/v1beta1",
+            "/apis/scheduling.k8s.io/v1alpha3",
             "/apis/resource.k8s.io/v1",
         ):
             if url.path.startswith(prefix + "/"):
@@ -296,8 +303,12 @@ class _Handler(BaseHTTPRequestHandler):
         if parts[0] == "namespaces" and len(parts) >= 3:
             namespace, parts = parts[1], parts[2:]
         plural = parts[0]
+        plural = SHARED_PLURALS.get((prefix, plural), plural)
         if plural not in RESOURCES:
             return None
+        kind, home, _ = RESOURCES[plural]
+        if prefix != home and prefix not in PREFIX_OF.get(kind, ()) and home.startswith("/apis/scheduling"):
+            return None  # (a plural of one scheduling API asked for under another)
         name = parts[1] if len(parts) > 1 else None
         sub = parts[2] if len(parts) > 2 else None
         return plural, namespace, name, sub, query
@@ -306,6 +317,18 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         if urlsplit(self.path).path.startswith(METRICS_NODES):
             self._node_metrics(urlsplit(self.path).path[len(METRICS_NODES) :].strip("/"))
+            return
+        path = urlsplit(self.path).path
+        if path.startswith("/apis/") and path.count("/") == 2 and path[len("/apis/") :] in GROUP_VERSIONS:
+            versions = GROUP_VERSIONS[path[len("/apis/") :]]
+            group = path[len("/apis/") :]
+            body = {
+                "kind": "APIGroup",
+                "name": group,
+                "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in versions],
+                "preferredVersion": {"groupVersion": f"{group}/{versions[0]}", "version": versions[0]},
+            }
+            self._send(200, body)
             return
         route = self._route()
         if route is None:

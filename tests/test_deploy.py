@@ -59,7 +59,9 @@ USED = {
     # with --pod-groups / --workloads
     ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.x-k8s.io", "podgroups/status"): {"patch"},
-    ("scheduling.k8s.io", "workloads"): {"list", "watch"},
+    ("scheduling.k8s.io", "podgroups"): {"list", "watch"},
+    ("scheduling.k8s.io", "compositepodgroups"): {"list", "watch"},
+    ("scheduling.k8s.io", "podgroups/status"): {"patch"},
     # Dynamic Resource Allocation (rulesched/mirror.py's DRA, rulesched/kube/claims.py)
     ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
     ("resource.k8s.io", "resourceslices"): {"list", "watch"},

@@ -24,6 +24,7 @@ NAMES = (
     "statefulset-zonal-volumes",
     "app-spreading",
     "gang-one-rack",
+    "gang-topology",
     "team-quotas",
 )
 
@@ -226,6 +227,18 @@ def test_gang_one_rack_keeps_the_gang_in_one_rack() -> None:
     assert len(gang) == 1 and all(placed[f"default/mpi-{i}"] for i in range(4))
     spread = placements(run_example("gang-one-rack", rules="default"))
     assert len({racks[str(node)] for pod, node in spread.items() if pod.startswith("default/mpi-")}) > 1
+
+
+def test_gang_topology_keeps_the_job_in_one_block_and_each_gang_in_one_rack() -> None:
+    placed = placements(run_example("gang-topology"))
+    assert all(placed.values()), placed
+    rack = {p: str(n).rsplit("-", 1)[0] for p, n in placed.items()}  # node a2-1: rack a2
+    workers = {rack[p] for p in placed if "workers" in p}
+    assert len(workers) == 1 and len({r[0] for r in rack.values()}) == 1  # one rack, one block
+    assert not {"a1", "b2"} & set(rack.values())  # another job's rack, a draining switch
+    # the defaults alone keep the topology (the objects ask for it) but not the policy's racks
+    plain = placements(run_example("gang-topology", rules="default"))
+    assert len({str(n).rsplit("-", 1)[0] for p, n in plain.items() if "workers" in p}) == 1
 
 
 # --- app-spreading and team-quotas: rules over topology domains and the cluster ---------------------

@@ -14,7 +14,7 @@ import pytest
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.model.groups import POD_GROUP_LABEL, PodGroup, decode_pod_group, decode_workload, group_key
+from rulesched.model.groups import POD_GROUP_LABEL, PodGroup, decode_pod_group
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.simulate.driver import Simulation
 from tests.upstream.harness import default_rules, node, pod
@@ -163,32 +163,6 @@ def test_late_member_completes_a_waiting_group() -> None:
     assert set(_bound(sim)) == {"default/a", "default/b"}
 
 
-def test_workload_gang_membership() -> None:
-    obj = {
-        "apiVersion": "scheduling.k8s.io/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": "job", "namespace": "default"},
-        "spec": {
-            "podGroups": [
-                {"name": "workers", "policy": {"gang": {"minCount": 3}}},
-                {"name": "x", "policy": {"basic": {}}},
-            ]
-        },
-    }
-    groups = decode_workload(obj, "test")
-    assert [(g.key, g.min_member) for g in groups] == [("workload:default/job/workers", 3)]
-    spec = {
-        "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}],
-        "workloadRef": {"name": "job", "podGroup": "workers"},
-    }
-    members = [pod(f"w-{i}", spec=spec) for i in range(3)]
-    assert group_key(members[0]) == "workload:default/job/workers"
-    sim = _run([_node("n0"), _node("n1")], members, list(groups))
-    assert _bound(sim) == {}
-    sim = _run([_node(f"n{i}") for i in range(3)], members, list(groups))
-    assert len(_bound(sim)) == 3
-
-
 def test_group_preempts_so_the_whole_group_fits() -> None:
     running = [_member(f"low-{i}", None, "3", priority=0, bound=f"n{i}") for i in range(2)]
     pending = [_member(f"g-{i}", "g", "3", priority=100) for i in range(2)]
@@ -213,7 +187,7 @@ def test_a_gang_is_preempted_whole_or_not_at_all() -> None:
     assert sorted(p.key for p in sim.evicted) == ["default/g-0", "default/g-1"]  # both, not one
 
 
-def test_mirror_hands_pod_groups_and_workloads_to_the_scheduler() -> None:
+def test_mirror_hands_pod_groups_of_both_apis_to_the_scheduler() -> None:
     # (what `run --pod-groups --workloads` applies from its informers: rulesched.mirror)
     import threading
 
@@ -224,42 +198,20 @@ def test_mirror_hands_pod_groups_and_workloads_to_the_scheduler() -> None:
     group = {"metadata": {"name": "pg", "namespace": "ns"}, "spec": {"minMember": 3}, "status": {"phase": "Pending"}}
     applied = mirror.apply(Delta("PodGroup", "ADDED", group))
     assert [(g.key, g.min_member, g.phase) for g in applied.groups] == [("ns/pg", 3, "Pending")]
-    workload = {
+    native = {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "metadata": {"name": "pg", "namespace": "ns"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "parentCompositePodGroupName": "job"},
+    }
+    applied = mirror.apply(Delta("PodGroup", "ADDED", native))
+    assert [(g.key, g.min_member, g.parent) for g in applied.groups] == [("pg:ns/pg", 2, "cpg:ns/job")]
+    composite = {
+        "apiVersion": "scheduling.k8s.io/v1alpha3",
         "metadata": {"name": "job", "namespace": "ns"},
-        "spec": {
-            "podGroups": [
-                {"name": "a", "policy": {"gang": {"minCount": 2}}},
-                {"name": "b", "policy": {"gang": {"minCount": 4}}},
-            ]
-        },
+        "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 1}}},
     }
-    applied = mirror.apply(Delta("Workload", "ADDED", workload))
-    assert [g.key for g in applied.groups] == ["workload:ns/job/a", "workload:ns/job/b"]
-    workload["spec"]["podGroups"] = workload["spec"]["podGroups"][:1]  # type: ignore[index]
-    applied = mirror.apply(Delta("Workload", "MODIFIED", workload))
-    assert applied.removed_groups == ("workload:ns/job/b",)
-    applied = mirror.apply(Delta("Workload", "DELETED", {"metadata": {"name": "job", "namespace": "ns"}}))
-    assert applied.removed_groups == ("workload:ns/job/a",)
+    applied = mirror.apply(Delta("CompositePodGroup", "ADDED", composite))
+    assert [(g.key, g.composite) for g in applied.groups] == [("cpg:ns/job", True)]
+    gone = {"apiVersion": "scheduling.k8s.io/v1beta1", "metadata": {"name": "pg", "namespace": "ns"}}
+    assert mirror.apply(Delta("PodGroup", "DELETED", gone)).removed_groups == ("pg:ns/pg",)
     assert mirror.apply(Delta("PodGroup", "DELETED", group)).removed_groups == ("ns/pg",)
-
-
-def test_workload_replicas_are_gangs_of_their_own() -> None:
-    obj = {
-        "metadata": {"name": "lws", "namespace": "default"},
-        "spec": {"podGroups": [{"name": "replica", "policy": {"gang": {"minCount": 2}}}]},
-    }
-    groups = list(decode_workload(obj, "test"))
-
-    def worker(name: str, replica: str) -> Pod:
-        ref = {"name": "lws", "podGroup": "replica", "podGroupReplicaKey": replica}
-        spec = {
-            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "3"}}}],
-            "workloadRef": ref,
-        }
-        return pod(name, spec=spec)
-
-    # replica 0 fits (two nodes), replica 1 has one member only: it waits, holding nothing
-    sim = _run(
-        [_node("n0"), _node("n1"), _node("n2")], [worker("a0", "0"), worker("a1", "0"), worker("b0", "1")], groups
-    )
-    assert set(_bound(sim)) == {"default/a0", "default/a1"}

@@ -229,7 +229,8 @@ def test_exact_where_numpy_would_not_be(body: str, cpu: int, memory: int) -> Non
 
 def test_default_rules_mostly_evaluate_as_columns() -> None:
     """Which of the bundled default rules evaluate as columns, which per group of equal nodes
-    (the taint rules read nothing of the node but its taints), and which node by node."""
+    (the taint rules read nothing of the node but its taints, NodeDeclaredFeatures nothing but its
+    declared features), and which node by node."""
     rules = load_rules([Path(__file__).resolve().parent.parent / "rules" / "default.rules"])
     notes, lets = rules.checked.notes, rules.checked.lets
     column = {r.name for r in (*rules.filters, *rules.scores) if vectorisable(r.checked.rule.body, notes, lets)}
@@ -247,7 +248,11 @@ def test_default_rules_mostly_evaluate_as_columns() -> None:
         "InterPodAffinity",
         "ImageLocality",
     } <= column
-    assert grouped == {("filter", "TaintToleration"): ("taints",), ("score", "TaintToleration"): ("taints",)}
+    assert grouped == {
+        ("filter", "TaintToleration"): ("taints",),
+        ("score", "TaintToleration"): ("taints",),
+        ("filter", "NodeDeclaredFeatures"): ("declared_features",),
+    }
 
 
 def test_rules_reading_only_taints_are_evaluated_once_per_taint_set() -> None:

@@ -73,6 +73,14 @@ SCHEDULER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "rulesched_binding_process_cpu_seconds_total": ("counter", set(), None),
     "rulesched_binding_process_resident_memory_bytes": ("gauge", set(), None),
     "rulesched_rules_info": ("gauge", {"hash", "files", "profile"}, None),
+    # 1.36-1.37 (pkg/scheduler/metrics/metrics.go at v1.37.2)
+    "scheduler_queued_entities": ("gauge", {"queue", "type"}, None),
+    "scheduler_queue_incoming_entities_total": ("counter", {"queue", "event", "type"}, None),
+    "scheduler_preemption_evaluation_duration_seconds": (
+        "histogram",
+        {"preemptor", "result"},
+        [0.001 * 2**i for i in range(16)],
+    ),
 }
 EXTENDER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "rulesched_extender_requests_total": ("counter", {"verb", "code"}, None),
@@ -193,6 +201,12 @@ def test_scheduler_metrics_are_kube_schedulers(scheduler_scrape: tuple[str, Test
     assert value(incoming, "_total", queue="active", event="UnschedulablePodAdd") == 4
     assert value(incoming, "_total", queue="unschedulable", event="ScheduleAttemptFailure") >= 1
     assert value(incoming, "_total", queue="backoff", event="ScheduleAttemptFailure") >= 1  # the failed binding
+    entities = found["scheduler_queue_incoming_entities_total"]
+    assert value(entities, "_total", queue="active", event="UnschedulablePodAdd", type="pod") == 4
+    queued = found["scheduler_queued_entities"]
+    assert value(queued, queue="unschedulable", type="pod") == 1 and value(queued, queue="active", type="podgroup") == 0
+    evaluation = found["scheduler_preemption_evaluation_duration_seconds"]
+    assert value(evaluation, "_count", preemptor="pod", result="Success") == 1  # high's
     pending = found["scheduler_pending_pods"]
     assert {s.labels["queue"] for s in pending.samples} == {"active", "backoff", "unschedulable", "gated"}
     assert value(pending, queue="unschedulable") == 1

@@ -92,3 +92,67 @@ def test_gangs_bound_whole_once(server: TestApiServer, tmp_path: Path, faults: d
     scheduled = loop.metrics.group_attempts.labels(result="scheduled", profile="rulesched")._value.get()
     assert scheduled >= GANGS  # (a member whose binding failed is retried alone: a group of one attempt more)
     assert loop.metrics.group_attempts.labels(result="unschedulable", profile="rulesched")._value.get() >= 1
+
+
+def _native_group(name: str, minimum: int, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "default", "generation": 1},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": minimum}}, **spec},
+    }
+
+
+def test_workload_api_gangs_and_their_conditions(server: TestApiServer, tmp_path: Path) -> None:
+    """`run --workloads` against the test API server (discovery serves scheduling.k8s.io/v1beta1):
+    a gang that fits is bound whole and its PodGroup gets PodGroupInitiallyScheduled=True; one
+    that cannot fit binds nothing and gets the condition False with kube-scheduler's message; a
+    pod whose PodGroup is missing waits with no event and no condition (upstream's PreEnqueue)."""
+    for i in range(4):
+        server.add("nodes", node(f"n{i}", cpu="8" if i == 0 else "4"))  # one member of huge fits, on n0
+    server.add("podgroups.scheduling.k8s.io", _native_group("fits", 4))
+    server.add("podgroups.scheduling.k8s.io", _native_group("huge", 3))
+    for m in range(4):
+        server.add("pods", pod(f"fits-{m}", cpu="1", spec={"schedulingGroup": {"podGroupName": "fits"}}))
+    for m in range(3):
+        server.add("pods", pod(f"huge-{m}", cpu="6", spec={"schedulingGroup": {"podGroupName": "huge"}}))
+    server.add("pods", pod("orphan", cpu="1", spec={"schedulingGroup": {"podGroupName": "missing"}}))
+    settings = RunSettings(
+        kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), bind_workers=4, grace_seconds=5, workloads=True
+    )
+    loop = Loop(settings)
+    pods = server.store.objects["pods"]
+    groups = server.store.objects["podgroups.scheduling.k8s.io"]
+
+    def condition(group: str) -> dict[str, Any] | None:
+        found = (groups[f"default/{group}"].get("status") or {}).get("conditions") or []
+        return next((c for c in found if c["type"] == "PodGroupInitiallyScheduled"), None)
+
+    def done() -> bool:
+        return (
+            all(pods[f"default/fits-{m}"]["spec"].get("nodeName") for m in range(4)) and condition("huge") is not None
+        )
+
+    thread = threading.Thread(target=loop.run, kwargs={"until": lambda: loop.stop.is_set()}, daemon=True)
+    thread.start()
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not (done() and condition("fits") is not None):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    loop.stop.set()
+    loop.scheduler.queue.wake()
+    thread.join(timeout=15)
+    assert not thread.is_alive()
+    assert done()
+    fits, huge = condition("fits"), condition("huge")
+    assert fits is not None and (fits["status"], fits["reason"], fits["observedGeneration"]) == ("True", "Scheduled", 1)
+    assert huge is not None and (huge["status"], huge["reason"]) == ("False", "Unschedulable")
+    assert huge["message"].startswith("minCount (3) cannot be satisfied: 1 scheduled, 1 remaining")
+    assert not any(pods[f"default/huge-{m}"]["spec"].get("nodeName") for m in range(3))
+    orphan = pods["default/orphan"]
+    assert not orphan["spec"].get("nodeName") and not (orphan.get("status") or {}).get("conditions")
+    metrics = loop.metrics
+    assert metrics.group_attempts.labels(result="scheduled", profile="rulesched")._value.get() >= 1
+    assert metrics.group_attempts.labels(result="unschedulable", profile="rulesched")._value.get() >= 1
+    unresolvable = metrics.workload_preemption_attempts.labels(result="UnschedulableAndUnresolvable")
+    assert unresolvable._value.get() >= 1  # huge: no lower-priority pod to preempt

@@ -303,5 +303,5 @@ def test_summary_json_explanation_groups_reasons(capsys: pytest.CaptureFixture[s
     }
     assert "filtered" not in rows["shop/giant"]  # every node's answers: --explain-full
     web = rows["shop/web-1"]["explanation"]
-    assert list(web["scores"]) == ["large-b"] and web["scores"]["large-b"]["total"] == 405
+    assert list(web["scores"]) == ["large-b"] and web["scores"]["large-b"]["total"] == 400
     assert rows["shop/api"]["explanation"] is None  # its nominated node was taken without a walk

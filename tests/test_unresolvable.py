@@ -179,7 +179,7 @@ GPU_RESERVED = (
 @pytest.mark.parametrize(
     ("site", "used", "nominated", "message"),
     [
-        ("", "4", "gpu", ""),
+        ("", "4", "gpu", "preemption: found a potential placement for pod on node gpu, preempting 1 victims"),
         # room enough: the node fails only the reserving filter, so preemption does not try it
         (GPU_RESERVED, "2", None, "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."),
         # full: it fails NodeResourcesFit first (resolvable), and the dry run finds the pod still

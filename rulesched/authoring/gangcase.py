@@ -33,7 +33,8 @@ def run_group(rules: RuleSet, case: Case) -> tuple[Mapping[str, str], bool, str]
         storage=cluster.storage,
     )
     simulation = Simulation(rules, store, SchedulerSettings(percentage_of_nodes_to_score=100))
-    simulation.add_group(case.group)
+    for group in case.groups or (case.group,):
+        simulation.add_group(group)
     for member in case.members:
         simulation.add(member)
     simulation.run()

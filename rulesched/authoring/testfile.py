@@ -54,10 +54,13 @@ list. ``expect`` holds any of:
 - ``nominated: NODE|null`` and ``victims: [NAMESPACE/NAME...]`` — what preemption does when no
   node fits.
 
-A group case (:mod:`rulesched.authoring.gangcase`) has ``group`` (a scheduler-plugins PodGroup)
-and ``members`` (its pending pods; the group's label is added to those without one) instead of
+A group case (:mod:`rulesched.authoring.gangcase`) has ``group`` and ``members`` instead of
 ``pod``, and expects ``group: {placed: true|false, message: PART}`` and ``members: {NAME: NODE or
-null}``.
+null}``. ``group`` is one PodGroup (scheduler-plugins' when it has no ``apiVersion``; the
+workload API's with ``apiVersion: scheduling.k8s.io/v1beta1``), or a list of the workload API's
+groups: CompositePodGroups and the PodGroups under them (the first without a parent is the
+root the expectations speak of). ``members`` are the pending pods; one that names no group
+joins the first PodGroup listed (scheduler-plugins' label, or ``spec.schedulingGroup``).
 
 Every problem is a :class:`RuleTestError` naming the file and the field (``policy.test.yaml: case
 'big pod': expect.winner: ...``; ``cases[2]`` before the case has a name); objects that do not
@@ -92,7 +95,13 @@ from rulesched.model.decode_load import decode_load_document
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.dra import EMPTY_DRA, DraState
 from rulesched.model.fields import Memo, describe
-from rulesched.model.groups import POD_GROUP_LABEL, PodGroup, decode_pod_group, group_key
+from rulesched.model.groups import (
+    POD_GROUP_LABEL,
+    PodGroup,
+    decode_composite_pod_group,
+    decode_pod_group,
+    group_key,
+)
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import Namespace
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
@@ -196,6 +205,7 @@ class Case:
     expect: Expect
     group: PodGroup | None = None  # a group case: ``members`` placed as a gang, all or nothing
     members: tuple[Pod, ...] = ()
+    groups: tuple[PodGroup, ...] = ()  # every group of the case (a composite tree's), ``group`` among them
 
 
 @dataclass(frozen=True)
@@ -352,7 +362,8 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
                 else "missing: a running pod names its node (the pod under test goes in 'pod')"
             )
             raise ObjectError(problem, source=f"{path}: {where}", obj=f"Pod {pod.key}", field="spec.nodeName")
-    group, members = _group_case(raw, path, at, classes)
+    groups, members = _group_case(raw, path, at, classes)
+    group = next((g for g in groups if not g.parent), None)
     pod = members[0] if members else decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)
     dra = DraState(
         {c.name: c for c, _ in decode("deviceClasses", decode_device_class)},
@@ -380,21 +391,38 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
         _node_metrics(raw, shared, path, at),
         dra,
     )
-    return Case(name, pod, cluster, expect, group, members)
+    return Case(name, pod, cluster, expect, group, members, groups)
 
 
 def _group_case(
     raw: Mapping[str, Any], path: Path, at: Callable[[str], str], classes: Mapping[str, Any]
-) -> tuple[PodGroup | None, tuple[Pod, ...]]:
-    """A group case's PodGroup (scheduler-plugins' object, ``kind`` and ``apiVersion`` optional)
-    and its pending members (each gets the group's label when it has none)."""
+) -> tuple[tuple[PodGroup, ...], tuple[Pod, ...]]:
+    """A group case's groups (one PodGroup, ``kind`` and ``apiVersion`` optional, or a list of
+    the workload API's groups) and its pending members (one naming no group joins the first
+    PodGroup listed)."""
     if "group" not in raw:
         if "members" in raw:
             raise RuleTestError(path, at("members"), "members go with a group (give 'group')")
-        return None, ()
+        return (), ()
     if "pod" in raw:
         raise RuleTestError(path, at("pod"), "a group case places its 'members', not one 'pod'")
-    group = decode_pod_group(raw["group"], f"{path}: {at('group')}")
+    listed_groups = raw["group"] if isinstance(raw["group"], list) else [raw["group"]]
+    if not listed_groups:
+        raise RuleTestError(path, at("group"), "expected a PodGroup or a list of groups, got an empty list")
+    groups = []
+    for i, obj in enumerate(listed_groups):
+        where = f"{path}: {at('group' if len(listed_groups) == 1 and not isinstance(raw['group'], list) else f'group[{i}]')}"
+        kind = obj.get("kind", "PodGroup") if isinstance(obj, dict) else "PodGroup"
+        decode = decode_composite_pod_group if kind == "CompositePodGroup" else decode_pod_group
+        groups.append(decode(obj, where, classes))
+    _unique([(g.key, at("group")) for g in groups], path, "pod group")
+    keys = {g.key for g in groups}
+    for g in groups:
+        if g.parent and g.parent not in keys:
+            raise RuleTestError(path, at("group"), f"{g.kind} {g.ref} names a parent that is not listed")
+    first = next((g for g in groups if not g.composite), None)
+    if first is None:
+        raise RuleTestError(path, at("group"), "no PodGroup listed (members join PodGroups)")
     listed = raw.get("members")
     if not isinstance(listed, list) or not listed:
         raise RuleTestError(path, at("members"), f"expected a list of the group's pending pods, got {describe(listed)}")
@@ -402,13 +430,18 @@ def _group_case(
     for i, obj in enumerate(listed):
         member = decode_pod(obj, f"{path}: {at(f'members[{i}]')}", classes)
         if group_key(member) is None:
-            labels = {**member.labels, POD_GROUP_LABEL: group.name}
-            member = dataclasses.replace(member, labels=MappingProxyType(labels))
-        if member.namespace != group.namespace or group_key(member) != group.key:
-            raise RuleTestError(path, at(f"members[{i}]"), f"not a member of the group {group.key}")
+            if first.native:
+                member = dataclasses.replace(member, scheduling_group=first.name)
+            else:
+                labels = {**member.labels, POD_GROUP_LABEL: first.name}
+                member = dataclasses.replace(member, labels=MappingProxyType(labels))
+        if group_key(member) not in keys:
+            raise RuleTestError(
+                path, at(f"members[{i}]"), f"not a member of the groups listed ({', '.join(sorted(keys))})"
+            )
         members.append(member)
     _unique([(m.key, at(f"members[{i}]")) for i, m in enumerate(members)], path, "Pod")
-    return group, tuple(members)
+    return tuple(groups), tuple(members)
 
 
 def _node_metrics(

@@ -26,8 +26,11 @@ from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
+from rulesched.model.groups import group_key
+from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json
 from rulesched.simulate.documents import read_file
+from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 
 ENDPOINT = "/debug/explain"
@@ -120,9 +123,44 @@ def explain(settings: ExplainSettings) -> dict[str, Any]:
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     why = WhySettings(detailed=settings.details, nodes=settings.nodes)
     answer = explanation_json(explain_pod(pod, store.snapshot(), rules, why))
+    group = _group_attempt(pod, objects, running, rules)
+    if group is not None:
+        answer["group"] = group
     answer["rules"] = [str(f) for f in rules.files]
     answer["inputs"] = list(settings.cluster)
     return answer
+
+
+def _group_attempt(pod: Pod, objects: ClusterObjects, running: tuple[Pod, ...], rules: Any) -> dict[str, Any] | None:
+    """For a member of a workload API group: its group's attempt, as the scheduler would make
+    it now (a simulation of the group's tree and its pending members alone, on a copy of the
+    cluster): how many members fit, the domains tried, what stopped it."""
+    key = group_key(pod)
+    if key is None or not pod.scheduling_group:
+        return None
+    known = {g.key: g for g in objects.groups}
+    if key not in known:
+        return {
+            "group": f"{pod.namespace}/{pod.scheduling_group}",
+            "outcome": "its PodGroup is not in the files: the pod waits for it",
+        }
+    simulation = Simulation(rules, objects.store(running=running), SchedulerSettings(percentage_of_nodes_to_score=100))
+    for group in objects.groups:
+        if group.native:
+            simulation.add_group(group)
+    for member in objects.pending_pods:
+        if member.scheduling_group and member.namespace == pod.namespace:
+            simulation.add(member)
+    if pod.key not in {m.key for m in objects.pending_pods}:
+        simulation.add(pod)
+    simulation.run()
+    last = simulation.history[pod.key].last
+    if last is None or last.group_detail is None:
+        message = last.message if last is not None else "not attempted"
+        return {"group": f"{pod.namespace}/{pod.scheduling_group}", "outcome": message}
+    detail = last.group_detail.json()
+    detail["node"] = simulation.history[pod.key].node
+    return detail
 
 
 def _key(text: str) -> str:
@@ -235,9 +273,28 @@ def render_table(a: dict[str, Any]) -> str:
         "",
         f"Preemption: {'helps' if p['helps'] else 'does not help' if p['tried'] else 'not tried'}: {p['why']}",
     ]
+    group = a.get("group")
+    if group:
+        lines += ["", *_group_lines(group)]
     if p["victims"]:
         lines.append(f"  victims: {', '.join(p['victims'])}")
     return "\n".join(lines)
+
+
+def _group_lines(g: dict[str, Any]) -> list[str]:
+    if "kind" not in g:
+        return [f"Pod group {g['group']}: {g['outcome']}"]
+    verdict = f"placed, this pod on {g['node']}" if g["placed"] else f"not placed: {g['outcome']}"
+    lines = [
+        f"Pod group {g['group']} ({g['kind']}, {g['policy']}): {g['fit']} of {g['members']} pending members fit, "
+        f"{g['before']} already placed; {verdict}"
+    ]
+    if g["domain"]:
+        lines.append("  domain chosen: " + ", ".join(f"{k}={v}" for k, v in g["domain"].items()))
+    for t in g["trials"]:
+        where = ", ".join(f"{k}={v}" for k, v in t["domain"].items())
+        lines.append(f"  tried {t['group']} in {where}: {'fits' if t['fit'] else t['message']}")
+    return lines
 
 
 def write_json(answer: dict[str, Any]) -> None:

@@ -67,6 +67,11 @@ class Resource:
     plural: str
     namespaced: bool
 
+    @property
+    def api_version(self) -> str:
+        """The objects' apiVersion: "v1" for /api/v1, "group/version" for /apis/group/version."""
+        return self.prefix.removeprefix("/api/").removeprefix("/apis/")
+
     def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
         """The URL path, every variable part checked as the API server would check it and
         percent-escaped: a name such as ``p?watch=1`` must never turn a read into a watch."""
@@ -139,9 +144,24 @@ NODE_METRICS = Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", 
 # The Policy Report API (kubernetes-sigs/wg-policy-prototypes), which Kyverno and Policy Reporter
 # read: `rulesched audit --live --publish` and `run --audit-interval` write one per namespace.
 POLICY_REPORTS = Resource("PolicyReport", "/apis/wgpolicyk8s.io/v1alpha2", "policyreports", True)
-# Pod groups (gangs): scheduler-plugins' PodGroup CRD, and KEP-4671's Workload (alpha).
+# Pod groups (gangs): scheduler-plugins' PodGroup CRD, and the workload API's runtime groups
+# (scheduling.k8s.io: PodGroups at v1beta1 in 1.37, v1alpha2 in 1.36; CompositePodGroups at
+# v1alpha3 in 1.37), at the version the server serves (:meth:`KubeApi.served_versions`).
 PODGROUPS = Resource("PodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True)
-WORKLOADS = Resource("Workload", "/apis/scheduling.k8s.io/v1alpha1", "workloads", True)
+WORKLOAD_API_GROUP = "scheduling.k8s.io"
+
+
+def workload_pod_groups(version: str) -> Resource:
+    """The workload API's PodGroups at ``version`` (v1beta1, v1alpha3, v1alpha2)."""
+    return Resource("PodGroup", f"/apis/{WORKLOAD_API_GROUP}/{version}", "podgroups", True)
+
+
+def composite_pod_groups(version: str = "v1alpha3") -> Resource:
+    return Resource("CompositePodGroup", f"/apis/{WORKLOAD_API_GROUP}/{version}", "compositepodgroups", True)
+
+
+def workloads(version: str) -> Resource:
+    return Resource("Workload", f"/apis/{WORKLOAD_API_GROUP}/{version}", "workloads", True)
 
 
 TOKEN_REFRESH_SECONDS = 60.0
@@ -410,11 +430,28 @@ class KubeApi:
             timeout=timeout,
         )
 
-    def patch_status(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """A JSON merge patch of an object's ``status`` subresource (a PodGroup's)."""
+    def patch_status(
+        self, resource: Resource, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False
+    ) -> None:
+        """A JSON merge patch of an object's ``status`` subresource (a PodGroup's); ``strategic``:
+        a strategic merge patch (built-in kinds: the workload API's PodGroup, whose conditions
+        merge by type, as kube-scheduler patches them)."""
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
         self._call(
-            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type="application/merge-patch+json"
+            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type=f"application/{kind}+json"
         )
+
+    def served_versions(self, group: str) -> tuple[str, ...]:
+        """The versions of an API group the server serves (discovery), preferred first; () when
+        it serves none."""
+        try:
+            found = self._call("GET", f"/apis/{quote(group, safe='.')}")
+        except KubeError as err:
+            if err.status == 404:
+                return ()
+            raise
+        versions = [str(v.get("version", "")) for v in (found or {}).get("versions", []) if isinstance(v, dict)]
+        return tuple(v for v in versions if v)
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:
         """A JSON merge patch of the pod's status (lists replaced whole), or with ``strategic`` a

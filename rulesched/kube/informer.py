@@ -175,4 +175,5 @@ class Informer:
                 return  # the same version again (a relist): nothing new
             self._known[key] = version
         obj.setdefault("kind", self.resource.kind)
+        obj.setdefault("apiVersion", self.resource.api_version)  # (list items carry neither)
         self.sink(Delta(self.resource.kind, kind, obj))

@@ -182,8 +182,10 @@ RECORDS: dict[Record, dict[str, Field]] = {
                 "images": (ListOf(STRING), "container images"),
                 "creation_timestamp": (NUMBER, "seconds since the epoch"),
                 "start_time": (NUMBER, "status.startTime, seconds since the epoch"),
-                "workload_ref": (STRING, "spec.workloadRef as workload/podGroup[/replicaKey] (KEP-4671)"),
+                "scheduling_group": (STRING, "spec.schedulingGroup.podGroupName: its workload API PodGroup, or empty"),
                 "gang": (ListOf(NUMBER), "[min_count, members] of the pod's group being placed (read group.*)"),
+                "domain": (STRINGS, "the topology domain its group's attempt tries (read group.domain)"),
+                "required_features": (ListOf(STRING), "the node features it needs (NodeDeclaredFeatures)"),
             }
         ),
         "required_node_affinity": Field(
@@ -230,7 +232,14 @@ RECORDS: dict[Record, dict[str, Field]] = {
             "metrics_age": (DURATION, "seconds since the node's oldest value was taken (1e9: none)"),
             "devices": (ListOf(DEVICE), "the DRA devices the node reaches, with what claims hold of them"),
         }
-    ),
+    )
+    | {
+        "declared_features": Field(
+            ListOf(STRING),
+            lambda n: n.node.declared_features,
+            "status.declaredFeatures: the gated features the node's kubelet declares (NodeDeclaredFeatures)",
+        )
+    },
     TAINT: _fields({"key": (STRING, ""), "value": (STRING, ""), "effect": (STRING, "")}),
     RESOURCE_CLAIM: {
         **_fields(

@@ -39,7 +39,6 @@ from rulesched.model.fields import (
     get_time,
     object_metadata,
 )
-from rulesched.model.groups import workload_ref
 from rulesched.model.names import dns1123_label, dns1123_subdomain, shown
 from rulesched.model.objects import (
     DISRUPTION_TARGET,
@@ -101,10 +100,14 @@ def _gates(spec: Mapping[str, Any], where: Where) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _priority(spec: Mapping[str, Any], where: Where, classes: Mapping[str, PriorityClass] | None) -> tuple[int, str]:
+def resolve_priority(
+    spec: Mapping[str, Any], where: Where, classes: Mapping[str, PriorityClass] | None, group: bool = False
+) -> tuple[int, str]:
     """Priority and preemption policy the way the Priority admission plugin sets them: the
     named class, else the global default class (the lowest-valued one if several), else 0.
-    A ``spec.priority`` already set (every pod read back from the API has one) wins."""
+    A ``spec.priority`` already set (every pod read back from the API has one) wins. For a
+    PodGroup (``group``) an unset preemption policy stays "" (the workload API's default
+    depends on the PodGroupPreemptionPolicy gate: :mod:`rulesched.scheduler.workloads`)."""
     classes = classes or {}
     explicit = get_opt_int(spec, "priority", where, "spec")
     name = get_str(spec, "priorityClassName", where, "spec")
@@ -122,6 +125,8 @@ def _priority(spec: Mapping[str, Any], where: Where, classes: Mapping[str, Prior
         raise where.error(f"{explicit} does not fit in 32 bits", "spec.priority")
     priority = explicit if explicit is not None else (found.value if found else 0)
     default_policy = found.preemption_policy if found else "PreemptLowerPriority"
+    if group and spec.get("preemptionPolicy") is None:
+        return priority, ""
     policy = get_choice(spec, "preemptionPolicy", where, "spec", _PREEMPTION_POLICIES, default_policy)
     return priority, policy
 
@@ -150,7 +155,7 @@ def decode_pod(
     status = get_map(obj, "status", where, "")
     _check_pod_spec(spec, status, where, require_containers)
     requests, nonzero = pod_requests(spec, status, where)
-    priority, policy = _priority(spec, where, priority_classes)
+    priority, policy = resolve_priority(spec, where, priority_classes)
     aff = affinity(spec, where)
     host_ports, images = ports_and_images(spec, where)
     return Pod(
@@ -186,8 +191,48 @@ def decode_pod(
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
         resource_claims=pod_claims(spec, status, where) if spec.get("resourceClaims") else (),
-        workload_ref=workload_ref(spec, where) if spec.get("workloadRef") else "",
+        scheduling_group=_scheduling_group(spec, where) if spec.get("schedulingGroup") or "workloadRef" in spec else "",
+        required_features=required_features(spec, where),
     )
+
+
+def _scheduling_group(spec: Mapping[str, Any], where: Where) -> str:
+    """spec.schedulingGroup.podGroupName: the workload API's PodGroup the pod belongs to
+    (rulesched.model.groups). 1.35's spec.workloadRef was removed by 1.36: refused, saying so."""
+    if "workloadRef" in spec:
+        raise where.error(
+            "spec.workloadRef (Kubernetes 1.35) was removed in 1.36: name the PodGroup in "
+            "spec.schedulingGroup.podGroupName",
+            "spec.workloadRef",
+        )
+    group = get_map(spec, "schedulingGroup", where, "spec")
+    name = get_str(group, "podGroupName", where, "spec.schedulingGroup")
+    if not name:
+        raise where.error("exactly one field must be set (podGroupName)", "spec.schedulingGroup")
+    check(where, dns1123_subdomain, name, "spec.schedulingGroup.podGroupName")
+    return name
+
+
+def required_features(spec: Mapping[str, Any], where: Where) -> tuple[str, ...]:
+    """The node features a pod needs, as component-helpers' nodedeclaredfeatures registry infers
+    them for scheduling at v0.37.2 (InferForPodScheduling; every feature's MaxVersion is unset):
+    containers' restartPolicyRules with action RestartAllContainers, hostNetwork with
+    hostUsers: false, and volume mounts with bindMountOptions. The others (the in-place resize
+    features, the DRA ones, ExtendWebSocketsToKubelet) are inferred for updates only."""
+    found = []
+    containers = [c for key in ("containers", "initContainers") for _, c in get_maps(spec, key, where, "spec")]
+    if any(
+        get_str(rule, "action", where, "restartPolicyRules") == "RestartAllContainers"
+        for c in containers
+        for _, rule in get_maps(c, "restartPolicyRules", where, "container")
+    ):
+        found.append("RestartAllContainersOnContainerExits")
+    if get_bool(spec, "hostNetwork", where, "spec") and spec.get("hostUsers") is False:
+        found.append("UserNamespacesHostNetworkSupport")
+    mounting = [*containers, *(c for _, c in get_maps(spec, "ephemeralContainers", where, "spec"))]
+    if any(m.get("bindMountOptions") for c in mounting for _, m in get_maps(c, "volumeMounts", where, "container")):
+        found.append("VolumeBindMountOptions")
+    return tuple(found)
 
 
 def _check_pod_spec(spec: Mapping[str, Any], status: Mapping[str, Any], where: Where, containers: bool) -> None:
@@ -249,6 +294,7 @@ def decode_node(obj: object, source: str = "", *, memo: Memo | None = None, name
         images=_resources(images),
         uid=get_str(meta, "uid", where, "metadata"),
         resource_version=get_str(meta, "resourceVersion", where, "metadata"),
+        declared_features=get_str_list(status, "declaredFeatures", where, "status"),
     )
 
 

@@ -188,10 +188,15 @@ class Pod:
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)
     volumes: tuple[PodVolume, ...] = ()
-    # spec.workloadRef (KEP-4671) as "workload/podGroup[/replicaKey]": its gang (rulesched.model.groups)
-    workload_ref: str = ""
+    # spec.schedulingGroup.podGroupName: the workload API's PodGroup it belongs to (rulesched.model.groups)
+    scheduling_group: str = ""
+    # the node features it needs (NodeDeclaredFeatures: component-helpers' InferForPodScheduling)
+    required_features: tuple[str, ...] = ()
     # (min_count, members) of its group, set for a group attempt (rulesched.scheduler.gang): rules read group.*
     gang: tuple[int, int] = (0, 0)
+    # the topology domain a group attempt tries (label key -> value; rulesched.scheduler.workloads):
+    # rules read it as group.domain
+    domain: Mapping[str, str] = field(default_factory=lambda: EMPTY)
 
     @property
     def claims(self) -> tuple[str, ...]:
@@ -222,6 +227,8 @@ class Node:
     images: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
     uid: str = ""
     resource_version: str = ""
+    # status.declaredFeatures (NodeDeclaredFeatures, GA in 1.37): the gated features the kubelet has
+    declared_features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

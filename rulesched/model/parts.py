@@ -197,7 +197,7 @@ def pod_affinity(
 def toleration(t: Mapping[str, Any], where: Where, at: str) -> Toleration:
     return Toleration(
         key=get_str(t, "key", where, at),
-        operator=get_choice(t, "operator", where, at, ("Equal", "Exists", ""), "Equal") or "Equal",
+        operator=get_choice(t, "operator", where, at, ("Equal", "Exists", "Gt", "Lt", ""), "Equal") or "Equal",
         value=get_str(t, "value", where, at),
         effect=get_choice(t, "effect", where, at, ("", *TAINT_EFFECTS), ""),
         toleration_seconds=get_opt_int(t, "tolerationSeconds", where, at),
@@ -235,8 +235,9 @@ def normalized_image_name(image: str) -> str:
 def ports_and_images(spec: Mapping[str, Any], where: Where) -> tuple[tuple[ContainerPort, ...], tuple[str, ...]]:
     """Host ports as kube-scheduler's GetHostPorts collects them (sidecar init containers, then
     containers; ``hostPort > 0``; with ``hostNetwork`` the API server makes every container port a
-    host port) and images as ImageLocality does (init containers, then containers, normalized,
-    one entry per container)."""
+    host port) and images as ImageLocality does (init containers, then containers, then image
+    volumes' ``image.reference``, kubernetes PR #130231 of 1.36, each counted in the score's
+    threshold as 1.37's #138951 does; normalized, one entry per container or volume)."""
     host_network = get_bool(spec, "hostNetwork", where, "spec")
     ports: list[ContainerPort] = []
     images: list[str] = []
@@ -255,6 +256,11 @@ def ports_and_images(spec: Mapping[str, Any], where: Where) -> tuple[tuple[Conta
                     protocol = get_choice(p, "protocol", where, port_at, _PROTOCOLS, "TCP")
                     host_ip = get_str(p, "hostIP", where, port_at) or "0.0.0.0"
                     ports.append(ContainerPort(host_port, protocol, host_ip))
+    for path, volume in get_maps(spec, "volumes", where, "spec") if spec.get("volumes") else ():
+        if volume.get("image") is not None:
+            reference = get_str(get_map(volume, "image", where, path), "reference", where, f"{path}.image")
+            if reference:
+                images.append(normalized_image_name(reference))
     return tuple(ports), tuple(images)
 
 

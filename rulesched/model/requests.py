@@ -16,8 +16,12 @@ This module follows that function:
 Two API-server rules are applied first, because objects written by hand have not been through the
 API server: a container with a limit but no request for a resource requests the limit, and
 pod-level limits default pod-level requests. Pods resized in place (``status.containerStatuses``
-with ``allocatedResources``/``resources``) count the larger of spec and status, as upstream does
-with the InPlacePodVerticalScaling gate on (its default).
+with ``allocatedResources``/``resources``) count the larger of spec and status, each summed over
+the containers before the larger is taken (component-helpers at v0.37.2, after kubernetes PR
+#140047 of 1.37, which stopped taking the larger container by container), as upstream does with
+the InPlacePodVerticalScaling gate on (GA); with the pod-level status maps set (1.36's
+InPlacePodLevelResourcesVerticalScaling, beta, on) those stand for the containers' sums, and
+pod-level requests count the larger of spec and status too.
 
 ``nonzero_requests`` repeats the computation with each container that names no cpu (memory)
 request counted at 100m cpu (200Mi memory): kube-scheduler's ``NonZeroRequested``, used so that
@@ -141,24 +145,36 @@ def _fill(requests: Mapping[str, int], non_missing: Mapping[str, int]) -> Mappin
 
 
 class _StatusRequests:
-    """What the kubelet reports per container of a pod resized in place."""
+    """What the kubelet reports per container of a pod resized in place, and for the pod as a
+    whole (``status.allocatedResources``, ``status.resources.requests``: 1.36's beta
+    InPlacePodLevelResourcesVerticalScaling, on by default)."""
 
-    __slots__ = ("allocated", "actual", "infeasible")
+    __slots__ = ("allocated", "actual", "infeasible", "pod_allocated", "pod_actual")
 
     def __init__(
         self,
         allocated: dict[str, Resources],
         actual: dict[str, Resources],
         infeasible: bool,
+        pod_allocated: Resources | None = None,
+        pod_actual: Resources | None = None,
     ) -> None:
         self.allocated = allocated
         self.actual = actual
         self.infeasible = infeasible
+        self.pod_allocated = pod_allocated
+        self.pod_actual = pod_actual
 
 
 def _status_requests(status: Mapping[str, Any], where: Where) -> _StatusRequests | None:
     allocated: dict[str, Resources] = {}
     actual: dict[str, Resources] = {}
+    pod_allocated = pod_actual = None
+    if status.get("allocatedResources") is not None:
+        pod_allocated = get_resources(status, "allocatedResources", where, "status")
+    pod_resources = get_map(status, "resources", where, "status")
+    if pod_resources.get("requests") is not None:
+        pod_actual = get_resources(pod_resources, "requests", where, "status.resources")
     for key in ("containerStatuses", "initContainerStatuses"):
         for path, cs in get_maps(status, key, where, "status"):
             if cs.get("allocatedResources") is None and cs.get("resources") is None:
@@ -169,14 +185,14 @@ def _status_requests(status: Mapping[str, Any], where: Where) -> _StatusRequests
             res = get_map(cs, "resources", where, path)
             if res.get("requests") is not None:
                 actual[name] = get_resources(res, "requests", where, f"{path}.resources")
-    if not allocated and not actual:
+    if not allocated and not actual and pod_allocated is None and pod_actual is None:
         return None
     infeasible = False
     for path, cond in get_maps(status, "conditions", where, "status"):
         if get_str(cond, "type", where, path) == "PodResizePending":
             infeasible = get_str(cond, "reason", where, path) == "Infeasible"
             break
-    return _StatusRequests(allocated, actual, infeasible)
+    return _StatusRequests(allocated, actual, infeasible, pod_allocated, pod_actual)
 
 
 def _container_requests(
@@ -186,10 +202,14 @@ def _container_requests(
     non_missing: Mapping[str, int],
 ) -> Resources:
     """AggregateContainerRequests: the spec, or with in-place resizes the larger of spec,
-    allocated and actual (only the status ones when the resize is infeasible)."""
+    allocated and actual (only the status ones when the resize is infeasible). With the pod-level
+    status maps both set (the kubelet's aggregates) they stand for the containers' statuses."""
     spec = _aggregate((c.requests for c in regular), ((c.requests, c.sidecar) for c in init), non_missing)
     if status is None:
         return spec
+    if status.pod_allocated is not None and status.pod_actual is not None:
+        pod_sums = (status.pod_allocated, status.pod_actual)
+        return _max_of(*pod_sums) if status.infeasible else _max_of(spec, *pod_sums)
     empty: Resources = {}
     fallback = {c.name: (empty if status.infeasible else c.requests) for c in (*regular, *init)}
 
@@ -205,6 +225,17 @@ def _container_requests(
         for pick in (allocated, actual)
     ]
     return _max_of(*sums) if status.infeasible else _max_of(spec, *sums)
+
+
+def _effective_pod_level(pod_level: Resources, status: _StatusRequests | None) -> Resources:
+    """PodRequests' pod-level requests with the pod-level status set (effectivePodLevelResources):
+    the larger of spec (none when the resize is infeasible), status.resources.requests and
+    status.allocatedResources, for the resources supported at pod level."""
+    if not pod_level or status is None or status.pod_actual is None:
+        return pod_level
+    spec = {} if status.infeasible else pod_level
+    merged = _max_of(spec, status.pod_actual, status.pod_allocated or {})
+    return {k: v for k, v in merged.items() if _supported_at_pod_level(k)}
 
 
 def _pod_level_requests(spec: Mapping[str, Any], containers: Resources, where: Where) -> Resources:
@@ -256,6 +287,9 @@ def _inputs(spec: Mapping[str, Any], status: Mapping[str, Any]) -> list[object] 
                 return None
             inputs.append((key, c.get("name"), c.get("resources"), c.get("restartPolicy")))
     resized = False
+    if status.get("allocatedResources") is not None or status.get("resources") is not None:
+        inputs.append(("pod", status.get("allocatedResources"), status.get("resources")))
+        resized = True
     for key in ("containerStatuses", "initContainerStatuses"):
         items = status.get(key)
         if items is None:
@@ -285,7 +319,7 @@ def _pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: Whe
     resized = _status_requests(status, where) if status else None
     overhead = get_resources(spec, "overhead", where, "spec")
     spec_only = _aggregate((c.requests for c in regular), ((c.requests, c.sidecar) for c in init), {})
-    pod_level = _pod_level_requests(spec, spec_only, where)
+    pod_level = _effective_pod_level(_pod_level_requests(spec, spec_only, where), resized)
 
     def total(non_missing: Mapping[str, int], containers: Resources | None = None) -> Resources:
         if containers is None:

@@ -75,7 +75,8 @@ def add_run_parser(sub: Any) -> None:
         "--workloads",
         action="store_true",
         default=None,
-        help="watch KEP-4671's Workloads (scheduling.k8s.io/v1alpha1; the alpha API must be on): gangs",
+        help="watch the workload API's PodGroups (scheduling.k8s.io/v1beta1 in 1.37, v1alpha2 in 1.36) and "
+        "CompositePodGroups (v1alpha3): gangs; the API server must serve them (GenericWorkload)",
     )
     run.add_argument("--config", metavar="FILE", help="YAML with the same settings (snake_case or flag names)")
 

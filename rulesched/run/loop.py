@@ -38,13 +38,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
-from rulesched.kube.api import PODGROUPS, WORKLOADS, KubeApi
+from rulesched.kube.api import (
+    PODGROUPS,
+    WORKLOAD_API_GROUP,
+    KubeApi,
+    Resource,
+    composite_pod_groups,
+    workload_pod_groups,
+)
 from rulesched.kube.claims import claim_writes
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
@@ -55,7 +63,7 @@ from rulesched.logs import VERBOSE
 from rulesched.mirror import EVERYTHING, Mirror
 from rulesched.model import Pod
 from rulesched.model.dra import ResourceClaim
-from rulesched.model.groups import POD_GROUP_API
+from rulesched.model.groups import POD_GROUP_API, group_key
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.audit import PeriodicAudit
@@ -203,6 +211,8 @@ class _Reporter(Observer):
         self._started: set[str] = set()  # pod groups whose status this process set to Scheduling
 
     def attempted(self, result: CycleResult) -> None:
+        if result.waiting:  # held before any cycle (upstream's PreEnqueue): no event, no metric
+            return
         pod = result.pod
         self.metrics.cycle(result)
         started = result.timing.started if result.timing is not None else time.perf_counter()
@@ -220,6 +230,8 @@ class _Reporter(Observer):
 
     def bound(self, pod: Pod, node: str) -> None:
         self.workers.forget(pod.key)  # (its "bound" line: log_bound, as the loop applied the outcome)
+        if self.queue.flushed(pod.key):
+            self.metrics.after_flush.inc()
         started, attempts, entered = self._binding.pop(pod.key, (time.perf_counter(), 1, None))
         self.metrics.attempt(pod.scheduler_name, "scheduled", time.perf_counter() - started)
         self.metrics.scheduled(attempts, None if entered is None else time.monotonic() - entered)
@@ -227,8 +239,25 @@ class _Reporter(Observer):
     def group_attempted(self, outcome: GroupOutcome, seconds: float) -> None:
         if outcome.waiting:  # short of members: not an attempt (upstream never attempts it either)
             return
+        for condition in outcome.conditions:  # the workload API's PodGroups, as kube-scheduler sets them
+            self.workers.pod_group_condition(condition.group, condition.status, condition.reason, condition.message)
         profile = outcome.members[0].scheduler_name if outcome.members else ""
-        self.metrics.group_attempt(profile, "scheduled" if outcome.placed else "unschedulable", seconds)
+        preemption = outcome.preemption
+        result = "scheduled" if outcome.placed else "unschedulable"
+        if preemption is not None and preemption.code == "Success":
+            result = "waiting_on_preemption"
+        elif any(c.reason == "SchedulerError" for c in outcome.conditions):
+            result = "error"
+        self.metrics.group_attempt(profile, result, seconds)
+        if preemption is not None and preemption.code:
+            self.metrics.workload_preemption(
+                preemption.code,
+                len(preemption.victims),
+                preemption.disruptions,
+                preemption.violations,
+                preemption.seconds,
+            )
+        self.metrics.placements(profile, [(t.fit, t.seconds) for t in outcome.trials])
         group = outcome.group
         if group.api == POD_GROUP_API and group.phase in ("", "Pending") and group.key not in self._started:
             # What scheduler-plugins' controller writes once the group has its minimum of pods
@@ -307,12 +336,15 @@ class Loop:
         self.scheduler.gangs.keep_outcomes = False  # (reports keep them; a live scheduler must not)
         self.scheduler.observer = _Reporter(self.workers, self.metrics, self.scheduler.queue)
         self.scheduler.queue.incoming = self.metrics.queued
+        self.scheduler.queue.incoming_entities = self.metrics.queued_entity
+        self.scheduler.queue.group_of = group_key
+        self.metrics.live.entities = self.scheduler.queue.entity_counts
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
         # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
         self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
-        self.explainer = ExplainService(self._live_view)
+        self.explainer = ExplainService(self._live_view, group=self._last_group_attempt)
         self.auditor: PeriodicAudit | None = None
         if settings.audit_interval:
             self.auditor = PeriodicAudit(
@@ -324,7 +356,10 @@ class Loop:
                 lambda: self.leading,
                 self.stop,
             )
-        groups = (*((PODGROUPS,) if settings.pod_groups else ()), *((WORKLOADS,) if settings.workloads else ()))
+        groups = (
+            *((PODGROUPS,) if settings.pod_groups else ()),
+            *(self._workload_resources() if settings.workloads else ()),
+        )
         resources = (*EVERYTHING[:-1], *groups, EVERYTHING[-1])  # (groups before pods: members find them)
         self.mirror = Mirror(self.api, self.store, self._deliver, self.stop, resources)
         # node load: pollers on threads of their own, their values applied between cycles
@@ -344,6 +379,41 @@ class Loop:
             )
             self.elector = LeaderElector(self.api, leader, self.stop, on_lost=self._lost)
             self.metrics.live.leader = (settings.leader_elect_resource_name, self.elector.leading.is_set)
+
+    def _last_group_attempt(self, pod: Pod) -> dict[str, Any] | None:
+        """A workload API member's group as the scheduler's last attempt left it (read from the
+        explain request's thread: a dict lookup of results the scheduler no longer changes)."""
+        key = group_key(pod)
+        if key is None or not pod.scheduling_group:
+            return None
+        state = self.scheduler.gangs.states.get(key)
+        last = state.last.get(pod.key) if state is not None else None
+        if last is None:
+            return None
+        if last.group_detail is not None:
+            return last.group_detail.json()
+        return {"group": f"{pod.namespace}/{pod.scheduling_group}", "outcome": last.message}
+
+    def _workload_resources(self) -> tuple[Resource, ...]:
+        """The workload API's runtime groups at the versions the server serves: PodGroups at
+        v1beta1 (1.37) or else v1alpha2 (1.36), CompositePodGroups at v1alpha3 when served."""
+        served = self.api.served_versions(WORKLOAD_API_GROUP)
+        version = next((v for v in ("v1beta1", "v1alpha2") if v in served), None)
+        if version is None:
+            log.warning(
+                "--workloads: the API server serves no PodGroups (scheduling.k8s.io/v1beta1 needs the "
+                "GenericWorkload gate and --runtime-config=scheduling.k8s.io/v1beta1=true; served: %s)",
+                ", ".join(served) or "none",
+            )
+            return ()
+        found = [workload_pod_groups(version)]
+        if "v1alpha3" in served:
+            found.append(composite_pod_groups("v1alpha3"))
+        log.info(
+            "watching the workload API's groups",
+            extra={"resources": ", ".join(r.prefix + "/" + r.plural for r in found)},
+        )
+        return tuple(found)
 
     def _profile(self, profile: ProfileSettings, several: bool) -> LoopProfile:
         """A profile's reloader (its own sources, last good record and events, named by its

@@ -47,7 +47,7 @@ from rulesched.metrics import (
     stable,
 )
 from rulesched.scheduler.audit import AuditReport
-from rulesched.scheduler.framework import BIND, ERROR, SUCCESS, CycleResult
+from rulesched.scheduler.framework import BIND, ERROR, POST_FILTER, SUCCESS, CycleResult
 
 ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)  # upstream: "all histograms start at 1 ms"
 QUEUES = ("active", "backoff", "unschedulable", "gated")  # scheduler_pending_pods{queue}
@@ -70,6 +70,7 @@ class _Live:
         # (profile, rule) -> parked pods of that profile the rule failed
         self.unschedulable: Callable[[], Mapping[tuple[str, str], int]] | None = None
         self.leader: tuple[str, Callable[[], bool]] | None = None  # (lease name, leading?)
+        self.entities: Callable[[], Mapping[tuple[str, str], int]] | None = None  # (queue, type) -> count
         self._rules_seen: set[tuple[str, str]] = set()  # once counted, a series stays, at 0, as upstream's
         self._lock = threading.Lock()
 
@@ -89,6 +90,23 @@ class _Live:
         for queue in QUEUES:
             pending.add_metric([queue], counts.get(queue, 0))
         yield pending
+        entities = GaugeMetricFamily(
+            "scheduler_queued_entities",
+            alpha(
+                "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual "
+                "pods that are not members of any podgroup) by the queue type. 'active' means number of "
+                "entities in activeQ; 'backoff' means number of entities in backoffQ; 'unschedulable' "
+                "means number of entities in unschedulableEntities that the scheduler attempted to "
+                "schedule and failed; 'gated' is the number of unschedulable entities that the scheduler "
+                "never attempted to schedule because they are gated."
+            ),
+            labels=["queue", "type"],
+        )
+        found = self.entities() if self.entities is not None else {}
+        for queue in QUEUES:
+            for kind in ("pod", "podgroup"):
+                entities.add_metric([queue, kind], found.get((queue, kind), 0))
+        yield entities
         rules = GaugeMetricFamily(
             "scheduler_unschedulable_pods",
             alpha(
@@ -206,6 +224,89 @@ class Metrics:
             ["queue", "event"],
             registry=r,
         )
+        # --- 1.36-1.37 (pkg/scheduler/metrics/metrics.go at v1.37.2) --------------------------------
+        self.incoming_entities = Counter(
+            "scheduler_queue_incoming_entities",
+            alpha(
+                "Number of scheduling entities added to scheduling queues by event, queue type, and entity "
+                "type. Entity types are either 'pod' (for individual pods that are not members of any "
+                "podgroup) or 'podgroup'. (rulesched: a pod group's members enter the queue one by one, "
+                "each counted as a 'podgroup' entry.)"
+            ),
+            ["queue", "event", "type"],
+            registry=r,
+        )
+        self.after_flush = Counter(
+            "scheduler_pod_scheduled_after_flush",
+            alpha(
+                "Number of pods that were successfully scheduled after being flushed from "
+                "unschedulableEntities due to timeout. This metric helps detect potential queueing hint "
+                "misconfigurations or event handling issues."
+            ),
+            registry=r,
+        )
+        self.workload_preemption_attempts = Counter(
+            "scheduler_workload_preemption_attempts",
+            alpha("Total preemption attempts initiated by workload (including pod groups) in the cluster till now."),
+            ["result"],
+            registry=r,
+        )
+        self.workload_preemption_victims = Histogram(
+            "scheduler_workload_preemption_victims",
+            alpha("Number of pod preemption victims caused by workload preemption."),
+            buckets=exponential_buckets(1, 2, 11),
+            registry=r,
+        )
+        self.workload_disruptions = Histogram(
+            "scheduler_preemption_workload_disruptions",
+            alpha(
+                "Number of workload preemption units being preempted. A single preemption unit can be all "
+                "pods in a pod group (in case of DisruptionMode=all), or a single pod (in case of "
+                "DisruptionMode=single)."
+            ),
+            ["preemptor"],
+            buckets=exponential_buckets(1, 2, 11),
+            registry=r,
+        )
+        self.preemption_evaluation = Histogram(
+            "scheduler_preemption_evaluation_duration_seconds",
+            alpha("Duration in seconds for identifying the target preemption victims."),
+            ["preemptor", "result"],
+            buckets=exponential_buckets(0.001, 2, 16),
+            registry=r,
+        )
+        self.pdb_violations = Counter(
+            "scheduler_preemption_pdb_violations",
+            alpha("Total number of pod disruption budget violations caused by preemption."),
+            ["preemptor"],
+            registry=r,
+        )
+        self.generated_placements = Counter(
+            "scheduler_generated_placements",
+            alpha("Number of candidate placements generated when scheduling pod groups."),
+            ["profile"],
+            registry=r,
+        )
+        self.placement_evaluations = Counter(
+            "scheduler_placement_evaluations",
+            alpha(
+                "Number of candidate placements evaluated when scheduling pod groups, by result. 'feasible' "
+                "means the pod group fit into the placement, while 'infeasible' means it did not."
+            ),
+            ["result", "profile"],
+            registry=r,
+        )
+        self.placement_duration = Histogram(
+            "scheduler_placement_evaluation_duration_seconds",
+            alpha(
+                "Latency in seconds of evaluating a single candidate placement when scheduling pod groups, "
+                "by result. 'feasible' means the pod group fit into the placement, while 'infeasible' means "
+                "it did not."
+            ),
+            ["result", "profile"],
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=r,
+        )
         self.extension_points = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
             stable(
@@ -314,6 +415,8 @@ class Metrics:
         if timing is not None:
             for point, status, seconds in timing.phases:
                 self._points(point, status, profile).observe(seconds)
+                if point == POST_FILTER:
+                    self.preemption_evaluation.labels(preemptor="pod", result=status).observe(seconds)
             self.algorithm.observe(timing.algorithm_seconds)
             for (point, rule), seconds in (timing.rule_seconds or {}).items():
                 self._plugins(rule, point, SUCCESS).observe(seconds)
@@ -330,10 +433,31 @@ class Metrics:
         self._attempt_duration(result, profile).observe(seconds)
 
     def group_attempt(self, profile: str, result: str, seconds: float) -> None:
-        """A pod group's attempt ended (``scheduled`` or ``unschedulable``) after ``seconds``."""
+        """A pod group's attempt ended (``scheduled``, ``unschedulable``, ``waiting_on_preemption``
+        or ``error``) after ``seconds``."""
         self.group_attempts.labels(result=result, profile=profile).inc()
         self.group_attempt_duration.labels(result=result, profile=profile).observe(seconds)
         self.group_algorithm.observe(seconds)
+
+    def workload_preemption(self, code: str, victims: int, disruptions: int, violations: int, seconds: float) -> None:
+        """Workload-aware preemption ran for a pod group (``code``: its status, e.g. Success)."""
+        self.workload_preemption_attempts.labels(result=code).inc()
+        self.preemption_evaluation.labels(preemptor="podgroup", result=code).observe(seconds)
+        if code == SUCCESS:
+            self.workload_preemption_victims.observe(victims)
+            if disruptions:
+                self.workload_disruptions.labels(preemptor="podgroup").observe(disruptions)
+            if violations:
+                self.pdb_violations.labels(preemptor="podgroup").inc(violations)
+
+    def placements(self, profile: str, trials: Sequence[tuple[bool, float]]) -> None:
+        """Topology-aware scheduling tried these placements: (fit?, seconds) each."""
+        if trials:
+            self.generated_placements.labels(profile=profile).inc(len(trials))
+        for fit, seconds in trials:
+            result = "feasible" if fit else "infeasible"
+            self.placement_evaluations.labels(result=result, profile=profile).inc()
+            self.placement_duration.labels(result=result, profile=profile).observe(seconds)
 
     def scheduled(self, attempts: int, queued_seconds: float | None) -> None:
         """A pod was bound after ``attempts`` attempts, ``queued_seconds`` after it first entered
@@ -345,6 +469,11 @@ class Metrics:
     def queued(self, queue: str, event: str) -> None:
         """A pod entered a sub-queue (the queue's ``incoming`` hook)."""
         self._incoming(queue, event).inc()
+
+    def queued_entity(self, queue: str, event: str, kind: str) -> None:
+        """An entity entered a sub-queue (``incoming_entities``): ``pod``, or ``podgroup`` for a
+        member of a group."""
+        self.incoming_entities.labels(queue=queue, event=event, type=kind).inc()
 
     def binding(self, profile: str, ok: bool, seconds: float) -> None:
         status = SUCCESS if ok else ERROR

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
-from rulesched.kube.api import PODGROUPS, PODS, KubeApi
+from rulesched.kube.api import PODGROUPS, PODS, KubeApi, workload_pod_groups
 from rulesched.kube.claims import ClaimWrite, deallocate_claim, release_claims, write_claims
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
@@ -123,6 +123,7 @@ class Workers:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
+        self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
         self._closed = False
         self.in_flight = 0
         self.refused = 0  # writes not made: the lease may be lost
@@ -319,6 +320,29 @@ class Workers:
         added: when the scheduler began placing it)."""
         self._submit(self._pod_group_status, group, {"status": {**status, "scheduleStartTime": _now()[:19] + "Z"}})
 
+    def pod_group_condition(self, group: PodGroup, status: bool, reason: str, message: str) -> None:
+        """Set a workload API PodGroup's scheduled condition as kube-scheduler does
+        (updatePodGroupCondition): never from True back to False, and not again when unchanged
+        (this process's own record: what it last wrote); a strategic merge patch of the status
+        subresource, the condition merged by its type."""
+        if group.scheduled and not status:
+            return
+        value = "True" if status else "False"
+        with self._lock:
+            mark = f"{group.uid}/{group.generation}:{value}:{reason}:{message}"
+            if self._last_condition.get(group.key) == mark:
+                return
+            self._last_condition[group.key] = mark
+        condition = {
+            "type": group.condition_type,
+            "status": value,
+            "observedGeneration": group.generation,
+            "lastTransitionTime": _now()[:19] + "Z",
+            "reason": reason,
+            "message": message,
+        }
+        self._submit(self._pod_group_status, group, {"status": {"conditions": [condition]}})
+
     def _pod_group_status(self, group: PodGroup, patch: dict[str, Any]) -> None:
         if not self.may_write():
             with self._lock:
@@ -327,7 +351,11 @@ class Workers:
             return
         for attempt in range(GROUP_STATUS_TRIES):  # (written once per group: worth a retry or two)
             try:
-                self.api.patch_status(PODGROUPS, group.namespace, group.name, patch)
+                if group.native:
+                    resource = workload_pod_groups(group.api.split("/", 1)[1])
+                    self.api.patch_status(resource, group.namespace, group.name, patch, strategic=True)
+                else:
+                    self.api.patch_status(PODGROUPS, group.namespace, group.name, patch)
                 return
             except NotFoundError:
                 return

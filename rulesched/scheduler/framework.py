@@ -248,6 +248,67 @@ class Explanation:
         return out
 
 
+@dataclass(frozen=True)
+class Trial:
+    """One placement a pod group was tried in (topology-aware scheduling), for explanations."""
+
+    group: str  # the group's namespace/name
+    domain: Mapping[str, str]
+    fit: bool
+    placed: int  # members placed there (a composite: its children that fit)
+    message: str  # why it did not fit ("" when it did)
+    seconds: float = 0.0  # how long the trial took (scheduler_placement_evaluation_duration_seconds)
+
+
+@dataclass(frozen=True)
+class GroupDetail:
+    """What became of a workload API member's group in its attempt: ``simulate --explain`` and
+    ``explain`` show it beside the pod's own walk."""
+
+    group: str  # the root group's namespace/name
+    kind: str  # PodGroup or CompositePodGroup
+    policy: str  # "gang minCount 3", "basic", "gang minGroupCount 2"
+    members: int  # pending members attempted (every leaf's)
+    fit: int  # of those, how many fit before the group was decided (given back when it failed)
+    before: int  # members already on nodes
+    placed: bool
+    outcome: str  # the group's status message ("" when placed)
+    domain: Mapping[str, str]  # the placement chosen (topology-aware), empty otherwise
+    trials: tuple[Trial, ...] = ()
+
+    def lines(self) -> list[str]:
+        verdict = "placed" if self.placed else f"not placed: {self.outcome or 'no member newly fit'}"
+        head = (
+            f"group {self.group} ({self.kind}, {self.policy}): {self.fit} of {self.members} pending members fit, "
+            f"{self.before} already placed; {verdict}"
+        )
+        out = [head]
+        if self.domain:
+            out.append("  domain chosen: " + ", ".join(f"{k}={v}" for k, v in self.domain.items()))
+        for trial in self.trials:
+            where = ", ".join(f"{k}={v}" for k, v in trial.domain.items())
+            result = "fits" if trial.fit else trial.message
+            out.append(f"  tried {trial.group} in {where}: {result}")
+        return out
+
+    def json(self) -> dict[str, object]:
+        return {
+            "group": self.group,
+            "kind": self.kind,
+            "policy": self.policy,
+            "members": self.members,
+            "fit": self.fit,
+            "before": self.before,
+            "placed": self.placed,
+            "outcome": self.outcome,
+            "domain": dict(self.domain),
+            "trials": [
+                {"group": t.group, "domain": dict(t.domain), "fit": t.fit, "placed": t.placed, "message": t.message}
+                for t in self.trials
+            ],
+        }
+
+
 @dataclass
 class CycleResult:
     pod: Pod
@@ -277,11 +338,19 @@ class CycleResult:
     # allocation) and the claims to reserve for the pod, as the cycle's Filter found them
     claims: tuple[Mapping[str, Any], tuple[str, ...]] | None = None
     fitted: str | None = None  # the node the member fit on before its group was given up
+    # A workload API member's (rulesched.scheduler.workloads): the message kube-scheduler writes
+    # for it (FailedScheduling, PodScheduled), and whether it was held before any cycle (its
+    # group short of members, or unseen: upstream's PreEnqueue, which reports nothing).
+    status_message: str = ""
+    waiting: bool = False
+    group_detail: GroupDetail | None = None
 
     @property
     def message(self) -> str:
         if self.code is Code.SCHEDULED:
             return f"Successfully assigned {self.pod.key} to {self.node}"
+        if self.status_message:
+            return self.status_message
         if self.group_message:
             return f"{self.group_message} This pod: {self.member}"
         return self.member

@@ -41,11 +41,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.model.groups import WORKLOAD_PREFIX, PodGroup, group_key
+from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler.framework import Code, CycleResult, Preemption
 from rulesched.scheduler.gang_preemption import GroupPreemption, preempt_for_group
 from rulesched.scheduler.queue import SchedulingQueue
@@ -75,6 +75,11 @@ class GroupOutcome:
     message: str  # "" when the group was placed
     waiting: bool = False  # too few members: nothing was tried
     members: tuple[Pod, ...] = ()  # the members attempted
+    # the workload API's (rulesched.scheduler.workloads): each PodGroup's scheduled condition, and
+    # the placements tried (topology-aware scheduling)
+    conditions: tuple[Any, ...] = ()
+    trials: tuple[Any, ...] = ()
+    preemption: Any = None  # workload-aware preemption's outcome (workload_preemption.GroupPreemption)
 
 
 class GangHost(Protocol):
@@ -82,6 +87,7 @@ class GangHost(Protocol):
 
     store: ClusterStore
     queue: SchedulingQueue
+    gangs: Gangs
 
     def place_member(self, pod: Pod) -> CycleResult:
         """The pod's cycle on the store as it is now (no preemption, nothing assumed)."""
@@ -130,9 +136,20 @@ class Gangs:
     # --- groups ----------------------------------------------------------------------------------
     def set_group(self, group: PodGroup) -> list[Pod]:
         """A group appeared or changed; returns the members waiting here, to be queued again
-        (their group may be attemptable now)."""
+        (their group may be attemptable now). A change of its status alone (the scheduled
+        condition, a phase) releases nobody: it cannot make the group fit."""
+        changed = self.changes(group)
         self.groups[group.key] = group
-        return self._release(group.key)
+        return self._release(group.key) if changed else []
+
+    def changes(self, group: PodGroup) -> bool:
+        """Whether ``group`` is new, or differs from the one known in more than its status."""
+        old = self.groups.get(group.key)
+        return old is None or dataclasses.replace(group, scheduled=old.scheduled, phase=old.phase) != old
+
+    def release(self, key: str) -> list[Pod]:
+        """The members of ``key`` waiting here, handed back to be queued again."""
+        return self._release(key)
 
     def remove_group(self, key: str) -> list[Pod]:
         """A group was deleted: its members are single pods from now on (returned, to queue)."""
@@ -149,17 +166,37 @@ class Gangs:
         return pods
 
     def group_of(self, pod: Pod) -> PodGroup | None:
-        """The known group the pod belongs to (a Workload's replica: its template's group, keyed
-        by the replica)."""
+        """The known group the pod belongs to."""
         key = group_key(pod)
-        if key is None:
-            return None
-        group = self.groups.get(key)
-        if group is None and key.startswith(WORKLOAD_PREFIX) and key.count("/") == 3:
-            template = self.groups.get(key.rsplit("/", 1)[0])
-            if template is not None:
-                group = dataclasses.replace(template, key=key, name=key[len(WORKLOAD_PREFIX) :].split("/", 1)[1])
-        return group
+        return None if key is None else self.groups.get(key)
+
+    # --- the workload API's trees (CompositePodGroups over PodGroups) ----------------------------
+    def children(self, key: str) -> list[PodGroup]:
+        """A composite group's children, oldest first, then by name (upstream's GetChildGroups)."""
+        found = [g for g in self.groups.values() if g.parent == key]
+        return sorted(found, key=lambda g: (g.created, g.name))
+
+    def root_of(self, group: PodGroup) -> tuple[PodGroup, str]:
+        """The root of the group's tree, and the key of a parent that is missing ("" when none:
+        the tree is whole). The walk stops at the API's maximum depth (4)."""
+        current = group
+        for _ in range(4):
+            if not current.parent:
+                return current, ""
+            parent = self.groups.get(current.parent)
+            if parent is None:
+                return current, current.parent
+            current = parent
+        return current, ""
+
+    def leaves(self, root: PodGroup) -> list[PodGroup]:
+        """The PodGroups under ``root`` (itself, for a PodGroup), in child order."""
+        if not root.composite:
+            return [root]
+        out: list[PodGroup] = []
+        for child in self.children(root.key):
+            out.extend(self.leaves(child))
+        return out
 
     def state(self, key: str) -> GroupState:
         state = self.states.get(key)
@@ -222,8 +259,8 @@ class Gangs:
         due = []
         for key in list(self.timed):
             state, group = self.states.get(key), self.groups.get(key)
-            if state is None or group is None or not state.waiting or state.since is None:
-                self.timed.discard(key)
+            if state is None or group is None or not state.waiting or state.since is None or group.wait_forever:
+                self.timed.discard(key)  # (the workload API's groups wait without end, as upstream's)
                 continue
             due.append(state.since + group.timeout_seconds)
         return min(due) if due else None

@@ -11,10 +11,10 @@ of the dry run stays), the victims are evicted and every member placed is nomina
 (upstream's preemptor waits for its victims to leave; the group's next attempt, at once, tries
 those nodes first). If not, the store is put back and nothing is evicted.
 
-For victims: a victim that is a member of a known group with a minimum above one takes its
-group's other placed members with it (:func:`whole_gangs`), so no gang is left below its minimum
-by a preemption; if any of them may not be preempted by the preemptor (its priority is not
-lower), the preemption evicts nobody.
+For victims: a victim that is a member of a known scheduler-plugins group with a minimum above
+one, or of a workload API group in disruption mode ``all``, takes its unit's other placed
+members with it (:func:`whole_gangs`); if any of them may not be preempted by the preemptor (its
+priority is not lower), the preemption evicts nobody.
 Next stage: the scheduler evicts and nominates (:mod:`rulesched.scheduler.scheduler`).
 """
 
@@ -22,18 +22,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler.framework import CycleResult, Preemption
+from rulesched.scheduler.victims import effective_priority, highest_all
+
+if TYPE_CHECKING:
+    from rulesched.scheduler.gang import Gangs
 
 GANG_NOT_PREEMPTIBLE = "preemption: a victim's gang has members this pod may not preempt."
 
 
 class GroupPreemptor(Protocol):
     store: ClusterStore
+    gangs: Gangs
 
     def preempt_member(self, pod: Pod) -> Preemption:
         """The scheduler's preemption for ``pod`` on the store as it is now (changes nothing)."""
@@ -51,15 +56,21 @@ class GroupPreemption:
 
 
 def whole_gangs(host: GroupPreemptor, victims: Sequence[Pod], preemptor: Pod) -> list[Pod] | None:
-    """The victims with the rest of their gangs' placed members; None when one of those may not
-    be preempted by ``preemptor`` (priority not lower): then nothing may be evicted."""
+    """The victims with the rest of their units' placed pods (a scheduler-plugins gang with a
+    minimum above one; the workload API's groups in disruption mode ``all``:
+    :func:`rulesched.scheduler.victims.highest_all`); None when one of those may not be preempted
+    by ``preemptor`` (priority, a workload API pod's its group's, not lower): then nothing may be
+    evicted."""
+    gangs = host.gangs
     out = {v.key: v for v in victims}
-    groups = {g.key for v in victims if (g := host.group_of(v)) is not None and g.min_member > 1}
-    if groups:
+    if not gangs.groups:
+        return list(out.values())
+    units = {u.key: u for v in victims if (u := highest_all(v, gangs)) is not None}
+    if units:
+        keys = {leaf.key for u in units.values() for leaf in gangs.leaves(u)}
         for pod in host.store.pods():
-            key = group_key(pod)
-            if key in groups and pod.key not in out:
-                if pod.priority >= preemptor.priority:
+            if group_key(pod) in keys and pod.key not in out:
+                if effective_priority(pod, gangs) >= preemptor.priority:
                     return None
                 out[pod.key] = pod
     return list(out.values())

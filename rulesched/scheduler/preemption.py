@@ -109,6 +109,7 @@ def preempt(
     between: Callable[[], None] | None = None,
     sampling: Sampling = Sampling(),
     rng: random.Random | None = None,
+    victim_order: Callable[[Pod], tuple[Any, ...]] | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
@@ -119,7 +120,9 @@ def preempt(
     node's dry run and each step of the dry runs done together: it may raise to give preemption
     up (a cancelled cycle; nothing was changed). ``sampling`` bounds how many candidates are
     looked for, from an offset ``rng`` draws (None: the first potential node); see
-    :func:`_find_candidates`."""
+    :func:`_find_candidates`. ``victim_order``: the victims' importance, most important first, when pod
+    groups make it more than :func:`importance` (upstream's MoreImportantVictim: a group's pods
+    before single pods of the same priority; :func:`rulesched.scheduler.victims.order_key`)."""
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
@@ -132,14 +135,20 @@ def preempt(
         return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
-    potential = _Potential(bound, session.rules.node_memos)
+    potential = _Potential(bound, session.rules.node_memos, victim_order)
     order, many = _rows_to_try(snapshot, statuses, held, potential, columns, counts, rng)
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
     candidates = _find_candidates(snapshot, overlay, bound, order, wanted, potential, columns, held, between, counts)
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
-    return Preemption(chosen.node, chosen.victims)
+    return Preemption(chosen.node, chosen.victims, message=found_message(chosen.node, len(chosen.victims)))
+
+
+def found_message(node: str, victims: int) -> str:
+    """What 1.37's default preemption adds to the FailedScheduling event and the PodScheduled
+    condition when it found a node (kubernetes PR #140180)."""
+    return f"preemption: found a potential placement for pod on node {node}, preempting {victims} victims"
 
 
 def _find_candidates(
@@ -291,8 +300,11 @@ class _Potential:
     asked once per priority, and a node whose pods' priorities (kept in the node's memo until it
     changes) are all refused is passed over without looking at its pods."""
 
-    def __init__(self, bound: BoundRules, memos: NodeMemos) -> None:
+    def __init__(
+        self, bound: BoundRules, memos: NodeMemos, order: Callable[[Pod], tuple[Any, ...]] | None = None
+    ) -> None:
         self.rules = bound.preempts
+        self.order = order
         self.memos = memos  # (the rule set's node memos: the node's priorities and victims kept there)
         self.by_priority = all(rule.by_priority for rule in self.rules)
         self._allowed: dict[int, bool] = {}
@@ -322,6 +334,8 @@ class _Potential:
     def victims(self, node: Any) -> list[Pod]:
         """The node's potential victims, most important first (a list not to be changed)."""
         rules = self.rules
+        if self.order is not None:  # (groups' units: not kept in the node's memo)
+            return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=self.order)
         if not self.by_priority:
             return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=importance)
         memo = self.memos.values(node) or self.memos.start(node)

@@ -90,6 +90,11 @@ class SchedulingQueue:
         # Told (sub-queue, event) of every pod entering a sub-queue (the scheduler's metrics); it
         # runs under the queue's lock, so it must be quick and must not call back into the queue.
         self.incoming: Callable[[str, str], None] | None = None
+        # The same with the entity's type ("pod", or "podgroup" for a group's member: see
+        # :attr:`group_of`): scheduler_queue_incoming_entities_total.
+        self.incoming_entities: Callable[[str, str, str], None] | None = None
+        self.group_of: Callable[[Pod], str | None] = lambda pod: None  # a pod's group key, if any
+        self._flushed: set[str] = set()  # pods moved out of the unschedulable pool by its timeout
 
     def __len__(self) -> int:
         with self._lock:
@@ -136,9 +141,40 @@ class SchedulingQueue:
         with self._lock:
             return self._entered.get(key)
 
-    def _report(self, queue: str, event: str) -> None:
+    def _report(self, queue: str, event: str, pod: Pod | None = None) -> None:
         if self.incoming is not None:
             self.incoming(queue, event)
+        if self.incoming_entities is not None and pod is not None:
+            self.incoming_entities(queue, event, "pod" if self.group_of(pod) is None else "podgroup")
+
+    def flushed(self, key: str) -> bool:
+        """Whether the pod left the unschedulable pool by its timeout since it was last bound
+        (scheduler_pod_scheduled_after_flush_total); forgets it."""
+        with self._lock:
+            if key in self._flushed:
+                self._flushed.discard(key)
+                return True
+            return False
+
+    def entity_counts(self) -> dict[tuple[str, str], int]:
+        """(sub-queue, type) -> scheduling entities there (scheduler_queued_entities): pods of no
+        group one each, a group's members there one together."""
+        with self._lock:
+            found: dict[tuple[str, str], int] = {}
+            groups: dict[str, set[str]] = {}
+            heaps = ((ACTIVE, self._active), (BACKOFF, self._backoff))
+            pods = [(name, e.pod) for name, heap in heaps for e in heap if not e.dead]
+            pods += [(UNSCHEDULABLE, parked.pod) for parked in self._unschedulable.values()]
+            pods += [("gated", pod) for pod in self._gated.values()]
+            for queue, pod in pods:
+                group = self.group_of(pod)
+                if group is None:
+                    found[queue, "pod"] = found.get((queue, "pod"), 0) + 1
+                else:
+                    groups.setdefault(queue, set()).add(group)
+            for queue, keys in groups.items():
+                found[queue, "podgroup"] = len(keys)
+            return found
 
     def __contains__(self, key: str) -> bool:
         with self._lock:
@@ -209,6 +245,7 @@ class SchedulingQueue:
         with self._lock:
             self._attempts.pop(key, None)
             self._entered.pop(key, None)
+            self._flushed.discard(key)
             if self._gated.pop(key, None) is not None:
                 return True
             if key in self._in_flight:
@@ -331,7 +368,7 @@ class SchedulingQueue:
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods
-            self._report(UNSCHEDULABLE, ATTEMPT_FAILURE)
+            self._report(UNSCHEDULABLE, ATTEMPT_FAILURE, pod)
 
     # --- gangs (rulesched.scheduler.gang) ----------------------------------------------------------
     def take(self, keys: Iterable[str]) -> list[Pod]:
@@ -378,7 +415,7 @@ class SchedulingQueue:
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), False, rejected_by)
             self._entered.setdefault(pod.key, self._clock())
-            self._report(UNSCHEDULABLE, ATTEMPT_FAILURE)
+            self._report(UNSCHEDULABLE, ATTEMPT_FAILURE, pod)
 
     @property
     def any_waiting_on_pods(self) -> bool:
@@ -438,7 +475,7 @@ class SchedulingQueue:
         self._entered.setdefault(pod.key, self._clock())
         self._ready.notify_all()
         if event is not None:
-            self._report(ACTIVE, event)
+            self._report(ACTIVE, event, pod)
 
     def _push_backoff(self, pod: Pod, event: str) -> None:
         ready = self._clock() + self.backoff_seconds(pod.key)
@@ -446,7 +483,7 @@ class SchedulingQueue:
         heapq.heappush(self._backoff, entry)
         self._queued[pod.key] = entry
         self._ready.notify_all()
-        self._report(BACKOFF, event)
+        self._report(BACKOFF, event, pod)
 
     def _flush(self) -> None:
         """Backed-off pods whose time came go active; pods parked too long go to backoff."""
@@ -466,6 +503,7 @@ class SchedulingQueue:
                     break
                 stale.append(key)
             for key in stale:
+                self._flushed.add(key)
                 self._unpark(key, UNSCHEDULABLE_TIMEOUT)
 
 

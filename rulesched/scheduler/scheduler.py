@@ -49,7 +49,7 @@ from rulesched.lang import RuleSet, RulesHandle, RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
-from rulesched.scheduler import gang
+from rulesched.scheduler import gang, workloads
 from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
 from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.cycle import Cycle
@@ -67,6 +67,7 @@ from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gang
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import SchedulingQueue
+from rulesched.scheduler.victims import order_key
 
 log = logging.getLogger(__name__)
 
@@ -243,9 +244,16 @@ class Scheduler:
 
     # --- pod groups (rulesched.scheduler.gang) ---------------------------------------------------------
     def set_group(self, group: PodGroup) -> None:
-        """A pod group appeared or changed: its members held back are tried again."""
+        """A pod group appeared or changed: its members held back are tried again (for the
+        workload API's, the members of every group of its tree: its quorum may be met now)."""
+        changed = self.gangs.changes(group)
         for pod in self.gangs.set_group(group):
             self.queue.add(pod)
+        if group.native and changed:
+            root, _ = self.gangs.root_of(group)
+            for leaf in self.gangs.leaves(root):
+                for pod in self.gangs.release(leaf.key):
+                    self.queue.add(pod)
 
     def remove_group(self, key: str) -> None:
         for pod in self.gangs.remove_group(key):
@@ -305,6 +313,46 @@ class Scheduler:
 
     def group_of(self, pod: Pod) -> PodGroup | None:
         return self.gangs.group_of(pod) if self.gangs.groups else None
+
+    def fits_on(self, pod: Pod, node: str) -> bool:
+        """Whether ``pod`` passes every filter on ``node`` as the store has it now (workload-aware
+        preemption's reprieve check, upstream's RunFilterPluginsWithNominatedPods on one node)."""
+        profile = self.profile_of(pod)
+        if not profile.rules.loaded:
+            return False
+        session = profile.rules.rules.session()
+        snapshot = self.store.snapshot()
+        view = snapshot.node_view(node)
+        if view is None:
+            return False
+        bound = session.bind(pod, snapshot)
+        try:
+            return bound.first_failure(view) is None
+        finally:
+            bound.release()
+
+    def victims_allowed(self, preemptor: Pod, candidates: Sequence[Pod]) -> set[str] | None:
+        """The keys of the ``candidates`` (pods on nodes) the preempt rules let ``preemptor``
+        evict (every rule that applies to it must allow each); None when no preempt rule
+        applies to it (it may preempt nobody)."""
+        profile = self.profile_of(preemptor)
+        if not profile.rules.loaded:
+            return None
+        session = profile.rules.rules.session()
+        snapshot = self.store.snapshot()
+        bound = session.bind(preemptor, snapshot)
+        try:
+            rules = bound.preempts
+            if not rules:
+                return None
+            allowed = set()
+            for victim in candidates:
+                node = snapshot.node_view(self.store.pod_node(victim.key) or "")
+                if node is not None and all(rule.allows(node, victim) for rule in rules):
+                    allowed.add(victim.key)
+            return allowed
+        finally:
+            bound.release()
 
     def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
         for member, node in nominated:
@@ -394,13 +442,20 @@ class Scheduler:
             message += f" while evaluating rule {cancelled.rule!r}"
         message += f" (rules {self._cycle_rules})"
         log.warning("%s; retrying with backoff", message, extra={**extra, "deadline": f"{seconds:g}s"})
+        # a scheduling error ends the pod's nomination (clearNominatedNode, kubernetes PR #135007)
+        if self.nominator.remove(pod.key) is not None or pod.nominated_node_name:
+            self.observer.nominations_ended([pod])
         self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
 
     def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
         group = self.gangs.group_of(pod) if self.gangs.groups else None
-        if group is not None:
+        if group is not None or pod.scheduling_group:
             self._cycle_rules = profile.rules.rules.digest
-            result = gang.attempt(self, self.gangs, pod, group)
+            if pod.scheduling_group:  # the workload API's: placed as kube-scheduler places it
+                result = workloads.attempt(self, self.gangs, pod, group)
+            else:
+                assert group is not None
+                result = gang.attempt(self, self.gangs, pod, group)
             self.last_cycle_seconds = time.perf_counter() - started
             return result
         nominated = self.nominator.node_of(pod.key) or ""
@@ -453,6 +508,7 @@ class Scheduler:
                     columns = profile.cycle.columns(snapshot)
                     cycle, settings = profile.cycle, profile.cycle.settings
                     sampling = Sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
+                    order = order_key(list(self.store.pods()), self.gangs) if self.gangs.groups else None
                     outcome = preempt(
                         snapshot,
                         session,
@@ -463,6 +519,7 @@ class Scheduler:
                         self.cancel.check,
                         sampling,
                         cycle.preemption_rng,
+                        order,
                     )
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)
@@ -590,8 +647,11 @@ class Scheduler:
                 self.queue.move(Event.POD_ADDED)  # a new pod can satisfy affinity or spreading
             return
         self.store.forget(pod.key)
-        if pod.nominated_node_name:  # (as upstream: the status's nomination comes back)
-            self.nominator.nominate(pod, pod.nominated_node_name)
+        # A failed binding ends the pod's nomination, in the scheduler and in its status
+        # (handleBindingCycleError's clearNominatedNode: kubernetes PR #135007, 1.35).
+        self.nominator.remove(pod.key)
+        if pod.nominated_node_name:
+            self.observer.nominations_ended([pod])
         log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})
         self.observer.bind_failed(pod, node, reason)
         # A gang member whose siblings may be bound already: retried first, alone (gang's docstring).

@@ -89,8 +89,10 @@ def node_selector_term_matches(term: NodeSelectorTerm, node: Any) -> bool:
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """v1.Toleration.ToleratesTaint: effect (empty matches all), key (empty with Exists matches
-    all keys), then Exists, or Equal on the value."""
+    """v1.Toleration.ToleratesTaint (k8s.io/api v0.37.2): effect (empty matches all), key (empty
+    with Exists matches all keys), then Exists, Equal on the value, or Gt / Lt comparing both
+    values as decimal integers (KEP-5471, the TaintTolerationComparisonOperators gate: alpha and
+    off in 1.37, but a pod carrying them was accepted by an API server with it on)."""
     if toleration.effect and toleration.effect != taint.effect:
         return False
     if toleration.key and toleration.key != taint.key:
@@ -99,7 +101,27 @@ def tolerates(toleration: Toleration, taint: Taint) -> bool:
         return True
     if toleration.operator in ("Equal", ""):
         return toleration.value == taint.value
+    if toleration.operator in ("Gt", "Lt"):
+        return compare_numeric(toleration.value, taint.value, toleration.operator)
     return False
+
+
+def _decimal_integer(value: str) -> int | None:
+    """content.IsDecimalInteger then ParseInt: an optional minus, no leading zero, no plus, in int64."""
+    digits = value[1:] if value.startswith("-") else value
+    if not digits or not digits.isascii() or not digits.isdigit() or (digits[0] == "0" and value != "0"):
+        return None
+    number = int(value)
+    return number if -(2**63) <= number < 2**63 else None
+
+
+def compare_numeric(toleration_value: str, taint_value: str, operator: str) -> bool:
+    """compareNumericValues: Lt tolerates a taint value below the toleration's, Gt one above;
+    a value that is no decimal integer tolerates nothing."""
+    wanted, have = _decimal_integer(toleration_value), _decimal_integer(taint_value)
+    if wanted is None or have is None:
+        return False
+    return have < wanted if operator == "Lt" else have > wanted
 
 
 def tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:

@@ -5,8 +5,9 @@ empty ones ignored), JSON, and ``kind: List`` / ``PodList`` / ... wrappers, whos
 ``kind`` (:mod:`rulesched.simulate.documents` reads them, one object at a time). The path ``-``
 (given once) is standard input, named ``<stdin>`` in messages. Nodes, Pods,
 PodDisruptionBudgets, PriorityClasses and Namespaces are decoded, pod groups (scheduler-plugins'
-``scheduling.x-k8s.io`` PodGroups and KEP-4671's ``scheduling.k8s.io`` Workloads:
-:mod:`rulesched.model.groups`), Services, ReplicaSets,
+``scheduling.x-k8s.io`` PodGroups, the workload API's ``scheduling.k8s.io`` PodGroups and
+CompositePodGroups, whose priorities resolve at the end like pods'; Workloads are checked and
+skipped, as kube-scheduler reads only the PodGroups: :mod:`rulesched.model.groups`), Services, ReplicaSets,
 StatefulSets and ReplicationControllers for their selectors (system default spreading,
 :mod:`rulesched.model.workloads`), and PersistentVolumes, PersistentVolumeClaims, StorageClasses
 and CSINodes for the volume filters, and Dynamic Resource Allocation's DeviceClasses,
@@ -61,7 +62,14 @@ from rulesched.model.decode_dra import (
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.dra import EMPTY_DRA, DraState
 from rulesched.model.fields import Memo
-from rulesched.model.groups import POD_GROUP_API, WORKLOAD_API, PodGroup, decode_pod_group, decode_workload
+from rulesched.model.groups import (
+    POD_GROUP_API,
+    WORKLOAD_GROUP,
+    PodGroup,
+    decode_composite_pod_group,
+    decode_pod_group,
+    decode_workload,
+)
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import Namespace, Node, Pod, PodDisruptionBudget, PriorityClass
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
@@ -107,7 +115,7 @@ class ClusterObjects:
     skipped_pods: tuple[Pod, ...] = ()
     workloads: Workloads = NO_WORKLOADS  # Services and controllers: their selectors
     storage: StorageState = EMPTY_STORAGE
-    groups: tuple[PodGroup, ...] = ()  # pod groups (gangs): scheduler-plugins' PodGroups, Workloads
+    groups: tuple[PodGroup, ...] = ()  # pod groups (gangs): PodGroups of both APIs, CompositePodGroups
     dra: DraState = EMPTY_DRA  # DeviceClasses, ResourceClaims, their templates, ResourceSlices
 
     @property
@@ -232,6 +240,7 @@ class _Loading:
         self.skipped: Counter[str] = Counter()
         self.groups: list[PodGroup] = []
         self.dra: dict[str, dict[str, Any]] = {name: {} for name in _DRA_KINDS.values()}
+        self.native_groups: list[tuple[str, str, Any]] = []  # (source, kind, raw): decoded with the classes
 
     def unique(self, kind: str, name: str, source: str) -> None:
         first = self.seen.get((kind, name))
@@ -273,11 +282,11 @@ class _Loading:
             group = decode_pod_group(obj, source)
             self.unique("PodGroup", group.key, source)
             self.groups.append(group)
-        elif kind == "Workload" and _api_group(obj) == WORKLOAD_API.split("/")[0]:
-            groups = decode_workload(obj, source)
-            for group in groups:
-                self.unique("Workload pod group", group.key, source)
-            self.groups.extend(groups)
+        elif kind in ("PodGroup", "CompositePodGroup") and _api_group(obj) == WORKLOAD_GROUP:
+            self.native_groups.append((source, kind, obj))
+        elif kind == "Workload" and _api_group(obj) == WORKLOAD_GROUP:
+            decode_workload(obj, source)  # (checked: the scheduler reads its PodGroups, never it)
+            self.skipped[kind] += 1
         elif kind in _STORAGE_KINDS:
             value = _STORAGE_DECODERS[kind](obj, source)
             key = value.key if kind == "PersistentVolumeClaim" else value.name
@@ -309,6 +318,11 @@ class _Loading:
         return pod
 
     def finish(self, skip_missing_nodes: bool) -> ClusterObjects:
+        for source, kind, obj in self.native_groups:
+            decode = decode_pod_group if kind == "PodGroup" else decode_composite_pod_group
+            group = decode(obj, source, self.classes)
+            self.unique(kind, group.key, source)
+            self.groups.append(group)
         node_names = {node.name for node in self.nodes}
         pods = []
         orphans = []

@@ -92,6 +92,8 @@ class Report:
             if self.explain:
                 explanation = last.explanation if last is not None else None
                 row["explanation"] = explanation_json(explanation)
+                if last is not None and last.group_detail is not None:
+                    row["group"] = last.group_detail.json()
                 if self.explain_full:
                     row["filtered"] = {n: list(r) for n, r in (explanation.failed or {}).items()} if explanation else {}
                     row["unresolvable"] = sorted(explanation.unresolvable_nodes or ()) if explanation else []
@@ -269,6 +271,11 @@ def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
     last = history.last
     if last is None:  # gated, or never reached: the message says why
         return []
+    group = [f"{indent}{line}" for line in last.group_detail.lines()] if last.group_detail is not None else []
+    return group + _walk_lines(last, indent)
+
+
+def _walk_lines(last: CycleResult, indent: str) -> list[str]:
     explanation = last.explanation
     if explanation is None or (not explanation.scored and not explanation.filtered):
         if last.node is not None:  # a nominated node that still fits is taken without a look at others

@@ -18,6 +18,7 @@ from rulesched.lang import BoundRules, RuleSet, load_rules, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_node, decode_pdb, decode_pod
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
+from rulesched.model.groups import PodGroup, decode_composite_pod_group, decode_pod_group
 from rulesched.model.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
 from rulesched.scheduler.scoring import normalize
@@ -247,3 +248,66 @@ def normalized_scores(
         if s.name == rule:
             return dict(zip(names, normalize(s.normalize, [s.score(n) for n in nodes]), strict=True))
     return {n: 0 for n in names}
+
+
+# st.MakePodGroup() and st.MakeCompositePodGroup() (the workload API, scheduling.k8s.io)
+def pg(
+    name: str,
+    min_count: int | None = None,
+    *,
+    topology: str = "",
+    parent: str = "",
+    disruption: str = "",
+    priority: int | None = None,
+    policy: str = "",
+    created: str = "",
+    version: str = "v1beta1",
+) -> PodGroup:
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}}
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    if disruption:
+        spec["disruptionMode"] = {disruption: {}}
+    if priority is not None:
+        spec["priority"] = priority
+    if policy:
+        spec["preemptionPolicy"] = policy
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if created:
+        meta["creationTimestamp"] = created
+    obj = {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup", "metadata": meta, "spec": spec}
+    return decode_pod_group(obj, "test")
+
+
+def cpg(
+    name: str,
+    min_groups: int | None = None,
+    *,
+    topology: str = "",
+    parent: str = "",
+    disruption: str = "",
+    priority: int | None = None,
+    policy: str = "",
+) -> PodGroup:
+    spec: dict[str, Any] = {
+        "schedulingPolicy": {"gang": {"minGroupCount": min_groups}} if min_groups else {"basic": {}}
+    }
+    if topology:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology}]}
+    if parent:
+        spec["parentCompositePodGroupName"] = parent
+    if disruption:
+        spec["disruptionMode"] = {disruption: {}}
+    if priority is not None:
+        spec["priority"] = priority
+    if policy:
+        spec["preemptionPolicy"] = policy
+    obj = {
+        "apiVersion": "scheduling.k8s.io/v1alpha3",
+        "kind": "CompositePodGroup",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+    return decode_composite_pod_group(obj, "test")

@@ -124,6 +124,9 @@ def run(cluster: Any, incoming: Any, statuses: dict[str, Code] | None = None) ->
 
 # --- TestPostFilter -------------------------------------------------------------------------------
 
+# A nomination's status message since 1.37 (kubernetes PR #140180; the tables' wantStatus)
+FOUND = "preemption: found a potential placement for pod on node {}, preempting 1 victims"
+
 POST_FILTER = [
     (
         "pod with higher priority can be made schedulable",
@@ -131,7 +134,7 @@ POST_FILTER = [
         [P("p1", on="node1")],
         nodes("node1", res=ONE_POD, labelled=False),
         {"node1": U},
-        ("node1", ["p1"], ""),
+        ("node1", ["p1"], FOUND.format("node1")),
     ),
     (
         "pod with tied priority is still unschedulable",
@@ -163,7 +166,7 @@ POST_FILTER = [
         [P("p1", HIGH, "node1"), P("p2", LOW, "node2")],
         nodes("node1", "node2", res=ONE_POD, labelled=False),
         {"node1": U, "node2": U},
-        ("node2", ["p2"], ""),
+        ("node2", ["p2"], FOUND.format("node2")),
     ),
     (
         "no candidate nodes found, no enough resource after removing low priority pods",
@@ -224,7 +227,7 @@ def test_post_filter_min_highest_priority_node() -> None:
     """TestPostFilter "pod can be made schedulable on minHighestPriority node": both nodes cost
     one PDB violation; node2's highest victim has the lower priority."""
     cluster = state(nodes("node1", "node2", res=ONE_POD, labelled=False), PDB_PODS, PDBS)
-    assert run(cluster, P("p", VERY_HIGH), {"node1": U, "node2": U}) == ("node2", ["p3"], "")
+    assert run(cluster, P("p", VERY_HIGH), {"node1": U, "node2": U}) == ("node2", ["p3"], FOUND.format("node2"))
 
 
 # The cases whose statuses upstream's table makes up, with those the filters give: a request above
@@ -265,7 +268,7 @@ FILTER_STATUSES = [
             ),
             *nodes("node3", res=VERY_LARGE),
         ],
-        ("node3", ["p3"], ""),
+        ("node3", ["p3"], FOUND.format("node3")),
     ),
 ]
 

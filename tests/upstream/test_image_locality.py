@@ -1,6 +1,7 @@
 """ImageLocality Score, ported from kube-scheduler's
 pkg/scheduler/framework/plugins/imagelocality/image_locality_test.go (TestImageLocalityPriority,
-TestNormalizedImageName). Every case is ported. ImageLocality has no NormalizeScore, so the raw
+TestNormalizedImageName) at v1.37.2. Every case is ported (the image volume cases of 1.36's
+kubernetes PR #130231, with 1.37's #138951 counting the volume in the threshold). ImageLocality has no NormalizeScore, so the raw
 scores upstream checks are the normalised ones.
 """
 
@@ -46,6 +47,14 @@ NODE_20_30_40 = [(["gcr.io/20:latest"], 20 * MB), (["gcr.io/30:latest"], 30 * MB
 NO_IMAGES: list[tuple[list[str], int]] = []
 
 TEST_40_250 = images_pod("gcr.io/40", "gcr.io/250")
+# testImageVolume: a container gcr.io/30 and an image volume gcr.io/300 (ImageVolume, #130231)
+TEST_IMAGE_VOLUME = pod(
+    "p",
+    spec={
+        "containers": [{"name": "c0", "image": "gcr.io/30"}],
+        "volumes": [{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}],
+    },
+)
 TEST_MIN_MAX = images_pod("gcr.io/10", "gcr.io/4000")
 
 CASES = [
@@ -84,6 +93,18 @@ CASES = [
         images_pod("gcr.io/30", "gcr.io/40"),
         [("node1", NODE_20_30_40), ("node2", NODE_4000_30)],
         {"node1": 1, "node2": 0},
+    ),
+    (
+        "pod with ImageVolume",
+        TEST_IMAGE_VOLUME,
+        [("node1", NODE_300_600_900), ("node2", NODE_4000_30)],
+        {"node1": 6, "node2": 0},
+    ),
+    (
+        "same images as ImageVolume pod but as regular container images",
+        images_pod("gcr.io/30", "gcr.io/300"),
+        [("node1", NODE_300_600_900), ("node2", NODE_4000_30)],
+        {"node1": 6, "node2": 0},
     ),
     (
         "include InitContainers: two images spread on two nodes, prefer the larger image one",

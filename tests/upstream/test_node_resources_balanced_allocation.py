@@ -1,6 +1,8 @@
 """NodeResourcesBalancedAllocation Score, ported from kube-scheduler's
 pkg/scheduler/framework/plugins/noderesources/balanced_allocation_test.go
-(TestNodeResourcesBalancedAllocation) with the default args (cpu and memory, weight 1 each).
+(TestNodeResourcesBalancedAllocation) at v1.37.2 with the default args (cpu and memory, weight 1
+each): the score of 1.36's kubernetes PR #135573, which weighs the balance with the pod against the
+balance without it (75: unchanged).
 
 Nodes are upstream's makeNode(name, milliCPU, memory, nil) (capacity = allocatable). The plugin has
 no NormalizeScore, so the raw scores upstream checks are the normalised ones.
@@ -48,35 +50,45 @@ CASES = [
         CPU_AND_MEMORY,
         [("node1", 4000, 10000), ("node2", 6000, 10000)],
         [],
-        {"node1": 87, "node2": 100},
+        {"node1": 68, "node2": 75},
     ),
     (
         "resources requested, pods scheduled with resources",
         CPU_AND_MEMORY,
         [("node1", 10000, 20000), ("node2", 10000, 20000)],
         SCHEDULED,
-        {"node1": 82, "node2": 95},
+        {"node1": 73, "node2": 74},
     ),
     (
         "resources requested, pods scheduled with resources, differently sized nodes",
         CPU_AND_MEMORY,
         [("node1", 10000, 20000), ("node2", 10000, 50000)],
         SCHEDULED,
-        {"node1": 82, "node2": 80},
+        {"node1": 73, "node2": 70},
+    ),
+    (
+        "resources requested, pods scheduled with resources, nodes to reach min/max score",
+        [
+            {"name": "c0", "resources": {"requests": {"memory": "2000"}}},
+            {"name": "c1", "resources": {"requests": {"memory": "3000"}}},
+        ],
+        [("node1", 3000, 5000), ("node2", 3000, 5000)],
+        [("node1", CPU_ONLY)],
+        {"node1": 100, "node2": 50},
     ),
     (
         "requested resources at node capacity",
         CPU_ONLY,
         [("node1", 6000, 10000), ("node2", 6000, 10000)],
         SCHEDULED,
-        {"node1": 50, "node2": 75},
+        {"node1": 62, "node2": 62},
     ),
     (
         "resources requested, pods scheduled with resources if PreScore not called",
         CPU_AND_MEMORY,
         [("node1", 10000, 20000), ("node2", 10000, 20000)],
         SCHEDULED,
-        {"node1": 82, "node2": 95},
+        {"node1": 73, "node2": 74},
     ),
 ]
 

@@ -371,6 +371,7 @@ BUILTINS.update(
 def _group(field: str, result: Type, doc: str) -> Builtin:
     """``group.FIELD`` (the parser's spelling of ``group_FIELD()``): rulesched.lang.builtins.groups."""
     nodes = field == "nodes"
+    fields = frozenset({"domain"}) if field == "domain" else frozenset({"gang"})
     return Builtin(
         groups.builtin_name(field),
         _sig([], result),
@@ -380,7 +381,7 @@ def _group(field: str, result: Type, doc: str) -> Builtin:
         context=True,
         # group.nodes moves with every member placed, while the members' fields stay alike: "name"
         # keeps each pod out of any class (its bindings are its own, evaluated at each cycle).
-        pod_fields=frozenset({"name", "labels", "workload_ref"}) if nodes else frozenset({"gang"}),
+        pod_fields=frozenset({"name", "labels", "scheduling_group"}) if nodes else fields,
         version=None if nodes else groups.steady,
         moves=_always_moves if nodes else None,
         fresh=nodes,
@@ -397,6 +398,12 @@ BUILTINS.update(
                 "nodes",
                 ListOf(schema.NODE),
                 "The nodes of the group's members placed so far (bound, or earlier in this attempt).",
+            ),
+            _group(
+                "domain",
+                schema.STRINGS,
+                "The topology domain the group's attempt is trying, as label key to value (KEP-5732):"
+                " empty for a group without topology constraints and for a pod of no group.",
             ),
         ]
     }

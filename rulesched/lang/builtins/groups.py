@@ -1,4 +1,5 @@
-"""The group being placed, for gang rules: ``group.members``, ``group.min_count``, ``group.nodes``.
+"""The group being placed, for gang rules: ``group.members``, ``group.min_count``, ``group.nodes``,
+``group.domain``.
 
 The parser reads ``group.FIELD`` as a call of the built-in ``group_FIELD()`` (and the printer
 writes it back as written), so the checker, the compiler, the reference interpreter and the
@@ -8,6 +9,10 @@ pod of no group), so classes of pods are keyed by them and guards may read them.
 the nodes holding the group's placed members (bound before, or placed earlier in this attempt,
 which the attempt's snapshot holds), each once, in the cluster's node order; its answer moves
 with every placement, so rules reading it are evaluated afresh for each member and node.
+``domain`` is the topology domain the attempt is trying (``Pod.domain``: label key -> value, one
+entry per level of the group's topology constraints, KEP-5732; empty otherwise), set for each
+placement the attempt tries (:mod:`rulesched.scheduler.workloads`); the default rules keep the
+members in it (filter PodGroupTopology).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 from rulesched.model.groups import group_key
 
-GROUP_FIELDS = ("members", "min_count", "nodes")
+GROUP_FIELDS = ("members", "min_count", "nodes", "domain")
 GROUP_VARIABLE = "group"
 _SCRATCH = "group.nodes"
 
@@ -31,6 +36,10 @@ def group_members(ctx: Any) -> int:
 
 def group_min_count(ctx: Any) -> int:
     return int(ctx.pod.gang[0])
+
+
+def group_domain(ctx: Any) -> Any:
+    return ctx.pod.domain
 
 
 def group_nodes(ctx: Any) -> tuple[Any, ...]:
