@@ -107,7 +107,7 @@ from rulesched.model.objects import Namespace
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
 from rulesched.semantics.dra_claims import claims_from_templates
-from rulesched.simulate.yamlreader import safe_load
+from rulesched.yamlreader import safe_load
 
 RULES_SUFFIX = ".rules"
 WORKLOAD_KEYS = {

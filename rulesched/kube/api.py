@@ -55,7 +55,9 @@ from rulesched.errors import (
     UnavailableError,
 )
 from rulesched.kube.channel import Channel
+from rulesched.model.fields import describe
 from rulesched.model.names import dns1123_label
+from rulesched.yamlreader import read_yaml_file
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,21 @@ class Listed:
     resource_version: str
 
 
+def _check_kubeconfig(path: str) -> None:
+    """A kubeconfig file read as the client will read it, so that what it cannot use is said in
+    one line naming the file (the client's loader prints PyYAML's multi-line error, or raises
+    TypeError on a file holding one word, or says "No configuration found" for a missing file)."""
+    if not path:
+        return
+    try:
+        loaded = read_yaml_file(path)
+    except ValueError as err:
+        raise ConfigError(f"kubeconfig {err}") from None
+    if not isinstance(loaded, dict):
+        got = "an empty file" if loaded is None else describe(loaded)
+        raise ConfigError(f"kubeconfig {path}: expected a mapping (clusters, contexts, users), got {got}")
+
+
 class KubeApi:
     """Requests to one API server. Safe to share between threads (the pool is)."""
 
@@ -213,14 +230,20 @@ class KubeApi:
         agent = agent or user_agent()
         self.agent = agent
         configuration = k8s_client.Configuration()
+        if kubeconfig:
+            for path in kubeconfig.split(os.pathsep):  # (a KUBECONFIG-style list is merged)
+                _check_kubeconfig(path)
         try:
             if kubeconfig:
                 k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
             else:
                 k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except (k8s_config.ConfigException, OSError, ValueError) as err:
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError, AttributeError, KeyError) as err:
+            # (the loader indexes what it reads without checking its shape: a context that
+            # is a string, a list where a mapping belongs, raise TypeError or AttributeError)
             where = kubeconfig or "the in-cluster service account"
-            raise ConfigError(f"cannot configure the Kubernetes client from {where}: {err}") from None
+            problem = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"cannot configure the Kubernetes client from {where}: {problem}") from None
         configuration.retries = False  # retries are ours: with backoff, and never for a binding
         hook = configuration.refresh_api_key_hook
         if hook is not None:  # the loaders re-apply the whole config before every request: once
