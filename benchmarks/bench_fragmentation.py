@@ -133,14 +133,16 @@ def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run)
     from rulesched.simulate.load import load_cluster
     from rulesched.simulate.run import SimulateSettings, simulate
 
-    if run.gpus != "extended":
-        raise ValueError("the rules engine measures --gpus extended until rulesched allocates DRA devices")
     items = list(openb_to_k8s.objects(nodes, workload.pods, workload.node_rank, run.gpus))
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
         f.flush()
         objects = load_cluster([f.name])
-    report = simulate(objects, SimulateSettings(cluster=(), rules=tuple(run.policy.split("+")), seed=run.seed))
+    # every feasible node scored, as the paper's simulator does (percentageOfNodesToScore 100)
+    settings = SimulateSettings(
+        cluster=(), rules=tuple(run.policy.split("+")), seed=run.seed, percentage_of_nodes_to_score=100
+    )
+    report = simulate(objects, settings)
     placed = {str(row["pod"]): row["node"] for row in report.iter_rows()}
     model = {n.name: n.model for n in nodes}
     total = sum(n.gpus for n in nodes) * openb.MILLI
@@ -155,8 +157,9 @@ def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run)
             out.failed += 1
         else:
             out.placed += 1
-            allocated += pod.num_gpu * openb.MILLI
-            out.gpus_by_model[model[node]][0] += pod.num_gpu * openb.MILLI
+            held = pod.total_gpu_milli if run.gpus == "dra" else pod.num_gpu * openb.MILLI
+            allocated += held
+            out.gpus_by_model[model[node]][0] += held
         out.arrived_milli.append(arrived)
         out.allocated_milli.append(allocated)
     return out
