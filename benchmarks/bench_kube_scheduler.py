@@ -580,7 +580,7 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
     print(f"  fidelity {case}: {len(replayed)} pods replayed on kube-scheduler's states in {time.monotonic() - t0:.0f} s",
           file=sys.stderr, flush=True)  # fmt: skip
     sequential = {"compared": 0, "agreed": 0}
-    same_state = {"compared": 0, "agreed": 0, "ties_compared": 0, "ties_agreed": 0}
+    same_state = {"compared": 0, "agreed": 0, "ties_compared": 0, "ties_agreed": 0, "preemption_ties": 0}
     differences = []
     for name, upstream in ks.items():
         scores = finals.get(name, {})
@@ -606,6 +606,10 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
             same_state["ties_compared"] += 1
             ok = sorted(replay.get("best") or []) == tied
             same_state["ties_agreed"] += ok
+        if not ok and upstream.victims and preemption_tie(objects, upstream.victims, replay.get("victims") or []):
+            # kube-scheduler's own order cannot decide between these candidates (see preemption_tie)
+            same_state["preemption_ties"] += 1
+            continue
         if unique or upstream.victims or upstream.node is None:
             same_state["compared"] += 1
             same_state["agreed"] += ok
@@ -627,6 +631,31 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
         "unschedulable": {w: sum(1 for o in results[w].values() if o.unschedulable) for w in results},
         "preempted": {w: sum(len(o.victims) for o in results[w].values()) for w in results},
     }  # fmt: skip
+
+
+def preemption_tie(objects: dict[str, list[dict[str, Any]]], theirs: Any, mine: list[str]) -> bool:
+    """Two victim sets kube-scheduler's pickOneNodeForPreemption cannot order: the same highest
+    victim priority, priority sum and count (no budget covers any of them), and no start time
+    on any victim (pods bound here never start: upstream's GetPodStartTime then takes
+    time.Now(), anew for each candidate as it is scored, so the last candidate scored wins), and
+    pickOneNodeForPreemption scores the candidates in the order of a Go map's iteration, which is
+    random. kube-scheduler's log does not show these ties (no score is logged for a preemption)."""
+    pods = {p["metadata"]["name"]: p for p in objects["running"] + objects["pending"]}
+    started = {p["metadata"]["name"] for p in objects["running"]}  # (made Running and Ready by build)
+    budgets = [b["spec"]["selector"].get("matchLabels", {}) for b in objects["pdbs"]]
+
+    def key(victims: Any) -> tuple[int, int, int] | None:
+        found = [pods.get(v) for v in victims]
+        if not found or any(p is None or p["metadata"]["name"] in started for p in found):
+            return None
+        labels = [p["metadata"].get("labels", {}) for p in found if p]
+        if any(all(lab.get(k) == v for k, v in b.items()) for b in budgets for lab in labels):
+            return None
+        priorities = [int(p["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1]) for p in found if p]
+        return max(priorities), sum(priorities), len(priorities)
+
+    a, b = key(theirs), key(mine)
+    return a is not None and a == b
 
 
 def rate(a: int, b: int) -> float | None:
@@ -695,7 +724,8 @@ def fidelity(args: argparse.Namespace) -> dict[str, Any]:
         seq, same = result["sequential"], result["same_state"]
         print(f"fidelity {case}: on the same state (each pod replayed on kube-scheduler's cluster before it): "
               f"{same['agreed']}/{same['compared']} unique best nodes or preemptions agree, "
-              f"{same['ties_agreed']}/{same['ties_compared']} tied sets agree; run twice: "
+              f"{same['ties_agreed']}/{same['ties_compared']} tied sets agree, {same['preemption_ties']} preemptions "
+              f"kube-scheduler's own order leaves to chance (equal victims, no start times) set apart; run twice: "
               f"{seq['agreed']}/{seq['compared']} of the pods with a unique best node agree; "
               f"unschedulable {result['unschedulable']}; preempted {result['preempted']}")  # fmt: skip
         for d in result["differences"]:
