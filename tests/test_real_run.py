@@ -11,6 +11,8 @@ kube-scheduler: what both write about a pod must read back the same.
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -131,3 +133,21 @@ def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:
             k8s.remove_terminating(ns)
         for ns in (ours, theirs):
             assert k8s.wait(lambda ns=ns: k8s.read_pod(ns, "high")["spec"].get("nodeName") == f"n-{ns}", 30)
+
+
+def test_quiet_watches_stay_open(k8s: Kube) -> None:
+    """A real API server sends a watch bookmark about once a minute (the test server: every
+    second), so a quiet watch must outlive a read timeout of seconds: over 15 quiet seconds each
+    of rulesched's watches is opened once and not again (they were cut every 10 s, the watch's
+    (connect, read) timeout read as a total)."""
+    k8s.node("n1")
+    mark = k8s.audit_mark()
+    with Running(k8s) as loop:
+        assert k8s.wait(lambda: loop.ready, 30)
+        time.sleep(15)
+        watches = [
+            e["objectRef"].get("resource")
+            for e in k8s.audit(mark, user="kubernetes-admin", settle=0)
+            if e["verb"] == "watch" and e["userAgent"].startswith("rulesched/") and e["stage"] == "ResponseStarted"
+        ]
+    assert watches and max(Counter(watches).values()) == 1, Counter(watches)
