@@ -383,6 +383,7 @@ def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
 
             start = time.monotonic()
             parallel(create, objects["pending"])
+            created_in = time.monotonic() - start
             end = start + 900
             while time.monotonic() < end and not settled(watch, names, quiet=3.0):
                 time.sleep(0.2)
@@ -402,7 +403,9 @@ def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
         "cpu_ms_per_pod": {k: 1000 * (cpu1[k] - cpu0[k]) / count for k in pids},
-        "build_seconds": round(built, 1),
+        "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
+        "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
+        "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
     }  # fmt: skip
 
 
@@ -411,7 +414,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     for name in args.workload or list(WORKLOADS):
         for r in range(args.repeat):
             order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
-            for which in order:
+            for which in [w for w in order if w in (args.scheduler or order)]:
                 result = speed_run(WORKLOADS[name], which, args.seed)
                 runs.append(result)
                 print(format_run(result), file=sys.stderr, flush=True)
@@ -451,7 +454,8 @@ def format_run(r: dict[str, Any]) -> str:
     cpu = r["cpu_ms_per_pod"]
     return (f"  {r['workload']:<11} {r['scheduler']:<14} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
             f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
-            f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}")  # fmt: skip
+            f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
+            f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s")  # fmt: skip
 
 
 def format_speed(table: list[dict[str, Any]]) -> str:
@@ -740,6 +744,9 @@ def main(argv: list[str] | None = None) -> int:
         "--workload", action="append", choices=sorted(WORKLOADS), help="speed: (repeatable) default all"
     )
     parser.add_argument("--repeat", type=int, default=1, help="speed: alternated runs of each scheduler")
+    parser.add_argument(
+        "--scheduler", action="append", choices=("kube-scheduler", "rulesched"), help="speed: only these"
+    )
     parser.add_argument("--case", action="append", choices=("mixed", "preemption"), help="fidelity: default both")
     parser.add_argument("--nodes", type=int, help="fidelity: nodes (default 300 mixed, 100 preemption)")
     parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")
