@@ -522,9 +522,16 @@ def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], ti
 
 def fidelity_run(
     objects: dict[str, list[dict[str, Any]]], which: str, preemption: bool
-) -> tuple[dict[str, Outcome], Path | None, str]:
+) -> tuple[dict[str, Outcome], dict[str, str], str]:
+    """The pods' outcomes, the running pods' start times (preemption's last criterion reads
+    them), and kube-scheduler's log."""
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
         build(kube, objects, ready_pods=preemption)
+        started = {
+            p["metadata"]["name"]: p["status"]["startTime"]
+            for p in kube.items(f"/api/v1/namespaces/{NS}/pods")
+            if p.get("status", {}).get("startTime")
+        }
         scheduler: Scheduler = (
             Upstream(kube, 100, 10) if which == "kube-scheduler" else Rulesched(kube, 100, Path(work))
         )
@@ -539,7 +546,7 @@ def fidelity_run(
         log = ""
         if isinstance(scheduler, Upstream):
             log = scheduler.log.read_text(errors="replace")
-    return outcomes, None, log
+    return outcomes, started, log
 
 
 def scores_from_log(log: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
@@ -569,10 +576,12 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
     cluster = generate(nodes, running, pods, kind, seed)
     results = {}
     log = ""
+    start_times: dict[str, str] = {}
     for which in ("kube-scheduler", "rulesched"):
         objects = api_objects(json.loads(json.dumps(cluster)))
         t0 = time.monotonic()
-        outcomes, _, text = fidelity_run(objects, which, kind == "preemption")
+        outcomes, started, text = fidelity_run(objects, which, kind == "preemption")
+        start_times = started if which == "kube-scheduler" else start_times
         results[which] = outcomes
         log = text or log
         print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -580,7 +589,7 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
     ks, rs = results["kube-scheduler"], results["rulesched"]
     objects = api_objects(json.loads(json.dumps(cluster)))
     t0 = time.monotonic()
-    replayed = replay_all(objects, ks)
+    replayed = replay_all(objects, ks, start_times)
     print(f"  fidelity {case}: {len(replayed)} pods replayed on kube-scheduler's states in {time.monotonic() - t0:.0f} s",
           file=sys.stderr, flush=True)  # fmt: skip
     sequential = {"compared": 0, "agreed": 0}
@@ -683,7 +692,16 @@ def states(
             placed.append(pod)
 
 
-def replay_all(objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome]) -> dict[str, dict[str, Any]]:
+def with_start_time(pod: dict[str, Any], start_times: dict[str, str]) -> dict[str, Any]:
+    """The pod with the start time it had in kube-scheduler's cluster (the pods made Running
+    there; the others, bound by the scheduler, never started)."""
+    started = start_times.get(pod["metadata"]["name"])
+    return {**pod, "status": {"phase": "Running", "startTime": started}} if started else pod
+
+
+def replay_all(
+    objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome], start_times: dict[str, str]
+) -> dict[str, dict[str, Any]]:
     """rulesched's one cycle (as ``rulesched test`` runs it, every node scored) for every pod, on
     kube-scheduler's cluster as it was just before that pod: the decision compared on the same
     state, so that a tie kube-scheduler broke at random does not make every later pod differ."""
@@ -693,6 +711,7 @@ def replay_all(objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome])
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as d:
         for name, pods in states(objects, ks):
+            pods = [with_start_time(p, start_times) for p in pods]
             case = {
                 "rules": ["default"], "nodes": objects["nodes"], "pods": pods, "pdbs": objects["pdbs"],
                 "priorityClasses": objects["classes"],
