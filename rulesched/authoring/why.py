@@ -232,7 +232,7 @@ def render_table(a: dict[str, Any]) -> str:
                 f" (+{g['nodes'] - len(g['names'])} more)" if g["nodes"] > len(g["names"]) else ""
             )
             unres = f", {g['unresolvable']} unresolvable" if g["unresolvable"] else ""
-            lines.append(f"  {g['rule']}: {g['reason']}: {g['nodes']} node(s){unres}: {names}")
+            lines.append(f"  {g['rule']}: {g['reason']}{_code_text(g)}: {g['nodes']} node(s){unres}: {names}")
     if a["detailed"]:
         lines += ["", "Nearest nodes, every failing filter:"]
         for d in a["detailed"]:
@@ -282,6 +282,21 @@ def render_table(a: dict[str, Any]) -> str:
     if p["victims"]:
         lines.append(f"  victims: {', '.join(p['victims'])}")
     return "\n".join(lines)
+
+
+def _code_text(g: dict[str, Any]) -> str:
+    """`` [InsufficientResource cpu, nearest n3 short 500m]``: a reason group's code and parts."""
+    if not g.get("code"):
+        return ""
+    parts = [g["code"]]
+    if g.get("resource"):
+        parts.append(g["resource"])
+    elif g.get("key"):
+        parts.append(f"{g['key']}={g['value']}" if g.get("value") else g["key"])
+    text = " ".join(parts)
+    if g.get("quantity") and g.get("nearest"):
+        text += f", nearest {g['nearest']} short {g['quantity']}"
+    return f" [{text}]"
 
 
 def _group_lines(g: dict[str, Any]) -> list[str]:

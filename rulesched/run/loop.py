@@ -221,7 +221,9 @@ class _Reporter(Observer):
             preemption = result.preemption
             if preemption is not None and preemption.nominated is not None:
                 self.workers.nominate(pod, preemption.nominated)
-            self.workers.unschedulable(pod, result.message)
+            codes = result.reason_codes()
+            self.metrics.reasons(pod.scheduler_name, codes)
+            self.workers.unschedulable(pod, result.message, codes=codes, nodes=result.num_nodes)
         if log.isEnabledFor(VERBOSE):
             decision(log, result)
 
@@ -304,6 +306,7 @@ class Loop:
             scheduler_name=first.name,
             engine=EngineSettings(walk_chunk=WALK_CHUNK),
             timings=True,
+            diagnose=True,  # reason codes for FailedScheduling events and metrics
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
             cycle_deadline_seconds=settings.cycle_deadline or None,
             min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,

@@ -326,7 +326,7 @@ class Cycle:
     ) -> None:
         """With ``settings.explanation``: explain the walk just done, after its pick and timed
         apart (:mod:`rulesched.scheduler.explanation`)."""
-        if not self.settings.explanation:
+        if not self.settings.explanation and not (self.settings.diagnose and not len(rows)):
             return
         began = time.perf_counter()
         window = (start + np.arange(looked, dtype=np.intp)) % result.num_nodes
@@ -342,7 +342,17 @@ def _explain_maps(result: CycleResult, bound: BoundRules, settings: SchedulerSet
     filtered, scores, unresolvable = result.filtered or {}, result.scores or {}, result.unresolvable or set()
     rules = tuple(s.name for s in bound.scores)
     full = settings.explanation == EXPLAIN_FULL
-    result.explanation = explain_nodes(filtered, unresolvable, scores, result.evaluated, rules, result.node, full)
+    result.explanation = explain_nodes(
+        filtered,
+        unresolvable,
+        scores,
+        result.evaluated,
+        rules,
+        result.node,
+        full,
+        bound.ctx.pod,
+        None if bound.ctx.cluster is None else bound.ctx.cluster.node_view,
+    )
     if not settings.explain:
         result.filtered = result.scores = result.unresolvable = None
     result.explain_seconds += time.perf_counter() - began

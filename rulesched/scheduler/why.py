@@ -46,6 +46,7 @@ from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Sess
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
+from rulesched.scheduler.reasons import Reason, Tally, node_reasons
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 
@@ -67,6 +68,7 @@ class FilterFailure:
     # The values on the node of the domain and cluster aggregates the filter reads
     # (``app_here = 3 in topology.kubernetes.io/zone=a``, ``app_fewest = 1``).
     values: tuple[str, ...] = ()
+    codes: tuple[Reason, ...] = ()  # the reasons as codes, with the shortfall on this node
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class PodExplanation:
     shadow: tuple[ReasonCount, ...] = field(default=())  # audit-mode filters' would-be rejections
     shadow_feasible: int | None = None  # fitting nodes the audit-mode filters also pass (None: none)
     shadow_rules: tuple[str, ...] = ()
+    # every failing (filter, reason) as a code, over every node: counts, the nearest shortfall
+    codes: tuple[Reason, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,7 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
         for failures in verdicts.values():
             first_reasons.update(set(failures[0].reasons))
         groups = _groups(verdicts)
+        codes = _codes(pod, snapshot, verdicts)
         blockers = _blockers(verdicts)
         blamer = Blamer(rules.checked)
         resource_rules = {f.name for f in bound.filters if blamer.about_resources(f.name)}
@@ -198,6 +203,7 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
             shadow=shadow,
             shadow_feasible=shadow_feasible,
             shadow_rules=tuple(sorted(rules.shadow_filters)),
+            codes=codes,
         )
     finally:
         bound.release()
@@ -248,6 +254,18 @@ def _groups(verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[ReasonCount
                     entry[2].append(node)
     ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
     return tuple(ReasonCount(rule, reason, n, u, tuple(names)) for (rule, reason), (n, u, names) in ranked)
+
+
+def _codes(pod: Pod, snapshot: Snapshot, verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[Reason, ...]:
+    """Every failing (filter, reason) as a code, counted over the nodes (every failing filter
+    of each), with the smallest shortfall among them and its node."""
+    tally = Tally()
+    view = snapshot.node_view
+    for name, failures in verdicts.items():
+        node = view(name)
+        for f in failures:
+            tally.add_node(f.rule, f.reasons, pod, node, f.unresolvable)
+    return tally.reasons()
 
 
 def _blockers(verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[Blocker, ...]:
@@ -323,6 +341,7 @@ def _detailed(
                 f.unresolvable,
                 blamer.blame(f.rule, ctx, node),
                 bound.domain_values(f.rule, node),
+                node_reasons(f.rule, f.reasons, pod, node, f.unresolvable),
             )
             for f in verdicts[name]
         )
@@ -378,6 +397,16 @@ def _preemption(
 # --- JSON (the live endpoint's answer, and `rulesched explain --output json`) ---------------------
 
 
+def _code_parts(reason: Reason | None) -> dict[str, Any]:
+    """A reason group's code and parts, beside its message."""
+    if reason is None:
+        return {}
+    shown = reason.json()
+    return {k: shown[k] for k in ("code", "plugin", "resource", "key", "value", "shortfall", "unit", "quantity")} | {
+        "nearest": reason.nearest or None
+    }
+
+
 def _failure_json(f: FilterFailure) -> dict[str, Any]:
     return {
         "rule": f.rule,
@@ -385,10 +414,12 @@ def _failure_json(f: FilterFailure) -> dict[str, Any]:
         "unresolvable": f.unresolvable,
         "blame": [{"expression": b.text, "at": b.location} for b in f.blames],
         "values": list(f.values),
+        "codes": [c.json() for c in f.codes],
     }
 
 
 def explanation_json(e: PodExplanation) -> dict[str, Any]:
+    coded = {(c.rule, c.message): c for c in e.codes}
     return {
         "pod": e.pod,
         "nodes": e.nodes,
@@ -403,9 +434,11 @@ def explanation_json(e: PodExplanation) -> dict[str, Any]:
                 "nodes": g.nodes,
                 "unresolvable": g.unresolvable,
                 "names": list(g.names),
+                **_code_parts(coded.get((g.rule, g.reason))),
             }
             for g in e.groups
         ],
+        "codes": [c.summary_json() for c in e.codes],
         "blockers": [{"rule": b.rule, "nodes": b.nodes, "names": list(b.names)} for b in e.blockers],
         "shortfalls": [{"node": s.node, "needs": dict(s.missing)} for s in e.shortfalls],
         "detailed": [{"node": d.node, "failures": [_failure_json(f) for f in d.failures]} for d in e.detailed],
