@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 RUNTIME = [Requirement(r) for r in PROJECT["dependencies"]]
 TEST = [Requirement(r) for r in PROJECT["optional-dependencies"]["test"]]
+# the other extras (bench: benchmarks' plots) are locked too, their lower bounds not tested
+OTHER = [Requirement(r) for name, rs in PROJECT["optional-dependencies"].items() if name != "test" for r in rs]
 LINT = ("mypy", "ruff", "import-linter", "types-")
 REFRESH = "run scripts/lock and commit constraints.txt and constraints-lowest.txt"
 
@@ -42,7 +44,7 @@ def is_lint(requirement: Requirement) -> bool:
     return requirement.name.lower().startswith(LINT)
 
 
-@pytest.mark.parametrize("requirement", RUNTIME + TEST, ids=str)
+@pytest.mark.parametrize("requirement", RUNTIME + TEST + OTHER, ids=str)
 def test_the_lock_pins_every_dependency_within_its_range(requirement: Requirement) -> None:
     versions = pins("constraints.txt").get(canonicalize_name(requirement.name))
     assert versions, f"constraints.txt has no pin for {requirement.name}: {REFRESH}"

@@ -33,6 +33,7 @@ import platform
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -523,7 +524,7 @@ def event_body(
     body: dict[str, Any] = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{name}.", "namespace": namespace},
+        "metadata": {"name": event_name(name), "namespace": namespace},
         "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "reportingController": by,
         "reportingInstance": by,
@@ -536,6 +537,14 @@ def event_body(
     if related is not None:
         body["related"] = related
     return body
+
+
+def event_name(regarding: str) -> str:
+    """client-go's event name (GenerateEventName): the object's name, a dot, the time in
+    nanoseconds in hex; a UUID when that is too long for a name. (A ``generateName`` ending in
+    a dot, as this once sent, is refused by the real API server: not a DNS subdomain prefix.)"""
+    name = f"{regarding}.{time.time_ns():x}"
+    return name if len(name) <= 253 else str(uuid.uuid4())
 
 
 # (urllib3 2: HTTPConnection.request(preload_content=...) and its own responses)
