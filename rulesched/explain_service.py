@@ -19,16 +19,18 @@ import logging
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
+from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.lang import RuleSet
-from rulesched.model import Pod
+from rulesched.model import Pod, PriorityClass
 from rulesched.model.decode import decode_pod
-from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json
+from rulesched.scheduler.fixes import fixes_json
+from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json, fix_pod
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ class LiveView:
     snapshot: Snapshot
     rules_for: Callable[[Pod], RuleSet | None]
     pending: Callable[[str], Pod | None]
+    # the PriorityClasses known (a fix may raise a pod's priority to one of them)
+    classes: Callable[[], Sequence[PriorityClass]] = lambda: ()
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,12 @@ class ExplainService:
         except LookupError as err:
             return _error(404, str(err.args[0]))
         settings = WhySettings(detailed=details, nodes=tuple(query.get("node", [])))
-        answer = explanation_json(explain_pod(pod, view.snapshot, rules, settings))
+        explained = explain_pod(pod, view.snapshot, rules, settings)
+        answer = explanation_json(explained)
+        if not explained.feasible and query.get("fixes", ["1"])[0] not in ("0", "false"):
+            # (the trials change a store of their own, made from the snapshot)
+            store = ClusterStore.from_snapshot(view.snapshot)
+            answer["fixes"] = fixes_json(fix_pod(pod, explained, store, rules, view.classes()))
         group = self._group(pod) if self._group is not None else None
         if group is not None:
             answer["group"] = group

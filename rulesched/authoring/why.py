@@ -27,8 +27,9 @@ from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
 from rulesched.model.groups import group_key
+from rulesched.scheduler.fixes import fixes_json
 from rulesched.scheduler.framework import SchedulerSettings
-from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json
+from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json, fix_pod
 from rulesched.simulate.documents import read_file
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
@@ -57,6 +58,12 @@ def add_explain_parser(sub: Any) -> None:
     p.add_argument("--output", choices=("table", "json", "html"), default="table")
     p.add_argument("--node", action="append", default=[], metavar="NAME", help="always detail this node (repeatable)")
     p.add_argument("--details", type=int, default=10, metavar="N", help="filtered nodes detailed with blame (10)")
+    p.add_argument(
+        "--no-fixes",
+        dest="fixes",
+        action="store_false",
+        help="skip the search for the smallest changes that would let it schedule (each checked by a trial)",
+    )
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class ExplainSettings:
     output: str = "table"
     nodes: tuple[str, ...] = ()
     details: int = 10
+    fixes: bool = True
 
 
 def explain_command(args: Any) -> int:
@@ -84,6 +92,7 @@ def explain_command(args: Any) -> int:
         output=args.output,
         nodes=tuple(args.node),
         details=args.details,
+        fixes=args.fixes,
     )
     answer = explain(settings)
     if settings.output == "json":
@@ -122,7 +131,12 @@ def explain(settings: ExplainSettings) -> dict[str, Any]:
     store = objects.store(running=running)
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     why = WhySettings(detailed=settings.details, nodes=settings.nodes)
-    answer = explanation_json(explain_pod(pod, store.snapshot(), rules, why))
+    explained = explain_pod(pod, store.snapshot(), rules, why)
+    answer = explanation_json(explained)
+    if settings.fixes and not explained.feasible:
+        classes = tuple(objects.priority_classes.values())
+        found = fix_pod(pod, explained, store, rules, classes, other_pending=objects.pending_pods)
+        answer["fixes"] = fixes_json(found)
     group = _group_attempt(pod, objects, running, rules)
     if group is not None:
         answer["group"] = group
@@ -191,6 +205,8 @@ def ask_server(settings: ExplainSettings) -> dict[str, Any]:
         hint = "" if "://" in base else f" (did you mean http://{base}?)"
         raise ConfigError(f"--server {settings.server}: expected a URL with http:// or https://{hint}")
     query: dict[str, str] = {"details": str(settings.details)}
+    if not settings.fixes:
+        query["fixes"] = "0"
     for node in settings.nodes:
         query.setdefault("node", node)
     data: bytes | None = None
@@ -281,7 +297,42 @@ def render_table(a: dict[str, Any]) -> str:
         lines += ["", *_group_lines(group)]
     if p["victims"]:
         lines.append(f"  victims: {', '.join(p['victims'])}")
+    if a.get("fixes") is not None:
+        lines += ["", *fix_lines(a["fixes"])]
     return "\n".join(lines)
+
+
+def fix_lines(f: dict[str, Any]) -> list[str]:
+    """The fixes found, smallest first, each with its changes, commands and what its trial found."""
+    checked = f["checked"]
+    head = (
+        f"What would make it fit (each checked by scheduling the changed cluster with rules {checked['rules']}, "
+        f"{checked['nodes']} nodes, {checked['running_pods']} running pods; {f['trials']} trials, "
+        f"{f['candidates']} candidates, {f['seconds']}s):"
+    )
+    lines = [head]
+    if not f["fixes"]:
+        lines.append("  none found" + (f" (left out: {', '.join(f['unfixable'])})" if f["unfixable"] else ""))
+    for i, fix in enumerate(f["fixes"], 1):
+        placed = ", ".join(f"{pod} on {node}" for pod, node in fix["checked"]["placed"].items())
+        alike = f" (or the same on {fix['alike'] - 1} other node(s))" if fix.get("alike", 1) > 1 else ""
+        lines.append(f"  {i}. [{fix['where']}, size {fix['size']:g}] {fix['summary']}{alike}")
+        for command in fix["commands"]:
+            lines.append(f"       $ {command}")
+        evicted = fix["checked"]["evicted"]
+        lines.append(f"       checked: {placed}" + (f"; its preemption evicts {', '.join(evicted)}" if evicted else ""))
+        moves = fix.get("moves")
+        if moves is not None:
+            moved = ", ".join(
+                f"{m['pod']} {m['old'] or 'pending'} -> {m['new'] or 'pending'}" for m in moves["pods"][:5]
+            )
+            lines.append(
+                f"       diff: {len(moves['pods'])} of {moves['asked']} other pending pods move"
+                + (f": {moved}" if moved else "")
+            )
+    if f["refuted"]:
+        lines.append(f"  refuted by their trial: {len(f['refuted'])} candidate(s), e.g. {f['refuted'][0]['summary']}")
+    return lines
 
 
 def _code_text(g: dict[str, Any]) -> str:

@@ -61,7 +61,7 @@ from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
 from rulesched.mirror import EVERYTHING, Mirror
-from rulesched.model import Pod
+from rulesched.model import Pod, PriorityClass
 from rulesched.model.groups import POD_GROUP_API, group_key
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
@@ -626,7 +626,13 @@ class Loop:
             handle = served.get(pod.scheduler_name) or (next(iter(served.values())) if len(served) == 1 else None)
             return handle.rules if handle is not None and handle.loaded else None
 
-        return LiveView(snapshot, rules_for, self.scheduler.queue.find)
+        def classes() -> tuple[PriorityClass, ...]:
+            try:  # (the informer thread may add one meanwhile: then none are offered this time)
+                return tuple(self.store.priority_classes.values())
+            except RuntimeError:
+                return ()
+
+        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes)
 
     def _audit_snapshot(self) -> Snapshot | None:
         """(On the audit thread.) A snapshot, once the caches are synced."""

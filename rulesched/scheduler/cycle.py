@@ -71,7 +71,9 @@ class Cycle:
     tie-break; the node tables of recent classes are its :attr:`framework`'s (which drops them
     when told the rules changed: :meth:`rulesched.scheduler.runtime.Framework.follow`)."""
 
-    def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
+    def __init__(
+        self, settings: SchedulerSettings, cancel: Cancellation | None = None, framework: Framework | None = None
+    ) -> None:
         self.settings = settings
         self.engine = settings.engine  # the batch engine's budgets (tables, walk steps, columns)
         self.cancel = cancel if cancel is not None else Cancellation()
@@ -80,7 +82,7 @@ class Cycle:
         # the same seed: a preemption does not move the tie-breaks of the cycles after it.
         self.preemption_rng = random.Random(f"preemption:{settings.seed}")
         self.next_start = 0
-        self.framework = Framework(settings.engine)
+        self.framework = framework if framework is not None else Framework(settings.engine)
         self._scoring = True  # the rule set has score rules: else the first feasible node is taken
         # The last cycle's failing rows by first failing filter, when its table walk found no
         # node: (binding, the snapshot's history, pod position, node generation, rows)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,14 +41,17 @@ import numpy as np
 from rulesched import engine
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
+from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
 from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
-from rulesched.model import Pod
+from rulesched.model import Pod, PriorityClass
+from rulesched.scheduler.fixes import BUDGET, FixBudget, FixSearch, NodeFailure, candidates, search
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.reasons import Reason, Tally, node_reasons
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
+from rulesched.scheduler.trial import Trials
 
 BEST = 10  # scored nodes reported, best first
 DETAILED = 10  # filtered nodes reported with every failure and its blame
@@ -140,6 +143,10 @@ class PodExplanation:
     shadow_rules: tuple[str, ...] = ()
     # every failing (filter, reason) as a code, over every node: counts, the nearest shortfall
     codes: tuple[Reason, ...] = ()
+    # every filtered node's failures (what the fix search reads; not in the JSON), and the
+    # filters that compare the node's resources
+    failures: Mapping[str, tuple[FilterFailure, ...]] = field(default_factory=dict, repr=False)
+    resource_rules: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -204,9 +211,35 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
             shadow_feasible=shadow_feasible,
             shadow_rules=tuple(sorted(rules.shadow_filters)),
             codes=codes,
+            failures=verdicts,
+            resource_rules=frozenset(resource_rules),
         )
     finally:
         bound.release()
+
+
+def fix_pod(
+    pod: Pod,
+    explanation: PodExplanation,
+    store: ClusterStore,
+    rules: RuleSet,
+    classes: Sequence[PriorityClass] = (),
+    budget: FixBudget = BUDGET,
+    other_pending: Sequence[Pod] = (),
+) -> FixSearch:
+    """The smallest changes that would let ``pod`` schedule (:mod:`rulesched.scheduler.fixes`),
+    each checked by a trial on ``store`` (the cluster ``explanation`` was made against; changed
+    and put back). ``other_pending``: the pending pods a rule fix's diff asks about."""
+    failures = {
+        node: [NodeFailure(f.rule, f.reasons, f.unresolvable) for f in fails]
+        for node, fails in explanation.failures.items()
+    }
+    found, why = candidates([pod], store.node_view, failures, set(explanation.resource_rules), classes, budget)
+    others = [p for p in other_pending if p.key != pod.key]
+    result = search([pod], Trials(store, rules), found, budget, other_pending=others)
+    if not result.fixes:
+        result.unfixable = why
+    return result
 
 
 def _shadow(
