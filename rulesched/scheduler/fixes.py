@@ -147,7 +147,7 @@ def size(changes: Sequence[Change], pods: Sequence[Pod]) -> float:
     return round(total, 3)
 
 
-def _families(
+def families_of(
     pod: Pod, node: NodeInfo, failures: Sequence[NodeFailure], resource_rules: set[str]
 ) -> dict[str, list[Any]] | None:
     """What must change on ``node`` for ``pod``, as families: room (resources), taint (each
@@ -238,7 +238,7 @@ def _port_holders(pod: Pod, node: NodeInfo) -> list[Pod]:
     return [p for p in node.pods if any((h.host_port, h.protocol) in wanted for h in p.host_ports)]
 
 
-def _node_options(
+def node_options(
     pod: Pod, pods: Sequence[Pod], node: NodeInfo, families: Mapping[str, list[Any]], classes: Sequence[PriorityClass]
 ) -> list[Candidate]:
     """The candidates ``node`` proposes. Each family has its ways (a cluster-side change, a
@@ -322,7 +322,7 @@ def _node_options(
     if len(pods) == 1 and set(families) <= gone | {"taint", "affinity"} and gone & set(families):
         fits = all(w <= node.allocatable.get(r, 0) for r, w in pod.requests.items() if w > 0)
         rest = [found for kind, found in zip(kinds, ways, strict=True) if kind not in gone]
-        if fits and _per_node(pod, node) and all(rest):
+        if fits and per_node(pod, node) and all(rest):
             picked = [min(found, key=lambda w: size(w[1], pods)) for found in rest]
             added = Change("add-nodes", "Node", node.name, count=1)
             where = CLUSTER if all(w[0] == CLUSTER for w in picked) else MIXED
@@ -362,7 +362,7 @@ def _partly(pod: Pod, node: NodeInfo, victims: Sequence[Pod], everyone: str) -> 
     return out
 
 
-def _per_node(pod: Pod, node: NodeInfo) -> int:
+def per_node(pod: Pod, node: NodeInfo) -> int:
     """How many pods like ``pod`` an empty node like ``node`` holds."""
     counts = [node.allocatable.get(r, 0) // want for r, want in pod.requests.items() if want > 0]
     counts.append(node.allocatable.get("pods", 0) // 1000)
@@ -386,12 +386,12 @@ def candidates(
         info = nodes(name)
         if info is None:
             continue
-        families = _families(pod, info, fails, resource_rules)
+        families = families_of(pod, info, fails, resource_rules)
         if families is None:
             for f in fails:
                 hard[f.rule] = hard.get(f.rule, 0) + 1
             continue
-        ranked.append((_nearness(pod, info, families), name, list(fails), frozenset(families)))
+        ranked.append((nearness(pod, info, families), name, list(fails), frozenset(families)))
     ranked.sort(key=lambda r: (r[0], r[1]))
     # the nearest nodes of each kind (what must change there: room, a taint, ...), so that
     # every kind of fix is proposed, not only the nearest kind's
@@ -407,9 +407,9 @@ def candidates(
     for _, name, fails, _ in chosen:
         info = nodes(name)
         assert info is not None
-        families = _families(pod, info, fails, resource_rules)
+        families = families_of(pod, info, fails, resource_rules)
         assert families is not None
-        for c in _node_options(pod, pods, info, families, classes):
+        for c in node_options(pod, pods, info, families, classes):
             scored = Candidate(c.where, c.changes, size(c.changes, pods), c.node)
             seen = found.get(scored.key)
             if seen is None or scored.size < seen.size:
@@ -446,7 +446,7 @@ def shape(candidate: Candidate) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-def _nearness(pod: Pod, node: NodeInfo, families: Mapping[str, Any]) -> float:
+def nearness(pod: Pod, node: NodeInfo, families: Mapping[str, Any]) -> float:
     """How near ``node`` is to fitting: families to change, and the share of its allocatable the
     pod lacks there."""
     share = 0.0
@@ -469,9 +469,11 @@ def search(
     groups: Sequence[PodGroup] = (),
     other_pending: Sequence[Pod] = (),
     placed: Callable[[TrialOutcome], bool] | None = None,
+    baseline: TrialOutcome | None = None,
 ) -> FixSearch:
     """Check ``found`` (smallest first) by trials until ``budget`` says stop. ``placed`` says
-    whether a trial's outcome places what was asked (default: every pod bound)."""
+    whether a trial's outcome places what was asked (default: every pod bound); ``baseline``:
+    the unchanged cluster's trial, when the caller ran it already."""
     started = time.perf_counter()
     store = trials.store
     done = placed if placed is not None else (lambda outcome: outcome.all_placed(p.key for p in pods))
@@ -483,7 +485,8 @@ def search(
         "running_pods": sum(len(n.pods) for n in store.nodes),
         "pods": [p.key for p in pods],
     }
-    baseline = trials.run(pods, groups)
+    if baseline is None:
+        baseline = trials.run(pods, groups)
     out.trials += 1
     if done(baseline):
         evicted = tuple(p.key for p in baseline.evicted)

@@ -69,6 +69,7 @@ class TrialOutcome:
     last: dict[str, CycleResult] = field(default_factory=dict)
     evicted: list[Pod] = field(default_factory=list)
     groups: dict[str, GroupOutcome] = field(default_factory=dict)
+    placed_groups: set[str] = field(default_factory=set)  # groups an attempt placed
     cycles: int = 0
 
     def all_placed(self, keys: Iterable[str]) -> bool:
@@ -88,6 +89,8 @@ class _Watch(Observer):
 
     def group_attempted(self, outcome: GroupOutcome, seconds: float) -> None:
         self.outcome.groups[outcome.group.key] = outcome
+        if not outcome.message and not outcome.waiting:
+            self.outcome.placed_groups.add(outcome.group.key)
 
 
 class _Binder:
@@ -110,7 +113,10 @@ class Trials:
     def __init__(self, store: ClusterStore, rules: RuleSet, settings: SchedulerSettings | None = None) -> None:
         self.store = store
         self.rules = rules
-        self.settings = settings if settings is not None else SchedulerSettings(percentage_of_nodes_to_score=100)
+        # (diagnose: a cycle finding no node keeps its reasons as codes, for what members lack)
+        self.settings = (
+            settings if settings is not None else SchedulerSettings(percentage_of_nodes_to_score=100, diagnose=True)
+        )
         self._frameworks: dict[int, tuple[RuleSet, Framework]] = {}  # id -> the set (kept) and its framework
         self.count = 0  # trials run
 

@@ -241,3 +241,70 @@ def _schedules(trials: Trials, pod: Any, changes: Iterable[Change]) -> int | Non
         return len(outcome.evicted) if pod.key in outcome.placed else None
     finally:
         undo()
+
+
+# --- groups ------------------------------------------------------------------------------------------
+
+
+def generate_group(seed: int, nodes: int = 4) -> tuple[list[dict[str, Any]], str, int]:
+    """A small cluster of two racks and a workload API gang of 2-5 members (minCount 2-5, one
+    rack for all of it now and then) that may not fit: (items, the group's ``podgroup/NS/NAME``,
+    its minimum)."""
+    rng = random.Random(seed)
+    items: list[dict[str, Any]] = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100}
+    ]
+    names = [f"n{i}" for i in range(nodes)]
+    for i, name in enumerate(names):
+        node = _node(name, rng)
+        node["metadata"]["labels"]["rack"] = f"r{i % 2}"
+        items.append(node)
+    for i in range(rng.randint(1, 4)):
+        items.append(_pod(f"run-{i}", rng.choice(["500m", "1", "2"]), rng.choice(names), rng.choice([0, 10])))
+    members = rng.randint(2, 5)
+    minimum = rng.randint(2, members)
+    spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": minimum}}}
+    if rng.random() < 0.4:
+        spec["schedulingConstraints"] = {"topology": [{"key": "rack"}]}
+    items.append(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "gang", "namespace": "default"},
+            "spec": spec,
+        }
+    )
+    cpu = rng.choice(["1", "1500m", "2"])
+    extra: dict[str, Any] = {}
+    if rng.random() < 0.2:
+        key, value = rng.choice(TAINTS)
+        extra["tolerations"] = [{"key": key, "operator": "Equal", "value": value, "effect": "NoSchedule"}]
+    for i in range(members):
+        items.append(_pod(f"m{i}", cpu, schedulingGroup={"podGroupName": "gang"}, **extra))
+    return items, "podgroup/default/gang", minimum
+
+
+@dataclass(frozen=True)
+class GroupChecked:
+    fix: dict[str, Any]
+    placed: int  # members the simulation bound
+    needed: int
+
+
+def explain_group_fixes(path: str, target: str) -> dict[str, Any]:
+    return explain(ExplainSettings(pod=target, cluster=(path,)))
+
+
+def check_group(path: str, answer: dict[str, Any], members: Sequence[str], minimum: int) -> list[GroupChecked]:
+    """Each group fix made on the cluster file's objects and simulated: how many members the
+    simulation bound (the group fits when at least its minimum, the fix lowering it included)."""
+    out = []
+    group = answer["group_explanation"]
+    for fix in (group["fixes"] or {}).get("fixes", []):
+        edits = Edits(tuple(_change(c) for c in fix["changes"]), frozenset(members))
+        objects = load_cluster([path], edit=edits.edit)
+        report = simulate(objects, SimulateSettings(cluster=(path,)), audited=edits.audited)
+        placed = sum(1 for m in members if (h := report.history.get(m)) is not None and h.node is not None)
+        lowered = [c["count"] for c in fix["changes"] if c["op"] == "set-min-count"]
+        out.append(GroupChecked(fix, placed, lowered[0] if lowered else minimum))
+    return out
