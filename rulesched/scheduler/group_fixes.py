@@ -21,6 +21,7 @@ Next stage: :func:`group_json` (explain's ``group_explanation``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,21 +130,31 @@ def explain_group(
     unplaced = [m for m in members if m.key not in out.fit]
     standing = unplaced[0] if unplaced else members[0]
     missing = max(1, needed - len(out.fit)) if gang is not None and gang.gang else max(1, len(unplaced))
-    explained = explain_pod(standing, store.snapshot(), rules)
-    failures = {
-        node: [NodeFailure(f.rule, f.reasons, f.unresolvable) for f in fails]
-        for node, fails in explained.failures.items()
-    }
-    found = group_candidates(
-        standing,
-        missing,
-        store.node_view,
-        failures,
-        set(explained.resource_rules),
-        classes,
-        budget,
-        dict(out.closest.labels) if out.closest is not None else {},
-    )
+    # The member standing for the rest is explained, and its candidates made, with the members
+    # that fit in the trial on their nodes (the room they take is not the rest's)
+    fitted = [dataclasses.replace(m, node_name=out.fit[m.key]) for m in members if m.key in out.fit]
+    for placed in fitted:
+        store.add_pod(placed)
+    try:
+        explained = explain_pod(standing, store.snapshot(), rules)
+        failures = {
+            node: [NodeFailure(f.rule, f.reasons, f.unresolvable) for f in fails]
+            for node, fails in explained.failures.items()
+        }
+        found = group_candidates(
+            standing,
+            missing,
+            store.node_view,
+            failures,
+            set(explained.resource_rules),
+            classes,
+            budget,
+            dict(out.closest.labels) if out.closest is not None else {},
+            {m.key for m in members},
+        )
+    finally:
+        for placed in fitted:
+            store.remove_pod(placed.key)
     if out.closest is not None:  # nodes like one of the closest domain's, there
         grown = _grow_closest(out, standing, store, members)
         if grown is not None:
@@ -266,6 +277,7 @@ def group_candidates(
     classes: Sequence[PriorityClass],
     budget: FixBudget,
     domain: Mapping[str, str],
+    members: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[Candidate]:
     """Candidates for ``missing`` more members like ``pod``: each shape of change (see the
     module docstring) on as many of its nodes as they need, nearest first; nodes in ``domain``
@@ -291,6 +303,8 @@ def group_candidates(
         for c in node_options(pod, [pod], info, families, classes):
             if any(ch.op == "set-priority" for ch in c.changes):
                 continue  # (a group's members share its priority: the group's, not one member's)
+            if any(ch.op == "evict" and ch.name in members for ch in c.changes):
+                continue  # (a member that fit is not evicted for another)
             by_shape.setdefault(shape(c), []).append((c, _holds(pod, info, c)))
     out = []
     cover = _cover(pod, missing, nodes, by_shape)
