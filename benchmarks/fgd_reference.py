@@ -33,7 +33,7 @@ from openb import MILLI, GpuNode, TracePod, Workload
 
 MAX_SPEC_CPU = 128_000  # gpushareutils.MaxSpecCpu: the normaliser of BestFit and DotProd
 MAX_SPEC_GPU = 8_000  # gpushareutils.MaxSpecGpu
-POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
+POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "fgd-bestfit")
 PAPER_NAMES = {
     "random": "Random",
     "dotprod": "DotProd",
@@ -313,6 +313,9 @@ def replay(
         "packing": lambda n, p: (packing_score(n, p), -1),
         "bestfit": lambda n, p: (bestfit_raw(n, p), -1),
         "fgd": lambda n, p: fgd_score(frag, n, p),
+        # not the paper's: FGD first, BestFit's raw score (0-100) among nodes FGD ties, as rules
+        # weighted 101 and 1 would rank them; what rulesched needs, its ties being drawn
+        "fgd-bestfit": lambda n, p: (lambda s, g: (101 * s + bestfit_raw(n, p), g))(*fgd_score(frag, n, p)),
     }[policy]
     arrived = allocated = 0
     for pod in workload.pods:
@@ -367,7 +370,7 @@ def place(node: Node, pod: TracePod, fgd_gpu: int, policy: str, rng: random.Rand
         return
     node.affinity[affinity_tag(pod)] += 1
     if pod.shared:
-        if policy == "fgd":
+        if policy.startswith("fgd"):
             gpu = fgd_gpu
         elif policy == "random":
             gpu = random_gpu(node, pod, rng)
