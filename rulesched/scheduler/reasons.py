@@ -193,7 +193,7 @@ CODES: tuple[CodeInfo, ...] = (
         "DynamicResources",
         "",
         "as the plugin reports it",
-        "cannot allocate all claims; resourceclaim not found; ...",
+        "cannot allocate all claims; resourceclaim not available on the node; ...",
     ),
     CodeInfo(
         C.RULE_REJECTED, "", "rule (a policy's own)", "as the rule's unresolvable clause says", "the rule's else text"
@@ -351,8 +351,8 @@ def classify(rule: str, message: str) -> Reason:
             code, key, value = C.TAINT_NOT_TOLERATED, found[1], found[2]
         elif _NOT_FOUND.search(message) is not None:
             code = C.VOLUME_NOT_FOUND
-        elif message.startswith(_DEVICE_PREFIXES) and rule in ("DynamicResources", ""):
-            code = C.DEVICE_CLAIM_UNSATISFIED
+        elif rule == "DynamicResources" or (not rule and message.startswith(_DEVICE_PREFIXES)):
+            code = C.DEVICE_CLAIM_UNSATISFIED  # (rulesched.semantics.dra_pod's reasons, upstream's)
         else:
             code = C.RULE_REJECTED
     if code is C.TOO_MANY_PODS:
