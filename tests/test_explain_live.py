@@ -104,6 +104,20 @@ def test_a_pod_not_yet_submitted(running: tuple[Loop, str], tmp_path: Path, caps
     path.write_text(json.dumps({"kind": "Pod", **pod("new", cpu="1")}))
     assert main(["explain", "-f", str(path), "--server", base, "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pod"] == "default/new"
+    # a Job before submission: its three pods as the Job controller would create them, as a group
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {"parallelism": 3, "template": {"spec": pod("t", cpu="1")["spec"]}},
+    }
+    jobfile = tmp_path / "job.json"
+    jobfile.write_text(json.dumps(job))
+    main(["explain", "-f", str(jobfile), "--server", base, "--output", "json"])
+    group = json.loads(capsys.readouterr().out)["group_explanation"]
+    assert group["created"] == ["Job default/train: 3 pod(s)"] and len(group["members"]) == 3
+    assert group["fit"] == 2 and not group["placed"]  # n1 holds one beside `fits`, n2 one
+    assert group["fixes"]["fixes"] and group["fixes"]["checked"]["nodes"] == 2
 
 
 def test_errors_and_the_rate_limit(running: tuple[Loop, str]) -> None:
