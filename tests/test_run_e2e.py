@@ -5,6 +5,7 @@ the loop stops cleanly."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -102,6 +103,27 @@ def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition(server: 
     thread.join(timeout=10)
     assert events and events[0]["regarding"]["name"] == "huge" and events[0]["type"] == "Warning"
     assert events[0]["note"].startswith("0/1 nodes are available: 1 Insufficient cpu.")
+    # the reasons as codes, on the event's annotation and in the metrics (docs/explain-and-audit.md)
+    coded = json.loads(events[0]["metadata"]["annotations"]["rulesched.io/reasons"])
+    assert coded["nodes"] == 1
+    (reason,) = coded["reasons"]
+    assert (reason["code"], reason["rule"], reason["plugin"], reason["resource"]) == (
+        "InsufficientResource",
+        "NodeResourcesFit",
+        "NodeResourcesFit",
+        "cpu",
+    )
+    assert (reason["shortfall"], reason["unit"], reason["quantity"], reason["nearest"]) == (
+        7.5,
+        "cores",
+        "7500m",
+        "small",
+    )  # fits took 500m
+    assert reason["unresolvable"] is True  # 8 cpu is more than the node has in all
+    counted = loop.metrics.unschedulable_reasons.labels(
+        code="InsufficientResource", rule="NodeResourcesFit", profile="rulesched"
+    )
+    assert counted._value.get() >= 1
     (condition,) = server.store.objects["pods"]["default/huge"]["status"]["conditions"]
     assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
     assert server.store.objects["pods"]["default/fits"]["spec"]["nodeName"] == "small"
