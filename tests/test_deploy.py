@@ -62,6 +62,14 @@ USED = {
     ("scheduling.k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.k8s.io", "compositepodgroups"): {"list", "watch"},
     ("scheduling.k8s.io", "podgroups/status"): {"patch"},
+    # Dynamic Resource Allocation (rulesched/mirror.py's DRA, rulesched/kube/claims.py)
+    ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
+    ("resource.k8s.io", "resourceslices"): {"list", "watch"},
+    ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},
+    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "update"},
+    ("resource.k8s.io", "resourceclaims/status"): {"update"},
+    # (synthetic: 1.37's API server checks it on a status update changing allocation or reservedFor)
+    ("resource.k8s.io", "resourceclaims/binding"): {"update"},
 }
 
 
