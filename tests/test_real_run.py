@@ -11,6 +11,7 @@ kube-scheduler: what both write about a pod must read back the same.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -76,6 +77,18 @@ def test_binding_and_failures_read_back_as_kube_schedulers(k8s: Kube, tmp_path: 
     mine_note = event(k8s, ours, "FailedScheduling", "too-big")["note"]  # type: ignore[index]
     upstream_note = event(k8s, theirs, "FailedScheduling", "too-big")["note"]  # type: ignore[index]
     assert mine_note == upstream_note, (mine_note, upstream_note)
+    # rulesched's event carries the reasons as codes in an annotation the API server keeps
+    coded = json.loads(
+        event(k8s, ours, "FailedScheduling", "too-big")["metadata"]["annotations"]["rulesched.io/reasons"]
+    )  # type: ignore[index]
+    (reason,) = coded["reasons"]
+    assert (reason["code"], reason["resource"], reason["unit"], reason["nearest"]) == (
+        "InsufficientResource",
+        "cpu",
+        "cores",
+        "n1",
+    )
+    assert reason["shortfall"] in (1, 2, 3)  # 3 cpu less what n1 had free then (both "fits" pods land there)
 
 
 def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:

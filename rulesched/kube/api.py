@@ -500,11 +500,15 @@ class KubeApi:
         note: str,
         by: str,
         related: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid),
-        naming ``related`` too if given (a victim's Preempted event: its preemptor); a connection
-        failure is retried a few times, as client-go's event broadcaster does."""
+        naming ``related`` too if given (a victim's Preempted event: its preemptor), with
+        ``annotations`` on its metadata; a connection failure is retried a few times, as
+        client-go's event broadcaster does."""
         body = event_body(regarding, type_, reason, action, note, by, related)
+        if annotations:
+            body["metadata"]["annotations"] = dict(annotations)
         namespace = body["metadata"]["namespace"]
         for attempt in range(EVENT_ATTEMPTS):
             try:
