@@ -103,11 +103,7 @@ def test_best_fit_as_rules_places_every_pod_as_the_reference_model(
     """BestFit draws among equal nodes (best-fit.rules: its normalised score leaves no room for
     the node order): here the node order is put back, under it, to compare pod for pod."""
     order = tmp_path / "order.rules"
-    order.write_text(
-        "override score best_fit weight 10000\n"
-        "score order_again:\n"
-        "    9999 - min(node_rank, 9999)\n"
-    )
+    order.write_text("override score best_fit weight 10000\nscore order_again:\n    9999 - min(node_rank, 9999)\n")
     workload = arrivals(trace(), NODES, 43)
     want, want_gpus = reference(workload, "bestfit", monkeypatch)
     rules = f"{bench.BASELINES_DIR / 'best-fit.rules'}+{order}"
