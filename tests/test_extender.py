@@ -24,6 +24,7 @@ from tests.helpers.kube import claim, claiming_pod, local_volume, storage_class,
 from tests.helpers.kube import extender_node as node
 from tests.helpers.kube import extender_pod as pod
 from tests.helpers.profiles import examples
+from tests.helpers.timing import Stopwatch
 
 FILTER_KEYS = {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
 PROTECT = 'preempt Protected when pod.preemption_policy != "Never":\n    victim.labels["protected"] != "true"\n'
@@ -251,15 +252,15 @@ def test_unknown_path_wrong_method_and_big_body(tmp_path: Path) -> None:
 
 def test_a_stalled_request_is_answered_within_the_timeout(plain: ExtenderProcess) -> None:
     """A client that promises a body and stops sending gets 503 at the deadline (2 s here)."""
-    started = time.monotonic()
-    with socket.create_connection((plain.host, plain.port), timeout=10) as sock:
+    clock = Stopwatch()
+    with socket.create_connection((plain.host, plain.port), timeout=60) as sock:
         sock.sendall(
             b'POST /filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"Pod":'
         )
         reply = sock.recv(4096)
     assert reply.startswith(b"HTTP/1.1 503"), reply[:100]
     assert b"no answer within 2s" in reply
-    assert time.monotonic() - started < 5
+    assert clock.stop() < clock.bound(5.0), str(clock)  # (5 s when quiet, the machine's slowdown on top)
     assert plain.alive()
 
 
