@@ -729,9 +729,18 @@ def test_group_that_fits_no_single_domain_is_not_placed() -> None:
     sim = _run(nodes, [member(f"g{i}", "g", "3") for i in range(3)], [pg("g", 3, topology="rack")])
     assert _bound(sim) == {}
     outcome = [o for o in sim.scheduler.gangs.outcomes if not o.waiting][0]
-    assert outcome.message.startswith(
-        "0/2 placements are available, first placement status: pod group is unschedulable"
+    # TestPodGroupSchedulingPlacementAlgorithm's "0/2 placements are available, first placement
+    # status: ..." wrapped in errPodGroupUnschedulable; the first placement stopped by
+    # PlacementFeasible (its status as is), then the post filter's status appended
+    status = (
+        "pod group is unschedulable, 0/2 placements are available, first placement status: "
+        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
     )
+    assert outcome.message == f"{status}, pod group preemption: No preemption victims found for incoming preemptor"
+    told = {k.split("/")[1]: r.status_message for k, r in sim.scheduler.gangs.state("pg:default/g").last.items()}
+    # the two that fit in r0 are told their group's status wrapped again; g2 its own failure
+    assert told["g0"] == told["g1"] == f"pod group is unschedulable, {outcome.message}"
+    assert told["g2"].startswith("0/4 nodes are available")
 
 
 def test_composite_block_of_racks() -> None:
