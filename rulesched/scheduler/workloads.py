@@ -51,6 +51,7 @@ from rulesched.scheduler.gang import GangHost, Gangs, GroupOutcome, GroupState, 
 log = logging.getLogger(__name__)
 
 UNSCHEDULABLE = "pod group is unschedulable"  # errPodGroupUnschedulable
+OUTSIDE_DOMAIN = "node(s) didn't match the pod group's topology domain"  # (rules/default.rules)
 WAITING_FOR_GROUP = 'waiting for pods\'s pod group "{}" to appear in scheduling queue'  # (upstream's wording)
 WAITING_FOR_MEMBERS = "waiting for minCount pods from a gang to appear in scheduling queue"
 WAITING_FOR_TREE = 'waiting for composite pod group "{}" tree to meet quorum'
@@ -172,7 +173,9 @@ class _Attempt:
                 fits.append((option, result, kept, seen))
         assert first is not None
         if not fits:
-            self.results.update(first_seen)  # (upstream reports the first placement's results)
+            for k in keys:  # upstream reports the first placement's results (a member it did not
+                self.results.pop(k, None)  # try there was not tried, whatever later ones found)
+            self.results.update(first_seen)
             message = f"0/{len(tried)} placements are available, first placement status: {first.as_error}"
             return dataclasses.replace(first, reasons=[message], wrapped=True, placed=[])
         if len(fits) == 1:
@@ -213,6 +216,8 @@ class _Attempt:
         for member in members:
             trying = dataclasses.replace(member, gang=size, domain=frozen)
             result = self.host.place_member(trying)
+            if frozen:
+                _within(result)
             result.group = group.key
             self.results[member.key] = result
             remaining -= 1
@@ -560,6 +565,23 @@ def _unplaced(
     _record(host, gangs, outcome, began)
     log.info("pod group not placed: %s", status, extra={"group": root.ref, "pod": pod.key})
     return results[pod.key]
+
+
+def _within(result: CycleResult) -> None:
+    """A member's cycle in a domain as upstream's in a placement: the nodes outside it (those the
+    default rules' PodGroupTopology filter, first of the filters, rejected) are not among the
+    nodes counted (``0/2 nodes are available`` in a rack of two)."""
+    outside = result.reasons.pop(OUTSIDE_DOMAIN, 0)
+    if not outside:
+        return
+    result.num_nodes -= outside
+    result.evaluated = max(result.evaluated - outside, result.feasible)
+    result.rejected_by = result.rejected_by - {"PodGroupTopology"}
+    if result.filtered is not None:
+        for node in [n for n, why in result.filtered.items() if OUTSIDE_DOMAIN in why]:
+            del result.filtered[node]
+            if result.unresolvable is not None:
+                result.unresolvable.discard(node)
 
 
 def _joined(message: str, suffix: str) -> str:
