@@ -535,12 +535,15 @@ def _unplaced(
         elif found.code is Code.SCHEDULED:  # fit alone, given back with its group
             found.fitted, found.node, found.code = found.node, None, Code.UNSCHEDULABLE
         found.group, found.group_detail = root.key, detail
-        leaf_status = statuses[group_key(member) or ""].message
-        found.status_message = _member_message(found if tried else None, leaf_status, suffix, waiting)
+        leaf_key = group_key(member) or ""
+        found.status_message = _member_message(
+            found if tried else None, statuses[leaf_key].message, _appended(statuses, leaf_key, suffix), waiting
+        )
         results[key] = found
     reason = "SchedulerError" if result.error else "Unschedulable"
     conditions = tuple(
-        Condition(leaf, False, reason, _joined(statuses[leaf.key].message, suffix)) for leaf in gangs.leaves(root)
+        Condition(leaf, False, reason, _joined(statuses[leaf.key].message, _appended(statuses, leaf.key, suffix)))
+        for leaf in gangs.leaves(root)
     )
     if preemption is not None and preemption.victims:
         nominated = [(originals[k], node) for k, node in preemption.nominated.items() if k in originals]
@@ -587,6 +590,17 @@ def _within(result: CycleResult) -> None:
 def _joined(message: str, suffix: str) -> str:
     """A status's message with the post filter's appended (Status.AppendReason)."""
     return f"{message}, {suffix}" if message and suffix else message or suffix
+
+
+def _appended(statuses: Mapping[str, _Result], key: str, suffix: str) -> str:
+    """What the post filter's status adds to the group's: applyPodGroupPostFilterResult appends it
+    to each group's status of the tree, and a group given its parent's status shares the parent's
+    object, so it is appended once per group sharing it (kube-scheduler 1.37 writes a child
+    never evaluated with it twice)."""
+    if not suffix:
+        return ""
+    shared = sum(1 for r in statuses.values() if r is statuses[key])
+    return ", ".join([suffix] * shared)
 
 
 def _member_message(found: CycleResult | None, group: str, suffix: str, waiting: bool) -> str:

@@ -697,6 +697,31 @@ def test_composite_short_of_children_places_none() -> None:
     assert outcome.message.startswith("minCount (3) cannot be satisfied: 2 scheduled, 0 remaining")
 
 
+def test_composite_children_statuses_as_kube_scheduler_writes_them() -> None:
+    # completeCompositePodGroupAlgorithmResultMap and applyPodGroupPostFilterResult, as the real
+    # kube-scheduler 1.37 wrote them (tests/test_real_workloads.py): "c" stopped its composite
+    # (minGroupCount 2, 0 fit, 1 left), "d" was never evaluated and shares its parent's status,
+    # to which the post filter's is appended once for the parent and once for "d"
+    groups = [cpg("cd", 2), pg("c", 2, parent="cd"), pg("d", 2, parent="cd")]
+    pending = [member(f"{g}{i}", g, "3") for g in "cd" for i in (0, 1)]
+    sim = _run([_node("n0", "2"), _node("n1", "2")], pending, groups)
+    outcome = [o for o in sim.scheduler.gangs.outcomes if not o.waiting][0]
+    conditions = {c.group.name: c.message for c in outcome.conditions}
+    no_victims = "pod group preemption: No preemption victims found for incoming preemptor"
+    c_status = "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
+    parent = "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
+    assert conditions == {"c": f"{c_status}, {no_victims}", "d": f"{parent}, {no_victims}, {no_victims}"}
+    told = {
+        k.split("/")[1]: r.status_message
+        for g in ("pg:default/c", "pg:default/d")
+        for k, r in sim.scheduler.gangs.state(g).last.items()
+    }
+    # c0 failed on its own; c1 and d's members were never tried: their group's status as it was
+    # before the post filter
+    assert told["c0"] == "0/2 nodes are available: 2 Insufficient cpu."
+    assert told["c1"] == c_status and told["d0"] == told["d1"] == parent
+
+
 def test_composite_waits_for_its_tree_quorum() -> None:
     # gangscheduling.go preEnqueueWithHierarchies: "waiting for composite pod group "job" tree to meet quorum"
     groups = [cpg("job", 2), pg("a", 2, parent="job"), pg("b", 2, parent="job")]
