@@ -547,7 +547,7 @@ def _unplaced(
     )
     if preemption is not None and preemption.victims:
         nominated = [(originals[k], node) for k, node in preemption.nominated.items() if k in originals]
-        host.evict_for_group(preemption.victims, pod, nominated)
+        host.evict_for_group(preemption.victims, pod, nominated, root)
         state.victims = [v.key for v in preemption.victims]
         for member, node in nominated:
             results[member.key].preemption = Preemption(node, preemption.victims if member.key == pod.key else ())
