@@ -390,12 +390,14 @@ class Workers:
             self.api.evict(victim.namespace, victim.name)
             log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
             uid = preemptor.uid if group is None else group.uid
+            # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
+            where = victim.node_name if group is None else "cluster"
             self._event(
                 victim,
                 "Normal",
                 "Preempted",
                 "Preempting",
-                f"Preempted by {kind} {uid} on node {victim.node_name}",
+                f"Preempted by {kind} {uid} on node {where}",
                 related=preemptor,
                 related_ref=None if group is None else _group_reference(group),
             )
