@@ -56,8 +56,23 @@ def _add_logging_arguments(parser: argparse.ArgumentParser, suffix: str) -> None
     group.add_argument("--log-format", choices=FORMATS, dest="log_format" + suffix, help="text (default) or json")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rulesched", description="Kubernetes scheduling policy as rules.")
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser, knowing its subcommands' parsers: an argument no subcommand takes
+    is reported with that subcommand's usage (``simulate --bogus`` shows simulate's, not the
+    list of commands)."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: None = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            command = self.commands.get(getattr(parsed, "command", "") or "", self)
+            command.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="rulesched", description="Kubernetes scheduling policy as rules.")
     parser.add_argument("--version", action="version", version=f"rulesched {__version__}")
     _add_logging_arguments(parser, "")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     add_audit_parser(sub)
     for command in sub.choices.values():
         _add_logging_arguments(command, "_sub")
+    parser.commands = dict(sub.choices)
     return parser
 
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from rulesched.errors import ConfigError
 from rulesched.scheduler.framework import MIN_CANDIDATE_NODES_ABSOLUTE, MIN_CANDIDATE_NODES_PERCENTAGE
+from rulesched.yamlreader import read_yaml_file
 
 
 def seconds(text: str) -> float:
@@ -29,6 +27,18 @@ def seconds(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (say 15s, 500ms, 1m)") from None
+
+
+def host_port(address: str, flag: str) -> tuple[str, int]:
+    """A listening address, ``HOST:PORT`` (``:PORT`` or ``0.0.0.0:PORT``: every interface;
+    ``[::1]:PORT`` for IPv6; port 0: any free one), checked before anything starts: ConfigError
+    naming the flag otherwise."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535 or any(c.isspace() for c in host):
+        raise ConfigError(f"{flag} {address!r}: expected HOST:PORT (say 0.0.0.0:10251, 127.0.0.1:0 or [::1]:8888)")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "0.0.0.0", int(port)
 
 
 def add_rules_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,10 +60,11 @@ LOG_SETTINGS = ("log_level", "log_format")  # every --config file may carry them
 
 
 def _load(path: str) -> dict[Any, Any]:
+    """The file's mapping, read as cluster files are (aliases bounded; one-line errors)."""
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: {err}") from None
+        loaded = read_yaml_file(path) or {}
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
     return loaded

@@ -29,6 +29,12 @@ from prometheus_client.registry import Collector
 _WITH_CREATED = frozenset({"counter", "histogram", "summary"})
 
 
+def readiness_body(ready: bool, detail: str) -> str:
+    """``/readyz``'s text, the same for ``run`` and the extender: ``ok: rules HASH`` or
+    ``not ready: WHY`` (the status, 200 or 503, says it to a probe; the text to a person)."""
+    return f"{'ok' if ready else 'not ready'}: {detail}"
+
+
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
     """component-base's ``ExponentialBuckets``: ``count`` bounds, the first ``start``, each
     ``factor`` times the one before, multiplied step by step as Go does (so each bound is the

@@ -45,7 +45,7 @@ from rulesched.kube.api import (
     KubeApi,
     Resource,
 )
-from rulesched.kube.informer import Delta, Informer
+from rulesched.kube.informer import Delta, Informer, Reachability, shared_reachability
 from rulesched.model import Node, Pod
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
@@ -94,14 +94,19 @@ class Mirror:
         sink: Callable[[Delta], None],
         stop: threading.Event,
         resources: Iterable[Resource] = EVERYTHING,
+        reachability: Reachability | None = None,
     ) -> None:
         self.store = store
+        # One for all the informers on this API (shared_reachability): when no server answers,
+        # they retry together, logged once per step (a one-shot command passes a quiet one and
+        # says it in its own line).
+        self.reachability = reachability or shared_reachability(api)
         # Equal parts of pods decoded earlier (a workload's pods share requests, tolerations,
         # affinity): decoding a pod takes 13 us instead of 19. Used on the applying thread only;
         # emptied when it grows past MEMO_LIMIT entries.
         self._memo: Memo = {}
         self.group_keys: dict[tuple[str, str], tuple[str, ...]] = {}  # (apiVersion kind, object key) -> its group
-        self.informers = [Informer(api, resource, sink, stop) for resource in resources]
+        self.informers = [Informer(api, resource, sink, stop, reachability=self.reachability) for resource in resources]
 
     def start(self) -> None:
         for informer in self.informers:

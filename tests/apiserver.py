@@ -54,6 +54,7 @@ import bisect
 import copy
 import json
 import random
+import re
 import socket
 import struct
 import sys
@@ -94,6 +95,7 @@ RESOURCES = {
     "podgroups.scheduling.k8s.io": ("PodGroup", "/apis/scheduling.k8s.io/v1beta1", True),
     "compositepodgroups": ("CompositePodGroup", "/apis/scheduling.k8s.io/v1alpha3", True),
 }
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # plurals served under more than one API group: (prefix, plural) -> the store's name for them
 SHARED_PLURALS = {("/apis/scheduling.k8s.io/v1beta1", "podgroups"): "podgroups.scheduling.k8s.io"}
 # what discovery of /apis/<group> answers (the group's versions, preferred first)
@@ -530,7 +532,13 @@ class _Handler(BaseHTTPRequestHandler):
         if namespace:
             meta["namespace"] = namespace
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            # As the real server validates it: a DNS subdomain once a trailing dash is masked
+            # (apimachinery's NameIsDNSSubdomain with prefix): "p." is refused, "p-" is not.
+            prefix = meta["generateName"]
+            if not _DNS_SUBDOMAIN.fullmatch(prefix[:-1] + "a" if prefix.endswith("-") else prefix):
+                self._send(422, _status(422, "Invalid", f"metadata.generateName: Invalid value: {prefix!r}"))
+                return
+            meta["name"] = prefix + uuid.uuid4().hex[:5]
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         body.setdefault("kind", RESOURCES[plural][0])

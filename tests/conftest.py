@@ -13,6 +13,9 @@ that no column evaluation fell back node by node because of a bug.
   did. Every test during which that happened fails, naming the rule, the pod and the traceback,
   unless marked ``@pytest.mark.column_fallbacks`` (a test of the fallback itself).
 * ``server``: a fresh test API server (tests/apiserver.py) for the test.
+* ``real_k8s`` (session) and ``k8s`` (per test): a real control plane (testbed/), see
+  :mod:`tests.realk8s`; tests using them are marked ``real_k8s``, skipped without the binaries
+  unless ``RULESCHED_REQUIRE_REAL_K8S=1``.
 * ``--break-columns OP``: make every column evaluation of the binary operator OP raise, to see
   which tests catch a broken column engine (``python -m pytest --break-columns '<' tests/...``).
 """
@@ -31,6 +34,7 @@ from rulesched.engine import Fallback, observe
 from tests.apiserver import TestApiServer
 from tests.helpers.columns import break_columns
 from tests.helpers.profiles import load_profile, storage_directory
+from tests.realk8s import REQUIRE, Kube, control_plane, unavailable_reason
 
 # Before any test touches hypothesis's storage (read when first used; else .hypothesis/ in the working directory).
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(storage_directory()))
@@ -134,3 +138,32 @@ def server() -> Iterator[TestApiServer]:
     s = TestApiServer()
     yield s
     s.stop()
+
+
+REAL_K8S_FIXTURES = {"real_k8s", "k8s"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test on the real control plane carries the ``real_k8s`` marker."""
+    for item in items:
+        if REAL_K8S_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.real_k8s)
+
+
+@pytest.fixture(scope="session")
+def real_k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
+    """The real control plane, started once for the session (tests/realk8s.py)."""
+    reason = unavailable_reason()
+    if reason:
+        if os.environ.get(REQUIRE) == "1":
+            pytest.fail(f"{REQUIRE}=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
+    with control_plane(tmp_path_factory.mktemp("testbed")) as kube:
+        yield kube
+
+
+@pytest.fixture
+def k8s(real_k8s: Kube) -> Iterator[Kube]:
+    """The real control plane, emptied of what the test made after it."""
+    yield real_k8s
+    real_k8s.reset()

@@ -381,12 +381,17 @@ def test_error_messages_name_file_object_and_field() -> None:
     )
     assert _error(pod(priority="5")) == prefix + "spec.priority: expected an integer, got the string '5'"
     assert _error(pod(containers=[container("-1")])) == (
-        prefix + "spec.containers[0].resources.requests.cpu: '-1' is negative; resource amounts cannot be"
+        prefix + "spec.containers[0].resources.requests.cpu: '-1' is negative (resource amounts must be 0 or more)"
     )
     labelled = pod()
     labelled["metadata"]["labels"] = {"enabled": True}
     assert _error(labelled) == (
         prefix + 'metadata.labels.enabled: expected a string, got true (quote it in YAML: "true")'
+    )
+    labelled["metadata"]["labels"] = {"released": date(2024, 5, 1)}  # YAML's `released: 2024-05-01`
+    assert _error(labelled) == (
+        prefix
+        + 'metadata.labels.released: expected a string, got the timestamp 2024-05-01 (quote it in YAML: "2024-05-01")'
     )
     selector = {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Contains"}]}, "topologyKey": "z"}
     assert _error(

@@ -100,7 +100,9 @@ def test_identical_rule_sets_change_nothing_and_exit_0(
     write(folder / "policy.rules", OLD)
     code, out, err = run(capsys, "--old", old, "--new", str(folder), three_pods)
     assert (code, err) == (0, "")
-    assert out == "0 pods moved, 0 newly unschedulable, 0 newly scheduled (of 3 pending)\n"
+    assert out == (
+        "0 pods moved, 0 newly unschedulable, 0 newly scheduled (of 3 pending)\nno rule differs between --old and --new\n"
+    )
     # --old defaults to the bundled default rules, which --new may name as simulate's --rules does
     assert run(capsys, "--new", "default", three_pods)[0] == 0
 
@@ -131,7 +133,8 @@ def test_a_new_filter_makes_a_pod_unschedulable_and_is_named(
     assert code == 1
     lines = out.splitlines()
     assert lines[0] == "0 pods moved, 1 newly unschedulable, 0 newly scheduled (of 2 pending)"
-    assert lines[2:] == [
+    assert lines[1:3] == ["rules that differ (--old → --new):", "  filter small_only: added"]
+    assert lines[4:] == [
         "default/big: newly unschedulable a → none",
         "  0/2 nodes are available: 2 node(s) take only small pods."
         " preemption: not eligible due to preemptionPolicy=Never.",
@@ -141,7 +144,8 @@ def test_a_new_filter_makes_a_pod_unschedulable_and_is_named(
     code, out, _ = run(capsys, "--old", new, "--new", old, path)
     assert code == 1
     assert out.splitlines()[0] == "0 pods moved, 0 newly unschedulable, 1 newly scheduled (of 2 pending)"
-    assert out.splitlines()[2:5] == [
+    assert out.splitlines()[1:3] == ["rules that differ (--old → --new):", "  filter small_only: removed"]
+    assert out.splitlines()[4:7] == [
         "default/big: newly scheduled none → a",
         "  was: 0/2 nodes are available: 2 node(s) take only small pods."
         " preemption: not eligible due to preemptionPolicy=Never.",
@@ -167,6 +171,51 @@ def test_a_knock_on_move_names_no_rule(tmp_path: Path, capsys: pytest.CaptureFix
     ]
     assert p2.splitlines()[0] == "default/p2: moved b → a"
     assert "no rule differs on b or a in the cluster before scheduling" in p2
+
+
+def test_a_tightened_filter_is_listed_and_named_for_the_pod_it_leaves_unschedulable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34, item 5: a filter changed from ``< 3`` to ``< 2`` pods a node only bites once the
+    nodes have filled, so the cluster before scheduling shows no difference: the diff said "no
+    rule differs on n1 ... a knock-on effect" with ``"filters": []`` and never listed the changed
+    rule. It is listed first now, and found as the cluster stood once --new had placed the rest."""
+    path = cluster(tmp_path, node("a", "gold"), node("b", "silver"), *(pod(f"p{i}") for i in range(1, 6)))
+    limit = 'extends "default"\n\nfilter pods_per_node:\n    len(node.pods) < {}\n    else "node runs enough pods"\n'
+    old, new = write(tmp_path / "old.rules", limit.format(3)), write(tmp_path / "new.rules", limit.format(2))
+    code, out, _ = run(capsys, "--old", old, "--new", new, path)
+    assert code == 1
+    head, block = out.split("\n\n")
+    assert head.splitlines() == [
+        "0 pods moved, 1 newly unschedulable, 0 newly scheduled (of 5 pending)",
+        "rules that differ (--old → --new):",
+        "  filter pods_per_node: changed (body)",
+    ]
+    lines = block.splitlines()
+    assert lines[0].startswith("default/p5: newly unschedulable ") and lines[0].endswith(" → none")
+    node_name = lines[0].split()[-3]
+    assert lines[2:] == [
+        "  in the cluster as --new left it:",
+        f"  filter pods_per_node on {node_name}: pass → fail (node runs enough pods)",
+    ]
+    code, document = run_json(capsys, "--old", old, "--new", new, path)
+    (change,) = document["pods"]
+    assert [f["rule"] for f in change["explanation"]["filters"]] == ["pods_per_node"]
+    assert change["explanation"]["state"] == "in the cluster as --new left it"
+    assert document["summary"]["rules"] == [
+        {"kind": "filter", "rule": "pods_per_node", "change": "changed", "aspects": ["body"]}
+    ]
+
+
+def test_a_rule_reading_a_changed_let_is_listed_with_it(
+    tmp_path: Path, three_pods: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = "let limit = {}\nfilter fits: node.free.cpu >= pod.requests.cpu\nfilter few: len(node.pods) < limit\n"
+    old, new = write(tmp_path / "old.rules", text.format(3)), write(tmp_path / "new.rules", text.format(2))
+    code, document = run_json(capsys, "--old", old, "--new", new, three_pods)
+    assert document["summary"]["rules"] == [
+        {"kind": "filter", "rule": "few", "change": "changed", "aspects": ["let limit"]}
+    ]
 
 
 # --- errors -------------------------------------------------------------------------------------
@@ -237,7 +286,12 @@ def test_json_output_has_the_summary_each_change_and_its_explanation(
             }
         ],
         "totals": {"old": -40, "new": 200},
+        "state": "in the cluster before scheduling",
     }
+    assert summary["rules"] == [
+        {"kind": "score", "rule": "silver", "change": "changed", "aspects": ["weight 1 → 5"]},
+        {"kind": "filter", "rule": "small_only", "change": "added", "aspects": []},
+    ]
     assert unschedulable["change"] == "newly unschedulable"
     assert unschedulable["new"]["node"] is None
     assert unschedulable["new"]["message"].startswith("0/2 nodes are available: 2 node(s) take only small pods.")
@@ -262,4 +316,4 @@ def test_explanations_are_capped_and_the_rest_counted(
     assert [p["explanation"] is None for p in document["pods"]] == [False, True, True]
     code, out, _ = run(capsys, "--old", old, "--new", new, "--explain-limit", "1", three_pods)
     assert out.splitlines()[-1] == "rules named for the first 1 changed pod only; 2 left out (--explain-limit)"
-    assert out.count("score silver") == 1
+    assert out.count("  score silver: weight") == 1

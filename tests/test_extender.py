@@ -5,6 +5,7 @@ its status code, and arbitrary JSON that must never break the server."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -164,12 +165,19 @@ BAD = [
         400,
         "UID",
     ),
-    (
+    (  # the offset is found by rulesched: msgspec 0.23 raises a DecodeError naming none
         "/filter",
         b'{"Pod": {"metadata": {"name": "p\xff"}}, "Nodes": {"items": []}}',
         400,
-        "Pod: malformed JSON: not UTF-8",
+        "Pod: malformed JSON: not UTF-8 (byte 24 of its value)",
     ),
+    (
+        "/filter",
+        b'{"Pod": {"metadata": {"name": "p"}}, "Nodes": {"items": [{"metadata": {"name": "n\xff"}}]}}',
+        400,
+        "Nodes.items[0]: malformed JSON: not UTF-8 (byte 24 of its value)",
+    ),
+    ("/preempt", b'{"P\xffod": {}}', 400, "ExtenderPreemptionArgs: malformed JSON: not UTF-8 (byte 3 of the body)"),
     (
         "/filter",
         b'{"Pod": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
@@ -201,6 +209,13 @@ def test_bad_requests_get_400_naming_the_field(
     answer = json.loads(data)
     assert got == status and words in answer["Error"], answer
     assert "\n" not in answer["Error"] and "Traceback" not in answer["Error"]
+
+
+def test_readyz_reads_as_runs(plain: ExtenderProcess) -> None:
+    """``ok: rules HASH``, as ``rulesched run``'s /readyz (issue 34, item 14: the extender said
+    only ``rules HASH``; test_run_e2e checks run's)."""
+    status, body = plain.request("GET", "/readyz")
+    assert status == 200 and re.fullmatch(rb"ok: rules [0-9a-f]{16}", body), body
 
 
 def test_unknown_path_wrong_method_and_big_body(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from rulesched.cli import main
 from rulesched.errors import InputError
+from rulesched.model import utf8
 from rulesched.simulate.load import load_cluster
 from tests.helpers.profiles import examples
 
@@ -161,6 +163,11 @@ NODE_YAML = "kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: '4', 
             "document 1: items[0]: invalid JSON: Exceeds the limit (4300 digits)",
         ),
         ("binary.yaml", "kind: Node\nmetadata: {name: \xff}\n", "not a text file (no UTF-8 text: byte 28 is invalid)"),
+        (  # msgspec 0.23 raises a DecodeError for the item, which once escaped as a traceback
+            "binary-item.json",
+            '{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n\xff"}}]}',
+            "not a text file (no UTF-8 text: byte 67 is invalid)",
+        ),
         (
             "truncated.json",
             '{"kind": "List", "items": [{"kind": "Node", "metad',
@@ -346,7 +353,7 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.di
 @given(VALUES, st.sampled_from([None, True, False]), st.booleans())
 def test_the_fast_builder_agrees_with_the_composer(value: Any, flow: bool | None, listed: bool) -> None:
     from rulesched.simulate.documents import _yaml_pass
-    from rulesched.simulate.yamlreader import Unusual
+    from rulesched.yamlreader import Unusual
 
     doc = {"kind": "List", "items": [{"kind": "ConfigMap", "data": value}]} if listed else {"kind": "X", "v": value}
     data = yaml.safe_dump(doc, default_flow_style=flow, allow_unicode=True).encode()
@@ -394,3 +401,19 @@ def test_merge_keys_at_the_top_level_as_yaml_reads_them(tmp_path: Path) -> None:
     cluster = load_cluster([path])
     assert [n.name for n in cluster.nodes] == ["n1"] and cluster.nodes[0].allocatable["cpu"] == 2000
     assert [p.name for p in cluster.pods] == ["p1"]
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.binary(max_size=40), st.integers(1, 8))
+def test_the_first_invalid_utf8_byte_is_the_decoders_even_across_slices(data: bytes, step: int) -> None:
+    """first_invalid_utf8 reads in slices (1 MiB, here 1 to 8 bytes so that characters are cut
+    at their ends) and names the byte bytes.decode names; None for UTF-8."""
+    text = data + "é€😀".encode() + data[::-1]
+    try:
+        text.decode("utf-8")
+        expected = None
+    except UnicodeDecodeError as err:
+        expected = err.start
+    with mock.patch.object(utf8, "_STEP", step):
+        assert utf8.first_invalid_utf8(text) == expected
+    assert utf8.first_invalid_utf8(text) == expected

@@ -266,6 +266,34 @@ def lint(*args: str | Path) -> subprocess.CompletedProcess[str]:
 HEADER = re.compile(r"^\S+:(\d+:\d+:)? (error|warning): ", re.MULTILINE)
 
 
+def test_lint_counts_the_rules_written_broken_ones_too(tmp_path: Path) -> None:
+    """A rule with a syntax error is still a rule written (issue 34, item 13: three rules, one
+    broken, were counted as two), in a file of good ones and in a file of its own."""
+    one = write(tmp_path, "one.rules", 'extends "default"\nfilter a: true\nscore b: 1 +\nfilter c: true\n')
+    assert lint(one).stdout.splitlines()[-1].startswith("1 file, 3 rules (extends ")
+    good = write(tmp_path, "good.rules", 'extends "default"\nfilter a: true\nlet x = 1\n')
+    broken = write(tmp_path, "broken.rules", "override score b weight 2:\n    1 +\n")
+    also = write(tmp_path, "also.rules", "preempt p: true\ndisable filter q\n")
+    assert lint(good, broken, also).stdout.splitlines()[-1].startswith("3 files, 3 rules (extends ")
+
+
+def test_a_folder_is_one_set_and_a_standalone_file_a_set_of_its_own(tmp_path: Path) -> None:
+    """A user's folder lints as one set: two files defining the same filter conflict. A file
+    marked ``# rulesched: standalone`` (an alternative profile) is linted alone."""
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    write(folder, "a.rules", 'extends "default"\nfilter small: pod.requests.cpu < 4000\n')
+    write(folder, "b.rules", "filter small: pod.requests.cpu < 2000\n")
+    done = lint("--format", "json", folder)
+    assert json.loads(done.stdout)["rule_sets"] == [[str(folder / "a.rules"), str(folder / "b.rules")]]
+    assert done.returncode == 1 and "small" in done.stdout
+    write(folder, "b.rules", '# rulesched: standalone\nextends "default"\nfilter small: pod.requests.cpu < 2000\n')
+    done = lint("--format", "json", folder)
+    result = json.loads(done.stdout)
+    assert result["rule_sets"] == [[str(folder / "a.rules")], [str(folder / "b.rules")]]
+    assert done.returncode == 0 and result["errors"] == 0, done.stdout
+
+
 def test_must_show_three_located_problems(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -289,7 +317,7 @@ def test_must_show_three_located_problems(tmp_path: Path) -> None:
     assert f"{path}:8:20: error: unexpected '>'" in out
     assert "        pod.priority > > 1\n                       ^\n" in out
     assert len(HEADER.findall(out)) == 3
-    assert out.rstrip().endswith("1 file, 2 rules: 3 errors, 0 warnings")
+    assert out.rstrip().endswith("1 file, 3 rules: 3 errors, 0 warnings")
 
 
 def test_random_bytes_are_refused_in_one_line(tmp_path: Path) -> None:

@@ -142,3 +142,32 @@ def test_at_weight_one_the_example_was_outvoted(case: Case) -> None:
     text = re.sub(r"score pod_capacity weight \d+:", "score pod_capacity weight 1:", readme_example())
     outcome = schedule(load_rules_text(composed(text)), case)
     assert (outcome.best, totals(outcome)) == (("node-b",), {"node-a": 556, "node-b": 557})
+
+
+def test_the_run_synopsis_names_every_flag_and_the_defaults_it_shows() -> None:
+    """README's ``rulesched run [...]`` block against the parser and the settings (issue 34,
+    item 14: it lacked --percentage-of-nodes-to-score, and the README named the Lease
+    rulesched/rulesched where the default is kube-system/rulesched)."""
+    import argparse
+
+    from rulesched.cli import _parser
+    from rulesched.run.loop import RunSettings
+
+    readme = (ROOT / "README.md").read_text()
+    synopsis = re.search(r"^rulesched run \[.*?(?=^```)", readme, re.DOTALL | re.MULTILINE)
+    assert synopsis is not None
+    text = synopsis.group(0)
+    run = _parser().commands["run"]
+    for action in run._actions:
+        flags = [o for o in action.option_strings if o.startswith("--") and o not in ("--help",)]
+        if not flags or action.dest.endswith("_sub"):  # (the logging flags: shown as -v, --v=N, --log-format)
+            continue
+        names = [f"[{f}" for f in flags] + [f"[{f.replace('--', '--[no-]', 1)}" for f in flags]
+        if isinstance(action, argparse.BooleanOptionalAction):
+            names.append(f"[--[no-]{flags[0][2:]}")
+        assert any(name in text for name in names), f"{flags[0]} is missing from README's run synopsis"
+    defaults = RunSettings()
+    lease = f"{defaults.leader_elect_resource_namespace}/{defaults.leader_elect_resource_name}"
+    assert f"[--leader-elect-resource-namespace {defaults.leader_elect_resource_namespace}]" in text
+    assert f"[--leader-elect-resource-name {defaults.leader_elect_resource_name}]" in text
+    assert f"`{lease}` unless" in readme

@@ -207,6 +207,30 @@ def test_no_good_set_at_all_stays_up_not_ready_until_a_valid_one_arrives(
         _stop(loop, thread)
 
 
+def test_no_resource_fit_is_said_of_the_first_set_loaded_not_of_the_stand_in(
+    server: TestApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With no valid set at start, the stand-in that refuses every pod (rules=none) is no policy:
+    no ``no-resource-fit`` then (issue 34, item 6), but for the first set that arrives if it
+    checks no fit, once."""
+    server.add("nodes", node("a"))
+    server.add("configmaps", _configmap(BROKEN))
+    with caplog.at_level(logging.WARNING, logger="rulesched.run.loop"):
+        loop = _loop(server, tmp_path)
+        assert not loop.rules.loaded
+        assert [r for r in caplog.records if "no-resource-fit" in r.getMessage()] == []
+        thread = _run(loop)
+        try:
+            _update(server, 'filter only_a:\n    node.name == "a"\n')  # no extends "default"
+            assert _wait(lambda: loop.rules.loaded)
+            _update(server, 'filter only_b:\n    node.name == "b"\n')
+            assert _wait(lambda: loop.rules.digest == digest_of('filter only_b:\n    node.name == "b"\n'))
+        finally:
+            _stop(loop, thread)
+    unfit = [r for r in caplog.records if "no-resource-fit" in r.getMessage()]
+    assert len(unfit) == 1 and getattr(unfit[0], "rules", "") == digest_of('filter only_a:\n    node.name == "a"\n')
+
+
 def test_a_storm_of_updates_still_applies_valid_sets_and_aggregates_refusals(
     server: TestApiServer, tmp_path: Path
 ) -> None:
@@ -365,7 +389,7 @@ def test_the_extender_without_a_good_set_answers_503_until_one_arrives(tmp_path:
     try:
         assert any("policy.rules:3:5" in line for line in process.log), process.log
         status, body = process.request("GET", "/readyz")
-        assert status == 503 and b"no valid rules" in body
+        assert status == 503 and body.startswith(b"not ready: no valid rules"), body
         args = extender_args(pod("p"), nodes=[node("a"), node("b")])
         status, answer = process.post("/filter", args)
         assert status == 503 and "no valid rules" in answer["Error"]

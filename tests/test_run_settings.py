@@ -9,10 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from rulesched.cli import _parser
+from rulesched.cli import _parser, main
+from rulesched.config import host_port
 from rulesched.errors import ConfigError
+from rulesched.extender.cli import settings_from as extender_settings_from
 from rulesched.logs import TextFormatter
 from rulesched.run.cli import settings_from
+from rulesched.simulate.load import ClusterObjects
+from rulesched.simulate.run import SimulateSettings, simulate
 
 
 def test_flags_and_a_config_file_make_the_settings(tmp_path: Path) -> None:
@@ -47,6 +51,37 @@ def test_a_bad_config_is_one_clear_error(tmp_path: Path) -> None:
         settings_from(_parser().parse_args(["run", "--config", str(config)]))
     with pytest.raises(SystemExit):
         _parser().parse_args(["run", "--leader-elect-lease-duration", "soon"])
+
+
+@pytest.mark.parametrize("command", ["run", "extender"])
+def test_a_malformed_config_file_is_one_located_line(tmp_path: Path, command: str) -> None:
+    """As for cluster files, ``FILE:LINE:COL: invalid YAML: ...``, not PyYAML's lines naming
+    "<unicode string>" (issue 34, item 11)."""
+    config = tmp_path / "config.yaml"
+    config.write_text("scheduler-name: x\nbind_workers: [4\n")
+    with pytest.raises(ConfigError) as caught:
+        settings_of(command, config)
+    assert (
+        str(caught.value)
+        == f"{config}:3:1: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence)"
+    )
+
+
+@pytest.mark.parametrize("command", ["run", "extender"])
+def test_a_config_file_gets_the_alias_limits_of_cluster_files(tmp_path: Path, command: str) -> None:
+    """A billion laughs (9^9 strings from a few hundred bytes) is refused at once, as go-yaml and
+    cluster files refuse it, instead of being expanded (issue 34, item 11)."""
+    lines = ['{"b0": &b0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f', "b{i}": &b{i} [' + ",".join([f"*b{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    config = tmp_path / "config.yaml"
+    config.write_text("\n".join(lines) + "}\n")
+    with pytest.raises(ConfigError, match=rf"^{config}:\d+:\d+: invalid YAML: excessive aliasing"):
+        settings_of(command, config)
+
+
+def settings_of(command: str, config: Path) -> object:
+    args = _parser().parse_args([command, "--config", str(config)])
+    return (settings_from if command == "run" else extender_settings_from)(args)
 
 
 def test_leader_timings_that_would_break_fencing_are_refused() -> None:
@@ -95,3 +130,35 @@ def test_the_binding_process_is_on_unless_turned_off(tmp_path: Path) -> None:
     config.write_text("bind_process: maybe\n")
     with pytest.raises(ConfigError, match="bind_process: expected true or false, got 'maybe'"):
         settings_from(_parser().parse_args(["run", "--config", str(config)]))
+
+
+@pytest.mark.parametrize("value", ["-5", "150"])
+def test_a_percentage_of_nodes_to_score_out_of_range_is_refused(value: str) -> None:
+    """As kube-scheduler validates percentageOfNodesToScore, and as the other percentages are
+    checked (issue 34, item 7: run and simulate took -5 and 150; simulate's JSON recorded -5)."""
+    with pytest.raises(ConfigError, match=rf"^percentage_of_nodes_to_score: {value} is not in 0\.\.100$"):
+        settings_from(_parser().parse_args(["run", "--percentage-of-nodes-to-score", value]))
+    with pytest.raises(ConfigError, match=rf"^percentage_of_nodes_to_score: {value} is not in 0\.\.100$"):
+        simulate(ClusterObjects(), SimulateSettings((), percentage_of_nodes_to_score=int(value)))
+
+
+@pytest.mark.parametrize("address", ["nonsense", "10251", ":99999", "host name:80"])
+def test_a_bad_listening_address_is_refused_before_anything_starts(
+    address: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """run logged "starting", then failed with "invalid literal for int()" (issue 34, item 8)."""
+    with caplog.at_level(logging.INFO):
+        assert main(["run", "--metrics-bind-address", address]) == 2
+        assert main(["extender", "--listen", address]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"rulesched: {flag} {address!r}: expected HOST:PORT (say 0.0.0.0:10251, 127.0.0.1:0 or [::1]:8888)"
+        for flag in ("--metrics-bind-address", "--listen")
+    ]
+    assert not [r for r in caplog.records if "starting" in r.getMessage()]
+
+
+def test_listening_addresses_as_written() -> None:
+    assert host_port(":10251", "--x") == ("0.0.0.0", 10251)
+    assert host_port("127.0.0.1:0", "--x") == ("127.0.0.1", 0)
+    assert host_port("[::1]:8888", "--x") == ("::1", 8888)

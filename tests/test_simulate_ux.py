@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from rulesched.simulate.run import PROGRESS_MIN_PODS, wants_progress
+from rulesched.simulate.run import PROGRESS_MIN_PODS, _progress_bar, wants_progress
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER = ROOT / "examples" / "cluster.yaml"
@@ -194,6 +194,14 @@ def test_nothing_skipped_is_zero_in_json_and_absent_from_the_table() -> None:
 # --- 3. --output summary and the progress bar -------------------------------------------------------
 
 
+def test_an_unknown_flag_shows_the_subcommands_usage() -> None:
+    """``simulate --bogus x.yaml`` printed the list of commands (issue 34, item 13)."""
+    done = rulesched("simulate", "--bogus", CLUSTER)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("usage: rulesched simulate "), done.stderr
+    assert done.stderr.splitlines()[-1] == "rulesched simulate: error: unrecognized arguments: --bogus"
+
+
 def test_output_summary_prints_only_the_summary() -> None:
     done = rulesched("simulate", CLUSTER, "--output", "summary")
     assert done.returncode == 0 and done.stderr == ""
@@ -209,6 +217,14 @@ def test_progress_is_wanted_only_on_a_terminal_and_for_long_runs() -> None:
     assert not wants_progress(500, stderr_is_tty=True)
     assert not wants_progress(10_000, stderr_is_tty=False)
     assert not wants_progress(0, stderr_is_tty=False)
+
+
+def test_the_progress_bar_draws_with_the_rich_installed(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bar's columns exist in the rich release installed (the lower bound too: .ci/lower-bounds)."""
+    with _progress_bar(10) as advance:
+        for done in range(1, 11):
+            advance(done)
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def many_pods(tmp_path: Path, pods: int) -> Path:

@@ -19,10 +19,13 @@ Every pending pod whose outcome differs is reported, in input order: moved (A �
 unschedulable (A → none, with the new failure message) or newly scheduled (none → B); running
 pods evicted under one set only are listed too. For the first ``--explain-limit`` changed pods
 (100; the rest are counted), :class:`rulesched.authoring.explain.Explainer` names the rules that
-made the difference, evaluated against the cluster before scheduling.
+made the difference, evaluated against the cluster before scheduling, then, where none differs
+there, against the cluster as each run left it.
 
 Text output starts with a summary line (``3 pods moved, 1 newly unschedulable, 0 newly
-scheduled (of N pending)``), then one block per changed pod; ``--output json`` prints the same
+scheduled (of N pending)``), then the rules that differ between the sets
+(:func:`rulesched.lang.rule_differences`: only they can make a difference), then one block per
+changed pod; ``--output json`` prints the same
 as one document, ``--output html`` as one self-contained page (:mod:`rulesched.authoring.diff_html`);
 the command line is :mod:`rulesched.authoring.diff_cli`.
 Exit status: 0 when nothing changes, 1 when something does, 2 on errors.
@@ -34,12 +37,14 @@ from __future__ import annotations
 import gc
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rulesched.authoring.explain import Explainer, Explanation, explanation_json, explanation_lines
+from rulesched.cluster.snapshot import Snapshot
+from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
-from rulesched.lang import RuleSet, load_rules, resolve_rules_path
+from rulesched.lang import RuleDifference, RuleSet, load_rules, resolve_rules_path, rule_differences
 from rulesched.model import Pod
 from rulesched.model.load import LoadSnapshot
 from rulesched.scheduler.audit import audit
@@ -47,6 +52,7 @@ from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
     MIN_CANDIDATE_NODES_PERCENTAGE,
     SchedulerSettings,
+    check_percentage_of_nodes_to_score,
     check_sampling,
     skip_deleting,
 )
@@ -93,6 +99,8 @@ class Run:
     terminating: int = 0  # pending pods being deleted: never attempted (kube-scheduler skips them)
     # audit-mode filter -> the placements of this run it would have rejected (every one in the set)
     shadow: Mapping[str, int] = field(default_factory=dict)
+    # the cluster as the run left it (the explanations' later state)
+    store: ClusterStore | None = field(default=None, compare=False, repr=False)
 
     def summary(self) -> dict[str, object]:
         scheduled = sum(1 for o in self.outcomes.values() if o.node is not None)
@@ -127,6 +135,8 @@ class Diff:
     seconds: Mapping[str, float]  # load, old, new, explain
     # running pods that pass every filter on their node under --old and fail one under --new
     newly_violating: tuple[str, ...] = ()
+    # the rules that differ between the sets: what can make a difference (listed first)
+    rules: tuple[RuleDifference, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -146,10 +156,7 @@ class Diff:
 def diff(settings: DiffSettings) -> Diff:
     if settings.explain_limit < 0:
         raise ConfigError(f"--explain-limit must be 0 or more, not {settings.explain_limit}")
-    if not 0 <= settings.percentage_of_nodes_to_score <= 100:
-        raise ConfigError(
-            f"--percentage-of-nodes-to-score must be between 0 and 100, not {settings.percentage_of_nodes_to_score}"
-        )
+    check_percentage_of_nodes_to_score(settings.percentage_of_nodes_to_score)
     check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
     started = time.perf_counter()
     old_rules = load_rules([resolve_rules_path(r) for r in settings.old])
@@ -184,10 +191,15 @@ def diff(settings: DiffSettings) -> Diff:
     if changes and settings.explain_limit:
         explainer = Explainer(old_rules, new_rules, before)
         by_key = {p.key: p for p in pending}
-        changes[: settings.explain_limit] = [
-            PodChange(c.pod, c.kind, c.old, c.new, explainer.explain(by_key[c.pod], c.old.node, c.new.node))
-            for c in changes[: settings.explain_limit]
-        ]
+        explained = []
+        for c in changes[: settings.explain_limit]:
+            later = [
+                (f"in the cluster as {label} left it", _left(run, c.pod))
+                for label, run in (("--new", new), ("--old", old))
+            ]
+            why = explainer.explain(by_key[c.pod], c.old.node, c.new.node, later)
+            explained.append(PodChange(c.pod, c.kind, c.old, c.new, why))
+        changes[: settings.explain_limit] = explained
     running = [
         p
         for p in objects.running_pods
@@ -205,7 +217,25 @@ def diff(settings: DiffSettings) -> Diff:
         tuple(k for k in new.evicted if k not in old_evicted),
         {"load": loaded - started, "old": old.seconds, "new": new.seconds, "explain": done - explaining},
         newly,
+        rule_differences(old_rules.checked, new_rules.checked),
     )
+
+
+def _left(run: Run, key: str) -> Callable[[], Snapshot | None]:
+    """The cluster as ``run`` left it, without the pod ``key`` (which would count itself)."""
+
+    def state() -> Snapshot | None:
+        store = run.store
+        if store is None:
+            return None
+        pod = store.remove_pod(key, forget=False) if store.pod_node(key) is not None else None
+        try:
+            return store.snapshot()
+        finally:
+            if pod is not None:
+                store.add_pod(pod)
+
+    return state
 
 
 def _simulate(
@@ -237,7 +267,7 @@ def _simulate(
         outcomes[pod.key] = Outcome(history.node, message)
     evicted = tuple(p.key for p in simulation.evicted)
     terminating = sum(1 for p in pending if p.deleting)
-    return Run(rules, outcomes, evicted, time.perf_counter() - started, terminating, shadow)
+    return Run(rules, outcomes, evicted, time.perf_counter() - started, terminating, shadow, simulation.store)
 
 
 def _changes(pending: Sequence[Pod], old: Run, new: Run) -> list[PodChange]:
@@ -281,8 +311,15 @@ def _shadow_lines(result: Diff) -> list[str]:
     return lines
 
 
+def rule_lines(result: Diff) -> list[str]:
+    """The rules that differ between the sets, one a line after a heading (or that none does)."""
+    if not result.rules:
+        return ["no rule differs between --old and --new"]
+    return ["rules that differ (--old → --new):", *(f"  {r.text}" for r in result.rules)]
+
+
 def render_text(result: Diff) -> str:
-    lines = [summary_line(result), *_shadow_lines(result)]
+    lines = [summary_line(result), *rule_lines(result), *_shadow_lines(result)]
     if result.newly_violating:
         lines.append(
             f"{_plural(len(result.newly_violating), 'running pod', 'running pods')} would violate the new rules "
@@ -339,5 +376,8 @@ def render_json(result: Diff) -> str:
         "seconds": {k: round(v, 6) for k, v in result.seconds.items()},
     }
     summary["newly_violating"] = list(result.newly_violating)
+    summary["rules"] = [
+        {"kind": r.kind, "rule": r.name, "change": r.change, "aspects": list(r.aspects)} for r in result.rules
+    ]
     evicted = {"only_old": list(result.evicted_only_old), "only_new": list(result.evicted_only_new)}
     return json.dumps({"summary": summary, "pods": pods, "evicted": evicted}, indent=2, ensure_ascii=False)

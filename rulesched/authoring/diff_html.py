@@ -66,6 +66,13 @@ def _summary(result: Diff) -> str:
         figures,
         _sets(result.old, result.new),
     ]
+    if result.rules:
+        items = "".join(
+            f"<li><code>{esc(r.kind)} {esc(r.name)}</code>: {esc(r.text.split(': ', 1)[1])}</li>" for r in result.rules
+        )
+        parts.append(f"<h3>Rules that differ</h3><ul class=reasons>{items}</ul>")
+    else:
+        parts.append('<p class="muted">No rule differs between the sets.</p>')
     if result.evicted_only_new or result.evicted_only_old:
         parts.append("<h3>Evictions that differ</h3>")
         parts.append(f"<p>Evicted only under <b>new</b>: {_keys(result.evicted_only_new)}</p>")

@@ -14,10 +14,15 @@ scheduling, and compares the two sets on the nodes involved only: the old node a
   nodes compared (a cycle normalises over the nodes it scored), so the figures show the direction
   and size of each rule's pull, not the cycle's exact totals.
 
-When no rule differs on those nodes, the change is a knock-on effect: other pods placed
-differently before it filled or freed the nodes, or a tie was drawn differently. Nothing is
-computed for pods that did not change, and two nodes per pod are evaluated whatever the size of
-the cluster. Both questions are the framework's verbs
+Only a rule that differs between the sets (:func:`rulesched.lang.rule_differences`) can answer
+differently on the same state, so what is found is always one of those. The state first asked is
+the cluster before scheduling; when no rule differs there (a filter ``count(...) < 2`` that only
+bites once other pods have come), the cluster as each run left it is asked, the pod itself taken
+out (:meth:`Explainer.explain`'s ``later``): a pod made unschedulable by a changed filter once the
+nodes filled is attributed to it. When no rule differs in any of them, the change is a knock-on
+effect: other pods placed differently before it filled or freed the nodes, or a tie was drawn
+differently. Nothing is computed for pods that did not change, and two nodes per pod are
+evaluated in each state whatever the size of the cluster. Both questions are the framework's verbs
 (:class:`rulesched.scheduler.runtime.Framework`: ``filter`` with every failing rule, ``score``
 with per-rule values), one framework per set.
 Next stage: :mod:`rulesched.authoring.diff` prints them (as text or JSON, from the helpers at the end).
@@ -25,7 +30,8 @@ Next stage: :mod:`rulesched.authoring.diff` prints them (as text or JSON, from t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rulesched.cluster.nodeinfo import NodeInfo
@@ -104,6 +110,10 @@ class Explanation:
     # node -> the measured load its rules read there, and its age (--node-metrics; before
     # scheduling, as everything here): only nodes that have some
     load: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # the cluster state the differences were found in: BEFORE, or a run's end (the label of
+    # Explainer.explain's ``later``); the states asked when none were found
+    state: str = ""
+    asked: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -119,21 +129,53 @@ class _Answers:
     total: int  # total of the new node minus the old one (moves only)
 
 
+BEFORE = "in the cluster before scheduling"
+
+
 class Explainer:
-    """Explains changed pods against one cluster state, with a session of each rule set of its
-    own (the simulations' sessions belong to their stores)."""
+    """Explains changed pods against the cluster before scheduling, then, where nothing differs
+    there, against the states ``later`` gives; with sessions of each rule set of its own for each
+    state (the simulations' sessions belong to their stores, and a session's memos are kept by
+    node generation, which two stores may share)."""
 
     def __init__(self, old: RuleSet, new: RuleSet, cluster: Snapshot) -> None:
-        self._old, self._new = Session(old), Session(new)
+        self._rules = (old, new)
+        self._sessions: dict[str, tuple[Session, Session]] = {}
         self._frameworks = (Framework(), Framework())
         self._cluster = cluster
 
-    def explain(self, pod: Pod, before: str | None, after: str | None) -> Explanation:
-        found = (self._cluster.node_view(name) for name in (before, after) if name is not None)
+    def explain(
+        self,
+        pod: Pod,
+        before: str | None,
+        after: str | None,
+        later: Sequence[tuple[str, Callable[[], Snapshot | None]]] = (),
+    ) -> Explanation:
+        """``later``: (label, state) of the runs' ends, asked in turn while nothing differs;
+        ``state()`` may be None (no such state for this pod)."""
+        found = self._explain(pod, before, after, BEFORE, self._cluster)
+        asked = [BEFORE]
+        for label, state in later:
+            if not found.empty:
+                break
+            cluster = state()
+            if cluster is None:
+                continue
+            asked.append(label)
+            there = self._explain(pod, before, after, label, cluster)
+            if not there.empty:
+                found = dataclasses.replace(there, load=found.load)  # (the load shown is the measured one)
+        return found if not found.empty else dataclasses.replace(found, asked=tuple(asked))
+
+    def _explain(self, pod: Pod, before: str | None, after: str | None, label: str, cluster: Snapshot) -> Explanation:
+        sessions = self._sessions.get(label)
+        if sessions is None:
+            sessions = self._sessions[label] = (Session(self._rules[0]), Session(self._rules[1]))
+        found = (cluster.node_view(name) for name in (before, after) if name is not None)
         nodes = [node for node in found if node is not None]
         moved = before is not None and after is not None and len(nodes) == 2
-        old = _answers(self._frameworks[0], self._old, pod, self._cluster, nodes, moved)
-        new = _answers(self._frameworks[1], self._new, pod, self._cluster, nodes, moved)
+        old = _answers(self._frameworks[0], sessions[0], pod, cluster, nodes, moved)
+        new = _answers(self._frameworks[1], sessions[1], pod, cluster, nodes, moved)
         filters = []
         for node in nodes:
             for name in _union(old.filters, new.filters):
@@ -149,7 +191,7 @@ class Explainer:
         scores.sort(key=lambda s: -abs(s.change))  # stable: rule order among equal changes
         totals = (old.total, new.total) if moved else None
         load = {n.name: shown for n in nodes if (shown := shown_load(n)) is not None}
-        return Explanation(tuple(n.name for n in nodes), tuple(filters), tuple(scores), totals, load)
+        return Explanation(tuple(n.name for n in nodes), tuple(filters), tuple(scores), totals, load, label)
 
 
 def _union(old: Mapping[str, object], new: Mapping[str, object]) -> list[str]:
@@ -218,7 +260,8 @@ def _weight_text(side: ScoreSide) -> str:
 
 
 def explanation_lines(why: Explanation) -> list[str]:
-    lines = [f"  filter {f.rule} on {f.node}: {_verdict_text(f.old)} → {_verdict_text(f.new)}" for f in why.filters]
+    lines = [] if why.empty or why.state == BEFORE else [f"  {why.state}:"]
+    lines += [f"  filter {f.rule} on {f.node}: {_verdict_text(f.old)} → {_verdict_text(f.new)}" for f in why.filters]
     if len(why.nodes) == 2:
         a, b = why.nodes
         for s in why.scores:
@@ -234,7 +277,8 @@ def explanation_lines(why: Explanation) -> list[str]:
             cause = "they tie under both sets there, so a tie drawn differently or other pods placed differently"
         else:
             cause = "a knock-on effect of other pods placed or evicted differently, or of a tie drawn differently"
-        lines.append(f"  no rule differs on {nodes} in the cluster before scheduling: {cause}")
+        where = BEFORE + "".join(f", nor {label.removeprefix('in the cluster ')}" for label in why.asked[1:])
+        lines.append(f"  no rule differs on {nodes} {where}: {cause}")
     for node, load in why.load.items():
         shown = ", ".join(f"{key} {load_text(key, value)}" for key, value in load.items())
         lines.append(f"  load on {node} (measured, before scheduling): {shown}")
@@ -263,5 +307,6 @@ def explanation_json(why: Explanation) -> dict[str, object]:
             {"rule": s.rule, "old": _side_json(s.old), "new": _side_json(s.new), "change": s.change} for s in why.scores
         ],
         "totals": None if why.totals is None else {"old": why.totals[0], "new": why.totals[1]},
+        "state": why.state,
         **({"load": {node: dict(load) for node, load in why.load.items()}} if why.load else {}),
     }

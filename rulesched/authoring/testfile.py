@@ -97,7 +97,7 @@ from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import Namespace
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
-from rulesched.simulate.yamlreader import safe_load
+from rulesched.yamlreader import safe_load
 
 RULES_SUFFIX = ".rules"
 WORKLOAD_KEYS = {

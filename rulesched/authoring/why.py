@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rulesched.errors import InputError
+from rulesched.errors import ConfigError, InputError
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
@@ -187,6 +187,9 @@ def ask_server(settings: ExplainSettings) -> dict[str, Any]:
     """The running scheduler's answer (its ops endpoint; see rulesched.run.ops)."""
     assert settings.server is not None
     base = settings.server.rstrip("/")
+    if urllib.parse.urlsplit(base).scheme not in ("http", "https"):  # (127.0.0.1:10251 reads as scheme "127.0.0.1")
+        hint = "" if "://" in base else f" (did you mean http://{base}?)"
+        raise ConfigError(f"--server {settings.server}: expected a URL with http:// or https://{hint}")
     query: dict[str, str] = {"details": str(settings.details)}
     for node in settings.nodes:
         query.setdefault("node", node)

@@ -8,7 +8,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING, Any
 
-from rulesched.config import add_rules_arguments, merge_flags, read_config
+from rulesched.config import add_rules_arguments, host_port, merge_flags, read_config
 
 if TYPE_CHECKING:
     from rulesched.reload import Reloader
@@ -70,7 +70,9 @@ def settings_from(args: argparse.Namespace) -> Any:
     )
     if values.get("rules_configmap") and "rules" not in values:
         values["rules"] = ()  # the ConfigMap alone (its files may `extends "default"`)
-    return ExtenderSettings(**values)
+    settings = ExtenderSettings(**values)
+    host_port(settings.listen, "--listen")  # (checked before anything starts)
+    return settings
 
 
 def extender_command(args: argparse.Namespace) -> int:

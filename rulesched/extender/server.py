@@ -40,6 +40,7 @@ from prometheus_client import Counter, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from rulesched import __version__
+from rulesched.config import host_port
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import PATH as EXPLAIN_PATH
 from rulesched.explain_service import ExplainService, LiveView
@@ -48,7 +49,7 @@ from rulesched.extender.connections import Guarded, guarded_factory
 from rulesched.extender.service import Answer, Extender
 from rulesched.extender.wire import encode
 from rulesched.lang import RuleSet
-from rulesched.metrics import Registry, RestClientMetrics, add_process_collector
+from rulesched.metrics import Registry, RestClientMetrics, add_process_collector, readiness_body
 from rulesched.model import Pod
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.scheduler.cancel import CycleCancelled
@@ -274,17 +275,13 @@ class ExtenderServer:
 
     async def _readyz(self, request: web.Request) -> web.Response:
         ready, why = self.extender.ready  # (the active rules' hash, when ready)
-        return web.Response(status=200 if ready else 503, text=why)
+        return web.Response(status=200 if ready else 503, text=readiness_body(ready, why))
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=generate_latest(self.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def start(self) -> str:
-        host, _, port = self.settings.listen.rpartition(":")
-        try:
-            port_number = int(port)
-        except ValueError:
-            raise ConfigError(f"--listen {self.settings.listen}: expected HOST:PORT") from None
+        host, port_number = host_port(self.settings.listen, "--listen")
         context = tls_context(self.settings)
         self._runner = web.AppRunner(
             self.app, access_log=None, handle_signals=False, keepalive_timeout=self.settings.idle_timeout

@@ -33,6 +33,7 @@ from rulesched.errors import InputError
 from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.decode import decode_node, decode_pod
 from rulesched.model.names import dns1123_label, dns1123_subdomain
+from rulesched.model.utf8 import first_invalid_utf8
 
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 
@@ -67,8 +68,9 @@ _any = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 
 
-# What a hostile body makes the decoder raise: msgspec's own errors, UnicodeDecodeError for
-# bytes that are not UTF-8, RecursionError for nesting past its depth limit (10 000 brackets).
+# What a hostile body makes the decoder raise: msgspec's own errors (from 0.23 a DecodeError for
+# a string that is not UTF-8), UnicodeDecodeError for one up to 0.22, RecursionError for nesting
+# past its depth limit (10 000 brackets).
 _DECODE_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError)
 
 
@@ -78,7 +80,7 @@ def _fields(body: bytes, what: str) -> dict[str, msgspec.Raw]:
     try:
         members = _envelope.decode(body)
     except _DECODE_ERRORS as err:
-        raise _wire_error(what, err) from None
+        raise _wire_error(what, err, body, "the body") from None
     return {key.lower(): value for key, value in members.items()}
 
 
@@ -91,12 +93,16 @@ def _args_fields(body: bytes) -> dict[str, msgspec.Raw]:
     return {"pod": args.Pod, "nodes": args.Nodes, "nodenames": args.NodeNames}
 
 
-def _wire_error(field: str, err: Exception) -> WireError:
-    """msgspec's "Expected `str`, got `int` - at `$[0]`" as "NodeNames[0]: expected str, got int"."""
+def _wire_error(field: str, err: Exception, data: msgspec.Raw | bytes, whose: str) -> WireError:
+    """msgspec's "Expected `str`, got `int` - at `$[0]`" as "NodeNames[0]: expected str, got int".
+    Bytes that are not UTF-8 are named by their offset in ``data`` (``whose``: "the body", or
+    the field's value), found here: no msgspec release gives it (:mod:`rulesched.model.utf8`)."""
     if isinstance(err, RecursionError):
         return WireError(f"{field}: malformed JSON: nested too deeply")
-    if isinstance(err, UnicodeDecodeError):
-        return WireError(f"{field}: malformed JSON: not UTF-8 (byte {err.start})")
+    if not isinstance(err, msgspec.ValidationError):
+        bad = first_invalid_utf8(data)
+        if bad is not None:
+            return WireError(f"{field}: malformed JSON: not UTF-8 (byte {bad} of {whose})")
     text = str(err).replace("`", "")
     text, _, path = text.partition(" - at $")
     if isinstance(err, msgspec.DecodeError) and not isinstance(err, msgspec.ValidationError):
@@ -108,7 +114,7 @@ def _decode(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw | bytes, field:
     try:
         return decoder.decode(raw)
     except _DECODE_ERRORS as err:
-        raise _wire_error(field, err) from None
+        raise _wire_error(field, err, raw, "its value") from None
 
 
 def _object(raw: msgspec.Raw | None, field: str) -> dict[str, Any] | None:

@@ -33,6 +33,7 @@ import platform
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -55,7 +56,9 @@ from rulesched.errors import (
     UnavailableError,
 )
 from rulesched.kube.channel import Channel
+from rulesched.model.fields import describe
 from rulesched.model.names import dns1123_label
+from rulesched.yamlreader import read_yaml_file
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,21 @@ class Listed:
     resource_version: str
 
 
+def _check_kubeconfig(path: str) -> None:
+    """A kubeconfig file read as the client will read it, so that what it cannot use is said in
+    one line naming the file (the client's loader prints PyYAML's multi-line error, or raises
+    TypeError on a file holding one word, or says "No configuration found" for a missing file)."""
+    if not path:
+        return
+    try:
+        loaded = read_yaml_file(path)
+    except ValueError as err:
+        raise ConfigError(f"kubeconfig {err}") from None
+    if not isinstance(loaded, dict):
+        got = "an empty file" if loaded is None else describe(loaded)
+        raise ConfigError(f"kubeconfig {path}: expected a mapping (clusters, contexts, users), got {got}")
+
+
 class KubeApi:
     """Requests to one API server. Safe to share between threads (the pool is)."""
 
@@ -208,14 +226,20 @@ class KubeApi:
         agent = agent or user_agent()
         self.agent = agent
         configuration = k8s_client.Configuration()
+        if kubeconfig:
+            for path in kubeconfig.split(os.pathsep):  # (a KUBECONFIG-style list is merged)
+                _check_kubeconfig(path)
         try:
             if kubeconfig:
                 k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
             else:
                 k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except (k8s_config.ConfigException, OSError, ValueError) as err:
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError, AttributeError, KeyError) as err:
+            # (the loader indexes what it reads without checking its shape: a context that
+            # is a string, a list where a mapping belongs, raise TypeError or AttributeError)
             where = kubeconfig or "the in-cluster service account"
-            raise ConfigError(f"cannot configure the Kubernetes client from {where}: {err}") from None
+            problem = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise ConfigError(f"cannot configure the Kubernetes client from {where}: {problem}") from None
         configuration.retries = False  # retries are ours: with backoff, and never for a binding
         hook = configuration.refresh_api_key_hook
         if hook is not None:  # the loaders re-apply the whole config before every request: once
@@ -496,7 +520,7 @@ def event_body(
     body: dict[str, Any] = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"generateName": f"{name}.", "namespace": namespace},
+        "metadata": {"name": event_name(name), "namespace": namespace},
         "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "reportingController": by,
         "reportingInstance": by,
@@ -509,6 +533,14 @@ def event_body(
     if related is not None:
         body["related"] = related
     return body
+
+
+def event_name(regarding: str) -> str:
+    """client-go's event name (GenerateEventName): the object's name, a dot, the time in
+    nanoseconds in hex; a UUID when that is too long for a name. (A ``generateName`` ending in
+    a dot, as this once sent, is refused by the real API server: not a DNS subdomain prefix.)"""
+    name = f"{regarding}.{time.time_ns():x}"
+    return name if len(name) <= 253 else str(uuid.uuid4())
 
 
 # (urllib3 2: HTTPConnection.request(preload_content=...) and its own responses)

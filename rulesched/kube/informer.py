@@ -15,7 +15,8 @@ applies them between cycles). As client-go's reflector does:
 * failures (a list or a watch request refused or unanswered: connection errors, 5xx) are
   retried with exponential backoff and jitter up to 30 s; the delay starts afresh after a
   successful list or any event received (a bookmark too), so a single failure after hours of
-  health waits the initial delay, not the last one.
+  health waits the initial delay, not the last one. When no server answers at all, the
+  informers on one API client back off together (:class:`Reachability`), logged once per step.
 
 (client-go's reflector also resumes a closed watch at once, but counts a watch that ended
 within a second without events as a failure and relists after a backoff; here it is only
@@ -31,6 +32,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +78,72 @@ class Backoff:
         self._next = self.initial
 
 
+class Reachability:
+    """Whether the API server answers, as the informers sharing this find it. A request that
+    got no answer at all (no connection: :class:`UnavailableError` without an HTTP status) is
+    the server's failure, not one informer's: the informers then retry together on one backoff,
+    and each step is one log line, "API server unreachable, retrying (attempt N, next in S s)",
+    instead of a warning from each informer at each of its own retries. ``quiet`` (a one-shot
+    command, which says it in its own one line) logs nothing; :attr:`attempt` and
+    :attr:`last_error` tell it how things stand."""
+
+    def __init__(self, backoff: Backoff | None = None, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.attempt = 0  # steps of the backoff since the server last answered
+        self.last_error: KubeError | None = None
+        self._backoff = backoff or Backoff()
+        self._retry_at = 0.0  # (monotonic) when the informers of the current step retry
+        self._lock = threading.Lock()
+
+    def failed(self, err: KubeError) -> float:
+        """Seconds to wait before retrying, after a request that reached no server: the first
+        failure after the step's retry time starts the next step (and logs it), the others wait
+        for the same time."""
+        with self._lock:
+            now = time.monotonic()
+            self.last_error = err
+            if now >= self._retry_at:
+                self.attempt += 1
+                delay = self._backoff.next()
+                self._retry_at = now + delay
+                if not self.quiet:
+                    log.warning(
+                        "API server unreachable, retrying (attempt %d, next in %.1f s)",
+                        self.attempt,
+                        delay,
+                        extra={"error": str(err)},
+                    )
+            return self._retry_at - now
+
+    def answered(self) -> None:
+        """The server answered a request (any answer, an error status too)."""
+        if not self.attempt:  # (the common case, on every event: no lock)
+            return
+        with self._lock:
+            if self.attempt and not self.quiet:
+                log.info("API server reachable again", extra={"attempts": self.attempt})
+            self.attempt = 0
+            self._retry_at = 0.0
+            self._backoff.reset()
+
+
+_SHARED: weakref.WeakKeyDictionary[KubeApi, Reachability] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_reachability(api: KubeApi) -> Reachability:
+    """The one :class:`Reachability` of the informers talking to ``api`` (a scheduler's caches and
+    its rules' ConfigMap watch alike), so that an unreachable server is one line a step."""
+    with _SHARED_LOCK:
+        try:
+            found = _SHARED.get(api)
+            if found is None:
+                found = _SHARED[api] = Reachability()
+        except TypeError:  # (no client to share with: a cache fed by hand, in tests and tools)
+            return Reachability()
+        return found
+
+
 class Informer:
     def __init__(
         self,
@@ -86,9 +154,11 @@ class Informer:
         watch_timeout: int = 300,
         backoff: Backoff | None = None,
         scope: Scope | None = None,
+        reachability: Reachability | None = None,
     ) -> None:
         self.api, self.resource, self.sink, self.stop = api, resource, sink, stop
         self.scope = scope
+        self.reachability = reachability or shared_reachability(api)
         self.watch_timeout = watch_timeout
         self.backoff = backoff or Backoff()
         self.synced = threading.Event()
@@ -113,6 +183,7 @@ class Informer:
                 if version is None:
                     version = self._relist()
                     self.backoff.reset()
+                    self.reachability.answered()
                 pause = last_watch + WATCH_FLOOR - time.monotonic()
                 if pause > 0 and self.stop.wait(pause):
                     return
@@ -123,6 +194,7 @@ class Informer:
                         if self.stop.is_set():
                             return
                         self.backoff.reset()  # the server answers: a later failure starts afresh
+                        self.reachability.answered()
                         version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                         if kind != "BOOKMARK":
                             self._deliver(kind, obj)
@@ -140,6 +212,10 @@ class Informer:
                 if self.stop.is_set():
                     return
                 self.errors += 1
+                if isinstance(err, UnavailableError) and not err.status:  # no server answered
+                    self.stop.wait(self.reachability.failed(err))
+                    continue
+                self.reachability.answered()
                 delay = self.backoff.next()
                 log.warning("%s informer: %s; retrying in %.1fs", self.resource.plural, err, delay)
                 self.stop.wait(delay)

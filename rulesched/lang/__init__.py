@@ -42,6 +42,7 @@ from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.evaluation.timer import RuleTimer
 from rulesched.lang.evaluation.timing import timed
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
+from rulesched.lang.frontend.compare import RuleDifference, rule_differences
 from rulesched.lang.frontend.files import (
     bundled_rules_dir,
     check_paths,
@@ -88,5 +89,7 @@ __all__ = [
     "quantity_text",
     "resolve_rules_path",
     "startup_warning",
+    "RuleDifference",
+    "rule_differences",
     "timed",
 ]

@@ -131,9 +131,12 @@ def describe(value: object) -> str:
 
 def not_a_string(value: object) -> str:
     """The problem with a non-string where a string belongs, hinting at YAML's implicit typing
-    (``version: 2`` and ``enabled: yes`` are not strings unless quoted)."""
-    if isinstance(value, bool | int | float):
-        shown = ("true" if value else "false") if isinstance(value, bool) else repr(value)
+    (``version: 2``, ``enabled: yes`` and ``released: 2024-05-01`` are not strings unless quoted)."""
+    if isinstance(value, bool | int | float | date):
+        if isinstance(value, bool):
+            shown = "true" if value else "false"
+        else:
+            shown = value.isoformat() if isinstance(value, date) else repr(value)
         return f'expected a string, got {describe(value)} (quote it in YAML: "{shown}")'
     return f"expected a string, got {describe(value)}"
 
@@ -278,7 +281,7 @@ def quantity(value: object, where: Where, field: str) -> int:
     except QuantityError as err:
         raise where.error(str(err), field) from None
     if milli < 0:
-        raise where.error(f"{shown(str(value))} is negative; resource amounts cannot be", field)
+        raise where.error(f"{shown(str(value))} is negative (resource amounts must be 0 or more)", field)
     return milli
 
 

@@ -40,7 +40,7 @@ from rulesched.errors import (
     UnavailableError,
 )
 from rulesched.kube.api import POLICY_REPORTS, KubeApi
-from rulesched.kube.informer import Delta
+from rulesched.kube.informer import Delta, Reachability
 from rulesched.lang import RuleSet
 from rulesched.mirror import Mirror
 from rulesched.scheduler.audit import AuditReport, PodAudit, audit
@@ -53,12 +53,19 @@ MAX_RESULTS = 1000  # results per PolicyReport (a report is one object: etcd's 1
 SOURCE = "rulesched"
 
 
+UNREACHABLE_ATTEMPTS = 4  # a one-shot command gives up after this many steps of backoff (about 1.5 s)
+
+
 def read_cluster(api: KubeApi, timeout: float = 60.0) -> Snapshot:
-    """The cluster as the informers list it (``audit --live``): synced once, then a snapshot."""
+    """The cluster as the informers list it (``audit --live``): synced once, then a snapshot.
+    A one-shot command says in one line why it gives up: no server answering after
+    :data:`UNREACHABLE_ATTEMPTS` tries (as kubectl says "connection refused" at once), or the
+    lists not all in within ``timeout`` seconds; the informers' retries are not logged."""
     store = ClusterStore(assumed_ttl=None)
     inbox: queue.SimpleQueue[Delta] = queue.SimpleQueue()
     stop = threading.Event()
-    mirror = Mirror(api, store, inbox.put, stop)
+    reachability = Reachability(quiet=True)
+    mirror = Mirror(api, store, inbox.put, stop, reachability=reachability)
     mirror.start()
     try:
         deadline = time.monotonic() + timeout
@@ -67,7 +74,11 @@ def read_cluster(api: KubeApi, timeout: float = 60.0) -> Snapshot:
             if mirror.synced:
                 _drain(mirror, inbox)
                 return store.snapshot()
-            if time.monotonic() > deadline:
+            unreachable = reachability.attempt >= UNREACHABLE_ATTEMPTS
+            if unreachable or time.monotonic() > deadline:
+                error = reachability.last_error
+                if error is not None and reachability.attempt:
+                    raise UnavailableError(f"API server {api.host} unreachable ({reachability.attempt} tries): {error}")
                 raise UnavailableError(f"the cluster was not listed within {timeout:g}s: {', '.join(mirror.waiting())}")
             time.sleep(0.05)
     finally:

@@ -39,7 +39,12 @@ def add_run_parser(sub: Any) -> None:
         help="bind (and post Scheduled events) from a helper process, off the scheduler's interpreter lock "
         "(default on)",
     )
-    run.add_argument("--percentage-of-nodes-to-score", type=int, metavar="N")
+    run.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=int,
+        metavar="N",
+        help="0..100: a cycle stops looking once N%% of the nodes fit (default 0: upstream's adaptive formula)",
+    )
     add_preemption_arguments(run, defaults=False)
     run.add_argument(
         "--cycle-deadline",
@@ -55,8 +60,12 @@ def add_run_parser(sub: Any) -> None:
         "wgpolicyk8s.io PolicyReports per namespace (default 0: off)",
     )
     run.add_argument("--leader-elect", action="store_true", default=None, help="schedule only while holding a Lease")
-    run.add_argument("--leader-elect-resource-namespace", "--lease-namespace", metavar="NS")
-    run.add_argument("--leader-elect-resource-name", "--lease-name", metavar="NAME")
+    run.add_argument(
+        "--leader-elect-resource-namespace", "--lease-namespace", metavar="NS", help="the Lease's (default kube-system)"
+    )
+    run.add_argument(
+        "--leader-elect-resource-name", "--lease-name", metavar="NAME", help="the Lease's (default rulesched)"
+    )
     run.add_argument("--leader-elect-lease-duration", type=seconds, metavar="DURATION", help="default 15s")
     run.add_argument("--leader-elect-renew-deadline", type=seconds, metavar="DURATION", help="default 10s")
     run.add_argument("--leader-elect-retry-period", type=seconds, metavar="DURATION", help="default 2s")

@@ -42,6 +42,7 @@ from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
+from rulesched.config import host_port
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
@@ -79,6 +80,7 @@ from rulesched.scheduler.framework import (
     Code,
     CycleResult,
     SchedulerSettings,
+    check_percentage_of_nodes_to_score,
     check_sampling,
 )
 from rulesched.scheduler.gang import GroupOutcome
@@ -151,6 +153,9 @@ class RunSettings:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name}: expected a whole number, got {value!r}")
         check_sampling(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute)
+        check_percentage_of_nodes_to_score(self.percentage_of_nodes_to_score)
+        if self.metrics_bind_address:  # (checked before anything starts, not when the server binds)
+            host_port(self.metrics_bind_address, "--metrics-bind-address")
         if isinstance(self.cycle_deadline, bool) or not isinstance(self.cycle_deadline, int | float):
             raise ConfigError(f"cycle_deadline: expected seconds, got {self.cycle_deadline!r}")
         if not self.cycle_deadline >= 0:
@@ -283,10 +288,9 @@ class Loop:
         self.reloader, self.rules = first.reloader, first.rules  # (the first profile's: the only one, usually)
         self._names = frozenset(p.name for p in self.profiles)
         self._some_rules = False  # latched once any profile has valid rules (none are ever taken back)
+        self._fit_checked: set[str] = set()  # profiles whose first set was checked for no-resource-fit
         for profile in self.profiles:  # once each: the set is that scheduler's whole policy
-            unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
-            if unfit is not None:
-                log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
+            self._check_fit(profile)
         self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot] = queue.SimpleQueue()
         self.workers = Workers(
             self.api,
@@ -428,9 +432,24 @@ class Loop:
         )
         return LoopProfile(profile, reloader, reloader.initial())
 
+    def _check_fit(self, profile: LoopProfile) -> None:
+        """``no-resource-fit`` logged once a profile, for its first set: at start, or when the
+        first valid set arrives if none was loaded then (the stand-in that refuses every pod
+        while none is, ``rules=none``, is no policy to warn about)."""
+        if profile.name in self._fit_checked or not profile.rules.loaded:
+            return
+        self._fit_checked.add(profile.name)
+        unfit = startup_warning(profile.rules.rules.checked, profile.rules.rules.files)
+        if unfit is not None:
+            log.warning(unfit, extra={"rules": profile.rules.digest, "profile": profile.name})
+
     def _reloaded(self, profile: str, outcome: ReloadOutcome) -> None:
         """(On a reloader's thread: metrics and the queue are thread-safe.) New rules may fit
         pods the old ones parked: they go back to the queue."""
+        if outcome.ok and profile not in self._fit_checked:
+            for each in self.profiles:
+                if each.name == profile:
+                    self._check_fit(each)
         self.metrics.reloaded(profile, outcome.ok)
         self.metrics.set_rules(profile, outcome.digest, outcome.files)
         if outcome.changed:
@@ -501,15 +520,18 @@ class Loop:
             self._drain()
             self.stop.wait(0.05)
         self._drain()  # (the last lists: so the counts below are what the caches hold)
-        log.info(
-            "caches synced",
-            extra={
-                "nodes": len(self.store.nodes),
-                "pods": sum(1 for _ in self.store.pods()),
-                "pending": sum(self.scheduler.queue.counts().values()),
-                "rules": ",".join(p.rules.digest for p in self.profiles),
-            },
-        )
+        if self.ready:
+            log.info(
+                "caches synced",
+                extra={
+                    "nodes": len(self.store.nodes),
+                    "pods": sum(1 for _ in self.store.pods()),
+                    "pending": sum(self.scheduler.queue.counts().values()),
+                    "rules": ",".join(p.rules.digest for p in self.profiles),
+                },
+            )
+        else:  # stopped first (a SIGTERM while the API server was never reached, say)
+            log.info("stopped before the caches synced", extra={"waiting": ",".join(self.mirror.waiting())})
         last_expiry = time.monotonic()
         while not self.stop.is_set() and (until is None or not until()):
             self._drain()

@@ -31,6 +31,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.metrics_core import Metric
 
+from rulesched.config import host_port
 from rulesched.errors import ConfigError
 from rulesched.explain_service import MAX_BODY_BYTES as EXPLAIN_MAX_BODY
 from rulesched.explain_service import PATH as EXPLAIN_PATH
@@ -44,6 +45,7 @@ from rulesched.metrics import (
     alpha,
     beta,
     exponential_buckets,
+    readiness_body,
     stable,
 )
 from rulesched.scheduler.audit import AuditReport
@@ -508,11 +510,9 @@ class OpsServer:
         ready: Callable[[], tuple[bool, str]],
         explain: ExplainService | None = None,
     ) -> None:
-        host, _, port = address.rpartition(":")
+        host, port = host_port(address, "--metrics-bind-address")
         try:
-            self._server = make_server(
-                host or "0.0.0.0", int(port), self._app, ThreadingWSGIServer, handler_class=_Quiet
-            )
+            self._server = make_server(host, port, self._app, ThreadingWSGIServer, handler_class=_Quiet)
         except (OSError, ValueError) as err:
             raise ConfigError(f"--metrics-bind-address {address}: {err}") from None
         self.port = self._server.server_address[1]
@@ -537,7 +537,7 @@ class OpsServer:
         if path == "/readyz":
             ok, detail = self._ready()
             start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
-            return [f"{'ok' if ok else 'not ready'}: {detail}".encode()]
+            return [readiness_body(ok, detail).encode()]
         if path == "/metrics":
             result: Iterable[bytes] = self._metrics_app(environ, start_response)
             return result

@@ -151,6 +151,15 @@ def candidate_sampling_errors(percentage: int, absolute: int) -> list[str]:
     return errors
 
 
+def check_percentage_of_nodes_to_score(value: object, field: str = "percentage_of_nodes_to_score") -> None:
+    """ValidateKubeSchedulerConfiguration's percentageOfNodesToScore: a whole number in 0..100
+    (0: the adaptive percentage), as every other percentage is checked; ConfigError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{field}: expected a whole number 0..100, got {value!r}")
+    if not 0 <= value <= 100:
+        raise ConfigError(f"{field}: {value} is not in 0..100")
+
+
 def check_sampling(percentage: int, absolute: int) -> None:
     """ConfigError naming the fields when :func:`candidate_sampling_errors` finds any."""
     errors = candidate_sampling_errors(percentage, absolute)

@@ -4,7 +4,7 @@ What ``kubectl get -o yaml`` prints is usually one document, a ``kind: List`` wh
 hold every object, and a dump of a big cluster runs to hundreds of megabytes. Building that
 document's whole tree first (and PyYAML's node graph under it) took 38 times the file's size, so
 both readers here hand out the items one by one: YAML by building each item of the top-level
-``items`` sequence on its own (:mod:`rulesched.simulate.yamlreader`; a file past 64 KiB is parsed
+``items`` sequence on its own (:mod:`rulesched.yamlreader`; a file past 64 KiB is parsed
 from the disk as it is read), JSON by splitting the document with msgspec into the raw bytes of
 each item and decoding one item at a time. Like kubectl (``Unstructured.IsList``), any document
 with a top-level ``items`` list is a list; items without a ``kind`` take the list's (``PodList``
@@ -33,7 +33,8 @@ from yaml.events import MappingEndEvent, MappingStartEvent, SequenceEndEvent, Se
 
 from rulesched.errors import InputError
 from rulesched.model.fields import describe
-from rulesched.simulate.yamlreader import PLAIN_MAP, Unusual, YamlReader
+from rulesched.model.utf8 import first_invalid_utf8
+from rulesched.yamlreader import PLAIN_MAP, Unusual, YamlReader, one_line, yaml_problem
 
 Found = tuple[str, str, Any]  # (label, kind, object): "document 1 (line 1): items[3]", "Pod", {...}
 
@@ -102,20 +103,6 @@ def _utf8(data: bytes, path: str) -> bytes:
     return data[3:] if data.startswith(_UTF8_BOM) else data
 
 
-def _not_utf8(data: bytes) -> int | None:
-    """The offset of the first byte that is not UTF-8, if any (decoding in slices: a whole
-    dump would be copied as text)."""
-    step = 1 << 20
-    for start in range(0, len(data), step):
-        chunk = data[start : start + step + 3]  # a character cut at the slice's end completes
-        try:
-            chunk.decode("utf-8")
-        except UnicodeDecodeError as err:
-            if err.start < step or start + step + 3 >= len(data):
-                return start + err.start
-    return None
-
-
 # -- JSON -------------------------------------------------------------------------------------
 
 
@@ -157,10 +144,13 @@ def _json_items(rest: dict[str, Any], items: list[msgspec.Raw] | None, data: byt
         item_label = f"{label}: items[{i}]"
         try:
             item = _ANY.decode(raw)
-        except (msgspec.ValidationError, RecursionError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as err:
+            # A string that is not UTF-8 (splitting into items looks at no string's bytes):
+            # msgspec 0.23 says so with a DecodeError, older releases with a UnicodeDecodeError.
+            bad = None if isinstance(err, msgspec.ValidationError | RecursionError) else first_invalid_utf8(data)
+            if bad is not None:
+                raise InputError(f"{path}: not a text file (no UTF-8 text: byte {bad} is invalid)") from None
             item = _json_item_slowly(bytes(raw), item_label)
-        except UnicodeDecodeError:  # (splitting into items looks at no string's bytes)
-            raise InputError(f"{path}: not a text file (no UTF-8 text: byte {_not_utf8(data)} is invalid)") from None
         yield from _objects(item, item_label, kind)
 
 
@@ -177,7 +167,7 @@ def _json_item_slowly(raw: bytes, label: str) -> Any:
 
 def _json_problem(data: bytes, path: str) -> str:
     """Why a file named ``.json`` is not JSON, located by the standard library's parser."""
-    bad = _not_utf8(data)
+    bad = first_invalid_utf8(data)
     if bad is not None:
         return f"{path}: not a text file (no UTF-8 text: byte {bad} is invalid)"
     try:
@@ -247,12 +237,7 @@ def _yaml_pass(source: bytes | Callable[[], BinaryIO], path: str, fast: bool) ->
             reader.get_event()  # DocumentEnd
             reader._start_document()
     except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        problem = err.problem or "malformed"
-        if err.context:
-            problem += f" ({err.context})"
-        raise InputError(f"{where}: invalid YAML: {_one_line(problem)}") from None
+        raise InputError(yaml_problem(err, path)) from None
     except yaml.YAMLError as err:  # ReaderError: bytes that are not UTF-8, characters YAML forbids
         data = stream if isinstance(stream, bytes) else _read(Path(stream.name), path)
         raise InputError(_reader_problem(data, path, err)) from None
@@ -375,14 +360,10 @@ def _reader_problem(data: bytes, path: str, err: yaml.YAMLError) -> str:
     position = getattr(err, "position", None)
     where = path
     if isinstance(position, int):
-        bad = _not_utf8(data)
+        bad = first_invalid_utf8(data)
         if bad is not None and bad <= position + 4:
             return f"{path}: not a text file (no UTF-8 text: byte {bad} is invalid)"
         line = data.count(b"\n", 0, position) + 1
         column = position - data.rfind(b"\n", 0, position)
         where = f"{path}:{line}:{column}"
-    return f"{where}: invalid YAML: {_one_line(str(err))}"
-
-
-def _one_line(text: str) -> str:
-    return text.splitlines()[0] if text else text
+    return f"{where}: invalid YAML: {one_line(str(err))}"

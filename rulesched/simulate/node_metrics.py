@@ -20,7 +20,7 @@ import yaml
 from rulesched.errors import InputError
 from rulesched.model.decode_load import combine, decode_load_document
 from rulesched.model.load import LoadSnapshot
-from rulesched.simulate.yamlreader import safe_load
+from rulesched.yamlreader import safe_load
 
 MAX_BYTES = 64 * 2**20  # a NodeMetricsList of 5 000 nodes is about 2 MB
 

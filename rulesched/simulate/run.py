@@ -26,6 +26,7 @@ from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
     MIN_CANDIDATE_NODES_PERCENTAGE,
     SchedulerSettings,
+    check_percentage_of_nodes_to_score,
     check_sampling,
 )
 from rulesched.simulate.driver import Simulation
@@ -91,6 +92,7 @@ def simulate(
     """Schedule ``objects``' pending pods with ``settings``' rules; ``progress`` (see
     :meth:`Simulation.run`) hears of each pod's first attempt."""
     check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
+    check_percentage_of_nodes_to_score(settings.percentage_of_nodes_to_score)
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     unfit = startup_warning(rules.checked, rules.files)
     if unfit is not None:

@@ -174,6 +174,9 @@ Item = Let | Rule | PartialOverride | Disable | Extends
 class RulesFile:
     source: Source = field(compare=False, repr=False)
     items: tuple[Item, ...]
+    # Rules whose text did not parse (a syntax error: the item is left out of ``items``), so that
+    # lint counts the rules written, broken ones too.
+    unparsed_rules: int = 0
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:

@@ -1,7 +1,9 @@
 """``rulesched lint``: check rule sets the way a compiler would, for people and for tools.
 
 A file argument is one rule set (with whatever it ``extends``); a folder is one rule set made of
-its ``.rules`` files, and each sub-folder holding ``.rules`` files is another. Output is
+its ``.rules`` files, and each sub-folder holding ``.rules`` files is another; a file in a folder
+marked ``# rulesched: standalone`` is a set of its own (a library of alternative sets, like the
+bundled ``rules/``: each profile there is a whole policy, not a part of the others). Output is
 compiler-style text or JSON; the exit status is 0 when clean, 1 on errors (and on warnings with
 ``--strict``), 2 when the paths themselves are unusable. Besides what the checker finds, a set
 whose filters never check that pods fit gets ``no-resource-fit`` unless it is meant for the
@@ -12,6 +14,7 @@ without testing that it is there gets ``unguarded-load`` (:mod:`rulesched.lang.f
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,9 +74,26 @@ def rule_sets(paths: Sequence[str]) -> list[list[Path]]:
     return sets
 
 
+STANDALONE_MARK = "# rulesched: standalone"
+_STANDALONE = re.compile(rb"^[ \t]*#[ \t]*rulesched:[ \t]*standalone[ \t]*$", re.MULTILINE)
+
+
+def _standalone(path: Path) -> bool:
+    """Whether the file carries the ``# rulesched: standalone`` line: a whole set on its own,
+    an alternative to the files beside it (the bundled rules/: most-allocated.rules beside
+    default.rules), not a part of their set. (A file that cannot be read is left with the
+    others: checking them says why.)"""
+    try:
+        return _STANDALONE.search(path.read_bytes()) is not None
+    except OSError:
+        return False
+
+
 def _folder_sets(folder: Path) -> list[list[Path]]:
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == RULES_SUFFIX)
-    sets = [files] if files else []
+    alone = [p for p in files if _standalone(p)]
+    together = [p for p in files if p not in alone]
+    sets = ([together] if together else []) + [[p] for p in alone]
     for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         sets.extend(_folder_sets(sub))
     return sets
@@ -90,7 +110,7 @@ def lint(settings: LintSettings) -> LintResult:
         roots = {str(Path(root).resolve()) for root in loaded.roots}
         for file in loaded.files:
             path = str(Path(file.source.path).resolve())  # rules/default.rules is also `extends "default"`
-            (own if path in roots else extended)[path] = sum(
+            (own if path in roots else extended)[path] = file.unparsed_rules + sum(
                 isinstance(item, ast.Rule | ast.PartialOverride) for item in file.items
             )
         found = list(loaded.diagnostics)

@@ -87,6 +87,7 @@ MAX_TOKENS = 100_000
 # are not counted.
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"?|#[^\n]*|\w+|\S')
 _TOP_LEVEL = re.compile(r"^(?:let|filter|score|preempt|disable|override|audit|extends)\b", re.MULTILINE)
+_RULE_START = re.compile(r"(?:filter|score|preempt|override|audit)\b")  # an item that is a rule (lint counts it)
 # An item's keyword (not a field name after "."), and the name that follows it, if any.
 _ITEM_HEAD = re.compile(
     r"(?<![\w.])(let|filter|score|preempt|disable|override|extends)(?![\w])(?:\s+(?!(?:filter|score|preempt)\b)([A-Za-z_]\w*))?"
@@ -442,17 +443,18 @@ def parse_source(source: Source) -> tuple[ast.RulesFile, list[Diagnostic]]:
     limit = _over_limits(source)
     if limit is not None:
         return ast.RulesFile(source, ()), [limit]
+    unparsed = 0
     try:
         items = _parse_chunk(source, source.text, 0)
         diagnostics: list[Diagnostic] = []
     except ParseFailed as failed:
-        items, diagnostics = _parse_by_items(source, failed.diagnostic)
+        items, diagnostics, unparsed = _parse_by_items(source, failed.diagnostic)
     for item in items:
         deep = _too_deep(item)
         if deep is not None:
             diagnostics.append(error("too-deep", f"expression nested more than {MAX_DEPTH} levels deep", deep.span))
     items = [item for item in items if _too_deep(item) is None]
-    return ast.RulesFile(source, tuple(items)), diagnostics
+    return ast.RulesFile(source, tuple(items), unparsed), diagnostics
 
 
 def _over_limits(source: Source) -> Diagnostic | None:
@@ -478,21 +480,24 @@ def _over_limits(source: Source) -> Diagnostic | None:
     return None
 
 
-def _parse_by_items(source: Source, first: Diagnostic) -> tuple[list[ast.Item], list[Diagnostic]]:
+def _parse_by_items(source: Source, first: Diagnostic) -> tuple[list[ast.Item], list[Diagnostic], int]:
+    """The items that parse, the errors of those that do not, and how many of those were rules."""
     starts = [m.start() for m in _TOP_LEVEL.finditer(source.text)]
     if not starts or starts[0] != 0:
         starts.insert(0, 0)
     starts.append(len(source.text))
     items: list[ast.Item] = []
     diagnostics: list[Diagnostic] = []
+    unparsed = 0
     for begin, end in zip(starts, starts[1:], strict=False):
         try:
             items.extend(_parse_chunk(source, source.text[begin:end], begin))
         except ParseFailed as failed:
             diagnostics.append(failed.diagnostic)
+            unparsed += _RULE_START.match(source.text, begin) is not None
     if not diagnostics:  # the whole-file error did not reproduce per item; report it as found
         diagnostics.append(first)
-    return items, diagnostics
+    return items, diagnostics, unparsed
 
 
 def _parse_chunk(source: Source, text: str, offset: int) -> list[ast.Item]:

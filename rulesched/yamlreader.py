@@ -1,5 +1,6 @@
-"""YAML read within bounds, and fast where the input allows: what :mod:`rulesched.simulate.documents`
-and rule test files read YAML with.
+"""YAML read within bounds, and fast where the input allows: what cluster files
+(:mod:`rulesched.simulate.documents`), rule test files, ``--config`` files and kubeconfigs are
+read with. Errors come as one line naming the file, line and column (:func:`yaml_problem`).
 
 :class:`YamlReader` is libyaml's parser with PyYAML's composer and safe constructor (the tags,
 the YAML 1.1 implicit types, merge keys: everything ``yaml.safe_load`` reads), counting what
@@ -18,8 +19,10 @@ composing way (:func:`rulesched.simulate.documents.read_objects` skips what it a
 from __future__ import annotations
 
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+import yaml
 from yaml.composer import Composer
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.events import (
@@ -263,3 +266,46 @@ def safe_load(text: str | bytes) -> Any:
         return reader.get_single_data()
     finally:
         reader.dispose()
+
+
+def yaml_problem(err: yaml.YAMLError | RecursionError, path: str, what: str = "YAML") -> str:
+    """PyYAML's error (several lines, naming ``"<unicode string>"``) as one: ``PATH:LINE:COL:
+    invalid YAML: problem (context)``; ``what`` names the format ("YAML or JSON")."""
+    if isinstance(err, RecursionError):
+        return f"{path}: invalid {what}: nested too deeply"
+    if isinstance(err, yaml.MarkedYAMLError):
+        mark = err.problem_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = err.problem or "malformed"
+        if err.context:
+            problem += f" ({err.context})"
+        return f"{where}: invalid {what}: {one_line(problem)}"
+    return f"{path}: invalid {what}: {one_line(str(err)) or 'malformed'}"
+
+
+def one_line(text: str) -> str:
+    return text.splitlines()[0] if text else text
+
+
+MAX_FILE_BYTES = 16 * 2**20  # a settings file or kubeconfig: far past any real one
+
+
+def read_yaml_file(path: str) -> Any:
+    """The one YAML document of a small file (a ``--config`` file, a kubeconfig), read within
+    the same bounds as cluster files. Every problem is a ValueError of one line naming the file
+    (and line and column where the parser knows them): the caller raises its own error with it."""
+    try:
+        with Path(path).open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start} is invalid)") from None
+    try:
+        return safe_load(text)
+    except (yaml.YAMLError, RecursionError) as err:
+        raise ValueError(yaml_problem(err, path)) from None

@@ -1,0 +1,742 @@
+"""kube-scheduler 1.37 beside ``rulesched run`` (rules/default.rules), on the same machine and the
+same real API server: testbed/'s kube-apiserver, etcd and kube-controller-manager, fresh for each
+run (``testbed/build`` first).
+
+    python benchmarks/bench_kube_scheduler.py speed                   # every workload, both schedulers
+    python benchmarks/bench_kube_scheduler.py speed --workload basic-5000 --repeat 3
+    python benchmarks/bench_kube_scheduler.py fidelity                # mixed and preemption clusters
+    python benchmarks/bench_kube_scheduler.py fidelity --case mixed --nodes 100 --pods 60   # CI-sized
+    python benchmarks/bench_kube_scheduler.py all --json result.json  # both; the figures as JSON too
+
+**speed** — for each workload, kube-scheduler then ``rulesched run`` (alternated with
+``--repeat``), each on a fresh test bed holding the workload's nodes and running pods (created
+bound, as upstream's init pods end up), started and ready before the measured pods are created
+(16 client threads, as fast as the server takes them). Printed per scheduler: pods/s from the
+first binding to the last (as a watch on the pods sees them), p50/p99 creation-to-binding, CPU
+seconds per pod of the scheduler's processes (rulesched's binding process included) and of
+kube-apiserver and etcd, and the ratio rulesched / kube-scheduler of pods/s (>1: rulesched
+faster) and of CPU per pod (<1: rulesched cheaper). kube-scheduler runs as scheduler_perf runs
+it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
+logging at -v=1; rulesched with its defaults. Pods of evictions and preemptions are removed at
+once by a kubelet stand-in (no kubelets here). Workloads (benchmarks/gen_cluster.py):
+``basic-1000`` and ``basic-5000`` (scheduler_perf's SchedulingBasic: 1000 or 5000 nodes, 1000
+running pods, 3000 or 5000 measured), ``mixed`` (1000 nodes of four shapes, taints, cordons,
+200 Deployments' pods with tolerations, selectors, affinity, spreading; 1000 running, 3000
+measured), ``preemption`` (500 nodes full of pods of priority 0-3, some under PDBs; 500 measured
+pods of priority 0-4 that need room: many preempt).
+
+**fidelity** — the same generated cluster twice on fresh test beds, once with kube-scheduler
+(at -v=10, which logs every node's score for every pod) and once with ``rulesched run``, both
+scoring every feasible node (``percentageOfNodesToScore: 100``). The pending pods are created
+one at a time, each once the previous one settled (bound, or unschedulable, or its victims
+gone and it bound), so both see the same queue. For every pod whose best node under
+kube-scheduler's own scores is unique, the nodes must be equal; on preemption, the victims too.
+Every difference is listed with kube-scheduler's per-plugin scores on both nodes, and the first
+difference is marked: later ones may follow from it (the clusters differ from there). Cases:
+``mixed`` (gen_cluster's mixed cluster) and ``preemption`` (its preemption cluster).
+
+No assertions; figures only. The machine's other load moves wall-clock figures: compare CPU
+seconds per pod, and alternated repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from gen_cluster import generate  # noqa: E402
+
+from tests.realk8s import ApiError, Kube, KubeScheduler, control_plane, free_port, unavailable_reason  # noqa: E402
+
+NS = "default"
+THREADS = 16
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    kind: str  # gen_cluster's workload
+    nodes: int
+    running: int
+    pending: int
+
+
+WORKLOADS = {
+    w.name: w
+    for w in (
+        Workload("basic-1000", "basic", 1000, 1000, 3000),
+        Workload("basic-5000", "basic", 5000, 1000, 5000),
+        Workload("mixed", "mixed", 1000, 1000, 3000),
+        Workload("preemption", "preemption", 500, 2500, 500),
+    )
+}
+
+
+# --- the cluster, in the real API's terms ------------------------------------------------------
+
+
+def api_objects(cluster: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """gen_cluster's List as the real API takes it: ``spec.priority`` as a PriorityClass
+    (Priority admission refuses a pod giving the integer itself), no uid or status on pods."""
+    out: dict[str, list[dict[str, Any]]] = {"nodes": [], "running": [], "pending": [], "pdbs": [], "classes": []}
+    priorities = set()
+    for obj in cluster["items"]:
+        kind = obj["kind"]
+        if kind == "Node":
+            out["nodes"].append(obj)
+        elif kind == "PodDisruptionBudget":
+            out["pdbs"].append(obj)
+        elif kind == "Pod":
+            spec = obj["spec"]
+            if "priority" in spec:
+                value = spec.pop("priority")
+                priorities.add(value)
+                spec["priorityClassName"] = f"bench-priority-{value}"
+            obj["metadata"].pop("uid", None)
+            obj.pop("status", None)
+            out["running" if spec.get("nodeName") else "pending"].append(obj)
+    out["classes"] = [
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": f"bench-priority-{v}"},
+         "value": v}
+        for v in sorted(priorities)
+    ]  # fmt: skip
+    return out
+
+
+def parallel(fn: Callable[[Any], Any], items: list[Any], threads: int = THREADS) -> None:
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(fn, items):
+            pass
+
+
+def build(kube: Kube, objects: dict[str, list[dict[str, Any]]], ready_pods: bool) -> None:
+    """Nodes (untainted of the admission plugin's not-ready taint, as the node lifecycle
+    controller would for a Ready node), PriorityClasses, PDBs and the running pods."""
+
+    def add_node(obj: dict[str, Any]) -> None:
+        body = dict(obj)
+        body["metadata"] = {k: v for k, v in obj["metadata"].items() if k != "uid"}
+        status = dict(obj["status"])
+        status.setdefault("conditions", [{"type": "Ready", "status": "True", "reason": "KubeletReady"}])
+        body["status"] = status
+        created = kube.create("/api/v1/nodes", body)
+        if created["spec"].get("taints", []) != obj["spec"].get("taints", []):
+            kube.patch(f"/api/v1/nodes/{obj['metadata']['name']}", {"spec": {"taints": obj["spec"].get("taints")}})
+
+    parallel(add_node, objects["nodes"])
+    for pc in objects["classes"]:
+        kube.create("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
+    for pdb in objects["pdbs"]:
+        kube.create(f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets", pdb)
+    parallel(lambda p: kube.create(f"/api/v1/namespaces/{NS}/pods", p), objects["running"])
+    if ready_pods:  # the disruption controller counts only Ready pods as healthy
+        parallel(lambda p: kube.mark_running(NS, p["metadata"]["name"]), objects["running"])
+
+
+# --- watching the pods ----------------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    bound: dict[str, tuple[float, str]] = field(default_factory=dict)  # name -> (when, node)
+    unschedulable: dict[str, float] = field(default_factory=dict)  # name -> last time marked so
+    deleted: dict[str, float] = field(default_factory=dict)
+    nominated: dict[str, str] = field(default_factory=dict)
+    last_change: float = 0.0
+
+
+class PodWatch(threading.Thread):
+    """A watch on the namespace's pods (its own connection), recording bindings, unschedulable
+    marks, nominations and deletions as they arrive; and the kubelet stand-in: a pod given a
+    deletionTimestamp (an eviction, a preemption's deletion) is deleted at once."""
+
+    def __init__(self, kube: Kube) -> None:
+        super().__init__(daemon=True)
+        self.kube = kube
+        self.seen = Seen()
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        pki = kube.dir / "pki"
+        self.pool = urllib3.PoolManager(
+            ca_certs=str(pki / "ca.crt"), cert_file=str(pki / "admin.crt"), key_file=str(pki / "admin.key"),
+            retries=False,
+        )  # fmt: skip
+        self.version = kube.get(f"/api/v1/namespaces/{NS}/pods", limit=1)["metadata"]["resourceVersion"]
+        self.killer = concurrent.futures.ThreadPoolExecutor(4)
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            url = (
+                f"{self.kube.url}/api/v1/namespaces/{NS}/pods?watch=1&allowWatchBookmarks=true"
+                f"&resourceVersion={self.version}&timeoutSeconds=600"
+            )
+            try:
+                answer = self.pool.request(
+                    "GET", url, preload_content=False, timeout=urllib3.Timeout(connect=5, read=None)
+                )
+                for line in answer:
+                    if self.stopping.is_set():
+                        return
+                    self._event(json.loads(line))
+            except (urllib3.exceptions.HTTPError, ValueError, OSError):
+                time.sleep(0.2)
+
+    def _event(self, event: dict[str, Any]) -> None:
+        obj = event["object"]
+        meta = obj.get("metadata", {})
+        if event["type"] == "ERROR":
+            raise ValueError(obj)
+        self.version = meta.get("resourceVersion", self.version)
+        if event["type"] == "BOOKMARK":
+            return
+        name, now = meta["name"], time.monotonic()
+        with self.lock:
+            seen = self.seen
+            if event["type"] == "DELETED":
+                seen.deleted.setdefault(name, now)
+                seen.last_change = now
+                return
+            node = obj["spec"].get("nodeName")
+            if node and name not in seen.bound:
+                seen.bound[name] = (now, node)
+                seen.last_change = now
+            nominated = obj.get("status", {}).get("nominatedNodeName")
+            if nominated and seen.nominated.get(name) != nominated:
+                seen.nominated[name] = nominated
+                seen.last_change = now
+            for c in obj.get("status", {}).get("conditions", []):
+                if c["type"] == "PodScheduled" and c["status"] == "False" and not node:
+                    if name not in seen.unschedulable:
+                        seen.last_change = now
+                    seen.unschedulable[name] = now
+        if meta.get("deletionTimestamp"):
+            self.killer.submit(self.kube.delete, f"/api/v1/namespaces/{NS}/pods/{name}", 0)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.killer.shutdown(wait=False)
+
+
+def settled(watch: PodWatch, names: list[str], quiet: float) -> bool:
+    """Every pod bound, deleted or marked unschedulable, and nothing new for ``quiet`` seconds."""
+    with watch.lock:
+        s = watch.seen
+        done = all(n in s.bound or n in s.deleted or n in s.unschedulable for n in names)
+        return done and time.monotonic() - s.last_change > quiet
+
+
+# --- the schedulers -----------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of ``pid`` and its descendants still running."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += cpu_seconds(int(child))
+    except OSError:
+        pass
+    return total
+
+
+class Scheduler:
+    name = ""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def pid(self) -> int: ...  # type: ignore[empty-body]
+
+
+class Upstream(Scheduler):
+    name = "kube-scheduler"
+
+    def __init__(self, kube: Kube, percentage: int | None, verbosity: int) -> None:
+        connection = {"kubeconfig": kube.kubeconfig, "qps": 5000, "burst": 5000}  # as scheduler_perf
+        config: dict[str, Any] = {"clientConnection": connection}
+        if percentage is not None:
+            config["percentageOfNodesToScore"] = percentage
+        self.scheduler = KubeScheduler(kube, config, (f"--v={verbosity}",))
+
+    def start(self) -> None:
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        self.scheduler.stop()
+
+    def pid(self) -> int:
+        return self.scheduler.pid
+
+    @property
+    def log(self) -> Path:
+        return self.scheduler.log
+
+
+class Rulesched(Scheduler):
+    name = "rulesched"
+
+    def __init__(self, kube: Kube, percentage: int | None, workdir: Path) -> None:
+        self.kube = kube
+        self.port = free_port()
+        self.log = workdir / "rulesched.log"
+        self.args = [
+            sys.executable, "-m", "rulesched.cli", "run", "--kubeconfig", kube.kubeconfig,
+            "--scheduler-name", "default-scheduler", "--metrics-bind-address", f"127.0.0.1:{self.port}",
+        ]  # fmt: skip
+        if percentage is not None:
+            config = workdir / "rulesched-config.yaml"
+            config.write_text(json.dumps({"percentage_of_nodes_to_score": percentage}))
+            self.args += ["--config", str(config)]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        http = urllib3.PoolManager(retries=False)
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            if self.process.poll() is not None:
+                raise RuntimeError("rulesched run exited:\n" + self.log.read_text()[-3000:])
+            try:
+                if http.request("GET", f"http://127.0.0.1:{self.port}/readyz", timeout=2).status == 200:
+                    return
+            except urllib3.exceptions.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("rulesched run not ready after 120 s:\n" + self.log.read_text()[-3000:])
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+
+@contextmanager
+def testbed() -> Iterator[Kube]:
+    """A fresh control plane without an audit log (its writes would be API server CPU that is
+    no scheduler's)."""
+    os.environ["RULESCHED_TESTBED_AUDIT"] = "0"
+    with tempfile.TemporaryDirectory(prefix="bench-testbed-") as d, control_plane(Path(d)) as kube:
+        yield kube
+
+
+def component_pid(kube: Kube, component: str) -> int:
+    return int((kube.dir / "run" / f"{component}.pid").read_text())
+
+
+# --- speed --------------------------------------------------------------------------------------
+
+
+def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
+    objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, seed))
+    with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
+        t0 = time.monotonic()
+        build(kube, objects, ready_pods=workload.kind == "preemption")
+        built = time.monotonic() - t0
+        scheduler: Scheduler = (
+            Upstream(kube, None, 1) if which == "kube-scheduler" else Rulesched(kube, None, Path(work))
+        )
+        scheduler.start()
+        try:
+            watch = PodWatch(kube)
+            watch.start()
+            pids = {"scheduler": scheduler.pid(), "kube-apiserver": component_pid(kube, "kube-apiserver"),
+                    "etcd": component_pid(kube, "etcd")}  # fmt: skip
+            cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+            names = [p["metadata"]["name"] for p in objects["pending"]]
+            created: dict[str, float] = {}
+
+            def create(pod: dict[str, Any]) -> None:
+                created[pod["metadata"]["name"]] = time.monotonic()
+                kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
+
+            start = time.monotonic()
+            parallel(create, objects["pending"])
+            end = start + 900
+            while time.monotonic() < end and not settled(watch, names, quiet=3.0):
+                time.sleep(0.2)
+            cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            watch.stop()
+        finally:
+            scheduler.stop()
+    bound = {n: watch.seen.bound[n] for n in names if n in watch.seen.bound}
+    times = sorted(t for t, _ in bound.values())
+    span = times[-1] - times[0] if len(times) > 1 else float("nan")
+    latencies = sorted(bound[n][0] - created[n] for n in bound)
+    count = max(1, len(bound))
+    return {
+        "workload": workload.name, "scheduler": which, "pods": len(names), "bound": len(bound),
+        "unschedulable": sum(1 for n in names if n not in bound and n in watch.seen.unschedulable),
+        "deleted": len(watch.seen.deleted), "pods_per_second": len(bound) / span if span == span and span > 0 else None,
+        "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
+        "cpu_ms_per_pod": {k: 1000 * (cpu1[k] - cpu0[k]) / count for k in pids},
+        "build_seconds": round(built, 1),
+    }  # fmt: skip
+
+
+def speed(args: argparse.Namespace) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    for name in args.workload or list(WORKLOADS):
+        for r in range(args.repeat):
+            order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
+            for which in order:
+                result = speed_run(WORKLOADS[name], which, args.seed)
+                runs.append(result)
+                print(format_run(result), file=sys.stderr, flush=True)
+    table = []
+    for name in args.workload or list(WORKLOADS):
+        row: dict[str, Any] = {"workload": name}
+        for which in ("kube-scheduler", "rulesched"):
+            mine = [r for r in runs if r["workload"] == name and r["scheduler"] == which]
+            row[which] = {
+                "pods_per_second": median([r["pods_per_second"] for r in mine]),
+                "scheduler_cpu_ms_per_pod": median([r["cpu_ms_per_pod"]["scheduler"] for r in mine]),
+                "apiserver_cpu_ms_per_pod": median([r["cpu_ms_per_pod"]["kube-apiserver"] for r in mine]),
+                "etcd_cpu_ms_per_pod": median([r["cpu_ms_per_pod"]["etcd"] for r in mine]),
+                "p99_ms": median([r["p99_ms"] for r in mine]),
+                "bound": median([r["bound"] for r in mine]),
+            }
+        ks, rs = row["kube-scheduler"], row["rulesched"]
+        row["ratio_pods_per_second"] = ratio(rs["pods_per_second"], ks["pods_per_second"])
+        row["ratio_scheduler_cpu_per_pod"] = ratio(rs["scheduler_cpu_ms_per_pod"], ks["scheduler_cpu_ms_per_pod"])
+        row["ratio_apiserver_cpu_per_pod"] = ratio(rs["apiserver_cpu_ms_per_pod"], ks["apiserver_cpu_ms_per_pod"])
+        table.append(row)
+    print(format_speed(table))
+    return {"runs": runs, "table": table, "repeat": args.repeat, "load": os.getloadavg()}
+
+
+def median(values: list[Any]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def format_run(r: dict[str, Any]) -> str:
+    pps = f"{r['pods_per_second']:.0f}" if r["pods_per_second"] else "-"
+    cpu = r["cpu_ms_per_pod"]
+    return (f"  {r['workload']:<11} {r['scheduler']:<14} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
+            f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
+            f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}")  # fmt: skip
+
+
+def format_speed(table: list[dict[str, Any]]) -> str:
+    def f(v: float | None, digits: int = 0) -> str:
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    lines = [
+        "workload     | kube-scheduler pods/s | rulesched pods/s | ratio | sched CPU ms/pod ks / rs (ratio) | apiserver CPU ms/pod ks / rs",
+        "-------------|-----------------------|------------------|-------|----------------------------------|------------------------------",
+    ]
+    for row in table:
+        ks, rs = row["kube-scheduler"], row["rulesched"]
+        lines.append(
+            f"{row['workload']:<12} | {f(ks['pods_per_second']):>21} | {f(rs['pods_per_second']):>16} | "
+            f"{f(row['ratio_pods_per_second'], 2):>5} | {f(ks['scheduler_cpu_ms_per_pod'], 2):>8} / "
+            f"{f(rs['scheduler_cpu_ms_per_pod'], 2):<7} ({f(row['ratio_scheduler_cpu_per_pod'], 2)}) | "
+            f"{f(ks['apiserver_cpu_ms_per_pod'], 2)} / {f(rs['apiserver_cpu_ms_per_pod'], 2)}"
+        )
+    return "\n".join(lines)
+
+
+# --- fidelity -----------------------------------------------------------------------------------
+
+FINAL_SCORE = re.compile(
+    r'"Calculated node\'s final score for pod" pod="(?P<pod>[^"]+)" node="(?P<node>[^"]+)" score=(?P<score>-?\d+)'
+)
+PLUGIN_SCORE = re.compile(
+    r'"Plugin scored node for pod" pod="(?P<pod>[^"]+)" plugin="(?P<plugin>[^"]+)" node="(?P<node>[^"]+)" score=(?P<score>-?\d+)'
+)
+
+
+@dataclass
+class Outcome:
+    node: str | None
+    victims: tuple[str, ...]
+    unschedulable: bool
+
+
+def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], timeout: float) -> dict[str, Outcome]:
+    """Create each pod once the previous one settled: bound (its victims gone first), or
+    unschedulable and not nominated; its victims are the pods deleted meanwhile."""
+    out = {}
+    for pod in pending:
+        name = pod["metadata"]["name"]
+        with watch.lock:
+            deleted_before = set(watch.seen.deleted)
+        kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with watch.lock:
+                s = watch.seen
+                if name in s.bound:
+                    break
+                quiet = time.monotonic() - s.last_change > 1.0
+                if name in s.unschedulable and name not in s.nominated and quiet:
+                    break
+            time.sleep(0.02)
+        with watch.lock:
+            s = watch.seen
+            victims = tuple(sorted(set(s.deleted) - deleted_before))
+            out[name] = Outcome(s.bound[name][1] if name in s.bound else None, victims, name not in s.bound)
+    return out
+
+
+def fidelity_run(
+    objects: dict[str, list[dict[str, Any]]], which: str, preemption: bool
+) -> tuple[dict[str, Outcome], Path | None, str]:
+    with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
+        build(kube, objects, ready_pods=preemption)
+        scheduler: Scheduler = (
+            Upstream(kube, 100, 10) if which == "kube-scheduler" else Rulesched(kube, 100, Path(work))
+        )
+        scheduler.start()
+        try:
+            watch = PodWatch(kube)
+            watch.start()
+            outcomes = one_at_a_time(kube, watch, objects["pending"], timeout=60)
+            watch.stop()
+        finally:
+            scheduler.stop()
+        log = ""
+        if isinstance(scheduler, Upstream):
+            log = scheduler.log.read_text(errors="replace")
+    return outcomes, None, log
+
+
+def scores_from_log(log: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
+    """kube-scheduler's -v=10 log: pod -> node -> final score; pod -> node -> plugin -> score
+    (a pod's last cycle's, as a retried pod logs again)."""
+    finals: dict[str, dict[str, int]] = {}
+    plugins: dict[str, dict[str, dict[str, int]]] = {}
+    for line in log.splitlines():
+        if "final score" in line:
+            m = FINAL_SCORE.search(line)
+            if m:
+                pod = m["pod"].split("/", 1)[-1]
+                if m["node"] in finals.get(pod, {}):
+                    finals[pod] = {}  # a new cycle of the same pod
+                finals.setdefault(pod, {})[m["node"]] = int(m["score"])
+        elif "Plugin scored node" in line:
+            m = PLUGIN_SCORE.search(line)
+            if m:
+                pod = m["pod"].split("/", 1)[-1]
+                plugins.setdefault(pod, {}).setdefault(m["node"], {})[m["plugin"]] = int(m["score"])
+    return finals, plugins
+
+
+def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+    kind = "preemption" if case == "preemption" else "mixed"
+    running = nodes * (4 if kind == "preemption" else 2)
+    cluster = generate(nodes, running, pods, kind, seed)
+    results = {}
+    log = ""
+    for which in ("kube-scheduler", "rulesched"):
+        objects = api_objects(json.loads(json.dumps(cluster)))
+        t0 = time.monotonic()
+        outcomes, _, text = fidelity_run(objects, which, kind == "preemption")
+        results[which] = outcomes
+        log = text or log
+        print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    finals, plugins = scores_from_log(log)
+    ks, rs = results["kube-scheduler"], results["rulesched"]
+    objects = api_objects(json.loads(json.dumps(cluster)))
+    t0 = time.monotonic()
+    replayed = replay_all(objects, ks)
+    print(f"  fidelity {case}: {len(replayed)} pods replayed on kube-scheduler's states in {time.monotonic() - t0:.0f} s",
+          file=sys.stderr, flush=True)  # fmt: skip
+    sequential = {"compared": 0, "agreed": 0}
+    same_state = {"compared": 0, "agreed": 0, "ties_compared": 0, "ties_agreed": 0}
+    differences = []
+    for name, upstream in ks.items():
+        scores = finals.get(name, {})
+        top = max(scores.values()) if scores else None
+        tied = sorted(n for n, v in scores.items() if v == top) if scores else []
+        unique = len(tied) <= 1
+        mine = rs.get(name)
+        if unique:
+            sequential["compared"] += 1
+            if mine is not None and mine.node == upstream.node and mine.victims == upstream.victims:
+                sequential["agreed"] += 1
+        replay = replayed.get(name, {})
+        if "error" in replay:
+            differences.append({"pod": name, "error": replay["error"]})
+            continue
+        if upstream.victims:  # a preemption: the same node nominated, the same victims
+            ok = replay.get("nominated") == upstream.node and replay.get("victims") == list(upstream.victims)
+        elif upstream.node is None:  # unschedulable, nothing to preempt
+            ok = not replay.get("best") and not replay.get("nominated")
+        elif unique:
+            ok = replay.get("best") == [upstream.node]
+        else:  # a tie: the same nodes tie for the best total
+            same_state["ties_compared"] += 1
+            ok = sorted(replay.get("best") or []) == tied
+            same_state["ties_agreed"] += ok
+        if unique or upstream.victims or upstream.node is None:
+            same_state["compared"] += 1
+            same_state["agreed"] += ok
+        if not ok:
+            nodes_ = sorted({n for n in [upstream.node, *(replay.get("best") or [])] if n})
+            differences.append({
+                "pod": name,
+                "kube_scheduler": {"node": upstream.node, "victims": list(upstream.victims), "tied": tied},
+                "rulesched_on_the_same_state": {k: replay.get(k) for k in ("best", "nominated", "victims")},
+                "kube_scheduler_scores": {n: {"total": scores.get(n), **plugins.get(name, {}).get(n, {})} for n in nodes_},
+                "rulesched_scores": {n: (replay.get("scores") or {}).get(n) for n in nodes_},
+            })  # fmt: skip
+    return {
+        "case": case, "nodes": nodes, "pods": pods, "seed": seed,
+        "sequential": {**sequential, "agreement": rate(sequential["agreed"], sequential["compared"])},
+        "same_state": {**same_state, "agreement": rate(same_state["agreed"], same_state["compared"]),
+                       "tie_agreement": rate(same_state["ties_agreed"], same_state["ties_compared"])},
+        "differences": differences,
+        "unschedulable": {w: sum(1 for o in results[w].values() if o.unschedulable) for w in results},
+        "preempted": {w: sum(len(o.victims) for o in results[w].values()) for w in results},
+    }  # fmt: skip
+
+
+def rate(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def states(
+    objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome]
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(pod, the pods of kube-scheduler's cluster just before it): the pods before it where
+    kube-scheduler put them, their victims gone (its own victims not yet)."""
+    gone: set[str] = set()
+    placed: list[dict[str, Any]] = []
+    pending = {p["metadata"]["name"]: p for p in objects["pending"]}
+    for name, outcome in ks.items():
+        yield name, [p for p in objects["running"] + placed if p["metadata"]["name"] not in gone]
+        gone.update(outcome.victims)
+        if outcome.node:
+            pod = json.loads(json.dumps(pending[name]))
+            pod["spec"]["nodeName"] = outcome.node
+            placed.append(pod)
+
+
+def replay_all(objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome]) -> dict[str, dict[str, Any]]:
+    """rulesched's one cycle (as ``rulesched test`` runs it, every node scored) for every pod, on
+    kube-scheduler's cluster as it was just before that pod: the decision compared on the same
+    state, so that a tie kube-scheduler broke at random does not make every later pod differ."""
+    from rulesched.authoring.ruletest import RuleTestSettings, run_tests
+
+    pending = {p["metadata"]["name"]: p for p in objects["pending"]}
+    out: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as d:
+        for name, pods in states(objects, ks):
+            case = {
+                "rules": ["default"], "nodes": objects["nodes"], "pods": pods, "pdbs": objects["pdbs"],
+                "priorityClasses": objects["classes"],
+                "cases": [{"name": name, "pod": pending[name], "expect": {"unschedulable": False}}],
+            }  # fmt: skip
+            path = Path(d) / f"{name}.test.yaml"
+            path.write_text(json.dumps(case))
+            report = run_tests(RuleTestSettings(paths=(str(path),)))
+            (result,) = report.files
+            if result.error:
+                out[name] = {"error": result.error}
+                continue
+            got = result.cases[0].outcome.as_json()
+            best = got["winner"] if isinstance(got["winner"], list) else [got["winner"]] if got["winner"] else []
+            out[name] = {"best": best, "nominated": got["nominated"], "victims": sorted(v.split("/", 1)[1] for v in got["victims"]),
+                         "scores": got["scores"]}  # fmt: skip
+            path.unlink()
+    return out
+
+
+def preemption_case(case: str) -> bool:
+    return case == "preemption"
+
+
+def fidelity(args: argparse.Namespace) -> dict[str, Any]:
+    cases = args.case or ["mixed", "preemption"]
+    out = []
+    for case in cases:
+        nodes = args.nodes or (300 if case == "mixed" else 100)
+        pods = args.pods or (300 if case == "mixed" else 100)
+        result = fidelity_case(case, nodes, pods, args.seed)
+        out.append(result)
+        seq, same = result["sequential"], result["same_state"]
+        print(f"fidelity {case}: on the same state (each pod replayed on kube-scheduler's cluster before it): "
+              f"{same['agreed']}/{same['compared']} unique best nodes or preemptions agree, "
+              f"{same['ties_agreed']}/{same['ties_compared']} tied sets agree; run twice: "
+              f"{seq['agreed']}/{seq['compared']} of the pods with a unique best node agree; "
+              f"unschedulable {result['unschedulable']}; preempted {result['preempted']}")  # fmt: skip
+        for d in result["differences"]:
+            print(f"  {json.dumps(d)}")
+    return {"cases": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("speed", "fidelity", "all"))
+    parser.add_argument(
+        "--workload", action="append", choices=sorted(WORKLOADS), help="speed: (repeatable) default all"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="speed: alternated runs of each scheduler")
+    parser.add_argument("--case", action="append", choices=("mixed", "preemption"), help="fidelity: default both")
+    parser.add_argument("--nodes", type=int, help="fidelity: nodes (default 300 mixed, 100 preemption)")
+    parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': standard output)")
+    args = parser.parse_args(argv)
+    reason = unavailable_reason()
+    if reason:
+        print(f"bench_kube_scheduler: {reason}", file=sys.stderr)
+        return 2
+    result: dict[str, Any] = {"machine": {"cpus": os.cpu_count(), "load_at_start": os.getloadavg()}}
+    if args.what in ("speed", "all"):
+        result["speed"] = speed(args)
+    if args.what in ("fidelity", "all"):
+        result["fidelity"] = fidelity(args)
+    if args.json:
+        text = json.dumps(result, indent=2, default=str)
+        if args.json == "-":
+            print(text)
+        else:
+            Path(args.json).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ApiError as e:
+        print(f"bench_kube_scheduler: {e}", file=sys.stderr)
+        sys.exit(1)
