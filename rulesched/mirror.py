@@ -5,7 +5,8 @@ owns the store applies them with :meth:`Mirror.apply` (one thread writes the sto
 an extender request never sees half an update). The store takes nodes, pods that are bound or
 finished, PodDisruptionBudgets, namespaces, the selectors of Services, ReplicaSets,
 StatefulSets and ReplicationControllers (system default spreading) and the storage objects the
-volume filters read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes);
+volume filters read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) and
+Dynamic Resource Allocation's objects (DeviceClasses, ResourceSlices, ResourceClaims, templates);
 pod groups (scheduler-plugins' PodGroups; the workload API's PodGroups and CompositePodGroups:
 when watched) go to the scheduler through :class:`Applied`;
 priority classes go to the store too
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from rulesched.cluster.store import ClusterStore
 from rulesched.kube.api import (
     CSINODES,
+    DEVICE_CLASSES,
     NAMESPACES,
     NODES,
     PDBS,
@@ -39,6 +41,9 @@ from rulesched.kube.api import (
     PVS,
     REPLICA_SETS,
     REPLICATION_CONTROLLERS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
     SERVICES,
     STATEFUL_SETS,
     STORAGE_CLASSES,
@@ -48,6 +53,12 @@ from rulesched.kube.api import (
 from rulesched.kube.informer import Delta, Informer, Reachability, shared_reachability
 from rulesched.model import Node, Pod
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.decode_dra import (
+    decode_device_class,
+    decode_resource_claim,
+    decode_resource_claim_template,
+    decode_resource_slice,
+)
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
 from rulesched.model.fields import Memo
 from rulesched.model.groups import PodGroup, api_version, decode_composite_pod_group, decode_pod_group
@@ -57,8 +68,11 @@ from rulesched.scheduler.cluster_events import Event
 MEMO_LIMIT = 4096  # decoded parts remembered (bounded: a cluster's pods may all differ)
 WORKLOADS = (SERVICES, REPLICA_SETS, STATEFUL_SETS, REPLICATION_CONTROLLERS)
 STORAGE = (STORAGE_CLASSES, PVS, PVCS, CSINODES)
-# Priority classes first: pods read them. Storage before pods: a pod's volume filters read it.
-EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *WORKLOADS, *STORAGE, PODS)
+DRA = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS)
+# Priority classes first: pods read them. Storage and DRA before pods: a pod's filters read them.
+EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *WORKLOADS, *STORAGE, *DRA, PODS)
+# The extender's: kube-scheduler allocates DRA claims itself (its filters ran before asking)
+WITHOUT_DRA = tuple(r for r in EVERYTHING if r not in DRA)
 
 
 @dataclass(frozen=True)
@@ -165,6 +179,11 @@ class Mirror:
         elif kind in _STORAGE_APPLY:
             _STORAGE_APPLY[kind](store, delta.key, None if deleted else obj)
             return Applied(Event.OTHER)  # a claim bound or a volume added may let a parked pod fit
+        elif kind in _DRA_APPLY:
+            name, decode = _DRA_APPLY[kind]
+            value = None if deleted else decode(obj, "watch")
+            store.dra.put(name, delta.key, value)
+            return Applied(Event.OTHER)  # a claim made or freed, devices published: a pod may fit
         elif kind in ("PodGroup", "CompositePodGroup"):
             return self._groups(kind, delta, deleted)
         elif kind == "PriorityClass":
@@ -232,6 +251,13 @@ def _csinode(store: ClusterStore, key: str, obj: object) -> None:
     csinode = None if obj is None else decode_csinode(obj, "watch")
     store.volumes.put("csinodes", key if csinode is None else csinode.name, csinode)
 
+
+_DRA_APPLY: dict[str, tuple[str, Callable[[object, str], object]]] = {
+    "DeviceClass": ("classes", decode_device_class),
+    "ResourceClaim": ("claims", decode_resource_claim),
+    "ResourceClaimTemplate": ("templates", decode_resource_claim_template),
+    "ResourceSlice": ("slices", decode_resource_slice),
+}
 
 _STORAGE_APPLY: dict[str, Callable[[ClusterStore, str, object], None]] = {
     "PersistentVolume": _pv,

@@ -94,6 +94,10 @@ RESOURCES = {
     # the workload API (1.37): its PodGroups kept apart from scheduler-plugins' of the same plural
     "podgroups.scheduling.k8s.io": ("PodGroup", "/apis/scheduling.k8s.io/v1beta1", True),
     "compositepodgroups": ("CompositePodGroup", "/apis/scheduling.k8s.io/v1alpha3", True),
+    "deviceclasses": ("DeviceClass", "/apis/resource.k8s.io/v1", False),
+    "resourceclaims": ("ResourceClaim", "/apis/resource.k8s.io/v1", True),
+    "resourceclaimtemplates": ("ResourceClaimTemplate", "/apis/resource.k8s.io/v1", True),
+    "resourceslices": ("ResourceSlice", "/apis/resource.k8s.io/v1", False),
 }
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # plurals served under more than one API group: (prefix, plural) -> the store's name for them
@@ -290,6 +294,7 @@ class _Handler(BaseHTTPRequestHandler):
             "/apis/scheduling.x-k8s.io/v1alpha1",
             "/apis/scheduling.k8s.io/v1beta1",
             "/apis/scheduling.k8s.io/v1alpha3",
+            "/apis/resource.k8s.io/v1",
         ):
             if url.path.startswith(prefix + "/"):
                 parts = [unquote(part) for part in url.path[len(prefix) + 1 :].split("/")]  # as the API server

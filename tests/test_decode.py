@@ -30,6 +30,7 @@ from rulesched.model.objects import (
     LabelSelectorRequirement,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    PodClaim,
     PriorityClass,
     Taint,
     Toleration,
@@ -564,14 +565,19 @@ def test_preempted_by_scheduler_reads_the_disruption_target_condition(conditions
 
 
 def test_resource_claims_are_read_by_name() -> None:
-    """spec.resourceClaims (Dynamic Resource Allocation): each entry's name; a nameless one is an
-    error naming the field."""
+    """spec.resourceClaims (Dynamic Resource Allocation): each entry's name, the claim or
+    template it names and the claim made from the template (status.resourceClaimStatuses); a
+    nameless one is an error naming the field."""
     obj = pod()
     obj["spec"]["resourceClaims"] = [
         {"name": "gpu", "resourceClaimTemplateName": "one-gpu"},
         {"name": "nic", "resourceClaimName": "shared-nic"},
     ]
-    assert decode_pod(obj, "cluster.yaml").resource_claims == ("gpu", "nic")
+    obj["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "web-1-gpu-x7k2p"}]}
+    assert decode_pod(obj, "cluster.yaml").resource_claims == (
+        PodClaim("gpu", template_name="one-gpu", generated="web-1-gpu-x7k2p"),
+        PodClaim("nic", claim_name="shared-nic"),
+    )
     assert decode_pod(pod(), "cluster.yaml").resource_claims == ()
     obj["spec"]["resourceClaims"] = [{"resourceClaimName": "x"}]
     with pytest.raises(ObjectError, match=r"spec\.resourceClaims\[0\]\.name: missing"):

@@ -62,6 +62,12 @@ USED = {
     ("scheduling.k8s.io", "podgroups"): {"list", "watch"},
     ("scheduling.k8s.io", "compositepodgroups"): {"list", "watch"},
     ("scheduling.k8s.io", "podgroups/status"): {"patch"},
+    # Dynamic Resource Allocation (rulesched/mirror.py's DRA, rulesched/kube/claims.py)
+    ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
+    ("resource.k8s.io", "resourceslices"): {"list", "watch"},
+    ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},
+    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "update"},
+    ("resource.k8s.io", "resourceclaims/status"): {"update"},
 }
 
 

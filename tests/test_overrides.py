@@ -418,7 +418,7 @@ def test_notes_about_a_base_stay_with_the_base(tmp_path: Path) -> None:
     (tmp_path / "base.rules").write_text('extends "default"\ndisable score ImageLocality\n', encoding="utf-8")
     site = tmp_path / "site.rules"
     site.write_text('extends "base.rules"\nscore s weight 2: 1\n', encoding="utf-8")
-    assert lint(site).stdout == "1 file, 1 rule (extends 22): 0 errors, 0 warnings\n"  # a disable is no rule
+    assert lint(site).stdout == "1 file, 1 rule (extends 23): 0 errors, 0 warnings\n"  # a disable is no rule
 
 
 # --- the weak-score warning -------------------------------------------------------------------
@@ -474,10 +474,10 @@ def test_lint_counts_the_files_own_rules(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     run = lint(path)
-    assert (run.returncode, run.stdout) == (0, "1 file, 1 rule (extends 22): 0 errors, 0 warnings\n")
+    assert (run.returncode, run.stdout) == (0, "1 file, 1 rule (extends 23): 0 errors, 0 warnings\n")
     report = json.loads(lint("--format", "json", path).stdout)
-    assert (report["rules"], report["extended_rules"], report["notes"]) == (1, 22, 0)
-    assert lint(DEFAULT).stdout == "1 file, 22 rules: 0 errors, 0 warnings\n"
+    assert (report["rules"], report["extended_rules"], report["notes"]) == (1, 23, 0)
+    assert lint(DEFAULT).stdout == "1 file, 23 rules: 0 errors, 0 warnings\n"
 
 
 def test_lint_prints_notes_and_strict_ignores_them(tmp_path: Path) -> None:
@@ -497,7 +497,7 @@ def test_lint_prints_notes_and_strict_ignores_them(tmp_path: Path) -> None:
         f"{path}:3:15: note: disables score 'ImageLocality' defined at {defined_at('score', 'ImageLocality')} [disable]\n"
         "    disable score ImageLocality\n"
         "                  ^^^^^^^^^^^^^\n"
-        "1 file, 1 rule (extends 22): 0 errors, 0 warnings, 2 notes\n"
+        "1 file, 1 rule (extends 23): 0 errors, 0 warnings, 2 notes\n"
     )
 
 

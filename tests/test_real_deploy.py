@@ -3,12 +3,13 @@ kube-apiserver 1.37, then ``rulesched run`` as the Deployment runs it (its args,
 with the deployed ServiceAccount's own token (``kubectl create token``), driven through
 everything it does: bindings and their events, unschedulable pods' status, preemption
 (eviction and status patch), the Lease, the rules ConfigMap and its last-good record, volume
-choices on claims and volumes, PodGroups (scheduler-plugins' and the 1.37 workload API's), PolicyReports (``--audit-interval``), node metrics
+choices on claims and volumes, a DRA pod's claim allocated (finalizer, status), PodGroups (scheduler-plugins' and the 1.37 workload API's), PolicyReports (``--audit-interval``), node metrics
 (``load_sources``). The API server's audit log then shows every request it made: none answered
 403, and every grant of deploy/rbac.yaml used."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import yaml
 
 from rulesched.model.groups import POD_GROUP_LABEL
 from tests.realk8s import Kube
+from tests.test_real_dra import allocated, claim_template, devices, dra_pod
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -50,6 +52,10 @@ def used(events: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
             continue  # (non-resource URLs: /api, /version)
         resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         found.add((ref.get("apiGroup", ""), resource, e["verb"]))
+    # (a synthetic subresource no request names: the API server checks it on a claim's status
+    # update that changes the allocation or reservedFor, which these tests read back)
+    if ("resource.k8s.io", "resourceclaims/status", "update") in found:
+        found.add(("resource.k8s.io", "resourceclaims/binding", "update"))
     return found
 
 
@@ -136,6 +142,10 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
         f"/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups",
         {"metadata": {"name": "native"}, "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}},
     )
+    # Dynamic Resource Allocation: a device on n1 and a claim template (the controller makes the claim)
+    cleanup = contextlib.ExitStack()
+    cleanup.enter_context(devices(k8s, "n1", 1))
+    claim_template(k8s, ns, "gpu")
     mark = k8s.audit_mark()
     log = tmp_path / "run.log"
     proc = subprocess.Popen(
@@ -164,10 +174,12 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
                 )
             except Exception:  # noqa: BLE001 - rulesched was first
                 pass
-        names = ["vol-a", "vol-b", "gang-0", "gang-1", "native-0", "native-1"] + [f"race-{i}" for i in range(12)]
+        dra_pod(k8s, ns, "dra", "gpu")
+        names = ["dra", "vol-a", "vol-b", "gang-0", "gang-1", "native-0", "native-1"] + [f"race-{i}" for i in range(12)]
         assert k8s.wait(lambda: all(k8s.read_pod(ns, n)["spec"].get("nodeName") for n in names), 60), log.read_text()[
             -3000:
         ]
+        assert allocated(k8s, ns, "dra"), log.read_text()[-3000:]  # (allocated before the binding)
         # preemption: a 2-cpu high-priority pod evicts what it must from one node
         k8s.pod(ns, "high", cpu="2", spec={"priorityClassName": "deploy-high"})
         assert k8s.wait(lambda: any(p["metadata"].get("deletionTimestamp") for p in k8s.pods(ns).values()), 60), (
@@ -189,6 +201,7 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
     finally:
         if proc.poll() is None:
             proc.kill()
+        cleanup.close()
     events = k8s.audit(mark, user=USER)
     forbidden = [(e["verb"], e["requestURI"]) for e in events if e["responseStatus"]["code"] == 403]
     assert forbidden == [], forbidden

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rulesched.lang.evaluation.prechecks import DRA_REASON
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import events, node, pod, wait
@@ -152,7 +151,10 @@ def test_a_restarted_scheduler_waits_for_its_victims_the_eviction_api_marked(
     assert "default/bystander" in pods and sorted(server.store.evictions) == ["default/low-a", "default/low-b"]
 
 
-def test_a_dra_pod_is_unschedulable_with_the_reason_and_preempts_nothing(server: TestApiServer, tmp_path: Path) -> None:
+def test_a_dra_pod_waits_for_its_claim_and_preempts_nothing(server: TestApiServer, tmp_path: Path) -> None:
+    """The claim of a template is the resourceclaim controller's to make: until the pod's status
+    names it, the pod is unschedulable everywhere, unresolvable (upstream's PreEnqueue and
+    PreFilter say the same: resourceclaim.Name's ErrClaimNotFound)."""
     server.add("nodes", node("n1", cpu="2"))
     server.add("pods", running("low", "n1"))
     claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
@@ -162,7 +164,8 @@ def test_a_dra_pod_is_unschedulable_with_the_reason_and_preempts_nothing(server:
         wait(lambda: server.store.objects["pods"]["default/dra"].get("status", {}).get("conditions"))
         time.sleep(0.5)
     assert failed[0]["note"] == (
-        f"0/1 nodes are available: 1 {DRA_REASON}. preemption: 0/1 nodes are available: "
+        '0/1 nodes are available: 1 pod "default/dra": ResourceClaim not created yet. '
+        "preemption: 0/1 nodes are available: "
         "1 Preemption is not helpful for scheduling."
     )
     (condition,) = server.store.objects["pods"]["default/dra"]["status"]["conditions"]

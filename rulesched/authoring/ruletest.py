@@ -242,6 +242,7 @@ def schedule(rules: RuleSet, case: Case) -> Outcome:
         cluster.workloads,
         storage=cluster.storage,
         load=cluster.load,
+        dra=cluster.dra,
     )
     pod = dataclasses.replace(case.pod, nominated_node_name="") if case.pod.nominated_node_name else case.pod
     if pod.deleting:  # kube-scheduler never attempts a pod being deleted (skipPodSchedule)

@@ -29,8 +29,10 @@ Top-level keys: ``rules`` (a path or a list of paths relative to the file, folde
 ``.rules`` files; ``default`` is the bundled rule set), ``cases``, and shared objects: ``nodes``,
 ``pods``, ``pdbs``, ``namespaces``, ``priorityClasses``, and ``services``, ``replicaSets``,
 ``statefulSets`` and ``replicationControllers`` (their selectors spread pods without constraints
-of their own: system default spreading), and the storage objects ``persistentVolumes``,
-``persistentVolumeClaims``, ``storageClasses`` and ``csiNodes``. A case has ``name`` (unique in the
+of their own: system default spreading), the storage objects ``persistentVolumes``,
+``persistentVolumeClaims``, ``storageClasses`` and ``csiNodes``, and Dynamic Resource
+Allocation's ``deviceClasses``, ``resourceClaims``, ``resourceClaimTemplates`` and
+``resourceSlices`` (the pod's template claims are made as the resourceclaim controller makes them). A case has ``name`` (unique in the
 file), ``pod``, ``expect``, and any of the object keys; its own list replaces the file's. YAML
 anchors share other lists (``nodes: &zones [...]``, later ``nodes: *zones``), and a list inside
 an object list is spliced in, so ``pods: [*running, {metadata: ...}]`` adds one pod to a shared
@@ -83,8 +85,15 @@ from rulesched.errors import InputError, ObjectError
 from rulesched.lang import bundled_rules_dir, resolve_rules_path
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
+from rulesched.model.decode_dra import (
+    decode_device_class,
+    decode_resource_claim,
+    decode_resource_claim_template,
+    decode_resource_slice,
+)
 from rulesched.model.decode_load import decode_load_document
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
+from rulesched.model.dra import EMPTY_DRA, DraState
 from rulesched.model.fields import Memo, describe
 from rulesched.model.groups import (
     POD_GROUP_LABEL,
@@ -97,6 +106,7 @@ from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import Namespace
 from rulesched.model.storage import EMPTY_STORAGE, StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
+from rulesched.semantics.dra_claims import claims_from_templates
 from rulesched.yamlreader import safe_load
 
 RULES_SUFFIX = ".rules"
@@ -107,7 +117,8 @@ WORKLOAD_KEYS = {
     "replicationControllers": "ReplicationController",
 }
 STORAGE_KEYS = ("persistentVolumes", "persistentVolumeClaims", "storageClasses", "csiNodes")
-OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS, *STORAGE_KEYS)
+DRA_KEYS = ("deviceClasses", "resourceClaims", "resourceClaimTemplates", "resourceSlices")
+OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLOAD_KEYS, *STORAGE_KEYS, *DRA_KEYS)
 NODE_METRICS = "nodeMetrics"  # node load: a NodeMetricsList or the simple format (decode_load)
 FILE_KEYS = ("rules", "cases", NODE_METRICS, *OBJECT_KEYS)
 CASE_KEYS = ("name", "pod", "group", "members", "expect", NODE_METRICS, *OBJECT_KEYS)
@@ -135,6 +146,10 @@ _KINDS = {
     "persistentVolumeClaims": "PersistentVolumeClaim",
     "storageClasses": "StorageClass",
     "csiNodes": "CSINode",
+    "deviceClasses": "DeviceClass",
+    "resourceClaims": "ResourceClaim",
+    "resourceClaimTemplates": "ResourceClaimTemplate",
+    "resourceSlices": "ResourceSlice",
 }
 
 T = TypeVar("T")
@@ -160,6 +175,7 @@ class Cluster:
     workloads: Workloads = NO_WORKLOADS
     storage: StorageState = EMPTY_STORAGE
     load: LoadSnapshot | None = None  # nodeMetrics: what load-aware rules read
+    dra: DraState = EMPTY_DRA  # DeviceClasses, ResourceClaims, templates, ResourceSlices
 
 
 @dataclass(frozen=True)
@@ -349,6 +365,16 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
     groups, members = _group_case(raw, path, at, classes)
     group = next((g for g in groups if not g.parent), None)
     pod = members[0] if members else decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)
+    dra = DraState(
+        {c.name: c for c, _ in decode("deviceClasses", decode_device_class)},
+        {c.key: c for c, _ in decode("resourceClaims", decode_resource_claim)},
+        {t.key: t for t, _ in decode("resourceClaimTemplates", decode_resource_claim_template)},
+        {s.name: s for s, _ in decode("resourceSlices", decode_resource_slice)},
+    )
+    if pod.resource_claims and not pod.node_name:  # (the resourceclaim controller's part)
+        pod, made = claims_from_templates(pod, dra.templates, dra.claims)
+        if made:
+            dra = dataclasses.replace(dra, claims={**dra.claims, **{c.key: c for c in made}})
     expect = _expect(raw["expect"], path, at("expect"), node_names, pod_keys, [m.name for m in members])
     cluster = Cluster(
         tuple(n for n, _ in nodes),
@@ -363,6 +389,7 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
             {c.name: c for c, _ in decode("csiNodes", decode_csinode)},
         ),
         _node_metrics(raw, shared, path, at),
+        dra,
     )
     return Case(name, pod, cluster, expect, group, members, groups)
 

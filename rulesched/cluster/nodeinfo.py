@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from rulesched.model import ContainerPort, Node, Pod, Taint
+from rulesched.model.dra import NodeDevice
 from rulesched.model.load import NEVER_MEASURED, NO_METRICS, NO_USAGE
 
 
@@ -39,6 +40,7 @@ class NodeInfo:
         "usage",
         "metrics",
         "metrics_age",
+        "devices",
         "generation",
         "epoch",
     )
@@ -56,6 +58,8 @@ class NodeInfo:
         self.usage: Mapping[str, int] = NO_USAGE
         self.metrics: Mapping[str, float] = NO_METRICS
         self.metrics_age: float = NEVER_MEASURED
+        # DRA devices the node reaches, with what claims hold of them (rulesched.cluster.dra)
+        self.devices: tuple[NodeDevice, ...] = ()
         self.generation = 0
         self.epoch = epoch
         self.set_node(node)
@@ -75,6 +79,7 @@ class NodeInfo:
         new.used_ports = list(self.used_ports)
         new.claim_mounts = self.claim_mounts
         new.usage, new.metrics, new.metrics_age = self.usage, self.metrics, self.metrics_age
+        new.devices = self.devices
         new.generation = self.generation
         new.epoch = epoch
         return new
@@ -100,6 +105,15 @@ class NodeInfo:
         if usage == self.usage and metrics == self.metrics and age == self.metrics_age:
             return False
         self.usage, self.metrics, self.metrics_age = usage, metrics, age
+        self._changed()
+        return True
+
+    def set_devices(self, devices: tuple[NodeDevice, ...]) -> bool:
+        """The DRA devices the node reaches changed (slices, or what claims hold); False when
+        they are what the node already shows."""
+        if devices == self.devices:
+            return False
+        self.devices = devices
         self._changed()
         return True
 

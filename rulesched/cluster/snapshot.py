@@ -16,12 +16,16 @@ Next stage: :mod:`rulesched.scheduler.cycle` filters and scores against a snapsh
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model.dra import EMPTY_DRA, DraState
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import Workloads
+from rulesched.semantics.cel import CelCache
+from rulesched.semantics.dra import NOTHING_ALLOCATED, AllocatedState
 
 # A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
 # object, whose labels the indexes read, rather than a node info with a copy of its pods).
@@ -42,6 +46,11 @@ class Snapshot:
         "namespaces",
         "workloads",
         "storage",
+        "dra",
+        "dra_allocated",
+        "dra_cel",
+        "dra_pools",
+        "dra_memo",
         "_claim_users",
         "generation",
         "node_generation",
@@ -64,6 +73,11 @@ class Snapshot:
         workloads: Workloads,
         storage: StorageState,
         claim_users: Mapping[str, int],
+        dra: DraState = EMPTY_DRA,
+        dra_allocated: AllocatedState = NOTHING_ALLOCATED,
+        dra_cel: CelCache | None = None,
+        dra_pools: dict[str, Any] | None = None,
+        dra_memo: dict[Any, Any] | None = None,
         generation: int,
         node_generation: int,
         journal: Sequence[Change],
@@ -79,6 +93,11 @@ class Snapshot:
         self.namespaces = namespaces
         self.workloads = workloads  # Services and controllers, for system default spreading
         self.storage = storage  # volumes, claims, classes, CSINodes (rulesched.model.storage)
+        self.dra = dra  # DRA's classes, claims, templates, slices (rulesched.model.dra)
+        self.dra_allocated = dra_allocated  # the devices the claims' allocations hold
+        self.dra_cel = dra_cel or CelCache()  # the store's compiled selectors and their verdicts
+        self.dra_pools = dra_pools  # the store's per-node pools for the allocator
+        self.dra_memo = dra_memo  # Filter's verdicts shared between pods (rulesched.semantics.dra_pod)
         self._claim_users = claim_users  # claim key -> how many placed pods mount it
         self.generation = generation
         self.node_generation = node_generation
@@ -133,6 +152,11 @@ class ClusterOverlay:
         self.pdbs = base.pdbs
         self.workloads = base.workloads
         self.storage = base.storage
+        self.dra = base.dra
+        self.dra_allocated = base.dra_allocated
+        self.dra_cel = base.dra_cel
+        self.dra_pools = base.dra_pools
+        self.dra_memo = None  # (a dry run's nodes are not the store's: no shared verdicts)
         self.node_generation = base.node_generation
         self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
         self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off

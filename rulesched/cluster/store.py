@@ -32,6 +32,7 @@ from typing import Any
 
 from rulesched.cluster.assumed import ASSUMED_TTL_SECONDS, AssumedPods
 from rulesched.cluster.cow import CopyOnWrite
+from rulesched.cluster.dra import DraCache
 from rulesched.cluster.journal import PodJournal
 from rulesched.cluster.load import LoadState
 from rulesched.cluster.nodeinfo import NodeInfo
@@ -40,6 +41,7 @@ from rulesched.cluster.placements import Placements
 from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import StorageCache
 from rulesched.model import Node, Pod, PodDisruptionBudget, PriorityClass
+from rulesched.model.dra import Allocation, DraState
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
@@ -77,6 +79,7 @@ class ClusterStore:
         self.journal = PodJournal()
         self._assumed = AssumedPods(assumed_ttl)
         self.volumes = StorageCache(self._cow, self._changed, provision)
+        self.dra = DraCache(self._cow, self._changed)  # DRA's classes, claims, templates, slices
         self._pdbs: dict[str, PodDisruptionBudget] = {}
         self._pdb_tuple: tuple[PodDisruptionBudget, ...] = ()
         self._namespaces: dict[str, Mapping[str, str]] = {}
@@ -104,6 +107,8 @@ class ClusterStore:
         last = self._cow.latest()
         if last is not None:
             return last
+        if self.dra.dirty is None or self.dra.dirty or self.dra.classes_changed:
+            self._refresh_devices()
         nodes, pods, journal = self._nodes, self._pods, self.journal
         snapshot = Snapshot(
             history=self.history,
@@ -115,6 +120,11 @@ class ClusterStore:
             namespaces=self._namespaces,
             workloads=self._workloads,
             storage=self.volumes.storage,
+            dra=self.dra.state,
+            dra_allocated=self.dra.allocated,
+            dra_cel=self.dra.cel,
+            dra_pools=self.dra.pools,
+            dra_memo=self.dra.memo,
             claim_users=pods.claim_users,
             generation=self.generation,
             node_generation=self.node_generation,
@@ -128,6 +138,21 @@ class ClusterStore:
     def _changed(self) -> None:
         self.generation += 1
         self._cow.changed()
+
+    def _refresh_devices(self) -> None:
+        """node.devices of the nodes whose devices may have changed (DraCache.refresh). A change
+        that came with a pod placed on the node is in the pod journal, which tells the engine's
+        tables which rows to recompute; any other (slices, claims changed by others) counts as a
+        change of the nodes, after which the engine starts afresh."""
+        fresh = self.dra.refresh({name: info.node for name, info in self._nodes.by_name.items()})
+        covered, self.dra.covered = self.dra.covered, set()
+        beyond, self.dra.classes_changed = self.dra.classes_changed, False
+        for name, views in fresh.items():
+            if views != self._nodes.by_name[name].devices:
+                self._nodes.writable(name).set_devices(views)
+                beyond = beyond or name not in covered
+        if beyond:
+            self._nodes_changed()
 
     def _nodes_changed(self) -> None:
         self._changed()
@@ -212,6 +237,8 @@ class ClusterStore:
             return info
         info = self._nodes.add(node)
         self._load_changed(info)
+        if not self.dra.empty:
+            self.dra.mark(node.name)
         self._nodes_changed()
         for pod in self._pods.waiting_for(node.name):  # pods that arrived before their node
             self._place(pod, log=False)
@@ -299,11 +326,23 @@ class ClusterStore:
         return removed
 
     # --- the scheduler's assumptions -------------------------------------------------------------
-    def assume(self, pod: Pod, node_name: str) -> Pod:
-        """Place a pod on a node before its binding completes; returns the placed pod."""
+    def assume(
+        self,
+        pod: Pod,
+        node_name: str,
+        allocations: Mapping[str, Allocation] | None = None,
+        reserve: tuple[str, ...] = (),
+    ) -> Pod:
+        """Place a pod on a node before its binding completes; returns the placed pod.
+        ``allocations`` (claim key -> allocation) and ``reserve`` (claim keys): DRA's Reserve,
+        the devices chosen for its claims and the claims it uses (:class:`DraCache`)."""
         placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
         if pod.volumes:  # VolumeBinding's Reserve: the claims it chose are taken now
             self.volumes.assume(placed, self._nodes.by_name.get(node_name))
+        if allocations or reserve:
+            self.dra.assume(placed, allocations or {}, reserve)
+        elif pod.resource_claims:  # DynamicResources' Reserve: the devices it chose are taken now
+            self.dra.reserve(placed, self._nodes.by_name.get(node_name))
         self.load.bound(placed, node_name)  # (before placing it: its node shows the estimate at once)
         self.add_pod(placed)
         self._assumed.add(placed.key)
@@ -316,6 +355,7 @@ class ClusterStore:
         if key not in self._assumed:
             return
         self.volumes.settled(key)
+        self.dra.settled(key)
         self._assumed.bound(key, now)
 
     def forget(self, key: str) -> None:
@@ -323,6 +363,7 @@ class ClusterStore:
         if key in self._assumed:
             self.remove_pod(key)
         self.volumes.revert(key)
+        self.dra.revert(key)
 
     def expire_assumed(self, now: float) -> list[Pod]:
         """Drop assumptions whose binding finished long ago but which no informer confirmed."""
@@ -421,6 +462,7 @@ class ClusterStore:
             "services": {ns: sorted(s.name for s in found) for ns, found in self._workloads.services.items()},
             "controllers": dict(self._workloads.controllers),
             **self.volumes.contents(),
+            **self.dra.contents(),
             "claim_users": dict(self._pods.claim_users),
         }
 
@@ -435,11 +477,14 @@ class ClusterStore:
         storage: StorageState | None = None,
         provision: bool = False,
         load: LoadSnapshot | None = None,
+        dra: DraState | None = None,
     ) -> ClusterStore:
         store = cls(provision=provision)
         store._workloads = workloads
         if storage is not None:
             store.set_storage(storage)
+        if dra is not None and not dra.empty:
+            store.dra.replace_all(dra)
         for node in nodes:
             store.add_node(node)
         if load is not None:

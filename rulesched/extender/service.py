@@ -79,7 +79,7 @@ from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.lang import BoundRules, ForkedIndexes, RuleSet, RulesHandle, RuleWatch, Session
 from rulesched.logs import VERBOSE
-from rulesched.mirror import Mirror
+from rulesched.mirror import WITHOUT_DRA, Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.runtime import Framework
@@ -180,7 +180,7 @@ class Extender:
         self.store = ClusterStore(assumed_ttl=None)
         self.stop = stop or threading.Event()
         self._inbox: queue.SimpleQueue[Delta] = queue.SimpleQueue()
-        self.mirror = Mirror(api, self.store, self._inbox.put, self.stop) if api is not None else None
+        self.mirror = Mirror(api, self.store, self._inbox.put, self.stop, WITHOUT_DRA) if api is not None else None
         self.node_ttl, self.clock = node_ttl, clock
         self._nodes = NodeCache(node_cache_bytes, on_evict=self._forget)
         self._seen: dict[str, float] = {}  # node name -> the last request that sent the node

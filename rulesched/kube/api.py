@@ -137,6 +137,11 @@ PVS = Resource("PersistentVolume", "/api/v1", "persistentvolumes", False)
 PVCS = Resource("PersistentVolumeClaim", "/api/v1", "persistentvolumeclaims", True)
 STORAGE_CLASSES = Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False)
 CSINODES = Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False)
+# Dynamic Resource Allocation (resource.k8s.io/v1, GA since 1.34)
+DEVICE_CLASSES = Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclasses", False)
+RESOURCE_CLAIMS = Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims", True)
+RESOURCE_CLAIM_TEMPLATES = Resource("ResourceClaimTemplate", "/apis/resource.k8s.io/v1", "resourceclaimtemplates", True)
+RESOURCE_SLICES = Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices", False)
 # metrics-server's NodeMetrics, served through the API server's aggregation layer (list only)
 NODE_METRICS = Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", False)
 # The Policy Report API (kubernetes-sigs/wg-policy-prototypes), which Kyverno and Policy Reporter
@@ -406,6 +411,16 @@ class KubeApi:
     ) -> dict[str, Any]:
         """PUT: fails with ConflictError when body's resourceVersion is not the current one."""
         replaced: dict[str, Any] = self._call("PUT", resource.path(namespace, name), body=body, timeout=timeout)
+        return replaced
+
+    def replace_status(
+        self, resource: Resource, namespace: str | None, name: str, body: dict[str, Any], timeout: float | None = None
+    ) -> dict[str, Any]:
+        """PUT of the ``status`` subresource (metadata changes are not kept there): ConflictError
+        when body's resourceVersion is not the current one."""
+        replaced: dict[str, Any] = self._call(
+            "PUT", resource.path(namespace, name, "status"), body=body, timeout=timeout
+        )
         return replaced
 
     def delete(self, resource: Resource, namespace: str | None, name: str) -> None:

@@ -36,6 +36,8 @@ from rulesched.model import (
     TopologySpreadConstraint,
     WeightedPodAffinityTerm,
 )
+from rulesched.model.dra import DeviceRequest, ExactRequest, NodeDevice
+from rulesched.model.objects import EMPTY, EMPTY_RESOURCES, PodClaim
 
 
 class NodeView(Protocol):
@@ -98,6 +100,9 @@ class NodeView(Protocol):
     @property
     def metrics_age(self) -> float: ...
 
+    @property
+    def devices(self) -> Sequence[Any]: ...
+
 
 @dataclass(frozen=True)
 class Field:
@@ -118,6 +123,9 @@ POD_AFFINITY_TERM = Record("pod affinity term")
 WEIGHTED_POD_AFFINITY_TERM = Record("weighted pod affinity term")
 SPREAD_CONSTRAINT = Record("topology spread constraint")
 DOMAIN = Record("domain")  # domain(node, KEY): rulesched.lang.builtins.domains
+RESOURCE_CLAIM = Record("resource claim")  # pod.resource_claims: DRA claims (rulesched.model.dra)
+DEVICE_REQUEST = Record("device request")
+DEVICE = Record("device")  # node.devices
 CLUSTER = Record("cluster")
 
 STRINGS = MapOf(STRING)
@@ -129,6 +137,11 @@ def _attr(name: str) -> Callable[[Any], Any]:
 
 def _fields(spec: dict[str, tuple[Type, str]]) -> dict[str, Field]:
     return {name: Field(t, _attr(name), doc) for name, (t, doc) in spec.items()}
+
+
+def _exact(request: Any) -> Any:
+    """A DRA request's exact part, or its first subrequest's."""
+    return request.exactly if request.exactly is not None else request.first_available[0][1]
 
 
 def _none_as_empty(name: str) -> Callable[[Any], Any]:
@@ -193,6 +206,11 @@ RECORDS: dict[Record, dict[str, Field]] = {
         "has_required_node_affinity": Field(
             BOOL, lambda pod: pod.required_node_affinity is not None, "whether the pod has required node affinity"
         ),
+        "resource_claims": Field(
+            ListOf(RESOURCE_CLAIM),
+            lambda pod: pod.resource_claims,
+            "spec.resourceClaims: the pod's DRA claims with their requests (as the cluster has them)",
+        ),
     },
     NODE: _fields(
         {
@@ -212,6 +230,7 @@ RECORDS: dict[Record, dict[str, Field]] = {
             "usage": (RESOURCES, "cpu and memory in use (metrics.k8s.io), plus just-placed pods' estimates"),
             "metrics": (MapOf(NUMBER), "named metrics (Prometheus queries) -> value, plus estimates"),
             "metrics_age": (DURATION, "seconds since the node's oldest value was taken (1e9: none)"),
+            "devices": (ListOf(DEVICE), "the DRA devices the node reaches, with what claims hold of them"),
         }
     )
     | {
@@ -222,6 +241,58 @@ RECORDS: dict[Record, dict[str, Field]] = {
         )
     },
     TAINT: _fields({"key": (STRING, ""), "value": (STRING, ""), "effect": (STRING, "")}),
+    RESOURCE_CLAIM: {
+        **_fields(
+            {
+                "name": (STRING, "the pod's name for it (spec.resourceClaims[].name)"),
+                "claim": (STRING, "the ResourceClaim's name (empty while a template's is not made)"),
+                "allocated": (BOOL, "whether the claim is allocated already (then it is shared, not allocated again)"),
+            }
+        ),
+        "template": Field(STRING, _attr("template_name"), "the ResourceClaimTemplate named, if any"),
+        "requests": Field(
+            ListOf(DEVICE_REQUEST),
+            lambda c: c.spec.requests if c.spec is not None else (),
+            "the claim's requests (empty while the claim is not known)",
+        ),
+    },
+    DEVICE_REQUEST: {
+        "name": Field(STRING, _attr("name"), ""),
+        "class_name": Field(
+            STRING, lambda r: _exact(r).device_class_name, "deviceClassName (a firstAvailable request's first)"
+        ),
+        "mode": Field(STRING, lambda r: _exact(r).allocation_mode, "ExactCount or All"),
+        "count": Field(
+            NUMBER, lambda r: _exact(r).count if _exact(r).allocation_mode != "All" else 0, "devices asked (0 for All)"
+        ),
+        "admin_access": Field(BOOL, lambda r: bool(_exact(r).admin_access), ""),
+        "capacity": Field(
+            RESOURCES, lambda r: _exact(r).capacity or {}, "capacity.requests: what it asks of a shared device"
+        ),
+        "first_available": Field(
+            ListOf(STRING),
+            lambda r: tuple(name for name, _ in r.first_available),
+            "the names of its firstAvailable subrequests, in order (empty for an exact request)",
+        ),
+    },
+    DEVICE: {
+        **_fields(
+            {
+                "driver": (STRING, ""),
+                "pool": (STRING, ""),
+                "name": (STRING, ""),
+                "attributes": (STRINGS, "every attribute as text, by its name (and driver/name for the driver's own)"),
+                "numbers": (MapOf(NUMBER), "the integer attributes"),
+                "capacity": (RESOURCES, "the device's capacities"),
+                "consumed": (RESOURCES, "what shares of it consume (consumable capacity)"),
+                "free": (RESOURCES, "capacity less consumed (nothing of a device allocated whole)"),
+                "allocated": (BOOL, "held by some claim, whole or in part"),
+                "shared": (BOOL, "allowMultipleAllocations: several claims may share it"),
+                "claims": (NUMBER, "the allocations holding it"),
+            }
+        ),
+        "taints": Field(ListOf(TAINT), _attr("taints"), "its taints (key, value, effect)"),
+    },
     TOLERATION: {
         **_fields({"key": (STRING, ""), "operator": (STRING, ""), "value": (STRING, ""), "effect": (STRING, "")}),
         "toleration_seconds": Field(
@@ -271,7 +342,10 @@ RECORDS[CLUSTER] = _domain_fields()
 # Node fields that change when pods are bound to or leave the node (the rest change only with the
 # Node object itself): rules reading none of them keep their answers across binds.
 # (usage and metrics: a placed pod adds its estimate to them until the values catch up.)
-NODE_POD_FIELDS = frozenset({"requested", "nonzero_requested", "free", "pods", "used_ports", "usage", "metrics"})
+# (devices: what claims hold of them changes as pods bound there take them)
+NODE_POD_FIELDS = frozenset(
+    {"requested", "nonzero_requested", "free", "pods", "used_ports", "usage", "metrics", "devices"}
+)
 # Node fields from the load sources (rulesched.cluster.load): lint asks that reads of the first
 # two be guarded by the third or by has() (stale or missing values read as 0).
 NODE_LOAD_FIELDS = ("usage", "metrics", "metrics_age")
@@ -288,6 +362,11 @@ ZERO_RECORDS: dict[Record, Any] = {
     POD_AFFINITY_TERM: PodAffinityTerm(""),
     WEIGHTED_POD_AFFINITY_TERM: WeightedPodAffinityTerm(0, PodAffinityTerm("")),
     SPREAD_CONSTRAINT: TopologySpreadConstraint(0, "", ""),
+    RESOURCE_CLAIM: PodClaim(""),
+    DEVICE_REQUEST: DeviceRequest("", ExactRequest("")),
+    DEVICE: NodeDevice(
+        "", "", "", EMPTY, EMPTY_RESOURCES, EMPTY_RESOURCES, EMPTY_RESOURCES, EMPTY_RESOURCES, False, False, 0
+    ),
 }
 
 
@@ -311,9 +390,19 @@ POD_VARIABLE = "pod"
 NODE_VARIABLE = "node"
 VICTIM_VARIABLE = "victim"
 CLUSTER_VARIABLE = "cluster"  # every node: rulesched.lang.builtins.domains
+DEVICE_VARIABLE = "device"  # a device score's candidate device (node.devices' record)
+REQUEST_VARIABLE = "request"  # and the DRA request it would serve
+DEVICE_SCORE = "device score"  # the variables key of `score NAME for device`
 GUARD_VARIABLES: dict[str, Type] = {POD_VARIABLE: POD}
 BODY_VARIABLES: dict[str, dict[str, Type]] = {
     "filter": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, CLUSTER_VARIABLE: CLUSTER},
     "score": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, CLUSTER_VARIABLE: CLUSTER},
     "preempt": {POD_VARIABLE: POD, NODE_VARIABLE: NODE, VICTIM_VARIABLE: POD, CLUSTER_VARIABLE: CLUSTER},
+    DEVICE_SCORE: {
+        POD_VARIABLE: POD,
+        NODE_VARIABLE: NODE,
+        DEVICE_VARIABLE: DEVICE,
+        REQUEST_VARIABLE: DEVICE_REQUEST,
+        CLUSTER_VARIABLE: CLUSTER,
+    },
 }

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from rulesched.model.decode_dra import pod_claims
 from rulesched.model.decode_storage import pod_volumes
 from rulesched.model.fields import (
     Memo,
@@ -189,7 +190,7 @@ def decode_pod(
         owner=_controller(meta, where),
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
-        resource_claims=_resource_claims(spec, where) if spec.get("resourceClaims") else (),
+        resource_claims=pod_claims(spec, status, where) if spec.get("resourceClaims") else (),
         scheduling_group=_scheduling_group(spec, where) if spec.get("schedulingGroup") or "workloadRef" in spec else "",
         required_features=required_features(spec, where),
     )
@@ -265,18 +266,6 @@ def _preempted_by_scheduler(status: Mapping[str, Any], where: Where) -> bool:
             ):
                 return True
     return False
-
-
-def _resource_claims(spec: Mapping[str, Any], where: Where) -> tuple[str, ...]:
-    """spec.resourceClaims[].name: the pod's Dynamic Resource Allocation claims (the API
-    requires a name; each entry names a ResourceClaim or a ResourceClaimTemplate)."""
-    names = []
-    for path, claim in get_maps(spec, "resourceClaims", where, "spec"):
-        name = get_str(claim, "name", where, path)
-        if not name:
-            raise where.error("missing", f"{path}.name")
-        names.append(name)
-    return tuple(names)
 
 
 def decode_node(obj: object, source: str = "", *, memo: Memo | None = None, names: bool = True) -> Node:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
@@ -127,6 +128,26 @@ class PodVolume:
     monitors: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One ``spec.resourceClaims`` entry: it names a ResourceClaim or a template (the claim made
+    from a template is in the pod's ``status.resourceClaimStatuses``: ``generated``). While rules
+    are bound to the pod, ``spec`` (a :class:`rulesched.model.dra.ClaimSpec`) and ``allocated``
+    are the claim's as the cluster has it (:func:`rulesched.semantics.dra_pod.with_claims`)."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
+    generated: str | None = None  # the claim made from the template; None: not made yet
+    spec: Any = None  # the claim's ClaimSpec, when bound to a cluster (rules' pod.resource_claims)
+    allocated: bool = False
+
+    @property
+    def claim(self) -> str:
+        """The name of the claim this entry uses ("" while a template's is not made)."""
+        return self.claim_name or self.generated or ""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Pod:
     name: str
@@ -161,8 +182,8 @@ class Pod:
     # a scheduler preempted it: condition DisruptionTarget=True with reason PreemptionByScheduler,
     # or rulesched's own PREEMPTED_CONDITION=True (kept when an eviction rewrites DisruptionTarget)
     preempted_by_scheduler: bool = False
-    # spec.resourceClaims names (Dynamic Resource Allocation): rulesched cannot allocate them
-    resource_claims: tuple[str, ...] = ()
+    # spec.resourceClaims (Dynamic Resource Allocation), with the claims made from templates
+    resource_claims: tuple[PodClaim, ...] = ()
     owner: str = ""  # "Kind/name" of the controlling owner, if any
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)

@@ -54,6 +54,7 @@ from rulesched.kube.api import (
     composite_pod_groups,
     workload_pod_groups,
 )
+from rulesched.kube.claims import claim_writes
 from rulesched.kube.informer import Delta
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RuleSet, RulesHandle, startup_warning
@@ -62,6 +63,7 @@ from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
 from rulesched.mirror import EVERYTHING, Mirror
 from rulesched.model import Pod
+from rulesched.model.dra import ResourceClaim
 from rulesched.model.groups import POD_GROUP_API, group_key
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
@@ -189,12 +191,18 @@ class _Binder:
         self.workers, self.store = workers, store
 
     def bind(self, binding: Binding) -> bool | None:
-        """The volume decisions as API writes (the claims as the store has them now), then the
-        binding, on a worker."""
+        """The volume decisions and DRA claims as API writes (the claims as the store has them
+        now), then the binding, on a worker."""
         node = binding.node
         volumes = writes_for(binding.volumes, self.store.storage, node) if binding.volumes else []
-        self.workers.bind(binding.pod, node, binding.rules, volumes)
+        claims = claim_writes(binding.claims, binding.allocated, binding.pod) if binding.claims else []
+        self.workers.bind(binding.pod, node, binding.rules, volumes, claims)
         return None  # the outcome comes back through the loop
+
+    def deallocate(self, claim: ResourceClaim) -> None:
+        """DynamicResources' PostFilter: the claim deallocated through the API, on a worker."""
+        pod_uid = claim.reserved_for[0].uid if claim.reserved_for else ""
+        self.workers.deallocate(claim.namespace, claim.name, pod_uid)
 
 
 class _Reporter(Observer):

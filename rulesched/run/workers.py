@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODGROUPS, PODS, KubeApi, workload_pod_groups
+from rulesched.kube.claims import ClaimWrite, deallocate_claim, release_claims, write_claims
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
@@ -185,13 +186,21 @@ class Workers:
         self._pool.submit(run)
 
     # --- binding ----------------------------------------------------------------------------------
-    def bind(self, pod: Target, node: str, rules: str = "", volumes: Sequence[VolumeWrite] = ()) -> None:
+    def bind(
+        self,
+        pod: Target,
+        node: str,
+        rules: str = "",
+        volumes: Sequence[VolumeWrite] = (),
+        claims: Sequence[ClaimWrite] = (),
+    ) -> None:
         """Bind through the API; ``rules`` is the digest of the rule set that chose the node
         (the Scheduled event and the log name it). ``volumes``: the pod's volume choices, made
-        first and taken back if the binding fails (rulesched.kube.volumes). Without volumes, and
-        while this replica may write, the binding process does it if there is one."""
+        first and taken back if the binding fails (rulesched.kube.volumes); ``claims``: its DRA
+        claims' allocations and reservations, likewise (rulesched.kube.claims). Without either,
+        and while this replica may write, the binding process does it if there is one."""
         process = self.process
-        if process is not None and not volumes and process.alive and self.may_write():
+        if process is not None and not volumes and not claims and process.alive and self.may_write():
             with self._lock:
                 if self._closed:
                     return
@@ -200,12 +209,19 @@ class Workers:
                 return
             with self._lock:
                 self.in_flight -= 1
-        self._submit(self._bind, pod, node, rules, volumes)
+        self._submit(self._bind, pod, node, rules, volumes, claims)
 
-    def _bind(self, pod: Target, node: str, rules: str, volumes: Sequence[VolumeWrite] = ()) -> None:
+    def _bind(
+        self,
+        pod: Target,
+        node: str,
+        rules: str,
+        volumes: Sequence[VolumeWrite] = (),
+        claims: Sequence[ClaimWrite] = (),
+    ) -> None:
         key, profile = pod.key, pod.scheduler_name
         started = time.monotonic()
-        if volumes and self._fenced("volume binding", pod, node):
+        if (volumes or claims) and self._fenced("volume binding", pod, node):
             self.outcomes(Outcome(key, node, False, "not leading", seconds=0.0, profile=profile))
             return
         try:
@@ -214,15 +230,23 @@ class Workers:
             seconds = time.monotonic() - started
             self.outcomes(Outcome(key, node, False, f"binding volumes: {err}", seconds=seconds, profile=profile))
             return
+        try:
+            write_claims(self.api, claims)
+        except KubeError as err:
+            revert_writes(self.api, volumes)
+            seconds = time.monotonic() - started
+            self.outcomes(Outcome(key, node, False, f"binding claims: {err}", seconds=seconds, profile=profile))
+            return
         if self._fenced("binding", pod, node):
-            # (the volume writes stay: a replica past its lease writes nothing, not even an undo;
-            # as when a scheduler dies between the two, the next one's volume handling decides)
+            # (the volume and claim writes stay: a replica past its lease writes nothing, not even
+            # an undo; as when a scheduler dies between the two, the next one's handling decides)
             seconds = time.monotonic() - started
             self.outcomes(Outcome(key, node, False, "not leading", seconds=seconds, profile=profile))
             return
         try:
             self.api.bind(pod.namespace, pod.name, pod.uid, node)
         except KubeError as err:
+            release_claims(self.api, claims)
             revert_writes(self.api, volumes)
             self._bind_failed(pod, node, started, err)
             return
@@ -231,6 +255,18 @@ class Workers:
 
     def _bind_failed(self, pod: Target, node: str, started: float, err: KubeError) -> None:
         self.outcomes(failed_binding(self.api, pod, node, time.monotonic() - started, err))
+
+    def deallocate(self, namespace: str, name: str, pod_uid: str) -> None:
+        """DynamicResources' PostFilter: deallocate a claim no other pod uses (rulesched.kube.claims)."""
+        self._submit(self._deallocate, namespace, name, pod_uid)
+
+    def _deallocate(self, namespace: str, name: str, pod_uid: str) -> None:
+        if not self.may_write():
+            return
+        try:
+            deallocate_claim(self.api, namespace, name, pod_uid)
+        except KubeError as err:
+            log.warning("could not deallocate a claim", extra={"object": f"{namespace}/{name}", "reason": str(err)})
 
     # --- what users see ---------------------------------------------------------------------------
     def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> None:

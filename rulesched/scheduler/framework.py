@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError
@@ -75,6 +76,10 @@ class Binding:
     node: str
     rules: str = ""
     volumes: tuple[Decision, ...] = ()
+    # DynamicResources' PreBind: the claims the assumption changed (with the allocations and the
+    # pod in reservedFor), and the keys of those it allocated (the rest it only joined)
+    claims: tuple[Any, ...] = ()
+    allocated: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -338,6 +343,9 @@ class CycleResult:
     # (set when the group was not placed: then ``member`` says what this pod alone found).
     group: str = ""
     group_message: str = ""
+    # DynamicResources' Reserve for the chosen node: the claims' allocations (claim key ->
+    # allocation) and the claims to reserve for the pod, as the cycle's Filter found them
+    claims: tuple[Mapping[str, Any], tuple[str, ...]] | None = None
     fitted: str | None = None  # the node the member fit on before its group was given up
     # A workload API member's (rulesched.scheduler.workloads): the message kube-scheduler writes
     # for it (FailedScheduling, PodScheduled), and whether it was held before any cycle (its

@@ -41,7 +41,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
@@ -487,12 +487,14 @@ class Scheduler:
         timing = result.timing
         if timing is not None:
             timing.started = started  # (the whole cycle: nominations and snapshot included)
-        waiting = False
+        waiting = deallocated = False
         try:
             if result.code is Code.SCHEDULED and result.node is not None:
                 outcome = None
                 if rules.shadow is not None:
                     result.shadow_rejected = shadow_rejections(rules.shadow, pod, snapshot, result.node)
+                if pod.resource_claims:  # (read before the binding lets go of its cluster)
+                    result.claims = bound.device_allocations(snapshot.node_view(result.node))
                 if timing is not None:
                     timing.algorithm_seconds = time.perf_counter() - started
             else:
@@ -506,6 +508,8 @@ class Scheduler:
                     )
                     waiting = True
                 else:
+                    if pod.resource_claims:  # DynamicResources' PostFilter, before preemption's
+                        deallocated = self._deallocate(bound)
                     # the statuses from the cycle's binding, whose per-node answers are still warm
                     statuses = profile.cycle.statuses(bound, snapshot)
                     columns = profile.cycle.columns(snapshot)
@@ -555,11 +559,30 @@ class Scheduler:
             self.queue.unschedulable(
                 pod, waits_on_pods=_waits_on_other_pods(pod) and not waiting, rejected_by=result.rejected_by
             )
+            if deallocated:  # (the claim's change, as its informer event would, moves the pod)
+                self.queue.move(Event.OTHER)
         else:
             self._nominate(pod, outcome.nominated, outcome.victims)
         self.last_cycle_seconds = time.perf_counter() - started
         self.observer.attempted(result)
         return result
+
+    def _deallocate(self, bound: Any) -> bool:
+        """DynamicResources' PostFilter: an allocated claim that some node could not use and no
+        other pod uses is deallocated (in the store at once, and through the binder's
+        ``deallocate`` when it has one: the API), so that the pod's next attempt may allocate it
+        where it fits (dynamicresources.go deallocateOrDeletePodClaims)."""
+        found = bound.dra_claims
+        claim = found.deallocatable() if found is not None else None
+        if claim is None:
+            return False
+        freed = dataclasses.replace(claim, allocation=None, reserved_for=())
+        self.store.dra.put("claims", claim.key, freed)
+        deallocate = getattr(self.binder, "deallocate", None)
+        if deallocate is not None:
+            deallocate(claim)
+        log.log(VERBOSE, "deallocated claim %s", claim.key, extra={"pod": bound.ctx.pod.key})
+        return True
 
     def _victims_remain(self, pod: Pod) -> bool:
         victims = self._victims.get(pod.key)
@@ -600,12 +623,14 @@ class Scheduler:
         assert node is not None
         reserving = time.perf_counter()
         if placed is None:
-            placed = self.store.assume(pod, node)
+            allocations, reserve = result.claims if result.claims is not None else (None, ())
+            placed = self.store.assume(pod, node, allocations, reserve)
         if result.timing is not None:
             result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now
         volumes = self.store.volume_decisions(placed.key) if placed.volumes else ()
-        outcome = self.binder.bind(Binding(placed, node, rules, volumes))
+        claims, allocated = self.store.dra.assumed_claims(placed.key) if placed.resource_claims else ((), frozenset())
+        outcome = self.binder.bind(Binding(placed, node, rules, volumes, claims, allocated))
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
             return result

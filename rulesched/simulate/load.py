@@ -10,12 +10,15 @@ CompositePodGroups, whose priorities resolve at the end like pods'; Workloads ar
 skipped, as kube-scheduler reads only the PodGroups: :mod:`rulesched.model.groups`), Services, ReplicaSets,
 StatefulSets and ReplicationControllers for their selectors (system default spreading,
 :mod:`rulesched.model.workloads`), and PersistentVolumes, PersistentVolumeClaims, StorageClasses
-and CSINodes for the volume filters; other kinds are counted into one warning, since a dump of a
+and CSINodes for the volume filters, and Dynamic Resource Allocation's DeviceClasses,
+ResourceClaims, ResourceClaimTemplates and ResourceSlices (``resource.k8s.io/v1``); other kinds are counted into one warning, since a dump of a
 namespace holds Deployments, ConfigMaps and more that scheduling does not need. Objects are
 decoded as they are read and their raw form dropped, so memory holds the decoded cluster, not
 the files' trees. A pod that has no ``spec.priority`` (or no ``spec.preemptionPolicy``) yet waits
 for the end, when every PriorityClass of every file is known, so ``priorityClassName`` resolves
-whatever the order; pods keep their file order. Finished pods (Succeeded, Failed) hold no
+whatever the order; pods keep their file order. A pending pod's claims to be made from
+ResourceClaimTemplates are made, as the resourceclaim controller would have
+(:mod:`rulesched.semantics.dra_claims`). Finished pods (Succeeded, Failed) hold no
 resources and are dropped. A pod bound to a node the files do not hold is an error, or, for dumps
 of a live cluster (``kubectl get pods -A`` lists pods on nodes just deleted), set aside in
 :attr:`ClusterObjects.skipped_pods` when asked to. Objects the API server would have refused
@@ -50,7 +53,14 @@ from rulesched.model.decode import (
     decode_pod,
     decode_priority_class,
 )
+from rulesched.model.decode_dra import (
+    decode_device_class,
+    decode_resource_claim,
+    decode_resource_claim_template,
+    decode_resource_slice,
+)
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
+from rulesched.model.dra import EMPTY_DRA, DraState
 from rulesched.model.fields import Memo
 from rulesched.model.groups import (
     POD_GROUP_API,
@@ -72,9 +82,19 @@ from rulesched.model.workloads import (
     decode_controller,
     decode_service,
 )
+from rulesched.semantics.dra_claims import claims_from_templates
 from rulesched.simulate.documents import read_file, read_objects
 
 _STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
+# DRA's kinds, each with the DraState map it goes to; read from resource.k8s.io/v1 (and v1beta2,
+# the same shape); v1beta1's older shape is refused with a message.
+_DRA_KINDS = {
+    "DeviceClass": "classes",
+    "ResourceClaim": "claims",
+    "ResourceClaimTemplate": "templates",
+    "ResourceSlice": "slices",
+}
+_DRA_GROUP = "resource.k8s.io"
 _SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "-"  # the path that means standard input
 STDIN_NAME = "<stdin>"  # its name in messages
@@ -96,6 +116,7 @@ class ClusterObjects:
     workloads: Workloads = NO_WORKLOADS  # Services and controllers: their selectors
     storage: StorageState = EMPTY_STORAGE
     groups: tuple[PodGroup, ...] = ()  # pod groups (gangs): PodGroups of both APIs, CompositePodGroups
+    dra: DraState = EMPTY_DRA  # DeviceClasses, ResourceClaims, their templates, ResourceSlices
 
     @property
     def running_pods(self) -> tuple[Pod, ...]:
@@ -122,6 +143,7 @@ class ClusterObjects:
             storage=self.storage,
             provision=provision,
             load=load,
+            dra=self.dra,
         )
 
 
@@ -217,6 +239,7 @@ class _Loading:
         self.storage: dict[str, dict[str, Any]] = {kind: {} for kind in _STORAGE_KINDS}
         self.skipped: Counter[str] = Counter()
         self.groups: list[PodGroup] = []
+        self.dra: dict[str, dict[str, Any]] = {name: {} for name in _DRA_KINDS.values()}
         self.native_groups: list[tuple[str, str, Any]] = []  # (source, kind, raw): decoded with the classes
 
     def unique(self, kind: str, name: str, source: str) -> None:
@@ -269,8 +292,25 @@ class _Loading:
             key = value.key if kind == "PersistentVolumeClaim" else value.name
             self.unique(kind, key, source)
             self.storage[kind][key] = value
+        elif kind in _DRA_KINDS and _api_group(obj) == _DRA_GROUP:
+            self._dra(kind, obj, source)
         else:
             self.skipped[kind] += 1
+
+    def _dra(self, kind: str, obj: Any, source: str) -> None:
+        if obj.get("apiVersion") == f"{_DRA_GROUP}/v1beta1":
+            name = obj.get("metadata", {}).get("name", "") if isinstance(obj.get("metadata"), dict) else ""
+            raise ObjectError(
+                f"{_DRA_GROUP}/v1beta1 is not read (its requests and devices have another shape): "
+                f"give the object as {_DRA_GROUP}/v1 (kubectl get {kind.lower()}s.v1.{_DRA_GROUP} -o yaml)",
+                source=source,
+                obj=f"{kind} {name}".strip(),
+                field="apiVersion",
+            )
+        value = _DRA_DECODERS[kind](obj, source)
+        key = value.key if kind in ("ResourceClaim", "ResourceClaimTemplate") else value.name
+        self.unique(kind, key, source)
+        self.dra[_DRA_KINDS[kind]][key] = value
 
     def _pod(self, obj: Any, source: str, classes: Mapping[str, PriorityClass] | None) -> Pod:
         pod = decode_pod(obj, source, classes, memo=self.memo, require_containers=True)
@@ -300,6 +340,10 @@ class _Loading:
                     obj=f"Pod {pod.key}",
                     field="spec.nodeName",
                 )
+            if not pod.node_name and pod.resource_claims:  # (the resourceclaim controller's part)
+                pod, made = claims_from_templates(pod, self.dra["templates"], self.dra["claims"])
+                for claim in made:
+                    self.dra["claims"][claim.key] = claim
             pods.append(pod)
         return ClusterObjects(
             nodes=tuple(self.nodes),
@@ -312,6 +356,7 @@ class _Loading:
             workloads=self._workloads(),
             storage=self._storage(),
             groups=tuple(self.groups),
+            dra=DraState(**self.dra) if any(self.dra.values()) else EMPTY_DRA,
         )
 
     def _workloads(self) -> Workloads:
@@ -334,6 +379,16 @@ _STORAGE_DECODERS: Mapping[str, Callable[[object, str], Any]] = MappingProxyType
         "PersistentVolumeClaim": decode_pvc,
         "StorageClass": decode_storage_class,
         "CSINode": decode_csinode,
+    }
+)
+
+
+_DRA_DECODERS: Mapping[str, Callable[[object, str], Any]] = MappingProxyType(
+    {
+        "DeviceClass": decode_device_class,
+        "ResourceClaim": decode_resource_claim,
+        "ResourceClaimTemplate": decode_resource_claim_template,
+        "ResourceSlice": decode_resource_slice,
     }
 )
 

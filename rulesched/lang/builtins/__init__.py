@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import domains, groups, topology, volume_binding, volumes
+from rulesched.lang.builtins import domains, dra, groups, topology, volume_binding, volumes
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -407,6 +407,22 @@ BUILTINS.update(
             ),
         ]
     }
+)
+
+# dra_score(node): DynamicResources' Score (firstAvailable subrequests, the earlier the better).
+# Its answers move with every allocation: evaluated afresh for each pod that reaches it.
+BUILTINS["dra_score"] = Builtin(
+    "dra_score",
+    _sig([schema.NODE], NUMBER),
+    dra.dra_score,
+    "dra_score(node) -> number",
+    "DynamicResources' Score: per claim request with firstAvailable, 8 minus the index of the "
+    "subrequest its allocation on the node uses (0 where the claims cannot be allocated).",
+    context=True,
+    pod_fields=frozenset({"namespace", "resource_claims"}),
+    version=None,
+    moves=_always_moves,
+    fresh=True,
 )
 
 # domain(node, KEY): the nodes sharing the node's value of label KEY (docs/language.md,

@@ -29,6 +29,7 @@ from typing import Any
 from rulesched.lang import schema
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
+from rulesched.lang.evaluation.prechecks import DRA_FILTER, dra_diagnosis
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import CheckedRule, CheckedRules
 from rulesched.lang.frontend.printer import expr_text
@@ -62,6 +63,8 @@ class Blamer:
         of the set's written filters (a built-in precheck) or passes after all."""
         checked = self._filters.get(rule)
         if checked is None:
+            if rule == DRA_FILTER:  # the built-in DynamicResources: which claim and request, and why
+                return tuple(Blame(line, DRA_FILTER) for line in dra_diagnosis(ctx.pod, ctx.cluster, node))
             return ()
         walk = _Walk(self._interp, self._checked, ctx, node)
         try:

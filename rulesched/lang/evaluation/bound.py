@@ -18,7 +18,7 @@ or, through the engine (rulesched.engine.batch), as columns.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -183,6 +183,9 @@ class BoundRules:
         self._vectors: dict[str, tuple[Any, int, object, tuple[int, ...]]] = {}
         self._token: object = ()
         self.timer: RuleTimer | None = None  # set while a sampled cycle times the rules (timing.timed)
+        # a DRA pod's claims (rulesched.semantics.dra_pod.PodClaims), which its DynamicResources
+        # precheck filters with; Reserve reads the chosen node's allocation from them
+        self.dra_claims: Any = None
         self.refresh()
 
     def rebind(self, pod: Pod, cluster: ClusterView | None) -> None:
@@ -190,6 +193,15 @@ class BoundRules:
         ctx = self.ctx
         ctx.pod, ctx.cluster, ctx.feasible = pod, cluster, None
         self.refresh()
+
+    def device_allocations(self, node: Any) -> tuple[Mapping[str, Any], tuple[str, ...]] | None:
+        """DynamicResources' Reserve on ``node`` (a view of this binding's cluster): the
+        allocations of the pod's claims to allocate there, as its Filter found them (ranked by
+        the rules' device scores), and the claims to reserve for it; None without claims."""
+        found = self.dra_claims
+        if found is None:
+            return None
+        return found.allocations(node), found.reserve()
 
     def release(self) -> None:
         """Let go of the cluster view and what was computed from it (the caller is done with

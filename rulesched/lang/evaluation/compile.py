@@ -161,7 +161,7 @@ class _Compiler:
             if key not in self.let_codes:
                 self.let_codes[key] = self.code(self.lets[ref.name].value, slots)
             return self.let_codes[key]
-        if ref.kind == "bound" or ref.name == schema.VICTIM_VARIABLE:
+        if ref.kind == "bound" or ref.name in _SLOT_VARIABLES:
             slot = slots[ref.name]
             if slot in self.fixed:
                 return Staged(frozenset(), const=self.fixed[slot])
@@ -545,6 +545,20 @@ class CompiledRule:
         return self.checked.name
 
 
+# Variables a rule's env holds (set per evaluation, like a bound variable): a preempt rule's victim,
+# a device score's device and request.
+_SLOT_VARIABLES = frozenset({schema.VICTIM_VARIABLE, schema.DEVICE_VARIABLE, schema.REQUEST_VARIABLE})
+
+
+def rule_slots(rule: ast.Rule) -> dict[str, int]:
+    """The env slots of a rule's own variables (see _SLOT_VARIABLES)."""
+    if rule.kind is ast.RuleKind.PREEMPT:
+        return {schema.VICTIM_VARIABLE: 0}
+    if rule.target == "device":
+        return {schema.DEVICE_VARIABLE: 0, schema.REQUEST_VARIABLE: 1}
+    return {}
+
+
 def compile_rules(
     checked: CheckedRules, memos: NodeMemos, domain_codes: dict[int, Any] | None = None
 ) -> list[CompiledRule]:
@@ -555,7 +569,7 @@ def compile_rules(
     out = []
     for c in checked.rules:
         rule = c.rule
-        slots = {schema.VICTIM_VARIABLE: 0} if rule.kind is ast.RuleKind.PREEMPT else {}
+        slots = rule_slots(rule)
         guard = compiler.code(rule.guard, {}) if rule.guard is not None else None
         body = compiler.code(rule.body, slots)
         reason = compiler.code(rule.reason, {}) if rule.reason is not None else None

@@ -41,7 +41,11 @@ class Interpreter:
                 ref = notes.names[id(expr)]
                 if ref.kind == "let":
                     return self.evaluate(self.lets[name].value, ctx, node, scope)
-                if ref.kind == "bound" or name == schema.VICTIM_VARIABLE:
+                if ref.kind == "bound" or name in (
+                    schema.VICTIM_VARIABLE,
+                    schema.DEVICE_VARIABLE,
+                    schema.REQUEST_VARIABLE,
+                ):
                     return scope[name]
                 if name == schema.CLUSTER_VARIABLE:
                     return domains.cluster_ref(ctx)
@@ -121,8 +125,20 @@ class Interpreter:
         guard = rule.rule.guard
         return guard is None or bool(self.evaluate(guard, ctx, None, {}))
 
-    def body(self, rule: CheckedRule, ctx: EvalContext, node: Any, victim: Any = None) -> Any:
+    def body(
+        self,
+        rule: CheckedRule,
+        ctx: EvalContext,
+        node: Any,
+        victim: Any = None,
+        device: Any = None,
+        request: Any = None,
+    ) -> Any:
+        """The rule's body on ``node`` (a preempt rule's for ``victim``; a device score's for
+        ``device`` serving ``request``)."""
         scope = {schema.VICTIM_VARIABLE: victim} if rule.kind is ast.RuleKind.PREEMPT else {}
+        if rule.rule.target == "device":
+            scope = {schema.DEVICE_VARIABLE: device, schema.REQUEST_VARIABLE: request}
         return self.evaluate(rule.rule.body, ctx, node, scope)
 
     def reason(self, rule: CheckedRule, ctx: EvalContext, node: Any) -> Any:

@@ -1,15 +1,16 @@
-"""Filters every rule set has before its own: pods rulesched cannot place correctly, whatever
-the rules say.
+"""Filters every rule set has before its own: Kubernetes' semantics a pod must meet whatever the
+rules say.
 
 A pod with ``spec.resourceClaims`` (Dynamic Resource Allocation) needs its claims allocated to
-devices on the chosen node before it is bound (kube-scheduler's DynamicResources plugin does that
-in Reserve and PreBind); bound without an allocation, the kubelet cannot start it. rulesched
-allocates no claims, so such a pod fails on every node, unresolvable (preemption cannot help),
-with a reason saying why. Being part of every binding rather than of ``default.rules``, it holds
-for any rule set, a set without ``extends "default"`` too, and on every face that binds rules to
-a pod: a cycle's walk and its FitError message, ``--explain``, rule tests, preemption's statuses.
-(The extender leaves claims to kube-scheduler, which allocates them itself: see
-:mod:`rulesched.extender.service`.)
+devices on the chosen node before it is bound: kube-scheduler's DynamicResources plugin, which
+is :mod:`rulesched.semantics.dra_pod` here (the claims found, then the structured allocator per
+node). Being part of every binding rather than of ``default.rules``, it holds for any rule set,
+a set without ``extends "default"`` too, and on every face that binds rules to a pod: a cycle's
+walk and its FitError message, ``--explain``, rule tests, preemption's statuses. Every failure
+is unresolvable, as upstream's: evicting pods frees no devices in its view. (The extender leaves
+claims to kube-scheduler, which allocates them itself: see :mod:`rulesched.extender.service`.)
+Upstream runs the plugin's Filter after the others; here it comes first, so a node failing it
+and another filter reports the DRA reason.
 Next stage: :meth:`rulesched.lang.evaluation.ruleset.RuleSet.bind_new` puts these first.
 """
 
@@ -19,25 +20,45 @@ from typing import Any
 
 from rulesched.lang.evaluation.bound import BoundFilter
 from rulesched.model import Pod
+from rulesched.model.dra import EMPTY_DRA
+from rulesched.semantics.cel import CelCache
+from rulesched.semantics.dra import NOTHING_ALLOCATED
+from rulesched.semantics.dra_pod import PLUGIN, NodeRanking, PodClaims, pod_claims
 
-DRA_FILTER = "DynamicResources"  # upstream's plugin name: the filter explain and events name
-DRA_REASON = "pod uses DRA resource claims (spec.resourceClaims), which rulesched does not support"
-
-
-def prechecks(pod: Pod) -> tuple[BoundFilter, ...]:
-    """The filters ``pod`` fails before any rule is asked (none for most pods)."""
-    if pod.resource_claims:
-        return (BoundFilter(DRA_FILTER, _fails, _dra_reasons, _always),)
-    return ()
+DRA_FILTER = PLUGIN  # upstream's plugin name: the filter explain and events name
 
 
-def _fails(node: Any) -> bool:
-    return False
+def prechecks(
+    pod: Pod, cluster: Any = None, ranking: NodeRanking | None = None
+) -> tuple[tuple[BoundFilter, ...], PodClaims | None]:
+    """The filters ``pod`` fails before any rule is asked (none for most pods), and a DRA pod's
+    claims they filter with (Reserve reads the chosen node's allocation from them). ``cluster``:
+    the cycle's view (its DRA objects: ``dra``, ``dra_allocated``, ``dra_cel``); ``ranking``:
+    the rules' device scores."""
+    if not pod.resource_claims:
+        return (), None
+    found = dra_claims(pod, cluster, ranking)
+    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, _always),), found
+
+
+def dra_claims(pod: Pod, cluster: Any, ranking: NodeRanking | None = None) -> PodClaims:
+    """DynamicResources' PreFilter for ``pod`` over ``cluster``'s DRA objects."""
+    return pod_claims(
+        pod,
+        getattr(cluster, "dra", EMPTY_DRA),
+        getattr(cluster, "dra_allocated", NOTHING_ALLOCATED),
+        getattr(cluster, "dra_cel", None) or CelCache(),
+        pools=getattr(cluster, "dra_pools", None),
+        memo=getattr(cluster, "dra_memo", None),
+        ranking=ranking,
+    )
+
+
+def dra_diagnosis(pod: Pod, cluster: Any, node: Any) -> list[str]:
+    """Why the pod's claims cannot be had on ``node``, claim by claim and request by request
+    (explain's detail for the DynamicResources filter; empty when they can)."""
+    return dra_claims(pod, cluster).diagnose(node) if pod.resource_claims else []
 
 
 def _always(node: Any) -> bool:
     return True
-
-
-def _dra_reasons(node: Any) -> tuple[str, ...]:
-    return (DRA_REASON,)

@@ -54,6 +54,8 @@ from rulesched.lang.frontend.files import content_digest
 from rulesched.lang.types import MapOf
 from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
+from rulesched.model.dra import EMPTY_DRA
+from rulesched.semantics.dra_pod import NodeRanking, request_record, with_claims
 
 T = TypeVar("T")
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
@@ -97,7 +99,13 @@ class RuleSet:
             id(r) for r in compiled if checked.steps.get((r.checked.kind, r.name), 0) > COSTLY_STEPS
         )
         self.filters = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.FILTER)
-        self.scores = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.SCORE)
+        self.scores = tuple(
+            r for r in compiled if r.checked.kind is ast.RuleKind.SCORE and r.checked.rule.target == "node"
+        )
+        # `score NAME for device`: rank the devices the allocator tries for each DRA request
+        self.device_scores = tuple(
+            r for r in compiled if r.checked.kind is ast.RuleKind.SCORE and r.checked.rule.target == "device"
+        )
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
         fields = checked.notes.pod_fields
         self.class_fields: tuple[str, ...] | None = None if fields & _PER_POD_FIELDS else tuple(sorted(fields))
@@ -168,6 +176,21 @@ class RuleSet:
             return None
         return tuple([frozenset(get(pod).items()) if is_map else get(pod) for get, is_map in self._class_getters])
 
+    def _ranking(self, ctx: EvalContext, watch: RuleWatch) -> NodeRanking | None:
+        """The device scores that apply to ``ctx.pod``, as the allocator's ranking (a DRA pod's)."""
+        if not ctx.pod.resource_claims:
+            return None
+        device_scores = [r for r in self.device_scores if _applies(r, ctx, watch)]
+        return device_ranking(device_scores, ctx, watch) if device_scores else None
+
+    def rebind_claims(self, bound: BoundRules, pod: Pod, cluster: ClusterView | None) -> None:
+        """A class's binding rebound to another DRA pod: that pod's claims (and the device
+        scores' ranking for it) behind the DynamicResources precheck."""
+        first, claims = prechecks(pod, cluster, self._ranking(bound.ctx, bound.watch))
+        bound.filters[0].passes = first[0].passes
+        bound.filters[0].reasons = first[0].reasons
+        bound.dra_claims = claims
+
     def bind_new(
         self,
         pod: Pod,
@@ -178,6 +201,8 @@ class RuleSet:
     ) -> BoundRules:
         """A new binding of the rules to ``pod`` (sessions cache them; see :class:`Session`),
         reporting to ``watch`` (the session's)."""
+        if pod.resource_claims and cluster is not None:  # pod.resource_claims as the cluster has them
+            pod = with_claims(pod, getattr(cluster, "dra", EMPTY_DRA))
         ctx = EvalContext(pod, cluster, indexes=indexes)
         watch = watch if watch is not None else RuleWatch()
         filter_rules = [r for r in self.filters if _applies(r, ctx, watch)]
@@ -185,12 +210,12 @@ class RuleSet:
         preempts = tuple(
             _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
         )
-        first = prechecks(pod)  # (evaluated node by node, reading nothing: no column, no share)
+        first, claims = prechecks(pod, cluster, self._ranking(ctx, watch))  # (node by node: no column, no share)
         uses = (
             (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
             tuple(frozenset(r.context) for r in score_rules),
         )
-        return BoundRules(
+        bound = BoundRules(
             ctx,
             (*first, *(_bind_filter(r, ctx, watch if id(r) in self._costly else None) for r in filter_rules)),
             tuple(_bind_score(r, ctx, watch if id(r) in self._costly else None) for r in score_rules),
@@ -203,6 +228,8 @@ class RuleSet:
             prechecked=len(first),
             domain_values=self.domain_values,
         )
+        bound.dra_claims = claims
+        return bound
 
 
 class Session:
@@ -223,14 +250,26 @@ class Session:
         rules = self.rules
         if cluster is not None:
             rules.node_memos.fit(len(cluster.node_views()))
+        claims_key = None
+        if pod.resource_claims:
+            # Pods whose claims ask the same of the same devices (one template's, not allocated
+            # yet) share a class: the DynamicResources verdict is the same for them on a node
+            # whose devices have not changed; the claims themselves are the pod's (rebind_claims).
+            if cluster is not None:
+                pod = with_claims(pod, getattr(cluster, "dra", EMPTY_DRA))
+            claims_key = dra_claims_key(pod)
         key = rules.class_key(pod)
-        if key is None or pod.resource_claims:  # (claims are no rule's field, so in no class key)
+        if key is None or (pod.resource_claims and claims_key is None):
             return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
+        if claims_key is not None:
+            key = (key, claims_key)
         if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
             key = (key, tuple([token(cluster) for token in rules.class_tokens]))
         bound = self.classes.get(key)
         if bound is not None:
             bound.rebind(pod, cluster)
+            if pod.resource_claims:
+                rules.rebind_claims(bound, pod, cluster)
             return bound
         bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True, watch=self.watch)
         return bound
@@ -241,12 +280,51 @@ class Session:
         return self.rules.bind_new(pod, cluster, indexes, cache=False, watch=self.watch)
 
 
+def device_ranking(rules: Sequence[CompiledRule], ctx: EvalContext, watch: RuleWatch) -> NodeRanking:
+    """The allocator's order of one request's candidate devices on a node: by the weighted sum
+    of the device scores (highest first), upstream's order among equals. The candidates are the
+    allocator's; the rules read them as node.devices shows them (``device``) and the request as
+    ``request``; a device the node's view does not show is ranked as scoring 0."""
+    bodies = [
+        (r.body.factory()(ctx) if not r.body.is_const else None, r.body.const, r.checked.weight, r.name) for r in rules
+    ]
+
+    def rank(claim: Any, request_name: str, candidates: Sequence[Any], node: Any = None) -> Sequence[Any]:
+        views = {d.id: d for d in getattr(node, "devices", ())}
+        request = request_record(claim, request_name)
+        totals = []
+        for cand in candidates:
+            view = views.get(cand.id)
+            total = 0
+            if view is not None:
+                env = {0: view, 1: request}
+                for body, const, weight, name in bodies:
+                    watch.rule = name
+                    value = const if body is None else body(node, env)
+                    total += weight * as_score(value)
+            totals.append(total)
+        order = sorted(range(len(candidates)), key=lambda i: -totals[i])  # (stable: upstream's among equals)
+        return [candidates[i] for i in order]
+
+    return rank
+
+
+def dra_claims_key(pod: Pod) -> str | None:
+    """What a DRA pod's claims ask, when pods asking the same may share a class: every claim
+    known and not allocated (an allocated claim pins the pod by its own node selector); else None."""
+    if any(entry.spec is None or entry.allocated for entry in pod.resource_claims):
+        return None
+    return repr([(entry.name, entry.spec) for entry in pod.resource_claims])
+
+
 def pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
     """A pod field's value as a class key part, and whether it is a map (keyed by its items).
     Raw model attributes where there is one (None and () differ for node affinity), else the
     field's getter (has_required_node_affinity is derived). (Decided here from the schema: an
     isinstance check per field per pod costs more than the rest of the key.)"""
     field = schema.RECORDS[schema.POD][name]
+    if name == "resource_claims":  # (what they ask, not the claims' own names: see dra_claims_key)
+        return dra_claims_key, False
     get = operator.attrgetter(name) if name in Pod.__dataclass_fields__ else field.get
     return get, isinstance(field.type, MapOf)
 

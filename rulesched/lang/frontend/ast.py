@@ -133,6 +133,9 @@ class Rule(Node):
     normalize: str | None = None  # score: none | max | reverse | minmax (none when absent)
     order: Expr | None = None  # preempt: sort key for candidate nodes, lowest first
     audit: bool = False  # filter: audit mode (shadow): evaluated and reported, never rejecting
+    # score: what it ranks: "node" (the nodes that pass the filters) or "device" (for each DRA
+    # request, the devices the allocator tries: ``score NAME for device``)
+    target: str = "node"
     name_span: Span = field(compare=False, repr=False, kw_only=True)
 
 

@@ -132,7 +132,11 @@ class _Checker:
             self.diagnostics.append(
                 error("duplicate-let", f"let '{let.name}' is already defined at {first}", let.name_span)
             )
-        elif let.name in schema.BODY_VARIABLES["preempt"] or let.name in BUILTINS:
+        elif (
+            let.name in schema.BODY_VARIABLES["preempt"]
+            or let.name in schema.BODY_VARIABLES[schema.DEVICE_SCORE]
+            or let.name in BUILTINS
+        ):
             self.diagnostics.append(error("reserved-name", f"'{let.name}' is a built-in name", let.name_span))
         else:
             self.lets[let.name] = let
@@ -140,6 +144,26 @@ class _Checker:
     # --- rules ----------------------------------------------------------------------------------
     def _check_rule(self, rule: ast.Rule) -> CheckedRule:
         kind = rule.kind.value
+        if rule.target != "node":
+            if rule.target != "device":
+                self.diagnostics.append(
+                    error(
+                        "score-target",
+                        f"a score ranks nodes, or devices ('for device'), not '{rule.target}'",
+                        rule.name_span,
+                        suggestion='score NAME for device: ... (docs/language.md, "Device scores")',
+                    )
+                )
+            else:
+                kind = schema.DEVICE_SCORE
+                if rule.normalize is not None:
+                    self.diagnostics.append(
+                        error(
+                            "normalize",
+                            "a device score is not normalised: its weighted values rank one request's devices",
+                            rule.name_span,
+                        )
+                    )
         if rule.guard is not None:
             self._expect(rule.guard, BOOL, _Scope(dict(schema.GUARD_VARIABLES), where="a when guard"), "a when guard")
         body_scope = _Scope(dict(schema.BODY_VARIABLES[kind]), where=f"a {kind} rule")

@@ -269,6 +269,9 @@ class _Builder(Transformer[Token, Any]):
     def weight(self, value: ast.Literal) -> tuple[str, ast.Expr]:
         return ("weight", value)
 
+    def score_target(self, name: Token) -> tuple[str, Token]:
+        return ("target", name)
+
     def normalize(self, name: Token) -> tuple[str, Token]:
         return ("normalize", name)  # the token, so that a header ending with it gets its span
 
@@ -317,6 +320,7 @@ class _Builder(Transformer[Token, Any]):
             order=options.get("order"),
             unresolvable=options.get("unresolvable"),
             audit=audit,
+            target=str(options["target"]) if "target" in options else "node",
             span=self._span(first, last),
             name_span=self._tok_span(name),
         )

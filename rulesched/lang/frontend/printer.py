@@ -122,11 +122,15 @@ def _header(
     normalize: str | None,
     guard: ast.Expr | None,
     audit: bool = False,
+    target: str = "node",
 ) -> Doc:
-    """``[audit] [override] KIND NAME [weight N] [normalize MODE] [when GUARD]``, options in that order."""
+    """``[audit] [override] KIND NAME [for device] [weight N] [normalize MODE] [when GUARD]``,
+    options in that order."""
     head: list[Doc] = [_t("audit"), " "] if audit else []
     head += [_t("override"), " "] if override else []
     head += [_t(kind.value), " ", _t(name)]
+    if target != "node":
+        head += [" ", _t("for"), " ", _t(target)]
     if weight is not None:
         head += [" ", _t("weight"), " ", expr_doc(weight)]
     if normalize is not None:
@@ -137,7 +141,9 @@ def _header(
 
 
 def _rule(rule: ast.Rule) -> Doc:
-    head = _header(rule.override, rule.kind, rule.name, rule.weight, rule.normalize, rule.guard, rule.audit)
+    head = _header(
+        rule.override, rule.kind, rule.name, rule.weight, rule.normalize, rule.guard, rule.audit, rule.target
+    )
     clauses: list[Doc] = [HARD, expr_doc(rule.body)]
     if rule.reason is not None:
         clauses += [HARD, _t("else"), " ", expr_doc(rule.reason)]

@@ -1,0 +1,286 @@
+"""The store's DRA cache: DeviceClasses, ResourceClaims, templates and ResourceSlices, the
+devices their allocations hold, and the allocations assumed for pods whose binding is in flight.
+
+A part of :class:`rulesched.cluster.store.ClusterStore` with its own state, copied on write while
+a snapshot holds it (:mod:`rulesched.cluster.cow`); a snapshot sees it as one
+:class:`~rulesched.model.dra.DraState` and the :class:`~rulesched.semantics.dra.AllocatedState`
+its claims hold (worked out once per change, not per cycle).
+
+When the scheduler assumes a pod, the allocations it chose for the pod's claims are written into
+the claims at once, with the pod in ``reservedFor`` (kube-scheduler's Reserve, its assume cache
+and in-flight allocations): later cycles see the devices taken and never give them twice, and a
+claim shared with a later pod is already allocated for it. A failed binding puts the claims back
+(:meth:`DraCache.revert`). While an assumption stands, an informer's older view of the claim
+(the same resourceVersion, without the allocation) does not replace it; any newer version of the
+claim from the API server does.
+Next stage: :mod:`rulesched.cluster.snapshot` carries them to the cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rulesched.cluster.cow import CopyOnWrite
+from rulesched.model import Pod
+from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
+from rulesched.semantics.cel import CelCache
+from rulesched.semantics.dra import AllocatedState, DeviceID, NodePools
+from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
+
+DRA_KINDS = ("classes", "claims", "templates", "slices")
+
+
+class _Held:
+    """What the claims' allocations hold, counted as claims come and go, so that neither the
+    allocator's AllocatedState nor node.devices' DeviceUse rescans every claim after a bind
+    (semantics.dra.allocated_state and semantics.dra_pod.device_use say the same from scratch)."""
+
+    def __init__(self) -> None:
+        self.whole: dict[DeviceID, int] = {}  # allocated whole, by how many claims
+        self.shares: dict[tuple[str, str, str, str], int] = {}
+        self.consumed: dict[DeviceID, dict[str, int]] = {}
+        self.holders: dict[DeviceID, int] = {}  # allocations naming the device (admin access too)
+
+    def count(self, alloc: Allocation, sign: int) -> None:
+        for r in alloc.devices:
+            device = r.device_id
+            _bump(self.holders, device, sign)
+            if r.admin_access:
+                continue
+            if r.share_id:
+                _bump(self.shares, (*device, r.share_id), sign)
+                if r.consumed_capacity:
+                    used = self.consumed.setdefault(device, {})
+                    for name, amount in r.consumed_capacity.items():
+                        used[name] = used.get(name, 0) + sign * amount
+                    if not any(used.values()):
+                        del self.consumed[device]
+            else:
+                _bump(self.whole, device, sign)
+
+    def allocated(self) -> AllocatedState:
+        return AllocatedState(
+            frozenset(self.whole), frozenset(self.shares), {d: dict(c) for d, c in self.consumed.items()}
+        )
+
+    def use(self) -> DeviceUse:
+        return DeviceUse(dict(self.holders), frozenset(self.whole), {d: dict(c) for d, c in self.consumed.items()})
+
+
+def _bump(counts: dict[Any, int], key: Any, sign: int) -> None:
+    left = counts.get(key, 0) + sign
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
+
+
+class DraCache:
+    def __init__(self, cow: CopyOnWrite[Any], changed: Callable[[], None]) -> None:
+        self._cow, self._changed = cow, changed
+        self._maps: dict[str, dict[str, Any]] = {kind: {} for kind in DRA_KINDS}
+        self._allocated: AllocatedState | None = None  # of the claims; None: work it out again
+        self._state: DraState | None = None
+        # pod key -> [(claim key, the claim before the assumption)]
+        self._undo: dict[str, list[tuple[str, ResourceClaim | None]]] = {}
+        # claim key -> (pod key, the resourceVersion the assumption was made on)
+        self._assumed: dict[str, tuple[str, str]] = {}
+        # compiled CEL selectors and their verdicts per device: the scheduler's, across cycles
+        self.cel = CelCache()
+        # node.devices: the nodes whose device views are to be worked out again (ALL: every one),
+        # and those whose change came with a pod placed there (the pod journal says so)
+        self.dirty: set[str] | None = set()
+        self.covered: set[str] = set()
+        self.classes_changed = False
+        self._seen_on: dict[tuple[str, str, str], set[str]] = {}  # device -> nodes showing it
+        self._use: DeviceUse | None = None  # what the claims hold of each device; None: work it out
+        self._held = _Held()  # ... counted as claims come and go (both are made from it)
+        # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts
+        self.pools: dict[str, NodePools] = {}
+        self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
+
+    @property
+    def state(self) -> DraState:
+        if self._state is None:
+            m = self._maps
+            self._state = DraState(m["classes"], m["claims"], m["templates"], m["slices"])
+        return self._state
+
+    @property
+    def allocated(self) -> AllocatedState:
+        if self._allocated is None:
+            self._allocated = self._held.allocated()
+        return self._allocated
+
+    @property
+    def empty(self) -> bool:
+        return not any(self._maps.values())
+
+    def _map(self, kind: str) -> dict[str, Any]:
+        current = self._maps[kind]
+        if self._cow.must_copy(f"dra_{kind}"):
+            current = self._maps[kind] = dict(current)
+        return current
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        """Set (None: remove) one object of a kind: ``classes``, ``claims``, ``templates``,
+        ``slices``; an informer's claim that an assumption outdates is ignored."""
+        if kind == "claims":
+            assumed = self._assumed.get(key)
+            if assumed is not None:
+                if value is not None and value.resource_version == assumed[1] and value.allocation is None:
+                    return  # the informer's view from before the assumption
+                del self._assumed[key]
+            self._allocated = None
+            self._use = None
+            before = self._maps["claims"].get(key)
+            self._touch(before)
+            self._touch(value)
+            if before is not None and before.allocation is not None:
+                self._held.count(before.allocation, -1)
+            if value is not None and value.allocation is not None:
+                self._held.count(value.allocation, 1)
+        elif kind == "classes":
+            self.classes_changed = True  # (Filter's verdicts read the classes: every node's may move)
+        elif kind == "slices":
+            self.pools = {}
+            for s in (self._maps["slices"].get(key), value):
+                if s is not None:
+                    self.mark(s.node_name or None)
+        target = self._map(kind)
+        if value is None:
+            if target.pop(key, None) is None:
+                return
+        else:
+            target[key] = value
+        self._state = None
+        self._changed()
+
+    def mark(self, node: str | None) -> None:
+        """Node ``node``'s devices (None: every node's) are to be worked out again."""
+        if node is None:
+            self.dirty = None
+        elif self.dirty is not None:
+            self.dirty.add(node)
+
+    def _touch(self, claim: ResourceClaim | None) -> None:
+        """The nodes showing the devices of ``claim``'s allocation are to be worked out again."""
+        if claim is None or claim.allocation is None:
+            return
+        for r in claim.allocation.devices:
+            for node in self._seen_on.get(r.device_id, ()):
+                self.mark(node)
+
+    def refresh(self, nodes: Mapping[str, Any]) -> dict[str, tuple[NodeDevice, ...]]:
+        """node.devices afresh for the marked nodes (``nodes``: node name -> Node)."""
+        dirty = self.dirty
+        names = list(nodes) if dirty is None else [n for n in dirty if n in nodes]
+        self.dirty = set()
+        if not names:
+            return {}
+        state = self.state
+        slices = list(state.slices.values())
+        if self._use is None:
+            self._use = self._held.use()
+        use = self._use
+        on_node: dict[str, list[Any]] = {}
+        shared = []
+        for s in slices:
+            if s.node_name:
+                on_node.setdefault(s.node_name, []).append(s)
+            else:
+                shared.append(s)
+        out = {}
+        for name in names:
+            views = node_devices(nodes[name], on_node.get(name, []) + shared, slices, use) if slices else ()
+            for view in views:
+                self._seen_on.setdefault(view.id, set()).add(name)
+            out[name] = views
+        return out
+
+    def replace_all(self, state: DraState) -> None:
+        """Replace every DRA object (a load from files)."""
+        self.dirty = None
+        self.pools = {}
+        for kind in DRA_KINDS:
+            self._maps[kind] = dict(getattr(state, kind))
+            self._cow.made_now(f"dra_{kind}")
+        self._allocated = None
+        self._use = None
+        self._held = _Held()
+        for claim in self._maps["claims"].values():
+            if claim.allocation is not None:
+                self._held.count(claim.allocation, 1)
+        self._state = None
+        self._changed()
+
+    def contents(self) -> dict[str, Any]:
+        return {f"dra_{kind}": dict(self._maps[kind]) for kind in DRA_KINDS}
+
+    # --- the scheduler's assumptions ---------------------------------------------------------------
+    def assume(self, pod: Pod, allocations: Mapping[str, Allocation], reserve: tuple[str, ...]) -> None:
+        """The pod is assumed: ``allocations`` (claim key -> allocation) are written into their
+        claims, and every claim in ``reserve`` (keys) gets the pod in ``reservedFor``."""
+        if not allocations and not reserve:
+            return
+        undo = self._undo.setdefault(pod.key, [])
+        claims = self._maps["claims"]
+        if pod.node_name:
+            self.covered.add(pod.node_name)  # (its devices change with the pod placed there)
+        consumer = Consumer("pods", pod.name, pod.uid or pod.key)
+        for key in dict.fromkeys((*allocations, *reserve)):
+            claim = claims.get(key)
+            if claim is None:
+                continue
+            changed = claim
+            if key in allocations:
+                finalizers = claim.finalizers if FINALIZER in claim.finalizers else (*claim.finalizers, FINALIZER)
+                changed = dataclasses.replace(changed, allocation=allocations[key], finalizers=finalizers)
+            if not any(c.uid == consumer.uid for c in changed.reserved_for):
+                changed = dataclasses.replace(changed, reserved_for=(*changed.reserved_for, consumer))
+            undo.append((key, claim))
+            self.put("claims", key, changed)
+            self._assumed[key] = (pod.key, claim.resource_version)
+
+    def reserve(self, pod: Pod, node: Any) -> bool:
+        """DynamicResources' Reserve for ``pod`` assumed on ``node``: its claims allocated there
+        (as the cycle's Filter found them: the same state gives the same devices) and reserved
+        for it. False when they cannot be had there now (the binding must then fail)."""
+        if not pod.resource_claims:
+            return True
+        found = pod_claims(pod, self.state, self.allocated, self.cel, pools=self.pools)
+        if node is None or found.filter(node):
+            return False
+        self.assume(pod, found.allocations(node), found.reserve())
+        return True
+
+    def assumed_claims(self, pod_key: str) -> tuple[tuple[ResourceClaim, ...], frozenset[str]]:
+        """The claims the pod's assumption changed, as the store has them now, and the keys of
+        those it allocated (the others it only joined): what its binding writes."""
+        claims, allocated = [], set()
+        current = self._maps["claims"]
+        for key, before in self._undo.get(pod_key, ()):
+            claim = current.get(key)
+            if claim is None:
+                continue
+            claims.append(claim)
+            if before is None or before.allocation is None:
+                allocated.add(key)
+        return tuple(claims), frozenset(allocated)
+
+    def settled(self, pod_key: str) -> None:
+        """The pod's binding succeeded: its claims stay as assumed until the informer's newer
+        versions (with the status the binder wrote) replace them."""
+        self._undo.pop(pod_key, None)
+
+    def revert(self, pod_key: str) -> None:
+        """The binding failed: the claims are put back as they were (Unreserve)."""
+        for key, before in reversed(self._undo.pop(pod_key, [])):
+            self._assumed.pop(key, None)
+            self.put("claims", key, before)
+
+    def in_flight(self) -> list[str]:
+        """The assumed pods whose claims are held (to write, or to take back)."""
+        return sorted(self._undo)

@@ -1,0 +1,799 @@
+"""The structured DRA allocator: which devices a pod's claims get on one node, as kube-scheduler's
+DynamicResources plugin decides it (k8s.io/dynamic-resource-allocation/structured, the
+"incubating" variant that kube-scheduler 1.37 runs with its default feature gates).
+
+For one node, the pools it reaches are gathered (:mod:`rulesched.semantics.dra_pools`), then the
+claims are allocated one after the other, each request's devices one after the other, each
+device being the next candidate (pools sorted by driver and name, slices by name, devices in
+slice order) that is not in use, matches the class's and the request's CEL selectors
+(:mod:`rulesched.semantics.cel`), reaches the node, has counters left in its shared counter set
+(partitionable devices), capacity left (consumable capacity), no untolerated taint, and keeps
+the claim's ``matchAttribute``/``distinctAttribute`` constraints. When no candidate works the
+search backtracks to the previous device: an exhaustive search that stops at the first full
+solution, trying each request's combinations of devices, not their permutations. A request asks
+for ``count`` devices (ExactCount) or every matching one (All, which fails while a pool is
+incomplete), or for the first of its ``firstAvailable`` subrequests that can be allocated. A
+claim gets at most 32 devices. Admin access takes devices in use by others.
+
+Beyond upstream (which is first fit): a :data:`Ranking` may order each request's candidates
+(the rules' ``device`` scores); the search, its backtracking and every constraint are the same,
+only the order in which candidates are tried changes. Without one, the result is upstream's.
+
+Errors are :class:`AllocationError`: ``on_node`` ones (invalid pools met) fail this node only;
+others (a broken CEL selector, a class that does not exist, a request too large) fail the pod.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rulesched.model.dra import (
+    ALL,
+    ALLOCATION_RESULTS_MAX,
+    Allocation,
+    AllocationConfig,
+    Device,
+    DeviceClass,
+    DeviceResult,
+    DeviceTaint,
+    DeviceToleration,
+    ExactRequest,
+    ResourceClaim,
+    ResourceSlice,
+)
+from rulesched.model.objects import NodeSelectorRequirement, NodeSelectorTerm
+from rulesched.semantics.cel import CelCache, CelError
+from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits
+from rulesched.semantics.dra_pools import ALL_FEATURES, Features, Pool, gather_pools, node_matches
+
+DeviceID = tuple[str, str, str]  # (driver, pool, device)
+
+# A ranking of one request's candidate devices: given the claim, the request's name and the
+# candidates in upstream's order (pool, slice, device), the order to try them in.
+Ranking = Callable[[ResourceClaim, str, Sequence["Candidate"]], Sequence["Candidate"]]
+
+
+class AllocationError(Exception):
+    """Allocation cannot proceed. ``on_node``: only this node's (upstream's
+    ErrFailedAllocationOnNode); otherwise the pod's problem on every node."""
+
+    def __init__(self, message: str, on_node: bool = False) -> None:
+        super().__init__(message)
+        self.on_node = on_node
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedState:
+    """What other claims hold (upstream's AllocatedState): devices allocated whole, the shares of
+    shareable devices, and the capacity those shares consume, per device."""
+
+    devices: frozenset[DeviceID] = frozenset()
+    shared: frozenset[tuple[str, str, str, str]] = frozenset()
+    capacity: Mapping[DeviceID, Mapping[str, int]] = field(default_factory=dict)
+
+    def in_use(self, device: DeviceID) -> bool:
+        """IsDeviceAllocated: allocated whole or in part."""
+        return device in self.devices or device in self.capacity or any(s[:3] == device for s in self.shared)
+
+
+NOTHING_ALLOCATED = AllocatedState()
+
+
+def allocated_state(claims: Sequence[ResourceClaim | Allocation]) -> AllocatedState:
+    """The devices the allocations of ``claims`` hold (admin access holds none: such devices
+    are shared with their users)."""
+    devices: set[DeviceID] = set()
+    shared: set[tuple[str, str, str, str]] = set()
+    capacity: dict[DeviceID, dict[str, int]] = {}
+    for item in claims:
+        alloc = item.allocation if isinstance(item, ResourceClaim) else item
+        if alloc is None:
+            continue
+        for r in alloc.devices:
+            if r.admin_access:
+                continue
+            if r.share_id:
+                shared.add((*r.device_id, r.share_id))
+                if r.consumed_capacity:
+                    used = capacity.setdefault(r.device_id, {})
+                    for name, amount in r.consumed_capacity.items():
+                        used[name] = used.get(name, 0) + amount
+            else:
+                devices.add(r.device_id)
+    return AllocatedState(frozenset(devices), frozenset(shared), capacity)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A device a request may get: where it is (its position in upstream's order is ``order``)."""
+
+    device: Device
+    slice: ResourceSlice
+    pool: Pool
+    order: int
+
+    @property
+    def id(self) -> DeviceID:
+        return (self.slice.driver, self.slice.pool, self.device.name)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePools:
+    """The pools a node reaches and their devices in the allocator's order (see pools_for)."""
+
+    pools: list[Pool]
+    candidates: list[Candidate]
+    labels: Any
+
+
+@dataclass(slots=True)
+class _Request:
+    """One request, or one subrequest, being allocated (upstream's requestData)."""
+
+    claim: int
+    index: int
+    name: str  # the request's name, or the subrequest's
+    parent: str  # the parent request's name for a subrequest, else ""
+    spec: ExactRequest
+    cls: DeviceClass
+    count: int = 0
+    all_devices: list[Candidate] = field(default_factory=list)
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.parent}/{self.name}" if self.parent else self.name
+
+    @property
+    def admin(self) -> bool:
+        return bool(self.spec.admin_access)
+
+
+class _Constraint:
+    """matchAttribute or distinctAttribute over some requests of a claim, as devices come and go."""
+
+    def __init__(self, requests: Sequence[str], attribute: str, match: bool) -> None:
+        self.requests = frozenset(requests)
+        self.attribute = attribute
+        self.match = match
+        self.values: list[Any] = []
+
+    def applies(self, req: _Request) -> bool:
+        if not self.requests:
+            return True
+        if req.parent:
+            return req.parent in self.requests or req.full_name in self.requests
+        return req.name in self.requests
+
+    def add(self, req: _Request, cand: Candidate) -> bool:
+        if not self.applies(req):
+            return True
+        value = lookup_attribute(cand.device, cand.slice.driver, self.attribute)
+        if value is None:
+            return False
+        key = (value.kind, value.value)
+        # (a list-valued attribute, DRAListTypeAttributes being off, matches nothing once a
+        # device is in the set: upstream's "unknown type")
+        if self.values and value.kind not in ("int", "bool", "string", "version"):
+            return False
+        if self.match:
+            if self.values and self.values[0] != key:
+                return False
+        elif key in self.values:
+            return False
+        self.values.append(key)
+        return True
+
+    def remove(self, req: _Request) -> None:
+        if self.applies(req):
+            self.values.pop()
+
+
+def lookup_attribute(device: Device, driver: str, name: str) -> Any:
+    """A device's attribute by its fully qualified name (an unqualified attribute belongs to the
+    driver's domain)."""
+    found = device.attributes.get(name)
+    if found is not None:
+        return found
+    domain, sep, ident = name.partition("/")
+    if not sep or domain != driver:
+        return None
+    return device.attributes.get(ident)
+
+
+def tolerates(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
+    """ToleratesTaint for devices (resourceclaim/devicetoleration.go)."""
+    if toleration.effect and toleration.effect != taint.effect:
+        return False
+    if toleration.key and toleration.key != taint.key:
+        return False
+    if toleration.operator == "Exists":
+        return True
+    return toleration.value == taint.value
+
+
+def taint_blocks(device: Device, tolerations: Sequence[DeviceToleration]) -> DeviceTaint | None:
+    """The first NoSchedule/NoExecute taint of the device no toleration tolerates."""
+    for taint in device.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not any(tolerates(t, taint) for t in tolerations):
+            return taint
+    return None
+
+
+class _Stop(Exception):
+    """The search cannot succeed (e.g. the 32-device limit, for every subrequest)."""
+
+
+class _TooMany(Exception):
+    """errAllocationResultMaxSizeExceeded: backtrack harder."""
+
+
+class Allocator:
+    """One cluster state (classes, slices, what other claims hold), allocating on any node
+    (upstream's structured.Allocator; thread-safe for reading, each allocate is its own)."""
+
+    def __init__(
+        self,
+        slices: Sequence[ResourceSlice],
+        classes: Mapping[str, DeviceClass],
+        allocated: AllocatedState = NOTHING_ALLOCATED,
+        cel: CelCache | None = None,
+        features: Features = ALL_FEATURES,
+        share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        pools: dict[str, NodePools] | None = None,
+    ) -> None:
+        self.features = features
+        self.classes = classes
+        self.allocated = allocated
+        self.cel = cel or CelCache()
+        self.share_id = share_id
+        self.all_slices = slices
+        # node name -> its slices, and the slices naming no node: worked out when first needed
+        # (with the store's pools kept per node, an allocator of a pod seldom needs them)
+        self._on_node: dict[str, list[ResourceSlice]] | None = None
+        self._shared: list[ResourceSlice] = []
+        self._available: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> counters left
+        self.steps = 0  # allocateOne calls, summed (upstream's NumAllocateOneInvocations)
+        # node name -> (its pools, their candidates in order): they depend on the slices and the
+        # node only, so allocators of one slice set may share them (``pools``: the store's)
+        self.pools: dict[str, NodePools] = pools if pools is not None else {}
+
+    def slices_for(self, node: Any) -> list[ResourceSlice]:
+        """The node's own slices and those naming no node (the candidates of gather_pools)."""
+        if self._on_node is None:
+            self._on_node = {}
+            for s in self.all_slices:
+                if s.node_name:
+                    self._on_node.setdefault(s.node_name, []).append(s)
+                else:
+                    self._shared.append(s)
+        return self._on_node.get(node.name, []) + self._shared
+
+    def pools_for(self, node: Any) -> tuple[list[Pool], list[Candidate]]:
+        """The pools ``node`` reaches (gather_pools) and their devices in order (cached)."""
+        found = self.pools.get(node.name)
+        if found is None or found.labels is not node.labels:  # (labels: slices' node selectors read them)
+            pools = gather_pools(self.slices_for(node), node, self.features, self.all_slices)
+            candidates: list[Candidate] = []
+            for pool in pools:
+                if pool.incomplete or pool.invalid:
+                    continue
+                for s in pool.slices:
+                    for d in s.devices:
+                        candidates.append(Candidate(d, s, pool, len(candidates)))
+            found = self.pools[node.name] = NodePools(pools, candidates, node.labels)
+        return found.pools, found.candidates
+
+    def allocate(
+        self, node: Any, claims: Sequence[ResourceClaim], ranking: Ranking | None = None, results: bool = True
+    ) -> list[Allocation] | None:
+        """One allocation per claim (in order), or None when they cannot all be had on ``node``;
+        :class:`AllocationError` when allocation cannot proceed. ``results`` off: an empty list
+        stands for success (a Filter that needs only the verdict)."""
+        run = _Run(self, node, list(claims), ranking)
+        return run.allocate(results)
+
+    def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
+        """The pool's counters less what allocated devices consume (computed once per pool)."""
+        found = self._available.get(pool.id)
+        if found is None:
+            found = {name: dict(cs.counters) for name, cs in pool.counter_sets.items()}
+            for s in (*pool.slices, *pool.other_slices):
+                for d in s.devices:
+                    if not self.allocated.in_use((s.driver, s.pool, d.name)):
+                        continue
+                    for consumption in d.consumes_counters:
+                        left = found.get(consumption.counter_set)
+                        if left is None:
+                            continue
+                        for counter, amount in consumption.counters.items():
+                            if counter in left:
+                                left[counter] -= amount
+            self._available[pool.id] = found
+        return found
+
+
+def _claim_name(claim: ResourceClaim) -> str:
+    return f"{claim.namespace}/{claim.name}" if claim.namespace else claim.name
+
+
+class _Run:
+    """One Allocate call: the search's state (upstream's allocator struct)."""
+
+    def __init__(self, owner: Allocator, node: Any, claims: list[ResourceClaim], ranking: Ranking | None) -> None:
+        self.a = owner
+        self.features = owner.features
+        self.node = node
+        self.claims = claims
+        self.ranking = ranking
+        self.requests: dict[tuple[int, int, int], _Request] = {}
+        self.selected_sub: dict[tuple[int, int], int] = {}
+        self.constraints: list[list[_Constraint]] = []
+        self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
+        self.allocating: dict[DeviceID, set[int]] = {}  # device -> the claims taking it whole
+        self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}
+        self.consumed: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> consumed
+        self.results: list[list[tuple[_Request, Candidate, str, dict[str, int] | None]]] = [[] for _ in claims]
+        self.pools: list[Pool] = []
+        self.node_candidates: list[Candidate] = []
+        self.candidates: dict[tuple[int, int, int], list[Candidate]] = {}
+
+    # --- the entry point --------------------------------------------------------------------------
+    def allocate(self, results: bool = True) -> list[Allocation] | None:
+        a = self.a
+        self.pools, self.node_candidates = a.pools_for(self.node)
+        for ci, claim in enumerate(self.claims):
+            minimum = 0
+            for ri, request in enumerate(claim.spec.requests):
+                if request.first_available:
+                    if not self.features.prioritized_list:
+                        raise AllocationError(
+                            f"claim {_claim_name(claim)}, request {request.name}: has subrequests, but the DRAPrioritizedList feature is disabled"
+                        )
+                    if not self.features.consumable_capacity:
+                        for sub_name, sub in request.first_available:
+                            if sub.capacity is not None:
+                                raise AllocationError(
+                                    f"claim {_claim_name(claim)}, subrequest {sub_name}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+                                )
+                    least = None
+                    for si, (sub_name, sub) in enumerate(request.first_available):
+                        data = self._validate(ci, ri, si, sub_name, request.name, sub)
+                        self.requests[ci, ri, si] = data
+                        least = data.count if least is None else min(least, data.count)
+                    per_request = least or 0
+                else:
+                    assert request.exactly is not None
+                    if not self.features.consumable_capacity and request.exactly.capacity is not None:
+                        raise AllocationError(
+                            f"claim {_claim_name(claim)}, request {request.name}: has capacity requests, but the DRAConsumableCapacity feature is disabled"
+                        )
+                    data = self._validate(ci, ri, 0, request.name, "", request.exactly)
+                    self.requests[ci, ri, 0] = data
+                    per_request = data.count
+                if per_request > ALLOCATION_RESULTS_MAX - minimum:
+                    raise AllocationError(
+                        f"claim {_claim_name(claim)}, request {request.name}: adding {per_request} devices exceeds the claim limit of {ALLOCATION_RESULTS_MAX}, with {minimum} already accounted for"
+                    )
+                minimum += per_request
+            self.constraints.append(
+                [
+                    _Constraint(c.requests, c.match_attribute or c.distinct_attribute, bool(c.match_attribute))
+                    for c in claim.spec.constraints
+                ]
+            )
+        try:
+            done = self._one(0, 0, 0, 0, False, 0)
+        except _Stop:
+            return None
+        except _TooMany:
+            done = False
+        except CelError as err:  # (only raised with the claim or class named: see _selectable)
+            raise AllocationError(str(err)) from None
+        if not done:
+            if any(p.invalid for p in self.pools):
+                raise AllocationError("invalid resource pools were encountered", on_node=True)
+            return None
+        if not results:
+            return []
+        return [self._result(ci) for ci in range(len(self.claims))]
+
+    def _validate(self, ci: int, ri: int, si: int, name: str, parent: str, spec: ExactRequest) -> _Request:
+        claim = self.claims[ci]
+        if spec.derived_attributes:
+            raise AllocationError(
+                f"claim {_claim_name(claim)}, request {name}: cannot handle request with derived attributes, the feature is disabled"
+            )
+        if not self.features.admin_access and spec.admin_access is not None:
+            raise AllocationError(
+                f"claim {_claim_name(claim)}, request {name}: admin access is requested, but the feature is disabled"
+            )
+        if not spec.device_class_name:
+            raise AllocationError(
+                f"claim {_claim_name(claim)}, request {name}: missing device class name (unsupported request type?)"
+            )
+        cls = self.a.classes.get(spec.device_class_name)
+        if cls is None:
+            raise AllocationError(
+                f"claim {_claim_name(claim)}, request {name}: could not retrieve device class {spec.device_class_name}: "
+                f'deviceclass.resource.k8s.io "{spec.device_class_name}" not found'
+            )
+        data = _Request(ci, ri, name, parent, spec, cls)
+        if spec.allocation_mode != ALL:
+            data.count = spec.count
+            return data
+        for pool in self.pools:
+            if pool.incomplete:
+                raise AllocationError(
+                    f"claim {_claim_name(claim)}, request {name}: asks for all devices, but resource pool {pool.id} is currently being updated"
+                )
+            if pool.invalid:
+                raise AllocationError(
+                    f"claim {_claim_name(claim)}, request {name}: asks for all devices, but resource pool {pool.id} is currently invalid"
+                )
+        for cand in self._all_candidates():
+            if not self._selectable(data, si, cand):
+                continue
+            if self.features.consumable_capacity:
+                try:
+                    ok = fits({}, spec.capacity, cand.device.capacity, {}, self.features.fractional_capacity_range)
+                except CapacityError as err:
+                    raise AllocationError(
+                        f"claim {_claim_name(claim)}, request {name}: checking capacity for device {cand.device.name}: {err}"
+                    ) from None
+                if not ok:
+                    continue
+            data.all_devices.append(cand)
+        data.count = len(data.all_devices)
+        return data
+
+    def _all_candidates(self) -> list[Candidate]:
+        return self.node_candidates
+
+    # --- the search ---------------------------------------------------------------------------------
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+        """allocateOne: allocate device ``di`` of request ``ri`` (subrequest ``si``) of claim
+        ``ci`` and everything after it; True when all is allocated."""
+        self.a.steps += 1
+        if ci >= len(self.claims):
+            return True
+        claim = self.claims[ci]
+        if ri >= len(claim.spec.requests):
+            try:
+                return self._one(ci + 1, 0, 0, 0, False, 0)
+            except _TooMany:
+                return False
+        data = self.requests[ci, ri, si]
+        if not in_sub and data.parent:
+            all_too_many = True
+            sub = 0
+            while (ci, ri, sub) in self.requests:
+                try:
+                    ok = self._one(ci, ri, sub, di, True, 0)
+                except _TooMany:
+                    sub += 1
+                    continue
+                all_too_many = False
+                if ok:
+                    self.selected_sub[ci, ri] = sub
+                    return True
+                sub += 1
+            if all_too_many:
+                raise _TooMany
+            return False
+        every = data.spec.allocation_mode == ALL
+        if every and not data.all_devices:
+            return False
+        if di >= data.count:
+            return self._one(ci, ri + 1, 0, 0, False, 0)
+        if data.count - di > ALLOCATION_RESULTS_MAX - len(self.results[ci]):
+            raise _TooMany
+        if every:
+            cand = data.all_devices[di]
+            ok, undo = self._take(data, cand, must=True)
+            if not ok:
+                return False
+            try:
+                done = self._one(ci, ri, si, di + 1, in_sub, 0)
+            except BaseException:
+                assert undo is not None
+                undo()
+                raise
+            if not done:
+                assert undo is not None
+                undo()
+            return done
+        candidates = self._candidates(data, si)
+        for position in range(start, len(candidates)):
+            cand = candidates[position]
+            if data.admin:
+                if ci in self.allocating.get(cand.id, ()):
+                    continue
+            elif self._in_use(cand.id):
+                continue
+            if not self._selectable(data, si, cand):
+                continue
+            if self.features.consumable_capacity and not self._capacity_fits(data, cand):
+                continue
+            ok, undo = self._take(data, cand, must=False)
+            if not ok:
+                continue
+            assert undo is not None
+            try:
+                done = self._one(ci, ri, si, di + 1, in_sub, position + 1)
+            except BaseException:
+                undo()
+                raise
+            if done:
+                return True
+            undo()
+        return False
+
+    def _candidates(self, data: _Request, si: int) -> list[Candidate]:
+        key = (data.claim, data.index, si)
+        found = self.candidates.get(key)
+        if found is None:
+            found = self._all_candidates()
+            if self.ranking is not None:
+                found = list(self.ranking(self.claims[data.claim], data.full_name, found))
+            self.candidates[key] = found
+        return found
+
+    def _in_use(self, device: DeviceID) -> bool:
+        return device in self.a.allocated.devices or bool(self.allocating.get(device))
+
+    def _capacity_in_use(self, device: DeviceID) -> bool:
+        state = self.a.allocated
+        if device in state.capacity or any(s[:3] == device for s in state.shared):
+            return True
+        return device in self.allocating_capacity
+
+    def _selectable(self, data: _Request, si: int, cand: Candidate) -> bool:
+        device = cand.device
+        if not self.features.binding_conditions and device.binding_conditions:
+            return False
+        key = (cand.id, data.claim, data.index, si)
+        found = self.matches.get(key)
+        if found is not None:
+            return found
+        driver = cand.slice.driver
+        cel = self.a.cel
+        for i, expression in enumerate(data.cls.selectors):
+            try:
+                ok = cel.matches(expression, device, driver)
+            except CelError as err:
+                raise AllocationError(
+                    f"class {data.cls.name}: selector #{i}{self._on(cel, expression, cand)}: {err}"
+                ) from None
+            if not ok:
+                self.matches[key] = False
+                return False
+        for i, expression in enumerate(data.spec.selectors):
+            try:
+                ok = cel.matches(expression, device, driver)
+            except CelError as err:
+                claim = _claim_name(self.claims[data.claim])
+                raise AllocationError(f"claim {claim}: selector #{i}{self._on(cel, expression, cand)}: {err}") from None
+            if not ok:
+                self.matches[key] = False
+                return False
+        if cand.slice.per_device_node_selection and not node_matches(
+            self.node, device.node_name, device.all_nodes, device.node_selector
+        ):
+            self.matches[key] = False
+            return False
+        self.matches[key] = True
+        return True
+
+    @staticmethod
+    def _on(cel: CelCache, expression: str, cand: Candidate) -> str:
+        """`` on device D: CEL runtime error`` or ``: CEL compile error`` (upstream's wording)."""
+        if cel.prepared(expression).error:
+            return ": CEL compile error"
+        return f" on device {'/'.join(cand.id)}: CEL runtime error"
+
+    def _capacity_fits(self, data: _Request, cand: Candidate) -> bool:
+        if not cand.device.capacity and data.spec.capacity is None:
+            return True  # (nothing to fit: the common case)
+        device_id = cand.id
+        try:
+            return fits(
+                self.a.allocated.capacity.get(device_id, {}),
+                data.spec.capacity,
+                cand.device.capacity,
+                self.allocating_capacity.get(device_id, {}),
+                self.features.fractional_capacity_range,
+            )
+        except CapacityError as err:
+            claim = _claim_name(self.claims[data.claim])
+            raise AllocationError(
+                f"claim {claim}, request {data.name}: checking capacity for device {'/'.join(device_id)}: {err}"
+            ) from None
+
+    def _take(self, data: _Request, cand: Candidate, must: bool) -> tuple[bool, Callable[[], None] | None]:
+        """allocateDevice: check the candidate's availability, counters, taints and the claim's
+        constraints; on success record it and return how to undo that."""
+        ci = data.claim
+        device, device_id = cand.device, cand.id
+        multiple = self.features.consumable_capacity and bool(device.allow_multiple_allocations)
+        if not multiple and data.admin and ci in self.allocating.get(device_id, ()):
+            return False, None
+        if not data.admin and self._in_use(device_id):
+            return False, None
+        if not self.features.partitionable_devices and device.consumes_counters:
+            return False, None
+        skip_counters = multiple and self._capacity_in_use(device_id)
+        undo: list[Callable[[], None]] = []
+
+        def rollback() -> None:
+            for step in reversed(undo):
+                step()
+
+        if not skip_counters and device.consumes_counters:
+            if not self._counters_fit(cand):
+                return False, None
+            undo.append(lambda: self._release_counters(cand))
+        if self.features.device_taints and taint_blocks(device, data.spec.tolerations) is not None:
+            rollback()
+            return False, None
+        for constraint in self.constraints[ci]:
+            if not constraint.add(data, cand):
+                rollback()
+                if must:
+                    claim = _claim_name(self.claims[ci])
+                    raise AllocationError(
+                        f"claim {claim}, request {data.name}: cannot add device {'/'.join(device_id)} because a claim constraint would not be satisfied"
+                    )
+                return False, None
+            undo.append(lambda c=constraint: c.remove(data))  # type: ignore[misc]
+        if not multiple:
+            self.allocating.setdefault(device_id, set()).add(ci)
+            undo.append(lambda: self.allocating[device_id].discard(ci))
+        consumed: dict[str, int] | None = None
+        share = ""
+        if self.features.consumable_capacity:
+            if not self._capacity_fits(data, cand):
+                rollback()
+                return False, None
+            if multiple:
+                consumed = consumed_all(data.spec.capacity, device.capacity, self.features.fractional_capacity_range)
+                share = self.a.share_id()
+                existed = device_id in self.allocating_capacity
+                entry = self.allocating_capacity.setdefault(device_id, {})
+                for name, amount in consumed.items():
+                    entry[name] = entry.get(name, 0) + amount
+                taken = dict(consumed)
+
+                def give_back() -> None:
+                    left = self.allocating_capacity.get(device_id)
+                    if left is None:
+                        return
+                    for name, amount in taken.items():
+                        if name in left:
+                            left[name] -= amount
+                    if all(v == 0 for v in left.values()) and not existed:
+                        del self.allocating_capacity[device_id]
+
+                undo.append(give_back)
+        results = self.results[ci]
+        results.append((data, cand, share, consumed or None))
+        undo.append(lambda: results.pop() and None)
+        return True, rollback
+
+    def _counters_fit(self, cand: Candidate) -> bool:
+        pool = cand.pool
+        available = self.a.available_counters(pool)
+        consumed = self.consumed.setdefault(pool.id, {})
+        for consumption in cand.device.consumes_counters:
+            used = consumed.setdefault(consumption.counter_set, {})
+            for counter, amount in consumption.counters.items():
+                used[counter] = used.get(counter, 0) + amount
+        for set_name, counters in available.items():
+            used = consumed.get(set_name, {})
+            for counter, left in counters.items():
+                if left < used.get(counter, 0):
+                    self._release_counters(cand)
+                    return False
+        return True
+
+    def _release_counters(self, cand: Candidate) -> None:
+        consumed = self.consumed.get(cand.pool.id, {})
+        for consumption in cand.device.consumes_counters:
+            used = consumed.get(consumption.counter_set, {})
+            for counter, amount in consumption.counters.items():
+                used[counter] = used.get(counter, 0) - amount
+
+    # --- the result ---------------------------------------------------------------------------------
+    def _result(self, ci: int) -> Allocation:
+        devices = []
+        for data, cand, share, consumed in self.results[ci]:
+            devices.append(
+                DeviceResult(
+                    request=data.full_name,
+                    driver=cand.slice.driver,
+                    pool=cand.slice.pool,
+                    device=cand.device.name,
+                    admin_access=True if data.admin else None,
+                    tolerations=data.spec.tolerations,
+                    share_id=share,
+                    consumed_capacity=consumed or None,
+                    binding_conditions=cand.device.binding_conditions if self.features.binding_conditions else (),
+                    binding_failure_conditions=cand.device.binding_failure_conditions
+                    if self.features.binding_conditions
+                    else (),
+                )
+            )
+        return Allocation(tuple(devices), self._configs(ci), self._node_selector(ci))
+
+    def _chosen(self, ci: int, ri: int) -> _Request:
+        return self.requests[ci, ri, self.selected_sub.get((ci, ri), 0)]
+
+    def _configs(self, ci: int) -> tuple[AllocationConfig, ...]:
+        claim = self.claims[ci]
+        configs: list[AllocationConfig] = []
+        ranges: dict[str, tuple[int, int]] = {}
+        for ri in range(len(claim.spec.requests)):
+            data = self._chosen(ci, ri)
+            found = ranges.get(data.cls.name)
+            if found is not None:
+                for i in range(*found):
+                    configs[i] = replace(configs[i], requests=(*configs[i].requests, data.full_name))
+                continue
+            first = len(configs)
+            for opaque in data.cls.config:
+                configs.append(AllocationConfig("FromClass", (data.full_name,), opaque))
+            ranges[data.cls.name] = (first, len(configs))
+        for claim_config in claim.spec.config:
+            wanted = claim_config.requests
+            if not wanted:
+                configs.append(AllocationConfig("FromClaim", (), claim_config.config))
+                continue
+            for ri, request in enumerate(claim.spec.requests):
+                data = self._chosen(ci, ri)
+                if request.name in wanted or (data.parent and data.full_name in wanted):
+                    configs.append(AllocationConfig("FromClaim", wanted, claim_config.config))
+                    break
+        names = []
+        for ri, request in enumerate(claim.spec.requests):
+            data = self._chosen(ci, ri)
+            names.append((request.name, data.full_name if data.parent else None))
+        out = []
+        for config in configs:
+            if config.requests and all(
+                n in config.requests or (s is not None and s in config.requests) for n, s in names
+            ):
+                config = replace(config, requests=())
+            out.append(config)
+        return tuple(out)
+
+    def _node_selector(self, ci: int) -> tuple[NodeSelectorTerm, ...] | None:
+        fields: list[NodeSelectorRequirement] = []
+        expressions: list[NodeSelectorRequirement] = []
+        for _, cand, _, _ in self.results[ci]:
+            s, d = cand.slice, cand.device
+            if s.per_device_node_selection:
+                name, selector = d.node_name, d.node_selector
+            else:
+                name, selector = s.node_name, s.node_selector
+            if name or d.binds_to_node:
+                return (
+                    NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (self.node.name,)),)),
+                )
+            if selector:
+                if len(selector) > 1:
+                    raise AllocationError(
+                        f"create NodeSelector for claim {self.claims[ci].name}: unsupported ResourceSlice.NodeSelector with {len(selector)} terms"
+                    )
+                _merge(selector[0].match_fields, fields)
+                _merge(selector[0].match_expressions, expressions)
+        if fields or expressions:
+            return (NodeSelectorTerm(match_expressions=tuple(expressions), match_fields=tuple(fields)),)
+        return None
+
+
+def _merge(source: Sequence[NodeSelectorRequirement], into: list[NodeSelectorRequirement]) -> None:
+    for req in source:
+        if not any(r.key == req.key and r.operator == req.operator and set(r.values) == set(req.values) for r in into):
+            into.append(req)

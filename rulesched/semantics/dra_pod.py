@@ -1,0 +1,461 @@
+"""kube-scheduler's DynamicResources plugin for one pod: its PreFilter, Filter and Reserve
+(pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go at v1.37), over one
+cluster state.
+
+PreFilter finds the pod's claims (a template's claim is the one the resourceclaim controller
+made, named in the pod's status, and owned by the pod); a claim missing, being deleted or not
+the pod's, or a request naming a class that does not exist, leaves the pod unschedulable on every
+node. An allocated claim is usable where its allocation's node selector allows (a claim in use
+by other pods is shared, never allocated again); the claims not allocated yet are allocated per
+node by the structured allocator (:mod:`rulesched.semantics.dra`). Every failure is
+UnschedulableAndUnresolvable, as upstream's: evicting pods does not free devices there. Reserve
+takes the node's allocation: the claims it allocates and the claims the pod is to be in the
+``reservedFor`` of.
+
+Beyond upstream: :meth:`PodClaims.diagnose` says, for a node where allocation failed, which claim
+and request failed and why (no device of the class, the selector false with the attribute
+values, a constraint, capacity, a taint), for ``explain``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from rulesched.model import Pod
+from rulesched.model.dra import (
+    Allocation,
+    Attribute,
+    DeviceRequest,
+    DraState,
+    ExactRequest,
+    NodeDevice,
+    ResourceClaim,
+    ResourceSlice,
+)
+from rulesched.semantics.cel import CelCache, CelError
+from rulesched.semantics.dra import (
+    AllocatedState,
+    AllocationError,
+    Allocator,
+    DeviceID,
+    NodePools,
+    taint_blocks,
+)
+from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
+
+# A ranking of a request's candidates that also reads the node's view (its node.devices): the
+# rules' device scores (rulesched.lang.evaluation.ruleset.device_ranking), called with node=VIEW.
+NodeRanking = Callable[..., Sequence[Any]]
+
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+PLUGIN = "DynamicResources"
+
+
+def claim_name_for(pod: Pod, name: str) -> tuple[str | None, str]:
+    """resourceclaim.Name: the claim a pod's entry names (None: a template's claim not made
+    yet, with the message), checking nothing else."""
+    for entry in pod.resource_claims:
+        if entry.name != name:
+            continue
+        if entry.claim_name:
+            return entry.claim_name, ""
+        if entry.generated is not None:
+            return entry.generated, ""
+        return None, f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet'
+    return None, f"pod {pod.key} has no resource claim {name!r}"
+
+
+def _owned_by(claim: ResourceClaim, pod: Pod) -> bool:
+    if claim.owner is None or claim.owner[0] != "Pod" or claim.owner[1] != pod.name:
+        return False
+    return not (pod.uid and claim.owner[2] and claim.owner[2] != pod.uid)
+
+
+def consumer_uid(pod: Pod) -> str:
+    """The uid a pod is known by in ``reservedFor`` (its key, for a pod without one: files)."""
+    return pod.uid or pod.key
+
+
+def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
+    uid = consumer_uid(pod)
+    return any(c.uid == uid for c in claim.reserved_for)
+
+
+@dataclass
+class PodClaims:
+    """PreFilter's findings for one pod over one cluster state, and Filter per node (cached)."""
+
+    pod: Pod
+    error: str = ""  # the pod cannot be scheduled anywhere now: the reason
+    claims: list[ResourceClaim] = field(default_factory=list)
+    allocator: Allocator | None = None
+    ranking: NodeRanking | None = None
+    # Filter's verdicts shared between pods asking the same of the same devices (the store's):
+    # (claims' specs, node) -> (the node's devices as they were, the verdict); see _filter
+    memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None
+    _nodes: dict[str, tuple[tuple[str, ...], list[Allocation] | None]] = field(default_factory=dict)
+    _spec_key: str | None = None
+    # allocated claims some node could not use (their allocation's node selector): PostFilter's
+    unavailable: set[str] = field(default_factory=set)
+
+    @property
+    def to_allocate(self) -> list[ResourceClaim]:
+        return [c for c in self.claims if c.allocation is None]
+
+    def filter(self, node: Any) -> tuple[str, ...]:
+        """Filter: the reasons the pod's claims cannot be had on ``node`` (empty: they can).
+        Pods asking the same of a node whose devices have not changed share the verdict."""
+        return self._on(node, results=False)[0]
+
+    def allocations(self, node: Any) -> dict[str, Allocation]:
+        """Reserve: the allocation, claim key -> allocation, for the claims allocated on ``node``."""
+        reasons, allocations = self._on(node)
+        if reasons or allocations is None:
+            return {}
+        return {c.key: a for c, a in zip(self.to_allocate, allocations, strict=True)}
+
+    def reserve(self) -> tuple[str, ...]:
+        """The claims the pod is to be in the ``reservedFor`` of (those it is not in yet)."""
+        return tuple(c.key for c in self.claims if not reserved_for(c, self.pod))
+
+    def _on(self, node: Any, results: bool = True) -> tuple[tuple[str, ...], list[Allocation] | None]:
+        view = node  # (what rules read: node.devices, for a ranking)
+        devices = getattr(node, "devices", None)
+        node = getattr(node, "node", node)
+        found = self._nodes.get(node.name)
+        if found is not None and (found[0] or not results or found[1]):  # (an empty list: verdict only)
+            return found
+        if found is not None and results and not found[0] and not self.to_allocate:
+            return found
+        memo = self.memo
+        if not results and memo is not None and devices is not None and self._spec_key is not None:
+            key = (self._spec_key, node.name)
+            hit = memo.get(key)
+            if hit is not None and hit[0] is devices:
+                found = self._nodes[node.name] = (hit[1], None if hit[1] else [])
+                return found
+            found = self._nodes[node.name] = self._filter(node, results=False, view=view)
+            if len(memo) > 100_000:
+                memo.clear()
+            memo[key] = (devices, found[0])
+            return found
+        found = self._nodes[node.name] = self._filter(node, results, view)
+        return found
+
+    def _filter(
+        self, node: Any, results: bool = True, view: Any = None
+    ) -> tuple[tuple[str, ...], list[Allocation] | None]:
+        if self.error:
+            return (self.error,), None
+        unavailable = [
+            claim.key
+            for claim in self.claims
+            if claim.allocation is not None
+            and claim.allocation.node_selector is not None
+            and not node_matches(node, "", False, claim.allocation.node_selector)
+        ]
+        if unavailable:
+            self.unavailable.update(unavailable)
+            return (NOT_AVAILABLE,), None
+        if self.allocator is None:
+            return (), []
+        ranking = functools.partial(self.ranking, node=view) if self.ranking is not None else None
+        try:
+            allocations = self.allocator.allocate(node, self.to_allocate, ranking, results)
+        except AllocationError as err:
+            return (str(err),), None
+        if allocations is None:
+            return (CANNOT_ALLOCATE,), None
+        return (), allocations
+
+    def deallocatable(self) -> ResourceClaim | None:
+        """PostFilter (no node fit): an allocated claim some node could not use, which no other
+        pod uses (its reservedFor is empty or this pod alone), to deallocate so that the next
+        attempt may allocate it elsewhere; None when there is none. Upstream picks one at random
+        among them; here the first in the pod's order."""
+        uid = consumer_uid(self.pod)
+        for claim in self.claims:
+            if claim.key not in self.unavailable:
+                continue
+            if not claim.reserved_for or (len(claim.reserved_for) == 1 and claim.reserved_for[0].uid == uid):
+                return claim
+        return None
+
+    def diagnose(self, node: Any) -> list[str]:
+        """Why allocation failed on ``node``, request by request (empty when it did not fail)."""
+        node = getattr(node, "node", node)
+        reasons, _ = self._on(node)
+        if not reasons or self.allocator is None or reasons[0] != CANNOT_ALLOCATE:
+            return list(reasons)
+        return diagnose(self.allocator, node, self.to_allocate)
+
+
+def pod_claims(
+    pod: Pod,
+    state: DraState,
+    allocated: AllocatedState,
+    cel: CelCache,
+    features: Features = ALL_FEATURES,
+    ranking: NodeRanking | None = None,
+    pools: dict[str, NodePools] | None = None,
+    memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None,
+) -> PodClaims:
+    """PreFilter: the pod's claims in ``state``; an allocator when some are to be allocated.
+    ``pools`` and ``memo``: the store's caches (per node pools; verdicts shared between pods)."""
+    out = PodClaims(pod, ranking=ranking, memo=memo)
+    for entry in pod.resource_claims:
+        name, problem = claim_name_for(pod, entry.name)
+        if name is None:
+            out.error = problem
+            return out
+        claim = state.claims.get(f"{pod.namespace}/{name}")
+        if claim is None:
+            out.error = f'resourceclaim.resource.k8s.io "{name}" not found'
+            return out
+        if claim.deleting:
+            out.error = f'resourceclaim "{name}" is being deleted'
+            return out
+        if entry.template_name and not _owned_by(claim, pod):
+            out.error = f"ResourceClaim {claim.key} was not created for Pod {pod.key} (Pod is not owner)"
+            return out
+        out.claims.append(claim)
+    pending = False
+    for claim in out.claims:
+        if claim.allocation is not None:
+            continue
+        pending = True
+        for request in claim.spec.requests:
+            wanted = (
+                [(request.name, request.exactly.device_class_name)]
+                if request.exactly is not None
+                else [(f"{request.name}/{sub}", spec.device_class_name) for sub, spec in request.first_available]
+            )
+            for shown, class_name in wanted:
+                if class_name not in state.classes:
+                    out.error = f"request {shown}: device class {class_name} does not exist"
+                    return out
+    if pending:
+        out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features, pools=pools)
+        if all(c.allocation is None for c in out.claims):  # (verdicts shareable between such pods)
+            out._spec_key = repr([c.spec for c in out.claims])
+    return out
+
+
+def diagnose(allocator: Allocator, node: Any, claims: Sequence[ResourceClaim]) -> list[str]:
+    """For each request of ``claims``, what ruled out the node's devices for it (beyond
+    upstream, for explain): the devices of its class there, those its selectors refuse (with the
+    attributes the selectors read), tainted ones, those in use; and if every request alone
+    has devices enough, the claims' constraints or shared counters and capacity together."""
+    pools = gather_pools(allocator.slices_for(node), node, allocator.features, allocator.all_slices)
+    lines: list[str] = []
+    incomplete = [p.id for p in pools if p.incomplete]
+    invalid = [f"{p.id} ({p.invalid_reason})" for p in pools if p.invalid]
+    if incomplete:
+        lines.append(f"pool(s) {', '.join(incomplete)} being updated (fewer slices than resourceSliceCount): not used")
+    if invalid:
+        lines.append(f"invalid pool(s): {', '.join(invalid)}")
+    devices = [(p, s, d) for p in pools if not (p.incomplete or p.invalid) for s in p.slices for d in s.devices]
+    every_request_alone = True
+    for claim in claims:
+        for request in claim.spec.requests:
+            subs = (
+                [(request.name, request.exactly)]
+                if request.exactly
+                else [(f"{request.name}/{n}", r) for n, r in request.first_available]
+            )
+            best = ""
+            ok_any = False
+            for shown, spec in subs:
+                assert spec is not None
+                cls = allocator.classes.get(spec.device_class_name)
+                if cls is None:
+                    best = best or f"claim {claim.key}, request {shown}: class {spec.device_class_name} does not exist"
+                    continue
+                counts = {"class": 0, "selector": 0, "taint": 0, "in use": 0, "free": 0}
+                refused: list[str] = []
+                for _, s, d in devices:
+                    if s.per_device_node_selection and not node_matches(
+                        node, d.node_name, d.all_nodes, d.node_selector
+                    ):
+                        continue
+                    try:
+                        if not all(allocator.cel.matches(e, d, s.driver) for e in cls.selectors):
+                            continue
+                        counts["class"] += 1
+                        failed = next((e for e in spec.selectors if not allocator.cel.matches(e, d, s.driver)), None)
+                    except CelError as err:
+                        refused.append(f"{d.name}: {err}")
+                        continue
+                    if failed is not None:
+                        counts["selector"] += 1
+                        if len(refused) < 3:
+                            refused.append(f"{d.name} ({_attributes_read(failed, d, s.driver)})")
+                        continue
+                    if allocator.features.device_taints and taint_blocks(d, spec.tolerations) is not None:
+                        counts["taint"] += 1
+                        continue
+                    if not spec.admin_access and (s.driver, s.pool, d.name) in allocator.allocated.devices:
+                        counts["in use"] += 1
+                        continue
+                    counts["free"] += 1
+                need = spec.count if spec.allocation_mode != "All" else max(1, counts["free"])
+                prefix = f"claim {claim.key}, request {shown}"
+                if counts["class"] == 0:
+                    why = f"{prefix}: no device of class {cls.name} on the node"
+                elif counts["free"] >= need:
+                    ok_any = True
+                    break
+                else:
+                    parts = [f"{counts['class']} device(s) of class {cls.name}"]
+                    if counts["selector"]:
+                        parts.append(f"{counts['selector']} refused by its selectors: {', '.join(refused)}")
+                    if counts["taint"]:
+                        parts.append(f"{counts['taint']} with a taint it does not tolerate")
+                    if counts["in use"]:
+                        parts.append(f"{counts['in use']} in use by other claims")
+                    why = f"{prefix}: needs {need}, {counts['free']} usable ({'; '.join(parts)})"
+                best = best or why
+            if not ok_any:
+                every_request_alone = False
+                lines.append(best)
+    if every_request_alone:
+        constrained = [c.key for c in claims if c.spec.constraints]
+        what = (
+            "the claims' constraints (matchAttribute/distinctAttribute)"
+            if constrained
+            else "shared counters or consumable capacity"
+        )
+        lines.append(f"each request alone has devices on the node, but not all together: {what}")
+    return lines
+
+
+def _attributes_read(expression: str, device: Any, driver: str) -> str:
+    """The device's attributes an expression names (``model=A100``), to show why it refused it."""
+    shown = []
+    for name, attr in sorted(device.attributes.items()):
+        ident = name.rpartition("/")[2]
+        if ident in expression:
+            shown.append(f"{ident}={attr.value}")
+    for name, cap in sorted(device.capacity.items()):
+        ident = name.rpartition("/")[2]
+        if ident in expression:
+            shown.append(f"{ident}={cap.value // 1000}")
+    return ", ".join(shown) or f"selector {expression!r} false"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceUse:
+    """What the claims' allocations hold of each device: how many hold it, whether one holds
+    it whole, and the capacity shares consume."""
+
+    claims: Mapping[DeviceID, int]
+    whole: frozenset[DeviceID]
+    consumed: Mapping[DeviceID, Mapping[str, int]]
+
+
+def device_use(claims: Iterable[ResourceClaim]) -> DeviceUse:
+    counts: dict[DeviceID, int] = {}
+    whole: set[DeviceID] = set()
+    consumed: dict[DeviceID, dict[str, int]] = {}
+    for claim in claims:
+        if claim.allocation is None:
+            continue
+        for r in claim.allocation.devices:
+            counts[r.device_id] = counts.get(r.device_id, 0) + 1
+            if r.admin_access:
+                continue
+            if r.share_id:
+                used = consumed.setdefault(r.device_id, {})
+                for name, amount in (r.consumed_capacity or {}).items():
+                    used[name] = used.get(name, 0) + amount
+            else:
+                whole.add(r.device_id)
+    return DeviceUse(counts, frozenset(whole), consumed)
+
+
+def _text(attr: Attribute) -> str:
+    value = attr.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join("true" if v is True else "false" if v is False else str(v) for v in value)
+    return str(value)
+
+
+def node_devices(
+    node: Any, slices: Sequence[ResourceSlice], all_slices: Sequence[ResourceSlice], use: DeviceUse
+) -> tuple[NodeDevice, ...]:
+    """The devices of the complete, valid pools ``node`` reaches (its slices: its own and those
+    naming no node), in the allocator's order, with what claims hold of them."""
+    out = []
+    for pool in gather_pools(slices, node, ALL_FEATURES, all_slices):
+        if pool.incomplete or pool.invalid:
+            continue
+        for s in pool.slices:
+            for d in s.devices:
+                if s.per_device_node_selection and not node_matches(node, d.node_name, d.all_nodes, d.node_selector):
+                    continue
+                device_id = (s.driver, s.pool, d.name)
+                attributes: dict[str, str] = {}
+                numbers: dict[str, int] = {}
+                for name, attr in d.attributes.items():
+                    names = (name,) if "/" in name else (name, f"{s.driver}/{name}")
+                    for key in names:
+                        attributes[key] = _text(attr)
+                        if attr.kind == "int":
+                            numbers[key] = attr.value
+                capacity = {name: cap.value for name, cap in d.capacity.items()}
+                consumed = dict(use.consumed.get(device_id, {}))
+                whole = device_id in use.whole
+                free = {} if whole else {name: value - consumed.get(name, 0) for name, value in capacity.items()}
+                out.append(
+                    NodeDevice(
+                        s.driver,
+                        s.pool,
+                        d.name,
+                        MappingProxyType(attributes),
+                        MappingProxyType(numbers),
+                        MappingProxyType(capacity),
+                        MappingProxyType(consumed),
+                        MappingProxyType(free),
+                        allocated=whole or device_id in use.consumed or use.claims.get(device_id, 0) > 0,
+                        shared=bool(d.allow_multiple_allocations),
+                        claims=use.claims.get(device_id, 0),
+                        taints=d.taints,
+                    )
+                )
+    return tuple(out)
+
+
+def request_record(claim: ResourceClaim, name: str) -> DeviceRequest:
+    """The request of ``claim`` named ``name`` (``request/subrequest``: that subrequest, as a
+    request of that full name), what device scores read as ``request``."""
+    base, _, sub = name.partition("/")
+    for request in claim.spec.requests:
+        if request.name != base:
+            continue
+        if not sub:
+            return request
+        for sub_name, spec in request.first_available:
+            if sub_name == sub:
+                return DeviceRequest(name, spec)
+    return DeviceRequest(name, ExactRequest(""))
+
+
+def with_claims(pod: Pod, state: DraState) -> Pod:
+    """The pod with each claim entry's spec and allocation state as ``state`` has them (what
+    rules read as ``pod.resource_claims``)."""
+    entries = []
+    for entry in pod.resource_claims:
+        claim = state.claims.get(f"{pod.namespace}/{entry.claim}") if entry.claim else None
+        if claim is None:
+            entries.append(entry)
+        else:
+            entries.append(dataclasses.replace(entry, spec=claim.spec, allocated=claim.allocation is not None))
+    return dataclasses.replace(pod, resource_claims=tuple(entries))

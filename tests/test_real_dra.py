@@ -1,0 +1,146 @@
+"""Dynamic Resource Allocation against the real kube-apiserver 1.37 (tests/realk8s.py), beside the
+real kube-scheduler: the same DRA pods, one placed by kube-scheduler and one by ``rulesched run``,
+with devices one ResourceSlice publishes. The resource-claim controller makes each pod's claim
+from its template; rulesched waits for it, allocates a device kube-scheduler did not take
+(its allocation is read back as the devices in use), writes the finalizer, ``status.allocation``
+and ``reservedFor`` and binds; the two claims then read back field by field alike but for the
+device chosen. A pod whose request no node can meet stays pending, its claim unallocated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.realk8s import Kube, Running
+
+DRIVER = "gpu.rulesched.example.com"
+RESOURCE = "/apis/resource.k8s.io/v1"
+
+
+@contextlib.contextmanager
+def devices(k8s: Kube, node: str, count: int) -> Iterator[None]:
+    """A DeviceClass ``gpu`` for DRIVER and one ResourceSlice of ``count`` devices on ``node``
+    (what the driver's kubelet plugin would publish), removed on exit (cluster-scoped: the
+    fixture's cleanup does not reach them)."""
+    k8s.create(
+        f"{RESOURCE}/deviceclasses",
+        {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}},
+    )
+    k8s.create(
+        f"{RESOURCE}/resourceslices",
+        {
+            "metadata": {"name": f"{node}-gpus"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": f"gpu-{i}",
+                        "attributes": {"index": {"int": i}, "model": {"string": "a100"}},
+                        "capacity": {"memory": {"value": "40Gi"}},
+                    }
+                    for i in range(count)
+                ],
+            },
+        },
+    )
+    try:
+        yield
+    finally:
+        k8s.delete(f"{RESOURCE}/resourceslices/{node}-gpus")
+        k8s.delete(f"{RESOURCE}/deviceclasses/gpu")
+
+
+def claim_template(k8s: Kube, ns: str, name: str, count: int = 1, selector: str | None = None) -> None:
+    exactly: dict[str, Any] = {"deviceClassName": "gpu", "count": count}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    k8s.create(
+        f"{RESOURCE}/namespaces/{ns}/resourceclaimtemplates",
+        {
+            "metadata": {"name": name},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+        },
+    )
+
+
+def dra_pod(k8s: Kube, ns: str, name: str, template: str, scheduler: str = "rulesched") -> dict[str, Any]:
+    return k8s.pod(
+        ns,
+        name,
+        cpu="100m",
+        scheduler=scheduler,
+        spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]},
+    )
+
+
+def pod_claim(k8s: Kube, ns: str, pod: str) -> dict[str, Any] | None:
+    """The claim the resource-claim controller made for the pod (named in its status)."""
+    statuses = k8s.read_pod(ns, pod).get("status", {}).get("resourceClaimStatuses") or []
+    name = next((s.get("resourceClaimName") for s in statuses if s["name"] == "gpu"), None)
+    return dict(k8s.get(f"{RESOURCE}/namespaces/{ns}/resourceclaims/{name}")) if name else None
+
+
+def allocated(k8s: Kube, ns: str, pod: str) -> dict[str, Any] | None:
+    claim = pod_claim(k8s, ns, pod)
+    return (
+        claim
+        if claim and claim.get("status", {}).get("allocation") and k8s.read_pod(ns, pod)["spec"].get("nodeName")
+        else None
+    )
+
+
+def test_a_dra_pod_is_allocated_and_bound_as_kube_scheduler_does(k8s: Kube, tmp_path: Path) -> None:
+    k8s.node("n1", cpu="4")
+    k8s.node("n2", cpu="4")  # (no devices: both schedulers must choose n1)
+    ours, theirs = k8s.namespace("dra-ours"), k8s.namespace("dra-theirs")
+    with devices(k8s, "n1", 2):
+        for ns in (ours, theirs):
+            claim_template(
+                k8s, ns, "one-gpu", selector='device.attributes["gpu.rulesched.example.com"].model == "a100"'
+            )
+            claim_template(k8s, ns, "three-gpus", count=3)
+        # kube-scheduler first: its allocation is then a device in use that rulesched must see
+        with k8s.kube_scheduler():
+            dra_pod(k8s, theirs, "fits", "one-gpu", scheduler="default-scheduler")
+            assert k8s.wait(lambda: allocated(k8s, theirs, "fits"), 60)
+        with Running(k8s):
+            dra_pod(k8s, ours, "fits", "one-gpu")
+            dra_pod(k8s, ours, "too-many", "three-gpus")
+            assert k8s.wait(lambda: allocated(k8s, ours, "fits"), 60)
+            assert k8s.wait(lambda: pod_claim(k8s, ours, "too-many"), 30)  # (the controller made it)
+            assert k8s.wait(
+                lambda: any(
+                    c["type"] == "PodScheduled" and c["status"] == "False"
+                    for c in k8s.read_pod(ours, "too-many").get("status", {}).get("conditions", [])
+                ),
+                30,
+            )
+        theirs_claim, ours_claim = pod_claim(k8s, theirs, "fits"), pod_claim(k8s, ours, "fits")
+        assert theirs_claim and ours_claim
+        too_many = pod_claim(k8s, ours, "too-many")
+        assert too_many and not too_many.get("status", {}).get("allocation")
+        for pod in (k8s.read_pod(theirs, "fits"), k8s.read_pod(ours, "fits")):
+            assert pod["spec"]["nodeName"] == "n1"
+        # the device: each its own, both of the slice
+        (their_result,) = theirs_claim["status"]["allocation"]["devices"]["results"]
+        (our_result,) = ours_claim["status"]["allocation"]["devices"]["results"]
+        assert {their_result["device"], our_result["device"]} == {"gpu-0", "gpu-1"}
+        for r in (their_result, our_result):
+            assert (r["driver"], r["pool"], r["request"]) == (DRIVER, "n1", "gpu")
+        # field by field as kube-scheduler writes them, but for the device chosen and the times
+        assert sorted(our_result) == sorted(their_result)
+        ours_alloc, theirs_alloc = ours_claim["status"]["allocation"], theirs_claim["status"]["allocation"]
+        assert sorted(ours_alloc) == sorted(theirs_alloc)
+        assert ours_alloc["nodeSelector"] == theirs_alloc["nodeSelector"]
+        assert ours_alloc["devices"].get("config") == theirs_alloc["devices"].get("config")
+        # reserved for its pod (by uid), and the finalizer that keeps an allocated claim
+        for ns, claim in ((ours, ours_claim), (theirs, theirs_claim)):
+            uid = k8s.read_pod(ns, "fits")["metadata"]["uid"]
+            assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "fits", "uid": uid}]
+        assert ours_claim["metadata"].get("finalizers") == theirs_claim["metadata"].get("finalizers")
+        assert ours_claim["metadata"].get("finalizers"), ours_claim["metadata"]
