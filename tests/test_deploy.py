@@ -68,6 +68,8 @@ USED = {
     ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},
     ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "update"},
     ("resource.k8s.io", "resourceclaims/status"): {"update"},
+    # (synthetic: 1.37's API server checks it on a status update changing allocation or reservedFor)
+    ("resource.k8s.io", "resourceclaims/binding"): {"update"},
 }
 
 

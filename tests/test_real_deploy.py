@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 
 from rulesched.model.groups import POD_GROUP_LABEL
+from tests.helpers.realdra import allocated, claim_template, devices, dra_pod
 from tests.realk8s import Kube
-from tests.test_real_dra import allocated, claim_template, devices, dra_pod
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"

@@ -9,89 +9,10 @@ device chosen. A pod whose request no node can meet stays pending, its claim una
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
+from tests.helpers.realdra import DRIVER, allocated, claim_template, devices, dra_pod, pod_claim
 from tests.realk8s import Kube, Running
-
-DRIVER = "gpu.rulesched.example.com"
-RESOURCE = "/apis/resource.k8s.io/v1"
-
-
-@contextlib.contextmanager
-def devices(k8s: Kube, node: str, count: int) -> Iterator[None]:
-    """A DeviceClass ``gpu`` for DRIVER and one ResourceSlice of ``count`` devices on ``node``
-    (what the driver's kubelet plugin would publish), removed on exit (cluster-scoped: the
-    fixture's cleanup does not reach them)."""
-    k8s.create(
-        f"{RESOURCE}/deviceclasses",
-        {"metadata": {"name": "gpu"}, "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}},
-    )
-    k8s.create(
-        f"{RESOURCE}/resourceslices",
-        {
-            "metadata": {"name": f"{node}-gpus"},
-            "spec": {
-                "driver": DRIVER,
-                "nodeName": node,
-                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                "devices": [
-                    {
-                        "name": f"gpu-{i}",
-                        "attributes": {"index": {"int": i}, "model": {"string": "a100"}},
-                        "capacity": {"memory": {"value": "40Gi"}},
-                    }
-                    for i in range(count)
-                ],
-            },
-        },
-    )
-    try:
-        yield
-    finally:
-        k8s.delete(f"{RESOURCE}/resourceslices/{node}-gpus")
-        k8s.delete(f"{RESOURCE}/deviceclasses/gpu")
-
-
-def claim_template(k8s: Kube, ns: str, name: str, count: int = 1, selector: str | None = None) -> None:
-    exactly: dict[str, Any] = {"deviceClassName": "gpu", "count": count}
-    if selector:
-        exactly["selectors"] = [{"cel": {"expression": selector}}]
-    k8s.create(
-        f"{RESOURCE}/namespaces/{ns}/resourceclaimtemplates",
-        {
-            "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
-        },
-    )
-
-
-def dra_pod(k8s: Kube, ns: str, name: str, template: str, scheduler: str = "rulesched") -> dict[str, Any]:
-    return k8s.pod(
-        ns,
-        name,
-        cpu="100m",
-        scheduler=scheduler,
-        spec={"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]},
-    )
-
-
-def pod_claim(k8s: Kube, ns: str, pod: str) -> dict[str, Any] | None:
-    """The claim the resource-claim controller made for the pod (named in its status)."""
-    statuses = k8s.read_pod(ns, pod).get("status", {}).get("resourceClaimStatuses") or []
-    name = next((s.get("resourceClaimName") for s in statuses if s["name"] == "gpu"), None)
-    return dict(k8s.get(f"{RESOURCE}/namespaces/{ns}/resourceclaims/{name}")) if name else None
-
-
-def allocated(k8s: Kube, ns: str, pod: str) -> dict[str, Any] | None:
-    claim = pod_claim(k8s, ns, pod)
-    return (
-        claim
-        if claim and claim.get("status", {}).get("allocation") and k8s.read_pod(ns, pod)["spec"].get("nodeName")
-        else None
-    )
 
 
 def test_a_dra_pod_is_allocated_and_bound_as_kube_scheduler_does(k8s: Kube, tmp_path: Path) -> None:
