@@ -47,6 +47,7 @@ from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler import placement
 from rulesched.scheduler.framework import Code, CycleResult, GroupDetail, Preemption, Trial
 from rulesched.scheduler.gang import GangHost, Gangs, GroupOutcome, GroupState, _order, _record, _wait
+from rulesched.scheduler.reasons import ReasonCode
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class _Result:
     error: str = ""  # a SchedulerError's message
     any_scheduled: bool = False
     placed: list[tuple[Pod, str]] = field(default_factory=list)  # still assumed (leaf, when ok)
+    fit: int = 0  # members that fit before the leaf was given up (explanations: how close it came)
     children: list[_Result] = field(default_factory=list)
     domain: Mapping[str, str] = field(default_factory=dict)
 
@@ -166,7 +168,12 @@ class _Attempt:
                 return result
             if first is None:
                 first, first_seen = result, seen
-            placed = len(kept) if not group.composite else sum(1 for c in result.children if c.ok)
+            # (members that fit there: those kept when it fits, those given back with it when not)
+            placed = (
+                (len(kept) if result.ok else result.fit)
+                if not group.composite
+                else sum(1 for c in result.children if c.ok)
+            )
             trial = Trial(group.ref, option.domain, result.ok, placed, "" if result.ok else result.message)
             self.trials.append(dataclasses.replace(trial, seconds=time.perf_counter() - began))
             if result.ok:
@@ -231,8 +238,8 @@ class _Attempt:
             any_scheduled = any_scheduled or result.code is Code.SCHEDULED
         if state != "ok":  # stopped by PlacementFeasible: its status as is; still waiting: wrapped
             self._back_to(mark)
-            return _Result(group, False, [message], wrapped=state == "wait", domain=domain)
-        return _Result(group, True, any_scheduled=any_scheduled, placed=placed, domain=domain)
+            return _Result(group, False, [message], wrapped=state == "wait", domain=domain, fit=len(placed))
+        return _Result(group, True, any_scheduled=any_scheduled, placed=placed, domain=domain, fit=len(placed))
 
     def _composite(self, group: PodGroup, domain: Mapping[str, str]) -> _Result:
         """compositePodGroupSchedulingDefaultAlgorithm: the children one after another, each
@@ -585,6 +592,18 @@ def _within(result: CycleResult) -> None:
             del result.filtered[node]
             if result.unresolvable is not None:
                 result.unresolvable.discard(node)
+    explained = result.explanation
+    if explained is not None:  # (explain's "lacking" and fixes read these: what the domain's nodes lack)
+        gone = sum(g.nodes for g in explained.groups if g.reason == OUTSIDE_DOMAIN)
+        failed = explained.failed
+        result.explanation = dataclasses.replace(
+            explained,
+            evaluated=max(explained.evaluated - gone, 0),
+            filtered=max(explained.filtered - gone, 0),
+            groups=tuple(g for g in explained.groups if g.reason != OUTSIDE_DOMAIN),
+            codes=tuple(c for c in explained.codes if c.code is not ReasonCode.GROUP_DOMAIN_MISMATCH),
+            failed=None if failed is None else {n: w for n, w in failed.items() if OUTSIDE_DOMAIN not in w},
+        )
 
 
 def _joined(message: str, suffix: str) -> str:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import threading
-from collections.abc import Callable, MutableMapping, Sequence
+from collections.abc import Callable, Collection, MutableMapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -156,6 +156,19 @@ class RuleSet:
         if session is None:
             session = self._local.session = Session(self)
         return session
+
+    def in_audit_mode(self, names: Collection[str]) -> RuleSet:
+        """This set with the filters ``names`` in audit mode (as if written ``audit filter``):
+        evaluated and reported, never rejecting. What explain's rule fixes try."""
+        rules = tuple(
+            dataclasses.replace(r, rule=dataclasses.replace(r.rule, audit=True))
+            if r.kind is ast.RuleKind.FILTER and r.name in names
+            else r
+            for r in self.checked.rules
+        )
+        return RuleSet(
+            dataclasses.replace(self.checked, rules=rules), self.files, f"{self.digest}+audit:{','.join(sorted(names))}"
+        )
 
     def drop_caches(self) -> None:
         """Forget every thread's session (a swapped-out set's caches go with it); a session in
