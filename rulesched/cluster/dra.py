@@ -3,7 +3,7 @@ devices their allocations hold, and the allocations assumed for pods whose bindi
 
 A part of :class:`rulesched.cluster.store.ClusterStore` with its own state, copied on write while
 a snapshot holds it (:mod:`rulesched.cluster.cow`); a snapshot sees it as one
-:class:`~rulesched.model.dra.DraState` and the :class:`~rulesched.semantics.dra.AllocatedState`
+:class:`~rulesched.model.dra.DraState` and the :class:`~rulesched.semantics.dra_devices.AllocatedState`
 its claims hold (worked out once per change, not per cycle).
 
 When the scheduler assumes a pod, the allocations it chose for the pod's claims are written into
@@ -26,7 +26,7 @@ from rulesched.cluster.cow import CopyOnWrite
 from rulesched.model import Pod
 from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import AllocatedState, DeviceID, NodePools
+from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools
 from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")

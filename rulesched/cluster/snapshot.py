@@ -25,7 +25,7 @@ from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import Workloads
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import NOTHING_ALLOCATED, AllocatedState
+from rulesched.semantics.dra_devices import NOTHING_ALLOCATED, AllocatedState
 
 # A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
 # object, whose labels the indexes read, rather than a node info with a copy of its pods).

@@ -38,14 +38,8 @@ from rulesched.model.dra import (
     ResourceSlice,
 )
 from rulesched.semantics.cel import CelCache, CelError
-from rulesched.semantics.dra import (
-    AllocatedState,
-    AllocationError,
-    Allocator,
-    DeviceID,
-    NodePools,
-    taint_blocks,
-)
+from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra_devices import AllocatedState, AllocationError, DeviceID, NodePools, taint_blocks
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
 
 # A ranking of a request's candidates that also reads the node's view (its node.devices): the

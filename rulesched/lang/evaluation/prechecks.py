@@ -22,7 +22,7 @@ from rulesched.lang.evaluation.bound import BoundFilter
 from rulesched.model import Pod
 from rulesched.model.dra import EMPTY_DRA
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import NOTHING_ALLOCATED
+from rulesched.semantics.dra_devices import NOTHING_ALLOCATED
 from rulesched.semantics.dra_pod import PLUGIN, NodeRanking, PodClaims, pod_claims
 
 DRA_FILTER = PLUGIN  # upstream's plugin name: the filter explain and events name
