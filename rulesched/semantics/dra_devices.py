@@ -69,6 +69,22 @@ def allocated_state(claims: Sequence[ResourceClaim | Allocation]) -> AllocatedSt
     return AllocatedState(frozenset(devices), frozenset(shared), capacity)
 
 
+def released(state: AllocatedState, allocations: Sequence[Allocation]) -> AllocatedState:
+    """What ``state`` holds once ``allocations`` (of claims it counts) are let go: their devices
+    allocated whole, their shares and the capacity those consume (preemption's trial: the
+    victims' claims deallocated)."""
+    if not allocations:
+        return state
+    gone = allocated_state(allocations)
+    capacity: dict[DeviceID, dict[str, int]] = {}
+    for device, used in state.capacity.items():
+        freed = gone.capacity.get(device, {})
+        left = {name: amount - freed.get(name, 0) for name, amount in used.items()}
+        if any(left.values()):
+            capacity[device] = left
+    return AllocatedState(state.devices - gone.devices, state.shared - gone.shared, capacity)
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A device a request may get: where it is (its position in upstream's order is ``order``)."""
