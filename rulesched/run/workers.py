@@ -40,6 +40,7 @@ from rulesched.kube.claims import ClaimWrite, deallocate_claim, release_claims, 
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
+from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -269,24 +270,29 @@ class Workers:
             log.warning("could not deallocate a claim", extra={"object": f"{namespace}/{name}", "reason": str(err)})
 
     # --- what users see ---------------------------------------------------------------------------
-    def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> None:
+    def unschedulable(
+        self, pod: Pod, message: str, reason: str = "Unschedulable", codes: Sequence[Reason] = (), nodes: int = 0
+    ) -> None:
         """FailedScheduling event and the PodScheduled=False condition (``reason``), at most once
-        a minute for the same message (a pod retried every few seconds must not flood)."""
+        a minute for the same message (a pod retried every few seconds must not flood). The
+        event carries ``codes``, the reasons as codes, in its annotation
+        :data:`rulesched.scheduler.reasons.ANNOTATION` (``nodes``: the nodes there were)."""
         now = time.monotonic()
         with self._lock:
             last = self._last_event.get(pod.key)
             if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_SECONDS:
                 return
             self._last_event[pod.key] = (message, now)
-        self._submit(self._unschedulable, pod, message, reason)
+        annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)}
+        self._submit(self._unschedulable, pod, message, reason, annotations)
 
     def scheduler_error(self, pod: Pod, message: str) -> None:
         """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
         FailedScheduling event and PodScheduled=False with reason SchedulerError."""
         self.unschedulable(pod, message, "SchedulerError")
 
-    def _unschedulable(self, pod: Pod, message: str, reason: str) -> None:
-        self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+    def _unschedulable(self, pod: Pod, message: str, reason: str, annotations: dict[str, str]) -> None:
+        self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, annotations=annotations)
         self._condition(pod, reason, message)
 
     def gated(self, pod: Pod) -> None:
@@ -380,7 +386,14 @@ class Workers:
             log.warning("status not patched: %s", err, extra={"pod": pod.key})
 
     def _event(
-        self, pod: Target, type_: str, reason: str, action: str, note: str, related: Target | None = None
+        self,
+        pod: Target,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        related: Target | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         """An event about ``pod``, reported by the scheduler of the profile that acted: the
         pod's own, or for a victim (``related`` is its preemptor) the preemptor's."""
@@ -395,6 +408,7 @@ class Workers:
                 note,
                 (related or pod).scheduler_name,
                 related=reference(related) if related is not None else None,
+                annotations=annotations,
             )
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})

@@ -67,6 +67,7 @@ from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gang
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import SchedulingQueue
+from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.victims import order_key
 from rulesched.semantics.dra_preemption import freed_by, unsettled
 
@@ -178,7 +179,10 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
         observer: Observer | None = None,
         cancel: Cancellation | None = None,
+        framework: Framework | None = None,
     ) -> None:
+        """``framework``: the node tables and columns to use (a framework another scheduler of
+        the same store used before: explain's trials); None: its own."""
         self.rules = rules if isinstance(rules, RulesHandle) else RulesHandle(rules)
         self.store = store
         self.settings = settings
@@ -188,7 +192,7 @@ class Scheduler:
         self.observer = observer or Observer()
         self.queue = SchedulingQueue(clock, settings.initial_backoff_seconds, settings.max_backoff_seconds)
         self.cancel = cancel if cancel is not None else Cancellation()
-        self.cycle = Cycle(settings, self.cancel)
+        self.cycle = Cycle(settings, self.cancel, framework)
         self.cycle.framework.follow(self.rules)  # (a reload drops its tables: it is told)
         self._default = Profile(settings.scheduler_name or "", self.rules, self.cycle)
         self._profiles: dict[str, Profile] = {}  # scheduler name -> its profile (others: _default)

@@ -77,6 +77,7 @@ class _Result:
     error: str = ""  # a SchedulerError's message
     any_scheduled: bool = False
     placed: list[tuple[Pod, str]] = field(default_factory=list)  # still assumed (leaf, when ok)
+    fit: int = 0  # members that fit before the leaf was given up (explanations: how close it came)
     children: list[_Result] = field(default_factory=list)
     domain: Mapping[str, str] = field(default_factory=dict)
 
@@ -158,7 +159,12 @@ class _Attempt:
                 return result
             if first is None:
                 first, first_seen = result, seen
-            placed = len(kept) if not group.composite else sum(1 for c in result.children if c.ok)
+            # (members that fit there: those kept when it fits, those given back with it when not)
+            placed = (
+                (len(kept) if result.ok else result.fit)
+                if not group.composite
+                else sum(1 for c in result.children if c.ok)
+            )
             trial = Trial(group.ref, option.domain, result.ok, placed, "" if result.ok else result.message)
             self.trials.append(dataclasses.replace(trial, seconds=time.perf_counter() - began))
             if result.ok:
@@ -219,8 +225,8 @@ class _Attempt:
             any_scheduled = any_scheduled or result.code is Code.SCHEDULED
         if state != "ok":
             self._back_to(mark)
-            return _Result(group, False, [message], domain=domain)
-        return _Result(group, True, any_scheduled=any_scheduled, placed=placed, domain=domain)
+            return _Result(group, False, [message], domain=domain, fit=len(placed))
+        return _Result(group, True, any_scheduled=any_scheduled, placed=placed, domain=domain, fit=len(placed))
 
     def _composite(self, group: PodGroup, domain: Mapping[str, str]) -> _Result:
         """compositePodGroupSchedulingDefaultAlgorithm: the children one after another, each
