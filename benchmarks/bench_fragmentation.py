@@ -30,14 +30,30 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fgd_reference  # noqa: E402
 import openb  # noqa: E402
+
+if TYPE_CHECKING:
+    from rulesched.simulate.report import Report
+
+# The paper's baselines as rule sets (rules/examples/gpu-baselines/): with --engine rules these
+# names stand for the files, so the table sets them beside the paper's figures.
+BASELINE_RULES = {
+    "random": "random.rules",
+    "dotprod": "dot-product.rules",
+    "clustering": "clustering.rules",
+    "packing": "packing.rules",
+    "bestfit": "best-fit.rules",
+}
+BASELINES_DIR = Path(__file__).resolve().parent.parent / "rules" / "examples" / "gpu-baselines"
 
 PAPER_POLICY_DIRS = {
     "random": "01-Random",
@@ -58,6 +74,7 @@ class Run:
     tie: str
     gpus: str = "dra"  # the rules engine: GPUs as DRA devices, or as the extended resource nvidia.com/gpu
     as_is: bool = False  # the trace's pods once in file order, not the paper's arrivals
+    percentage: int = 100  # the rules engine's percentage of nodes to score (0: kube-scheduler's adaptive)
 
 
 @dataclass
@@ -121,11 +138,48 @@ def run_one(run: Run) -> RunResult:
     )
 
 
+def rule_files(policy: str) -> tuple[str, ...]:
+    """The rule set a policy names for the rules engine: parts joined by `+` compose; a
+    baseline's name (BASELINE_RULES) is its file in rules/examples/gpu-baselines/, anything else
+    a bundled set's name or a path."""
+    return tuple(str(BASELINES_DIR / BASELINE_RULES[p]) if p in BASELINE_RULES else p for p in policy.split("+"))
+
+
 def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run) -> fgd_reference.Outcome:
-    """The workload through `rulesched simulate` with the rule set `run.policy` (ties drawn at
-    random, seeded): the trace as Kubernetes objects (openb_to_k8s.py), the pods pending in
-    arrival order, each attempted in that order (a pod that failed never fits later: pods never
-    leave). With `--gpus extended` a pod holds `num_gpu` whole GPUs (a shared GPU taken whole)."""
+    """The workload through `rulesched simulate` with the rule set `run.policy` (see
+    place_with_rules). With `--gpus dra` a placed pod counts `num_gpu` x `gpu_milli`, as in the
+    paper; with `--gpus extended` `num_gpu` whole GPUs (a shared GPU taken whole)."""
+    placed, _ = place_with_rules(nodes, workload, run)
+    model = {n.name: n.model for n in nodes}
+    total = sum(n.gpus for n in nodes) * openb.MILLI
+    out = fgd_reference.Outcome(run.policy, run.seed, total)
+    for n in nodes:
+        out.gpus_by_model.setdefault(n.model, [0, 0])[1] += n.gpus * openb.MILLI
+    arrived = allocated = 0
+    for pod in workload.pods:
+        arrived += pod.total_gpu_milli
+        node = placed.get(pod.name)
+        if node is None:
+            out.failed += 1
+        else:
+            out.placed += 1
+            held = pod.total_gpu_milli if run.gpus == "dra" else pod.num_gpu * openb.MILLI
+            allocated += held
+            out.gpus_by_model[model[node]][0] += held
+        out.arrived_milli.append(arrived)
+        out.allocated_milli.append(allocated)
+    return out
+
+
+def place_with_rules(
+    nodes: Sequence[openb.GpuNode], workload: openb.Workload, run: Run
+) -> tuple[dict[str, str | None], Report]:
+    """Each pod's node (None: it failed) and simulate's report, the workload through `rulesched simulate` with the
+    rule set `run.policy` (ties drawn at random, seeded; every feasible node scored unless
+    `run.percentage` says otherwise, as the paper's simulator does): the trace as Kubernetes
+    objects (openb_to_k8s.py), the pods pending in arrival order, each attempted in that order (a
+    pod that failed never fits later: pods never leave). With `--gpus dra` a GPU is a device
+    shared by claims asking GPU milli."""
     import tempfile
 
     import openb_to_k8s
@@ -138,31 +192,12 @@ def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run)
         json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
         f.flush()
         objects = load_cluster([f.name])
-    # every feasible node scored, as the paper's simulator does (percentageOfNodesToScore 100)
     settings = SimulateSettings(
-        cluster=(), rules=tuple(run.policy.split("+")), seed=run.seed, percentage_of_nodes_to_score=100
+        cluster=(), rules=rule_files(run.policy), seed=run.seed, percentage_of_nodes_to_score=run.percentage
     )
     report = simulate(objects, settings)
-    placed = {str(row["pod"]): row["node"] for row in report.iter_rows()}
-    model = {n.name: n.model for n in nodes}
-    total = sum(n.gpus for n in nodes) * openb.MILLI
-    out = fgd_reference.Outcome(run.policy, run.seed, total)
-    for n in nodes:
-        out.gpus_by_model.setdefault(n.model, [0, 0])[1] += n.gpus * openb.MILLI
-    arrived = allocated = 0
-    for pod in workload.pods:
-        arrived += pod.total_gpu_milli
-        node = placed.get(f"{openb_to_k8s.NAMESPACE}/{pod.name}")
-        if node is None:
-            out.failed += 1
-        else:
-            out.placed += 1
-            held = pod.total_gpu_milli if run.gpus == "dra" else pod.num_gpu * openb.MILLI
-            allocated += held
-            out.gpus_by_model[model[node]][0] += held
-        out.arrived_milli.append(arrived)
-        out.allocated_milli.append(allocated)
-    return out
+    prefix = f"{openb_to_k8s.NAMESPACE}/"
+    return {str(row["pod"]).removeprefix(prefix): row["node"] for row in report.iter_rows()}, report  # type: ignore[misc]
 
 
 def paper_results() -> dict[tuple[str, str], list[dict[str, str]]]:
@@ -264,16 +299,24 @@ def plot(results: list[RunResult], paper: dict[tuple[str, str], list[dict[str, s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--traces", default="default", help="comma-separated trace variants (default: default)")
-    parser.add_argument("--policies", default=",".join(fgd_reference.POLICIES[:6]), help="the paper's six by default")
+    parser.add_argument(
+        "--policies",
+        help="the reference model's policies (default: the paper's six); with --engine rules, rule sets as --rules",
+    )
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=42)
     parser.add_argument("--engine", default="reference", choices=["reference", "rules"])
     parser.add_argument(
         "--rules",
-        default="default",
-        help="the rules engine: comma-separated rule sets (a bundled name or a path; A+B composes)",
+        help="the rules engine: comma-separated rule sets (a bundled name or a path; A+B composes; "
+        f"the baselines by name: {', '.join(BASELINE_RULES)}); default: default",
     )
     parser.add_argument("--gpus", default="dra", choices=["dra", "extended"], help="the rules engine's GPUs")
+    parser.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=int,
+        help="the rules engine: 100 with --gpus dra (the paper's), 0 (kube-scheduler's adaptive) with extended",
+    )
     parser.add_argument(
         "--as-is",
         action="store_true",
@@ -291,10 +334,16 @@ def main(argv: list[str] | None = None) -> int:
     except openb.TraceError as e:
         print(f"bench_fragmentation: {e}", file=sys.stderr)
         return 2
-    policies = args.rules.split(",") if args.engine == "rules" else args.policies.split(",")
+    if args.engine == "rules":
+        policies = (args.rules or args.policies or "default").split(",")
+    else:
+        policies = (args.policies or ",".join(fgd_reference.POLICIES[:6])).split(",")
     tie = "random" if args.engine == "rules" else args.tie  # (rulesched draws its ties)
+    percentage = args.percentage_of_nodes_to_score
+    if percentage is None:
+        percentage = 100 if args.gpus == "dra" else 0
     runs = [
-        Run(t, p, s, args.engine, tie, args.gpus, args.as_is)
+        Run(t, p, s, args.engine, tie, args.gpus, args.as_is, percentage)
         for t in traces
         for p in policies
         for s in range(args.first_seed, args.first_seed + args.seeds)
@@ -308,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     paper = paper_results()
     total_gpus = sum(n.gpus for n in openb.read_nodes())
     what = "the trace ran once, in file order" if args.as_is else "requests reach 130% of the GPUs"
-    unit = "whole GPUs, a shared GPU taken whole" if args.engine == "rules" else "GPU milli"
+    unit = "whole GPUs, a shared GPU taken whole" if args.engine == "rules" and args.gpus == "extended" else "GPU milli"
     print(
         f"GPU allocation when {what} (% of {unit}; engine {args.engine}, ties {tie}; "
         f"{args.seeds} seeds from {args.first_seed}):"

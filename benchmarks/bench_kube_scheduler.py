@@ -383,6 +383,7 @@ def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
 
             start = time.monotonic()
             parallel(create, objects["pending"])
+            created_in = time.monotonic() - start
             end = start + 900
             while time.monotonic() < end and not settled(watch, names, quiet=3.0):
                 time.sleep(0.2)
@@ -402,7 +403,9 @@ def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
         "cpu_ms_per_pod": {k: 1000 * (cpu1[k] - cpu0[k]) / count for k in pids},
-        "build_seconds": round(built, 1),
+        "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
+        "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
+        "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
     }  # fmt: skip
 
 
@@ -411,7 +414,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     for name in args.workload or list(WORKLOADS):
         for r in range(args.repeat):
             order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
-            for which in order:
+            for which in [w for w in order if w in (args.scheduler or order)]:
                 result = speed_run(WORKLOADS[name], which, args.seed)
                 runs.append(result)
                 print(format_run(result), file=sys.stderr, flush=True)
@@ -451,7 +454,8 @@ def format_run(r: dict[str, Any]) -> str:
     cpu = r["cpu_ms_per_pod"]
     return (f"  {r['workload']:<11} {r['scheduler']:<14} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
             f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
-            f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}")  # fmt: skip
+            f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
+            f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s")  # fmt: skip
 
 
 def format_speed(table: list[dict[str, Any]]) -> str:
@@ -518,9 +522,16 @@ def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], ti
 
 def fidelity_run(
     objects: dict[str, list[dict[str, Any]]], which: str, preemption: bool
-) -> tuple[dict[str, Outcome], Path | None, str]:
+) -> tuple[dict[str, Outcome], dict[str, str], str]:
+    """The pods' outcomes, the running pods' start times (preemption's last criterion reads
+    them), and kube-scheduler's log."""
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
         build(kube, objects, ready_pods=preemption)
+        started = {
+            p["metadata"]["name"]: p["status"]["startTime"]
+            for p in kube.items(f"/api/v1/namespaces/{NS}/pods")
+            if p.get("status", {}).get("startTime")
+        }
         scheduler: Scheduler = (
             Upstream(kube, 100, 10) if which == "kube-scheduler" else Rulesched(kube, 100, Path(work))
         )
@@ -535,7 +546,7 @@ def fidelity_run(
         log = ""
         if isinstance(scheduler, Upstream):
             log = scheduler.log.read_text(errors="replace")
-    return outcomes, None, log
+    return outcomes, started, log
 
 
 def scores_from_log(log: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
@@ -565,10 +576,12 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
     cluster = generate(nodes, running, pods, kind, seed)
     results = {}
     log = ""
+    start_times: dict[str, str] = {}
     for which in ("kube-scheduler", "rulesched"):
         objects = api_objects(json.loads(json.dumps(cluster)))
         t0 = time.monotonic()
-        outcomes, _, text = fidelity_run(objects, which, kind == "preemption")
+        outcomes, started, text = fidelity_run(objects, which, kind == "preemption")
+        start_times = started if which == "kube-scheduler" else start_times
         results[which] = outcomes
         log = text or log
         print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -576,11 +589,11 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
     ks, rs = results["kube-scheduler"], results["rulesched"]
     objects = api_objects(json.loads(json.dumps(cluster)))
     t0 = time.monotonic()
-    replayed = replay_all(objects, ks)
+    replayed = replay_all(objects, ks, start_times)
     print(f"  fidelity {case}: {len(replayed)} pods replayed on kube-scheduler's states in {time.monotonic() - t0:.0f} s",
           file=sys.stderr, flush=True)  # fmt: skip
     sequential = {"compared": 0, "agreed": 0}
-    same_state = {"compared": 0, "agreed": 0, "ties_compared": 0, "ties_agreed": 0}
+    same_state = {"compared": 0, "agreed": 0, "ties_compared": 0, "ties_agreed": 0, "preemption_ties": 0}
     differences = []
     for name, upstream in ks.items():
         scores = finals.get(name, {})
@@ -606,6 +619,10 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
             same_state["ties_compared"] += 1
             ok = sorted(replay.get("best") or []) == tied
             same_state["ties_agreed"] += ok
+        if not ok and upstream.victims and preemption_tie(objects, upstream.victims, replay.get("victims") or []):
+            # kube-scheduler's own order cannot decide between these candidates (see preemption_tie)
+            same_state["preemption_ties"] += 1
+            continue
         if unique or upstream.victims or upstream.node is None:
             same_state["compared"] += 1
             same_state["agreed"] += ok
@@ -629,6 +646,31 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
     }  # fmt: skip
 
 
+def preemption_tie(objects: dict[str, list[dict[str, Any]]], theirs: Any, mine: list[str]) -> bool:
+    """Two victim sets kube-scheduler's pickOneNodeForPreemption cannot order: the same highest
+    victim priority, priority sum and count (no budget covers any of them), and no start time
+    on any victim (pods bound here never start: upstream's GetPodStartTime then takes
+    time.Now(), anew for each candidate as it is scored, so the last candidate scored wins), and
+    pickOneNodeForPreemption scores the candidates in the order of a Go map's iteration, which is
+    random. kube-scheduler's log does not show these ties (no score is logged for a preemption)."""
+    pods = {p["metadata"]["name"]: p for p in objects["running"] + objects["pending"]}
+    started = {p["metadata"]["name"] for p in objects["running"]}  # (made Running and Ready by build)
+    budgets = [b["spec"]["selector"].get("matchLabels", {}) for b in objects["pdbs"]]
+
+    def key(victims: Any) -> tuple[int, int, int] | None:
+        found = [pods.get(v) for v in victims]
+        if not found or any(p is None or p["metadata"]["name"] in started for p in found):
+            return None
+        labels = [p["metadata"].get("labels", {}) for p in found if p]
+        if any(all(lab.get(k) == v for k, v in b.items()) for b in budgets for lab in labels):
+            return None
+        priorities = [int(p["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1]) for p in found if p]
+        return max(priorities), sum(priorities), len(priorities)
+
+    a, b = key(theirs), key(mine)
+    return a is not None and a == b
+
+
 def rate(a: int, b: int) -> float | None:
     return a / b if b else None
 
@@ -650,7 +692,16 @@ def states(
             placed.append(pod)
 
 
-def replay_all(objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome]) -> dict[str, dict[str, Any]]:
+def with_start_time(pod: dict[str, Any], start_times: dict[str, str]) -> dict[str, Any]:
+    """The pod with the start time it had in kube-scheduler's cluster (the pods made Running
+    there; the others, bound by the scheduler, never started)."""
+    started = start_times.get(pod["metadata"]["name"])
+    return {**pod, "status": {"phase": "Running", "startTime": started}} if started else pod
+
+
+def replay_all(
+    objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome], start_times: dict[str, str]
+) -> dict[str, dict[str, Any]]:
     """rulesched's one cycle (as ``rulesched test`` runs it, every node scored) for every pod, on
     kube-scheduler's cluster as it was just before that pod: the decision compared on the same
     state, so that a tie kube-scheduler broke at random does not make every later pod differ."""
@@ -660,6 +711,7 @@ def replay_all(objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome])
     out: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-replay-") as d:
         for name, pods in states(objects, ks):
+            pods = [with_start_time(p, start_times) for p in pods]
             case = {
                 "rules": ["default"], "nodes": objects["nodes"], "pods": pods, "pdbs": objects["pdbs"],
                 "priorityClasses": objects["classes"],
@@ -695,7 +747,8 @@ def fidelity(args: argparse.Namespace) -> dict[str, Any]:
         seq, same = result["sequential"], result["same_state"]
         print(f"fidelity {case}: on the same state (each pod replayed on kube-scheduler's cluster before it): "
               f"{same['agreed']}/{same['compared']} unique best nodes or preemptions agree, "
-              f"{same['ties_agreed']}/{same['ties_compared']} tied sets agree; run twice: "
+              f"{same['ties_agreed']}/{same['ties_compared']} tied sets agree, {same['preemption_ties']} preemptions "
+              f"kube-scheduler's own order leaves to chance (equal victims, no start times) set apart; run twice: "
               f"{seq['agreed']}/{seq['compared']} of the pods with a unique best node agree; "
               f"unschedulable {result['unschedulable']}; preempted {result['preempted']}")  # fmt: skip
         for d in result["differences"]:
@@ -710,6 +763,9 @@ def main(argv: list[str] | None = None) -> int:
         "--workload", action="append", choices=sorted(WORKLOADS), help="speed: (repeatable) default all"
     )
     parser.add_argument("--repeat", type=int, default=1, help="speed: alternated runs of each scheduler")
+    parser.add_argument(
+        "--scheduler", action="append", choices=("kube-scheduler", "rulesched"), help="speed: only these"
+    )
     parser.add_argument("--case", action="append", choices=("mixed", "preemption"), help="fidelity: default both")
     parser.add_argument("--nodes", type=int, help="fidelity: nodes (default 300 mixed, 100 preemption)")
     parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")

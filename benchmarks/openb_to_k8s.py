@@ -13,6 +13,8 @@ What each row becomes (`--gpus dra`, the default; resource.k8s.io/v1):
   `allowMultipleAllocations: true` (several claims may share a GPU up to its capacity);
 - one **DeviceClass** `gpu.example.com` selecting the driver's devices;
 - a **Pod** per arriving task (namespace `openb`), requests `cpu` and `memory`; a task with GPUs
+  is annotated with its ask as the paper's simulator annotates it (`alibabacloud.com/gpu-count`,
+  `alibabacloud.com/gpu-milli`: rules read a running pod's ask there, not in its claims) and
   adds a claim from a **ResourceClaimTemplate** (one per kind of GPU ask): one request of
   `count: num_gpu` devices with the capacity request `milli: gpu_milli` each (1000 for whole GPUs;
   below 1000 only with one GPU: a shared GPU), and when `gpu_spec` lists models, a CEL selector
@@ -48,6 +50,11 @@ DEVICE_CLASS = "gpu.example.com"
 NAMESPACE = "openb"
 RANK_LABEL = "openb.example.com/rank"
 MODEL_LABEL = "gpu.example.com/model"
+# the paper's simulator's own annotations of a pod's GPU ask (open-gpu-share/utils/const.go):
+# rules cannot read what a running pod's claims ask (only the pending pod's), so the
+# GpuClustering baseline reads these, as the simulator's plugin does
+GPU_COUNT_ANNOTATION = "alibabacloud.com/gpu-count"
+GPU_MILLI_ANNOTATION = "alibabacloud.com/gpu-milli"
 EPOCH = 1_700_000_000  # creationTimestamps count up from here, one second per pod
 
 
@@ -130,6 +137,9 @@ def claim_template(pod: TracePod) -> dict[str, Any]:
 def pod_object(pod: TracePod, arrival: int, gpus: str) -> dict[str, Any]:
     resources: dict[str, Any] = {"requests": {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}}
     spec: dict[str, Any] = {"containers": [{"name": "main", "image": "openb/task", "resources": resources}]}
+    annotations: dict[str, str] = {}
+    if pod.num_gpu:  # the ask as the paper's simulator annotates its pods (what rules read of running pods)
+        annotations = {GPU_COUNT_ANNOTATION: str(pod.num_gpu), GPU_MILLI_ANNOTATION: str(pod.gpu_milli)}
     if pod.num_gpu and gpus == "dra":
         spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template_name(pod)}]
         resources["claims"] = [{"name": "gpu"}]
@@ -148,6 +158,7 @@ def pod_object(pod: TracePod, arrival: int, gpus: str) -> dict[str, Any]:
             "namespace": NAMESPACE,
             "creationTimestamp": _time(EPOCH + arrival),
             "labels": {"app": "openb"},
+            "annotations": annotations,
         },
         "spec": spec,
         "status": {"phase": "Pending"},

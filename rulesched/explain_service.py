@@ -19,16 +19,21 @@ import logging
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
+from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.lang import RuleSet
-from rulesched.model import Pod
+from rulesched.model import Pod, PriorityClass
 from rulesched.model.decode import decode_pod
-from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json
+from rulesched.model.groups import PodGroup, decode_composite_pod_group, decode_pod_group
+from rulesched.scheduler.fixes import fixes_json
+from rulesched.scheduler.group_fixes import explain_group, group_json
+from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json, fix_pod
+from rulesched.semantics.controllers import pods_of
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +56,8 @@ class LiveView:
     snapshot: Snapshot
     rules_for: Callable[[Pod], RuleSet | None]
     pending: Callable[[str], Pod | None]
+    # the PriorityClasses known (a fix may raise a pod's priority to one of them)
+    classes: Callable[[], Sequence[PriorityClass]] = lambda: ()
 
 
 @dataclass(frozen=True)
@@ -112,7 +119,8 @@ class ExplainService:
         if view is None:
             return _error(503, "no cluster snapshot yet (caches not synced)")
         try:
-            pod = self._pod(method, query, body, view)
+            pods, groups, name, created = self._subject(method, query, body, view)
+            pod = pods[0]
             rules = view.rules_for(pod)
             if rules is None:
                 return _error(404, f"pod {pod.key} names scheduler {pod.scheduler_name!r}, which is not served here")
@@ -124,7 +132,16 @@ class ExplainService:
         except LookupError as err:
             return _error(404, str(err.args[0]))
         settings = WhySettings(detailed=details, nodes=tuple(query.get("node", [])))
-        answer = explanation_json(explain_pod(pod, view.snapshot, rules, settings))
+        explained = explain_pod(pod, view.snapshot, rules, settings)
+        answer = explanation_json(explained)
+        fixes = query.get("fixes", ["1"])[0] not in ("0", "false")
+        if len(pods) > 1 or groups:  # (the trials change a store of their own, made from the snapshot)
+            store = ClusterStore.from_snapshot(view.snapshot)
+            together = explain_group(pods, groups, store, rules, name, view.classes(), fixes=fixes)
+            answer["group_explanation"] = group_json(together) | {"created": list(created)}
+        elif not explained.feasible and fixes:
+            store = ClusterStore.from_snapshot(view.snapshot)
+            answer["fixes"] = fixes_json(fix_pod(pod, explained, store, rules, view.classes()))
         group = self._group(pod) if self._group is not None else None
         if group is not None:
             answer["group"] = group
@@ -134,13 +151,24 @@ class ExplainService:
         return Reply(200, json.dumps(answer).encode(), (("Content-Type", "application/json"),))
 
     @staticmethod
-    def _pod(method: str, query: dict[str, list[str]], body: bytes, view: LiveView) -> Pod:
+    def _subject(
+        method: str, query: dict[str, list[str]], body: bytes, view: LiveView
+    ) -> tuple[list[Pod], list[PodGroup], str, list[str]]:
+        """The pods asked about (the first explained node by node), their pod groups, what they
+        are, and what they were made from (a posted List's controllers)."""
         if method == "POST":
             try:
                 obj: Any = json.loads(body)
             except ValueError as err:
                 raise InputError(f"request body: not JSON: {err}") from None
-            return decode_pod(obj, "request body")
+            if isinstance(obj, dict) and obj.get("kind") == "List":
+                return _posted(obj, view)
+            pod = decode_pod(obj, "request body")
+            return [pod], [], f"pod {pod.key}", []
+        return [ExplainService._pod(query, view)], [], "", []
+
+    @staticmethod
+    def _pod(query: dict[str, list[str]], view: LiveView) -> Pod:
         keys = query.get("pod", [])
         if len(keys) != 1:
             raise InputError("give one pod: ?pod=NS/NAME")
@@ -149,6 +177,45 @@ class ExplainService:
         if pod is None:
             raise LookupError(f"pod {key} is not pending in this scheduler's queue")
         return pod
+
+
+def _posted(obj: dict[str, Any], view: LiveView) -> tuple[list[Pod], list[PodGroup], str, list[str]]:
+    """A posted List: Pods and PodGroups as they are, the objects that make pods (Jobs, JobSets,
+    Deployments, ReplicaSets, StatefulSets) as the pods their controllers would create."""
+    items = obj.get("items")
+    if not isinstance(items, list) or not items:
+        raise InputError("request body: a List without items")
+    classes = {c.name: c for c in view.classes()}
+    pods: list[Pod] = []
+    groups: list[PodGroup] = []
+    created: list[str] = []
+    for i, item in enumerate(items):
+        where = f"request body items[{i}]"
+        kind = item.get("kind") if isinstance(item, dict) else None
+        if kind == "Pod":
+            pods.append(decode_pod(item, where, classes))
+        elif kind == "PodGroup":
+            groups.append(decode_pod_group(item, where, classes))
+        elif kind == "CompositePodGroup":
+            groups.append(decode_composite_pod_group(item, where, classes))
+        else:
+            made = pods_of(str(kind), item, where)
+            if made is None:
+                raise InputError(f"{where}: kind {kind!r} makes no pods")
+            label, made_pods, made_groups = made
+            pods += [decode_pod(p, f"{where} ({label})", classes) for p in made_pods]
+            groups += [decode_pod_group(g, f"{where} ({label})", classes) for g in made_groups]
+            created.append(f"{label}: {len(made_pods)} pod(s)")
+    if not pods:
+        raise InputError("request body: no pod, and nothing that makes pods")
+    roots = [g for g in groups if not g.parent]
+    if len(roots) == 1:
+        name = f"{roots[0].kind} {roots[0].ref}"
+    elif len(created) == 1:
+        name = created[0].split(":")[0]
+    else:
+        name = f"{len(pods)} pods"
+    return pods, groups, name, created
 
 
 def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Reply:

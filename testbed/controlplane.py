@@ -2,7 +2,7 @@
 """A real Kubernetes control plane on loopback, for the tests and benchmarks: etcd,
 kube-apiserver and kube-controller-manager as built by testbed/build.
 
-    testbed/up DIR            start them, wait until ready, write DIR/kubeconfig and DIR/env
+    testbed/up DIR [--owner PID | --detach]    start them, wait until ready, write DIR/kubeconfig and DIR/env
     testbed/down DIR          stop them (by the pids recorded in DIR/run/)
     testbed/controlplane.py restart DIR COMPONENT [--kill]    stop one (SIGTERM, or SIGKILL) and start it again
 
@@ -20,6 +20,15 @@ Ready condition, and without kubelets nothing marks them NotReady. Without kubel
 to them stay bound and never run: tests play the kubelet where they need it (a pod Ready, a
 terminating pod removed).
 
+The test bed dies with its owner: the process that ran `testbed/up` (or --owner PID). A
+watchdog (`controlplane.py watch`, its pid in DIR/run/watchdog.pid, its log DIR/logs/watchdog.log)
+waits for the owner's exit (a pidfd: no polling) and then stops every process whose command line
+names DIR: the components, `testbed/up` itself if still starting them, and whatever the owner
+started against the test bed (a kube-scheduler whose config is in DIR, a `rulesched run` with
+DIR/kubeconfig). So a pytest killed with SIGKILL, or a shell closed, leaves nothing running.
+SIGTERM, SIGINT or SIGHUP to the watchdog does the same; `testbed/down` stops the components and
+then the watchdog. --detach: no watchdog, the test bed runs until `testbed/down`.
+
 DIR/env, one KEY=VALUE a line (shell-sourceable): KUBECONFIG (cluster admin),
 KUBE_APISERVER_URL, ETCD_URL, KUBE_SCHEDULER and KUBE_SCHEDULER_KUBECONFIG (the real
 kube-scheduler and its identity, started by whoever needs it), KUBECTL, CA_CERT,
@@ -33,6 +42,7 @@ import argparse
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -388,7 +398,8 @@ def controllers() -> list[str]:
 def start(d: Path, component: str) -> int:
     argv = json.loads((d / "run" / f"{component}.json").read_text())
     log = open(d / "logs" / f"{component}.log", "ab")
-    # A session of its own: the test bed outlives `testbed/up`, and a terminal's ^C does not reach it.
+    # A session of its own: the test bed outlives `testbed/up`, and a terminal's ^C does not reach
+    # it (the watchdog stops it when its owner is gone).
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     log.close()
     (d / "run" / f"{component}.pid").write_text(f"{proc.pid}\n")
@@ -400,14 +411,47 @@ def running_pid(d: Path, component: str) -> int | None:
     try:
         pid = int((d / "run" / f"{component}.pid").read_text())
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        stat = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
-    if not cmdline or not cmdline[0].endswith(component.encode()):
+    if component == "watchdog":
+        if cmdline[1:3] != [str(HERE / "controlplane.py").encode(), b"watch"]:
+            return None
+    elif not cmdline or not cmdline[0].endswith(component.encode()):
         return None
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z":  # exited, not yet reaped by its parent
-        return None
-    return pid
+    return None if exited(pid) else pid
+
+
+def exited(pid: int) -> bool:
+    """Gone, or a zombie (exited, not yet reaped by its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def processes_naming(d: Path) -> list[int]:
+    """The live processes (of this user) with DIR, or a path under it, in their command line."""
+    prefix = str(d).encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a == prefix or a.startswith(prefix + b"/") or b"=" + prefix + b"/" in a for a in argv):
+            if not exited(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def signal_all(pids: list[int], signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
 
 
 def stop(d: Path, component: str, kill: bool = False, timeout: float = 15.0) -> None:
@@ -506,7 +550,8 @@ def etcd_version(bin_dir: Path) -> str:
 # --- the commands -------------------------------------------------------------------------------
 
 
-def up(d: Path) -> None:
+def up(d: Path, owner: int | None) -> None:
+    """Start the test bed in D; OWNER's exit stops it (None: only testbed/down does)."""
     bin_dir = binaries_dir()
     missing = missing_binaries(bin_dir)
     if missing:
@@ -514,10 +559,13 @@ def up(d: Path) -> None:
     d = d.resolve()
     if any(running_pid(d, c) for c in COMPONENTS):
         raise TestbedError(f"a test bed is already running in {d} (testbed/down {d})")
+    down(d)  # (a watchdog left from the last test bed here would stop this one with its owner)
     for sub in ("run", "logs", "etcd-data", "pki"):
         if (d / sub).exists():
             shutil.rmtree(d / sub)
         (d / sub).mkdir(parents=True)
+    if owner is not None:
+        start_watchdog(d, owner)
     make_pki(d / "pki")
     ports = {name: free_port() for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager")}
     (d / "run" / "ports.json").write_text(json.dumps(ports) + "\n")
@@ -557,6 +605,103 @@ def down(d: Path) -> None:
     d = d.resolve()
     for component in reversed(COMPONENTS):
         stop(d, component)
+    pid = running_pid(d, "watchdog")
+    if pid is not None:
+        os.kill(pid, signal.SIGUSR1)  # (SIGUSR1: exit without stopping anything: all is stopped)
+
+
+# --- the watchdog -------------------------------------------------------------------------------
+
+
+def start_watchdog(d: Path, owner: int) -> None:
+    with open(d / "logs" / "watchdog.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "controlplane.py"), "watch", str(d), str(owner)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        )  # fmt: skip
+    (d / "run" / "watchdog.pid").write_text(f"{proc.pid}\n")
+
+
+def say(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} testbed watchdog {os.getpid()}: {message}", file=sys.stderr, flush=True)
+
+
+def watch(d: Path, owner: int) -> None:
+    """Wait for the owner's exit (or SIGTERM, SIGINT, SIGHUP), then stop every process naming DIR.
+    SIGUSR1 (testbed/down, which stopped the components itself): exit."""
+
+    class Stop(Exception):
+        pass
+
+    class Quit(Exception):
+        pass
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise Quit() if signum == signal.SIGUSR1 else Stop()
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+        signal.signal(signum, on_signal)
+    say(f"stops the test bed in {d} when process {owner} exits")
+    try:
+        try:
+            wait_for_exit(owner)
+            say(f"process {owner} exited")
+        except Stop:
+            say("asked to stop the test bed")
+        stop_everything(d)
+    except Quit:
+        say("testbed/down stopped the test bed")
+
+
+def wait_for_exit(pid: int) -> None:
+    """Block until process PID has exited (a pidfd where the kernel has them, else a check every
+    second, its start time compared so that a reused pid is not taken for it)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    except (AttributeError, OSError):
+        started = start_time(pid)
+        while started is not None and start_time(pid) == started and not exited(pid):
+            time.sleep(1.0)
+        return
+    try:
+        select.select([fd], [], [])  # readable once the process has exited
+    finally:
+        os.close(fd)
+
+
+def is_up(pid: int) -> bool:
+    """PID is a `testbed/up` (controlplane.py up ...)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return len(argv) > 2 and argv[1].endswith(b"controlplane.py") and argv[2] == b"up"
+
+
+def start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def stop_everything(d: Path, grace: float = 10.0) -> None:
+    """SIGTERM to every process naming DIR (testbed/up first, with SIGKILL, so that it starts
+    nothing more), SIGKILL to those left after GRACE seconds; again until none is left."""
+    for _ in range(5):
+        pids = processes_naming(d)
+        if not pids:
+            return
+        signal_all([p for p in pids if is_up(p)], signal.SIGKILL)
+        say(f"stopping {len(pids)} processes: {', '.join(map(str, pids))}")
+        signal_all(pids, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and not all(exited(p) for p in pids):
+            time.sleep(0.1)
+        signal_all([p for p in pids if not exited(p)], signal.SIGKILL)
+        time.sleep(0.2)
 
 
 def restart(d: Path, component: str, kill: bool) -> None:
@@ -570,7 +715,16 @@ def restart(d: Path, component: str, kill: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="testbed", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="start etcd, kube-apiserver and kube-controller-manager in DIR").add_argument("dir")
+    u = sub.add_parser("up", help="start etcd, kube-apiserver and kube-controller-manager in DIR")
+    u.add_argument("dir")
+    owned = u.add_mutually_exclusive_group()
+    owned.add_argument(
+        "--owner", type=int, metavar="PID", help="stop the test bed when process PID exits (default: the caller)"
+    )
+    owned.add_argument("--detach", action="store_true", help="no owner: run until testbed/down")
+    w = sub.add_parser("watch", help="(started by up) stop the test bed in DIR when process PID exits")
+    w.add_argument("dir")
+    w.add_argument("owner", type=int)
     sub.add_parser("down", help="stop the test bed running in DIR").add_argument("dir")
     r = sub.add_parser("restart", help="stop one component and start it again")
     r.add_argument("dir")
@@ -581,13 +735,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "up":
             t0 = time.monotonic()
-            up(Path(args.dir))
+            owner = None if args.detach else args.owner or os.getppid()
+            if owner == 1:
+                raise TestbedError("the caller has exited already (give --owner PID, or --detach)")
+            up(Path(args.dir), owner)
             print(
                 f"testbed: up in {time.monotonic() - t0:.1f} s; KUBECONFIG={Path(args.dir).resolve() / 'kubeconfig'}",
                 file=sys.stderr,
             )
         elif args.command == "down":
             down(Path(args.dir))
+        elif args.command == "watch":
+            watch(Path(args.dir).resolve(), args.owner)
         elif args.command == "restart":
             restart(Path(args.dir), args.component, args.kill)
         else:

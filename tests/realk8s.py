@@ -6,7 +6,9 @@ Fixtures (tests/conftest.py registers them; a test using either is marked ``real
 ``-m real_k8s`` runs these alone and ``-m 'not real_k8s'`` leaves them out):
 
 * ``real_k8s`` (session): one control plane for the whole run, started by ``testbed/up`` in a
-  temporary directory (~10 s) and stopped by ``testbed/down`` at the end. Without the binaries
+  temporary directory (~10 s) and stopped by ``testbed/down`` at the end (and by testbed/'s
+  watchdog if this process is killed before: with it, every process naming the directory, such
+  as a kube-scheduler started by :meth:`Kube.kube_scheduler`). Without the binaries
   (``testbed/build`` makes them, ~20 min cold) the tests using it are skipped, the reason saying
   so; with ``RULESCHED_REQUIRE_REAL_K8S=1`` (``.ci/run`` sets it after building) they fail
   instead. ``RULESCHED_K8S_BIN`` points at binaries elsewhere.

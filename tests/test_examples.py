@@ -49,10 +49,15 @@ def gpus_in_use(report: Report) -> dict[str, int]:
     return {n.name: n.requested.get("nvidia.com/gpu", 0) // 1000 for n in report.state.nodes}
 
 
+# Folders that are libraries of alternative sets (each file `# rulesched: standalone`, with its
+# own *.test.yaml), not one policy on one cluster: the FGD paper's baselines (issue 38)
+LIBRARIES = {"gpu-baselines": ("random", "dot-product", "clustering", "packing", "best-fit")}
+
+
 def test_every_example_has_a_policy_a_cluster_and_a_test() -> None:
     found = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir())
-    assert found == sorted(NAMES)
-    for name in found:
+    assert found == sorted((*NAMES, *LIBRARIES))
+    for name in NAMES:
         assert (EXAMPLES / name / "cluster.yaml").is_file()
         first = next(
             line
@@ -82,7 +87,12 @@ def test_the_bundled_folder_lints_clean_as_a_library_of_sets() -> None:
     assert ["rules/default.rules"] in sets and len(bundled) >= 4
     for path in bundled:
         assert [path] in sets, sets  # each profile alone
-    assert len(sets) == len(bundled) + len(list(EXAMPLES.iterdir()))
+    # each example folder one set; a library's standalone files one each, and the file they share
+    assert len(sets) == len(bundled) + len(NAMES) + sum(len(files) + 1 for files in LIBRARIES.values())
+    for name, files in LIBRARIES.items():
+        for file in files:
+            assert [f"rules/examples/{name}/{file}.rules"] in sets, sets
+            assert (EXAMPLES / name / f"{file}.test.yaml").is_file()
 
 
 # --- underlay-ip -----------------------------------------------------------------------------------

@@ -72,9 +72,22 @@ def test_a_pending_pod_explained_live(
     blames = [b["expression"] for d in answer["detailed"] for f in d["failures"] for b in f["blame"]]
     assert 'pod.requests["cpu"] (8) <= node.free["cpu"] (1500m)' in blames  # n1 holds `fits` (500m)
     assert {s["node"]: s["needs"] for s in answer["shortfalls"]}["n1"] == {"cpu": "6500m"}
+    # the reasons as codes, and the fixes: each checked on a copy of the live snapshot
+    assert [c["code"] for c in answer["codes"]] == ["InsufficientResource"]
+    fixes = answer["fixes"]
+    assert fixes["checked"]["nodes"] == 2 and fixes["checked"]["running_pods"] == 1
+    summaries = [f["summary"] for f in fixes["fixes"]]
+    assert "lower pod default/huge's cpu request to 1500m" in summaries  # what n1 has free
+    assert all(
+        f["checked"]["placed"] == {"default/huge": f["checked"]["placed"]["default/huge"]} for f in fixes["fixes"]
+    )
+    assert loop.store.node_view("n1") is not None and len(loop.store.node_view("n1").pods) == 1  # its store untouched
+    _, without, _ = get(f"{base}/debug/explain?pod=default/huge&fixes=0")
+    assert "fixes" not in without
     # the command line asks the same endpoint
     assert main(["explain", "default/huge", "--server", base]) == 1
-    assert "needs 6500m more cpu on n1" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "needs 6500m more cpu on n1" in table and "What would make it fit" in table
     # ... found from a `run --config` file's metrics_bind_address
     config = tmp_path / "config.yaml"
     config.write_text(f"metrics_bind_address: 0.0.0.0:{base.rsplit(':', 1)[1]}\n")
@@ -91,6 +104,20 @@ def test_a_pod_not_yet_submitted(running: tuple[Loop, str], tmp_path: Path, caps
     path.write_text(json.dumps({"kind": "Pod", **pod("new", cpu="1")}))
     assert main(["explain", "-f", str(path), "--server", base, "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pod"] == "default/new"
+    # a Job before submission: its three pods as the Job controller would create them, as a group
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "default"},
+        "spec": {"parallelism": 3, "template": {"spec": pod("t", cpu="1")["spec"]}},
+    }
+    jobfile = tmp_path / "job.json"
+    jobfile.write_text(json.dumps(job))
+    main(["explain", "-f", str(jobfile), "--server", base, "--output", "json"])
+    group = json.loads(capsys.readouterr().out)["group_explanation"]
+    assert group["created"] == ["Job default/train: 3 pod(s)"] and len(group["members"]) == 3
+    assert group["fit"] == 2 and not group["placed"]  # n1 holds one beside `fits`, n2 one
+    assert group["fixes"]["fixes"] and group["fixes"]["checked"]["nodes"] == 2
 
 
 def test_errors_and_the_rate_limit(running: tuple[Loop, str]) -> None:

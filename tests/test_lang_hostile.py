@@ -241,9 +241,9 @@ def _chain(n: int) -> str:
 
 
 def test_a_chain_of_170_lets_is_too_deep_where_it_crosses_the_limit(tmp_path: Path) -> None:
-    started = time.monotonic()
+    started = time.thread_time()  # (CPU time: the check's cost, not the machine's load)
     diagnostics = front_end(_chain(170), tmp_path)
-    assert time.monotonic() - started < 5
+    assert time.thread_time() - started < 5
     (d,) = [d for d in diagnostics if d.severity is Severity.ERROR]
     assert d.code == "too-deep"
     # a0 (node.allocatable.cpu) nests 3 levels and each let adds one (its +): a126 is the first
@@ -290,9 +290,9 @@ def test_thirty_doubling_lets_are_too_costly_at_once(tmp_path: Path) -> None:
         ["let a0 = number(node.allocatable.cpu)", *(f"let a{i} = a{i - 1} + a{i - 1}" for i in range(1, 30))]
         + ["score s: a29"]
     )
-    started = time.monotonic()
+    started = time.thread_time()  # (CPU time: the check's cost, not the machine's load)
     diagnostics = front_end(text, tmp_path)
-    assert time.monotonic() - started < 5
+    assert time.thread_time() - started < 5
     (d,) = [d for d in diagnostics if d.severity is Severity.ERROR]
     assert d.render().splitlines()[:3] == [
         f"h.rules:31:10: error: score 's' costs up to 2,684,354,559 steps per node (limit {MAX_STEPS:,}): "
@@ -357,9 +357,9 @@ def test_huge_literals_are_refused_where_they_are(tmp_path: Path) -> None:
     with pytest.raises(RulesError, match=r"^h.rules: 2,000,017 bytes is too large for a rules file"):
         check_texts({"h.rules": "filter f: 1 in [" + ",".join(["1"] * 1_000_000) + "]\n"})
     items = "filter f: 1 in [" + ",\n".join(",".join(["1"] * 1000) for _ in range(900)) + "]\n"
-    started = time.monotonic()
+    started = time.thread_time()  # (CPU time: the check's cost, not the machine's load)
     (d,) = front_end(items, tmp_path)
-    assert time.monotonic() - started < 5
+    assert time.thread_time() - started < 5
     assert d.code == "too-large" and d.span is not None and d.span.line == 50  # 2,000 tokens a line
     assert d.message == f"rules file has more than {MAX_TOKENS:,} tokens (words, numbers, symbols)"
     assert _codes(front_end("filter f: 1e999999999s > 1s", tmp_path)) == ["syntax"]

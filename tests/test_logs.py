@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -198,7 +198,7 @@ class Run:
         for line in self.proc.stderr:
             self.lines.append(line.rstrip("\n"))
 
-    def wait_for(self, condition: Callable[[], bool], seconds: float = 30.0) -> None:
+    def wait_for(self, condition: Callable[[], bool], seconds: float = 120.0) -> None:
         end = time.monotonic() + seconds
         while time.monotonic() < end and not condition():
             if self.proc.poll() is not None:
@@ -211,9 +211,30 @@ class Run:
 
     def stop(self) -> list[str]:
         self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=15) == 0, "\n".join(self.lines)
+        assert self.proc.wait(timeout=60) == 0, "\n".join(self.lines)
         self._reader.join(timeout=5)
         return self.lines
+
+    def kill(self) -> None:
+        """A test that failed before :meth:`stop` leaves no scheduler running (it would load
+        the machine, and the tests after it, until the end of the session)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def start_run(server: TestApiServer, tmp_path: Path) -> Iterator[Callable[..., Run]]:
+    """``start_run(*args, env=None)``: a :class:`Run` against ``server``, killed after the test."""
+    started: list[Run] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Run:
+        started.append(Run(server, tmp_path, *args, env=env))
+        return started[-1]
+
+    yield start
+    for run in started:
+        run.kill()
 
 
 def one(lines: list[str], *parts: str) -> str:
@@ -222,13 +243,15 @@ def one(lines: list[str], *parts: str) -> str:
     return found[0]
 
 
-def test_the_default_level_tells_the_operator_what_happens(server: TestApiServer, tmp_path: Path) -> None:
+def test_the_default_level_tells_the_operator_what_happens(
+    server: TestApiServer, start_run: Callable[..., Run]
+) -> None:
     for i in range(3):
         server.add("nodes", node(f"n{i}"))
     server.add("pods", pod("web"))
     server.add("pods", pod("huge", cpu="64"))
     server.set_faults(bind_conflict_rate=1.0)  # the first binding fails: that is logged too
-    run = Run(server, tmp_path)
+    run = start_run()
     run.wait_for(lambda: run.logged("binding failed"))
     server.set_faults()
     run.wait_for(lambda: run.logged(" bound "))
@@ -239,8 +262,11 @@ def test_the_default_level_tells_the_operator_what_happens(server: TestApiServer
     assert digest and f"version={__version__}" in start and "scheduler=rulesched" in start
     assert "leader_elect=off" in start and "files=" in start
     assert "nodes=3" in one(lines, "INFO rulesched.run.loop: caches synced", f"rules={digest[1]}")
-    failed = one(lines, "WARNING", "binding failed", "pod=default/web")
-    assert re.search(r" node=n\d ", failed) and "reason=" in failed
+    # Every binding until the faults are lifted fails (again after each 1 s backoff, should this
+    # process be slow to lift them): a line for each, naming the node and the reason.
+    failed = [line for line in lines if "WARNING" in line and "binding failed" in line]
+    assert failed and all("pod=default/web" in line for line in failed), lines
+    assert all(re.search(r" node=n\d ", line) and "reason=" in line for line in failed), failed
     assert re.search(r"INFO rulesched.run.workers: bound pod=default/web node=n\d rules=" + digest[1], "\n".join(lines))
     one(lines, "INFO", "SIGTERM: giving up the cycle under way, finishing bindings under way")
     assert lines[-1].split(" ", 1)[1].startswith("INFO rulesched.run.cli: stopped exit=0")
@@ -260,29 +286,45 @@ def test_the_default_level_tells_the_operator_what_happens(server: TestApiServer
     ids=["-v", "--v=4", "env-json", "config"],
 )
 def test_more_verbosity_logs_each_pods_decision(
-    server: TestApiServer, tmp_path: Path, args: list[str], env: dict[str, str], config: str
+    server: TestApiServer,
+    tmp_path: Path,
+    start_run: Callable[..., Run],
+    args: list[str],
+    env: dict[str, str],
+    config: str,
 ) -> None:
+    """One decision line per scheduling cycle, as many as the process says it ran (``cycles``
+    in its "stopped" line). ``huge`` fits nowhere and may be attempted more than once before
+    the test stops the process: its PodScheduled=False condition comes back through the watch
+    and requeues it (1 s backoff), and a loaded machine binds ``web`` after that."""
     server.add("nodes", node("n1"))
     server.add("pods", pod("web"))
     server.add("pods", pod("huge", cpu="64"))
     if config:
         (tmp_path / "config.yaml").write_text(config)
         args = ["--config", str(tmp_path / "config.yaml")]
-    run = Run(server, tmp_path, *args, env=env)
+    run = start_run(*args, env=env)
     run.wait_for(lambda: run.logged("unschedulable") and run.logged("bound"))
     lines = run.stop()
     if env.get("RULESCHED_LOG_FORMAT") == "json":
         records = [json.loads(line) for line in lines]  # every line one JSON object
         assert all(set(r) >= {"ts", "level", "logger", "msg"} for r in records)
-        scheduled = next(r for r in records if r["msg"] == "scheduled")
+        (scheduled,) = [r for r in records if r["msg"] == "scheduled"]
         assert (scheduled["level"], scheduled["pod"], scheduled["node"]) == ("VERBOSE", "default/web", "n1")
-        unschedulable = next(r for r in records if r["msg"] == "unschedulable")
-        assert unschedulable["pod"] == "default/huge" and "Insufficient cpu" in unschedulable["reason"]
-        assert any(r["msg"] == "stopped" and r["exit"] == 0 for r in records)
+        unschedulable = [r for r in records if r["msg"] == "unschedulable"]
+        assert unschedulable and all(r["level"] == "VERBOSE" for r in unschedulable), unschedulable
+        assert all(r["pod"] == "default/huge" and "Insufficient cpu" in r["reason"] for r in unschedulable)
+        (stopped,) = [r for r in records if r["msg"] == "stopped"]
+        assert stopped["exit"] == 0 and stopped["cycles"] == 1 + len(unschedulable), (stopped, unschedulable)
         return
     assert all(LINE.match(line) for line in lines), lines
     assert "evaluated=1 feasible=1" in one(lines, "VERBOSE rulesched.run.loop: scheduled pod=default/web node=n1")
-    assert "Insufficient cpu" in one(lines, "VERBOSE rulesched.run.loop: unschedulable pod=default/huge")
+    unschedulable = [line for line in lines if "VERBOSE rulesched.run.loop: unschedulable pod=default/huge" in line]
+    assert unschedulable and all("Insufficient cpu" in line for line in unschedulable), lines
+    cycles = re.search(r" cycles=(\d+)", one(lines, "INFO rulesched.run.cli: stopped exit=0"))
+    assert cycles and int(cycles[1]) == 1 + len(unschedulable), (cycles, unschedulable)
+    # (and no other decision: one line per cycle)
+    assert len([line for line in lines if " VERBOSE rulesched.run.loop: " in line]) == int(cycles[1]), lines
 
 
 # --- the extender --------------------------------------------------------------------------------

@@ -147,8 +147,11 @@ def scheduler_scrape(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         grace_seconds=2,
         leader_elect=True,
         leader_elect_resource_namespace="default",
-        leader_elect_lease_duration=3.0,
-        leader_elect_renew_deadline=2.0,
+        # A lease no loaded machine lets lapse: the loop renews every 0.2 s, and a binding sent
+        # past the renew deadline is refused ("not leading"), which counts as a binding error and
+        # requeues the pod (its node then free for another: the counts below would differ).
+        leader_elect_lease_duration=30.0,
+        leader_elect_renew_deadline=20.0,
         leader_elect_retry_period=0.2,
     )
     loop = Loop(settings)

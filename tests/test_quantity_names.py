@@ -117,13 +117,13 @@ def test_yaml_and_json_numbers() -> None:
 
 
 def test_cost_is_bounded_whatever_the_digits() -> None:
-    started = time.perf_counter()
+    started = time.thread_time()  # (CPU time: the parse's cost, not the machine's load)
     assert parse_quantity("0." + "0" * 200_000 + "1") == 1  # rounds up to 1m
     assert parse_quantity("1." + "0" * 200_000 + "1") == 1001
     assert parse_quantity("1e-999999999999999999") == 1
     with pytest.raises(QuantityError):
         parse_quantity("9" * 200_000)
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 @settings(max_examples=examples(300), deadline=None)

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tests.helpers.timing import Stopwatch
 from tests.realk8s import Kube, Running
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,14 +103,18 @@ def test_a_standby_takes_over_the_real_lease_and_never_two_bind(k8s: Kube, tmp_p
         leader_pid = int(leader.split("_")[1])
         assert leader_pid in pids
         os.kill(leader_pid, signal.SIGKILL)
-        killed = time.time()
+        killed = time.time()  # (wall-clock time, as the audit log's)
+        clock = Stopwatch()
         pids[leader_pid].wait(timeout=10)
         second = [f"b{i}" for i in range(15)]
         for name in second:
             k8s.pod(ns, name)
-        assert k8s.wait(lambda: holder(k8s) not in ("", leader), LEASE + 5), holder(k8s)
+        assert k8s.wait(lambda: holder(k8s) not in ("", leader), LEASE + 60), holder(k8s)
         took_over = time.time() - killed
-        assert took_over <= LEASE + 2.0, took_over
+        clock.stop()
+        # within the lease duration, plus a retry period and slack: 2 s on a quiet machine, as
+        # many times more as the machine is slower now (the lease itself runs out on the clock)
+        assert took_over <= LEASE + clock.bound(2.0), (took_over, str(clock))
         assert k8s.wait(lambda: bound(k8s, ns, second), 30)
         survivor = next(p for pid, p in pids.items() if pid != leader_pid)
         survivor.send_signal(signal.SIGTERM)

@@ -11,6 +11,9 @@ kube-scheduler: what both write about a pod must read back the same.
 
 from __future__ import annotations
 
+import json
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +77,90 @@ def test_binding_and_failures_read_back_as_kube_schedulers(k8s: Kube, tmp_path: 
     mine_note = event(k8s, ours, "FailedScheduling", "too-big")["note"]  # type: ignore[index]
     upstream_note = event(k8s, theirs, "FailedScheduling", "too-big")["note"]  # type: ignore[index]
     assert mine_note == upstream_note, (mine_note, upstream_note)
+    # rulesched's event carries the reasons as codes in an annotation the API server keeps
+    coded = json.loads(
+        event(k8s, ours, "FailedScheduling", "too-big")["metadata"]["annotations"]["rulesched.io/reasons"]
+    )  # type: ignore[index]
+    (reason,) = coded["reasons"]
+    assert (reason["code"], reason["resource"], reason["unit"], reason["nearest"]) == (
+        "InsufficientResource",
+        "cpu",
+        "cores",
+        "n1",
+    )
+    assert reason["shortfall"] in (1, 2, 3)  # 3 cpu less what n1 had free then (both "fits" pods land there)
+
+
+def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:
+    """The same preemption in two namespaces, on two nodes of their own (a nodeSelector each):
+    a 2-cpu node running a low-priority 2-cpu pod; a high-priority 2-cpu pod. kube-scheduler
+    deletes its victim, rulesched evicts its own (the Eviction API, so budgets hold); the
+    victims stay terminating (no kubelet). The preemptors' nominatedNodeName, the
+    FailedScheduling events saying so, the victims' DisruptionTarget condition and their
+    Preempted events read back alike, but for who wrote them, the Eviction API's reason and the
+    related object kube-scheduler 1.37.2 loses."""
+    k8s.create("/apis/scheduling.k8s.io/v1/priorityclasses", {"metadata": {"name": "high"}, "value": 1000})
+    ours, theirs = k8s.namespace("ours"), k8s.namespace("theirs")
+    for ns, scheduler in ((ours, "rulesched"), (theirs, "default-scheduler")):
+        k8s.node(f"n-{ns}", cpu="2", labels={"side": ns})
+        k8s.pod(ns, "low", cpu="2", scheduler=scheduler, spec={"nodeName": f"n-{ns}"})
+        k8s.mark_running(ns, "low")
+    with k8s.kube_scheduler(), Running(k8s):
+        for ns, scheduler in ((ours, "rulesched"), (theirs, "default-scheduler")):
+            spec = {"priorityClassName": "high", "nodeSelector": {"side": ns}}
+            k8s.pod(ns, "high", cpu="2", scheduler=scheduler, spec=spec)
+        for ns in (ours, theirs):
+            assert k8s.wait(lambda ns=ns: k8s.read_pod(ns, "high").get("status", {}).get("nominatedNodeName"), 30)
+            assert k8s.wait(lambda ns=ns: k8s.read_pod(ns, "low")["metadata"].get("deletionTimestamp"), 30)
+            assert k8s.wait(lambda ns=ns: event(k8s, ns, "Preempted", "low"), 30)
+            assert k8s.wait(lambda ns=ns: event(k8s, ns, "FailedScheduling", "high"), 30)
+        got = {ns: k8s.pods(ns) for ns in (ours, theirs)}
+        for ns in (ours, theirs):
+            assert got[ns]["high"]["status"]["nominatedNodeName"] == f"n-{ns}"
+            assert not got[ns]["high"]["spec"].get("nodeName")  # waits while its victim terminates
+        mine, upstream = (condition(got[ns]["low"], "DisruptionTarget") for ns in (ours, theirs))
+        assert mine is not None and upstream is not None and mine["status"] == upstream["status"] == "True"
+        assert upstream["reason"] == "PreemptionByScheduler"
+        assert upstream["message"] == "default-scheduler: preempting to accommodate a higher priority pod"
+        assert mine["reason"] == "EvictionByEvictionAPI"  # the Eviction API's mark replaces rulesched's
+        marked = condition(got[ours]["low"], "rulesched.io/PreemptedByScheduler")
+        assert marked is not None and marked["status"] == "True"
+        for reason, name in (("Preempted", "low"), ("FailedScheduling", "high")):
+            m, u = event(k8s, ours, reason, name), event(k8s, theirs, reason, name)
+            assert m is not None and u is not None
+            for key in ("type", "action", "reason"):
+                assert m[key] == u[key], (key, m, u)
+        m, u = event(k8s, ours, "Preempted", "low"), event(k8s, theirs, "Preempted", "low")
+        assert m is not None and u is not None
+        assert m["note"] == f"Preempted by pod {got[ours]['high']['metadata']['uid']} on node n-{ours}"
+        assert u["note"] == f"Preempted by pod {got[theirs]['high']['metadata']['uid']} on node n-{theirs}"
+        # rulesched names the preemptor as the related object, as kube-scheduler meant to and did
+        # before 1.37: 1.37.2 passes its internal preemptor wrapper (preemption/executor.go,
+        # podExecutorPreemptor) to Eventf, whose reference.GetReference fails (logged at -v=9),
+        # so its Preempted events carry no related object
+        assert (m.get("related") or {}).get("name") == "high" and u.get("related") is None
+        m, u = event(k8s, ours, "FailedScheduling", "high"), event(k8s, theirs, "FailedScheduling", "high")
+        assert m is not None and u is not None
+        assert m["note"].replace(f"n-{ours}", "N") == u["note"].replace(f"n-{theirs}", "N"), (m["note"], u["note"])
+        for ns in (ours, theirs):  # the kubelets: the victims' containers stopped
+            k8s.remove_terminating(ns)
+        for ns in (ours, theirs):
+            assert k8s.wait(lambda ns=ns: k8s.read_pod(ns, "high")["spec"].get("nodeName") == f"n-{ns}", 30)
+
+
+def test_quiet_watches_stay_open(k8s: Kube) -> None:
+    """A real API server sends a watch bookmark about once a minute (the test server: every
+    second), so a quiet watch must outlive a read timeout of seconds: over 15 quiet seconds each
+    of rulesched's watches is opened once and not again (they were cut every 10 s, the watch's
+    (connect, read) timeout read as a total)."""
+    k8s.node("n1")
+    mark = k8s.audit_mark()
+    with Running(k8s) as loop:
+        assert k8s.wait(lambda: loop.ready, 30)
+        time.sleep(15)
+        watches = [
+            e["objectRef"].get("resource")
+            for e in k8s.audit(mark, user="kubernetes-admin", settle=0)
+            if e["verb"] == "watch" and e["userAgent"].startswith("rulesched/") and e["stage"] == "ResponseStarted"
+        ]
+    assert watches and max(Counter(watches).values()) == 1, Counter(watches)

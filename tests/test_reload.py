@@ -25,6 +25,7 @@ from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args
 from tests.helpers.kube import wait
+from tests.helpers.timing import Stopwatch
 
 
 def only(node: str) -> str:
@@ -100,10 +101,12 @@ def test_configmap_changes_take_effect_and_bad_ones_are_refused(server: TestApiS
         first = loop.rules.digest
 
         _update(server, only("b"))
-        changed = time.monotonic()
-        while loop.rules.digest == first and time.monotonic() - changed < 5:
+        clock = Stopwatch()
+        while loop.rules.digest == first and time.monotonic() - clock.started < 60:
             time.sleep(0.01)
-        assert time.monotonic() - changed < 1.0, "the new set took more than a second"
+        # within a second on a quiet machine (its 0.1 s debounce and a compile), as many more as
+        # the machine is slower now; the 2 s max_delay, or a resync, would fail it
+        assert clock.stop() < clock.bound(1.0), f"the new set took {clock}"
         server.add("pods", pod("p2"))
         assert _node_of(server, "p2") == "b"
         notes = wait(lambda: _scheduled_notes(server, "p1", "p2"), 10)  # (posted after the binding)
@@ -192,21 +195,28 @@ def test_files_are_watched_and_sighup_reloads(tmp_path: Path) -> None:
     first = handle.digest
     reloader.start()
     try:
-        time.sleep(0.3)  # the watcher is up
-        policy.write_text(only("b"))
-        end = time.monotonic() + 5
+        # Written again each second until seen: the watcher thread may not be watching yet the
+        # first time, on a loaded machine (no change is missed once it is).
+        end = time.monotonic() + 30
         while handle.digest == first and time.monotonic() < end:
-            time.sleep(0.02)
-        assert handle.digest != first and time.monotonic() < end
+            policy.write_text(only("b"))
+            for _ in range(50):
+                if handle.digest != first:
+                    break
+                time.sleep(0.02)
+        assert handle.digest != first
         second = handle.digest
         policy.write_text(BROKEN)
-        end = time.monotonic() + 5
+        end = time.monotonic() + 30
         while not any(not o.ok for o in outcomes) and time.monotonic() < end:
             time.sleep(0.02)
         assert handle.digest == second and "policy.rules:4:5" in outcomes[-1].error
+        seen = len(outcomes)
         reloader.trigger()  # SIGHUP: the file is still broken; still refused, still the last good set
-        time.sleep(0.5)
-        assert handle.digest == second and not outcomes[-1].ok
+        end = time.monotonic() + 30
+        while len(outcomes) == seen and time.monotonic() < end:
+            time.sleep(0.02)
+        assert len(outcomes) > seen and handle.digest == second and not outcomes[-1].ok
     finally:
         stop.set()
         reloader.join(2)
@@ -274,7 +284,11 @@ def test_the_extender_answers_with_one_set_or_the_other_never_a_mix(tmp_path: Pa
             replace((two if i % 2 == 0 else one) + f"# {i}\n")
             time.sleep(0.1)
         replace(two)
-        time.sleep(1.0)
+        final = f'hash="{load_rules_text({"policy.rules": two}).digest}"'
+        end = time.monotonic() + 30  # the last set applied, however slowly the machine compiles it
+        while final not in process.request("GET", "/metrics")[1].decode() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert final in process.request("GET", "/metrics")[1].decode()
         done.set()
         client.join(10)
         assert set(seen) <= {("n1", "n4"), ("n2", "n3")}, seen
@@ -298,7 +312,8 @@ def test_a_pod_the_old_set_parked_is_retried_under_the_new_one(server: TestApiSe
             time.sleep(0.02)
         assert loop.scheduler.queue.counts().get("unschedulable") == 1
         _update(server, only("a"))
-        assert _node_of(server, "parked", 5) == "a"  # long before the five-minute flush
+        # long before the five-minute flush (the pod backs off first: 1 s, 2 s on a loaded machine)
+        assert _node_of(server, "parked", 30) == "a"
     finally:
         _stop(loop, thread)
 

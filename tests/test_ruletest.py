@@ -70,7 +70,13 @@ def test_shipped_rule_tests_pass(capsys: pytest.CaptureFixture[str]) -> None:
 def test_every_rule_set_ships_tests() -> None:
     assert (ROOT / "rules" / "default.test.yaml").is_file()
     for folder in sorted(p for p in EXAMPLES.iterdir() if p.is_dir()):
-        assert (folder / "policy.test.yaml").is_file(), folder
+        if (folder / "policy.rules").is_file():
+            assert (folder / "policy.test.yaml").is_file(), folder
+        else:  # a library of standalone sets (gpu-baselines): a test file for each
+            sets = [p for p in folder.glob("*.rules") if "# rulesched: standalone" in p.read_text()]
+            assert sets, folder
+            for rules in sets:
+                assert rules.with_suffix(".test.yaml").is_file(), rules
 
 
 def test_default_tests_cover_the_default_profile(capsys: pytest.CaptureFixture[str]) -> None:

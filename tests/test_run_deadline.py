@@ -23,6 +23,7 @@ from tests.apiserver import TestApiServer
 from tests.helpers.deadline import HEAVY, lifted
 from tests.helpers.kube import events, pod, wait
 from tests.helpers.scrape import families, fetch, value
+from tests.helpers.timing import Stopwatch
 
 NODES = 24
 SIZE = {"cpu": "8", "memory": "16Gi", "pods": "110"}
@@ -85,6 +86,7 @@ def test_a_cycle_past_its_deadline_names_the_rule_and_the_pods_behind_it_are_bou
     add_nodes(server, 16)
     server.add("pods", pod("a-slow", metadata={"labels": {"cost": "high"}}))
     server.add("pods", pod("b-cheap"))
+    clock = Stopwatch()
     with Running(server, tmp_path, deadline=0.3) as running:
         failed = wait(lambda: events(server, "FailedScheduling", "a-slow"), 30)
         assert running.loop.ops is not None
@@ -94,15 +96,15 @@ def test_a_cycle_past_its_deadline_names_the_rule_and_the_pods_behind_it_are_bou
             f"scheduling cycle exceeded its 0.3s deadline while evaluating rule 'heavy' (rules {running.heavy.digest})"
         ), note
         assert failed[0]["type"] == "Warning"
-        wait(lambda: node_of(server, "b-cheap"), 10)  # the pod behind it
-        got = wait(lambda: condition(server, "a-slow"), 10)
+        wait(lambda: node_of(server, "b-cheap"), 30)  # the pod behind it
+        got = wait(lambda: condition(server, "a-slow"), 30)
         assert (got["status"], got["reason"]) == ("False", "SchedulerError") and got["message"] == note
 
         def errors() -> float:
             attempts = families(fetch(metrics))["scheduler_schedule_attempts_total"]
             return value(attempts, "_total", result="error", profile="rulesched")
 
-        wait(lambda: errors() >= 2, 10)  # past its backoff (1 s): tried again, and given up again
+        wait(lambda: errors() >= 2, 30)  # past its backoff (1 s): tried again, and given up again
         assert node_of(server, "a-slow") is None
         found = families(fetch(metrics))
     attempts = found["scheduler_schedule_attempts_total"]
@@ -110,8 +112,10 @@ def test_a_cycle_past_its_deadline_names_the_rule_and_the_pods_behind_it_are_bou
     duration = found["scheduler_scheduling_attempt_duration_seconds"]
     count = value(duration, "_count", result="error")
     mean = value(duration, "_sum", result="error") / count
-    print(f"cycles given up: {count:g}, {mean:.2f}s each on average (deadline 0.3s)")
-    assert mean < 0.3 + 1.0  # given up at the deadline, give or take an evaluation of 'heavy'
+    print(f"cycles given up: {count:g}, {mean:.2f}s each on average (deadline 0.3s); {clock}")
+    # given up at the deadline, give or take an evaluation of 'heavy' (~0.1 s of CPU: 1 s of slack
+    # on a quiet machine, as many times more as the machine is slower; the whole cycle: ~3 s of CPU)
+    assert mean < 0.3 + clock.bound(1.0), (mean, str(clock))
 
 
 def test_a_reload_takes_effect_during_a_long_cycle(server: TestApiServer, tmp_path: Path) -> None:
@@ -122,11 +126,15 @@ def test_a_reload_takes_effect_during_a_long_cycle(server: TestApiServer, tmp_pa
         wait(lambda: loop.ready and loop.cycles == 0 and loop.scheduler.cycle_rules == running.heavy.digest, 20)
         time.sleep(0.5)  # well into the cycle over the costly rule (several seconds)
         assert node_of(server, "slow") is None
-        reloaded = time.monotonic()
+        reloaded, cpu = time.monotonic(), time.process_time()
         loop.reloader.trigger()  # (SIGHUP): the sources' rules, the default profile, replace the costly set
-        wait(lambda: node_of(server, "slow"), 30)
-        took = time.monotonic() - reloaded
-    print(f"reload to binding during a long cycle: {took:.2f}s")
+        wait(lambda: node_of(server, "slow"), 120)
+        took, cpu = time.monotonic() - reloaded, time.process_time() - cpu
+    print(f"reload to binding during a long cycle: {took:.2f}s, {cpu:.2f}s of CPU")
+    assert node_of(server, "slow") is not None
     assert loop.rules.digest != running.heavy.digest
     assert events(server, "FailedScheduling", "slow") == []  # given up for the reload: no error
-    assert took < 5.0, took  # (the cycle alone: ~20 s; the reload's compile: ~0.5 s)
+    # The work this process did from the reload to the binding (CPU time, which a loaded machine
+    # does not inflate): the reload's compile (~0.5 s) and a cheap cycle, not the rest of the
+    # costly one (~20 s of CPU alone).
+    assert cpu < 5.0, (cpu, took)

@@ -189,6 +189,7 @@ def test_a_broken_configmap_of_one_profile_holds_back_only_its_pods(server: Test
         status, body = get(port, "/readyz")
         assert status == 503 and f"{PACK}: no valid rules: pack.rules:4:5" in body
         assert f"rulesched: rules {ours.rules.digest}" in body
+        assert wait_for(lambda: events(server, "RulesRejected"))  # (posted by a worker)
         (rejected,) = events(server, "RulesRejected")
         assert rejected["reportingController"] == PACK and rejected["regarding"]["name"] == "pack"
         assert loop.metrics.reloads.labels(result="error", profile=PACK)._value.get() == 1

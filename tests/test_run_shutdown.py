@@ -6,7 +6,8 @@ that keep new pods coming while the connections under them are reset.
   closing their streams, not waited on one after another).
 * Watches reset abruptly (TCP RST mid-stream) every few hundred milliseconds: each is resumed at
   once, so pods created meanwhile are bound within a fraction of a second; none of the resets
-  counts as a failure (no backoff)."""
+  counts as a failure (no backoff), and the informers never pause longer than the floor between
+  two watch starts (what they wait is recorded, so a loaded machine cannot fail the test)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from rulesched.kube.informer import WATCH_FLOOR
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod
+from tests.helpers.timing import Stopwatch
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,16 +60,19 @@ def test_sigterm_with_nothing_in_flight_exits_at_once(server: TestApiServer, tmp
     try:
         assert wait(lambda: server.store.bindings == 1, 60), log.read_text()[-2000:]
         time.sleep(0.3)  # its Scheduled event and status writes done: nothing in flight
-        signalled = time.monotonic()
+        clock = Stopwatch()
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=10)
-        took = time.monotonic() - signalled
+        code = proc.wait(timeout=60)
+        clock.stop()
     finally:
         if proc.poll() is None:
             proc.kill()
     text = log.read_text()
-    print(f"SIGTERM to exit: {took:.2f}s")
-    assert code == 0 and took < 5.0, (took, text[-2000:])  # (measured ~0.5 s; 13-15 s before)
+    print(f"SIGTERM to exit: {clock}")
+    # 5 s on a quiet machine (measured ~0.5 s; 13-15 s when the informers were joined one after
+    # another), as many times more as the machine is slower now: a thread left waiting on a
+    # silent watch (a bookmark a minute) still fails it.
+    assert code == 0 and clock.stop() < clock.bound(5.0), (str(clock), text[-2000:])
     assert "Traceback" not in text
 
 
@@ -75,16 +81,20 @@ def test_abruptly_reset_watches_resume_at_once(server: TestApiServer, tmp_path: 
         server.add("nodes", node(f"n{i}"))
     server.set_faults(reset_watches_every=0.3)  # every watch: an RST 0.3-0.5 s after it opened
     loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), bind_workers=4))
+    for informer in loop.mirror.informers:  # every pause an informer takes goes through its stop event
+        informer.stop = PausesRecorded(loop.stop)
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
     try:
         assert wait(lambda: loop.ready, 30)
         names = [f"p{i}" for i in range(16)]
+        clock = Stopwatch()
         for name in names:  # one every 0.15 s: many land while a watch is being reset and resumed
             server.add("pods", pod(name))
             time.sleep(0.15)
         pods = server.store.objects["pods"]
         assert wait(lambda: all(pods[f"default/{n}"]["spec"].get("nodeName") for n in names), 30)
+        clock.stop()
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()
@@ -98,4 +108,32 @@ def test_abruptly_reset_watches_resume_at_once(server: TestApiServer, tmp_path: 
     informers = loop.mirror.informers
     assert sum(i.resumes for i in informers) > len(informers)  # the resets happened, and were resumed
     assert sum(i.errors for i in informers) == 0  # none of them was a failure: no backoff
-    assert delays[-1] < 2.0, delays  # (measured: max ~0.1 s; before, the backoff grew towards 30 s)
+    # Resumed at once: no informer ever paused longer than the floor between two watch starts
+    # (before, the backoff grew towards 30 s), and every pod was bound within 2 s of its creation
+    # on a quiet machine (measured: max ~0.1 s), as many times more as the machine is slower now.
+    assert delays[-1] < clock.bound(2.0), (delays, str(clock))
+    recorded = [i.stop for i in informers if isinstance(i.stop, PausesRecorded)]
+    assert len(recorded) == len(informers) and all(r.checks for r in recorded)  # (they did use it)
+    pauses = [p for r in recorded for p in r.pauses]
+    assert max(pauses, default=0.0) <= WATCH_FLOOR, sorted(pauses)[-5:]
+
+
+class PausesRecorded(threading.Event):
+    """The loop's stop event as an informer sees it, recording every wait it asks for."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self.shared = stop
+        self.pauses: list[float] = []
+        self.checks = 0
+
+    def is_set(self) -> bool:
+        self.checks += 1
+        return self.shared.is_set()
+
+    def set(self) -> None:
+        self.shared.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.pauses.append(float("inf") if timeout is None else timeout)
+        return self.shared.wait(timeout)

@@ -91,8 +91,11 @@ def test_run_waits_for_the_gates_then_binds(tmp_path: Path) -> None:
         thread = threading.Thread(target=loop.run, daemon=True)
         thread.start()
         pods = server.store.objects["pods"]
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         while not pods["default/free"]["spec"].get("nodeName") and time.monotonic() < end:
+            time.sleep(0.02)
+        end = time.monotonic() + 30  # (its condition is written by a worker, soon after)
+        while not pods["default/held"].get("status", {}).get("conditions") and time.monotonic() < end:
             time.sleep(0.02)
         time.sleep(0.5)
         assert pods["default/free"]["spec"].get("nodeName") == "n1"
@@ -104,7 +107,7 @@ def test_run_waits_for_the_gates_then_binds(tmp_path: Path) -> None:
             "SchedulingGated",
         )
         server.update("pods", {**pods["default/held"], "spec": {**pods["default/held"]["spec"], "schedulingGates": []}})
-        end = time.monotonic() + 10
+        end = time.monotonic() + 30
         while not pods["default/held"]["spec"].get("nodeName") and time.monotonic() < end:
             time.sleep(0.02)
         assert pods["default/held"]["spec"].get("nodeName") == "n1"

@@ -116,7 +116,7 @@ def test_json_has_exactly_the_documented_shape() -> None:
 def test_explain_full_adds_every_nodes_filtered_and_scores() -> None:
     result = simulate_json(CLUSTER, "--explain-full")
     for row in result["pods"]:
-        assert set(row) == POD_KEYS | {"explanation", "filtered", "scores", "unresolvable"}
+        assert set(row) == POD_KEYS | {"explanation", "reason_codes", "filtered", "scores", "unresolvable"}
     rows = {row["pod"]: row for row in result["pods"]}
     assert rows["shop/giant"]["filtered"]["cordoned-d"] == ["node(s) were unschedulable"]
     assert sorted(rows["shop/giant"]["filtered"]["small-a"]) == ["Insufficient cpu", "Insufficient memory"]

@@ -293,14 +293,33 @@ def test_json_is_written_a_pod_at_a_time_as_one_document(tmp_path: Path) -> None
 def test_summary_json_explanation_groups_reasons(capsys: pytest.CaptureFixture[str]) -> None:
     rows = {r["pod"]: r for r in as_json(capsys, CLUSTER, "--explain")["pods"]}
     giant = rows["shop/giant"]["explanation"]
-    assert set(giant) == {"evaluated", "filtered", "unresolvable", "reasons", "unresolvable_names", "scored", "scores"}
+    assert set(giant) == {
+        "evaluated",
+        "filtered",
+        "unresolvable",
+        "reasons",
+        "codes",
+        "unresolvable_names",
+        "scored",
+        "scores",
+    }
     assert (giant["evaluated"], giant["filtered"], giant["unresolvable"], giant["scored"]) == (4, 4, 4, 0)
     assert giant["reasons"][0] == {
         "reason": "Insufficient cpu",
         "nodes": 2,
         "unresolvable": 2,
         "names": ["small-a", "large-b"],
+        "code": "InsufficientResource",
+        "rule": "NodeResourcesFit",
     }
+    cpu = next(c for c in giant["codes"] if c["resource"] == "cpu")
+    assert (cpu["code"], cpu["nodes"], cpu["unresolvable_nodes"], cpu["unit"]) == (
+        "InsufficientResource",
+        2,
+        2,
+        "cores",
+    )
+    assert [c["code"] for c in rows["shop/giant"]["reason_codes"]] == [c["code"] for c in giant["codes"]]
     assert "filtered" not in rows["shop/giant"]  # every node's answers: --explain-full
     web = rows["shop/web-1"]["explanation"]
     assert list(web["scores"]) == ["large-b"] and web["scores"]["large-b"]["total"] == 400

@@ -12,7 +12,6 @@ Exit 0 when the pod fits some node, 1 when none, 2 on errors.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import urllib.error
@@ -22,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rulesched.authoring.subjects import subject
 from rulesched.errors import ConfigError, InputError
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.model import Pod
-from rulesched.model.decode import decode_pod
 from rulesched.model.groups import group_key
+from rulesched.scheduler.fixes import fixes_json
 from rulesched.scheduler.framework import SchedulerSettings
-from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json
+from rulesched.scheduler.group_fixes import explain_group, group_json
+from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json, fix_pod
 from rulesched.simulate.documents import read_file
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
@@ -44,8 +45,21 @@ def add_explain_parser(sub: Any) -> None:
         description="Explain one pod against cluster files (--cluster) or a running scheduler (--server). "
         "Exit 0: some node fits; 1: none does; 2: errors.",
     )
-    p.add_argument("pod", nargs="?", metavar="NS/POD", help="the pod (namespace/name; a bare name is in default)")
-    p.add_argument("-f", "--filename", metavar="FILE", help="a pod not yet submitted, as YAML or JSON")
+    p.add_argument(
+        "pod",
+        nargs="?",
+        metavar="NS/POD",
+        help="the pod (namespace/name; a bare name is in default), or KIND/NS/NAME: the pending pods of a "
+        "podgroup, job, jobset, deployment, replicaset or statefulset, explained as a group",
+    )
+    p.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        metavar="FILE",
+        help="objects not yet created, as YAML or JSON (repeatable): Pods, PodGroups, and Jobs, JobSets, Deployments, "
+        "ReplicaSets, StatefulSets as the pods their controllers would create; more than one pod is a group",
+    )
     p.add_argument("--cluster", nargs="+", metavar="FILE", help="kubectl get -o yaml|json output files or folders")
     p.add_argument("--server", metavar="URL", help="a running `rulesched run` or `extender` ops URL (http://host:port)")
     p.add_argument(
@@ -57,18 +71,25 @@ def add_explain_parser(sub: Any) -> None:
     p.add_argument("--output", choices=("table", "json", "html"), default="table")
     p.add_argument("--node", action="append", default=[], metavar="NAME", help="always detail this node (repeatable)")
     p.add_argument("--details", type=int, default=10, metavar="N", help="filtered nodes detailed with blame (10)")
+    p.add_argument(
+        "--no-fixes",
+        dest="fixes",
+        action="store_false",
+        help="skip the search for the smallest changes that would let it schedule (each checked by a trial)",
+    )
 
 
 @dataclass(frozen=True)
 class ExplainSettings:
     pod: str | None
-    filename: str | None = None
+    filenames: tuple[str, ...] = ()
     cluster: tuple[str, ...] = ()
     server: str | None = None
     rules: tuple[str, ...] = ("default",)
     output: str = "table"
     nodes: tuple[str, ...] = ()
     details: int = 10
+    fixes: bool = True
 
 
 def explain_command(args: Any) -> int:
@@ -77,13 +98,14 @@ def explain_command(args: Any) -> int:
         server = server_from_config(args.config)
     settings = ExplainSettings(
         pod=args.pod,
-        filename=args.filename,
+        filenames=tuple(args.filename or ()),
         cluster=tuple(args.cluster or ()),
         server=server,
         rules=tuple(args.rules or ("default",)),
         output=args.output,
         nodes=tuple(args.node),
         details=args.details,
+        fixes=args.fixes,
     )
     answer = explain(settings)
     if settings.output == "json":
@@ -110,22 +132,43 @@ def server_from_config(path: str) -> str:
 
 
 def explain(settings: ExplainSettings) -> dict[str, Any]:
-    if settings.pod is None and settings.filename is None:
-        raise InputError("explain: name a pod (NS/POD) or give one with -f FILE")
+    if settings.pod is None and not settings.filenames:
+        raise InputError("explain: name a pod (NS/POD, or KIND/NS/NAME) or give objects with -f FILE")
     if settings.server:
         return ask_server(settings)
     if not settings.cluster:
         raise InputError("explain: give --cluster FILES (offline) or --server URL (a running scheduler)")
     objects = load_cluster(settings.cluster, skip_missing_nodes=True)
-    pod = _the_pod(settings, objects)
-    running = tuple(p for p in objects.running_pods if p.key != pod.key)
+    asked = subject(settings.pod, settings.filenames, objects)
+    pod = asked.pods[0]
+    keys = {p.key for p in asked.pods}
+    running = tuple(p for p in objects.running_pods if p.key not in keys)
     store = objects.store(running=running)
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     why = WhySettings(detailed=settings.details, nodes=settings.nodes)
-    answer = explanation_json(explain_pod(pod, store.snapshot(), rules, why))
-    group = _group_attempt(pod, objects, running, rules)
-    if group is not None:
-        answer["group"] = group
+    explained = explain_pod(pod, store.snapshot(), rules, why)
+    answer = explanation_json(explained)
+    classes = tuple(objects.priority_classes.values())
+    if asked.group:
+        group = explain_group(
+            asked.pods,
+            asked.groups,
+            store,
+            rules,
+            asked.name,
+            classes,
+            fixes=settings.fixes,
+            other_pending=objects.pending_pods,
+        )
+        answer["group_explanation"] = group_json(group)
+        answer["group_explanation"]["created"] = list(asked.created)
+    elif settings.fixes and not explained.feasible:
+        found = fix_pod(pod, explained, store, rules, classes, other_pending=objects.pending_pods)
+        answer["fixes"] = fixes_json(found)
+    if not settings.filenames:
+        attempt = _group_attempt(pod, objects, running, rules)
+        if attempt is not None:
+            answer["group"] = attempt
     answer["rules"] = [str(f) for f in rules.files]
     answer["inputs"] = list(settings.cluster)
     return answer
@@ -167,22 +210,6 @@ def _key(text: str) -> str:
     return text if "/" in text else f"default/{text}"
 
 
-def _the_pod(settings: ExplainSettings, objects: ClusterObjects) -> Pod:
-    if settings.filename is not None:
-        found = [obj for _, kind, obj in read_file(Path(settings.filename), settings.filename) if kind == "Pod"]
-        if len(found) != 1:
-            raise InputError(f"{settings.filename}: expected one Pod, found {len(found)}")
-        pod = decode_pod(found[0], settings.filename, objects.priority_classes)
-    else:
-        assert settings.pod is not None
-        key = _key(settings.pod)
-        match = [p for p in (*objects.pods, *objects.skipped_pods) if p.key == key]
-        if not match:
-            raise InputError(f"pod {key} is not in {', '.join(settings.cluster)}")
-        pod = match[0]
-    return dataclasses.replace(pod, node_name="") if pod.node_name else pod
-
-
 def ask_server(settings: ExplainSettings) -> dict[str, Any]:
     """The running scheduler's answer (its ops endpoint; see rulesched.run.ops)."""
     assert settings.server is not None
@@ -191,14 +218,17 @@ def ask_server(settings: ExplainSettings) -> dict[str, Any]:
         hint = "" if "://" in base else f" (did you mean http://{base}?)"
         raise ConfigError(f"--server {settings.server}: expected a URL with http:// or https://{hint}")
     query: dict[str, str] = {"details": str(settings.details)}
+    if not settings.fixes:
+        query["fixes"] = "0"
     for node in settings.nodes:
         query.setdefault("node", node)
     data: bytes | None = None
-    if settings.filename is not None:
-        found = [obj for _, kind, obj in read_file(Path(settings.filename), settings.filename) if kind == "Pod"]
-        if len(found) != 1:
-            raise InputError(f"{settings.filename}: expected one Pod, found {len(found)}")
-        data = json.dumps(found[0]).encode()
+    if settings.filenames:  # (one Pod as it is; anything more as a List the endpoint expands)
+        found = [(kind, obj) for f in settings.filenames for _, kind, obj in read_file(Path(f), f)]
+        if len(found) == 1 and found[0][0] == "Pod":
+            data = json.dumps(found[0][1]).encode()
+        else:
+            data = json.dumps({"apiVersion": "v1", "kind": "List", "items": [o for _, o in found]}).encode()
     else:
         assert settings.pod is not None
         query["pod"] = _key(settings.pod)
@@ -223,6 +253,8 @@ def ask_server(settings: ExplainSettings) -> dict[str, Any]:
 
 def render_table(a: dict[str, Any]) -> str:
     lines = [f"pod {a['pod']}: {a['message']}", f"  rules {a['rules_digest']}, {a['nodes']} nodes, {a['feasible']} fit"]
+    if a.get("group_explanation") is not None:  # (the group's own part is at the end)
+        lines.insert(0, f"{a['group_explanation']['group']}: one member on its own first, then the group")
     if a["filters_not_applied"]:
         lines.append(f"  filters not applied (their `when` is false): {', '.join(a['filters_not_applied'])}")
     if a["reasons"]:
@@ -232,7 +264,7 @@ def render_table(a: dict[str, Any]) -> str:
                 f" (+{g['nodes'] - len(g['names'])} more)" if g["nodes"] > len(g["names"]) else ""
             )
             unres = f", {g['unresolvable']} unresolvable" if g["unresolvable"] else ""
-            lines.append(f"  {g['rule']}: {g['reason']}: {g['nodes']} node(s){unres}: {names}")
+            lines.append(f"  {g['rule']}: {g['reason']}{_code_text(g)}: {g['nodes']} node(s){unres}: {names}")
     if a["detailed"]:
         lines += ["", "Nearest nodes, every failing filter:"]
         for d in a["detailed"]:
@@ -281,7 +313,97 @@ def render_table(a: dict[str, Any]) -> str:
         lines += ["", *_group_lines(group)]
     if p["victims"]:
         lines.append(f"  victims: {', '.join(p['victims'])}")
+    if a.get("fixes") is not None:
+        lines += ["", *fix_lines(a["fixes"])]
+    if a.get("group_explanation") is not None:
+        lines += ["", *group_explanation_lines(a["group_explanation"])]
     return "\n".join(lines)
+
+
+def group_explanation_lines(g: dict[str, Any]) -> list[str]:
+    """A group's trial: how many members fit and where, the closest domain, what the rest lack;
+    then its fixes."""
+    lines = [f"made from {', '.join(g['created'])}:"] if g.get("created") else []
+    verdict = "fits" if g["placed"] else f"does not fit: {g['message']}" if g["message"] else "does not fit"
+    head = (
+        f"{g['group']} ({g['policy']}): {g['fit']} of {len(g['members'])} pending members fit, "
+        f"{g['needed']} needed, {g['before']} already placed; {verdict}"
+    )
+    lines.append(head)
+    if g["where"]:
+        lines.append("  where they fit: " + ", ".join(f"{node} {n}" for node, n in list(g["where"].items())[:10]))
+    for d in g["domains"]:
+        where = ", ".join(f"{k}={v}" for k, v in d["domain"].items())
+        lines.append(f"  tried {where}: {d['placed']} fit" + (f" ({d['message']})" if d["message"] else ""))
+    closest = g.get("closest")
+    if closest is not None:
+        where = ", ".join(f"{k}={v}" for k, v in closest["domain"].items())
+        lacks = ", ".join(f"{q} more {r}" for r, q in closest["lacks"].items())
+        lines.append(
+            f"  closest: {where} ({closest['placed']} fit)" + (f"; it needs at least {lacks}" if lacks else "")
+        )
+    for pod, reasons in list(g["lacking"].items())[:3]:
+        shown = "; ".join(
+            f"{r['code']}"
+            + (f" {r['resource'] or r['key']}" if r["resource"] or r["key"] else "")
+            + (f" (nearest {r['nearest']} short {r['quantity']})" if r.get("quantity") and r.get("nearest") else "")
+            + f" on {r['nodes']} node(s)"
+            for r in reasons[:4]
+        )
+        lines.append(f"  {pod} lacks: {shown or 'no node was tried'}")
+    if len(g["lacking"]) > 3:
+        lines.append(f"  ... and {len(g['lacking']) - 3} more members without a place")
+    if g["fixes"] is not None:
+        lines += ["", *fix_lines(g["fixes"])]
+    return lines
+
+
+def fix_lines(f: dict[str, Any]) -> list[str]:
+    """The fixes found, smallest first, each with its changes, commands and what its trial found."""
+    checked = f["checked"]
+    head = (
+        f"What would make it fit (each checked by scheduling the changed cluster with rules {checked['rules']}, "
+        f"{checked['nodes']} nodes, {checked['running_pods']} running pods; {f['trials']} trials, "
+        f"{f['candidates']} candidates, {f['seconds']}s):"
+    )
+    lines = [head]
+    if not f["fixes"]:
+        lines.append("  none found" + (f" (left out: {', '.join(f['unfixable'])})" if f["unfixable"] else ""))
+    for i, fix in enumerate(f["fixes"], 1):
+        placed = ", ".join(f"{pod} on {node}" for pod, node in fix["checked"]["placed"].items())
+        alike = f" (or the same on {fix['alike'] - 1} other node(s))" if fix.get("alike", 1) > 1 else ""
+        lines.append(f"  {i}. [{fix['where']}, size {fix['size']:g}] {fix['summary']}{alike}")
+        for command in fix["commands"]:
+            lines.append(f"       $ {command}")
+        evicted = fix["checked"]["evicted"]
+        lines.append(f"       checked: {placed}" + (f"; its preemption evicts {', '.join(evicted)}" if evicted else ""))
+        moves = fix.get("moves")
+        if moves is not None:
+            moved = ", ".join(
+                f"{m['pod']} {m['old'] or 'pending'} -> {m['new'] or 'pending'}" for m in moves["pods"][:5]
+            )
+            lines.append(
+                f"       diff: {len(moves['pods'])} of {moves['asked']} other pending pods move"
+                + (f": {moved}" if moved else "")
+            )
+    if f["refuted"]:
+        lines.append(f"  refuted by their trial: {len(f['refuted'])} candidate(s), e.g. {f['refuted'][0]['summary']}")
+    return lines
+
+
+def _code_text(g: dict[str, Any]) -> str:
+    """`` [InsufficientResource cpu, nearest n3 short 500m]``: a reason group's code and parts."""
+    if not g.get("code"):
+        return ""
+    parts = [g["code"]]
+    if g.get("resource"):
+        parts.append(g["resource"])
+    elif g.get("key"):
+        parts.append(f"{g['key']}={g['value']}" if g.get("value") else g["key"])
+    text = " ".join(parts)
+    if g.get("quantity") and g.get("nearest"):
+        text += f", nearest {g['nearest']} short {g['quantity']}"
+    return f" [{text}]"
 
 
 def _group_lines(g: dict[str, Any]) -> list[str]:

@@ -467,6 +467,26 @@ class ClusterStore:
         }
 
     @classmethod
+    def from_snapshot(cls, snapshot: Snapshot, provision: bool = True) -> ClusterStore:
+        """A store holding what ``snapshot`` holds (its nodes with their pods and measured load,
+        budgets, namespaces, Services and controllers, storage), to change apart from the store
+        the snapshot came from (explain's trials of changed clusters)."""
+        nodes = [info.node for info in snapshot.nodes]
+        store = cls.build(
+            nodes,
+            list(snapshot.pods()),
+            snapshot.pdbs,
+            snapshot.namespaces,
+            snapshot.workloads,
+            snapshot.storage,
+            provision=provision,
+        )
+        for info in snapshot.nodes:
+            if info.usage or info.metrics:
+                store._nodes.writable(info.name).set_load(info.usage, info.metrics, info.metrics_age)
+        return store
+
+    @classmethod
     def build(
         cls,
         nodes: Iterable[Node],

@@ -82,6 +82,7 @@ from rulesched.logs import VERBOSE
 from rulesched.mirror import WITHOUT_DRA, Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.cancel import Cancellation, CycleCancelled
+from rulesched.scheduler.reasons import Tally
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix
 
@@ -363,8 +364,12 @@ class Extender:
         passing = verdicts.passing
         failed = {name: NOT_CACHED for name in missing}
         unresolvable: dict[str, str] = {}
+        tally = Tally()  # the reasons as codes, beside kube-scheduler's fields (which it ignores)
+        view, pod = snapshot.node_view, args.pod
         for name, status in verdicts.failed.items():
             (unresolvable if status.unresolvable else failed)[name] = ", ".join(status.reasons)
+            tally.add_node(status.rule, status.reasons, pod, view(name), status.unresolvable)
+        codes = tally.reasons()
         log.log(
             VERBOSE,
             "filter: %d of %d nodes pass",
@@ -373,10 +378,10 @@ class Extender:
             extra={"pod": args.pod.key, "rules": r.rules.digest},
         )
         if args.nodes is None:
-            return Answer(200, filter_result(index.names[passing].tolist(), failed, unresolvable))
+            return Answer(200, filter_result(index.names[passing].tolist(), failed, unresolvable, codes=codes))
         keep = set(index.names[passing].tolist())
         raw = [r for r, node in zip(args.raw_nodes, args.nodes, strict=True) if node.name in keep]
-        return Answer(200, filter_result(None, failed, unresolvable, raw))
+        return Answer(200, filter_result(None, failed, unresolvable, raw, codes=codes))
 
     def prioritize(self, body: bytes) -> Answer:
         r = self._request(body)

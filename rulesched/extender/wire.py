@@ -34,6 +34,7 @@ from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.decode import decode_node, decode_pod
 from rulesched.model.names import dns1123_label, dns1123_subdomain
 from rulesched.model.utf8 import first_invalid_utf8
+from rulesched.scheduler.reasons import Reason
 
 MAX_EXTENDER_PRIORITY = 10  # extenderv1.MaxExtenderPriority
 
@@ -360,9 +361,13 @@ def filter_result(
     unresolvable: Mapping[str, str],
     raw_nodes: Sequence[msgspec.Raw] | None = None,
     error: str = "",
+    codes: Sequence[Reason] = (),
 ) -> bytes:
     """ExtenderFilterResult: ``NodeNames`` when node names came, ``Nodes`` (the nodes' bytes as
-    they came) when nodes did."""
+    they came) when nodes did. ``ReasonCodes``: the failed nodes' reasons as codes
+    (rulesched.scheduler.reasons), counted over them; kube-scheduler decodes the answer with
+    Go's encoding/json (extender.go's send), which skips a field its ExtenderFilterResult does
+    not have, so the wire format it reads is unchanged."""
     answer: dict[str, Any] = {
         "Nodes": None if raw_nodes is None else {"metadata": {}, "items": list(raw_nodes)},
         "NodeNames": None if raw_nodes is not None else (None if passing is None else list(passing)),
@@ -370,6 +375,8 @@ def filter_result(
         "FailedAndUnresolvableNodes": dict(unresolvable),
         "Error": error,
     }
+    if codes:
+        answer["ReasonCodes"] = [c.summary_json() for c in codes]
     return encode(answer)
 
 

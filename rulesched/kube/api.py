@@ -341,7 +341,14 @@ class KubeApi:
     def _timeout_of(self, timeout: float | tuple[float, float]) -> urllib3.Timeout:
         found = self._timeouts.get(timeout)
         if found is None:
-            found = urllib3.Timeout(*timeout) if isinstance(timeout, tuple) else urllib3.Timeout(total=timeout)
+            # (connect, read): by name, as Timeout's first positional parameter is the total. A
+            # watch's (10, 330) read as a total of 10 s cut every quiet watch 10 s after it opened;
+            # the test server's bookmark every second hid it, a real API server's every minute not.
+            found = (
+                urllib3.Timeout(connect=timeout[0], read=timeout[1])
+                if isinstance(timeout, tuple)
+                else urllib3.Timeout(total=timeout)
+            )
             self._timeouts[timeout] = found
         return found
 
@@ -493,11 +500,15 @@ class KubeApi:
         note: str,
         by: str,
         related: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid),
-        naming ``related`` too if given (a victim's Preempted event: its preemptor); a connection
-        failure is retried a few times, as client-go's event broadcaster does."""
+        naming ``related`` too if given (a victim's Preempted event: its preemptor), with
+        ``annotations`` on its metadata; a connection failure is retried a few times, as
+        client-go's event broadcaster does."""
         body = event_body(regarding, type_, reason, action, note, by, related)
+        if annotations:
+            body["metadata"]["annotations"] = dict(annotations)
         namespace = body["metadata"]["namespace"]
         for attempt in range(EVENT_ATTEMPTS):
             try:
@@ -641,8 +652,10 @@ class WatchStream:
                     yield str(kind), obj
             if self.closed:
                 raise UnavailableError(f"watch {resource.plural}: closed")
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
-            # (ValueError: reading a response closed under it, or a line that is not JSON)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as err:
+            # (ValueError: reading a response closed under it, or a line that is not JSON;
+            # AttributeError: urllib3 1.26.0, the lock's floor, reads on after http.client has
+            # dropped the socket of a chunked response the server ended)
             raise UnavailableError(f"watch {resource.plural}: {'closed' if self.closed else err}") from None
         finally:
             raw.release_conn()

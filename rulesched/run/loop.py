@@ -62,7 +62,7 @@ from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.settings import LoadSourceSettings
 from rulesched.logs import VERBOSE
 from rulesched.mirror import EVERYTHING, Mirror
-from rulesched.model import Pod
+from rulesched.model import Pod, PriorityClass
 from rulesched.model.dra import ResourceClaim
 from rulesched.model.groups import POD_GROUP_API, group_key
 from rulesched.model.load import LoadSnapshot
@@ -229,7 +229,9 @@ class _Reporter(Observer):
             preemption = result.preemption
             if preemption is not None and preemption.nominated is not None:
                 self.workers.nominate(pod, preemption.nominated)
-            self.workers.unschedulable(pod, result.message)
+            codes = result.reason_codes()
+            self.metrics.reasons(pod.scheduler_name, codes)
+            self.workers.unschedulable(pod, result.message, codes=codes, nodes=result.num_nodes)
         if log.isEnabledFor(VERBOSE):
             decision(log, result)
 
@@ -312,6 +314,7 @@ class Loop:
             scheduler_name=first.name,
             engine=EngineSettings(walk_chunk=WALK_CHUNK),
             timings=True,
+            diagnose=True,  # reason codes for FailedScheduling events and metrics
             rule_metrics_sample_percent=RULE_METRICS_SAMPLE_PERCENT,
             cycle_deadline_seconds=settings.cycle_deadline or None,
             min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
@@ -631,7 +634,13 @@ class Loop:
             handle = served.get(pod.scheduler_name) or (next(iter(served.values())) if len(served) == 1 else None)
             return handle.rules if handle is not None and handle.loaded else None
 
-        return LiveView(snapshot, rules_for, self.scheduler.queue.find)
+        def classes() -> tuple[PriorityClass, ...]:
+            try:  # (the informer thread may add one meanwhile: then none are offered this time)
+                return tuple(self.store.priority_classes.values())
+            except RuntimeError:
+                return ()
+
+        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes)
 
     def _audit_snapshot(self) -> Snapshot | None:
         """(On the audit thread.) A snapshot, once the caches are synced."""

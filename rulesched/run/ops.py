@@ -50,6 +50,7 @@ from rulesched.metrics import (
 )
 from rulesched.scheduler.audit import AuditReport
 from rulesched.scheduler.framework import BIND, ERROR, POST_FILTER, SUCCESS, CycleResult
+from rulesched.scheduler.reasons import Reason
 
 ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)  # upstream: "all histograms start at 1 ms"
 QUEUES = ("active", "backoff", "unschedulable", "gated")  # scheduler_pending_pods{queue}
@@ -359,6 +360,15 @@ class Metrics:
             ["rule", "profile"],
             registry=r,
         )
+        self.unschedulable_reasons = Counter(
+            "rulesched_unschedulable_reasons",
+            "Unschedulable attempts by each reason code they were refused for (docs/explain-and-audit.md, "
+            "'Reason codes') and the filter rule reporting it ('' for a pod's or group's own reason): an "
+            "attempt counts once per distinct code and rule. Both labels come from closed sets (the codes, "
+            "the rule set's names); the resource, taint or domain never is a label.",
+            ["code", "rule", "profile"],
+            registry=r,
+        )
         self.audit_violations = Gauge(
             "rulesched_audit_violations",
             "Running pods that fail the filter on their node, as of the last audit (--audit-interval).",
@@ -427,6 +437,11 @@ class Metrics:
             self.preemption_attempts.inc()
             if preemption.nominated is not None:
                 self.preemption_victims.observe(len(preemption.victims))
+
+    def reasons(self, profile: str, codes: Sequence[Reason]) -> None:
+        """An unschedulable attempt's reasons as codes (rulesched.scheduler.reasons)."""
+        for code, rule in dict.fromkeys((r.code.value, r.rule) for r in codes):
+            self.unschedulable_reasons.labels(code=code, rule=rule, profile=profile).inc()
 
     def attempt(self, profile: str, result: str, seconds: float) -> None:
         """A scheduling attempt of ``profile`` ended (``scheduled``, ``unschedulable`` or

@@ -40,6 +40,7 @@ from rulesched.kube.claims import ClaimWrite, deallocate_claim, release_claims, 
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
+from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
@@ -269,24 +270,29 @@ class Workers:
             log.warning("could not deallocate a claim", extra={"object": f"{namespace}/{name}", "reason": str(err)})
 
     # --- what users see ---------------------------------------------------------------------------
-    def unschedulable(self, pod: Pod, message: str, reason: str = "Unschedulable") -> None:
+    def unschedulable(
+        self, pod: Pod, message: str, reason: str = "Unschedulable", codes: Sequence[Reason] = (), nodes: int = 0
+    ) -> None:
         """FailedScheduling event and the PodScheduled=False condition (``reason``), at most once
-        a minute for the same message (a pod retried every few seconds must not flood)."""
+        a minute for the same message (a pod retried every few seconds must not flood). The
+        event carries ``codes``, the reasons as codes, in its annotation
+        :data:`rulesched.scheduler.reasons.ANNOTATION` (``nodes``: the nodes there were)."""
         now = time.monotonic()
         with self._lock:
             last = self._last_event.get(pod.key)
             if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_SECONDS:
                 return
             self._last_event[pod.key] = (message, now)
-        self._submit(self._unschedulable, pod, message, reason)
+        annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)}
+        self._submit(self._unschedulable, pod, message, reason, annotations)
 
     def scheduler_error(self, pod: Pod, message: str) -> None:
         """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
         FailedScheduling event and PodScheduled=False with reason SchedulerError."""
         self.unschedulable(pod, message, "SchedulerError")
 
-    def _unschedulable(self, pod: Pod, message: str, reason: str) -> None:
-        self._event(pod, "Warning", "FailedScheduling", "Scheduling", message)
+    def _unschedulable(self, pod: Pod, message: str, reason: str, annotations: dict[str, str]) -> None:
+        self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, annotations=annotations)
         self._condition(pod, reason, message)
 
     def gated(self, pod: Pod) -> None:
@@ -380,10 +386,19 @@ class Workers:
             log.warning("status not patched: %s", err, extra={"pod": pod.key})
 
     def _event(
-        self, pod: Target, type_: str, reason: str, action: str, note: str, related: Target | None = None
+        self,
+        pod: Target,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        related: Target | None = None,
+        related_ref: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         """An event about ``pod``, reported by the scheduler of the profile that acted: the
-        pod's own, or for a victim (``related`` is its preemptor) the preemptor's."""
+        pod's own, or for a victim (``related`` is its preemptor) the preemptor's. ``related_ref``
+        names another related object (a preempting PodGroup)."""
         if self._fenced(f"{reason} event", pod):
             return
         try:
@@ -394,32 +409,41 @@ class Workers:
                 action,
                 note,
                 (related or pod).scheduler_name,
-                related=reference(related) if related is not None else None,
+                related=related_ref or (reference(related) if related is not None else None),
+                annotations=annotations,
             )
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
 
     # --- preemption ---------------------------------------------------------------------------------
-    def evict(self, victim: Pod, preemptor: Pod) -> None:
-        self._submit(self._evict, victim, preemptor, 0)
+    def evict(self, victim: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
+        self._submit(self._evict, victim, preemptor, 0, group)
 
-    def _evict(self, victim: Pod, preemptor: Pod, attempt: int) -> None:
+    def _evict(self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None = None) -> None:
         """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
         (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
-        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related."""
+        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related:
+        the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
+        kube-scheduler's executor names a podGroupExecutorPreemptor."""
         if self._fenced("eviction", victim, victim.node_name or ""):
             return  # (not retried: a later leader preempts anew if it must)
         try:
-            self.api.patch_pod_status(victim.namespace, victim.name, _preempted_status(preemptor), strategic=True)
+            kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
+            patch = _preempted_status(preemptor, kind)
+            self.api.patch_pod_status(victim.namespace, victim.name, patch, strategic=True)
             self.api.evict(victim.namespace, victim.name)
             log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
+            uid = preemptor.uid if group is None else group.uid
+            # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
+            where = victim.node_name if group is None else "cluster"
             self._event(
                 victim,
                 "Normal",
                 "Preempted",
                 "Preempting",
-                f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
+                f"Preempted by {kind} {uid} on node {where}",
                 related=preemptor,
+                related_ref=None if group is None else _group_reference(group),
             )
         except NotFoundError:
             pass  # gone already
@@ -437,7 +461,9 @@ class Workers:
                 EVICTION_RETRY_SECONDS,
                 extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
             )
-            timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1))
+            timer = threading.Timer(
+                EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1, group)
+            )
             timer.daemon = True
             timer.start()
 
@@ -464,12 +490,18 @@ def reference(pod: Target) -> dict[str, str]:
     return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
 
 
-def _preempted_status(preemptor: Pod) -> dict[str, Any]:
+def _group_reference(group: PodGroup) -> dict[str, str]:
+    """An ObjectReference to a workload API group (the Preempted event's related object)."""
+    kind = "CompositePodGroup" if group.composite else "PodGroup"
+    return {"kind": kind, "apiVersion": group.api, "namespace": group.namespace, "name": group.name, "uid": group.uid}
+
+
+def _preempted_status(preemptor: Pod, kind: str = "pod") -> dict[str, Any]:
     """The status patch that marks a victim (strategic: its other conditions stay): upstream's
     DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
     rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
     while they terminate, after a restart or a change of leader too."""
-    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority {kind}"
     when = _now()[:19] + "Z"
     return {
         "status": {

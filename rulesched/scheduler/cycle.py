@@ -71,7 +71,9 @@ class Cycle:
     tie-break; the node tables of recent classes are its :attr:`framework`'s (which drops them
     when told the rules changed: :meth:`rulesched.scheduler.runtime.Framework.follow`)."""
 
-    def __init__(self, settings: SchedulerSettings, cancel: Cancellation | None = None) -> None:
+    def __init__(
+        self, settings: SchedulerSettings, cancel: Cancellation | None = None, framework: Framework | None = None
+    ) -> None:
         self.settings = settings
         self.engine = settings.engine  # the batch engine's budgets (tables, walk steps, columns)
         self.cancel = cancel if cancel is not None else Cancellation()
@@ -80,7 +82,7 @@ class Cycle:
         # the same seed: a preemption does not move the tie-breaks of the cycles after it.
         self.preemption_rng = random.Random(f"preemption:{settings.seed}")
         self.next_start = 0
-        self.framework = Framework(settings.engine)
+        self.framework = framework if framework is not None else Framework(settings.engine)
         self._scoring = True  # the rule set has score rules: else the first feasible node is taken
         # The last cycle's failing rows by first failing filter, when its table walk found no
         # node: (binding, the snapshot's history, pod position, node generation, rows)
@@ -326,7 +328,7 @@ class Cycle:
     ) -> None:
         """With ``settings.explanation``: explain the walk just done, after its pick and timed
         apart (:mod:`rulesched.scheduler.explanation`)."""
-        if not self.settings.explanation:
+        if not self.settings.explanation and not (self.settings.diagnose and not len(rows)):
             return
         began = time.perf_counter()
         window = (start + np.arange(looked, dtype=np.intp)) % result.num_nodes
@@ -342,7 +344,17 @@ def _explain_maps(result: CycleResult, bound: BoundRules, settings: SchedulerSet
     filtered, scores, unresolvable = result.filtered or {}, result.scores or {}, result.unresolvable or set()
     rules = tuple(s.name for s in bound.scores)
     full = settings.explanation == EXPLAIN_FULL
-    result.explanation = explain_nodes(filtered, unresolvable, scores, result.evaluated, rules, result.node, full)
+    result.explanation = explain_nodes(
+        filtered,
+        unresolvable,
+        scores,
+        result.evaluated,
+        rules,
+        result.node,
+        full,
+        bound.ctx.pod,
+        None if bound.ctx.cluster is None else bound.ctx.cluster.node_view,
+    )
     if not settings.explain:
         result.filtered = result.scores = result.unresolvable = None
     result.explain_seconds += time.perf_counter() - began

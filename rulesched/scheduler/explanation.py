@@ -31,6 +31,7 @@ from rulesched.engine import NodeTable, Rows, TableOverflow
 from rulesched.lang import BoundRules
 from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
 from rulesched.scheduler.nominator import ReservedCheck
+from rulesched.scheduler.reasons import Tally
 from rulesched.scheduler.scoring import Matrix, weighted_totals
 
 NAMED = 30  # filtered nodes named per reason (and unresolvable ones), in walk order
@@ -40,16 +41,29 @@ BEST = 10  # scored nodes kept, best first (every one with EXPLAIN_FULL)
 class _Groups:
     """Filtered nodes, counted by reason as they come (in walk order)."""
 
-    def __init__(self, full: bool) -> None:
+    def __init__(self, full: bool, pod: Any = None) -> None:
         self.groups: dict[str, list[Any]] = {}  # reason -> [nodes, unresolvable, names, values seen]
+        # the reasons as codes (rulesched.scheduler.reasons), with each one's nearest shortfall
+        self.pod = pod
+        self.tally = Tally()
         self.filtered = 0
         self.unresolvable = 0
         self.unresolvable_names: list[str] = []
         self.failed: dict[str, tuple[str, ...]] | None = {} if full else None
         self.unresolvable_nodes: set[str] | None = set() if full else None
 
-    def add(self, name: str, reasons: tuple[str, ...], unresolvable: bool, values: tuple[str, ...] = ()) -> None:
+    def add(
+        self,
+        name: str,
+        reasons: tuple[str, ...],
+        unresolvable: bool,
+        values: tuple[str, ...] = (),
+        rule: str = "",
+        node: Any = None,
+    ) -> None:
         self.filtered += 1
+        if node is not None and self.pod is not None:
+            self.tally.add_node(rule, reasons, self.pod, node, unresolvable)
         groups = self.groups
         shown = ", ".join(values)
         for reason in reasons if len(reasons) == 1 else dict.fromkeys(reasons):
@@ -92,6 +106,7 @@ class _Groups:
             best,
             self.failed,
             None if self.unresolvable_nodes is None else frozenset(self.unresolvable_nodes),
+            self.tally.reasons(),
         )
 
 
@@ -109,18 +124,18 @@ def explain_walk(
     ``chosen``. ``check``: the nominations the pod had to leave room for."""
     bound = table.bound
     failed = window[~np.isin(window, feasible)] if len(feasible) else window
-    groups = _Groups(full)
+    groups = _Groups(full, bound.ctx.pod)
     filters = bound.filters
     add = groups.add
     for row, index in zip(failed.tolist(), table.first_failing(failed).tolist(), strict=True):
         node = table.node(row)
         if index >= 0:
             f = filters[index]
-            add(node.name, f.reasons(node), bool(f.unresolvable(node)), bound.domain_values(f.name, node))
+            add(node.name, f.reasons(node), bool(f.unresolvable(node)), bound.domain_values(f.name, node), f.name, node)
         elif check is not None:  # fits on its own, not with the pods nominated to it
             status = check.failure(node.name)
             if status is not None:  # (reported resolvable, as the cycle's message counts it)
-                add(node.name, status.reasons, False)
+                add(node.name, status.reasons, False, (), status.rule, node)
     rules = tuple(s.name for s in bound.scores)
     if not len(feasible):
         return groups.explanation(len(window), rules, 0, ())
@@ -180,12 +195,15 @@ def explain_nodes(
     rules: tuple[str, ...],
     chosen: str | None,
     full: bool,
+    pod: Any = None,
+    node_of: Callable[[str], Any] | None = None,
 ) -> Explanation:
     """The same explanation from a node-by-node walk's maps (the cycle's path for scores beyond
-    int64): every filtered node's reasons, the unresolvable ones, every scored node's scores."""
-    groups = _Groups(full)
+    int64): every filtered node's reasons, the unresolvable ones, every scored node's scores.
+    (The maps do not say which filter gave a reason: the codes are read from the reasons alone.)"""
+    groups = _Groups(full, pod)
     for name, reasons in filtered.items():
-        groups.add(name, reasons, name in unresolvable)
+        groups.add(name, reasons, name in unresolvable, (), "", None if node_of is None else node_of(name))
     ranked = sorted(scores, key=lambda n: (-scores[n]["total"], n != chosen, n))
     best = tuple(
         ScoredNode(n, tuple(scores[n][r] for r in rules), scores[n]["total"])

@@ -19,6 +19,7 @@ from typing import Any
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError
 from rulesched.model import Pod
+from rulesched.scheduler.reasons import Reason, pod_reasons
 from rulesched.semantics.volume_binding import Decision
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -108,6 +109,10 @@ class SchedulerSettings:
     # (CycleResult.explain_seconds). (``explain`` is the node-by-node walk that keeps every
     # node's answers: ``rulesched test``, and the reference the table walk is tested against.)
     explanation: str = ""
+    # Explain the cycles that find no node (EXPLAIN_SUMMARY's reasons, timed apart like it) even
+    # without ``explanation``: the reason codes `run` puts on its FailedScheduling events and
+    # metrics (CycleResult.reason_codes).
+    diagnose: bool = False
     # Give a cycle up this many seconds after it took its pod (the pod is retried with backoff
     # and an error naming the rule then running: rulesched.scheduler.cancel). None: never (the
     # simulator and `rulesched test`, whose answers must not depend on the machine's speed).
@@ -245,6 +250,9 @@ class Explanation:
     best: tuple[ScoredNode, ...]
     failed: Mapping[str, tuple[str, ...]] | None = None
     unresolvable_nodes: frozenset[str] | None = None
+    # The filtered nodes' reasons as codes (rulesched.scheduler.reasons), by rule and message,
+    # each with its node counts and the smallest shortfall among them
+    codes: tuple[Reason, ...] = ()
 
     def scores(self, nodes: Sequence[ScoredNode] | None = None) -> dict[str, dict[str, int]]:
         """``best`` (or ``nodes``) as node -> rule -> normalised score, and ``total``."""
@@ -363,6 +371,19 @@ class CycleResult:
         if self.group_message:
             return f"{self.group_message} This pod: {self.member}"
         return self.member
+
+    def reason_codes(self) -> tuple[Reason, ...]:
+        """Why it is not placed, as codes (rulesched.scheduler.reasons): the pod's or its
+        group's own (gated, waiting for its group, a gang short of members) from its message,
+        then its nodes' from its cycle's explanation (with ``explanation`` or ``diagnose``)."""
+        if self.code is Code.SCHEDULED:
+            return ()
+        own = pod_reasons(self.message)
+        nodes = self.explanation.codes if self.explanation is not None else ()
+        alone = not (self.waiting or self.group_message or self.status_message)
+        if not own and not nodes and self.num_nodes == 0 and alone:  # (upstream's ErrNoNodesAvailable)
+            own = pod_reasons("no nodes available to schedule pods")
+        return (*own, *nodes)
 
     @property
     def member(self) -> str:

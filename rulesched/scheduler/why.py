@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,13 +41,26 @@ import numpy as np
 from rulesched import engine
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
+from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
 from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
-from rulesched.model import Pod
+from rulesched.model import Pod, PriorityClass
+from rulesched.scheduler.fixes import (
+    BUDGET,
+    FixBudget,
+    FixSearch,
+    NodeFailure,
+    by_size,
+    candidates,
+    rule_candidates,
+    search,
+)
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
+from rulesched.scheduler.reasons import Reason, Tally, node_reasons
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
+from rulesched.scheduler.trial import Trials
 
 BEST = 10  # scored nodes reported, best first
 DETAILED = 10  # filtered nodes reported with every failure and its blame
@@ -67,6 +80,7 @@ class FilterFailure:
     # The values on the node of the domain and cluster aggregates the filter reads
     # (``app_here = 3 in topology.kubernetes.io/zone=a``, ``app_fewest = 1``).
     values: tuple[str, ...] = ()
+    codes: tuple[Reason, ...] = ()  # the reasons as codes, with the shortfall on this node
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,12 @@ class PodExplanation:
     shadow: tuple[ReasonCount, ...] = field(default=())  # audit-mode filters' would-be rejections
     shadow_feasible: int | None = None  # fitting nodes the audit-mode filters also pass (None: none)
     shadow_rules: tuple[str, ...] = ()
+    # every failing (filter, reason) as a code, over every node: counts, the nearest shortfall
+    codes: tuple[Reason, ...] = ()
+    # every filtered node's failures (what the fix search reads; not in the JSON), and the
+    # filters that compare the node's resources
+    failures: Mapping[str, tuple[FilterFailure, ...]] = field(default_factory=dict, repr=False)
+    resource_rules: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -162,6 +182,7 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
         for failures in verdicts.values():
             first_reasons.update(set(failures[0].reasons))
         groups = _groups(verdicts)
+        codes = _codes(pod, snapshot, verdicts)
         blockers = _blockers(verdicts)
         blamer = Blamer(rules.checked)
         resource_rules = {f.name for f in bound.filters if blamer.about_resources(f.name)}
@@ -198,9 +219,39 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
             shadow=shadow,
             shadow_feasible=shadow_feasible,
             shadow_rules=tuple(sorted(rules.shadow_filters)),
+            codes=codes,
+            failures=verdicts,
+            resource_rules=frozenset(resource_rules),
         )
     finally:
         bound.release()
+
+
+def fix_pod(
+    pod: Pod,
+    explanation: PodExplanation,
+    store: ClusterStore,
+    rules: RuleSet,
+    classes: Sequence[PriorityClass] = (),
+    budget: FixBudget = BUDGET,
+    other_pending: Sequence[Pod] = (),
+) -> FixSearch:
+    """The smallest changes that would let ``pod`` schedule (:mod:`rulesched.scheduler.fixes`),
+    each checked by a trial on ``store`` (the cluster ``explanation`` was made against; changed
+    and put back). ``other_pending``: the pending pods a rule fix's diff asks about."""
+    failures = {
+        node: [NodeFailure(f.rule, f.reasons, f.unresolvable) for f in fails]
+        for node, fails in explanation.failures.items()
+    }
+    found, why = candidates([pod], store.node_view, failures, set(explanation.resource_rules), classes, budget)
+    evicts = any(c.op == "evict" for candidate in found for c in candidate.changes)
+    found = by_size(found + rule_candidates(rules, preempt=evicts and pod.preemption_policy != "Never"))
+    found = found[: budget.candidates]
+    others = [p for p in other_pending if p.key != pod.key]
+    result = search([pod], Trials(store, rules), found, budget, other_pending=others)
+    if not result.fixes:
+        result.unfixable = why
+    return result
 
 
 def _shadow(
@@ -248,6 +299,18 @@ def _groups(verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[ReasonCount
                     entry[2].append(node)
     ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
     return tuple(ReasonCount(rule, reason, n, u, tuple(names)) for (rule, reason), (n, u, names) in ranked)
+
+
+def _codes(pod: Pod, snapshot: Snapshot, verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[Reason, ...]:
+    """Every failing (filter, reason) as a code, counted over the nodes (every failing filter
+    of each), with the smallest shortfall among them and its node."""
+    tally = Tally()
+    view = snapshot.node_view
+    for name, failures in verdicts.items():
+        node = view(name)
+        for f in failures:
+            tally.add_node(f.rule, f.reasons, pod, node, f.unresolvable)
+    return tally.reasons()
 
 
 def _blockers(verdicts: dict[str, tuple[FilterFailure, ...]]) -> tuple[Blocker, ...]:
@@ -323,6 +386,7 @@ def _detailed(
                 f.unresolvable,
                 blamer.blame(f.rule, ctx, node),
                 bound.domain_values(f.rule, node),
+                node_reasons(f.rule, f.reasons, pod, node, f.unresolvable),
             )
             for f in verdicts[name]
         )
@@ -378,6 +442,16 @@ def _preemption(
 # --- JSON (the live endpoint's answer, and `rulesched explain --output json`) ---------------------
 
 
+def _code_parts(reason: Reason | None) -> dict[str, Any]:
+    """A reason group's code and parts, beside its message."""
+    if reason is None:
+        return {}
+    shown = reason.json()
+    return {k: shown[k] for k in ("code", "plugin", "resource", "key", "value", "shortfall", "unit", "quantity")} | {
+        "nearest": reason.nearest or None
+    }
+
+
 def _failure_json(f: FilterFailure) -> dict[str, Any]:
     return {
         "rule": f.rule,
@@ -385,10 +459,12 @@ def _failure_json(f: FilterFailure) -> dict[str, Any]:
         "unresolvable": f.unresolvable,
         "blame": [{"expression": b.text, "at": b.location} for b in f.blames],
         "values": list(f.values),
+        "codes": [c.json() for c in f.codes],
     }
 
 
 def explanation_json(e: PodExplanation) -> dict[str, Any]:
+    coded = {(c.rule, c.message): c for c in e.codes}
     return {
         "pod": e.pod,
         "nodes": e.nodes,
@@ -403,9 +479,11 @@ def explanation_json(e: PodExplanation) -> dict[str, Any]:
                 "nodes": g.nodes,
                 "unresolvable": g.unresolvable,
                 "names": list(g.names),
+                **_code_parts(coded.get((g.rule, g.reason))),
             }
             for g in e.groups
         ],
+        "codes": [c.summary_json() for c in e.codes],
         "blockers": [{"rule": b.rule, "nodes": b.nodes, "names": list(b.names)} for b in e.blockers],
         "shortfalls": [{"node": s.node, "needs": dict(s.missing)} for s in e.shortfalls],
         "detailed": [{"node": d.node, "failures": [_failure_json(f) for f in d.failures]} for d in e.detailed],

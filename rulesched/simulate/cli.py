@@ -49,6 +49,12 @@ def add_simulate_parser(sub: Any) -> None:
         f"0: every node (default: every node up to {ALL_NODES_UP_TO}, else the {BUSIEST_NODES} busiest)",
     )
     sim.add_argument(
+        "--apply",
+        metavar="FIX.json",
+        help="make one of `explain`'s fixes (a fix from its --output json, or a list of changes) on the cluster "
+        "files before scheduling them",
+    )
+    sim.add_argument(
         "--strict",
         action="store_true",
         help="a pod bound to a node missing from the files is an error (default: warn and skip it)",
@@ -105,5 +111,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         node_metrics=tuple(args.node_metrics or ()),
         min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
         min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
+        apply=args.apply,
     )
     return simulate_command(settings)

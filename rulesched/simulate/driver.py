@@ -1,7 +1,8 @@
 """The simulator's driver: the core scheduler on virtual time, with a report of every pod.
 
 Bindings and evictions happen in the store itself (there is no API server to ask), and time
-jumps to the next backoff expiry instead of passing, so :meth:`Simulation.run` schedules until
+jumps to the next backoff expiry instead of passing (the clock and loop of
+:mod:`rulesched.scheduler.trial`, which explain's fixes run on a few pods), so :meth:`Simulation.run` schedules until
 the queue settles: nothing ready and nothing backing off. A pending pod being deleted
 (``metadata.deletionTimestamp``) is recorded but never queued: kube-scheduler skips it
 (skipPodSchedule), as ``rulesched run`` does, so it holds no node's room.
@@ -20,16 +21,9 @@ from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import Binding, CycleResult, SchedulerSettings
 from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.scheduler.scheduler import Binder, Observer, Scheduler
+from rulesched.scheduler.trial import VirtualClock, next_result
 
-
-class VirtualClock:
-    """Simulated time: the simulator jumps it to the next backoff expiry instead of sleeping."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+__all__ = ["InMemoryBinder", "InMemoryEvictor", "PodHistory", "Recorder", "Simulation", "VirtualClock"]
 
 
 @dataclass
@@ -81,13 +75,17 @@ class InMemoryBinder:
 
 
 class InMemoryEvictor:
-    """Evicts straight out of the store, and remembers whom."""
+    """Evicts straight out of the store, and remembers whom. The pod's DRA claims are released
+    at once, as the resourceclaim controller releases a deleted pod's (its ``reservedFor``; a
+    claim nobody else uses deallocated), so a pod that preempted for devices gets them."""
 
     def __init__(self, store: ClusterStore, recorder: Recorder) -> None:
         self.store, self.recorder = store, recorder
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.store.remove_pod(pod.key)
+        if pod.resource_claims:
+            self.store.dra.pod_gone(pod)
         self.recorder.evicted.append(pod)
 
 
@@ -144,15 +142,7 @@ class Simulation:
     def next_result(self) -> CycleResult | None:
         """The next cycle's result, moving the clock to when something next happens (a backoff
         ends, a pod group's wait times out) while nothing is ready; None once the queue settles."""
-        clock, scheduler = self.clock, self.scheduler
-        while True:
-            result = scheduler.schedule_one()
-            if result is not None:
-                return result
-            ready = _next_time(scheduler)
-            if ready is None:
-                return None
-            clock.now = max(clock.now, ready)
+        return next_result(self.scheduler, self.clock)
 
     def run(self, progress: Callable[[int], None] | None = None) -> None:
         """Schedule until the queue settles: nothing ready and nothing backing off.
@@ -174,9 +164,3 @@ class Simulation:
             if pod_history is not None and pod_history.attempts == 1:
                 attempted += 1
                 progress(attempted)
-
-
-def _next_time(scheduler: Scheduler) -> float | None:
-    """When something next happens: a backoff ends, or a pod group's wait times out."""
-    times = [t for t in (scheduler.queue.next_ready_time(), scheduler.gangs.next_due()) if t is not None]
-    return min(times) if times else None

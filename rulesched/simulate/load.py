@@ -148,12 +148,18 @@ class ClusterObjects:
 
 
 def load_cluster(
-    paths: Sequence[str | Path], *, skip_missing_nodes: bool = False, stdin: BinaryIO | None = None
+    paths: Sequence[str | Path],
+    *,
+    skip_missing_nodes: bool = False,
+    stdin: BinaryIO | None = None,
+    edit: Callable[[str, Any], list[Any]] | None = None,
 ) -> ClusterObjects:
     """Load and decode the objects in ``paths`` (files, or directories of ``*.yaml``, ``*.yml``
     and ``*.json``; the string ``"-"`` is ``stdin``, by default :data:`sys.stdin`); raise
     :class:`InputError` on the first problem. A pod bound to a node not loaded is one, unless
-    ``skip_missing_nodes``: then it goes to :attr:`ClusterObjects.skipped_pods`."""
+    ``skip_missing_nodes``: then it goes to :attr:`ClusterObjects.skipped_pods`. ``edit``:
+    what each object read becomes before it is decoded (``simulate --apply``: none, itself
+    changed, or it and copies; :mod:`rulesched.simulate.apply`)."""
     if isinstance(paths, str | Path):  # one path given bare: not a sequence of characters
         paths = [paths]
     if sum(1 for p in paths if _is_stdin(p)) > 1:
@@ -168,7 +174,11 @@ def load_cluster(
             else:
                 source, found = str(path), read_file(path, str(path))
             for _, kind, obj in found:
-                loading.add(kind, obj, source)
+                if edit is None:
+                    loading.add(kind, obj, source)
+                else:
+                    for changed in edit(kind, obj):
+                        loading.add(kind, changed, source)
         return loading.finish(skip_missing_nodes)
     finally:
         if collecting:

@@ -22,6 +22,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.scheduler.explanation import BEST, load_text
 from rulesched.scheduler.framework import CycleResult, Explanation, skip_deleting
+from rulesched.scheduler.reasons import Reason, pod_reasons
 from rulesched.simulate.driver import PodHistory
 from rulesched.simulate.nodes import BASE_RESOURCES, NodeSelection, extended_resources, select_nodes
 
@@ -92,6 +93,12 @@ class Report:
             if self.explain:
                 explanation = last.explanation if last is not None else None
                 row["explanation"] = explanation_json(explanation)
+                # why it is not placed, as codes: its own or its group's, then its nodes'
+                if h.node is not None:
+                    row["reason_codes"] = []
+                else:
+                    codes = last.reason_codes() if last is not None else pod_reasons(_not_attempted(pod))
+                    row["reason_codes"] = [r.summary_json() for r in codes]
                 if last is not None and last.group_detail is not None:
                     row["group"] = last.group_detail.json()
                 if self.explain_full:
@@ -134,6 +141,9 @@ def explanation_json(explanation: Explanation | None) -> dict[str, object] | Non
     attempted, or its nominated node was taken without a look at others)."""
     if explanation is None:
         return None
+    coded: dict[str, Reason] = {}  # message -> its code (of the rule reporting it on the most nodes)
+    for reason in explanation.codes:
+        coded.setdefault(reason.message, reason)
     return {
         "evaluated": explanation.evaluated,
         "filtered": explanation.filtered,
@@ -145,9 +155,11 @@ def explanation_json(explanation: Explanation | None) -> dict[str, object] | Non
                 "unresolvable": g.unresolvable,
                 "names": list(g.names),
                 **({"values": list(g.values)} if g.values else {}),
+                **({"code": coded[g.reason].code.value, "rule": coded[g.reason].rule} if g.reason in coded else {}),
             }
             for g in explanation.groups
         ],
+        "codes": [r.summary_json() for r in explanation.codes],
         "unresolvable_names": list(explanation.unresolvable_names),
         "scored": explanation.scored,
         "scores": explanation.scores(explanation.best[:BEST]),  # (the best 10, with --explain-full too)

@@ -18,8 +18,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path, startup_warning
 from rulesched.model import Pod
+from rulesched.scheduler.changes import Change, changed_rules
 from rulesched.scheduler.framework import (
     EXPLAIN_FULL,
     EXPLAIN_SUMMARY,
@@ -29,6 +31,7 @@ from rulesched.scheduler.framework import (
     check_percentage_of_nodes_to_score,
     check_sampling,
 )
+from rulesched.simulate.apply import read_edits
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import ClusterObjects, load_cluster
 from rulesched.simulate.node_metrics import read_node_metrics
@@ -58,6 +61,7 @@ class SimulateSettings:
     node_metrics: tuple[str, ...] = ()  # --node-metrics files (rulesched.simulate.node_metrics)
     min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE  # (DefaultPreemptionArgs)
     min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
+    apply: str | None = None  # --apply: a fix's changes made first (rulesched.simulate.apply)
 
 
 def pods_to_schedule(objects: ClusterObjects, settings: SimulateSettings) -> list[Pod]:
@@ -87,13 +91,21 @@ def skipped_warning(skipped: Sequence[Pod]) -> str:
 
 
 def simulate(
-    objects: ClusterObjects, settings: SimulateSettings, progress: Callable[[int], None] | None = None
+    objects: ClusterObjects,
+    settings: SimulateSettings,
+    progress: Callable[[int], None] | None = None,
+    rule_changes: Sequence[Change] = (),
 ) -> Report:
-    """Schedule ``objects``' pending pods with ``settings``' rules; ``progress`` (see
-    :meth:`Simulation.run`) hears of each pod's first attempt."""
+    """Schedule ``objects``' pending pods with ``settings``' rules (changed by ``rule_changes``:
+    ``--apply``'s changes to the rules); ``progress`` (see :meth:`Simulation.run`) hears of each
+    pod's first attempt."""
     check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
     check_percentage_of_nodes_to_score(settings.percentage_of_nodes_to_score)
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
+    try:
+        rules = changed_rules(rules, rule_changes) or rules
+    except ValueError as error:
+        raise InputError(f"{settings.apply}: {error}") from None
     unfit = startup_warning(rules.checked, rules.files)
     if unfit is not None:
         log.warning(unfit, extra={"rules": rules.digest})
@@ -145,7 +157,11 @@ def simulate(
 
 def simulate_command(settings: SimulateSettings) -> int:
     started = time.perf_counter()
-    objects = load_cluster(settings.cluster, skip_missing_nodes=not settings.strict)
+    edits = read_edits(settings.apply) if settings.apply else None
+    objects = load_cluster(
+        settings.cluster, skip_missing_nodes=not settings.strict, edit=edits.edit if edits is not None else None
+    )
+    rule_changes = edits.rule_changes if edits is not None else ()
     for warning in objects.warnings:
         log.warning(warning)
     if objects.skipped_pods:
@@ -156,9 +172,9 @@ def simulate_command(settings: SimulateSettings) -> int:
     attempts = sum(1 for p in pods_to_schedule(objects, settings) if not p.scheduling_gates and not p.deleting)
     if wants_progress(attempts, _stderr_is_tty()):
         with _progress_bar(attempts) as advance:
-            report = simulate(objects, settings, advance)
+            report = simulate(objects, settings, advance, rule_changes)
     else:
-        report = simulate(objects, settings)
+        report = simulate(objects, settings, rule_changes=rule_changes)
     if settings.output == "json":
         write_json(report, sys.stdout)
         print()

@@ -37,7 +37,9 @@ def pod(name: str, cpu: str = "500m", scheduler: str = "rulesched", **extra: Any
     }
 
 
-def wait_for(condition: Any, seconds: float = 20.0) -> bool:
+def wait_for(condition: Any, seconds: float = 60.0) -> bool:
+    """Whether ``condition()`` became true within ``seconds``: an "eventually", generous for a
+    loaded machine (a test that passes waits only as long as it takes)."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         if condition():
@@ -171,7 +173,8 @@ EXTENDER_NODES = [
 ]
 
 
-def wait(condition: Callable[[], Any], seconds: float = 20.0) -> Any:
+def wait(condition: Callable[[], Any], seconds: float = 60.0) -> Any:
+    """``condition()``'s first true value within ``seconds`` (an "eventually", as :func:`wait_for`)."""
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         found = condition()

@@ -1,0 +1,122 @@
+"""The FGD paper's baselines as rule sets (rules/examples/gpu-baselines/) against the reference
+model of its simulator (benchmarks/fgd_reference.py): on a small cluster of the trace's kind, pod
+for pod, the same node and the same GPUs. The rule sets' own cases are worked by hand in their
+*.test.yaml files (`rulesched test rules/examples/gpu-baselines`); this checks that, composed and
+run by `simulate` over many pods, the rules place them as the paper's definitions do."""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import bench_fragmentation as bench  # noqa: E402
+import fgd_reference as ref  # noqa: E402
+from openb import MILLI, GpuNode, TracePod, Workload, arrivals  # noqa: E402
+
+# twelve nodes of the trace's shapes: GPU counts 2 to 8, three models, cpus 32 to 96
+NODES = [
+    GpuNode(f"node-{i:02}", cpus * 1000, 262_144, gpus, model)
+    for i, (cpus, gpus, model) in enumerate(
+        [(32, 2, "T4"), (64, 4, "V100M16"), (96, 8, "A100"), (96, 8, "V100M32")] * 3
+    )
+]
+
+
+def trace(n: int = 200, seed: int = 3) -> list[TracePod]:
+    """Pods of the trace's kinds: CPU pods, shared GPUs (some tied to a model), whole GPUs."""
+    rng = random.Random(seed)
+    pods = []
+    for i in range(n):
+        kind = rng.random()
+        cpu = rng.choice([1000, 2000, 4000, 8000, 12000, 16000])
+        if kind < 0.15:
+            pods.append(TracePod(f"p{i:03}", cpu, 4096, 0, 0))
+        elif kind < 0.65:
+            spec = rng.choice([(), (), ("T4",), ("V100M16", "V100M32")])
+            pods.append(TracePod(f"p{i:03}", cpu, 4096, 1, rng.choice([100, 200, 250, 300, 500, 700]), spec))
+        else:
+            pods.append(TracePod(f"p{i:03}", cpu, 4096, rng.choice([1, 1, 2, 4, 8]), MILLI))
+    return pods
+
+
+def reference(workload: Workload, policy: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str | None], Any]:
+    """The reference model's placements (ties by the node order) and its nodes at the end."""
+    name_of = {rank: NODES[i].name for i, rank in enumerate(workload.node_rank)}
+    placed: dict[str, str | None] = {p.name: None for p in workload.pods}
+    built: list[list[ref.Node]] = []
+    place, build = ref.place, ref.build_nodes
+
+    def record(node: ref.Node, pod: TracePod, *args: Any) -> None:
+        placed[pod.name] = name_of[node.rank]
+        place(node, pod, *args)
+
+    def keep(*args: Any) -> list[ref.Node]:
+        built.append(build(*args))
+        return built[-1]
+
+    monkeypatch.setattr(ref, "place", record)
+    monkeypatch.setattr(ref, "build_nodes", keep)
+    ref.replay(NODES, workload, [], policy, 42, tie="rank")
+    return placed, {NODES[i].name: sorted(n.gpu_left) for i, n in enumerate(built[0])}
+
+
+def gpus_left(report: Any) -> dict[str, list[int]]:
+    """Each node's GPUs' free milli, sorted, from the claims simulate allocated."""
+    used: dict[tuple[str, str], int] = {}
+    for claim in report.state.dra.state.claims.values():
+        for r in claim.allocation.devices if claim.allocation else ():
+            used[(r.pool, r.device)] = used.get((r.pool, r.device), 0) + (r.consumed_capacity or {})["milli"] // 1000
+    return {n.name: sorted(MILLI - used.get((n.name, f"gpu-{i}"), 0) for i in range(n.gpus)) for n in NODES}
+
+
+def runs() -> Iterator[tuple[str, str]]:
+    yield "dotprod", "dotprod"
+    yield "clustering", "clustering"
+    yield "packing", "packing"
+
+
+@pytest.mark.parametrize(("policy", "rules"), list(runs()))
+def test_a_baseline_as_rules_places_every_pod_as_the_reference_model(
+    policy: str, rules: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DotProd, GpuClustering and GpuPacking with the simulator's node order deciding ties: the
+    same node for every pod (failures included), and every GPU left as the model leaves it (a
+    shared pod's GPU is the best fit; a wrong GPU would also move later placements)."""
+    workload = arrivals(trace(), NODES, 42)
+    want, want_gpus = reference(workload, policy, monkeypatch)
+    got, report = bench.place_with_rules(NODES, workload, bench.Run("t", rules, 42, "rules", "random"))
+    assert got == want
+    assert sum(node is None for node in got.values()) > 5  # the cluster fills: some pods fail
+    assert gpus_left(report) == want_gpus
+
+
+def test_best_fit_as_rules_places_every_pod_as_the_reference_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BestFit draws among equal nodes (best-fit.rules: its normalised score leaves no room for
+    the node order): here the node order is put back, under it, to compare pod for pod."""
+    order = tmp_path / "order.rules"
+    order.write_text("override score best_fit weight 10000\nscore order_again:\n    9999 - min(node_rank, 9999)\n")
+    workload = arrivals(trace(), NODES, 43)
+    want, want_gpus = reference(workload, "bestfit", monkeypatch)
+    rules = f"{bench.BASELINES_DIR / 'best-fit.rules'}+{order}"
+    got, report = bench.place_with_rules(NODES, workload, bench.Run("t", rules, 43, "rules", "random"))
+    assert got == want
+    assert gpus_left(report) == want_gpus
+
+
+def test_random_draws_nodes_and_fills_gpus_first_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random: pods spread over the nodes at random (two seeds place differently); a shared
+    pod's GPU is the allocator's first fit (the paper draws it: the language has no draw)."""
+    workload = arrivals(trace(), NODES, 44)
+    a, _ = bench.place_with_rules(NODES, workload, bench.Run("t", "random", 1, "rules", "random"))
+    b, _ = bench.place_with_rules(NODES, workload, bench.Run("t", "random", 2, "rules", "random"))
+    assert a != b
+    assert len({n for n in a.values() if n}) == len(NODES)
