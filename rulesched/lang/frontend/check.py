@@ -229,11 +229,14 @@ class _Checker:
         to a node's total. A score adding less than 1/WEAK_SHARE of what the set can add, with
         only the scores without a guard counted besides it (they apply whenever it does), can
         never outweigh the others moving by more than that, only break near-ties."""
-        scores = [c for c in checked if c.kind is ast.RuleKind.SCORE]
+        # (device scores only order one request's devices: they add nothing to a node's total)
+        scores = [c for c in checked if c.kind is ast.RuleKind.SCORE and c.rule.target != "device"]
         for score in scores:
             others = sum(o.weight for o in scores if o is not score and o.rule.guard is None)
             if (WEAK_SHARE - 1) * score.weight >= others:
                 continue
+            if all(score.weight * 100 < o.weight for o in scores if o is not score):
+                continue  # a tie-break by construction: all of it is less than a point of any other
             need = -(-others // (WEAK_SHARE - 1))
             rule = score.rule
             self.diagnostics.append(
