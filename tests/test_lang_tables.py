@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang import RuleSet, load_rules
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend.files import check_paths, check_texts
 from rulesched.lang.frontend.parse import parse_source
 from rulesched.lang.frontend.printer import print_file
 from rulesched.lang.frontend.source import Severity, Source
-from rulesched.model import Pod
-from tests.test_lang_eval import make_node
+from rulesched.model import Node, Pod
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_a_table_is_a_list_of_records_typed_by_its_columns(tmp_path: Path) -> No
     )
     rules: RuleSet = load_rules([path])
     bound = rules.bind(Pod("p"))
-    node = make_node()
+    node = NodeInfo(Node("n1", allocatable={"cpu": 4000, "pods": 110_000}), ())
     assert [s.score(node) for s in bound.scores] == [1, 4]  # 3 x 0.5 truncated; 3 rows + 1
 
 
