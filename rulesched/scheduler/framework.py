@@ -352,8 +352,9 @@ class CycleResult:
     group: str = ""
     group_message: str = ""
     # DynamicResources' Reserve for the chosen node: the claims' allocations (claim key ->
-    # allocation) and the claims to reserve for the pod, as the cycle's Filter found them
-    claims: tuple[Mapping[str, Any], tuple[str, ...]] | None = None
+    # allocation), the claims to reserve for the pod, as the cycle's Filter found them, and the
+    # claim to make for its DRA-served extended resources with its mappings (or None)
+    claims: tuple[Mapping[str, Any], tuple[str, ...], Any] | None = None
     fitted: str | None = None  # the node the member fit on before its group was given up
     # A workload API member's (rulesched.scheduler.workloads): the message kube-scheduler writes
     # for it (FailedScheduling, PodScheduled), and whether it was held before any cycle (its
