@@ -15,9 +15,8 @@ apart. Prints the median, 95th percentile and worst time, and the time of the fi
 
 ``--live`` starts the test API server (tests/apiserver.py) with gen_cluster's mixed cluster
 (``--nodes``, a fifth as many running pods) and ``rulesched run`` against it (as
-benchmarks/bench_run.py does), creates ``--unfit`` pods that fit nowhere (too big for any node,
-a node selector no node has, a selector of tainted nodes, as much cpu as the largest shape has:
-room only if pods leave), waits for their FailedScheduling marks, then asks
+benchmarks/bench_run.py does), creates ``--unfit`` pods that fit nowhere (:func:`unfit_pods`),
+waits for their FailedScheduling marks, then asks
 ``GET /debug/explain?pod=...`` for each (fixes included, the rate limit respected between
 requests) and ``POST /debug/explain`` with a Job of 8 such pods (a group explained before
 submission); prints client-side latencies (the HTTP round trip, JSON included) and the
@@ -28,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -49,11 +49,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def figures(ms: list[float]) -> str:
+    """n, p50, p95, p99 (nearest rank) and the worst, in ms."""
     ms = sorted(ms)
     if not ms:
         return "none"
-    p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))]
-    return f"median {statistics.median(ms):.0f} ms, p95 {p95:.0f} ms, worst {ms[-1]:.0f} ms"
+
+    def rank(q: float) -> float:
+        return ms[min(len(ms) - 1, max(0, math.ceil(len(ms) * q) - 1))]
+
+    return (
+        f"n={len(ms)}, p50 {statistics.median(ms):.0f} ms, p95 {rank(0.95):.0f} ms, "
+        f"p99 {rank(0.99):.0f} ms, worst {ms[-1]:.0f} ms"
+    )
 
 
 def offline(args: argparse.Namespace) -> None:
@@ -84,23 +91,23 @@ def offline(args: argparse.Namespace) -> None:
 
 
 def unfit_pods(count: int, seed: int) -> list[dict[str, Any]]:
-    """Pods that fit nowhere on gen_cluster's mixed cluster, of four kinds in turn."""
+    """Pods that fit nowhere on gen_cluster's mixed cluster, of four kinds in turn: too big for
+    any node (33 cpu, the largest shape has 32), a node selector no node has, one tainted node
+    (every 25th from node-7: the team taint) and one cordoned node (every 100th from node-42)
+    by hostname; their fixes: a lower request, the selector dropped or a node labelled, an
+    untaint or a toleration, an uncordon."""
     rng = random.Random(seed)
     out = []
     for i in range(count):
         kind = i % 4
         spec: dict[str, Any] = {"schedulerName": "rulesched"}
-        cpu = "33"  # more than the largest shape (32)
+        cpu = "33"
         if kind == 1:
-            cpu, spec["nodeSelector"] = "1", {"example.com/pool": f"p{rng.randrange(3)}"}  # no node has it
+            cpu, spec["nodeSelector"] = "1", {"example.com/pool": f"p{rng.randrange(3)}"}
         elif kind == 2:
-            cpu, spec["nodeSelector"] = (
-                "2",
-                {"example.com/rack": "rack-0", "node.kubernetes.io/instance-type": "shape-4"},
-            )
-            spec["topologySpreadConstraints"] = []
+            cpu, spec["nodeSelector"] = "1", {"kubernetes.io/hostname": f"node-{7 + 25 * rng.randrange(40)}"}
         elif kind == 3:
-            cpu = "31"  # a shape-32 node's room, held by running pods
+            cpu, spec["nodeSelector"] = "1", {"kubernetes.io/hostname": f"node-{42 + 100 * rng.randrange(10)}"}
         spec["containers"] = [
             {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
         ]

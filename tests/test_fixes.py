@@ -177,3 +177,36 @@ def test_the_search_keeps_to_its_budget(tmp_path: Path) -> None:
     assert len(found.fixes) == 2  # the baseline, then two trials: untaint one node, tolerate its taint
     before = {n.name: (n.node.taints, len(n.pods)) for n in store.nodes}
     assert before == {n.name: (n.node.taints, len(n.pods)) for n in objects.store().nodes}  # the store put back
+
+
+def test_a_preempt_rule_vetoing_the_victims_is_a_rule_fix(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A policy's own preempt rule keeps pods labelled keep: the only victim is one, so the
+    pod (of a higher priority) does not preempt. Removing that rule lets the scheduler's own
+    preemption place it, evicting the victim: a rule fix of size 2 + 1 eviction."""
+    rules = tmp_path / "policy.rules"
+    rules.write_text(
+        'extends "default"\n\n# pods labelled keep are never preempted\npreempt keep_kept:\n    not has(victim.labels, "keep")\n'
+    )
+    kept = pod("kept", cpu="2", node_name="a")
+    kept["metadata"]["labels"] = {"keep": "true"}
+    path = cluster(tmp_path, node("a", cpu="2"), kept, pod("p", cpu="2", priority=100))
+    a = explain_json(capsys, "default/p", "--cluster", path, "--rules", str(rules))
+    by_op = {f["changes"][0]["op"]: f for f in a["fixes"]["fixes"]}
+    dropped = by_op["drop-preempt"]
+    assert dropped["changes"] == [{"op": "drop-preempt", "kind": "Rules", "name": "keep_kept"}]
+    assert dropped["summary"] == "rules: delete preempt rule keep_kept (disable preempt keep_kept)"
+    assert dropped["checked"] == {"placed": {"default/p": "a"}, "evicted": ["default/kept"]}
+    assert dropped["size"] == 3 and dropped["moves"] == {"asked": 0, "pods": []}
+    assert by_op["evict"]["size"] == 1  # (evicting it by hand is smaller)
+    assert [f["size"] for f in a["fixes"]["fixes"]] == sorted(f["size"] for f in a["fixes"]["fixes"])
+    # made on the files (the rules changed by simulate --apply), the pod preempts and is placed
+    assert simulated(capsys, tmp_path, path, dropped, str(rules))["default/p"] == "a"
+    # DefaultPreemption is never proposed (without it nothing preempts), nor a rule of another set
+    plain = explain_json(capsys, "default/p", "--cluster", path)
+    assert "drop-preempt" not in {f["changes"][0]["op"] for f in plain["fixes"]["fixes"] if f["changes"]}
+    assert plain["fixes"]["baseline"] == "placed by preemption, evicting default/kept"
+    # a fix naming a rule the set does not have: one line, no traceback
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"op": "drop-preempt", "kind": "Rules", "name": "nope"}]))
+    assert main(["simulate", path, "--apply", str(bad)]) != 0
+    assert "no preempt rule named nope in the rules" in capsys.readouterr().err

@@ -232,3 +232,97 @@ def test_every_group_fix_places_the_group(tmp_path: Path, seed: int) -> None:
         return
     for checked in check_group(path, {"group_explanation": g}, g["members"], minimum):
         assert checked.placed >= checked.needed, checked.fix["summary"]
+
+
+PREFER_GPU = """extends "default"
+
+# (a poor policy) every pod prefers the GPU nodes
+score prefer_gpu_nodes weight 5:
+    if node.allocatable["nvidia.com/gpu"] > 0 then 100 else 0
+"""
+
+
+def test_a_score_sending_the_first_pods_where_the_last_need_to_go(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two pods given together: a-cpu (2 cpu) is placed first and the policy's score sends it to
+    the GPU node g (2 cpu), so b-gpu (1 cpu, 1 GPU) fits nowhere. Without the score a-cpu goes
+    to the roomier c and both fit: a rule fix, with what else it moves."""
+    rules = tmp_path / "policy.rules"
+    rules.write_text(PREFER_GPU)
+    gpu = node("g", cpu="2")
+    gpu["status"]["allocatable"]["nvidia.com/gpu"] = gpu["status"]["capacity"]["nvidia.com/gpu"] = "1"
+    waiting = pod("other", "1")  # another pending pod (what else the rule change moves)
+    cluster = write([gpu, node("c", cpu="4"), waiting], tmp_path / "c.json")
+    first, second = pod("a-cpu", "2"), pod("b-gpu", "1")
+    second["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    files = []
+    for p in (first, second):
+        f = tmp_path / f"{p['metadata']['name']}.json"
+        f.write_text(json.dumps(p))
+        files += ["-f", str(f)]
+    g = answer(capsys, *files, "--cluster", cluster, "--rules", str(rules))["group_explanation"]
+    assert (g["fit"], g["where"]) == (1, {"g": 1})
+    fixes = {f["summary"]: f for f in g["fixes"]["fixes"]}
+    score = fixes["rules: delete score prefer_gpu_nodes (disable score prefer_gpu_nodes)"]
+    assert score["where"] == "rules" and score["changes"] == [
+        {"op": "set-weight", "kind": "Rules", "name": "prefer_gpu_nodes", "weight": 0}
+    ]
+    assert score["checked"]["placed"] == {"default/a-cpu": "c", "default/b-gpu": "g"}
+    assert score["moves"]["asked"] == 1  # default/other, scheduled under both sets
+    assert score["size"] == 2 + len(score["moves"]["pods"])
+    assert "add 1 node(s) like g" in fixes  # (the cluster's way)
+    # made on the files (both pods written out, the rules changed by simulate --apply)
+    both = write([*json.loads(Path(cluster).read_text())["items"], first, second], tmp_path / "both.json")
+    fixfile = tmp_path / "fix.json"
+    fixfile.write_text(json.dumps(score))
+    assert main(["simulate", both, "--apply", str(fixfile), "--rules", str(rules), "--output", "json"]) == 0
+    rows = {r["pod"]: r["node"] for r in json.loads(capsys.readouterr().out)["pods"]}
+    assert (rows["default/a-cpu"], rows["default/b-gpu"]) == ("c", "g")
+
+
+def test_a_gang_of_gpu_pods_says_how_many_more_gpus_its_closest_rack_needs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A gang of four 1-GPU members in one rack: rack r1 has three free GPUs (one of its four
+    held by a running pod), rack r2 two: r1 is the closest domain, short of 1 GPU; the fixes
+    free it there (the holder evicted) or add a node like r1's."""
+    items: list[dict[str, Any]] = []
+    for name, rack, gpus in (("r1a", "r1", "2"), ("r1b", "r1", "2"), ("r2a", "r2", "2")):
+        n = node(name, cpu="8", rack=rack)
+        n["status"]["allocatable"]["nvidia.com/gpu"] = n["status"]["capacity"]["nvidia.com/gpu"] = gpus
+        items.append(n)
+    holder = pod("holder", "1", "r1a")
+    holder["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+    items.append(holder)
+    items.append(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "default"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 4}},
+                "schedulingConstraints": {"topology": [{"key": "rack"}]},
+            },
+        }
+    )
+    for i in range(4):
+        m = pod(f"w{i}", "1", schedulingGroup={"podGroupName": "train"})
+        m["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
+        items.append(m)
+    path = write(items, tmp_path / "gpus.json")
+    g = answer(capsys, "podgroup/default/train", "--cluster", path)["group_explanation"]
+    assert (g["placed"], g["needed"]) == (False, 4)
+    assert g["closest"] == {"domain": {"rack": "r1"}, "placed": 3, "lacks": {"nvidia.com/gpu": "1"}}
+    (lacking,) = g["lacking"].values()
+    assert lacking[0]["code"] == "InsufficientResource" and lacking[0]["resource"] == "nvidia.com/gpu"
+    summaries = [f["summary"] for f in g["fixes"]["fixes"]]
+    assert "evict pod default/holder" in summaries
+    assert any(s.startswith("add 1 node(s) like r1") for s in summaries)
+    members = [f"default/w{i}" for i in range(4)]
+    for checked in check_group(path, {"group_explanation": g}, members, 4):
+        assert checked.placed >= checked.needed, checked.fix["summary"]
+    # the table says it in words
+    main(["explain", "podgroup/default/train", "--cluster", path])
+    table = capsys.readouterr().out
+    assert "nvidia.com/gpu" in table

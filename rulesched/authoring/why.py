@@ -150,7 +150,16 @@ def explain(settings: ExplainSettings) -> dict[str, Any]:
     answer = explanation_json(explained)
     classes = tuple(objects.priority_classes.values())
     if asked.group:
-        group = explain_group(asked.pods, asked.groups, store, rules, asked.name, classes, fixes=settings.fixes)
+        group = explain_group(
+            asked.pods,
+            asked.groups,
+            store,
+            rules,
+            asked.name,
+            classes,
+            fixes=settings.fixes,
+            other_pending=objects.pending_pods,
+        )
         answer["group_explanation"] = group_json(group)
         answer["group_explanation"]["created"] = list(asked.created)
     elif settings.fixes and not explained.feasible:

@@ -393,10 +393,12 @@ class Workers:
         action: str,
         note: str,
         related: Target | None = None,
+        related_ref: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
     ) -> None:
         """An event about ``pod``, reported by the scheduler of the profile that acted: the
-        pod's own, or for a victim (``related`` is its preemptor) the preemptor's."""
+        pod's own, or for a victim (``related`` is its preemptor) the preemptor's. ``related_ref``
+        names another related object (a preempting PodGroup)."""
         if self._fenced(f"{reason} event", pod):
             return
         try:
@@ -407,33 +409,41 @@ class Workers:
                 action,
                 note,
                 (related or pod).scheduler_name,
-                related=reference(related) if related is not None else None,
+                related=related_ref or (reference(related) if related is not None else None),
                 annotations=annotations,
             )
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
 
     # --- preemption ---------------------------------------------------------------------------------
-    def evict(self, victim: Pod, preemptor: Pod) -> None:
-        self._submit(self._evict, victim, preemptor, 0)
+    def evict(self, victim: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
+        self._submit(self._evict, victim, preemptor, 0, group)
 
-    def _evict(self, victim: Pod, preemptor: Pod, attempt: int) -> None:
+    def _evict(self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None = None) -> None:
         """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
         (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
-        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related."""
+        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related:
+        the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
+        kube-scheduler's executor names a podGroupExecutorPreemptor."""
         if self._fenced("eviction", victim, victim.node_name or ""):
             return  # (not retried: a later leader preempts anew if it must)
         try:
-            self.api.patch_pod_status(victim.namespace, victim.name, _preempted_status(preemptor), strategic=True)
+            kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
+            patch = _preempted_status(preemptor, kind)
+            self.api.patch_pod_status(victim.namespace, victim.name, patch, strategic=True)
             self.api.evict(victim.namespace, victim.name)
             log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
+            uid = preemptor.uid if group is None else group.uid
+            # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
+            where = victim.node_name if group is None else "cluster"
             self._event(
                 victim,
                 "Normal",
                 "Preempted",
                 "Preempting",
-                f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
+                f"Preempted by {kind} {uid} on node {where}",
                 related=preemptor,
+                related_ref=None if group is None else _group_reference(group),
             )
         except NotFoundError:
             pass  # gone already
@@ -451,7 +461,9 @@ class Workers:
                 EVICTION_RETRY_SECONDS,
                 extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
             )
-            timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1))
+            timer = threading.Timer(
+                EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1, group)
+            )
             timer.daemon = True
             timer.start()
 
@@ -478,12 +490,18 @@ def reference(pod: Target) -> dict[str, str]:
     return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
 
 
-def _preempted_status(preemptor: Pod) -> dict[str, Any]:
+def _group_reference(group: PodGroup) -> dict[str, str]:
+    """An ObjectReference to a workload API group (the Preempted event's related object)."""
+    kind = "CompositePodGroup" if group.composite else "PodGroup"
+    return {"kind": kind, "apiVersion": group.api, "namespace": group.namespace, "name": group.name, "uid": group.uid}
+
+
+def _preempted_status(preemptor: Pod, kind: str = "pod") -> dict[str, Any]:
     """The status patch that marks a victim (strategic: its other conditions stay): upstream's
     DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
     rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
     while they terminate, after a restart or a change of leader too."""
-    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority {kind}"
     when = _now()[:19] + "Z"
     return {
         "status": {

@@ -23,6 +23,9 @@ drop-anti-affinity  Pod          the required pod anti-affinity terms are remove
 set-priority        Pod          the pod's priority becomes ``amount`` (PriorityClass ``value``)
 set-min-count       PodGroup     the gang's minimum becomes ``count``
 audit-filter        Rules        filter ``name`` is put in audit mode: evaluated, never rejecting
+drop-preempt        Rules        preempt rule ``name`` is removed (``disable preempt NAME``)
+set-weight          Rules        node score ``name`` gets weight ``amount`` (0: removed,
+                                 ``disable score NAME``)
 ==================  ===========  ==============================================================
 
 Pod changes name the pod they change, or ``*``: every pod asked about (a group's members, a
@@ -40,7 +43,7 @@ from functools import partial
 from typing import Any
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.lang import quantity_text
+from rulesched.lang import RuleSet, quantity_text
 from rulesched.model import Node, Pod, Taint, Toleration
 from rulesched.model.groups import PodGroup
 from rulesched.model.quantity import QuantityError, parse_quantity
@@ -59,7 +62,8 @@ POD_OPS = (
     "drop-anti-affinity",
     "set-priority",
 )
-OPS = (*NODE_OPS, *POD_OPS, "set-min-count", "audit-filter")
+RULE_OPS = ("audit-filter", "drop-preempt", "set-weight")
+OPS = (*NODE_OPS, *POD_OPS, "set-min-count", *RULE_OPS)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class Change:
             out["quantity"] = quantity_text(self.amount)
         elif self.op == "set-priority":
             out["priority"] = self.amount
+        elif self.op == "set-weight":
+            out["weight"] = self.amount
         return out
 
     @property
@@ -114,6 +120,10 @@ class Change:
             + (f" (PriorityClass {self.value})" if self.value else " (a PriorityClass of that value)"),
             "set-min-count": f"group {name}: minCount {self.count}",
             "audit-filter": f"rules: put filter {name} in audit mode (never rejecting), or delete it",
+            "drop-preempt": f"rules: delete preempt rule {name} (disable preempt {name})",
+            "set-weight": f"rules: delete score {name} (disable score {name})"
+            if self.amount <= 0
+            else f"rules: score {name} weight {self.amount} (override score {name} weight {self.amount})",
         }[op]
 
     @property
@@ -155,6 +165,11 @@ def change_from_json(obj: Any, where: str) -> Change:
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise ValueError(f"{where}.priority: expected an integer")
         amount = priority
+    elif op == "set-weight":
+        weight = obj.get("weight")
+        if not isinstance(weight, int) or isinstance(weight, bool) or weight < 0:
+            raise ValueError(f"{where}.weight: expected a whole number")
+        amount = weight
     count = obj.get("count", 0)
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         raise ValueError(f"{where}.count: expected a whole number")
@@ -276,8 +291,26 @@ def changed_group(group: PodGroup, changes: Iterable[Change]) -> PodGroup:
     return group
 
 
-def audited_filters(changes: Iterable[Change]) -> tuple[str, ...]:
-    return tuple(c.name for c in changes if c.op == "audit-filter")
+def changed_rules(rules: RuleSet, changes: Iterable[Change]) -> RuleSet | None:
+    """``rules`` with the rule changes among ``changes`` made (None: there are none);
+    ValueError naming a rule the set does not have."""
+    changes = [c for c in changes if c.op in RULE_OPS]
+    if not changes:
+        return None
+    have = {
+        "audit-filter": ({f.name for f in rules.filters} | rules.shadow_filters, "filter"),
+        "drop-preempt": ({p.name for p in rules.preempts}, "preempt rule"),
+        "set-weight": ({s.name for s in rules.scores}, "node score"),
+    }
+    for c in changes:
+        names, what = have[c.op]
+        if c.name not in names:
+            raise ValueError(f"no {what} named {c.name} in the rules")
+    return rules.adjusted(
+        audit={c.name for c in changes if c.op == "audit-filter"},
+        dropped={c.name for c in changes if c.op == "drop-preempt"},
+        weights={c.name: c.amount for c in changes if c.op == "set-weight"},
+    )
 
 
 def json_changes(changes: Sequence[Change]) -> str:

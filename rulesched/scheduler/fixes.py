@@ -29,21 +29,23 @@ Next stage: :func:`fixes_json` (explain's answer), rendered by :mod:`rulesched.a
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from rulesched.cluster.nodeinfo import NodeInfo
+from rulesched.lang import RuleSet, bundled_rules_dir
 from rulesched.model import Pod, PriorityClass
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.changes import (
     ALL,
     Change,
     apply,
-    audited_filters,
     changed_group,
     changed_pod,
+    changed_rules,
     node_lacks,
 )
 from rulesched.scheduler.reasons import PLUGINS, ReasonCode, classify
@@ -136,7 +138,7 @@ def size(changes: Sequence[Change], pods: Sequence[Pod]) -> float:
             before = max((p.requests.get(c.key, 0) for p in pods if c.name in (ALL, p.key)), default=0)
             share = (before - c.amount) / before if before > 0 else 1.0
             total += max(0.1, 2 * share)
-        elif c.op == "audit-filter":
+        elif c.op in ("audit-filter", "drop-preempt", "set-weight"):
             total += 2
         elif c.op == "set-min-count":
             total += max(1, c.amount)  # (amount: how much lower)
@@ -201,17 +203,17 @@ def _tolerates(pod: Pod, taint: Any) -> bool:
     return False
 
 
-def _victims(pod: Pod, node: NodeInfo) -> list[Pod] | None:
+def _victims(pod: Pod, node: NodeInfo, keep: Collection[str] = ()) -> list[Pod] | None:
     """The fewest pods to evict from ``node`` for ``pod`` to have room, lowest priority first
-    among equals (greedy: each step the pod covering most of what is still lacking); None when
-    even an empty node is too small."""
+    among equals (greedy: each step the pod covering most of what is still lacking), never one
+    of ``keep``; None when even an empty node is too small."""
     need = pod.requests
     lack = node_lacks(pod, node.free)
     slots = len(node.pods) + 1 - node.allocatable.get("pods", 0) // 1000
     if any(want > node.allocatable.get(r, 0) for r, want in need.items() if want > 0):
         return None
     chosen: list[Pod] = []
-    left = list(node.pods)
+    left = [p for p in node.pods if p.key not in keep]
     while (any(v > 0 for v in lack.values()) or slots > 0) and left:
         best = max(left, key=partial(_gain, lack=lack, slots=slots))
         if _gain(best, lack, slots)[0] <= 0:
@@ -239,13 +241,18 @@ def _port_holders(pod: Pod, node: NodeInfo) -> list[Pod]:
 
 
 def node_options(
-    pod: Pod, pods: Sequence[Pod], node: NodeInfo, families: Mapping[str, list[Any]], classes: Sequence[PriorityClass]
+    pod: Pod,
+    pods: Sequence[Pod],
+    node: NodeInfo,
+    families: Mapping[str, list[Any]],
+    classes: Sequence[PriorityClass],
+    keep: Collection[str] = (),
 ) -> list[Candidate]:
     """The candidates ``node`` proposes. Each family has its ways (a cluster-side change, a
     pod-side one, a rule's); a candidate takes one way per family: the smallest ways together,
     the cluster's ways together, the pod's together. A node failing for room alone also proposes
     nodes like it, some evictions with the request lowered to what they free, and a priority
-    whose preemption evicts for it."""
+    whose preemption evicts for it. The pods of ``keep`` (a group's members) are never evicted."""
     everyone = ALL if len(pods) > 1 else pod.key
     ways: list[list[tuple[str, tuple[Change, ...]]]] = []  # per family: (where, changes) each
     more: list[Candidate] = []
@@ -253,7 +260,7 @@ def node_options(
     for family, items in families.items():
         if family == "room":
             found: list[tuple[str, tuple[Change, ...]]] = []
-            victims = _victims(pod, node)
+            victims = _victims(pod, node, keep)
             if victims is not None:
                 found.append((CLUSTER, tuple(Change("evict", "Pod", v.key) for v in victims)))
             lacks = node_lacks(pod, node.free)
@@ -414,7 +421,7 @@ def candidates(
             seen = found.get(scored.key)
             if seen is None or scored.size < seen.size:
                 found[scored.key] = scored
-    ranked_found = sorted(found.values(), key=lambda c: (c.size, _WHERE_ORDER[c.where], len(c.changes), c.node))
+    ranked_found = by_size(found.values())
     # The same change on another node is an alternative, not another fix: each shape (the
     # changes less the node or pod they name) is tried on its two smallest proposers, and the
     # fix shown counts the nodes that proposed it.
@@ -428,6 +435,11 @@ def candidates(
             out.append(Candidate(c.where, c.changes, c.size, c.node, len(same)))
     why = [] if out else [f"{rule} on {n} node(s)" for rule, n in sorted(hard.items(), key=lambda i: -i[1])]
     return out[: budget.candidates], why
+
+
+def by_size(found: Iterable[Candidate]) -> list[Candidate]:
+    """Smallest first; among equals, the cluster's before the pod's before the rules'."""
+    return sorted(found, key=lambda c: (c.size, _WHERE_ORDER[c.where], len(c.changes), c.node))
 
 
 def shape(candidate: Candidate) -> tuple[Any, ...]:
@@ -456,6 +468,35 @@ def nearness(pod: Pod, node: NodeInfo, families: Mapping[str, Any]) -> float:
         if len(node.pods) >= node.allocatable.get("pods", 0) // 1000:
             share += 0.5
     return len(families) + share
+
+
+def rule_candidates(rules: RuleSet, preempt: bool, scores: int = 0) -> list[Candidate]:
+    """Changes to the policy's own rules (not the default profile's, which stand for
+    kube-scheduler's plugins), as candidates: with ``preempt`` (some node lacks only room, and
+    has pods to evict), each own preempt rule removed (one may veto the victims the scheduler's
+    preemption would take; DefaultPreemption, even overridden, is kept: without it nothing
+    preempts); and up to ``scores`` own node scores removed, the heaviest first (where several
+    pods are placed in turn, a score may send the first ones where the last ones needed to go)."""
+    out = []
+    if preempt:
+        for p in rules.preempts:
+            if p.name != "DefaultPreemption" and _own(p.checked.rule):
+                changes = (Change("drop-preempt", "Rules", p.name),)
+                out.append(Candidate(RULES, changes, size(changes, ()), ""))
+    own = sorted((r for r in rules.scores if _own(r.checked.rule)), key=lambda r: (-r.checked.weight, r.name))
+    for r in own[:scores]:
+        changes = (Change("set-weight", "Rules", r.name, amount=0),)
+        out.append(Candidate(RULES, changes, size(changes, ()), ""))
+    return out
+
+
+def _own(rule: Any) -> bool:
+    """Whether ``rule`` (an ast.Rule) is written in a file other than the bundled default profile."""
+    path = rule.span.source.path
+    return not (path.endswith("default.rules") and Path(path).resolve() == _DEFAULT_RULES)
+
+
+_DEFAULT_RULES = (bundled_rules_dir() / "default.rules").resolve()
 
 
 # --- the search -----------------------------------------------------------------------------------
@@ -508,8 +549,9 @@ def search(
             continue
         evicted = _evicted(outcome)
         measured = candidate.size
-        if any(c.op == "set-priority" for c in candidate.changes):  # (its preemption's evictions, as found)
-            measured = size([c for c in candidate.changes if c.op != "set-priority"], pods) + 1 + len(evicted)
+        if any(c.op in _PREEMPTING for c in candidate.changes):  # (its preemption's evictions, as found)
+            measured = size([c for c in candidate.changes if c.op != "set-priority"], pods) + len(evicted)
+            measured += 1 if any(c.op == "set-priority" for c in candidate.changes) else 0
         fix = Fix(candidate.where, candidate.changes, measured, dict(outcome.placed), evicted, alike=candidate.alike)
         out.fixes.append(fix)
         verified.append(set(shape(candidate)[1:]))
@@ -523,6 +565,9 @@ def search(
     return out
 
 
+_PREEMPTING = ("set-priority", "drop-preempt")  # changes whose size counts the pods preemption then evicts
+
+
 def _evicted(outcome: TrialOutcome) -> tuple[str, ...]:
     return tuple(p.key for p in outcome.evicted)
 
@@ -532,9 +577,7 @@ def _try(trials: Trials, pods: Sequence[Pod], groups: Sequence[PodGroup], change
     try:
         changed = [changed_pod(p, changes) for p in pods]
         changed_groups = [changed_group(g, changes) for g in groups]
-        audited = audited_filters(changes)
-        rules = trials.rules.in_audit_mode(set(audited)) if audited else None
-        return trials.run(changed, changed_groups, rules)
+        return trials.run(changed, changed_groups, changed_rules(trials.rules, changes))
     finally:
         undo()
 
@@ -550,11 +593,11 @@ def _trial_text(pods: Sequence[Pod], outcome: TrialOutcome) -> str:
 
 
 def _with_moves(fix: Fix, trials: Trials, others: Sequence[Pod]) -> Fix:
-    """A rule fix with what else it moves: the other pending pods asked about, scheduled
-    together under both sets (each run undone), whose node or schedulability differs."""
-    audited = set(audited_filters(fix.changes))
+    """A rule fix with what else it moves (``rulesched diff``'s question, on the pods asked
+    about): the other pending pods, scheduled together under both sets (each run undone),
+    whose node or schedulability differs."""
     old = trials.run(others)
-    new = trials.run(others, rules=trials.rules.in_audit_mode(audited))
+    new = trials.run(others, rules=changed_rules(trials.rules, fix.changes))
     moves = tuple(
         (p.key, old.placed.get(p.key), new.placed.get(p.key))
         for p in others

@@ -43,6 +43,7 @@ from rulesched.scheduler.fixes import (
     nearness,
     node_options,
     per_node,
+    rule_candidates,
     search,
     shape,
     size,
@@ -52,6 +53,7 @@ from rulesched.scheduler.trial import TrialOutcome, Trials
 from rulesched.scheduler.why import explain_pod
 
 GROUP_BUDGET = FixBudget(candidates=16, trials=10, fixes=5, nodes=60, per_kind=10)
+SCORE_CANDIDATES = 2  # node scores whose removal is tried for a group of which some members fit
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,10 @@ def explain_group(
     classes: Sequence[PriorityClass] = (),
     budget: FixBudget = GROUP_BUDGET,
     fixes: bool = True,
+    other_pending: Sequence[Pod] = (),
 ) -> GroupExplanation:
     """``members`` (pending) with their ``groups`` on ``store`` (changed by the trials and put
-    back), under ``rules``."""
+    back), under ``rules``; ``other_pending``: the pending pods a rule fix's diff asks about."""
     trials = Trials(store, rules)
     roots = [g for g in groups if not g.parent]
     gang = next((g for g in roots if any(group_key(m) == g.key or _in_tree(groups, m, g) for m in members)), None)
@@ -164,8 +167,24 @@ def explain_group(
         if 0 < have < gang.min_member:
             lower = Change("set-min-count", "PodGroup", gang.key, count=have, amount=gang.min_member - have)
             found.append(Candidate(GROUP, (lower,), size((lower,), members), gang.key))
+    # the rules: a preempt rule vetoing the evictions, and, when some members fit and others
+    # not, the scores that placed the first ones
+    evicts = any(c.op == "evict" for candidate in found for c in candidate.changes)
+    preempts = evicts and standing.preemption_policy != "Never"
+    found += rule_candidates(rules, preempt=preempts, scores=SCORE_CANDIDATES if out.fit else 0)
     found.sort(key=lambda c: (c.size, len(c.changes)))
-    out.fixes = search(members, trials, found[: budget.candidates], budget, groups, placed=placed_by, baseline=baseline)
+    keys = {m.key for m in members}
+    others = [p for p in other_pending if p.key not in keys]
+    out.fixes = search(
+        members,
+        trials,
+        found[: budget.candidates],
+        budget,
+        groups,
+        other_pending=others,
+        placed=placed_by,
+        baseline=baseline,
+    )
     if not out.fixes.fixes:
         out.fixes.unfixable = [f"{rule} on {n} node(s)" for rule, n in _hard(failures).items()]
     return out
@@ -300,7 +319,7 @@ def group_candidates(
         if kinds.get(kind, 0) >= budget.per_kind:
             continue
         kinds[kind] = kinds.get(kind, 0) + 1
-        for c in node_options(pod, [pod], info, families, classes):
+        for c in node_options(pod, [pod], info, families, classes, members):
             if any(ch.op == "set-priority" for ch in c.changes):
                 continue  # (a group's members share its priority: the group's, not one member's)
             if any(ch.op == "evict" and ch.name in members for ch in c.changes):

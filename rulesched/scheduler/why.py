@@ -45,7 +45,16 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
 from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
 from rulesched.model import Pod, PriorityClass
-from rulesched.scheduler.fixes import BUDGET, FixBudget, FixSearch, NodeFailure, candidates, search
+from rulesched.scheduler.fixes import (
+    BUDGET,
+    FixBudget,
+    FixSearch,
+    NodeFailure,
+    by_size,
+    candidates,
+    rule_candidates,
+    search,
+)
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.reasons import Reason, Tally, node_reasons
@@ -235,6 +244,9 @@ def fix_pod(
         for node, fails in explanation.failures.items()
     }
     found, why = candidates([pod], store.node_view, failures, set(explanation.resource_rules), classes, budget)
+    evicts = any(c.op == "evict" for candidate in found for c in candidate.changes)
+    found = by_size(found + rule_candidates(rules, preempt=evicts and pod.preemption_policy != "Never"))
+    found = found[: budget.candidates]
     others = [p for p in other_pending if p.key != pod.key]
     result = search([pod], Trials(store, rules), found, budget, other_pending=others)
     if not result.fixes:

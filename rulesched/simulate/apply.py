@@ -1,6 +1,7 @@
 """``rulesched simulate --apply FIX.json``: the changes of one of explain's fixes made on the
 cluster files' objects, as they are read and before they are decoded, so that the simulation
-schedules the changed cluster (and a rules change, a filter in audit mode, on the rules).
+schedules the changed cluster (and a rules change, a filter in audit mode, a preempt rule or a
+score removed, a score's weight, on the rules).
 
 FIX.json is a fix as ``explain --output json`` prints it (``fixes.fixes[i]``: its ``changes``;
 the pods a change naming ``*`` stands for are the fix's ``checked.placed`` pods, or ``pods``),
@@ -24,7 +25,7 @@ from typing import Any
 
 from rulesched.errors import InputError
 from rulesched.model.quantity import QuantityError, parse_quantity
-from rulesched.scheduler.changes import ALL, HOSTNAME, Change, change_from_json, copy_name
+from rulesched.scheduler.changes import ALL, HOSTNAME, RULE_OPS, Change, change_from_json, copy_name
 
 _OWN_SHARE = ("cpu", "memory", "ephemeral-storage")  # (and hugepages-*): requests may be below limits
 
@@ -37,8 +38,10 @@ class Edits:
     pods: frozenset[str]  # the pods a change naming ALL stands for
 
     @property
-    def audited(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.changes if c.op == "audit-filter")
+    def rule_changes(self) -> tuple[Change, ...]:
+        """The changes to the rules (a filter in audit mode, a preempt rule or a score gone, a
+        score's weight): made on the rules, not the objects."""
+        return tuple(c for c in self.changes if c.op in RULE_OPS)
 
     def edit(self, kind: str, obj: Any) -> list[Any]:
         """The objects ``obj`` becomes: none (evicted), itself changed, or itself and copies."""

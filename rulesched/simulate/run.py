@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path, startup_warning
 from rulesched.model import Pod
+from rulesched.scheduler.changes import Change, changed_rules
 from rulesched.scheduler.framework import (
     EXPLAIN_FULL,
     EXPLAIN_SUMMARY,
@@ -93,19 +94,18 @@ def simulate(
     objects: ClusterObjects,
     settings: SimulateSettings,
     progress: Callable[[int], None] | None = None,
-    audited: Sequence[str] = (),
+    rule_changes: Sequence[Change] = (),
 ) -> Report:
-    """Schedule ``objects``' pending pods with ``settings``' rules (``audited``: these filters
-    put in audit mode); ``progress`` (see :meth:`Simulation.run`) hears of each pod's first
-    attempt."""
+    """Schedule ``objects``' pending pods with ``settings``' rules (changed by ``rule_changes``:
+    ``--apply``'s changes to the rules); ``progress`` (see :meth:`Simulation.run`) hears of each
+    pod's first attempt."""
     check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
     check_percentage_of_nodes_to_score(settings.percentage_of_nodes_to_score)
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
-    if audited:
-        unknown = sorted(set(audited) - {f.name for f in rules.filters} - rules.shadow_filters)
-        if unknown:
-            raise InputError(f"{settings.apply}: no filter named {', '.join(unknown)} in the rules")
-        rules = rules.in_audit_mode(set(audited))
+    try:
+        rules = changed_rules(rules, rule_changes) or rules
+    except ValueError as error:
+        raise InputError(f"{settings.apply}: {error}") from None
     unfit = startup_warning(rules.checked, rules.files)
     if unfit is not None:
         log.warning(unfit, extra={"rules": rules.digest})
@@ -161,7 +161,7 @@ def simulate_command(settings: SimulateSettings) -> int:
     objects = load_cluster(
         settings.cluster, skip_missing_nodes=not settings.strict, edit=edits.edit if edits is not None else None
     )
-    audited = edits.audited if edits is not None else ()
+    rule_changes = edits.rule_changes if edits is not None else ()
     for warning in objects.warnings:
         log.warning(warning)
     if objects.skipped_pods:
@@ -172,9 +172,9 @@ def simulate_command(settings: SimulateSettings) -> int:
     attempts = sum(1 for p in pods_to_schedule(objects, settings) if not p.scheduling_gates and not p.deleting)
     if wants_progress(attempts, _stderr_is_tty()):
         with _progress_bar(attempts) as advance:
-            report = simulate(objects, settings, advance, audited)
+            report = simulate(objects, settings, advance, rule_changes)
     else:
-        report = simulate(objects, settings, audited=audited)
+        report = simulate(objects, settings, rule_changes=rule_changes)
     if settings.output == "json":
         write_json(report, sys.stdout)
         print()

@@ -17,7 +17,7 @@ from typing import Any
 
 from rulesched.authoring.why import ExplainSettings, explain
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
-from rulesched.scheduler.changes import ALL, Change, apply, changed_pod
+from rulesched.scheduler.changes import ALL, Change, apply, changed_pod, changed_rules
 from rulesched.scheduler.fixes import size
 from rulesched.scheduler.reasons import PLUGINS
 from rulesched.scheduler.trial import Trials
@@ -69,20 +69,26 @@ def _pod(name: str, cpu: str, node: str = "", priority: int = 0, **spec: Any) ->
     }
 
 
-# A policy of one's own beside the default profile: a filter a fix may put in audit mode.
+# A policy of one's own beside the default profile: a filter a fix may put in audit mode, a
+# preempt rule a fix may remove.
 POLICY = """extends "default"
 
 # pods of the batch tier stay off zone z1
 filter batch_off_z1 when has(pod.labels, "tier"):
     pod.labels["tier"] != "batch" or node.labels["topology.kubernetes.io/zone"] != "z1"
     else "batch pods stay off z1"
+
+# pods labelled keep are never preempted
+preempt keep_kept:
+    not has(victim.labels, "keep")
 """
 
 
 def generate(seed: int, nodes: int = 4, running: int = 5, rich: bool = False) -> list[dict[str, Any]]:
     """A small cluster and a pending pod ``default/wanted`` (it may fit: callers check).
     ``rich``: the pod may also spread over zones (DoNotSchedule), repel the running pods
-    (anti-affinity on the hostname) or be of the batch tier (see :data:`POLICY`)."""
+    (anti-affinity on the hostname) or be of the batch tier, and running pods may be labelled
+    keep (see :data:`POLICY`)."""
     rng = random.Random(seed)
     items: list[dict[str, Any]] = [
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100}
@@ -91,6 +97,8 @@ def generate(seed: int, nodes: int = 4, running: int = 5, rich: bool = False) ->
     items += [_node(n, rng) for n in names]
     for i in range(running):
         items.append(_pod(f"run-{i}", rng.choice(["250m", "500m", "1"]), rng.choice(names), rng.choice([0, 10])))
+        if rich and rng.random() < 0.3:
+            items[-1]["metadata"]["labels"]["keep"] = "true"  # (see POLICY's keep_kept)
     spec: dict[str, Any] = {}
     if rng.random() < 0.4:
         key, value = rng.choice(LABELS)
@@ -141,7 +149,9 @@ def check(
     for fix in answer.get("fixes", {}).get("fixes", []):
         edits = Edits(tuple(_change(c) for c in fix["changes"]), frozenset(fix["checked"]["placed"]))
         objects = load_cluster([path], edit=edits.edit)
-        report = simulate(objects, SimulateSettings(cluster=(path,), rules=tuple(rules)), audited=edits.audited)
+        report = simulate(
+            objects, SimulateSettings(cluster=(path,), rules=tuple(rules)), rule_changes=edits.rule_changes
+        )
         history = report.history.get(pod)
         out.append(Checked(fix, history.node if history is not None else None))
     return out
@@ -156,7 +166,9 @@ def _change(obj: dict[str, Any]) -> Change:
 # --- brute force -------------------------------------------------------------------------------------
 
 
-def universe(path: str, pod: str = "default/wanted", audited: Sequence[str] = ()) -> list[Change]:
+def universe(
+    path: str, pod: str = "default/wanted", audited: Sequence[str] = (), dropped: Sequence[str] = ()
+) -> list[Change]:
     """Every single change of the kinds explain proposes, on every node and the pod: untaint,
     uncordon, label with the pod's selector, one node added like each, each running pod
     evicted; tolerate each taint, drop each selector key, the request lowered to each node's
@@ -189,6 +201,8 @@ def universe(path: str, pod: str = "default/wanted", audited: Sequence[str] = ()
         out.append(Change("drop-anti-affinity", "Pod", pod))
     for name in audited:
         out.append(Change("audit-filter", "Rules", name))
+    for name in dropped:
+        out.append(Change("drop-preempt", "Rules", name))
     for c in objects.priority_classes.values():
         if c.value > wanted.priority:
             out.append(Change("set-priority", "Pod", pod, value=c.name, amount=c.value))
@@ -207,7 +221,8 @@ def least_change(
     rules = rules if rules is not None else load_rules([resolve_rules_path("default")])
     trials = Trials(store, rules)
     own = [f.name for f in rules.filters if f.name not in PLUGINS and f.name != "PodGroupTopology"]
-    single = universe(path, pod, own)
+    dropped = [p.name for p in rules.preempts if p.name not in PLUGINS and p.name != "DefaultPreemption"]
+    single = universe(path, pod, own, dropped)
     sets: list[tuple[float, tuple[Change, ...]]] = []
     for k in range(1, 4):
         for combo in itertools.combinations(single, k):
@@ -224,8 +239,9 @@ def least_change(
             break
         found = _schedules(trials, wanted, combo)
         if found is not None:
-            # a priority raised counts the pods its preemption evicted (as explain measures it)
-            actual = sized + found if any(c.op == "set-priority" for c in combo) else sized
+            # a priority raised or a preempt rule dropped counts the pods its preemption evicted
+            # (as explain measures it)
+            actual = sized + found if any(c.op in ("set-priority", "drop-preempt") for c in combo) else sized
             best = actual if best is None else min(best, actual)
     return None if best is None or best > limit + 1e-9 else round(best, 3)
 
@@ -233,10 +249,9 @@ def least_change(
 def _schedules(trials: Trials, pod: Any, changes: Iterable[Change]) -> int | None:
     """None when the changes do not schedule the pod; else how many pods the trial evicted."""
     changes = tuple(changes)
-    audited = {c.name for c in changes if c.op == "audit-filter"}
     undo = apply(trials.store, changes)
     try:
-        rules = trials.rules.in_audit_mode(audited) if audited else None
+        rules = changed_rules(trials.rules, changes)
         outcome = trials.run([changed_pod(pod, [c for c in changes if c.name in (ALL, pod.key)])], rules=rules)
         return len(outcome.evicted) if pod.key in outcome.placed else None
     finally:
@@ -303,7 +318,7 @@ def check_group(path: str, answer: dict[str, Any], members: Sequence[str], minim
     for fix in (group["fixes"] or {}).get("fixes", []):
         edits = Edits(tuple(_change(c) for c in fix["changes"]), frozenset(members))
         objects = load_cluster([path], edit=edits.edit)
-        report = simulate(objects, SimulateSettings(cluster=(path,)), audited=edits.audited)
+        report = simulate(objects, SimulateSettings(cluster=(path,)), rule_changes=edits.rule_changes)
         placed = sum(1 for m in members if (h := report.history.get(m)) is not None and h.node is not None)
         lowered = [c["count"] for c in fix["changes"] if c["op"] == "set-min-count"]
         out.append(GroupChecked(fix, placed, lowered[0] if lowered else minimum))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import threading
-from collections.abc import Callable, Collection, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -160,15 +160,35 @@ class RuleSet:
     def in_audit_mode(self, names: Collection[str]) -> RuleSet:
         """This set with the filters ``names`` in audit mode (as if written ``audit filter``):
         evaluated and reported, never rejecting. What explain's rule fixes try."""
-        rules = tuple(
-            dataclasses.replace(r, rule=dataclasses.replace(r.rule, audit=True))
-            if r.kind is ast.RuleKind.FILTER and r.name in names
-            else r
-            for r in self.checked.rules
-        )
-        return RuleSet(
-            dataclasses.replace(self.checked, rules=rules), self.files, f"{self.digest}+audit:{','.join(sorted(names))}"
-        )
+        return self.adjusted(audit=names)
+
+    def adjusted(
+        self,
+        audit: Collection[str] = (),
+        dropped: Collection[str] = (),
+        weights: Mapping[str, int] | None = None,
+    ) -> RuleSet:
+        """This set changed as explain's rule fixes change it: the filters ``audit`` in audit
+        mode, the preempt rules ``dropped`` gone (``disable preempt NAME``), the node scores of
+        ``weights`` given those weights (0: gone, ``disable score NAME``). The rules' trees are
+        shared, so no expression is checked again."""
+        weights = dict(weights or {})
+        rules = []
+        for r in self.checked.rules:
+            if r.kind is ast.RuleKind.FILTER and r.name in audit:
+                r = dataclasses.replace(r, rule=dataclasses.replace(r.rule, audit=True))
+            elif r.kind is ast.RuleKind.PREEMPT and r.name in dropped:
+                continue
+            elif r.kind is ast.RuleKind.SCORE and r.rule.target == "node" and r.name in weights:
+                if weights[r.name] <= 0:
+                    continue
+                r = dataclasses.replace(r, weight=weights[r.name])
+            rules.append(r)
+        parts = [f"audit:{','.join(sorted(audit))}"] if audit else []
+        parts += [f"drop:{','.join(sorted(dropped))}"] if dropped else []
+        parts += [f"weight:{','.join(f'{k}={v}' for k, v in sorted(weights.items()))}"] if weights else []
+        digest = "+".join([self.digest, *parts])
+        return RuleSet(dataclasses.replace(self.checked, rules=tuple(rules)), self.files, digest)
 
     def drop_caches(self) -> None:
         """Forget every thread's session (a swapped-out set's caches go with it); a session in
@@ -202,6 +222,7 @@ class RuleSet:
         first, claims = prechecks(pod, cluster, self._ranking(bound.ctx, bound.watch))
         bound.filters[0].passes = first[0].passes
         bound.filters[0].reasons = first[0].reasons
+        bound.filters[0].unresolvable = first[0].unresolvable
         bound.dra_claims = claims
 
     def bind_new(
