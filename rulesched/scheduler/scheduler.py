@@ -99,7 +99,8 @@ class Binder(Protocol):
 
 
 class Evictor(Protocol):
-    def evict(self, pod: Pod, preemptor: Pod) -> None: ...
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
+        """Evict ``pod`` for ``preemptor`` (for ``group``, when a workload API group preempts)."""
 
 
 class Observer:
@@ -132,7 +133,7 @@ class StoreEvictor:
     def __init__(self, store: ClusterStore) -> None:
         self.store = store
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.store.remove_pod(pod.key)
 
 
@@ -362,11 +363,17 @@ class Scheduler:
         finally:
             bound.release()
 
-    def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
+    def evict_for_group(
+        self,
+        victims: Sequence[Pod],
+        preemptor: Pod,
+        nominated: Sequence[tuple[Pod, str]],
+        group: PodGroup | None = None,
+    ) -> None:
         for member, node in nominated:
             self.nominator.nominate(dataclasses.replace(member, nominated_node_name=node), node)
         for victim in victims:
-            self.evictor.evict(victim, preemptor)
+            self.evictor.evict(victim, preemptor, group)
         log.log(VERBOSE, "pod group nominated; evicting %d pod(s)", len(victims), extra={"pod": preemptor.key})
         self.queue.move(Event.POD_DELETED)
 

@@ -82,7 +82,7 @@ class InMemoryEvictor:
     def __init__(self, store: ClusterStore, recorder: Recorder) -> None:
         self.store, self.recorder = store, recorder
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.store.remove_pod(pod.key)
         if pod.resource_claims or pod.extended_claim:
             self.store.dra.pod_gone(pod)
