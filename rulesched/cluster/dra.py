@@ -134,6 +134,8 @@ class DraCache:
             if assumed is not None:
                 if value is not None and value.resource_version == assumed[1] and value.allocation is None:
                     return  # the informer's view from before the assumption
+                if value is not None and value.allocation is None and not assumed[1]:
+                    return  # a claim the scheduler made (extended resources'): created, not allocated yet
                 del self._assumed[key]
             self._allocated = None
             self._use = None
@@ -273,12 +275,13 @@ class DraCache:
     def assumed_claims(self, pod_key: str) -> tuple[tuple[ResourceClaim, ...], frozenset[str]]:
         """The claims the pod's assumption changed, as the store has them now, and the keys of
         those it allocated (the others it only joined): what its binding writes."""
-        claims, allocated = [], set()
+        claims, allocated, seen = [], set(), set()
         current = self._maps["claims"]
         for key, before in self._undo.get(pod_key, ()):
             claim = current.get(key)
-            if claim is None:
+            if claim is None or key in seen:  # (a claim made for the pod comes twice: made, allocated)
                 continue
+            seen.add(key)
             claims.append(claim)
             if before is None or before.allocation is None:
                 allocated.add(key)

@@ -81,6 +81,9 @@ class Binding:
     # pod in reservedFor), and the keys of those it allocated (the rest it only joined)
     claims: tuple[Any, ...] = ()
     allocated: frozenset[str] = frozenset()
+    # the request mappings of the claim made for its DRA-served extended resources (the claim is
+    # the one ``pod.extended_claim`` names: to create, then allocate like the others)
+    extended: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

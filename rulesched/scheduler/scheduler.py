@@ -657,7 +657,8 @@ class Scheduler:
             if placed.resource_claims or placed.extended_claim
             else ((), frozenset())
         )
-        outcome = self.binder.bind(Binding(placed, node, rules, volumes, claims, allocated))
+        extended = (self.store.dra.extended_mappings(placed.key) or ()) if placed.extended_claim else ()
+        outcome = self.binder.bind(Binding(placed, node, rules, volumes, claims, allocated, tuple(extended)))
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
             return result
