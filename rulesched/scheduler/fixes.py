@@ -511,10 +511,13 @@ def search(
     other_pending: Sequence[Pod] = (),
     placed: Callable[[TrialOutcome], bool] | None = None,
     baseline: TrialOutcome | None = None,
+    follow_up: Callable[[Candidate, TrialOutcome], list[Candidate]] | None = None,
 ) -> FixSearch:
     """Check ``found`` (smallest first) by trials until ``budget`` says stop. ``placed`` says
     whether a trial's outcome places what was asked (default: every pod bound); ``baseline``:
-    the unchanged cluster's trial, when the caller ran it already."""
+    the unchanged cluster's trial, when the caller ran it already; ``follow_up``: the
+    candidates a refuted one leads to (what its trial got part of the way), tried in their turn
+    by size."""
     started = time.perf_counter()
     store = trials.store
     done = placed if placed is not None else (lambda outcome: outcome.all_placed(p.key for p in pods))
@@ -536,7 +539,12 @@ def search(
     else:
         out.baseline = _trial_text(pods, baseline)
     verified: list[set[Any]] = []  # the shapes of the fixes found (less where they are)
-    for candidate in found:
+    queue = list(found)
+    seen = {c.key for c in queue}
+    at = 0
+    while at < len(queue):
+        candidate = queue[at]
+        at += 1
         if len(out.fixes) >= budget.fixes or out.trials >= budget.trials:
             break
         parts = set(shape(candidate)[1:])
@@ -546,6 +554,13 @@ def search(
         out.trials += 1
         if not done(outcome):
             out.refuted.append((candidate, _trial_text(pods, outcome)))
+            for more in follow_up(candidate, outcome) if follow_up is not None else ():
+                if more.key not in seen:
+                    seen.add(more.key)
+                    out.made += 1
+                    rest = queue[at:]
+                    i = next((j for j, c in enumerate(rest) if c.size > more.size), len(rest))
+                    queue[at:] = [*rest[:i], more, *rest[i:]]
             continue
         evicted = _evicted(outcome)
         measured = candidate.size
