@@ -41,6 +41,7 @@ from rulesched.model import Pod, PriorityClass
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.changes import (
     ALL,
+    HOSTNAME,
     Change,
     apply,
     changed_group,
@@ -50,6 +51,7 @@ from rulesched.scheduler.changes import (
 )
 from rulesched.scheduler.reasons import PLUGINS, ReasonCode, classify
 from rulesched.scheduler.trial import TrialOutcome, Trials
+from rulesched.semantics.affinity import resolve_all
 
 C = ReasonCode
 CLUSTER, POD, GROUP, MIXED, RULES = "cluster", "pod", "group", "mixed", "rules"
@@ -235,6 +237,15 @@ def _gain(p: Pod, lack: Mapping[str, int], slots: int) -> tuple[float, int, str]
     return (covered + (1.0 if slots > 0 else 0.0), -p.priority, p.key)
 
 
+def _repelling(pod: Pod, node: NodeInfo) -> list[Pod]:
+    """The pods on ``node`` the pod's required anti-affinity selects, when every term is per
+    node (topologyKey the hostname: evicting them here is enough); else none."""
+    terms = resolve_all(pod, pod.pod_anti_affinity)
+    if not terms or any(t.topology_key != HOSTNAME for t in terms):
+        return []
+    return [p for p in node.pods if any(t.matches(p, None) for t in terms)]
+
+
 def _port_holders(pod: Pod, node: NodeInfo) -> list[Pod]:
     wanted = {(p.host_port, p.protocol) for p in pod.host_ports}
     return [p for p in node.pods if any((h.host_port, h.protocol) in wanted for h in p.host_ports)]
@@ -312,9 +323,14 @@ def node_options(
                 if c.when_unsatisfiable == "DoNotSchedule"
             )
             ways.append([(POD, relaxed)] if relaxed else [])
-        elif family in ("pod-affinity", "anti-affinity"):
-            op = "drop-pod-affinity" if family == "pod-affinity" else "drop-anti-affinity"
-            ways.append([(POD, (Change(op, "Pod", everyone),))])
+        elif family == "pod-affinity":
+            ways.append([(POD, (Change("drop-pod-affinity", "Pod", everyone),))])
+        elif family == "anti-affinity":
+            found = [(POD, (Change("drop-anti-affinity", "Pod", everyone),))]
+            repelling = _repelling(pod, node)
+            if repelling:  # (the pods it repels on this node evicted)
+                found.insert(0, (CLUSTER, tuple(Change("evict", "Pod", p.key) for p in repelling)))
+            ways.append(found)
         elif family == "ports":
             ways.append([(CLUSTER, tuple(Change("evict", "Pod", h.key) for h in _port_holders(pod, node)))])
         elif family == "rule":

@@ -176,7 +176,7 @@ def explain_group(
                 found.append(_together(extra, lower, members) if extra is not None else _sized(lower, members))
     # the rules: a preempt rule vetoing the evictions, and, when some members fit and others
     # not, the scores that placed the first ones
-    evicts = any(c.op == "evict" for candidate in found for c in candidate.changes)
+    evicts = any(candidate.changes and all(c.op == "evict" for c in candidate.changes) for candidate in found)
     preempts = evicts and standing.preemption_policy != "Never"
     found += rule_candidates(rules, preempt=preempts, scores=SCORE_CANDIDATES if out.fit else 0)
     found.sort(key=lambda c: (c.size, len(c.changes)))

@@ -244,7 +244,7 @@ def fix_pod(
         for node, fails in explanation.failures.items()
     }
     found, why = candidates([pod], store.node_view, failures, set(explanation.resource_rules), classes, budget)
-    evicts = any(c.op == "evict" for candidate in found for c in candidate.changes)
+    evicts = any(candidate.changes and all(c.op == "evict" for c in candidate.changes) for candidate in found)
     found = by_size(found + rule_candidates(rules, preempt=evicts and pod.preemption_policy != "Never"))
     found = found[: budget.candidates]
     others = [p for p in other_pending if p.key != pod.key]
