@@ -32,6 +32,14 @@ from rulesched.lang import RuleSet, quantity_text
 from rulesched.model import Pod, PriorityClass
 from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler.changes import ALL, Change
+from rulesched.scheduler.fix_candidates import (
+    NodeFailure,
+    families_of,
+    nearness,
+    node_options,
+    per_node,
+    rule_candidates,
+)
 from rulesched.scheduler.fixes import (
     CLUSTER,
     GROUP,
@@ -39,12 +47,6 @@ from rulesched.scheduler.fixes import (
     Candidate,
     FixBudget,
     FixSearch,
-    NodeFailure,
-    families_of,
-    nearness,
-    node_options,
-    per_node,
-    rule_candidates,
     search,
     shape,
     size,

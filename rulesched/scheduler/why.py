@@ -45,16 +45,8 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
 from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
 from rulesched.model import Pod, PriorityClass
-from rulesched.scheduler.fixes import (
-    BUDGET,
-    FixBudget,
-    FixSearch,
-    NodeFailure,
-    by_size,
-    candidates,
-    rule_candidates,
-    search,
-)
+from rulesched.scheduler.fix_candidates import NodeFailure, candidates, rule_candidates
+from rulesched.scheduler.fixes import BUDGET, FixBudget, FixSearch, by_size, search
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.reasons import Reason, Tally, node_reasons
