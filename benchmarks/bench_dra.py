@@ -42,8 +42,9 @@ from rulesched.model.decode_dra import (  # noqa: E402
 from rulesched.model.dra import DraState  # noqa: E402
 from rulesched.scheduler.framework import SchedulerSettings  # noqa: E402
 from rulesched.semantics.cel import CelCache  # noqa: E402
-from rulesched.semantics.dra import Allocator, allocated_state  # noqa: E402
+from rulesched.semantics.dra import Allocator  # noqa: E402
 from rulesched.semantics.dra_claims import claims_from_templates  # noqa: E402
+from rulesched.semantics.dra_devices import allocated_state  # noqa: E402
 from rulesched.simulate.driver import Simulation  # noqa: E402
 
 DRIVER = "test-driver.cdi.k8s.io"

@@ -53,7 +53,8 @@ from rulesched.model.dra import (
 from rulesched.model.objects import Node
 from rulesched.scheduler.scoring import normalize
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import AllocationError, Allocator, allocated_state
+from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra_devices import AllocationError, allocated_state
 from rulesched.semantics.dra_pod import with_claims
 from rulesched.simulate.load import load_cluster
 

@@ -221,7 +221,12 @@ LAST = 'filter Last:\n    node.name == ""\n    else "fails every node"\n'
 
 def ordered_sets() -> dict[str, RuleSet]:
     lets, blocks = _filter_blocks()
-    assert [b.split(":")[0].split()[1] for b in blocks][:3] == ["NodeUnschedulable", "NodeName", "TaintToleration"]
+    assert [b.split(":")[0].split()[1] for b in blocks][:4] == [
+        "PodGroupTopology",  # (first: a pod group's placement leaves the other nodes out)
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+    ]
     return {
         name: load_rules_text({"order.rules": "\n".join([lets, *order, LAST])})
         for name, order in (("default order", blocks), ("reversed", blocks[::-1]))

@@ -207,3 +207,28 @@ def test_the_adapter_maps_refusals_onto_the_error_tree(server: TestApiServer, ap
     server.stop()
     with pytest.raises(UnavailableError):
         api.list(NODES)  # nobody listening
+
+
+class _EndedChunkedResponse:
+    """urllib3 1.26.0 (the lock's floor) reading on after http.client dropped the socket of a
+    chunked response the server had ended: ``AttributeError: 'NoneType' object has no attribute
+    'read'`` (the lower-bounds run of .ci/run logged it as an informer failure and backed off)."""
+
+    def stream(self, amt: int, decode_content: bool) -> Iterator[bytes]:
+        yield b'{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}\n'
+        raise AttributeError("'NoneType' object has no attribute 'read'")
+
+    def release_conn(self) -> None:
+        pass
+
+
+def test_a_stream_urllib3_trips_over_ends_as_a_broken_watch_not_an_informer_failure() -> None:
+    from rulesched.kube.api import WatchStream
+
+    ended: list[WatchStream] = []
+    stream = WatchStream(_EndedChunkedResponse(), PODS, ended.append)
+    seen = []
+    with pytest.raises(UnavailableError):
+        for kind, obj in stream:
+            seen.append((kind, obj["metadata"]["name"]))
+    assert seen == [("ADDED", "a")] and ended == [stream]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
+from rulesched.model.groups import PodGroup
 from rulesched.scheduler import preemption
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
@@ -39,7 +40,7 @@ class SlowEvictor:
     def __init__(self, store: ClusterStore) -> None:
         self.store, self.pending = store, list[Pod]()
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.pending.append(pod)
 
     def finish(self) -> None:

@@ -17,7 +17,7 @@ import pytest
 from rulesched.model.groups import POD_GROUP_LABEL
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-from tests.helpers.kube import node, pod
+from tests.helpers.kube import events, node, pod, wait
 
 GANGS, SIZE, NODES = 50, 8, 100
 
@@ -156,3 +156,57 @@ def test_workload_api_gangs_and_their_conditions(server: TestApiServer, tmp_path
     assert metrics.group_attempts.labels(result="unschedulable", profile="rulesched")._value.get() >= 1
     unresolvable = metrics.workload_preemption_attempts.labels(result="UnschedulableAndUnresolvable")
     assert unresolvable._value.get() >= 1  # huge: no lower-priority pod to preempt
+
+
+def test_a_workload_groups_victims_are_marked_and_announced_as_kube_schedulers(
+    server: TestApiServer, tmp_path: Path
+) -> None:
+    """A PodGroup of priority 1000 preempts both 3-cpu pods of priority 0 on two 4-cpu nodes, as
+    one unit: each victim is marked "…a higher priority podgroup" (rulesched's own condition: the
+    Eviction API rewrites DisruptionTarget) and its Preempted event reads "Preempted by podgroup
+    <its uid> on node cluster" with the PodGroup as related object (kube-scheduler 1.37's executor;
+    tests/test_real_workloads.py compares them with the real one)."""
+    for i in range(2):
+        server.add("nodes", node(f"n{i}", cpu="4"))
+        server.add("pods", pod(f"low-{i}", cpu="3", spec={"nodeName": f"n{i}"}, status={"phase": "Running"}))
+    group = server.add("podgroups.scheduling.k8s.io", _native_group("gang", 2, priority=1000))
+    for m in range(2):
+        spec = {"schedulingGroup": {"podGroupName": "gang"}, "priority": 1000}
+        server.add("pods", pod(f"gang-{m}", cpu="3", spec=spec))
+    settings = RunSettings(
+        kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), bind_workers=4, grace_seconds=5, workloads=True
+    )
+    loop = Loop(settings)
+    thread = threading.Thread(target=loop.run, kwargs={"until": lambda: loop.stop.is_set()}, daemon=True)
+    thread.start()
+    # the two evictions timed as one preemption (scheduler_preemption_execution_duration_seconds)
+    executed = loop.metrics.preemption_execution.labels(preemptor="podgroup", result="success")
+    try:
+        preempted = [wait(lambda i=i: events(server, "Preempted", f"low-{i}"), 30) for i in range(2)]
+        wait(lambda: executed._sum.get() > 0, 10)
+    finally:
+        loop.stop.set()
+        loop.scheduler.queue.wake()
+        thread.join(timeout=15)
+    assert sorted(server.store.evictions) == ["default/low-0", "default/low-1"]
+    count = sum(b.get() for b in executed._buckets)
+    assert count == 1 and executed._sum.get() > 0, (count, executed._sum.get())
+    uid = group["metadata"]["uid"]
+    for (event,) in preempted:
+        assert event["note"] == f"Preempted by podgroup {uid} on node cluster"
+        assert event["related"] == {
+            "kind": "PodGroup",
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "namespace": "default",
+            "name": "gang",
+            "uid": uid,
+        }
+    marked = [
+        o
+        for _, plural, kind, o in server.store.history
+        if plural == "pods" and kind == "MODIFIED" and o["metadata"]["name"] == "low-0"
+    ]
+    conditions = {c["type"]: c for c in marked[-1]["status"]["conditions"]}
+    assert conditions["DisruptionTarget"]["message"] == (
+        "rulesched: preempting to accommodate a higher priority podgroup"
+    )

@@ -50,7 +50,7 @@ def test_simulate_explain_shows_the_group(tmp_path: Path) -> None:
     assert (train["group"], train["placed"], train["domain"]) == ("default/train", True, {"rack": "r0"})
     assert [(t["domain"], t["fit"]) for t in train["trials"]] == [({"rack": "r0"}, True), ({"rack": "r1"}, False)]
     big = rows["default/b0"]["group"]
-    assert not big["placed"] and big["outcome"].startswith("0/2 placements are available")
+    assert not big["placed"] and big["outcome"].startswith("pod group is unschedulable, 0/2 placements are available")
     assert any("minCount (2) cannot be satisfied" in t["message"] for t in big["trials"])
     table = _rulesched("simulate", str(_cluster(tmp_path)), "--explain").stdout
     assert "group default/train (PodGroup, gang minCount 3): 3 of 3 pending members fit" in table
@@ -60,7 +60,7 @@ def test_simulate_explain_shows_the_group(tmp_path: Path) -> None:
 def test_explain_shows_the_group(tmp_path: Path) -> None:
     done = _rulesched("explain", "default/b1", "--cluster", str(_cluster(tmp_path)))
     assert "Pod group default/big (PodGroup, gang minCount 2): " in done.stdout, done.stdout + done.stderr
-    assert "not placed: 0/2 placements are available" in done.stdout
+    assert "not placed: pod group is unschedulable, 0/2 placements are available" in done.stdout
     answer = json.loads(
         _rulesched("explain", "default/w1", "--cluster", str(_cluster(tmp_path)), "--output", "json").stdout
     )

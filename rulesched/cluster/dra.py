@@ -3,7 +3,7 @@ devices their allocations hold, and the allocations assumed for pods whose bindi
 
 A part of :class:`rulesched.cluster.store.ClusterStore` with its own state, copied on write while
 a snapshot holds it (:mod:`rulesched.cluster.cow`); a snapshot sees it as one
-:class:`~rulesched.model.dra.DraState` and the :class:`~rulesched.semantics.dra.AllocatedState`
+:class:`~rulesched.model.dra.DraState` and the :class:`~rulesched.semantics.dra_devices.AllocatedState`
 its claims hold (worked out once per change, not per cycle).
 
 When the scheduler assumes a pod, the allocations it chose for the pod's claims are written into
@@ -26,7 +26,8 @@ from rulesched.cluster.cow import CopyOnWrite
 from rulesched.model import Pod
 from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import AllocatedState, DeviceID, NodePools
+from rulesched.semantics.dra_claims import claim_keys, consumer_uid
+from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools
 from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
@@ -280,6 +281,28 @@ class DraCache:
         for key, before in reversed(self._undo.pop(pod_key, [])):
             self._assumed.pop(key, None)
             self.put("claims", key, before)
+
+    def pod_gone(self, pod: Pod) -> list[str]:
+        """The resourceclaim controller's part when ``pod`` is gone (the simulator's evictions):
+        it leaves the ``reservedFor`` of its claims, and a claim left with no consumer is
+        deallocated (its allocation and finalizer dropped; upstream's controller does so when
+        the claim has the finalizer, which every claim a scheduler allocated has). The keys of the
+        claims deallocated."""
+        uid = consumer_uid(pod)
+        claims = self._maps["claims"]
+        freed = []
+        for key in claim_keys(pod):
+            claim = claims.get(key)
+            if claim is None or not any(c.uid == uid for c in claim.reserved_for):
+                continue
+            remaining = tuple(c for c in claim.reserved_for if c.uid != uid)
+            changed = dataclasses.replace(claim, reserved_for=remaining)
+            if not remaining and claim.allocation is not None:
+                finalizers = tuple(f for f in claim.finalizers if f != FINALIZER)
+                changed = dataclasses.replace(changed, allocation=None, finalizers=finalizers)
+                freed.append(key)
+            self.put("claims", key, changed)
+        return freed
 
     def in_flight(self) -> list[str]:
         """The assumed pods whose claims are held (to write, or to take back)."""

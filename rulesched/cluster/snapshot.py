@@ -25,7 +25,7 @@ from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import Workloads
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import NOTHING_ALLOCATED, AllocatedState
+from rulesched.semantics.dra_devices import NOTHING_ALLOCATED, AllocatedState
 
 # A pod journal entry: +1 (added) or -1 (removed), the pod, and the Node it was on (the Node
 # object, whose labels the indexes read, rather than a node info with a copy of its pods).
@@ -160,6 +160,10 @@ class ClusterOverlay:
         self.node_generation = base.node_generation
         self._changed: dict[str, NodeInfo] = {}  # node name -> its changed clone
         self._removed: dict[str, str] = {}  # pod key -> node name, for pods taken off
+        # DRA pods only (the DynamicResources filter reads them): node name -> its pods taken
+        # off, and the pods put on it that it did not hold (nominated pods), by key
+        self._off: dict[str, dict[str, Pod]] = {}
+        self._on: dict[str, dict[str, Pod]] = {}
         self._claims: dict[str, int] = {}  # claim key -> users added (+) or taken off (-) here
         self._added: dict[str, tuple[Pod, str]] = {}  # pods put back (or on), by key
         self._journal: list[Change] = []
@@ -200,6 +204,18 @@ class ClusterOverlay:
 
     def claim_users(self, claim: str) -> int:
         return self.base.claim_users(claim) + self._claims.get(claim, 0)
+
+    def dra_removed(self, name: str) -> Sequence[Pod]:
+        """The DRA pods taken off node ``name`` (the DynamicResources filter releases the claims
+        their going frees: rulesched.semantics.dra_preemption)."""
+        off = self._off.get(name)
+        return tuple(off.values()) if off else ()
+
+    def dra_added(self, name: str) -> Sequence[Pod]:
+        """The DRA pods put on node ``name`` that it did not hold (nominated pods: the
+        DynamicResources filter leaves their devices to them)."""
+        on = self._on.get(name)
+        return tuple(on.values()) if on else ()
 
     def _count_claims(self, pod: Pod, sign: int) -> None:
         for claim in pod.claims:
@@ -248,6 +264,9 @@ class ClusterOverlay:
                 self._count_claims(pod, -1)
             self._added.pop(pod.key, None)
             self._removed[pod.key] = info.name
+            if pod.resource_claims:
+                if self._on.get(info.name, {}).pop(pod.key, None) is None:
+                    self._off.setdefault(info.name, {})[pod.key] = pod
 
     def add_pod(self, pod: Pod) -> None:
         info = self._writable(pod.node_name)
@@ -256,10 +275,14 @@ class ClusterOverlay:
         if pod.volumes:
             self._count_claims(pod, 1)
         self._removed.pop(pod.key, None)
+        if pod.resource_claims and self._off.get(info.name, {}).pop(pod.key, None) is None:
+            self._on.setdefault(info.name, {})[pod.key] = pod
         self._added[pod.key] = (pod, info.name)
 
     def reset_node(self, name: str) -> None:
         """Forget the clone of a node whose pods are all back (its base info is equal again)."""
+        self._off.pop(name, None)
+        self._on.pop(name, None)
         if self._changed.pop(name, None) is not None:
             self._nodes = None
             self._added = {k: v for k, v in self._added.items() if v[1] != name}

@@ -652,8 +652,10 @@ class WatchStream:
                     yield str(kind), obj
             if self.closed:
                 raise UnavailableError(f"watch {resource.plural}: closed")
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
-            # (ValueError: reading a response closed under it, or a line that is not JSON)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as err:
+            # (ValueError: reading a response closed under it, or a line that is not JSON;
+            # AttributeError: urllib3 1.26.0, the lock's floor, reads on after http.client has
+            # dropped the socket of a chunked response the server ended)
             raise UnavailableError(f"watch {resource.plural}: {'closed' if self.closed else err}") from None
         finally:
             raw.release_conn()

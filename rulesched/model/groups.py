@@ -298,10 +298,9 @@ def decode_workload(obj: object, source: str = "", *, names: bool = True) -> tup
     served = _version(obj, "Workload", where)
     spec = get_map(obj, "spec", where, "")
     names_seen: list[str] = []
+    priorities: set[tuple[str, object]] = set()  # (priorityClassName, priority) of every template
 
     def templates(container: Mapping[str, Any], at: str, composite: bool, depth: int) -> None:
-        if depth > 4:  # WorkloadMaxTreeDepth
-            raise where.error("templates nest deeper than 4", at)
         for key, is_composite in (("podGroupTemplates", False), ("compositePodGroupTemplates", True)):
             items = get_maps(container, key, where, at)
             if len(items) > 8:  # WorkloadMaxPodGroupTemplates
@@ -310,7 +309,16 @@ def decode_workload(obj: object, source: str = "", *, names: bool = True) -> tup
                 name = get_str(item, "name", where, item_at)
                 if not name:
                     raise where.error("missing", f"{item_at}.name")
+                if name in names_seen:  # validateWorkloadTemplateNamesUniqueness: in the whole tree
+                    raise where.error(f"duplicate template name {name!r}", f"{item_at}.name")
+                if is_composite and depth >= 4:  # validateWorkloadTemplatesDepth (WorkloadMaxTemplateDepth)
+                    raise where.error("maximum template hierarchy depth is 4", item_at)
+                if is_composite and not item.get("podGroupTemplates") and not item.get("compositePodGroupTemplates"):
+                    raise where.error(
+                        "must have at least one child PodGroupTemplate or CompositePodGroupTemplate", item_at
+                    )
                 names_seen.append(name)
+                priorities.add((get_str(item, "priorityClassName", where, item_at), item.get("priority")))
                 _policy(item, where, f"{item_at}.schedulingPolicy", "minGroupCount" if is_composite else "minCount")
                 _disruption_all(item, where, served)
                 _topology(item, where)
@@ -320,6 +328,10 @@ def decode_workload(obj: object, source: str = "", *, names: bool = True) -> tup
     templates(spec, "spec", False, 1)
     if not names_seen:
         raise where.error("no podGroupTemplates", "spec.podGroupTemplates")
+    if len(priorities) > 1:  # validateWorkloadPriority: one priority for the whole workload
+        raise where.error(
+            "all priority and priorityClassName values must be identical, detected multiple values", "spec"
+        )
     return tuple(names_seen)
 
 

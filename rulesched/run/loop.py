@@ -263,6 +263,7 @@ class _Reporter(Observer):
                 preemption.disruptions,
                 preemption.violations,
                 preemption.seconds,
+                "compositepodgroup" if outcome.group.composite else "podgroup",
             )
         self.metrics.placements(profile, [(t.fit, t.seconds) for t in outcome.trials])
         group = outcome.group
@@ -321,6 +322,7 @@ class Loop:
             min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
         )
         self.metrics = Metrics([p.name for p in self.profiles])
+        self.workers.executed = self.metrics.preemption_executed
         for profile in self.profiles:
             self.metrics.set_rules(profile.name, profile.rules.digest, profile.rules.rules.files)
             if profile.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)

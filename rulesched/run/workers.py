@@ -62,6 +62,16 @@ class Outcome:
     logged: bool = False  # its "bound" line is written (by the binding process, off the scheduler's thread)
 
 
+@dataclass
+class _Execution:
+    """One preemption's evictions under way (see :meth:`Workers.evict`)."""
+
+    kind: str  # the preemptor's: pod, podgroup, compositepodgroup
+    started: float
+    pending: int = 0
+    failed: bool = False
+
+
 def log_bound(outcome: Outcome) -> None:
     """The ``bound`` line, written by the thread that applies the outcome: one writer, where
     the binding threads queued on the log handler's lock (8 ms a line at 1000 bindings/s)."""
@@ -126,6 +136,9 @@ class Workers:
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
         self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
         self._closed = False
+        self._executions: dict[str, _Execution] = {}  # preemptions whose evictions are under way
+        # told when one preemption's evictions are all over: (preemptor kind, result, seconds)
+        self.executed: Callable[[str, str, float], None] = lambda kind, result, seconds: None
         self.in_flight = 0
         self.refused = 0  # writes not made: the lease may be lost
 
@@ -393,10 +406,12 @@ class Workers:
         action: str,
         note: str,
         related: Target | None = None,
+        related_ref: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
     ) -> None:
         """An event about ``pod``, reported by the scheduler of the profile that acted: the
-        pod's own, or for a victim (``related`` is its preemptor) the preemptor's."""
+        pod's own, or for a victim (``related`` is its preemptor) the preemptor's. ``related_ref``
+        names another related object (a preempting PodGroup)."""
         if self._fenced(f"{reason} event", pod):
             return
         try:
@@ -407,36 +422,82 @@ class Workers:
                 action,
                 note,
                 (related or pod).scheduler_name,
-                related=reference(related) if related is not None else None,
+                related=related_ref or (reference(related) if related is not None else None),
                 annotations=annotations,
             )
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
 
     # --- preemption ---------------------------------------------------------------------------------
-    def evict(self, victim: Pod, preemptor: Pod) -> None:
-        self._submit(self._evict, victim, preemptor, 0)
+    def evict(self, victim: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
+        """Evict ``victim`` for ``preemptor`` (or its ``group``). The victims of one preemption
+        are timed together, as kube-scheduler's executor times its candidate's
+        (scheduler_preemption_execution_duration_seconds): from the first handed here until the
+        last is evicted or given up. (The scheduler hands a preemption's victims over in one
+        go, microseconds apart; each eviction is two API calls.)"""
+        kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
+        key = f"{kind}/{preemptor.key if group is None else group.key}"
+        with self._lock:
+            execution = self._executions.get(key)
+            if execution is None:
+                execution = self._executions[key] = _Execution(kind, time.monotonic())
+            execution.pending += 1
+        self._submit(self._evict, victim, preemptor, 0, group, key)
 
-    def _evict(self, victim: Pod, preemptor: Pod, attempt: int) -> None:
+    def _evict(
+        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None = None, execution: str = ""
+    ) -> None:
+        result: str | None = "error"  # "success", "error", or None: retried later
+        try:
+            result = self._evict_once(victim, preemptor, attempt, group, execution)
+        finally:
+            if result is not None and execution:
+                self._executed(execution, result)
+
+    def _executed(self, key: str, result: str) -> None:
+        with self._lock:
+            execution = self._executions.get(key)
+            if execution is None:
+                return
+            execution.pending -= 1
+            execution.failed = execution.failed or result != "success"
+            if execution.pending > 0:
+                return
+            del self._executions[key]
+        seconds = time.monotonic() - execution.started
+        self.executed(execution.kind, "error" if execution.failed else "success", seconds)
+
+    def _evict_once(
+        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None, execution: str
+    ) -> str | None:
         """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
         (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
-        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related."""
+        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related:
+        the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
+        kube-scheduler's executor names a podGroupExecutorPreemptor. Returns how it ended
+        (None: it is retried later)."""
         if self._fenced("eviction", victim, victim.node_name or ""):
-            return  # (not retried: a later leader preempts anew if it must)
+            return "error"  # (not retried: a later leader preempts anew if it must)
         try:
-            self.api.patch_pod_status(victim.namespace, victim.name, _preempted_status(preemptor), strategic=True)
+            kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
+            patch = _preempted_status(preemptor, kind)
+            self.api.patch_pod_status(victim.namespace, victim.name, patch, strategic=True)
             self.api.evict(victim.namespace, victim.name)
             log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
+            uid = preemptor.uid if group is None else group.uid
+            # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
+            where = victim.node_name if group is None else "cluster"
             self._event(
                 victim,
                 "Normal",
                 "Preempted",
                 "Preempting",
-                f"Preempted by pod {preemptor.uid} on node {victim.node_name}",
+                f"Preempted by {kind} {uid} on node {where}",
                 related=preemptor,
+                related_ref=None if group is None else _group_reference(group),
             )
         except NotFoundError:
-            pass  # gone already
+            return "success"  # gone already
         except (TooManyRequestsError, KubeError) as err:
             if attempt >= 20:
                 log.warning(
@@ -444,16 +505,20 @@ class Workers:
                     err,
                     extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
                 )
-                return
+                return "error"
             log.info(
                 "eviction refused (%s); retrying in %gs",
                 err,
                 EVICTION_RETRY_SECONDS,
                 extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
             )
-            timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1))
+            timer = threading.Timer(
+                EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1, group, execution)
+            )
             timer.daemon = True
             timer.start()
+            return None
+        return "success"
 
 
 def scheduled_note(key: str, node: str, rules: str) -> str:
@@ -478,12 +543,18 @@ def reference(pod: Target) -> dict[str, str]:
     return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
 
 
-def _preempted_status(preemptor: Pod) -> dict[str, Any]:
+def _group_reference(group: PodGroup) -> dict[str, str]:
+    """An ObjectReference to a workload API group (the Preempted event's related object)."""
+    kind = "CompositePodGroup" if group.composite else "PodGroup"
+    return {"kind": kind, "apiVersion": group.api, "namespace": group.namespace, "name": group.name, "uid": group.uid}
+
+
+def _preempted_status(preemptor: Pod, kind: str = "pod") -> dict[str, Any]:
     """The status patch that marks a victim (strategic: its other conditions stay): upstream's
     DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
     rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
     while they terminate, after a restart or a change of leader too."""
-    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod"
+    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority {kind}"
     when = _now()[:19] + "Z"
     return {
         "status": {

@@ -187,6 +187,7 @@ class Preemption:
     # False: the pod may not preempt now (PodEligibleToPreemptOthers), so a nomination it has
     # stays; True with no node nominated: no node would help, and a nomination it had ends.
     eligible: bool = True
+    pdb_violations: int = 0  # the chosen victims' PodDisruptionBudget violations (for the metric)
 
 
 @dataclass(slots=True)

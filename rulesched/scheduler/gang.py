@@ -112,8 +112,15 @@ class GangHost(Protocol):
         """A group attempt ended (metrics, the PodGroup's status)."""
         ...
 
-    def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
-        """Evict the victims and nominate the members to their nodes."""
+    def evict_for_group(
+        self,
+        victims: Sequence[Pod],
+        preemptor: Pod,
+        nominated: Sequence[tuple[Pod, str]],
+        group: PodGroup | None = None,
+    ) -> None:
+        """Evict the victims (for ``group``: a workload API group preempting) and nominate the
+        members to their nodes."""
         ...
 
 

@@ -142,7 +142,8 @@ def preempt(
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
-    return Preemption(chosen.node, chosen.victims, message=found_message(chosen.node, len(chosen.victims)))
+    message = found_message(chosen.node, len(chosen.victims))
+    return Preemption(chosen.node, chosen.victims, message=message, pdb_violations=chosen.pdb_violations)
 
 
 def found_message(node: str, victims: int) -> str:
@@ -471,9 +472,10 @@ def _put_back_orders(
     budget first (the first ``violating[i]``), then the rest."""
     orders: list[list[Pod]] = []
     violating: list[int] = []
+    budgets = _Budgets(pdbs)
     for _, _, potential in tried:
         if pdbs:
-            first, rest = _split_by_pdb(potential, pdbs)
+            first, rest = _split_by_pdb(potential, pdbs, budgets)
             orders.append(first + rest)
             violating.append(len(first))
         else:
@@ -490,22 +492,54 @@ def _together_candidate(name: str, together: Together, i: int) -> Candidate:
     return Candidate(name, chosen, together.candidates[i])
 
 
-def _split_by_pdb(pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> tuple[list[Pod], list[Pod]]:
-    """filterPodsWithPDBViolation: budgets count down as pods are considered, in order."""
+class _Budgets:
+    """Which budgets may select a pod, found by its labels instead of trying every budget on
+    every pod (a preemption tries thousands of pods against every budget of the cluster): each
+    budget filed under its namespace and one of its matchLabels pairs (a pod has one value per
+    key, so it meets each budget at most once), those with only expressions under their
+    namespace alone. Budgets with no selector, or an empty one, select nothing here (as
+    filterPodsWithPDBViolation skips them)."""
+
+    __slots__ = ("_by_label", "_by_namespace", "pdbs")
+
+    def __init__(self, pdbs: Sequence[PodDisruptionBudget]) -> None:
+        self.pdbs = pdbs
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        self._by_namespace: dict[str, list[int]] = {}
+        for i, pdb in enumerate(pdbs):
+            selector = pdb.selector
+            if selector is None:
+                continue
+            if selector.match_labels:
+                key, value = selector.match_labels[0]
+                self._by_label.setdefault((pdb.namespace, key, value), []).append(i)
+            elif selector.match_expressions:
+                self._by_namespace.setdefault(pdb.namespace, []).append(i)
+
+    def selecting(self, pod: Pod) -> list[int]:
+        """The indices of the budgets whose selector matches the pod."""
+        ns = pod.namespace
+        found = [
+            i for key, value in pod.labels.items() for i in self._by_label.get((ns, key, value), ())
+        ] + self._by_namespace.get(ns, [])
+        return [i for i in found if label_selector_matches(self.pdbs[i].selector, pod.labels)]
+
+
+def _split_by_pdb(
+    pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], budgets: _Budgets | None = None
+) -> tuple[list[Pod], list[Pod]]:
+    """filterPodsWithPDBViolation: budgets count down as pods are considered, in order.
+    ``budgets``: ``_Budgets(pdbs)``, when the caller splits many nodes' pods."""
+    if not pdbs:
+        return [], list(pods)
+    budgets = budgets or _Budgets(pdbs)
     allowed = [pdb.disruptions_allowed for pdb in pdbs]
     violating: list[Pod] = []
     safe: list[Pod] = []
     for pod in pods:
         violated = False
         if pod.labels:
-            for i, pdb in enumerate(pdbs):
-                selector = pdb.selector
-                if pdb.namespace != pod.namespace or selector is None:
-                    continue
-                if not (selector.match_labels or selector.match_expressions):
-                    continue  # an empty selector matches nothing here
-                if not label_selector_matches(selector, pod.labels):
-                    continue
+            for i in budgets.selecting(pod):
                 allowed[i] -= 1
                 if allowed[i] < 0:
                     violated = True

@@ -69,6 +69,7 @@ from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, p
 from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.victims import order_key
+from rulesched.semantics.dra_preemption import freed_by, unsettled
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ class Binder(Protocol):
 
 
 class Evictor(Protocol):
-    def evict(self, pod: Pod, preemptor: Pod) -> None: ...
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
+        """Evict ``pod`` for ``preemptor`` (for ``group``, when a workload API group preempts)."""
 
 
 class Observer:
@@ -131,7 +133,7 @@ class StoreEvictor:
     def __init__(self, store: ClusterStore) -> None:
         self.store = store
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.store.remove_pod(pod.key)
 
 
@@ -197,6 +199,9 @@ class Scheduler:
         self._profiles: dict[str, Profile] = {}  # scheduler name -> its profile (others: _default)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
+        # preemptor -> the claims its victims' going frees, not deallocated yet, and the victims'
+        # uids (rulesched.semantics.dra_preemption.unsettled)
+        self._victim_claims: dict[str, tuple[list[str], frozenset[str]]] = {}
         self.nominator = Nominator()
         self.gangs = gang.Gangs(clock)  # pod groups and the members they hold back
         self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
@@ -358,11 +363,17 @@ class Scheduler:
         finally:
             bound.release()
 
-    def evict_for_group(self, victims: Sequence[Pod], preemptor: Pod, nominated: Sequence[tuple[Pod, str]]) -> None:
+    def evict_for_group(
+        self,
+        victims: Sequence[Pod],
+        preemptor: Pod,
+        nominated: Sequence[tuple[Pod, str]],
+        group: PodGroup | None = None,
+    ) -> None:
         for member, node in nominated:
             self.nominator.nominate(dataclasses.replace(member, nominated_node_name=node), node)
         for victim in victims:
-            self.evictor.evict(victim, preemptor)
+            self.evictor.evict(victim, preemptor, group)
         log.log(VERBOSE, "pod group nominated; evicting %d pod(s)", len(victims), extra={"pod": preemptor.key})
         self.queue.move(Event.POD_DELETED)
 
@@ -397,6 +408,7 @@ class Scheduler:
                 self.queue.add(state.waiting.pop(first))
         self.queue.delete(key)
         self._victims.pop(key, None)
+        self._victim_claims.pop(key, None)
         self.nominator.remove(key)
 
     @property
@@ -548,6 +560,7 @@ class Scheduler:
         del snapshot
         if outcome is None:
             self._victims.pop(pod.key, None)
+            self._victim_claims.pop(pod.key, None)
             result = self._bind(pod, result, rules.digest)  # (before the observer sees it: never changed after)
         elif outcome.nominated is None:
             if outcome.eligible and self.nominator.remove(pod.key) is not None:
@@ -582,19 +595,32 @@ class Scheduler:
         return True
 
     def _victims_remain(self, pod: Pod) -> bool:
+        """Whether the victims of the pod's earlier preemption are still leaving: some still
+        in the store, or (DRA) a claim their going frees not deallocated yet by the resourceclaim
+        controller (KEP-5690's settling: preempting again meanwhile would evict more pods)."""
         victims = self._victims.get(pod.key)
-        if not victims:
-            return False
-        remaining = [key for key in victims if self.store.pod_node(key) is not None]
-        if remaining:
-            self._victims[pod.key] = remaining
-            return True
-        del self._victims[pod.key]
+        if victims:
+            remaining = [key for key in victims if self.store.pod_node(key) is not None]
+            if remaining:
+                self._victims[pod.key] = remaining
+                return True
+            del self._victims[pod.key]
+        held = self._victim_claims.get(pod.key)
+        if held:
+            left = unsettled(self.store.dra.state.claims, *held)
+            if left:
+                self._victim_claims[pod.key] = (left, held[1])
+                return True
+            del self._victim_claims[pod.key]
         return False
 
     def _nominate(self, pod: Pod, node: str, victims: tuple[Pod, ...]) -> None:
         if victims:
             self._victims[pod.key] = [v.key for v in victims]
+            if any(v.resource_claims for v in victims):
+                freed = freed_by(self.store.dra.state.claims, victims, pod)
+                if freed[0]:
+                    self._victim_claims[pod.key] = freed
         self.nominator.nominate(pod, node)
         # Lower-priority pods nominated to the node lose it to the preemptor (upstream clears
         # their status.nominatedNodeName).

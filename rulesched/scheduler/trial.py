@@ -107,7 +107,7 @@ class _Evictor:
     def __init__(self, store: ClusterStore, outcome: TrialOutcome) -> None:
         self.store, self.outcome = store, outcome
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         removed = self.store.remove_pod(pod.key)
         self.outcome.evicted.append(removed if removed is not None else pod)
 

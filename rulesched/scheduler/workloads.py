@@ -47,10 +47,12 @@ from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler import placement
 from rulesched.scheduler.framework import Code, CycleResult, GroupDetail, Preemption, Trial
 from rulesched.scheduler.gang import GangHost, Gangs, GroupOutcome, GroupState, _order, _record, _wait
+from rulesched.scheduler.reasons import ReasonCode
 
 log = logging.getLogger(__name__)
 
 UNSCHEDULABLE = "pod group is unschedulable"  # errPodGroupUnschedulable
+OUTSIDE_DOMAIN = "node(s) didn't match the pod group's topology domain"  # (rules/default.rules)
 WAITING_FOR_GROUP = 'waiting for pods\'s pod group "{}" to appear in scheduling queue'  # (upstream's wording)
 WAITING_FOR_MEMBERS = "waiting for minCount pods from a gang to appear in scheduling queue"
 WAITING_FOR_TREE = 'waiting for composite pod group "{}" tree to meet quorum'
@@ -74,6 +76,7 @@ class _Result:
     group: PodGroup
     ok: bool
     reasons: list[str] = field(default_factory=list)
+    wrapped: bool = False  # the status carries errPodGroupUnschedulable (fwk.Status.WithError)
     error: str = ""  # a SchedulerError's message
     any_scheduled: bool = False
     placed: list[tuple[Pod, str]] = field(default_factory=list)  # still assumed (leaf, when ok)
@@ -83,7 +86,13 @@ class _Result:
 
     @property
     def message(self) -> str:
-        return self.error or ", ".join(self.reasons)
+        """Status.Message(): the error (when wrapped) then the reasons."""
+        return self.error or ", ".join([UNSCHEDULABLE, *self.reasons] if self.wrapped else self.reasons)
+
+    @property
+    def as_error(self) -> str:
+        """Status.AsError(): the wrapped error alone, else the reasons."""
+        return self.error or (UNSCHEDULABLE if self.wrapped else ", ".join(self.reasons))
 
     def leaves(self) -> list[_Result]:
         if not self.group.composite:
@@ -171,9 +180,11 @@ class _Attempt:
                 fits.append((option, result, kept, seen))
         assert first is not None
         if not fits:
-            self.results.update(first_seen)  # (upstream reports the first placement's results)
-            message = f"0/{len(tried)} placements are available, first placement status: {UNSCHEDULABLE}"
-            return dataclasses.replace(first, reasons=[message], placed=[])
+            for k in keys:  # upstream reports the first placement's results (a member it did not
+                self.results.pop(k, None)  # try there was not tried, whatever later ones found)
+            self.results.update(first_seen)
+            message = f"0/{len(tried)} placements are available, first placement status: {first.as_error}"
+            return dataclasses.replace(first, reasons=[message], wrapped=True, placed=[])
         if len(fits) == 1:
             chosen = 0
         else:
@@ -202,8 +213,8 @@ class _Attempt:
         members = self.members.get(group.key, [])
         scheduled, remaining = self.before.get(group.key, 0), len(members)
         state, message = feasibility(group.min_member, scheduled, remaining)
-        if state == "no":
-            return _Result(group, False, [message], domain=domain)
+        if state == "no":  # (before any member: the status wrapped)
+            return _Result(group, False, [message], wrapped=True, domain=domain)
         mark = len(self.assumed)
         frozen = MappingProxyType(dict(domain))
         size = (group.min_member, scheduled + remaining)  # what rules read as group.min_count, group.members
@@ -212,6 +223,8 @@ class _Attempt:
         for member in members:
             trying = dataclasses.replace(member, gang=size, domain=frozen)
             result = self.host.place_member(trying)
+            if frozen:
+                _within(result)
             result.group = group.key
             self.results[member.key] = result
             remaining -= 1
@@ -223,9 +236,9 @@ class _Attempt:
             if state == "no":
                 break
             any_scheduled = any_scheduled or result.code is Code.SCHEDULED
-        if state != "ok":
+        if state != "ok":  # stopped by PlacementFeasible: its status as is; still waiting: wrapped
             self._back_to(mark)
-            return _Result(group, False, [message], domain=domain, fit=len(placed))
+            return _Result(group, False, [message], wrapped=state == "wait", domain=domain, fit=len(placed))
         return _Result(group, True, any_scheduled=any_scheduled, placed=placed, domain=domain, fit=len(placed))
 
     def _composite(self, group: PodGroup, domain: Mapping[str, str]) -> _Result:
@@ -252,9 +265,9 @@ class _Attempt:
             state, message = feasibility(group.min_member, scheduled, remaining)
             if state == "no":
                 break
-        if state != "ok":
+        if state != "ok":  # (a composite's status is wrapped only when still waiting)
             self._back_to(mark)
-            return _Result(group, False, [message], children=results, domain=domain)
+            return _Result(group, False, [message], wrapped=state == "wait", children=results, domain=domain)
         return _Result(group, True, any_scheduled=any_scheduled, children=results, domain=domain)
 
     # --- counts ------------------------------------------------------------------------------
@@ -305,7 +318,8 @@ def attempt(host: GangHost, gangs: Gangs, pod: Pod, group: PodGroup | None) -> C
     run = _Attempt(host, gangs, members)
     result = run.place(root, {})
     if result.ok and not result.any_scheduled:
-        result = dataclasses.replace(result, ok=False, reasons=[])  # (the framework needs one new member placed)
+        # (the framework needs one new member placed)
+        result = dataclasses.replace(result, ok=False, reasons=[], wrapped=True)
     if result.ok:
         return _placed(host, gangs, pod, root, members, run, result, began)
     run.give_back()
@@ -455,18 +469,17 @@ def _placed(
         bound = host.bind_member(originals[key], placed, results[key])
         results[key] = bound
         host.report(bound)
+    statuses = _complete(gangs, root, result)
     conditions = []
     for leaf in gangs.leaves(root):
         ok = leaf.key in fit_leaves
-        leaf_result = _find(result, leaf.key)
-        message = "" if ok or leaf_result is None else leaf_result.message
+        message = "" if ok else statuses[leaf.key].message
         conditions.append(Condition(leaf, ok, "Scheduled" if ok else "Unschedulable", message))
     for key, member in originals.items():
         if key in assumed:
             continue
         found = results.get(key)
-        leaf_result = _find(result, group_key(member) or "")
-        why = found.member if found is not None else (leaf_result.message if leaf_result is not None else UNSCHEDULABLE)
+        why = _member_message(found, statuses[group_key(member) or ""].message, "", waiting=False)
         outcome = found or CycleResult(member, Code.UNSCHEDULABLE)
         outcome.group, outcome.status_message = root.key, why
         results[key] = outcome
@@ -505,6 +518,7 @@ def _unplaced(
 
     originals = {m.key: m for ms in members.values() for m in ms}
     status = result.message
+    statuses = _complete(gangs, root, result)
     state = gangs.state(root.key)
     state.victims = [k for k in state.victims if host.store.pod_node(k) is not None]
     if result.error:
@@ -513,25 +527,34 @@ def _unplaced(
         preemption = GroupPreemption(PREFIX + ONGOING, code="Success")
     else:
         preemption = preempt_for_group(host, gangs, root, members, run)  # type: ignore[arg-type]
-    if preemption is not None:
-        status = f"{status}, {preemption.message}" if status else preemption.message
+    # the post filter's status is appended to every group's (applyPodGroupPostFilterResult)
+    suffix = preemption.message if preemption is not None else ""
+    status = _joined(status, suffix)
+    waiting = preemption is not None and preemption.code == "Success"
     results: dict[str, CycleResult] = {}
     fit = sum(1 for r in run.results.values() if r.code is Code.SCHEDULED)
     detail = _detail(root, run, result, fit, False, status)
     for key, member in originals.items():
         found = run.results.get(key)
+        tried = found is not None
         if found is None:  # never tried: the group stopped first
             found = CycleResult(member, Code.UNSCHEDULABLE)
         elif found.code is Code.SCHEDULED:  # fit alone, given back with its group
             found.fitted, found.node, found.code = found.node, None, Code.UNSCHEDULABLE
         found.group, found.group_detail = root.key, detail
-        own = found.fitted is None and found.num_nodes > 0
-        found.status_message = found.member if own else status
+        leaf_key = group_key(member) or ""
+        found.status_message = _member_message(
+            found if tried else None, statuses[leaf_key].message, _appended(statuses, leaf_key, suffix), waiting
+        )
         results[key] = found
-    conditions = tuple(Condition(leaf, False, "Unschedulable", status) for leaf in gangs.leaves(root))
+    reason = "SchedulerError" if result.error else "Unschedulable"
+    conditions = tuple(
+        Condition(leaf, False, reason, _joined(statuses[leaf.key].message, _appended(statuses, leaf.key, suffix)))
+        for leaf in gangs.leaves(root)
+    )
     if preemption is not None and preemption.victims:
         nominated = [(originals[k], node) for k, node in preemption.nominated.items() if k in originals]
-        host.evict_for_group(preemption.victims, pod, nominated)
+        host.evict_for_group(preemption.victims, pod, nominated, root)
         state.victims = [v.key for v in preemption.victims]
         for member, node in nominated:
             results[member.key].preemption = Preemption(node, preemption.victims if member.key == pod.key else ())
@@ -552,6 +575,83 @@ def _unplaced(
     _record(host, gangs, outcome, began)
     log.info("pod group not placed: %s", status, extra={"group": root.ref, "pod": pod.key})
     return results[pod.key]
+
+
+def _within(result: CycleResult) -> None:
+    """A member's cycle in a domain as upstream's in a placement: the nodes outside it (those the
+    default rules' PodGroupTopology filter, first of the filters, rejected) are not among the
+    nodes counted (``0/2 nodes are available`` in a rack of two)."""
+    outside = result.reasons.pop(OUTSIDE_DOMAIN, 0)
+    if not outside:
+        return
+    result.num_nodes -= outside
+    result.evaluated = max(result.evaluated - outside, result.feasible)
+    result.rejected_by = result.rejected_by - {"PodGroupTopology"}
+    if result.filtered is not None:
+        for node in [n for n, why in result.filtered.items() if OUTSIDE_DOMAIN in why]:
+            del result.filtered[node]
+            if result.unresolvable is not None:
+                result.unresolvable.discard(node)
+    explained = result.explanation
+    if explained is not None:  # (explain's "lacking" and fixes read these: what the domain's nodes lack)
+        gone = sum(g.nodes for g in explained.groups if g.reason == OUTSIDE_DOMAIN)
+        failed = explained.failed
+        result.explanation = dataclasses.replace(
+            explained,
+            evaluated=max(explained.evaluated - gone, 0),
+            filtered=max(explained.filtered - gone, 0),
+            groups=tuple(g for g in explained.groups if g.reason != OUTSIDE_DOMAIN),
+            codes=tuple(c for c in explained.codes if c.code is not ReasonCode.GROUP_DOMAIN_MISMATCH),
+            failed=None if failed is None else {n: w for n, w in failed.items() if OUTSIDE_DOMAIN not in w},
+        )
+
+
+def _joined(message: str, suffix: str) -> str:
+    """A status's message with the post filter's appended (Status.AppendReason)."""
+    return f"{message}, {suffix}" if message and suffix else message or suffix
+
+
+def _appended(statuses: Mapping[str, _Result], key: str, suffix: str) -> str:
+    """What the post filter's status adds to the group's: applyPodGroupPostFilterResult appends it
+    to each group's status of the tree, and a group given its parent's status shares the parent's
+    object, so it is appended once per group sharing it (kube-scheduler 1.37 writes a child
+    never evaluated with it twice)."""
+    if not suffix:
+        return ""
+    shared = sum(1 for r in statuses.values() if r is statuses[key])
+    return ", ".join([suffix] * shared)
+
+
+def _member_message(found: CycleResult | None, group: str, suffix: str, waiting: bool) -> str:
+    """What a member not placed is told (submitPodGroupAlgorithmResult): its own failure; when it
+    was never tried, its group's status as it was before the post filter (the copy
+    completePodGroupAlgorithmResult gave it); when it fit but its group did not, its group's
+    status, wrapped again in errPodGroupUnschedulable unless the group waits on preemption."""
+    if found is None:
+        return group
+    if found.fitted is None and found.code is not Code.SCHEDULED:
+        return found.member
+    message = _joined(group, suffix)
+    return message if waiting else f"{UNSCHEDULABLE}, {message}"
+
+
+def _complete(gangs: Gangs, root: PodGroup, result: _Result) -> dict[str, _Result]:
+    """Every group of the tree with its result (completeCompositePodGroupAlgorithmResultMap): one
+    not evaluated, or one that fit under a parent that did not, takes its parent's."""
+    out: dict[str, _Result] = {}
+
+    def walk(group: PodGroup, parent: _Result | None) -> None:
+        found = _find(result, group.key)
+        if parent is not None and (found is None or (found.ok and not parent.ok)):
+            found = parent
+        assert found is not None
+        out[group.key] = found
+        if group.composite:
+            for child in gangs.children(group.key):
+                walk(child, found)
+
+    walk(root, None)
+    return out
 
 
 def _detail(root: PodGroup, run: _Attempt, result: _Result, fit: int, placed: bool, outcome: str) -> GroupDetail:

@@ -21,205 +21,47 @@ only the order in which candidates are tried changes. Without one, the result is
 
 Errors are :class:`AllocationError`: ``on_node`` ones (invalid pools met) fail this node only;
 others (a broken CEL selector, a class that does not exist, a request too large) fail the pod.
+
+The stages: the pools (:mod:`~rulesched.semantics.dra_pools`), the vocabulary every stage
+shares (:mod:`~rulesched.semantics.dra_devices`: device ids, what other claims hold, candidates,
+taints), per-request bookkeeping and claim constraints
+(:mod:`~rulesched.semantics.dra_requests`), this search, and the allocation results
+(:mod:`~rulesched.semantics.dra_results`).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rulesched.model.dra import (
     ALL,
     ALLOCATION_RESULTS_MAX,
     Allocation,
-    AllocationConfig,
-    Device,
     DeviceClass,
-    DeviceResult,
-    DeviceTaint,
-    DeviceToleration,
     ExactRequest,
     ResourceClaim,
     ResourceSlice,
 )
-from rulesched.model.objects import NodeSelectorRequirement, NodeSelectorTerm
 from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits
+from rulesched.semantics.dra_devices import (
+    NOTHING_ALLOCATED,
+    AllocatedState,
+    AllocationError,
+    Candidate,
+    DeviceID,
+    NodePools,
+    taint_blocks,
+)
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, Pool, gather_pools, node_matches
-
-DeviceID = tuple[str, str, str]  # (driver, pool, device)
+from rulesched.semantics.dra_requests import Constraint, RequestData
+from rulesched.semantics.dra_results import allocation_result
 
 # A ranking of one request's candidate devices: given the claim, the request's name and the
 # candidates in upstream's order (pool, slice, device), the order to try them in.
-Ranking = Callable[[ResourceClaim, str, Sequence["Candidate"]], Sequence["Candidate"]]
-
-
-class AllocationError(Exception):
-    """Allocation cannot proceed. ``on_node``: only this node's (upstream's
-    ErrFailedAllocationOnNode); otherwise the pod's problem on every node."""
-
-    def __init__(self, message: str, on_node: bool = False) -> None:
-        super().__init__(message)
-        self.on_node = on_node
-
-
-@dataclass(frozen=True, slots=True)
-class AllocatedState:
-    """What other claims hold (upstream's AllocatedState): devices allocated whole, the shares of
-    shareable devices, and the capacity those shares consume, per device."""
-
-    devices: frozenset[DeviceID] = frozenset()
-    shared: frozenset[tuple[str, str, str, str]] = frozenset()
-    capacity: Mapping[DeviceID, Mapping[str, int]] = field(default_factory=dict)
-
-    def in_use(self, device: DeviceID) -> bool:
-        """IsDeviceAllocated: allocated whole or in part."""
-        return device in self.devices or device in self.capacity or any(s[:3] == device for s in self.shared)
-
-
-NOTHING_ALLOCATED = AllocatedState()
-
-
-def allocated_state(claims: Sequence[ResourceClaim | Allocation]) -> AllocatedState:
-    """The devices the allocations of ``claims`` hold (admin access holds none: such devices
-    are shared with their users)."""
-    devices: set[DeviceID] = set()
-    shared: set[tuple[str, str, str, str]] = set()
-    capacity: dict[DeviceID, dict[str, int]] = {}
-    for item in claims:
-        alloc = item.allocation if isinstance(item, ResourceClaim) else item
-        if alloc is None:
-            continue
-        for r in alloc.devices:
-            if r.admin_access:
-                continue
-            if r.share_id:
-                shared.add((*r.device_id, r.share_id))
-                if r.consumed_capacity:
-                    used = capacity.setdefault(r.device_id, {})
-                    for name, amount in r.consumed_capacity.items():
-                        used[name] = used.get(name, 0) + amount
-            else:
-                devices.add(r.device_id)
-    return AllocatedState(frozenset(devices), frozenset(shared), capacity)
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A device a request may get: where it is (its position in upstream's order is ``order``)."""
-
-    device: Device
-    slice: ResourceSlice
-    pool: Pool
-    order: int
-
-    @property
-    def id(self) -> DeviceID:
-        return (self.slice.driver, self.slice.pool, self.device.name)
-
-
-@dataclass(frozen=True, slots=True)
-class NodePools:
-    """The pools a node reaches and their devices in the allocator's order (see pools_for)."""
-
-    pools: list[Pool]
-    candidates: list[Candidate]
-    labels: Any
-
-
-@dataclass(slots=True)
-class _Request:
-    """One request, or one subrequest, being allocated (upstream's requestData)."""
-
-    claim: int
-    index: int
-    name: str  # the request's name, or the subrequest's
-    parent: str  # the parent request's name for a subrequest, else ""
-    spec: ExactRequest
-    cls: DeviceClass
-    count: int = 0
-    all_devices: list[Candidate] = field(default_factory=list)
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.parent}/{self.name}" if self.parent else self.name
-
-    @property
-    def admin(self) -> bool:
-        return bool(self.spec.admin_access)
-
-
-class _Constraint:
-    """matchAttribute or distinctAttribute over some requests of a claim, as devices come and go."""
-
-    def __init__(self, requests: Sequence[str], attribute: str, match: bool) -> None:
-        self.requests = frozenset(requests)
-        self.attribute = attribute
-        self.match = match
-        self.values: list[Any] = []
-
-    def applies(self, req: _Request) -> bool:
-        if not self.requests:
-            return True
-        if req.parent:
-            return req.parent in self.requests or req.full_name in self.requests
-        return req.name in self.requests
-
-    def add(self, req: _Request, cand: Candidate) -> bool:
-        if not self.applies(req):
-            return True
-        value = lookup_attribute(cand.device, cand.slice.driver, self.attribute)
-        if value is None:
-            return False
-        key = (value.kind, value.value)
-        # (a list-valued attribute, DRAListTypeAttributes being off, matches nothing once a
-        # device is in the set: upstream's "unknown type")
-        if self.values and value.kind not in ("int", "bool", "string", "version"):
-            return False
-        if self.match:
-            if self.values and self.values[0] != key:
-                return False
-        elif key in self.values:
-            return False
-        self.values.append(key)
-        return True
-
-    def remove(self, req: _Request) -> None:
-        if self.applies(req):
-            self.values.pop()
-
-
-def lookup_attribute(device: Device, driver: str, name: str) -> Any:
-    """A device's attribute by its fully qualified name (an unqualified attribute belongs to the
-    driver's domain)."""
-    found = device.attributes.get(name)
-    if found is not None:
-        return found
-    domain, sep, ident = name.partition("/")
-    if not sep or domain != driver:
-        return None
-    return device.attributes.get(ident)
-
-
-def tolerates(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
-    """ToleratesTaint for devices (resourceclaim/devicetoleration.go)."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator == "Exists":
-        return True
-    return toleration.value == taint.value
-
-
-def taint_blocks(device: Device, tolerations: Sequence[DeviceToleration]) -> DeviceTaint | None:
-    """The first NoSchedule/NoExecute taint of the device no toleration tolerates."""
-    for taint in device.taints:
-        if taint.effect in ("NoSchedule", "NoExecute") and not any(tolerates(t, taint) for t in tolerations):
-            return taint
-    return None
+Ranking = Callable[[ResourceClaim, str, Sequence[Candidate]], Sequence[Candidate]]
 
 
 class _Stop(Exception):
@@ -328,14 +170,14 @@ class _Run:
         self.node = node
         self.claims = claims
         self.ranking = ranking
-        self.requests: dict[tuple[int, int, int], _Request] = {}
+        self.requests: dict[tuple[int, int, int], RequestData] = {}
         self.selected_sub: dict[tuple[int, int], int] = {}
-        self.constraints: list[list[_Constraint]] = []
+        self.constraints: list[list[Constraint]] = []
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.allocating: dict[DeviceID, set[int]] = {}  # device -> the claims taking it whole
         self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}
         self.consumed: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> consumed
-        self.results: list[list[tuple[_Request, Candidate, str, dict[str, int] | None]]] = [[] for _ in claims]
+        self.results: list[list[tuple[RequestData, Candidate, str, dict[str, int] | None]]] = [[] for _ in claims]
         self.pools: list[Pool] = []
         self.node_candidates: list[Candidate] = []
         self.candidates: dict[tuple[int, int, int], list[Candidate]] = {}
@@ -380,7 +222,7 @@ class _Run:
                 minimum += per_request
             self.constraints.append(
                 [
-                    _Constraint(c.requests, c.match_attribute or c.distinct_attribute, bool(c.match_attribute))
+                    Constraint(c.requests, c.match_attribute or c.distinct_attribute, bool(c.match_attribute))
                     for c in claim.spec.constraints
                 ]
             )
@@ -400,7 +242,7 @@ class _Run:
             return []
         return [self._result(ci) for ci in range(len(self.claims))]
 
-    def _validate(self, ci: int, ri: int, si: int, name: str, parent: str, spec: ExactRequest) -> _Request:
+    def _validate(self, ci: int, ri: int, si: int, name: str, parent: str, spec: ExactRequest) -> RequestData:
         claim = self.claims[ci]
         if spec.derived_attributes:
             raise AllocationError(
@@ -420,7 +262,7 @@ class _Run:
                 f"claim {_claim_name(claim)}, request {name}: could not retrieve device class {spec.device_class_name}: "
                 f'deviceclass.resource.k8s.io "{spec.device_class_name}" not found'
             )
-        data = _Request(ci, ri, name, parent, spec, cls)
+        data = RequestData(ci, ri, name, parent, spec, cls)
         if spec.allocation_mode != ALL:
             data.count = spec.count
             return data
@@ -531,7 +373,7 @@ class _Run:
             undo()
         return False
 
-    def _candidates(self, data: _Request, si: int) -> list[Candidate]:
+    def _candidates(self, data: RequestData, si: int) -> list[Candidate]:
         key = (data.claim, data.index, si)
         found = self.candidates.get(key)
         if found is None:
@@ -550,7 +392,7 @@ class _Run:
             return True
         return device in self.allocating_capacity
 
-    def _selectable(self, data: _Request, si: int, cand: Candidate) -> bool:
+    def _selectable(self, data: RequestData, si: int, cand: Candidate) -> bool:
         device = cand.device
         if not self.features.binding_conditions and device.binding_conditions:
             return False
@@ -594,7 +436,7 @@ class _Run:
             return ": CEL compile error"
         return f" on device {'/'.join(cand.id)}: CEL runtime error"
 
-    def _capacity_fits(self, data: _Request, cand: Candidate) -> bool:
+    def _capacity_fits(self, data: RequestData, cand: Candidate) -> bool:
         if not cand.device.capacity and data.spec.capacity is None:
             return True  # (nothing to fit: the common case)
         device_id = cand.id
@@ -612,7 +454,7 @@ class _Run:
                 f"claim {claim}, request {data.name}: checking capacity for device {'/'.join(device_id)}: {err}"
             ) from None
 
-    def _take(self, data: _Request, cand: Candidate, must: bool) -> tuple[bool, Callable[[], None] | None]:
+    def _take(self, data: RequestData, cand: Candidate, must: bool) -> tuple[bool, Callable[[], None] | None]:
         """allocateDevice: check the candidate's availability, counters, taints and the claim's
         constraints; on success record it and return how to undo that."""
         ci = data.claim
@@ -707,93 +549,6 @@ class _Run:
 
     # --- the result ---------------------------------------------------------------------------------
     def _result(self, ci: int) -> Allocation:
-        devices = []
-        for data, cand, share, consumed in self.results[ci]:
-            devices.append(
-                DeviceResult(
-                    request=data.full_name,
-                    driver=cand.slice.driver,
-                    pool=cand.slice.pool,
-                    device=cand.device.name,
-                    admin_access=True if data.admin else None,
-                    tolerations=data.spec.tolerations,
-                    share_id=share,
-                    consumed_capacity=consumed or None,
-                    binding_conditions=cand.device.binding_conditions if self.features.binding_conditions else (),
-                    binding_failure_conditions=cand.device.binding_failure_conditions
-                    if self.features.binding_conditions
-                    else (),
-                )
-            )
-        return Allocation(tuple(devices), self._configs(ci), self._node_selector(ci))
-
-    def _chosen(self, ci: int, ri: int) -> _Request:
-        return self.requests[ci, ri, self.selected_sub.get((ci, ri), 0)]
-
-    def _configs(self, ci: int) -> tuple[AllocationConfig, ...]:
         claim = self.claims[ci]
-        configs: list[AllocationConfig] = []
-        ranges: dict[str, tuple[int, int]] = {}
-        for ri in range(len(claim.spec.requests)):
-            data = self._chosen(ci, ri)
-            found = ranges.get(data.cls.name)
-            if found is not None:
-                for i in range(*found):
-                    configs[i] = replace(configs[i], requests=(*configs[i].requests, data.full_name))
-                continue
-            first = len(configs)
-            for opaque in data.cls.config:
-                configs.append(AllocationConfig("FromClass", (data.full_name,), opaque))
-            ranges[data.cls.name] = (first, len(configs))
-        for claim_config in claim.spec.config:
-            wanted = claim_config.requests
-            if not wanted:
-                configs.append(AllocationConfig("FromClaim", (), claim_config.config))
-                continue
-            for ri, request in enumerate(claim.spec.requests):
-                data = self._chosen(ci, ri)
-                if request.name in wanted or (data.parent and data.full_name in wanted):
-                    configs.append(AllocationConfig("FromClaim", wanted, claim_config.config))
-                    break
-        names = []
-        for ri, request in enumerate(claim.spec.requests):
-            data = self._chosen(ci, ri)
-            names.append((request.name, data.full_name if data.parent else None))
-        out = []
-        for config in configs:
-            if config.requests and all(
-                n in config.requests or (s is not None and s in config.requests) for n, s in names
-            ):
-                config = replace(config, requests=())
-            out.append(config)
-        return tuple(out)
-
-    def _node_selector(self, ci: int) -> tuple[NodeSelectorTerm, ...] | None:
-        fields: list[NodeSelectorRequirement] = []
-        expressions: list[NodeSelectorRequirement] = []
-        for _, cand, _, _ in self.results[ci]:
-            s, d = cand.slice, cand.device
-            if s.per_device_node_selection:
-                name, selector = d.node_name, d.node_selector
-            else:
-                name, selector = s.node_name, s.node_selector
-            if name or d.binds_to_node:
-                return (
-                    NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (self.node.name,)),)),
-                )
-            if selector:
-                if len(selector) > 1:
-                    raise AllocationError(
-                        f"create NodeSelector for claim {self.claims[ci].name}: unsupported ResourceSlice.NodeSelector with {len(selector)} terms"
-                    )
-                _merge(selector[0].match_fields, fields)
-                _merge(selector[0].match_expressions, expressions)
-        if fields or expressions:
-            return (NodeSelectorTerm(match_expressions=tuple(expressions), match_fields=tuple(fields)),)
-        return None
-
-
-def _merge(source: Sequence[NodeSelectorRequirement], into: list[NodeSelectorRequirement]) -> None:
-    for req in source:
-        if not any(r.key == req.key and r.operator == req.operator and set(r.values) == set(req.values) for r in into):
-            into.append(req)
+        chosen = [self.requests[ci, ri, self.selected_sub.get((ci, ri), 0)] for ri in range(len(claim.spec.requests))]
+        return allocation_result(claim, chosen, self.results[ci], self.node, self.features.binding_conditions)

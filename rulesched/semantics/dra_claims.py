@@ -80,3 +80,15 @@ def claims_from_templates(
     if not made:
         return pod, []
     return dataclasses.replace(pod, resource_claims=tuple(entries)), made
+
+
+def consumer_uid(pod: Pod) -> str:
+    """The uid a pod is known by in a claim's ``reservedFor`` (its key, for a pod without one:
+    files)."""
+    return pod.uid or pod.key
+
+
+def claim_keys(pod: Pod) -> list[str]:
+    """The keys (namespace/name) of the claims a pod's entries name (a template's entry: the
+    claim made for it, once made)."""
+    return [f"{pod.namespace}/{entry.claim}" for entry in pod.resource_claims if entry.claim]

@@ -8,7 +8,9 @@ the pod's, or a request naming a class that does not exist, leaves the pod unsch
 node. An allocated claim is usable where its allocation's node selector allows (a claim in use
 by other pods is shared, never allocated again); the claims not allocated yet are allocated per
 node by the structured allocator (:mod:`rulesched.semantics.dra`). Every failure is
-UnschedulableAndUnresolvable, as upstream's: evicting pods does not free devices there. Reserve
+UnschedulableAndUnresolvable, as upstream's, but one: devices short on a node where pods hold
+claims that evicting them would free (:mod:`rulesched.semantics.dra_preemption`); in
+preemption's dry run, the claims of the pods taken off are released before allocating. Reserve
 takes the node's allocation: the claims it allocates and the claims the pod is to be in the
 ``reservedFor`` of.
 
@@ -38,15 +40,18 @@ from rulesched.model.dra import (
     ResourceSlice,
 )
 from rulesched.semantics.cel import CelCache, CelError
-from rulesched.semantics.dra import (
+from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra_claims import claim_keys, consumer_uid
+from rulesched.semantics.dra_devices import (
     AllocatedState,
     AllocationError,
-    Allocator,
     DeviceID,
     NodePools,
+    released,
     taint_blocks,
 )
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
+from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
 
 # A ranking of a request's candidates that also reads the node's view (its node.devices): the
 # rules' device scores (rulesched.lang.evaluation.ruleset.device_ranking), called with node=VIEW.
@@ -77,11 +82,6 @@ def _owned_by(claim: ResourceClaim, pod: Pod) -> bool:
     return not (pod.uid and claim.owner[2] and claim.owner[2] != pod.uid)
 
 
-def consumer_uid(pod: Pod) -> str:
-    """The uid a pod is known by in ``reservedFor`` (its key, for a pod without one: files)."""
-    return pod.uid or pod.key
-
-
 def reserved_for(claim: ResourceClaim, pod: Pod) -> bool:
     uid = consumer_uid(pod)
     return any(c.uid == uid for c in claim.reserved_for)
@@ -103,6 +103,16 @@ class PodClaims:
     _spec_key: str | None = None
     # allocated claims some node could not use (their allocation's node selector): PostFilter's
     unavailable: set[str] = field(default_factory=set)
+    state: DraState | None = None  # the claims, for what evicting pods frees
+    # preemption's dry run: the pods it has taken off a node (by node name), whose claims the
+    # filter then releases (None: not a dry run)
+    removed: Callable[[str], Sequence[Pod]] | None = None
+    # ... and the nominated pods it put on a node (by node name), whose claims come first there
+    added: Callable[[str], Sequence[Pod]] | None = None
+    _trials: dict[tuple[str, frozenset[str], tuple[str, ...]], tuple[tuple[str, ...], list[Allocation] | None]] = field(
+        default_factory=dict
+    )
+    _local: dict[str, frozenset[DeviceID]] = field(default_factory=dict)
 
     @property
     def to_allocate(self) -> list[ResourceClaim]:
@@ -124,10 +134,68 @@ class PodClaims:
         """The claims the pod is to be in the ``reservedFor`` of (those it is not in yet)."""
         return tuple(c.key for c in self.claims if not reserved_for(c, self.pod))
 
+    def unresolvable(self, node: Any) -> bool:
+        """Whether preemption cannot help on ``node`` (a failing one): anything but devices
+        short, or devices short while no claim there is held only by the node's pods (so
+        evicting pods frees none)."""
+        if self.filter(node) != (CANNOT_ALLOCATE,) or self.allocator is None or self.state is None:
+            return True
+        pods = [p for p in getattr(node, "pods", ()) if p.resource_claims]
+        if not pods:
+            return True
+        node = getattr(node, "node", node)
+        return not self._releasable(node, pods, gone_uids(pods, ()))
+
+    def _releasable(self, node: Any, holders: Sequence[Pod], gone: frozenset[str]) -> list[ResourceClaim]:
+        assert self.allocator is not None and self.state is not None
+        local = self._local.get(node.name)
+        if local is None:
+            local = self._local[node.name] = local_devices(node.name, self.allocator.pools_for(node)[1])
+        return releasable(self.state.claims, holders, gone, local.__contains__, {c.key for c in self.claims})
+
+    def _adjusted(self, node: Any, view: Any, results: bool) -> tuple[tuple[str, ...], list[Allocation] | None] | None:
+        """The filter on an overlay's node that pods were taken off or put on (preemption's dry
+        run, nominated pods): the claims the pods taken off free are released (KEP-5690's
+        RemovePod), and the claims still to allocate of the pods put on (nominated there) are
+        allocated first, before the pod's own, so the devices they need are left to them
+        (its AddPod). None when neither changes anything (the node's verdict is then its own)."""
+        if self.allocator is None or self.state is None or self.error:
+            return None
+        own = {c.key for c in self.claims}
+        taken_off = [p for p in self.removed(node.name) if p.resource_claims] if self.removed is not None else []
+        freed = self._releasable(node, taken_off, gone_uids(taken_off, getattr(view, "pods", ()))) if taken_off else []
+        first: list[ResourceClaim] = []
+        if self.added is not None:
+            claims = self.state.claims
+            for pod in self.added(node.name):
+                for claim_key in claim_keys(pod):
+                    claim = claims.get(claim_key)
+                    if claim is not None and claim.allocation is None and claim_key not in own and claim not in first:
+                        first.append(claim)
+        if not freed and not first:
+            return None
+        key = (node.name, frozenset(c.key for c in freed), tuple(c.key for c in first))
+        found = self._trials.get(key)
+        if found is None:
+            base = self.allocator
+            allocator = base
+            if freed:
+                allocated = released(base.allocated, [c.allocation for c in freed if c.allocation is not None])
+                allocator = Allocator(
+                    base.all_slices, base.classes, allocated, base.cel, base.features, pools=base.pools
+                )
+            reasons, allocations = self._filter(node, True, view, allocator, first)
+            found = self._trials[key] = (reasons, allocations[len(first) :] if allocations is not None else None)
+        return found
+
     def _on(self, node: Any, results: bool = True) -> tuple[tuple[str, ...], list[Allocation] | None]:
         view = node  # (what rules read: node.devices, for a ranking)
         devices = getattr(node, "devices", None)
         node = getattr(node, "node", node)
+        if self.removed is not None or self.added is not None:
+            adjusted = self._adjusted(node, view, results)
+            if adjusted is not None:
+                return adjusted
         found = self._nodes.get(node.name)
         if found is not None and (found[0] or not results or found[1]):  # (an empty list: verdict only)
             return found
@@ -149,7 +217,12 @@ class PodClaims:
         return found
 
     def _filter(
-        self, node: Any, results: bool = True, view: Any = None
+        self,
+        node: Any,
+        results: bool = True,
+        view: Any = None,
+        allocator: Allocator | None = None,
+        first: Sequence[ResourceClaim] = (),
     ) -> tuple[tuple[str, ...], list[Allocation] | None]:
         if self.error:
             return (self.error,), None
@@ -163,11 +236,12 @@ class PodClaims:
         if unavailable:
             self.unavailable.update(unavailable)
             return (NOT_AVAILABLE,), None
-        if self.allocator is None:
+        allocator = allocator or self.allocator
+        if allocator is None:
             return (), []
         ranking = functools.partial(self.ranking, node=view) if self.ranking is not None else None
         try:
-            allocations = self.allocator.allocate(node, self.to_allocate, ranking, results)
+            allocations = allocator.allocate(node, [*first, *self.to_allocate], ranking, results)
         except AllocationError as err:
             return (str(err),), None
         if allocations is None:
@@ -205,10 +279,14 @@ def pod_claims(
     ranking: NodeRanking | None = None,
     pools: dict[str, NodePools] | None = None,
     memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None,
+    removed: Callable[[str], Sequence[Pod]] | None = None,
+    added: Callable[[str], Sequence[Pod]] | None = None,
 ) -> PodClaims:
     """PreFilter: the pod's claims in ``state``; an allocator when some are to be allocated.
-    ``pools`` and ``memo``: the store's caches (per node pools; verdicts shared between pods)."""
-    out = PodClaims(pod, ranking=ranking, memo=memo)
+    ``pools`` and ``memo``: the store's caches (per node pools; verdicts shared between pods);
+    ``removed``, ``added``: on an overlay (preemption's dry run, nominated pods), the pods taken
+    off and put on a node (by node name)."""
+    out = PodClaims(pod, ranking=ranking, memo=memo, state=state, removed=removed, added=added)
     for entry in pod.resource_claims:
         name, problem = claim_name_for(pod, entry.name)
         if name is None:

@@ -75,13 +75,17 @@ class InMemoryBinder:
 
 
 class InMemoryEvictor:
-    """Evicts straight out of the store, and remembers whom."""
+    """Evicts straight out of the store, and remembers whom. The pod's DRA claims are released
+    at once, as the resourceclaim controller releases a deleted pod's (its ``reservedFor``; a
+    claim nobody else uses deallocated), so a pod that preempted for devices gets them."""
 
     def __init__(self, store: ClusterStore, recorder: Recorder) -> None:
         self.store, self.recorder = store, recorder
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.store.remove_pod(pod.key)
+        if pod.resource_claims:
+            self.store.dra.pod_gone(pod)
         self.recorder.evicted.append(pod)
 
 

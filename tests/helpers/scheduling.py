@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
+from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import Binding, CycleResult
 from rulesched.scheduler.scheduler import Observer, Scheduler
 from tests.upstream.harness import node
@@ -52,7 +53,7 @@ class Recording:
     def __init__(self) -> None:
         self.evicted: list[str] = []
 
-    def evict(self, pod: Pod, preemptor: Pod) -> None:
+    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.evicted.append(pod.key)
 
 

@@ -34,7 +34,7 @@ from rulesched.model.dra import (
 )
 from rulesched.model.objects import PodClaim
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import allocated_state
+from rulesched.semantics.dra_devices import allocated_state
 from rulesched.semantics.dra_pod import CANNOT_ALLOCATE, NOT_AVAILABLE, PodClaims, pod_claims
 
 NODE = "worker"

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.errors import ObjectError
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pdb
-from rulesched.model.groups import PodGroup, decode_pod_group
+from rulesched.model.groups import PodGroup, decode_pod_group, decode_workload
 from rulesched.scheduler import placement
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.gang import Gangs
@@ -659,6 +660,61 @@ def test_schedule_one_pod_group_scheduler_name_mismatch_updates_status() -> None
     assert errors and "same .spec.schedulerName" in errors[0].message
 
 
+# --- framework/plugins/gangscheduling/gangscheduling_test.go: Test_isSchedulableAfterPodGroupUpdated -
+# 1.37 lets a gang's minCount change. Upstream's queueing hint queues a waiting member when its
+# own PodGroup's minCount decreased, and skips it otherwise; here the outcome: the member waiting
+# for its gang is placed once the lowered minCount is met, and keeps waiting (untried, no
+# condition) for the rest. (rulesched re-checks a held member on any change of its group's spec:
+# a check, not an attempt, so the skipped cases end the same.)
+UPDATED = [
+    # (upstream's case name, the target's namespace/group, the members of default/pg beside it,
+    #  default/pg's minCount before and after, whether the target is placed)
+    ("minCount decreased matches target pod", "default/pg", ("p2", "p3"), 4, 3, True),
+    ("minCount increased matches target pod", "default/pg", ("p2",), 3, 4, False),
+    ("minCount unchanged matches target pod", "default/pg", ("p2",), 3, 3, False),
+    (
+        "minCount decreased but pod group name doesn't match target pod",
+        "default/pg-other",
+        ("p2", "p3", "p4"),
+        4,
+        3,
+        False,
+    ),
+    (
+        "minCount decreased but pod group namespace doesn't match target pod",
+        "ns-other/pg",
+        ("p2", "p3", "p4"),
+        4,
+        3,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "target", "others", "old", "new", "placed"), UPDATED, ids=[u[0] for u in UPDATED])
+def test_is_schedulable_after_pod_group_updated(
+    case: str, target: str, others: tuple[str, ...], old: int, new: int, placed: bool
+) -> None:
+    namespace, group = target.split("/")
+
+    def waiting(name: str, ns: str, grp: str) -> Pod:
+        spec = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+        return pod(name, namespace=ns, spec={**spec, "schedulingGroup": {"podGroupName": grp}})
+
+    groups = [pg("pg", old), pg("pg-other", 4), pg("pg", 4, namespace="ns-other")]
+    members = [waiting("target", namespace, group), *(waiting(n, "default", "pg") for n in others)]
+    sim = _run([_node("node1", "8")], members, groups)
+    assert _bound(sim) == {}  # every member waits for its gang
+    sim.add_group(pg("pg", new))
+    sim.run()
+    history = sim.history[f"{namespace}/target"]
+    assert (history.node is not None) == placed, case
+    if not placed:  # still waiting: untried, no condition written
+        assert history.last is not None and history.last.waiting
+    if group != "pg" or namespace != "default":  # default/pg itself was placed once its minimum was met
+        assert set(_bound(sim)) == set(others)
+
+
 # --- schedule_one_podgroup_test.go: TestUpdatePodGroupCondition, TestSubmitPodGroupAlgorithmResult -
 
 
@@ -696,6 +752,31 @@ def test_composite_short_of_children_places_none() -> None:
     assert outcome.message.startswith("minCount (3) cannot be satisfied: 2 scheduled, 0 remaining")
 
 
+def test_composite_children_statuses_as_kube_scheduler_writes_them() -> None:
+    # completeCompositePodGroupAlgorithmResultMap and applyPodGroupPostFilterResult, as the real
+    # kube-scheduler 1.37 wrote them (tests/test_real_workloads.py): "c" stopped its composite
+    # (minGroupCount 2, 0 fit, 1 left), "d" was never evaluated and shares its parent's status,
+    # to which the post filter's is appended once for the parent and once for "d"
+    groups = [cpg("cd", 2), pg("c", 2, parent="cd"), pg("d", 2, parent="cd")]
+    pending = [member(f"{g}{i}", g, "3") for g in "cd" for i in (0, 1)]
+    sim = _run([_node("n0", "2"), _node("n1", "2")], pending, groups)
+    outcome = [o for o in sim.scheduler.gangs.outcomes if not o.waiting][0]
+    conditions = {c.group.name: c.message for c in outcome.conditions}
+    no_victims = "pod group preemption: No preemption victims found for incoming preemptor"
+    c_status = "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
+    parent = "minCount (2) cannot be satisfied: 0 scheduled, 1 remaining"
+    assert conditions == {"c": f"{c_status}, {no_victims}", "d": f"{parent}, {no_victims}, {no_victims}"}
+    told = {
+        k.split("/")[1]: r.status_message
+        for g in ("pg:default/c", "pg:default/d")
+        for k, r in sim.scheduler.gangs.state(g).last.items()
+    }
+    # c0 failed on its own; c1 and d's members were never tried: their group's status as it was
+    # before the post filter
+    assert told["c0"] == "0/2 nodes are available: 2 Insufficient cpu."
+    assert told["c1"] == c_status and told["d0"] == told["d1"] == parent
+
+
 def test_composite_waits_for_its_tree_quorum() -> None:
     # gangscheduling.go preEnqueueWithHierarchies: "waiting for composite pod group "job" tree to meet quorum"
     groups = [cpg("job", 2), pg("a", 2, parent="job"), pg("b", 2, parent="job")]
@@ -728,9 +809,19 @@ def test_group_that_fits_no_single_domain_is_not_placed() -> None:
     sim = _run(nodes, [member(f"g{i}", "g", "3") for i in range(3)], [pg("g", 3, topology="rack")])
     assert _bound(sim) == {}
     outcome = [o for o in sim.scheduler.gangs.outcomes if not o.waiting][0]
-    assert outcome.message.startswith(
-        "0/2 placements are available, first placement status: pod group is unschedulable"
+    # TestPodGroupSchedulingPlacementAlgorithm's "0/2 placements are available, first placement
+    # status: ..." wrapped in errPodGroupUnschedulable; the first placement stopped by
+    # PlacementFeasible (its status as is), then the post filter's status appended
+    status = (
+        "pod group is unschedulable, 0/2 placements are available, first placement status: "
+        "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
     )
+    assert outcome.message == f"{status}, pod group preemption: No preemption victims found for incoming preemptor"
+    told = {k.split("/")[1]: r.status_message for k, r in sim.scheduler.gangs.state("pg:default/g").last.items()}
+    # the two that fit in r0 are told their group's status wrapped again; g2 its own failure,
+    # counting the nodes of the placement alone (the real kube-scheduler 1.37's message)
+    assert told["g0"] == told["g1"] == f"pod group is unschedulable, {outcome.message}"
+    assert told["g2"] == "0/2 nodes are available: 2 Insufficient cpu."
 
 
 def test_composite_block_of_racks() -> None:
@@ -751,3 +842,129 @@ def test_composite_block_of_racks() -> None:
     racks = {name: placed[name][:3] for name in placed}  # n + block + rack digits
     assert racks["a0"] == racks["a1"] and racks["b0"] == racks["b1"] and racks["a0"] != racks["b0"]
     assert len({placed[n][1] for n in placed}) == 1  # one block
+
+
+# --- pkg/apis/scheduling/validation/validation_test.go: TestValidateWorkload ------------------------
+# (ValidateWorkloadSpec as kube-apiserver runs it; a Workload in simulate's files is checked the same.
+# The tables' templates without a schedulingPolicy are given one: the declarative validation would
+# refuse those first, rulesched too.)
+
+
+def _composite(name: str, groups: list[dict[str, Any]] = (), composites: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    return {
+        "name": name,
+        "schedulingPolicy": {"basic": {}},
+        "podGroupTemplates": list(groups),
+        "compositePodGroupTemplates": list(composites),
+    }
+
+
+def _group(name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "schedulingPolicy": {"basic": {}}, **extra}
+
+
+def mk_workload(
+    groups: list[dict[str, Any]] | None = None, composites: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """mkWorkload(): two pod group templates (basic, gang of 2) and two composite ones, each
+    with one child, every one constrained to topology key "foo"."""
+    foo = {"schedulingConstraints": {"topology": [{"key": "foo"}]}}
+    if groups is None:
+        groups = [_group("group1", **foo), {"name": "group2", "schedulingPolicy": {"gang": {"minCount": 2}}, **foo}]
+    if composites is None:
+        composites = [
+            {**_composite("compositegroup1", [_group("childgroup1", **foo)]), **foo},
+            {
+                **_composite("compositegroup2", [_group("childgroup2", **foo)]),
+                "schedulingPolicy": {"gang": {"minGroupCount": 2}},
+                **foo,
+            },
+        ]
+    return {
+        "apiVersion": "scheduling.k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "workload", "namespace": "ns"},
+        "spec": {
+            "controllerRef": {"apiGroup": "group", "kind": "foo", "name": "baz"},
+            "podGroupTemplates": groups,
+            "compositePodGroupTemplates": composites,
+        },
+    }
+
+
+def test_validate_workload_success_cases() -> None:
+    """TestValidateWorkload successCases."""
+    basic = mk_workload()
+    assert decode_workload(basic, "t") == (
+        "group1",
+        "group2",
+        "compositegroup1",
+        "childgroup1",
+        "compositegroup2",
+        "childgroup2",
+    )
+    no_ref = mk_workload()
+    del no_ref["spec"]["controllerRef"]  # "no controllerRef"
+    assert decode_workload(no_ref, "t")
+    loose = mk_workload()
+    del loose["spec"]["podGroupTemplates"][1]["schedulingConstraints"]  # "no pod group scheduling constraints"
+    del loose["spec"]["compositePodGroupTemplates"][1]["schedulingConstraints"]  # "... composite ..."
+    assert decode_workload(loose, "t")
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    node = _composite(f"cpg{levels}", [_group("leaf")])
+    for level in range(levels - 1, 0, -1):
+        node = _composite(f"cpg{level}", composites=[node])
+    return node
+
+
+VALIDATE_WORKLOAD_FAILURES = [
+    (
+        "composite pod group template has no children",
+        mk_workload(composites=[_composite("main")]),
+        "must have at least one child PodGroupTemplate or CompositePodGroupTemplate",
+    ),
+    (
+        "composite pod group template nested child has no children",
+        mk_workload(composites=[_composite("main", composites=[_composite("sub")])]),
+        "must have at least one child PodGroupTemplate or CompositePodGroupTemplate",
+    ),
+    ("no name", {**mk_workload(), "metadata": {"namespace": "ns"}}, "name"),
+    ("invalid name", {**mk_workload(), "metadata": {"name": ".workload", "namespace": "ns"}}, "RFC 1123|DNS"),
+    (
+        "duplicate names deep in tree",
+        mk_workload(groups=[], composites=[_composite("main", composites=[_composite("main", [_group("leaf")])])]),
+        "duplicate template name 'main'",
+    ),
+    (
+        "duplicate names in tree",
+        mk_workload(
+            groups=[], composites=[_composite("cpg1", [_group("group1")], [_composite("cpg2", [_group("group1")])])]
+        ),
+        "duplicate template name 'group1'",
+    ),
+    (
+        "exceeds max tree height",
+        mk_workload(groups=[], composites=[_deep(4)]),
+        "maximum template hierarchy depth is 4",
+    ),
+    (
+        "(validateWorkloadPriority) templates of different priorities",
+        mk_workload(groups=[_group("a", priorityClassName="high"), _group("b")], composites=[]),
+        "all priority and priorityClassName values must be identical",
+    ),
+]
+
+
+@pytest.mark.parametrize(("workload", "message"), [pytest.param(w, m, id=n) for n, w, m in VALIDATE_WORKLOAD_FAILURES])
+def test_validate_workload_failure_cases(workload: dict[str, Any], message: str) -> None:
+    """TestValidateWorkload failureCases (those of the spec and the name; a missing namespace is
+    one a file may leave out: simulate puts it in "default")."""
+    with pytest.raises(ObjectError, match=message):
+        decode_workload(workload, "t")
+
+
+def test_validate_workload_three_levels_of_composites_are_allowed() -> None:
+    """(validateWorkloadTemplatesDepth: WorkloadMaxTemplateDepth 4 refuses a fourth level only.)"""
+    assert decode_workload(mk_workload(groups=[], composites=[_deep(3)]), "t") == ("cpg1", "cpg2", "cpg3", "leaf")

@@ -14,7 +14,7 @@ from typing import Any
 from rulesched.lang.context import EvalContext
 from rulesched.model.dra import EMPTY_DRA, FIRST_AVAILABLE_MAX
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import NOTHING_ALLOCATED
+from rulesched.semantics.dra_devices import NOTHING_ALLOCATED
 from rulesched.semantics.dra_pod import PodClaims, pod_claims
 
 _SCRATCH = "dra_score:claims"

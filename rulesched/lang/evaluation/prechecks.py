@@ -7,7 +7,10 @@ is :mod:`rulesched.semantics.dra_pod` here (the claims found, then the structure
 node). Being part of every binding rather than of ``default.rules``, it holds for any rule set,
 a set without ``extends "default"`` too, and on every face that binds rules to a pod: a cycle's
 walk and its FitError message, ``--explain``, rule tests, preemption's statuses. Every failure
-is unresolvable, as upstream's: evicting pods frees no devices in its view. (The extender leaves
+is unresolvable, as upstream's, but devices short where evicting the node's pods would free some
+(beyond upstream 1.37: :mod:`rulesched.semantics.dra_preemption`); in preemption's dry run (a
+``cluster`` with ``dra_removed``) the claims of the pods taken off are released, and the devices of
+nominated pods put on a node (``dra_added``) left to them. (The extender leaves
 claims to kube-scheduler, which allocates them itself: see :mod:`rulesched.extender.service`.)
 Upstream runs the plugin's Filter after the others; here it comes first, so a node failing it
 and another filter reports the DRA reason.
@@ -22,7 +25,7 @@ from rulesched.lang.evaluation.bound import BoundFilter
 from rulesched.model import Pod
 from rulesched.model.dra import EMPTY_DRA
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import NOTHING_ALLOCATED
+from rulesched.semantics.dra_devices import NOTHING_ALLOCATED
 from rulesched.semantics.dra_pod import PLUGIN, NodeRanking, PodClaims, pod_claims
 
 DRA_FILTER = PLUGIN  # upstream's plugin name: the filter explain and events name
@@ -38,7 +41,7 @@ def prechecks(
     if not pod.resource_claims:
         return (), None
     found = dra_claims(pod, cluster, ranking)
-    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, _always),), found
+    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, found.unresolvable),), found
 
 
 def dra_claims(pod: Pod, cluster: Any, ranking: NodeRanking | None = None) -> PodClaims:
@@ -51,6 +54,8 @@ def dra_claims(pod: Pod, cluster: Any, ranking: NodeRanking | None = None) -> Po
         pools=getattr(cluster, "dra_pools", None),
         memo=getattr(cluster, "dra_memo", None),
         ranking=ranking,
+        removed=getattr(cluster, "dra_removed", None),
+        added=getattr(cluster, "dra_added", None),
     )
 
 
@@ -58,7 +63,3 @@ def dra_diagnosis(pod: Pod, cluster: Any, node: Any) -> list[str]:
     """Why the pod's claims cannot be had on ``node``, claim by claim and request by request
     (explain's detail for the DynamicResources filter; empty when they can)."""
     return dra_claims(pod, cluster).diagnose(node) if pod.resource_claims else []
-
-
-def _always(node: Any) -> bool:
-    return True

@@ -222,6 +222,7 @@ class RuleSet:
         first, claims = prechecks(pod, cluster, self._ranking(bound.ctx, bound.watch))
         bound.filters[0].passes = first[0].passes
         bound.filters[0].reasons = first[0].reasons
+        bound.filters[0].unresolvable = first[0].unresolvable
         bound.dra_claims = claims
 
     def bind_new(

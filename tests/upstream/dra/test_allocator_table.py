@@ -32,7 +32,8 @@ from rulesched.model.dra import Allocation, DeviceClass, ResourceClaim, Resource
 from rulesched.model.fields import Where
 from rulesched.model.objects import Node
 from rulesched.model.quantity import parse_quantity
-from rulesched.semantics.dra import AllocatedState, AllocationError, Allocator
+from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra_devices import AllocatedState, AllocationError
 from rulesched.semantics.dra_pools import Features
 
 CASES_FILE = Path(__file__).with_name("allocator_cases.jsonl")
