@@ -226,3 +226,16 @@ def test_the_pods_an_anti_affinity_repels_are_evicted_there(capsys: pytest.Captu
     best = a["fixes"]["fixes"][0]
     assert (best["summary"], best["size"]) == ("evict pod default/web", 1)
     assert simulated(capsys, tmp_path, path, best)["default/wanted"] == "a"
+
+
+def test_a_pod_bigger_than_any_node_asks_less_and_makes_room(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """1.5 cpu on 1-cpu nodes, each full: no eviction alone is enough, nor a lower request
+    alone; both together are (found by the property's brute force, seed 74061)."""
+    path = cluster(tmp_path, node("a", cpu="1"), pod("run", cpu="1", node_name="a"), pod("wanted", cpu="1500m"))
+    a = explain_json(capsys, "default/wanted", "--cluster", path)
+    best = a["fixes"]["fixes"][0]
+    assert best["summary"] == "evict pod default/run; lower pod default/wanted's cpu request to 1"
+    assert best["size"] == 1.667 and best["where"] == "mixed"
+    assert simulated(capsys, tmp_path, path, best)["default/wanted"] == "a"

@@ -14,6 +14,7 @@ Next stage: :func:`rulesched.scheduler.fixes.search`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -188,6 +189,8 @@ def node_options(
                 found.append((POD, lowered))
             if victims and len(pods) == 1:
                 found += [(MIXED, c.changes) for c in _partly(pod, node, victims, everyone)]
+            if victims is None and len(pods) == 1:
+                found += _shrunk(pod, node, keep, everyone)
             ways.append(found)
             if victims and alone:
                 top = max(v.priority for v in victims)
@@ -283,6 +286,26 @@ def _partly(pod: Pod, node: NodeInfo, victims: Sequence[Pod], everyone: str) -> 
         changes += [Change("set-request", "Pod", everyone, r, amount=free[r]) for r in sorted(lacks)]
         out.append(Candidate(MIXED, tuple(changes), 0, node.name))
     return out
+
+
+def _shrunk(pod: Pod, node: NodeInfo, keep: Collection[str], everyone: str) -> list[tuple[str, tuple[Change, ...]]]:
+    """For a pod bigger than ``node`` even empty: the request lowered to what the node holds, and
+    the fewest evictions that make room for that (none when it has a resource the pod needs at
+    nothing)."""
+    if any(want > 0 and node.allocatable.get(r, 0) <= 0 for r, want in pod.requests.items()):
+        return []
+    capped = dataclasses.replace(
+        pod, requests={r: min(want, node.allocatable.get(r, 0)) for r, want in pod.requests.items()}
+    )
+    victims = _victims(capped, node, keep)
+    if victims is None:
+        return []
+    free = dict(node.free)
+    for v in victims:
+        for r, amount in v.requests.items():
+            free[r] = free.get(r, 0) + amount
+    lowered = [Change("set-request", "Pod", everyone, r, amount=free[r]) for r in sorted(node_lacks(pod, free))]
+    return [(MIXED, (*(Change("evict", "Pod", v.key) for v in victims), *lowered))]
 
 
 def per_node(pod: Pod, node: NodeInfo) -> int:
