@@ -644,7 +644,7 @@ class Loop:
             except RuntimeError:
                 return ()
 
-        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes)
+        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes, self.scheduler.queue.pending)
 
     def _audit_snapshot(self) -> Snapshot | None:
         """(On the audit thread.) A snapshot, once the caches are synced."""
