@@ -19,6 +19,13 @@ each trace, ours solid, the paper's dashed; needs matplotlib: `pip install -e '.
 Runs go to `--jobs` worker processes (default 2: the machine has 2 cores), each under `nice 10`.
 `--tie rank` breaks ties as the paper's simulator does (a seeded node order), `--tie random` as
 kube-scheduler and rulesched do.
+
+`--engine rules` runs rule sets through `rulesched simulate` instead of the reference model
+(fgd_reference.py): `--rules` (or `--policies`) names them, a bundled set's name or a path, `A+B`
+composing; the paper's baselines by their names here (random, dotprod, clustering, packing,
+bestfit: rules/examples/gpu-baselines/), so the table sets them beside the paper's figures.
+GPUs are DRA devices shared by GPU milli (`--gpus dra`, every feasible node scored as in the
+paper) or the extended resource `nvidia.com/gpu` taken whole (`--gpus extended`).
 """
 
 from __future__ import annotations
