@@ -91,6 +91,7 @@ class _Checker:
         # Rule names are unique per kind, as kube-scheduler's plugins are per extension point:
         # a filter and a score may share a name (NodeAffinity is both).
         composer = Composer(self.diagnostics)
+        written: list[ast.Rule] = []  # every rule as written (a later file may disable it)
         for file in files:
             for item in file.items:
                 if isinstance(item, ast.Let):
@@ -99,6 +100,8 @@ class _Checker:
                     continue  # resolved by rulesched.lang.frontend.files before checking
                 else:
                     composer.add(item)
+                    if isinstance(item, ast.Rule):
+                        written.append(item)
         graph = let_graph(self.lets)
         self._type_lets(graph)
         self.used_lets.clear()  # from here on: the lets rules use; those lets use are added below
@@ -118,6 +121,20 @@ class _Checker:
         reached = list(self.used_lets)  # a let only unused lets use is unused too, whatever the order
         while reached:
             for used in graph.uses.get(reached.pop(), ()):
+                if used not in self.used_lets:
+                    self.used_lets.add(used)
+                    reached.append(used)
+        # A let only a rule another file disables uses is not unused where it is written: the
+        # rule set that disables the rule (a policy extending the default profile) has no say.
+        for rule in written:
+            for part in (rule.guard, rule.body, rule.reason, rule.unresolvable, rule.order):
+                if part is not None:
+                    reached.extend(use.id for use, _ in let_uses(part, self.lets))
+        while reached:
+            name = reached.pop()
+            if name not in self.used_lets:
+                self.used_lets.add(name)
+            for used in graph.uses.get(name, ()):
                 if used not in self.used_lets:
                     self.used_lets.add(used)
                     reached.append(used)
