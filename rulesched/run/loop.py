@@ -195,7 +195,9 @@ class _Binder:
         now), then the binding, on a worker."""
         node = binding.node
         volumes = writes_for(binding.volumes, self.store.storage, node) if binding.volumes else []
-        claims = claim_writes(binding.claims, binding.allocated, binding.pod) if binding.claims else []
+        claims = (
+            claim_writes(binding.claims, binding.allocated, binding.pod, binding.extended) if binding.claims else []
+        )
         self.workers.bind(binding.pod, node, binding.rules, volumes, claims)
         return None  # the outcome comes back through the loop
 
@@ -642,7 +644,7 @@ class Loop:
             except RuntimeError:
                 return ()
 
-        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes)
+        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes, self.scheduler.queue.pending)
 
     def _audit_snapshot(self) -> Snapshot | None:
         """(On the audit thread.) A snapshot, once the caches are synced."""
