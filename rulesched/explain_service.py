@@ -30,7 +30,7 @@ from rulesched.lang import RuleSet
 from rulesched.model import Pod, PriorityClass
 from rulesched.model.decode import decode_pod
 from rulesched.model.groups import PodGroup, decode_composite_pod_group, decode_pod_group
-from rulesched.scheduler.fixes import fixes_json
+from rulesched.scheduler.fixes import BUDGET, fixes_json
 from rulesched.scheduler.group_fixes import explain_group, group_json
 from rulesched.scheduler.why import WhySettings, explain_pod, explanation_json, fix_pod
 from rulesched.semantics.controllers import pods_of
@@ -58,6 +58,8 @@ class LiveView:
     pending: Callable[[str], Pod | None]
     # the PriorityClasses known (a fix may raise a pod's priority to one of them)
     classes: Callable[[], Sequence[PriorityClass]] = lambda: ()
+    # up to so many pending pods (what else a rule fix moves)
+    others: Callable[[int], Sequence[Pod]] = lambda limit: ()
 
 
 @dataclass(frozen=True)
@@ -137,11 +139,15 @@ class ExplainService:
         fixes = query.get("fixes", ["1"])[0] not in ("0", "false")
         if len(pods) > 1 or groups:  # (the trials change a store of their own, made from the snapshot)
             store = ClusterStore.from_snapshot(view.snapshot)
-            together = explain_group(pods, groups, store, rules, name, view.classes(), fixes=fixes)
+            others = view.others(BUDGET.moves) if fixes else ()
+            together = explain_group(
+                pods, groups, store, rules, name, view.classes(), fixes=fixes, other_pending=others
+            )
             answer["group_explanation"] = group_json(together) | {"created": list(created)}
         elif not explained.feasible and fixes:
             store = ClusterStore.from_snapshot(view.snapshot)
-            answer["fixes"] = fixes_json(fix_pod(pod, explained, store, rules, view.classes()))
+            found = fix_pod(pod, explained, store, rules, view.classes(), other_pending=view.others(BUDGET.moves))
+            answer["fixes"] = fixes_json(found)
         group = self._group(pod) if self._group is not None else None
         if group is not None:
             answer["group"] = group

@@ -25,7 +25,9 @@ watchdog (`controlplane.py watch`, its pid in DIR/run/watchdog.pid, its log DIR/
 waits for the owner's exit (a pidfd: no polling) and then stops every process whose command line
 names DIR: the components, `testbed/up` itself if still starting them, and whatever the owner
 started against the test bed (a kube-scheduler whose config is in DIR, a `rulesched run` with
-DIR/kubeconfig). So a pytest killed with SIGKILL, or a shell closed, leaves nothing running.
+DIR/kubeconfig); and every process started with RULESCHED_TESTBED_DIR=DIR in its environment
+(tests/realk8s.py sets it in the test process once the test bed is up, so that whatever a test
+starts carries it). So a pytest killed with SIGKILL, or a shell closed, leaves nothing running.
 SIGTERM, SIGINT or SIGHUP to the watchdog does the same; `testbed/down` stops the components and
 then the watchdog. --detach: no watchdog, the test bed runs until `testbed/down`.
 
@@ -429,20 +431,26 @@ def exited(pid: int) -> bool:
         return True
 
 
+OWNED = "RULESCHED_TESTBED_DIR"  # in a process's environment: it belongs to that test bed
+
+
 def processes_naming(d: Path) -> list[int]:
-    """The live processes (of this user) with DIR, or a path under it, in their command line."""
+    """The live processes (of this user) with DIR, or a path under it, in their command line, or
+    OWNED=DIR in their environment (as they were started)."""
     prefix = str(d).encode()
+    mark = f"{OWNED}={d}".encode()
     found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+            environ = Path(entry.path, "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(a == prefix or a.startswith(prefix + b"/") or b"=" + prefix + b"/" in a for a in argv):
-            if not exited(int(entry.name)):
-                found.append(int(entry.name))
+        named = any(a == prefix or a.startswith(prefix + b"/") or b"=" + prefix + b"/" in a for a in argv)
+        if (named or mark in environ) and not exited(int(entry.name)):
+            found.append(int(entry.name))
     return found
 
 

@@ -8,8 +8,9 @@ Fixtures (tests/conftest.py registers them; a test using either is marked ``real
 * ``real_k8s`` (session): one control plane for the whole run, started by ``testbed/up`` in a
   temporary directory (~10 s) and stopped by ``testbed/down`` at the end (and by testbed/'s
   watchdog if this process is killed before: with it, every process naming the directory, such
-  as a kube-scheduler started by :meth:`Kube.kube_scheduler`). Without the binaries
-  (``testbed/build`` makes them, ~20 min cold) the tests using it are skipped, the reason saying
+  as a kube-scheduler started by :meth:`Kube.kube_scheduler`, and every process a test started,
+  which inherits ``RULESCHED_TESTBED_DIR``). Without the binaries
+  (``testbed/build`` makes them: 1,344 CPU seconds cold, see the README) the tests using it are skipped, the reason saying
   so; with ``RULESCHED_REQUIRE_REAL_K8S=1`` (``.ci/run`` sets it after building) they fail
   instead. ``RULESCHED_K8S_BIN`` points at binaries elsewhere.
 * ``k8s`` (function): the same control plane, with everything the test made removed after it:
@@ -76,6 +77,7 @@ from tests.helpers.kube import pod as pod_object
 ROOT = Path(__file__).resolve().parent.parent
 TESTBED = ROOT / "testbed"
 REQUIRE = "RULESCHED_REQUIRE_REAL_K8S"
+OWNED = "RULESCHED_TESTBED_DIR"  # (testbed/controlplane.py's: a process of this test bed)
 SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -536,7 +538,15 @@ def control_plane(directory: Path) -> Iterator[Kube]:
     up = subprocess.run([str(TESTBED / "up"), str(directory)], capture_output=True, text=True, timeout=300)
     if up.returncode != 0:
         raise RuntimeError(f"testbed/up failed ({up.returncode}):\n{up.stderr}")
+    # Every process started from here on carries the test bed's directory in its environment:
+    # testbed/'s watchdog stops them with the test bed if this process dies without its teardown.
+    before = os.environ.get(OWNED)
+    os.environ[OWNED] = str(directory.resolve())
     try:
         yield Kube(directory)
     finally:
         subprocess.run([str(TESTBED / "down"), str(directory)], capture_output=True, timeout=120)
+        if before is None:
+            os.environ.pop(OWNED, None)
+        else:
+            os.environ[OWNED] = before

@@ -210,3 +210,32 @@ def test_a_preempt_rule_vetoing_the_victims_is_a_rule_fix(capsys: pytest.Capture
     bad.write_text(json.dumps([{"op": "drop-preempt", "kind": "Rules", "name": "nope"}]))
     assert main(["simulate", path, "--apply", str(bad)]) != 0
     assert "no preempt rule named nope in the rules" in capsys.readouterr().err
+
+
+def test_the_pods_an_anti_affinity_repels_are_evicted_there(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The pod repels app=web on its node (topologyKey the hostname) and needs 1.5 cpu; a's only
+    pod is such a web pod, holding 1 of its 2 cpu: evicting it both makes room and removes the
+    conflict, one change (found by the brute-force comparison of bench_fixes, seed 73)."""
+    web = pod("web", cpu="1", node_name="a")
+    web["metadata"]["labels"] = {"app": "web"}
+    wanted = pod("wanted", cpu="1500m")
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    wanted["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    path = cluster(tmp_path, node("a", cpu="2"), web, wanted)
+    a = explain_json(capsys, "default/wanted", "--cluster", path)
+    best = a["fixes"]["fixes"][0]
+    assert (best["summary"], best["size"]) == ("evict pod default/web", 1)
+    assert simulated(capsys, tmp_path, path, best)["default/wanted"] == "a"
+
+
+def test_a_pod_bigger_than_any_node_asks_less_and_makes_room(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """1.5 cpu on 1-cpu nodes, each full: no eviction alone is enough, nor a lower request
+    alone; both together are (found by the property's brute force, seed 74061)."""
+    path = cluster(tmp_path, node("a", cpu="1"), pod("run", cpu="1", node_name="a"), pod("wanted", cpu="1500m"))
+    a = explain_json(capsys, "default/wanted", "--cluster", path)
+    best = a["fixes"]["fixes"][0]
+    assert best["summary"] == "evict pod default/run; lower pod default/wanted's cpu request to 1"
+    assert best["size"] == 1.667 and best["where"] == "mixed"
+    assert simulated(capsys, tmp_path, path, best)["default/wanted"] == "a"

@@ -124,7 +124,8 @@ JOB = {
 
 def test_a_job_before_submission(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """-f job.yaml: its four pods (parallelism 4 of 8 completions) on three 4-cpu nodes, one
-    half used and one tainted: the cheapest room per pod, then a node like the best for the rest."""
+    half used and one tainted: a smaller request (with the taint gone); on the cluster alone,
+    the cheapest room per pod, then a node like the best for the rest."""
     cluster = write(
         [
             node("a"),
@@ -140,11 +141,17 @@ def test_a_job_before_submission(capsys: pytest.CaptureFixture[str], tmp_path: P
     g = a["group_explanation"]
     assert g["created"] == ["Job default/train: 4 pod(s)"]
     assert (g["group"], g["policy"], g["fit"], len(g["members"])) == ("Job default/train", "every pod", 1, 4)
-    best = g["fixes"]["fixes"][0]
-    assert best["summary"] == (
+    fixes = g["fixes"]["fixes"]
+    # the smallest: 2 cpu (what a has free) is refuted (a 1, b 2: 3 of 4); its follow-up, 1 cpu
+    # (a 2, b 3), fixes it (and 2 cpu with c untainted is then that fix's shape and more)
+    assert (fixes[0]["summary"], fixes[0]["size"]) == ("lower the pods' cpu request to 1", 1.333)
+    assert g["fixes"]["refuted"][0]["summary"] == "lower the pods' cpu request to 2"
+    assert all(len(f["checked"]["placed"]) == 4 for f in fixes)
+    cluster_only = next(f for f in fixes if f["where"] == "cluster")
+    assert cluster_only["summary"] == (
         "evict pod default/busy; remove taint gpu=yes:NoSchedule from node c; add 1 node(s) like a"
     )
-    assert best["size"] == 4 and len(best["checked"]["placed"]) == 4
+    assert cluster_only["size"] == 4 and len(cluster_only["checked"]["placed"]) == 4
     # the same, made on the files (the Job's pods written out as its controller would create them)
     _, made, _ = pods_of("Job", JOB, "job.json")
     both = write([*json.loads(Path(cluster).read_text())["items"], *made], tmp_path / "both.json")

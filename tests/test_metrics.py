@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from prometheus_client import Counter
+from prometheus_client import Counter, generate_latest
 from prometheus_client.metrics_core import Metric
 
 from rulesched.cluster.store import ClusterStore
@@ -77,6 +77,11 @@ SCHEDULER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "scheduler_queued_entities": ("gauge", {"queue", "type"}, None),
     "scheduler_queue_incoming_entities_total": ("counter", {"queue", "event", "type"}, None),
     "scheduler_preemption_evaluation_duration_seconds": (
+        "histogram",
+        {"preemptor", "result"},
+        [0.001 * 2**i for i in range(16)],
+    ),
+    "scheduler_preemption_execution_duration_seconds": (
         "histogram",
         {"preemptor", "result"},
         [0.001 * 2**i for i in range(16)],
@@ -210,6 +215,8 @@ def test_scheduler_metrics_are_kube_schedulers(scheduler_scrape: tuple[str, Test
     assert value(queued, queue="unschedulable", type="pod") == 1 and value(queued, queue="active", type="podgroup") == 0
     evaluation = found["scheduler_preemption_evaluation_duration_seconds"]
     assert value(evaluation, "_count", preemptor="pod", result="Success") == 1  # high's
+    execution = found["scheduler_preemption_execution_duration_seconds"]
+    assert value(execution, "_count", preemptor="pod", result="success") == 1  # low evicted for high
     pending = found["scheduler_pending_pods"]
     assert {s.labels["queue"] for s in pending.samples} == {"active", "backoff", "unschedulable", "gated"}
     assert value(pending, queue="unschedulable") == 1
@@ -270,11 +277,36 @@ def test_registry_leaves_out_created_series_for_itself_only() -> None:
     mine, other = Registry(), Registry()
     Counter("things", "Things.", registry=mine.metrics).inc()
     Counter("things", "Things.", registry=other.metrics).inc()  # (no clash: separate registries)
-    from prometheus_client import generate_latest
-
     text = generate_latest(mine).decode()
     assert "things_total 1.0" in text and "_created" not in text
     assert "things_total" in generate_latest(mine.restricted_registry(["things_total"])).decode()
+
+
+def test_preemption_figures_are_labelled_by_the_preemptors_kind() -> None:
+    """The executor's observeVictims (pkg/scheduler/framework/preemption/executor.go at v1.37.2):
+    a pod's PDB violations under preemptor="pod", a composite group's victims' figures under
+    "compositepodgroup" (its evaluation under "podgroup", as PodGroupEvaluator.evaluate labels
+    it); an execution with an eviction given up is an "error"."""
+    from rulesched.model.decode import decode_pod
+    from rulesched.run.ops import Metrics
+    from rulesched.scheduler.framework import Code, CycleResult, Preemption
+
+    metrics = Metrics(["rulesched"])
+    victim = decode_pod(pod("v", cpu="1"), "test")
+    preemption = Preemption("n1", (victim,), pdb_violations=2)
+    metrics.cycle(CycleResult(decode_pod(pod("p", cpu="1"), "test"), Code.UNSCHEDULABLE, preemption=preemption))
+    metrics.workload_preemption("Success", 3, 2, 1, 0.01, "compositepodgroup")
+    metrics.preemption_executed("compositepodgroup", "error", 0.5)
+    found = families(generate_latest(metrics.registry).decode())
+    violations = found["scheduler_preemption_pdb_violations_total"]
+    assert value(violations, "_total", preemptor="pod") == 2
+    assert value(violations, "_total", preemptor="compositepodgroup") == 1
+    disruptions = found["scheduler_preemption_workload_disruptions"]
+    assert value(disruptions, "_sum", preemptor="compositepodgroup") == 2
+    evaluation = found["scheduler_preemption_evaluation_duration_seconds"]
+    assert value(evaluation, "_count", preemptor="podgroup", result="Success") == 1
+    execution = found["scheduler_preemption_execution_duration_seconds"]
+    assert value(execution, "_sum", preemptor="compositepodgroup", result="error") == 0.5
 
 
 def test_buckets_are_upstreams() -> None:

@@ -230,3 +230,20 @@ def test_pods_entering_sub_queues_are_reported_with_upstreams_labels() -> None:
     ]
     queue.done(again.key)
     assert queue.attempts(again.key) == 0 and queue.entered(again.key) is None
+
+
+def test_pending_lists_queued_then_parked_pods_up_to_a_limit() -> None:
+    """What a rule fix's diff asks about on the live endpoint: pods waiting to be tried, then
+    the parked ones, never more than asked for (and never the one being tried)."""
+    queue = SchedulingQueue(Clock())
+    for name in ("a", "b", "c", "d"):
+        queue.add(p(name))
+    parked = queue.pop()
+    assert parked is not None
+    queue.unschedulable(parked)
+    flying = queue.pop()
+    assert flying is not None
+    names = [pod.name for pod in queue.pending(10)]
+    assert sorted(names[:2]) == ["c", "d"] and names[2:] == [parked.name]
+    assert flying.name not in names
+    assert len(queue.pending(1)) == 1 and queue.pending(0) == []

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.realk8s import REQUIRE, TESTBED, unavailable_reason
+from tests.realk8s import OWNED, REQUIRE, TESTBED, unavailable_reason
 
 SLEEPER = "import time; time.sleep(600)"
 
@@ -37,16 +37,19 @@ def alive(pid: int) -> bool:
 
 
 def naming(d: Path) -> list[int]:
-    """The live processes with a path under D in their command line (as the watchdog finds them)."""
+    """The live processes with a path under D in their command line or RULESCHED_TESTBED_DIR=D in
+    their environment (as the watchdog finds them)."""
     path = str(d.resolve())
+    mark = f"{OWNED}={path}"
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
                 argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+                environ = (entry / "environ").read_bytes().decode(errors="replace").split("\0")
             except OSError:
                 continue
-            if any(a == path or path + "/" in a for a in argv) and alive(int(entry.name)):
+            if (any(a == path or path + "/" in a for a in argv) or mark in environ) and alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
 
@@ -78,13 +81,20 @@ def test_the_watchdog_stops_what_names_the_directory_when_its_owner_is_killed(tm
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    # two stand-ins: one naming DIR as an argument, one as --flag=DIR/...; and one naming another
-    # directory whose name DIR begins (it must live on)
+    # three stand-ins: one naming DIR as an argument, one as --flag=DIR/..., one started with
+    # RULESCHED_TESTBED_DIR=DIR in its environment (as what a test starts inherits it); and one
+    # naming another directory whose name DIR begins (it must live on)
+    marked = {**os.environ, OWNED: str(d.resolve())}
     ours = [
         subprocess.Popen([sys.executable, "-c", SLEEPER, str(d / "kubeconfig")], start_new_session=True),
         subprocess.Popen([sys.executable, "-c", SLEEPER, f"--data-dir={d}/etcd-data"], start_new_session=True),
+        subprocess.Popen([sys.executable, "-c", SLEEPER], env=marked, start_new_session=True),
     ]
-    other = subprocess.Popen([sys.executable, "-c", SLEEPER, f"{d}-other/kubeconfig"], start_new_session=True)
+    other = subprocess.Popen(
+        [sys.executable, "-c", SLEEPER, f"{d}-other/kubeconfig"],
+        env={**os.environ, OWNED: f"{d.resolve()}-other"},
+        start_new_session=True,
+    )
     try:
         assert watchdog.stderr is not None
         assert select.select([watchdog.stderr], [], [], 30)[0], "the watchdog said nothing in 30 s"
@@ -105,13 +115,15 @@ def test_the_watchdog_stops_what_names_the_directory_when_its_owner_is_killed(tm
 
 
 OWNER = """
-import subprocess, sys, time
+import os, subprocess, sys, time
 d = sys.argv[1]
 up = subprocess.run([sys.argv[2], d], capture_output=True, text=True)
 if up.returncode:
     print("up failed:", up.stderr, flush=True)
     sys.exit(1)
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", d + "/kubeconfig"], start_new_session=True)
+os.environ["RULESCHED_TESTBED_DIR"] = d  # (as tests/realk8s.py marks what the tests start)
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 print("ready", flush=True)
 time.sleep(600)
 """
@@ -140,7 +152,7 @@ def test_the_control_plane_dies_with_the_process_that_started_it(tmp_path: Path)
         watchdog = int((run / "watchdog.pid").read_text())
         pids = [p for p in naming(d) if p != owner.pid]  # (the owner names D too)
         assert set(components.values()) | {watchdog} <= set(pids)
-        assert len(pids) == 5, describe(pids)  # and the process the owner started
+        assert len(pids) == 6, describe(pids)  # and the two processes the owner started
         assert all(alive(p) for p in pids)
 
         owner.send_signal(signal.SIGKILL)

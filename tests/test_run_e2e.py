@@ -97,7 +97,8 @@ def test_unschedulable_pods_get_a_failed_scheduling_event_and_condition(server: 
     while time.monotonic() < end:
         events = [e for e in server.store.objects["events"].values() if e["reason"] == "FailedScheduling"]
         status = server.store.objects["pods"]["default/huge"].get("status", {})
-        if events and status.get("conditions"):
+        bound = server.store.objects["pods"]["default/fits"]["spec"].get("nodeName")  # (its binding is a worker's)
+        if events and status.get("conditions") and bound:
             break
         time.sleep(0.1)
     loop.stop.set()

@@ -179,13 +179,18 @@ def test_a_workload_groups_victims_are_marked_and_announced_as_kube_schedulers(
     loop = Loop(settings)
     thread = threading.Thread(target=loop.run, kwargs={"until": lambda: loop.stop.is_set()}, daemon=True)
     thread.start()
+    # the two evictions timed as one preemption (scheduler_preemption_execution_duration_seconds)
+    executed = loop.metrics.preemption_execution.labels(preemptor="podgroup", result="success")
     try:
         preempted = [wait(lambda i=i: events(server, "Preempted", f"low-{i}"), 30) for i in range(2)]
+        wait(lambda: executed._sum.get() > 0, 10)
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()
         thread.join(timeout=15)
     assert sorted(server.store.evictions) == ["default/low-0", "default/low-1"]
+    count = sum(b.get() for b in executed._buckets)
+    assert count == 1 and executed._sum.get() > 0, (count, executed._sum.get())
     uid = group["metadata"]["uid"]
     for (event,) in preempted:
         assert event["note"] == f"Preempted by podgroup {uid} on node cluster"

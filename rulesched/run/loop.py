@@ -195,7 +195,9 @@ class _Binder:
         now), then the binding, on a worker."""
         node = binding.node
         volumes = writes_for(binding.volumes, self.store.storage, node) if binding.volumes else []
-        claims = claim_writes(binding.claims, binding.allocated, binding.pod) if binding.claims else []
+        claims = (
+            claim_writes(binding.claims, binding.allocated, binding.pod, binding.extended) if binding.claims else []
+        )
         self.workers.bind(binding.pod, node, binding.rules, volumes, claims)
         return None  # the outcome comes back through the loop
 
@@ -263,6 +265,7 @@ class _Reporter(Observer):
                 preemption.disruptions,
                 preemption.violations,
                 preemption.seconds,
+                "compositepodgroup" if outcome.group.composite else "podgroup",
             )
         self.metrics.placements(profile, [(t.fit, t.seconds) for t in outcome.trials])
         group = outcome.group
@@ -321,6 +324,7 @@ class Loop:
             min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
         )
         self.metrics = Metrics([p.name for p in self.profiles])
+        self.workers.executed = self.metrics.preemption_executed
         for profile in self.profiles:
             self.metrics.set_rules(profile.name, profile.rules.digest, profile.rules.rules.files)
             if profile.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
@@ -640,7 +644,7 @@ class Loop:
             except RuntimeError:
                 return ()
 
-        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes)
+        return LiveView(snapshot, rules_for, self.scheduler.queue.find, classes, self.scheduler.queue.pending)
 
     def _audit_snapshot(self) -> Snapshot | None:
         """(On the audit thread.) A snapshot, once the caches are synced."""

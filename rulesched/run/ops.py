@@ -278,6 +278,16 @@ class Metrics:
             buckets=exponential_buckets(0.001, 2, 16),
             registry=r,
         )
+        self.preemption_execution = Histogram(
+            "scheduler_preemption_execution_duration_seconds",
+            alpha(
+                "Duration in seconds for preempting the target preemption victims. With async preemption "
+                "enabled, preemption execution does not block the scheduling of other pods."
+            ),
+            ["preemptor", "result"],
+            buckets=exponential_buckets(0.001, 2, 16),
+            registry=r,
+        )
         self.pdb_violations = Counter(
             "scheduler_preemption_pdb_violations",
             alpha("Total number of pod disruption budget violations caused by preemption."),
@@ -435,8 +445,10 @@ class Metrics:
         preemption = result.preemption
         if preemption is not None:  # (PostFilter ran: upstream counts every run as an attempt)
             self.preemption_attempts.inc()
-            if preemption.nominated is not None:
+            if preemption.nominated is not None:  # (the executor's observeVictims)
                 self.preemption_victims.observe(len(preemption.victims))
+                if preemption.pdb_violations:
+                    self.pdb_violations.labels(preemptor="pod").inc(preemption.pdb_violations)
 
     def reasons(self, profile: str, codes: Sequence[Reason]) -> None:
         """An unschedulable attempt's reasons as codes (rulesched.scheduler.reasons)."""
@@ -456,16 +468,26 @@ class Metrics:
         self.group_attempt_duration.labels(result=result, profile=profile).observe(seconds)
         self.group_algorithm.observe(seconds)
 
-    def workload_preemption(self, code: str, victims: int, disruptions: int, violations: int, seconds: float) -> None:
-        """Workload-aware preemption ran for a pod group (``code``: its status, e.g. Success)."""
+    def workload_preemption(
+        self, code: str, victims: int, disruptions: int, violations: int, seconds: float, preemptor: str = "podgroup"
+    ) -> None:
+        """Workload-aware preemption ran for a pod group (``code``: its status, e.g. Success).
+        ``preemptor``: ``podgroup`` or ``compositepodgroup``, the executor's preemptor.Type()
+        that labels the victims' figures (the evaluation's label is always ``podgroup``, as
+        PodGroupEvaluator.evaluate writes it)."""
         self.workload_preemption_attempts.labels(result=code).inc()
         self.preemption_evaluation.labels(preemptor="podgroup", result=code).observe(seconds)
         if code == SUCCESS:
             self.workload_preemption_victims.observe(victims)
             if disruptions:
-                self.workload_disruptions.labels(preemptor="podgroup").observe(disruptions)
+                self.workload_disruptions.labels(preemptor=preemptor).observe(disruptions)
             if violations:
-                self.pdb_violations.labels(preemptor="podgroup").inc(violations)
+                self.pdb_violations.labels(preemptor=preemptor).inc(violations)
+
+    def preemption_executed(self, preemptor: str, result: str, seconds: float) -> None:
+        """One preemption's victims all evicted (``success``) or some not (``error``), ``seconds``
+        after the first eviction began (``preemptor``: ``pod``, ``podgroup``, ``compositepodgroup``)."""
+        self.preemption_execution.labels(preemptor=preemptor, result=result).observe(seconds)
 
     def placements(self, profile: str, trials: Sequence[tuple[bool, float]]) -> None:
         """Topology-aware scheduling tried these placements: (fit?, seconds) each."""

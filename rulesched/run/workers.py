@@ -62,6 +62,16 @@ class Outcome:
     logged: bool = False  # its "bound" line is written (by the binding process, off the scheduler's thread)
 
 
+@dataclass
+class _Execution:
+    """One preemption's evictions under way (see :meth:`Workers.evict`)."""
+
+    kind: str  # the preemptor's: pod, podgroup, compositepodgroup
+    started: float
+    pending: int = 0
+    failed: bool = False
+
+
 def log_bound(outcome: Outcome) -> None:
     """The ``bound`` line, written by the thread that applies the outcome: one writer, where
     the binding threads queued on the log handler's lock (8 ms a line at 1000 bindings/s)."""
@@ -126,6 +136,9 @@ class Workers:
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
         self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
         self._closed = False
+        self._executions: dict[str, _Execution] = {}  # preemptions whose evictions are under way
+        # told when one preemption's evictions are all over: (preemptor kind, result, seconds)
+        self.executed: Callable[[str, str, float], None] = lambda kind, result, seconds: None
         self.in_flight = 0
         self.refused = 0  # writes not made: the lease may be lost
 
@@ -417,16 +430,54 @@ class Workers:
 
     # --- preemption ---------------------------------------------------------------------------------
     def evict(self, victim: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
-        self._submit(self._evict, victim, preemptor, 0, group)
+        """Evict ``victim`` for ``preemptor`` (or its ``group``). The victims of one preemption
+        are timed together, as kube-scheduler's executor times its candidate's
+        (scheduler_preemption_execution_duration_seconds): from the first handed here until the
+        last is evicted or given up. (The scheduler hands a preemption's victims over in one
+        go, microseconds apart; each eviction is two API calls.)"""
+        kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
+        key = f"{kind}/{preemptor.key if group is None else group.key}"
+        with self._lock:
+            execution = self._executions.get(key)
+            if execution is None:
+                execution = self._executions[key] = _Execution(kind, time.monotonic())
+            execution.pending += 1
+        self._submit(self._evict, victim, preemptor, 0, group, key)
 
-    def _evict(self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None = None) -> None:
+    def _evict(
+        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None = None, execution: str = ""
+    ) -> None:
+        result: str | None = "error"  # "success", "error", or None: retried later
+        try:
+            result = self._evict_once(victim, preemptor, attempt, group, execution)
+        finally:
+            if result is not None and execution:
+                self._executed(execution, result)
+
+    def _executed(self, key: str, result: str) -> None:
+        with self._lock:
+            execution = self._executions.get(key)
+            if execution is None:
+                return
+            execution.pending -= 1
+            execution.failed = execution.failed or result != "success"
+            if execution.pending > 0:
+                return
+            del self._executions[key]
+        seconds = time.monotonic() - execution.started
+        self.executed(execution.kind, "error" if execution.failed else "success", seconds)
+
+    def _evict_once(
+        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None, execution: str
+    ) -> str | None:
         """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
         (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
         PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related:
         the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
-        kube-scheduler's executor names a podGroupExecutorPreemptor."""
+        kube-scheduler's executor names a podGroupExecutorPreemptor. Returns how it ended
+        (None: it is retried later)."""
         if self._fenced("eviction", victim, victim.node_name or ""):
-            return  # (not retried: a later leader preempts anew if it must)
+            return "error"  # (not retried: a later leader preempts anew if it must)
         try:
             kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
             patch = _preempted_status(preemptor, kind)
@@ -446,7 +497,7 @@ class Workers:
                 related_ref=None if group is None else _group_reference(group),
             )
         except NotFoundError:
-            pass  # gone already
+            return "success"  # gone already
         except (TooManyRequestsError, KubeError) as err:
             if attempt >= 20:
                 log.warning(
@@ -454,7 +505,7 @@ class Workers:
                     err,
                     extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
                 )
-                return
+                return "error"
             log.info(
                 "eviction refused (%s); retrying in %gs",
                 err,
@@ -462,10 +513,12 @@ class Workers:
                 extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
             )
             timer = threading.Timer(
-                EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1, group)
+                EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1, group, execution)
             )
             timer.daemon = True
             timer.start()
+            return None
+        return "success"
 
 
 def scheduled_note(key: str, node: str, rules: str) -> str:

@@ -32,18 +32,21 @@ from rulesched.lang import RuleSet, quantity_text
 from rulesched.model import Pod, PriorityClass
 from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler.changes import ALL, Change
-from rulesched.scheduler.fixes import (
-    CLUSTER,
-    GROUP,
-    Candidate,
-    FixBudget,
-    FixSearch,
+from rulesched.scheduler.fix_candidates import (
     NodeFailure,
     families_of,
     nearness,
     node_options,
     per_node,
     rule_candidates,
+)
+from rulesched.scheduler.fixes import (
+    CLUSTER,
+    GROUP,
+    MIXED,
+    Candidate,
+    FixBudget,
+    FixSearch,
     search,
     shape,
     size,
@@ -52,8 +55,9 @@ from rulesched.scheduler.reasons import Reason
 from rulesched.scheduler.trial import TrialOutcome, Trials
 from rulesched.scheduler.why import explain_pod
 
-GROUP_BUDGET = FixBudget(candidates=16, trials=10, fixes=5, nodes=60, per_kind=10)
+GROUP_BUDGET = FixBudget(candidates=16, trials=14, fixes=5, nodes=60, per_kind=10)
 SCORE_CANDIDATES = 2  # node scores whose removal is tried for a group of which some members fit
+COMBINED = 2  # candidates a refuted one that fit more members is combined with
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ def explain_group(
             node: [NodeFailure(f.rule, f.reasons, f.unresolvable) for f in fails]
             for node, fails in explained.failures.items()
         }
-        found = group_candidates(
+        made = group_candidates(
             standing,
             missing,
             store.node_view,
@@ -158,23 +162,58 @@ def explain_group(
     finally:
         for placed in fitted:
             store.remove_pod(placed.key)
+    found = made.found
     if out.closest is not None:  # nodes like one of the closest domain's, there
         grown = _grow_closest(out, standing, store, members)
         if grown is not None:
             found.append(grown)
-    if gang is not None and gang.gang and out.fit:
-        have = len(out.fit) + before
-        if 0 < have < gang.min_member:
-            lower = Change("set-min-count", "PodGroup", gang.key, count=have, amount=gang.min_member - have)
-            found.append(Candidate(GROUP, (lower,), size((lower,), members), gang.key))
+    if gang is not None and gang.gang:
+        # the minimum lowered to the members that fit (in one domain, the closest's), alone or
+        # with a change on one node that holds more of them
+        most = max(len(out.fit), out.closest.placed if out.closest is not None else 0)
+        for extra, holds in [(None, 0), *made.partial[:COMBINED]]:
+            have = most + holds + before
+            if 0 < have < gang.min_member:
+                lower = Candidate(GROUP, (_lower(gang, have),), 0, gang.key)
+                found.append(_together(extra, lower, members) if extra is not None else _sized(lower, members))
     # the rules: a preempt rule vetoing the evictions, and, when some members fit and others
     # not, the scores that placed the first ones
-    evicts = any(c.op == "evict" for candidate in found for c in candidate.changes)
+    evicts = any(candidate.changes and all(c.op == "evict" for c in candidate.changes) for candidate in found)
     preempts = evicts and standing.preemption_policy != "Never"
     found += rule_candidates(rules, preempt=preempts, scores=SCORE_CANDIDATES if out.fit else 0)
     found.sort(key=lambda c: (c.size, len(c.changes)))
     keys = {m.key for m in members}
     others = [p for p in other_pending if p.key not in keys]
+    originals = found[: budget.candidates]
+    first_round = {c.key for c in originals}
+
+    def follow(candidate: Candidate, outcome: TrialOutcome) -> list[Candidate]:
+        """What a refuted candidate got part of the way to: with a gang's minimum lowered to the
+        members it fit; with a lower request (the next node's free amount); when it fit more
+        than the cluster as it is, with the smallest changes on one node and the next smallest
+        candidates (a pod change here, a node there)."""
+        if candidate.key not in first_round:
+            return []  # (a follow-up's own are not followed: the budget goes to the first round)
+        fit = outcome.fitting(keys)
+        more = []
+        lowers = any(c.op == "set-min-count" for c in candidate.changes)
+        if gang is not None and gang.gang and not lowers and 0 < fit + before < gang.min_member:
+            more.append(_together(candidate, Candidate(GROUP, (_lower(gang, fit + before),), 0), members))
+        less = _less(candidate, made.amounts)
+        if less is not None:
+            more.append(_sized(less, members))
+        if fit > len(out.fit):
+            requests = {c.key for c in candidate.changes if c.op == "set-request"}
+            fitting = [
+                d
+                for d in [*(c for c, _ in made.partial), *originals]
+                if d is not candidate
+                and not set(d.changes) & set(candidate.changes)
+                and not any(c.op == "set-min-count" or (c.op == "set-request" and c.key in requests) for c in d.changes)
+            ]
+            more += [_together(candidate, d, members) for d in fitting[:COMBINED]]
+        return more
+
     out.fixes = search(
         members,
         trials,
@@ -184,10 +223,38 @@ def explain_group(
         other_pending=others,
         placed=placed_by,
         baseline=baseline,
+        follow_up=follow,
     )
     if not out.fixes.fixes:
         out.fixes.unfixable = [f"{rule} on {n} node(s)" for rule, n in _hard(failures).items()]
     return out
+
+
+def _lower(gang: PodGroup, count: int) -> Change:
+    return Change("set-min-count", "PodGroup", gang.key, count=count, amount=gang.min_member - count)
+
+
+def _sized(candidate: Candidate, members: Sequence[Pod]) -> Candidate:
+    return dataclasses.replace(candidate, size=size(candidate.changes, members))
+
+
+def _less(candidate: Candidate, amounts: Mapping[str, Sequence[int]]) -> Candidate | None:
+    """``candidate`` with its lowered requests lowered further, to the next amount a node has
+    free (None: none lower)."""
+    changes = []
+    for c in candidate.changes:
+        if c.op == "set-request":
+            lower = [a for a in amounts.get(c.key, ()) if a < c.amount]
+            if lower:
+                c = dataclasses.replace(c, amount=max(lower))
+        changes.append(c)
+    return None if tuple(changes) == candidate.changes else dataclasses.replace(candidate, changes=tuple(changes))
+
+
+def _together(first: Candidate, second: Candidate, members: Sequence[Pod]) -> Candidate:
+    changes = tuple(dict.fromkeys((*first.changes, *second.changes)))
+    where = first.where if first.where == second.where else MIXED
+    return Candidate(where, changes, size(changes, members), first.node)
 
 
 def _in_tree(groups: Sequence[PodGroup], pod: Pod, root: PodGroup) -> bool:
@@ -287,6 +354,13 @@ def _hard(failures: Mapping[str, Sequence[NodeFailure]]) -> dict[str, int]:
 # --- candidates -------------------------------------------------------------------------------------
 
 
+@dataclass
+class GroupCandidates:
+    found: list[Candidate]
+    partial: list[tuple[Candidate, int]]  # changes on one node too few for the members, and how many it holds
+    amounts: dict[str, list[int]]  # resource -> the amounts a request may be lowered to, highest first
+
+
 def group_candidates(
     pod: Pod,
     missing: int,
@@ -297,10 +371,12 @@ def group_candidates(
     budget: FixBudget,
     domain: Mapping[str, str],
     members: set[str] = frozenset(),  # type: ignore[assignment]
-) -> list[Candidate]:
+) -> GroupCandidates:
     """Candidates for ``missing`` more members like ``pod``: each shape of change (see the
     module docstring) on as many of its nodes as they need, nearest first; nodes in ``domain``
-    (the closest topology domain) first."""
+    (the closest topology domain) first; a pod change the least of its kind (a request lowered
+    the least). And, for the follow-ups, the changes on one node too few to be one, and the
+    amounts a request may be lowered to."""
     ranked: list[tuple[bool, float, str, NodeInfo, dict[str, list[Any]]]] = []
     for name, fails in failures.items():
         info = nodes(name)
@@ -326,10 +402,18 @@ def group_candidates(
                 continue  # (a member that fit is not evicted for another)
             by_shape.setdefault(shape(c), []).append((c, _holds(pod, info, c)))
     out = []
+    partial: list[tuple[Candidate, int]] = []
+    amounts: dict[str, set[int]] = {}
     cover = _cover(pod, missing, nodes, by_shape)
     if cover is not None:
         out.append(cover)
     for proposals in by_shape.values():
+        if all(ch.kind != "Node" and ch.op != "evict" for ch in proposals[0][0].changes):
+            proposals = sorted(proposals, key=lambda p: size(p[0].changes, [pod]))  # (the least change first)
+            for c, _ in proposals:
+                for ch in c.changes:
+                    if ch.op == "set-request":
+                        amounts.setdefault(ch.key, set()).add(ch.amount)
         changes: list[Change] = []
         held = 0
         for candidate, holds in proposals:
@@ -338,18 +422,25 @@ def group_candidates(
                     per = max(1, per_node(pod, info_of(nodes, ch.name)))
                     ch = Change("add-nodes", "Node", ch.name, count=-(-missing // per))
                     holds = missing
-                elif ch.kind == "Pod" and ch.op != "evict":
-                    ch = Change(ch.op, ch.kind, ALL, ch.key, ch.value, ch.effect, ch.count, ch.amount)
-                changes.append(ch)
+                changes.append(_for_all(ch))
             held += holds
             if held >= missing or all(ch.kind != "Node" and ch.op != "evict" for ch in candidate.changes):
                 break
         if held < missing and any(ch.kind == "Node" or ch.op == "evict" for ch in changes):
+            first, holds = proposals[0]
+            mine = tuple(_for_all(ch) for ch in first.changes)
+            partial.append((Candidate(first.where, mine, size(mine, [pod]), first.node), holds))
             continue  # (not enough nodes of this shape for the members)
         unique = tuple(dict.fromkeys(changes))
         where = proposals[0][0].where
         out.append(Candidate(where, unique, size(unique, [pod]), proposals[0][0].node))
-    return out
+    partial.sort(key=lambda p: p[0].size)
+    return GroupCandidates(out, partial, {r: sorted(a, reverse=True) for r, a in amounts.items()})
+
+
+def _for_all(change: Change) -> Change:
+    """A pod change made on every member (they share their template)."""
+    return dataclasses.replace(change, name=ALL) if change.kind == "Pod" and change.op != "evict" else change
 
 
 def _cover(

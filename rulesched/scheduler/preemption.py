@@ -142,7 +142,8 @@ def preempt(
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
-    return Preemption(chosen.node, chosen.victims, message=found_message(chosen.node, len(chosen.victims)))
+    message = found_message(chosen.node, len(chosen.victims))
+    return Preemption(chosen.node, chosen.victims, message=message, pdb_violations=chosen.pdb_violations)
 
 
 def found_message(node: str, victims: int) -> str:

@@ -191,6 +191,15 @@ class SchedulingQueue:
                 return parked.pod
             return self._in_flight.get(key) or self._gated.get(key)
 
+    def pending(self, limit: int) -> list[Pod]:
+        """Up to ``limit`` pending pods, queued ones first, then parked (any thread: the pods a
+        rule fix's diff asks about)."""
+        with self._lock:
+            queued = (e.pod for e in self._queued.values() if e is not None)  # (None: parked, below)
+            out = list(itertools.islice(queued, limit))
+            out += [e.pod for e in itertools.islice(self._unschedulable.values(), max(0, limit - len(out)))]
+            return out
+
     def gated(self) -> list[Pod]:
         """The pods held back by scheduling gates, in arrival order."""
         with self._lock:

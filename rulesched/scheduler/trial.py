@@ -75,6 +75,11 @@ class TrialOutcome:
     def all_placed(self, keys: Iterable[str]) -> bool:
         return all(k in self.placed for k in keys)
 
+    def fitting(self, keys: Iterable[str]) -> int:
+        """How many of ``keys`` were bound or, in their last cycle, fit a node (a gang's members
+        that fit but were given back with their group)."""
+        return sum(1 for k in keys if k in self.placed or ((r := self.last.get(k)) is not None and r.fitted))
+
 
 class _Watch(Observer):
     def __init__(self, outcome: TrialOutcome) -> None:

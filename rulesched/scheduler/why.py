@@ -45,16 +45,8 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
 from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
 from rulesched.model import Pod, PriorityClass
-from rulesched.scheduler.fixes import (
-    BUDGET,
-    FixBudget,
-    FixSearch,
-    NodeFailure,
-    by_size,
-    candidates,
-    rule_candidates,
-    search,
-)
+from rulesched.scheduler.fix_candidates import NodeFailure, candidates, rule_candidates
+from rulesched.scheduler.fixes import BUDGET, FixBudget, FixSearch, by_size, search
 from rulesched.scheduler.framework import Code, Preemption, fit_error
 from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.reasons import Reason, Tally, node_reasons
@@ -244,7 +236,7 @@ def fix_pod(
         for node, fails in explanation.failures.items()
     }
     found, why = candidates([pod], store.node_view, failures, set(explanation.resource_rules), classes, budget)
-    evicts = any(c.op == "evict" for candidate in found for c in candidate.changes)
+    evicts = any(candidate.changes and all(c.op == "evict" for c in candidate.changes) for candidate in found)
     found = by_size(found + rule_candidates(rules, preempt=evicts and pod.preemption_policy != "Never"))
     found = found[: budget.candidates]
     others = [p for p in other_pending if p.key != pod.key]

@@ -17,7 +17,7 @@ from typing import Any
 
 from rulesched.authoring.why import ExplainSettings, explain
 from rulesched.lang import RuleSet, load_rules, resolve_rules_path
-from rulesched.scheduler.changes import ALL, Change, apply, changed_pod, changed_rules
+from rulesched.scheduler.changes import ALL, Change, apply, changed_group, changed_pod, changed_rules
 from rulesched.scheduler.fixes import size
 from rulesched.scheduler.reasons import PLUGINS
 from rulesched.scheduler.trial import Trials
@@ -323,3 +323,55 @@ def check_group(path: str, answer: dict[str, Any], members: Sequence[str], minim
         lowered = [c["count"] for c in fix["changes"] if c["op"] == "set-min-count"]
         out.append(GroupChecked(fix, placed, lowered[0] if lowered else minimum))
     return out
+
+
+def least_group_change(path: str, target: str, limit: float, most: int = 2) -> float | None:
+    """The size of the smallest set of at most ``most`` changes that places the gang of
+    :func:`generate_group` (its minimum bound, in a trial like explain's), up to ``limit``:
+    each node untainted, uncordoned, copied (as many copies as the gang has members), each
+    running pod evicted; every member tolerating each taint, its request lowered to each
+    node's free amount; the minimum lowered to each smaller count. None when none within it."""
+    objects = load_cluster([path])
+    namespace, name = target.split("/")[1:]
+    (gang,) = [g for g in objects.groups if g.key.endswith(f"{namespace}/{name}")]
+    members = [p for p in objects.pending_pods if p.scheduling_group]
+    store = objects.store()
+    trials = Trials(store, load_rules([resolve_rules_path("default")]))
+    template = members[0]
+    single: list[Change] = []
+    for info in store.nodes:
+        for t in info.node.taints:
+            single.append(Change("untaint", "Node", info.name, t.key, t.value, t.effect))
+            single.append(Change("tolerate", "Pod", ALL, t.key, t.value, t.effect))
+        if info.unschedulable:
+            single.append(Change("uncordon", "Node", info.name))
+        single += [Change("add-nodes", "Node", info.name, count=k) for k in range(1, len(members) + 1)]
+        single += [Change("evict", "Pod", p.key) for p in info.pods]
+        for r, want in template.requests.items():
+            free = info.free.get(r, 0)
+            if 0 < free < want:
+                single.append(Change("set-request", "Pod", ALL, r, amount=free))
+    for count in range(1, gang.min_member):
+        single.append(Change("set-min-count", "PodGroup", gang.key, count=count, amount=gang.min_member - count))
+    single = list(dict.fromkeys(single))
+    sets: list[tuple[float, tuple[Change, ...]]] = []
+    for k in range(1, most + 1):
+        for combo in itertools.combinations(single, k):
+            ops = [c.op for c in combo]
+            if ops.count("set-request") > 1 or ops.count("set-min-count") > 1:
+                continue
+            sized = size(combo, members)
+            if sized < limit - 1e-9:
+                sets.append((sized, combo))
+    sets.sort(key=lambda s: s[0])
+    for sized, combo in sets:
+        undo = apply(trials.store, combo)
+        try:
+            changed = [changed_pod(m, combo) for m in members]
+            groups = [changed_group(g, combo) for g in objects.groups]
+            outcome = trials.run(changed, groups)
+        finally:
+            undo()
+        if gang.key in outcome.placed_groups:
+            return round(sized, 3)
+    return None

@@ -262,6 +262,7 @@ def pg(
     policy: str = "",
     created: str = "",
     version: str = "v1beta1",
+    namespace: str = "default",
 ) -> PodGroup:
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}} if min_count else {"basic": {}}}
     if topology:
@@ -274,7 +275,7 @@ def pg(
         spec["priority"] = priority
     if policy:
         spec["preemptionPolicy"] = policy
-    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if created:
         meta["creationTimestamp"] = created
     obj = {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "PodGroup", "metadata": meta, "spec": spec}

@@ -660,6 +660,61 @@ def test_schedule_one_pod_group_scheduler_name_mismatch_updates_status() -> None
     assert errors and "same .spec.schedulerName" in errors[0].message
 
 
+# --- framework/plugins/gangscheduling/gangscheduling_test.go: Test_isSchedulableAfterPodGroupUpdated -
+# 1.37 lets a gang's minCount change. Upstream's queueing hint queues a waiting member when its
+# own PodGroup's minCount decreased, and skips it otherwise; here the outcome: the member waiting
+# for its gang is placed once the lowered minCount is met, and keeps waiting (untried, no
+# condition) for the rest. (rulesched re-checks a held member on any change of its group's spec:
+# a check, not an attempt, so the skipped cases end the same.)
+UPDATED = [
+    # (upstream's case name, the target's namespace/group, the members of default/pg beside it,
+    #  default/pg's minCount before and after, whether the target is placed)
+    ("minCount decreased matches target pod", "default/pg", ("p2", "p3"), 4, 3, True),
+    ("minCount increased matches target pod", "default/pg", ("p2",), 3, 4, False),
+    ("minCount unchanged matches target pod", "default/pg", ("p2",), 3, 3, False),
+    (
+        "minCount decreased but pod group name doesn't match target pod",
+        "default/pg-other",
+        ("p2", "p3", "p4"),
+        4,
+        3,
+        False,
+    ),
+    (
+        "minCount decreased but pod group namespace doesn't match target pod",
+        "ns-other/pg",
+        ("p2", "p3", "p4"),
+        4,
+        3,
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "target", "others", "old", "new", "placed"), UPDATED, ids=[u[0] for u in UPDATED])
+def test_is_schedulable_after_pod_group_updated(
+    case: str, target: str, others: tuple[str, ...], old: int, new: int, placed: bool
+) -> None:
+    namespace, group = target.split("/")
+
+    def waiting(name: str, ns: str, grp: str) -> Pod:
+        spec = {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+        return pod(name, namespace=ns, spec={**spec, "schedulingGroup": {"podGroupName": grp}})
+
+    groups = [pg("pg", old), pg("pg-other", 4), pg("pg", 4, namespace="ns-other")]
+    members = [waiting("target", namespace, group), *(waiting(n, "default", "pg") for n in others)]
+    sim = _run([_node("node1", "8")], members, groups)
+    assert _bound(sim) == {}  # every member waits for its gang
+    sim.add_group(pg("pg", new))
+    sim.run()
+    history = sim.history[f"{namespace}/target"]
+    assert (history.node is not None) == placed, case
+    if not placed:  # still waiting: untried, no condition written
+        assert history.last is not None and history.last.waiting
+    if group != "pg" or namespace != "default":  # default/pg itself was placed once its minimum was met
+        assert set(_bound(sim)) == set(others)
+
+
 # --- schedule_one_podgroup_test.go: TestUpdatePodGroupCondition, TestSubmitPodGroupAlgorithmResult -
 
 
