@@ -10,7 +10,7 @@ Fixtures (tests/conftest.py registers them; a test using either is marked ``real
   watchdog if this process is killed before: with it, every process naming the directory, such
   as a kube-scheduler started by :meth:`Kube.kube_scheduler`, and every process a test started,
   which inherits ``RULESCHED_TESTBED_DIR``). Without the binaries
-  (``testbed/build`` makes them, ~20 min cold) the tests using it are skipped, the reason saying
+  (``testbed/build`` makes them: 1,344 CPU seconds cold, see the README) the tests using it are skipped, the reason saying
   so; with ``RULESCHED_REQUIRE_REAL_K8S=1`` (``.ci/run`` sets it after building) they fail
   instead. ``RULESCHED_K8S_BIN`` points at binaries elsewhere.
 * ``k8s`` (function): the same control plane, with everything the test made removed after it:

@@ -66,7 +66,8 @@ USED = {
     ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
     ("resource.k8s.io", "resourceslices"): {"list", "watch"},
     ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},
-    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "update"},
+    # (create, delete: the claim made for DRA-served extended resources, KEP-5004)
+    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch", "update", "create", "delete"},
     ("resource.k8s.io", "resourceclaims/status"): {"update"},
     # (synthetic: 1.37's API server checks it on a status update changing allocation or reservedFor)
     ("resource.k8s.io", "resourceclaims/binding"): {"update"},

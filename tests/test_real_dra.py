@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.helpers.realdra import DRIVER, allocated, claim_template, devices, dra_pod, pod_claim
+from tests.helpers.realdra import (
+    DRIVER,
+    RESOURCE,
+    allocated,
+    claim_template,
+    devices,
+    dra_pod,
+    extended_class,
+    extended_placed,
+    extended_pod,
+    pod_claim,
+)
 from tests.realk8s import Kube, Running
 
 
@@ -65,3 +76,43 @@ def test_a_dra_pod_is_allocated_and_bound_as_kube_scheduler_does(k8s: Kube, tmp_
             assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "fits", "uid": uid}]
         assert ours_claim["metadata"].get("finalizers") == theirs_claim["metadata"].get("finalizers")
         assert ours_claim["metadata"].get("finalizers"), ours_claim["metadata"]
+
+
+def test_extended_resources_backed_by_dra_as_kube_scheduler_serves_them(k8s: Kube, tmp_path: Path) -> None:
+    """KEP-5004 on the real API server: a DeviceClass names `example.com/gpu`; a pod asking it
+    in plain requests is placed by kube-scheduler, another by ``rulesched run``, on n1, whose
+    devices a ResourceSlice publishes (no node has the resource in its allocatable). Each gets
+    a claim made for it (owned by the pod, annotated), allocated and reserved, named in the
+    pod's status.extendedResourceClaimStatus; rulesched's reads back as kube-scheduler's but for
+    the name's random part and the device."""
+    k8s.node("n1", cpu="4")
+    k8s.node("n2", cpu="4")
+    ours, theirs = k8s.namespace("ext-ours"), k8s.namespace("ext-theirs")
+    with devices(k8s, "n1", 2), extended_class(k8s):
+        with k8s.kube_scheduler():
+            extended_pod(k8s, theirs, "ext", "default-scheduler")
+            assert k8s.wait(lambda: extended_placed(k8s, theirs, "ext"), 60)
+        with Running(k8s):
+            extended_pod(k8s, ours, "ext")
+            assert k8s.wait(lambda: extended_placed(k8s, ours, "ext"), 60)
+        claims = {}
+        for ns in (ours, theirs):
+            pod = extended_placed(k8s, ns, "ext")
+            assert pod is not None and pod["spec"]["nodeName"] == "n1"
+            status = pod["status"]["extendedResourceClaimStatus"]
+            claim = dict(k8s.get(f"{RESOURCE}/namespaces/{ns}/resourceclaims/{status['resourceClaimName']}"))
+            assert claim["metadata"]["name"].startswith("ext-extended-resources-")
+            (owner,) = claim["metadata"]["ownerReferences"]
+            assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", "ext", pod["metadata"]["uid"])
+            assert claim["metadata"]["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+            assert [c["uid"] for c in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+            claims[ns] = (status, claim)
+        (our_status, our_claim), (their_status, their_claim) = claims[ours], claims[theirs]
+        assert our_status["requestMappings"] == their_status["requestMappings"]
+        assert our_claim["spec"] == their_claim["spec"]
+        (ours_result,) = our_claim["status"]["allocation"]["devices"]["results"]
+        (theirs_result,) = their_claim["status"]["allocation"]["devices"]["results"]
+        assert {ours_result["device"], theirs_result["device"]} == {"gpu-0", "gpu-1"}
+        assert sorted(ours_result) == sorted(theirs_result)
+        assert our_claim["status"]["allocation"]["nodeSelector"] == their_claim["status"]["allocation"]["nodeSelector"]
+        assert sorted(our_claim["metadata"]["finalizers"]) == sorted(their_claim["metadata"]["finalizers"])

@@ -164,3 +164,71 @@ def test_run_deallocates_a_claim_no_one_uses_when_nothing_fits(server: TestApiSe
     assert pods["default/train"]["spec"]["nodeName"] == "n2"
     written = server.store.objects["resourceclaims"]["default/gpu-claim"]
     assert written["status"]["allocation"]["devices"]["results"][0]["pool"] == "n2"
+
+
+def extended_setup(server: TestApiServer) -> dict[str, Any]:
+    server.add("nodes", node("n1"))
+    server.add("deviceclasses", {**GPU_CLASS, "spec": {**GPU_CLASS["spec"], "extendedResourceName": "example.com/gpu"}})
+    server.add("resourceslices", gpu_slice("n1", 2))
+    body = pod("train", cpu="1", spec={"schedulerName": "rulesched"})
+    body["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1", "example.com/gpu": "2"},
+        "limits": {"example.com/gpu": "2"},
+    }
+    server.add("pods", body)
+    return body
+
+
+def test_a_failed_binding_deletes_the_claim_made_for_extended_resources(server: TestApiServer, tmp_path: Path) -> None:
+    """unreserveExtendedResourceClaim: the first binding fails (500) after the claim was made;
+    the claim is deleted (its finalizer removed first), so the retry can make it again (the
+    name is the same: without the delete, its create would answer 409 for ever)."""
+    extended_setup(server)
+    server.set_faults(fail_bindings=("default/train",))
+    pods = server.store.objects["pods"]
+    with Running(server, tmp_path):
+        wait(lambda: pods["default/train"]["spec"].get("nodeName"))
+    assert "default/train" in server._server.failed_bindings
+    name = pods["default/train"]["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+    made = server.store.objects["resourceclaims"][f"default/{name}"]
+    assert [c["name"] for c in made["status"]["reservedFor"]] == ["train"]
+
+
+def test_run_makes_the_claim_for_extended_resources_backed_by_dra(server: TestApiServer, tmp_path: Path) -> None:
+    """KEP-5004 in run: a pod asking `example.com/gpu: 2` where a DeviceClass names that
+    resource and n1 publishes GPUs: before the Binding the claim made for it is created (owned
+    by the pod, annotated), allocated and reserved, and the pod's
+    status.extendedResourceClaimStatus names it with the request's mapping to its container."""
+    body = extended_setup(server)
+    pods = server.store.objects["pods"]
+    with Running(server, tmp_path):
+        wait(lambda: pods["default/train"]["spec"].get("nodeName"))
+    assert pods["default/train"]["spec"]["nodeName"] == "n1"
+    status = pods["default/train"]["status"]["extendedResourceClaimStatus"]
+    name = status["resourceClaimName"]
+    assert name.startswith("train-extended-resources-")
+    assert status["requestMappings"] == [
+        {
+            "containerName": body["spec"]["containers"][0]["name"],
+            "resourceName": "example.com/gpu",
+            "requestName": "container-0-request-1",
+        }
+    ]
+    made = server.store.objects["resourceclaims"][f"default/{name}"]
+    assert made["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+    (owner,) = made["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "Pod",
+        "train",
+        pods["default/train"]["metadata"]["uid"],
+        True,
+    )
+    assert made["spec"]["devices"]["requests"] == [
+        {
+            "name": "container-0-request-1",
+            "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 2},
+        }
+    ]
+    assert FINALIZER in made["metadata"]["finalizers"]
+    assert sorted(r["device"] for r in made["status"]["allocation"]["devices"]["results"]) == ["gpu-0", "gpu-1"]
+    assert [c["name"] for c in made["status"]["reservedFor"]] == ["train"]

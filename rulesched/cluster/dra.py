@@ -101,6 +101,7 @@ class DraCache:
         # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts
         self.pools: dict[str, NodePools] = {}
         self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
+        self._mappings: dict[str, Any] = {}  # assumed pod key -> its extended claim's request mappings
 
     @property
     def state(self) -> DraState:
@@ -133,6 +134,8 @@ class DraCache:
             if assumed is not None:
                 if value is not None and value.resource_version == assumed[1] and value.allocation is None:
                     return  # the informer's view from before the assumption
+                if value is not None and value.allocation is None and not assumed[1]:
+                    return  # a claim the scheduler made (extended resources'): created, not allocated yet
                 del self._assumed[key]
             self._allocated = None
             self._use = None
@@ -221,12 +224,24 @@ class DraCache:
         return {f"dra_{kind}": dict(self._maps[kind]) for kind in DRA_KINDS}
 
     # --- the scheduler's assumptions ---------------------------------------------------------------
-    def assume(self, pod: Pod, allocations: Mapping[str, Allocation], reserve: tuple[str, ...]) -> None:
+    def assume(
+        self,
+        pod: Pod,
+        allocations: Mapping[str, Allocation],
+        reserve: tuple[str, ...],
+        made: tuple[ResourceClaim, Any] | None = None,
+    ) -> None:
         """The pod is assumed: ``allocations`` (claim key -> allocation) are written into their
-        claims, and every claim in ``reserve`` (keys) gets the pod in ``reservedFor``."""
+        claims, and every claim in ``reserve`` (keys) gets the pod in ``reservedFor``. ``made``:
+        the claim made for the pod's DRA-served extended resources (put in first; its requests'
+        mappings kept for the binding: :meth:`extended_mappings`)."""
         if not allocations and not reserve:
             return
         undo = self._undo.setdefault(pod.key, [])
+        if made is not None:
+            undo.append((made[0].key, None))
+            self.put("claims", made[0].key, made[0])
+            self._mappings[pod.key] = made[1]
         claims = self._maps["claims"]
         if pod.node_name:
             self.covered.add(pod.node_name)  # (its devices change with the pod placed there)
@@ -260,12 +275,13 @@ class DraCache:
     def assumed_claims(self, pod_key: str) -> tuple[tuple[ResourceClaim, ...], frozenset[str]]:
         """The claims the pod's assumption changed, as the store has them now, and the keys of
         those it allocated (the others it only joined): what its binding writes."""
-        claims, allocated = [], set()
+        claims, allocated, seen = [], set(), set()
         current = self._maps["claims"]
         for key, before in self._undo.get(pod_key, ()):
             claim = current.get(key)
-            if claim is None:
+            if claim is None or key in seen:  # (a claim made for the pod comes twice: made, allocated)
                 continue
+            seen.add(key)
             claims.append(claim)
             if before is None or before.allocation is None:
                 allocated.add(key)
@@ -275,9 +291,11 @@ class DraCache:
         """The pod's binding succeeded: its claims stay as assumed until the informer's newer
         versions (with the status the binder wrote) replace them."""
         self._undo.pop(pod_key, None)
+        self._mappings.pop(pod_key, None)
 
     def revert(self, pod_key: str) -> None:
         """The binding failed: the claims are put back as they were (Unreserve)."""
+        self._mappings.pop(pod_key, None)
         for key, before in reversed(self._undo.pop(pod_key, [])):
             self._assumed.pop(key, None)
             self.put("claims", key, before)
@@ -303,6 +321,11 @@ class DraCache:
                 freed.append(key)
             self.put("claims", key, changed)
         return freed
+
+    def extended_mappings(self, pod_key: str) -> Any:
+        """The request mappings of the claim made for an assumed pod's extended resources (what
+        its binding writes to ``status.extendedResourceClaimStatus``); None if it has none."""
+        return self._mappings.get(pod_key)
 
     def in_flight(self) -> list[str]:
         """The assumed pods whose claims are held (to write, or to take back)."""

@@ -41,7 +41,7 @@ from rulesched.cluster.placements import Placements
 from rulesched.cluster.snapshot import Change, Snapshot
 from rulesched.cluster.volumes import StorageCache
 from rulesched.model import Node, Pod, PodDisruptionBudget, PriorityClass
-from rulesched.model.dra import Allocation, DraState
+from rulesched.model.dra import Allocation, DraState, ResourceClaim
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import EMPTY
 from rulesched.model.storage import StorageState
@@ -332,15 +332,20 @@ class ClusterStore:
         node_name: str,
         allocations: Mapping[str, Allocation] | None = None,
         reserve: tuple[str, ...] = (),
+        made: tuple[ResourceClaim, Any] | None = None,
     ) -> Pod:
         """Place a pod on a node before its binding completes; returns the placed pod.
         ``allocations`` (claim key -> allocation) and ``reserve`` (claim keys): DRA's Reserve,
-        the devices chosen for its claims and the claims it uses (:class:`DraCache`)."""
+        the devices chosen for its claims and the claims it uses (:class:`DraCache`); ``made``:
+        the claim made for its DRA-served extended resources and its requests' mappings (the
+        placed pod names it, as ``status.extendedResourceClaimStatus`` will)."""
         placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
+        if made is not None:
+            placed = dataclasses.replace(placed, extended_claim=made[0].name)
         if pod.volumes:  # VolumeBinding's Reserve: the claims it chose are taken now
             self.volumes.assume(placed, self._nodes.by_name.get(node_name))
         if allocations or reserve:
-            self.dra.assume(placed, allocations or {}, reserve)
+            self.dra.assume(placed, allocations or {}, reserve, made)
         elif pod.resource_claims:  # DynamicResources' Reserve: the devices it chose are taken now
             self.dra.reserve(placed, self._nodes.by_name.get(node_name))
         self.load.bound(placed, node_name)  # (before placing it: its node shows the estimate at once)

@@ -12,6 +12,12 @@ claim (a status update keeps no metadata); then ``status.allocation`` (with its
 binding that fails afterwards takes the pod out of ``reservedFor`` again (upstream's Unreserve);
 the allocation stays, as upstream leaves it, for the next attempt or the resourceclaim
 controller to undo.
+
+The claim made for a pod's DRA-served extended resources (KEP-5004) is created first (upstream's
+createExtendedResourceClaimInAPI; rulesched gives the name the store has rather than asking for
+a generated one), then allocated and reserved as the others, then named with its request
+mappings in the pod's ``status.extendedResourceClaimStatus`` (patchPodExtendedResourceClaimStatus);
+a binding that fails deletes it again (unreserveExtendedResourceClaim).
 """
 
 from __future__ import annotations
@@ -42,17 +48,50 @@ class ClaimWrite:
     name: str
     allocation: dict[str, Any] | None
     consumer: dict[str, str]
+    create: dict[str, Any] | None = None  # the claim to create first (the extended resources')
+    mappings: tuple[dict[str, str], ...] = ()  # ... and its requests' mappings, for the pod's status
 
 
-def claim_writes(claims: Sequence[ResourceClaim], allocated: frozenset[str], pod: Any) -> list[ClaimWrite]:
+def claim_writes(
+    claims: Sequence[ResourceClaim], allocated: frozenset[str], pod: Any, extended: Sequence[Any] = ()
+) -> list[ClaimWrite]:
     """The writes for ``pod``'s assumed ``claims``; ``allocated``: the keys of those whose
-    allocation the scheduler made (the others are only reserved)."""
+    allocation the scheduler made (the others are only reserved); ``extended``: the request
+    mappings of the claim made for its extended resources (``pod.extended_claim``: created first)."""
     consumer = {"resource": "pods", "name": pod.name, "uid": pod.uid}
     out = []
     for claim in claims:
         alloc = allocation_body(claim.allocation) if claim.key in allocated and claim.allocation else None
-        out.append(ClaimWrite(claim.namespace, claim.name, alloc, consumer))
+        if pod.extended_claim and claim.name == pod.extended_claim:
+            mappings = tuple(
+                {"containerName": m.container, "resourceName": m.resource, "requestName": m.request} for m in extended
+            )
+            out.append(ClaimWrite(claim.namespace, claim.name, alloc, consumer, claim_body(claim), mappings))
+        else:
+            out.append(ClaimWrite(claim.namespace, claim.name, alloc, consumer))
     return out
+
+
+def claim_body(claim: ResourceClaim) -> dict[str, Any]:
+    """A claim made by the scheduler, as created: owned by its pod, its annotations, its
+    requests (ExactCount requests of a class: what extended resources' claims hold)."""
+    requests = []
+    for request in claim.spec.requests:
+        assert request.exactly is not None
+        exactly = request.exactly
+        body = {"deviceClassName": exactly.device_class_name, "allocationMode": exactly.allocation_mode}
+        body["count"] = exactly.count  # type: ignore[assignment]
+        requests.append({"name": request.name, "exactly": body})
+    meta: dict[str, Any] = {"name": claim.name, "namespace": claim.namespace, "annotations": dict(claim.annotations)}
+    if claim.owner is not None:
+        kind, name, uid = claim.owner
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": kind, "name": name, "uid": uid, "controller": True}]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": meta,
+        "spec": {"devices": {"requests": requests}},
+    }
 
 
 def write_claims(api: KubeApi, writes: Sequence[ClaimWrite], timeout: float | None = None) -> None:
@@ -62,12 +101,23 @@ def write_claims(api: KubeApi, writes: Sequence[ClaimWrite], timeout: float | No
         try:
             _write(api, write, timeout)
         except KubeError:
-            release_claims(api, done, timeout)
+            release_claims(api, [*done, write] if write.create is not None else done, timeout)
             raise
         done.append(write)
 
 
 def _write(api: KubeApi, write: ClaimWrite, timeout: float | None) -> None:
+    if write.create is not None:
+        api.create(RESOURCE_CLAIMS, write.namespace, write.create)
+    _allocate(api, write, timeout)
+    if write.mappings:
+        status = {"resourceClaimName": write.name, "requestMappings": list(write.mappings)}
+        api.patch_pod_status(
+            write.namespace, write.consumer["name"], {"status": {"extendedResourceClaimStatus": status}}
+        )
+
+
+def _allocate(api: KubeApi, write: ClaimWrite, timeout: float | None) -> None:
     for attempt in range(ATTEMPTS):
         claim = api.get(RESOURCE_CLAIMS, write.namespace, write.name, timeout=timeout)
         meta = claim.setdefault("metadata", {})
@@ -106,6 +156,9 @@ def release_claims(api: KubeApi, writes: Sequence[ClaimWrite], timeout: float | 
     """The pod out of the claims' ``reservedFor`` again, newest first; a failure is logged (the
     claim may be gone; the resourceclaim controller cleans up after pods that never ran)."""
     for write in reversed(writes):
+        if write.create is not None:  # (the scheduler's own claim: deleted, its finalizer first)
+            _delete(api, write, timeout)
+            continue
         for _ in range(ATTEMPTS):
             try:
                 claim = api.get(RESOURCE_CLAIMS, write.namespace, write.name, timeout=timeout)
@@ -123,6 +176,26 @@ def release_claims(api: KubeApi, writes: Sequence[ClaimWrite], timeout: float | 
             except KubeError as err:
                 log.warning("could not release a claim", extra={"object": write.name, "reason": str(err)})
                 break
+
+
+def _delete(api: KubeApi, write: ClaimWrite, timeout: float | None) -> None:
+    """deleteClaim: the finalizer removed, then the claim deleted; a failure is logged."""
+    try:
+        for _ in range(ATTEMPTS):
+            claim = api.get(RESOURCE_CLAIMS, write.namespace, write.name, timeout=timeout)
+            meta = claim.setdefault("metadata", {})
+            finalizers = meta.get("finalizers") or []
+            if FINALIZER not in finalizers:
+                break
+            meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
+            try:
+                api.replace(RESOURCE_CLAIMS, write.namespace, write.name, claim, timeout=timeout)
+                break
+            except ConflictError:
+                continue
+        api.delete(RESOURCE_CLAIMS, write.namespace, write.name)
+    except KubeError as err:
+        log.warning("could not delete a claim", extra={"object": write.name, "reason": str(err)})
 
 
 def deallocate_claim(api: KubeApi, namespace: str, name: str, pod_uid: str, timeout: float | None = None) -> None:

@@ -63,7 +63,7 @@ from rulesched.model.parts import (
     taints,
     tolerations,
 )
-from rulesched.model.requests import pod_requests
+from rulesched.model.requests import extended_requests, is_extended, pod_requests
 
 _PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
 _PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
@@ -191,9 +191,18 @@ def decode_pod(
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
         resource_claims=pod_claims(spec, status, where) if spec.get("resourceClaims") else (),
+        extended_requests=extended_requests(spec, where) if any(is_extended(r) for r in requests) else (),
+        extended_claim=_extended_claim(status, where) if status.get("extendedResourceClaimStatus") else "",
         scheduling_group=_scheduling_group(spec, where) if spec.get("schedulingGroup") or "workloadRef" in spec else "",
         required_features=required_features(spec, where),
     )
+
+
+def _extended_claim(status: Mapping[str, Any], where: Where) -> str:
+    """status.extendedResourceClaimStatus.resourceClaimName: the claim the scheduler made for
+    the pod's DRA-backed extended resources (KEP-5004)."""
+    found = get_map(status, "extendedResourceClaimStatus", where, "status")
+    return get_str(found, "resourceClaimName", where, "status.extendedResourceClaimStatus")
 
 
 def _scheduling_group(spec: Mapping[str, Any], where: Where) -> str:

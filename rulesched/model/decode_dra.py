@@ -59,6 +59,7 @@ from rulesched.model.fields import (
     get_str,
     get_str_list,
     get_str_map,
+    get_time,
     join,
     join_key,
     object_metadata,
@@ -476,7 +477,7 @@ def decode_resource_claim_template(obj: object, source: str = "", *, names: bool
 
 def decode_device_class(obj: object, source: str = "", *, names: bool = True) -> DeviceClass:
     """A DeviceClass: its selectors, configuration and extended resource name."""
-    obj, _, name, _, where = object_metadata(obj, "DeviceClass", source, False, names=names)
+    obj, meta, name, _, where = object_metadata(obj, "DeviceClass", source, False, names=names)
     spec = get_map(obj, "spec", where, "")
     return DeviceClass(
         name=name,
@@ -486,6 +487,7 @@ def decode_device_class(obj: object, source: str = "", *, names: bool = True) ->
             for path, c in get_maps(spec, "config", where, "spec")
         ),
         extended_resource_name=get_str(spec, "extendedResourceName", where, "spec"),
+        created=get_time(meta, "creationTimestamp", where, "metadata"),
     )
 
 

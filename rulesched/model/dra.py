@@ -143,6 +143,7 @@ class DeviceClass:
     selectors: tuple[str, ...] = ()  # CEL expressions
     config: tuple[Mapping[str, Any], ...] = ()  # opaque driver configurations, as the API has them
     extended_resource_name: str = ""
+    created: float = 0.0  # metadata.creationTimestamp (seconds): the newer class serves a shared name
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,6 +148,21 @@ class PodClaim:
         return self.claim_name or self.generated or ""
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerExtended:
+    """A container asking for extended resources, as DRA-backed extended resources (KEP-5004)
+    read it: its index among init containers then containers, its name, whether it is a plain
+    init container (not a sidecar), the names of all its requests (sorted: a request's index
+    among them names the device request made for it) and the whole units of each extended
+    resource it asks for."""
+
+    index: int
+    name: str
+    short_lived: bool
+    names: tuple[str, ...]
+    extended: Mapping[str, int]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Pod:
     name: str
@@ -184,6 +199,13 @@ class Pod:
     preempted_by_scheduler: bool = False
     # spec.resourceClaims (Dynamic Resource Allocation), with the claims made from templates
     resource_claims: tuple[PodClaim, ...] = ()
+    # the containers asking for extended resources, which a DeviceClass may serve (KEP-5004),
+    # and status.extendedResourceClaimStatus.resourceClaimName (the claim made for them)
+    extended_requests: tuple[ContainerExtended, ...] = ()
+    extended_claim: str = ""
+    # while rules are bound to it: the extended resources a DeviceClass serves, taken out of
+    # ``requests`` (whole units; rulesched.semantics.dra_extended.extended_view)
+    extended_dra: Mapping[str, int] = field(default_factory=lambda: EMPTY_RESOURCES)
     owner: str = ""  # "Kind/name" of the controlling owner, if any
     scheduling_gates: tuple[str, ...] = ()  # spec.schedulingGates names: not scheduled while any
     # spec.volumes that scheduling reads (claims, inline disks)

@@ -31,9 +31,11 @@ scoring spreads best-effort pods instead of seeing them as free.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rulesched.model.fields import Where, get_map, get_maps, get_resources, get_str, memoized
+from rulesched.model.objects import ContainerExtended
 from rulesched.model.quantity import MILLI
 
 # kube-scheduler's schedutil.DefaultMilliCPURequest and DefaultMemoryRequest, in milli-units.
@@ -342,3 +344,31 @@ def _pod_requests(spec: Mapping[str, Any], status: Mapping[str, Any], where: Whe
 def is_sidecar(container: Mapping[str, Any], where: Where, at: str) -> bool:
     """An init container that keeps running beside the regular ones (``restartPolicy: Always``)."""
     return get_str(container, "restartPolicy", where, at) == "Always"
+
+
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"  # resourceapi.ResourceDeviceClassPrefix
+
+
+def is_extended(name: str) -> bool:
+    """schedutil.IsDRAExtendedResourceName: an extended resource (a qualified name outside the
+    ``kubernetes.io/`` domains, not ``requests.*``) or a device class's implicit one."""
+    if name.startswith(DEVICE_CLASS_PREFIX):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def extended_requests(spec: Mapping[str, Any], where: Where) -> tuple[ContainerExtended, ...]:
+    """The containers (init containers first, as upstream indexes them) that request an
+    extended resource, with what DRA-backed extended resources (KEP-5004) need of each: its
+    index, whether it is a plain init container (short-lived), its request names sorted and the
+    whole units it asks of each extended resource."""
+    out = []
+    index = 0
+    for key in ("initContainers", "containers"):
+        for c in _containers(spec, key, where):
+            wanted = {n: v // MILLI for n, v in c.requests.items() if is_extended(n) and v > 0 and v % MILLI == 0}
+            if wanted:
+                short = key == "initContainers" and not c.sidecar
+                out.append(ContainerExtended(index, c.name, short, tuple(sorted(c.requests)), MappingProxyType(wanted)))
+            index += 1
+    return tuple(out)

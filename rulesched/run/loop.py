@@ -195,7 +195,9 @@ class _Binder:
         now), then the binding, on a worker."""
         node = binding.node
         volumes = writes_for(binding.volumes, self.store.storage, node) if binding.volumes else []
-        claims = claim_writes(binding.claims, binding.allocated, binding.pod) if binding.claims else []
+        claims = (
+            claim_writes(binding.claims, binding.allocated, binding.pod, binding.extended) if binding.claims else []
+        )
         self.workers.bind(binding.pod, node, binding.rules, volumes, claims)
         return None  # the outcome comes back through the loop
 

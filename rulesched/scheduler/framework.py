@@ -81,6 +81,9 @@ class Binding:
     # pod in reservedFor), and the keys of those it allocated (the rest it only joined)
     claims: tuple[Any, ...] = ()
     allocated: frozenset[str] = frozenset()
+    # the request mappings of the claim made for its DRA-served extended resources (the claim is
+    # the one ``pod.extended_claim`` names: to create, then allocate like the others)
+    extended: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -353,8 +356,9 @@ class CycleResult:
     group: str = ""
     group_message: str = ""
     # DynamicResources' Reserve for the chosen node: the claims' allocations (claim key ->
-    # allocation) and the claims to reserve for the pod, as the cycle's Filter found them
-    claims: tuple[Mapping[str, Any], tuple[str, ...]] | None = None
+    # allocation), the claims to reserve for the pod, as the cycle's Filter found them, and the
+    # claim to make for its DRA-served extended resources with its mappings (or None)
+    claims: tuple[Mapping[str, Any], tuple[str, ...], Any] | None = None
     fitted: str | None = None  # the node the member fit on before its group was given up
     # A workload API member's (rulesched.scheduler.workloads): the message kube-scheduler writes
     # for it (FailedScheduling, PodScheduled), and whether it was held before any cycle (its

@@ -502,7 +502,7 @@ class Scheduler:
                 outcome = None
                 if rules.shadow is not None:
                     result.shadow_rejected = shadow_rejections(rules.shadow, pod, snapshot, result.node)
-                if pod.resource_claims:  # (read before the binding lets go of its cluster)
+                if bound.dra_claims is not None:  # (read before the binding lets go of its cluster)
                     result.claims = bound.device_allocations(snapshot.node_view(result.node))
                 if timing is not None:
                     timing.algorithm_seconds = time.perf_counter() - started
@@ -617,7 +617,7 @@ class Scheduler:
     def _nominate(self, pod: Pod, node: str, victims: tuple[Pod, ...]) -> None:
         if victims:
             self._victims[pod.key] = [v.key for v in victims]
-            if any(v.resource_claims for v in victims):
+            if any(v.resource_claims or v.extended_claim for v in victims):
                 freed = freed_by(self.store.dra.state.claims, victims, pod)
                 if freed[0]:
                     self._victim_claims[pod.key] = freed
@@ -646,14 +646,19 @@ class Scheduler:
         assert node is not None
         reserving = time.perf_counter()
         if placed is None:
-            allocations, reserve = result.claims if result.claims is not None else (None, ())
-            placed = self.store.assume(pod, node, allocations, reserve)
+            allocations, reserve, made = result.claims if result.claims is not None else (None, (), None)
+            placed = self.store.assume(pod, node, allocations, reserve, made)
         if result.timing is not None:
             result.timing.phase(RESERVE, reserving)
         self.nominator.remove(pod.key)  # placed: its own resources count on the node now
         volumes = self.store.volume_decisions(placed.key) if placed.volumes else ()
-        claims, allocated = self.store.dra.assumed_claims(placed.key) if placed.resource_claims else ((), frozenset())
-        outcome = self.binder.bind(Binding(placed, node, rules, volumes, claims, allocated))
+        claims, allocated = (
+            self.store.dra.assumed_claims(placed.key)
+            if placed.resource_claims or placed.extended_claim
+            else ((), frozenset())
+        )
+        extended = (self.store.dra.extended_mappings(placed.key) or ()) if placed.extended_claim else ()
+        outcome = self.binder.bind(Binding(placed, node, rules, volumes, claims, allocated, tuple(extended)))
         if outcome is None:
             self._bindings[pod.key] = _Binding(pod, node, result)
             return result

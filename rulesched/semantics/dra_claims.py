@@ -90,5 +90,13 @@ def consumer_uid(pod: Pod) -> str:
 
 def claim_keys(pod: Pod) -> list[str]:
     """The keys (namespace/name) of the claims a pod's entries name (a template's entry: the
-    claim made for it, once made)."""
-    return [f"{pod.namespace}/{entry.claim}" for entry in pod.resource_claims if entry.claim]
+    claim made for it, once made), and of the claim made for its DRA-served extended resources."""
+    keys = [f"{pod.namespace}/{entry.claim}" for entry in pod.resource_claims if entry.claim]
+    if pod.extended_claim:
+        keys.append(f"{pod.namespace}/{pod.extended_claim}")
+    return keys
+
+
+def holds_claims(pod: Pod) -> bool:
+    """Whether the pod uses DRA claims (its own, or one made for its extended resources)."""
+    return bool(pod.resource_claims or pod.extended_claim)

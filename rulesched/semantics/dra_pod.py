@@ -41,7 +41,7 @@ from rulesched.model.dra import (
 )
 from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.dra import Allocator
-from rulesched.semantics.dra_claims import claim_keys, consumer_uid
+from rulesched.semantics.dra_claims import claim_keys, consumer_uid, holds_claims
 from rulesched.semantics.dra_devices import (
     AllocatedState,
     AllocationError,
@@ -50,6 +50,7 @@ from rulesched.semantics.dra_devices import (
     released,
     taint_blocks,
 )
+from rulesched.semantics.dra_extended import RequestMapping, claim_requests, pod_claim
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
 from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
 
@@ -113,6 +114,11 @@ class PodClaims:
         default_factory=dict
     )
     _local: dict[str, frozenset[DeviceID]] = field(default_factory=dict)
+    # DRA-backed extended resources (rulesched.semantics.dra_extended): resource -> whole units,
+    # and per node the claim made for them there (None: all from a device plugin) with its
+    # requests' mappings to containers
+    extended: Mapping[str, int] = field(default_factory=dict)
+    made: dict[str, tuple[ResourceClaim, tuple[RequestMapping, ...]] | None] = field(default_factory=dict)
 
     @property
     def to_allocate(self) -> list[ResourceClaim]:
@@ -128,7 +134,17 @@ class PodClaims:
         reasons, allocations = self._on(node)
         if reasons or allocations is None:
             return {}
-        return {c.key: a for c, a in zip(self.to_allocate, allocations, strict=True)}
+        claims = list(self.to_allocate)
+        made = self.made.get(getattr(node, "node", node).name)
+        if made is not None:
+            claims.append(made[0])
+        return {c.key: a for c, a in zip(claims, allocations, strict=True)}
+
+    def made_claim(self, node: Any) -> tuple[ResourceClaim, tuple[RequestMapping, ...]] | None:
+        """Reserve: the claim made for the pod's DRA-served extended resources on ``node`` (to
+        create, allocated as :meth:`allocations` says) and its requests' mappings; None when
+        there is none (no such resources, or a device plugin serves them there)."""
+        return self.made.get(getattr(node, "node", node).name)
 
     def reserve(self) -> tuple[str, ...]:
         """The claims the pod is to be in the ``reservedFor`` of (those it is not in yet)."""
@@ -138,9 +154,13 @@ class PodClaims:
         """Whether preemption cannot help on ``node`` (a failing one): anything but devices
         short, or devices short while no claim there is held only by the node's pods (so
         evicting pods frees none)."""
-        if self.filter(node) != (CANNOT_ALLOCATE,) or self.allocator is None or self.state is None:
+        reasons = self.filter(node)
+        if reasons and all(r.startswith("Insufficient ") for r in reasons):  # (a device plugin's resource)
+            allocatable = getattr(node, "allocatable", {})
+            return any(units * 1000 > allocatable.get(r, 0) for r, units in self.extended.items())
+        if reasons != (CANNOT_ALLOCATE,) or self.allocator is None or self.state is None:
             return True
-        pods = [p for p in getattr(node, "pods", ()) if p.resource_claims]
+        pods = [p for p in getattr(node, "pods", ()) if holds_claims(p)]
         if not pods:
             return True
         node = getattr(node, "node", node)
@@ -162,7 +182,7 @@ class PodClaims:
         if self.allocator is None or self.state is None or self.error:
             return None
         own = {c.key for c in self.claims}
-        taken_off = [p for p in self.removed(node.name) if p.resource_claims] if self.removed is not None else []
+        taken_off = [p for p in self.removed(node.name) if holds_claims(p)] if self.removed is not None else []
         freed = self._releasable(node, taken_off, gone_uids(taken_off, getattr(view, "pods", ()))) if taken_off else []
         first: list[ResourceClaim] = []
         if self.added is not None:
@@ -199,7 +219,7 @@ class PodClaims:
         found = self._nodes.get(node.name)
         if found is not None and (found[0] or not results or found[1]):  # (an empty list: verdict only)
             return found
-        if found is not None and results and not found[0] and not self.to_allocate:
+        if found is not None and results and not found[0] and not self.to_allocate and not self.made.get(node.name):
             return found
         memo = self.memo
         if not results and memo is not None and devices is not None and self._spec_key is not None:
@@ -239,14 +259,45 @@ class PodClaims:
         allocator = allocator or self.allocator
         if allocator is None:
             return (), []
+        special: list[ResourceClaim] = []
+        if self.extended:
+            short = self._extended_on(node, view)
+            if short:
+                return short, None
+            made = self.made.get(node.name)
+            if made is not None:
+                special.append(made[0])
         ranking = functools.partial(self.ranking, node=view) if self.ranking is not None else None
         try:
-            allocations = allocator.allocate(node, [*first, *self.to_allocate], ranking, results)
+            allocations = allocator.allocate(node, [*first, *self.to_allocate, *special], ranking, results)
         except AllocationError as err:
             return (str(err),), None
         if allocations is None:
             return (CANNOT_ALLOCATE,), None
         return (), allocations
+
+    def _extended_on(self, node: Any, view: Any) -> tuple[str, ...]:
+        """filterExtendedResources and NodeResourcesFit's part for them: a resource the node's
+        allocatable has is checked against its free amount ("Insufficient R"); the others are
+        DRA's, in the claim made for the node (``made``). The reasons the node fails."""
+        allocatable = getattr(view, "allocatable", None) or getattr(node, "allocatable", {})
+        free = getattr(view, "free", None) or allocatable
+        short = []
+        dra = []
+        for resource, units in self.extended.items():
+            if allocatable.get(resource, 0) > 0:
+                if units * 1000 > free.get(resource, 0):
+                    short.append(f"Insufficient {resource}")
+            else:
+                dra.append(resource)
+        if short:
+            return tuple(short)
+        made = None
+        if dra and self.state is not None:
+            requests, mappings = claim_requests(self.pod, dra, self.state.classes)
+            made = (pod_claim(self.pod, requests), mappings)
+        self.made[node.name] = made
+        return ()
 
     def deallocatable(self) -> ResourceClaim | None:
         """PostFilter (no node fit): an allocated claim some node could not use, which no other
@@ -287,6 +338,12 @@ def pod_claims(
     ``removed``, ``added``: on an overlay (preemption's dry run, nominated pods), the pods taken
     off and put on a node (by node name)."""
     out = PodClaims(pod, ranking=ranking, memo=memo, state=state, removed=removed, added=added)
+    if pod.extended_dra:
+        out.extended = pod.extended_dra
+        made = state.claims.get(f"{pod.namespace}/{pod.extended_claim}") if pod.extended_claim else None
+        if made is not None and made.spec.requests:  # (from an attempt whose binding failed)
+            out.error = "cannot schedule extended resource claim"
+            return out
     for entry in pod.resource_claims:
         name, problem = claim_name_for(pod, entry.name)
         if name is None:
@@ -303,7 +360,7 @@ def pod_claims(
             out.error = f"ResourceClaim {claim.key} was not created for Pod {pod.key} (Pod is not owner)"
             return out
         out.claims.append(claim)
-    pending = False
+    pending = bool(out.extended)
     for claim in out.claims:
         if claim.allocation is not None:
             continue
@@ -320,7 +377,7 @@ def pod_claims(
                     return out
     if pending:
         out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features, pools=pools)
-        if all(c.allocation is None for c in out.claims):  # (verdicts shareable between such pods)
+        if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
             out._spec_key = repr([c.spec for c in out.claims])
     return out
 

@@ -84,7 +84,7 @@ class InMemoryEvictor:
 
     def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         self.store.remove_pod(pod.key)
-        if pod.resource_claims:
+        if pod.resource_claims or pod.extended_claim:
             self.store.dra.pod_gone(pod)
         self.recorder.evicted.append(pod)
 

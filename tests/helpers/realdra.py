@@ -86,3 +86,41 @@ def allocated(k8s: Kube, ns: str, pod: str) -> dict[str, Any] | None:
         if claim and claim.get("status", {}).get("allocation") and k8s.read_pod(ns, pod)["spec"].get("nodeName")
         else None
     )
+
+
+@contextlib.contextmanager
+def extended_class(k8s: Kube, resource: str = "example.com/gpu") -> Iterator[None]:
+    """A DeviceClass ``gpu-ext`` for DRIVER serving the extended resource ``resource``
+    (KEP-5004's ``extendedResourceName``), removed on exit."""
+    k8s.create(
+        f"{RESOURCE}/deviceclasses",
+        {
+            "metadata": {"name": "gpu-ext"},
+            "spec": {
+                "extendedResourceName": resource,
+                "selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}],
+            },
+        },
+    )
+    try:
+        yield
+    finally:
+        k8s.delete(f"{RESOURCE}/deviceclasses/gpu-ext")
+
+
+def extended_pod(k8s: Kube, ns: str, name: str, scheduler: str = "rulesched") -> dict[str, Any]:
+    """A pod asking ``example.com/gpu: 1`` in plain requests (a class serves it through DRA)."""
+    gpu = {"requests": {"cpu": "100m", "example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}
+    return k8s.create(
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x", "resources": gpu}]},
+        },
+    )
+
+
+def extended_placed(k8s: Kube, ns: str, name: str) -> dict[str, Any] | None:
+    """The pod once bound with its status.extendedResourceClaimStatus written."""
+    pod = k8s.read_pod(ns, name)
+    return pod if pod.get("status", {}).get("extendedResourceClaimStatus") and pod["spec"].get("nodeName") else None

@@ -194,14 +194,16 @@ class BoundRules:
         ctx.pod, ctx.cluster, ctx.feasible = pod, cluster, None
         self.refresh()
 
-    def device_allocations(self, node: Any) -> tuple[Mapping[str, Any], tuple[str, ...]] | None:
+    def device_allocations(self, node: Any) -> tuple[Mapping[str, Any], tuple[str, ...], Any] | None:
         """DynamicResources' Reserve on ``node`` (a view of this binding's cluster): the
         allocations of the pod's claims to allocate there, as its Filter found them (ranked by
-        the rules' device scores), and the claims to reserve for it; None without claims."""
+        the rules' device scores), the claims to reserve for it, and the claim to make for its
+        DRA-served extended resources with its requests' mappings (or None); None without
+        claims."""
         found = self.dra_claims
         if found is None:
             return None
-        return found.allocations(node), found.reserve()
+        return found.allocations(node), found.reserve(), found.made_claim(node)
 
     def release(self) -> None:
         """Let go of the cluster view and what was computed from it (the caller is done with

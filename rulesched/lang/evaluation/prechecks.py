@@ -38,7 +38,7 @@ def prechecks(
     claims they filter with (Reserve reads the chosen node's allocation from them). ``cluster``:
     the cycle's view (its DRA objects: ``dra``, ``dra_allocated``, ``dra_cel``); ``ranking``:
     the rules' device scores."""
-    if not pod.resource_claims:
+    if not pod.resource_claims and not pod.extended_dra:
         return (), None
     found = dra_claims(pod, cluster, ranking)
     return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, found.unresolvable),), found
@@ -62,4 +62,4 @@ def dra_claims(pod: Pod, cluster: Any, ranking: NodeRanking | None = None) -> Po
 def dra_diagnosis(pod: Pod, cluster: Any, node: Any) -> list[str]:
     """Why the pod's claims cannot be had on ``node``, claim by claim and request by request
     (explain's detail for the DynamicResources filter; empty when they can)."""
-    return dra_claims(pod, cluster).diagnose(node) if pod.resource_claims else []
+    return dra_claims(pod, cluster).diagnose(node) if pod.resource_claims or pod.extended_dra else []

@@ -55,6 +55,7 @@ from rulesched.lang.types import MapOf
 from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
 from rulesched.model.dra import EMPTY_DRA
+from rulesched.semantics.dra_extended import extended_view
 from rulesched.semantics.dra_pod import NodeRanking, request_record, with_claims
 
 T = TypeVar("T")
@@ -237,6 +238,8 @@ class RuleSet:
         reporting to ``watch`` (the session's)."""
         if pod.resource_claims and cluster is not None:  # pod.resource_claims as the cluster has them
             pod = with_claims(pod, getattr(cluster, "dra", EMPTY_DRA))
+        if pod.extended_requests and not pod.extended_dra and cluster is not None:
+            pod = extended_view(pod, _classes(cluster))
         ctx = EvalContext(pod, cluster, indexes=indexes)
         watch = watch if watch is not None else RuleWatch()
         filter_rules = [r for r in self.filters if _applies(r, ctx, watch)]
@@ -285,6 +288,10 @@ class Session:
         if cluster is not None:
             rules.node_memos.fit(len(cluster.node_views()))
         claims_key = None
+        if pod.extended_requests and cluster is not None:  # requests a DeviceClass serves: DRA's
+            pod = extended_view(pod, _classes(cluster))
+        if pod.extended_dra:  # (the claim made for them is the pod's own: no class shared)
+            return rules.bind_new(pod, cluster, self.indexes, cache=False, watch=self.watch)
         if pod.resource_claims:
             # Pods whose claims ask the same of the same devices (one template's, not allocated
             # yet) share a class: the DynamicResources verdict is the same for them on a node
@@ -341,6 +348,12 @@ def device_ranking(rules: Sequence[CompiledRule], ctx: EvalContext, watch: RuleW
         return [candidates[i] for i in order]
 
     return rank
+
+
+def _classes(cluster: Any) -> Mapping[str, Any]:
+    """The DeviceClasses of a cluster view (a snapshot's DRA state, or a store's cache)."""
+    dra = getattr(cluster, "dra", EMPTY_DRA)
+    return getattr(getattr(dra, "state", dra), "classes", {})
 
 
 def dra_claims_key(pod: Pod) -> str | None:
