@@ -358,6 +358,14 @@ def test_a_pod_preempts_for_devices_an_extended_claim_holds(tmp_path: Path, caps
     items += [_pod("low", node="n1", claim="low-extended-resources-abcde"), _pod("high", priority=100)]
     rows = _run(tmp_path, items, capsys)
     assert rows["default/high"]["victims"] == ["default/low"] and rows["default/high"]["node"] == "n1"
+    # KEP-5690's "freed devices held for the preemptor", for extended resources: a second pod of
+    # the same priority does not take the GPU the first one freed
+    items.append(_pod("same", priority=100))
+    rows = _run(tmp_path, items, capsys)
+    placed = {k: r["node"] for k, r in rows.items() if k != "default/low"}
+    assert sorted(n or "-" for n in placed.values()) == ["-", "n1"]
+    preemptor = next(k for k, r in rows.items() if r["victims"])
+    assert rows[preemptor]["node"] == "n1"
 
 
 def test_without_a_class_extended_resources_stay_the_device_plugins(
