@@ -182,6 +182,10 @@ LETS = (
     "let load = sum(x.requests.cpu for x in node.pods)\n"
     "let busy = crowded or load > 2\n"
     "let junior = victim.priority < pod.priority\n"
+    # a table (data a policy ships) and lets computed once per (pod, node) that loop over it
+    'let mix = table(w, cpu, name, tags) [[2, 500m, "web", ["x"]], [1, 0, "", []], [-3, 1.5, "db", ["x", "y"]]]\n'
+    "let fitting = sum(m.w for m in mix where node.free.cpu >= m.cpu + pod.requests.cpu)\n"
+    "let spread = sum(m.w * count(x in node.pods where x.requests.cpu >= m.cpu) for m in mix)\n"
 )
 
 
@@ -222,6 +226,7 @@ def _choose(draw: st.DrawFn, leaves: list[str], compound: list[Thunk]) -> str:
 def _loop(draw: st.DrawFn, env: Env) -> tuple[str, str, Env]:
     """An iterable, its bound variable and the environment inside the loop."""
     sources = [("pod.tolerations", "toleration"), ("[0, 1, 2]", "num"), ('["", "web"]', "str"), ("pod.labels", "str")]
+    sources += [("mix", "row")]
     if env.node:
         sources += [("node.pods", "pod"), ("node.taints", "taint")]
     iterable, kind = draw(st.sampled_from(sources))
@@ -253,8 +258,10 @@ def _bool(draw: st.DrawFn, env: Env, depth: int) -> str:
     leaves += [f'{u}.operator == "Exists"' for u in env.of("toleration")]
     leaves += [f"tolerates({u}, {t})" for u in env.of("toleration") for t in env.of("taint")]
     leaves += [f"{x} >= 2" for x in env.of("num")]
+    leaves += [f'"x" in {m}.tags' for m in env.of("row")] + [f'{m}.name == {p}.labels["app"]' for m in env.of("row")]
     if env.node:
-        leaves += ["node.unschedulable", '"zone" in node.labels', "crowded", "busy"]
+        leaves += ["node.unschedulable", '"zone" in node.labels', "crowded", "busy", "fitting > 0"]
+        leaves += [f"node.free.cpu >= {m}.cpu" for m in env.of("row")]
     if env.victim:
         leaves += ["junior"]
 
@@ -318,8 +325,9 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
     p = _pick(draw, env.pods())
     leaves = [str(draw(st.integers(0, 5))), _pick(draw, ["0.5", "2.5"]), f"{p}.priority", f"len({p}.labels)"]
     leaves += env.of("num") + [f"{u}.toleration_seconds" for u in env.of("toleration")]
+    leaves += [f"{m}.w" for m in env.of("row")] + [f"len({m}.tags)" for m in env.of("row")]
     if env.node:
-        leaves += ["len(node.pods)", "len(node.taints)"]
+        leaves += ["len(node.pods)", "len(node.taints)", "spread", "fitting"]
     op = _pick(draw, ["+", "-", "*", "/", "//", "%"])
     compound: list[Thunk] = (
         []
@@ -332,6 +340,7 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
             lambda: f"number({g('qty')})",
             lambda: f"({g('qty')}) / ({g('qty')})",
             lambda: f"abs({g('num')})",
+            lambda: f"100 * sigmoid({g('num')})",
             lambda: f"({g('num')}) / ({g('qty')})",
             weighted,
             lambda: _quantified(draw, env, depth, lambda it, v, c: f"count({v} in {it} where {c})"),
@@ -362,6 +371,7 @@ def _qty(draw: st.DrawFn, env: Env, depth: int) -> str:
         f"{p}.requests.memory",
         _pick(draw, ["500m", "2Gi", "1k", "0m"]),
         f'quantity({p}.annotations["size"])',
+        *(f"{m}.cpu" for m in env.of("row")),
     ]
     if env.node:
         leaves += ["node.free.cpu", "node.free.memory", "node.allocatable.pods", "node.requested.cpu", "load"]

@@ -116,3 +116,41 @@ def test_extended_resources_backed_by_dra_as_kube_scheduler_serves_them(k8s: Kub
         assert sorted(ours_result) == sorted(theirs_result)
         assert our_claim["status"]["allocation"]["nodeSelector"] == their_claim["status"]["allocation"]["nodeSelector"]
         assert sorted(our_claim["metadata"]["finalizers"]) == sorted(their_claim["metadata"]["finalizers"])
+
+
+def test_a_pod_preempts_for_the_device_a_lower_priority_pod_holds(k8s: Kube, tmp_path: Path) -> None:
+    """Preemption frees the victims' devices (beyond kube-scheduler 1.37, as KEP-5690), in
+    ``rulesched run`` on the real API server: n1's only GPU is allocated to a low-priority pod's
+    claim; a high-priority pod asking a GPU evicts it, the resource-claim controller deallocates
+    the victim's claim once the pod is gone (here: deleted at once, as its kubelet would), and the
+    preemptor's claim gets the GPU, the preemptor bound to n1."""
+    k8s.node("n1", cpu="4")
+    ns = k8s.namespace("dra-preempt")
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    k8s.create(classes, {"metadata": {"name": "dra-high"}, "value": 1000})
+    try:
+        with devices(k8s, "n1", 1):
+            claim_template(k8s, ns, "one-gpu")
+            with Running(k8s):
+                dra_pod(k8s, ns, "low", "one-gpu")
+                assert k8s.wait(lambda: allocated(k8s, ns, "low"), 60)
+                k8s.pod(
+                    ns,
+                    "high",
+                    cpu="100m",
+                    spec={
+                        "priorityClassName": "dra-high",
+                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                    },
+                )
+                assert k8s.wait(lambda: k8s.pods(ns).get("low", {}).get("metadata", {}).get("deletionTimestamp"), 60)
+                assert k8s.wait(lambda: k8s.read_pod(ns, "high")["status"].get("nominatedNodeName") == "n1", 30)
+                assert k8s.remove_terminating(ns) == ["low"]
+                assert k8s.wait(lambda: allocated(k8s, ns, "high"), 90)
+            claim = pod_claim(k8s, ns, "high")
+            assert claim is not None
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+            assert (result["pool"], result["device"]) == ("n1", "gpu-0")
+            assert k8s.read_pod(ns, "high")["spec"]["nodeName"] == "n1"
+    finally:
+        k8s.delete(f"{classes}/dra-high")

@@ -8,6 +8,7 @@ Names of the predeclared variables per rule kind are here too.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from rulesched.lang.types import (
     ListOf,
     MapOf,
     Record,
+    TableRow,
     Type,
     zero,
 )
@@ -334,6 +336,12 @@ def _domain_fields() -> dict[str, Field]:
         "free": (RESOURCES, "allocatable minus requested"),
     }
     return {name: Field(t, operator.methodcaller("field", name), doc) for name, (t, doc) in spec.items()}
+
+
+@functools.lru_cache(maxsize=256)
+def table_fields(row: TableRow) -> dict[str, Field]:
+    """A ``table(...)``'s row is a tuple, one cell per column: its fields by position."""
+    return {name: Field(t, operator.itemgetter(i), "a column of the table") for i, (name, t) in enumerate(row.columns)}
 
 
 RECORDS[DOMAIN] = _domain_fields()

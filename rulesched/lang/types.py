@@ -56,6 +56,13 @@ class Record(Type):
         return self.name
 
 
+@dataclass(frozen=True)
+class TableRow(Record):
+    """A row of a ``table(...)`` (rulesched.lang.frontend.ast.Table): its columns and their types."""
+
+    columns: tuple[tuple[str, Type], ...] = ()
+
+
 BOOL = Prim("bool")
 NUMBER = Prim("number")
 QUANTITY = Prim("quantity")

@@ -169,6 +169,20 @@ def _sqrt(value: Any) -> float:
     return math.sqrt(value) if value > 0 else 0.0
 
 
+def _sigmoid(value: Any) -> float:
+    """1 / (1 + e^-x), computed so that no argument overflows (e^x is only taken of x <= 0)."""
+    try:
+        x = float(value)
+    except OverflowError:  # an integer beyond a float's range
+        return 1.0 if value > 0 else 0.0
+    if x != x:  # (NaN: no rule value is one, but the function stays total)
+        return 0.5
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
 BUILTINS: dict[str, Builtin] = {
     b.name: b
     for b in [
@@ -195,6 +209,13 @@ BUILTINS: dict[str, Builtin] = {
         Builtin("string", _check_string, _string, "string(value) -> string", "Text of a number or bool."),
         Builtin("abs", _check_same_numeric, abs, "abs(x) -> x", "Absolute value."),
         Builtin("sqrt", _sig([NUMBER], NUMBER), _sqrt, "sqrt(number) -> number", "Square root; 0 below 0."),
+        Builtin(
+            "sigmoid",
+            _sig([NUMBER], NUMBER),
+            _sigmoid,
+            "sigmoid(number) -> number",
+            "The logistic function 1 / (1 + e^-x): between 0 and 1, 0.5 at 0.",
+        ),
         Builtin("floor", _sig([NUMBER], NUMBER), math.floor, "floor(number) -> number", ""),
         Builtin("ceil", _sig([NUMBER], NUMBER), math.ceil, "ceil(number) -> number", ""),
         Builtin("min", _check_extreme, min, "min(a, b, ...) -> smallest", ""),
@@ -407,6 +428,22 @@ BUILTINS.update(
             ),
         ]
     }
+)
+
+# devices_after(node): node.devices once the pod's claims are allocated there. Its answer for a
+# node moves only with the node (its devices) and what the pod's claims ask, which the class key
+# holds: kept per class and node like any rule reading node.devices.
+BUILTINS["devices_after"] = Builtin(
+    "devices_after",
+    _sig([schema.NODE], ListOf(schema.DEVICE)),
+    dra.devices_after,
+    "devices_after(node) -> list of device",
+    "node.devices as they would be once the pod's DRA claims are allocated on the node (as the "
+    "DynamicResources filter allocates them, device scores included); node.devices where the "
+    "pod has none to allocate or they cannot be allocated there.",
+    context=True,
+    pod_fields=frozenset({"namespace", "resource_claims"}),
+    version=groups.steady,
 )
 
 # dra_score(node): DynamicResources' Score (firstAvailable subrequests, the earlier the better).

@@ -159,7 +159,7 @@ class _Compiler:
         if ref.kind == "let":
             key = (ref.name, tuple(sorted(slots.items())))
             if key not in self.let_codes:
-                self.let_codes[key] = self.code(self.lets[ref.name].value, slots)
+                self.let_codes[key] = _once(ref.name, self.code(self.lets[ref.name].value, slots))
             return self.let_codes[key]
         if ref.kind == "bound" or ref.name in _SLOT_VARIABLES:
             slot = slots[ref.name]
@@ -523,6 +523,35 @@ class _Compiler:
         if isinstance(expr, ast.Call) and BUILTINS[expr.func].costly:
             return True
         return False
+
+
+_POD_NODE = frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE})
+
+
+def _once(name: str, code: Staged) -> Staged:
+    """A let reading the pod and the node (no loop's variable, not the cluster) is computed once
+    per (pod, node): its value is kept in the pod's context, with the node and its generation,
+    and every later use on that node reads it (each use, in any rule or loop, costs a lookup;
+    rulesched.lang.frontend.cost counts the let once)."""
+    if code.node is None or not code.free <= _POD_NODE:
+        return code
+    inner, key = code.node, ("let", name)
+
+    def factory(ctx: EvalContext) -> NodeFn:
+        fn = inner(ctx)
+        scratch = ctx.scratch
+
+        def once(n: Any, env: Any = None) -> Any:
+            kept = scratch.get(key)
+            if kept is not None and kept[0] is n and kept[1] == n.generation:
+                return kept[2]
+            value = fn(n, env)
+            scratch[key] = (n, n.generation, value)
+            return value
+
+        return once
+
+    return Staged(code.free, node=factory)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ import cachetools
 
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.builtins.dra import BOUND_CLAIMS
 from rulesched.lang.context import ClusterView, EvalContext, new_index_store
 from rulesched.lang.evaluation.bound import (
     BoundFilter,
@@ -225,6 +226,7 @@ class RuleSet:
         bound.filters[0].reasons = first[0].reasons
         bound.filters[0].unresolvable = first[0].unresolvable
         bound.dra_claims = claims
+        bound.ctx.scratch[BOUND_CLAIMS] = claims
 
     def bind_new(
         self,
@@ -266,6 +268,8 @@ class RuleSet:
             domain_values=self.domain_values,
         )
         bound.dra_claims = claims
+        if claims is not None:
+            ctx.scratch[BOUND_CLAIMS] = claims
         return bound
 
 

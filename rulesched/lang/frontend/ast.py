@@ -39,6 +39,16 @@ class ListExpr(Node):
 
 
 @dataclass(frozen=True)
+class Table(ListExpr):
+    """``table(c1, c2, ...) [[v1, v2, ...], ...]``: data a policy ships, a list of rows whose
+    cells are constants (``items`` are the rows, each a :class:`ListExpr` of one cell per
+    column); a row's cells are read as ``row.c1``. Being a list, every stage that knows lists
+    knows it (its length is known when the rules load); the checker types its rows as records."""
+
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Name(Node):
     id: str
 

@@ -24,6 +24,7 @@ from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
 from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
+from rulesched.lang.schema import table_fields
 from rulesched.lang.types import (
     ANY,
     BOOL,
@@ -35,6 +36,7 @@ from rulesched.lang.types import (
     ListOf,
     MapOf,
     Record,
+    TableRow,
     Type,
     binary,
     fits,
@@ -89,6 +91,7 @@ class _Checker:
         # Rule names are unique per kind, as kube-scheduler's plugins are per extension point:
         # a filter and a score may share a name (NodeAffinity is both).
         composer = Composer(self.diagnostics)
+        written: list[ast.Rule] = []  # every rule as written (a later file may disable it)
         for file in files:
             for item in file.items:
                 if isinstance(item, ast.Let):
@@ -97,6 +100,8 @@ class _Checker:
                     continue  # resolved by rulesched.lang.frontend.files before checking
                 else:
                     composer.add(item)
+                    if isinstance(item, ast.Rule):
+                        written.append(item)
         graph = let_graph(self.lets)
         self._type_lets(graph)
         self.used_lets.clear()  # from here on: the lets rules use; those lets use are added below
@@ -116,6 +121,20 @@ class _Checker:
         reached = list(self.used_lets)  # a let only unused lets use is unused too, whatever the order
         while reached:
             for used in graph.uses.get(reached.pop(), ()):
+                if used not in self.used_lets:
+                    self.used_lets.add(used)
+                    reached.append(used)
+        # A let only a rule another file disables uses is not unused where it is written: the
+        # rule set that disables the rule (a policy extending the default profile) has no say.
+        for rule in written:
+            for part in (rule.guard, rule.body, rule.reason, rule.unresolvable, rule.order):
+                if part is not None:
+                    reached.extend(use.id for use, _ in let_uses(part, self.lets))
+        while reached:
+            name = reached.pop()
+            if name not in self.used_lets:
+                self.used_lets.add(name)
+            for used in graph.uses.get(name, ()):
                 if used not in self.used_lets:
                     self.used_lets.add(used)
                     reached.append(used)
@@ -227,11 +246,14 @@ class _Checker:
         to a node's total. A score adding less than 1/WEAK_SHARE of what the set can add, with
         only the scores without a guard counted besides it (they apply whenever it does), can
         never outweigh the others moving by more than that, only break near-ties."""
-        scores = [c for c in checked if c.kind is ast.RuleKind.SCORE]
+        # (device scores only order one request's devices: they add nothing to a node's total)
+        scores = [c for c in checked if c.kind is ast.RuleKind.SCORE and c.rule.target != "device"]
         for score in scores:
             others = sum(o.weight for o in scores if o is not score and o.rule.guard is None)
             if (WEAK_SHARE - 1) * score.weight >= others:
                 continue
+            if all(score.weight * 100 < o.weight for o in scores if o is not score):
+                continue  # a tie-break by construction: all of it is less than a point of any other
             need = -(-others // (WEAK_SHARE - 1))
             rule = score.rule
             self.diagnostics.append(
@@ -270,6 +292,8 @@ class _Checker:
         match expr:
             case ast.Literal(kind=kind):
                 return _LITERAL_TYPES[kind]
+            case ast.Table():
+                return self._table(expr, scope)
             case ast.ListExpr(items=items):
                 types = [self._infer(item, scope) for item in items]
                 elem = next((t for t in types if t != ANY), ANY)
@@ -478,6 +502,28 @@ class _Checker:
         """A let's type and the rule variables it reads, typed by :meth:`_type_lets`."""
         return self.let_types.get(name, (ANY, frozenset()))
 
+    def _table(self, table: ast.Table, scope: _Scope) -> Type:
+        """A table's rows as records: each column one type (that of its first cell not an
+        empty list), every cell a constant, every row one cell per column."""
+        columns: list[Type] = [ANY] * len(table.columns)
+        if len(set(table.columns)) < len(table.columns):
+            self._error("type", "a table's columns must have different names", table)
+        for row in table.items:
+            assert isinstance(row, ast.ListExpr)
+            if len(row.items) != len(table.columns):
+                self._error("type", f"a row of this table has {len(table.columns)} cells, not {len(row.items)}", row)
+            for i, cell in enumerate(row.items[: len(columns)]):
+                t = self._infer(cell, scope)
+                if not _constant(cell):
+                    self._error("type", "a table's cells are constants (numbers, strings, lists of them)", cell)
+                elif columns[i] == ANY or columns[i] == ListOf(ANY):
+                    columns[i] = t
+                elif not fits(t, columns[i]):
+                    what = f"column '{table.columns[i]}'"
+                    self._error("type", f"{what} holds {columns[i]}; this cell is {t}", cell)
+            self.notes.types[id(row)] = ListOf(ANY)
+        return ListOf(TableRow("table row", tuple(zip(table.columns, columns, strict=True))))
+
     def _attr(self, expr: ast.Attr, scope: _Scope) -> Type:
         if isinstance(expr.obj, ast.Name) and expr.obj.id == GROUP_VARIABLE and _unbound_group(scope, self.lets):
             # (group.FIELD of a known field is a built-in call already: rulesched.lang.builtins.groups)
@@ -492,7 +538,7 @@ class _Checker:
             reads[expr.name] = reads.get(expr.name, 0) + 1
             self.pod_attr_reads += 1
         if isinstance(t, Record):
-            fields = schema.RECORDS[t]
+            fields = table_fields(t) if isinstance(t, TableRow) else schema.RECORDS[t]
             if t in domains.DOMAIN_RECORDS and expr.name == "pods":  # reported unless an aggregate's list
                 self.domain_pods[id(expr)] = expr
             if expr.name in fields:
@@ -545,6 +591,20 @@ class _Checker:
 
     def _error(self, code: str, message: str, expr: Any, suggestion: str = "") -> None:
         self.diagnostics.append(error(code, message, expr.span, suggestion))
+
+
+def _constant(cell: ast.Expr) -> bool:
+    """A literal, a negated number, or a list of such."""
+    match cell:
+        case ast.Literal():
+            return True
+        case ast.Unary(op="-", operand=ast.Literal(kind=kind)):
+            return kind is not ast.LiteralKind.STRING and kind is not ast.LiteralKind.BOOL
+        case ast.Table():
+            return False
+        case ast.ListExpr(items=items):
+            return all(_constant(i) for i in items)
+    return False
 
 
 def _did_you_mean(name: str, candidates: Iterable[str], prefix: str = "") -> str:

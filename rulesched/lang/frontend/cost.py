@@ -28,6 +28,7 @@ Next stage: :mod:`rulesched.lang.evaluation.compile`, which only sees rules with
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -55,6 +56,9 @@ _CAP = 10**18
 NODE_PODS = 110  # kubelet's default maxPods
 NODE_IMAGES = 50  # kubelet's default nodeStatusMaxImages
 LABELS = 64  # labels, annotations, a node selector: entries of a string map
+# The devices a node reaches (node.devices, devices_after(node)): a GPU server's 8 GPUs and as
+# many NICs. (A node with more costs more than the bound says, as one with more taints does.)
+NODE_DEVICES = 16
 SMALL_LIST = 16  # any other list: tolerations, taints, containers' ports and images, terms, resources
 STRING_CHARS = 253  # a string read from the cluster (a DNS subdomain name's length)
 # A topology domain (or the cluster) may hold this many nodes (Kubernetes' tested limit) and
@@ -71,7 +75,13 @@ _FIELD_SIZES: dict[tuple[Record, str], int] = {
     (schema.NODE, "pods"): NODE_PODS,
     (schema.NODE, "used_ports"): NODE_PODS,
     (schema.NODE, "images"): NODE_IMAGES,
+    (schema.NODE, "devices"): NODE_DEVICES,
 }
+# Built-ins returning a node's devices: they cost a walk over them, not over the node's pods.
+_DEVICE_LISTS = frozenset({"devices_after"})
+# The rule variables (the rest of the names that are not lets are aggregates' variables).
+_NODE_ONLY = frozenset({schema.NODE_VARIABLE})
+_POD_NODE = frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE})
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,16 @@ class Estimate:
     anchor: ast.Expr | None = None
     largest: int = 0
     largest_at: ast.Expr | None = None
+    # the variables it reads (rule variables, and aggregates' variables of enclosing loops), a
+    # context built-in counting as reading the pod; "" when it calls one the compiler never
+    # caches per node (domain(), a context built-in)
+    reads: frozenset[str] = frozenset()
+    # its costliest part kept per node (a node-only aggregate: see _Estimator._loop), its steps
+    node_steps: int = 0
+    node_part: Estimate | None = None  # the costliest such part, as estimated alone
+    # the lets computed once per (pod, node) it uses (those reading the pod and the node, not
+    # the cluster: rulesched.lang.evaluation.compile._once), by name: what each costs, once
+    once: tuple[tuple[str, int], ...] = ()
 
 
 def too_costly(
@@ -126,12 +146,30 @@ def too_costly(
     for rule in rules:
         parts = [e for e in (rule.guard, rule.body, rule.reason, rule.unresolvable, rule.order) if e is not None]
         estimates = [estimator.estimate(e) for e in parts]
-        steps = min(_CAP, sum(e.steps for e in estimates))
+        once = dict(kv for e in estimates for kv in e.once)
+        steps = min(_CAP, sum(e.steps for e in estimates) + sum(once.values()))
         if steps_out is not None:
             steps_out[rule.kind, rule.name] = steps
         worst = max(estimates, key=lambda e: e.steps)
         what = f"{rule.kind.value} '{rule.name}'"
+        node_steps = min(_CAP, sum(e.node_steps for e in estimates))
+        if node_steps > limits.steps:  # (the parts kept per node, computed once per node change)
+            part = max(estimates, key=lambda e: e.node_steps).node_part
+            assert part is not None
+            problems.append(
+                error(
+                    "too-costly",
+                    f"{what} costs up to {_count(node_steps)} steps per node (limit {limits.steps:,}) in what it "
+                    f"keeps per node: {_explain(part)}",
+                    (part.anchor or rule.body).span,
+                    _advice(part),
+                )
+            )
+            continue
         if steps > limits.steps:
+            if once and max(once.values()) > max(e.steps for e in estimates):  # a let is the costly part
+                costliest = max(once, key=lambda k: once[k])
+                worst = dataclasses.replace(estimator.let_estimates[costliest], let=costliest)
             problems.append(
                 error(
                     "too-costly",
@@ -178,6 +216,19 @@ def _over_set_limit(totals: list[tuple[int, ast.Rule]], limit: int) -> Diagnosti
         at.name_span,
         "make the costliest rules cheaper, or the set smaller (a `when` guard does not lower the bound)",
     )
+
+
+def _once(kids: list[Estimate]) -> tuple[tuple[str, int], ...]:
+    if not any(k.once for k in kids):
+        return ()
+    return tuple(sorted(dict(kv for k in kids for kv in k.once).items()))
+
+
+def _node_part(kids: list[Estimate]) -> tuple[int, Estimate | None]:
+    """The node-only parts within: what computing them costs together, and the costliest."""
+    total = min(_CAP, sum(k.node_steps for k in kids))
+    parts = [k.node_part for k in kids if k.node_part is not None]
+    return total, max(parts, key=lambda p: p.steps) if parts else None
 
 
 def _count(n: int) -> str:
@@ -270,10 +321,36 @@ class _Estimator:
         for k in kids:
             if k.largest > largest:
                 largest, largest_at = k.largest, k.largest_at
+        reads = frozenset().union(*(k.reads for k in kids))
+        if isinstance(expr, ast.Call) and expr.func == "domain":
+            reads |= {schema.CLUSTER_VARIABLE}  # (reads the cluster at each call)
+        elif isinstance(expr, ast.Call) and getattr(BUILTINS.get(expr.func), "context", False):
+            reads |= {schema.POD_VARIABLE, ""}  # (reads the pod's context: never cached per node)
+        node_steps, node_part = _node_part(kids)
+        once = _once(kids)
         if costliest is None:
-            return Estimate(steps, size, largest=largest, largest_at=largest_at)
+            return Estimate(
+                steps,
+                size,
+                largest=largest,
+                largest_at=largest_at,
+                reads=reads,
+                node_steps=node_steps,
+                node_part=node_part,
+                once=once,
+            )
         return Estimate(
-            steps, size, costliest.loops, costliest.let, costliest.anchor, largest=largest, largest_at=largest_at
+            steps,
+            size,
+            costliest.loops,
+            costliest.let,
+            costliest.anchor,
+            largest=largest,
+            largest_at=largest_at,
+            reads=reads,
+            node_steps=node_steps,
+            node_part=node_part,
+            once=once,
         )
 
     def _loop(self, expr: ast.Quantifier | ast.Aggregate, kids: list[Estimate]) -> Estimate:
@@ -282,28 +359,94 @@ class _Estimator:
         body = [by_child[id(c)] for c in ast.children(expr) if c is not expr.iterable]
         if id(expr) in self.indexed:  # a lookup; the where and value run once (pod-only parts)
             steps = min(_CAP, iterable.steps + INDEXED_LOOKUP + sum(b.steps for b in body))
-            return Estimate(steps)
+            return Estimate(steps, reads=frozenset({schema.POD_VARIABLE, ""}))
+        reads = iterable.reads.union(*(b.reads for b in body)) - {expr.var}
+        node_steps, node_at = _node_part(kids)
+        once = _once(kids)
         per_element = 1 + sum(b.steps for b in body)
         looped = min(_CAP, iterable.size * per_element)
         steps = min(_CAP, iterable.steps + looped)
         size = iterable.size if expr.kind == "collect" else 1
         largest, largest_at = max((size, expr), *((k.largest, k.largest_at) for k in kids), key=lambda p: p[0])
         if iterable.steps > looped:  # the list itself is the costly part (a let, a big literal)
-            return Estimate(steps, size, iterable.loops, iterable.let, iterable.anchor, largest, largest_at)
-        inner = max(body, key=lambda b: b.steps) if body else Estimate(0)
-        text = expr.iterable.span.source.text[expr.iterable.span.start : expr.iterable.span.end]
-        text = text if len(text) <= 40 else text[:37] + "..."
-        loop = f"{expr.kind} over {' '.join(text.split())} ({_count(iterable.size)})"
-        return Estimate(steps, size, (loop, *inner.loops), inner.let, expr, largest, largest_at)
+            full = Estimate(
+                steps,
+                size,
+                iterable.loops,
+                iterable.let,
+                iterable.anchor,
+                largest,
+                largest_at,
+                reads,
+                node_steps,
+                node_at,
+                once,
+            )
+        else:
+            inner = max(body, key=lambda b: b.steps) if body else Estimate(0)
+            text = expr.iterable.span.source.text[expr.iterable.span.start : expr.iterable.span.end]
+            text = text if len(text) <= 40 else text[:37] + "..."
+            loop = f"{expr.kind} over {' '.join(text.split())} ({_count(iterable.size)})"
+            full = Estimate(
+                steps,
+                size,
+                (loop, *inner.loops),
+                inner.let,
+                expr,
+                largest,
+                largest_at,
+                reads,
+                node_steps,
+                node_at,
+                once,
+            )
+        if reads != _NODE_ONLY:
+            return full
+        # Reads the node alone (and constants): the compiler keeps its value per node until the
+        # node changes (rulesched.lang.evaluation.stages.memoised), so each (pod, node) evaluation
+        # looks it up; what computing it costs, once per node change, is bounded apart
+        # (too_costly: node_steps).
+        part = full if node_at is None or full.steps >= node_at.steps else node_at
+        return Estimate(
+            INDEXED_LOOKUP, size, (), "", expr, largest, largest_at, reads, min(_CAP, node_steps + steps), part, once
+        )
 
     def _name(self, expr: ast.Name) -> Estimate:
         name = self.let_names.get(id(expr))
         let = self.let_estimates.get(name) if name is not None else None
         if name is None or let is None:  # a variable (or a let on a cycle, refused anyway)
-            return Estimate(1, self._default_size(expr))
+            return Estimate(1, self._default_size(expr), reads=frozenset({expr.id}))
         # The let's bound, anchored here: the caret points at its use in the text being checked.
         largest_at = expr if let.largest > 1 else None
-        return Estimate(let.steps, let.size, let.loops, name, expr, let.largest, largest_at)
+        if let.reads <= _POD_NODE | {""} and let.steps > 1:  # computed once per (pod, node)
+            once = dict(let.once)
+            once[name] = let.steps
+            return Estimate(
+                1,
+                let.size,
+                (),
+                "",
+                expr,
+                let.largest,
+                largest_at,
+                let.reads,
+                let.node_steps,
+                let.node_part,
+                tuple(sorted(once.items())),
+            )
+        return Estimate(
+            let.steps,
+            let.size,
+            let.loops,
+            name,
+            expr,
+            let.largest,
+            largest_at,
+            let.reads,
+            let.node_steps,
+            let.node_part,
+            let.once,
+        )
 
     def _call(self, func: str, kids: list[Estimate], size: int) -> tuple[int, int]:
         builtin = BUILTINS.get(func)
@@ -311,6 +454,8 @@ class _Estimator:
             return 1, size
         if func == "domain":
             return INDEXED_LOOKUP, size
+        if func in _DEVICE_LISTS:
+            return NODE_DEVICES, NODE_DEVICES
         if builtin.context or func in ("term_matches", "matches"):
             return (NODE_PODS if builtin.context else SMALL_LIST), size
         sizes = [k.size for k in kids]

@@ -116,6 +116,7 @@ _TERMINAL_NAMES = {
     "EQUAL": "'='",
     "QUANTIFIER": "count/any/all",
     "AGGREGATE": "sum/min/max/collect",
+    "TABLE": "table",
     "$END": "end of file",
     "OVERRIDE": "'override'",
     "AUDIT": "'audit'",
@@ -248,6 +249,12 @@ class _Builder(Transformer[Token, Any]):
 
     def where(self, expr: ast.Expr) -> ast.Expr:
         return expr
+
+    def table(self, keyword: Token, *parts: Any) -> ast.Table:
+        """``table(c1, ...) [row, ...]``: the column names, then ``[``, the rows (lists), ``]``."""
+        columns = tuple(self._word(p) for p in parts if isinstance(p, Token) and p.type == "NAME")
+        rows = tuple(p for p in parts if isinstance(p, ast.ListExpr))
+        return ast.Table(rows, columns, span=self._span(keyword, parts[-1]))
 
     # --- items -------------------------------------------------------------------------------
     def let_def(self, name: Token, value: ast.Expr) -> ast.Let:

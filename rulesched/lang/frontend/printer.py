@@ -191,6 +191,9 @@ def _doc(expr: ast.Expr, nest: int = _STEP) -> tuple[Doc, int]:
     match expr:
         case ast.Literal():
             return _t(_literal(expr)), _ATOM
+        case ast.Table(items=rows, columns=columns):
+            opening = _t(f"table({', '.join(columns)}) [")
+            return Group([opening, _listed(rows), _t("]")]), _ATOM
         case ast.ListExpr(items=items):
             return Group([_t("["), _listed(items), _t("]")]), _ATOM
         case ast.Name(id=name):
