@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import select
 import shutil
@@ -168,9 +169,24 @@ def missing_binaries(bin_dir: Path | None = None) -> list[str]:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range: a port the kernel picked (bind to 0) is
+    also what it hands out to outgoing connections, so once a component restarted by a test
+    (tests/test_real_failures) was down, a client connection could hold its port and the
+    restart failed with "address already in use" (seen on a loaded machine)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10000, max(low, 10001))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise TestbedError("no free port below the ephemeral range")
 
 
 # --- certificates -------------------------------------------------------------------------------

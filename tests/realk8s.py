@@ -53,12 +53,12 @@ client). Its attributes and methods:
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -125,8 +125,11 @@ class Kube:
             cert_file=str(pki / "admin.crt"),
             key_file=str(pki / "admin.key"),
             # connection errors retried (the server restarting under a test); never a request
-            # that reached it
-            retries=urllib3.Retry(total=20, connect=20, read=0, redirect=0, status=0, other=0, backoff_factor=0.1),
+            # that reached it. The pause capped at 2 s: uncapped, 20 doubling pauses from 0.1 s
+            # kept a teardown waiting ~20 minutes on a server that had failed to restart.
+            retries=urllib3.Retry(
+                total=20, connect=20, read=0, redirect=0, status=0, other=0, backoff_factor=0.1, backoff_max=2.0
+            ),
             timeout=urllib3.Timeout(connect=5, read=60),
         )
         self.schedulers: list[KubeScheduler] = []
@@ -527,9 +530,12 @@ class Running:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """The test bed's choice (below the ephemeral range: a restarted server finds its port)."""
+    spec = importlib.util.spec_from_file_location("testbed_controlplane", TESTBED / "controlplane.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return int(module.free_port())
 
 
 @contextlib.contextmanager

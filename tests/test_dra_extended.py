@@ -358,6 +358,14 @@ def test_a_pod_preempts_for_devices_an_extended_claim_holds(tmp_path: Path, caps
     items += [_pod("low", node="n1", claim="low-extended-resources-abcde"), _pod("high", priority=100)]
     rows = _run(tmp_path, items, capsys)
     assert rows["default/high"]["victims"] == ["default/low"] and rows["default/high"]["node"] == "n1"
+    # KEP-5690's "freed devices held for the preemptor", for extended resources: a second pod of
+    # the same priority does not take the GPU the first one freed
+    items.append(_pod("same", priority=100))
+    rows = _run(tmp_path, items, capsys)
+    placed = {k: r["node"] for k, r in rows.items() if k != "default/low"}
+    assert sorted(n or "-" for n in placed.values()) == ["-", "n1"]
+    preemptor = next(k for k, r in rows.items() if r["victims"])
+    assert rows[preemptor]["node"] == "n1"
 
 
 def test_without_a_class_extended_resources_stay_the_device_plugins(
@@ -367,3 +375,20 @@ def test_without_a_class_extended_resources_stay_the_device_plugins(
     rows = _run(tmp_path, [_node("n1"), _node("n2", **{GPU: "1"}), _slice("n1", 2), _pod("p")], capsys)
     assert rows["default/p"]["node"] == "n2"
     assert rows["default/p"]["filtered"]["n1"] == [f"Insufficient {GPU}"]
+
+
+def test_a_placement_without_the_cycles_allocations_makes_the_claim_too(tmp_path: Path) -> None:
+    """The store's own Reserve (a gang's or pod group's members are assumed without a cycle's
+    allocations): the claim for the pod's DRA-served extended resources is made and allocated
+    there as well, and the placed pod names it."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump_all([GPU_CLASS, _node("n1"), _slice("n1", 2), _pod("p", gpus="2")]))
+    cluster = load_cluster([path])
+    store = cluster.store()
+    (pending,) = cluster.pending_pods
+    placed = store.assume(pending, "n1")
+    (claim,) = store.dra.state.claims.values()
+    assert placed.extended_claim == claim.name and claim.allocation is not None
+    assert sorted(r.device for r in claim.allocation.devices) == ["gpu-0", "gpu-1"]
+    store.forget(placed.key)  # a failed binding: the claim made is gone again
+    assert not store.dra.state.claims

@@ -1,6 +1,7 @@
 """Why nodes fail, counted as columns (rulesched.engine.failures, .encoded), gives what
 node by node gives: the same first failing filter per node, the same FitError histogram, the
-same statuses for preemption; and the encoded evaluation of reason expressions equals the
+same statuses for preemption, the same reasons row by row, and the same FailedScheduling
+diagnosis read from what the walk learned as asked node by node; and the encoded evaluation of reason expressions equals the
 reference interpreter's value on every node, for the shapes it handles and for those it hands
 back (loops over a node's own list)."""
 
@@ -17,10 +18,13 @@ from rulesched import engine
 from rulesched.cluster.store import ClusterStore
 from rulesched.engine import (
     ColumnStore,
+    KnownFailures,
     NodeColumns,
+    NodeTable,
     Unsupported,
     encode,
     first_failures,
+    group_reasons,
     reason_counts,
     unresolvable_rows,
 )
@@ -29,6 +33,7 @@ from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.load import load_rules_text
 from rulesched.scheduler.evaluate import failure_reasons, node_statuses
+from rulesched.scheduler.explanation import explain_walk
 from rulesched.scheduler.framework import Code
 from tests.helpers.scenarios import NAMESPACES, SETTINGS, Scenario, apply_events, scenarios
 from tests.upstream.harness import default_rules, node, pod
@@ -61,6 +66,20 @@ def check(rules: RuleSet, store: ClusterStore, probes: list[Any]) -> None:
             for r, u in zip(g.rows.tolist(), unresolvable_rows(bound, cols, g).tolist(), strict=True)
         }
         assert statuses == node_statuses(bound, nodes), p.key
+        kept = [group_reasons(bound, cols, g) for g in failed]
+        for g, why in zip(failed, kept, strict=True):  # each row's reasons, as its node gives them
+            assert [why.reasons[c] for c in why.codes.tolist()] == [g.filter.reasons(nodes[r]) for r in g.rows], p.key
+        # the diagnosis from what the walk learned is the one asked node by node (codes included)
+        table = NodeTable(bound, columns, 1)
+        table.sync(snapshot)
+        try:
+            known = KnownFailures(bound, cols, failed, kept)
+            none = np.zeros(0, dtype=np.intp)
+            for full in (False, True):
+                asked = explain_walk(table, rows[::-1], none, None, None, None, full)
+                assert explain_walk(table, rows[::-1], none, None, None, None, full, known) == asked, p.key
+        finally:
+            table.release()
         assert engine.columns_of(bound) is not None and engine.columns_of(bound).evaluator.fallbacks.count == 0
 
 

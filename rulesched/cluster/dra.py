@@ -28,6 +28,7 @@ from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeD
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid
 from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools
+from rulesched.semantics.dra_extended import extended_view
 from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
@@ -260,17 +261,21 @@ class DraCache:
             self.put("claims", key, changed)
             self._assumed[key] = (pod.key, claim.resource_version)
 
-    def reserve(self, pod: Pod, node: Any) -> bool:
+    def reserve(self, pod: Pod, node: Any) -> tuple[bool, str]:
         """DynamicResources' Reserve for ``pod`` assumed on ``node``: its claims allocated there
         (as the cycle's Filter found them: the same state gives the same devices) and reserved
-        for it. False when they cannot be had there now (the binding must then fail)."""
-        if not pod.resource_claims:
-            return True
-        found = pod_claims(pod, self.state, self.allocated, self.cel, pools=self.pools)
+        for it, and the claim its DRA-served extended resources need made. ``(False, "")`` when
+        they cannot be had there now (the binding must then fail); else True and the name of the
+        claim made ("" if none)."""
+        view = extended_view(pod, self.state.classes) if pod.extended_requests else pod
+        if not view.resource_claims and not view.extended_dra:
+            return True, ""
+        found = pod_claims(view, self.state, self.allocated, self.cel, pools=self.pools)
         if node is None or found.filter(node):
-            return False
-        self.assume(pod, found.allocations(node), found.reserve())
-        return True
+            return False, ""
+        made = found.made_claim(node)
+        self.assume(pod, found.allocations(node), found.reserve(), made)
+        return True, made[0].name if made is not None else ""
 
     def assumed_claims(self, pod_key: str) -> tuple[tuple[ResourceClaim, ...], frozenset[str]]:
         """The claims the pod's assumption changed, as the store has them now, and the keys of

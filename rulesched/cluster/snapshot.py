@@ -264,7 +264,7 @@ class ClusterOverlay:
                 self._count_claims(pod, -1)
             self._added.pop(pod.key, None)
             self._removed[pod.key] = info.name
-            if pod.resource_claims or pod.extended_claim:
+            if pod.resource_claims or pod.extended_claim or pod.extended_requests:
                 if self._on.get(info.name, {}).pop(pod.key, None) is None:
                     self._off.setdefault(info.name, {})[pod.key] = pod
 
@@ -275,7 +275,9 @@ class ClusterOverlay:
         if pod.volumes:
             self._count_claims(pod, 1)
         self._removed.pop(pod.key, None)
-        if (pod.resource_claims or pod.extended_claim) and self._off.get(info.name, {}).pop(pod.key, None) is None:
+        if (pod.resource_claims or pod.extended_claim or pod.extended_requests) and self._off.get(info.name, {}).pop(
+            pod.key, None
+        ) is None:
             self._on.setdefault(info.name, {})[pod.key] = pod
         self._added[pod.key] = (pod, info.name)
 

@@ -346,8 +346,10 @@ class ClusterStore:
             self.volumes.assume(placed, self._nodes.by_name.get(node_name))
         if allocations or reserve:
             self.dra.assume(placed, allocations or {}, reserve, made)
-        elif pod.resource_claims:  # DynamicResources' Reserve: the devices it chose are taken now
-            self.dra.reserve(placed, self._nodes.by_name.get(node_name))
+        elif pod.resource_claims or pod.extended_requests:  # DynamicResources' Reserve: devices taken now
+            _, made_name = self.dra.reserve(placed, self._nodes.by_name.get(node_name))
+            if made_name:
+                placed = dataclasses.replace(placed, extended_claim=made_name)
         self.load.bound(placed, node_name)  # (before placing it: its node shows the estimate at once)
         self.add_pod(placed)
         self._assumed.add(placed.key)

@@ -40,7 +40,16 @@ from rulesched.engine.batch import (
 from rulesched.engine.columns import Groups, NodeColumns, Path, Rows, node_fields
 from rulesched.engine.dryrun import Together, dry_runs_together, node_local
 from rulesched.engine.encoded import encode
-from rulesched.engine.failures import FailedRows, as_reasons, first_failures, reason_counts, unresolvable_rows
+from rulesched.engine.failures import (
+    FailedRows,
+    GroupReasons,
+    KnownFailures,
+    as_reasons,
+    first_failures,
+    group_reasons,
+    reason_counts,
+    unresolvable_rows,
+)
 from rulesched.engine.fallback import Fallback, observe
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
@@ -77,6 +86,9 @@ __all__ = [
     "filter_mask",
     "filter_rows",
     "first_failures",
+    "group_reasons",
+    "GroupReasons",
+    "KnownFailures",
     "node_fields",
     "node_local",
     "observe",

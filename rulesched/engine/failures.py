@@ -56,14 +56,20 @@ def first_failures(
     return out
 
 
-def reason_counts(bound: BoundRules, cols: NodeColumns, failed: list[FailedRows]) -> tuple[Counter[str], set[str]]:
+def reason_counts(
+    bound: BoundRules, cols: NodeColumns, failed: list[FailedRows], kept: list[GroupReasons] | None = None
+) -> tuple[Counter[str], set[str]]:
     """kube-scheduler's FitError histogram (reason -> nodes failing with it; a node counts once
-    per distinct reason of its first failing filter) and the names of the failing filters."""
+    per distinct reason of its first failing filter) and the names of the failing filters.
+    ``kept``: each group's :class:`GroupReasons` is appended to it (for the diagnosis)."""
     counts: Counter[str] = Counter()
     names: set[str] = set()
     for group in failed:
         names.add(group.filter.name)
-        for why, k in _reasons(bound, cols, group):
+        reasons = group_reasons(bound, cols, group)
+        if kept is not None:
+            kept.append(reasons)
+        for why, k in reasons.counts():
             for reason in set(why):
                 counts[reason] += k
     return counts, names
@@ -96,14 +102,29 @@ def unresolvable_rows(bound: BoundRules, cols: NodeColumns, group: FailedRows) -
     return np.array(bound.watch.each(f.unresolvable, rows.tolist(), nodes), dtype=bool)
 
 
-def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tuple[tuple[str, ...], int]]:
-    """Each distinct reasons tuple of the group's rows (as BoundFilter.reasons gives it), with
-    its number of rows."""
+@dataclass(frozen=True)
+class GroupReasons:
+    """The reasons of a :class:`FailedRows` group's rows: row ``i``'s (as BoundFilter.reasons gives
+    it) is ``reasons[codes[i]]``; distinct tuples in the order their first row has them."""
+
+    codes: npt.NDArray[np.intp]
+    reasons: list[tuple[str, ...]]
+
+    def counts(self) -> list[tuple[tuple[str, ...], int]]:
+        """Each reasons tuple with its number of rows."""
+        used = np.bincount(self.codes, minlength=len(self.reasons)).tolist()
+        return [(self.reasons[c], k) for c, k in enumerate(used) if k]
+
+
+def group_reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> GroupReasons:
+    """Each of the group's rows' reasons (the FitError counts them; the FailedScheduling
+    diagnosis reads them row by row): evaluated per distinct value, per group of alike nodes,
+    else node by node, never twice."""
     f, rows = group.filter, group.rows
     bodies = columns_of(bound)
     expr = bodies.filter_reasons[group.index] if bodies is not None and bodies.filter_reasons else None
     if bodies is not None and bodies.filter_reasons and expr is None:  # no reason given: the default
-        return [(f.reasons(cols.nodes[int(rows[0])]), len(rows))]
+        return GroupReasons(np.zeros(len(rows), dtype=np.intp), [f.reasons(cols.nodes[int(rows[0])])])
     if expr is not None and bodies is not None:
         encoded: Encoded | None = None
         try:
@@ -114,13 +135,57 @@ def _reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> list[tu
             _failed(bound, f, error)
         if encoded is not None:
             default = (f"node(s) didn't satisfy rule {f.name}",)
-            return [(as_reasons(value, default), k) for value, k in encoded.counts()]
+            return GroupReasons(encoded.codes, [as_reasons(value, default) for value in encoded.values])
         found = _per_group(bound, cols, rows, expr, f.reasons)
         if found is not None:
-            return list(Counter(found).items())
+            return _coded(found)
     nodes = cols.nodes
     bound.watch.rule = f.name
-    return list(Counter(bound.watch.each(f.reasons, rows.tolist(), nodes)).items())
+    return _coded(bound.watch.each(f.reasons, rows.tolist(), nodes))
+
+
+def _coded(found: list[tuple[str, ...]]) -> GroupReasons:
+    """Per-row reasons as codes over their distinct tuples (first seen first)."""
+    index: dict[tuple[str, ...], int] = {}
+    codes = [index.setdefault(why, len(index)) for why in found]
+    return GroupReasons(np.array(codes, dtype=np.intp), list(index))
+
+
+class KnownFailures:
+    """What a walk that found no node learned of its failing rows, for the cycle's later
+    questions (the FailedScheduling diagnosis, preemption's node statuses) to read instead of
+    asking each node again: each row's first failing filter (``failed``), its reasons
+    (``reasons``, one :class:`GroupReasons` per group) and, asked once per group, whether it is
+    unresolvable there."""
+
+    __slots__ = ("bound", "cols", "failed", "reasons", "_unresolvable", "_where")
+
+    def __init__(
+        self, bound: BoundRules, cols: NodeColumns, failed: list[FailedRows], reasons: list[GroupReasons]
+    ) -> None:
+        self.bound, self.cols, self.failed, self.reasons = bound, cols, failed, reasons
+        self._unresolvable: list[npt.NDArray[np.bool_] | None] = [None] * len(failed)
+        self._where: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None = None
+
+    def unresolvable(self, i: int) -> npt.NDArray[np.bool_]:
+        """:func:`unresolvable_rows` of group ``i`` (evaluated the first time only)."""
+        found = self._unresolvable[i]
+        if found is None:
+            found = self._unresolvable[i] = unresolvable_rows(self.bound, self.cols, self.failed[i])
+        return found
+
+    def where(self, rows: Rows) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+        """For each of ``rows``: its group (-1: it fails no filter) and its position there."""
+        if self._where is None:
+            size = len(self.cols.nodes)
+            group = np.full(size, -1, dtype=np.intp)
+            position = np.zeros(size, dtype=np.intp)
+            for i, g in enumerate(self.failed):
+                group[g.rows] = i
+                position[g.rows] = np.arange(len(g.rows), dtype=np.intp)
+            self._where = (group, position)
+        group, position = self._where
+        return group[rows], position[rows]
 
 
 def _per_group(bound: BoundRules, cols: NodeColumns, rows: Rows, expr: Any, per_node: Any) -> list[Any] | None:

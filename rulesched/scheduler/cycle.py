@@ -37,7 +37,15 @@ import numpy as np
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.engine import FailedRows, NodeColumns, NodeTable, Rows, TableOverflow, reason_counts, unresolvable_rows
+from rulesched.engine import (
+    GroupReasons,
+    KnownFailures,
+    NodeColumns,
+    NodeTable,
+    Rows,
+    TableOverflow,
+    reason_counts,
+)
 from rulesched.lang import BoundRules, RuleTimer, Session, timed
 from rulesched.model import Pod
 from rulesched.scheduler.cancel import Cancellation
@@ -84,9 +92,9 @@ class Cycle:
         self.next_start = 0
         self.framework = framework if framework is not None else Framework(settings.engine)
         self._scoring = True  # the rule set has score rules: else the first feasible node is taken
-        # The last cycle's failing rows by first failing filter, when its table walk found no
-        # node: (binding, the snapshot's history, pod position, node generation, rows)
-        self._failed: tuple[BoundRules, object, int, int, list[FailedRows]] | None = None
+        # What the last cycle's table walk learned of its failing rows, when it found no node:
+        # (binding, the snapshot's history, pod position, node generation, what it learned)
+        self._failed: tuple[BoundRules, object, int, int, KnownFailures] | None = None
 
     def run(
         self,
@@ -272,17 +280,21 @@ class Cycle:
         if not len(rows):
             rejected_by: set[str] = set()
             failed = table.failures()
+            known = None
             if failed is None:
                 result.reasons.update(failure_reasons(bound, snapshot.nodes, rejected_by))
             else:
-                reasons, rejected_by = reason_counts(bound, self.framework.current(snapshot), failed)
+                cols = self.framework.current(snapshot)
+                kept: list[GroupReasons] = []
+                reasons, rejected_by = reason_counts(bound, cols, failed, kept)
                 result.reasons.update(reasons)
-                self._failed = (bound, snapshot.history, snapshot.pod_position, snapshot.node_generation, failed)
+                known = KnownFailures(bound, cols, failed, kept)
+                self._failed = (bound, snapshot.history, snapshot.pod_position, snapshot.node_generation, known)
             if check is not None:
                 result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))
             result.rejected_by = frozenset(rejected_by)
             _phase(result, FILTER, started)
-            self._explain(result, table, start, looked, rows, None, check)
+            self._explain(result, table, start, looked, rows, None, check, known)
             return result
         scoring = _phase(result, FILTER, started)
         result.code = Code.SCHEDULED
@@ -310,10 +322,10 @@ class Cycle:
         now = (snapshot.history, snapshot.pod_position, snapshot.node_generation)
         if kept is None or kept[0] is not bound or kept[1:4] != now:
             return node_statuses(bound, snapshot.nodes)
-        cols = self.framework.current(snapshot)
+        known = kept[4]
         codes = np.zeros(len(snapshot.nodes), dtype=np.int8)
-        for group in kept[4]:
-            codes[group.rows] = 1 + unresolvable_rows(bound, cols, group).astype(np.int8)
+        for i, group in enumerate(known.failed):  # (the unresolvable answers the diagnosis asked, kept)
+            codes[group.rows] = 1 + known.unresolvable(i).astype(np.int8)
         return NodeStatuses(codes, snapshot.nodes, self.framework.rows_by_name(snapshot))
 
     def _explain(
@@ -325,15 +337,17 @@ class Cycle:
         rows: Rows,
         matrix: Matrix | None,
         check: ReservedCheck | None,
+        known: KnownFailures | None = None,
     ) -> None:
         """With ``settings.explanation``: explain the walk just done, after its pick and timed
-        apart (:mod:`rulesched.scheduler.explanation`)."""
+        apart (:mod:`rulesched.scheduler.explanation`); ``known``: what a walk that found no node
+        learned of its failing rows (read, not asked again)."""
         if not self.settings.explanation and not (self.settings.diagnose and not len(rows)):
             return
         began = time.perf_counter()
         window = (start + np.arange(looked, dtype=np.intp)) % result.num_nodes
         full = self.settings.explanation == EXPLAIN_FULL
-        result.explanation = explain_walk(table, window, rows, matrix, result.node, check, full)
+        result.explanation = explain_walk(table, window, rows, matrix, result.node, check, full, known)
         result.explain_seconds += time.perf_counter() - began
 
 

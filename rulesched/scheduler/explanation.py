@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rulesched.engine import NodeTable, Rows, TableOverflow
+from rulesched.engine import KnownFailures, NodeTable, Rows, TableOverflow
 from rulesched.lang import BoundRules
 from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
 from rulesched.scheduler.nominator import ReservedCheck
@@ -118,13 +118,18 @@ def explain_walk(
     chosen: str | None,
     check: ReservedCheck | None,
     full: bool,
+    known: KnownFailures | None = None,
 ) -> Explanation:
     """The explanation of a table walk that looked at ``window`` (rows in walk order) and found
     ``feasible`` (scored as ``matrix`` when the cycle scored them; else scored here), choosing
-    ``chosen``. ``check``: the nominations the pod had to leave room for."""
+    ``chosen``. ``check``: the nominations the pod had to leave room for. ``known``: what the
+    walk learned of its failing rows when it found none (their filters, reasons, unresolvable)."""
     bound = table.bound
     failed = window[~np.isin(window, feasible)] if len(feasible) else window
     groups = _Groups(full, bound.ctx.pod)
+    if known is not None and not len(feasible):
+        _add_known(groups, table, known, failed, check)
+        return groups.explanation(len(window), tuple(s.name for s in bound.scores), 0, ())
     filters = bound.filters
     add = groups.add
     for row, index in zip(failed.tolist(), table.first_failing(failed).tolist(), strict=True):
@@ -147,6 +152,30 @@ def explain_walk(
     rows = feasible.tolist()
     best = _best(bound, matrix, lambda i: table.node(rows[i]), chosen, full)
     return groups.explanation(len(window), rules, len(rows), best)
+
+
+def _add_known(
+    groups: _Groups, table: NodeTable, known: KnownFailures, failed: Rows, check: ReservedCheck | None
+) -> None:
+    """Add the ``failed`` rows (walk order) from what the walk learned: each one's first failing
+    filter, reasons and unresolvable answer as the walk's groups hold them, as the loop of
+    :func:`explain_walk` would ask them node by node."""
+    bound = table.bound
+    group_of, position = known.where(failed)
+    reasons = [(r.codes.tolist(), r.reasons) for r in known.reasons]
+    unresolvable = [known.unresolvable(i).tolist() for i in range(len(known.failed))]
+    names = [g.filter.name for g in known.failed]
+    add = groups.add
+    for row, i, at in zip(failed.tolist(), group_of.tolist(), position.tolist(), strict=True):
+        node = table.node(row)
+        if i >= 0:
+            codes, distinct = reasons[i]
+            name = names[i]
+            add(node.name, distinct[codes[at]], unresolvable[i][at], bound.domain_values(name, node), name, node)
+        elif check is not None:  # fits on its own, not with the pods nominated to it
+            status = check.failure(node.name)
+            if status is not None:  # (reported resolvable, as the cycle's message counts it)
+                add(node.name, status.reasons, False, (), status.rule, node)
 
 
 def _best(

@@ -50,7 +50,7 @@ from rulesched.semantics.dra_devices import (
     released,
     taint_blocks,
 )
-from rulesched.semantics.dra_extended import RequestMapping, claim_requests, pod_claim
+from rulesched.semantics.dra_extended import RequestMapping, claim_requests, pod_claim, served
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
 from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
 
@@ -192,6 +192,10 @@ class PodClaims:
                     claim = claims.get(claim_key)
                     if claim is not None and claim.allocation is None and claim_key not in own and claim not in first:
                         first.append(claim)
+                if pod.extended_requests and not pod.extended_claim:  # (its extended resources' claim to be)
+                    made = self._extended_claim_of(pod, node, view)
+                    if made is not None:
+                        first.append(made)
         if not freed and not first:
             return None
         key = (node.name, frozenset(c.key for c in freed), tuple(c.key for c in first))
@@ -275,6 +279,17 @@ class PodClaims:
         if allocations is None:
             return (CANNOT_ALLOCATE,), None
         return (), allocations
+
+    def _extended_claim_of(self, pod: Pod, node: Any, view: Any) -> ResourceClaim | None:
+        """The claim a nominated pod's DRA-served extended resources would get on ``node``
+        (those the node's allocatable lacks); None when it would need none."""
+        assert self.state is not None
+        allocatable = getattr(view, "allocatable", None) or getattr(node, "allocatable", {})
+        wanted = [r for r in served(pod, self.state.classes) if allocatable.get(r, 0) <= 0]
+        if not wanted:
+            return None
+        requests, _ = claim_requests(pod, wanted, self.state.classes)
+        return pod_claim(pod, requests)
 
     def _extended_on(self, node: Any, view: Any) -> tuple[str, ...]:
         """filterExtendedResources and NodeResourcesFit's part for them: a resource the node's

@@ -1,0 +1,121 @@
+"""What `rulesched run`'s FailedScheduling diagnosis costs: a generated workload scheduled as
+`run` schedules it (``SchedulerSettings(diagnose=True)``: every cycle that finds no node
+explains itself as reason codes), CPU seconds over the whole drain, beside another tree.
+
+    python benchmarks/bench_diagnosis.py [--workload preemption:600:1500:800:1] [--repeat 2]
+                                         [--against /tmp/old-tree]
+
+A workload is ``kind:nodes:running:pending:seed`` of gen_cluster.py. Each run is a child process
+(``PYTHONPATH`` at the tree it times), niced by the caller; with ``--against`` the base tree and
+this one alternate, ``--repeat`` times each. Printed per run: CPU seconds (``time.process_time``
+of the drain: the machine's other jobs move it far less than wall time), the cycles' own
+``explain_seconds`` (wall) and a digest of every attempt's outcome, message, reason codes (each
+:class:`Reason` whole) and FailedScheduling annotation; then whether the trees agree on every
+one ("all same") and the median CPU seconds of each with their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def drain(workload: str) -> dict[str, object]:
+    """One run in this process: the figures and the digest of every attempt."""
+    sys.path.insert(0, str(HERE))
+    from gen_cluster import generate
+
+    from rulesched.lang import load_rules, resolve_rules_path
+    from rulesched.scheduler.framework import SchedulerSettings
+    from rulesched.scheduler.reasons import annotation_value
+    from rulesched.simulate.driver import Simulation
+    from rulesched.simulate.load import load_cluster
+
+    kind, nodes, running, pending, seed = workload.split(":")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cluster.json"
+        path.write_text(json.dumps(generate(int(nodes), int(running), int(pending), kind, int(seed))))
+        objects = load_cluster([path])
+    store = objects.store(provision=True)
+    settings = SchedulerSettings(seed=int(seed), diagnose=True)
+    sim = Simulation(load_rules([resolve_rules_path("default")]), store, settings)
+    for pod in objects.pending_pods:
+        sim.add(pod)
+    digest = hashlib.sha256()
+    gc.collect()
+    gc.freeze()
+    began, explain, attempts, unplaced = time.process_time(), 0.0, 0, 0
+    while (result := sim.next_result()) is not None:
+        explain += result.explain_seconds
+        codes = result.reason_codes()
+        attempts += 1
+        unplaced += bool(codes)
+        annotation = annotation_value(codes, result.num_nodes) if codes else ""
+        line = [result.pod.key, result.code.name, result.node, result.message, [repr(c) for c in codes], annotation]
+        digest.update(json.dumps(line).encode() + b"\n")
+    cpu = time.process_time() - began
+    return {
+        "cpu_s": round(cpu, 3),
+        "explain_s": round(explain, 3),
+        "attempts": attempts,
+        "unplaced": unplaced,
+        "digest": digest.hexdigest()[:16],
+    }
+
+
+def child(tree: Path, workload: str) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", workload],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    found: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", action="append", help="kind:nodes:running:pending:seed (repeatable)")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--against", type=Path, help="the base tree (its rulesched/ and rules/)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(drain(args.child)))
+        return 0
+    same = True
+    for workload in args.workload or ["preemption:600:1500:800:1"]:
+        runs: dict[str, list[dict[str, object]]] = {"base": [], "this": []}
+        for _ in range(args.repeat):
+            for label, tree in (("base", args.against), ("this", ROOT)):
+                if tree is None:
+                    continue
+                run = child(tree, workload)
+                runs[label].append(run)
+                print(workload, label, json.dumps(run), flush=True)
+        digests = {r["digest"] for rs in runs.values() for r in rs}
+        same = same and len(digests) == 1
+        medians = {k: round(statistics.median(float(str(r["cpu_s"])) for r in rs), 3) for k, rs in runs.items() if rs}
+        ratio = f", this/base {medians['this'] / medians['base']:.2f}" if len(medians) == 2 else ""
+        print(f"{workload}: {'same' if len(digests) == 1 else 'DIFFER'}; median CPU s {medians}{ratio}")
+    print("all same" if same else "some differ")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
