@@ -22,6 +22,7 @@ Next stage: the scheduler calls :meth:`RuleSet.bind` (see ``rulesched.scheduler`
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import threading
 from dataclasses import dataclass
@@ -526,15 +527,31 @@ class _Compiler:
 
 
 _POD_NODE = frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE})
+_UNSET = object()
 
 
 def _once(name: str, code: Staged) -> Staged:
     """A let reading the pod and the node (no loop's variable, not the cluster) is computed once
     per (pod, node): its value is kept in the pod's context, with the node and its generation,
     and every later use on that node reads it (each use, in any rule or loop, costs a lookup;
-    rulesched.lang.frontend.cost counts the let once)."""
-    if code.node is None or not code.free <= _POD_NODE:
+    rulesched.lang.frontend.cost counts the let once). A let reading the pod alone is kept in
+    the pod's context too: it is computed within one pod-stage evaluation, where each use would
+    otherwise compute it again (a chain of lets each using the one before twice doubled at every
+    link: tests/test_lang_hostile.py's doublings)."""
+    if not code.free <= _POD_NODE:
         return code
+    if code.node is None:
+        if code.pod is None:
+            return code
+        pod_fn, pod_key = code.pod, ("let pod", name)
+
+        def once_per_pod(ctx: EvalContext, env: Any) -> Any:
+            kept = ctx.scratch.get(pod_key, _UNSET)
+            if kept is _UNSET:
+                kept = ctx.scratch[pod_key] = pod_fn(ctx, env)
+            return kept
+
+        return dataclasses.replace(code, pod=once_per_pod)
     inner, key = code.node, ("let", name)
 
     def factory(ctx: EvalContext) -> NodeFn:

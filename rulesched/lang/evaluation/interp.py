@@ -1,13 +1,14 @@
 """The reference interpreter: a plain tree walk over checked rules, the compiler's test oracle.
 
-It evaluates each expression afresh for each (pod, node) with no staging, hoisting or caching,
-so it is slow and obviously right; tests run it and :mod:`rulesched.lang.evaluation.compile` on the same
+It evaluates each expression afresh for each (pod, node) with no staging, hoisting or caching
+(but a let once per evaluation, as the checker's cost bound counts it), so it is slow and obviously right; tests run it and :mod:`rulesched.lang.evaluation.compile` on the same
 cases and demand equal answers. Operator meanings come from :mod:`rulesched.lang.values`, the
 checker's decisions from :class:`rulesched.lang.frontend.check.Annotations`.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from rulesched.lang import schema
@@ -19,16 +20,40 @@ from rulesched.lang.schema import zero_value
 from rulesched.lang.types import ListOf, MapOf
 from rulesched.lang.values import COERCIONS, binary_function
 
+# The variables a let may read besides the pod and the node (a preempt rule's victim, a device
+# score's device and request): a let's value is kept per their values.
+_LET_SCOPE = (schema.VICTIM_VARIABLE, schema.DEVICE_VARIABLE, schema.REQUEST_VARIABLE)
+
 
 class Interpreter:
     def __init__(self, notes: Annotations, lets: dict[str, ast.Let]) -> None:
         self.notes = notes
         self.lets = lets
+        # A let's value within one outermost evaluation, by name and what it may read beside the
+        # pod and the node: the checker counts a let once per (pod, node) (as the compiler keeps
+        # it), so evaluating it again at each use could exceed the static bound (a chain of lets
+        # each using the one before twice). Per thread: explain and the scheduler share rules.
+        self._local = threading.local()
 
     def evaluate(self, expr: ast.Expr, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
-        value = self._evaluate(expr, ctx, node, scope)
+        local = self._local
+        outermost = getattr(local, "lets", None) is None
+        if outermost:
+            local.lets = {}
+        try:
+            value = self._evaluate(expr, ctx, node, scope)
+        finally:
+            if outermost:
+                local.lets = None
         coercion = self.notes.coercions.get(id(expr))
         return value if coercion is None else COERCIONS[coercion](value)
+
+    def _let(self, name: str, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
+        key = (name, *(id(scope.get(v)) for v in _LET_SCOPE))
+        kept: dict[Any, Any] = self._local.lets
+        if key not in kept:
+            kept[key] = self.evaluate(self.lets[name].value, ctx, node, scope)
+        return kept[key]
 
     def _evaluate(self, expr: ast.Expr, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
         notes = self.notes
@@ -40,7 +65,7 @@ class Interpreter:
             case ast.Name(id=name):
                 ref = notes.names[id(expr)]
                 if ref.kind == "let":
-                    return self.evaluate(self.lets[name].value, ctx, node, scope)
+                    return self._let(name, ctx, node, scope)
                 if ref.kind == "bound" or name in (
                     schema.VICTIM_VARIABLE,
                     schema.DEVICE_VARIABLE,

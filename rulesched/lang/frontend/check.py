@@ -22,7 +22,7 @@ from rulesched.lang.frontend import domain_check as domains
 from rulesched.lang.frontend.checked import Annotations, AttrRef, CheckedRule, CheckedRules, NameRef
 from rulesched.lang.frontend.compose import Composer
 from rulesched.lang.frontend.cost import DEFAULT_LIMITS, CostLimits, too_costly
-from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, LetGraph, let_graph, let_uses
+from rulesched.lang.frontend.lets import MAX_EXPANDED_DEPTH, MAX_EXPANDED_SIZE, LetGraph, let_graph, let_uses
 from rulesched.lang.frontend.source import Diagnostic, Severity, error, warning
 from rulesched.lang.schema import table_fields
 from rulesched.lang.types import (
@@ -472,6 +472,18 @@ class _Checker:
                         "compute it from fewer lets in a chain",
                     )
                 continue
+            size = graph.size[name]
+            if size > MAX_EXPANDED_SIZE:  # as too deep: reported where a chain first gets too large
+                self.let_types[name] = (ANY, frozenset())
+                if all(graph.size[u] <= MAX_EXPANDED_SIZE for u in graph.uses[name]):
+                    self._error(
+                        "too-large",
+                        f"let '{name}' holds {_count(size)} expressions with the lets it uses; the limit is "
+                        f"{MAX_EXPANDED_SIZE:,}",
+                        self.lets[name].value,
+                        "use each let fewer times in the next (a let used twice in each link doubles)",
+                    )
+                continue
             scope = _Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
             t = self._infer(self.lets[name].value, scope)
             if name not in graph.in_cycle:
@@ -492,6 +504,15 @@ class _Checker:
                     "too-deep",
                     f"expression nests {depth} levels deep with the lets it uses; the limit is {MAX_EXPANDED_DEPTH}",
                     through if through is not None else expr,
+                )
+            size, largest = graph.expanded_size(expr, self.lets)
+            found = found or size > MAX_EXPANDED_SIZE
+            if size > MAX_EXPANDED_SIZE and (largest is None or graph.size[largest.id] <= MAX_EXPANDED_SIZE):
+                self._error(
+                    "too-large",
+                    f"expression holds {_count(size)} expressions with the lets it uses; the limit is "
+                    f"{MAX_EXPANDED_SIZE:,}",
+                    largest if largest is not None else expr,
                 )
         return found
 
@@ -618,3 +639,7 @@ def _describe(expr: ast.Expr) -> str:
     if isinstance(expr, ast.Attr):
         return f"{_describe(expr.obj)}.{expr.name}"
     return "(...)"
+
+
+def _count(n: int) -> str:
+    return f"{n:,}" if n < 10**18 else "more than 10^18"

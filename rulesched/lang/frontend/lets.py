@@ -18,6 +18,15 @@ from dataclasses import dataclass
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.parse import MAX_DEPTH
 
+# How many expressions a rule's expression or a let may hold with the lets it uses substituted.
+# The cost model counts a let once per (pod, node) (the compiler and the interpreter keep its
+# value), but the stages that walk expressions with their lets substituted (column planning,
+# sharing, explain's blame, domain values) visit a let at each use: a chain of lets each using the
+# one before twice doubles at every link. This bound keeps those walks linear in what is written;
+# the bundled rules' largest let holds 673.
+MAX_EXPANDED_SIZE = 50_000
+_SIZE_CAP = 10**18
+
 # How deep an expression may nest with the lets it uses substituted. Every recursive stage (the
 # compiler, the column planner, the interpreter) takes a few Python frames per level: at 128
 # levels they stay far below Python's recursion limit of 1000 whatever calls them, and no real
@@ -45,6 +54,15 @@ def let_uses(expr: ast.Expr, lets: Mapping[str, object]) -> Iterator[tuple[ast.N
             stack.extend((child, level + 1, bound) for child in ast.children(e))
 
 
+def own_size(expr: ast.Expr) -> int:
+    """How many expressions ``expr`` holds as written. No recursion."""
+    count, stack = 0, [expr]
+    while stack:
+        count += 1
+        stack.extend(ast.children(stack.pop()))
+    return count
+
+
 def own_depth(expr: ast.Expr) -> int:
     """How deep ``expr`` nests as written (the root alone is 1). No recursion."""
     deepest = 0
@@ -68,6 +86,18 @@ class LetGraph:
     cycles: Mapping[str, tuple[str, ...]]
     in_cycle: frozenset[str]
     depth: Mapping[str, int]
+    size: Mapping[str, int]
+
+    def expanded_size(self, expr: ast.Expr, lets: Mapping[str, object]) -> tuple[int, ast.Name | None]:
+        """How many expressions ``expr`` holds with its lets substituted (capped at 10^18), and
+        the use of the largest let in it (None when it uses none)."""
+        total, largest, through = own_size(expr), 0, None
+        for name, _ in let_uses(expr, lets):
+            size = self.size.get(name.id, 1)
+            total = min(_SIZE_CAP, total + size - 1)
+            if size > largest:
+                largest, through = size, name
+        return total, through
 
     def expanded_depth(self, expr: ast.Expr, lets: Mapping[str, object]) -> tuple[int, ast.Name | None]:
         """How deep ``expr`` nests with its lets substituted, and the use of a let through which
@@ -108,7 +138,10 @@ def let_graph(lets: Mapping[str, ast.Let]) -> LetGraph:
                 in_cycle.update(loop)
                 cycles.setdefault(nxt, loop)
     depth: dict[str, int] = {}
-    graph = LetGraph(tuple(order), uses, cycles, frozenset(in_cycle), depth)
-    for name in order:  # every let after those it uses: their depths are known
-        depth[name] = graph.expanded_depth(lets[name].value, {u: None for u in uses[name] if u not in in_cycle})[0]
+    size: dict[str, int] = {}
+    graph = LetGraph(tuple(order), uses, cycles, frozenset(in_cycle), depth, size)
+    for name in order:  # every let after those it uses: their depths and sizes are known
+        acyclic = {u: None for u in uses[name] if u not in in_cycle}
+        depth[name] = graph.expanded_depth(lets[name].value, acyclic)[0]
+        size[name] = graph.expanded_size(lets[name].value, acyclic)[0]
     return graph
