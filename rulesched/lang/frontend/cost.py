@@ -328,23 +328,13 @@ class _Estimator:
             reads |= {schema.POD_VARIABLE, ""}  # (reads the pod's context: never cached per node)
         node_steps, node_part = _node_part(kids)
         once = _once(kids)
-        if costliest is None:
-            return Estimate(
-                steps,
-                size,
-                largest=largest,
-                largest_at=largest_at,
-                reads=reads,
-                node_steps=node_steps,
-                node_part=node_part,
-                once=once,
-            )
+        path = Estimate(0) if costliest is None else costliest  # (no costliest child: no path)
         return Estimate(
             steps,
             size,
-            costliest.loops,
-            costliest.let,
-            costliest.anchor,
+            path.loops,
+            path.let,
+            path.anchor,
             largest=largest,
             largest_at=largest_at,
             reads=reads,
