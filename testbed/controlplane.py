@@ -440,11 +440,23 @@ def running_pid(d: Path, component: str) -> int | None:
 
 
 def exited(pid: int) -> bool:
-    """Gone, or a zombie (exited, not yet reaped by its parent)."""
+    """Gone, or a zombie (exited, not yet reaped by its parent) with no thread left.
+
+    A multi-threaded process (every Go component) killed by a signal shows its leader as a zombie
+    while its other threads are still exiting and still hold its files, its listening sockets
+    among them: a restart that went by the leader alone raced them and failed with "address
+    already in use" (CI, tests/test_real_failures.py)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z"
+        for task in os.scandir(f"/proc/{pid}/task"):
+            try:
+                state = Path(task.path, "stat").read_text().rsplit(")", 1)[-1].split()[0]
+            except OSError:
+                continue  # (that thread is gone)
+            if state not in ("Z", "X"):
+                return False
     except OSError:
         return True
+    return True
 
 
 OWNED = "RULESCHED_TESTBED_DIR"  # in a process's environment: it belongs to that test bed
@@ -728,10 +740,37 @@ def stop_everything(d: Path, grace: float = 10.0) -> None:
         time.sleep(0.2)
 
 
+COMPONENT_PORTS = {
+    "etcd": ("etcd", "etcd-peer"),
+    "kube-apiserver": ("kube-apiserver",),
+    "kube-controller-manager": ("kube-controller-manager",),
+}
+
+
+def wait_ports_free(component: str, ports: dict[str, int], timeout: float = 30.0) -> None:
+    """Until COMPONENT's ports can be listened on again (as Go listens: SO_REUSEADDR, so the
+    stopped process's connections in TIME-WAIT do not count)."""
+    deadline = time.monotonic() + timeout
+    for name in COMPONENT_PORTS.get(component, ()):
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    s.bind(("127.0.0.1", ports[name]))
+                    break
+                except OSError as err:
+                    if time.monotonic() > deadline:
+                        raise TestbedError(
+                            f"port {ports[name]} of {component} still taken after {timeout:.0f} s"
+                        ) from err
+            time.sleep(0.05)
+
+
 def restart(d: Path, component: str, kill: bool) -> None:
     d = d.resolve()
     ports = json.loads((d / "run" / "ports.json").read_text())
     stop(d, component, kill=kill)
+    wait_ports_free(component, ports)
     start(d, component)
     wait_ready(d, component, ports)
 
