@@ -229,11 +229,11 @@ class _Reporter(Observer):
             self.metrics.attempt(pod.scheduler_name, "unschedulable", time.perf_counter() - started)
         if result.code is Code.UNSCHEDULABLE:
             preemption = result.preemption
-            if preemption is not None and preemption.nominated is not None:
-                self.workers.nominate(pod, preemption.nominated)
+            nominated = preemption.nominated if preemption is not None else None
             codes = result.reason_codes()
             self.metrics.reasons(pod.scheduler_name, codes)
-            self.workers.unschedulable(pod, result.message, codes=codes, nodes=result.num_nodes)
+            # (a nomination goes in the condition's patch, as kube-scheduler's updatePod sends both)
+            self.workers.unschedulable(pod, result.message, codes=codes, nodes=result.num_nodes, nominated=nominated)
         if log.isEnabledFor(VERBOSE):
             decision(log, result)
 
