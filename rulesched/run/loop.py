@@ -353,6 +353,9 @@ class Loop:
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
+        # The first lists are in the store (kube-scheduler's /readyz check sched-handler-sync:
+        # its event handlers have taken in the informers' initial lists), latched.
+        self._handlers_synced = False
         # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
         self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
         self.explainer = ExplainService(self._live_view, group=self._last_group_attempt)
@@ -536,6 +539,7 @@ class Loop:
             self.stop.wait(0.05)
         self._drain()  # (the last lists: so the counts below are what the caches hold)
         if self.ready:
+            self._handlers_synced = True
             log.info(
                 "caches synced",
                 extra={
@@ -622,6 +626,8 @@ class Loop:
             return False, "; ".join(about(p) for p in self.profiles)
         if not self.ready:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
+        if not self._handlers_synced:
+            return False, "caches synced, being taken in"
         return True, ", ".join(about(p) for p in self.profiles) + role
 
     def _live_view(self) -> LiveView | None:
