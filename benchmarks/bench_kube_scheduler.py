@@ -269,6 +269,23 @@ class Scheduler:
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def pid(self) -> int: ...  # type: ignore[empty-body]
+    def metrics(self) -> str: ...  # type: ignore[empty-body]
+
+
+ATTEMPTS = re.compile(r'^scheduler_schedule_attempts_total\{[^}]*result="(?P<result>\w+)"[^}]*\} (?P<value>\S+)$', re.M)
+
+
+def attempts(scheduler: Scheduler) -> dict[str, int]:
+    """The scheduler's own count of its scheduling attempts by result (both export kube-scheduler's
+    scheduler_schedule_attempts_total)."""
+    try:
+        text = scheduler.metrics()
+    except (AssertionError, urllib3.exceptions.HTTPError):
+        return {}
+    found: dict[str, int] = {}
+    for m in ATTEMPTS.finditer(text):
+        found[m["result"]] = found.get(m["result"], 0) + int(float(m["value"]))
+    return found
 
 
 class Upstream(Scheduler):
@@ -289,6 +306,9 @@ class Upstream(Scheduler):
 
     def pid(self) -> int:
         return self.scheduler.pid
+
+    def metrics(self) -> str:
+        return self.scheduler.metrics()
 
     @property
     def log(self) -> Path:
@@ -340,6 +360,10 @@ class Rulesched(Scheduler):
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
+
+    def metrics(self) -> str:
+        answer = urllib3.PoolManager(retries=False).request("GET", f"http://127.0.0.1:{self.port}/metrics", timeout=5)
+        return str(answer.data.decode())
 
 
 @contextmanager
@@ -411,6 +435,7 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
                 time.sleep(0.2)
             cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
             requests1 = requests_served(kube)
+            tried = attempts(scheduler)
             watch.stop()
         finally:
             scheduler.stop()
@@ -431,6 +456,7 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
         "cpu_ms_per_pod": {k: 1000 * (cpu1[k] - cpu0[k]) / count for k in pids},
+        "attempts": tried,
         "requests": {k: v - requests0.get(k, 0) for k, v in sorted(requests1.items()) if v != requests0.get(k, 0)},
         "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
@@ -485,7 +511,7 @@ def format_run(r: dict[str, Any]) -> str:
             f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
             f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
             f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s\n"
-            f"    requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items()))  # fmt: skip
+            f"    attempts: {r['attempts']}; requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items()))  # fmt: skip
 
 
 def format_speed(table: list[dict[str, Any]]) -> str:
