@@ -285,7 +285,14 @@ def attempts(scheduler: Scheduler) -> dict[str, int]:
     found: dict[str, int] = {}
     for m in ATTEMPTS.finditer(text):
         found[m["result"]] = found.get(m["result"], 0) + int(float(m["value"]))
+    for m in INCOMING.finditer(text):  # (why pods went back to the queue)
+        labels = dict(LABEL.findall(m["labels"]))
+        key = f"{labels.get('queue', '')}<-{labels.get('event', '')}"
+        found[key] = found.get(key, 0) + int(float(m["value"]))
     return found
+
+
+INCOMING = re.compile(r"^scheduler_queue_incoming_pods_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
 
 
 class Upstream(Scheduler):

@@ -116,6 +116,8 @@ class Target(Protocol):
 class Workers:
     """The pool, and what it does for the scheduler."""
 
+    at_once = False  # (as an evictor: victims leave when the API server deletes them, seen as events)
+
     def __init__(
         self,
         api: KubeApi,

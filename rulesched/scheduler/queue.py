@@ -394,7 +394,7 @@ class SchedulingQueue:
                 if not same_for_scheduling(pod, settled):  # updated during its cycle: try the new version soon
                     self._push_backoff(settled, ATTEMPT_FAILURE)
                     return
-                pod = settled  # (its status only changed: parked as the newer version)
+                pod = _keep_nomination(settled, pod)  # (its status only changed: parked as the newer version)
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods
