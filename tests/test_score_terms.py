@@ -94,7 +94,7 @@ def test_explain_shows_the_terms_of_the_best_nodes(capsys: pytest.CaptureFixture
     assert main(["explain", "default/p", "--cluster", path, "--rules", str(rules)]) == 0
     out = capsys.readouterr().out
     table = out[out.index("Score terms") :].splitlines()
-    assert table[0] == f"Score terms (the lets each score read, on the best {TERM_NODES} node(s)):"
+    assert table[0] == f"Score terms (the lets each score read, on the best {TERM_NODES} node(s) scoring differently):"
     assert table[1].split() == [s["node"] for s in best[:TERM_NODES]]
     at = next(i for i, line in enumerate(table) if line.split() == ["packs"])
     assert main(["explain", "default/p", "--cluster", path, "--rules", str(rules), "--output", "html"]) == 0
@@ -106,6 +106,19 @@ def test_explain_shows_the_terms_of_the_best_nodes(capsys: pytest.CaptureFixture
         "free_now",
         "free_after",
     ]
+
+
+def test_nodes_scoring_alike_show_their_terms_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Twins (same cpu) score alike: the terms go to the best and the next nodes scoring otherwise."""
+    rules = tmp_path / "packs.rules"
+    rules.write_text('extends "default"\n\n' + RULES)
+    nodes = [node(f"n{i}", cpu=cpu) for i, cpu in enumerate(["1900m", "1900m", "1900m", "1000m", "1300m"])]
+    path = cluster(tmp_path, *nodes, pod("p", cpu="700m"))
+    assert main(["explain", "default/p", "--cluster", path, "--rules", str(rules), "--output", "json"]) == 0
+    best = json.loads(capsys.readouterr().out)["scores"]["best"]
+    with_terms = [s for s in best if s.get("terms")]
+    assert len(with_terms) == TERM_NODES and len({tuple(s["values"]) for s in with_terms}) == TERM_NODES
+    assert with_terms[0] == best[0] and sum(s["node"] in ("n0", "n1", "n2") for s in with_terms) == 1
 
 
 def test_explain_shows_fgd_fragmentation_terms(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

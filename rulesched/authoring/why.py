@@ -338,7 +338,7 @@ def term_lines(best: list[dict[str, Any]]) -> list[str]:
             values = [next((t["value"] for t in s["terms"].get(rule, ()) if t["let"] == name), "-") for s in shown]
             table.append([f"  {name}", *values])
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = ["", f"Score terms (the lets each score read, on the best {len(shown)} node(s)):"]
+    lines = ["", f"Score terms (the lets each score read, on the best {len(shown)} node(s) scoring differently):"]
     for row in table:
         lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return lines

@@ -56,7 +56,7 @@ from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 from rulesched.scheduler.trial import Trials
 
 BEST = 10  # scored nodes reported, best first
-TERM_NODES = 3  # of them, those whose scores' terms (the lets they read) are shown
+TERM_NODES = 3  # of them, those (scoring differently) whose scores' terms (the lets they read) are shown
 DETAILED = 10  # filtered nodes reported with every failure and its blame
 NAMED = 10  # node names listed per reason group and per blocker
 SHORTFALLS = 5  # nearest nodes whose resource shortfall is reported
@@ -112,7 +112,7 @@ class Scored:
     node: str
     values: tuple[int, ...]
     total: int
-    # on the best TERM_NODES nodes: each score rule built from lets -> the lets it read there
+    # on the best TERM_NODES nodes that score differently: each score rule built from lets -> the lets it read there
     terms: Mapping[str, tuple[Term, ...]] = field(default_factory=dict)
 
 
@@ -410,14 +410,20 @@ def _best(
 def _with_terms(
     best: tuple[Scored, ...], bound: BoundRules, snapshot: Snapshot, terms: ScoreTerms
 ) -> tuple[Scored, ...]:
-    """The best nodes, the first :data:`TERM_NODES` with the terms of each score rule built from
-    lets that depend on the node (rulesched.lang.evaluation.terms: the reference interpreter,
+    """The best nodes, the best and the next best that score differently (:data:`TERM_NODES` in
+    all) with the terms of each score rule built from lets that depend on the node (rulesched.lang.evaluation.terms: the reference interpreter,
     one evaluation of the rule's lets per node)."""
     rules = [s.name for s in bound.scores if terms.names(s.name)]
     if not rules:
         return best
     out = list(best)
-    for i, scored in enumerate(best[:TERM_NODES]):
+    seen: set[tuple[int, ...]] = set()
+    for i, scored in enumerate(best):
+        if len(seen) == TERM_NODES:
+            break
+        if scored.values in seen:  # scored alike: its terms would say nothing more
+            continue
+        seen.add(scored.values)
         node = snapshot.node_view(scored.node)
         shown = {rule: terms.terms(rule, bound.ctx, node) for rule in rules}
         out[i] = dataclasses.replace(scored, terms=shown)
