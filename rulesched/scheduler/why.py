@@ -30,6 +30,7 @@ Next stage: :func:`explanation_json` (the endpoint's answer), rendered by
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -43,7 +44,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
-from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
+from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, ScoreTerms, Session, Term, quantity_text
 from rulesched.model import Pod, PriorityClass
 from rulesched.scheduler.fix_candidates import NodeFailure, candidates, rule_candidates
 from rulesched.scheduler.fixes import BUDGET, FixBudget, FixSearch, by_size, search
@@ -55,6 +56,7 @@ from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 from rulesched.scheduler.trial import Trials
 
 BEST = 10  # scored nodes reported, best first
+TERM_NODES = 3  # of them, those (scoring differently) whose scores' terms (the lets they read) are shown
 DETAILED = 10  # filtered nodes reported with every failure and its blame
 NAMED = 10  # node names listed per reason group and per blocker
 SHORTFALLS = 5  # nearest nodes whose resource shortfall is reported
@@ -110,6 +112,8 @@ class Scored:
     node: str
     values: tuple[int, ...]
     total: int
+    # on the best TERM_NODES nodes that score differently: each score rule built from lets -> the lets it read there
+    terms: Mapping[str, tuple[Term, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,7 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
         resource_rules = {f.name for f in bound.filters if blamer.about_resources(f.name)}
         shortfalls = _shortfalls(pod, nodes, verdicts, resource_rules)
         detailed = _detailed(pod, snapshot, bound, blamer, verdicts, settings)
-        best = _best(bound, nodes, feasible, settings.best)
+        best = _with_terms(_best(bound, nodes, feasible, settings.best), bound, snapshot, ScoreTerms(rules.checked))
         if len(feasible):
             message = f"{len(feasible)}/{len(nodes)} nodes are available"
             if best:
@@ -403,6 +407,29 @@ def _best(
     return tuple(Scored(picked[i].name, tuple(int(c[i]) for c in per_rule), int(totals[i])) for i in order)
 
 
+def _with_terms(
+    best: tuple[Scored, ...], bound: BoundRules, snapshot: Snapshot, terms: ScoreTerms
+) -> tuple[Scored, ...]:
+    """The best nodes, the best and the next best that score differently (:data:`TERM_NODES` in
+    all) with the terms of each score rule built from lets that depend on the node (rulesched.lang.evaluation.terms: the reference interpreter,
+    one evaluation of the rule's lets per node)."""
+    rules = [s.name for s in bound.scores if terms.names(s.name)]
+    if not rules:
+        return best
+    out = list(best)
+    seen: set[tuple[int, ...]] = set()
+    for i, scored in enumerate(best):
+        if len(seen) == TERM_NODES:
+            break
+        if scored.values in seen:  # scored alike: its terms would say nothing more
+            continue
+        seen.add(scored.values)
+        node = snapshot.node_view(scored.node)
+        shown = {rule: terms.terms(rule, bound.ctx, node) for rule in rules}
+        out[i] = dataclasses.replace(scored, terms=shown)
+    return tuple(out)
+
+
 def _preemption(
     pod: Pod,
     snapshot: Snapshot,
@@ -455,6 +482,16 @@ def _failure_json(f: FilterFailure) -> dict[str, Any]:
     }
 
 
+def _scored_json(s: Scored) -> dict[str, Any]:
+    out: dict[str, Any] = {"node": s.node, "values": list(s.values), "total": s.total}
+    if s.terms:  # rule -> the lets it read on the node
+        out["terms"] = {
+            rule: [{"let": t.name, "value": t.value, "at": t.location} for t in terms]
+            for rule, terms in s.terms.items()
+        }
+    return out
+
+
 def explanation_json(e: PodExplanation) -> dict[str, Any]:
     coded = {(c.rule, c.message): c for c in e.codes}
     return {
@@ -481,7 +518,7 @@ def explanation_json(e: PodExplanation) -> dict[str, Any]:
         "detailed": [{"node": d.node, "failures": [_failure_json(f) for f in d.failures]} for d in e.detailed],
         "scores": {
             "rules": [{"rule": r, "weight": w} for r, w in zip(e.score_rules, e.weights, strict=True)],
-            "best": [{"node": s.node, "values": list(s.values), "total": s.total} for s in e.best],
+            "best": [_scored_json(s) for s in e.best],
         },
         "preemption": {
             "tried": e.preemption.tried,
