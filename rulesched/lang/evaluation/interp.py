@@ -3,7 +3,7 @@
 It evaluates each expression afresh for each (pod, node) with no staging, hoisting or caching
 (but a let once per evaluation, as the checker's cost bound counts it), so it is slow and obviously right; tests run it and :mod:`rulesched.lang.evaluation.compile` on the same
 cases and demand equal answers. Operator meanings come from :mod:`rulesched.lang.values`, the
-checker's decisions from :class:`rulesched.lang.frontend.check.Annotations`.
+checker's decisions from :class:`rulesched.lang.frontend.checked.Annotations`.
 """
 
 from __future__ import annotations
