@@ -121,6 +121,23 @@ def test_nodes_scoring_alike_show_their_terms_once(capsys: pytest.CaptureFixture
     assert with_terms[0] == best[0] and sum(s["node"] in ("n0", "n1", "n2") for s in with_terms) == 1
 
 
+def test_when_the_best_ten_are_twins_the_next_nodes_scoring_otherwise_follow(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A big cluster's best 10 often score alike: the best list goes on to the next nodes that
+    score differently (TERM_NODES in all), with their terms, best first still."""
+    rules = tmp_path / "packs.rules"
+    rules.write_text('extends "default"\n\n' + RULES)
+    twins = [node(f"twin-{i:02}", cpu="1900m") for i in range(12)]
+    path = cluster(tmp_path, *twins, node("small", cpu="1000m"), node("mid", cpu="1300m"), pod("p", cpu="700m"))
+    assert main(["explain", "default/p", "--cluster", path, "--rules", str(rules), "--output", "json"]) == 0
+    best = json.loads(capsys.readouterr().out)["scores"]["best"]
+    assert [s["node"].startswith("twin") for s in best] == [True] * 10 + [False] * (TERM_NODES - 1)
+    assert [s["total"] for s in best] == sorted((s["total"] for s in best), reverse=True)
+    with_terms = [s["node"] for s in best if s.get("terms")]
+    assert with_terms == [best[0]["node"], *(s["node"] for s in best[10:])]
+
+
 def test_explain_shows_fgd_fragmentation_terms(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The bundled FGD rules on a small cluster of the trace's kind: the fragmentation lets
     (before and after the pod) are among the terms shown on the best nodes."""

@@ -76,6 +76,13 @@ def test_device_group_names_the_attribute(tmp_path: Path, capsys: pytest.Capture
     assert [(g["value"], g["devices"]) for g in devices["groups"]] == [("-", 3)]
 
 
+def test_html_has_the_devices_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", str(cluster(tmp_path)), "--output", "html"]) == 0
+    html = capsys.readouterr().out
+    assert "<h2>Devices</h2>" in html and "<td>A100</td>" in html and "<th>FRAGMENTED</th>" in html
+    assert "<script" not in html
+
+
 def test_no_devices_no_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, [node("n1"), pod("web")])
     assert main(["simulate", str(path)]) == 0
@@ -84,6 +91,8 @@ def test_no_devices_no_section(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "devices" not in json.loads(capsys.readouterr().out)["summary"]
     assert main(["simulate", str(path), "--output", "summary"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
+    assert main(["simulate", str(path), "--output", "html"]) == 0
+    assert "<h2>Devices</h2>" not in capsys.readouterr().out
 
 
 def test_fragmentation_equals_the_harness_on_a_trace_subset() -> None:

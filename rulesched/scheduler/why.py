@@ -184,7 +184,10 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
         resource_rules = {f.name for f in bound.filters if blamer.about_resources(f.name)}
         shortfalls = _shortfalls(pod, nodes, verdicts, resource_rules)
         detailed = _detailed(pod, snapshot, bound, blamer, verdicts, settings)
-        best = _with_terms(_best(bound, nodes, feasible, settings.best), bound, snapshot, ScoreTerms(rules.checked))
+        terms = ScoreTerms(rules.checked)
+        shows_terms = any(terms.names(s.name) for s in bound.scores)
+        best = _best(bound, nodes, feasible, settings.best, TERM_NODES if shows_terms else 0)
+        best = _with_terms(best, bound, snapshot, terms)
         if len(feasible):
             message = f"{len(feasible)}/{len(nodes)} nodes are available"
             if best:
@@ -391,8 +394,11 @@ def _detailed(
 
 
 def _best(
-    bound: BoundRules, nodes: Sequence[NodeInfo], feasible: np.ndarray[Any, Any], count: int
+    bound: BoundRules, nodes: Sequence[NodeInfo], feasible: np.ndarray[Any, Any], count: int, distinct: int = 0
 ) -> tuple[Scored, ...]:
+    """The ``count`` best scored nodes, best first; then, while fewer than ``distinct`` of them
+    score differently (a big cluster's best are often twins), the next nodes that do, so that
+    the score terms can show what beat them."""
     if not len(feasible) or not bound.scores:
         return tuple(Scored(nodes[i].name, (), 0) for i in feasible.tolist()[:count])
     picked = [nodes[i] for i in feasible.tolist()]
@@ -403,7 +409,16 @@ def _best(
         matrix = score_matrix(bound.score_vectors(picked))
     per_rule: list[Matrix] = []
     totals = weighted_totals(bound.scores, matrix, per_rule).tolist()
-    order = sorted(range(len(picked)), key=lambda i: (-totals[i], picked[i].name))[:count]
+    ranked = sorted(range(len(picked)), key=lambda i: (-totals[i], picked[i].name))
+    order = ranked[:count]
+    seen = {tuple(int(c[i]) for c in per_rule) for i in order}
+    for i in ranked[count:]:
+        if len(seen) >= distinct:
+            break
+        values = tuple(int(c[i]) for c in per_rule)
+        if values not in seen:
+            seen.add(values)
+            order.append(i)
     return tuple(Scored(picked[i].name, tuple(int(c[i]) for c in per_rule), int(totals[i])) for i in order)
 
 

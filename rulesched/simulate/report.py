@@ -276,6 +276,11 @@ def device_lines(devices: DeviceReport) -> list[str]:
     the last unit) and in part, each capacity as allocated/total, and the free, fragmented and
     stranded capacity (in the one capacity every device has, else in devices); a total row when
     there are several; then what the fragmentation was measured against."""
+    return [*_columns(device_rows(devices)), f"({device_note(devices)})"]
+
+
+def device_rows(devices: DeviceReport) -> list[tuple[str, ...]]:
+    """The devices table's header and rows (text and HTML)."""
     names = sorted({n for g in devices.groups for n in g.capacity})
     unit = devices.measure
     head = ("DRIVER", devices.group_by.upper(), "DEVICES", "ALLOCATED", "PARTLY", *(n.upper() for n in names))
@@ -295,12 +300,15 @@ def device_lines(devices: DeviceReport) -> list[str]:
                 *(str(v) for v in _measured(g, unit)),
             )
         )
-    lines = _columns(rows)
-    lines.append(
-        f"(fragmented: free {unit} the pods' commonest {devices.shapes} shapes cannot use, weighed by their share "
-        f"of the {devices.pods} pods (the FGD paper's measure); stranded: free {unit} on nodes none of them fits)"
+    return rows
+
+
+def device_note(devices: DeviceReport) -> str:
+    unit = devices.measure
+    return (
+        f"fragmented: free {unit} the pods' commonest {devices.shapes} shapes cannot use, weighed by their share "
+        f"of the {devices.pods} pods (the FGD paper's measure); stranded: free {unit} on nodes none of them fits"
     )
-    return lines
 
 
 def devices_line(devices: DeviceReport) -> str:
