@@ -260,9 +260,6 @@ class PodClaims:
         if unavailable:
             self.unavailable.update(unavailable)
             return (NOT_AVAILABLE,), None
-        allocator = allocator or self.allocator
-        if allocator is None:
-            return (), []
         special: list[ResourceClaim] = []
         if self.extended:
             short = self._extended_on(node, view)
@@ -271,6 +268,9 @@ class PodClaims:
             made = self.made.get(node.name)
             if made is not None:
                 special.append(made[0])
+        allocator = allocator or self.allocator
+        if allocator is None:  # (nothing to allocate, or another scheduler allocates: DraState.allocates)
+            return (), []
         ranking = functools.partial(self.ranking, node=view) if self.ranking is not None else None
         try:
             allocations = allocator.allocate(node, [*first, *self.to_allocate, *special], ranking, results)
@@ -308,7 +308,7 @@ class PodClaims:
         if short:
             return tuple(short)
         made = None
-        if dra and self.state is not None:
+        if dra and self.state is not None and self.state.allocates:
             requests, mappings = claim_requests(self.pod, dra, self.state.classes)
             made = (pod_claim(self.pod, requests), mappings)
         self.made[node.name] = made
@@ -390,7 +390,7 @@ def pod_claims(
                 if class_name not in state.classes:
                     out.error = f"request {shown}: device class {class_name} does not exist"
                     return out
-    if pending:
+    if pending and state.allocates:
         out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features, pools=pools)
         if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
             out._spec_key = repr([c.spec for c in out.claims])
