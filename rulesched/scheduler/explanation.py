@@ -264,8 +264,8 @@ def _add_alike(
         groups.unresolvable += sum(len(a) for a in unresolvable_at)
         groups.unresolvable_names = (groups.unresolvable_names + first(unresolvable_at))[:NAMED]
     for (rule, message), (count, unresolvable, positions) in by_message.items():
-        reason = classify(rule, message)
-        short = reason.resource if reason.code in (ReasonCode.INSUFFICIENT_RESOURCE, ReasonCode.TOO_MANY_PODS) else ""
+        why = classify(rule, message)
+        short = why.resource if why.code in (ReasonCode.INSUFFICIENT_RESOURCE, ReasonCode.TOO_MANY_PODS) else ""
         joined = np.sort(np.concatenate(positions)) if len(positions) > 1 else positions[0]
         if not short or short == "pods":  # (pods: 1 short everywhere) the first node in walk order
             lack, nearest = (1000 if short else None), name(int(joined[0]))
@@ -273,7 +273,7 @@ def _add_alike(
             lacks = pod.requests.get(short, 0) - known.free(short, failed[joined])
             best = int(np.argmin(lacks))  # (the first of the smallest)
             lack, nearest = int(lacks[best]), name(int(joined[best]))
-        groups.tally.add_counted(reason, count, unresolvable, lack, nearest)
+        groups.tally.add_counted(why, count, unresolvable, lack, nearest)
 
 
 def _best(
