@@ -76,6 +76,40 @@ def test_device_group_names_the_attribute(tmp_path: Path, capsys: pytest.Capture
     assert [(g["value"], g["devices"]) for g in devices["groups"]] == [("-", 3)]
 
 
+def test_drivers_of_different_units_each_count_in_their_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """GPUs without capacity (counted as devices) beside NICs with a capacity `bandwidth` of 10
+    (counted in it): each group in its unit, the total without the figures that would mix them,
+    the summary line with one figure per unit."""
+    nics = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "n1-nics"},
+        "spec": {
+            "driver": "nic.example.com",
+            "nodeName": "n1",
+            "pool": {"name": "n1-nics", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"nic-{i}", "capacity": {"bandwidth": {"value": "10"}}} for i in range(2)],
+        },
+    }
+    path = write(tmp_path, [node("n1"), GPU_CLASS, gpus("n1", 2), nics, template(), pod("a", resourceClaims=CLAIMS)])
+    assert main(["simulate", str(path), "--output", "json"]) == 0
+    devices = json.loads(capsys.readouterr().out)["summary"]["devices"]
+    assert devices["measure"] is None
+    units = {g["driver"]: (g["measure"], g["free"]) for g in devices["groups"]}
+    assert units == {"gpu.example.com": ("devices", 1), "nic.example.com": ("bandwidth", 20)}
+    assert "fragmented" not in devices["total"] and devices["total"]["devices"] == 4
+    assert main(["simulate", str(path)]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("DRIVER") :].splitlines()
+    assert table[0].split()[-3:] == ["FREE", "FRAGMENTED", "STRANDED"]
+    nic = next(line for line in table if line.startswith("nic.example.com"))
+    assert nic.split()[-6:] == ["20", "bandwidth", "20.0", "bandwidth", "0", "bandwidth"]
+    assert table[3].split()[-3:] == ["-", "-", "-"]  # the total
+    assert main(["simulate", str(path), "--output", "summary"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert "devices fragmented" in line and "bandwidth fragmented" in line
+
+
 def test_html_has_the_devices_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", str(cluster(tmp_path)), "--output", "html"]) == 0
     html = capsys.readouterr().out

@@ -3,8 +3,10 @@
 USENIX ATC 2023, §3; its simulator's ``pkg/utils/frag.go``), on DRA devices.
 
 The target workload is a *mix*: pod shapes with their shares. A shape is what a pod asks that
-fragmentation looks at: its cpu and its device requests (devices each, and how much of the
-measured capacity per device, or the device whole). Memory is not part of it, as in the paper.
+fragmentation looks at: its cpu and its device requests (devices each, and how much capacity
+per device, or the device whole). Memory is not part of it, as in the paper. Each device is
+measured in one unit (a capacity such as GPU ``milli``, or the device itself), and its free
+amount is what is counted, in its unit.
 For one shape ``m`` and one node, the free capacity ``m`` cannot use is fragmented:
 
 - all of the node's free capacity when ``m`` asks no device, or does not fit the node (too little
@@ -31,12 +33,19 @@ POPULARITY = 0.95  # the paper's target workload: the commonest shapes covering 
 @dataclass(frozen=True, order=True)
 class Ask:
     """One device request of a shape: ``count`` devices (0: allocationMode All, every device
-    its selectors accept), each with ``amount`` of the measured capacity free (None: the device
-    whole, nothing of it held)."""
+    its selectors accept), each with ``capacity`` free (by capacity name; a device measured in a
+    capacity the request does not name is taken whole: nothing of it may be held)."""
 
     count: int
-    amount: int | None = None
+    capacity: tuple[tuple[str, int], ...] = ()
     selectors: tuple[str, ...] = ()  # the class's and the request's, to tell shapes apart
+
+    def amount(self, unit: str) -> int | None:
+        """What it asks of a device measured in ``unit`` (None: the device whole)."""
+        for name, value in self.capacity:
+            if name == unit:
+                return value
+        return None
 
 
 @dataclass(frozen=True, order=True)
@@ -47,10 +56,12 @@ class Shape:
 
 @dataclass(frozen=True)
 class Slot:
-    """One device as fragmentation sees it: its free and total measured capacity."""
+    """One device as fragmentation sees it: its free and total capacity in ``unit`` (a capacity
+    name; "": the device itself, 1 when nothing holds it, else 0)."""
 
     free: int
     total: int
+    unit: str = ""
 
 
 def mix(shapes: Iterable[Shape], popularity: float = POPULARITY) -> list[tuple[float, Shape]]:
@@ -74,13 +85,14 @@ def mix(shapes: Iterable[Shape], popularity: float = POPULARITY) -> list[tuple[f
 
 def _rank(shape: Shape) -> tuple[object, ...]:
     # the paper's tie order: cpu, then milli per GPU, then GPUs, then models
-    return (shape.cpu, tuple((a.amount if a.amount is not None else -1, a.count, a.selectors) for a in shape.asks))
+    return (shape.cpu, tuple((a.capacity, a.count, a.selectors) for a in shape.asks))
 
 
 def usable(ask: Ask, slot: Slot) -> bool:
-    if ask.amount is None:
+    amount = ask.amount(slot.unit) if slot.unit else None
+    if amount is None:
         return slot.total > 0 and slot.free == slot.total
-    return slot.free >= ask.amount and slot.free > 0
+    return slot.free >= amount and slot.free > 0
 
 
 def fits(shape: Shape, cpu_free: int, slots: Sequence[Slot], accepts: Sequence[Sequence[bool]] | None = None) -> bool:

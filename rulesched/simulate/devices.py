@@ -4,9 +4,10 @@ in part, how much of each capacity is allocated, and how much free capacity is f
 
 Fragmentation is :mod:`rulesched.semantics.fragmentation`'s (the FGD paper's measure) against the
 input's own pods: their shapes (cpu and device requests) make the target workload, the commonest
-covering 95% of them. It is counted in the capacity every device has when there is exactly one
-such (GPU ``milli`` in the openb trace), else in devices (a device free or not). Only a cluster
-with DRA devices has this section. Next stage: :mod:`rulesched.simulate.report` renders it.
+covering 95% of them. A driver's devices are counted in the capacity they all have when there is
+exactly one such (GPU ``milli`` in the openb trace), else in devices (a device free or not); a
+total over drivers of different units leaves those figures out. Only a cluster with DRA devices
+has this section. Next stage: :mod:`rulesched.simulate.report` renders it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.fragmentation import Ask, Shape, Slot, mix, node_fragmentation, stranded
 
 GROUP_BY = "model"  # the device attribute devices are grouped by, by default
-DEVICES = "devices"  # the unit when no one capacity is common to every device
+DEVICES = "devices"  # the unit of a driver whose devices share no one capacity: the device itself
+MIXED = ""  # the measure of a total over drivers of different units
 
 
 @dataclass
@@ -30,60 +32,83 @@ class DeviceGroup:
 
     driver: str
     value: str  # "-": the devices have no such attribute
+    measure: str = DEVICES  # the unit free, fragmented and stranded are in (the driver's)
     devices: int = 0
     full: int = 0  # held whole, or with none of any capacity left
     partly: int = 0  # held in part: some capacity left
     capacity: dict[str, list[int]] = field(default_factory=dict)  # name -> [allocated, total]
-    fragmented: float = 0.0  # in the measured unit (capacity: milli-units)
+    fragmented: float = 0.0  # in the measure (a capacity: milli-units)
     stranded: int = 0
-    free: int = 0  # in the measured unit
+    free: int = 0
 
-    def json(self, measure: str) -> dict[str, object]:
-        scale = 1 if measure == DEVICES else 1000
-        return {
+    @property
+    def scale(self) -> int:
+        return 1 if self.measure == DEVICES else 1000
+
+    def add(self, other: DeviceGroup) -> None:
+        self.devices += other.devices
+        self.full += other.full
+        self.partly += other.partly
+        for name, (a, t) in other.capacity.items():
+            row = self.capacity.setdefault(name, [0, 0])
+            row[0] += a
+            row[1] += t
+        self.fragmented += other.fragmented
+        self.stranded += other.stranded
+        self.free += other.free
+
+    def json(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "driver": self.driver,
             "value": self.value,
             "devices": self.devices,
             "allocated": self.full,
             "partly_allocated": self.partly,
             "capacity": {n: {"allocated": _q(a), "total": _q(t)} for n, (a, t) in sorted(self.capacity.items())},
-            "free": _q(self.free, scale),
-            "fragmented": round(self.fragmented / scale, 1),
-            "stranded": _q(self.stranded, scale),
         }
+        if self.measure != MIXED:
+            out["measure"] = self.measure
+            out["free"] = _q(self.free, self.scale)
+            out["fragmented"] = round(self.fragmented / self.scale, 1)
+            out["stranded"] = _q(self.stranded, self.scale)
+        return out
 
 
 @dataclass(frozen=True)
 class DeviceReport:
     group_by: str
-    measure: str  # the capacity fragmentation is counted in, or DEVICES
     groups: tuple[DeviceGroup, ...]
     shapes: int  # the target workload: this many shapes
     pods: int  # of this many pods
 
     @property
+    def measure(self) -> str:
+        """The one unit of every group (MIXED: drivers of different units)."""
+        units = {g.measure for g in self.groups}
+        return units.pop() if len(units) == 1 else MIXED
+
+    @property
     def total(self) -> DeviceGroup:
-        out = DeviceGroup("", "total")
+        """Every group summed (free, fragmented and stranded only when they share a unit)."""
+        out = DeviceGroup("", "total", self.measure)
         for g in self.groups:
-            out.devices += g.devices
-            out.full += g.full
-            out.partly += g.partly
-            for name, (a, t) in g.capacity.items():
-                row = out.capacity.setdefault(name, [0, 0])
-                row[0] += a
-                row[1] += t
-            out.fragmented += g.fragmented
-            out.stranded += g.stranded
-            out.free += g.free
+            out.add(g)
+        return out
+
+    def by_measure(self) -> dict[str, DeviceGroup]:
+        """The groups summed per unit."""
+        out: dict[str, DeviceGroup] = {}
+        for g in self.groups:
+            out.setdefault(g.measure, DeviceGroup("", "total", g.measure)).add(g)
         return out
 
     def json(self) -> dict[str, object]:
         return {
             "group_by": self.group_by,
-            "measure": self.measure,
+            "measure": self.measure or None,
             "target_workload": {"shapes": self.shapes, "pods": self.pods},
-            "groups": [g.json(self.measure) for g in self.groups],
-            "total": self.total.json(self.measure),
+            "groups": [g.json() for g in self.groups],
+            "total": self.total.json(),
         }
 
 
@@ -99,10 +124,10 @@ def device_report(state: ClusterStore, pods: Iterable[Pod], group_by: str = GROU
     if not any(info.devices for info in nodes):
         return None
     dra = state.dra.state
-    measure = _measure(d for info in nodes for d in info.devices)
+    units = _units(d for info in nodes for d in info.devices)
     everyone = {p.key: p for p in state.pods()}
     everyone.update((p.key, p) for p in pods)
-    target = mix(_shape(p, dra, measure) for p in everyone.values())
+    target = mix(_shape(p, dra) for p in everyone.values())
     models = {(s.driver, s.pool, d.name): d for s in dra.slices.values() for d in s.devices}
     accepts = _Accepts(models, target)
     groups: dict[tuple[str, str], DeviceGroup] = {}
@@ -111,7 +136,7 @@ def device_report(state: ClusterStore, pods: Iterable[Pod], group_by: str = GROU
         devices = info.devices
         if not devices:
             continue
-        slots = [_slot(d, measure) for d in devices]
+        slots = [_slot(d, units[d.driver]) for d in devices]
         cpu_free = info.free.get("cpu", 0)
         tables = [accepts.of(i, devices) for i in range(len(target))]
         frag = node_fragmentation(target, cpu_free, slots, tables)
@@ -121,25 +146,27 @@ def device_report(state: ClusterStore, pods: Iterable[Pod], group_by: str = GROU
                 continue
             seen.add(d.id)
             key = (d.driver, d.attributes.get(group_by, "-"))
-            g = groups.get(key) or groups.setdefault(key, DeviceGroup(*key))
+            g = groups.get(key) or groups.setdefault(key, DeviceGroup(*key, slot.unit or DEVICES))
             _count(g, d)
             g.fragmented += f
             g.stranded += s
             g.free += slot.free
-    return DeviceReport(group_by, measure, tuple(groups[k] for k in sorted(groups)), len(target), len(everyone))
+    return DeviceReport(group_by, tuple(groups[k] for k in sorted(groups)), len(target), len(everyone))
 
 
-def _measure(devices: Iterable[NodeDevice]) -> str:
-    names: set[str] | None = None
+def _units(devices: Iterable[NodeDevice]) -> dict[str, str]:
+    """Per driver, the one capacity all its devices have ("": none or several: counted as devices)."""
+    names: dict[str, set[str]] = {}
     for d in devices:
-        names = set(d.capacity) if names is None else names & set(d.capacity)
-    return next(iter(names)) if names is not None and len(names) == 1 else DEVICES
+        found = names.get(d.driver)
+        names[d.driver] = set(d.capacity) if found is None else found & set(d.capacity)
+    return {driver: next(iter(n)) if len(n) == 1 else "" for driver, n in names.items()}
 
 
-def _slot(d: NodeDevice, measure: str) -> Slot:
-    if measure == DEVICES:
+def _slot(d: NodeDevice, unit: str) -> Slot:
+    if not unit:
         return Slot(0 if d.allocated else 1, 1)
-    return Slot(d.free.get(measure, 0), d.capacity[measure])
+    return Slot(d.free.get(unit, 0), d.capacity[unit], unit)
 
 
 def _count(g: DeviceGroup, d: NodeDevice) -> None:
@@ -173,13 +200,13 @@ def _requests(pod: Pod, dra: DraState) -> list[ExactRequest]:
     return out
 
 
-def _shape(pod: Pod, dra: DraState, measure: str) -> Shape:
+def _shape(pod: Pod, dra: DraState) -> Shape:
     asks = []
     for r in _requests(pod, dra):
         cls = dra.classes.get(r.device_class_name)
         selectors = (*(cls.selectors if cls is not None else ("false",)), *r.selectors)
-        amount = (r.capacity or {}).get(measure) if measure != DEVICES else None
-        asks.append(Ask(0 if r.allocation_mode == "All" else r.count, amount, selectors))
+        capacity = tuple(sorted((r.capacity or {}).items()))
+        asks.append(Ask(0 if r.allocation_mode == "All" else r.count, capacity, selectors))
     return Shape(pod.requests.get("cpu", 0), tuple(sorted(asks)))
 
 

@@ -24,7 +24,7 @@ from rulesched.model import Pod
 from rulesched.scheduler.explanation import BEST, load_text
 from rulesched.scheduler.framework import CycleResult, Explanation, skip_deleting
 from rulesched.scheduler.reasons import Reason, pod_reasons
-from rulesched.simulate.devices import DEVICES, GROUP_BY, DeviceGroup, DeviceReport, device_report
+from rulesched.simulate.devices import GROUP_BY, MIXED, DeviceGroup, DeviceReport, device_report
 from rulesched.simulate.driver import PodHistory
 from rulesched.simulate.nodes import BASE_RESOURCES, NodeSelection, extended_resources, select_nodes
 
@@ -280,11 +280,12 @@ def device_lines(devices: DeviceReport) -> list[str]:
 
 
 def device_rows(devices: DeviceReport) -> list[tuple[str, ...]]:
-    """The devices table's header and rows (text and HTML)."""
+    """The devices table's header and rows (text and HTML): the free, fragmented and stranded
+    columns in the unit of the header, or with drivers of different units each in its own."""
     names = sorted({n for g in devices.groups for n in g.capacity})
     unit = devices.measure
     head = ("DRIVER", devices.group_by.upper(), "DEVICES", "ALLOCATED", "PARTLY", *(n.upper() for n in names))
-    rows = [(*head, f"FREE {unit}", "FRAGMENTED", "STRANDED")]
+    rows = [(*head, f"FREE {unit}" if unit else "FREE", "FRAGMENTED", "STRANDED")]
     groups = list(devices.groups)
     if len(groups) > 1:
         groups.append(devices.total)
@@ -297,14 +298,14 @@ def device_rows(devices: DeviceReport) -> list[tuple[str, ...]]:
                 str(g.full),
                 str(g.partly),
                 *(_capacity(g, n) for n in names),
-                *(str(v) for v in _measured(g, unit)),
+                *(v if unit or g.measure == MIXED else f"{v} {g.measure}" for v in _measured(g)),
             )
         )
     return rows
 
 
 def device_note(devices: DeviceReport) -> str:
-    unit = devices.measure
+    unit = devices.measure or "capacity"
     return (
         f"fragmented: free {unit} the pods' commonest {devices.shapes} shapes cannot use, weighed by their share "
         f"of the {devices.pods} pods (the FGD paper's measure); stranded: free {unit} on nodes none of them fits"
@@ -312,12 +313,13 @@ def device_note(devices: DeviceReport) -> str:
 
 
 def devices_line(devices: DeviceReport) -> str:
-    """``--output summary``'s devices line: the totals."""
+    """``--output summary``'s devices line: the totals (the free capacity's per unit)."""
     t = devices.total
     parts = [f"devices: {t.full} allocated, {t.partly} partly of {t.devices}"]
     parts.extend(_capacity(t, n) + f" {n}" for n in sorted(t.capacity))
-    free, frag, lost = _measured(t, devices.measure)
-    parts.append(f"{frag} {devices.measure} fragmented, {lost} stranded")
+    for unit, g in devices.by_measure().items():
+        _, frag, lost = _measured(g)
+        parts.append(f"{frag} {unit} fragmented, {lost} stranded")
     return ", ".join(parts)
 
 
@@ -328,9 +330,10 @@ def _capacity(g: DeviceGroup, name: str) -> str:
     return f"{_amount(allocated)}/{_amount(total)} ({100 * allocated / total:.1f}%)"
 
 
-def _measured(g: DeviceGroup, unit: str) -> tuple[str, str, str]:
-    scale = 1 if unit == DEVICES else 1000
-    return _amount(g.free, scale), f"{g.fragmented / scale:.1f}", _amount(g.stranded, scale)
+def _measured(g: DeviceGroup) -> tuple[str, str, str]:
+    if g.measure == MIXED:  # (a total over units)
+        return "-", "-", "-"
+    return _amount(g.free, g.scale), f"{g.fragmented / g.scale:.1f}", _amount(g.stranded, g.scale)
 
 
 def _amount(value: int, scale: int = 1000) -> str:
