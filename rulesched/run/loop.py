@@ -206,6 +206,11 @@ class _Binder:
         pod_uid = claim.reserved_for[0].uid if claim.reserved_for else ""
         self.workers.deallocate(claim.namespace, claim.name, pod_uid)
 
+    def delete_claim(self, claim: ResourceClaim) -> None:
+        """DynamicResources' PostFilter: the claim an earlier attempt made for the pod's extended
+        resources deleted through the API (its finalizer first), on a worker."""
+        self.workers.delete_claim(claim.namespace, claim.name)
+
 
 class _Reporter(Observer):
     """Events and status patches through the workers; metrics. An attempt that placed its pod

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODGROUPS, PODS, KubeApi, workload_pod_groups
-from rulesched.kube.claims import ClaimWrite, deallocate_claim, release_claims, write_claims
+from rulesched.kube.claims import ClaimWrite, deallocate_claim, delete_claim, release_claims, write_claims
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
@@ -285,6 +285,15 @@ class Workers:
             deallocate_claim(self.api, namespace, name, pod_uid)
         except KubeError as err:
             log.warning("could not deallocate a claim", extra={"object": f"{namespace}/{name}", "reason": str(err)})
+
+    def delete_claim(self, namespace: str, name: str) -> None:
+        """DynamicResources' PostFilter: delete the claim an earlier attempt made for a pod's
+        extended resources (rulesched.kube.claims)."""
+        self._submit(self._delete_claim, namespace, name)
+
+    def _delete_claim(self, namespace: str, name: str) -> None:
+        if self.may_write():
+            delete_claim(self.api, namespace, name)
 
     # --- what users see ---------------------------------------------------------------------------
     def unschedulable(

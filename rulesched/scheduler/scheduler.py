@@ -521,7 +521,7 @@ class Scheduler:
                     )
                     waiting = True
                 else:
-                    if pod.resource_claims:  # DynamicResources' PostFilter, before preemption's
+                    if pod.resource_claims or pod.extended_requests:  # DynamicResources' PostFilter, first
                         deallocated = self._deallocate(bound)
                     # the statuses from the cycle's binding, whose per-node answers are still warm
                     statuses = profile.cycle.statuses(bound, snapshot)
@@ -585,18 +585,35 @@ class Scheduler:
         """DynamicResources' PostFilter: an allocated claim that some node could not use and no
         other pod uses is deallocated (in the store at once, and through the binder's
         ``deallocate`` when it has one: the API), so that the pod's next attempt may allocate it
-        where it fits (dynamicresources.go deallocateOrDeletePodClaims)."""
+        where it fits; failing that, the claim an earlier attempt made for the pod's DRA-served
+        extended resources is deleted (the binder's ``delete_claim``; without one, from the
+        store), so that the next attempt makes one afresh (dynamicresources.go
+        deallocateOrDeletePodClaims). True: the pod is to be tried again now."""
         found = bound.dra_claims
-        claim = found.deallocatable() if found is not None else None
-        if claim is None:
+        if found is None:
             return False
-        freed = dataclasses.replace(claim, allocation=None, reserved_for=())
-        self.store.dra.put("claims", claim.key, freed)
-        deallocate = getattr(self.binder, "deallocate", None)
-        if deallocate is not None:
-            deallocate(claim)
-        log.log(VERBOSE, "deallocated claim %s", claim.key, extra={"pod": bound.ctx.pod.key})
-        return True
+        claim = found.deallocatable()
+        if claim is not None:
+            freed = dataclasses.replace(claim, allocation=None, reserved_for=())
+            self.store.dra.put("claims", claim.key, freed)
+            deallocate = getattr(self.binder, "deallocate", None)
+            if deallocate is not None:
+                deallocate(claim)
+            log.log(VERBOSE, "deallocated claim %s", claim.key, extra={"pod": bound.ctx.pod.key})
+            return True
+        stale = found.to_delete()
+        if stale is None:
+            return False
+        log.log(VERBOSE, "deleting claim %s", stale.key, extra={"pod": bound.ctx.pod.key})
+        delete = getattr(self.binder, "delete_claim", None)
+        if delete is None:  # (no API server: the store is the cluster)
+            self.store.dra.put("claims", stale.key, None)
+            return True
+        # The claim leaves the store when the informer reports it gone, which moves the pod: a
+        # retry before that would make its new claim under the same name while the old one is
+        # still there (its create refused).
+        delete(stale)
+        return False
 
     def _victims_remain(self, pod: Pod) -> bool:
         """Whether the victims of the pod's earlier preemption are still leaving: some still
