@@ -71,8 +71,10 @@ STORAGE = (STORAGE_CLASSES, PVS, PVCS, CSINODES)
 DRA = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS)
 # Priority classes first: pods read them. Storage and DRA before pods: a pod's filters read them.
 EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *WORKLOADS, *STORAGE, *DRA, PODS)
-# The extender's: kube-scheduler allocates DRA claims itself (its filters ran before asking)
-WITHOUT_DRA = tuple(r for r in EVERYTHING if r not in DRA)
+# The extender's: kube-scheduler allocates DRA claims itself (its filters ran before asking);
+# of DRA's objects only the DeviceClasses, for the extended resources they serve (KEP-5004: a
+# pod's request the node's allocatable lacks is then not NodeResourcesFit's to refuse)
+FOR_EXTENDER = tuple(r for r in EVERYTHING if r not in DRA or r is DEVICE_CLASSES)
 
 
 @dataclass(frozen=True)

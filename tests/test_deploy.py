@@ -90,6 +90,7 @@ EXTENDER_USED = {
     ("", "persistentvolumeclaims"): {"list", "watch"},
     ("storage.k8s.io", "storageclasses"): {"list", "watch"},
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
+    ("resource.k8s.io", "deviceclasses"): {"list", "watch"},  # DRA-backed extended resources (KEP-5004)
 }
 EXTENDER = DEPLOY / "extender"
 

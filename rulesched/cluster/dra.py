@@ -103,12 +103,13 @@ class DraCache:
         self.pools: dict[str, NodePools] = {}
         self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
         self._mappings: dict[str, Any] = {}  # assumed pod key -> its extended claim's request mappings
+        self.allocates = True  # False: kube-scheduler allocates (the extender; DraState.allocates)
 
     @property
     def state(self) -> DraState:
         if self._state is None:
             m = self._maps
-            self._state = DraState(m["classes"], m["claims"], m["templates"], m["slices"])
+            self._state = DraState(m["classes"], m["claims"], m["templates"], m["slices"], allocates=self.allocates)
         return self._state
 
     @property

@@ -287,6 +287,10 @@ class DraState:
     claims: Mapping[str, ResourceClaim] = field(default_factory=lambda: _NO_CLAIMS)
     templates: Mapping[str, ResourceClaimTemplate] = field(default_factory=lambda: _NO_TEMPLATES)
     slices: Mapping[str, ResourceSlice] = field(default_factory=lambda: _NO_SLICES)
+    # False where another scheduler allocates the devices (the extender, which watches only
+    # DeviceClasses: kube-scheduler's DynamicResources filter ran before it was asked). Filter
+    # then checks only what a device plugin serves of the DRA-backed extended resources.
+    allocates: bool = True
 
     @property
     def empty(self) -> bool:

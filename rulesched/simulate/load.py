@@ -366,8 +366,12 @@ class _Loading:
             workloads=self._workloads(),
             storage=self._storage(),
             groups=tuple(self.groups),
-            dra=DraState(**self.dra) if any(self.dra.values()) else EMPTY_DRA,
+            dra=self._dra_state(),
         )
+
+    def _dra_state(self) -> DraState:
+        d = self.dra
+        return DraState(d["classes"], d["claims"], d["templates"], d["slices"]) if any(d.values()) else EMPTY_DRA
 
     def _workloads(self) -> Workloads:
         """The Services and controllers, whose selectors system default spreading reads."""
