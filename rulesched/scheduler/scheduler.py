@@ -99,6 +99,10 @@ class Binder(Protocol):
 
 
 class Evictor(Protocol):
+    """Takes victims away. An evictor whose victims leave later, each deletion reported as a
+    cluster event (the API server's), says so with a class attribute ``at_once = False``; one
+    without it removes them from the store at once (the simulators)."""
+
     def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         """Evict ``pod`` for ``preemptor`` (for ``group``, when a workload API group preempts)."""
 
@@ -572,7 +576,7 @@ class Scheduler:
             if deallocated:  # (the claim's change, as its informer event would, moves the pod)
                 self.queue.move(Event.OTHER)
         else:
-            self._nominate(pod, outcome.nominated, outcome.victims)
+            self._nominate(pod, outcome.nominated, outcome.victims, result.rejected_by)
         self.last_cycle_seconds = time.perf_counter() - started
         self.observer.attempted(result)
         return result
@@ -631,7 +635,9 @@ class Scheduler:
             del self._victim_claims[pod.key]
         return False
 
-    def _nominate(self, pod: Pod, node: str, victims: tuple[Pod, ...]) -> None:
+    def _nominate(
+        self, pod: Pod, node: str, victims: tuple[Pod, ...], rejected_by: frozenset[str] = frozenset()
+    ) -> None:
         if victims:
             self._victims[pod.key] = [v.key for v in victims]
             if any(v.resource_claims or v.extended_claim for v in victims):
@@ -649,8 +655,15 @@ class Scheduler:
         for victim in victims:
             self.evictor.evict(victim, pod)
         log.log(VERBOSE, "nominated; evicting %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
+        nominated = dataclasses.replace(pod, nominated_node_name=node)
+        if victims and not getattr(self.evictor, "at_once", True):
+            # The victims leave through the API server: their deletions, as events, move the
+            # parked preemptor (and the other parked pods) back, as kube-scheduler's queue
+            # does; tried at once it would only fail on the victims still there.
+            self.queue.unschedulable(nominated, rejected_by=rejected_by)
+            return
         self.queue.move(Event.POD_DELETED)
-        self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
+        self.queue.requeue(nominated, backoff=False)
 
     # --- binding --------------------------------------------------------------------------------------
     def _bind(self, pod: Pod, result: CycleResult, rules: str, placed: Pod | None = None) -> CycleResult:
