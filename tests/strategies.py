@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang.frontend import ast
-from rulesched.lang.frontend.parse import RESERVED
+from rulesched.lang.frontend.ast_builder import RESERVED
 from rulesched.lang.frontend.source import Source, Span
 from rulesched.model import Node, Pod, Taint, Toleration
 

@@ -11,6 +11,7 @@ at v1.37.2, Test_createRequestsAndMappings_requests and Test_createRequestsAndMa
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from rulesched.model.decode import decode_pod
 from rulesched.model.dra import DeviceClass
 from rulesched.semantics.dra_extended import EXTENDED_CLAIM_ANNOTATION, claim_requests, class_for
 from rulesched.simulate.load import load_cluster
+from tests.apiserver import TestApiServer
+from tests.extender_client import ExtenderProcess, extender_args, preemption_args
 
 GPU = "example.com/gpu"
 IMPLICIT = "deviceclass.resource.kubernetes.io/classInit"
@@ -392,3 +395,157 @@ def test_a_placement_without_the_cycles_allocations_makes_the_claim_too(tmp_path
     assert sorted(r.device for r in claim.allocation.devices) == ["gpu-0", "gpu-1"]
     store.forget(placed.key)  # a failed binding: the claim made is gone again
     assert not store.dra.state.claims
+
+
+# --- the extender -----------------------------------------------------------------------------
+# kube-scheduler's DynamicResources plugin allocates the devices and filters the nodes before
+# asking an extender; what the extender must not do is count a DRA-served request against a
+# node's allocatable (NodeResourcesFit's part: fit.go's shouldDelegateResourceToDRA, at v1.37.2).
+# It watches DeviceClasses for that, and checks only what a device plugin serves.
+
+
+def _extender_cluster(tmp_path: Path) -> tuple[TestApiServer, ExtenderProcess]:
+    server = TestApiServer()
+    server.add("deviceclasses", GPU_CLASS)
+    # n1: DRA only; n2: a device plugin's 2 GPUs, free; n3: 2, one held; n4: 1 in all
+    for item in (_node("n1"), _node("n2", **{GPU: "2"}), _node("n3", **{GPU: "2"}), _node("n4", **{GPU: "1"})):
+        server.add("nodes", item)
+    server.add("pods", _pod("holder", node="n3"))
+    process = ExtenderProcess("--kubeconfig", server.kubeconfig(str(tmp_path / "kubeconfig")), "--rules", "default")
+    return server, process
+
+
+def _until(post: Any, check: Any, seconds: float = 20.0) -> Any:
+    """The informer cache catches up asynchronously: ask until the answer passes ``check``."""
+    end = time.monotonic() + seconds
+    while True:
+        status, answer = post()
+        if status == 200 and check(answer) or time.monotonic() > end:
+            return answer
+        time.sleep(0.1)
+
+
+def test_the_extender_leaves_dra_served_extended_resources_to_kube_scheduler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pod asking 2 `example.com/gpu`, as kube-scheduler sends it (node names; the extender's
+    informer cache on the test API server): n1, whose allocatable lacks the resource, passes (a
+    DeviceClass serves it there: kube-scheduler allocated the devices before asking); the
+    device-plugin nodes are judged as NodeResourcesFit judges them: n2 fits, n3 (one of its two
+    held) "Insufficient" and resolvable, n4 (one in all) unresolvable. `simulate` on the same
+    cluster (with n1's devices published) says the same of each node. Without the class (deleted)
+    the resource is the device plugins' alone and n1 is refused as before."""
+    server, process = _extender_cluster(tmp_path)
+    try:
+        process.wait_ready()
+        names = ["n1", "n2", "n3", "n4"]
+        message = extender_args(_pod("p", gpus="2"), names=names)
+        answer = _until(lambda: process.post("/filter", message), lambda a: a["NodeNames"] == ["n1", "n2"])
+        assert answer["NodeNames"] == ["n1", "n2"]
+        assert answer["FailedNodes"] == {"n3": f"Insufficient {GPU}"}
+        assert answer["FailedAndUnresolvableNodes"] == {"n4": f"Insufficient {GPU}"}
+        # preempt: kube-scheduler's victim on n3 stands (with it gone the pod fits there)
+        status, kept = process.post(
+            "/preempt", preemption_args(_pod("p", gpus="2", priority=100), meta={"n3": ["uid-holder"]})
+        )
+        assert status == 200 and list(kept["NodeNameToMetaVictims"]) == ["n3"]
+        # the class deleted: the resource is the device plugins' again, n1 lacks it
+        server.delete("deviceclasses", "gpu.example.com")
+        answer = _until(lambda: process.post("/filter", message), lambda a: a["NodeNames"] == ["n2"])
+        assert answer["NodeNames"] == ["n2"]
+        assert answer["FailedAndUnresolvableNodes"] == {"n1": f"Insufficient {GPU}", "n4": f"Insufficient {GPU}"}
+    finally:
+        process.stop()
+        server.stop()
+    # simulate, the same cluster with n1's two GPUs published: the same verdict on every node
+    items = [GPU_CLASS, _node("n1"), _node("n2", **{GPU: "2"}), _node("n3", **{GPU: "2"}), _node("n4", **{GPU: "1"})]
+    items += [_slice("n1", 2), _pod("holder", node="n3"), _pod("p", gpus="2")]
+    row = _run(tmp_path, items, capsys)["default/p"]
+    assert row["node"] in ("n1", "n2")
+    assert {n: r for n, r in row["filtered"].items()} == {"n3": [f"Insufficient {GPU}"], "n4": [f"Insufficient {GPU}"]}
+    assert sorted(row["unresolvable"]) == ["n4"]
+
+
+# --- a claim an earlier attempt left ---------------------------------------------------------
+
+
+def _earlier(name: str) -> dict[str, Any]:
+    """The claim an earlier attempt made for pod p's `example.com/gpu` (a scheduler that died
+    between making it and binding the pod): annotated, owned by p, allocated n1's gpu-0,
+    reserved for p."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}],
+            "finalizers": ["resource.kubernetes.io/delete-protection"],
+        },
+        "spec": {
+            "devices": {
+                "requests": [{"name": "container-0-request-1", "exactly": {"deviceClassName": "gpu.example.com"}}]
+            }
+        },
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "container-0-request-1",
+                            "driver": "gpu.example.com",
+                            "pool": "n1",
+                            "device": "gpu-0",
+                        }
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+                    ]
+                },
+            },
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}],
+        },
+    }
+
+
+@pytest.mark.parametrize("named_in_status", [False, True], ids=["by-its-name", "named-in-status"])
+def test_postfilter_deletes_the_claim_an_earlier_attempt_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], named_in_status: bool
+) -> None:
+    """Upstream's deallocateOrDeletePodClaims: the earlier claim (holding n1's only GPU) makes
+    Filter fail everywhere ("cannot schedule extended resource claim"); PostFilter deletes it and
+    the pod, tried again, gets the GPU in a claim made afresh. The claim is found under the name
+    the pod's status gives (any name, as kube-scheduler's generated ones) or, without one, under
+    the name rulesched makes such claims under."""
+    from rulesched.lang import load_rules, resolve_rules_path
+    from rulesched.scheduler.framework import SchedulerSettings
+    from rulesched.semantics.dra_extended import claim_name
+    from rulesched.simulate.driver import Simulation
+
+    pending = _pod("p")
+    if named_in_status:
+        name = "p-extended-resources-x7k2q"
+        pending["status"]["extendedResourceClaimStatus"] = {
+            "resourceClaimName": name,
+            "requestMappings": [{"containerName": "c", "resourceName": GPU, "requestName": "container-0-request-1"}],
+        }
+    else:
+        name = claim_name(decode_pod(pending, "test", {}))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump_all([GPU_CLASS, _node("n1"), _slice("n1", 1), _earlier(name), pending]))
+    cluster = load_cluster([path])
+    store = cluster.store()
+    sim = Simulation(load_rules([resolve_rules_path("default")]), store, SchedulerSettings())
+    for p in cluster.pending_pods:
+        sim.add(p)
+    sim.run()
+    placed = next(p for p in store.pods() if p.name == "p")
+    assert placed.node_name == "n1"
+    (claim,) = store.dra.state.claims.values()
+    assert claim.allocation is not None and [r.device for r in claim.allocation.devices] == ["gpu-0"]
+    assert [c.uid for c in claim.reserved_for] == ["uid-p"] and placed.extended_claim == claim.name
+    if named_in_status:
+        assert claim.name != name  # the earlier one is gone; the new one has rulesched's name

@@ -11,29 +11,13 @@ import pytest
 import yaml
 
 from rulesched.cli import main
-from tests.helpers.explaining import GPU_RULES, cluster, node, pod
-
-
-def explain(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    code = main(["explain", *args])
-    return code, capsys.readouterr().out
+from tests.helpers import explaining
+from tests.helpers.explaining import cluster, explain, node, pod
 
 
 @pytest.fixture
 def gpu_cluster(tmp_path: Path) -> tuple[str, str]:
-    rules = tmp_path / "gpu.rules"
-    rules.write_text(GPU_RULES)
-    path = cluster(
-        tmp_path,
-        node("cpu-1", cpu="1"),
-        node("gpu-1", cpu="8", gpus="1"),
-        node("gpu-2", cpu="8", gpus="2"),
-        node("tainted", cpu="8", gpus="4", taints=[{"key": "x", "value": "y", "effect": "NoSchedule"}]),
-        pod("holder", gpus="1", node_name="gpu-1"),
-        pod("holder2", gpus="2", node_name="gpu-2"),
-        pod("trainer", cpu="2", gpus="1"),
-    )
-    return path, str(rules)
+    return explaining.gpu_cluster(tmp_path)
 
 
 def test_every_failing_filter_with_blame_and_location(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,42 +16,13 @@ from rulesched.cli import main
 from rulesched.scheduler.fixes import FixBudget
 from rulesched.scheduler.why import explain_pod, fix_pod
 from rulesched.simulate.load import load_cluster
-from tests.helpers.explaining import GPU_RULES, cluster, node, pod
+from tests.helpers.explaining import cluster, explain_json, gpu_cluster, node, pod, simulated
 from tests.upstream.harness import default_rules
 
 
-def explain_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    main(["explain", *args, "--output", "json"])
-    answer: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return answer
-
-
-def simulated(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, path: str, fix: dict[str, Any], *rules: str
-) -> dict[str, Any]:
-    """Each pending pod -> its node, after ``fix`` is made on the cluster file by simulate --apply."""
-    fixfile = tmp_path / "fix.json"
-    fixfile.write_text(json.dumps(fix))
-    extra = [a for r in rules for a in ("--rules", r)]
-    assert main(["simulate", path, "--apply", str(fixfile), "--output", "json", *extra]) == 0
-    rows = json.loads(capsys.readouterr().out)["pods"]
-    return {r["pod"]: r["node"] for r in rows}
-
-
 def test_gpu_pod_fixes_smallest_first_each_schedules_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    rules = tmp_path / "gpu.rules"
-    rules.write_text(GPU_RULES)
-    path = cluster(
-        tmp_path,
-        node("cpu-1", cpu="1"),
-        node("gpu-1", cpu="8", gpus="1"),
-        node("gpu-2", cpu="8", gpus="2"),
-        node("tainted", cpu="8", gpus="4", taints=[{"key": "x", "value": "y", "effect": "NoSchedule"}]),
-        pod("holder", gpus="1", node_name="gpu-1"),
-        pod("holder2", gpus="2", node_name="gpu-2"),
-        pod("trainer", cpu="2", gpus="1"),
-    )
-    a = explain_json(capsys, "default/trainer", "--cluster", path, "--rules", str(rules))
+    path, rules = gpu_cluster(tmp_path)
+    a = explain_json(capsys, "default/trainer", "--cluster", path, "--rules", rules)
     found = a["fixes"]
     summaries = [f["summary"] for f in found["fixes"]]
     # one change each: free a GPU on gpu-1 (evict its holder), untaint, tolerate; then a higher
@@ -78,10 +48,10 @@ def test_gpu_pod_fixes_smallest_first_each_schedules_it(capsys: pytest.CaptureFi
     )
     # every fix, made on the cluster file, schedules the trainer (and the rules run unchanged)
     for fix in found["fixes"]:
-        placed = simulated(capsys, tmp_path, path, fix, str(rules))
+        placed = simulated(capsys, tmp_path, path, fix, rules)
         assert placed["default/trainer"] is not None, fix["summary"]
     # the table lists them, with their commands and what the trial found
-    main(["explain", "default/trainer", "--cluster", path, "--rules", str(rules)])
+    main(["explain", "default/trainer", "--cluster", path, "--rules", rules])
     table = capsys.readouterr().out
     assert "What would make it fit (each checked by scheduling the changed cluster" in table
     assert "  1. [cluster, size 1] evict pod default/holder" in table

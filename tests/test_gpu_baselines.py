@@ -6,7 +6,7 @@ run by `simulate` over many pods, the rules place them as the paper's definition
 
 from __future__ import annotations
 
-import random
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,35 +18,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import bench_fragmentation as bench  # noqa: E402
 import fgd_reference as ref  # noqa: E402
-from openb import MILLI, GpuNode, TracePod, Workload, arrivals  # noqa: E402
+from openb import TracePod, Workload, arrivals  # noqa: E402
 
-# twelve nodes of the trace's shapes: GPU counts 2 to 8, three models, cpus 32 to 96
-NODES = [
-    GpuNode(f"node-{i:02}", cpus * 1000, 262_144, gpus, model)
-    for i, (cpus, gpus, model) in enumerate(
-        [(32, 2, "T4"), (64, 4, "V100M16"), (96, 8, "A100"), (96, 8, "V100M32")] * 3
-    )
-]
+from tests.helpers.openb_cluster import NODES, gpus_left, trace  # noqa: E402
 
 
-def trace(n: int = 200, seed: int = 3) -> list[TracePod]:
-    """Pods of the trace's kinds: CPU pods, shared GPUs (some tied to a model), whole GPUs."""
-    rng = random.Random(seed)
-    pods = []
-    for i in range(n):
-        kind = rng.random()
-        cpu = rng.choice([1000, 2000, 4000, 8000, 12000, 16000])
-        if kind < 0.15:
-            pods.append(TracePod(f"p{i:03}", cpu, 4096, 0, 0))
-        elif kind < 0.65:
-            spec = rng.choice([(), (), ("T4",), ("V100M16", "V100M32")])
-            pods.append(TracePod(f"p{i:03}", cpu, 4096, 1, rng.choice([100, 200, 250, 300, 500, 700]), spec))
-        else:
-            pods.append(TracePod(f"p{i:03}", cpu, 4096, rng.choice([1, 1, 2, 4, 8]), MILLI))
-    return pods
-
-
-def reference(workload: Workload, policy: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str | None], Any]:
+def reference(
+    workload: Workload,
+    policy: str,
+    monkeypatch: pytest.MonkeyPatch,
+    typical: list[tuple[float, TracePod]] | None = None,
+) -> tuple[dict[str, str | None], Any]:
     """The reference model's placements (ties by the node order) and its nodes at the end."""
     name_of = {rank: NODES[i].name for i, rank in enumerate(workload.node_rank)}
     placed: dict[str, str | None] = {p.name: None for p in workload.pods}
@@ -63,17 +45,8 @@ def reference(workload: Workload, policy: str, monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(ref, "place", record)
     monkeypatch.setattr(ref, "build_nodes", keep)
-    ref.replay(NODES, workload, [], policy, 42, tie="rank")
+    ref.replay(NODES, workload, typical or [], policy, 42, tie="rank")
     return placed, {NODES[i].name: sorted(n.gpu_left) for i, n in enumerate(built[0])}
-
-
-def gpus_left(report: Any) -> dict[str, list[int]]:
-    """Each node's GPUs' free milli, sorted, from the claims simulate allocated."""
-    used: dict[tuple[str, str], int] = {}
-    for claim in report.state.dra.state.claims.values():
-        for r in claim.allocation.devices if claim.allocation else ():
-            used[(r.pool, r.device)] = used.get((r.pool, r.device), 0) + (r.consumed_capacity or {})["milli"] // 1000
-    return {n.name: sorted(MILLI - used.get((n.name, f"gpu-{i}"), 0) for i in range(n.gpus)) for n in NODES}
 
 
 def runs() -> Iterator[tuple[str, str]]:
@@ -120,3 +93,41 @@ def test_random_draws_nodes_and_fills_gpus_first_fit(monkeypatch: pytest.MonkeyP
     b, _ = bench.place_with_rules(NODES, workload, bench.Run("t", "random", 2, "rules", "random"))
     assert a != b
     assert len({n for n in a.values() if n}) == len(NODES)
+
+
+def shipped_mix() -> list[tuple[float, TracePod]]:
+    """The target workload rules/gpu-fragmentation.rules ships (its table `mix`), as the
+    reference model's typical pods: (share, shape)."""
+    text = (bench.BASELINES_DIR.parent.parent / "gpu-fragmentation.rules").read_text(encoding="utf-8")
+    rows = [
+        (int(n), int(cpu), int(gpus), int(milli))
+        for n, cpu, gpus, milli in re.findall(r"\[(\d+), (\d+)m, (\d+), (\d+), \"\"\]", text)
+    ]
+    total = sum(r[0] for r in rows)
+    assert len(rows) == 35
+    return [(n / total, TracePod(f"typical-{i}", cpu, 0, gpus, milli)) for i, (n, cpu, gpus, milli) in enumerate(rows)]
+
+
+def test_fgd_plus_as_rules_places_every_pod_as_the_reference_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rules/gpu-fragmentation-plus.rules against the reference model's `fgd-plus`, the
+    node order put under both (FGD+ then BestFit then the order): the same node for every pod and
+    every GPU left alike. FGD with BestFit (`fgd-bestfit`) places them otherwise, so the check
+    tells the two policies apart."""
+    order = tmp_path / "order.rules"
+    order.write_text(
+        "override score fgd weight 1010000\noverride score best_fit weight 10000\n"
+        'score order_again:\n    9999 - min(number(quantity(node.labels["openb.example.com/rank"])), 9999)\n'
+    )
+    mix = shipped_mix()
+    workload = arrivals(trace(300, seed=5), NODES, 45)
+    want, want_gpus = reference(workload, "fgd-plus", monkeypatch, mix)
+    rules = f"{bench.BASELINES_DIR.parent.parent / 'gpu-fragmentation-plus.rules'}+{order}"
+    got, report = bench.place_with_rules(NODES, workload, bench.Run("t", rules, 45, "rules", "random"))
+    assert got == want
+    assert sum(node is None for node in got.values()) > 5
+    assert gpus_left(report) == want_gpus
+    want = dict(want)  # (the next replay's recorder calls this one's too)
+    fgd_bestfit, _ = reference(workload, "fgd-bestfit", monkeypatch, mix)
+    assert fgd_bestfit != want

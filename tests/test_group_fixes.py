@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rulesched.cli import main
 from rulesched.errors import InputError
 from rulesched.semantics.controllers import pods_of, suffix
+from tests.helpers.explaining import explain_json, simulated
 from tests.helpers.fixcheck import check_group, explain_group_fixes, generate_group, write
 from tests.helpers.profiles import examples
 
@@ -68,15 +69,9 @@ def gang_cluster(tmp_path: Path) -> str:
     return write(items, tmp_path / "gang.json")
 
 
-def answer(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
-    main(["explain", *args, "--output", "json"])
-    out: dict[str, Any] = json.loads(capsys.readouterr().out)
-    return out
-
-
 def test_a_gang_in_one_rack(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = gang_cluster(tmp_path)
-    g = answer(capsys, "podgroup/default/train", "--cluster", path)["group_explanation"]
+    g = explain_json(capsys, "podgroup/default/train", "--cluster", path)["group_explanation"]
     assert (g["group"], g["policy"], g["needed"], g["placed"], g["fit"]) == (
         "PodGroup default/train",
         "gang minCount 3",
@@ -100,7 +95,7 @@ def test_a_gang_in_one_rack(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     for checked in check_group(path, {"group_explanation": g}, members, 3):
         assert checked.placed >= checked.needed, checked.fix["summary"]
     # a member explained by name brings its group along
-    by_member = answer(capsys, "default/w0", "--cluster", path)
+    by_member = explain_json(capsys, "default/w0", "--cluster", path)
     assert by_member["group_explanation"]["members"] == members
     assert "fixes" not in by_member  # (the group's fixes, not the member's alone)
 
@@ -137,7 +132,7 @@ def test_a_job_before_submission(capsys: pytest.CaptureFixture[str], tmp_path: P
     )
     job = tmp_path / "job.json"
     job.write_text(json.dumps(JOB))
-    a = answer(capsys, "-f", str(job), "--cluster", cluster)
+    a = explain_json(capsys, "-f", str(job), "--cluster", cluster)
     g = a["group_explanation"]
     assert g["created"] == ["Job default/train: 4 pod(s)"]
     assert (g["group"], g["policy"], g["fit"], len(g["members"])) == ("Job default/train", "every pod", 1, 4)
@@ -171,7 +166,7 @@ def test_several_files_together(capsys: pytest.CaptureFixture[str], tmp_path: Pa
         f = tmp_path / f"{name}.json"
         f.write_text(json.dumps(pod(name, "1500m")))
         files += ["-f", str(f)]
-    g = answer(capsys, *files, "--cluster", cluster)["group_explanation"]
+    g = explain_json(capsys, *files, "--cluster", cluster)["group_explanation"]
     assert (g["group"], g["fit"], g["members"]) == ("2 pods", 1, ["default/x", "default/y"])
     summaries = [f["summary"] for f in g["fixes"]["fixes"]]
     assert summaries == ["lower the pods' cpu request to 500m", "add 1 node(s) like a"]  # (size 1.333, then 2)
@@ -268,7 +263,7 @@ def test_a_score_sending_the_first_pods_where_the_last_need_to_go(
         f = tmp_path / f"{p['metadata']['name']}.json"
         f.write_text(json.dumps(p))
         files += ["-f", str(f)]
-    g = answer(capsys, *files, "--cluster", cluster, "--rules", str(rules))["group_explanation"]
+    g = explain_json(capsys, *files, "--cluster", cluster, "--rules", str(rules))["group_explanation"]
     assert (g["fit"], g["where"]) == (1, {"g": 1})
     fixes = {f["summary"]: f for f in g["fixes"]["fixes"]}
     score = fixes["rules: delete score prefer_gpu_nodes (disable score prefer_gpu_nodes)"]
@@ -281,10 +276,7 @@ def test_a_score_sending_the_first_pods_where_the_last_need_to_go(
     assert "add 1 node(s) like g" in fixes  # (the cluster's way)
     # made on the files (both pods written out, the rules changed by simulate --apply)
     both = write([*json.loads(Path(cluster).read_text())["items"], first, second], tmp_path / "both.json")
-    fixfile = tmp_path / "fix.json"
-    fixfile.write_text(json.dumps(score))
-    assert main(["simulate", both, "--apply", str(fixfile), "--rules", str(rules), "--output", "json"]) == 0
-    rows = {r["pod"]: r["node"] for r in json.loads(capsys.readouterr().out)["pods"]}
+    rows = simulated(capsys, tmp_path, both, score, str(rules))
     assert (rows["default/a-cpu"], rows["default/b-gpu"]) == ("c", "g")
 
 
@@ -318,7 +310,7 @@ def test_a_gang_of_gpu_pods_says_how_many_more_gpus_its_closest_rack_needs(
         m["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}
         items.append(m)
     path = write(items, tmp_path / "gpus.json")
-    g = answer(capsys, "podgroup/default/train", "--cluster", path)["group_explanation"]
+    g = explain_json(capsys, "podgroup/default/train", "--cluster", path)["group_explanation"]
     assert (g["placed"], g["needed"]) == (False, 4)
     assert g["closest"] == {"domain": {"rack": "r1"}, "placed": 3, "lacks": {"nvidia.com/gpu": "1"}}
     (lacking,) = g["lacking"].values()

@@ -27,7 +27,8 @@ from rulesched.scheduler.reasons import (
     pod_reasons,
 )
 from rulesched.scheduler.why import explain_pod
-from rulesched.scheduler.workloads import WAITING_FOR_GROUP, WAITING_FOR_MEMBERS, feasibility
+from rulesched.scheduler.workload_placement import feasibility
+from rulesched.scheduler.workloads import WAITING_FOR_GROUP, WAITING_FOR_MEMBERS
 from rulesched.semantics import volumes
 from tests.upstream.harness import default_rules, node, pod
 

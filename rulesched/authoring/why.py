@@ -298,6 +298,7 @@ def render_table(a: dict[str, Any]) -> str:
         lines += ["", "Best nodes (normalised score per rule, weighted total):"]
         for row in [header, *rows]:
             lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        lines += term_lines(best)
     shadow = a.get("shadow") or {}
     if shadow.get("rules"):
         lines += ["", f"Audit-mode filters ({', '.join(shadow['rules'])}; never enforced):"]
@@ -320,6 +321,27 @@ def render_table(a: dict[str, Any]) -> str:
     if a.get("group_explanation") is not None:
         lines += ["", *group_explanation_lines(a["group_explanation"])]
     return "\n".join(lines)
+
+
+def term_lines(best: list[dict[str, Any]]) -> list[str]:
+    """The lets each score built from them read, on the best nodes that have them: a row per
+    let under its rule, a column per node (as the score table above)."""
+    shown = [s for s in best if s.get("terms")]
+    if not shown:
+        return []
+    rules = list(dict.fromkeys(rule for s in shown for rule in s["terms"]))
+    table = [["", *(s["node"] for s in shown)]]
+    for rule in rules:
+        lets = list(dict.fromkeys(t["let"] for s in shown for t in s["terms"].get(rule, ())))
+        table.append([rule, *([""] * len(shown))])
+        for name in lets:
+            values = [next((t["value"] for t in s["terms"].get(rule, ()) if t["let"] == name), "-") for s in shown]
+            table.append([f"  {name}", *values])
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines = ["", f"Score terms (the lets each score read, on the best {len(shown)} node(s) scoring differently):"]
+    for row in table:
+        lines.append("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return lines
 
 
 def group_explanation_lines(g: dict[str, Any]) -> list[str]:

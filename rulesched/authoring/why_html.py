@@ -88,6 +88,7 @@ def render_html(a: dict[str, Any]) -> str:
             for s in best
         )
         parts.append(f"<h2>Best nodes</h2><table><tr><th>node</th>{head}<th class=num>total</th></tr>{rows}</table>")
+        parts.extend(_terms_html(best))
     shadow = a.get("shadow") or {}
     if shadow.get("rules"):
         shadow_items = "".join(
@@ -119,3 +120,21 @@ def render_html(a: dict[str, Any]) -> str:
 def _more(group: dict[str, Any]) -> str:
     left = group["nodes"] - len(group["names"])
     return f" (+{left} more)" if left > 0 else ""
+
+
+def _terms_html(best: list[dict[str, Any]]) -> list[str]:
+    """The score terms (the lets a score read) on the best nodes that have them: a row per let."""
+    shown = [s for s in best if s.get("terms")]
+    if not shown:
+        return []
+    head = "".join(f"<th><code>{esc(s['node'])}</code></th>" for s in shown)
+    rows = []
+    for rule in dict.fromkeys(rule for s in shown for rule in s["terms"]):
+        rows.append(f"<tr><td colspan={len(shown) + 1}><code>{esc(rule)}</code></td></tr>")
+        for name in dict.fromkeys(t["let"] for s in shown for t in s["terms"].get(rule, ())):
+            cells = "".join(
+                f"<td class=num>{esc(next((t['value'] for t in s['terms'].get(rule, ()) if t['let'] == name), '-'))}</td>"
+                for s in shown
+            )
+            rows.append(f"<tr><td>&nbsp;&nbsp;<code>{esc(name)}</code></td>{cells}</tr>")
+    return [f"<h2>Score terms</h2><table><tr><th>let</th>{head}</tr>{''.join(rows)}</table>"]

@@ -146,12 +146,13 @@ class DraCache:
         # the slices, those of each node and those naming none (node.devices' refresh; kept
         # until the slices change)
         self._slices: tuple[list[Any], dict[str, list[Any]], list[Any]] | None = None
+        self.allocates = True  # False: kube-scheduler allocates (the extender; DraState.allocates)
 
     @property
     def state(self) -> DraState:
         if self._state is None:
             m = self._maps
-            self._state = DraState(m["classes"], m["claims"], m["templates"], m["slices"])
+            self._state = DraState(m["classes"], m["claims"], m["templates"], m["slices"], allocates=self.allocates)
         return self._state
 
     @property

@@ -20,6 +20,13 @@ Where nodes come from:
   ``node_ttl`` seconds, or once the decoded-node cache (bounded in bytes) lets it go: what
   requests can make the extender hold is bounded by ``node_cache_bytes``.
 
+Devices are kube-scheduler's: its DynamicResources plugin filtered the nodes for the pod's claims
+and allocates them itself, so the rules see the pod without its claims
+(:mod:`rulesched.extender.wire`). Of DRA's objects the informer cache holds only the
+DeviceClasses, so that an extended resource a class serves (KEP-5004) is not counted against the
+allocatable of a node that lacks it (kube-scheduler gives devices there); a device plugin's
+nodes are checked as NodeResourcesFit checks them.
+
 Answers follow kube-scheduler's reading of them:
 
 * filter: the passing nodes; every other node with its first failing filter's reasons, in
@@ -79,7 +86,7 @@ from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta
 from rulesched.lang import BoundRules, ForkedIndexes, RuleSet, RulesHandle, RuleWatch, Session
 from rulesched.logs import VERBOSE
-from rulesched.mirror import WITHOUT_DRA, Mirror
+from rulesched.mirror import FOR_EXTENDER, Mirror
 from rulesched.model import Node, Pod
 from rulesched.scheduler.cancel import Cancellation, CycleCancelled
 from rulesched.scheduler.reasons import Tally
@@ -179,9 +186,10 @@ class Extender:
         self.binding = binding or BindSettings()
         self.api = api
         self.store = ClusterStore(assumed_ttl=None)
+        self.store.dra.allocates = False  # kube-scheduler allocates devices; DeviceClasses only are watched
         self.stop = stop or threading.Event()
         self._inbox: queue.SimpleQueue[Delta] = queue.SimpleQueue()
-        self.mirror = Mirror(api, self.store, self._inbox.put, self.stop, WITHOUT_DRA) if api is not None else None
+        self.mirror = Mirror(api, self.store, self._inbox.put, self.stop, FOR_EXTENDER) if api is not None else None
         self.node_ttl, self.clock = node_ttl, clock
         self._nodes = NodeCache(node_cache_bytes, on_evict=self._forget)
         self._seen: dict[str, float] = {}  # node name -> the last request that sent the node

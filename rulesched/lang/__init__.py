@@ -39,6 +39,7 @@ from rulesched.lang.evaluation.bound import (
 )
 from rulesched.lang.evaluation.ruleset import RuleSet, Session
 from rulesched.lang.evaluation.stages import NodeMemos
+from rulesched.lang.evaluation.terms import ScoreTerms, Term
 from rulesched.lang.evaluation.timer import RuleTimer
 from rulesched.lang.evaluation.timing import timed
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
@@ -77,7 +78,9 @@ __all__ = [
     "RuleTimer",
     "RuleWatch",
     "RulesHandle",
+    "ScoreTerms",
     "Session",
+    "Term",
     "Severity",
     "Source",
     "bundled_rules_dir",

@@ -265,7 +265,9 @@ RECORDS: dict[Record, dict[str, Field]] = {
         ),
         "mode": Field(STRING, lambda r: _exact(r).allocation_mode, "ExactCount or All"),
         "count": Field(
-            NUMBER, lambda r: _exact(r).count if _exact(r).allocation_mode != "All" else 0, "devices asked (0 for All)"
+            NUMBER,
+            lambda r: _exact(r).count if _exact(r).allocation_mode != "All" else 0,
+            "devices asked (1 when the request leaves it out, the API's default; 0 for All)",
         ),
         "admin_access": Field(BOOL, lambda r: bool(_exact(r).admin_access), ""),
         "capacity": Field(
@@ -371,7 +373,9 @@ ZERO_RECORDS: dict[Record, Any] = {
     WEIGHTED_POD_AFFINITY_TERM: WeightedPodAffinityTerm(0, PodAffinityTerm("")),
     SPREAD_CONSTRAINT: TopologySpreadConstraint(0, "", ""),
     RESOURCE_CLAIM: PodClaim(""),
-    DEVICE_REQUEST: DeviceRequest("", ExactRequest("")),
+    # no request at all, so not the API's defaults for a request that leaves them out (mode
+    # ExactCount, count 1: the decoder applies those): a pod without claims asks no device
+    DEVICE_REQUEST: DeviceRequest("", ExactRequest("", allocation_mode="", count=0)),
     DEVICE: NodeDevice(
         "", "", "", EMPTY, EMPTY_RESOURCES, EMPTY_RESOURCES, EMPTY_RESOURCES, EMPTY_RESOURCES, False, False, 0
     ),

@@ -72,6 +72,20 @@ class DeviceTaint:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """A DeviceTaintRule: its taint applies to the devices its selector picks (``driver``,
+    ``pool``, ``device``: each None matches any); without a selector (``selects`` false) it
+    applies to none."""
+
+    name: str
+    taint: DeviceTaint
+    selects: bool = True
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceToleration:
     key: str = ""
     operator: str = "Equal"  # Equal | Exists
@@ -287,6 +301,10 @@ class DraState:
     claims: Mapping[str, ResourceClaim] = field(default_factory=lambda: _NO_CLAIMS)
     templates: Mapping[str, ResourceClaimTemplate] = field(default_factory=lambda: _NO_TEMPLATES)
     slices: Mapping[str, ResourceSlice] = field(default_factory=lambda: _NO_SLICES)
+    # False where another scheduler allocates the devices (the extender, which watches only
+    # DeviceClasses: kube-scheduler's DynamicResources filter ran before it was asked). Filter
+    # then checks only what a device plugin serves of the DRA-backed extended resources.
+    allocates: bool = True
 
     @property
     def empty(self) -> bool:

@@ -15,7 +15,7 @@ two placement scores, weight 1 each (the default profile's PlacementScore plugin
 
 Upstream breaks equal totals at random; here the first placement in label-value order wins, so
 a simulation is the same each run. Pure functions over node views and pods.
-Next stage: :mod:`rulesched.scheduler.workloads` assumes the chosen placement's members.
+Next stage: :mod:`rulesched.scheduler.workload_placement` assumes the chosen placement's members.
 """
 
 from __future__ import annotations

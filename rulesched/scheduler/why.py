@@ -30,6 +30,7 @@ Next stage: :func:`explanation_json` (the endpoint's answer), rendered by
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -43,7 +44,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.engine import NodeColumns
-from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, Session, quantity_text
+from rulesched.lang import Blame, Blamer, BoundRules, EvalContext, RuleSet, ScoreTerms, Session, Term, quantity_text
 from rulesched.model import Pod, PriorityClass
 from rulesched.scheduler.fix_candidates import NodeFailure, candidates, rule_candidates
 from rulesched.scheduler.fixes import BUDGET, FixBudget, FixSearch, by_size, search
@@ -55,6 +56,7 @@ from rulesched.scheduler.scoring import Matrix, score_matrix, weighted_totals
 from rulesched.scheduler.trial import Trials
 
 BEST = 10  # scored nodes reported, best first
+TERM_NODES = 3  # of them, those (scoring differently) whose scores' terms (the lets they read) are shown
 DETAILED = 10  # filtered nodes reported with every failure and its blame
 NAMED = 10  # node names listed per reason group and per blocker
 SHORTFALLS = 5  # nearest nodes whose resource shortfall is reported
@@ -110,6 +112,8 @@ class Scored:
     node: str
     values: tuple[int, ...]
     total: int
+    # on the best TERM_NODES nodes that score differently: each score rule built from lets -> the lets it read there
+    terms: Mapping[str, tuple[Term, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,10 @@ def explain_pod(pod: Pod, snapshot: Snapshot, rules: RuleSet, settings: WhySetti
         resource_rules = {f.name for f in bound.filters if blamer.about_resources(f.name)}
         shortfalls = _shortfalls(pod, nodes, verdicts, resource_rules)
         detailed = _detailed(pod, snapshot, bound, blamer, verdicts, settings)
-        best = _best(bound, nodes, feasible, settings.best)
+        terms = ScoreTerms(rules.checked)
+        shows_terms = any(terms.names(s.name) for s in bound.scores)
+        best = _best(bound, nodes, feasible, settings.best, TERM_NODES if shows_terms else 0)
+        best = _with_terms(best, bound, snapshot, terms)
         if len(feasible):
             message = f"{len(feasible)}/{len(nodes)} nodes are available"
             if best:
@@ -387,8 +394,11 @@ def _detailed(
 
 
 def _best(
-    bound: BoundRules, nodes: Sequence[NodeInfo], feasible: np.ndarray[Any, Any], count: int
+    bound: BoundRules, nodes: Sequence[NodeInfo], feasible: np.ndarray[Any, Any], count: int, distinct: int = 0
 ) -> tuple[Scored, ...]:
+    """The ``count`` best scored nodes, best first; then, while fewer than ``distinct`` of them
+    score differently (a big cluster's best are often twins), the next nodes that do, so that
+    the score terms can show what beat them."""
     if not len(feasible) or not bound.scores:
         return tuple(Scored(nodes[i].name, (), 0) for i in feasible.tolist()[:count])
     picked = [nodes[i] for i in feasible.tolist()]
@@ -399,8 +409,40 @@ def _best(
         matrix = score_matrix(bound.score_vectors(picked))
     per_rule: list[Matrix] = []
     totals = weighted_totals(bound.scores, matrix, per_rule).tolist()
-    order = sorted(range(len(picked)), key=lambda i: (-totals[i], picked[i].name))[:count]
+    ranked = sorted(range(len(picked)), key=lambda i: (-totals[i], picked[i].name))
+    order = ranked[:count]
+    seen = {tuple(int(c[i]) for c in per_rule) for i in order}
+    for i in ranked[count:]:
+        if len(seen) >= distinct:
+            break
+        values = tuple(int(c[i]) for c in per_rule)
+        if values not in seen:
+            seen.add(values)
+            order.append(i)
     return tuple(Scored(picked[i].name, tuple(int(c[i]) for c in per_rule), int(totals[i])) for i in order)
+
+
+def _with_terms(
+    best: tuple[Scored, ...], bound: BoundRules, snapshot: Snapshot, terms: ScoreTerms
+) -> tuple[Scored, ...]:
+    """The best nodes, the best and the next best that score differently (:data:`TERM_NODES` in
+    all) with the terms of each score rule built from lets that depend on the node (rulesched.lang.evaluation.terms: the reference interpreter,
+    one evaluation of the rule's lets per node)."""
+    rules = [s.name for s in bound.scores if terms.names(s.name)]
+    if not rules:
+        return best
+    out = list(best)
+    seen: set[tuple[int, ...]] = set()
+    for i, scored in enumerate(best):
+        if len(seen) == TERM_NODES:
+            break
+        if scored.values in seen:  # scored alike: its terms would say nothing more
+            continue
+        seen.add(scored.values)
+        node = snapshot.node_view(scored.node)
+        shown = {rule: terms.terms(rule, bound.ctx, node) for rule in rules}
+        out[i] = dataclasses.replace(scored, terms=shown)
+    return tuple(out)
 
 
 def _preemption(
@@ -455,6 +497,16 @@ def _failure_json(f: FilterFailure) -> dict[str, Any]:
     }
 
 
+def _scored_json(s: Scored) -> dict[str, Any]:
+    out: dict[str, Any] = {"node": s.node, "values": list(s.values), "total": s.total}
+    if s.terms:  # rule -> the lets it read on the node
+        out["terms"] = {
+            rule: [{"let": t.name, "value": t.value, "at": t.location} for t in terms]
+            for rule, terms in s.terms.items()
+        }
+    return out
+
+
 def explanation_json(e: PodExplanation) -> dict[str, Any]:
     coded = {(c.rule, c.message): c for c in e.codes}
     return {
@@ -481,7 +533,7 @@ def explanation_json(e: PodExplanation) -> dict[str, Any]:
         "detailed": [{"node": d.node, "failures": [_failure_json(f) for f in d.failures]} for d in e.detailed],
         "scores": {
             "rules": [{"rule": r, "weight": w} for r, w in zip(e.score_rules, e.weights, strict=True)],
-            "best": [{"node": s.node, "values": list(s.values), "total": s.total} for s in e.best],
+            "best": [_scored_json(s) for s in e.best],
         },
         "preemption": {
             "tried": e.preemption.tried,

@@ -24,7 +24,7 @@ Upstream's PodGroupEvaluator (framework/preemption/podgrouppreemption.go), step 
 
 The cluster is left as it was given. Beyond upstream: scheduler-plugins' gangs (minimum above
 one) are units too, as for single-pod preemption (:func:`rulesched.scheduler.gang_preemption.whole_gangs`).
-Next stage: :mod:`rulesched.scheduler.workloads` evicts and nominates.
+Next stage: :mod:`rulesched.scheduler.workload_results` evicts and nominates.
 """
 
 from __future__ import annotations
@@ -33,15 +33,13 @@ import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler.gang import GangHost, Gangs
 from rulesched.scheduler.victims import Unit, effective_priority, more_important, split_by_pdb, victim_units
-
-if TYPE_CHECKING:
-    from rulesched.scheduler.workloads import _Attempt
+from rulesched.scheduler.workload_placement import Attempt
 
 PREFIX = "pod group preemption: "
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
@@ -80,7 +78,7 @@ def policy_of(root: PodGroup, members: Sequence[Pod]) -> str:
 
 
 def preempt_for_group(
-    host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mapping[str, list[Pod]], run: _Attempt
+    host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mapping[str, list[Pod]], run: Attempt
 ) -> GroupPreemption:
     """PodGroupEvaluator.Preempt for ``root`` (its attempt ``run`` given back): the victims and
     nominations, or why there are none. The store is left as it was given."""
@@ -90,8 +88,6 @@ def preempt_for_group(
 
 
 def _preempt(host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mapping[str, list[Pod]]) -> GroupPreemption:
-    from rulesched.scheduler.workloads import _Attempt  # (it imports this module)
-
     flat = [m for ms in members.values() for m in ms]
     if not flat:
         return GroupPreemption(PREFIX + NO_VICTIMS, code=UNRESOLVABLE)
@@ -124,7 +120,7 @@ def _preempt(host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mappin
             if gone is not None:
                 removed[pod.key] = gone
     try:
-        trial = _Attempt(host, gangs, members)
+        trial = Attempt(host, gangs, members)
         result = trial.place(root, {})
         if not (result.ok and result.any_scheduled):
             trial.give_back()

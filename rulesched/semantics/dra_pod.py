@@ -51,7 +51,7 @@ from rulesched.semantics.dra_devices import (
     released,
     taint_blocks,
 )
-from rulesched.semantics.dra_extended import RequestMapping, claim_requests, pod_claim, served
+from rulesched.semantics.dra_extended import RequestMapping, claim_requests, earlier_claim, pod_claim, served
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
 from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
 
@@ -61,6 +61,7 @@ NodeRanking = Callable[..., Sequence[Any]]
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+STALE_EXTENDED = "cannot schedule extended resource claim"  # (a claim an earlier attempt made: PostFilter deletes it)
 PLUGIN = "DynamicResources"
 
 
@@ -120,6 +121,8 @@ class PodClaims:
     # requests' mappings to containers
     extended: Mapping[str, int] = field(default_factory=dict)
     made: dict[str, tuple[ResourceClaim, tuple[RequestMapping, ...]] | None] = field(default_factory=dict)
+    # ... and the claim an earlier attempt made for them, still there: PostFilter deletes it
+    stale: ResourceClaim | None = None
 
     @property
     def to_allocate(self) -> list[ResourceClaim]:
@@ -261,9 +264,6 @@ class PodClaims:
         if unavailable:
             self.unavailable.update(unavailable)
             return (NOT_AVAILABLE,), None
-        allocator = allocator or self.allocator
-        if allocator is None:
-            return (), []
         special: list[ResourceClaim] = []
         if self.extended:
             short = self._extended_on(node, view)
@@ -272,6 +272,9 @@ class PodClaims:
             made = self.made.get(node.name)
             if made is not None:
                 special.append(made[0])
+        allocator = allocator or self.allocator
+        if allocator is None:  # (nothing to allocate, or another scheduler allocates: DraState.allocates)
+            return (), []
         ranking = functools.partial(self.ranking, node=view) if self.ranking is not None else None
         try:
             allocations = allocator.allocate(node, [*first, *self.to_allocate, *special], ranking, results)
@@ -309,7 +312,7 @@ class PodClaims:
         if short:
             return tuple(short)
         made = None
-        if dra and self.state is not None:
+        if dra and self.state is not None and self.state.allocates:
             requests, mappings = claim_requests(self.pod, dra, self.state.classes)
             made = (pod_claim(self.pod, requests), mappings)
         self.made[node.name] = made
@@ -327,6 +330,13 @@ class PodClaims:
             if not claim.reserved_for or (len(claim.reserved_for) == 1 and claim.reserved_for[0].uid == uid):
                 return claim
         return None
+
+    def to_delete(self) -> ResourceClaim | None:
+        """PostFilter, when :meth:`deallocatable` finds nothing: the claim an earlier attempt
+        made for the pod's extended resources (it has requests; Filter failed everywhere with
+        "cannot schedule extended resource claim"), to delete so that the next attempt makes
+        one afresh (deallocateOrDeletePodClaims); None when there is none."""
+        return self.stale
 
     def diagnose(self, node: Any) -> list[str]:
         """Why allocation failed on ``node``, request by request (empty when it did not fail)."""
@@ -356,9 +366,10 @@ def pod_claims(
     out = PodClaims(pod, ranking=ranking, memo=memo, state=state, removed=removed, added=added)
     if pod.extended_dra:
         out.extended = pod.extended_dra
-        made = state.claims.get(f"{pod.namespace}/{pod.extended_claim}") if pod.extended_claim else None
-        if made is not None and made.spec.requests:  # (from an attempt whose binding failed)
-            out.error = "cannot schedule extended resource claim"
+        made = earlier_claim(pod, state.claims)
+        if made is not None and made.spec.requests:  # (from an attempt that did not end in a binding)
+            out.error = STALE_EXTENDED
+            out.stale = made
             return out
     for entry in pod.resource_claims:
         name, problem = claim_name_for(pod, entry.name)
@@ -391,7 +402,7 @@ def pod_claims(
                 if class_name not in state.classes:
                     out.error = f"request {shown}: device class {class_name} does not exist"
                     return out
-    if pending:
+    if pending and state.allocates:
         out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features, pools=pools)
         if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
             out._spec_key = repr([c.spec for c in out.claims])

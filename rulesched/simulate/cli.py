@@ -49,6 +49,12 @@ def add_simulate_parser(sub: Any) -> None:
         f"0: every node (default: every node up to {ALL_NODES_UP_TO}, else the {BUSIEST_NODES} busiest)",
     )
     sim.add_argument(
+        "--device-group",
+        default="model",
+        metavar="ATTRIBUTE",
+        help="with DRA devices: the device attribute the devices table groups them by, per driver (default: model)",
+    )
+    sim.add_argument(
         "--apply",
         metavar="FIX.json",
         help="make one of `explain`'s fixes (a fix from its --output json, or a list of changes) on the cluster "
@@ -112,5 +118,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         min_candidate_nodes_percentage=args.min_candidate_nodes_percentage,
         min_candidate_nodes_absolute=args.min_candidate_nodes_absolute,
         apply=args.apply,
+        device_group=args.device_group,
     )
     return simulate_command(settings)

@@ -10,6 +10,7 @@ artifact as it is. From the top:
 * node use after placement (:mod:`rulesched.simulate.html_nodes`): cpu, memory, pods and the
   extended resources pods request as bars, for big clusters a heatmap grid per resource and the
   busiest nodes as bars;
+* with DRA devices, the devices table of the text report (per driver and model, fragmentation);
 * every pending pod in input order: outcome, node, nominated node, victims and message; with
   ``--explain`` its last cycle under it: the best nodes' per-rule scores and totals and the nodes
   filtered out, grouped by reason.
@@ -26,7 +27,7 @@ from rulesched.simulate.driver import PodHistory
 from rulesched.simulate.html_nodes import HEATMAP_MIN_NODES, NODES_CSS, heat_css, nodes_section
 from rulesched.simulate.html_page import badge, code_list, esc, page, provenance_table, stats
 from rulesched.simulate.nodes import BUSIEST_NODES
-from rulesched.simulate.report import Provenance, Report, summary_line
+from rulesched.simulate.report import Provenance, Report, device_note, device_rows, summary_line
 
 __all__ = ["BUSIEST_NODES", "HEATMAP_MIN_NODES", "badge", "esc", "page", "render_html", "stats"]
 
@@ -44,9 +45,23 @@ table.scores tr.total td { font-weight: 700; border-top: 2px solid var(--line); 
 
 def render_html(report: Report) -> str:
     """The whole page for one simulation (see the module's docstring)."""
-    body = [_summary(report, len(report.state.nodes)), nodes_section(report), _pods(report)]
+    body = [_summary(report, len(report.state.nodes)), nodes_section(report), _devices(report), _pods(report)]
     css = _SIMULATE_CSS + NODES_CSS + heat_css()
     return page(f"rulesched simulate: {summary_line(report.summary())}", "\n".join(body), css)
+
+
+# --- devices ---------------------------------------------------------------------------------------
+
+
+def _devices(report: Report) -> str:
+    """The DRA devices table (the text report's, :func:`rulesched.simulate.report.device_rows`);
+    nothing without devices."""
+    if report.devices is None:
+        return ""
+    head, *rows = device_rows(report.devices)
+    cells = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    table = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in head) + "</tr>" + cells
+    return f"<h2>Devices</h2><table>{table}</table><p>{esc(device_note(report.devices))}</p>"
 
 
 # --- summary ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import io
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import IO
 
 from rulesched import __version__
@@ -23,6 +24,7 @@ from rulesched.model import Pod
 from rulesched.scheduler.explanation import BEST, load_text
 from rulesched.scheduler.framework import CycleResult, Explanation, skip_deleting
 from rulesched.scheduler.reasons import Reason, pod_reasons
+from rulesched.simulate.devices import GROUP_BY, MIXED, DeviceGroup, DeviceReport, device_report
 from rulesched.simulate.driver import PodHistory
 from rulesched.simulate.nodes import BASE_RESOURCES, NodeSelection, extended_resources, select_nodes
 
@@ -75,6 +77,13 @@ class Report:
     explain_seconds: float = 0.0
     explain_full: bool = False
     nodes: int | None = None
+    device_group: str = GROUP_BY
+
+    @cached_property
+    def devices(self) -> DeviceReport | None:
+        """The DRA devices at the end, per driver and ``device_group`` value, with their
+        fragmentation against the input's pods (None: the cluster has no DRA devices)."""
+        return device_report(self.state, self.pending, self.device_group)
 
     def rows(self) -> list[dict[str, object]]:
         return list(self.iter_rows())
@@ -126,6 +135,8 @@ class Report:
             out["explain_seconds"] = round(self.explain_seconds, 6)
         if self.provenance is not None:
             out.update(self.provenance.json())
+        if self.devices is not None:
+            out["devices"] = self.devices.json()
         return out
 
     def resources(self) -> tuple[str, ...]:
@@ -209,8 +220,10 @@ def render_json(report: Report) -> str:
 
 
 def render_summary(report: Report) -> str:
-    """``--output summary``: the counts and the scheduling time, on one line."""
-    return summary_line(report.summary())
+    """``--output summary``: the counts and the scheduling time, on one line (and with DRA
+    devices, their allocation and fragmentation on a second)."""
+    line = summary_line(report.summary())
+    return line if report.devices is None else f"{line}\n{devices_line(report.devices)}"
 
 
 def summary_line(summary: Mapping[str, object]) -> str:
@@ -250,9 +263,81 @@ def render_table(report: Report) -> str:
             lines.extend(explain_lines(report.history[pod.key]))
     lines.append("")
     lines.extend(node_lines(report.node_selection()))
+    if report.devices is not None:
+        lines.append("")
+        lines.extend(device_lines(report.devices))
     lines.append("")
     lines.append(summary_line(report.summary()))
     return "\n".join(lines)
+
+
+def device_lines(devices: DeviceReport) -> list[str]:
+    """The devices table: per driver and attribute value, the devices, those held whole (or to
+    the last unit) and in part, each capacity as allocated/total, and the free, fragmented and
+    stranded capacity (in the one capacity every device has, else in devices); a total row when
+    there are several; then what the fragmentation was measured against."""
+    return [*_columns(device_rows(devices)), f"({device_note(devices)})"]
+
+
+def device_rows(devices: DeviceReport) -> list[tuple[str, ...]]:
+    """The devices table's header and rows (text and HTML): the free, fragmented and stranded
+    columns in the unit of the header, or with drivers of different units each in its own."""
+    names = sorted({n for g in devices.groups for n in g.capacity})
+    unit = devices.measure
+    head = ("DRIVER", devices.group_by.upper(), "DEVICES", "ALLOCATED", "PARTLY", *(n.upper() for n in names))
+    rows = [(*head, f"FREE {unit}" if unit else "FREE", "FRAGMENTED", "STRANDED")]
+    groups = list(devices.groups)
+    if len(groups) > 1:
+        groups.append(devices.total)
+    for g in groups:
+        rows.append(
+            (
+                g.driver or "",
+                g.value,
+                str(g.devices),
+                str(g.full),
+                str(g.partly),
+                *(_capacity(g, n) for n in names),
+                *(v if unit or g.measure == MIXED else f"{v} {g.measure}" for v in _measured(g)),
+            )
+        )
+    return rows
+
+
+def device_note(devices: DeviceReport) -> str:
+    unit = devices.measure or "capacity"
+    return (
+        f"fragmented: free {unit} the pods' commonest {devices.shapes} shapes cannot use, weighed by their share "
+        f"of the {devices.pods} pods (the FGD paper's measure); stranded: free {unit} on nodes none of them fits"
+    )
+
+
+def devices_line(devices: DeviceReport) -> str:
+    """``--output summary``'s devices line: the totals (the free capacity's per unit)."""
+    t = devices.total
+    parts = [f"devices: {t.full} allocated, {t.partly} partly of {t.devices}"]
+    parts.extend(_capacity(t, n) + f" {n}" for n in sorted(t.capacity))
+    for unit, g in devices.by_measure().items():
+        _, frag, lost = _measured(g)
+        parts.append(f"{frag} {unit} fragmented, {lost} stranded")
+    return ", ".join(parts)
+
+
+def _capacity(g: DeviceGroup, name: str) -> str:
+    allocated, total = g.capacity.get(name, (0, 0))
+    if not total:
+        return "-"
+    return f"{_amount(allocated)}/{_amount(total)} ({100 * allocated / total:.1f}%)"
+
+
+def _measured(g: DeviceGroup) -> tuple[str, str, str]:
+    if g.measure == MIXED:  # (a total over units)
+        return "-", "-", "-"
+    return _amount(g.free, g.scale), f"{g.fragmented / g.scale:.1f}", _amount(g.stranded, g.scale)
+
+
+def _amount(value: int, scale: int = 1000) -> str:
+    return str(value // scale) if value % scale == 0 else f"{value / scale:.3f}".rstrip("0")
 
 
 def node_lines(selection: NodeSelection) -> list[str]:

@@ -62,6 +62,7 @@ class SimulateSettings:
     min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE  # (DefaultPreemptionArgs)
     min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
     apply: str | None = None  # --apply: a fix's changes made first (rulesched.simulate.apply)
+    device_group: str = "model"  # --device-group: the attribute the devices table groups by
 
 
 def pods_to_schedule(objects: ClusterObjects, settings: SimulateSettings) -> list[Pod]:
@@ -152,6 +153,7 @@ def simulate(
         explain_seconds=explaining,
         explain_full=settings.explain_full,
         nodes=settings.nodes,
+        device_group=settings.device_group,
     )
 
 

@@ -1,12 +1,18 @@
-"""Builders of the explain tests (tests/test_explain_pod.py, tests/test_fixes.py): nodes with
-GPUs, pods with requests and priorities, a cluster file, and a GPU rule set."""
+"""Builders of the explain tests (tests/test_explain_pod.py, tests/test_fixes.py,
+tests/test_group_fixes.py): nodes with GPUs, pods with requests and priorities, a cluster file, a
+GPU rule set and the GPU cluster both explain tests start from; ``rulesched explain`` run for its
+text or JSON, and a fix made on the cluster files by ``simulate --apply``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from rulesched.cli import main
 
 GPU_RULES = """extends "default"
 
@@ -51,3 +57,46 @@ def cluster(tmp_path: Path, *items: dict[str, Any]) -> str:
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": list(items)}))
     return str(path)
+
+
+def gpu_cluster(tmp_path: Path) -> tuple[str, str]:
+    """A CPU node, two GPU nodes each with its GPUs held, a tainted GPU node, and a pending
+    ``trainer`` asking one GPU (that fits nowhere); the cluster file and the GPU rules' file."""
+    rules = tmp_path / "gpu.rules"
+    rules.write_text(GPU_RULES)
+    path = cluster(
+        tmp_path,
+        node("cpu-1", cpu="1"),
+        node("gpu-1", cpu="8", gpus="1"),
+        node("gpu-2", cpu="8", gpus="2"),
+        node("tainted", cpu="8", gpus="4", taints=[{"key": "x", "value": "y", "effect": "NoSchedule"}]),
+        pod("holder", gpus="1", node_name="gpu-1"),
+        pod("holder2", gpus="2", node_name="gpu-2"),
+        pod("trainer", cpu="2", gpus="1"),
+    )
+    return path, str(rules)
+
+
+def explain(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``rulesched explain ARGS``: its exit code and what it printed."""
+    code = main(["explain", *args])
+    return code, capsys.readouterr().out
+
+
+def explain_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    """``rulesched explain ARGS --output json``, read back."""
+    main(["explain", *args, "--output", "json"])
+    answer: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return answer
+
+
+def simulated(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, path: str, fix: dict[str, Any], *rules: str
+) -> dict[str, Any]:
+    """Each pending pod -> its node, after ``fix`` is made on the cluster file by simulate --apply."""
+    fixfile = tmp_path / "fix.json"
+    fixfile.write_text(json.dumps(fix))
+    extra = [a for r in rules for a in ("--rules", r)]
+    assert main(["simulate", path, "--apply", str(fixfile), "--output", "json", *extra]) == 0
+    rows = json.loads(capsys.readouterr().out)["pods"]
+    return {r["pod"]: r["node"] for r in rows}

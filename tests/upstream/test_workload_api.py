@@ -2,7 +2,7 @@
 
 Each case names its source: file (under pkg/scheduler/) and test. Plugin-level outcomes (Wait,
 Success, Unschedulable, an Error) are asserted on the function that plays the plugin's part
-(:func:`rulesched.scheduler.workloads.feasibility`, :mod:`rulesched.scheduler.placement`,
+(:func:`rulesched.scheduler.workload_placement.feasibility`, :mod:`rulesched.scheduler.placement`,
 :mod:`rulesched.scheduler.workload_preemption`) or on what a whole simulation does with the pods.
 """
 
@@ -22,8 +22,9 @@ from rulesched.scheduler import placement
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.scheduler.gang import Gangs
 from rulesched.scheduler.victims import Unit, highest_all, more_important, split_by_pdb
+from rulesched.scheduler.workload_placement import feasibility
 from rulesched.scheduler.workload_preemption import policy_of
-from rulesched.scheduler.workloads import feasibility, validate
+from rulesched.scheduler.workloads import validate
 from rulesched.simulate.driver import Simulation
 from tests.upstream.harness import cpg, default_rules, node, pg, pod
 
@@ -218,7 +219,7 @@ def test_generate_placements(
 
 def test_generate_placements_without_constraint_keeps_the_parent() -> None:
     # TestGeneratePlacements "without constraint returns placement matching all nodes": a group
-    # without a topology key is placed in its parent's placement (workloads._Attempt.place)
+    # without a topology key is placed in its parent's placement (workload_placement.Attempt.place)
     nodes = _placement_nodes({"node1": {}, "node2": {"foo": "bar"}}, {"node3": {}})
     assert [n.name for n in nodes if placement.within(n, {"in": "yes"})] == ["node1", "node2"]
 

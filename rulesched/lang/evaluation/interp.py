@@ -3,12 +3,13 @@
 It evaluates each expression afresh for each (pod, node) with no staging, hoisting or caching
 (but a let once per evaluation, as the checker's cost bound counts it), so it is slow and obviously right; tests run it and :mod:`rulesched.lang.evaluation.compile` on the same
 cases and demand equal answers. Operator meanings come from :mod:`rulesched.lang.values`, the
-checker's decisions from :class:`rulesched.lang.frontend.check.Annotations`.
+checker's decisions from :class:`rulesched.lang.frontend.checked.Annotations`.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from rulesched.lang import schema
@@ -47,6 +48,19 @@ class Interpreter:
                 local.lets = None
         coercion = self.notes.coercions.get(id(expr))
         return value if coercion is None else COERCIONS[coercion](value)
+
+    def let_values(self, names: Sequence[str], ctx: EvalContext, node: Any) -> list[Any]:
+        """Node-scope lets' values on ``node``, in one evaluation: a let several of them read is
+        computed once (what a score's terms cost: rulesched.lang.evaluation.terms)."""
+        local = self._local
+        outermost = getattr(local, "lets", None) is None
+        if outermost:
+            local.lets = {}
+        try:
+            return [self._let(name, ctx, node, {}) for name in names]
+        finally:
+            if outermost:
+                local.lets = None
 
     def _let(self, name: str, ctx: EvalContext, node: Any, scope: dict[str, Any]) -> Any:
         key = (name, *(id(scope.get(v)) for v in _LET_SCOPE))
