@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import sys
 import tempfile
 from pathlib import Path
@@ -27,7 +28,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import openb_to_k8s  # noqa: E402
-from openb import MILLI, GpuNode, TracePod, arrivals  # noqa: E402
+from openb import MILLI, GpuNode, TracePod  # noqa: E402
 
 from rulesched.simulate.load import load_cluster  # noqa: E402
 from rulesched.simulate.run import SimulateSettings, simulate  # noqa: E402
@@ -81,8 +82,10 @@ def gpu_pods(draw: st.DrawFn) -> list[TracePod]:
 
 
 def replay(nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool) -> list[tuple[Any, ...]]:
-    """Each pod's node, message, nomination and victims, the arrivals through simulate with FGD."""
-    rank = arrivals(pods, nodes, seed).node_rank  # (the pods arrive as drawn: enough to fill the nodes)
+    """Each pod's node, message, nomination and victims, the pods (arriving as drawn: enough to
+    fill the nodes) through simulate with FGD."""
+    rank = list(range(len(nodes)))  # (the converter's node order label; FGD does not read it)
+    random.Random(seed).shuffle(rank)
     items = list(openb_to_k8s.objects(nodes, pods, rank, "dra"))
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
@@ -97,7 +100,7 @@ def replay(nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool)
     return [(r["pod"], r["node"], r["message"], r["nominated"], r["victims"]) for r in report.iter_rows()]
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(gpu_nodes(), gpu_pods(), st.integers(0, 2**16))
 def test_a_gpu_replay_is_the_same_with_and_without_the_engines_caches(
     nodes: list[GpuNode], pods: list[TracePod], seed: int
@@ -116,3 +119,16 @@ def test_the_property_fills_the_cluster() -> None:
     rows = replay(nodes, pods, 5, explain=False)
     assert any(node is None for _, node, *_ in rows)
     assert rows == replay(nodes, pods, 5, explain=True)
+
+
+def test_a_node_that_gained_device_holders_is_asked_again_whether_preemption_helps() -> None:
+    """A pod of four GPUs fails on empty nodes (no claim there a preemption could free:
+    unresolvable); once shared pods hold GPUs there, the next pod of its class fails too, but
+    preemption could help now: the class's kept answers for those nodes must not be reused."""
+    nodes = [GpuNode("a", 32_000, 262_144, 1, "T4"), GpuNode("b", 64_000, 262_144, 2, "T4")]
+    big = [TracePod(f"q{i}", 8000, 4096, 4, MILLI, ()) for i in range(2)]
+    shared = [TracePod(f"p{i}", 4000, 4096, 1, 500, ()) for i in range(4)]
+    rows = replay(nodes, [big[0], *shared, big[1]], 1, explain=False)
+    assert "Preemption is not helpful" in str(rows[0][2])
+    assert "No preemption victims found" in str(rows[-1][2])
+    assert rows == replay(nodes, [big[0], *shared, big[1]], 1, explain=True)
