@@ -14,8 +14,11 @@ bound, as upstream's init pods end up), started and ready before the measured po
 (16 client threads, as fast as the server takes them). Printed per scheduler: pods/s from the
 first binding to the last (as a watch on the pods sees them), p50/p99 creation-to-binding, CPU
 seconds per pod of the scheduler's processes (rulesched's binding process included) and of
-kube-apiserver and etcd, and the ratio rulesched / kube-scheduler of pods/s (>1: rulesched
-faster) and of CPU per pod (<1: rulesched cheaper). kube-scheduler runs as scheduler_perf runs
+kube-apiserver and etcd, the requests kube-apiserver served per pod (its own
+apiserver_request_total by verb and resource), the scheduler's attempts and queue moves (its
+scheduler_schedule_attempts_total and scheduler_queue_incoming_pods_total), and the ratio
+rulesched / kube-scheduler of pods/s (>1: rulesched faster) and of CPU per pod (<1: rulesched
+cheaper). ``--logs DIR`` keeps each scheduler's log. kube-scheduler runs as scheduler_perf runs
 it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
 logging at -v=1; rulesched with its defaults. Pods of evictions and preemptions are removed at
 once by a kubelet stand-in (no kubelets here). Workloads (benchmarks/gen_cluster.py):
@@ -269,6 +272,30 @@ class Scheduler:
     def start(self) -> None: ...
     def stop(self) -> None: ...
     def pid(self) -> int: ...  # type: ignore[empty-body]
+    def metrics(self) -> str: ...  # type: ignore[empty-body]
+
+
+ATTEMPTS = re.compile(r'^scheduler_schedule_attempts_total\{[^}]*result="(?P<result>\w+)"[^}]*\} (?P<value>\S+)$', re.M)
+
+
+def attempts(scheduler: Scheduler) -> dict[str, int]:
+    """The scheduler's own count of its scheduling attempts by result (both export kube-scheduler's
+    scheduler_schedule_attempts_total)."""
+    try:
+        text = scheduler.metrics()
+    except (AssertionError, urllib3.exceptions.HTTPError):
+        return {}
+    found: dict[str, int] = {}
+    for m in ATTEMPTS.finditer(text):
+        found[m["result"]] = found.get(m["result"], 0) + int(float(m["value"]))
+    for m in INCOMING.finditer(text):  # (why pods went back to the queue)
+        labels = dict(LABEL.findall(m["labels"]))
+        key = f"{labels.get('queue', '')}<-{labels.get('event', '')}"
+        found[key] = found.get(key, 0) + int(float(m["value"]))
+    return found
+
+
+INCOMING = re.compile(r"^scheduler_queue_incoming_pods_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
 
 
 class Upstream(Scheduler):
@@ -289,6 +316,9 @@ class Upstream(Scheduler):
 
     def pid(self) -> int:
         return self.scheduler.pid
+
+    def metrics(self) -> str:
+        return self.scheduler.metrics()
 
     @property
     def log(self) -> Path:
@@ -341,6 +371,10 @@ class Rulesched(Scheduler):
         assert self.process is not None
         return self.process.pid
 
+    def metrics(self) -> str:
+        answer = urllib3.PoolManager(retries=False).request("GET", f"http://127.0.0.1:{self.port}/metrics", timeout=5)
+        return str(answer.data.decode())
+
 
 @contextmanager
 def testbed() -> Iterator[Kube]:
@@ -355,10 +389,31 @@ def component_pid(kube: Kube, component: str) -> int:
     return int((kube.dir / "run" / f"{component}.pid").read_text())
 
 
+REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def requests_served(kube: Kube) -> dict[str, int]:
+    """kube-apiserver's own count of the requests it served (apiserver_request_total), by
+    ``VERB resource[/subresource]``: the difference over a run, divided by its pods, is what
+    each pod cost in requests (the benchmark's own creations, watch and deletions are alike
+    for both schedulers)."""
+    text = kube._pool.request("GET", kube.url + "/metrics", headers={"Accept": "text/plain"}).data.decode()
+    counts: dict[str, int] = {}
+    for m in REQUEST_TOTAL.finditer(text):
+        labels = dict(LABEL.findall(m["labels"]))
+        what = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        if labels.get("group"):
+            what = f"{labels['group']}/{what}"
+        key = f"{labels.get('verb', '')} {what}"
+        counts[key] = counts.get(key, 0) + int(float(m["value"]))
+    return counts
+
+
 # --- speed --------------------------------------------------------------------------------------
 
 
-def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
+def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = None) -> dict[str, Any]:
     objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, seed))
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
         t0 = time.monotonic()
@@ -374,6 +429,7 @@ def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
             pids = {"scheduler": scheduler.pid(), "kube-apiserver": component_pid(kube, "kube-apiserver"),
                     "etcd": component_pid(kube, "etcd")}  # fmt: skip
             cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+            requests0 = requests_served(kube)
             names = [p["metadata"]["name"] for p in objects["pending"]]
             created: dict[str, float] = {}
 
@@ -388,9 +444,16 @@ def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
             while time.monotonic() < end and not settled(watch, names, quiet=3.0):
                 time.sleep(0.2)
             cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            requests1 = requests_served(kube)
+            tried = attempts(scheduler)
             watch.stop()
         finally:
             scheduler.stop()
+            if logs is not None:  # (kept: the test bed's directory goes)
+                logs.mkdir(parents=True, exist_ok=True)
+                log = scheduler.log if isinstance(scheduler, (Upstream, Rulesched)) else None
+                if log is not None and log.exists():
+                    (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.log").write_bytes(log.read_bytes())
     bound = {n: watch.seen.bound[n] for n in names if n in watch.seen.bound}
     times = sorted(t for t, _ in bound.values())
     span = times[-1] - times[0] if len(times) > 1 else float("nan")
@@ -403,6 +466,8 @@ def speed_run(workload: Workload, which: str, seed: int) -> dict[str, Any]:
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
         "cpu_ms_per_pod": {k: 1000 * (cpu1[k] - cpu0[k]) / count for k in pids},
+        "attempts": tried,
+        "requests": {k: v - requests0.get(k, 0) for k, v in sorted(requests1.items()) if v != requests0.get(k, 0)},
         "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
         "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
@@ -415,7 +480,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.repeat):
             order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
             for which in [w for w in order if w in (args.scheduler or order)]:
-                result = speed_run(WORKLOADS[name], which, args.seed)
+                result = speed_run(WORKLOADS[name], which, args.seed, args.logs)
                 runs.append(result)
                 print(format_run(result), file=sys.stderr, flush=True)
     table = []
@@ -455,7 +520,8 @@ def format_run(r: dict[str, Any]) -> str:
     return (f"  {r['workload']:<11} {r['scheduler']:<14} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
             f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
             f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
-            f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s")  # fmt: skip
+            f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s\n"
+            f"    attempts: {r['attempts']}; requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items()))  # fmt: skip
 
 
 def format_speed(table: list[dict[str, Any]]) -> str:
@@ -779,6 +845,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, help="fidelity: nodes (default 300 mixed, 100 preemption)")
     parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--logs", type=Path, metavar="DIR", help="speed: keep each scheduler's log in DIR")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': standard output)")
     args = parser.parse_args(argv)
     reason = unavailable_reason()

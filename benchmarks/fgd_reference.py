@@ -33,7 +33,8 @@ from openb import MILLI, GpuNode, TracePod, Workload
 
 MAX_SPEC_CPU = 128_000  # gpushareutils.MaxSpecCpu: the normaliser of BestFit and DotProd
 MAX_SPEC_GPU = 8_000  # gpushareutils.MaxSpecGpu
-POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "fgd-bestfit")
+POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", "fgd-bestfit", "fgd-plus")
+FILL_LAMBDA = 5.0  # FillFragmentation's rate: tuned on the default trace (benchmarks/README.md)
 PAPER_NAMES = {
     "random": "Random",
     "dotprod": "DotProd",
@@ -116,6 +117,36 @@ class Fragmentation:
         return frag
 
 
+class FillFragmentation(Fragmentation):
+    """Not the paper's: fragmentation as the free milli the target workload is unlikely to fill.
+    FGD's measure is, GPU by GPU, the free milli times the share of the workload that cannot use
+    it (1 − s, s the share of typical pods that fit the node and ask at most that GPU's free
+    milli). Here the free milli is weighed by exp(−λ s): the chance that none of λ typical pods
+    (a Poisson number of them) could use it. A sliver only rare pods fit (190 milli beside an 810
+    pod) then counts nearly whole, a GPU half the workload could fill hardly at all: a pod is
+    placed to leave free space that *some* coming pod fits rather than space the *average* pod
+    fits, which is what decides what is left idle once the cluster is full. λ → 0 is FGD
+    (up to a factor λ)."""
+
+    def __init__(self, typical: Sequence[tuple[float, TracePod]], rate: float = FILL_LAMBDA):
+        super().__init__(typical)
+        self.rate = rate
+
+    def _compute(self, model: str, cpu_left: int, gpus: tuple[int, ...]) -> float:
+        if sum(gpus) == 0:
+            return 0.0
+        share = [0.0] * len(gpus)
+        for p, cpu, milli, num, spec in self.typical:
+            if milli == 0 or (spec and model not in spec) or cpu_left < cpu:
+                continue
+            if sum(1 for g in gpus if g >= milli) < num:
+                continue
+            for i, g in enumerate(gpus):
+                if g >= milli:
+                    share[i] += p
+        return sum(g * math.exp(-self.rate * s) for g, s in zip(gpus, share, strict=True))
+
+
 def sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 
@@ -151,6 +182,21 @@ def fgd_score(frag: Fragmentation, node: Node, pod: TracePod) -> tuple[int, int]
         return best, best_gpu
     after = frag.of(node.model, cpu_after, pack_subtract(node.gpu_left, pod))
     return int(sigmoid((before - after) / 1000) * 100), -1
+
+
+def fill_score(frag: Fragmentation, node: Node, pod: TracePod) -> tuple[int, int]:
+    """`fgd-plus`: FGD's score over FillFragmentation, with a shared pod's GPU the best-fitting
+    one (as rules/gpu-fragmentation-plus.rules chooses it with a device score), BestFit's raw
+    score deciding among equal scores (weights 101 and 1, as `fgd-bestfit`)."""
+    before = frag.of(node.model, node.cpu_left, node.gpu_left)
+    if pod.shared:
+        gpu = best_gpu(node, pod)
+        after_gpus = list(node.gpu_left)
+        after_gpus[gpu] -= pod.gpu_milli
+    else:
+        gpu, after_gpus = -1, pack_subtract(node.gpu_left, pod)
+    after = frag.of(node.model, node.cpu_left - pod.cpu_milli, after_gpus)
+    return 101 * int(sigmoid((before - after) / 1000) * 100) + bestfit_raw(node, pod), gpu
 
 
 # --- the baselines' scores (pkg/simulator/plugin/*_score.go) ---------------------------------
@@ -302,6 +348,7 @@ def replay(
     rng = random.Random(f"{seed}/{policy}")
     state = build_nodes(nodes, workload)
     frag = Fragmentation(typical)
+    fill = FillFragmentation(typical)
     total = sum(len(n.gpu_left) for n in state) * MILLI
     out = Outcome(policy, seed, total)
     # per pod class, per node: (node version, score, GPU) — a node's answer moves only when it does
@@ -316,6 +363,8 @@ def replay(
         # not the paper's: FGD first, BestFit's raw score (0-100) among nodes FGD ties, as rules
         # weighted 101 and 1 would rank them; what rulesched needs, its ties being drawn
         "fgd-bestfit": lambda n, p: (lambda s, g: (101 * s + bestfit_raw(n, p), g))(*fgd_score(frag, n, p)),
+        # not the paper's either: FGD's gradient over FillFragmentation (issue 38's "then beat it")
+        "fgd-plus": lambda n, p: fill_score(fill, n, p),
     }[policy]
     arrived = allocated = 0
     for pod in workload.pods:

@@ -464,3 +464,88 @@ def test_the_extender_leaves_dra_served_extended_resources_to_kube_scheduler(
     assert row["node"] in ("n1", "n2")
     assert {n: r for n, r in row["filtered"].items()} == {"n3": [f"Insufficient {GPU}"], "n4": [f"Insufficient {GPU}"]}
     assert sorted(row["unresolvable"]) == ["n4"]
+
+
+# --- a claim an earlier attempt left ---------------------------------------------------------
+
+
+def _earlier(name: str) -> dict[str, Any]:
+    """The claim an earlier attempt made for pod p's `example.com/gpu` (a scheduler that died
+    between making it and binding the pod): annotated, owned by p, allocated n1's gpu-0,
+    reserved for p."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}],
+            "finalizers": ["resource.kubernetes.io/delete-protection"],
+        },
+        "spec": {
+            "devices": {
+                "requests": [{"name": "container-0-request-1", "exactly": {"deviceClassName": "gpu.example.com"}}]
+            }
+        },
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "container-0-request-1",
+                            "driver": "gpu.example.com",
+                            "pool": "n1",
+                            "device": "gpu-0",
+                        }
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+                    ]
+                },
+            },
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}],
+        },
+    }
+
+
+@pytest.mark.parametrize("named_in_status", [False, True], ids=["by-its-name", "named-in-status"])
+def test_postfilter_deletes_the_claim_an_earlier_attempt_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], named_in_status: bool
+) -> None:
+    """Upstream's deallocateOrDeletePodClaims: the earlier claim (holding n1's only GPU) makes
+    Filter fail everywhere ("cannot schedule extended resource claim"); PostFilter deletes it and
+    the pod, tried again, gets the GPU in a claim made afresh. The claim is found under the name
+    the pod's status gives (any name, as kube-scheduler's generated ones) or, without one, under
+    the name rulesched makes such claims under."""
+    from rulesched.lang import load_rules, resolve_rules_path
+    from rulesched.scheduler.framework import SchedulerSettings
+    from rulesched.semantics.dra_extended import claim_name
+    from rulesched.simulate.driver import Simulation
+
+    pending = _pod("p")
+    if named_in_status:
+        name = "p-extended-resources-x7k2q"
+        pending["status"]["extendedResourceClaimStatus"] = {
+            "resourceClaimName": name,
+            "requestMappings": [{"containerName": "c", "resourceName": GPU, "requestName": "container-0-request-1"}],
+        }
+    else:
+        name = claim_name(decode_pod(pending, "test", {}))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump_all([GPU_CLASS, _node("n1"), _slice("n1", 1), _earlier(name), pending]))
+    cluster = load_cluster([path])
+    store = cluster.store()
+    sim = Simulation(load_rules([resolve_rules_path("default")]), store, SchedulerSettings())
+    for p in cluster.pending_pods:
+        sim.add(p)
+    sim.run()
+    placed = next(p for p in store.pods() if p.name == "p")
+    assert placed.node_name == "n1"
+    (claim,) = store.dra.state.claims.values()
+    assert claim.allocation is not None and [r.device for r in claim.allocation.devices] == ["gpu-0"]
+    assert [c.uid for c in claim.reserved_for] == ["uid-p"] and placed.extended_claim == claim.name
+    if named_in_status:
+        assert claim.name != name  # the earlier one is gone; the new one has rulesched's name

@@ -4,6 +4,7 @@ converter writes. The whole trace is not needed (bench_fragmentation.py checks t
 
 from __future__ import annotations
 
+import math
 import random
 import sys
 from collections import Counter
@@ -46,6 +47,36 @@ def test_fragmentation_counts_everything_for_pods_asking_another_model() -> None
     frag = ref.Fragmentation([(1.0, TracePod("v", 1000, 0, 1, 500, ("V100M16",)))])
     assert frag.of("T4", 8000, [1000, 1000]) == 2000
     assert frag.of("V100M16", 8000, [1000, 300]) == 300
+
+
+def test_fill_fragmentation_weighs_each_gpu_by_the_chance_no_typical_pod_fills_it() -> None:
+    """FGD+'s measure: GPU by GPU, free milli x exp(-rate x the share of typical pods that fit the
+    node and that GPU); FGD's is the same with 1 - share."""
+    fill = ref.FillFragmentation(TYPICAL, rate=5)
+    # GPU 0 (500 free): a fits it (0.5); GPU 1 (1000): a and b (0.8); c asks no GPU
+    assert fill.of("T4", 8000, [500, 1000]) == pytest.approx(500 * math.exp(-2.5) + 1000 * math.exp(-4))
+    assert ref.Fragmentation(TYPICAL).of("T4", 8000, [500, 1000]) == pytest.approx(500 * 0.5 + 1000 * 0.2)
+    # a sliver no typical pod fits counts whole, as in FGD; so does everything once the cpus are gone
+    assert fill.of("T4", 8000, [300, 0]) == pytest.approx(300)
+    assert fill.of("T4", 500, [500, 1000]) == pytest.approx(1500)
+    # with the rate near 0 it is FGD's: total - fill ~ rate x (total - FGD's)
+    near = ref.FillFragmentation(TYPICAL, rate=1e-6)
+    fgd = ref.Fragmentation(TYPICAL)
+    assert (1500 - near.of("T4", 8000, [500, 1000])) / 1e-6 == pytest.approx(1500 - fgd.of("T4", 8000, [500, 1000]))
+
+
+def test_fgd_plus_keeps_a_hole_that_a_common_pod_fits() -> None:
+    """A 300-milli pod, a GPU with 500 left or a whole one. FGD fills the hole (500 counted half
+    lost, as only a fits it; 200 left, lost whole, is a smaller step up than a whole GPU's 700
+    that b no longer fits); FGD+ takes the whole GPU: the hole of 500 is likely filled by an a
+    (half the workload), the 200 it would leave never is."""
+    pod = TracePod("p", 1000, 0, 1, 300)
+    hole, whole = node([500]), node([1000])
+    fgd, fill = ref.Fragmentation(TYPICAL), ref.FillFragmentation(TYPICAL)
+    # FGD: 250 -> 200 (+50): 51; 200 -> 350 (-150): 46
+    assert (ref.fgd_score(fgd, hole, pod)[0], ref.fgd_score(fgd, whole, pod)[0]) == (51, 46)
+    # FGD+: 500 e^-2.5 = 41 -> 200 (-159): 46; 1000 e^-4 = 18 -> 700 e^-2.5 = 57 (-39): 49
+    assert (ref.fill_score(fill, hole, pod)[0] // 101, ref.fill_score(fill, whole, pod)[0] // 101) == (46, 49)
 
 
 def test_fgd_gives_a_shared_pod_the_gpu_that_fragments_least() -> None:

@@ -6,6 +6,7 @@ run by `simulate` over many pods, the rules place them as the paper's definition
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,12 @@ from openb import TracePod, Workload, arrivals  # noqa: E402
 from tests.helpers.openb_cluster import NODES, gpus_left, trace  # noqa: E402
 
 
-def reference(workload: Workload, policy: str, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, str | None], Any]:
+def reference(
+    workload: Workload,
+    policy: str,
+    monkeypatch: pytest.MonkeyPatch,
+    typical: list[tuple[float, TracePod]] | None = None,
+) -> tuple[dict[str, str | None], Any]:
     """The reference model's placements (ties by the node order) and its nodes at the end."""
     name_of = {rank: NODES[i].name for i, rank in enumerate(workload.node_rank)}
     placed: dict[str, str | None] = {p.name: None for p in workload.pods}
@@ -39,7 +45,7 @@ def reference(workload: Workload, policy: str, monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(ref, "place", record)
     monkeypatch.setattr(ref, "build_nodes", keep)
-    ref.replay(NODES, workload, [], policy, 42, tie="rank")
+    ref.replay(NODES, workload, typical or [], policy, 42, tie="rank")
     return placed, {NODES[i].name: sorted(n.gpu_left) for i, n in enumerate(built[0])}
 
 
@@ -87,3 +93,41 @@ def test_random_draws_nodes_and_fills_gpus_first_fit(monkeypatch: pytest.MonkeyP
     b, _ = bench.place_with_rules(NODES, workload, bench.Run("t", "random", 2, "rules", "random"))
     assert a != b
     assert len({n for n in a.values() if n}) == len(NODES)
+
+
+def shipped_mix() -> list[tuple[float, TracePod]]:
+    """The target workload rules/gpu-fragmentation.rules ships (its table `mix`), as the
+    reference model's typical pods: (share, shape)."""
+    text = (bench.BASELINES_DIR.parent.parent / "gpu-fragmentation.rules").read_text(encoding="utf-8")
+    rows = [
+        (int(n), int(cpu), int(gpus), int(milli))
+        for n, cpu, gpus, milli in re.findall(r"\[(\d+), (\d+)m, (\d+), (\d+), \"\"\]", text)
+    ]
+    total = sum(r[0] for r in rows)
+    assert len(rows) == 35
+    return [(n / total, TracePod(f"typical-{i}", cpu, 0, gpus, milli)) for i, (n, cpu, gpus, milli) in enumerate(rows)]
+
+
+def test_fgd_plus_as_rules_places_every_pod_as_the_reference_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rules/gpu-fragmentation-plus.rules against the reference model's `fgd-plus`, the
+    node order put under both (FGD+ then BestFit then the order): the same node for every pod and
+    every GPU left alike. FGD with BestFit (`fgd-bestfit`) places them otherwise, so the check
+    tells the two policies apart."""
+    order = tmp_path / "order.rules"
+    order.write_text(
+        "override score fgd weight 1010000\noverride score best_fit weight 10000\n"
+        'score order_again:\n    9999 - min(number(quantity(node.labels["openb.example.com/rank"])), 9999)\n'
+    )
+    mix = shipped_mix()
+    workload = arrivals(trace(300, seed=5), NODES, 45)
+    want, want_gpus = reference(workload, "fgd-plus", monkeypatch, mix)
+    rules = f"{bench.BASELINES_DIR.parent.parent / 'gpu-fragmentation-plus.rules'}+{order}"
+    got, report = bench.place_with_rules(NODES, workload, bench.Run("t", rules, 45, "rules", "random"))
+    assert got == want
+    assert sum(node is None for node in got.values()) > 5
+    assert gpus_left(report) == want_gpus
+    want = dict(want)  # (the next replay's recorder calls this one's too)
+    fgd_bestfit, _ = reference(workload, "fgd-bestfit", monkeypatch, mix)
+    assert fgd_bestfit != want

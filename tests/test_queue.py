@@ -218,8 +218,8 @@ def test_pods_entering_sub_queues_are_reported_with_upstreams_labels() -> None:
     assert again is not None and queue.attempts(again.key) == 2 and queue.entered(again.key) == 0.0
     queue.requeue(again, backoff=True)  # (a failed binding)
     assert seen == [
-        ("active", "UnschedulablePodAdd"),
-        ("active", "UnschedulablePodAdd"),
+        ("active", "UnscheduledPodAdd"),
+        ("active", "UnscheduledPodAdd"),
         ("unschedulable", "ScheduleAttemptFailure"),
         ("unschedulable", "ScheduleAttemptFailure"),
         ("backoff", "NodeAdd"),
@@ -247,3 +247,39 @@ def test_pending_lists_queued_then_parked_pods_up_to_a_limit() -> None:
     assert sorted(names[:2]) == ["c", "d"] and names[2:] == [parked.name]
     assert flying.name not in names
     assert len(queue.pending(1)) == 1 and queue.pending(0) == []
+
+
+def test_a_status_only_update_leaves_a_parked_pod_parked() -> None:
+    """The PodScheduled condition (no field of Pod) or the nominated node written after a failed
+    attempt comes back through the watch: kube-scheduler's queue leaves the pod parked (issue
+    35: requeued, every attempt's own status patch brought the pod back for another one, 2.5x
+    kube-scheduler's attempts in the preemption benchmark). A change of what it asks for moves it."""
+    clock = Clock()
+    queue = SchedulingQueue(clock)
+    queue.add(p("x", labels={"a": "1"}))
+    pod = queue.pop()
+    assert pod is not None
+    queue.unschedulable(pod)
+    queue.update(p("x", labels={"a": "1"}))  # the condition patched: an equal pod
+    queue.update(p("x", labels={"a": "1"}, nominated_node_name="n1"))
+    assert where(queue, "default/x") == "unschedulable"
+    assert queue._unschedulable["default/x"].pod.nominated_node_name == "n1"  # (the newest version kept)
+    queue.update(p("x", labels={"a": "2"}))
+    assert where(queue, "default/x") == "backoff"
+
+
+def test_a_status_only_update_during_the_cycle_parks_the_newer_version() -> None:
+    queue = SchedulingQueue(Clock())
+    queue.add(p("x"))
+    pod = queue.pop()
+    assert pod is not None
+    queue.update(p("x", nominated_node_name="n1"))  # (the last attempt's patch, arriving now)
+    queue.unschedulable(pod)
+    assert where(queue, "default/x") == "unschedulable"
+    assert queue._unschedulable["default/x"].pod.nominated_node_name == "n1"
+    queue.add(p("y"))
+    other = queue.pop()
+    assert other is not None
+    queue.update(p("y", priority=5))  # a real change during the cycle: tried again soon
+    queue.unschedulable(other)
+    assert where(queue, "default/y") == "backoff"

@@ -18,7 +18,7 @@ from typing import Any
 from rulesched.model.dra import FINALIZER
 from rulesched.run.loop import Loop, RunSettings
 from tests.apiserver import TestApiServer
-from tests.helpers.kube import node, pod, wait
+from tests.helpers.kube import node, pod, wait, wait_for
 
 DRIVER = "gpu.example.com"
 
@@ -232,3 +232,61 @@ def test_run_makes_the_claim_for_extended_resources_backed_by_dra(server: TestAp
     assert FINALIZER in made["metadata"]["finalizers"]
     assert sorted(r["device"] for r in made["status"]["allocation"]["devices"]["results"]) == ["gpu-0", "gpu-1"]
     assert [c["name"] for c in made["status"]["reservedFor"]] == ["train"]
+
+
+def test_run_deletes_the_claim_an_earlier_attempt_left(server: TestApiServer, tmp_path: Path) -> None:
+    """A scheduler that died between making the claim for a pod's extended resources and binding
+    the pod leaves the claim allocated (both of n1's GPUs) and reserved: every node fails with
+    "cannot schedule extended resource claim", PostFilter deletes the claim through the API (its
+    finalizer removed first: deleteClaim), and once the informer reports it gone the pod is
+    tried again and bound with a claim made afresh, holding the same GPUs."""
+    from rulesched.model.decode import decode_pod
+    from rulesched.semantics.dra_extended import claim_name
+
+    extended_setup(server)
+    pods = server.store.objects["pods"]
+    uid = pods["default/train"]["metadata"]["uid"]
+    name = claim_name(decode_pod(pods["default/train"], "test"))
+    results = [
+        {"request": "container-0-request-1", "driver": DRIVER, "pool": "n1", "device": f"gpu-{i}"} for i in (0, 1)
+    ]
+    server.add(
+        "resourceclaims",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": "train", "uid": uid, "controller": True}
+                ],
+                "finalizers": [FINALIZER],
+            },
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "container-0-request-1",
+                            "exactly": {"deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": 2},
+                        }
+                    ]
+                }
+            },
+            "status": {
+                "allocation": {"devices": {"results": results}},
+                "reservedFor": [{"resource": "pods", "name": "train", "uid": uid}],
+            },
+        },
+    )
+    old_uid = server.store.objects["resourceclaims"][f"default/{name}"]["metadata"]["uid"]
+    with Running(server, tmp_path):
+        assert wait_for(lambda: pods["default/train"]["spec"].get("nodeName"), 30)
+    assert pods["default/train"]["spec"]["nodeName"] == "n1"
+    made = server.store.objects["resourceclaims"][f"default/{name}"]
+    assert made["metadata"]["uid"] != old_uid  # the earlier claim deleted, this one made anew
+    assert sorted(r["device"] for r in made["status"]["allocation"]["devices"]["results"]) == ["gpu-0", "gpu-1"]
+    assert [c["uid"] for c in made["status"]["reservedFor"]] == [uid]
+    deletes = [path for method, path in server.store.requests if method == "DELETE" and "resourceclaims" in path]
+    assert deletes == [f"/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/{name}"]

@@ -25,9 +25,10 @@ import numpy.typing as npt
 
 from rulesched.engine.arrays import Unsupported
 from rulesched.engine.batch import SharedColumns, columns_of, filter_rows
-from rulesched.engine.columns import NodeColumns, Rows, node_fields
+from rulesched.engine.columns import NodeColumns, Path, Rows, node_fields
 from rulesched.engine.encoded import Encoded, encode
 from rulesched.lang import BoundFilter, BoundRules
+from rulesched.lang.types import QUANTITY
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,11 @@ class KnownFailures:
             found = self._unresolvable[i] = unresolvable_rows(self.bound, self.cols, self.failed[i])
         return found
 
+    def free(self, resource: str, rows: Rows) -> npt.NDArray[Any]:
+        """``node.free[resource]`` of each of ``rows`` (milli-units), read as a column (the
+        diagnosis's nearest node: the smallest shortfall)."""
+        return self.cols.column(Path((("field", _free), ("key", resource, 0))), QUANTITY)[rows]
+
     def where(self, rows: Rows) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         """For each of ``rows``: its group (-1: it fails no filter) and its position there."""
         if self._where is None:
@@ -186,6 +192,10 @@ class KnownFailures:
             self._where = (group, position)
         group, position = self._where
         return group[rows], position[rows]
+
+
+def _free(node: Any) -> Any:
+    return node.free
 
 
 def _per_group(bound: BoundRules, cols: NodeColumns, rows: Rows, expr: Any, per_node: Any) -> list[Any] | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rulesched.errors import ConflictError, KubeError
+from rulesched.errors import ConflictError, KubeError, NotFoundError
 from rulesched.kube.api import RESOURCE_CLAIMS, KubeApi
 from rulesched.model.dra import FINALIZER, Allocation, DeviceToleration, ResourceClaim
 from rulesched.model.objects import NodeSelectorTerm
@@ -157,7 +157,7 @@ def release_claims(api: KubeApi, writes: Sequence[ClaimWrite], timeout: float | 
     claim may be gone; the resourceclaim controller cleans up after pods that never ran)."""
     for write in reversed(writes):
         if write.create is not None:  # (the scheduler's own claim: deleted, its finalizer first)
-            _delete(api, write, timeout)
+            delete_claim(api, write.namespace, write.name, timeout)
             continue
         for _ in range(ATTEMPTS):
             try:
@@ -178,24 +178,27 @@ def release_claims(api: KubeApi, writes: Sequence[ClaimWrite], timeout: float | 
                 break
 
 
-def _delete(api: KubeApi, write: ClaimWrite, timeout: float | None) -> None:
-    """deleteClaim: the finalizer removed, then the claim deleted; a failure is logged."""
+def delete_claim(api: KubeApi, namespace: str, name: str, timeout: float | None = None) -> None:
+    """deleteClaim: the finalizer removed, then the claim deleted; a failure is logged (a claim
+    already gone is not one)."""
     try:
         for _ in range(ATTEMPTS):
-            claim = api.get(RESOURCE_CLAIMS, write.namespace, write.name, timeout=timeout)
+            claim = api.get(RESOURCE_CLAIMS, namespace, name, timeout=timeout)
             meta = claim.setdefault("metadata", {})
             finalizers = meta.get("finalizers") or []
             if FINALIZER not in finalizers:
                 break
             meta["finalizers"] = [f for f in finalizers if f != FINALIZER]
             try:
-                api.replace(RESOURCE_CLAIMS, write.namespace, write.name, claim, timeout=timeout)
+                api.replace(RESOURCE_CLAIMS, namespace, name, claim, timeout=timeout)
                 break
             except ConflictError:
                 continue
-        api.delete(RESOURCE_CLAIMS, write.namespace, write.name)
+        api.delete(RESOURCE_CLAIMS, namespace, name)
+    except NotFoundError:
+        return
     except KubeError as err:
-        log.warning("could not delete a claim", extra={"object": write.name, "reason": str(err)})
+        log.warning("could not delete a claim", extra={"object": f"{namespace}/{name}", "reason": str(err)})
 
 
 def deallocate_claim(api: KubeApi, namespace: str, name: str, pod_uid: str, timeout: float | None = None) -> None:

@@ -206,6 +206,11 @@ class _Binder:
         pod_uid = claim.reserved_for[0].uid if claim.reserved_for else ""
         self.workers.deallocate(claim.namespace, claim.name, pod_uid)
 
+    def delete_claim(self, claim: ResourceClaim) -> None:
+        """DynamicResources' PostFilter: the claim an earlier attempt made for the pod's extended
+        resources deleted through the API (its finalizer first), on a worker."""
+        self.workers.delete_claim(claim.namespace, claim.name)
+
 
 class _Reporter(Observer):
     """Events and status patches through the workers; metrics. An attempt that placed its pod
@@ -229,11 +234,11 @@ class _Reporter(Observer):
             self.metrics.attempt(pod.scheduler_name, "unschedulable", time.perf_counter() - started)
         if result.code is Code.UNSCHEDULABLE:
             preemption = result.preemption
-            if preemption is not None and preemption.nominated is not None:
-                self.workers.nominate(pod, preemption.nominated)
+            nominated = preemption.nominated if preemption is not None else None
             codes = result.reason_codes()
             self.metrics.reasons(pod.scheduler_name, codes)
-            self.workers.unschedulable(pod, result.message, codes=codes, nodes=result.num_nodes)
+            # (a nomination goes in the condition's patch, as kube-scheduler's updatePod sends both)
+            self.workers.unschedulable(pod, result.message, codes=codes, nodes=result.num_nodes, nominated=nominated)
         if log.isEnabledFor(VERBOSE):
             decision(log, result)
 
@@ -353,6 +358,9 @@ class Loop:
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
+        # The first lists are in the store (kube-scheduler's /readyz check sched-handler-sync:
+        # its event handlers have taken in the informers' initial lists), latched.
+        self._handlers_synced = False
         # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
         self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
         self.explainer = ExplainService(self._live_view, group=self._last_group_attempt)
@@ -536,6 +544,7 @@ class Loop:
             self.stop.wait(0.05)
         self._drain()  # (the last lists: so the counts below are what the caches hold)
         if self.ready:
+            self._handlers_synced = True
             log.info(
                 "caches synced",
                 extra={
@@ -622,6 +631,8 @@ class Loop:
             return False, "; ".join(about(p) for p in self.profiles)
         if not self.ready:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
+        if not self._handlers_synced:
+            return False, "caches synced, being taken in"
         return True, ", ".join(about(p) for p in self.profiles) + role
 
     def _live_view(self) -> LiveView | None:

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import PODGROUPS, PODS, KubeApi, workload_pod_groups
-from rulesched.kube.claims import ClaimWrite, deallocate_claim, release_claims, write_claims
+from rulesched.kube.claims import ClaimWrite, deallocate_claim, delete_claim, release_claims, write_claims
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
@@ -116,6 +116,8 @@ class Target(Protocol):
 class Workers:
     """The pool, and what it does for the scheduler."""
 
+    at_once = False  # (as an evictor: victims leave when the API server deletes them, seen as events)
+
     def __init__(
         self,
         api: KubeApi,
@@ -134,6 +136,8 @@ class Workers:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="bind")
         self._lock = threading.Lock()
         self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
+        # pod key -> its PodScheduled=False condition as this process last wrote it (reason, message)
+        self._pod_condition: dict[str, tuple[str, str]] = {}
         self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
         self._closed = False
         self._executions: dict[str, _Execution] = {}  # preemptions whose evictions are under way
@@ -180,7 +184,7 @@ class Workers:
         log.warning("%s not sent: not leading", what, extra={"pod": pod.key, "node": node or None})
         return True
 
-    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+    def _submit(self, fn: Callable[..., object], *args: Any) -> None:
         with self._lock:
             if self._closed:
                 return
@@ -282,31 +286,68 @@ class Workers:
         except KubeError as err:
             log.warning("could not deallocate a claim", extra={"object": f"{namespace}/{name}", "reason": str(err)})
 
+    def delete_claim(self, namespace: str, name: str) -> None:
+        """DynamicResources' PostFilter: delete the claim an earlier attempt made for a pod's
+        extended resources (rulesched.kube.claims)."""
+        self._submit(self._delete_claim, namespace, name)
+
+    def _delete_claim(self, namespace: str, name: str) -> None:
+        if self.may_write():
+            delete_claim(self.api, namespace, name)
+
     # --- what users see ---------------------------------------------------------------------------
     def unschedulable(
-        self, pod: Pod, message: str, reason: str = "Unschedulable", codes: Sequence[Reason] = (), nodes: int = 0
+        self,
+        pod: Pod,
+        message: str,
+        reason: str = "Unschedulable",
+        codes: Sequence[Reason] = (),
+        nodes: int = 0,
+        nominated: str | None = None,
     ) -> None:
-        """FailedScheduling event and the PodScheduled=False condition (``reason``), at most once
-        a minute for the same message (a pod retried every few seconds must not flood). The
-        event carries ``codes``, the reasons as codes, in its annotation
+        """FailedScheduling event, at most once a minute for the same message (a pod retried
+        every few seconds must not flood), and the PodScheduled=False condition (``reason``)
+        when it differs from the one this process last wrote (kube-scheduler's updatePod
+        patches only a changed condition). ``nominated``: the pod's new nominatedNodeName
+        ("" clears it), sent in the same status patch, as updatePod sends both. The event
+        carries ``codes``, the reasons as codes, in its annotation
         :data:`rulesched.scheduler.reasons.ANNOTATION` (``nodes``: the nodes there were)."""
         now = time.monotonic()
         with self._lock:
             last = self._last_event.get(pod.key)
-            if last is not None and last[0] == message and now - last[1] < EVENT_INTERVAL_SECONDS:
-                return
-            self._last_event[pod.key] = (message, now)
-        annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)}
-        self._submit(self._unschedulable, pod, message, reason, annotations)
+            event = last is None or last[0] != message or now - last[1] >= EVENT_INTERVAL_SECONDS
+            if event:
+                self._last_event[pod.key] = (message, now)
+            condition = self._pod_condition.get(pod.key) != (reason, message)
+            if condition:
+                self._pod_condition[pod.key] = (reason, message)
+        if not event and not condition:
+            if nominated is not None:
+                self.nominate(pod, nominated)
+            return
+        annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)} if event else None
+        self._submit(self._unschedulable, pod, message, reason, annotations, condition, nominated)
 
     def scheduler_error(self, pod: Pod, message: str) -> None:
         """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
         FailedScheduling event and PodScheduled=False with reason SchedulerError."""
         self.unschedulable(pod, message, "SchedulerError")
 
-    def _unschedulable(self, pod: Pod, message: str, reason: str, annotations: dict[str, str]) -> None:
-        self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, annotations=annotations)
-        self._condition(pod, reason, message)
+    def _unschedulable(
+        self,
+        pod: Pod,
+        message: str,
+        reason: str,
+        annotations: dict[str, str] | None,
+        condition: bool = True,
+        nominated: str | None = None,
+    ) -> None:
+        if annotations is not None:
+            self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, annotations=annotations)
+        if condition:
+            self._condition(pod, reason, message, nominated)
+        elif nominated is not None:
+            self._patch_status(pod, {"status": {"nominatedNodeName": nominated or None}})
 
     def gated(self, pod: Pod) -> None:
         """PodScheduled=False, reason SchedulingGated (as kube-scheduler marks a gated pod), once
@@ -318,9 +359,10 @@ class Workers:
             if last is not None and last[0] == marked:
                 return
             self._last_event[pod.key] = (marked, time.monotonic())
+            self._pod_condition[pod.key] = ("SchedulingGated", message)
         self._submit(self._condition, pod, "SchedulingGated", message)
 
-    def _condition(self, pod: Pod, reason: str, message: str) -> None:
+    def _condition(self, pod: Pod, reason: str, message: str, nominated: str | None = None) -> None:
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -328,7 +370,13 @@ class Workers:
             "message": message,
             "lastTransitionTime": _now()[:19] + "Z",
         }
-        self._patch_status(pod, {"status": {"conditions": [condition]}})
+        status: dict[str, Any] = {"conditions": [condition]}
+        if nominated is not None:
+            status["nominatedNodeName"] = nominated or None
+        if not self._patch_status(pod, {"status": status}):
+            with self._lock:  # (not written: the next attempt writes it again)
+                if self._pod_condition.get(pod.key) == (reason, message):
+                    del self._pod_condition[pod.key]
 
     def nominate(self, pod: Pod, node: str) -> None:
         """Set the pod's status.nominatedNodeName; an empty ``node`` clears it."""
@@ -387,16 +435,20 @@ class Workers:
     def forget(self, key: str) -> None:
         with self._lock:
             self._last_event.pop(key, None)
+            self._pod_condition.pop(key, None)
 
-    def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+    def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> bool:
+        """The patch sent (True), or not: fenced, or refused (the pod gone: True, nothing to write)."""
         if self._fenced("status patch", pod):
-            return
+            return False
         try:
             self.api.patch_pod_status(pod.namespace, pod.name, patch)
         except NotFoundError:
             pass
         except KubeError as err:
             log.warning("status not patched: %s", err, extra={"pod": pod.key})
+            return False
+        return True
 
     def _event(
         self,

@@ -26,12 +26,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rulesched.engine import KnownFailures, NodeTable, Rows, TableOverflow
 from rulesched.lang import BoundRules, RuleSet
 from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
 from rulesched.scheduler.nominator import ReservedCheck
-from rulesched.scheduler.reasons import Tally
+from rulesched.scheduler.reasons import ReasonCode, Tally, classify
 from rulesched.scheduler.scoring import Matrix, weighted_totals
 
 NAMED = 30  # filtered nodes named per reason (and unresolvable ones), in walk order
@@ -160,9 +161,19 @@ def _add_known(
 ) -> None:
     """Add the ``failed`` rows (walk order) from what the walk learned: each one's first failing
     filter, reasons and unresolvable answer as the walk's groups hold them, as the loop of
-    :func:`explain_walk` would ask them node by node."""
+    :func:`explain_walk` would ask them node by node. Rows alike (the same filter, reasons and
+    unresolvable answer) are added together (:func:`_add_alike`) unless every row's reasons are
+    kept (``EXPLAIN_FULL``) or a failing filter reads domain aggregates (their values are each
+    node's own)."""
     bound = table.bound
     group_of, position = known.where(failed)
+    if (
+        groups.failed is None
+        and groups.pod is not None
+        and not any(bound.reads_domains(g.filter.name) for g in known.failed)
+    ):
+        _add_alike(groups, table, known, failed, group_of, position, check)
+        return
     reasons = [(r.codes.tolist(), r.reasons) for r in known.reasons]
     unresolvable = [known.unresolvable(i).tolist() for i in range(len(known.failed))]
     names = [g.filter.name for g in known.failed]
@@ -177,6 +188,93 @@ def _add_known(
             status = check.failure(node.name)
             if status is not None:  # (reported resolvable, as the cycle's message counts it)
                 add(node.name, status.reasons, False, (), status.rule, node)
+
+
+def _add_alike(
+    groups: _Groups,
+    table: NodeTable,
+    known: KnownFailures,
+    failed: Rows,
+    group_of: npt.NDArray[np.intp],
+    position: npt.NDArray[np.intp],
+    check: ReservedCheck | None,
+) -> None:
+    """:func:`_add_known` for rows sorted into kinds (filter, reasons, unresolvable), each kind
+    counted at once: what :meth:`_Groups.add` would make of its rows one by one, the names
+    still the first :data:`NAMED` in walk order and each reason's nearest node the first in
+    walk order with the smallest shortfall."""
+    pod = groups.pod
+    kinds = np.full(len(failed), -1, dtype=np.intp)
+    about: list[tuple[str, tuple[str, ...], bool]] = []  # kind -> (rule, reasons, unresolvable)
+    for i, g in enumerate(known.failed):
+        mine = group_of == i
+        if not mine.any():
+            continue
+        at = position[mine]
+        key = known.reasons[i].codes[at] * 2 + known.unresolvable(i)[at]
+        distinct, inverse = np.unique(key, return_inverse=True)
+        kinds[mine] = len(about) + inverse
+        about.extend((g.filter.name, known.reasons[i].reasons[k // 2], bool(k % 2)) for k in distinct.tolist())
+    if check is not None:  # rows that fit on their own, not with the pods nominated to them
+        loose: dict[tuple[str, tuple[str, ...]], int] = {}
+        for j in np.flatnonzero(group_of < 0).tolist():
+            status = check.failure(table.node(int(failed[j])).name)
+            if status is not None:  # (reported resolvable, as the cycle's message counts it)
+                key2 = (status.rule, tuple(status.reasons))
+                if key2 not in loose:
+                    loose[key2] = len(about)
+                    about.append((status.rule, key2[1], False))
+                kinds[j] = loose[key2]
+    counted = kinds >= 0
+    groups.filtered += int(counted.sum())
+    order = np.argsort(kinds, kind="stable")  # each kind's rows together, in walk order
+    bounds = np.searchsorted(kinds[order], np.arange(len(about) + 1))
+    rows_of = [order[bounds[k] : bounds[k + 1]] for k in range(len(about))]  # positions in walk order
+
+    def name(at: int) -> str:
+        return str(table.node(int(failed[at])).name)
+
+    def first(positions: list[npt.NDArray[np.intp]]) -> list[str]:
+        joined = np.sort(np.concatenate(positions)) if len(positions) > 1 else positions[0]
+        return [name(at) for at in joined[:NAMED].tolist()]
+
+    by_reason: dict[str, list[Any]] = {}  # reason -> [nodes, unresolvable nodes, [positions]]
+    by_message: dict[tuple[str, str], list[Any]] = {}  # (rule, message) -> [nodes, unresolvable, [positions]]
+    unresolvable_at: list[npt.NDArray[np.intp]] = []
+    for k, (rule, reasons, unresolvable) in enumerate(about):
+        at, count = rows_of[k], len(rows_of[k])
+        for reason in dict.fromkeys(reasons):
+            entry = by_reason.setdefault(reason, [0, 0, []])
+            entry[0] += count
+            entry[1] += count if unresolvable else 0
+            entry[2].append(at)
+            entry = by_message.setdefault((rule, reason), [0, 0, []])
+            entry[0] += count
+            entry[1] += count if unresolvable else 0
+            entry[2].append(at)
+        if unresolvable:
+            unresolvable_at.append(at)
+    for reason, (count, unresolvable, positions) in by_reason.items():
+        group = groups.groups.get(reason)
+        if group is None:
+            group = groups.groups[reason] = [0, 0, [], {}]
+        group[0] += count
+        group[1] += unresolvable
+        group[2] = (group[2] + first(positions))[:NAMED]
+    if unresolvable_at:
+        groups.unresolvable += sum(len(a) for a in unresolvable_at)
+        groups.unresolvable_names = (groups.unresolvable_names + first(unresolvable_at))[:NAMED]
+    for (rule, message), (count, unresolvable, positions) in by_message.items():
+        why = classify(rule, message)
+        short = why.resource if why.code in (ReasonCode.INSUFFICIENT_RESOURCE, ReasonCode.TOO_MANY_PODS) else ""
+        joined = np.sort(np.concatenate(positions)) if len(positions) > 1 else positions[0]
+        if not short or short == "pods":  # (pods: 1 short everywhere) the first node in walk order
+            lack, nearest = (1000 if short else None), name(int(joined[0]))
+        else:
+            lacks = pod.requests.get(short, 0) - known.free(short, failed[joined])
+            best = int(np.argmin(lacks))  # (the first of the smallest)
+            lack, nearest = int(lacks[best]), name(int(joined[best]))
+        groups.tally.add_counted(why, count, unresolvable, lack, nearest)
 
 
 def _best(

@@ -31,7 +31,8 @@ UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsD
 
 # Sub-queues and the events that move pods into them, as kube-scheduler's metrics name them.
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
-POD_ADD, POD_UPDATE = "UnschedulablePodAdd", "UnschedulablePodUpdate"
+# (1.37's framework.UnscheduledPod labels, as kube-scheduler 1.37.2's own metric shows them)
+POD_ADD, POD_UPDATE = "UnscheduledPodAdd", "UnscheduledPodUpdate"
 ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT = (
     "ScheduleAttemptFailure",
     "BackoffComplete",
@@ -53,6 +54,21 @@ class _Parked:
     since: float
     waits_on_pods: bool  # a newly placed pod could help it (pod affinity, spreading)
     rejected_by: frozenset[str] = frozenset()  # the filters that failed it (its unschedulable plugins)
+
+
+# What a pending pod's update may change without changing where it can go: its status (the
+# PodScheduled condition a scheduler writes after each failed attempt is no field of Pod at all;
+# the nominated node is the scheduler's own note). kube-scheduler's queue likewise leaves a parked
+# pod parked on such an update: PodSchedulingPropertiesChange finds no property changed, and no
+# plugin of the default profile registers the plain Pod/Update event of the pod itself; requeued
+# by it, every attempt's own status patch would bring the pod back for another attempt.
+_STATUS_ONLY = frozenset({"nominated_node_name"})
+_SCHEDULING_FIELDS = tuple(f.name for f in dataclasses.fields(Pod) if f.name not in _STATUS_ONLY)
+
+
+def same_for_scheduling(a: Pod, b: Pod) -> bool:
+    """Whether two versions of a pod differ at most in what cannot change where it fits."""
+    return a is b or all(getattr(a, name) == getattr(b, name) for name in _SCHEDULING_FIELDS)
 
 
 class SchedulingQueue:
@@ -238,6 +254,10 @@ class SchedulingQueue:
                 self._push_active(pod, POD_UPDATE)
                 return
             if key in self._unschedulable:
+                parked = self._unschedulable[key]
+                if same_for_scheduling(parked.pod, pod):  # (its status only: stays parked, as the newer version)
+                    parked.pod = pod
+                    return
                 self._unpark(key, POD_UPDATE, pod)
                 return
             entry = self._queued[key]
@@ -371,9 +391,11 @@ class SchedulingQueue:
             settled = self._settle(pod)
             if settled is None:
                 return
-            if settled is not pod:  # updated during its cycle: try the new version soon
-                self._push_backoff(settled, ATTEMPT_FAILURE)
-                return
+            if settled is not pod:
+                if not same_for_scheduling(pod, settled):  # updated during its cycle: try the new version soon
+                    self._push_backoff(settled, ATTEMPT_FAILURE)
+                    return
+                pod = _keep_nomination(settled, pod)  # (its status only changed: parked as the newer version)
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods

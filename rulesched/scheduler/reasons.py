@@ -445,6 +445,17 @@ class Tally:
             elif not entry[4]:
                 entry[4] = node.name
 
+    def add_counted(self, reason: Reason, nodes: int, unresolvable: int, lack: int | None, nearest: str) -> None:
+        """``nodes`` nodes failing for ``reason`` (as :func:`classify` gives it), ``unresolvable``
+        of them unresolvable, ``lack``: the smallest shortfall among them (milli-units; None for
+        a reason without one) and ``nearest`` the node that has it (the first such node in walk
+        order), as :meth:`add_node` would count them one by one (into a tally that has none
+        of this reason yet)."""
+        key = (reason.rule, reason.message)
+        assert key not in self._found, key
+        short = reason.resource if lack is not None else ""
+        self._found[key] = [reason, nodes, unresolvable, lack, nearest, short]
+
     def add(self, reason: Reason) -> None:
         """A reason already made (one node's, or a count of its own)."""
         entry = self._found.get((reason.rule, reason.message))

@@ -99,6 +99,10 @@ class Binder(Protocol):
 
 
 class Evictor(Protocol):
+    """Takes victims away. An evictor whose victims leave later, each deletion reported as a
+    cluster event (the API server's), says so with a class attribute ``at_once = False``; one
+    without it removes them from the store at once (the simulators)."""
+
     def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
         """Evict ``pod`` for ``preemptor`` (for ``group``, when a workload API group preempts)."""
 
@@ -517,7 +521,7 @@ class Scheduler:
                     )
                     waiting = True
                 else:
-                    if pod.resource_claims:  # DynamicResources' PostFilter, before preemption's
+                    if pod.resource_claims or pod.extended_requests:  # DynamicResources' PostFilter, first
                         deallocated = self._deallocate(bound)
                     # the statuses from the cycle's binding, whose per-node answers are still warm
                     statuses = profile.cycle.statuses(bound, snapshot)
@@ -572,7 +576,7 @@ class Scheduler:
             if deallocated:  # (the claim's change, as its informer event would, moves the pod)
                 self.queue.move(Event.OTHER)
         else:
-            self._nominate(pod, outcome.nominated, outcome.victims)
+            self._nominate(pod, outcome.nominated, outcome.victims, result.rejected_by)
         self.last_cycle_seconds = time.perf_counter() - started
         self.observer.attempted(result)
         return result
@@ -581,18 +585,35 @@ class Scheduler:
         """DynamicResources' PostFilter: an allocated claim that some node could not use and no
         other pod uses is deallocated (in the store at once, and through the binder's
         ``deallocate`` when it has one: the API), so that the pod's next attempt may allocate it
-        where it fits (dynamicresources.go deallocateOrDeletePodClaims)."""
+        where it fits; failing that, the claim an earlier attempt made for the pod's DRA-served
+        extended resources is deleted (the binder's ``delete_claim``; without one, from the
+        store), so that the next attempt makes one afresh (dynamicresources.go
+        deallocateOrDeletePodClaims). True: the pod is to be tried again now."""
         found = bound.dra_claims
-        claim = found.deallocatable() if found is not None else None
-        if claim is None:
+        if found is None:
             return False
-        freed = dataclasses.replace(claim, allocation=None, reserved_for=())
-        self.store.dra.put("claims", claim.key, freed)
-        deallocate = getattr(self.binder, "deallocate", None)
-        if deallocate is not None:
-            deallocate(claim)
-        log.log(VERBOSE, "deallocated claim %s", claim.key, extra={"pod": bound.ctx.pod.key})
-        return True
+        claim = found.deallocatable()
+        if claim is not None:
+            freed = dataclasses.replace(claim, allocation=None, reserved_for=())
+            self.store.dra.put("claims", claim.key, freed)
+            deallocate = getattr(self.binder, "deallocate", None)
+            if deallocate is not None:
+                deallocate(claim)
+            log.log(VERBOSE, "deallocated claim %s", claim.key, extra={"pod": bound.ctx.pod.key})
+            return True
+        stale = found.to_delete()
+        if stale is None:
+            return False
+        log.log(VERBOSE, "deleting claim %s", stale.key, extra={"pod": bound.ctx.pod.key})
+        delete = getattr(self.binder, "delete_claim", None)
+        if delete is None:  # (no API server: the store is the cluster)
+            self.store.dra.put("claims", stale.key, None)
+            return True
+        # The claim leaves the store when the informer reports it gone, which moves the pod: a
+        # retry before that would make its new claim under the same name while the old one is
+        # still there (its create refused).
+        delete(stale)
+        return False
 
     def _victims_remain(self, pod: Pod) -> bool:
         """Whether the victims of the pod's earlier preemption are still leaving: some still
@@ -614,7 +635,9 @@ class Scheduler:
             del self._victim_claims[pod.key]
         return False
 
-    def _nominate(self, pod: Pod, node: str, victims: tuple[Pod, ...]) -> None:
+    def _nominate(
+        self, pod: Pod, node: str, victims: tuple[Pod, ...], rejected_by: frozenset[str] = frozenset()
+    ) -> None:
         if victims:
             self._victims[pod.key] = [v.key for v in victims]
             if any(v.resource_claims or v.extended_claim for v in victims):
@@ -632,8 +655,15 @@ class Scheduler:
         for victim in victims:
             self.evictor.evict(victim, pod)
         log.log(VERBOSE, "nominated; evicting %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
+        nominated = dataclasses.replace(pod, nominated_node_name=node)
+        if victims and not getattr(self.evictor, "at_once", True):
+            # The victims leave through the API server: their deletions, as events, move the
+            # parked preemptor (and the other parked pods) back, as kube-scheduler's queue
+            # does; tried at once it would only fail on the victims still there.
+            self.queue.unschedulable(nominated, rejected_by=rejected_by)
+            return
         self.queue.move(Event.POD_DELETED)
-        self.queue.requeue(dataclasses.replace(pod, nominated_node_name=node), backoff=False)
+        self.queue.requeue(nominated, backoff=False)
 
     # --- binding --------------------------------------------------------------------------------------
     def _bind(self, pod: Pod, result: CycleResult, rules: str, placed: Pod | None = None) -> CycleResult:

@@ -158,15 +158,38 @@ def _container_request(
     return request, mappings
 
 
-def pod_claim(pod: Pod, requests: tuple[DeviceRequest, ...]) -> ResourceClaim:
-    """The claim the scheduler makes for the pod's DRA-served extended resources, named as the
-    API server names ``<pod>-extended-resources-`` (5 characters derived from the pod here, so
-    that runs repeat; ``run`` lets the API server pick them)."""
+def claim_name(pod: Pod) -> str:
+    """The name of the claim the scheduler makes for the pod's DRA-served extended resources:
+    ``<pod>-extended-resources-`` cut as the API server cuts a generateName, and 5 characters
+    derived from the pod (not random as the API server's: runs repeat, and a scheduler that
+    restarts finds the claim it made before)."""
     base = f"{pod.name}-extended-resources-"[:_MAX_BASE]
     digest = hashlib.sha256(f"{pod.namespace}/{pod.name}/{pod.uid}/extended".encode()).digest()
-    name = base + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+    return base + "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:5])
+
+
+def earlier_claim(pod: Pod, claims: Mapping[str, ResourceClaim]) -> ResourceClaim | None:
+    """The claim an earlier attempt made for the pod's extended resources, if it is still there
+    (findExtendedResourceClaim: annotated as such, its controller the pod). Looked up by the
+    name the pod's status gives and by :func:`claim_name`, not by scanning every claim as
+    upstream does: the schedulerName is immutable, so only this scheduler makes such claims
+    for its pods, under that name."""
+    for name in (pod.extended_claim, claim_name(pod)):
+        claim = claims.get(f"{pod.namespace}/{name}") if name else None
+        if (
+            claim is not None
+            and claim.annotations.get(EXTENDED_CLAIM_ANNOTATION) == "true"
+            and claim.owner == ("Pod", pod.name, pod.uid)
+        ):
+            return claim
+    return None
+
+
+def pod_claim(pod: Pod, requests: tuple[DeviceRequest, ...]) -> ResourceClaim:
+    """The claim the scheduler makes for the pod's DRA-served extended resources, named by
+    :func:`claim_name` (``run`` creates it under that name)."""
     return ResourceClaim(
-        name=name,
+        name=claim_name(pod),
         namespace=pod.namespace,
         uid=f"{pod.uid or pod.key}/extended-resources",
         annotations=MappingProxyType({EXTENDED_CLAIM_ANNOTATION: "true"}),

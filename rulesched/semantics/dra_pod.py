@@ -50,7 +50,7 @@ from rulesched.semantics.dra_devices import (
     released,
     taint_blocks,
 )
-from rulesched.semantics.dra_extended import RequestMapping, claim_requests, pod_claim, served
+from rulesched.semantics.dra_extended import RequestMapping, claim_requests, earlier_claim, pod_claim, served
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
 from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
 
@@ -60,6 +60,7 @@ NodeRanking = Callable[..., Sequence[Any]]
 
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+STALE_EXTENDED = "cannot schedule extended resource claim"  # (a claim an earlier attempt made: PostFilter deletes it)
 PLUGIN = "DynamicResources"
 
 
@@ -119,6 +120,8 @@ class PodClaims:
     # requests' mappings to containers
     extended: Mapping[str, int] = field(default_factory=dict)
     made: dict[str, tuple[ResourceClaim, tuple[RequestMapping, ...]] | None] = field(default_factory=dict)
+    # ... and the claim an earlier attempt made for them, still there: PostFilter deletes it
+    stale: ResourceClaim | None = None
 
     @property
     def to_allocate(self) -> list[ResourceClaim]:
@@ -327,6 +330,13 @@ class PodClaims:
                 return claim
         return None
 
+    def to_delete(self) -> ResourceClaim | None:
+        """PostFilter, when :meth:`deallocatable` finds nothing: the claim an earlier attempt
+        made for the pod's extended resources (it has requests; Filter failed everywhere with
+        "cannot schedule extended resource claim"), to delete so that the next attempt makes
+        one afresh (deallocateOrDeletePodClaims); None when there is none."""
+        return self.stale
+
     def diagnose(self, node: Any) -> list[str]:
         """Why allocation failed on ``node``, request by request (empty when it did not fail)."""
         node = getattr(node, "node", node)
@@ -355,9 +365,10 @@ def pod_claims(
     out = PodClaims(pod, ranking=ranking, memo=memo, state=state, removed=removed, added=added)
     if pod.extended_dra:
         out.extended = pod.extended_dra
-        made = state.claims.get(f"{pod.namespace}/{pod.extended_claim}") if pod.extended_claim else None
-        if made is not None and made.spec.requests:  # (from an attempt whose binding failed)
-            out.error = "cannot schedule extended resource claim"
+        made = earlier_claim(pod, state.claims)
+        if made is not None and made.spec.requests:  # (from an attempt that did not end in a binding)
+            out.error = STALE_EXTENDED
+            out.stale = made
             return out
     for entry in pod.resource_claims:
         name, problem = claim_name_for(pod, entry.name)

@@ -6,9 +6,11 @@ same names and values: node ``worker``, driver ``some-driver``, the pod ``defaul
 1234) with claim entry ``my-resource``, its claim ``my-pod-my-resource`` with one request
 ``req-1`` of class ``my-resource-class`` (a class without selectors), the slice of ``worker``
 with device ``instance-1``. What is compared is the plugin's verdicts for the extension points
-rulesched has (PreFilter's status, Filter's per node, what Reserve allocates and reserves): the
-fake clientset's writes of PreBind and the PodGroup, extended-resource and binding-condition
-cases are not ported (see docs/dra.md, "Not done yet").
+rulesched has (PreFilter's status, Filter's per node, what Reserve allocates and reserves, and
+what PostFilter deallocates or deletes): the fake clientset's writes of PreBind and the
+PodGroup and binding-condition cases are not ported (see docs/dra.md, "Not done yet"); of the
+extended-resource cases, the two whose earlier claim PostFilter deletes (the others are
+tests/test_dra_extended.py's and tests/test_run_dra.py's, end to end).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from rulesched.model.dra import (
 from rulesched.model.objects import PodClaim
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_devices import allocated_state
+from rulesched.semantics.dra_extended import claim_name
 from rulesched.semantics.dra_pod import CANNOT_ALLOCATE, NOT_AVAILABLE, PodClaims, pod_claims
 
 NODE = "worker"
@@ -298,3 +301,79 @@ def test_computes_score_for_first_available() -> None:
 
     # an allocated claim counts the subrequest its allocation used
     assert dra_score(EvalContext(POD_WITH_CLAIM_NAME, Allocated()), WORKER) == 7
+
+
+# --- DRA-backed extended resources: a claim an earlier attempt left --------------------------------
+EXTENDED = "example.com/gpu"
+EXTENDED_CLASS = DeviceClass(CLASS, extended_resource_name=EXTENDED)
+POD_WITH_EXTENDED = Pod("my-pod", uid="1234", extended_dra=MappingProxyType({EXTENDED: 1}))
+NODE2_SELECTOR = (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", ("worker-2",)),)),)
+
+
+def _earlier_claim(name: str, node_selector: tuple[NodeSelectorTerm, ...] = LOCAL) -> ResourceClaim:
+    """extendedResourceClaim / extendedResourceClaimNode2 (dynamicresources_test.go:750, :882):
+    annotated, its controller the pod, one request container-0-request-0, allocated instance-1
+    (extendedResourceAllocationResult, on worker; ...Node2, on worker-2)."""
+    return ResourceClaim(
+        name,
+        uid="extended-uid",
+        annotations=MappingProxyType({"resource.kubernetes.io/extended-resource-claim": "true"}),
+        owner=("Pod", "my-pod", "1234"),
+        spec=ClaimSpec((DeviceRequest("container-0-request-0", ExactRequest(CLASS)),)),
+        allocation=Allocation(
+            (DeviceResult("container-0-request-0", DRIVER, NODE, "instance-1"),), node_selector=node_selector
+        ),
+    )
+
+
+def _earlier_claim_cases() -> list[tuple[Pod, ResourceClaim]]:
+    """Upstream's claim is named my-pod-extended-resources-0 and found by scanning every claim
+    for the annotation and the owner; rulesched looks it up by the name the pod's status gives
+    and by the name it makes such claims under (semantics.dra_extended.earlier_claim): both
+    ways are tried."""
+    named = dataclasses.replace(POD_WITH_EXTENDED, extended_claim="my-pod-extended-resources-0")
+    return [
+        (named, _earlier_claim("my-pod-extended-resources-0")),
+        (POD_WITH_EXTENDED, _earlier_claim(claim_name(POD_WITH_EXTENDED))),
+    ]
+
+
+def test_extended_resource_name_with_resources_has_claim() -> None:
+    """extended-resource-name-with-resources-has-claim (:2609): the claim an earlier attempt
+    made, allocated on worker, is still there: Filter fails with "cannot schedule extended
+    resource claim" (unresolvable), PostFilter deletes the claim."""
+    for pod, earlier in _earlier_claim_cases():
+        found = prefilter(pod, [earlier], classes=(EXTENDED_CLASS,), slices=(WORKER_SLICE,))
+        assert found.filter(WORKER) == ("cannot schedule extended resource claim",)
+        assert found.unresolvable(WORKER)
+        assert found.deallocatable() is None and found.to_delete() == earlier
+
+
+def test_extended_resource_name_with_resources_delete_claim() -> None:
+    """extended-resource-name-with-resources-delete-claim (:2631): the same, allocated on
+    another node."""
+    for pod, _ in _earlier_claim_cases():
+        earlier = _earlier_claim(pod.extended_claim or claim_name(pod), NODE2_SELECTOR)
+        found = prefilter(pod, [earlier], classes=(EXTENDED_CLASS,), slices=(WORKER_SLICE,))
+        assert found.filter(WORKER) == ("cannot schedule extended resource claim",)
+        assert found.to_delete() == earlier
+
+
+def test_a_claim_not_the_pods_is_not_its_earlier_claim() -> None:
+    """findExtendedResourceClaim: only a claim annotated as such whose controller is the pod (by
+    name and uid). One without the annotation under the pod's claim name, or the earlier claim
+    of a pod of the same name with another uid (named for that pod), is not the pod's: the pod
+    fits, a claim made for it."""
+    earlier_pod = dataclasses.replace(POD_WITH_EXTENDED, uid="5678")
+    for other in (
+        dataclasses.replace(_earlier_claim(claim_name(POD_WITH_EXTENDED)), annotations=MappingProxyType({})),
+        dataclasses.replace(_earlier_claim(claim_name(earlier_pod)), owner=("Pod", "my-pod", "5678")),
+    ):
+        found = prefilter(
+            POD_WITH_EXTENDED,
+            [dataclasses.replace(other, allocation=None)],
+            classes=(EXTENDED_CLASS,),
+            slices=(WORKER_SLICE,),
+        )
+        assert found.filter(WORKER) == () and found.to_delete() is None
+        assert found.made_claim(WORKER) is not None

@@ -234,6 +234,11 @@ class BoundRules:
         steady = [n for n in self._names if n not in moving]
         self._versions = tuple(v for v in (BUILTINS[n].version for n in steady) if v is not None)
 
+    def reads_domains(self, name: str) -> bool:
+        """Whether filter ``name`` reads any domain or cluster aggregate (:meth:`domain_values`
+        may then differ from node to node; else it is always empty)."""
+        return self._domain_values is not None and bool(self._domain_values.reads(name))
+
     def domain_values(self, name: str, node: Any) -> tuple[str, ...]:
         """The values on ``node`` of the domain and cluster aggregates filter ``name`` reads,
         as ``app_here = 3 in zone=a`` (explanations; empty for a filter that reads none)."""
