@@ -6,7 +6,8 @@ an extender request never sees half an update). The store takes nodes, pods that
 finished, PodDisruptionBudgets, namespaces, the selectors of Services, ReplicaSets,
 StatefulSets and ReplicationControllers (system default spreading) and the storage objects the
 volume filters read (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes) and
-Dynamic Resource Allocation's objects (DeviceClasses, ResourceSlices, ResourceClaims, templates);
+Dynamic Resource Allocation's objects (DeviceClasses, ResourceSlices with the DeviceTaintRules'
+taints on their devices, ResourceClaims, templates);
 pod groups (scheduler-plugins' PodGroups; the workload API's PodGroups and CompositePodGroups:
 when watched) go to the scheduler through :class:`Applied`;
 priority classes go to the store too
@@ -32,6 +33,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.kube.api import (
     CSINODES,
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     NAMESPACES,
     NODES,
     PDBS,
@@ -55,6 +57,7 @@ from rulesched.model import Node, Pod
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
 from rulesched.model.decode_dra import (
     decode_device_class,
+    decode_device_taint_rule,
     decode_resource_claim,
     decode_resource_claim_template,
     decode_resource_slice,
@@ -64,11 +67,12 @@ from rulesched.model.fields import Memo
 from rulesched.model.groups import PodGroup, api_version, decode_composite_pod_group, decode_pod_group
 from rulesched.model.workloads import CONTROLLER_KINDS, decode_controller, decode_service
 from rulesched.scheduler.cluster_events import Event
+from rulesched.semantics.dra_taint_rules import TaintedSlices
 
 MEMO_LIMIT = 4096  # decoded parts remembered (bounded: a cluster's pods may all differ)
 WORKLOADS = (SERVICES, REPLICA_SETS, STATEFUL_SETS, REPLICATION_CONTROLLERS)
 STORAGE = (STORAGE_CLASSES, PVS, PVCS, CSINODES)
-DRA = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS)
+DRA = (DEVICE_CLASSES, DEVICE_TAINT_RULES, RESOURCE_SLICES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS)
 # Priority classes first: pods read them. Storage and DRA before pods: a pod's filters read them.
 EVERYTHING = (PRIORITY_CLASSES, NAMESPACES, NODES, PDBS, *WORKLOADS, *STORAGE, *DRA, PODS)
 # The extender's: kube-scheduler allocates DRA claims itself (its filters ran before asking);
@@ -122,6 +126,7 @@ class Mirror:
         # emptied when it grows past MEMO_LIMIT entries.
         self._memo: Memo = {}
         self.group_keys: dict[tuple[str, str], tuple[str, ...]] = {}  # (apiVersion kind, object key) -> its group
+        self.tainted = TaintedSlices()  # the slices as published and the DeviceTaintRules
         self.informers = [Informer(api, resource, sink, stop, reachability=self.reachability) for resource in resources]
 
     def start(self) -> None:
@@ -181,11 +186,20 @@ class Mirror:
         elif kind in _STORAGE_APPLY:
             _STORAGE_APPLY[kind](store, delta.key, None if deleted else obj)
             return Applied(Event.OTHER)  # a claim bound or a volume added may let a parked pod fit
+        elif kind == "ResourceSlice" or kind == "DeviceTaintRule":
+            # (slices reach the store with the DeviceTaintRules' taints on their devices)
+            if kind == "ResourceSlice":
+                patched = self.tainted.slice(delta.key, None if deleted else decode_resource_slice(obj, "watch"))
+            else:
+                patched = self.tainted.rule(delta.key, None if deleted else decode_device_taint_rule(obj, "watch"))
+            for key, patched_slice in patched.items():
+                store.dra.put("slices", key, patched_slice)
+            return Applied(Event.OTHER)  # devices published, or tainted or not any more: a pod may fit
         elif kind in _DRA_APPLY:
             name, decode = _DRA_APPLY[kind]
             value = None if deleted else decode(obj, "watch")
             store.dra.put(name, delta.key, value)
-            return Applied(Event.OTHER)  # a claim made or freed, devices published: a pod may fit
+            return Applied(Event.OTHER)  # a claim made or freed: a pod may fit
         elif kind in ("PodGroup", "CompositePodGroup"):
             return self._groups(kind, delta, deleted)
         elif kind == "PriorityClass":
@@ -258,7 +272,6 @@ _DRA_APPLY: dict[str, tuple[str, Callable[[object, str], object]]] = {
     "DeviceClass": ("classes", decode_device_class),
     "ResourceClaim": ("claims", decode_resource_claim),
     "ResourceClaimTemplate": ("templates", decode_resource_claim_template),
-    "ResourceSlice": ("slices", decode_resource_slice),
 }
 
 _STORAGE_APPLY: dict[str, Callable[[ClusterStore, str, object], None]] = {

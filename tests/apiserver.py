@@ -95,6 +95,7 @@ RESOURCES = {
     "podgroups.scheduling.k8s.io": ("PodGroup", "/apis/scheduling.k8s.io/v1beta1", True),
     "compositepodgroups": ("CompositePodGroup", "/apis/scheduling.k8s.io/v1alpha3", True),
     "deviceclasses": ("DeviceClass", "/apis/resource.k8s.io/v1", False),
+    "devicetaintrules": ("DeviceTaintRule", "/apis/resource.k8s.io/v1", False),
     "resourceclaims": ("ResourceClaim", "/apis/resource.k8s.io/v1", True),
     "resourceclaimtemplates": ("ResourceClaimTemplate", "/apis/resource.k8s.io/v1", True),
     "resourceslices": ("ResourceSlice", "/apis/resource.k8s.io/v1", False),

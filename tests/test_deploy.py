@@ -64,6 +64,7 @@ USED = {
     ("scheduling.k8s.io", "podgroups/status"): {"patch"},
     # Dynamic Resource Allocation (rulesched/mirror.py's DRA, rulesched/kube/claims.py)
     ("resource.k8s.io", "deviceclasses"): {"list", "watch"},
+    ("resource.k8s.io", "devicetaintrules"): {"list", "watch"},  # (their taints on the slices' devices)
     ("resource.k8s.io", "resourceslices"): {"list", "watch"},
     ("resource.k8s.io", "resourceclaimtemplates"): {"list", "watch"},
     # (create, delete: the claim made for DRA-served extended resources, KEP-5004)

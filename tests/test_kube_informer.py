@@ -232,3 +232,24 @@ def test_a_stream_urllib3_trips_over_ends_as_a_broken_watch_not_an_informer_fail
         for kind, obj in stream:
             seen.append((kind, obj["metadata"]["name"]))
     assert seen == [("ADDED", "a")] and ended == [stream]
+
+
+def test_an_optional_resource_the_server_does_not_serve_is_none(server: TestApiServer, api: KubeApi) -> None:
+    """DeviceTaintRules are served at resource.k8s.io/v1 from 1.37 only: an optional resource's
+    404 reads as none (synced, nothing delivered, asked again later), so `run` gets ready on an
+    older server; a resource that is not optional keeps retrying (never synced)."""
+    from rulesched.kube.api import Resource
+
+    missing = Resource("DeviceTaintRule", "/apis/resource.k8s.io/v1", "nosuchrules", False)
+    optional = Resource("DeviceTaintRule", "/apis/resource.k8s.io/v1", "nosuchrules", False, optional=True)
+    delivered: list[Delta] = []
+    stop = threading.Event()
+    try:
+        lenient = Informer(api, optional, delivered.append, stop).start()
+        strict = Informer(api, missing, delivered.append, stop, backoff=Backoff(initial=0.05)).start()
+        assert lenient.synced.wait(10)
+        time.sleep(0.3)
+        assert not strict.synced.is_set() and strict.errors >= 1 and lenient.errors == 0
+        assert delivered == []
+    finally:
+        stop.set()

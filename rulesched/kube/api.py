@@ -69,6 +69,7 @@ class Resource:
     prefix: str  # /api/v1, /apis/policy/v1, ...
     plural: str
     namespaced: bool
+    optional: bool = False  # a server that does not serve it has none (its list's 404: empty)
 
     @property
     def api_version(self) -> str:
@@ -142,6 +143,9 @@ DEVICE_CLASSES = Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclas
 RESOURCE_CLAIMS = Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims", True)
 RESOURCE_CLAIM_TEMPLATES = Resource("ResourceClaimTemplate", "/apis/resource.k8s.io/v1", "resourceclaimtemplates", True)
 RESOURCE_SLICES = Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices", False)
+# GA in 1.37 (DRADeviceTaintRules); not served at v1 before: an informer of it takes a 404 as
+# none there (Resource.optional)
+DEVICE_TAINT_RULES = Resource("DeviceTaintRule", "/apis/resource.k8s.io/v1", "devicetaintrules", False, optional=True)
 # metrics-server's NodeMetrics, served through the API server's aggregation layer (list only)
 NODE_METRICS = Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", False)
 # The Policy Report API (kubernetes-sigs/wg-policy-prototypes), which Kyverno and Policy Reporter

@@ -42,6 +42,7 @@ from rulesched.kube.api import KubeApi, Resource, Scope
 
 log = logging.getLogger(__name__)
 WATCH_FLOOR = 0.1  # seconds between the starts of two watches of one informer, at least
+OPTIONAL_RECHECK_SECONDS = 300.0  # an optional resource the server does not serve: asked again after
 
 
 @dataclass(frozen=True)
@@ -211,6 +212,15 @@ class Informer:
             except KubeError as err:
                 if self.stop.is_set():
                     return
+                if err.status == 404 and self.resource.optional:
+                    # not served (an older server, an API off): there are none; ask again later
+                    if not self.synced.is_set():
+                        log.info("%s: not served by the API server; none assumed", self.resource.plural)
+                        self.synced.set()
+                    self.reachability.answered()
+                    self.stop.wait(OPTIONAL_RECHECK_SECONDS)
+                    version = None
+                    continue
                 self.errors += 1
                 if isinstance(err, UnavailableError) and not err.status:  # no server answered
                     self.stop.wait(self.reachability.failed(err))

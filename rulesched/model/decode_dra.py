@@ -38,6 +38,7 @@ from rulesched.model.dra import (
     DeviceRequest,
     DeviceResult,
     DeviceTaint,
+    DeviceTaintRule,
     DeviceToleration,
     ExactRequest,
     PodClaim,
@@ -489,6 +490,38 @@ def decode_device_class(obj: object, source: str = "", *, names: bool = True) ->
         extended_resource_name=get_str(spec, "extendedResourceName", where, "spec"),
         created=get_time(meta, "creationTimestamp", where, "metadata"),
     )
+
+
+def decode_device_taint_rule(obj: object, source: str = "", *, names: bool = True) -> DeviceTaintRule:
+    """A DeviceTaintRule: its device selector (driver, pool, device) and its taint (key and
+    effect required, as the API server's validation requires them)."""
+    obj, _, name, _, where = object_metadata(obj, "DeviceTaintRule", source, False, names=names)
+    spec = get_map(obj, "spec", where, "")
+    raw = spec.get("taint")
+    if not isinstance(raw, Mapping):
+        raise where.error("is required (the taint the rule applies)", "spec.taint")
+    if not raw.get("effect"):
+        raise where.error("is required (NoSchedule, NoExecute or None)", "spec.taint.effect")
+    taint = DeviceTaint(
+        _names(where, raw, "key", "spec.taint"),
+        get_str(raw, "value", where, "spec.taint"),
+        get_choice(raw, "effect", where, "spec.taint", _TAINT_EFFECTS, "NoSchedule"),
+    )
+    selector = spec.get("deviceSelector")
+    if selector is None:
+        return DeviceTaintRule(name, taint, selects=False)
+    picked = get_map(spec, "deviceSelector", where, "spec")
+    return DeviceTaintRule(
+        name,
+        taint,
+        driver=_optional_str(picked, "driver", where),
+        pool=_optional_str(picked, "pool", where),
+        device=_optional_str(picked, "device", where),
+    )
+
+
+def _optional_str(d: Mapping[str, Any], key: str, where: Where) -> str | None:
+    return None if d.get(key) is None else get_str(d, key, where, "spec.deviceSelector")
 
 
 def pod_claims(spec: Mapping[str, Any], status: Mapping[str, Any], where: Where) -> tuple[PodClaim, ...]:

@@ -72,6 +72,20 @@ class DeviceTaint:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceTaintRule:
+    """A DeviceTaintRule: its taint applies to the devices its selector picks (``driver``,
+    ``pool``, ``device``: each None matches any); without a selector (``selects`` false) it
+    applies to none."""
+
+    name: str
+    taint: DeviceTaint
+    selects: bool = True
+    driver: str | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceToleration:
     key: str = ""
     operator: str = "Equal"  # Equal | Exists

@@ -55,12 +55,13 @@ from rulesched.model.decode import (
 )
 from rulesched.model.decode_dra import (
     decode_device_class,
+    decode_device_taint_rule,
     decode_resource_claim,
     decode_resource_claim_template,
     decode_resource_slice,
 )
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
-from rulesched.model.dra import EMPTY_DRA, DraState
+from rulesched.model.dra import EMPTY_DRA, DeviceTaintRule, DraState
 from rulesched.model.fields import Memo
 from rulesched.model.groups import (
     POD_GROUP_API,
@@ -83,6 +84,7 @@ from rulesched.model.workloads import (
     decode_service,
 )
 from rulesched.semantics.dra_claims import claims_from_templates
+from rulesched.semantics.dra_taint_rules import TaintedSlices
 from rulesched.simulate.documents import read_file, read_objects
 
 _STORAGE_KINDS = ("PersistentVolume", "PersistentVolumeClaim", "StorageClass", "CSINode")
@@ -250,6 +252,7 @@ class _Loading:
         self.skipped: Counter[str] = Counter()
         self.groups: list[PodGroup] = []
         self.dra: dict[str, dict[str, Any]] = {name: {} for name in _DRA_KINDS.values()}
+        self.taint_rules: dict[str, DeviceTaintRule] = {}  # applied to the slices' devices at the end
         self.native_groups: list[tuple[str, str, Any]] = []  # (source, kind, raw): decoded with the classes
 
     def unique(self, kind: str, name: str, source: str) -> None:
@@ -304,6 +307,10 @@ class _Loading:
             self.storage[kind][key] = value
         elif kind in _DRA_KINDS and _api_group(obj) == _DRA_GROUP:
             self._dra(kind, obj, source)
+        elif kind == "DeviceTaintRule" and _api_group(obj) == _DRA_GROUP:
+            rule = decode_device_taint_rule(obj, source)
+            self.unique(kind, rule.name, source)
+            self.taint_rules[rule.name] = rule
         else:
             self.skipped[kind] += 1
 
@@ -371,7 +378,10 @@ class _Loading:
 
     def _dra_state(self) -> DraState:
         d = self.dra
-        return DraState(d["classes"], d["claims"], d["templates"], d["slices"]) if any(d.values()) else EMPTY_DRA
+        if not any(d.values()):
+            return EMPTY_DRA
+        slices = TaintedSlices().load(d["slices"], self.taint_rules) if self.taint_rules else d["slices"]
+        return DraState(d["classes"], d["claims"], d["templates"], slices)
 
     def _workloads(self) -> Workloads:
         """The Services and controllers, whose selectors system default spreading reads."""
