@@ -138,6 +138,41 @@ def test_when_the_best_ten_are_twins_the_next_nodes_scoring_otherwise_follow(
     assert with_terms == [best[0]["node"], *(s["node"] for s in best[10:])]
 
 
+def test_simulate_explain_full_shows_the_terms_under_the_top_nodes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`simulate --explain-full`: each pod's top 3 nodes with the lets its scores read there, in
+    the table (rows `rule: let`) and the JSON (`explanation.terms`); plain `--explain` keeps its
+    compact table and costs nothing more."""
+    rules = tmp_path / "packs.rules"
+    rules.write_text('extends "default"\n\n' + RULES)
+    nodes = [node(f"n{i}", cpu=f"{1000 + 300 * i}m") for i in range(5)]
+    path = cluster(tmp_path, *nodes, pod("p", cpu="700m"))
+    args = ["simulate", path, "--rules", str(rules)]
+    assert main([*args, "--explain-full", "--output", "json"]) == 0
+    explanation = json.loads(capsys.readouterr().out)["pods"][0]["explanation"]
+    top = [n for n in explanation["scores"]][:TERM_NODES]
+    assert list(explanation["terms"]) == top
+    for name in top:
+        shown = {t["let"]: round(float(t["value"])) for t in explanation["terms"][name]["packs"]}
+        cpu = 1000 + 300 * int(name[1:])
+        assert shown == {
+            "wasted_now": cpu % 1000,
+            "wasted_after": (cpu - 700) % 1000,
+            "free_now": cpu,
+            "free_after": cpu - 700,
+        }
+    assert main([*args, "--explain-full"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [r[:2] for r in rows if r[:1] == ["packs:"]] == [
+        ["packs:", "wasted_now"], ["packs:", "wasted_after"], ["packs:", "free_now"], ["packs:", "free_after"]
+    ]  # fmt: skip
+    assert main([*args, "--explain", "--output", "json"]) == 0
+    assert "terms" not in json.loads(capsys.readouterr().out)["pods"][0]["explanation"]
+    assert main([*args, "--explain"]) == 0
+    assert "packs: " not in capsys.readouterr().out
+
+
 def test_explain_shows_fgd_fragmentation_terms(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """The bundled FGD rules on a small cluster of the trace's kind: the fragmentation lets
     (before and after the pod) are among the terms shown on the best nodes."""
