@@ -60,6 +60,13 @@ def test_scores_without_node_lets_and_device_scores_have_none() -> None:
     assert terms.names("flat") == () and terms.names("plain") == () and terms.names("gpu") == ()
 
 
+def test_a_list_of_table_rows_shows_its_rows() -> None:
+    from rulesched.lang.evaluation.blame import show
+
+    assert show([(1, "a"), (2, "b")], None) == '[(1, "a"), (2, "b")] (2 items)'
+    assert show([(1, 2, 3, 4, 5)], None) == "[(1, 2, 3, 4, ...)] (1 items)"
+
+
 def test_at_most_max_terms_per_rule() -> None:
     lets = "\n\n".join(f"let t{i} = number(node.free.cpu) + {i}" for i in range(MAX_TERMS + 4))
     body = " + ".join(f"t{i}" for i in range(MAX_TERMS + 4))
