@@ -14,8 +14,11 @@ bound, as upstream's init pods end up), started and ready before the measured po
 (16 client threads, as fast as the server takes them). Printed per scheduler: pods/s from the
 first binding to the last (as a watch on the pods sees them), p50/p99 creation-to-binding, CPU
 seconds per pod of the scheduler's processes (rulesched's binding process included) and of
-kube-apiserver and etcd, and the ratio rulesched / kube-scheduler of pods/s (>1: rulesched
-faster) and of CPU per pod (<1: rulesched cheaper). kube-scheduler runs as scheduler_perf runs
+kube-apiserver and etcd, the requests kube-apiserver served per pod (its own
+apiserver_request_total by verb and resource), the scheduler's attempts and queue moves (its
+scheduler_schedule_attempts_total and scheduler_queue_incoming_pods_total), and the ratio
+rulesched / kube-scheduler of pods/s (>1: rulesched faster) and of CPU per pod (<1: rulesched
+cheaper). ``--logs DIR`` keeps each scheduler's log. kube-scheduler runs as scheduler_perf runs
 it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
 logging at -v=1; rulesched with its defaults. Pods of evictions and preemptions are removed at
 once by a kubelet stand-in (no kubelets here). Workloads (benchmarks/gen_cluster.py):

@@ -206,11 +206,11 @@ def test_scheduler_metrics_are_kube_schedulers(scheduler_scrape: tuple[str, Test
     victims = found["scheduler_preemption_victims"]
     assert (value(victims, "_count"), value(victims, "_sum")) == (1, 1)  # low, once
     incoming = found["scheduler_queue_incoming_pods_total"]
-    assert value(incoming, "_total", queue="active", event="UnschedulablePodAdd") == 4
+    assert value(incoming, "_total", queue="active", event="UnscheduledPodAdd") == 4
     assert value(incoming, "_total", queue="unschedulable", event="ScheduleAttemptFailure") >= 1
     assert value(incoming, "_total", queue="backoff", event="ScheduleAttemptFailure") >= 1  # the failed binding
     entities = found["scheduler_queue_incoming_entities_total"]
-    assert value(entities, "_total", queue="active", event="UnschedulablePodAdd", type="pod") == 4
+    assert value(entities, "_total", queue="active", event="UnscheduledPodAdd", type="pod") == 4
     queued = found["scheduler_queued_entities"]
     assert value(queued, queue="unschedulable", type="pod") == 1 and value(queued, queue="active", type="podgroup") == 0
     evaluation = found["scheduler_preemption_evaluation_duration_seconds"]

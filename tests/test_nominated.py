@@ -17,6 +17,7 @@ from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler import preemption
+from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.scheduler.nominator import Nominator
@@ -316,3 +317,35 @@ def test_kept_answers_follow_the_node_and_the_nominations() -> None:
     nominator.remove("default/holder")
     store.add_pod(P("most", 0, cpu="500m", on="n1"))
     assert place("d") is None  # no nomination: the node alone is full
+
+
+class ApiEvictor(SlowEvictor):
+    """As the live scheduler's workers: victims leave later, each deletion an event."""
+
+    at_once = False
+
+
+def test_a_preemptor_whose_victims_leave_through_the_api_waits_parked_for_them() -> None:
+    """kube-scheduler parks the preemptor (nominated) until its victims' deletions move it (issue
+    35); retried at once it failed again on victims still there, and its preemption moved every
+    other parked pod for nothing."""
+    store = cluster("n1", "n2")
+    evictor, clock = ApiEvictor(store), Clock()
+    s = Scheduler(default_rules(), store, SchedulerSettings(), _Binder(), evictor, clock, Ended())
+    store.add_pod(P("victim", 0, on="n1"))
+    store.add_pod(P("other", 200, on="n2"))
+    s.add(P("low", 0))  # fits nowhere and preempts nothing: parked
+    s.add(P("high", 100))
+    first = s.schedule_one()
+    assert first is not None and first.pod.name == "high" and first.preemption is not None
+    assert first.preemption.nominated == "n1"
+    parked = s.queue._unschedulable
+    assert "default/high" in parked and parked["default/high"].pod.nominated_node_name == "n1"
+    second = s.schedule_one()
+    assert second is not None and second.pod.name == "low" and second.code is Code.UNSCHEDULABLE
+    assert s.schedule_one() is None  # nothing tried again before the victim leaves
+    evictor.finish()
+    assert s.queue.move(Event.POD_DELETED) == 2  # the victim's deletion moves both
+    clock.now += 60
+    placed = s.schedule_one()
+    assert placed is not None and placed.pod.name == "high" and placed.node == "n1"

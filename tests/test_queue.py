@@ -218,8 +218,8 @@ def test_pods_entering_sub_queues_are_reported_with_upstreams_labels() -> None:
     assert again is not None and queue.attempts(again.key) == 2 and queue.entered(again.key) == 0.0
     queue.requeue(again, backoff=True)  # (a failed binding)
     assert seen == [
-        ("active", "UnschedulablePodAdd"),
-        ("active", "UnschedulablePodAdd"),
+        ("active", "UnscheduledPodAdd"),
+        ("active", "UnscheduledPodAdd"),
         ("unschedulable", "ScheduleAttemptFailure"),
         ("unschedulable", "ScheduleAttemptFailure"),
         ("backoff", "NodeAdd"),

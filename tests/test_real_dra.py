@@ -154,3 +154,56 @@ def test_a_pod_preempts_for_the_device_a_lower_priority_pod_holds(k8s: Kube, tmp
             assert k8s.read_pod(ns, "high")["spec"]["nodeName"] == "n1"
     finally:
         k8s.delete(f"{classes}/dra-high")
+
+
+def test_a_device_taint_rule_keeps_both_schedulers_off_the_device(k8s: Kube, tmp_path: Path) -> None:
+    """A DeviceTaintRule (resource.k8s.io/v1, GA in 1.37) taints n1's gpu-0 NoSchedule:
+    kube-scheduler gives its pod gpu-1; `run` then has no device for a pod that does not
+    tolerate the taint (pending, its claim unallocated) and gives gpu-0 to one that does."""
+    k8s.node("n1", cpu="4")
+    ours, theirs = k8s.namespace("taint-ours"), k8s.namespace("taint-theirs")
+    rule = {
+        "metadata": {"name": "unhealthy-gpu-0"},
+        "spec": {
+            "deviceSelector": {"driver": DRIVER, "pool": "n1", "device": "gpu-0"},
+            "taint": {"key": "example.com/unhealthy", "value": "ecc", "effect": "NoSchedule"},
+        },
+    }
+    with devices(k8s, "n1", 2):
+        k8s.create(f"{RESOURCE}/devicetaintrules", rule)
+        try:
+            for ns in (ours, theirs):
+                claim_template(k8s, ns, "one-gpu")
+            k8s.create(
+                f"{RESOURCE}/namespaces/{ours}/resourceclaimtemplates",
+                {
+                    "metadata": {"name": "tolerant"},
+                    "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                        "deviceClassName": "gpu",
+                        "tolerations": [{"key": "example.com/unhealthy", "operator": "Exists"}],
+                    }}]}}},
+                },
+            )  # fmt: skip
+            with k8s.kube_scheduler():
+                dra_pod(k8s, theirs, "fits", "one-gpu", scheduler="default-scheduler")
+                assert k8s.wait(lambda: allocated(k8s, theirs, "fits"), 60)
+            (theirs_result,) = allocated(k8s, theirs, "fits")["status"]["allocation"]["devices"]["results"]
+            assert theirs_result["device"] == "gpu-1"
+            with Running(k8s):
+                dra_pod(k8s, ours, "intolerant", "one-gpu")
+                dra_pod(k8s, ours, "tolerant", "tolerant")
+                assert k8s.wait(lambda: allocated(k8s, ours, "tolerant"), 60)
+                assert k8s.wait(
+                    lambda: any(
+                        c["type"] == "PodScheduled" and c["status"] == "False"
+                        for c in k8s.read_pod(ours, "intolerant").get("status", {}).get("conditions", [])
+                    ),
+                    30,
+                )
+            (ours_result,) = allocated(k8s, ours, "tolerant")["status"]["allocation"]["devices"]["results"]
+            assert ours_result["device"] == "gpu-0"
+            intolerant = pod_claim(k8s, ours, "intolerant")
+            assert intolerant and not intolerant.get("status", {}).get("allocation")
+            assert not k8s.read_pod(ours, "intolerant")["spec"].get("nodeName")
+        finally:
+            k8s.delete(f"{RESOURCE}/devicetaintrules/unhealthy-gpu-0")

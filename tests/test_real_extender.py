@@ -11,6 +11,7 @@ own scores tie (prioritize); preemption approved by the preempt verb; bindings b
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ import urllib3
 import yaml
 
 from tests.extender_client import ExtenderProcess
+from tests.helpers.realdra import devices, extended_class, extended_placed, extended_pod
 from tests.realk8s import Kube
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,3 +177,31 @@ def test_preemption_through_the_extenders_preempt_verb(setup: tuple[Setup, bool,
         node = k8s.wait(lambda: k8s.read_pod(ns, "high")["spec"].get("nodeName"), 60)
         assert node == victim.removeprefix("low-"), (node, victim)
         assert s.calls("preempt") >= 1
+
+
+def test_a_pod_asking_an_extended_resource_served_by_dra(setup: tuple[Setup, bool, bool]) -> None:
+    """KEP-5004 with the extender in front: a DeviceClass serves `example.com/gpu` and node
+    dra-1 publishes two GPUs (its allocatable has no `example.com/gpu`). With rules that check
+    resources (`extends "default"`: NodeResourcesFit among them), the extender must not refuse
+    dra-1 for lacking the resource: it watches DeviceClasses and leaves the devices to
+    kube-scheduler, which allocates one and binds the pod there (the claim it made named in the
+    pod's status). Before the extender knew classes it answered "Insufficient example.com/gpu"."""
+    s, node_cache, bind = setup
+    if bind:
+        pytest.skip("(who binds does not change what the filter answers)")
+    k8s = s.k8s
+    ns = k8s.namespace()
+    k8s.node("dra-1", cpu="4", memory="16Gi")
+    assert k8s.wait(lambda: ready(s), 60), "".join(s.extender.log)[-3000:]
+    patch = json.dumps({"data": {"policy.rules": 'extends "default"\n'}})
+    k8s.kubectl("patch", "configmap", "rulesched-extender-rules", "-n", "rulesched", "--type=merge", "-p", patch)
+    assert k8s.wait(lambda: any("rules reloaded" in line for line in s.extender.log), 60), "".join(s.extender.log)[
+        -3000:
+    ]
+    config = scheduler_config(s.extender.port, s.tls / "ca.crt", node_cache, bind)
+    with devices(k8s, "dra-1", 2), extended_class(k8s), k8s.kube_scheduler(config) as scheduler:
+        extended_pod(k8s, ns, "ext", "default-scheduler")
+        placed = k8s.wait(lambda: extended_placed(k8s, ns, "ext"), 60)
+        assert placed, (k8s.read_pod(ns, "ext").get("status"), scheduler.tail(), "".join(s.extender.log)[-3000:])
+        assert placed["spec"]["nodeName"] == "dra-1"
+        assert s.calls("filter") >= 1

@@ -60,6 +60,13 @@ def test_scores_without_node_lets_and_device_scores_have_none() -> None:
     assert terms.names("flat") == () and terms.names("plain") == () and terms.names("gpu") == ()
 
 
+def test_a_list_of_table_rows_shows_its_rows() -> None:
+    from rulesched.lang.evaluation.blame import show
+
+    assert show([(1, "a"), (2, "b")], None) == '[(1, "a"), (2, "b")] (2 items)'
+    assert show([(1, 2, 3, 4, 5)], None) == "[(1, 2, 3, 4, ...)] (1 items)"
+
+
 def test_at_most_max_terms_per_rule() -> None:
     lets = "\n\n".join(f"let t{i} = number(node.free.cpu) + {i}" for i in range(MAX_TERMS + 4))
     body = " + ".join(f"t{i}" for i in range(MAX_TERMS + 4))
@@ -136,6 +143,41 @@ def test_when_the_best_ten_are_twins_the_next_nodes_scoring_otherwise_follow(
     assert [s["total"] for s in best] == sorted((s["total"] for s in best), reverse=True)
     with_terms = [s["node"] for s in best if s.get("terms")]
     assert with_terms == [best[0]["node"], *(s["node"] for s in best[10:])]
+
+
+def test_simulate_explain_full_shows_the_terms_under_the_top_nodes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`simulate --explain-full`: each pod's top 3 nodes with the lets its scores read there, in
+    the table (rows `rule: let`) and the JSON (`explanation.terms`); plain `--explain` keeps its
+    compact table and costs nothing more."""
+    rules = tmp_path / "packs.rules"
+    rules.write_text('extends "default"\n\n' + RULES)
+    nodes = [node(f"n{i}", cpu=f"{1000 + 300 * i}m") for i in range(5)]
+    path = cluster(tmp_path, *nodes, pod("p", cpu="700m"))
+    args = ["simulate", path, "--rules", str(rules)]
+    assert main([*args, "--explain-full", "--output", "json"]) == 0
+    explanation = json.loads(capsys.readouterr().out)["pods"][0]["explanation"]
+    top = [n for n in explanation["scores"]][:TERM_NODES]
+    assert list(explanation["terms"]) == top
+    for name in top:
+        shown = {t["let"]: round(float(t["value"])) for t in explanation["terms"][name]["packs"]}
+        cpu = 1000 + 300 * int(name[1:])
+        assert shown == {
+            "wasted_now": cpu % 1000,
+            "wasted_after": (cpu - 700) % 1000,
+            "free_now": cpu,
+            "free_after": cpu - 700,
+        }
+    assert main([*args, "--explain-full"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [r[:2] for r in rows if r[:1] == ["packs:"]] == [
+        ["packs:", "wasted_now"], ["packs:", "wasted_after"], ["packs:", "free_now"], ["packs:", "free_after"]
+    ]  # fmt: skip
+    assert main([*args, "--explain", "--output", "json"]) == 0
+    assert "terms" not in json.loads(capsys.readouterr().out)["pods"][0]["explanation"]
+    assert main([*args, "--explain"]) == 0
+    assert "packs: " not in capsys.readouterr().out
 
 
 def test_explain_shows_fgd_fragmentation_terms(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError
+from rulesched.lang import Term
 from rulesched.model import Pod
 from rulesched.scheduler.reasons import Reason, pod_reasons
 from rulesched.semantics.volume_binding import Decision
@@ -234,6 +235,9 @@ class ScoredNode:
     # it: "cpu" (millicores), "memory" (bytes), each metric by name, "age" (seconds); None: the
     # node has none (or the cycle's walk did not keep its nodes).
     load: Mapping[str, float] | None = None
+    # On the best TERM_NODES nodes (rulesched.scheduler.explanation): each score rule built from
+    # lets -> the lets it read there (rulesched.lang.evaluation.terms); None: not kept.
+    terms: Mapping[str, tuple[Term, ...]] | None = None
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsD
 
 # Sub-queues and the events that move pods into them, as kube-scheduler's metrics name them.
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
-POD_ADD, POD_UPDATE = "UnschedulablePodAdd", "UnschedulablePodUpdate"
+# (1.37's framework.UnscheduledPod labels, as kube-scheduler 1.37.2's own metric shows them)
+POD_ADD, POD_UPDATE = "UnscheduledPodAdd", "UnscheduledPodUpdate"
 ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT = (
     "ScheduleAttemptFailure",
     "BackoffComplete",

@@ -39,7 +39,8 @@ def add_simulate_parser(sub: Any) -> None:
     sim.add_argument(
         "--explain-full",
         action="store_true",
-        help="--explain, and JSON lists every evaluated node's reasons and scores (filtered, unresolvable, scores)",
+        help="--explain, and JSON lists every evaluated node's reasons and scores (filtered, unresolvable, scores); "
+        "both show under the top 3 nodes the lets each score read there (its terms)",
     )
     sim.add_argument(
         "--nodes",

@@ -20,6 +20,7 @@ from typing import IO
 
 from rulesched import __version__
 from rulesched.cluster.store import ClusterStore
+from rulesched.lang import Term
 from rulesched.model import Pod
 from rulesched.scheduler.explanation import BEST, load_text
 from rulesched.scheduler.framework import CycleResult, Explanation, skip_deleting
@@ -175,7 +176,21 @@ def explanation_json(explanation: Explanation | None) -> dict[str, object] | Non
         "scored": explanation.scored,
         "scores": explanation.scores(explanation.best[:BEST]),  # (the best 10, with --explain-full too)
         **_load_json(explanation),
+        **_terms_json(explanation),
     }
+
+
+def _terms_json(explanation: Explanation) -> dict[str, object]:
+    """``terms``: node -> score rule -> the lets it read there, for the best nodes that keep
+    them (no key at all when none does: rules without such scores)."""
+    terms = {
+        n.name: {
+            rule: [{"let": t.name, "value": t.value, "at": t.location} for t in kept] for rule, kept in n.terms.items()
+        }
+        for n in explanation.best[:BEST]
+        if n.terms
+    }
+    return {"terms": terms} if terms else {}
 
 
 def _load_json(explanation: Explanation) -> dict[str, object]:
@@ -260,7 +275,7 @@ def render_table(report: Report) -> str:
     for pod, line in zip(report.pending, pod_lines[1:], strict=True):
         lines.append(line)
         if report.explain:
-            lines.extend(explain_lines(report.history[pod.key]))
+            lines.extend(explain_lines(report.history[pod.key], terms=report.explain_full))
     lines.append("")
     lines.extend(node_lines(report.node_selection()))
     if report.devices is not None:
@@ -361,25 +376,26 @@ def node_lines(selection: NodeSelection) -> list[str]:
     return lines
 
 
-def explain_lines(history: PodHistory, indent: str = "    ") -> list[str]:
+def explain_lines(history: PodHistory, indent: str = "    ", terms: bool = False) -> list[str]:
     """Table ``--explain`` for one pod, from its last cycle: the best nodes by total, one column
-    each, with every score rule's normalised value and the total; then the nodes filtered out,
-    grouped by reason (a node failing with two reasons is under both)."""
+    each, with every score rule's normalised value and the total (and with ``terms``,
+    ``--explain-full``'s, the lets each score built from them read there); then the nodes filtered
+    out, grouped by reason (a node failing with two reasons is under both)."""
     last = history.last
     if last is None:  # gated, or never reached: the message says why
         return []
     group = [f"{indent}{line}" for line in last.group_detail.lines()] if last.group_detail is not None else []
-    return group + _walk_lines(last, indent)
+    return group + _walk_lines(last, indent, terms)
 
 
-def _walk_lines(last: CycleResult, indent: str) -> list[str]:
+def _walk_lines(last: CycleResult, indent: str, terms: bool) -> list[str]:
     explanation = last.explanation
     if explanation is None or (not explanation.scored and not explanation.filtered):
         if last.node is not None:  # a nominated node that still fits is taken without a look at others
             return [f"{indent}its last cycle evaluated only its nominated node {last.node}, which fit"]
         return [f"{indent}no node was evaluated"]
     if explanation.scored:
-        lines = _score_lines(last, explanation, indent)
+        lines = _score_lines(last, explanation, indent, terms)
     else:
         lines = [f"{indent}scores: no node passed the filters"]
     if explanation.filtered:
@@ -400,7 +416,7 @@ def _walk_lines(last: CycleResult, indent: str) -> list[str]:
     return lines
 
 
-def _score_lines(last: CycleResult, explanation: Explanation, indent: str) -> list[str]:
+def _score_lines(last: CycleResult, explanation: Explanation, indent: str, terms: bool) -> list[str]:
     # highest total first; among equal totals the node chosen (the tie draw's winner), then by name
     top = explanation.best[:EXPLAIN_TOP_NODES]
     scored = explanation.scored
@@ -411,11 +427,18 @@ def _score_lines(last: CycleResult, explanation: Explanation, indent: str) -> li
     if any(n.load is not None for n in top):  # the node load the rules read, and its age
         keys = list(dict.fromkeys(k for n in top for k in (n.load or {})))
         table.extend((f"  load {key}", *(_load_value(key, n.load) for n in top)) for key in keys)
+    for rule in dict.fromkeys(r for n in top for r in (n.terms or {}) if terms):  # the lets a score read
+        lets = list(dict.fromkeys(t.name for n in top for t in (n.terms or {}).get(rule, ())))
+        table.extend((f"  {rule}: {name}", *(_term_value(n.terms, rule, name) for n in top)) for name in lets)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return [
         indent + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
         for row in table
     ]
+
+
+def _term_value(terms: Mapping[str, tuple[Term, ...]] | None, rule: str, name: str) -> str:
+    return next((t.value for t in (terms or {}).get(rule, ()) if t.name == name), "-")
 
 
 def _load_value(key: str, load: Mapping[str, float] | None) -> str:

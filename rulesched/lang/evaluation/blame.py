@@ -241,4 +241,6 @@ def _plain(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return str(value)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):  # a table's row (a let over a table)
+        return "(" + ", ".join(_plain(v) for v in value[:4]) + (", ...)" if len(value) > 4 else ")")
     return type(value).__name__

@@ -24,6 +24,7 @@ Next stage: :mod:`rulesched.lang.evaluation.bound` (a binding, evaluated per nod
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 import threading
 from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
@@ -48,6 +49,7 @@ from rulesched.lang.evaluation.compile import CompiledRule, compile_rules
 from rulesched.lang.evaluation.domain_values import DomainValues
 from rulesched.lang.evaluation.prechecks import prechecks
 from rulesched.lang.evaluation.stages import NodeMemos, Staged
+from rulesched.lang.evaluation.terms import ScoreTerms
 from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import CheckedRules
@@ -69,6 +71,11 @@ COSTLY_STEPS = 5_000
 
 class RuleSet:
     """A checked, compiled set of rules; read-only once built (a reload builds a new one)."""
+
+    @functools.cached_property
+    def score_terms(self) -> ScoreTerms:
+        """The lets each node score reads, for explanations (built when first asked)."""
+        return ScoreTerms(self.checked)
 
     def __init__(
         self, checked: CheckedRules, files: Sequence[str] = (), digest: str | None = None, shadow_only: bool = False
