@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rulesched.cluster.cow import CopyOnWrite
@@ -27,7 +28,7 @@ from rulesched.model import Pod
 from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid
-from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools
+from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools, PooledMap, PooledSet
 from rulesched.semantics.dra_extended import extended_view
 from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
 
@@ -41,18 +42,29 @@ class _Held:
 
     def __init__(self) -> None:
         self.whole: dict[DeviceID, int] = {}  # allocated whole, by how many claims
-        self.shares: dict[tuple[str, str, str, str], int] = {}
         self.consumed: dict[DeviceID, dict[str, int]] = {}
         self.holders: dict[DeviceID, int] = {}  # allocations naming the device (admin access too)
+        # the same per pool (driver, pool): counts of the devices allocated whole and of the shares
+        self._pool_whole: dict[tuple[str, str], dict[DeviceID, int]] = {}
+        self._pool_shares: dict[tuple[str, str], dict[tuple[str, str, str, str], int]] = {}
+        # ... and frozen: the devices allocated whole, the shares, the devices shared, the
+        # capacity the shares consume (a pool's remade when a claim changes it)
+        self._whole: dict[tuple[str, str], frozenset[DeviceID]] = {}
+        self._shares: dict[tuple[str, str], frozenset[tuple[str, str, str, str]]] = {}
+        self._shared_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
+        self._consumed: dict[tuple[str, str], Mapping[DeviceID, Mapping[str, int]]] = {}
 
     def count(self, alloc: Allocation, sign: int) -> None:
+        pools: set[tuple[str, str]] = set()
         for r in alloc.devices:
             device = r.device_id
             _bump(self.holders, device, sign)
             if r.admin_access:
                 continue
+            pool = (device[0], device[1])
+            pools.add(pool)
             if r.share_id:
-                _bump(self.shares, (*device, r.share_id), sign)
+                _bump(self._pool_shares.setdefault(pool, {}), (*device, r.share_id), sign)
                 if r.consumed_capacity:
                     used = self.consumed.setdefault(device, {})
                     for name, amount in r.consumed_capacity.items():
@@ -61,14 +73,42 @@ class _Held:
                         del self.consumed[device]
             else:
                 _bump(self.whole, device, sign)
+                _bump(self._pool_whole.setdefault(pool, {}), device, sign)
+        for pool in pools:
+            self._freeze(pool)
+
+    def _freeze(self, pool: tuple[str, str]) -> None:
+        """Pool ``pool``'s frozen parts made again from its counts (a pool: a node's few devices)."""
+        whole = self._pool_whole.get(pool)
+        shares = self._pool_shares.get(pool)
+        _put(self._whole, pool, frozenset(whole) if whole else None)
+        _put(self._shares, pool, frozenset(shares) if shares else None)
+        devices = {s[:3] for s in shares} if shares else set()
+        _put(self._shared_devices, pool, frozenset(devices) if devices else None)
+        consumed = {d: MappingProxyType(dict(self.consumed[d])) for d in devices if d in self.consumed}
+        _put(self._consumed, pool, MappingProxyType(consumed) if consumed else None)
 
     def allocated(self) -> AllocatedState:
+        """The allocator's view: a copy of the per-pool tables (one entry a pool), not of every
+        device held (each pool's parts are frozen and remade when a claim changes it)."""
         return AllocatedState(
-            frozenset(self.whole), frozenset(self.shares), {d: dict(c) for d, c in self.consumed.items()}
+            PooledSet(dict(self._whole)),
+            PooledSet(dict(self._shares)),
+            PooledMap(dict(self._consumed)),
+            PooledSet(dict(self._shared_devices)),
         )
 
     def use(self) -> DeviceUse:
-        return DeviceUse(dict(self.holders), frozenset(self.whole), {d: dict(c) for d, c in self.consumed.items()})
+        """What the claims hold now, read in place (valid until the next change: the store works
+        node.devices out from it at once, see DraCache.refresh)."""
+        return DeviceUse(self.holders, self.whole.keys(), self.consumed)
+
+
+def _put(table: dict[Any, Any], key: Any, value: Any) -> None:
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value
 
 
 def _bump(counts: dict[Any, int], key: Any, sign: int) -> None:
@@ -103,6 +143,9 @@ class DraCache:
         self.pools: dict[str, NodePools] = {}
         self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
         self._mappings: dict[str, Any] = {}  # assumed pod key -> its extended claim's request mappings
+        # the slices, those of each node and those naming none (node.devices' refresh; kept
+        # until the slices change)
+        self._slices: tuple[list[Any], dict[str, list[Any]], list[Any]] | None = None
         self.allocates = True  # False: kube-scheduler allocates (the extender; DraState.allocates)
 
     @property
@@ -152,6 +195,7 @@ class DraCache:
             self.classes_changed = True  # (Filter's verdicts read the classes: every node's may move)
         elif kind == "slices":
             self.pools = {}
+            self._slices = None
             for s in (self._maps["slices"].get(key), value):
                 if s is not None:
                     self.mark(s.node_name or None)
@@ -180,27 +224,30 @@ class DraCache:
                 self.mark(node)
 
     def refresh(self, nodes: Mapping[str, Any]) -> dict[str, tuple[NodeDevice, ...]]:
-        """node.devices afresh for the marked nodes (``nodes``: node name -> Node)."""
+        """node.devices afresh for the marked nodes (``nodes``: node name -> its NodeInfo, whose
+        ``node`` is the Node)."""
         dirty = self.dirty
         names = list(nodes) if dirty is None else [n for n in dirty if n in nodes]
         self.dirty = set()
         if not names:
             return {}
-        state = self.state
-        slices = list(state.slices.values())
+        if self._slices is None:
+            slices = list(self.state.slices.values())
+            on_node: dict[str, list[Any]] = {}
+            shared = []
+            for s in slices:
+                if s.node_name:
+                    on_node.setdefault(s.node_name, []).append(s)
+                else:
+                    shared.append(s)
+            self._slices = (slices, on_node, shared)
+        slices, on_node, shared = self._slices
         if self._use is None:
             self._use = self._held.use()
         use = self._use
-        on_node: dict[str, list[Any]] = {}
-        shared = []
-        for s in slices:
-            if s.node_name:
-                on_node.setdefault(s.node_name, []).append(s)
-            else:
-                shared.append(s)
         out = {}
         for name in names:
-            views = node_devices(nodes[name], on_node.get(name, []) + shared, slices, use) if slices else ()
+            views = node_devices(nodes[name].node, on_node.get(name, []) + shared, slices, use) if slices else ()
             for view in views:
                 self._seen_on.setdefault(view.id, set()).add(name)
             out[name] = views
@@ -210,6 +257,7 @@ class DraCache:
         """Replace every DRA object (a load from files)."""
         self.dirty = None
         self.pools = {}
+        self._slices = None
         for kind in DRA_KINDS:
             self._maps[kind] = dict(getattr(state, kind))
             self._cow.made_now(f"dra_{kind}")

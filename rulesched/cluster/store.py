@@ -144,7 +144,7 @@ class ClusterStore:
         that came with a pod placed on the node is in the pod journal, which tells the engine's
         tables which rows to recompute; any other (slices, claims changed by others) counts as a
         change of the nodes, after which the engine starts afresh."""
-        fresh = self.dra.refresh({name: info.node for name, info in self._nodes.by_name.items()})
+        fresh = self.dra.refresh(self._nodes.by_name)
         covered, self.dra.covered = self.dra.covered, set()
         beyond, self.dra.classes_changed = self.dra.classes_changed, False
         for name, views in fresh.items():

@@ -17,6 +17,7 @@ message and the node statuses preemption reads.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,22 +158,43 @@ class KnownFailures:
     questions (the FailedScheduling diagnosis, preemption's node statuses) to read instead of
     asking each node again: each row's first failing filter (``failed``), its reasons
     (``reasons``, one :class:`GroupReasons` per group) and, asked once per group, whether it is
-    unresolvable there."""
+    unresolvable there. ``memo``: given a filter's index, the answers its class keeps per row
+    across walks (-1: not known; :meth:`rulesched.engine.NodeTable.unresolvable_memo`), or None;
+    rows known there are read, the others asked and written back."""
 
-    __slots__ = ("bound", "cols", "failed", "reasons", "_unresolvable", "_where")
+    __slots__ = ("bound", "cols", "failed", "reasons", "_unresolvable", "_where", "_memo")
 
     def __init__(
-        self, bound: BoundRules, cols: NodeColumns, failed: list[FailedRows], reasons: list[GroupReasons]
+        self,
+        bound: BoundRules,
+        cols: NodeColumns,
+        failed: list[FailedRows],
+        reasons: list[GroupReasons],
+        memo: Callable[[int], npt.NDArray[np.int8] | None] | None = None,
     ) -> None:
         self.bound, self.cols, self.failed, self.reasons = bound, cols, failed, reasons
         self._unresolvable: list[npt.NDArray[np.bool_] | None] = [None] * len(failed)
         self._where: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None = None
+        self._memo = memo
 
     def unresolvable(self, i: int) -> npt.NDArray[np.bool_]:
         """:func:`unresolvable_rows` of group ``i`` (evaluated the first time only)."""
         found = self._unresolvable[i]
         if found is None:
-            found = self._unresolvable[i] = unresolvable_rows(self.bound, self.cols, self.failed[i])
+            group = self.failed[i]
+            kept = self._memo(group.index) if self._memo is not None else None
+            if kept is None:
+                found = unresolvable_rows(self.bound, self.cols, group)
+            else:
+                known = kept[group.rows]  # (a copy: fancy indexing)
+                todo = known < 0
+                if todo.any():
+                    asked = FailedRows(group.index, group.filter, group.rows[todo])
+                    answers = unresolvable_rows(self.bound, self.cols, asked)
+                    known[todo] = answers
+                    kept[asked.rows] = answers
+                found = known.astype(bool)
+            self._unresolvable[i] = found
         return found
 
     def free(self, resource: str, rows: Rows) -> npt.NDArray[Any]:

@@ -156,6 +156,10 @@ class NodeTable:
         self._checked = np.zeros(n, dtype=bool)  # the cached filters' outcome is known
         self._fits = np.zeros(n, dtype=bool)  # ... and it is a pass
         self._scored = np.zeros(n, dtype=bool)  # the steady score vector is known
+        # per cached filter (its index): each row's ``unresolvable`` answer where the node fails
+        # it first (-1: not known), for the statuses preemption reads after a walk found no node
+        # (a replay that fills the cluster fails many pods of a class, one node changed between)
+        self._unresolvable: dict[int, npt.NDArray[np.int8]] = {}
         # Steady scores kept in the narrowest integer type that holds every one computed so far
         # (int16 first: scores are mostly 0-100): at 100 000 nodes a table is then 1.9 MB, not
         # 7.5, and the tables of a few hundred interleaved classes fit (see cycle.tables_for).
@@ -184,6 +188,7 @@ class NodeTable:
             self._token = bound.token
             self._checked[:] = False
             self._scored[:] = False
+            self._unresolvable.clear()
         if snapshot.pod_position != self._position:
             stale: Rows | list[int] | None
             if self._store is not None and snapshot.pod_position - self._position > FEW_CHANGES:
@@ -194,9 +199,12 @@ class NodeTable:
             if stale is None:
                 self._checked[:] = False
                 self._scored[:] = False
+                self._unresolvable.clear()
             else:
                 self._checked[stale] = False
                 self._scored[stale] = False
+                for known in self._unresolvable.values():
+                    known[stale] = -1
             self._position = snapshot.pod_position
 
     def release(self) -> None:
@@ -393,6 +401,24 @@ class NodeTable:
         if self._store is None:
             return None
         return first_failures(self.bound, self._columns(), self._rows, self._shared())
+
+    def unresolvable_memo(self, index: int, snapshot: Snapshot) -> npt.NDArray[np.int8] | None:
+        """Filter ``index``'s kept ``unresolvable`` answers, one per row (-1: not known; the
+        caller fills in what it works out on ``snapshot``'s nodes); None when the table is no
+        longer synced to ``snapshot`` (a later walk moved it on) or for a dynamic filter
+        (evaluated afresh for every node)."""
+        if (
+            snapshot.history is not self._history
+            or snapshot.node_generation != self._generation
+            or snapshot.pod_position != self._position
+            or self.bound.token is not self._token
+            or index in self.bound.dynamic_indices
+        ):
+            return None
+        found = self._unresolvable.get(index)
+        if found is None:
+            found = self._unresolvable[index] = np.full(len(self._nodes), -1, dtype=np.int8)
+        return found
 
     def first_failing(self, rows: Rows) -> npt.NDArray[np.intp]:
         """For each row, the index (in ``bound.filters``) of the first filter its node fails,

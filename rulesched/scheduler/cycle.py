@@ -288,7 +288,7 @@ class Cycle:
                 kept: list[GroupReasons] = []
                 reasons, rejected_by = reason_counts(bound, cols, failed, kept)
                 result.reasons.update(reasons)
-                known = KnownFailures(bound, cols, failed, kept)
+                known = KnownFailures(bound, cols, failed, kept, lambda i: table.unresolvable_memo(i, snapshot))
                 self._failed = (bound, snapshot.history, snapshot.pod_position, snapshot.node_generation, known)
             if check is not None:
                 result.reasons.update(_reserved_reasons(check, bound, snapshot, rejected_by))

@@ -388,7 +388,7 @@ class _Run:
 
     def _capacity_in_use(self, device: DeviceID) -> bool:
         state = self.a.allocated
-        if device in state.capacity or any(s[:3] == device for s in state.shared):
+        if device in state.capacity or device in state.shared_devices:
             return True
         return device in self.allocating_capacity
 

@@ -9,7 +9,8 @@ search), then :mod:`rulesched.semantics.dra` (the search).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,15 +32,82 @@ class AllocationError(Exception):
 @dataclass(frozen=True, slots=True)
 class AllocatedState:
     """What other claims hold (upstream's AllocatedState): devices allocated whole, the shares of
-    shareable devices, and the capacity those shares consume, per device."""
+    shareable devices, and the capacity those shares consume, per device. ``shared_devices``: the
+    devices some share holds (worked out from ``shared`` when not given), so that asking whether
+    a device is in use does not walk every share in the cluster."""
 
-    devices: frozenset[DeviceID] = frozenset()
-    shared: frozenset[tuple[str, str, str, str]] = frozenset()
+    devices: AbstractSet[DeviceID] = frozenset()
+    shared: AbstractSet[tuple[str, str, str, str]] = frozenset()
     capacity: Mapping[DeviceID, Mapping[str, int]] = field(default_factory=dict)
+    shared_devices: AbstractSet[DeviceID] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.shared and not self.shared_devices:
+            object.__setattr__(self, "shared_devices", frozenset(s[:3] for s in self.shared))
 
     def in_use(self, device: DeviceID) -> bool:
         """IsDeviceAllocated: allocated whole or in part."""
-        return device in self.devices or device in self.capacity or any(s[:3] == device for s in self.shared)
+        return device in self.devices or device in self.capacity or device in self.shared_devices
+
+
+class PooledSet(AbstractSet[Any]):
+    """A set of device ids (or share ids: a device id and more) kept as one frozen set per pool
+    (driver, pool): the store's counts of what claims hold change a pool at a time (a node's few
+    devices), so a new state copies the table of pools, not every device held in the cluster
+    (:mod:`rulesched.cluster.dra`). Set operations give plain frozensets."""
+
+    __slots__ = ("_by_pool", "_len")
+
+    def __init__(self, by_pool: Mapping[tuple[str, str], AbstractSet[Any]]) -> None:
+        self._by_pool = by_pool
+        self._len = -1  # (counted when asked)
+
+    @classmethod
+    def _from_iterable(cls, it: Iterable[Any]) -> frozenset[Any]:
+        return frozenset(it)
+
+    def __contains__(self, item: object) -> bool:
+        found = self._by_pool.get(item[:2]) if isinstance(item, tuple) else None
+        return found is not None and item in found
+
+    def __iter__(self) -> Iterator[Any]:
+        for part in self._by_pool.values():
+            yield from part
+
+    def __len__(self) -> int:
+        if self._len < 0:
+            self._len = sum(len(s) for s in self._by_pool.values())
+        return self._len
+
+
+class PooledMap(Mapping[DeviceID, Mapping[str, int]]):
+    """A device id -> amounts map kept as one frozen map per pool (see :class:`PooledSet`)."""
+
+    __slots__ = ("_by_pool", "_len")
+
+    def __init__(self, by_pool: Mapping[tuple[str, str], Mapping[DeviceID, Mapping[str, int]]]) -> None:
+        self._by_pool = by_pool
+        self._len = -1  # (counted when asked)
+
+    def __getitem__(self, key: DeviceID) -> Mapping[str, int]:
+        return self._by_pool[key[:2]][key]
+
+    def __contains__(self, key: object) -> bool:
+        found = self._by_pool.get(key[:2]) if isinstance(key, tuple) else None
+        return found is not None and key in found
+
+    def get(self, key: DeviceID, default: Any = None) -> Any:
+        found = self._by_pool.get(key[:2])
+        return default if found is None else found.get(key, default)
+
+    def __iter__(self) -> Iterator[DeviceID]:
+        for part in self._by_pool.values():
+            yield from part
+
+    def __len__(self) -> int:
+        if self._len < 0:
+            self._len = sum(len(m) for m in self._by_pool.values())
+        return self._len
 
 
 NOTHING_ALLOCATED = AllocatedState()

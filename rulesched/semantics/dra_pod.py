@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -516,7 +517,7 @@ class DeviceUse:
     it whole, and the capacity shares consume."""
 
     claims: Mapping[DeviceID, int]
-    whole: frozenset[DeviceID]
+    whole: AbstractSet[DeviceID]
     consumed: Mapping[DeviceID, Mapping[str, int]]
 
 

@@ -288,6 +288,11 @@ class BoundRules:
         return None if found is None else found[1]
 
     @property
+    def dynamic_indices(self) -> frozenset[int]:
+        """The indexes (in :attr:`filters`) of the filters evaluated afresh for every node."""
+        return self._dynamic_set
+
+    @property
     def dynamic_filters(self) -> tuple[BoundFilter, ...]:
         """Filters evaluated afresh for every node, in rule order."""
         return tuple(self.filters[i] for i in self._dynamic)
