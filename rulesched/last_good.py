@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rulesched.errors import ConflictError, NotFoundError
-from rulesched.kube.api import CONFIGMAPS, KubeApi
+from rulesched.kube.api import KubeApi
+from rulesched.kube.resources import CONFIGMAPS
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rulesched.cluster.store import ClusterStore
-from rulesched.kube.api import (
+from rulesched.kube.api import KubeApi
+from rulesched.kube.informer import Delta, Informer, Reachability, shared_reachability
+from rulesched.kube.resources import (
     CSINODES,
     DEVICE_CLASSES,
     DEVICE_TAINT_RULES,
@@ -49,10 +51,8 @@ from rulesched.kube.api import (
     SERVICES,
     STATEFUL_SETS,
     STORAGE_CLASSES,
-    KubeApi,
     Resource,
 )
-from rulesched.kube.informer import Delta, Informer, Reachability, shared_reachability
 from rulesched.model import Node, Pod
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
 from rulesched.model.decode_dra import (

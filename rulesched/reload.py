@@ -41,8 +41,9 @@ from typing import Any
 import watchfiles
 
 from rulesched.errors import ConfigError, KubeError, NotFoundError, RulesError
-from rulesched.kube.api import CONFIGMAPS, KubeApi, Scope
+from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta, Informer
+from rulesched.kube.resources import CONFIGMAPS, Scope
 from rulesched.lang import (
     Diagnostic,
     RuleSet,

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rulesched.errors import KubeError, NotFoundError, UnavailableError
-from rulesched.kube.api import PODS, KubeApi
+from rulesched.kube.api import KubeApi
+from rulesched.kube.resources import PODS
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args, preemption_args
 from tests.helpers.kube import EXTENDER_NODES as NODES

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from rulesched.errors import ConflictError, GoneError, NotFoundError, TooManyRequestsError, UnavailableError
-from rulesched.kube.api import NODES, PDBS, PODS, KubeApi
+from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Backoff, Delta, Informer, object_key
+from rulesched.kube.resources import NODES, PDBS, PODS
 from tests.apiserver import TestApiServer
 
 
@@ -238,7 +239,7 @@ def test_an_optional_resource_the_server_does_not_serve_is_none(server: TestApiS
     """DeviceTaintRules are served at resource.k8s.io/v1 from 1.37 only: an optional resource's
     404 reads as none (synced, nothing delivered, asked again later), so `run` gets ready on an
     older server; a resource that is not optional keeps retrying (never synced)."""
-    from rulesched.kube.api import Resource
+    from rulesched.kube.resources import Resource
 
     missing = Resource("DeviceTaintRule", "/apis/resource.k8s.io/v1", "nosuchrules", False)
     optional = Resource("DeviceTaintRule", "/apis/resource.k8s.io/v1", "nosuchrules", False, optional=True)

@@ -453,7 +453,8 @@ def test_only_a_replica_that_may_record_writes_the_record(server: TestApiServer,
 def test_record_writes_are_conditional_on_the_version_they_read(server: TestApiServer, tmp_path: Path) -> None:
     """Another replica writes the record between this one's read and its write: the write gets
     409 from the server, reads again and writes over the newer version, never blindly."""
-    from rulesched.kube.api import CONFIGMAPS, KubeApi
+    from rulesched.kube.api import KubeApi
+    from rulesched.kube.resources import CONFIGMAPS
     from rulesched.last_good import LastGoodRecord
 
     kubeconfig = server.kubeconfig(str(tmp_path / "kubeconfig"))

@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError
-from rulesched.kube.api import RESOURCE_CLAIMS, KubeApi
+from rulesched.kube.api import KubeApi
+from rulesched.kube.resources import RESOURCE_CLAIMS
 from rulesched.model.dra import FINALIZER, Allocation, DeviceToleration, ResourceClaim
 from rulesched.model.objects import NodeSelectorTerm
 from rulesched.model.quantity import format_quantity

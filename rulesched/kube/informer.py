@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.errors import GoneError, KubeError, UnavailableError
-from rulesched.kube.api import KubeApi, Resource, Scope
+from rulesched.kube.api import KubeApi
+from rulesched.kube.resources import Resource, Scope
 
 log = logging.getLogger(__name__)
 WATCH_FLOOR = 0.1  # seconds between the starts of two watches of one informer, at least

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from rulesched.errors import InputError
-from rulesched.kube.api import NODE_METRICS, KubeApi
+from rulesched.kube.api import KubeApi
+from rulesched.kube.resources import NODE_METRICS
 from rulesched.model.decode_load import decode_node_metrics
 from rulesched.model.load import NodeUsage
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.errors import KubeError
-from rulesched.kube.api import PVCS, PVS, KubeApi, Resource
+from rulesched.kube.api import KubeApi
+from rulesched.kube.resources import PVCS, PVS, Resource
 from rulesched.model.storage import SELECTED_NODE, StorageState
 from rulesched.semantics.volume_binding import Decision
 

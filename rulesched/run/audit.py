@@ -39,8 +39,9 @@ from rulesched.errors import (
     TooManyRequestsError,
     UnavailableError,
 )
-from rulesched.kube.api import POLICY_REPORTS, KubeApi
+from rulesched.kube.api import KubeApi
 from rulesched.kube.informer import Delta, Reachability
+from rulesched.kube.resources import POLICY_REPORTS
 from rulesched.lang import RuleSet
 from rulesched.mirror import Mirror
 from rulesched.scheduler.audit import AuditReport, PodAudit, audit

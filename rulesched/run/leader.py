@@ -34,7 +34,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rulesched.errors import ConfigError, ConflictError, KubeError, NotFoundError
-from rulesched.kube.api import LEASES, KubeApi
+from rulesched.kube.api import KubeApi
+from rulesched.kube.resources import LEASES
 
 log = logging.getLogger(__name__)
 

@@ -46,16 +46,10 @@ from rulesched.config import host_port
 from rulesched.engine import EngineSettings
 from rulesched.errors import ConfigError, InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
-from rulesched.kube.api import (
-    PODGROUPS,
-    WORKLOAD_API_GROUP,
-    KubeApi,
-    Resource,
-    composite_pod_groups,
-    workload_pod_groups,
-)
+from rulesched.kube.api import KubeApi
 from rulesched.kube.claims import claim_writes
 from rulesched.kube.informer import Delta
+from rulesched.kube.resources import PODGROUPS, WORKLOAD_API_GROUP, Resource, composite_pod_groups, workload_pod_groups
 from rulesched.kube.volumes import writes_for
 from rulesched.lang import RuleSet, RulesHandle, startup_warning
 from rulesched.loadsources.poller import LoadSources

@@ -29,8 +29,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from rulesched.errors import KubeError, UnavailableError
-from rulesched.kube.api import EVENTS, PODS, KubeApi, binding_body, event_body
+from rulesched.kube.api import KubeApi, binding_body, event_body
 from rulesched.kube.channel import Channel
+from rulesched.kube.resources import EVENTS, PODS
 from rulesched.run.workers import Outcome, Target, failed_binding, reference, scheduled_note
 
 log = logging.getLogger(__name__)

@@ -35,8 +35,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
-from rulesched.kube.api import PODGROUPS, PODS, KubeApi, workload_pod_groups
+from rulesched.kube.api import KubeApi
 from rulesched.kube.claims import ClaimWrite, deallocate_claim, delete_claim, release_claims, write_claims
+from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
 from rulesched.model.groups import PodGroup
