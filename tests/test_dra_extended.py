@@ -323,40 +323,7 @@ def test_a_pod_preempts_for_devices_an_extended_claim_holds(tmp_path: Path, caps
     """A running pod's extended-resource claim holds n1's only GPU; a pod of higher priority
     asking `example.com/gpu` evicts it (its claim released: tests/test_dra_preemption.py's
     semantics) and gets the device."""
-    held = {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {
-            "name": "low-extended-resources-abcde",
-            "namespace": "default",
-            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
-        },
-        "spec": {
-            "devices": {
-                "requests": [{"name": "container-0-request-1", "exactly": {"deviceClassName": "gpu.example.com"}}]
-            }
-        },
-        "status": {
-            "allocation": {
-                "devices": {
-                    "results": [
-                        {
-                            "request": "container-0-request-1",
-                            "driver": "gpu.example.com",
-                            "pool": "n1",
-                            "device": "gpu-0",
-                        }
-                    ]
-                },
-                "nodeSelector": {
-                    "nodeSelectorTerms": [
-                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
-                    ]
-                },
-            },
-            "reservedFor": [{"resource": "pods", "name": "low", "uid": "uid-low"}],
-        },
-    }
+    held = _extended_claim("low-extended-resources-abcde", "low", "uid-low", owned=False)
     items = [GPU_CLASS, _node("n1"), _slice("n1", 1), held]
     items += [_pod("low", node="n1", claim="low-extended-resources-abcde"), _pod("high", priority=100)]
     rows = _run(tmp_path, items, capsys)
@@ -469,20 +436,22 @@ def test_the_extender_leaves_dra_served_extended_resources_to_kube_scheduler(
 # --- a claim an earlier attempt left ---------------------------------------------------------
 
 
-def _earlier(name: str) -> dict[str, Any]:
-    """The claim an earlier attempt made for pod p's `example.com/gpu` (a scheduler that died
-    between making it and binding the pod): annotated, owned by p, allocated n1's gpu-0,
-    reserved for p."""
+def _extended_claim(name: str, pod: str, uid: str, owned: bool = True) -> dict[str, Any]:
+    """An extended-resource claim as the scheduler makes one: annotated, allocated n1's gpu-0,
+    reserved for POD; with ``owned``, controlled by POD and protected by the finalizer (as one an
+    earlier attempt left)."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": "default",
+        "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+    }
+    if owned:
+        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid, "controller": True}]
+        metadata["finalizers"] = ["resource.kubernetes.io/delete-protection"]
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uid-p", "controller": True}],
-            "finalizers": ["resource.kubernetes.io/delete-protection"],
-        },
+        "metadata": metadata,
         "spec": {
             "devices": {
                 "requests": [{"name": "container-0-request-1", "exactly": {"deviceClassName": "gpu.example.com"}}]
@@ -506,9 +475,16 @@ def _earlier(name: str) -> dict[str, Any]:
                     ]
                 },
             },
-            "reservedFor": [{"resource": "pods", "name": "p", "uid": "uid-p"}],
+            "reservedFor": [{"resource": "pods", "name": pod, "uid": uid}],
         },
     }
+
+
+def _earlier(name: str) -> dict[str, Any]:
+    """The claim an earlier attempt made for pod p's `example.com/gpu` (a scheduler that died
+    between making it and binding the pod): annotated, owned by p, allocated n1's gpu-0,
+    reserved for p."""
+    return _extended_claim(name, "p", "uid-p")
 
 
 @pytest.mark.parametrize("named_in_status", [False, True], ids=["by-its-name", "named-in-status"])

@@ -12,7 +12,8 @@ Next stage: :mod:`rulesched.lang.evaluation.compile`.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
@@ -248,28 +249,14 @@ class _Checker:
         for name in graph.in_cycle:
             self.types.let_types[name] = (ANY, frozenset())
         for name in graph.order:
-            depth = graph.depth[name]
-            if depth > MAX_EXPANDED_DEPTH:  # not typed (see run); reported where a chain first gets too deep
+            # Lets past a limit are not typed (see run); each is reported where a chain first
+            # passes it, not at every let built on that one.
+            over = next((limit for limit in LET_LIMITS if limit.measure(graph)[name] > limit.most), None)
+            if over is not None:
                 self.types.let_types[name] = (ANY, frozenset())
-                if all(graph.depth[u] <= MAX_EXPANDED_DEPTH for u in graph.uses[name]):
+                if all(over.measure(graph)[u] <= over.most for u in graph.uses[name]):
                     self.types.error(
-                        "too-deep",
-                        f"let '{name}' nests {depth} levels deep with the lets it uses; the limit is "
-                        f"{MAX_EXPANDED_DEPTH}",
-                        self.lets[name].value,
-                        "compute it from fewer lets in a chain",
-                    )
-                continue
-            size = graph.size[name]
-            if size > MAX_EXPANDED_SIZE:  # as too deep: reported where a chain first gets too large
-                self.types.let_types[name] = (ANY, frozenset())
-                if all(graph.size[u] <= MAX_EXPANDED_SIZE for u in graph.uses[name]):
-                    self.types.error(
-                        "too-large",
-                        f"let '{name}' holds {_count(size)} expressions with the lets it uses; the limit is "
-                        f"{MAX_EXPANDED_SIZE:,}",
-                        self.lets[name].value,
-                        "use each let fewer times in the next (a let used twice in each link doubles)",
+                        over.code, over.message(name, over.measure(graph)[name]), self.lets[name].value, over.hint
                     )
                 continue
             scope = Scope(dict(schema.BODY_VARIABLES["preempt"]), where=f"let '{name}'")
@@ -307,3 +294,36 @@ class _Checker:
 
 def _count(n: int) -> str:
     return f"{n:,}" if n < 10**18 else "more than 10^18"
+
+
+@dataclass(frozen=True)
+class LetLimit:
+    """One bound on a let with the lets it uses substituted (lets.py measures both)."""
+
+    code: str
+    most: int
+    measure: Callable[[LetGraph], Mapping[str, int]]
+    message: Callable[[str, int], str]
+    hint: str
+
+
+LET_LIMITS = (
+    LetLimit(
+        "too-deep",
+        MAX_EXPANDED_DEPTH,
+        lambda graph: graph.depth,
+        lambda name, depth: (
+            f"let '{name}' nests {depth} levels deep with the lets it uses; the limit is {MAX_EXPANDED_DEPTH}"
+        ),
+        "compute it from fewer lets in a chain",
+    ),
+    LetLimit(
+        "too-large",
+        MAX_EXPANDED_SIZE,
+        lambda graph: graph.size,
+        lambda name, size: (
+            f"let '{name}' holds {_count(size)} expressions with the lets it uses; the limit is {MAX_EXPANDED_SIZE:,}"
+        ),
+        "use each let fewer times in the next (a let used twice in each link doubles)",
+    ),
+)
