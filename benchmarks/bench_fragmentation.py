@@ -12,9 +12,11 @@ arrived requests reach 130% (the paper's Fig. 9(a) and its tables), with the cur
 Prints a table (mean ± standard deviation over the seeds, [min-max]) beside the paper's figure
 for the same trace and policy (from its simulator's expected results, when cached: see
 openb.py), and writes to --out (default /tmp/rulesched-fragmentation): `results.json` (every
-run: final and at-130% allocation, failed pods, fragmentation at the end, GPUs by model, the
-curve sampled at each whole percent of arrival) and `allocation.png` (the curve per policy on
-each trace, ours solid, the paper's dashed; needs matplotlib: `pip install -e '.[bench]'`).
+run: final and at-130% allocation, failed pods, fragmentation at the end in GPU milli (the
+reference model's against the trace's typical pods, a rules run's as `simulate` reports it,
+against the arrivals'), GPUs by model, the curve sampled at each whole percent of arrival) and
+`allocation.png` (the curve per policy on each trace, ours solid, the paper's dashed; needs
+matplotlib: `pip install -e '.[bench]'`).
 
 Runs go to `--jobs` worker processes (default 2: the machine has 2 cores), each under `nice 10`.
 `--tie rank` breaks ties as the paper's simulator does (a seeded node order), `--tie random` as
@@ -155,11 +157,13 @@ def rule_files(policy: str) -> tuple[str, ...]:
 def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run) -> fgd_reference.Outcome:
     """The workload through `rulesched simulate` with the rule set `run.policy` (see
     place_with_rules). With `--gpus dra` a placed pod counts `num_gpu` x `gpu_milli`, as in the
-    paper; with `--gpus extended` `num_gpu` whole GPUs (a shared GPU taken whole)."""
-    placed, _ = place_with_rules(nodes, workload, run)
+    paper; with `--gpus extended` `num_gpu` whole GPUs (a shared GPU taken whole). The
+    fragmentation at the end is simulate's (see simulate_fragmentation)."""
+    placed, report = place_with_rules(nodes, workload, run)
     model = {n.name: n.model for n in nodes}
     total = sum(n.gpus for n in nodes) * openb.MILLI
     out = fgd_reference.Outcome(run.policy, run.seed, total)
+    out.frag_milli = simulate_fragmentation(report)
     for n in nodes:
         out.gpus_by_model.setdefault(n.model, [0, 0])[1] += n.gpus * openb.MILLI
     arrived = allocated = 0
@@ -176,6 +180,18 @@ def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run)
         out.arrived_milli.append(arrived)
         out.allocated_milli.append(allocated)
     return out
+
+
+def simulate_fragmentation(report: Report) -> float:
+    """The GPU milli fragmented at the end, as `simulate` reports it (its devices section:
+    rulesched/simulate/devices.py, the paper's measure against the target workload of the input's
+    own pods, i.e. the arrivals' commonest shapes covering 95% of them; the reference model takes
+    the trace's). 0 when the GPUs are not DRA devices shared by GPU milli (`--gpus extended`)."""
+    devices = report.devices
+    if devices is None or devices.measure != "milli":
+        return 0.0
+    total = devices.total
+    return total.fragmented / total.scale
 
 
 def place_with_rules(
@@ -255,7 +271,8 @@ def unallocated(results: list[RunResult], total_gpus: int) -> str:
             runs = [r for r in results if r.trace == trace and r.policy == policy]
             if runs:
                 left = statistics.mean((100 - r.figure) * total_gpus / 100 for r in runs)
-                parts.append(f"{policy} {left:.0f}")
+                frag = statistics.mean(r.frag_milli for r in runs) / openb.MILLI
+                parts.append(f"{policy} {left:.0f} ({frag:.0f} fragmented at the end)")
         lines.append(f"  {trace}: GPUs left unallocated: " + ", ".join(parts))
     return "\n".join(lines)
 
