@@ -150,26 +150,14 @@ def get(url: str, data: bytes | None = None) -> tuple[float, dict[str, Any]]:
 
 
 def live(args: argparse.Namespace) -> None:
-    from benchmarks.bench_run import ApiServer, cluster_for, free_port, split
+    from benchmarks.bench_run import ApiServer, cluster_for, free_port, split, write_kubeconfig
 
     cluster = cluster_for("mixed", args.nodes, args.nodes // 5, 0)
     nodes, running, _ = split(cluster)
     pods = unfit_pods(args.unfit, args.seed)
     server = ApiServer(nodes, running)
     with tempfile.TemporaryDirectory() as tmp:
-        kubeconfig = Path(tmp) / "kubeconfig"
-        kubeconfig.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "b",
-                    "clusters": [{"name": "b", "cluster": {"server": server.base}}],
-                    "users": [{"name": "b", "user": {"token": "t"}}],
-                    "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
-                }
-            )
-        )
+        kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig", server.base)
         ops = free_port()
         log = open(Path(tmp) / "log", "wb")  # noqa: SIM115 - closed with the process
         scheduler = subprocess.Popen(

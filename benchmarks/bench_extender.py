@@ -26,7 +26,6 @@ import argparse
 import http.client
 import json
 import multiprocessing
-import os
 import random
 import statistics
 import subprocess
@@ -41,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_run import write_kubeconfig  # noqa: E402
 from gen_cluster import full_node, node, pod  # noqa: E402
 
 from tests.extender_client import ExtenderProcess, extender_args  # noqa: E402
@@ -150,19 +150,7 @@ def cache_mode(n: int, args: argparse.Namespace, tmp: str) -> list[tuple[str, di
         post(base + "/_bulk", {"plural": "nodes", "items": [node(i, rng) for i in range(n)]})
         running = [pod(f"running-{i}", "basic", i % 17, f"node-{rng.randrange(n)}", rng) for i in range(n)]
         post(base + "/_bulk", {"plural": "pods", "items": running})
-        kubeconfig = os.path.join(tmp, "kubeconfig")
-        with open(kubeconfig, "w", encoding="utf-8") as f:
-            json.dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "t",
-                    "clusters": [{"name": "t", "cluster": {"server": base}}],
-                    "users": [{"name": "t", "user": {"token": "t"}}],
-                    "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
-                },
-                f,
-            )
+        kubeconfig = str(write_kubeconfig(Path(tmp) / "kubeconfig", base))
         ext = ExtenderProcess("--kubeconfig", kubeconfig, "--rules", args.rules)
         try:
             ext.wait_ready(120)

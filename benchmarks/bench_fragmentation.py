@@ -12,9 +12,11 @@ arrived requests reach 130% (the paper's Fig. 9(a) and its tables), with the cur
 Prints a table (mean ± standard deviation over the seeds, [min-max]) beside the paper's figure
 for the same trace and policy (from its simulator's expected results, when cached: see
 openb.py), and writes to --out (default /tmp/rulesched-fragmentation): `results.json` (every
-run: final and at-130% allocation, failed pods, fragmentation at the end, GPUs by model, the
-curve sampled at each whole percent of arrival) and `allocation.png` (the curve per policy on
-each trace, ours solid, the paper's dashed; needs matplotlib: `pip install -e '.[bench]'`).
+run: final and at-130% allocation, failed pods, fragmentation at the end in GPU milli (the
+reference model's against the trace's typical pods, a rules run's as `simulate` reports it,
+against the arrivals'), GPUs by model, the curve sampled at each whole percent of arrival) and
+`allocation.png` (the curve per policy on each trace, ours solid, the paper's dashed; needs
+matplotlib: `pip install -e '.[bench]'`).
 
 Runs go to `--jobs` worker processes (default 2: the machine has 2 cores), each under `nice 10`.
 `--tie rank` breaks ties as the paper's simulator does (a seeded node order), `--tie random` as
@@ -82,6 +84,7 @@ class Run:
     gpus: str = "dra"  # the rules engine: GPUs as DRA devices, or as the extended resource nvidia.com/gpu
     as_is: bool = False  # the trace's pods once in file order, not the paper's arrivals
     percentage: int = 100  # the rules engine's percentage of nodes to score (0: kube-scheduler's adaptive)
+    target: str = ""  # the reference model: the trace whose typical pods FGD measures against ("": its own)
 
 
 @dataclass
@@ -101,6 +104,7 @@ class RunResult:
     gpus_by_model: dict[str, list[int]]
     curve: dict[int, float]  # arrived % of GPUs -> allocated %
     cpu_seconds: float
+    target: str = ""  # the reference model's target workload: this trace's typical pods ("": its own)
 
 
 def _nice() -> None:
@@ -118,7 +122,8 @@ def run_one(run: Run) -> RunResult:
     if run.as_is:
         workload = openb.Workload(tuple(trace), workload.node_rank, workload.target_milli)
     if run.engine == "reference":
-        out = fgd_reference.replay(nodes, workload, openb.typical_pods(trace), run.policy, run.seed, run.tie)
+        mix = openb.read_pods(openb.find_trace(run.target)) if run.target else trace
+        out = fgd_reference.replay(nodes, workload, openb.typical_pods(mix), run.policy, run.seed, run.tie)
     elif run.engine == "rules":
         out = replay_rules(nodes, workload, run)
     else:
@@ -142,6 +147,7 @@ def run_one(run: Run) -> RunResult:
         gpus_by_model=out.gpus_by_model,
         curve=curve,
         cpu_seconds=round(time.process_time() - start, 2),
+        target=run.target,
     )
 
 
@@ -155,11 +161,13 @@ def rule_files(policy: str) -> tuple[str, ...]:
 def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run) -> fgd_reference.Outcome:
     """The workload through `rulesched simulate` with the rule set `run.policy` (see
     place_with_rules). With `--gpus dra` a placed pod counts `num_gpu` x `gpu_milli`, as in the
-    paper; with `--gpus extended` `num_gpu` whole GPUs (a shared GPU taken whole)."""
-    placed, _ = place_with_rules(nodes, workload, run)
+    paper; with `--gpus extended` `num_gpu` whole GPUs (a shared GPU taken whole). The
+    fragmentation at the end is simulate's (see simulate_fragmentation)."""
+    placed, report = place_with_rules(nodes, workload, run)
     model = {n.name: n.model for n in nodes}
     total = sum(n.gpus for n in nodes) * openb.MILLI
     out = fgd_reference.Outcome(run.policy, run.seed, total)
+    out.frag_milli = simulate_fragmentation(report)
     for n in nodes:
         out.gpus_by_model.setdefault(n.model, [0, 0])[1] += n.gpus * openb.MILLI
     arrived = allocated = 0
@@ -176,6 +184,18 @@ def replay_rules(nodes: list[openb.GpuNode], workload: openb.Workload, run: Run)
         out.arrived_milli.append(arrived)
         out.allocated_milli.append(allocated)
     return out
+
+
+def simulate_fragmentation(report: Report) -> float:
+    """The GPU milli fragmented at the end, as `simulate` reports it (its devices section:
+    rulesched/simulate/devices.py, the paper's measure against the target workload of the input's
+    own pods, i.e. the arrivals' commonest shapes covering 95% of them; the reference model takes
+    the trace's). 0 when the GPUs are not DRA devices shared by GPU milli (`--gpus extended`)."""
+    devices = report.devices
+    if devices is None or devices.measure != "milli":
+        return 0.0
+    total = devices.total
+    return total.fragmented / total.scale
 
 
 def place_with_rules(
@@ -255,7 +275,8 @@ def unallocated(results: list[RunResult], total_gpus: int) -> str:
             runs = [r for r in results if r.trace == trace and r.policy == policy]
             if runs:
                 left = statistics.mean((100 - r.figure) * total_gpus / 100 for r in runs)
-                parts.append(f"{policy} {left:.0f}")
+                frag = statistics.mean(r.frag_milli for r in runs) / openb.MILLI
+                parts.append(f"{policy} {left:.0f} ({frag:.0f} fragmented at the end)")
         lines.append(f"  {trace}: GPUs left unallocated: " + ", ".join(parts))
     return "\n".join(lines)
 
@@ -330,12 +351,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the trace's pods once, in file order (one run per policy: the seed only draws ties)",
     )
     parser.add_argument("--tie", default="rank", choices=["rank", "random"])
+    parser.add_argument(
+        "--target-workload",
+        default="",
+        help="the reference model: the trace whose typical pods FGD measures fragmentation against "
+        "(default: each run's own, as the paper's simulator; `default` is the table the FGD rule sets ship)",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("/tmp/rulesched-fragmentation"))
     args = parser.parse_args(argv)
     traces = [t for t in args.traces.split(",") if t]
+    if args.target_workload and args.engine == "rules":
+        parser.error("--target-workload is the reference model's (a rule set ships its target workload)")
     try:
-        for trace in traces:
+        for trace in [*traces, *([args.target_workload] if args.target_workload else [])]:
             openb.find_trace(trace)
         openb.node_list()
     except openb.TraceError as e:
@@ -350,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     if percentage is None:
         percentage = 100 if args.gpus == "dra" else 0
     runs = [
-        Run(t, p, s, args.engine, tie, args.gpus, args.as_is, percentage)
+        Run(t, p, s, args.engine, tie, args.gpus, args.as_is, percentage, args.target_workload)
         for t in traces
         for p in policies
         for s in range(args.first_seed, args.first_seed + args.seeds)
@@ -367,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     unit = "whole GPUs, a shared GPU taken whole" if args.engine == "rules" and args.gpus == "extended" else "GPU milli"
     print(
         f"GPU allocation when {what} (% of {unit}; engine {args.engine}, ties {tie}; "
-        f"{args.seeds} seeds from {args.first_seed}):"
+        f"{args.seeds} seeds from {args.first_seed}"
+        + (f"; FGD's target workload: the {args.target_workload} trace's" if args.target_workload else "")
+        + "):"
     )
     print(table(results, paper))
     print(unallocated(results, total_gpus))

@@ -18,7 +18,7 @@ kube-apiserver and etcd, the requests kube-apiserver served per pod (its own
 apiserver_request_total by verb and resource), the scheduler's attempts and queue moves (its
 scheduler_schedule_attempts_total and scheduler_queue_incoming_pods_total), and the ratio
 rulesched / kube-scheduler of pods/s (>1: rulesched faster) and of CPU per pod (<1: rulesched
-cheaper). ``--logs DIR`` keeps each scheduler's log. kube-scheduler runs as scheduler_perf runs
+cheaper). ``--logs DIR`` keeps each scheduler's log and its /metrics at the end. kube-scheduler runs as scheduler_perf runs
 it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
 logging at -v=1; rulesched with its defaults. Pods of evictions and preemptions are removed at
 once by a kubelet stand-in (no kubelets here). Workloads (benchmarks/gen_cluster.py):
@@ -446,6 +446,13 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
             cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
             requests1 = requests_served(kube)
             tried = attempts(scheduler)
+            if logs is not None:  # (and its metrics as the run left them)
+                logs.mkdir(parents=True, exist_ok=True)
+                try:
+                    text = scheduler.metrics()
+                except (AssertionError, urllib3.exceptions.HTTPError):
+                    text = ""
+                (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
             watch.stop()
         finally:
             scheduler.stop()

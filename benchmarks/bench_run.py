@@ -184,6 +184,20 @@ class Measured:
     extra: str = ""
 
 
+def write_kubeconfig(path: Path, server: str) -> Path:
+    """A kubeconfig naming ``server`` with a token (tests/apiserver.py takes any), at ``path``."""
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "b",
+        "clusters": [{"name": "b", "cluster": {"server": server}}],
+        "users": [{"name": "b", "user": {"token": "t"}}],
+        "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
+    }
+    path.write_text(json.dumps(config))
+    return path
+
+
 class ApiServer:
     """tests/apiserver.py in its own process, loaded with nodes and running pods."""
 
@@ -325,19 +339,7 @@ def rulesched_run(
     spies: list[subprocess.Popen[bytes]] = []
     with tempfile.TemporaryDirectory() as tmp, open(Path(tmp) / "log", "wb") as log_file:
         try:
-            kubeconfig = Path(tmp) / "kubeconfig"
-            kubeconfig.write_text(
-                json.dumps(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Config",
-                        "current-context": "b",
-                        "clusters": [{"name": "b", "cluster": {"server": server.base}}],
-                        "users": [{"name": "b", "user": {"token": "t"}}],
-                        "contexts": [{"name": "b", "context": {"cluster": "b", "user": "b"}}],
-                    }
-                )
-            )
+            kubeconfig = write_kubeconfig(Path(tmp) / "kubeconfig", server.base)
             ops = free_port()
             scheduler = subprocess.Popen(
                 [

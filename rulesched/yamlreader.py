@@ -290,17 +290,18 @@ def one_line(text: str) -> str:
 MAX_FILE_BYTES = 16 * 2**20  # a settings file or kubeconfig: far past any real one
 
 
-def read_yaml_file(path: str) -> Any:
-    """The one YAML document of a small file (a ``--config`` file, a kubeconfig), read within
-    the same bounds as cluster files. Every problem is a ValueError of one line naming the file
-    (and line and column where the parser knows them): the caller raises its own error with it."""
+def read_yaml_file(path: str, limit: int = MAX_FILE_BYTES, what: str = "YAML") -> Any:
+    """The one YAML document of a small file (a ``--config`` file, a kubeconfig, node metrics),
+    read within the same bounds as cluster files, at most ``limit`` bytes. Every problem is a
+    ValueError of one line naming the file (and line and column where the parser knows them):
+    the caller raises its own error with it. ``what`` names the format in that line."""
     try:
         with Path(path).open("rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)
+            data = file.read(limit + 1)
     except OSError as err:
         raise ValueError(f"{path}: cannot read: {err.strerror or err}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB")
+    if len(data) > limit:
+        raise ValueError(f"{path}: larger than {limit // 2**20} MiB")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
@@ -308,4 +309,4 @@ def read_yaml_file(path: str) -> Any:
     try:
         return safe_load(text)
     except (yaml.YAMLError, RecursionError) as err:
-        raise ValueError(yaml_problem(err, path)) from None
+        raise ValueError(yaml_problem(err, path, what)) from None

@@ -29,7 +29,8 @@ cut after ``cut_watches_every`` seconds (the stream ended cleanly), or reset aft
 server gives: no final chunk, an RST), ``error_rate`` of requests answered 500/503,
 ``bind_conflict_rate`` of bindings answered 409, ``fail_bindings`` (pod keys whose first binding
 is answered 500, once each), ``reset_bindings`` (pod keys whose first binding request gets its
-connection reset, no answer, once each), ``gone_on_resume`` (every watch that resumes
+connection reset, no answer, once each), ``slow_bindings`` (pod keys whose bindings are answered
+``slow_seconds`` late, the other requests meanwhile answered as ever), ``gone_on_resume`` (every watch that resumes
 from a resourceVersion gets 410), ``delay`` seconds before every answer, ``bookmark_every``
 seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute);
 ``POST /_restart`` closes every connection (a restart that keeps etcd).
@@ -118,6 +119,8 @@ class Faults:
     bind_conflict_rate: float = 0.0
     fail_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each answered 500
     reset_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each gets an RST, no answer
+    slow_bindings: tuple[str, ...] = ()  # namespace/name: each binding answered slow_seconds late
+    slow_seconds: float = 1.0
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
@@ -570,6 +573,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._reset()
             return
+        if key in server.faults.slow_bindings:
+            time.sleep(server.faults.slow_seconds)
         with store.changed:
             pod = store.objects["pods"].get(f"{namespace}/{name}")
             conflict = pod is not None and bool(

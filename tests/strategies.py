@@ -348,6 +348,7 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
             lambda: f"({g('qty')}) / ({g('qty')})",
             lambda: f"abs({g('num')})",
             lambda: f"100 * sigmoid({g('num')})",
+            lambda: f"exp({g('num')})",  # beyond 709.78 the largest float; infinity after it
             lambda: f"({g('num')}) / ({g('qty')})",
             weighted,
             lambda: _quantified(draw, env, depth, lambda it, v, c: f"count({v} in {it} where {c})"),

@@ -24,7 +24,7 @@ from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.values import as_score
 from rulesched.model import Node, Pod, Taint
 from tests.helpers.profiles import examples
-from tests.helpers.rules import BODIES, load, rules_for
+from tests.helpers.rules import BODIES, OVERFLOWS, load, rules_for
 from tests.strategies import LETS, nodes, pods, typed_rule_sets
 
 
@@ -281,3 +281,12 @@ def test_rules_reading_only_taints_are_evaluated_once_per_taint_set() -> None:
     # Many distinct values: node by node (a group per node would save nothing).
     many = [NodeInfo(Node(f"m{i}", taints=(Taint(f"k{i}", "", "PreferNoSchedule"),))) for i in range(200)]
     assert NodeColumns(many).groups(("taints",)) is None
+
+
+@pytest.mark.parametrize(("body", "expected"), OVERFLOWS)
+def test_overflowing_floats_as_columns(body: str, expected: int) -> None:
+    """exp beyond a float's range and the infinities after it: the columns' answers are the
+    interpreter's (tests/test_lang_tables.py checks the values)."""
+    checked = load(f"score s: {body}\n")
+    cluster = [NodeInfo(Node(f"n{i}", allocatable={"cpu": c, "pods": 110_000})) for i, c in enumerate([1000, 4000, 0])]
+    _agree(checked, RuleSet(checked).bind(Pod("p")), NodeColumns(cluster), [0, 1, 2], body)

@@ -392,11 +392,14 @@ def test_huge_literals_are_refused_where_they_are(tmp_path: Path) -> None:
     assert _codes(front_end("filter f: 1e999999999s > 1s", tmp_path)) == ["syntax"]
     assert _codes(front_end("filter f: node.free.cpu < 1e99999Ki", tmp_path)) == ["syntax"]
     # accepted, and they run: a quantity string too large reads as 0, a 6,000-digit number's text
-    # is written out, a 9,000-digit score is held at int64
+    # is written out, a 9,000-digit score is held at int64, exp beyond a float's range and the
+    # infinity after it are held at the largest float where a whole number is needed
     accepted = (
         'filter q: quantity("1e999999999") == 0\n'
         f"filter t: len(string({'9' * 3000}\n * {'9' * 3000})) == 6000\n"
         f"score big: {'9' * 3000}\n * {'9' * 3000}\n * {'9' * 3000}\n"
+        "filter e: node.free.cpu < exp(1e9) * 2 and len(string(floor(exp(1e9) * 2))) == 309\n"
+        "score e: floor(exp(1000 * number(node.free.cpu)) * 2 - exp(1e9) * 2) + exp(99999)\n"
     )
     assert _codes(front_end(accepted, tmp_path)) == []
 

@@ -1,4 +1,4 @@
-"""Tables (data a policy ships), sigmoid, lets computed once per (pod, node), and what these cost:
+"""Tables (data a policy ships), sigmoid and exp, lets computed once per (pod, node), and what these cost:
 the language features GPU fragmentation is written with (rules/gpu-fragmentation.rules; the
 compiled-vs-interpreter property over them is tests/test_lang_properties.py, whose generated
 rules loop over a table)."""
@@ -6,6 +6,7 @@ rules loop over a table)."""
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,13 @@ import pytest
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang import RuleSet, load_rules
 from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend.files import check_paths, check_texts
 from rulesched.lang.frontend.parse import parse_source
 from rulesched.lang.frontend.printer import print_file
 from rulesched.lang.frontend.source import Severity, Source
 from rulesched.model import Node, Pod
+from tests.helpers.rules import OVERFLOWS, agree, load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,6 +80,53 @@ def test_a_table_prints_back_to_the_same_tree() -> None:
 def test_sigmoid_is_total(x: float, expected: float) -> None:
     assert BUILTINS["sigmoid"].impl(x) == pytest.approx(expected)
     assert BUILTINS["sigmoid"].impl(-(10**400)) == 0.0
+
+
+LARGEST_FLOAT = sys.float_info.max
+
+
+@pytest.mark.parametrize(
+    ("x", "expected"),
+    [
+        (0, 1.0),
+        (1, math.e),
+        (-1, 1 / math.e),
+        (709, math.exp(709)),  # the largest whole argument e^x of which is a float
+        (710, LARGEST_FLOAT),  # e^710 overflows: held at the largest float, never infinity
+        (1e6, LARGEST_FLOAT),
+        (10**400, LARGEST_FLOAT),  # an integer no float holds
+        (math.inf, LARGEST_FLOAT),
+        (-1e6, 0.0),
+        (-(10**400), 0.0),
+        (-math.inf, 0.0),
+        (math.nan, 1.0),  # NaN reads as 0, as a score's value does
+    ],
+)
+def test_exp_is_total(x: float, expected: float) -> None:
+    assert BUILTINS["exp"].impl(x) == expected
+
+
+@pytest.mark.parametrize("x", [0.0, 1e-9, 0.07, 1.0, 2.5, 5.0, 30.0])
+def test_exp_is_what_fgd_plus_wrote_with_sigmoid(x: float) -> None:
+    """FGD+ wrote exp(-x) as 1 / sigmoid(x) - 1 before the language had exp (0.07: a GPU the
+    whole mix fits, rate 5 over 71 pods' worth of share)."""
+    sigmoid = BUILTINS["sigmoid"].impl
+    assert BUILTINS["exp"].impl(-x) == pytest.approx(1 / sigmoid(x) - 1, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize(("body", "expected"), OVERFLOWS)
+def test_overflowing_floats_have_an_answer(body: str, expected: int) -> None:
+    """A float beyond a float's range (exp's, or a product's infinity) gives an answer, never an
+    exception: held at the largest float where a whole number or quantity is needed, NaN 0."""
+    checked = load(f"score s: {body}\n")
+    rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)
+    bound = rules.bind(Pod("p"))
+    nodes = [
+        NodeInfo(Node(f"n{i}", allocatable={"cpu": cpu, "pods": 110_000}), ()) for i, cpu in enumerate([1000, 4000])
+    ]
+    (score,) = bound.scores
+    assert [score.score(n) for n in nodes] == [expected, expected]
+    agree(checked, interp, bound, nodes, body)
 
 
 # --- cost -----------------------------------------------------------------------------------

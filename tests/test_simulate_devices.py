@@ -152,3 +152,26 @@ def test_fragmentation_equals_the_harness_on_a_trace_subset() -> None:
     got = {g.value: [v // 1000 for v in g.capacity["milli"]] for g in devices.groups}
     assert got == by_model
     assert devices.pods == len(workload.pods) and sum(n is not None for n in placed.values()) < len(workload.pods)
+
+
+def test_the_harness_reports_simulates_fragmentation_for_rules_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_fragmentation's rules runs carry the fragmentation simulate reports (they gave 0):
+    the reference model's measure over the run's end state, against the arrivals' typical pods."""
+    reports = []
+    place = bench.place_with_rules
+
+    def keep(*args: object) -> object:
+        reports.append(place(*args))  # type: ignore[arg-type]
+        return reports[-1]
+
+    monkeypatch.setattr(bench, "place_with_rules", keep)
+    workload = arrivals(trace(), NODES, 42)
+    out = bench.replay_rules(NODES, workload, bench.Run("t", "gpu-fragmentation", 42, "rules", "random"))
+    ((_, report),) = reports
+    left = gpus_left(report)
+    cpu = {info.name: info.free["cpu"] for info in report.state.nodes}
+    frag = ref.Fragmentation(typical_pods(list(workload.pods)))
+    want = sum(frag.of(n.model, cpu[n.name], left[n.name]) for n in NODES)
+    assert want > 1000
+    assert out.frag_milli == pytest.approx(want)
+    assert 0 < out.placed < len(workload.pods)

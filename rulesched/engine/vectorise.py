@@ -197,7 +197,10 @@ class ColumnEvaluator:
         """A score body's value per row, truncated as :func:`rulesched.lang.values.as_score`."""
         value = self.evaluate(expr, ctx, cols, rows)
         if not isinstance(value, Col):
-            return np.full(len(rows), as_score(value), dtype=np.int64)
+            whole = as_score(value)
+            if not -(2**63) <= whole < 2**63:  # (exp(1000): the largest float's 309 digits)
+                raise Unsupported("score beyond int64")
+            return np.full(len(rows), whole, dtype=np.int64)
         a = value.array
         if a.dtype == object:
             raise Unsupported("score values are not numbers numpy holds exactly")
@@ -417,7 +420,7 @@ class _Run:
                 v = values[0]
                 if not v.is_float:
                     return v
-                if v.bound > EXACT_LIMIT:
+                if not v.bound <= EXACT_LIMIT:  # (NaN too: rows whole by values.whole)
                     raise Unsupported("floor of a float beyond 2**53")
                 return Col((np.floor if func == "floor" else np.ceil)(v.array).astype(np.int64))
             if func in ("min", "max"):

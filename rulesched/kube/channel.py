@@ -6,13 +6,13 @@ and about half of its CPU went to them handing the interpreter lock to each othe
 woken for each answer, in the kernel as much as in Python). A :class:`Channel` is one
 connection of the same pool (same host, TLS settings, credentials and User-Agent) on which the
 request is :meth:`~Channel.send`-t now and its answer :meth:`~Channel.receive`-d later, so one
-thread sends a request on each of several channels, then reads the answers in turn, while the
-API server works on all of them (:mod:`rulesched.run.rounds`). Answers become the same values
+thread sends a request on each of several channels and reads each answer as it comes (waiting on
+their sockets at once), while the API server works on all of them (:mod:`rulesched.run.pipeline`). Answers become the same values
 and errors as :meth:`KubeApi._call`'s; each request is reported to the API's observer (the
 ``rest_client`` metrics) with its time from send to answer.
 
 A channel whose request or answer failed is closed: the caller drops it and asks for a new one.
-Next stage: :mod:`rulesched.run.rounds` binds with channels.
+Next stage: :mod:`rulesched.run.pipeline` binds with channels.
 """
 
 from __future__ import annotations
@@ -87,6 +87,17 @@ class Channel:
             return _decode(data) if data else None
         except msgspec.DecodeError as err:
             raise KubeError(f"{method} {path}: {status} with a body that is not JSON: {err}", status) from None
+
+    def fileno(self) -> int:
+        """The connection's socket (open while a request awaits its answer), to wait on it in a
+        selector with other channels' (:mod:`rulesched.run.pipeline`)."""
+        return int(self._connection.sock.fileno())
+
+    @property
+    def timeout(self) -> float:
+        """Seconds an answer may take (the client's timeout)."""
+        timeout = self._connection.timeout
+        return float(timeout) if isinstance(timeout, int | float) else 30.0
 
     def close(self) -> None:
         self.closed = True

@@ -3,13 +3,16 @@
 Every operation is total: division or remainder by zero is 0, a missing map key reads as the
 value type's zero (see :func:`rulesched.lang.types.zero`), so no rule evaluation raises.
 Quantities stay integers of milli-units; a result that is not a whole milli-unit rounds up, as
-Kubernetes' ``MilliValue`` does.
+Kubernetes' ``MilliValue`` does. Where a whole number is needed (a quantity, ``floor``, ``ceil``),
+a float infinity (``1e308 * 10``) is held at the largest float, as ``exp`` is, so it still
+compares as larger than any quantity; NaN is 0.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,10 +21,24 @@ from rulesched.lang.types import TO_MILLI, TO_NUMBER
 MILLI = 1000
 
 
+LARGEST = int(sys.float_info.max)  # an infinity as a whole number (309 digits)
+
+
+def whole(value: Any, rounding: Callable[[float], int] = math.ceil) -> int:
+    """A number rounded to an integer (up, or as ``rounding`` says): an infinity held at
+    ±LARGEST, NaN 0."""
+    try:
+        return int(rounding(value))
+    except OverflowError:
+        return LARGEST if value > 0 else -LARGEST
+    except ValueError:
+        return 0
+
+
 def to_milli(value: Any) -> int:
     if isinstance(value, int):
         return value * MILLI
-    return int(math.ceil(value * MILLI))
+    return whole(value * MILLI)
 
 
 def to_number(value: int) -> int | float:
@@ -46,7 +63,7 @@ def _mod(a: Any, b: Any) -> Any:
 
 def _q_mul(a: Any, b: Any) -> int:
     product = a * b
-    return product if isinstance(product, int) else math.ceil(product)
+    return product if isinstance(product, int) else whole(product)
 
 
 def _q_div(a: Any, b: Any) -> int:
@@ -54,11 +71,11 @@ def _q_div(a: Any, b: Any) -> int:
         return 0
     if isinstance(b, int):
         return int(-(-a // b))  # exact ceiling in integers
-    return int(math.ceil(a / b))
+    return whole(a / b)
 
 
 def _q_floordiv(a: Any, b: Any) -> int:
-    return int(a // b) if b else 0
+    return whole(a // b, int) if b else 0
 
 
 def _contains(item: Any, container: Any) -> bool:

@@ -5,8 +5,8 @@ Profiled on the basic 5000-node workload, the scheduling process spent about hal
 its binding threads (the ``pods/binding`` POST and the ``Scheduled`` event: urllib3, http.client
 and sixteen threads handing the lock around), while the scheduling thread waited for the lock.
 Here a child process (``python -m rulesched.run.binder``, the same kubeconfig, the parent's
-User-Agent, so the API server sees one caller) binds on its own lock and core: in rounds from
-one thread (:mod:`rulesched.run.rounds`), or, where the client goes through a proxy and hands out
+User-Agent, so the API server sees one caller) binds on its own lock and core: as a pipeline
+from one thread (:mod:`rulesched.run.pipeline`), or, where the client goes through a proxy and hands out
 no connections, on the same :class:`rulesched.run.workers.Workers` threads as in-process. The
 parent writes a line per binding down a pipe (in batches: :data:`BATCH_SECONDS`) and reads the
 outcomes back on a thread of its own; the loop applies them exactly as it applies an in-process
@@ -62,7 +62,7 @@ import msgspec
 from rulesched.errors import ConfigError
 from rulesched.kube.api import KubeApi
 from rulesched.logs import LogSettings, configure, installed
-from rulesched.run.rounds import Rounds
+from rulesched.run.pipeline import Pipeline
 from rulesched.run.workers import Outcome, Target, Workers, log_bound
 
 log = logging.getLogger(__name__)
@@ -438,9 +438,9 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
 
     api.observer = observe
 
-    rounds, workers = None, None  # rounds on channels; through a proxy (no channels), threads
-    if Rounds.available(api):
-        rounds = Rounds(api, threads, writer.outcome, writer.done)
+    pipeline, workers = None, None  # a pipeline on channels; through a proxy (no channels), threads
+    if Pipeline.available(api):
+        pipeline = Pipeline(api, threads, writer.outcome, writer.done)
     else:
         workers = Workers(
             api, writer.outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=writer.done
@@ -452,12 +452,12 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
         elif message[0] == "bind":
             _, namespace, name, uid, node, rules, scheduler = message
             target = BindTarget(namespace, name, uid, scheduler)
-            if rounds is not None:
-                rounds.bind(target, node, rules, until[0])
+            if pipeline is not None:
+                pipeline.bind(target, node, rules, until[0])
             elif workers is not None:
                 workers.bind(target, node, rules)
-    if rounds is not None:
-        rounds.close()
+    if pipeline is not None:
+        pipeline.close()
     if workers is not None:
         workers.shutdown(wait=True)
     writer.close()

@@ -31,7 +31,7 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--kubeconfig", metavar="FILE", help="default: the in-cluster service account")
     run.add_argument("--scheduler-name", metavar="NAME", help="pods naming this scheduler (default rulesched)")
     add_rules_arguments(run)
-    run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 16)")
+    run.add_argument("--bind-workers", type=int, metavar="N", help="parallel API calls for bindings (default 64)")
     run.add_argument(
         "--bind-process",
         action=argparse.BooleanOptionalAction,

@@ -105,7 +105,7 @@ class RunSettings:
     rules_max_delay: float = 2.0  # ... or this long after its first change
     rules_event_interval: float = 60.0  # at most one RulesRejected event per interval
     rules_last_good: bool = True  # keep the last accepted ConfigMap set in NAME-last-good
-    bind_workers: int = 16
+    bind_workers: int = 64  # API calls at once: bindings in the binding process, evictions and status writes here
     # Bindings (and their Scheduled events) in a process of their own, off the scheduler's
     # interpreter lock (rulesched.run.binder); off: on the scheduler's own threads.
     bind_process: bool = True

@@ -12,15 +12,12 @@ Next stage: :meth:`rulesched.cluster.store.ClusterStore.set_load` puts the value
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
-
-import yaml
 
 from rulesched.errors import InputError
 from rulesched.model.decode_load import combine, decode_load_document
 from rulesched.model.load import LoadSnapshot
-from rulesched.yamlreader import safe_load
+from rulesched.yamlreader import read_yaml_file
 
 MAX_BYTES = 64 * 2**20  # a NodeMetricsList of 5 000 nodes is about 2 MB
 
@@ -35,23 +32,6 @@ def read_node_metrics(paths: Sequence[str]) -> LoadSnapshot | None:
 def read_document(path: str) -> Any:
     """One JSON or YAML document (YAML is a superset of JSON: one reader for both)."""
     try:
-        with Path(path).open("rb") as file:
-            data = file.read(MAX_BYTES + 1)
-    except OSError as err:
-        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
-    if len(data) > MAX_BYTES:
-        raise InputError(f"{path}: larger than {MAX_BYTES // 2**20} MiB")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text (byte {err.start} is invalid)") from None
-    try:
-        return safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        raise InputError(f"{where}: invalid YAML or JSON: {(err.problem or 'malformed').splitlines()[0]}") from None
-    except (yaml.YAMLError, RecursionError) as err:
-        raise InputError(
-            f"{path}: invalid YAML or JSON: {str(err).splitlines()[0] if str(err) else 'malformed'}"
-        ) from None
+        return read_yaml_file(path, limit=MAX_BYTES, what="YAML or JSON")
+    except ValueError as err:
+        raise InputError(str(err)) from None

@@ -5,6 +5,7 @@ engine specialise (tests/test_lang_properties.py, test_lang_shapes.py, test_lang
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rulesched.cluster.nodeinfo import NodeInfo
@@ -102,3 +103,20 @@ def rules_for(body: str) -> str:
         LETS + f"filter f:\n    {body}\nscore s weight 1:\n    if {body} then 7 else 1\n"
         f"preempt p:\n    {body} or any(k in pod.labels where victim.labels[k] == k)\n"
     )
+
+
+# Score bodies beyond a float's range (exp's, then infinity and NaN) and their value, the same
+# compiled, interpreted and as columns (tests/test_lang_tables.py, test_lang_columns.py).
+OVERFLOWS = [
+    ("exp(1000)", int(sys.float_info.max)),
+    ("floor(exp(1000) * 2)", int(sys.float_info.max)),  # infinity as a whole number: the largest float
+    ("ceil(0 - exp(1000) * 2)", -int(sys.float_info.max)),
+    ("floor(exp(1000) * 2 - exp(1000) * 2)", 0),  # NaN
+    ("exp(1000) * 2", 0),  # a score of infinity is 0 (as_score)
+    ("if number(quantity(exp(1000) * 2)) > 1e300 then 1 else 2", 1),
+    ("number(node.free.cpu) * 0 + floor(exp(1000 * number(node.free.cpu)) * 2)", int(sys.float_info.max)),
+    ("if node.free.cpu < exp(1000 * number(node.free.cpu)) * 2 then 1 else 2", 1),
+    ("if node.free.cpu > 0 - exp(1000 * number(node.free.cpu)) * 2 then 1 else 2", 1),
+    ("number(node.free.cpu // (exp(1000 * number(node.free.cpu)) * 2 - exp(1000) * 2))", 0),
+    ("number(node.free.cpu * (exp(1000 * number(node.free.cpu)) * 2 - exp(1000) * 2))", 0),
+]

@@ -13,6 +13,7 @@ cluster (topology domains) take the evaluation context first; see :class:`EvalCo
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -34,7 +35,7 @@ from rulesched.lang.types import (
     fits,
     is_numeric,
 )
-from rulesched.lang.values import to_number
+from rulesched.lang.values import to_number, whole
 from rulesched.model import QuantityError, parse_quantity
 from rulesched.semantics.matching import (
     label_selector_matches,
@@ -169,6 +170,10 @@ def _sqrt(value: Any) -> float:
     return math.sqrt(value) if value > 0 else 0.0
 
 
+def _floor(value: Any) -> int:
+    return whole(value, math.floor)
+
+
 def _sigmoid(value: Any) -> float:
     """1 / (1 + e^-x), computed so that no argument overflows (e^x is only taken of x <= 0)."""
     try:
@@ -181,6 +186,22 @@ def _sigmoid(value: Any) -> float:
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)
     return e / (1.0 + e)
+
+
+def _exp(value: Any) -> float:
+    """e^x, total: where it would overflow, the largest float (about 1.8e308) rather than infinity
+    (a score of infinity counts 0, and floor, ceil and quantities have no integer for it); 0 for an
+    argument too negative for a float; NaN (no rule value is one) reads as 0, as in a score."""
+    try:
+        x = float(value)
+    except OverflowError:  # an integer beyond a float's range
+        return sys.float_info.max if value > 0 else 0.0
+    if x != x:
+        return 1.0
+    try:
+        return min(math.exp(x), sys.float_info.max)  # (min: x itself infinite)
+    except OverflowError:
+        return sys.float_info.max
 
 
 BUILTINS: dict[str, Builtin] = {
@@ -216,8 +237,15 @@ BUILTINS: dict[str, Builtin] = {
             "sigmoid(number) -> number",
             "The logistic function 1 / (1 + e^-x): between 0 and 1, 0.5 at 0.",
         ),
-        Builtin("floor", _sig([NUMBER], NUMBER), math.floor, "floor(number) -> number", ""),
-        Builtin("ceil", _sig([NUMBER], NUMBER), math.ceil, "ceil(number) -> number", ""),
+        Builtin(
+            "exp",
+            _sig([NUMBER], NUMBER),
+            _exp,
+            "exp(number) -> number",
+            "e^x; the largest float (about 1.8e308) where e^x is larger (never infinity).",
+        ),
+        Builtin("floor", _sig([NUMBER], NUMBER), _floor, "floor(number) -> number", ""),
+        Builtin("ceil", _sig([NUMBER], NUMBER), whole, "ceil(number) -> number", ""),
         Builtin("min", _check_extreme, min, "min(a, b, ...) -> smallest", ""),
         Builtin("max", _check_extreme, max, "max(a, b, ...) -> largest", ""),
         Builtin(

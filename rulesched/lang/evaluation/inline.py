@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from rulesched.lang.values import _div, _floordiv, _q_floordiv
+from rulesched.lang.values import _div, _floordiv, _q_floordiv, whole
 
 NodeFn = Callable[..., Any]
 Shape = Callable[[Any, Any], NodeFn]
@@ -38,7 +38,7 @@ def _floordiv_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
 def _q_floordiv_vv(g0: NodeFn, g1: NodeFn) -> NodeFn:
     def floordiv(n: Any, env: Any = None) -> Any:
         b = g1(n, env)
-        return int(g0(n, env) // b) if b else 0  # quantities stay whole
+        return whole(g0(n, env) // b, int) if b else 0  # quantities stay whole (values._q_floordiv)
 
     return floordiv
 
@@ -152,7 +152,7 @@ def _path_q_floordiv(g0: NodeFn, p: Path) -> NodeFn:
 
     def floordiv(n: Any, env: Any = None) -> Any:
         b = f0(n).get(k, d)
-        return int(g0(n, env) // b) if b else 0
+        return whole(g0(n, env) // b, int) if b else 0
 
     return floordiv
 

@@ -1,0 +1,269 @@
+"""(The binding process.) Bindings and their events as a pipeline, from one thread, on kept-alive
+connections.
+
+The binding process used to run :class:`rulesched.run.workers.Workers`: sixteen threads, each
+posting a binding and then its Scheduled event and waiting for both answers. Measured against
+the test API server, the threads cost about twice the CPU of the requests themselves (each
+answer woke a thread, which then had to win the interpreter lock back). Then it went in rounds
+from one thread: up to ``width`` bindings sent at once, every answer awaited, then their events
+the same way. On the real API server of the test bed, busy with the pods being created, that
+capped the bindings at ``width`` per two slowest answers: 130-200 pods/s where kube-scheduler,
+whose every binding is a goroutine of its own, kept up with the creators (270 pods/s).
+
+Here one thread keeps up to ``width`` requests in flight, each on a
+:class:`rulesched.kube.channel.Channel` of its own, and waits (``select``) for whichever answer
+comes first; the channel it came on at once takes the next request that waits. Requests are
+sent in the order they became ready: a binding when the scheduler hands it over, its Scheduled
+event when the binding succeeded, so an answer that is slow holds up only its own channel, and
+events never starve bindings nor bindings events. An answer that does not come within the
+client's timeout (30 s) fails its request (the channel is closed and opened again).
+
+What each binding gets is what a worker gives it: the write only while the lease holds (else
+"not leading"), a 409 read to say where the pod is bound, a failed outcome for any other error
+(the scheduler forgets the assumed pod and requeues it: bindings are never retried), the event
+posted only for a binding that succeeded, a connection failure of an event retried through the
+blocking call (which retries a few times, as client-go's broadcaster does).
+
+Next stage: the outcomes go back to the scheduler (:mod:`rulesched.run.binder`'s writer).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import selectors
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rulesched.errors import KubeError, UnavailableError
+from rulesched.kube.api import KubeApi, binding_body, event_body
+from rulesched.kube.channel import Channel
+from rulesched.kube.resources import EVENTS, PODS
+from rulesched.run.workers import Outcome, Target, failed_binding, reference, scheduled_note
+
+log = logging.getLogger(__name__)
+_Binding = tuple[Target, str, str, float]  # the pod, its node, the rules' digest, write until (monotonic)
+SELECT_SECONDS = 1.0  # while answers are awaited, how often the oldest is checked against the timeout
+
+
+@dataclass
+class _Task:
+    """A request of one binding's: the binding itself, or (``event``) its Scheduled event."""
+
+    pod: Target
+    node: str
+    rules: str
+    until: float
+    event: bool = False
+    sent: float = 0.0  # (monotonic) when it went out
+
+
+class Pipeline:
+    """The pipeline's thread and the bindings that wait for it. ``outcome`` is told each
+    binding's end, ``finished`` once its work (the event too) is over."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        width: int,
+        outcome: Callable[[Outcome], None],
+        finished: Callable[[], None],
+    ) -> None:
+        self.api, self.width = api, max(1, width)
+        self.outcome, self.finished = outcome, finished
+        self._waiting: collections.deque[_Binding] = collections.deque()  # handed over, not yet taken
+        self._lock = threading.Lock()
+        self._closing = False
+        self._asleep = False  # the thread waits in select: a new binding must wake it
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_read, selectors.EVENT_READ, None)
+        self._channels: list[Channel | None] = [None] * self.width
+        self._free = list(range(self.width - 1, -1, -1))  # channels without a request (popped from the end)
+        self._ready: collections.deque[_Task] = collections.deque()  # requests to send, in order
+        self._in_flight: dict[int, _Task] = {}  # channel -> its request, sent, not yet answered
+        self._thread = threading.Thread(target=self._run, name="pipeline", daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def available(api: KubeApi) -> bool:
+        """Whether the API hands out channels (not through a proxy)."""
+        channel = api.channel()
+        if channel is None:
+            return False
+        channel.close()
+        return True
+
+    def bind(self, pod: Target, node: str, rules: str, until: float) -> None:
+        """Bind ``pod``; its binding and event are written only before ``until`` (monotonic: the
+        lease the scheduler held when it sent it)."""
+        with self._lock:
+            self._waiting.append((pod, node, rules, until))
+            asleep = self._asleep
+        if asleep:
+            self._wake()
+
+    def close(self) -> None:
+        """Finish what waits, then stop."""
+        with self._lock:
+            self._closing = True
+        self._wake()
+        self._thread.join()
+        for channel in self._channels:
+            if channel is not None:
+                channel.close()
+        self._selector.close()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_write, b"\0")
+        except BlockingIOError:  # (the pipe is full of wake-ups: the thread will wake anyway)
+            pass
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while self._waiting:
+                    self._ready.append(_Task(*self._waiting.popleft()))
+                if not self._ready and not self._in_flight and self._closing:
+                    return
+            try:
+                self._send_ready()
+                with self._lock:
+                    if self._waiting and self._free:  # (more came meanwhile, and can go at once)
+                        continue
+                    # (set under the lock bind() takes: a binding handed over from here on wakes the select)
+                    self._asleep = True
+                ready = self._selector.select(SELECT_SECONDS if self._in_flight else None)
+                with self._lock:
+                    self._asleep = False
+                for key, _ in ready:
+                    if key.data is None:
+                        self._drain_wake()
+                    else:
+                        self._answer(key.data)
+                self._time_out()
+            except Exception:  # noqa: BLE001 - never fatal: the requests under way fail
+                log.exception("binding pipeline failed")
+                for i in list(self._in_flight):
+                    self._failed(i, UnavailableError("binding pipeline failed"))
+
+    def _drain_wake(self) -> None:
+        try:
+            while os.read(self._wake_read, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def _channel(self, i: int) -> Channel:
+        channel = self._channels[i]
+        if channel is None or channel.closed:
+            channel = self.api.channel()
+            assert channel is not None  # (checked by available() before the pipeline began)
+            self._channels[i] = channel
+        return channel
+
+    def _send_ready(self) -> None:
+        """Send what is ready on the channels without a request."""
+        while self._ready and self._free:
+            task = self._ready.popleft()
+            if time.monotonic() >= task.until:
+                self._not_leading(task)
+                continue
+            i = self._free.pop()
+            if task.event:
+                note = scheduled_note(task.pod.key, task.node, task.rules)
+                body = event_body(reference(task.pod), "Normal", "Scheduled", "Binding", note, task.pod.scheduler_name)
+                method, path = "POST", EVENTS.path(task.pod.namespace)
+            else:
+                pod = task.pod
+                body = binding_body(pod.namespace, pod.name, pod.uid, task.node)
+                method, path = "POST", PODS.path(pod.namespace, pod.name, "binding")
+            task.sent = time.monotonic()
+            channel = self._channel(i)
+            try:
+                channel.send(method, path, body)
+            except KubeError as err:
+                self._free.append(i)
+                self._done(task, err)
+                continue
+            self._in_flight[i] = task
+            self._selector.register(channel.fileno(), selectors.EVENT_READ, i)
+
+    def _answer(self, i: int) -> None:
+        """Channel ``i``'s answer has come (or begun to)."""
+        task = self._in_flight.pop(i)
+        channel = self._channels[i]
+        assert channel is not None
+        self._selector.unregister(channel.fileno())
+        error: KubeError | None = None
+        try:
+            channel.receive()
+        except KubeError as err:
+            error = err
+        self._free.append(i)
+        self._done(task, error)
+
+    def _time_out(self) -> None:
+        """Requests unanswered past the client's timeout fail; their channels are opened anew."""
+        now = time.monotonic()
+        for i, task in list(self._in_flight.items()):
+            channel = self._channels[i]
+            if channel is not None and now - task.sent > channel.timeout:
+                self._failed(i, UnavailableError(f"no answer within {channel.timeout:g}s"))
+
+    def _failed(self, i: int, error: KubeError) -> None:
+        task = self._in_flight.pop(i)
+        channel = self._channels[i]
+        if channel is not None:
+            try:
+                self._selector.unregister(channel.fileno())
+            except (KeyError, ValueError, OSError):
+                pass
+            channel.close()
+        self._free.append(i)
+        self._done(task, error)
+
+    def _done(self, task: _Task, error: KubeError | None) -> None:
+        """A request is over: tell the binding's outcome (and queue its event), or end its work."""
+        pod, node = task.pod, task.node
+        if task.event:
+            if isinstance(error, UnavailableError):
+                self._post_again(task)
+            elif error is not None:
+                log.warning("event Scheduled not posted: %s", error, extra={"pod": pod.key})
+            self.finished()
+            return
+        seconds = time.monotonic() - task.sent
+        if error is not None:
+            self.outcome(failed_binding(self.api, pod, node, seconds, error))
+            self.finished()
+            return
+        self.outcome(Outcome(pod.key, node, True, seconds=seconds, profile=pod.scheduler_name, rules=task.rules))
+        self._ready.append(_Task(pod, node, task.rules, task.until, event=True))
+
+    def _not_leading(self, task: _Task) -> None:
+        pod = task.pod
+        if task.event:
+            log.warning("Scheduled event not sent: not leading", extra={"pod": pod.key})
+        else:
+            log.warning("binding not sent: not leading", extra={"pod": pod.key, "node": task.node})
+            self.outcome(Outcome(pod.key, task.node, False, "not leading", profile=pod.scheduler_name))
+        self.finished()
+
+    def _post_again(self, task: _Task) -> None:
+        """An event whose connection failed: the blocking call, with its retries."""
+        if time.monotonic() >= task.until:
+            return
+        pod = task.pod
+        note = scheduled_note(pod.key, task.node, task.rules)
+        try:
+            self.api.post_event(reference(pod), "Normal", "Scheduled", "Binding", note, pod.scheduler_name)
+        except KubeError as err:
+            log.warning("event Scheduled not posted: %s", err, extra={"pod": pod.key})
