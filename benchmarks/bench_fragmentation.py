@@ -84,6 +84,7 @@ class Run:
     gpus: str = "dra"  # the rules engine: GPUs as DRA devices, or as the extended resource nvidia.com/gpu
     as_is: bool = False  # the trace's pods once in file order, not the paper's arrivals
     percentage: int = 100  # the rules engine's percentage of nodes to score (0: kube-scheduler's adaptive)
+    target: str = ""  # the reference model: the trace whose typical pods FGD measures against ("": its own)
 
 
 @dataclass
@@ -103,6 +104,7 @@ class RunResult:
     gpus_by_model: dict[str, list[int]]
     curve: dict[int, float]  # arrived % of GPUs -> allocated %
     cpu_seconds: float
+    target: str = ""  # the reference model's target workload: this trace's typical pods ("": its own)
 
 
 def _nice() -> None:
@@ -120,7 +122,8 @@ def run_one(run: Run) -> RunResult:
     if run.as_is:
         workload = openb.Workload(tuple(trace), workload.node_rank, workload.target_milli)
     if run.engine == "reference":
-        out = fgd_reference.replay(nodes, workload, openb.typical_pods(trace), run.policy, run.seed, run.tie)
+        mix = openb.read_pods(openb.find_trace(run.target)) if run.target else trace
+        out = fgd_reference.replay(nodes, workload, openb.typical_pods(mix), run.policy, run.seed, run.tie)
     elif run.engine == "rules":
         out = replay_rules(nodes, workload, run)
     else:
@@ -144,6 +147,7 @@ def run_one(run: Run) -> RunResult:
         gpus_by_model=out.gpus_by_model,
         curve=curve,
         cpu_seconds=round(time.process_time() - start, 2),
+        target=run.target,
     )
 
 
@@ -347,12 +351,20 @@ def main(argv: list[str] | None = None) -> int:
         help="the trace's pods once, in file order (one run per policy: the seed only draws ties)",
     )
     parser.add_argument("--tie", default="rank", choices=["rank", "random"])
+    parser.add_argument(
+        "--target-workload",
+        default="",
+        help="the reference model: the trace whose typical pods FGD measures fragmentation against "
+        "(default: each run's own, as the paper's simulator; `default` is the table the FGD rule sets ship)",
+    )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("/tmp/rulesched-fragmentation"))
     args = parser.parse_args(argv)
     traces = [t for t in args.traces.split(",") if t]
+    if args.target_workload and args.engine == "rules":
+        parser.error("--target-workload is the reference model's (a rule set ships its target workload)")
     try:
-        for trace in traces:
+        for trace in [*traces, *([args.target_workload] if args.target_workload else [])]:
             openb.find_trace(trace)
         openb.node_list()
     except openb.TraceError as e:
@@ -367,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     if percentage is None:
         percentage = 100 if args.gpus == "dra" else 0
     runs = [
-        Run(t, p, s, args.engine, tie, args.gpus, args.as_is, percentage)
+        Run(t, p, s, args.engine, tie, args.gpus, args.as_is, percentage, args.target_workload)
         for t in traces
         for p in policies
         for s in range(args.first_seed, args.first_seed + args.seeds)
@@ -384,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     unit = "whole GPUs, a shared GPU taken whole" if args.engine == "rules" and args.gpus == "extended" else "GPU milli"
     print(
         f"GPU allocation when {what} (% of {unit}; engine {args.engine}, ties {tie}; "
-        f"{args.seeds} seeds from {args.first_seed}):"
+        f"{args.seeds} seeds from {args.first_seed}"
+        + (f"; FGD's target workload: the {args.target_workload} trace's" if args.target_workload else "")
+        + "):"
     )
     print(table(results, paper))
     print(unallocated(results, total_gpus))

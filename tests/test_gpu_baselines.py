@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import bench_fragmentation as bench  # noqa: E402
 import fgd_reference as ref  # noqa: E402
-from openb import TracePod, Workload, arrivals  # noqa: E402
+from openb import TracePod, Workload, arrivals, typical_pods  # noqa: E402
 
 from tests.helpers.openb_cluster import NODES, gpus_left, trace  # noqa: E402
 
@@ -131,3 +131,24 @@ def test_fgd_plus_as_rules_places_every_pod_as_the_reference_model(
     want = dict(want)  # (the next replay's recorder calls this one's too)
     fgd_bestfit, _ = reference(workload, "fgd-bestfit", monkeypatch, mix)
     assert fgd_bestfit != want
+
+
+def test_the_reference_model_measures_against_the_target_workload_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench_fragmentation --target-workload: the reference FGD's typical pods are that trace's
+    (the FGD rule sets ship the default trace's), else the run's own trace's, as the paper's."""
+    traces = {"own": trace(200, seed=3), "other": trace(200, seed=7)}
+    monkeypatch.setattr(bench.openb, "read_nodes", lambda: NODES)
+    monkeypatch.setattr(bench.openb, "find_trace", lambda name: Path(name))
+    monkeypatch.setattr(bench.openb, "read_pods", lambda path: traces[str(path)])
+    seen: list[list[tuple[float, TracePod]]] = []
+    replay = ref.replay
+
+    def spy(nodes: Any, workload: Any, typical: Any, *args: Any) -> Any:
+        seen.append(typical)
+        return replay(nodes, workload, typical, *args)
+
+    monkeypatch.setattr(bench.fgd_reference, "replay", spy)
+    own = bench.run_one(bench.Run("own", "fgd-bestfit", 42, "reference", "random"))
+    other = bench.run_one(bench.Run("own", "fgd-bestfit", 42, "reference", "random", target="other"))
+    assert seen == [typical_pods(traces["own"]), typical_pods(traces["other"])] and seen[0] != seen[1]
+    assert (own.target, other.target) == ("", "other") and own.pods == other.pods

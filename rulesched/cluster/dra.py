@@ -139,9 +139,10 @@ class DraCache:
         self._seen_on: dict[tuple[str, str, str], set[str]] = {}  # device -> nodes showing it
         self._use: DeviceUse | None = None  # what the claims hold of each device; None: work it out
         self._held = _Held()  # ... counted as claims come and go (both are made from it)
-        # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts
+        # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts and
+        # allocations (rulesched.semantics.dra_pod, dra_after)
         self.pools: dict[str, NodePools] = {}
-        self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
+        self.memo: dict[tuple[Any, ...], Any] = {}
         self._mappings: dict[str, Any] = {}  # assumed pod key -> its extended claim's request mappings
         # the slices, those of each node and those naming none (node.devices' refresh; kept
         # until the slices change)
