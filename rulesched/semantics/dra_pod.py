@@ -108,6 +108,8 @@ class PodClaims:
     # what the ranking depends on when it is the same for every pod (the device scores that apply,
     # reading the devices alone): pods asking the same then share allocations; None: this pod's own
     ranking_key: Hashable | None = None
+    # Filter works out the allocation with its verdict, where it is shared (the rules read it)
+    keep_allocations: bool = False
     _nodes: dict[str, tuple[tuple[str, ...], list[Allocation] | None]] = field(default_factory=dict)
     _spec_key: str | None = None
     # allocated claims some node could not use (their allocation's node selector): PostFilter's
@@ -236,7 +238,7 @@ class PodClaims:
         if found is not None and results and not found[0] and not self.to_allocate and not self.made.get(node.name):
             return found
         memo = self.memo
-        if results and devices is not None and self.shared_key(node) is not None:
+        if (results or self.keep_allocations) and devices is not None and self.shared_key(node) is not None:
             found = self._nodes[node.name] = shared_allocation(self, node, devices, view)
             return found
         if not results and memo is not None and devices is not None and self._spec_key is not None:
