@@ -64,6 +64,8 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 STALE_EXTENDED = "cannot schedule extended resource claim"  # (a claim an earlier attempt made: PostFilter deletes it)
 PLUGIN = "DynamicResources"
+# the store's memo key (with a node's name) of whether the node's pods hold claims evicting them frees
+RELEASABLE = "releasable"
 
 
 def claim_name_for(pod: Pod, name: str) -> tuple[str | None, str]:
@@ -172,11 +174,25 @@ class PodClaims:
             return any(units * 1000 > allocatable.get(r, 0) for r, units in self.extended.items())
         if reasons != (CANNOT_ALLOCATE,) or self.allocator is None or self.state is None:
             return True
+        # Whether the node's pods hold a claim evicting them frees is the node's answer, whoever
+        # asks, when the asker's own claims are all still to allocate (never freed): kept in the
+        # store's memo for the node as it is (the store drops it when claims there change).
+        view, memo = node, self.memo
+        shared = memo is not None and self._spec_key is not None and self.removed is None and self.added is None
+        generation = getattr(view, "generation", None)
+        key = (RELEASABLE, getattr(node, "name", ""))
+        if shared and generation is not None:
+            assert memo is not None
+            hit = memo.get(key)
+            if hit is not None and hit[0] is view and hit[1] == generation:
+                answer: bool = hit[2]
+                return answer
         pods = [p for p in getattr(node, "pods", ()) if holds_claims(p)]
-        if not pods:
-            return True
-        node = getattr(node, "node", node)
-        return not self._releasable(node, pods, gone_uids(pods, ()))
+        answer = not pods or not self._releasable(getattr(node, "node", node), pods, gone_uids(pods, ()))
+        if shared and generation is not None:
+            assert memo is not None
+            memo[key] = (view, generation, answer)
+        return answer
 
     def _releasable(self, node: Any, holders: Sequence[Pod], gone: frozenset[str]) -> list[ResourceClaim]:
         assert self.allocator is not None and self.state is not None
