@@ -186,6 +186,13 @@ LETS = (
     'let mix = table(w, cpu, name, tags) [[2, 500m, "web", ["x"]], [1, 0, "", []], [-3, 1.5, "db", ["x", "y"]]]\n'
     "let fitting = sum(m.w for m in mix where node.free.cpu >= m.cpu + pod.requests.cpu)\n"
     "let spread = sum(m.w * count(x in node.pods where x.requests.cpu >= m.cpu) for m in mix)\n"
+    # lets that loop and read the pod and the node only through other lets: their answers are kept
+    # by those lets' values (rulesched.lang.evaluation.let_memo), ints as keys, floats not
+    "let left = node.free.cpu - pod.requests.cpu\n"
+    "let loads = collect(x.requests.cpu for x in node.pods)\n"
+    "let room = sum(m.w for m in mix where left >= m.cpu) + count(q in loads where q <= left)\n"
+    "let third = number(node.free.cpu - pod.requests.cpu) / 3\n"
+    "let thirds = sum(m.w for m in mix where third >= number(m.cpu))\n"
 )
 
 
@@ -327,7 +334,7 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
     leaves += env.of("num") + [f"{u}.toleration_seconds" for u in env.of("toleration")]
     leaves += [f"{m}.w" for m in env.of("row")] + [f"len({m}.tags)" for m in env.of("row")]
     if env.node:
-        leaves += ["len(node.pods)", "len(node.taints)", "spread", "fitting"]
+        leaves += ["len(node.pods)", "len(node.taints)", "spread", "fitting", "room", "thirds"]
     op = _pick(draw, ["+", "-", "*", "/", "//", "%"])
     compound: list[Thunk] = (
         []

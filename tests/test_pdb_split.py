@@ -4,13 +4,14 @@ every pod, as upstream's loop does (the reference below), on any pods and budget
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.model import LabelSelector, LabelSelectorRequirement, Pod, PodDisruptionBudget
-from rulesched.scheduler.preemption import _split_by_pdb
+from rulesched.scheduler.budgets import budgets_of, split_by_pdb
 from rulesched.semantics.matching import label_selector_matches
 
 NAMESPACES = ("a", "b")
@@ -70,5 +71,26 @@ pods = st.lists(st.tuples(st.sampled_from(NAMESPACES), labels), max_size=8).map(
 def test_the_split_by_budget_equals_trying_every_budget_on_every_pod(
     pods: list[Pod], pdbs: list[PodDisruptionBudget]
 ) -> None:
-    violating, safe = _split_by_pdb(pods, pdbs)
+    violating, safe = split_by_pdb(pods, pdbs)
     assert ([p.name for p in violating], [p.name for p in safe]) == reference(pods, pdbs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pods, budgets, st.lists(labels, min_size=8, max_size=8))
+def test_the_index_kept_between_attempts_answers_as_a_new_one(
+    pods: list[Pod], pdbs: list[PodDisruptionBudget], relabelled: list[dict[str, str]]
+) -> None:
+    """The index is kept while the store hands out the same budgets tuple (budgets_of), with what
+    it found for each pod: the same pods asked again, or the same pods (by key) with new labels
+    (an update), get the answers of trying every budget on every pod."""
+    kept = tuple(pdbs)
+    index = budgets_of(kept)
+    assert budgets_of(kept) is index  # (reused: the same tuple)
+    for _ in range(2):
+        violating, safe = split_by_pdb(pods, kept, budgets_of(kept))
+        assert ([p.name for p in violating], [p.name for p in safe]) == reference(pods, kept)
+    updated = [dataclasses.replace(p, labels=lab) for p, lab in zip(pods, relabelled, strict=False)]
+    violating, safe = split_by_pdb(updated, kept, budgets_of(kept))
+    assert ([p.name for p in violating], [p.name for p in safe]) == reference(updated, kept)
+    if pdbs:  # (another tuple, not the empty one Python keeps once: another index)
+        assert budgets_of(tuple(pdbs)) is not index

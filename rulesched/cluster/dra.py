@@ -30,7 +30,7 @@ from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid
 from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools, PooledMap, PooledSet
 from rulesched.semantics.dra_extended import extended_view
-from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
+from rulesched.semantics.dra_pod import RELEASABLE, DeviceUse, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
 
@@ -139,9 +139,10 @@ class DraCache:
         self._seen_on: dict[tuple[str, str, str], set[str]] = {}  # device -> nodes showing it
         self._use: DeviceUse | None = None  # what the claims hold of each device; None: work it out
         self._held = _Held()  # ... counted as claims come and go (both are made from it)
-        # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts
+        # the allocator's per-node pools (while the slices stay) and Filter's shared verdicts and
+        # allocations (rulesched.semantics.dra_pod, dra_after)
         self.pools: dict[str, NodePools] = {}
-        self.memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] = {}
+        self.memo: dict[tuple[Any, ...], Any] = {}
         self._mappings: dict[str, Any] = {}  # assumed pod key -> its extended claim's request mappings
         # the slices, those of each node and those naming none (node.devices' refresh; kept
         # until the slices change)
@@ -209,10 +210,14 @@ class DraCache:
         self._changed()
 
     def mark(self, node: str | None) -> None:
-        """Node ``node``'s devices (None: every node's) are to be worked out again."""
+        """Node ``node``'s devices (None: every node's) are to be worked out again; what its
+        pods' claims free if evicted, kept in the memo, goes (the claims there changed)."""
         if node is None:
             self.dirty = None
-        elif self.dirty is not None:
+            self.memo.clear()
+            return
+        self.memo.pop((RELEASABLE, node), None)
+        if self.dirty is not None:
             self.dirty.add(node)
 
     def _touch(self, claim: ResourceClaim | None) -> None:
@@ -255,7 +260,7 @@ class DraCache:
 
     def replace_all(self, state: DraState) -> None:
         """Replace every DRA object (a load from files)."""
-        self.dirty = None
+        self.mark(None)
         self.pools = {}
         self._slices = None
         for kind in DRA_KINDS:

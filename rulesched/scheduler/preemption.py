@@ -42,6 +42,7 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
 from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
+from rulesched.scheduler.budgets import budgets_of, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -52,7 +53,6 @@ from rulesched.scheduler.framework import (
     num_candidates,
 )
 from rulesched.scheduler.nominator import Reserved
-from rulesched.semantics.matching import label_selector_matches
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -420,7 +420,7 @@ def select_victims(
         still = _failure(bound, overlay, name, nominated)
         if still is not None:
             return NoFit(still)
-        violating, safe = _split_by_pdb(potential, overlay.pdbs)
+        violating, safe = split_by_pdb(potential, overlay.pdbs)
         victims: list[Pod] = []
         violations = 0
         for group, violates in ((violating, True), (safe, False)):
@@ -472,10 +472,10 @@ def _put_back_orders(
     budget first (the first ``violating[i]``), then the rest."""
     orders: list[list[Pod]] = []
     violating: list[int] = []
-    budgets = _Budgets(pdbs)
+    budgets = budgets_of(pdbs)
     for _, _, potential in tried:
         if pdbs:
-            first, rest = _split_by_pdb(potential, pdbs, budgets)
+            first, rest = split_by_pdb(potential, pdbs, budgets)
             orders.append(first + rest)
             violating.append(len(first))
         else:
@@ -490,61 +490,6 @@ def _together_candidate(name: str, together: Together, i: int) -> Candidate:
     # (put back in importance order, unless budgets reordered them)
     chosen = tuple(sorted(victims, key=importance)) if together.violating[i] else tuple(victims)
     return Candidate(name, chosen, together.candidates[i])
-
-
-class _Budgets:
-    """Which budgets may select a pod, found by its labels instead of trying every budget on
-    every pod (a preemption tries thousands of pods against every budget of the cluster): each
-    budget filed under its namespace and one of its matchLabels pairs (a pod has one value per
-    key, so it meets each budget at most once), those with only expressions under their
-    namespace alone. Budgets with no selector, or an empty one, select nothing here (as
-    filterPodsWithPDBViolation skips them)."""
-
-    __slots__ = ("_by_label", "_by_namespace", "pdbs")
-
-    def __init__(self, pdbs: Sequence[PodDisruptionBudget]) -> None:
-        self.pdbs = pdbs
-        self._by_label: dict[tuple[str, str, str], list[int]] = {}
-        self._by_namespace: dict[str, list[int]] = {}
-        for i, pdb in enumerate(pdbs):
-            selector = pdb.selector
-            if selector is None:
-                continue
-            if selector.match_labels:
-                key, value = selector.match_labels[0]
-                self._by_label.setdefault((pdb.namespace, key, value), []).append(i)
-            elif selector.match_expressions:
-                self._by_namespace.setdefault(pdb.namespace, []).append(i)
-
-    def selecting(self, pod: Pod) -> list[int]:
-        """The indices of the budgets whose selector matches the pod."""
-        ns = pod.namespace
-        found = [
-            i for key, value in pod.labels.items() for i in self._by_label.get((ns, key, value), ())
-        ] + self._by_namespace.get(ns, [])
-        return [i for i in found if label_selector_matches(self.pdbs[i].selector, pod.labels)]
-
-
-def _split_by_pdb(
-    pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], budgets: _Budgets | None = None
-) -> tuple[list[Pod], list[Pod]]:
-    """filterPodsWithPDBViolation: budgets count down as pods are considered, in order.
-    ``budgets``: ``_Budgets(pdbs)``, when the caller splits many nodes' pods."""
-    if not pdbs:
-        return [], list(pods)
-    budgets = budgets or _Budgets(pdbs)
-    allowed = [pdb.disruptions_allowed for pdb in pdbs]
-    violating: list[Pod] = []
-    safe: list[Pod] = []
-    for pod in pods:
-        violated = False
-        if pod.labels:
-            for i in budgets.selecting(pod):
-                allowed[i] -= 1
-                if allowed[i] < 0:
-                    violated = True
-        (violating if violated else safe).append(pod)
-    return violating, safe
 
 
 def pick_candidate(

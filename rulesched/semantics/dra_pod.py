@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -40,8 +40,9 @@ from rulesched.model.dra import (
     ResourceClaim,
     ResourceSlice,
 )
-from rulesched.semantics.cel import CelCache, CelError
+from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra_after import devices_after, shared_allocation
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid, holds_claims
 from rulesched.semantics.dra_devices import (
     AllocatedState,
@@ -49,8 +50,8 @@ from rulesched.semantics.dra_devices import (
     DeviceID,
     NodePools,
     released,
-    taint_blocks,
 )
+from rulesched.semantics.dra_diagnose import diagnose
 from rulesched.semantics.dra_extended import RequestMapping, claim_requests, earlier_claim, pod_claim, served
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
 from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
@@ -63,6 +64,8 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 STALE_EXTENDED = "cannot schedule extended resource claim"  # (a claim an earlier attempt made: PostFilter deletes it)
 PLUGIN = "DynamicResources"
+# the store's memo key (with a node's name) of whether the node's pods hold claims evicting them frees
+RELEASABLE = "releasable"
 
 
 def claim_name_for(pod: Pod, name: str) -> tuple[str | None, str]:
@@ -101,7 +104,14 @@ class PodClaims:
     ranking: NodeRanking | None = None
     # Filter's verdicts shared between pods asking the same of the same devices (the store's):
     # (claims' specs, node) -> (the node's devices as they were, the verdict); see _filter
-    memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None
+    # ... and (claims' specs, node, ranking_key) -> the node's devices and Node as they were, the
+    # allocation and the devices after it (see dra_after)
+    memo: dict[tuple[Any, ...], Any] | None = None
+    # what the ranking depends on when it is the same for every pod (the device scores that apply,
+    # reading the devices alone): pods asking the same then share allocations; None: this pod's own
+    ranking_key: Hashable | None = None
+    # Filter works out the allocation with its verdict, where it is shared (the rules read it)
+    keep_allocations: bool = False
     _nodes: dict[str, tuple[tuple[str, ...], list[Allocation] | None]] = field(default_factory=dict)
     _spec_key: str | None = None
     # allocated claims some node could not use (their allocation's node selector): PostFilter's
@@ -164,11 +174,25 @@ class PodClaims:
             return any(units * 1000 > allocatable.get(r, 0) for r, units in self.extended.items())
         if reasons != (CANNOT_ALLOCATE,) or self.allocator is None or self.state is None:
             return True
+        # Whether the node's pods hold a claim evicting them frees is the node's answer, whoever
+        # asks, when the asker's own claims are all still to allocate (never freed): kept in the
+        # store's memo for the node as it is (the store drops it when claims there change).
+        view, memo = node, self.memo
+        shared = memo is not None and self._spec_key is not None and self.removed is None and self.added is None
+        generation = getattr(view, "generation", None)
+        key = (RELEASABLE, getattr(node, "name", ""))
+        if shared and generation is not None:
+            assert memo is not None
+            hit = memo.get(key)
+            if hit is not None and hit[0] is view and hit[1] == generation:
+                answer: bool = hit[2]
+                return answer
         pods = [p for p in getattr(node, "pods", ()) if holds_claims(p)]
-        if not pods:
-            return True
-        node = getattr(node, "node", node)
-        return not self._releasable(node, pods, gone_uids(pods, ()))
+        answer = not pods or not self._releasable(getattr(node, "node", node), pods, gone_uids(pods, ()))
+        if shared and generation is not None:
+            assert memo is not None
+            memo[key] = (view, generation, answer)
+        return answer
 
     def _releasable(self, node: Any, holders: Sequence[Pod], gone: frozenset[str]) -> list[ResourceClaim]:
         assert self.allocator is not None and self.state is not None
@@ -230,6 +254,9 @@ class PodClaims:
         if found is not None and results and not found[0] and not self.to_allocate and not self.made.get(node.name):
             return found
         memo = self.memo
+        if (results or self.keep_allocations) and devices is not None and self.shared_key(node) is not None:
+            found = self._nodes[node.name] = shared_allocation(self, node, devices, view)
+            return found
         if not results and memo is not None and devices is not None and self._spec_key is not None:
             key = (self._spec_key, node.name)
             hit = memo.get(key)
@@ -243,6 +270,20 @@ class PodClaims:
             return found
         found = self._nodes[node.name] = self._filter(node, results, view)
         return found
+
+    def shared_key(self, node: Any) -> tuple[Any, ...] | None:
+        """The key under which pods asking what this one asks share ``node``'s allocation (the
+        store's memo); None when they may not (another ranking, an overlay's node, an extended
+        resources' claim, no store)."""
+        if self.memo is None or self._spec_key is None or self.ranking_key is None:
+            return None
+        if self.removed is not None or self.added is not None:
+            return None
+        return (self._spec_key, node.name, self.ranking_key)
+
+    def devices_after(self, view: Any) -> tuple[NodeDevice, ...]:
+        """``view.devices`` once the claims are allocated on the node (see dra_after)."""
+        return devices_after(self, view)
 
     def _filter(
         self,
@@ -355,15 +396,17 @@ def pod_claims(
     features: Features = ALL_FEATURES,
     ranking: NodeRanking | None = None,
     pools: dict[str, NodePools] | None = None,
-    memo: dict[tuple[str, str], tuple[object, tuple[str, ...]]] | None = None,
+    memo: dict[tuple[Any, ...], Any] | None = None,
     removed: Callable[[str], Sequence[Pod]] | None = None,
     added: Callable[[str], Sequence[Pod]] | None = None,
+    ranking_key: Hashable | None = None,
 ) -> PodClaims:
     """PreFilter: the pod's claims in ``state``; an allocator when some are to be allocated.
-    ``pools`` and ``memo``: the store's caches (per node pools; verdicts shared between pods);
+    ``pools`` and ``memo``: the store's caches (per node pools; verdicts and allocations shared
+    between pods); ``ranking_key``: what ``ranking`` depends on, when not on the pod;
     ``removed``, ``added``: on an overlay (preemption's dry run, nominated pods), the pods taken
     off and put on a node (by node name)."""
-    out = PodClaims(pod, ranking=ranking, memo=memo, state=state, removed=removed, added=added)
+    out = PodClaims(pod, ranking=ranking, memo=memo, state=state, removed=removed, added=added, ranking_key=ranking_key)
     if pod.extended_dra:
         out.extended = pod.extended_dra
         made = earlier_claim(pod, state.claims)
@@ -407,108 +450,6 @@ def pod_claims(
         if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
             out._spec_key = repr([c.spec for c in out.claims])
     return out
-
-
-def diagnose(allocator: Allocator, node: Any, claims: Sequence[ResourceClaim]) -> list[str]:
-    """For each request of ``claims``, what ruled out the node's devices for it (beyond
-    upstream, for explain): the devices of its class there, those its selectors refuse (with the
-    attributes the selectors read), tainted ones, those in use; and if every request alone
-    has devices enough, the claims' constraints or shared counters and capacity together."""
-    pools = gather_pools(allocator.slices_for(node), node, allocator.features, allocator.all_slices)
-    lines: list[str] = []
-    incomplete = [p.id for p in pools if p.incomplete]
-    invalid = [f"{p.id} ({p.invalid_reason})" for p in pools if p.invalid]
-    if incomplete:
-        lines.append(f"pool(s) {', '.join(incomplete)} being updated (fewer slices than resourceSliceCount): not used")
-    if invalid:
-        lines.append(f"invalid pool(s): {', '.join(invalid)}")
-    devices = [(p, s, d) for p in pools if not (p.incomplete or p.invalid) for s in p.slices for d in s.devices]
-    every_request_alone = True
-    for claim in claims:
-        for request in claim.spec.requests:
-            subs = (
-                [(request.name, request.exactly)]
-                if request.exactly
-                else [(f"{request.name}/{n}", r) for n, r in request.first_available]
-            )
-            best = ""
-            ok_any = False
-            for shown, spec in subs:
-                assert spec is not None
-                cls = allocator.classes.get(spec.device_class_name)
-                if cls is None:
-                    best = best or f"claim {claim.key}, request {shown}: class {spec.device_class_name} does not exist"
-                    continue
-                counts = {"class": 0, "selector": 0, "taint": 0, "in use": 0, "free": 0}
-                refused: list[str] = []
-                for _, s, d in devices:
-                    if s.per_device_node_selection and not node_matches(
-                        node, d.node_name, d.all_nodes, d.node_selector
-                    ):
-                        continue
-                    try:
-                        if not all(allocator.cel.matches(e, d, s.driver) for e in cls.selectors):
-                            continue
-                        counts["class"] += 1
-                        failed = next((e for e in spec.selectors if not allocator.cel.matches(e, d, s.driver)), None)
-                    except CelError as err:
-                        refused.append(f"{d.name}: {err}")
-                        continue
-                    if failed is not None:
-                        counts["selector"] += 1
-                        if len(refused) < 3:
-                            refused.append(f"{d.name} ({_attributes_read(failed, d, s.driver)})")
-                        continue
-                    if allocator.features.device_taints and taint_blocks(d, spec.tolerations) is not None:
-                        counts["taint"] += 1
-                        continue
-                    if not spec.admin_access and (s.driver, s.pool, d.name) in allocator.allocated.devices:
-                        counts["in use"] += 1
-                        continue
-                    counts["free"] += 1
-                need = spec.count if spec.allocation_mode != "All" else max(1, counts["free"])
-                prefix = f"claim {claim.key}, request {shown}"
-                if counts["class"] == 0:
-                    why = f"{prefix}: no device of class {cls.name} on the node"
-                elif counts["free"] >= need:
-                    ok_any = True
-                    break
-                else:
-                    parts = [f"{counts['class']} device(s) of class {cls.name}"]
-                    if counts["selector"]:
-                        parts.append(f"{counts['selector']} refused by its selectors: {', '.join(refused)}")
-                    if counts["taint"]:
-                        parts.append(f"{counts['taint']} with a taint it does not tolerate")
-                    if counts["in use"]:
-                        parts.append(f"{counts['in use']} in use by other claims")
-                    why = f"{prefix}: needs {need}, {counts['free']} usable ({'; '.join(parts)})"
-                best = best or why
-            if not ok_any:
-                every_request_alone = False
-                lines.append(best)
-    if every_request_alone:
-        constrained = [c.key for c in claims if c.spec.constraints]
-        what = (
-            "the claims' constraints (matchAttribute/distinctAttribute)"
-            if constrained
-            else "shared counters or consumable capacity"
-        )
-        lines.append(f"each request alone has devices on the node, but not all together: {what}")
-    return lines
-
-
-def _attributes_read(expression: str, device: Any, driver: str) -> str:
-    """The device's attributes an expression names (``model=A100``), to show why it refused it."""
-    shown = []
-    for name, attr in sorted(device.attributes.items()):
-        ident = name.rpartition("/")[2]
-        if ident in expression:
-            shown.append(f"{ident}={attr.value}")
-    for name, cap in sorted(device.capacity.items()):
-        ident = name.rpartition("/")[2]
-        if ident in expression:
-            shown.append(f"{ident}={cap.value // 1000}")
-    return ", ".join(shown) or f"selector {expression!r} false"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """The DRA built-ins. ``devices_after(node)``: the node's devices as they would be once the pod's
 claims are allocated there, as the DynamicResources filter would allocate them (the rules' device
-scores ranking the candidates): the devices the allocation takes hold one claim more, a device
-taken whole has nothing free, a share consumes its capacity. node.devices where the pod has no
-claim to allocate or they cannot be allocated on the node. What a policy reads to weigh the
-state a placement leaves (GPU fragmentation: rules/gpu-fragmentation.rules).
+scores ranking the candidates; :mod:`rulesched.semantics.dra_after`): the devices the allocation
+takes hold one claim more, a device taken whole has nothing free, a share consumes its capacity.
+node.devices where the pod has no claim to allocate or they cannot be allocated on the node. What
+a policy reads to weigh the state a placement leaves (GPU fragmentation:
+rules/gpu-fragmentation.rules).
 
 The DynamicResources built-in: kube-scheduler's DynamicResources Score as a function of a
 node, ``dra_score(node)``: for each of the pod's claims, each request with ``firstAvailable``
@@ -16,11 +17,10 @@ allocator as the filter, :mod:`rulesched.semantics.dra_pod`, kept once per pod a
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from rulesched.lang.context import EvalContext
-from rulesched.model.dra import EMPTY_DRA, FIRST_AVAILABLE_MAX, DeviceResult, NodeDevice
+from rulesched.model.dra import EMPTY_DRA, FIRST_AVAILABLE_MAX, NodeDevice
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_devices import NOTHING_ALLOCATED
 from rulesched.semantics.dra_pod import PodClaims, pod_claims
@@ -71,29 +71,4 @@ def devices_after(ctx: EvalContext, node: Any) -> tuple[NodeDevice, ...]:
     devices: tuple[NodeDevice, ...] = getattr(node, "devices", ())
     if not ctx.pod.resource_claims or not devices:
         return devices
-    found = _claims(ctx)
-    if found.error or not found.to_allocate:
-        return devices
-    taken: dict[tuple[str, str, str], list[DeviceResult]] = {}
-    for alloc in found.allocations(node).values():
-        for r in alloc.devices:
-            if not r.admin_access:
-                taken.setdefault(r.device_id, []).append(r)
-    if not taken:
-        return devices
-    return tuple(_after(d, taken[d.id]) if d.id in taken else d for d in devices)
-
-
-def _after(device: NodeDevice, results: list[DeviceResult]) -> NodeDevice:
-    consumed = dict(device.consumed)
-    whole = device.allocated and not device.free and bool(device.capacity)  # (held whole: stays so)
-    for r in results:
-        if r.share_id:
-            for name, amount in (r.consumed_capacity or {}).items():
-                consumed[name] = consumed.get(name, 0) + amount
-        else:
-            whole = True
-    free = {} if whole else {name: value - consumed.get(name, 0) for name, value in device.capacity.items()}
-    return dataclasses.replace(
-        device, consumed=consumed, free=free, allocated=True, claims=device.claims + len(results)
-    )
+    return _claims(ctx).devices_after(node)

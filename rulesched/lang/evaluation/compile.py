@@ -22,7 +22,6 @@ Next stage: the scheduler calls :meth:`RuleSet.bind` (see ``rulesched.scheduler`
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import threading
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS, domains
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation import domain_stages
+from rulesched.lang.evaluation.let_memo import kept_by_inputs, once
 from rulesched.lang.evaluation.stages import (
     NO_CTX,
     NodeFn,
@@ -158,10 +158,7 @@ class _Compiler:
     def _name(self, expr: ast.Name, slots: dict[str, int]) -> Staged:
         ref = self.notes.names[id(expr)]
         if ref.kind == "let":
-            key = (ref.name, tuple(sorted(slots.items())))
-            if key not in self.let_codes:
-                self.let_codes[key] = _once(ref.name, self.code(self.lets[ref.name].value, slots))
-            return self.let_codes[key]
+            return self._let(ref.name, slots)
         if ref.kind == "bound" or ref.name in _SLOT_VARIABLES:
             slot = slots[ref.name]
             if slot in self.fixed:
@@ -177,6 +174,16 @@ class _Compiler:
 
             return Staged(_CLUSTER, node=cluster)
         return Staged(frozenset({schema.NODE_VARIABLE}), static=lambda n, env=None: n, chain=(None, ()))
+
+    def _let(self, name: str, slots: dict[str, int]) -> Staged:
+        key = (name, tuple(sorted(slots.items())))
+        if key not in self.let_codes:
+            value = self.lets[name].value
+            code = kept_by_inputs(
+                self.code(value, slots), value, self.notes, self.lets, lambda used: self._let(used, slots)
+            )
+            self.let_codes[key] = once(name, code)
+        return self.let_codes[key]
 
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Staged:
         builtin = BUILTINS[func]
@@ -524,51 +531,6 @@ class _Compiler:
         if isinstance(expr, ast.Call) and BUILTINS[expr.func].costly:
             return True
         return False
-
-
-_POD_NODE = frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE})
-_UNSET = object()
-
-
-def _once(name: str, code: Staged) -> Staged:
-    """A let reading the pod and the node (no loop's variable, not the cluster) is computed once
-    per (pod, node): its value is kept in the pod's context, with the node and its generation,
-    and every later use on that node reads it (each use, in any rule or loop, costs a lookup;
-    rulesched.lang.frontend.cost counts the let once). A let reading the pod alone is kept in
-    the pod's context too: it is computed within one pod-stage evaluation, where each use would
-    otherwise compute it again (a chain of lets each using the one before twice doubled at every
-    link: tests/test_lang_hostile.py's doublings)."""
-    if not code.free <= _POD_NODE:
-        return code
-    if code.node is None:
-        if code.pod is None:
-            return code
-        pod_fn, pod_key = code.pod, ("let pod", name)
-
-        def once_per_pod(ctx: EvalContext, env: Any) -> Any:
-            kept = ctx.scratch.get(pod_key, _UNSET)
-            if kept is _UNSET:
-                kept = ctx.scratch[pod_key] = pod_fn(ctx, env)
-            return kept
-
-        return dataclasses.replace(code, pod=once_per_pod)
-    inner, key = code.node, ("let", name)
-
-    def factory(ctx: EvalContext) -> NodeFn:
-        fn = inner(ctx)
-        scratch = ctx.scratch
-
-        def once(n: Any, env: Any = None) -> Any:
-            kept = scratch.get(key)
-            if kept is not None and kept[0] is n and kept[1] == n.generation:
-                return kept[2]
-            value = fn(n, env)
-            scratch[key] = (n, n.generation, value)
-            return value
-
-        return once
-
-    return Staged(code.free, node=factory)
 
 
 @dataclass(frozen=True)

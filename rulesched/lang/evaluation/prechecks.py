@@ -19,6 +19,7 @@ Next stage: :meth:`rulesched.lang.evaluation.ruleset.RuleSet.bind_new` puts thes
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from rulesched.lang.evaluation.bound import BoundFilter
@@ -32,19 +33,22 @@ DRA_FILTER = PLUGIN  # upstream's plugin name: the filter explain and events nam
 
 
 def prechecks(
-    pod: Pod, cluster: Any = None, ranking: NodeRanking | None = None
+    pod: Pod, cluster: Any = None, ranking: NodeRanking | None = None, ranking_key: Hashable | None = None
 ) -> tuple[tuple[BoundFilter, ...], PodClaims | None]:
     """The filters ``pod`` fails before any rule is asked (none for most pods), and a DRA pod's
     claims they filter with (Reserve reads the chosen node's allocation from them). ``cluster``:
     the cycle's view (its DRA objects: ``dra``, ``dra_allocated``, ``dra_cel``); ``ranking``:
-    the rules' device scores."""
+    the rules' device scores, and ``ranking_key`` what it depends on when that is not the pod
+    (pods asking the same then share allocations)."""
     if not pod.resource_claims and not pod.extended_dra:
         return (), None
-    found = dra_claims(pod, cluster, ranking)
+    found = dra_claims(pod, cluster, ranking, ranking_key)
     return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, found.unresolvable),), found
 
 
-def dra_claims(pod: Pod, cluster: Any, ranking: NodeRanking | None = None) -> PodClaims:
+def dra_claims(
+    pod: Pod, cluster: Any, ranking: NodeRanking | None = None, ranking_key: Hashable | None = None
+) -> PodClaims:
     """DynamicResources' PreFilter for ``pod`` over ``cluster``'s DRA objects."""
     return pod_claims(
         pod,
@@ -56,6 +60,7 @@ def dra_claims(pod: Pod, cluster: Any, ranking: NodeRanking | None = None) -> Po
         ranking=ranking,
         removed=getattr(cluster, "dra_removed", None),
         added=getattr(cluster, "dra_added", None),
+        ranking_key=ranking_key,
     )
 
 

@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import operator
 import threading
-from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, MutableMapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -63,6 +63,7 @@ from rulesched.semantics.dra_pod import NodeRanking, request_record, with_claims
 
 T = TypeVar("T")
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
+_DEVICE_ONLY = frozenset({schema.DEVICE_VARIABLE, schema.REQUEST_VARIABLE})  # what a pod-independent device score reads
 CLASS_CACHE_SIZE = 512  # equivalence classes a session keeps bound (least recently used go first)
 # A rule whose cost bound is above this many steps per (pod, node) (about 0.2 ms at ~40 ns a
 # step; no rule of the default profile comes near) is checked before each evaluation.
@@ -116,6 +117,9 @@ class RuleSet:
             r for r in compiled if r.checked.kind is ast.RuleKind.SCORE and r.checked.rule.target == "device"
         )
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
+        # Rules that read a pod's allocation on each node: DynamicResources' Filter then keeps it
+        # with its verdict (shared between pods, rulesched.semantics.dra_after), not the verdict alone.
+        self.reads_allocations = bool(checked.notes.context_calls & {"devices_after", "dra_score"})
         fields = checked.notes.pod_fields
         self.class_fields: tuple[str, ...] | None = None if fields & _PER_POD_FIELDS else tuple(sorted(fields))
         # Tokens of the cluster objects some built-in's per-pod answer reads (Services and
@@ -218,20 +222,30 @@ class RuleSet:
             return None
         return tuple([frozenset(get(pod).items()) if is_map else get(pod) for get, is_map in self._class_getters])
 
-    def _ranking(self, ctx: EvalContext, watch: RuleWatch) -> NodeRanking | None:
-        """The device scores that apply to ``ctx.pod``, as the allocator's ranking (a DRA pod's)."""
+    def _ranking(self, ctx: EvalContext, watch: RuleWatch) -> tuple[NodeRanking | None, Hashable | None]:
+        """The device scores that apply to ``ctx.pod``, as the allocator's ranking (a DRA pod's),
+        and what it depends on when every pod they apply to is ranked alike (they read the
+        device and the request alone): this set and their names; else None."""
         if not ctx.pod.resource_claims:
-            return None
+            return None, None
         device_scores = [r for r in self.device_scores if _applies(r, ctx, watch)]
-        return device_ranking(device_scores, ctx, watch) if device_scores else None
+        if not device_scores:
+            return None, (self.digest, ())
+        alike = all(
+            r.body.is_const or (r.body.static is not None and r.body.free <= _DEVICE_ONLY) for r in device_scores
+        )
+        key = (self.digest, tuple(r.name for r in device_scores)) if alike else None
+        return device_ranking(device_scores, ctx, watch), key
 
     def rebind_claims(self, bound: BoundRules, pod: Pod, cluster: ClusterView | None) -> None:
         """A class's binding rebound to another DRA pod: that pod's claims (and the device
         scores' ranking for it) behind the DynamicResources precheck."""
-        first, claims = prechecks(pod, cluster, self._ranking(bound.ctx, bound.watch))
+        first, claims = prechecks(pod, cluster, *self._ranking(bound.ctx, bound.watch))
         bound.filters[0].passes = first[0].passes
         bound.filters[0].reasons = first[0].reasons
         bound.filters[0].unresolvable = first[0].unresolvable
+        if claims is not None:
+            claims.keep_allocations = self.reads_allocations
         bound.dra_claims = claims
         bound.ctx.scratch[BOUND_CLAIMS] = claims
 
@@ -256,7 +270,7 @@ class RuleSet:
         preempts = tuple(
             _bind_preempt(r, ctx, watch, self._by_priority[id(r)]) for r in self.preempts if _applies(r, ctx, watch)
         )
-        first, claims = prechecks(pod, cluster, self._ranking(ctx, watch))  # (node by node: no column, no share)
+        first, claims = prechecks(pod, cluster, *self._ranking(ctx, watch))  # (node by node: no column, no share)
         uses = (
             (*(frozenset[str]() for _ in first), *(frozenset(r.context) for r in filter_rules)),
             tuple(frozenset(r.context) for r in score_rules),
@@ -276,6 +290,7 @@ class RuleSet:
         )
         bound.dra_claims = claims
         if claims is not None:
+            claims.keep_allocations = self.reads_allocations
             ctx.scratch[BOUND_CLAIMS] = claims
         return bound
 

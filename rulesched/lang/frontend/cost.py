@@ -120,7 +120,7 @@ class Estimate:
     node_steps: int = 0
     node_part: Estimate | None = None  # the costliest such part, as estimated alone
     # the lets computed once per (pod, node) it uses (those reading the pod and the node, not
-    # the cluster: rulesched.lang.evaluation.compile._once), by name: what each costs, once
+    # the cluster: rulesched.lang.evaluation.let_memo.once), by name: what each costs, once
     once: tuple[tuple[str, int], ...] = ()
 
 

@@ -1,0 +1,102 @@
+"""Which PodDisruptionBudgets a preemption's victims would violate (filterPodsWithPDBViolation):
+each budget found by a pod's labels through an index, instead of every budget tried on every pod
+of every node a preemption dry-runs; the index, and what it found for each pod, kept for as long
+as the store hands out the same tuple of budgets (it does until a budget changes), so attempt
+after attempt reuses it.
+
+Used by :mod:`rulesched.scheduler.preemption` (the victims' order, violating ones first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rulesched.model import Pod, PodDisruptionBudget
+from rulesched.semantics.matching import label_selector_matches
+
+
+class Budgets:
+    """Which budgets may select a pod, found by its labels instead of trying every budget on
+    every pod (a preemption tries thousands of pods against every budget of the cluster): each
+    budget filed under its namespace and one of its matchLabels pairs (a pod has one value per
+    key, so it meets each budget at most once), those with only expressions under their
+    namespace alone. Budgets with no selector, or an empty one, select nothing here (as
+    filterPodsWithPDBViolation skips them)."""
+
+    __slots__ = ("_by_label", "_by_namespace", "_selected", "pdbs")
+
+    def __init__(self, pdbs: Sequence[PodDisruptionBudget]) -> None:
+        self.pdbs = pdbs
+        # pod key -> (its labels, the budgets selecting it): a pod's answer kept while its labels
+        # are the same object (a pod is tried on many attempts; the index lives as long as the
+        # cluster's budgets tuple does: see budgets_of)
+        self._selected: dict[str, tuple[Mapping[str, str], list[int]]] = {}
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        self._by_namespace: dict[str, list[int]] = {}
+        for i, pdb in enumerate(pdbs):
+            selector = pdb.selector
+            if selector is None:
+                continue
+            if selector.match_labels:
+                key, value = selector.match_labels[0]
+                self._by_label.setdefault((pdb.namespace, key, value), []).append(i)
+            elif selector.match_expressions:
+                self._by_namespace.setdefault(pdb.namespace, []).append(i)
+
+    def selecting(self, pod: Pod) -> list[int]:
+        """The indices of the budgets whose selector matches the pod."""
+        labels = pod.labels
+        known = self._selected.get(pod.key)
+        if known is not None and known[0] is labels:
+            return known[1]
+        ns = pod.namespace
+        found = [
+            i for key, value in labels.items() for i in self._by_label.get((ns, key, value), ())
+        ] + self._by_namespace.get(ns, [])
+        chosen = [i for i in found if label_selector_matches(self.pdbs[i].selector, labels)]
+        self._selected[pod.key] = (labels, chosen)
+        return chosen
+
+
+@dataclass
+class _LastBudgets:
+    """The index of the budgets tuple last seen: the store hands out the same tuple until a
+    budget changes, so attempt after attempt reuses the index and what it found for each pod
+    (a memo: the answers are the same as a new index's)."""
+
+    entry: tuple[Sequence[PodDisruptionBudget], Budgets] | None = None
+
+
+_LAST = _LastBudgets()
+
+
+def budgets_of(pdbs: Sequence[PodDisruptionBudget]) -> Budgets:
+    """The index of ``pdbs``: the last one built, while they are the same tuple."""
+    entry = _LAST.entry
+    if entry is None or entry[0] is not pdbs:
+        # (one attribute, set whole: a reader on another thread sees one entry or the other)
+        entry = _LAST.entry = (pdbs, Budgets(pdbs))
+    return entry[1]
+
+
+def split_by_pdb(
+    pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget], budgets: Budgets | None = None
+) -> tuple[list[Pod], list[Pod]]:
+    """filterPodsWithPDBViolation: budgets count down as pods are considered, in order.
+    ``budgets``: ``budgets_of(pdbs)``, when the caller splits many nodes' pods."""
+    if not pdbs:
+        return [], list(pods)
+    budgets = budgets or Budgets(pdbs)
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating: list[Pod] = []
+    safe: list[Pod] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i in budgets.selecting(pod):
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else safe).append(pod)
+    return violating, safe

@@ -1,0 +1,84 @@
+"""Allocations shared between pods asking the same (rulesched.semantics.dra_after): the store's
+memo gives a pod the allocation, and the devices after it, that another pod with claims alike
+had on the node, while the node's devices are what they were; a change to them (a pod placed
+there), or device scores that read the pod, and each pod has its own.
+
+The GPU replay property (tests/test_gpu_replay_property.py) runs both of its paths through the
+store's memo; these cases say what a kept allocation must not outlive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import openb_to_k8s  # noqa: E402
+from openb import GpuNode, TracePod  # noqa: E402
+
+from rulesched.lang import load_rules, resolve_rules_path  # noqa: E402
+from rulesched.lang.builtins.dra import devices_after  # noqa: E402
+from rulesched.lang.evaluation.ruleset import RuleSet  # noqa: E402
+from rulesched.scheduler.framework import SchedulerSettings  # noqa: E402
+from rulesched.simulate.driver import Simulation  # noqa: E402
+from rulesched.simulate.load import load_cluster  # noqa: E402
+
+
+def _cluster(tmp_path: Path, pods: list[TracePod]) -> Any:
+    nodes = [GpuNode("n", 32_000, 262_144, 2, "T4")]
+    path = tmp_path / "cluster.json"
+    path.write_text(
+        json.dumps({"apiVersion": "v1", "kind": "List", "items": list(openb_to_k8s.objects(nodes, pods, [0]))})
+    )
+    return load_cluster([str(path)])
+
+
+def _free_after(rules: RuleSet, pod: Any, snapshot: Any) -> list[int]:
+    bound = rules.bind(pod, snapshot)
+    (view,) = snapshot.nodes
+    return [d.free["milli"] for d in devices_after(bound.ctx, view)]
+
+
+def test_a_kept_allocation_goes_when_a_pod_is_placed_on_the_node(tmp_path: Path) -> None:
+    """Two pods of a shared GPU's half, classes apart (memory): the second, scored after the
+    first is placed, sees the GPU the first holds full (best fit), not the node as the first saw it."""
+    pods = [TracePod("a", 4000, 1024, 1, 500), TracePod("b", 4000, 4096, 1, 500)]
+    cluster = _cluster(tmp_path, pods)
+    store = cluster.store(provision=True)
+    rules = load_rules([resolve_rules_path("gpu-fragmentation")])
+    first, second = cluster.pending_pods
+    assert _free_after(rules, first, store.snapshot()) == [500 * 1000, 1000 * 1000]  # (milli in milli-units)
+    assert _free_after(rules, second, store.snapshot()) == [500 * 1000, 1000 * 1000]  # (shared: the same node)
+    sim = Simulation(rules, store, SchedulerSettings(seed=1))
+    sim.add(first)
+    while sim.schedule_one() is not None:
+        pass
+    assert _free_after(rules, second, store.snapshot()) == [0, 1000 * 1000]
+
+
+DEVICE_BY_PRIORITY = """extends "default"
+
+# a pod of priority above 0 wants the last GPU, the others the first
+score by_priority for device:
+    if (pod.priority > 0) == (device.name == "gpu-1") then 1 else 0
+"""
+
+
+def test_device_scores_that_read_the_pod_keep_allocations_apart(tmp_path: Path) -> None:
+    """A device score reading the pod ranks the GPUs per pod: pods asking the same of the same
+    node do not share the allocation (nor the devices after it)."""
+    pods = [TracePod("a", 4000, 1024, 1, 500), TracePod("b", 4000, 1024, 1, 500)]
+    cluster = _cluster(tmp_path, pods)
+    store = cluster.store(provision=True)
+    rules_path = tmp_path / "by-priority.rules"
+    rules_path.write_text(DEVICE_BY_PRIORITY)
+    rules = load_rules([rules_path])
+    low, high = cluster.pending_pods
+    high = dataclasses.replace(high, priority=5)
+    snapshot = store.snapshot()
+    assert _free_after(rules, low, snapshot) == [500 * 1000, 1000 * 1000]
+    assert _free_after(rules, high, snapshot) == [1000 * 1000, 500 * 1000]
