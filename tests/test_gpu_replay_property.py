@@ -15,23 +15,17 @@ missing a field, an answer shared where it must not be, shows as a different nod
 from __future__ import annotations
 
 import dataclasses
-import json
-import random
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import openb_to_k8s  # noqa: E402
 from openb import MILLI, GpuNode, TracePod  # noqa: E402
 
-from rulesched.simulate.load import load_cluster  # noqa: E402
-from rulesched.simulate.run import SimulateSettings, simulate  # noqa: E402
+from tests.helpers.gpu_replay import replay  # noqa: E402
 
 MODELS = ("T4", "V100M16", "A100")
 
@@ -79,25 +73,6 @@ def gpu_pods(draw: st.DrawFn) -> list[TracePod]:
         TracePod(f"p{i:03}", shapes[s][0], memories[m], shapes[s][1], shapes[s][2], shapes[s][3])
         for i, (s, m) in enumerate(picks)
     ]
-
-
-def replay(nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool) -> list[tuple[Any, ...]]:
-    """Each pod's node, message, nomination and victims, the pods (arriving as drawn: enough to
-    fill the nodes) through simulate with FGD."""
-    rank = list(range(len(nodes)))  # (the converter's node order label; FGD does not read it)
-    random.Random(seed).shuffle(rank)
-    items = list(openb_to_k8s.objects(nodes, pods, rank, "dra"))
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
-        f.flush()
-        objects = load_cluster([f.name])
-    report = simulate(
-        objects,
-        SimulateSettings(
-            cluster=(), rules=("gpu-fragmentation",), seed=seed, percentage_of_nodes_to_score=100, explain=explain
-        ),
-    )
-    return [(r["pod"], r["node"], r["message"], r["nominated"], r["victims"]) for r in report.iter_rows()]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -30,7 +30,7 @@ from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid
 from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools, PooledMap, PooledSet
 from rulesched.semantics.dra_extended import extended_view
-from rulesched.semantics.dra_pod import DeviceUse, node_devices, pod_claims
+from rulesched.semantics.dra_pod import RELEASABLE, DeviceUse, node_devices, pod_claims
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
 
@@ -210,10 +210,14 @@ class DraCache:
         self._changed()
 
     def mark(self, node: str | None) -> None:
-        """Node ``node``'s devices (None: every node's) are to be worked out again."""
+        """Node ``node``'s devices (None: every node's) are to be worked out again; what its
+        pods' claims free if evicted, kept in the memo, goes (the claims there changed)."""
         if node is None:
             self.dirty = None
-        elif self.dirty is not None:
+            self.memo.clear()
+            return
+        self.memo.pop((RELEASABLE, node), None)
+        if self.dirty is not None:
             self.dirty.add(node)
 
     def _touch(self, claim: ResourceClaim | None) -> None:
@@ -256,7 +260,7 @@ class DraCache:
 
     def replace_all(self, state: DraState) -> None:
         """Replace every DRA object (a load from files)."""
-        self.dirty = None
+        self.mark(None)
         self.pools = {}
         self._slices = None
         for kind in DRA_KINDS:

@@ -59,16 +59,21 @@ def first_failures(
 
 
 def reason_counts(
-    bound: BoundRules, cols: NodeColumns, failed: list[FailedRows], kept: list[GroupReasons] | None = None
+    bound: BoundRules,
+    cols: NodeColumns,
+    failed: list[FailedRows],
+    kept: list[GroupReasons] | None = None,
+    reasons_of: Callable[[FailedRows], GroupReasons] | None = None,
 ) -> tuple[Counter[str], set[str]]:
     """kube-scheduler's FitError histogram (reason -> nodes failing with it; a node counts once
     per distinct reason of its first failing filter) and the names of the failing filters.
-    ``kept``: each group's :class:`GroupReasons` is appended to it (for the diagnosis)."""
+    ``kept``: each group's :class:`GroupReasons` is appended to it (for the diagnosis);
+    ``reasons_of``: a group's reasons (default :func:`group_reasons`; a node table's keeps some)."""
     counts: Counter[str] = Counter()
     names: set[str] = set()
     for group in failed:
         names.add(group.filter.name)
-        reasons = group_reasons(bound, cols, group)
+        reasons = reasons_of(group) if reasons_of is not None else group_reasons(bound, cols, group)
         if kept is not None:
             kept.append(reasons)
         for why, k in reasons.counts():
@@ -140,13 +145,13 @@ def group_reasons(bound: BoundRules, cols: NodeColumns, group: FailedRows) -> Gr
             return GroupReasons(encoded.codes, [as_reasons(value, default) for value in encoded.values])
         found = _per_group(bound, cols, rows, expr, f.reasons)
         if found is not None:
-            return _coded(found)
+            return coded(found)
     nodes = cols.nodes
     bound.watch.rule = f.name
-    return _coded(bound.watch.each(f.reasons, rows.tolist(), nodes))
+    return coded(bound.watch.each(f.reasons, rows.tolist(), nodes))
 
 
-def _coded(found: list[tuple[str, ...]]) -> GroupReasons:
+def coded(found: list[tuple[str, ...]]) -> GroupReasons:
     """Per-row reasons as codes over their distinct tuples (first seen first)."""
     index: dict[tuple[str, ...], int] = {}
     codes = [index.setdefault(why, len(index)) for why in found]

@@ -38,7 +38,7 @@ from rulesched.engine.batch import (
     volatile_grouped,
 )
 from rulesched.engine.columns import NodeColumns, Rows
-from rulesched.engine.failures import FailedRows, first_failures
+from rulesched.engine.failures import FailedRows, GroupReasons, coded, first_failures, group_reasons
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.shared import Lookups, RowLog, RuleColumns
 from rulesched.lang import BoundFilter, BoundRules
@@ -160,6 +160,11 @@ class NodeTable:
         # it first (-1: not known), for the statuses preemption reads after a walk found no node
         # (a replay that fills the cluster fails many pods of a class, one node changed between)
         self._unresolvable: dict[int, npt.NDArray[np.int8]] = {}
+        # ... and, kept alike where no filter is dynamic, each row's first failing filter (its
+        # index, -1: none; -2: not known) and the prechecks' reasons where one is that filter
+        # (DynamicResources: node by node, asked of every node for each pod that fits nowhere)
+        self._first = np.full(n, -2, dtype=np.int16)
+        self._reasons: list[tuple[str, ...] | None] = [None] * n
         # Steady scores kept in the narrowest integer type that holds every one computed so far
         # (int16 first: scores are mostly 0-100): at 100 000 nodes a table is then 1.9 MB, not
         # 7.5, and the tables of a few hundred interleaved classes fit (see cycle.tables_for).
@@ -189,6 +194,7 @@ class NodeTable:
             self._checked[:] = False
             self._scored[:] = False
             self._unresolvable.clear()
+            self._forget_failures(None)
         if snapshot.pod_position != self._position:
             stale: Rows | list[int] | None
             if self._store is not None and snapshot.pod_position - self._position > FEW_CHANGES:
@@ -205,6 +211,7 @@ class NodeTable:
                 self._scored[stale] = False
                 for known in self._unresolvable.values():
                     known[stale] = -1
+            self._forget_failures(stale)
             self._position = snapshot.pod_position
 
     def release(self) -> None:
@@ -397,10 +404,51 @@ class NodeTable:
 
     def failures(self) -> list[FailedRows] | None:
         """Every node's first failing filter, by filter (a walk found no node: the FitError
-        message and preemption need them), as columns; None for a table without columns."""
+        message and preemption need them), as columns; None for a table without columns. Kept
+        per row, as the filters' outcomes are, when no filter is dynamic: a class failing again
+        asks only the nodes that changed."""
         if self._store is None:
             return None
-        return first_failures(self.bound, self._columns(), self._rows, self._shared())
+        bound = self.bound
+        if bound.dynamic_filters:
+            return first_failures(bound, self._columns(), self._rows, self._shared())
+        first = self._first
+        todo = self._rows[first == -2]
+        if len(todo):
+            first[todo] = -1
+            for group in first_failures(bound, self._columns(), todo, self._shared()):
+                first[group.rows] = group.index
+        failing = first >= 0
+        if not failing.any():
+            return []
+        return [
+            FailedRows(i, bound.filters[i], np.flatnonzero(first == i)) for i in sorted(set(first[failing].tolist()))
+        ]
+
+    def group_reasons(self, group: FailedRows) -> GroupReasons:
+        """:func:`rulesched.engine.failures.group_reasons` of a group :meth:`failures` gave; a
+        precheck's reasons kept per row (they read the node as its outcome does)."""
+        if group.index >= self.bound.prechecked or self.bound.dynamic_filters:
+            return group_reasons(self.bound, self._columns(), group)
+        kept = self._reasons
+        rows = group.rows.tolist()
+        missing = [r for r in rows if kept[r] is None]
+        if missing:
+            asked = FailedRows(group.index, group.filter, np.array(missing, dtype=np.intp))
+            found = group_reasons(self.bound, self._columns(), asked)
+            for r, code in zip(missing, found.codes.tolist(), strict=True):
+                kept[r] = found.reasons[code]
+        return coded([kept[r] for r in rows])
+
+    def _forget_failures(self, stale: Rows | list[int] | None) -> None:
+        if stale is None:
+            self._first[:] = -2
+            self._reasons = [None] * len(self._reasons)
+            return
+        self._first[stale] = -2
+        kept = self._reasons
+        for r in stale.tolist() if isinstance(stale, np.ndarray) else stale:
+            kept[r] = None
 
     def unresolvable_memo(self, index: int, snapshot: Snapshot) -> npt.NDArray[np.int8] | None:
         """Filter ``index``'s kept ``unresolvable`` answers, one per row (-1: not known; the

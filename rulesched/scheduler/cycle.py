@@ -286,7 +286,7 @@ class Cycle:
             else:
                 cols = self.framework.current(snapshot)
                 kept: list[GroupReasons] = []
-                reasons, rejected_by = reason_counts(bound, cols, failed, kept)
+                reasons, rejected_by = reason_counts(bound, cols, failed, kept, table.group_reasons)
                 result.reasons.update(reasons)
                 known = KnownFailures(bound, cols, failed, kept, lambda i: table.unresolvable_memo(i, snapshot))
                 self._failed = (bound, snapshot.history, snapshot.pod_position, snapshot.node_generation, known)

@@ -64,6 +64,8 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 STALE_EXTENDED = "cannot schedule extended resource claim"  # (a claim an earlier attempt made: PostFilter deletes it)
 PLUGIN = "DynamicResources"
+# the store's memo key (with a node's name) of whether the node's pods hold claims evicting them frees
+RELEASABLE = "releasable"
 
 
 def claim_name_for(pod: Pod, name: str) -> tuple[str | None, str]:
@@ -108,6 +110,8 @@ class PodClaims:
     # what the ranking depends on when it is the same for every pod (the device scores that apply,
     # reading the devices alone): pods asking the same then share allocations; None: this pod's own
     ranking_key: Hashable | None = None
+    # Filter works out the allocation with its verdict, where it is shared (the rules read it)
+    keep_allocations: bool = False
     _nodes: dict[str, tuple[tuple[str, ...], list[Allocation] | None]] = field(default_factory=dict)
     _spec_key: str | None = None
     # allocated claims some node could not use (their allocation's node selector): PostFilter's
@@ -170,11 +174,25 @@ class PodClaims:
             return any(units * 1000 > allocatable.get(r, 0) for r, units in self.extended.items())
         if reasons != (CANNOT_ALLOCATE,) or self.allocator is None or self.state is None:
             return True
+        # Whether the node's pods hold a claim evicting them frees is the node's answer, whoever
+        # asks, when the asker's own claims are all still to allocate (never freed): kept in the
+        # store's memo for the node as it is (the store drops it when claims there change).
+        view, memo = node, self.memo
+        shared = memo is not None and self._spec_key is not None and self.removed is None and self.added is None
+        generation = getattr(view, "generation", None)
+        key = (RELEASABLE, getattr(node, "name", ""))
+        if shared and generation is not None:
+            assert memo is not None
+            hit = memo.get(key)
+            if hit is not None and hit[0] is view and hit[1] == generation:
+                answer: bool = hit[2]
+                return answer
         pods = [p for p in getattr(node, "pods", ()) if holds_claims(p)]
-        if not pods:
-            return True
-        node = getattr(node, "node", node)
-        return not self._releasable(node, pods, gone_uids(pods, ()))
+        answer = not pods or not self._releasable(getattr(node, "node", node), pods, gone_uids(pods, ()))
+        if shared and generation is not None:
+            assert memo is not None
+            memo[key] = (view, generation, answer)
+        return answer
 
     def _releasable(self, node: Any, holders: Sequence[Pod], gone: frozenset[str]) -> list[ResourceClaim]:
         assert self.allocator is not None and self.state is not None
@@ -236,7 +254,7 @@ class PodClaims:
         if found is not None and results and not found[0] and not self.to_allocate and not self.made.get(node.name):
             return found
         memo = self.memo
-        if results and devices is not None and self.shared_key(node) is not None:
+        if (results or self.keep_allocations) and devices is not None and self.shared_key(node) is not None:
             found = self._nodes[node.name] = shared_allocation(self, node, devices, view)
             return found
         if not results and memo is not None and devices is not None and self._spec_key is not None:

@@ -117,6 +117,9 @@ class RuleSet:
             r for r in compiled if r.checked.kind is ast.RuleKind.SCORE and r.checked.rule.target == "device"
         )
         self.preempts = tuple(r for r in compiled if r.checked.kind is ast.RuleKind.PREEMPT)
+        # Rules that read a pod's allocation on each node: DynamicResources' Filter then keeps it
+        # with its verdict (shared between pods, rulesched.semantics.dra_after), not the verdict alone.
+        self.reads_allocations = bool(checked.notes.context_calls & {"devices_after", "dra_score"})
         fields = checked.notes.pod_fields
         self.class_fields: tuple[str, ...] | None = None if fields & _PER_POD_FIELDS else tuple(sorted(fields))
         # Tokens of the cluster objects some built-in's per-pod answer reads (Services and
@@ -241,6 +244,8 @@ class RuleSet:
         bound.filters[0].passes = first[0].passes
         bound.filters[0].reasons = first[0].reasons
         bound.filters[0].unresolvable = first[0].unresolvable
+        if claims is not None:
+            claims.keep_allocations = self.reads_allocations
         bound.dra_claims = claims
         bound.ctx.scratch[BOUND_CLAIMS] = claims
 
@@ -285,6 +290,7 @@ class RuleSet:
         )
         bound.dra_claims = claims
         if claims is not None:
+            claims.keep_allocations = self.reads_allocations
             ctx.scratch[BOUND_CLAIMS] = claims
         return bound
 

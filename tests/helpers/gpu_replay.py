@@ -1,0 +1,39 @@
+"""A GPU replay through `simulate` with FGD (the openb converter's objects), each pod's outcome:
+what tests/test_gpu_replay_property.py and tests/test_kept_failures.py compare between the
+engine's caches and the node-by-node walk (``explain``)."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benchmarks"))
+
+import openb_to_k8s  # noqa: E402
+from openb import GpuNode, TracePod  # noqa: E402
+
+from rulesched.simulate.load import load_cluster  # noqa: E402
+from rulesched.simulate.run import SimulateSettings, simulate  # noqa: E402
+
+
+def replay(nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool) -> list[tuple[Any, ...]]:
+    """Each pod's node, message, nomination and victims, the pods (arriving as drawn: enough to
+    fill the nodes) through simulate with FGD."""
+    rank = list(range(len(nodes)))  # (the converter's node order label; FGD does not read it)
+    random.Random(seed).shuffle(rank)
+    items = list(openb_to_k8s.objects(nodes, pods, rank, "dra"))
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
+        f.flush()
+        objects = load_cluster([f.name])
+    report = simulate(
+        objects,
+        SimulateSettings(
+            cluster=(), rules=("gpu-fragmentation",), seed=seed, percentage_of_nodes_to_score=100, explain=explain
+        ),
+    )
+    return [(r["pod"], r["node"], r["message"], r["nominated"], r["victims"]) for r in report.iter_rows()]
