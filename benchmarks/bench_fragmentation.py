@@ -28,6 +28,11 @@ composing; the paper's baselines by their names here (random, dotprod, clusterin
 bestfit: rules/examples/gpu-baselines/), so the table sets them beside the paper's figures.
 GPUs are DRA devices shared by GPU milli (`--gpus dra`, every feasible node scored as in the
 paper) or the extended resource `nvidia.com/gpu` taken whole (`--gpus extended`).
+
+`--target-workload TRACE` has the reference model's FGD measure fragmentation against another
+trace's typical pods (`default`: the table the FGD rule sets ship) rather than the run's own (the
+paper's). `--from a/results.json,b/results.json` runs nothing: it tables and plots earlier runs
+together (runs split over invocations).
 """
 
 from __future__ import annotations
@@ -324,6 +329,33 @@ def plot(results: list[RunResult], paper: dict[tuple[str, str], list[dict[str, s
     return f"plot: {path}"
 
 
+def read_results(path: Path) -> list[RunResult]:
+    """The runs a results.json holds (JSON's keys are strings: the curve's are whole percents)."""
+    runs = []
+    for r in json.loads(path.read_text()):
+        r["curve"] = {int(k): v for k, v in r["curve"].items()}
+        runs.append(RunResult(**r))
+    return runs
+
+
+def replot(files: list[Path], out: Path) -> int:
+    try:
+        results = [r for f in files for r in read_results(f)]
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        print(f"bench_fragmentation: --from: {e}", file=sys.stderr)
+        return 2
+    seeds = sorted({r.seed for r in results})
+    print(
+        f"GPU allocation when requests reach 130% of the GPUs (% of GPU milli; {len(results)} earlier runs, seeds {seeds}):"
+    )
+    paper = paper_results()
+    print(table(results, paper))
+    print(unallocated(results, sum(n.gpus for n in openb.read_nodes())))
+    out.mkdir(parents=True, exist_ok=True)
+    print(plot(results, paper, out / "allocation.png"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--traces", default="default", help="comma-separated trace variants (default: default)")
@@ -359,7 +391,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("/tmp/rulesched-fragmentation"))
+    parser.add_argument(
+        "--from",
+        dest="earlier",
+        help="no runs: the table and the plot (in --out) of earlier runs, from their comma-separated "
+        "results.json files (runs split over several invocations, seeds or rule sets)",
+    )
     args = parser.parse_args(argv)
+    if args.earlier:
+        return replot([Path(f) for f in args.earlier.split(",") if f], args.out)
     traces = [t for t in args.traces.split(",") if t]
     if args.target_workload and args.engine == "rules":
         parser.error("--target-workload is the reference model's (a rule set ships its target workload)")

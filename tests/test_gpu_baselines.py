@@ -6,6 +6,8 @@ run by `simulate` over many pods, the rules place them as the paper's definition
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -152,3 +154,26 @@ def test_the_reference_model_measures_against_the_target_workload_asked(monkeypa
     other = bench.run_one(bench.Run("own", "fgd-bestfit", 42, "reference", "random", target="other"))
     assert seen == [typical_pods(traces["own"]), typical_pods(traces["other"])] and seen[0] != seen[1]
     assert (own.target, other.target) == ("", "other") and own.pods == other.pods
+
+
+def test_earlier_runs_are_tabled_again_from_their_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench_fragmentation --from: runs split over invocations (seeds, rule sets) in one table."""
+    monkeypatch.setattr(bench.openb, "read_nodes", lambda: NODES)
+    monkeypatch.setattr(bench.openb, "find_trace", lambda name: Path(name))
+    monkeypatch.setattr(bench.openb, "read_pods", lambda path: trace(200, seed=3))
+    files = []
+    for policy in ("fgd-bestfit", "fgd-plus"):
+        runs = [bench.run_one(bench.Run("t", policy, seed, "reference", "random")) for seed in (42, 43)]
+        files.append(tmp_path / f"{policy}.json")
+        files[-1].write_text(json.dumps([dataclasses.asdict(r) for r in runs]))
+    assert bench.main(["--from", ",".join(map(str, files)), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "4 earlier runs, seeds [42, 43]" in out
+    again = bench.read_results(files[0])
+    assert again[0].curve and all(isinstance(k, int) for k in again[0].curve)
+    figures = [r.figure for r in again]
+    assert f"| fgd-bestfit | {bench.summary(figures)} | - |" in out
+    assert "| fgd-plus | " in out
+    assert bench.main(["--from", str(tmp_path / "missing.json")]) == 2
