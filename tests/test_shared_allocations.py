@@ -82,3 +82,25 @@ def test_device_scores_that_read_the_pod_keep_allocations_apart(tmp_path: Path) 
     snapshot = store.snapshot()
     assert _free_after(rules, low, snapshot) == [500 * 1000, 1000 * 1000]
     assert _free_after(rules, high, snapshot) == [1000 * 1000, 500 * 1000]
+
+
+def test_a_nodes_kept_device_order_goes_when_its_devices_change(tmp_path: Path) -> None:
+    """FGD's device score (best fit: the GPU with the least milli left that fits) reads the
+    device alone, so a node's order is kept for every pod (rulesched.lang.evaluation.ruleset
+    .device_ranking); once a pod takes a GPU there the order is worked out again: 300 milli go to
+    gpu-0, 800 to gpu-1 (gpu-0 has 700 left), and 100 to gpu-1 then (200 left, the best fit), not
+    to gpu-0 as the order from before would have it."""
+    pods = [TracePod("x", 1000, 1024, 1, 300), TracePod("y", 1000, 1024, 1, 800), TracePod("z", 1000, 1024, 1, 100)]
+    cluster = _cluster(tmp_path, pods)
+    store = cluster.store(provision=True)
+    sim = Simulation(load_rules([resolve_rules_path("gpu-fragmentation")]), store, SchedulerSettings(seed=1))
+    for pod in cluster.pending_pods:
+        sim.add(pod)
+    while sim.schedule_one() is not None:
+        pass
+    held = {
+        c.name.split("-gpu-")[0]: [d.device for d in c.allocation.devices]
+        for c in store.dra.state.claims.values()
+        if c.allocation is not None
+    }
+    assert held == {"x": ["gpu-0"], "y": ["gpu-1"], "z": ["gpu-1"]}

@@ -148,6 +148,7 @@ class DraCache:
         # until the slices change)
         self._slices: tuple[list[Any], dict[str, list[Any]], list[Any]] | None = None
         self.allocates = True  # False: kube-scheduler allocates (the extender; DraState.allocates)
+        self._fixed: dict[Any, Any] = {}  # device id -> its views that change with the slice alone (node_devices)
 
     @property
     def state(self) -> DraState:
@@ -197,6 +198,7 @@ class DraCache:
         elif kind == "slices":
             self.pools = {}
             self._slices = None
+            self._fixed = {}
             for s in (self._maps["slices"].get(key), value):
                 if s is not None:
                     self.mark(s.node_name or None)
@@ -252,7 +254,11 @@ class DraCache:
         use = self._use
         out = {}
         for name in names:
-            views = node_devices(nodes[name].node, on_node.get(name, []) + shared, slices, use) if slices else ()
+            views = (
+                node_devices(nodes[name].node, on_node.get(name, []) + shared, slices, use, self._fixed)
+                if slices
+                else ()
+            )
             for view in views:
                 self._seen_on.setdefault(view.id, set()).add(name)
             out[name] = views

@@ -462,7 +462,9 @@ def score_matrix(
     bodies = columns_of(bound)
     shares = bodies.score_shares if shared is not None and bodies is not None else ()
     watch = bound.watch
-    for i, s in enumerate(bound.scores):
+    columns: list[tuple[int, npt.NDArray[Any]]] = []
+    by_node: list[int] = []  # scores no column evaluation answers: node by node, all of them per node
+    for i in range(len(bound.scores)):
         if i in skip:
             continue
         share = shares[i] if shares else None
@@ -473,8 +475,30 @@ def score_matrix(
         else:
             column = _column(bound, cols, rows, i, False)
         if column is None:
-            watch.rule = s.name
-            column = np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64)
+            by_node.append(i)
+        else:
+            columns.append((i, column))
+    if len(by_node) == 1:
+        s = bound.scores[by_node[0]]
+        watch.rule = s.name
+        columns.append((by_node[0], np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64)))
+    elif by_node:
+        # One node's rules one after the other, as BoundRules.score_vector runs them: the lets
+        # they share are computed once per (pod, node) (kept in the pod's context, one node at a
+        # time), where a rule over every row, then the next, computed them again for each rule.
+        named = [(bound.scores[i].name, bound.scores[i].score) for i in by_node]
+
+        def row(node: Any) -> list[int]:
+            values = []
+            for name, score in named:
+                watch.rule = name
+                values.append(score(node))
+            return values
+
+        matrix = np.array(watch.each(row, rows.tolist(), nodes), dtype=np.int64).reshape(len(rows), len(by_node))
+        columns += [(i, matrix[:, k]) for k, i in enumerate(by_node)]
+    for i, column in sorted(columns, key=lambda c: c[0]):
+        s = bound.scores[i]
         out[:, i] = column
         if s.normalize == "none" and len(column):
             fixed_bound += s.weight * max(int(column.max()), -int(column.min()))

@@ -19,6 +19,7 @@ Lines are JSON arrays. Parent to child::
 
 Child to parent::
 
+    ["ready"]            its API client is built and it takes bindings (sent once, first)
     ["outcome", KEY, NODE, OK, REASON, BOUND_ELSEWHERE, SECONDS, PROFILE, RULES]
                          (the child has written the ``bound`` log line of an OK one)
     ["done", N]          N bindings' work is over (their Scheduled events too)
@@ -148,6 +149,17 @@ class BindingProcess:
         self._started = 0.0  # (monotonic) when the child was last started
         self._restart_wait = RESTART_SECONDS[0]  # before a dead child is started again
         self._buffered_since = 0.0
+        # The first child said it takes bindings: its imports (the Kubernetes client's, ~1-2 s
+        # on a loaded machine) and its client are done. Latched: a child started again later
+        # does not take readiness back (bindings bind in-process meanwhile).
+        self._ready = threading.Event()
+
+    @property
+    def ready(self) -> bool:
+        """Whether a child has said it takes bindings (``rulesched run``'s /readyz waits for it:
+        bindings handed over before sat in the pipe until the child had started, the first
+        binding 0.5-2.5 s after the first pod on the test bed)."""
+        return self._ready.is_set()
 
     def start(self) -> BindingProcess:
         settings = installed()
@@ -240,7 +252,9 @@ class BindingProcess:
 
     def _answer(self, message: list[Any]) -> None:
         kind = message[0]
-        if kind == "requests":
+        if kind == "ready":
+            self._ready.set()
+        elif kind == "requests":
             observe = self.observe
             for method, code, seconds in message[1]:
                 observe(method, code, seconds)
@@ -429,6 +443,7 @@ class _LineWriter:
 
 def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
     """(The child's side.) Bind what the parent sends until it closes the pipe; then finish."""
+    os.write(out_fd, _encode(["ready"]) + b"\n")  # (before the writer's thread: nothing else writes yet)
     writer = _LineWriter(out_fd)
     until = [-math.inf]  # nothing is written before the parent says until when
 

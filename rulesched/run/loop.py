@@ -236,6 +236,7 @@ class Loop:
         self.metrics.live.pending = self.scheduler.queue.counts
         self.metrics.live.unschedulable = self.scheduler.queue.unschedulable_by_profile
         self.ops: OpsServer | None = None
+        self._binding: BindingProcess | None = None  # the binding process, when bindings go there
         # The first lists are in the store (kube-scheduler's /readyz check sched-handler-sync:
         # its event handlers have taken in the informers' initial lists), latched.
         self._handlers_synced = False
@@ -406,6 +407,7 @@ class Loop:
             )
             try:
                 self.workers.use_process(process.start())
+                self._binding = process
                 self.metrics.binding_pid = lambda: process.pid
             except OSError as err:  # (no process to start: bind on this one's threads)
                 log.warning("binding process not started: %s; binding in-process", err)
@@ -511,6 +513,9 @@ class Loop:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         if not self._handlers_synced:
             return False, "caches synced, being taken in"
+        binding = self._binding
+        if binding is not None and binding.alive and not binding.ready:  # (dead: binding in-process)
+            return False, "binding process starting"
         return True, ", ".join(about(p) for p in self.profiles) + role
 
     def _live_view(self) -> LiveView | None:

@@ -79,6 +79,9 @@ class PooledSet(AbstractSet[Any]):
             self._len = sum(len(s) for s in self._by_pool.values())
         return self._len
 
+    def __bool__(self) -> bool:  # (whether any pool holds one: not a count over every pool)
+        return self._len > 0 if self._len >= 0 else any(self._by_pool.values())
+
 
 class PooledMap(Mapping[DeviceID, Mapping[str, int]]):
     """A device id -> amounts map kept as one frozen map per pool (see :class:`PooledSet`)."""
@@ -108,6 +111,9 @@ class PooledMap(Mapping[DeviceID, Mapping[str, int]]):
         if self._len < 0:
             self._len = sum(len(m) for m in self._by_pool.values())
         return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0 if self._len >= 0 else any(self._by_pool.values())
 
 
 NOTHING_ALLOCATED = AllocatedState()

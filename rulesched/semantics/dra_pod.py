@@ -492,10 +492,16 @@ def _text(attr: Attribute) -> str:
 
 
 def node_devices(
-    node: Any, slices: Sequence[ResourceSlice], all_slices: Sequence[ResourceSlice], use: DeviceUse
+    node: Any,
+    slices: Sequence[ResourceSlice],
+    all_slices: Sequence[ResourceSlice],
+    use: DeviceUse,
+    fixed: dict[DeviceID, tuple[Any, Any, Any, Any]] | None = None,
 ) -> tuple[NodeDevice, ...]:
     """The devices of the complete, valid pools ``node`` reaches (its slices: its own and those
-    naming no node), in the allocator's order, with what claims hold of them."""
+    naming no node), in the allocator's order, with what claims hold of them. ``fixed``: each
+    device's attributes, numbers and capacity as views, kept per device object (they change only
+    with the slice: a node's refresh after a bind remakes what claims hold alone)."""
     out = []
     for pool in gather_pools(slices, node, ALL_FEATURES, all_slices):
         if pool.incomplete or pool.invalid:
@@ -505,15 +511,12 @@ def node_devices(
                 if s.per_device_node_selection and not node_matches(node, d.node_name, d.all_nodes, d.node_selector):
                     continue
                 device_id = (s.driver, s.pool, d.name)
-                attributes: dict[str, str] = {}
-                numbers: dict[str, int] = {}
-                for name, attr in d.attributes.items():
-                    names = (name,) if "/" in name else (name, f"{s.driver}/{name}")
-                    for key in names:
-                        attributes[key] = _text(attr)
-                        if attr.kind == "int":
-                            numbers[key] = attr.value
-                capacity = {name: cap.value for name, cap in d.capacity.items()}
+                kept = fixed.get(device_id) if fixed is not None else None
+                if kept is None or kept[0] is not d:
+                    kept = (d, *_fixed_views(s.driver, d))
+                    if fixed is not None:
+                        fixed[device_id] = kept
+                _, attributes, numbers, capacity = kept
                 consumed = dict(use.consumed.get(device_id, {}))
                 whole = device_id in use.whole
                 free = {} if whole else {name: value - consumed.get(name, 0) for name, value in capacity.items()}
@@ -522,9 +525,9 @@ def node_devices(
                         s.driver,
                         s.pool,
                         d.name,
-                        MappingProxyType(attributes),
-                        MappingProxyType(numbers),
-                        MappingProxyType(capacity),
+                        attributes,
+                        numbers,
+                        capacity,
                         MappingProxyType(consumed),
                         MappingProxyType(free),
                         allocated=whole or device_id in use.consumed or use.claims.get(device_id, 0) > 0,
@@ -534,6 +537,20 @@ def node_devices(
                     )
                 )
     return tuple(out)
+
+
+def _fixed_views(driver: str, d: Any) -> tuple[Any, Any, Any]:
+    """A device's attributes (as text, by name and driver/name), integer attributes and capacity."""
+    attributes: dict[str, str] = {}
+    numbers: dict[str, int] = {}
+    for name, attr in d.attributes.items():
+        names = (name,) if "/" in name else (name, f"{driver}/{name}")
+        for key in names:
+            attributes[key] = _text(attr)
+            if attr.kind == "int":
+                numbers[key] = attr.value
+    capacity = {name: cap.value for name, cap in d.capacity.items()}
+    return MappingProxyType(attributes), MappingProxyType(numbers), MappingProxyType(capacity)
 
 
 def request_record(claim: ResourceClaim, name: str) -> DeviceRequest:

@@ -580,6 +580,8 @@ def compile_rules(
         slots = rule_slots(rule)
         guard = compiler.code(rule.guard, {}) if rule.guard is not None else None
         body = compiler.code(rule.body, slots)
+        if not slots:  # (a body reading only lets, with a loop, is kept by their values as a let is)
+            body = kept_by_inputs(body, rule.body, compiler.notes, compiler.lets, lambda used: compiler._let(used, {}))
         reason = compiler.code(rule.reason, {}) if rule.reason is not None else None
         order = compiler.code(rule.order, {}) if rule.order is not None else None
         unresolvable = compiler.code(rule.unresolvable, {}) if rule.unresolvable is not None else None

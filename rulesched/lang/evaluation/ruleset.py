@@ -63,6 +63,7 @@ from rulesched.semantics.dra_pod import NodeRanking, request_record, with_claims
 
 T = TypeVar("T")
 _PER_POD_FIELDS = frozenset({"name", "uid", "*"})
+_RANKINGS_KEPT = 100_000  # node orders kept per rule set (device_ranking); past it, afresh
 _DEVICE_ONLY = frozenset({schema.DEVICE_VARIABLE, schema.REQUEST_VARIABLE})  # what a pod-independent device score reads
 CLASS_CACHE_SIZE = 512  # equivalence classes a session keeps bound (least recently used go first)
 # A rule whose cost bound is above this many steps per (pod, node) (about 0.2 ms at ~40 ns a
@@ -149,6 +150,7 @@ class RuleSet:
         self._local = threading.local()
         self._memos: dict[Callable[[RuleSet], Any], Any] = {}
         self._memo_lock = threading.Lock()
+        self._rankings: dict[Any, Any] = {}  # device scores' node orders (device_ranking)
 
     def memo(self, make: Callable[[RuleSet], T]) -> T:
         """``make(self)``, made once per set (under a lock: sessions of several threads read it)
@@ -234,8 +236,11 @@ class RuleSet:
         alike = all(
             r.body.is_const or (r.body.static is not None and r.body.free <= _DEVICE_ONLY) for r in device_scores
         )
-        key = (self.digest, tuple(r.name for r in device_scores)) if alike else None
-        return device_ranking(device_scores, ctx, watch), key
+        names = tuple(r.name for r in device_scores)
+        key = (self.digest, names) if alike else None
+        # ... and reading the device alone, a node's order is the same for every request there
+        devices_only = alike and all(schema.REQUEST_VARIABLE not in r.body.free for r in device_scores)
+        return device_ranking(device_scores, ctx, watch, (self._rankings, names) if devices_only else None), key
 
     def rebind_claims(self, bound: BoundRules, pod: Pod, cluster: ClusterView | None) -> None:
         """A class's binding rebound to another DRA pod: that pod's claims (and the device
@@ -347,17 +352,40 @@ class Session:
         return self.rules.bind_new(pod, cluster, indexes, cache=False, watch=self.watch)
 
 
-def device_ranking(rules: Sequence[CompiledRule], ctx: EvalContext, watch: RuleWatch) -> NodeRanking:
+def device_ranking(
+    rules: Sequence[CompiledRule],
+    ctx: EvalContext,
+    watch: RuleWatch,
+    kept: tuple[dict[Any, Any], tuple[str, ...]] | None = None,
+) -> NodeRanking:
     """The allocator's order of one request's candidate devices on a node: by the weighted sum
     of the device scores (highest first), upstream's order among equals. The candidates are the
     allocator's; the rules read them as node.devices shows them (``device``) and the request as
-    ``request``; a device the node's view does not show is ranked as scoring 0."""
+    ``request``; a device the node's view does not show is ranked as scoring 0. ``kept``: where
+    the rules read the device alone, a table (and their names) keeping each node's order for
+    every pod, while the node's devices and its candidates are the objects it was worked out for."""
     bodies = [
         (r.body.factory()(ctx) if not r.body.is_const else None, r.body.const, r.checked.weight, r.name) for r in rules
     ]
 
     def rank(claim: Any, request_name: str, candidates: Sequence[Any], node: Any = None) -> Sequence[Any]:
-        views = {d.id: d for d in getattr(node, "devices", ())}
+        devices = getattr(node, "devices", ())
+        if kept is not None:
+            table, names = kept
+            key = (names, getattr(node, "name", None))
+            hit = table.get(key)
+            if hit is not None and hit[0] is devices and hit[1] is candidates:
+                found: Sequence[Any] = hit[2]
+                return found
+            ranked = ranking(claim, request_name, candidates, devices, node)
+            if len(table) > _RANKINGS_KEPT:
+                table.clear()
+            table[key] = (devices, candidates, ranked)
+            return ranked
+        return ranking(claim, request_name, candidates, devices, node)
+
+    def ranking(claim: Any, request_name: str, candidates: Sequence[Any], devices: Any, node: Any) -> list[Any]:
+        views = {d.id: d for d in devices}
         request = request_record(claim, request_name)
         totals = []
         for cand in candidates:
