@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,10 @@ USER = "system:serviceaccount:rulesched:rulesched"
 
 
 LOAD_SOURCES = "load_sources:\n  - kind: metrics-api\n    interval: 1s\n    max_age: 1m\n"
+
+
+# seconds between creating a pod and binding it ourselves, swept to meet rulesched's binding
+RACE_DELAYS = (0.0, 0.005, 0.01, 0.02, 0.04, 0.08)
 
 
 def granted(folder: Path) -> set[tuple[str, str, str]]:
@@ -177,9 +182,16 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
             k8s.pod(ns, f"gang-{m}", cpu="250m", metadata={"labels": {POD_GROUP_LABEL: "gang"}})
             k8s.pod(ns, f"native-{m}", cpu="100m", spec={"schedulingGroup": {"podGroupName": "native"}})
         k8s.pod(ns, "too-big", cpu="4")  # FailedScheduling, PodScheduled=False
-        # the bindings race one of ours now and then: the loser (409) reads the pod (pods get)
-        for i in range(12):
-            k8s.pod(ns, f"race-{i}", cpu="100m")
+        # the bindings race one of ours: when ours loses (409) it reads the pod (pods get). Who
+        # wins depends on timing (CI once saw rulesched win all of 12), so the delay between the
+        # pod's creation and our binding sweeps the window until the audit log shows the read.
+        races = []
+        for i in range(60):
+            if i % 6 == 5 and ("", "pods", "get") in used(k8s.audit(mark, user=USER, settle=0.2)):
+                break
+            races.append(f"race-{i}")
+            k8s.pod(ns, races[-1], cpu="10m")
+            time.sleep(RACE_DELAYS[i % len(RACE_DELAYS)])
             try:
                 k8s.create(
                     f"/api/v1/namespaces/{ns}/pods/race-{i}/binding",
@@ -189,7 +201,7 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
                 pass
         dra_pod(k8s, ns, "dra", "gpu")
         extended_pod(k8s, ns, "ext")  # (its claim created by rulesched: resourceclaims create)
-        names = ["dra", "vol-a", "vol-b", "gang-0", "gang-1", "native-0", "native-1"] + [f"race-{i}" for i in range(12)]
+        names = ["dra", "vol-a", "vol-b", "gang-0", "gang-1", "native-0", "native-1"] + races
         assert k8s.wait(lambda: all(k8s.read_pod(ns, n)["spec"].get("nodeName") for n in names), 60), log.read_text()[
             -3000:
         ]
