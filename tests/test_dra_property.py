@@ -331,6 +331,57 @@ def test_allocations_keep_every_rule_and_miss_none(case: Case) -> None:
             assert not brute_force(case, node), "the allocator found nothing, but an assignment exists"
 
 
+def _outcome(allocator: Allocator, node: str, claims: list[ResourceClaim], ranking: Any) -> object:
+    try:
+        return allocator.allocate(Node(node), claims, ranking)
+    except AllocationError as err:
+        return (str(err), err.on_node)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.booleans(), st.randoms(use_true_random=False))
+def test_the_first_fit_path_answers_as_the_search(case: Case, single: bool, rng: Any) -> None:
+    """The allocator's first-fit path (one request, devices independent of each other) gives
+    the search's answer: the same devices in the same order, shares and capacity, or the same
+    error, with and without a ranking of the candidates."""
+    claims = list(case.claims[:1]) if single else list(case.claims)
+    if single:  # (the common case: one request, no constraint)
+        claims = [ResourceClaim("c0", spec=ClaimSpec(claims[0].spec.requests[:1]))]
+    order = {}
+
+    def ranking(claim: ResourceClaim, request: str, found: Sequence[Any]) -> Sequence[Any]:
+        key = tuple(c.order for c in found)
+        if key not in order:  # (one shuffle per candidate list, the same for both variants)
+            order[key] = rng.sample(range(len(found)), len(found))
+        return [found[i] for i in order[key]]
+
+    for rank in (None, ranking):
+        for node in NODES:
+            answers, answered = [], 0
+            for first_fit in (False, True):
+                allocator = Allocator(
+                    list(case.slices),
+                    {"gpu": CLASS},
+                    allocated_state(list(case.held)),
+                    cel=CEL,
+                    share_id=lambda: "share",
+                    first_fit=first_fit,
+                )
+                answers.append(_outcome(allocator, node, claims, rank))
+                answered += allocator.first_fits
+            assert answers[0] == answers[1]
+            counters = any(d.consumes_counters for s in case.slices if s.node_name == node for d in s.devices)
+            spec = claims[0].spec
+            simple = (
+                len(claims) == 1
+                and len(spec.requests) == 1
+                and not spec.constraints
+                and not counters
+                and spec.requests[0].exactly.allocation_mode != ALL  # type: ignore[union-attr]
+            )
+            assert answered == (1 if simple else 0)  # (the path is taken exactly where it applies)
+
+
 # --- rules reading devices: the compiled and column evaluation agree with the interpreter ---------
 
 DEVICE_RULES = """\
