@@ -47,6 +47,7 @@ from rulesched.model.dra import (
     DeviceTaint,
     DeviceToleration,
     ExactRequest,
+    RequestPolicy,
     ResourceClaim,
     ResourceSlice,
 )
@@ -54,6 +55,7 @@ from rulesched.model.objects import Node
 from rulesched.scheduler.scoring import normalize
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra_capacity import fits, plain_fits
 from rulesched.semantics.dra_devices import AllocationError, allocated_state
 from rulesched.semantics.dra_pod import with_claims
 from rulesched.simulate.load import load_cluster
@@ -380,6 +382,32 @@ def test_the_first_fit_path_answers_as_the_search(case: Case, single: bool, rng:
                 and spec.requests[0].exactly.allocation_mode != ALL  # type: ignore[union-attr]
             )
             assert answered == (1 if simple else 0)  # (the path is taken exactly where it applies)
+
+
+_AMOUNTS = st.integers(-1, 5000)
+_CAPACITIES = st.dictionaries(
+    st.sampled_from(["mem", "milli"]),
+    st.builds(
+        Capacity,
+        st.integers(0, 5000),
+        st.none() | st.builds(RequestPolicy, st.none() | st.integers(0, 5000), st.just(()), st.none() | st.just(500)),
+    ),
+    max_size=2,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["mem", "milli"]), _AMOUNTS, max_size=2),
+    st.none() | st.dictionaries(st.sampled_from(["mem", "milli", "other"]), _AMOUNTS, max_size=2),
+    _CAPACITIES,
+)
+def test_plain_capacity_fits_as_fits(in_use: dict[str, int], asked: dict[str, int] | None, capacity: Any) -> None:
+    """The first-fit path's capacity check (no request policy) answers as fits, or defers to it."""
+    plain = plain_fits(in_use, asked, capacity)
+    if plain is None:
+        return
+    assert not any(c.request_policy for c in capacity.values()) or not plain
+    assert plain == fits(in_use, asked, capacity, {}, True)
 
 
 # --- rules reading devices: the compiled and column evaluation agree with the interpreter ---------

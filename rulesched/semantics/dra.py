@@ -47,7 +47,7 @@ from rulesched.model.dra import (
     ResourceSlice,
 )
 from rulesched.semantics.cel import CelCache, CelError
-from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits
+from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits, plain_fits
 from rulesched.semantics.dra_counters import CounterUse, PoolCounters
 from rulesched.semantics.dra_devices import (
     NOTHING_ALLOCATED,
@@ -394,22 +394,25 @@ class _Run:
         consumable, taints = self.features.consumable_capacity, self.features.device_taints
         fractional = self.features.fractional_capacity_range
         results = self.results[0]
+        held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
         for cand in self._candidates(data, 0):
-            device = cand.device
-            if self._in_use(cand.id) or not self._selectable(data, 0, cand):
-                continue
-            if consumable and not self._capacity_fits(data, cand):
-                continue
+            device, device_id = cand.device, cand.id
+            if device_id in held or not self._selectable(data, 0, cand):
+                continue  # (self.allocating holds only devices taken here, each tried once)
+            if consumable and (device.capacity or asked is not None):
+                ok = plain_fits(held_capacity.get(device_id, {}), asked, device.capacity)
+                if not (self._capacity_fits(data, cand) if ok is None else ok):
+                    continue
             if taints and taint_blocks(device, data.spec.tolerations) is not None:
                 continue
             consumed: dict[str, int] | None = None
             share = ""
             if consumable and device.allow_multiple_allocations:
-                consumed = consumed_all(data.spec.capacity, device.capacity, fractional)
+                consumed = consumed_all(asked, device.capacity, fractional)
                 share = self.a.share_id()
-                self.allocating_capacity[cand.id] = dict(consumed)
+                self.allocating_capacity[device_id] = dict(consumed)
             else:
-                self.allocating[cand.id] = {0}
+                self.allocating[device_id] = {0}
             results.append((data, cand, share, consumed or None))
             left -= 1
             if not left:
