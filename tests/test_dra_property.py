@@ -16,6 +16,7 @@ import contextlib
 import io
 import itertools
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -54,7 +55,7 @@ from rulesched.model.dra import (
 from rulesched.model.objects import Node
 from rulesched.scheduler.scoring import normalize
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra import Allocator, share_ids
 from rulesched.semantics.dra_capacity import fits, plain_fits
 from rulesched.semantics.dra_devices import AllocationError, allocated_state
 from rulesched.semantics.dra_pod import with_claims
@@ -408,6 +409,15 @@ def test_plain_capacity_fits_as_fits(in_use: dict[str, int], asked: dict[str, in
         return
     assert not any(c.request_policy for c in capacity.values()) or not plain
     assert plain == fits(in_use, asked, capacity, {}, True)
+
+
+def test_share_ids_are_distinct_version_4_uuids() -> None:
+    """The allocator's share IDs (a random UUID counted up): valid and distinct."""
+    made = share_ids()
+    ids = [made() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(i).version == 4 and str(uuid.UUID(i)) == i for i in ids)
+    assert share_ids()() not in ids  # (another allocator: another random start)
 
 
 # --- rules reading devices: the compiled and column evaluation agree with the interpreter ---------
