@@ -17,6 +17,7 @@ from rulesched.logs import TextFormatter
 from rulesched.run.cli import settings_from
 from rulesched.simulate.load import ClusterObjects
 from rulesched.simulate.run import SimulateSettings, simulate
+from tests.apiserver import TestApiServer
 
 
 def test_flags_and_a_config_file_make_the_settings(tmp_path: Path) -> None:
@@ -162,3 +163,16 @@ def test_listening_addresses_as_written() -> None:
     assert host_port(":10251", "--x") == ("0.0.0.0", 10251)
     assert host_port("127.0.0.1:0", "--x") == ("127.0.0.1", 0)
     assert host_port("[::1]:8888", "--x") == ("::1", 8888)
+
+
+def test_the_client_keeps_a_connection_for_each_worker_and_each_watch(server: TestApiServer, tmp_path: Path) -> None:
+    """The live client's pool holds ``--bind-workers`` connections for the workers' writes and
+    the watches' beside them: at 64 workers on a pool of 64, a preemption burst overflowed it
+    ("Connection pool is full, discarding connection", a TLS handshake for each request past it)."""
+    from rulesched.kube.api import KubeApi
+    from rulesched.mirror import EVERYTHING
+    from rulesched.run.loop import Loop, RunSettings
+
+    loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), bind_workers=100))
+    assert loop.api._configuration.connection_pool_maxsize >= 100 + len(EVERYTHING)
+    assert KubeApi(server.kubeconfig(str(tmp_path / "k2")))._configuration.connection_pool_maxsize == 64

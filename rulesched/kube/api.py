@@ -118,9 +118,14 @@ def _check_kubeconfig(path: str) -> None:
 class KubeApi:
     """Requests to one API server. Safe to share between threads (the pool is)."""
 
-    def __init__(self, kubeconfig: str | None = None, timeout: float = 30.0, agent: str | None = None) -> None:
+    def __init__(
+        self, kubeconfig: str | None = None, timeout: float = 30.0, agent: str | None = None, connections: int = 64
+    ) -> None:
         """``agent``: the User-Agent to send (default :func:`user_agent`; a helper process of
-        the scheduler's sends the scheduler's own, so the server sees one caller)."""
+        the scheduler's sends the scheduler's own, so the server sees one caller).
+        ``connections``: how many kept-alive connections the pool holds (the requests its
+        caller makes at once: past it, each one opens and then discards a connection of its own,
+        a TLS handshake each)."""
         agent = agent or user_agent()
         self.agent = agent
         configuration = k8s_client.Configuration()
@@ -142,7 +147,7 @@ class KubeApi:
         hook = configuration.refresh_api_key_hook
         if hook is not None:  # the loaders re-apply the whole config before every request: once
             configuration.refresh_api_key_hook = _at_most_every(TOKEN_REFRESH_SECONDS, hook)  # a minute is plenty
-        configuration.connection_pool_maxsize = 64  # watches, binding workers, events at once
+        configuration.connection_pool_maxsize = connections
         self.host = configuration.host
         self._configuration = configuration
         self._client = k8s_client.ApiClient(configuration)

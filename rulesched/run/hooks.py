@@ -21,8 +21,8 @@ from rulesched.run.ops import Metrics
 from rulesched.run.workers import Workers
 from rulesched.scheduler.framework import Binding, Code, CycleResult
 from rulesched.scheduler.gang import GroupOutcome
+from rulesched.scheduler.interfaces import Observer, decision
 from rulesched.scheduler.queue import SchedulingQueue
-from rulesched.scheduler.scheduler import Observer, decision
 
 # Decision lines keep the name they always had (the loop's): log filters and the README's samples use it.
 log = logging.getLogger("rulesched.run.loop")

@@ -87,6 +87,9 @@ RULE_METRICS_SAMPLE_PERCENT = 10  # kube-scheduler's pluginMetricsSamplePercent
 # extender httpTimeout, the time it gives one verb of one pod, so one pod can hold the queue at
 # most as long as an extender may.
 CYCLE_DEADLINE_SECONDS = 5.0
+# The client's kept-alive connections beside the workers' writes (--bind-workers at once): a watch
+# a resource (~15), the lease, reloads, load pollers; past the pool, a request opens and drops one.
+OTHER_CONNECTIONS = 32
 SHUTDOWN_WAIT_SECONDS = 1.0  # at exit, the most time spent waiting on the lease release, and on informers
 
 
@@ -176,7 +179,7 @@ class Loop:
     def __init__(self, settings: RunSettings, api: KubeApi | None = None) -> None:
         self.settings = settings
         self._own_api = api is None  # (a binding process makes its own client from the same settings)
-        self.api = api or KubeApi(settings.kubeconfig)
+        self.api = api or KubeApi(settings.kubeconfig, connections=settings.bind_workers + OTHER_CONNECTIONS)
         self.store = ClusterStore()
         self.stop = threading.Event()
         self.profiles = [self._profile(p, len(settings.effective_profiles) > 1) for p in settings.effective_profiles]
@@ -513,8 +516,7 @@ class Loop:
             return False, f"caches not synced ({', '.join(self.mirror.waiting())})"
         if not self._handlers_synced:
             return False, "caches synced, being taken in"
-        binding = self._binding
-        if binding is not None and binding.alive and not binding.ready:  # (dead: binding in-process)
+        if self._binding is not None and self._binding.alive and not self._binding.ready:  # (dead: in-process)
             return False, "binding process starting"
         return True, ", ".join(about(p) for p in self.profiles) + role
 

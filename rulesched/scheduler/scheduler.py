@@ -8,7 +8,9 @@ first, so the next cycle sees it, then handed to a :class:`Binder`, which may an
 simulator) or later (:meth:`Scheduler.binding_finished`, called on the scheduler's thread when
 the API server has answered). A failed binding rolls the assumption back and requeues the pod
 with backoff. What happens to each pod is reported to an :class:`Observer` (the simulator's
-report, the live scheduler's events and metrics).
+report, the live scheduler's events and metrics); a face plugs in a Binder, an Evictor and
+an Observer (:mod:`rulesched.scheduler.interfaces`). What pod groups ask of the scheduler is in
+:mod:`rulesched.scheduler.gang_host`.
 
 The scheduler keeps the nominations (:class:`rulesched.scheduler.nominator.Nominator`): of the
 pods its preemption placed, and of pending pods that arrive with ``status.nominatedNodeName``.
@@ -40,15 +42,14 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet, RulesHandle, RuleTimer
 from rulesched.logs import VERBOSE
 from rulesched.model import Pod
-from rulesched.model.groups import PodGroup
 from rulesched.scheduler import gang, workloads
 from rulesched.scheduler.cancel import DEADLINE, SUPERSEDED, Cancellation, CycleCancelled
 from rulesched.scheduler.cluster_events import Event
@@ -63,7 +64,9 @@ from rulesched.scheduler.framework import (
     Preemption,
     SchedulerSettings,
 )
+from rulesched.scheduler.gang_host import GangHostMixin
 from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
+from rulesched.scheduler.interfaces import Binder, Evictor, Observer, StoreEvictor
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import SchedulingQueue
@@ -72,73 +75,6 @@ from rulesched.scheduler.victims import order_key
 from rulesched.semantics.dra_preemption import freed_by, unsettled
 
 log = logging.getLogger(__name__)
-
-
-def decision(logger: logging.Logger, result: CycleResult) -> None:
-    """A cycle's outcome for the log at VERBOSE (kube-scheduler's V(2)): the node and how many
-    nodes were evaluated and found feasible, or the unschedulable message and what preemption
-    did (the nominated node, the victims)."""
-    pod = result.pod
-    if result.code is Code.SCHEDULED:
-        extra = {"pod": pod.key, "node": result.node, "evaluated": result.evaluated, "feasible": result.feasible}
-        logger.log(VERBOSE, "scheduled", extra=extra)
-        return
-    preemption = result.preemption
-    victims = ",".join(v.key for v in preemption.victims) if preemption is not None else ""
-    nominated = preemption.nominated if preemption is not None else None
-    extra = {"pod": pod.key, "reason": result.message, "nominated": nominated, "victims": victims}
-    logger.log(VERBOSE, "unschedulable", extra=extra)
-
-
-class Binder(Protocol):
-    def bind(self, binding: Binding) -> bool | None:
-        """Bind the pod (already assumed on ``binding.node``). True: bound, and final (the binder
-        is the cluster, as the simulator's is); False: refused (the pod is retried); None: under
-        way, the outcome comes later through :meth:`Scheduler.binding_finished`."""
-        ...
-
-
-class Evictor(Protocol):
-    """Takes victims away. An evictor whose victims leave later, each deletion reported as a
-    cluster event (the API server's), says so with a class attribute ``at_once = False``; one
-    without it removes them from the store at once (the simulators)."""
-
-    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
-        """Evict ``pod`` for ``preemptor`` (for ``group``, when a workload API group preempts)."""
-
-
-class Observer:
-    """What happened to pods, for reports, events and metrics. The methods do nothing here."""
-
-    def attempted(self, result: CycleResult) -> None:
-        """A cycle ended (``result.preemption`` says what preemption did, if it ran)."""
-
-    def bound(self, pod: Pod, node: str) -> None:
-        """The pod's binding succeeded."""
-
-    def bind_failed(self, pod: Pod, node: str, reason: str) -> None:
-        """The pod's binding failed; it will be retried."""
-
-    def cycle_failed(self, pod: Pod, message: str, seconds: float) -> None:
-        """The pod's cycle ended in an error after ``seconds`` (its deadline passed: ``message``
-        says so, naming the rule); it will be retried with backoff."""
-
-    def group_attempted(self, outcome: gang.GroupOutcome, seconds: float) -> None:
-        """A pod group's attempt ended after ``seconds`` (placed, or not: ``outcome.message``)."""
-
-    def nominations_ended(self, pods: list[Pod]) -> None:
-        """These pending pods lost their nominated node: their preemption found no node any
-        more, or a higher-priority preemptor took the node."""
-
-
-class StoreEvictor:
-    """Eviction into the store itself: the victim is gone at once (no API server to ask)."""
-
-    def __init__(self, store: ClusterStore) -> None:
-        self.store = store
-
-    def evict(self, pod: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
-        self.store.remove_pod(pod.key)
 
 
 def shadow_rejections(shadow: RuleSet, pod: Pod, snapshot: Snapshot, node_name: str) -> tuple[str, ...]:
@@ -173,7 +109,7 @@ class _Binding:
     result: CycleResult
 
 
-class Scheduler:
+class Scheduler(GangHostMixin):
     def __init__(
         self,
         rules: RulesHandle | RuleSet,
@@ -254,142 +190,6 @@ class Scheduler:
         self.gangs.added(pod)
         self.queue.update(pod)
         self._nominated(pod)
-
-    # --- pod groups (rulesched.scheduler.gang) ---------------------------------------------------------
-    def set_group(self, group: PodGroup) -> None:
-        """A pod group appeared or changed: its members held back are tried again (for the
-        workload API's, the members of every group of its tree: its quorum may be met now)."""
-        changed = self.gangs.changes(group)
-        for pod in self.gangs.set_group(group):
-            self.queue.add(pod)
-        if group.native and changed:
-            root, _ = self.gangs.root_of(group)
-            for leaf in self.gangs.leaves(root):
-                for pod in self.gangs.release(leaf.key):
-                    self.queue.add(pod)
-
-    def remove_group(self, key: str) -> None:
-        for pod in self.gangs.remove_group(key):
-            self.queue.add(pod)
-
-    def expire_groups(self) -> int:
-        """Release the members of groups that waited past their timeout (parked, reported)."""
-        released = 0
-        for group, results, message in self.gangs.expire(self.clock()):
-            log.info("%s", message, extra={"group": group.key})
-            for result in results:
-                self.queue.park(result.pod)
-                self.observer.attempted(result)
-                released += 1
-        return released
-
-    def place_member(self, pod: Pod) -> CycleResult:
-        """A gang member's cycle on the store as it is now: no preemption, nothing assumed."""
-        nominated = self.nominator.node_of(pod.key) or ""
-        if pod.nominated_node_name != nominated:
-            pod = dataclasses.replace(pod, nominated_node_name=nominated)
-        profile = self.profile_of(pod)
-        if not profile.rules.loaded:
-            return CycleResult(pod, Code.UNSCHEDULABLE)
-        session = profile.rules.rules.session()
-        watch = session.watch
-        watch.arm(self.cancel.check)
-        try:
-            result, bound = profile.cycle.run(pod, self.store.snapshot(), session, self.nominator.reserved_for(pod))
-            bound.release()
-        except CycleCancelled as cancelled:
-            cancelled.rule = watch.rule
-            raise
-        finally:
-            watch.disarm()
-        return result
-
-    def preempt_member(self, pod: Pod) -> Preemption:
-        """Preemption for a gang member on the store as it is now (nothing evicted here)."""
-        profile = self.profile_of(pod)
-        if not profile.rules.loaded:
-            return Preemption(None)
-        nominated = self.nominator.node_of(pod.key) or ""
-        if pod.nominated_node_name != nominated:
-            pod = dataclasses.replace(pod, nominated_node_name=nominated)
-        session = profile.rules.rules.session()
-        watch = session.watch
-        watch.arm(self.cancel.check)
-        try:
-            snapshot = self.store.snapshot()
-            return preempt(snapshot, session, pod, None, self.nominator.reserved_for(pod), None, self.cancel.check)
-        except CycleCancelled as cancelled:
-            cancelled.rule = watch.rule
-            raise
-        finally:
-            watch.disarm()
-
-    def group_of(self, pod: Pod) -> PodGroup | None:
-        return self.gangs.group_of(pod) if self.gangs.groups else None
-
-    def fits_on(self, pod: Pod, node: str) -> bool:
-        """Whether ``pod`` passes every filter on ``node`` as the store has it now (workload-aware
-        preemption's reprieve check, upstream's RunFilterPluginsWithNominatedPods on one node)."""
-        profile = self.profile_of(pod)
-        if not profile.rules.loaded:
-            return False
-        session = profile.rules.rules.session()
-        snapshot = self.store.snapshot()
-        view = snapshot.node_view(node)
-        if view is None:
-            return False
-        bound = session.bind(pod, snapshot)
-        try:
-            return bound.first_failure(view) is None
-        finally:
-            bound.release()
-
-    def victims_allowed(self, preemptor: Pod, candidates: Sequence[Pod]) -> set[str] | None:
-        """The keys of the ``candidates`` (pods on nodes) the preempt rules let ``preemptor``
-        evict (every rule that applies to it must allow each); None when no preempt rule
-        applies to it (it may preempt nobody)."""
-        profile = self.profile_of(preemptor)
-        if not profile.rules.loaded:
-            return None
-        session = profile.rules.rules.session()
-        snapshot = self.store.snapshot()
-        bound = session.bind(preemptor, snapshot)
-        try:
-            rules = bound.preempts
-            if not rules:
-                return None
-            allowed = set()
-            for victim in candidates:
-                node = snapshot.node_view(self.store.pod_node(victim.key) or "")
-                if node is not None and all(rule.allows(node, victim) for rule in rules):
-                    allowed.add(victim.key)
-            return allowed
-        finally:
-            bound.release()
-
-    def evict_for_group(
-        self,
-        victims: Sequence[Pod],
-        preemptor: Pod,
-        nominated: Sequence[tuple[Pod, str]],
-        group: PodGroup | None = None,
-    ) -> None:
-        for member, node in nominated:
-            self.nominator.nominate(dataclasses.replace(member, nominated_node_name=node), node)
-        for victim in victims:
-            self.evictor.evict(victim, preemptor, group)
-        log.log(VERBOSE, "pod group nominated; evicting %d pod(s)", len(victims), extra={"pod": preemptor.key})
-        self.queue.move(Event.POD_DELETED)
-
-    def bind_member(self, pod: Pod, placed: Pod, result: CycleResult) -> CycleResult:
-        return self._bind(pod, result, self._cycle_rules, placed)  # (the group's attempt reads one set)
-
-    def group_done(self, outcome: gang.GroupOutcome, seconds: float) -> None:
-        self.observer.group_attempted(outcome, seconds)
-
-    def report(self, result: CycleResult) -> None:
-        decision(log, result)
-        self.observer.attempted(result)
 
     def _nominated(self, pod: Pod) -> None:
         """A pending pod's nomination from its status; without one, a nomination already made

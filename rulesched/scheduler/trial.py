@@ -25,8 +25,9 @@ from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import Binding, CycleResult, SchedulerSettings
 from rulesched.scheduler.gang import GroupOutcome
+from rulesched.scheduler.interfaces import Observer
 from rulesched.scheduler.runtime import Framework
-from rulesched.scheduler.scheduler import Observer, Scheduler
+from rulesched.scheduler.scheduler import Scheduler
 
 MAX_CYCLES = 400  # a trial's cycles at most (a few pods and their retries settle far sooner)
 

@@ -19,8 +19,9 @@ from rulesched.lang import RuleSet, RulesHandle
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import Binding, CycleResult, SchedulerSettings
+from rulesched.scheduler.interfaces import Binder, Observer
 from rulesched.scheduler.queue import SchedulingQueue
-from rulesched.scheduler.scheduler import Binder, Observer, Scheduler
+from rulesched.scheduler.scheduler import Scheduler
 from rulesched.scheduler.trial import VirtualClock, next_result
 
 __all__ = ["InMemoryBinder", "InMemoryEvictor", "PodHistory", "Recorder", "Simulation", "VirtualClock"]
