@@ -16,6 +16,7 @@ import contextlib
 import io
 import itertools
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -47,13 +48,15 @@ from rulesched.model.dra import (
     DeviceTaint,
     DeviceToleration,
     ExactRequest,
+    RequestPolicy,
     ResourceClaim,
     ResourceSlice,
 )
 from rulesched.model.objects import Node
 from rulesched.scheduler.scoring import normalize
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra import Allocator, share_ids
+from rulesched.semantics.dra_capacity import fits, plain_fits
 from rulesched.semantics.dra_devices import AllocationError, allocated_state
 from rulesched.semantics.dra_pod import with_claims
 from rulesched.simulate.load import load_cluster
@@ -329,6 +332,92 @@ def test_allocations_keep_every_rule_and_miss_none(case: Case) -> None:
             assert violations(case, node, got) == []
         elif exact_only:
             assert not brute_force(case, node), "the allocator found nothing, but an assignment exists"
+
+
+def _outcome(allocator: Allocator, node: str, claims: list[ResourceClaim], ranking: Any) -> object:
+    try:
+        return allocator.allocate(Node(node), claims, ranking)
+    except AllocationError as err:
+        return (str(err), err.on_node)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.booleans(), st.randoms(use_true_random=False))
+def test_the_first_fit_path_answers_as_the_search(case: Case, single: bool, rng: Any) -> None:
+    """The allocator's first-fit path (one request, devices independent of each other) gives
+    the search's answer: the same devices in the same order, shares and capacity, or the same
+    error, with and without a ranking of the candidates."""
+    claims = list(case.claims[:1]) if single else list(case.claims)
+    if single:  # (the common case: one request, no constraint)
+        claims = [ResourceClaim("c0", spec=ClaimSpec(claims[0].spec.requests[:1]))]
+    order = {}
+
+    def ranking(claim: ResourceClaim, request: str, found: Sequence[Any]) -> Sequence[Any]:
+        key = tuple(c.order for c in found)
+        if key not in order:  # (one shuffle per candidate list, the same for both variants)
+            order[key] = rng.sample(range(len(found)), len(found))
+        return [found[i] for i in order[key]]
+
+    for rank in (None, ranking):
+        for node in NODES:
+            answers, answered = [], 0
+            for first_fit in (False, True):
+                allocator = Allocator(
+                    list(case.slices),
+                    {"gpu": CLASS},
+                    allocated_state(list(case.held)),
+                    cel=CEL,
+                    share_id=lambda: "share",
+                    first_fit=first_fit,
+                )
+                answers.append(_outcome(allocator, node, claims, rank))
+                answered += allocator.first_fits
+            assert answers[0] == answers[1]
+            counters = any(d.consumes_counters for s in case.slices if s.node_name == node for d in s.devices)
+            spec = claims[0].spec
+            simple = (
+                len(claims) == 1
+                and len(spec.requests) == 1
+                and not spec.constraints
+                and not counters
+                and spec.requests[0].exactly.allocation_mode != ALL  # type: ignore[union-attr]
+            )
+            assert answered == (1 if simple else 0)  # (the path is taken exactly where it applies)
+
+
+_AMOUNTS = st.integers(-1, 5000)
+_CAPACITIES = st.dictionaries(
+    st.sampled_from(["mem", "milli"]),
+    st.builds(
+        Capacity,
+        st.integers(0, 5000),
+        st.none() | st.builds(RequestPolicy, st.none() | st.integers(0, 5000), st.just(()), st.none() | st.just(500)),
+    ),
+    max_size=2,
+)
+
+
+@given(
+    st.dictionaries(st.sampled_from(["mem", "milli"]), _AMOUNTS, max_size=2),
+    st.none() | st.dictionaries(st.sampled_from(["mem", "milli", "other"]), _AMOUNTS, max_size=2),
+    _CAPACITIES,
+)
+def test_plain_capacity_fits_as_fits(in_use: dict[str, int], asked: dict[str, int] | None, capacity: Any) -> None:
+    """The first-fit path's capacity check (no request policy) answers as fits, or defers to it."""
+    plain = plain_fits(in_use, asked, capacity)
+    if plain is None:
+        return
+    assert not any(c.request_policy for c in capacity.values()) or not plain
+    assert plain == fits(in_use, asked, capacity, {}, True)
+
+
+def test_share_ids_are_distinct_version_4_uuids() -> None:
+    """The allocator's share IDs (a random UUID counted up): valid and distinct."""
+    made = share_ids()
+    ids = [made() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(i).version == 4 and str(uuid.UUID(i)) == i for i in ids)
+    assert share_ids()() not in ids  # (another allocator: another random start)
 
 
 # --- rules reading devices: the compiled and column evaluation agree with the interpreter ---------

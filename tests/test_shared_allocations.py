@@ -104,3 +104,36 @@ def test_a_nodes_kept_device_order_goes_when_its_devices_change(tmp_path: Path) 
         if c.allocation is not None
     }
     assert held == {"x": ["gpu-0"], "y": ["gpu-1"], "z": ["gpu-1"]}
+
+
+def test_a_device_after_an_allocation_is_the_device_replaced() -> None:
+    """dra_after builds the device after an allocation with NodeDevice's constructor: every
+    field must be what dataclasses.replace gives (a field added to NodeDevice and left out
+    would show here)."""
+    from types import MappingProxyType
+
+    from rulesched.model.dra import DeviceResult, DeviceTaint, NodeDevice
+    from rulesched.semantics.dra_after import _after
+
+    device = NodeDevice(
+        "gpu.example.com",
+        "n1",
+        "gpu-0",
+        MappingProxyType({"model": "V100"}),
+        MappingProxyType({"index": 0}),
+        MappingProxyType({"milli": 1000}),
+        MappingProxyType({"milli": 200}),
+        MappingProxyType({"milli": 800}),
+        True,
+        True,
+        1,
+        (DeviceTaint("k", "v"),),
+    )
+    share = DeviceResult("r", "gpu.example.com", "n1", "gpu-0", share_id="s", consumed_capacity={"milli": 300})
+    whole = DeviceResult("r", "gpu.example.com", "n1", "gpu-0")
+    for results, consumed, free in (([share], {"milli": 500}, {"milli": 500}), ([whole], {"milli": 200}, {})):
+        want = dataclasses.replace(device, consumed=consumed, free=free, allocated=True, claims=2)
+        got = _after(device, results)
+        assert [getattr(got, f.name) for f in dataclasses.fields(NodeDevice)] == [
+            getattr(want, f.name) for f in dataclasses.fields(NodeDevice)
+        ]

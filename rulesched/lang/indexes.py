@@ -25,6 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from rulesched.lang.context import ClusterView, EvalContext
 from rulesched.model import Pod
+from rulesched.semantics.affinity import has_affinity
 
 
 class PodIndex(Protocol):
@@ -181,6 +182,8 @@ class PodSum:
         return twin
 
     def apply(self, sign: int, pod: Pod, node: Any) -> None:
+        if self._affinity_only and not has_affinity(pod):
+            return  # (as build: such sums count only the pods affinity_pods gives)
         counts = self.counts
 
         def add(key: Any, n: int) -> None:

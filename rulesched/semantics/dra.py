@@ -25,12 +25,15 @@ others (a broken CEL selector, a class that does not exist, a request too large)
 The stages: the pools (:mod:`~rulesched.semantics.dra_pools`), the vocabulary every stage
 shares (:mod:`~rulesched.semantics.dra_devices`: device ids, what other claims hold, candidates,
 taints), per-request bookkeeping and claim constraints
-(:mod:`~rulesched.semantics.dra_requests`), this search, and the allocation results
+(:mod:`~rulesched.semantics.dra_requests`), shared counters
+(:mod:`~rulesched.semantics.dra_counters`), this search (with a first-fit path for the common
+case of one request whose devices do not depend on each other), and the allocation results
 (:mod:`~rulesched.semantics.dra_results`).
 """
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -45,7 +48,8 @@ from rulesched.model.dra import (
     ResourceSlice,
 )
 from rulesched.semantics.cel import CelCache, CelError
-from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits
+from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits, plain_fits
+from rulesched.semantics.dra_counters import CounterUse, PoolCounters
 from rulesched.semantics.dra_devices import (
     NOTHING_ALLOCATED,
     AllocatedState,
@@ -62,6 +66,16 @@ from rulesched.semantics.dra_results import allocation_result
 # A ranking of one request's candidate devices: given the claim, the request's name and the
 # candidates in upstream's order (pool, slice, device), the order to try them in.
 Ranking = Callable[[ResourceClaim, str, Sequence[Candidate]], Sequence[Candidate]]
+
+
+def share_ids() -> Callable[[], str]:
+    """Fresh share IDs, each a version-4 UUID: one random UUID, then its last 48 bits counted up
+    (a new uuid4 per share was a sixth of the allocator's time on the openb replay; Filter
+    allocates on every node it asks, though the pod binds on one)."""
+    base = uuid.uuid4()
+    prefix, node = str(base)[:24], base.node
+    count = itertools.count()
+    return lambda: f"{prefix}{(node + next(count)) & 0xFFFFFFFFFFFF:012x}"
 
 
 class _Stop(Exception):
@@ -83,21 +97,25 @@ class Allocator:
         allocated: AllocatedState = NOTHING_ALLOCATED,
         cel: CelCache | None = None,
         features: Features = ALL_FEATURES,
-        share_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        share_id: Callable[[], str] | None = None,
         pools: dict[str, NodePools] | None = None,
+        first_fit: bool = True,
     ) -> None:
         self.features = features
         self.classes = classes
         self.allocated = allocated
         self.cel = cel or CelCache()
-        self.share_id = share_id
+        self.share_id = share_id or share_ids()
         self.all_slices = slices
         # node name -> its slices, and the slices naming no node: worked out when first needed
         # (with the store's pools kept per node, an allocator of a pod seldom needs them)
         self._on_node: dict[str, list[ResourceSlice]] | None = None
         self._shared: list[ResourceSlice] = []
-        self._available: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> counters left
+        self.counters = PoolCounters(allocated)
         self.steps = 0  # allocateOne calls, summed (upstream's NumAllocateOneInvocations)
+        # the common case's path (see _Run._first_fit); off: always the search (its test variant)
+        self.first_fit = first_fit
+        self.first_fits = 0  # allocations the first-fit path answered, summed
         # node name -> (its pools, their candidates in order): they depend on the slices and the
         # node only, so allocators of one slice set may share them (``pools``: the store's)
         self.pools: dict[str, NodePools] = pools if pools is not None else {}
@@ -125,7 +143,8 @@ class Allocator:
                 for s in pool.slices:
                     for d in s.devices:
                         candidates.append(Candidate(d, s, pool, len(candidates)))
-            found = self.pools[node.name] = NodePools(pools, candidates, node.labels)
+            counters = any(c.device.consumes_counters for c in candidates)
+            found = self.pools[node.name] = NodePools(pools, candidates, node.labels, counters)
         return found.pools, found.candidates
 
     def allocate(
@@ -136,25 +155,6 @@ class Allocator:
         stands for success (a Filter that needs only the verdict)."""
         run = _Run(self, node, list(claims), ranking)
         return run.allocate(results)
-
-    def available_counters(self, pool: Pool) -> dict[str, dict[str, int]]:
-        """The pool's counters less what allocated devices consume (computed once per pool)."""
-        found = self._available.get(pool.id)
-        if found is None:
-            found = {name: dict(cs.counters) for name, cs in pool.counter_sets.items()}
-            for s in (*pool.slices, *pool.other_slices):
-                for d in s.devices:
-                    if not self.allocated.in_use((s.driver, s.pool, d.name)):
-                        continue
-                    for consumption in d.consumes_counters:
-                        left = found.get(consumption.counter_set)
-                        if left is None:
-                            continue
-                        for counter, amount in consumption.counters.items():
-                            if counter in left:
-                                left[counter] -= amount
-            self._available[pool.id] = found
-        return found
 
 
 def _claim_name(claim: ResourceClaim) -> str:
@@ -176,16 +176,18 @@ class _Run:
         self.matches: dict[tuple[DeviceID, int, int, int], bool] = {}
         self.allocating: dict[DeviceID, set[int]] = {}  # device -> the claims taking it whole
         self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}
-        self.consumed: dict[str, dict[str, dict[str, int]]] = {}  # pool id -> counter set -> consumed
+        self.counter_use = CounterUse(owner.counters)
         self.results: list[list[tuple[RequestData, Candidate, str, dict[str, int] | None]]] = [[] for _ in claims]
         self.pools: list[Pool] = []
         self.node_candidates: list[Candidate] = []
+        self.any_counters = True  # whether a device of the node's pools consumes counters
         self.candidates: dict[tuple[int, int, int], list[Candidate]] = {}
 
     # --- the entry point --------------------------------------------------------------------------
     def allocate(self, results: bool = True) -> list[Allocation] | None:
         a = self.a
         self.pools, self.node_candidates = a.pools_for(self.node)
+        self.any_counters = a.pools[self.node.name].counters
         for ci, claim in enumerate(self.claims):
             minimum = 0
             for ri, request in enumerate(claim.spec.requests):
@@ -227,7 +229,11 @@ class _Run:
                 ]
             )
         try:
-            done = self._one(0, 0, 0, 0, False, 0)
+            if a.first_fit and self._first_fit_applies():
+                a.first_fits += 1
+                done = self._first_fit()
+            else:
+                done = self._one(0, 0, 0, 0, False, 0)
         except _Stop:
             return None
         except _TooMany:
@@ -373,6 +379,57 @@ class _Run:
             undo()
         return False
 
+    # --- the common case: one request, devices independent of each other ------------------------
+    def _first_fit_applies(self) -> bool:
+        """One claim of one ExactCount request, without constraints or admin access, on a node
+        where no device consumes counters: then taking a device changes nothing about whether
+        another fits (each is taken once; its capacity, taints and selectors are its own), so
+        the search's first solution is the first ``count`` candidates that fit on their own, and
+        with fewer there is none (its backtracking only tries other subsets of the same ones)."""
+        if len(self.claims) != 1 or self.any_counters:
+            return False
+        spec = self.claims[0].spec
+        if len(spec.requests) != 1 or spec.constraints:
+            return False
+        data = self.requests[0, 0, 0]
+        return not data.parent and data.spec.allocation_mode != ALL and not data.admin
+
+    def _first_fit(self) -> bool:
+        """What ``_one`` answers when ``_first_fit_applies``, with the same checks in the same
+        order (so the same CEL or capacity error, if any), without the search's bookkeeping.
+        tests/upstream/dra/test_allocator_table.py runs upstream's table through both."""
+        data = self.requests[0, 0, 0]
+        left = data.count
+        if left <= 0:
+            return True
+        consumable, taints = self.features.consumable_capacity, self.features.device_taints
+        fractional = self.features.fractional_capacity_range
+        results = self.results[0]
+        held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
+        for cand in self._candidates(data, 0):
+            device, device_id = cand.device, cand.id
+            if device_id in held or not self._selectable(data, 0, cand):
+                continue  # (self.allocating holds only devices taken here, each tried once)
+            if consumable and (device.capacity or asked is not None):
+                ok = plain_fits(held_capacity.get(device_id, {}), asked, device.capacity)
+                if not (self._capacity_fits(data, cand) if ok is None else ok):
+                    continue
+            if taints and taint_blocks(device, data.spec.tolerations) is not None:
+                continue
+            consumed: dict[str, int] | None = None
+            share = ""
+            if consumable and device.allow_multiple_allocations:
+                consumed = consumed_all(asked, device.capacity, fractional)
+                share = self.a.share_id()
+                self.allocating_capacity[device_id] = dict(consumed)
+            else:
+                self.allocating[device_id] = {0}
+            results.append((data, cand, share, consumed or None))
+            left -= 1
+            if not left:
+                return True
+        return False
+
     def _candidates(self, data: RequestData, si: int) -> list[Candidate]:
         key = (data.claim, data.index, si)
         found = self.candidates.get(key)
@@ -474,9 +531,9 @@ class _Run:
                 step()
 
         if not skip_counters and device.consumes_counters:
-            if not self._counters_fit(cand):
+            if not self.counter_use.take(cand):
                 return False, None
-            undo.append(lambda: self._release_counters(cand))
+            undo.append(lambda: self.counter_use.release(cand))
         if self.features.device_taints and taint_blocks(device, data.spec.tolerations) is not None:
             rollback()
             return False, None
@@ -523,29 +580,6 @@ class _Run:
         results.append((data, cand, share, consumed or None))
         undo.append(lambda: results.pop() and None)
         return True, rollback
-
-    def _counters_fit(self, cand: Candidate) -> bool:
-        pool = cand.pool
-        available = self.a.available_counters(pool)
-        consumed = self.consumed.setdefault(pool.id, {})
-        for consumption in cand.device.consumes_counters:
-            used = consumed.setdefault(consumption.counter_set, {})
-            for counter, amount in consumption.counters.items():
-                used[counter] = used.get(counter, 0) + amount
-        for set_name, counters in available.items():
-            used = consumed.get(set_name, {})
-            for counter, left in counters.items():
-                if left < used.get(counter, 0):
-                    self._release_counters(cand)
-                    return False
-        return True
-
-    def _release_counters(self, cand: Candidate) -> None:
-        consumed = self.consumed.get(cand.pool.id, {})
-        for consumption in cand.device.consumes_counters:
-            used = consumed.get(consumption.counter_set, {})
-            for counter, amount in consumption.counters.items():
-                used[counter] = used.get(counter, 0) - amount
 
     # --- the result ---------------------------------------------------------------------------------
     def _result(self, ci: int) -> Allocation:

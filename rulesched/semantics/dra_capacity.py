@@ -137,6 +137,28 @@ def fits(
     return True
 
 
+def plain_fits(
+    in_use: Mapping[str, int], requests: Mapping[str, int] | None, capacity: Mapping[str, Capacity]
+) -> bool | None:
+    """:func:`fits` for a device none of whose capacities has a request policy (the common case:
+    what a request takes is what it asks, or the whole capacity), with nothing else being
+    allocated on it; None where that does not hold or :func:`fits` would raise (ask it)."""
+    if requests and any(name not in capacity for name in requests):
+        return False
+    ok = True
+    for name, cap in capacity.items():
+        if cap.request_policy is not None:
+            return None
+        amount = requests.get(name) if requests else None
+        if amount is None:
+            amount = cap.value
+        if amount < 0:
+            return None
+        if in_use.get(name, 0) + amount > cap.value:
+            ok = False
+    return ok
+
+
 def consumed_all(
     requests: Mapping[str, int] | None, capacity: Mapping[str, Capacity], fractional: bool
 ) -> dict[str, int]:

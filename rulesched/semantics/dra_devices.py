@@ -180,6 +180,7 @@ class NodePools:
     pools: list[Pool]
     candidates: list[Candidate]
     labels: Any
+    counters: bool = True  # whether any candidate consumes counters (the first-fit path's test)
 
 
 def lookup_attribute(device: Device, driver: str, name: str) -> Any:
