@@ -16,7 +16,9 @@ first binding to the last (as a watch on the pods sees them), p50/p99 creation-t
 seconds per pod of the scheduler's processes (rulesched's binding process included) and of
 kube-apiserver and etcd, the requests kube-apiserver served per pod (its own
 apiserver_request_total by verb and resource), the scheduler's attempts and queue moves (its
-scheduler_schedule_attempts_total and scheduler_queue_incoming_pods_total), and the ratio
+scheduler_schedule_attempts_total and scheduler_queue_incoming_pods_total), rulesched's scheduling thread's CPU per attempt and its time
+waiting for a core (its main thread's schedstat: the cycles' own cost, apart from its binding,
+watching and status-writing threads), and the ratio
 rulesched / kube-scheduler of pods/s (>1: rulesched faster) and of CPU per pod (<1: rulesched
 cheaper). ``--logs DIR`` keeps each scheduler's log and its /metrics at the end. kube-scheduler runs as scheduler_perf runs
 it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
@@ -266,6 +268,19 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
+def main_thread_seconds(pid: int) -> tuple[float, float]:
+    """Seconds the main thread of ``pid`` ran on a core, and waited runnable for one
+    (/proc/PID/task/PID/schedstat). rulesched schedules on its main thread (its other threads
+    bind, watch and write statuses), so this is the scheduling cycles' own CPU; the waiting is
+    the machine's CPU contention (the API server, etcd, other jobs), not the GIL (a thread
+    waiting for the GIL sleeps)."""
+    try:
+        ran, waited, _ = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
 class Scheduler:
     name = ""
 
@@ -429,6 +444,7 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
             pids = {"scheduler": scheduler.pid(), "kube-apiserver": component_pid(kube, "kube-apiserver"),
                     "etcd": component_pid(kube, "etcd")}  # fmt: skip
             cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+            main0 = main_thread_seconds(pids["scheduler"])
             requests0 = requests_served(kube)
             names = [p["metadata"]["name"] for p in objects["pending"]]
             created: dict[str, float] = {}
@@ -444,6 +460,7 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
             while time.monotonic() < end and not settled(watch, names, quiet=3.0):
                 time.sleep(0.2)
             cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            main1 = main_thread_seconds(pids["scheduler"])
             requests1 = requests_served(kube)
             tried = attempts(scheduler)
             if logs is not None:  # (and its metrics as the run left them)
@@ -474,6 +491,13 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
         "cpu_ms_per_pod": {k: 1000 * (cpu1[k] - cpu0[k]) / count for k in pids},
         "attempts": tried,
+        # rulesched's scheduling thread per attempt (kube-scheduler's main thread is not its
+        # scheduling loop: left out): CPU, and time runnable but waiting for a core
+        "scheduling_thread_ms_per_attempt": (
+            {"cpu": 1000 * (main1[0] - main0[0]) / n_tried, "waiting_for_a_core": 1000 * (main1[1] - main0[1]) / n_tried}
+            if which == "rulesched" and (n_tried := sum(v for k, v in tried.items() if "<-" not in k))
+            else None
+        ),
         "requests": {k: v - requests0.get(k, 0) for k, v in sorted(requests1.items()) if v != requests0.get(k, 0)},
         "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
@@ -528,7 +552,9 @@ def format_run(r: dict[str, Any]) -> str:
             f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
             f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
             f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s\n"
-            f"    attempts: {r['attempts']}; requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items()))  # fmt: skip
+            f"    attempts: {r['attempts']}; requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items())
+            + ("" if not (t := r.get("scheduling_thread_ms_per_attempt")) else
+               f"\n    scheduling thread per attempt: {t['cpu']:.2f} ms CPU, {t['waiting_for_a_core']:.2f} ms waiting for a core"))  # fmt: skip
 
 
 def format_speed(table: list[dict[str, Any]]) -> str:
