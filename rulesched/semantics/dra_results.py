@@ -47,6 +47,8 @@ def allocation_result(
 def _configs(claim: ResourceClaim, chosen: Sequence[RequestData]) -> tuple[AllocationConfig, ...]:
     """The classes' configs (one entry per class, naming every request of it), then the
     claim's for the requests they name; a config naming every request names none."""
+    if not claim.spec.config and not any(data.cls.config for data in chosen):
+        return ()  # (the common case: nothing to configure, and the walk below costs)
     configs: list[AllocationConfig] = []
     ranges: dict[str, tuple[int, int]] = {}
     for data in chosen:
