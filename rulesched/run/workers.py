@@ -8,7 +8,7 @@ already: the worker reads where, and the outcome says so (the pod is then taken 
 not retried). Evictions of preemption victims (each marked with the DisruptionTarget condition
 first, as kube-scheduler marks them), ``FailedScheduling`` events and pod status patches
 (PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
-PodDisruptionBudget refuses (429) is retried later, never fatal.
+PodDisruptionBudget refuses (429) is retried later, never fatal (:mod:`rulesched.run.evictions`).
 
 Fencing: every write checks ``may_write`` (the leader election's
 :meth:`rulesched.run.leader.LeaderElector.holds`) right before its API call; a replica that may
@@ -34,18 +34,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
+from rulesched.errors import ConflictError, KubeError, NotFoundError
 from rulesched.kube.api import KubeApi
 from rulesched.kube.claims import ClaimWrite, deallocate_claim, delete_claim, release_claims, write_claims
 from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
-from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
+from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
+from rulesched.run.evictions import EvictionsMixin, PreemptionExecution
 from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
 EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
-EVICTION_RETRY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,6 @@ class Outcome:
     profile: str = ""  # the scheduler name of the profile that chose the node
     rules: str = ""  # the digest of the rule set that chose it
     logged: bool = False  # its "bound" line is written (by the binding process, off the scheduler's thread)
-
-
-@dataclass
-class _Execution:
-    """One preemption's evictions under way (see :meth:`Workers.evict`)."""
-
-    kind: str  # the preemptor's: pod, podgroup, compositepodgroup
-    started: float
-    pending: int = 0
-    failed: bool = False
 
 
 def log_bound(outcome: Outcome) -> None:
@@ -114,7 +104,7 @@ class Target(Protocol):
     def key(self) -> str: ...
 
 
-class Workers:
+class Workers(EvictionsMixin):
     """The pool, and what it does for the scheduler."""
 
     at_once = False  # (as an evictor: victims leave when the API server deletes them, seen as events)
@@ -141,7 +131,7 @@ class Workers:
         self._pod_condition: dict[str, tuple[str, str]] = {}
         self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
         self._closed = False
-        self._executions: dict[str, _Execution] = {}  # preemptions whose evictions are under way
+        self._executions: dict[str, PreemptionExecution] = {}  # preemptions whose evictions are under way
         # told when one preemption's evictions are all over: (preemptor kind, result, seconds)
         self.executed: Callable[[str, str, float], None] = lambda kind, result, seconds: None
         self.in_flight = 0
@@ -481,98 +471,6 @@ class Workers:
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
 
-    # --- preemption ---------------------------------------------------------------------------------
-    def evict(self, victim: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
-        """Evict ``victim`` for ``preemptor`` (or its ``group``). The victims of one preemption
-        are timed together, as kube-scheduler's executor times its candidate's
-        (scheduler_preemption_execution_duration_seconds): from the first handed here until the
-        last is evicted or given up. (The scheduler hands a preemption's victims over in one
-        go, microseconds apart; each eviction is two API calls.)"""
-        kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
-        key = f"{kind}/{preemptor.key if group is None else group.key}"
-        with self._lock:
-            execution = self._executions.get(key)
-            if execution is None:
-                execution = self._executions[key] = _Execution(kind, time.monotonic())
-            execution.pending += 1
-        self._submit(self._evict, victim, preemptor, 0, group, key)
-
-    def _evict(
-        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None = None, execution: str = ""
-    ) -> None:
-        result: str | None = "error"  # "success", "error", or None: retried later
-        try:
-            result = self._evict_once(victim, preemptor, attempt, group, execution)
-        finally:
-            if result is not None and execution:
-                self._executed(execution, result)
-
-    def _executed(self, key: str, result: str) -> None:
-        with self._lock:
-            execution = self._executions.get(key)
-            if execution is None:
-                return
-            execution.pending -= 1
-            execution.failed = execution.failed or result != "success"
-            if execution.pending > 0:
-                return
-            del self._executions[key]
-        seconds = time.monotonic() - execution.started
-        self.executed(execution.kind, "error" if execution.failed else "success", seconds)
-
-    def _evict_once(
-        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None, execution: str
-    ) -> str | None:
-        """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
-        (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
-        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related:
-        the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
-        kube-scheduler's executor names a podGroupExecutorPreemptor. Returns how it ended
-        (None: it is retried later)."""
-        if self._fenced("eviction", victim, victim.node_name or ""):
-            return "error"  # (not retried: a later leader preempts anew if it must)
-        try:
-            kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
-            patch = _preempted_status(preemptor, kind)
-            self.api.patch_pod_status(victim.namespace, victim.name, patch, strategic=True)
-            self.api.evict(victim.namespace, victim.name)
-            log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
-            uid = preemptor.uid if group is None else group.uid
-            # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
-            where = victim.node_name if group is None else "cluster"
-            self._event(
-                victim,
-                "Normal",
-                "Preempted",
-                "Preempting",
-                f"Preempted by {kind} {uid} on node {where}",
-                related=preemptor,
-                related_ref=None if group is None else _group_reference(group),
-            )
-        except NotFoundError:
-            return "success"  # gone already
-        except (TooManyRequestsError, KubeError) as err:
-            if attempt >= 20:
-                log.warning(
-                    "eviction given up: %s",
-                    err,
-                    extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
-                )
-                return "error"
-            log.info(
-                "eviction refused (%s); retrying in %gs",
-                err,
-                EVICTION_RETRY_SECONDS,
-                extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
-            )
-            timer = threading.Timer(
-                EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1, group, execution)
-            )
-            timer.daemon = True
-            timer.start()
-            return None
-        return "success"
-
 
 def scheduled_note(key: str, node: str, rules: str) -> str:
     """The Scheduled event's note (kube-scheduler's text, and the digest of the rules)."""
@@ -594,32 +492,3 @@ def failed_binding(api: KubeApi, pod: Target, node: str, seconds: float, err: Ku
 def reference(pod: Target) -> dict[str, str]:
     """An ObjectReference to the pod, as events name the objects they are about."""
     return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
-
-
-def _group_reference(group: PodGroup) -> dict[str, str]:
-    """An ObjectReference to a workload API group (the Preempted event's related object)."""
-    kind = "CompositePodGroup" if group.composite else "PodGroup"
-    return {"kind": kind, "apiVersion": group.api, "namespace": group.namespace, "name": group.name, "uid": group.uid}
-
-
-def _preempted_status(preemptor: Pod, kind: str = "pod") -> dict[str, Any]:
-    """The status patch that marks a victim (strategic: its other conditions stay): upstream's
-    DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
-    rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
-    while they terminate, after a restart or a change of leader too."""
-    message = f"{preemptor.scheduler_name}: preempting to accommodate a higher priority {kind}"
-    when = _now()[:19] + "Z"
-    return {
-        "status": {
-            "conditions": [
-                {
-                    "type": kind,
-                    "status": "True",
-                    "reason": PREEMPTION_BY_SCHEDULER,
-                    "message": message,
-                    "lastTransitionTime": when,
-                }
-                for kind in (DISRUPTION_TARGET, PREEMPTED_CONDITION)
-            ]
-        }
-    }
