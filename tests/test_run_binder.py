@@ -180,8 +180,8 @@ def test_connections_the_server_closed_while_idle_are_opened_again(server: TestA
 
 
 def test_a_connection_cut_fails_its_binding_and_the_rest_bind(server: TestApiServer, tmp_path: Path) -> None:
-    """Bindings go out in rounds on kept-alive connections (rulesched.run.rounds): one whose
-    connection is reset comes back failed (the scheduler requeues it), the others of its round
+    """Bindings go out on kept-alive connections (rulesched.run.pipeline): one whose
+    connection is reset comes back failed (the scheduler requeues it), the others in flight
     bind, and a later binding gets a new connection."""
     names = ["a", "cut", "b", "again"]
     process, seen = on_n1(server, tmp_path, *names)
