@@ -75,17 +75,17 @@ def drain(workload: str) -> dict[str, object]:
     }
 
 
-def child(tree: Path, workload: str) -> dict[str, object]:
+def in_tree(tree: Path, argv: list[str], cwd: Path | None = None) -> dict[str, object]:
+    """Run ``argv`` (a benchmark script and its arguments) with ``tree``'s rulesched first on the
+    path, in a fresh process; its result is the JSON object its last line prints."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", workload],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    out = subprocess.run([sys.executable, *argv], env=env, cwd=cwd, check=True, capture_output=True, text=True).stdout
     found: dict[str, object] = json.loads(out.strip().splitlines()[-1])
     return found
+
+
+def child(tree: Path, workload: str) -> dict[str, object]:
+    return in_tree(tree, [str(Path(__file__).resolve()), "--child", workload])
 
 
 def main() -> int:

@@ -18,15 +18,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_diagnosis import in_tree  # noqa: E402  (a sibling script: run in another tree)
 
 
 def one(nodes_wanted: int, seed: int, rules: str) -> dict[str, object]:
@@ -70,17 +71,7 @@ def _digest(value: object) -> str:
 def in_process(tree: Path, args: argparse.Namespace) -> dict[str, object]:
     """One replay in a fresh process running ``tree``'s rulesched (this tree's harness: the
     converter and the arrivals are the same for both)."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run(
-        [sys.executable, str(HERE / "bench_fgd_speed.py"), "--one", *_passed(args)],
-        env=env,
-        cwd=tree,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    found: dict[str, object] = json.loads(out.strip().splitlines()[-1])
-    return found
+    return in_tree(tree, [str(HERE / "bench_fgd_speed.py"), "--one", *_passed(args)], cwd=tree)
 
 
 def _passed(args: argparse.Namespace) -> list[str]:
