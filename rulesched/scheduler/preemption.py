@@ -22,7 +22,8 @@ without them and with them added, as upstream's filters with nominated pods.
 
 A pod nominated to a node where a lower-priority pod is terminating because a scheduler
 preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``; or rulesched's own
-condition, since the Eviction API rulesched evicts through rewrites ``DisruptionTarget``: see
+condition, since the Eviction API, through which rulesched evicts the victims a budget selects,
+rewrites ``DisruptionTarget``: see
 ``Pod.preempted_by_scheduler``) waits for that pod to leave rather than preempt again
 (upstream's PodEligibleToPreemptOthers).
 """
