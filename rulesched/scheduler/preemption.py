@@ -330,12 +330,9 @@ def _nobody_to_evict(
     potential = _Potential(bound, memos)
     nodes = snapshot.nodes
     values = columns.derived(_pod_priorities, _PRIORITY_SETS).tolist()
-    seen: set[frozenset[int]] = set()
-    for row, priorities in enumerate(values):
-        if priorities and priorities not in seen:
-            seen.add(priorities)
-            if potential._wanted_of(nodes[row], priorities):
-                return None
+    for priorities in set(values):  # (a node of each distinct set holds the example pods asked)
+        if priorities and potential._wanted_of(nodes[values.index(priorities)], priorities):
+            return None
     counts: Counter[str] = Counter()
     many = len(_potential_rows(nodes, statuses, reserved.nodes if reserved is not None else {}, counts))
     if rng is not None and many:
