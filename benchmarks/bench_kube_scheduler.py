@@ -428,7 +428,29 @@ def requests_served(kube: Kube) -> dict[str, int]:
 # --- speed --------------------------------------------------------------------------------------
 
 
-def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = None) -> dict[str, Any]:
+class Profile(threading.Thread):
+    """kube-apiserver's CPU profile (its /debug/pprof/profile, on by default) over ``seconds``
+    from now, written to ``path``: ``go tool pprof -top PATH`` says where the API server's CPU
+    went while the measured pods were created and placed."""
+
+    def __init__(self, kube: Kube, seconds: int, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.seconds, self.path = kube, seconds, path
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        url = f"{self.kube.url}/debug/pprof/profile?seconds={self.seconds}"
+        answer = self.kube._pool.request("GET", url, timeout=urllib3.Timeout(connect=5, read=self.seconds + 60))
+        if answer.status == 200:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(answer.data)
+        else:
+            print(f"  kube-apiserver's profile: {answer.status} {answer.data[:200]!r}", file=sys.stderr)
+
+
+def speed_run(
+    workload: Workload, which: str, seed: int, logs: Path | None = None, pprof: tuple[Path, int] | None = None
+) -> dict[str, Any]:
     objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, seed))
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
         t0 = time.monotonic()
@@ -453,6 +475,11 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
                 created[pod["metadata"]["name"]] = time.monotonic()
                 kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
 
+            profile = None
+            if pprof is not None:  # (DIR, seconds)
+                name = f"{workload.name}-{which}-{time.strftime('%H%M%S')}.kube-apiserver.pprof"
+                profile = Profile(kube, pprof[1], pprof[0] / name)
+                profile.start()
             start = time.monotonic()
             parallel(create, objects["pending"])
             created_in = time.monotonic() - start
@@ -471,6 +498,8 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
                     text = ""
                 (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
             watch.stop()
+            if profile is not None:
+                profile.join()
         finally:
             scheduler.stop()
             if logs is not None:  # (kept: the test bed's directory goes)
@@ -502,6 +531,12 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
         "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
         "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
+        # the profile's window: pods created and bound in it (its samples per pod are per these)
+        "profile": None if profile is None else {
+            "path": str(profile.path), "seconds": profile.seconds,
+            "created": sum(1 for t in created.values() if t - profile.started < profile.seconds),
+            "bound": sum(1 for t, _ in bound.values() if t - profile.started < profile.seconds),
+        },
     }  # fmt: skip
 
 
@@ -511,7 +546,8 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.repeat):
             order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
             for which in [w for w in order if w in (args.scheduler or order)]:
-                result = speed_run(WORKLOADS[name], which, args.seed, args.logs)
+                pprof = (args.pprof, args.pprof_seconds) if args.pprof else None
+                result = speed_run(WORKLOADS[name], which, args.seed, args.logs, pprof)
                 runs.append(result)
                 print(format_run(result), file=sys.stderr, flush=True)
     table = []
@@ -879,6 +915,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--logs", type=Path, metavar="DIR", help="speed: keep each scheduler's log in DIR")
+    parser.add_argument(
+        "--pprof",
+        type=Path,
+        metavar="DIR",
+        help="speed: keep kube-apiserver's CPU profile of each run's measured phase in DIR",
+    )
+    parser.add_argument(
+        "--pprof-seconds", type=int, default=15, help="speed: the profile's length from the first creation"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': standard output)")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
