@@ -55,6 +55,7 @@ from rulesched.errors import (
     TooManyRequestsError,
     UnavailableError,
 )
+from rulesched.kube import protobuf
 from rulesched.kube.channel import Channel
 from rulesched.kube.resources import EVENTS, PODS, Resource, Scope
 from rulesched.model.fields import describe
@@ -119,13 +120,21 @@ class KubeApi:
     """Requests to one API server. Safe to share between threads (the pool is)."""
 
     def __init__(
-        self, kubeconfig: str | None = None, timeout: float = 30.0, agent: str | None = None, connections: int = 64
+        self,
+        kubeconfig: str | None = None,
+        timeout: float = 30.0,
+        agent: str | None = None,
+        connections: int = 64,
+        protobuf: bool = True,
     ) -> None:
         """``agent``: the User-Agent to send (default :func:`user_agent`; a helper process of
         the scheduler's sends the scheduler's own, so the server sees one caller).
         ``connections``: how many kept-alive connections the pool holds (the requests its
         caller makes at once: past it, each one opens and then discards a connection of its own,
-        a TLS handshake each)."""
+        a TLS handshake each). ``protobuf``: send the kinds :mod:`rulesched.kube.protobuf`
+        encodes (bindings, events) in Kubernetes' protobuf encoding, as client-go sends them
+        (the server decodes it for less CPU than JSON); answers are asked for in JSON. A
+        server that refuses it (415) gets JSON from then on."""
         agent = agent or user_agent()
         self.agent = agent
         configuration = k8s_client.Configuration()
@@ -160,6 +169,7 @@ class KubeApi:
         self._watches: set[WatchStream] = set()
         self._watch_lock = threading.Lock()
         self._watches_closed = False
+        self.protobuf = protobuf
 
     def close(self) -> None:
         self._client.close()  # type: ignore[no-untyped-call]
@@ -179,13 +189,14 @@ class KubeApi:
         (parameter sanitising, header building, content-type matching: ~110 us a request,
         half a binding's CPU) is skipped; its configuration (host, TLS, proxy) and its
         credentials (the token, refreshed through its hook) are the client's."""
-        headers = self._headers_for(body is not None, content_type)
+        data, content_type = (None, content_type) if body is None else self.encode(body, content_type)
+        headers = self._headers_for(data is not None, content_type)
         started = time.perf_counter()
         try:
             raw = self._transport.request(
                 method,
                 path + ("?" + urlencode(query) if query else ""),
-                None if body is None else _encode(body),
+                data,
                 headers,
                 self._timeout_of(timeout or self._timeout),
                 stream,
@@ -194,20 +205,41 @@ class KubeApi:
             self._observe(method, "<error>", started)
             raise UnavailableError(f"{method} {path}: {err}") from None
         if raw.status >= 400:
-            data = raw.data
+            answer = raw.data
             raw.release_conn()
             self._observe(method, str(raw.status), started)
-            raise _error(method, path, raw.status, data)
+            if self.refused_protobuf(raw.status, content_type):  # (not taken: again, as JSON)
+                return self._call(method, path, query, body, "application/json", timeout, stream)
+            raise _error(method, path, raw.status, answer)
         if stream:
             self._observe(method, str(raw.status), None)
             return raw
-        data = raw.data
+        answer = raw.data
         raw.release_conn()
         self._observe(method, str(raw.status), started)
         try:
-            return _decode(data) if data else None
+            return _decode(answer) if answer else None
         except msgspec.DecodeError as err:
             raise KubeError(f"{method} {path}: {raw.status} with a body that is not JSON: {err}", raw.status) from None
+
+    def encode(self, body: Any, content_type: str = "application/json") -> tuple[bytes, str]:
+        """A request's body and its Content-Type: a JSON body of a kind
+        :mod:`rulesched.kube.protobuf` encodes goes as protobuf (while :attr:`protobuf`), the
+        rest as given."""
+        if self.protobuf and content_type == "application/json" and isinstance(body, dict):
+            try:
+                return protobuf.encode(body), protobuf.CONTENT_TYPE
+            except ValueError:
+                pass  # (a kind or a field it does not encode: JSON)
+        return _encode(body), content_type
+
+    def refused_protobuf(self, status: int, content_type: str) -> bool:
+        """A 415 to a protobuf body: the server (or a proxy before it) does not take protobuf;
+        JSON from now on. True if so."""
+        if status == 415 and content_type == protobuf.CONTENT_TYPE and self.protobuf:
+            self.protobuf = False
+            return True
+        return False
 
     def _headers_for(self, body: bool, content_type: str = "application/json") -> dict[str, str]:
         headers = dict(self._headers)
@@ -234,7 +266,9 @@ class KubeApi:
             if observer is not None:
                 observer(method, self.host, code, seconds)
 
-        return Channel(connection, self._transport.prefix, self._headers_for, observe, _error)
+        return Channel(
+            connection, self._transport.prefix, self._headers_for, observe, _error, self.encode, self.refused_protobuf
+        )
 
     def _timeout_of(self, timeout: float | tuple[float, float]) -> urllib3.Timeout:
         found = self._timeouts.get(timeout)
