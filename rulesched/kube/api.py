@@ -25,12 +25,9 @@ Next stage: :mod:`rulesched.kube.informer` lists and watches with :meth:`KubeApi
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 import os
-import platform
-import socket
 import threading
 import time
 import uuid
@@ -38,14 +35,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 import msgspec
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from rulesched import __version__
 from rulesched.errors import (
     ConfigError,
     ConflictError,
@@ -58,6 +54,7 @@ from rulesched.errors import (
 from rulesched.kube import protobuf
 from rulesched.kube.channel import Channel
 from rulesched.kube.resources import EVENTS, PODS, Resource, Scope
+from rulesched.kube.transport import URLLIB3_2, Transport, leaf_alone, user_agent
 from rulesched.model.fields import describe
 from rulesched.yamlreader import read_yaml_file
 
@@ -157,13 +154,15 @@ class KubeApi:
         if hook is not None:  # the loaders re-apply the whole config before every request: once
             configuration.refresh_api_key_hook = _at_most_every(TOKEN_REFRESH_SECONDS, hook)  # a minute is plenty
         configuration.connection_pool_maxsize = connections
+        if configuration.cert_file:  # (the CA not sent along: the server verifies less per request)
+            configuration.cert_file = leaf_alone(configuration.cert_file)
         self.host = configuration.host
         self._configuration = configuration
         self._client = k8s_client.ApiClient(configuration)
         self._client.user_agent = agent
         self._timeout = timeout
         self._timeouts: dict[float | tuple[float, float], urllib3.Timeout] = {}
-        self._transport = _Transport(self._client.rest_client.pool_manager, configuration.host)
+        self._transport = Transport(self._client.rest_client.pool_manager, configuration.host)
         self._headers = {"Accept": "application/json", "User-Agent": agent}
         self.observer: RequestObserver | None = None
         self._watches: set[WatchStream] = set()
@@ -256,7 +255,7 @@ class KubeApi:
         connection, and under urllib3 1.x, whose connections answer with http.client's responses
         (use the blocking calls then)."""
         pool = self._transport.pool
-        if pool is None or not _URLLIB3_2:
+        if pool is None or not URLLIB3_2:
             return None
         connection = pool._new_conn()  # (the pool's factory: its host, TLS and socket settings)
         connection.timeout = self._timeout  # (read timeout too: the pool would set it per request)
@@ -501,62 +500,8 @@ def event_name(regarding: str) -> str:
     return name if len(name) <= 253 else str(uuid.uuid4())
 
 
-# (urllib3 2: HTTPConnection.request(preload_content=...) and its own responses)
-_URLLIB3_2 = int(importlib.metadata.version("urllib3").split(".", 1)[0]) >= 2
 _decode = msgspec.json.Decoder().decode  # (3 us a pod where json.loads takes 8)
 _encode = msgspec.json.Encoder().encode
-
-
-class _Transport:
-    """The client's urllib3 pool manager, asked directly: for a plain PoolManager its one
-    connection pool for the API server (no URL parsing and pool lookup per request); through a
-    proxy manager, the manager with the whole URL. ``host`` may carry a path prefix (an API
-    server behind a proxy at ``https://host/k8s/clusters/c1``)."""
-
-    def __init__(self, manager: urllib3.PoolManager, host: str) -> None:
-        self.host = host.rstrip("/")
-        self.prefix = urlsplit(self.host).path
-        self.manager = manager
-        self.pool = manager.connection_from_url(self.host) if type(manager) is urllib3.PoolManager else None
-
-    def request(
-        self,
-        method: str,
-        target: str,
-        body: bytes | None,
-        headers: dict[str, str],
-        timeout: urllib3.Timeout,
-        stream: bool,
-    ) -> urllib3.BaseHTTPResponse:
-        if self.pool is not None:
-            return self.pool.urlopen(
-                method,
-                self.prefix + target,
-                body=body,
-                headers=headers,
-                retries=False,
-                redirect=False,
-                timeout=timeout,
-                preload_content=False,
-                assert_same_host=False,
-            )
-        return self.manager.urlopen(
-            method,
-            self.host + target,
-            body=body,
-            headers=headers,
-            retries=False,
-            redirect=False,
-            timeout=timeout,
-            preload_content=False,
-        )
-
-
-def user_agent() -> str:
-    """``rulesched/VERSION (OS/ARCH) HOST_PID``: which replica made a request (the leader
-    election identity starts the same way)."""
-    system = f"{platform.system().lower()}/{platform.machine().lower()}"
-    return f"rulesched/{__version__} ({system}) {socket.gethostname()}_{os.getpid()}"
 
 
 class WatchStream:

@@ -197,8 +197,6 @@ def _as_bytes(value: bytes | int) -> bytes:
     return value
 
 
-
-
 def status_message(data: bytes) -> tuple[str, int] | None:
     """(message, code) of a metav1.Status answered in protobuf (a refused request's body), or
     None when ``data`` is not one."""
