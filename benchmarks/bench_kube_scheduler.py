@@ -343,13 +343,13 @@ class Upstream(Scheduler):
 class Rulesched(Scheduler):
     name = "rulesched"
 
-    def __init__(self, kube: Kube, percentage: int | None, workdir: Path) -> None:
+    def __init__(self, kube: Kube, percentage: int | None, workdir: Path, flags: tuple[str, ...] = ()) -> None:
         self.kube = kube
         self.port = free_port()
         self.log = workdir / "rulesched.log"
         self.args = [
             sys.executable, "-m", "rulesched.cli", "run", "--kubeconfig", kube.kubeconfig,
-            "--scheduler-name", "default-scheduler", "--metrics-bind-address", f"127.0.0.1:{self.port}",
+            "--scheduler-name", "default-scheduler", "--metrics-bind-address", f"127.0.0.1:{self.port}", *flags,
         ]  # fmt: skip
         if percentage is not None:
             config = workdir / "rulesched-config.yaml"
@@ -449,7 +449,12 @@ class Profile(threading.Thread):
 
 
 def speed_run(
-    workload: Workload, which: str, seed: int, logs: Path | None = None, pprof: tuple[Path, int] | None = None
+    workload: Workload,
+    which: str,
+    seed: int,
+    logs: Path | None = None,
+    flags: tuple[str, ...] = (),
+    pprof: tuple[Path, int] | None = None,
 ) -> dict[str, Any]:
     objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, seed))
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
@@ -457,7 +462,7 @@ def speed_run(
         build(kube, objects, ready_pods=workload.kind == "preemption")
         built = time.monotonic() - t0
         scheduler: Scheduler = (
-            Upstream(kube, None, 1) if which == "kube-scheduler" else Rulesched(kube, None, Path(work))
+            Upstream(kube, None, 1) if which == "kube-scheduler" else Rulesched(kube, None, Path(work), flags)
         )
         scheduler.start()
         try:
@@ -514,6 +519,7 @@ def speed_run(
     count = max(1, len(bound))
     return {
         "workload": workload.name, "scheduler": which, "pods": len(names), "bound": len(bound),
+        "flags": list(flags) if which == "rulesched" else [],
         "unschedulable": sum(1 for n in names if n not in bound and n in watch.seen.unschedulable),
         "deleted": len(watch.seen.deleted), "pods_per_second": len(bound) / span if span == span and span > 0 else None,
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
@@ -547,7 +553,8 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
             order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
             for which in [w for w in order if w in (args.scheduler or order)]:
                 pprof = (args.pprof, args.pprof_seconds) if args.pprof else None
-                result = speed_run(WORKLOADS[name], which, args.seed, args.logs, pprof)
+                flags = tuple(args.rulesched_flag or ())
+                result = speed_run(WORKLOADS[name], which, args.seed, args.logs, flags, pprof)
                 runs.append(result)
                 print(format_run(result), file=sys.stderr, flush=True)
     table = []
@@ -584,7 +591,8 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def format_run(r: dict[str, Any]) -> str:
     pps = f"{r['pods_per_second']:.0f}" if r["pods_per_second"] else "-"
     cpu = r["cpu_ms_per_pod"]
-    return (f"  {r['workload']:<11} {r['scheduler']:<14} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
+    flags = f" ({' '.join(r['flags'])})" if r.get("flags") else ""
+    return (f"  {r['workload']:<11} {r['scheduler']:<14}{flags} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
             f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
             f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
             f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s\n"
@@ -915,6 +923,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--logs", type=Path, metavar="DIR", help="speed: keep each scheduler's log in DIR")
+    parser.add_argument(
+        "--rulesched-flag",
+        action="append",
+        metavar="FLAG",
+        help="speed: a flag for `rulesched run` (repeatable), e.g. --rulesched-flag=--evict-victims=all",
+    )
     parser.add_argument(
         "--pprof",
         type=Path,

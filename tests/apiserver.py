@@ -130,7 +130,8 @@ class Faults:
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
-    graceful_evictions: bool = False  # (not a fault: evicted pods stay terminating until deleted)
+    # (not a fault: evicted or deleted bound pods stay terminating until deleted with grace 0)
+    graceful_evictions: bool = False
     bookmark_every: float = 1.0  # seconds between BOOKMARK events on a quiet watch (a real server: ~60)
     metrics_unavailable: bool = False  # metrics.k8s.io answers 503 (metrics-server down)
     metrics_delay: float = 0.0  # seconds before every metrics.k8s.io answer (a slow metrics-server)
@@ -168,6 +169,8 @@ class Store:
     binding_log: list[tuple[str, str, float]] = field(default_factory=list)  # (pod key, node, time)
     binding_calls: list[BindingCall] = field(default_factory=list)  # every call, successful or not
     evictions: list[str] = field(default_factory=list)
+    # pods removed by a preemption: evicted, or deleted after their DisruptionTarget condition
+    preempted: list[str] = field(default_factory=list)
     writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every write, in order
     created: dict[str, float] = field(default_factory=dict)  # pod key -> when created (monotonic)
     # pod key -> when a status patch first marked it PodScheduled=False (benchmarks: pods that stop fitting)
@@ -670,6 +673,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 store.write("pods", "DELETED", pod)
             store.evictions.append(f"{namespace}/{name}")
+            store.preempted.append(f"{namespace}/{name}")
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
     def _existing(self) -> tuple[str, str | None, str, dict[str, Any]] | None:
@@ -731,7 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, obj)
 
     def do_DELETE(self) -> None:  # noqa: N802
-        self._body()
+        body = self._body()
         store = self.server.store
         if self._fault():
             return
@@ -740,8 +744,25 @@ class _Handler(BaseHTTPRequestHandler):
             found = self._existing()
             if found is None:
                 return
-            plural, _, _, current = found
-            store.write(plural, "DELETED", {**current, "metadata": dict(current["metadata"])})
+            plural, namespace, name, current = found
+            uid = ((body or {}).get("preconditions") or {}).get("uid")
+            if uid and uid != current["metadata"].get("uid"):
+                message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                self._send(409, _status(409, "Conflict", message + str(current["metadata"].get("uid"))))
+                return
+            if plural == "pods" and any(
+                c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                for c in (current.get("status") or {}).get("conditions") or ()
+            ):
+                store.preempted.append(f"{namespace}/{name}")
+            if plural == "pods" and self.server.faults.graceful_evictions and current["spec"].get("nodeName"):
+                # (as the real server: a bound pod stays, terminating, until its kubelet removes it)
+                current = copy.deepcopy(current)
+                current["metadata"].setdefault("deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                current["metadata"].setdefault("deletionGracePeriodSeconds", 30)
+                store.write(plural, "MODIFIED", current)
+            else:
+                store.write(plural, "DELETED", {**current, "metadata": dict(current["metadata"])})
         self._send(200, current)
 
 

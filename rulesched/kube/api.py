@@ -361,8 +361,11 @@ class KubeApi:
         )
         return replaced
 
-    def delete(self, resource: Resource, namespace: str | None, name: str) -> None:
-        self._call("DELETE", resource.path(namespace, name))
+    def delete(self, resource: Resource, namespace: str | None, name: str, uid: str = "") -> None:
+        """DELETE; ``uid``: only that object (a precondition: ConflictError when the name is
+        another's now)."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+        self._call("DELETE", resource.path(namespace, name), body=body)
 
     # --- what the scheduler writes --------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
