@@ -521,11 +521,26 @@ class NodeTable:
                 fits[stale] = filter_mask(self.bound, self._columns(), stale, Filters.STATIC, self._shared())
             else:
                 watch, left = self.bound.watch, CHECK_EVERY
+                # A node's first failing filter (and a precheck's reasons) found here is what
+                # failures() would ask again of each of these rows when the walk finds no node:
+                # kept as it keeps them (no filter dynamic: the static failure is the first)
+                keep = not self.bound.dynamic_indices
+                first, kept, prechecked = self._first, self._reasons, self.bound.prechecked
+                at = {id(f): index for index, f in enumerate(self.bound.filters)} if keep else {}
                 for i in stale.tolist():
                     left -= 1
                     if not left:
                         left = watch.tick()
-                    fits[i] = failure(nodes[i]) is None
+                    found = failure(nodes[i])
+                    fits[i] = found is None
+                    if not keep:
+                        continue
+                    if found is None:
+                        first[i] = -1
+                        continue
+                    index = first[i] = at[id(found[0])]
+                    if index < prechecked:
+                        kept[i] = found[1]
             self._checked[stale] = True
 
     def _many(self, stale: Rows) -> bool:
