@@ -428,8 +428,33 @@ def requests_served(kube: Kube) -> dict[str, int]:
 # --- speed --------------------------------------------------------------------------------------
 
 
+class Profile(threading.Thread):
+    """kube-apiserver's CPU profile (its /debug/pprof/profile, on by default) over ``seconds``
+    from now, written to ``path``: ``go tool pprof -top PATH`` says where the API server's CPU
+    went while the measured pods were created and placed."""
+
+    def __init__(self, kube: Kube, seconds: int, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.seconds, self.path = kube, seconds, path
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        url = f"{self.kube.url}/debug/pprof/profile?seconds={self.seconds}"
+        answer = self.kube._pool.request("GET", url, timeout=urllib3.Timeout(connect=5, read=self.seconds + 60))
+        if answer.status == 200:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(answer.data)
+        else:
+            print(f"  kube-apiserver's profile: {answer.status} {answer.data[:200]!r}", file=sys.stderr)
+
+
 def speed_run(
-    workload: Workload, which: str, seed: int, logs: Path | None = None, flags: tuple[str, ...] = ()
+    workload: Workload,
+    which: str,
+    seed: int,
+    logs: Path | None = None,
+    flags: tuple[str, ...] = (),
+    pprof: tuple[Path, int] | None = None,
 ) -> dict[str, Any]:
     objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, seed))
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
@@ -455,6 +480,11 @@ def speed_run(
                 created[pod["metadata"]["name"]] = time.monotonic()
                 kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
 
+            profile = None
+            if pprof is not None:  # (DIR, seconds)
+                name = f"{workload.name}-{which}-{time.strftime('%H%M%S')}.kube-apiserver.pprof"
+                profile = Profile(kube, pprof[1], pprof[0] / name)
+                profile.start()
             start = time.monotonic()
             parallel(create, objects["pending"])
             created_in = time.monotonic() - start
@@ -473,6 +503,8 @@ def speed_run(
                     text = ""
                 (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
             watch.stop()
+            if profile is not None:
+                profile.join()
         finally:
             scheduler.stop()
             if logs is not None:  # (kept: the test bed's directory goes)
@@ -505,6 +537,12 @@ def speed_run(
         "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
         "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
+        # the profile's window: pods created and bound in it (its samples per pod are per these)
+        "profile": None if profile is None else {
+            "path": str(profile.path), "seconds": profile.seconds,
+            "created": sum(1 for t in created.values() if t - profile.started < profile.seconds),
+            "bound": sum(1 for t, _ in bound.values() if t - profile.started < profile.seconds),
+        },
     }  # fmt: skip
 
 
@@ -514,7 +552,9 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.repeat):
             order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
             for which in [w for w in order if w in (args.scheduler or order)]:
-                result = speed_run(WORKLOADS[name], which, args.seed, args.logs, tuple(args.rulesched_flag or ()))
+                pprof = (args.pprof, args.pprof_seconds) if args.pprof else None
+                flags = tuple(args.rulesched_flag or ())
+                result = speed_run(WORKLOADS[name], which, args.seed, args.logs, flags, pprof)
                 runs.append(result)
                 print(format_run(result), file=sys.stderr, flush=True)
     table = []
@@ -888,6 +928,15 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         metavar="FLAG",
         help="speed: a flag for `rulesched run` (repeatable), e.g. --rulesched-flag=--evict-victims=all",
+    )
+    parser.add_argument(
+        "--pprof",
+        type=Path,
+        metavar="DIR",
+        help="speed: keep kube-apiserver's CPU profile of each run's measured phase in DIR",
+    )
+    parser.add_argument(
+        "--pprof-seconds", type=int, default=15, help="speed: the profile's length from the first creation"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': standard output)")
     args = parser.parse_args(argv)
