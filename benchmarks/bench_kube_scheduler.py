@@ -343,13 +343,13 @@ class Upstream(Scheduler):
 class Rulesched(Scheduler):
     name = "rulesched"
 
-    def __init__(self, kube: Kube, percentage: int | None, workdir: Path) -> None:
+    def __init__(self, kube: Kube, percentage: int | None, workdir: Path, flags: tuple[str, ...] = ()) -> None:
         self.kube = kube
         self.port = free_port()
         self.log = workdir / "rulesched.log"
         self.args = [
             sys.executable, "-m", "rulesched.cli", "run", "--kubeconfig", kube.kubeconfig,
-            "--scheduler-name", "default-scheduler", "--metrics-bind-address", f"127.0.0.1:{self.port}",
+            "--scheduler-name", "default-scheduler", "--metrics-bind-address", f"127.0.0.1:{self.port}", *flags,
         ]  # fmt: skip
         if percentage is not None:
             config = workdir / "rulesched-config.yaml"
@@ -428,14 +428,41 @@ def requests_served(kube: Kube) -> dict[str, int]:
 # --- speed --------------------------------------------------------------------------------------
 
 
-def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = None) -> dict[str, Any]:
+class Profile(threading.Thread):
+    """kube-apiserver's CPU profile (its /debug/pprof/profile, on by default) over ``seconds``
+    from now, written to ``path``: ``go tool pprof -top PATH`` says where the API server's CPU
+    went while the measured pods were created and placed."""
+
+    def __init__(self, kube: Kube, seconds: int, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.seconds, self.path = kube, seconds, path
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        url = f"{self.kube.url}/debug/pprof/profile?seconds={self.seconds}"
+        answer = self.kube._pool.request("GET", url, timeout=urllib3.Timeout(connect=5, read=self.seconds + 60))
+        if answer.status == 200:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(answer.data)
+        else:
+            print(f"  kube-apiserver's profile: {answer.status} {answer.data[:200]!r}", file=sys.stderr)
+
+
+def speed_run(
+    workload: Workload,
+    which: str,
+    seed: int,
+    logs: Path | None = None,
+    flags: tuple[str, ...] = (),
+    pprof: tuple[Path, int] | None = None,
+) -> dict[str, Any]:
     objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, seed))
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
         t0 = time.monotonic()
         build(kube, objects, ready_pods=workload.kind == "preemption")
         built = time.monotonic() - t0
         scheduler: Scheduler = (
-            Upstream(kube, None, 1) if which == "kube-scheduler" else Rulesched(kube, None, Path(work))
+            Upstream(kube, None, 1) if which == "kube-scheduler" else Rulesched(kube, None, Path(work), flags)
         )
         scheduler.start()
         try:
@@ -453,6 +480,11 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
                 created[pod["metadata"]["name"]] = time.monotonic()
                 kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
 
+            profile = None
+            if pprof is not None:  # (DIR, seconds)
+                name = f"{workload.name}-{which}-{time.strftime('%H%M%S')}.kube-apiserver.pprof"
+                profile = Profile(kube, pprof[1], pprof[0] / name)
+                profile.start()
             start = time.monotonic()
             parallel(create, objects["pending"])
             created_in = time.monotonic() - start
@@ -471,6 +503,8 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
                     text = ""
                 (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
             watch.stop()
+            if profile is not None:
+                profile.join()
         finally:
             scheduler.stop()
             if logs is not None:  # (kept: the test bed's directory goes)
@@ -485,6 +519,7 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
     count = max(1, len(bound))
     return {
         "workload": workload.name, "scheduler": which, "pods": len(names), "bound": len(bound),
+        "flags": list(flags) if which == "rulesched" else [],
         "unschedulable": sum(1 for n in names if n not in bound and n in watch.seen.unschedulable),
         "deleted": len(watch.seen.deleted), "pods_per_second": len(bound) / span if span == span and span > 0 else None,
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
@@ -502,6 +537,12 @@ def speed_run(workload: Workload, which: str, seed: int, logs: Path | None = Non
         "build_seconds": round(built, 1), "creation_seconds": round(created_in, 1),
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
         "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
+        # the profile's window: pods created and bound in it (its samples per pod are per these)
+        "profile": None if profile is None else {
+            "path": str(profile.path), "seconds": profile.seconds,
+            "created": sum(1 for t in created.values() if t - profile.started < profile.seconds),
+            "bound": sum(1 for t, _ in bound.values() if t - profile.started < profile.seconds),
+        },
     }  # fmt: skip
 
 
@@ -511,7 +552,9 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.repeat):
             order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
             for which in [w for w in order if w in (args.scheduler or order)]:
-                result = speed_run(WORKLOADS[name], which, args.seed, args.logs)
+                pprof = (args.pprof, args.pprof_seconds) if args.pprof else None
+                flags = tuple(args.rulesched_flag or ())
+                result = speed_run(WORKLOADS[name], which, args.seed, args.logs, flags, pprof)
                 runs.append(result)
                 print(format_run(result), file=sys.stderr, flush=True)
     table = []
@@ -548,7 +591,8 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def format_run(r: dict[str, Any]) -> str:
     pps = f"{r['pods_per_second']:.0f}" if r["pods_per_second"] else "-"
     cpu = r["cpu_ms_per_pod"]
-    return (f"  {r['workload']:<11} {r['scheduler']:<14} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
+    flags = f" ({' '.join(r['flags'])})" if r.get("flags") else ""
+    return (f"  {r['workload']:<11} {r['scheduler']:<14}{flags} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
             f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
             f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
             f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s\n"
@@ -879,6 +923,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--logs", type=Path, metavar="DIR", help="speed: keep each scheduler's log in DIR")
+    parser.add_argument(
+        "--rulesched-flag",
+        action="append",
+        metavar="FLAG",
+        help="speed: a flag for `rulesched run` (repeatable), e.g. --rulesched-flag=--evict-victims=all",
+    )
+    parser.add_argument(
+        "--pprof",
+        type=Path,
+        metavar="DIR",
+        help="speed: keep kube-apiserver's CPU profile of each run's measured phase in DIR",
+    )
+    parser.add_argument(
+        "--pprof-seconds", type=int, default=15, help="speed: the profile's length from the first creation"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': standard output)")
     args = parser.parse_args(argv)
     reason = unavailable_reason()

@@ -32,8 +32,12 @@ is answered 500, once each), ``reset_bindings`` (pod keys whose first binding re
 connection reset, no answer, once each), ``slow_bindings`` (pod keys whose bindings are answered
 ``slow_seconds`` late, the other requests meanwhile answered as ever), ``gone_on_resume`` (every watch that resumes
 from a resourceVersion gets 410), ``delay`` seconds before every answer, ``bookmark_every``
-seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute);
+seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute),
+``refuse_protobuf`` (a protobuf body answered 415, as from a server taking only JSON);
 ``POST /_restart`` closes every connection (a restart that keeps etcd).
+
+Bodies are JSON, or Kubernetes' protobuf for the kinds rulesched sends so (bindings, events:
+read with rulesched/kube/protobuf.py); ``Store.bodies`` records each one's Content-Type.
 
 Every binding call is recorded in ``Store.binding_calls`` (:class:`BindingCall`): who made it
 (the User-Agent), its answer, and who held each Lease at that moment, so tests can check that
@@ -69,6 +73,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import msgspec
+
+from rulesched.kube import protobuf
 
 _encode = msgspec.json.Encoder().encode  # (a pod in 2 us where json.dumps takes 15: the benchmarks' server)
 
@@ -124,10 +130,12 @@ class Faults:
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
-    graceful_evictions: bool = False  # (not a fault: evicted pods stay terminating until deleted)
+    # (not a fault: evicted or deleted bound pods stay terminating until deleted with grace 0)
+    graceful_evictions: bool = False
     bookmark_every: float = 1.0  # seconds between BOOKMARK events on a quiet watch (a real server: ~60)
     metrics_unavailable: bool = False  # metrics.k8s.io answers 503 (metrics-server down)
     metrics_delay: float = 0.0  # seconds before every metrics.k8s.io answer (a slow metrics-server)
+    refuse_protobuf: bool = False  # protobuf bodies answered 415 (as a server or proxy taking only JSON)
 
 
 @dataclass(frozen=True)
@@ -161,12 +169,16 @@ class Store:
     binding_log: list[tuple[str, str, float]] = field(default_factory=list)  # (pod key, node, time)
     binding_calls: list[BindingCall] = field(default_factory=list)  # every call, successful or not
     evictions: list[str] = field(default_factory=list)
+    # pods removed by a preemption: evicted, or deleted after their DisruptionTarget condition
+    preempted: list[str] = field(default_factory=list)
     writes: list[tuple[str, str]] = field(default_factory=list)  # (method, path) of every write, in order
     created: dict[str, float] = field(default_factory=dict)  # pod key -> when created (monotonic)
     # pod key -> when a status patch first marked it PodScheduled=False (benchmarks: pods that stop fitting)
     marked: dict[str, float] = field(default_factory=dict)
     # every request as it came: (method, path with its query), for tests of what a client asks
     requests: list[tuple[str, str]] = field(default_factory=list)
+    # (method, path, Content-Type) of every request with a body: which went as protobuf
+    bodies: list[tuple[str, str, str]] = field(default_factory=list)
     node_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)  # node name -> NodeMetrics
 
     def write(self, plural: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
@@ -263,8 +275,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.flush_headers()
 
     def _body(self) -> Any:
+        """The request's body: JSON, or Kubernetes' protobuf for the kinds rulesched sends so
+        (rulesched/kube/protobuf.py; with ``refuse_protobuf`` none: :attr:`unsupported` is set
+        and the caller answers 415)."""
+        self.unsupported = False
         length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length) or b"null") if length else None
+        data = self.rfile.read(length) if length else b""
+        kind = self.headers.get("Content-Type") or ""
+        if data:
+            with self.server.store.changed:
+                self.server.store.bodies.append((self.command, urlsplit(self.path).path, kind))
+        if kind.startswith(protobuf.CONTENT_TYPE):
+            if self.server.faults.refuse_protobuf:
+                self.unsupported = True
+                return None
+            return protobuf.decode(data)
+        return json.loads(data or b"null") if length else None
 
     def _fault(self) -> bool:
         faults = self.server.faults
@@ -480,6 +506,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         payload = self._body()  # read first: an answer that leaves it unread breaks the connection
+        if self.unsupported:
+            self._send(415, _status(415, "UnsupportedMediaType", "the body's media type is not supported"))
+            return
         if self.path == "/_faults":
             self.server.set_faults(**(payload or {}))
             self._send(200, {"ok": True})
@@ -644,6 +673,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 store.write("pods", "DELETED", pod)
             store.evictions.append(f"{namespace}/{name}")
+            store.preempted.append(f"{namespace}/{name}")
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
     def _existing(self) -> tuple[str, str | None, str, dict[str, Any]] | None:
@@ -705,7 +735,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, obj)
 
     def do_DELETE(self) -> None:  # noqa: N802
-        self._body()
+        body = self._body()
         store = self.server.store
         if self._fault():
             return
@@ -714,8 +744,25 @@ class _Handler(BaseHTTPRequestHandler):
             found = self._existing()
             if found is None:
                 return
-            plural, _, _, current = found
-            store.write(plural, "DELETED", {**current, "metadata": dict(current["metadata"])})
+            plural, namespace, name, current = found
+            uid = ((body or {}).get("preconditions") or {}).get("uid")
+            if uid and uid != current["metadata"].get("uid"):
+                message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                self._send(409, _status(409, "Conflict", message + str(current["metadata"].get("uid"))))
+                return
+            if plural == "pods" and any(
+                c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+                for c in (current.get("status") or {}).get("conditions") or ()
+            ):
+                store.preempted.append(f"{namespace}/{name}")
+            if plural == "pods" and self.server.faults.graceful_evictions and current["spec"].get("nodeName"):
+                # (as the real server: a bound pod stays, terminating, until its kubelet removes it)
+                current = copy.deepcopy(current)
+                current["metadata"].setdefault("deletionTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                current["metadata"].setdefault("deletionGracePeriodSeconds", 30)
+                store.write(plural, "MODIFIED", current)
+            else:
+                store.write(plural, "DELETED", {**current, "metadata": dict(current["metadata"])})
         self._send(200, current)
 
 

@@ -40,7 +40,7 @@ WORKLOAD_READS = {
 USED = {
     ("", "nodes"): {"list", "watch"},
     ("", "namespaces"): {"list", "watch"},
-    ("", "pods"): {"get", "list", "watch"},
+    ("", "pods"): {"get", "list", "watch", "delete"},  # (delete: victims no budget selects)
     ("", "pods/binding"): {"create"},
     ("", "pods/eviction"): {"create"},
     ("", "pods/status"): {"patch"},

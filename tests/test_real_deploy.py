@@ -2,7 +2,7 @@
 kube-apiserver 1.37, then ``rulesched run`` as the Deployment runs it (its args, deploy/config.yaml)
 with the deployed ServiceAccount's own token (``kubectl create token``), driven through
 everything it does: bindings and their events, unschedulable pods' status, preemption
-(eviction and status patch), the Lease, the rules ConfigMap and its last-good record, volume
+(status patch, eviction of a victim a budget selects, deletion of the others), the Lease, the rules ConfigMap and its last-good record, volume
 choices on claims and volumes, a DRA pod's claim allocated (finalizer, status), PodGroups (scheduler-plugins' and the 1.37 workload API's), PolicyReports (``--audit-interval``), node metrics
 (``load_sources``). The API server's audit log then shows every request it made: none answered
 403, and every grant of deploy/rbac.yaml used."""
@@ -207,7 +207,18 @@ def test_deploy_applies_and_runs_with_its_service_account_and_nothing_more(k8s: 
         ]
         assert allocated(k8s, ns, "dra"), log.read_text()[-3000:]  # (allocated before the binding)
         assert k8s.wait(lambda: extended_placed(k8s, ns, "ext"), 60), log.read_text()[-3000:]
-        # preemption: a 2-cpu high-priority pod evicts what it must from one node
+        # preemption: a 2-cpu high-priority pod removes what it must from one node: each node
+        # has a pod a PodDisruptionBudget selects (evicted: pods/eviction) beside others no budget
+        # selects (deleted, as kube-scheduler deletes its victims: pods delete)
+        k8s.create(
+            f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
+            {
+                "metadata": {"name": "guard"},
+                "spec": {"minAvailable": 0, "selector": {"matchLabels": {"guarded": "yes"}}},
+            },
+        )
+        for n in ("n1", "n2"):
+            k8s.pod(ns, f"guard-{n}", cpu="10m", spec={"nodeName": n}, metadata={"labels": {"guarded": "yes"}})
         k8s.pod(ns, "high", cpu="2", spec={"priorityClassName": "deploy-high"})
         assert k8s.wait(lambda: any(p["metadata"].get("deletionTimestamp") for p in k8s.pods(ns).values()), 60), (
             log.read_text()[-3000:]

@@ -1,6 +1,7 @@
 """The live faces against the real kube-apiserver 1.37 and kube-controller-manager
 (tests/realk8s.py): preemption through the Eviction API under a PodDisruptionBudget whose status
-the real disruption controller keeps; hot reload from a ConfigMap with the last-good record;
+the real disruption controller keeps, and a victim no budget selects deleted as kube-scheduler
+deletes it; hot reload from a ConfigMap with the last-good record;
 profiles; gangs with scheduler-plugins' PodGroup CRD; ``audit --live --publish`` with the
 PolicyReport CRD; ``explain --server``."""
 
@@ -52,6 +53,13 @@ def pdb_status(k8s: Kube, ns: str, name: str) -> dict[str, Any]:
     return dict(k8s.get(POLICY.format(ns=ns) + f"/{name}").get("status", {}))
 
 
+def web_budget(k8s: Kube, ns: str, min_available: int) -> None:
+    """A PDB "web" over the app=web pods, once the disruption controller allows one disruption."""
+    spec = {"minAvailable": min_available, "selector": {"matchLabels": {"app": "web"}}}
+    k8s.create(POLICY.format(ns=ns), {"metadata": {"name": "web"}, "spec": spec})
+    assert k8s.wait(lambda: pdb_status(k8s, ns, "web").get("disruptionsAllowed") == 1, 30), pdb_status(k8s, ns, "web")
+
+
 def test_preemption_goes_through_evictions_the_real_disruption_controller_allows(k8s: Kube) -> None:
     """Two full 2-cpu nodes, each running one pod of app=web (Ready: the disruption controller
     counts only Ready pods as healthy), a PDB minAvailable 1 over them. A high-priority 2-cpu
@@ -67,11 +75,7 @@ def test_preemption_goes_through_evictions_the_real_disruption_controller_allows
         k8s.node(n, cpu="2")
     running_pod(k8s, ns, "web-1", "n1", "2", app="web")
     running_pod(k8s, ns, "web-2", "n2", "2", app="web")
-    k8s.create(
-        POLICY.format(ns=ns),
-        {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
-    )
-    assert k8s.wait(lambda: pdb_status(k8s, ns, "web").get("disruptionsAllowed") == 1, 30), pdb_status(k8s, ns, "web")
+    web_budget(k8s, ns, min_available=1)
     mark = k8s.audit_mark()
     with Running(k8s):
         k8s.pod(ns, "high-1", cpu="2", spec={"priorityClassName": "high"})
@@ -113,6 +117,54 @@ def test_preemption_goes_through_evictions_the_real_disruption_controller_allows
     evictions = [e for e in k8s.audit(mark) if e["objectRef"].get("subresource") == "eviction"]
     assert {e["objectRef"]["name"] for e in evictions if e["responseStatus"]["code"] == 201} == {victim, survivor}
     assert all(e["responseStatus"]["code"] in (201, 429) for e in evictions), evictions
+
+
+def test_a_victim_no_budget_selects_is_deleted_and_one_a_budget_selects_evicted(k8s: Kube) -> None:
+    """kube-scheduler 1.37 deletes every victim after its DisruptionTarget patch (preemption/
+    executor.go PreemptPod); rulesched does so for a victim no PodDisruptionBudget selects and
+    evicts those a budget selects (--evict-victims budgeted, the default). A 2-cpu node running
+    web-1 (1 cpu, under a PDB allowing one disruption) and loose (1 cpu, no budget); a 2-cpu
+    high-priority pod preempts both: the audit log shows web-1 evicted (201) and loose deleted
+    by a DELETE, each after its status patch; loose keeps rulesched's DisruptionTarget reason
+    (PreemptionByScheduler, as kube-scheduler's victims do), web-1 has the Eviction API's."""
+    ns = k8s.namespace()
+    priority_class(k8s, "high", 1000)
+    k8s.node("n1", cpu="2")
+    running_pod(k8s, ns, "web-1", "n1", "1", app="web")
+    running_pod(k8s, ns, "loose", "n1", "1", app="loose")
+    web_budget(k8s, ns, min_available=0)
+    mark = k8s.audit_mark()
+    with Running(k8s):
+        k8s.pod(ns, "high", cpu="2", spec={"priorityClassName": "high"})
+        gone = {
+            name: k8s.wait(
+                lambda name=name: (p := k8s.read_pod(ns, name))["metadata"].get("deletionTimestamp") and p, 30
+            )
+            for name in ("web-1", "loose")
+        }
+        assert all(gone.values()), gone
+        assert condition(gone["web-1"], "DisruptionTarget")["reason"] == "EvictionByEvictionAPI"  # type: ignore[index]
+        target = condition(gone["loose"], "DisruptionTarget")
+        assert target is not None and (target["status"], target["reason"]) == ("True", "PreemptionByScheduler")
+        assert target["message"] == "rulesched: preempting to accommodate a higher priority pod"
+        assert condition(gone["loose"], "rulesched.io/PreemptedByScheduler") is not None
+        k8s.remove_terminating(ns)
+        assert k8s.wait(lambda: k8s.read_pod(ns, "high")["spec"].get("nodeName") == "n1", 30)
+    writes = [
+        (e["objectRef"].get("name"), e["verb"], e["objectRef"].get("subresource", ""), e["responseStatus"]["code"])
+        for e in k8s.audit(mark)
+        if e["userAgent"].startswith("rulesched/")
+        and e["objectRef"].get("resource") == "pods"
+        and e["objectRef"].get("name") in ("web-1", "loose")
+        and e["verb"] in ("patch", "create", "delete")
+    ]
+    assert sorted(writes) == [
+        ("loose", "delete", "", 200),
+        ("loose", "patch", "status", 200),
+        ("web-1", "create", "eviction", 201),
+        ("web-1", "patch", "status", 200),
+    ], writes
+    assert [w for w in writes if w[0] == "loose"] == [("loose", "patch", "status", 200), ("loose", "delete", "", 200)]
 
 
 RULES_A = 'extends "default"\n\nfilter only_a:\n    node.name == "a"\n    else "not a"\n'

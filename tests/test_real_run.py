@@ -93,12 +93,12 @@ def test_binding_and_failures_read_back_as_kube_schedulers(k8s: Kube, tmp_path: 
 
 def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:
     """The same preemption in two namespaces, on two nodes of their own (a nodeSelector each):
-    a 2-cpu node running a low-priority 2-cpu pod; a high-priority 2-cpu pod. kube-scheduler
-    deletes its victim, rulesched evicts its own (the Eviction API, so budgets hold); the
-    victims stay terminating (no kubelet). The preemptors' nominatedNodeName, the
-    FailedScheduling events saying so, the victims' DisruptionTarget condition and their
-    Preempted events read back alike, but for who wrote them, the Eviction API's reason and the
-    related object kube-scheduler 1.37.2 loses."""
+    a 2-cpu node running a low-priority 2-cpu pod; a high-priority 2-cpu pod. Both delete
+    their victim (no PodDisruptionBudget selects it: rulesched's Eviction API is for those a
+    budget selects, tests/test_real_live.py); the victims stay terminating (no kubelet). The
+    preemptors' nominatedNodeName, the FailedScheduling events saying so, the victims'
+    DisruptionTarget condition and their Preempted events read back alike, but for who wrote
+    them and the related object kube-scheduler 1.37.2 loses."""
     k8s.create("/apis/scheduling.k8s.io/v1/priorityclasses", {"metadata": {"name": "high"}, "value": 1000})
     ours, theirs = k8s.namespace("ours"), k8s.namespace("theirs")
     for ns, scheduler in ((ours, "rulesched"), (theirs, "default-scheduler")):
@@ -120,9 +120,9 @@ def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:
             assert not got[ns]["high"]["spec"].get("nodeName")  # waits while its victim terminates
         mine, upstream = (condition(got[ns]["low"], "DisruptionTarget") for ns in (ours, theirs))
         assert mine is not None and upstream is not None and mine["status"] == upstream["status"] == "True"
-        assert upstream["reason"] == "PreemptionByScheduler"
+        assert upstream["reason"] == mine["reason"] == "PreemptionByScheduler"
         assert upstream["message"] == "default-scheduler: preempting to accommodate a higher priority pod"
-        assert mine["reason"] == "EvictionByEvictionAPI"  # the Eviction API's mark replaces rulesched's
+        assert mine["message"] == "rulesched: preempting to accommodate a higher priority pod"
         marked = condition(got[ours]["low"], "rulesched.io/PreemptedByScheduler")
         assert marked is not None and marked["status"] == "True"
         for reason, name in (("Preempted", "low"), ("FailedScheduling", "high")):

@@ -4,7 +4,7 @@ kube-scheduler reports them, and pods rulesched cannot place.
 - Victims are marked as upstream's prepareCandidate marks them (pkg/scheduler/framework/
   preemption/preemption.go): a status patch with the DisruptionTarget condition, reason
   PreemptionByScheduler, message "<scheduler>: preempting to accommodate a higher priority pod",
-  before their removal (here an eviction), their other conditions kept; the Preempted event
+  before their removal (here a deletion: no budget selects them), their other conditions kept; the Preempted event
   names the preemptor as related.
 - A restarted scheduler (another replica taking over) whose pending preemptor arrives nominated
   waits for its victims while they terminate (upstream's PodEligibleToPreemptOthers with
@@ -42,8 +42,9 @@ def running(name: str, node_name: str, cpu: str = "2", priority: int = 0) -> dic
 class Running:
     """A Loop on a thread, stopped on exit."""
 
-    def __init__(self, server: TestApiServer, tmp_path: Path) -> None:
-        self.loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
+    def __init__(self, server: TestApiServer, tmp_path: Path, **settings: Any) -> None:
+        kubeconfig = server.kubeconfig(str(tmp_path / "kubeconfig"))
+        self.loop = Loop(RunSettings(kubeconfig=kubeconfig, grace_seconds=2, **settings))
         self.thread = threading.Thread(target=self.loop.run, daemon=True)
 
     def __enter__(self) -> Loop:
@@ -74,16 +75,17 @@ def test_victims_get_disruption_target_before_eviction_and_a_tainted_full_node_i
         preempted = wait(lambda: events(server, "Preempted", "low-f"))
         failed = wait(lambda: events(server, "FailedScheduling", "high"))
     assert server.store.objects["pods"]["default/high"]["spec"]["nodeName"] == "full"
-    assert server.store.evictions == ["default/low-f"]  # the tainted node's pod stays
+    assert server.store.preempted == ["default/low-f"]  # the tainted node's pod stays
     assert "default/low-t" in server.store.objects["pods"]
     assert failed[0]["note"].startswith(
         "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}."
     )
-    # the patch, then the eviction: in that order, the victim's own requests
-    writes = [w for w in server.store.writes if "/pods/low-f/" in w[1]]
+    # the patch, then the deletion (as kube-scheduler's: no budget selects the victim): in that
+    # order, the victim's own requests
+    writes = [w for w in server.store.writes if "/pods/low-f" in w[1]]
     assert writes == [
         ("PATCH", "/api/v1/namespaces/default/pods/low-f/status"),
-        ("POST", "/api/v1/namespaces/default/pods/low-f/eviction"),
+        ("DELETE", "/api/v1/namespaces/default/pods/low-f"),
     ]
     marked = [
         o
@@ -111,8 +113,9 @@ def test_victims_get_disruption_target_before_eviction_and_a_tainted_full_node_i
 def test_a_restarted_scheduler_waits_for_its_victims_the_eviction_api_marked(
     server: TestApiServer, tmp_path: Path
 ) -> None:
-    """The first run preempts n1's two pods; evicted pods stay terminating (graceful evictions),
-    their DisruptionTarget rewritten to EvictionByEvictionAPI. A second run (a new leader: no
+    """The first run preempts n1's two pods through the Eviction API (``evict_victims="all"``: by
+    default a victim no budget selects is deleted); evicted pods stay terminating (graceful
+    evictions), their DisruptionTarget rewritten to EvictionByEvictionAPI. A second run (a new leader: no
     memory of the first) finds the preemptor nominated to n1 and a new node n2 whose single
     low-priority pod would be the cheaper preemption: it waits for n1's victims instead, and
     once they are gone binds the preemptor there; n2's pod is never touched."""
@@ -122,7 +125,7 @@ def test_a_restarted_scheduler_waits_for_its_victims_the_eviction_api_marked(
     server.add("pods", running("low-b", "n1", cpu="1"))
     server.add("pods", pod("high", cpu="2", spec={"priority": 1000}))
     pods = server.store.objects["pods"]
-    with Running(server, tmp_path):
+    with Running(server, tmp_path, evict_victims="all"):
         wait(
             lambda: len(server.store.evictions) == 2 and pods["default/high"].get("status", {}).get("nominatedNodeName")
         )
@@ -133,7 +136,7 @@ def test_a_restarted_scheduler_waits_for_its_victims_the_eviction_api_marked(
         assert reasons["DisruptionTarget"] == "EvictionByEvictionAPI"  # the API server's rewrite
     server.add("nodes", node("n2", cpu="2"))
     server.add("pods", running("bystander", "n2"))
-    with Running(server, tmp_path):
+    with Running(server, tmp_path, evict_victims="all"):
         waiting = wait(
             lambda: [
                 e
@@ -171,4 +174,4 @@ def test_a_dra_pod_waits_for_its_claim_and_preempts_nothing(server: TestApiServe
     (condition,) = server.store.objects["pods"]["default/dra"]["status"]["conditions"]
     assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
     assert not server.store.objects["pods"]["default/dra"]["spec"].get("nodeName")
-    assert server.store.evictions == [] and "default/low" in server.store.objects["pods"]
+    assert server.store.preempted == [] and "default/low" in server.store.objects["pods"]

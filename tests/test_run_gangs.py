@@ -162,8 +162,8 @@ def test_a_workload_groups_victims_are_marked_and_announced_as_kube_schedulers(
     server: TestApiServer, tmp_path: Path
 ) -> None:
     """A PodGroup of priority 1000 preempts both 3-cpu pods of priority 0 on two 4-cpu nodes, as
-    one unit: each victim is marked "…a higher priority podgroup" (rulesched's own condition: the
-    Eviction API rewrites DisruptionTarget) and its Preempted event reads "Preempted by podgroup
+    one unit: each victim is marked "…a higher priority podgroup" (DisruptionTarget, then deleted:
+    no budget selects it) and its Preempted event reads "Preempted by podgroup
     <its uid> on node cluster" with the PodGroup as related object (kube-scheduler 1.37's executor;
     tests/test_real_workloads.py compares them with the real one)."""
     for i in range(2):
@@ -179,7 +179,7 @@ def test_a_workload_groups_victims_are_marked_and_announced_as_kube_schedulers(
     loop = Loop(settings)
     thread = threading.Thread(target=loop.run, kwargs={"until": lambda: loop.stop.is_set()}, daemon=True)
     thread.start()
-    # the two evictions timed as one preemption (scheduler_preemption_execution_duration_seconds)
+    # the two victims timed as one preemption (scheduler_preemption_execution_duration_seconds)
     executed = loop.metrics.preemption_execution.labels(preemptor="podgroup", result="success")
     try:
         preempted = [wait(lambda i=i: events(server, "Preempted", f"low-{i}"), 30) for i in range(2)]
@@ -188,7 +188,7 @@ def test_a_workload_groups_victims_are_marked_and_announced_as_kube_schedulers(
         loop.stop.set()
         loop.scheduler.queue.wake()
         thread.join(timeout=15)
-    assert sorted(server.store.evictions) == ["default/low-0", "default/low-1"]
+    assert sorted(server.store.preempted) == ["default/low-0", "default/low-1"]
     count = sum(b.get() for b in executed._buckets)
     assert count == 1 and executed._sum.get() > 0, (count, executed._sum.get())
     uid = group["metadata"]["uid"]

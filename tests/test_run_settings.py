@@ -133,6 +133,17 @@ def test_the_binding_process_is_on_unless_turned_off(tmp_path: Path) -> None:
         settings_from(_parser().parse_args(["run", "--config", str(config)]))
 
 
+def test_victims_go_through_the_eviction_api_when_a_budget_selects_them_unless_told(tmp_path: Path) -> None:
+    assert settings_from(_parser().parse_args(["run"])).evict_victims == "budgeted"
+    assert settings_from(_parser().parse_args(["run", "--evict-victims", "all"])).evict_victims == "all"
+    config = tmp_path / "config.yaml"
+    config.write_text("evict_victims: none\n")
+    assert settings_from(_parser().parse_args(["run", "--config", str(config)])).evict_victims == "none"
+    config.write_text("evict_victims: some\n")
+    with pytest.raises(ConfigError, match="^evict_victims: 'some': expected one of budgeted, all, none$"):
+        settings_from(_parser().parse_args(["run", "--config", str(config)]))
+
+
 @pytest.mark.parametrize("value", ["-5", "150"])
 def test_a_percentage_of_nodes_to_score_out_of_range_is_refused(value: str) -> None:
     """As kube-scheduler validates percentageOfNodesToScore, and as the other percentages are

@@ -25,12 +25,9 @@ Next stage: :mod:`rulesched.kube.informer` lists and watches with :meth:`KubeApi
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import math
 import os
-import platform
-import socket
 import threading
 import time
 import uuid
@@ -38,14 +35,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 import msgspec
 import urllib3
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
-from rulesched import __version__
 from rulesched.errors import (
     ConfigError,
     ConflictError,
@@ -55,8 +51,10 @@ from rulesched.errors import (
     TooManyRequestsError,
     UnavailableError,
 )
+from rulesched.kube import protobuf
 from rulesched.kube.channel import Channel
 from rulesched.kube.resources import EVENTS, PODS, Resource, Scope
+from rulesched.kube.transport import URLLIB3_2, Transport, leaf_alone, user_agent
 from rulesched.model.fields import describe
 from rulesched.yamlreader import read_yaml_file
 
@@ -119,13 +117,21 @@ class KubeApi:
     """Requests to one API server. Safe to share between threads (the pool is)."""
 
     def __init__(
-        self, kubeconfig: str | None = None, timeout: float = 30.0, agent: str | None = None, connections: int = 64
+        self,
+        kubeconfig: str | None = None,
+        timeout: float = 30.0,
+        agent: str | None = None,
+        connections: int = 64,
+        protobuf: bool = True,
     ) -> None:
         """``agent``: the User-Agent to send (default :func:`user_agent`; a helper process of
         the scheduler's sends the scheduler's own, so the server sees one caller).
         ``connections``: how many kept-alive connections the pool holds (the requests its
         caller makes at once: past it, each one opens and then discards a connection of its own,
-        a TLS handshake each)."""
+        a TLS handshake each). ``protobuf``: send the kinds :mod:`rulesched.kube.protobuf`
+        encodes (bindings, events) in Kubernetes' protobuf encoding, as client-go sends them
+        (the server decodes it for less CPU than JSON); answers are asked for in JSON. A
+        server that refuses it (415) gets JSON from then on."""
         agent = agent or user_agent()
         self.agent = agent
         configuration = k8s_client.Configuration()
@@ -148,18 +154,21 @@ class KubeApi:
         if hook is not None:  # the loaders re-apply the whole config before every request: once
             configuration.refresh_api_key_hook = _at_most_every(TOKEN_REFRESH_SECONDS, hook)  # a minute is plenty
         configuration.connection_pool_maxsize = connections
+        if configuration.cert_file:  # (the CA not sent along: the server verifies less per request)
+            configuration.cert_file = leaf_alone(configuration.cert_file)
         self.host = configuration.host
         self._configuration = configuration
         self._client = k8s_client.ApiClient(configuration)
         self._client.user_agent = agent
         self._timeout = timeout
         self._timeouts: dict[float | tuple[float, float], urllib3.Timeout] = {}
-        self._transport = _Transport(self._client.rest_client.pool_manager, configuration.host)
+        self._transport = Transport(self._client.rest_client.pool_manager, configuration.host)
         self._headers = {"Accept": "application/json", "User-Agent": agent}
         self.observer: RequestObserver | None = None
         self._watches: set[WatchStream] = set()
         self._watch_lock = threading.Lock()
         self._watches_closed = False
+        self.protobuf = protobuf
 
     def close(self) -> None:
         self._client.close()  # type: ignore[no-untyped-call]
@@ -179,13 +188,14 @@ class KubeApi:
         (parameter sanitising, header building, content-type matching: ~110 us a request,
         half a binding's CPU) is skipped; its configuration (host, TLS, proxy) and its
         credentials (the token, refreshed through its hook) are the client's."""
-        headers = self._headers_for(body is not None, content_type)
+        data, content_type = (None, content_type) if body is None else self.encode(body, content_type)
+        headers = self._headers_for(data is not None, content_type)
         started = time.perf_counter()
         try:
             raw = self._transport.request(
                 method,
                 path + ("?" + urlencode(query) if query else ""),
-                None if body is None else _encode(body),
+                data,
                 headers,
                 self._timeout_of(timeout or self._timeout),
                 stream,
@@ -194,20 +204,41 @@ class KubeApi:
             self._observe(method, "<error>", started)
             raise UnavailableError(f"{method} {path}: {err}") from None
         if raw.status >= 400:
-            data = raw.data
+            answer = raw.data
             raw.release_conn()
             self._observe(method, str(raw.status), started)
-            raise _error(method, path, raw.status, data)
+            if self.refused_protobuf(raw.status, content_type):  # (not taken: again, as JSON)
+                return self._call(method, path, query, body, "application/json", timeout, stream)
+            raise _error(method, path, raw.status, answer)
         if stream:
             self._observe(method, str(raw.status), None)
             return raw
-        data = raw.data
+        answer = raw.data
         raw.release_conn()
         self._observe(method, str(raw.status), started)
         try:
-            return _decode(data) if data else None
+            return _decode(answer) if answer else None
         except msgspec.DecodeError as err:
             raise KubeError(f"{method} {path}: {raw.status} with a body that is not JSON: {err}", raw.status) from None
+
+    def encode(self, body: Any, content_type: str = "application/json") -> tuple[bytes, str]:
+        """A request's body and its Content-Type: a JSON body of a kind
+        :mod:`rulesched.kube.protobuf` encodes goes as protobuf (while :attr:`protobuf`), the
+        rest as given."""
+        if self.protobuf and content_type == "application/json" and isinstance(body, dict):
+            try:
+                return protobuf.encode(body), protobuf.CONTENT_TYPE
+            except ValueError:
+                pass  # (a kind or a field it does not encode: JSON)
+        return _encode(body), content_type
+
+    def refused_protobuf(self, status: int, content_type: str) -> bool:
+        """A 415 to a protobuf body: the server (or a proxy before it) does not take protobuf;
+        JSON from now on. True if so."""
+        if status == 415 and content_type == protobuf.CONTENT_TYPE and self.protobuf:
+            self.protobuf = False
+            return True
+        return False
 
     def _headers_for(self, body: bool, content_type: str = "application/json") -> dict[str, str]:
         headers = dict(self._headers)
@@ -224,7 +255,7 @@ class KubeApi:
         connection, and under urllib3 1.x, whose connections answer with http.client's responses
         (use the blocking calls then)."""
         pool = self._transport.pool
-        if pool is None or not _URLLIB3_2:
+        if pool is None or not URLLIB3_2:
             return None
         connection = pool._new_conn()  # (the pool's factory: its host, TLS and socket settings)
         connection.timeout = self._timeout  # (read timeout too: the pool would set it per request)
@@ -234,7 +265,9 @@ class KubeApi:
             if observer is not None:
                 observer(method, self.host, code, seconds)
 
-        return Channel(connection, self._transport.prefix, self._headers_for, observe, _error)
+        return Channel(
+            connection, self._transport.prefix, self._headers_for, observe, _error, self.encode, self.refused_protobuf
+        )
 
     def _timeout_of(self, timeout: float | tuple[float, float]) -> urllib3.Timeout:
         found = self._timeouts.get(timeout)
@@ -328,8 +361,11 @@ class KubeApi:
         )
         return replaced
 
-    def delete(self, resource: Resource, namespace: str | None, name: str) -> None:
-        self._call("DELETE", resource.path(namespace, name))
+    def delete(self, resource: Resource, namespace: str | None, name: str, uid: str = "") -> None:
+        """DELETE; ``uid``: only that object (a precondition: ConflictError when the name is
+        another's now)."""
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+        self._call("DELETE", resource.path(namespace, name), body=body)
 
     # --- what the scheduler writes --------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
@@ -467,62 +503,8 @@ def event_name(regarding: str) -> str:
     return name if len(name) <= 253 else str(uuid.uuid4())
 
 
-# (urllib3 2: HTTPConnection.request(preload_content=...) and its own responses)
-_URLLIB3_2 = int(importlib.metadata.version("urllib3").split(".", 1)[0]) >= 2
 _decode = msgspec.json.Decoder().decode  # (3 us a pod where json.loads takes 8)
 _encode = msgspec.json.Encoder().encode
-
-
-class _Transport:
-    """The client's urllib3 pool manager, asked directly: for a plain PoolManager its one
-    connection pool for the API server (no URL parsing and pool lookup per request); through a
-    proxy manager, the manager with the whole URL. ``host`` may carry a path prefix (an API
-    server behind a proxy at ``https://host/k8s/clusters/c1``)."""
-
-    def __init__(self, manager: urllib3.PoolManager, host: str) -> None:
-        self.host = host.rstrip("/")
-        self.prefix = urlsplit(self.host).path
-        self.manager = manager
-        self.pool = manager.connection_from_url(self.host) if type(manager) is urllib3.PoolManager else None
-
-    def request(
-        self,
-        method: str,
-        target: str,
-        body: bytes | None,
-        headers: dict[str, str],
-        timeout: urllib3.Timeout,
-        stream: bool,
-    ) -> urllib3.BaseHTTPResponse:
-        if self.pool is not None:
-            return self.pool.urlopen(
-                method,
-                self.prefix + target,
-                body=body,
-                headers=headers,
-                retries=False,
-                redirect=False,
-                timeout=timeout,
-                preload_content=False,
-                assert_same_host=False,
-            )
-        return self.manager.urlopen(
-            method,
-            self.host + target,
-            body=body,
-            headers=headers,
-            retries=False,
-            redirect=False,
-            timeout=timeout,
-            preload_content=False,
-        )
-
-
-def user_agent() -> str:
-    """``rulesched/VERSION (OS/ARCH) HOST_PID``: which replica made a request (the leader
-    election identity starts the same way)."""
-    system = f"{platform.system().lower()}/{platform.machine().lower()}"
-    return f"rulesched/{__version__} ({system}) {socket.gethostname()}_{os.getpid()}"
 
 
 class WatchStream:

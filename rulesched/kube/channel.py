@@ -12,6 +12,9 @@ and errors as :meth:`KubeApi._call`'s; each request is reported to the API's obs
 ``rest_client`` metrics) with its time from send to answer.
 
 A channel whose request or answer failed is closed: the caller drops it and asks for a new one.
+Bodies are encoded as :meth:`KubeApi.encode <rulesched.kube.api.KubeApi.encode>` encodes them
+(bindings and events in protobuf); a 415 to a protobuf body fails that request and turns the
+API's protobuf off, so the caller's next try goes as JSON.
 Next stage: :mod:`rulesched.run.pipeline` binds with channels.
 """
 
@@ -39,39 +42,49 @@ class Channel:
         self,
         connection: Any,
         prefix: str,
-        headers: Callable[[bool], dict[str, str]],
+        headers: Callable[[bool, str], dict[str, str]],
         observe: Observe,
         error: Callable[[str, str, int, bytes], KubeError],
+        encode: Callable[[Any], tuple[bytes, str]],
+        refused: Callable[[int, str], bool],
     ) -> None:
         self._connection = connection  # an urllib3 HTTP(S)Connection of the client's pool
         self._prefix = prefix  # the API server's path prefix (behind a proxy at https://host/k8s/c1)
-        self._headers = headers  # (has a body) -> the request's headers: the client's credentials
+        self._headers = headers  # (has a body, its type) -> the request's headers: the client's credentials
+        self._encode_body = encode  # body -> (bytes, Content-Type)
+        self._refused = refused  # (status, Content-Type sent) -> whether the server refused that encoding
         self._observe = observe
         self._error = error
-        self._asked: tuple[str, str, float] | None = None  # (method, path, sent at): awaiting its answer
+        # (method, path, sent at, Content-Type): the request awaiting its answer
+        self._asked: tuple[str, str, float, str] | None = None
         self.closed = False
 
     def send(self, method: str, path: str, body: Any = None) -> None:
-        """Send a request (a JSON ``body`` if given); its answer is :meth:`receive`'s."""
+        """Send a request (with ``body`` if given, encoded as the API encodes it); its answer
+        is :meth:`receive`'s."""
         assert self._asked is None and not self.closed, "one request at a time, on an open channel"
-        data = None if body is None else _encode(body)
+        data, content_type = (None, "") if body is None else self._encode_body(body)
         started = time.perf_counter()
         connection = self._connection
         if connection.sock is not None and is_connection_dropped(connection):
             connection.close()  # (the server closed it while idle: open it again, as the pool would)
         try:
             connection.request(
-                method, self._prefix + path, body=data, headers=self._headers(data is not None), preload_content=False
+                method,
+                self._prefix + path,
+                body=data,
+                headers=self._headers(data is not None, content_type),
+                preload_content=False,
             )
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as err:
             self._failed(method, started)
             raise UnavailableError(f"{method} {path}: {err}") from None
-        self._asked = (method, path, started)
+        self._asked = (method, path, started, content_type)
 
     def receive(self) -> Any:
         """The answer to the request sent: its JSON (None if empty), or the KubeError it is."""
         assert self._asked is not None, "nothing was sent"
-        method, path, started = self._asked
+        method, path, started, content_type = self._asked
         self._asked = None
         try:
             response = self._connection.getresponse()
@@ -82,6 +95,7 @@ class Channel:
         status = response.status
         self._observe(method, str(status), time.perf_counter() - started)
         if status >= 400:
+            self._refused(status, content_type)
             raise self._error(method, path, status, data)
         try:
             return _decode(data) if data else None
@@ -112,4 +126,3 @@ class Channel:
 
 
 _decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode

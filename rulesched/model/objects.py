@@ -19,8 +19,9 @@ EMPTY: Mapping[str, str] = MappingProxyType({})
 EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
 
 # The pod condition a scheduler sets on the pods it preempts (kube-scheduler's prepareCandidate),
-# with this reason; the Eviction API then rewrites it (reason EvictionByEvictionAPI), so rulesched
-# also sets a condition of its own, which no eviction touches, to know its victims by.
+# with this reason; the Eviction API then rewrites it (reason EvictionByEvictionAPI) for the victims
+# rulesched evicts (those a budget selects), so rulesched also sets a condition of its own, which
+# no eviction touches, to know its victims by.
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 PREEMPTED_CONDITION = "rulesched.io/PreemptedByScheduler"

@@ -47,6 +47,12 @@ def add_run_parser(sub: Any) -> None:
     )
     add_preemption_arguments(run, defaults=False)
     run.add_argument(
+        "--evict-victims",
+        choices=("budgeted", "all", "none"),
+        help="preemption's victims through the Eviction API: those a PodDisruptionBudget selects, the others "
+        "deleted as kube-scheduler deletes every victim (budgeted, the default); all; or none",
+    )
+    run.add_argument(
         "--cycle-deadline",
         type=seconds,
         metavar="DURATION",
@@ -118,6 +124,7 @@ def settings_from(args: argparse.Namespace) -> Any:
             "percentage_of_nodes_to_score",
             "min_candidate_nodes_percentage",
             "min_candidate_nodes_absolute",
+            "evict_victims",
             "cycle_deadline",
             "audit_interval",
             "leader_elect",

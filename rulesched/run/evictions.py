@@ -2,10 +2,18 @@
 :class:`rulesched.run.workers.Workers`, apart so that module keeps to bindings and what users see.
 
 As kube-scheduler's executor (prepareCandidate) each victim gets the DisruptionTarget condition
-first (reason PreemptionByScheduler), then goes, here through the Eviction API so that
-PodDisruptionBudgets hold; a 429 (a budget forbids it now) is retried every
-``EVICTION_RETRY_SECONDS``, never fatal. The victims of one preemption are timed together
-(scheduler_preemption_execution_duration_seconds).
+first (reason PreemptionByScheduler), then goes. How it goes is ``--evict-victims``
+(:data:`EVICT_VICTIMS`): by default a victim some PodDisruptionBudget selects goes through the
+Eviction API, so that its budget holds, and any other with a plain DELETE, as kube-scheduler
+1.37 deletes every victim (whatever the budgets: they only order its candidates). For a victim no
+budget selects the Eviction API does nothing more than the DELETE, at three times its requests
+inside the API server (it reads the pod, lists the budgets, writes its own DisruptionTarget
+condition, then deletes); and while the API server retries the evictions under a busy budget
+(every 500 ms), the preemptor waits on all of its victims. Which budgets select a victim is read
+from the store when the scheduler hands it over (a budget created after that is not seen: the
+same window kube-scheduler has for every victim). A 429 (a budget forbids it now) or another
+failure is retried every ``EVICTION_RETRY_SECONDS``, never fatal. The victims of one preemption
+are timed together (scheduler_preemption_execution_duration_seconds).
 """
 
 from __future__ import annotations
@@ -13,18 +21,33 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rulesched.errors import KubeError, NotFoundError, TooManyRequestsError
+from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import KubeApi
-from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod
+from rulesched.kube.resources import PODS
+from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
+from rulesched.semantics.disruption import covers
 
 log = logging.getLogger("rulesched.run.workers")  # (one logger for the pool's lines)
 EVICTION_RETRY_SECONDS = 5.0
+# --evict-victims: which victims go through the Eviction API (the others: a plain DELETE)
+BUDGETED, ALL, NONE = "budgeted", "all", "none"
+EVICT_VICTIMS = (BUDGETED, ALL, NONE)
+
+
+def through_eviction(mode: str, victim: Pod, pdbs: Sequence[PodDisruptionBudget]) -> bool:
+    """Whether ``victim`` goes through the Eviction API under ``mode`` (:data:`EVICT_VICTIMS`):
+    ``all``: every victim; ``none``: none (kube-scheduler's plain DELETE); ``budgeted``: those a
+    budget of ``pdbs`` selects as the Eviction API finds them (its namespace's budgets whose
+    selector matches the labels; in policy/v1 an empty selector selects every pod)."""
+    if mode == BUDGETED:
+        return any(covers(pdb, victim) for pdb in pdbs)
+    return mode == ALL
 
 
 @dataclass
@@ -44,6 +67,9 @@ class EvictionsMixin:
     _lock: threading.Lock
     _executions: dict[str, PreemptionExecution]
     executed: Callable[[str, str, float], None]
+    evict_victims: str  # one of EVICT_VICTIMS
+    # the cluster's budgets now (the store's, read on the scheduler's thread, which hands victims over)
+    budgets: Callable[[], Sequence[PodDisruptionBudget]]
 
     def _submit(self, fn: Callable[..., object], *args: Any) -> None:
         raise NotImplementedError
@@ -69,22 +95,31 @@ class EvictionsMixin:
         are timed together, as kube-scheduler's executor times its candidate's
         (scheduler_preemption_execution_duration_seconds): from the first handed here until the
         last is evicted or given up. (The scheduler hands a preemption's victims over in one
-        go, microseconds apart; each eviction is two API calls.)"""
+        go, microseconds apart; each victim is two API calls.) Whether it goes through the
+        Eviction API or a DELETE is decided here, on the caller's thread, from the budgets
+        :attr:`budgets` gives now (:func:`through_eviction`)."""
         kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
         key = f"{kind}/{preemptor.key if group is None else group.key}"
+        eviction = through_eviction(self.evict_victims, victim, self.budgets())
         with self._lock:
             execution = self._executions.get(key)
             if execution is None:
                 execution = self._executions[key] = PreemptionExecution(kind, time.monotonic())
             execution.pending += 1
-        self._submit(self._evict, victim, preemptor, 0, group, key)
+        self._submit(self._evict, victim, preemptor, 0, group, key, eviction)
 
     def _evict(
-        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None = None, execution: str = ""
+        self,
+        victim: Pod,
+        preemptor: Pod,
+        attempt: int,
+        group: PodGroup | None = None,
+        execution: str = "",
+        eviction: bool = True,
     ) -> None:
         result: str | None = "error"  # "success", "error", or None: retried later
         try:
-            result = self._evict_once(victim, preemptor, attempt, group, execution)
+            result = self._evict_once(victim, preemptor, attempt, group, execution, eviction)
         finally:
             if result is not None and execution:
                 self._executed(execution, result)
@@ -103,11 +138,13 @@ class EvictionsMixin:
         self.executed(execution.kind, "error" if execution.failed else "success", seconds)
 
     def _evict_once(
-        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None, execution: str
+        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None, execution: str, eviction: bool
     ) -> str | None:
         """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
-        (reason PreemptionByScheduler), then its removal (here through the Eviction API, so
-        PodDisruptionBudgets hold), then the Preempted event naming the preemptor as related:
+        (reason PreemptionByScheduler), then its removal (``eviction``: through the Eviction API,
+        so its PodDisruptionBudget holds; else a DELETE, as kube-scheduler's, with the victim's
+        uid as a precondition: a pod of the same name made since is not the victim), then the
+        Preempted event naming the preemptor as related:
         the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
         kube-scheduler's executor names a podGroupExecutorPreemptor. Returns how it ended
         (None: it is retried later)."""
@@ -117,8 +154,14 @@ class EvictionsMixin:
             kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
             patch = _preempted_status(preemptor, kind)
             self.api.patch_pod_status(victim.namespace, victim.name, patch, strategic=True)
-            self.api.evict(victim.namespace, victim.name)
-            log.info("evicted", extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key})
+            if eviction:
+                self.api.evict(victim.namespace, victim.name)
+            else:
+                self.api.delete(PODS, victim.namespace, victim.name, uid=victim.uid)
+            log.info(
+                "evicted" if eviction else "deleted",
+                extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
+            )
             uid = preemptor.uid if group is None else group.uid
             # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
             where = victim.node_name if group is None else "cluster"
@@ -134,26 +177,41 @@ class EvictionsMixin:
         except NotFoundError:
             return "success"  # gone already
         except (TooManyRequestsError, KubeError) as err:
+            if isinstance(err, ConflictError) and not eviction:
+                return "success"  # the uid precondition: the victim is gone, another pod has its name
             if attempt >= 20:
                 log.warning(
-                    "eviction given up: %s",
+                    "%s given up: %s",
+                    "eviction" if eviction else "deletion",
                     err,
                     extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
                 )
                 return "error"
-            log.info(
-                "eviction refused (%s); retrying in %gs",
-                err,
-                EVICTION_RETRY_SECONDS,
-                extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
-            )
-            timer = threading.Timer(
-                EVICTION_RETRY_SECONDS, self._submit, (self._evict, victim, preemptor, attempt + 1, group, execution)
-            )
-            timer.daemon = True
-            timer.start()
+            self._retry(victim, preemptor, attempt, group, execution, eviction, str(err))
             return None
         return "success"
+
+    def _retry(
+        self,
+        victim: Pod,
+        preemptor: Pod,
+        attempt: int,
+        group: PodGroup | None,
+        execution: str,
+        eviction: bool,
+        why: str,
+    ) -> None:
+        log.info(
+            "%s refused (%s); retrying in %gs",
+            "eviction" if eviction else "deletion",
+            why,
+            EVICTION_RETRY_SECONDS,
+            extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
+        )
+        retry = (self._evict, victim, preemptor, attempt + 1, group, execution, eviction)
+        timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, retry)
+        timer.daemon = True
+        timer.start()
 
 
 def _group_reference(group: PodGroup) -> dict[str, str]:

@@ -59,6 +59,7 @@ from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.audit import PeriodicAudit
 from rulesched.run.binder import BindingProcess
+from rulesched.run.evictions import BUDGETED, EVICT_VICTIMS
 from rulesched.run.hooks import WorkerBinder, WorkerReporter
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
@@ -115,6 +116,9 @@ class RunSettings:
     percentage_of_nodes_to_score: int = 0
     min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE  # (DefaultPreemptionArgs)
     min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
+    # preemption's victims through the Eviction API: those a PodDisruptionBudget selects
+    # (budgeted; the others with a DELETE, as kube-scheduler deletes them), all, or none
+    evict_victims: str = BUDGETED
     grace_seconds: float = 10.0  # on SIGTERM: how long in-flight bindings may take
     leader_elect: bool = False
     leader_elect_resource_namespace: str = "kube-system"
@@ -144,6 +148,8 @@ class RunSettings:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{name}: expected a whole number, got {value!r}")
         check_sampling(self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute)
+        if self.evict_victims not in EVICT_VICTIMS:
+            raise ConfigError(f"evict_victims: {self.evict_victims!r}: expected one of {', '.join(EVICT_VICTIMS)}")
         check_percentage_of_nodes_to_score(self.percentage_of_nodes_to_score)
         if self.metrics_bind_address:  # (checked before anything starts, not when the server binds)
             host_port(self.metrics_bind_address, "--metrics-bind-address")
@@ -197,6 +203,8 @@ class Loop:
             settings.bind_workers,
             may_write=lambda: self.leading,
             lease_until=self._lease_until,
+            evict_victims=settings.evict_victims,
+            budgets=lambda: self.store.pdbs,
         )
         scheduler_settings = SchedulerSettings(
             percentage_of_nodes_to_score=settings.percentage_of_nodes_to_score,

@@ -7,8 +7,9 @@ The scheduler's thread assumes a pod and hands its binding here (:class:`ApiBind
 already: the worker reads where, and the outcome says so (the pod is then taken as bound there,
 not retried). Evictions of preemption victims (each marked with the DisruptionTarget condition
 first, as kube-scheduler marks them), ``FailedScheduling`` events and pod status patches
-(PodScheduled condition, nominatedNodeName) go through the same pool; an eviction that a
-PodDisruptionBudget refuses (429) is retried later, never fatal (:mod:`rulesched.run.evictions`).
+(PodScheduled condition, nominatedNodeName) go through the same pool; a victim goes through the
+Eviction API when a PodDisruptionBudget selects it, else with a DELETE (``--evict-victims``), and
+an eviction that a budget refuses (429) is retried later, never fatal (:mod:`rulesched.run.evictions`).
 
 Fencing: every write checks ``may_write`` (the leader election's
 :meth:`rulesched.run.leader.LeaderElector.holds`) right before its API call; a replica that may
@@ -39,9 +40,9 @@ from rulesched.kube.api import KubeApi
 from rulesched.kube.claims import ClaimWrite, deallocate_claim, delete_claim, release_claims, write_claims
 from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
-from rulesched.model import Pod
+from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
-from rulesched.run.evictions import EvictionsMixin, PreemptionExecution
+from rulesched.run.evictions import ALL, EvictionsMixin, PreemptionExecution
 from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
@@ -117,8 +118,14 @@ class Workers(EvictionsMixin):
         may_write: Callable[[], bool] = lambda: True,
         finished: Callable[[], None] | None = None,
         lease_until: Callable[[], float] = lambda: math.inf,
+        evict_victims: str = ALL,
+        budgets: Callable[[], Sequence[PodDisruptionBudget]] = tuple,
     ) -> None:
         self.api = api
+        # which victims go through the Eviction API (rulesched.run.evictions; without the
+        # cluster's budgets to read, all of them), and those budgets
+        self.evict_victims = evict_victims
+        self.budgets = budgets
         self.outcomes = outcomes
         self.may_write = may_write
         self.finished = finished  # told after each task (the binding process counts them)

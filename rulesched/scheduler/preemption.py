@@ -22,7 +22,8 @@ without them and with them added, as upstream's filters with nominated pods.
 
 A pod nominated to a node where a lower-priority pod is terminating because a scheduler
 preempted it (``DisruptionTarget`` condition, reason ``PreemptionByScheduler``; or rulesched's own
-condition, since the Eviction API rulesched evicts through rewrites ``DisruptionTarget``: see
+condition, since the Eviction API, through which rulesched evicts the victims a budget selects,
+rewrites ``DisruptionTarget``: see
 ``Pod.preempted_by_scheduler``) waits for that pod to leave rather than preempt again
 (upstream's PodEligibleToPreemptOthers).
 """
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
@@ -110,6 +112,7 @@ def preempt(
     sampling: Sampling = Sampling(),
     rng: random.Random | None = None,
     victim_order: Callable[[Pod], tuple[Any, ...]] | None = None,
+    cycle_bound: BoundRules | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
@@ -122,7 +125,13 @@ def preempt(
     looked for, from an offset ``rng`` draws (None: the first potential node); see
     :func:`_find_candidates`. ``victim_order``: the victims' importance, most important first, when pod
     groups make it more than :func:`importance` (upstream's MoreImportantVictim: a group's pods
-    before single pods of the same priority; :func:`rulesched.scheduler.victims.order_key`)."""
+    before single pods of the same priority; :func:`rulesched.scheduler.victims.order_key`).
+    ``cycle_bound``: the cycle's binding of ``pod``, for a check that needs no private one
+    (:func:`_nobody_to_evict`)."""
+    if cycle_bound is not None and statuses is not None and columns is not None:
+        nobody = _nobody_to_evict(snapshot, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng)
+        if nobody is not None:
+            return nobody
     overlay = ClusterOverlay(snapshot)
     bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
     if not bound.preempts:
@@ -255,26 +264,11 @@ def _rows_to_try(
     counted as not helpful, and (as arrays, when the statuses and the columns allow) those whose
     pods' priorities the rules all refuse are counted as having no victims and left out."""
     nodes = snapshot.nodes
-    if not isinstance(statuses, NodeStatuses):
-        out = []
-        for row, node in enumerate(nodes):
-            if statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None) is Code.UNSCHEDULABLE:
-                out.append(row)
-            else:
-                counts[NOT_HELPFUL] += 1
-        offset = rng.randrange(len(out)) if rng is not None and out else 0
-        return out[offset:] + out[:offset], len(out)
-    codes = statuses.codes
-    if held:
-        codes = codes.copy()
-        for name in held:
-            at = statuses.rows.get(name)
-            if at is not None and codes[at] == 0:
-                codes[at] = 1
-    tried = np.flatnonzero(codes == 1)
+    tried = _potential_rows(nodes, statuses, held, counts)
     many = len(tried)
-    if len(nodes) > many:
-        counts[NOT_HELPFUL] += len(nodes) - many
+    if not isinstance(tried, np.ndarray):
+        offset = rng.randrange(many) if rng is not None and many else 0
+        return tried[offset:] + tried[:offset], many
     if rng is not None and many:
         offset = rng.randrange(many)
         tried = np.concatenate((tried[offset:], tried[:offset]))
@@ -285,6 +279,67 @@ def _rows_to_try(
             tried = tried[wanted]
     found: list[int] = tried.tolist()
     return found, many
+
+
+def _potential_rows(
+    nodes: Sequence[Any], statuses: Mapping[str, Code], held: Mapping[str, Any], counts: Counter[str]
+) -> list[int] | npt.NDArray[np.intp]:
+    """The rows of upstream's potential nodes (status Unschedulable, or none where nominated pods
+    are held), in node order (an array when ``statuses`` is one); the others counted as not
+    helpful."""
+    if not isinstance(statuses, NodeStatuses):
+        out = []
+        for row, node in enumerate(nodes):
+            if statuses.get(node.name, Code.UNSCHEDULABLE if node.name in held else None) is Code.UNSCHEDULABLE:
+                out.append(row)
+            else:
+                counts[NOT_HELPFUL] += 1
+        return out
+    codes = statuses.codes
+    if held:
+        codes = codes.copy()
+        for name in held:
+            at = statuses.rows.get(name)
+            if at is not None and codes[at] == 0:
+                codes[at] = 1
+    tried = np.flatnonzero(codes == 1)
+    if len(nodes) > len(tried):
+        counts[NOT_HELPFUL] += len(nodes) - len(tried)
+    return tried
+
+
+def _nobody_to_evict(
+    snapshot: Snapshot,
+    bound: BoundRules,
+    memos: NodeMemos,
+    columns: NodeColumns,
+    statuses: Mapping[str, Code],
+    reserved: Reserved | None,
+    rng: random.Random | None,
+) -> Preemption | None:
+    """What :func:`preempt` answers when no pod in the cluster is one the preempt rules allow to
+    evict (every rule reads the victim only through its priority, not the node, and refuses
+    every priority the cluster's pods have: a replay whose pods share one priority), found
+    without a private binding or a look at any node's pods: every potential node has no
+    victims (the nominated node's terminating victims included), the offset is drawn as the
+    dry runs would draw it; None when some pod may be a victim (or no rule applies: not
+    eligible), for the full search. ``bound``: the cycle's binding of the pod (the preempt
+    rules' answers, one per priority, are a function of the pod and the victim's priority)."""
+    if not bound.preempts or not all(rule.by_priority for rule in bound.preempts):
+        return None
+    potential = _Potential(bound, memos)
+    nodes = snapshot.nodes
+    values = columns.derived(_pod_priorities, _PRIORITY_SETS).tolist()
+    for priorities in set(values):  # (a node of each distinct set holds the example pods asked)
+        if priorities and potential._wanted_of(nodes[values.index(priorities)], priorities):
+            return None
+    counts: Counter[str] = Counter()
+    many = len(_potential_rows(nodes, statuses, reserved.nodes if reserved is not None else {}, counts))
+    if rng is not None and many:
+        rng.randrange(many)  # (where the dry runs would have started: the source moves on alike)
+    if many:
+        counts[NO_VICTIMS] += many
+    return Preemption(None, message="preemption: " + fit_error(len(nodes), counts))
 
 
 def _pod_priorities(node: Any) -> frozenset[int]:

@@ -340,6 +340,7 @@ class Scheduler(GangHostMixin):
                         sampling,
                         cycle.preemption_rng,
                         order,
+                        bound,
                     )
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)

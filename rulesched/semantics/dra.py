@@ -57,6 +57,7 @@ from rulesched.semantics.dra_devices import (
     Candidate,
     DeviceID,
     NodePools,
+    pool_part,
     taint_blocks,
 )
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, Pool, gather_pools, node_matches
@@ -66,6 +67,7 @@ from rulesched.semantics.dra_results import allocation_result
 # A ranking of one request's candidate devices: given the claim, the request's name and the
 # candidates in upstream's order (pool, slice, device), the order to try them in.
 Ranking = Callable[[ResourceClaim, str, Sequence[Candidate]], Sequence[Candidate]]
+_NOTHING: Mapping[str, int] = {}  # (a device no share holds: nothing consumed; never written)
 
 
 def share_ids() -> Callable[[], str]:
@@ -406,12 +408,22 @@ class _Run:
         fractional = self.features.fractional_capacity_range
         results = self.results[0]
         held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
+        selectable = self._selectable_mask(data)
+        pool: Pool | None = None
         for cand in self._candidates(data, 0):
             device, device_id = cand.device, cand.id
-            if device_id in held or not self._selectable(data, 0, cand):
+            if cand.pool is not pool:  # (what other claims hold there: the pool found once, not per device)
+                pool = cand.pool
+                in_pool, capacity_in_pool = pool_part(held, device_id[:2]), pool_part(held_capacity, device_id[:2])
+            if device_id in in_pool:
                 continue  # (self.allocating holds only devices taken here, each tried once)
+            if selectable is None:
+                if not self._selectable(data, 0, cand):
+                    continue
+            elif not selectable[cand.order]:
+                continue
             if consumable and (device.capacity or asked is not None):
-                ok = plain_fits(held_capacity.get(device_id, {}), asked, device.capacity)
+                ok = plain_fits(capacity_in_pool.get(device_id, _NOTHING), asked, device.capacity)
                 if not (self._capacity_fits(data, cand) if ok is None else ok):
                     continue
             if taints and taint_blocks(device, data.spec.tolerations) is not None:
@@ -429,6 +441,28 @@ class _Run:
             if not left:
                 return True
         return False
+
+    def _selectable_mask(self, data: RequestData) -> tuple[bool, ...] | None:
+        """:meth:`_selectable` of each of the node's candidates (by ``order``) for the request,
+        kept with the node's pools for every run: it reads the devices, the node's labels (a
+        device's own node selector; new pools when they change), the class's and the request's
+        selectors and the binding conditions' feature, which the key holds. None when a selector
+        fails on some candidate: the path then asks one by one, in its order, for the same error."""
+        pools = self.a.pools.get(self.node.name)
+        if pools is None:
+            return None
+        key = (data.cls.name, data.cls.selectors, data.spec.selectors, self.features.binding_conditions)
+        try:
+            return pools.selectable[key]
+        except KeyError:
+            pass
+        found: tuple[bool, ...] | None
+        try:
+            found = tuple(self._selectable(data, 0, cand) for cand in self.node_candidates)
+        except AllocationError:
+            found = None
+        pools.selectable[key] = found
+        return found
 
     def _candidates(self, data: RequestData, si: int) -> list[Candidate]:
         key = (data.claim, data.index, si)

@@ -143,8 +143,10 @@ def plain_fits(
     """:func:`fits` for a device none of whose capacities has a request policy (the common case:
     what a request takes is what it asks, or the whole capacity), with nothing else being
     allocated on it; None where that does not hold or :func:`fits` would raise (ask it)."""
-    if requests and any(name not in capacity for name in requests):
-        return False
+    if requests:
+        for name in requests:  # (a loop, not any(): asked of every device a first fit tries)
+            if name not in capacity:
+                return False
     ok = True
     for name, cap in capacity.items():
         if cap.request_policy is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from rulesched.model.dra import Allocation, Device, DeviceTaint, DeviceToleration, ResourceClaim, ResourceSlice
@@ -82,6 +83,11 @@ class PooledSet(AbstractSet[Any]):
     def __bool__(self) -> bool:  # (whether any pool holds one: not a count over every pool)
         return self._len > 0 if self._len >= 0 else any(self._by_pool.values())
 
+    def part(self, pool: tuple[str, str]) -> AbstractSet[Any]:
+        """The ids of ``pool`` (driver, pool) this set holds (a loop over one pool's devices
+        finds the pool once)."""
+        return self._by_pool.get(pool, _NO_IDS)
+
 
 class PooledMap(Mapping[DeviceID, Mapping[str, int]]):
     """A device id -> amounts map kept as one frozen map per pool (see :class:`PooledSet`)."""
@@ -114,6 +120,20 @@ class PooledMap(Mapping[DeviceID, Mapping[str, int]]):
 
     def __bool__(self) -> bool:
         return self._len > 0 if self._len >= 0 else any(self._by_pool.values())
+
+    def part(self, pool: tuple[str, str]) -> Mapping[DeviceID, Mapping[str, int]]:
+        """The entries of ``pool`` (driver, pool) (see :meth:`PooledSet.part`)."""
+        return self._by_pool.get(pool, _NO_ENTRIES)
+
+
+_NO_IDS: frozenset[Any] = frozenset()
+_NO_ENTRIES: Mapping[DeviceID, Mapping[str, int]] = MappingProxyType({})
+
+
+def pool_part(found: Any, pool: tuple[str, str]) -> Any:
+    """What a pooled set or map holds of ``pool``'s devices; any other set or map whole (a
+    released state's plain sets): the same answers for that pool's device ids."""
+    return found.part(pool) if isinstance(found, (PooledSet, PooledMap)) else found
 
 
 NOTHING_ALLOCATED = AllocatedState()
@@ -167,10 +187,12 @@ class Candidate:
     slice: ResourceSlice
     pool: Pool
     order: int
+    # (driver, pool, device): kept, not a property, as the allocator asks it of every candidate
+    # it tries, in every run
+    id: DeviceID = field(init=False)
 
-    @property
-    def id(self) -> DeviceID:
-        return (self.slice.driver, self.slice.pool, self.device.name)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", (self.slice.driver, self.slice.pool, self.device.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +203,10 @@ class NodePools:
     candidates: list[Candidate]
     labels: Any
     counters: bool = True  # whether any candidate consumes counters (the first-fit path's test)
+    # (class name, class selectors, request selectors, binding conditions' feature) -> whether
+    # each candidate (by its order) is selectable, or None when a selector fails on one: what the
+    # first-fit path reads instead of asking each candidate in each run (dra._Run._selectable_mask)
+    selectable: dict[tuple[Any, ...], tuple[bool, ...] | None] = field(default_factory=dict)
 
 
 def lookup_attribute(device: Device, driver: str, name: str) -> Any:

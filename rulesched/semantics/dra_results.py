@@ -6,6 +6,7 @@ the node selector the claim pins its pod to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -27,18 +28,19 @@ def allocation_result(
     picked) per request of the claim, ``taken`` the devices in the order they were taken."""
     devices = []
     for data, cand, share, consumed in taken:
+        device = cand.device
         devices.append(
-            DeviceResult(
-                request=data.full_name,
-                driver=cand.slice.driver,
-                pool=cand.slice.pool,
-                device=cand.device.name,
-                admin_access=True if data.admin else None,
-                tolerations=data.spec.tolerations,
-                share_id=share,
-                consumed_capacity=consumed or None,
-                binding_conditions=cand.device.binding_conditions if binding_conditions else (),
-                binding_failure_conditions=cand.device.binding_failure_conditions if binding_conditions else (),
+            DeviceResult(  # (positional: the allocator builds one per device it takes, in every run)
+                data.full_name,  # request
+                cand.slice.driver,
+                cand.slice.pool,
+                device.name,
+                True if data.admin else None,  # admin_access
+                data.spec.tolerations,
+                share,  # share_id
+                consumed or None,  # consumed_capacity
+                device.binding_conditions if binding_conditions else (),
+                device.binding_failure_conditions if binding_conditions else (),
             )
         )
     return Allocation(tuple(devices), _configs(claim, chosen), _node_selector(claim, taken, node))
@@ -94,7 +96,7 @@ def _node_selector(claim: ResourceClaim, taken: Sequence[Taken], node: Any) -> t
         else:
             name, selector = s.node_name, s.node_selector
         if name or d.binds_to_node:
-            return (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (node.name,)),)),)
+            return _the_node(node.name)
         if selector:
             if len(selector) > 1:
                 raise AllocationError(
@@ -105,6 +107,13 @@ def _node_selector(claim: ResourceClaim, taken: Sequence[Taken], node: Any) -> t
     if fields or expressions:
         return (NodeSelectorTerm(match_expressions=tuple(expressions), match_fields=tuple(fields)),)
     return None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _the_node(name: str) -> tuple[NodeSelectorTerm, ...]:
+    """The node selector of a node-local device: that node by name (one value per node, made
+    once: every allocation on a node with its own devices has it)."""
+    return (NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", (name,)),)),)
 
 
 def _merge(source: Sequence[NodeSelectorRequirement], into: list[NodeSelectorRequirement]) -> None:

@@ -1,0 +1,36 @@
+"""rulesched/kube/transport.py's client certificate file: one certificate is given to OpenSSL
+twice, so that it sends the certificate alone (not the CA it would chain from its trust store);
+a file holding a chain already, or one it cannot read, is used as it is. (That the real
+kube-apiserver takes the certificate so: every test on the test bed authenticates with one.)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rulesched.kube.transport import leaf_alone
+
+LEAF = "-----BEGIN CERTIFICATE-----\nMIIBleaf\n-----END CERTIFICATE-----\n"
+CA = "-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n"
+
+
+def test_one_certificate_is_written_twice_and_the_original_left_alone(tmp_path: Path) -> None:
+    given = tmp_path / "client.crt"
+    given.write_text("a comment openssl skips\n" + LEAF)
+    path = leaf_alone(str(given))
+    assert path != str(given)
+    assert Path(path).read_text() == LEAF + LEAF
+    assert given.read_text() == "a comment openssl skips\n" + LEAF
+    os.unlink(path)
+
+
+def test_a_chain_or_an_unreadable_file_is_used_as_it_is(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.crt"
+    chain.write_text(LEAF + CA)
+    assert leaf_alone(str(chain)) == str(chain)
+    missing = str(tmp_path / "missing.crt")
+    assert leaf_alone(missing) == missing
+    binary = tmp_path / "binary.crt"
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert leaf_alone(str(binary)) == str(binary)
