@@ -349,3 +349,37 @@ def test_a_preemptor_whose_victims_leave_through_the_api_waits_parked_for_them()
     clock.now += 60
     placed = s.schedule_one()
     assert placed is not None and placed.pod.name == "high" and placed.node == "n1"
+
+
+def test_another_pods_deletion_leaves_a_preemptor_parked_until_its_last_victim_goes() -> None:
+    """Two victims on n1 (each half of it): the deletion of an unrelated pod, then of the first
+    victim, move the other parked pod but not the preemptor (tried then, it would only wait for
+    the second victim and double its backoff); the second victim's deletion moves it, and it binds."""
+    store = cluster("n1", "n2")
+    evictor, clock = ApiEvictor(store), Clock()
+    s = Scheduler(default_rules(), store, SchedulerSettings(), _Binder(), evictor, clock, Ended())
+    store.add_pod(P("victim-a", 0, cpu="500m", on="n1"))
+    store.add_pod(P("victim-b", 0, cpu="500m", on="n1"))
+    store.add_pod(P("other", 200, on="n2"))
+    store.add_pod(P("bystander", 200, cpu="10m", on="n2"))
+    s.add(P("low", 0))  # fits nowhere and preempts nothing: parked
+    s.add(P("high", 100))
+    first = s.schedule_one()
+    assert first is not None and first.preemption is not None and first.preemption.nominated == "n1"
+    assert sorted(v.name for v in first.preemption.victims) == ["victim-a", "victim-b"]
+    assert s.schedule_one() is not None and s.schedule_one() is None  # low tried, both parked
+    parked = s.queue._unschedulable
+    store.remove_pod("default/bystander")
+    assert s.queue.move(Event.POD_DELETED) == 1 and set(parked) == {"default/high"}
+    clock.now += 60
+    assert s.schedule_one() is not None and s.schedule_one() is None  # low again, parked again
+    victim_a, victim_b = evictor.pending
+    store.remove_pod(victim_a.key)
+    assert s.queue.move(Event.POD_DELETED) == 1 and set(parked) == {"default/high"}
+    clock.now += 60
+    assert s.schedule_one() is not None  # (low)
+    store.remove_pod(victim_b.key)
+    assert s.queue.move(Event.POD_DELETED) == 2 and not parked
+    clock.now += 60
+    placed = [s.schedule_one(), s.schedule_one()]
+    assert {(r.pod.name, r.node) for r in placed if r is not None} >= {("high", "n1")}

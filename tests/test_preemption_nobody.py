@@ -122,7 +122,7 @@ def test_rules_reading_the_node_mean_the_search() -> None:
     bound = rules.bind(_pod("mid", 5, "1"), snapshot)
     statuses = node_statuses(bound, snapshot.nodes)
     nobody = preemption._nobody_to_evict(
-        snapshot, bound, rules.node_memos, ColumnStore().current(snapshot), statuses, None, None
+        snapshot, _pod("mid", 5, "1"), bound, rules.node_memos, ColumnStore().current(snapshot), statuses, None, None
     )
     assert nobody is None
 

@@ -143,6 +143,34 @@ def test_parked_pods_move_on_events_and_after_five_minutes() -> None:
     assert where(queue, a.key) == "backoff"
 
 
+def test_a_preemptor_awaiting_its_victims_is_not_moved_by_another_pods_deletion() -> None:
+    """Parked while victims of its preemption are still leaving: a pod's deletion moves the
+    others, not it; once its victims are gone (the deletion of the last), it moves; any other
+    event moves it as any parked pod."""
+    queue = SchedulingQueue(Clock())
+    awaiting = {"default/preemptor"}
+    queue.awaiting_victims = lambda: awaiting
+    for name in ("preemptor", "other"):
+        queue.add(p(name))
+    preemptor, other = queue.pop(), queue.pop()
+    assert preemptor is not None and other is not None
+    queue.unschedulable(preemptor)
+    queue.unschedulable(other)
+    assert queue.move(Event.POD_DELETED) == 1
+    assert (where(queue, "default/preemptor"), where(queue, "default/other")) == ("unschedulable", "backoff")
+    assert queue.move(Event.NODE_ADDED) == 1  # (not a deletion: it may fit elsewhere now)
+    assert where(queue, "default/preemptor") == "backoff"
+    queue.delete("default/preemptor")
+    queue.add(p("preemptor"))
+    again = queue.pop()
+    assert again is not None and again.key == "default/preemptor"
+    queue.unschedulable(again)
+    assert queue.move(Event.POD_DELETED) == 0
+    awaiting.clear()  # its last victim gone
+    assert queue.move(Event.POD_DELETED) == 1
+    assert where(queue, "default/preemptor") == "backoff"
+
+
 def test_backoff_doubles_up_to_the_maximum() -> None:
     clock = Clock()
     queue = SchedulingQueue(clock, initial_backoff=1.0, max_backoff=10.0)

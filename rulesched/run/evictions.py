@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -71,7 +72,9 @@ class EvictionsMixin:
     # the cluster's budgets now (the store's, read on the scheduler's thread, which hands victims over)
     budgets: Callable[[], Sequence[PodDisruptionBudget]]
 
-    def _submit(self, fn: Callable[..., object], *args: Any) -> None:
+    _removals: ThreadPoolExecutor  # the victims' own threads (their removal, not their events)
+
+    def _submit(self, fn: Callable[..., object], *args: Any, pool: ThreadPoolExecutor | None = None) -> None:
         raise NotImplementedError
 
     def _fenced(self, what: str, pod: Any, node: str = "") -> bool:
@@ -106,7 +109,7 @@ class EvictionsMixin:
             if execution is None:
                 execution = self._executions[key] = PreemptionExecution(kind, time.monotonic())
             execution.pending += 1
-        self._submit(self._evict, victim, preemptor, 0, group, key, eviction)
+        self._submit(self._evict, victim, preemptor, 0, group, key, eviction, pool=self._removals)
 
     def _evict(
         self,
@@ -144,8 +147,8 @@ class EvictionsMixin:
         (reason PreemptionByScheduler), then its removal (``eviction``: through the Eviction API,
         so its PodDisruptionBudget holds; else a DELETE, as kube-scheduler's, with the victim's
         uid as a precondition: a pod of the same name made since is not the victim), then the
-        Preempted event naming the preemptor as related:
-        the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
+        Preempted event (sent on the shared pool, apart from the removal) naming the preemptor as
+        related: the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
         kube-scheduler's executor names a podGroupExecutorPreemptor. Returns how it ended
         (None: it is retried later)."""
         if self._fenced("eviction", victim, victim.node_name or ""):
@@ -165,14 +168,17 @@ class EvictionsMixin:
             uid = preemptor.uid if group is None else group.uid
             # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
             where = victim.node_name if group is None else "cluster"
-            self._event(
+            # (on the shared pool: the victim is gone, its event waits its turn there, as
+            # client-go's event broadcaster sends kube-scheduler's events apart from the executor)
+            self._submit(
+                self._event,
                 victim,
                 "Normal",
                 "Preempted",
                 "Preempting",
                 f"Preempted by {kind} {uid} on node {where}",
-                related=preemptor,
-                related_ref=None if group is None else _group_reference(group),
+                preemptor,
+                None if group is None else _group_reference(group),
             )
         except NotFoundError:
             return "success"  # gone already
@@ -209,7 +215,7 @@ class EvictionsMixin:
             extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
         )
         retry = (self._evict, victim, preemptor, attempt + 1, group, execution, eviction)
-        timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, retry)
+        timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, retry, {"pool": self._removals})
         timer.daemon = True
         timer.start()
 

@@ -64,7 +64,7 @@ from rulesched.run.hooks import WorkerBinder, WorkerReporter
 from rulesched.run.leader import LeaderElector, LeaderSettings, check_timing
 from rulesched.run.ops import Metrics, OpsServer
 from rulesched.run.profiles import ProfileSettings, check_profiles
-from rulesched.run.workers import Outcome, Workers, log_bound
+from rulesched.run.workers import REMOVAL_THREADS, Outcome, Workers, log_bound
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.framework import (
@@ -88,8 +88,9 @@ RULE_METRICS_SAMPLE_PERCENT = 10  # kube-scheduler's pluginMetricsSamplePercent
 # extender httpTimeout, the time it gives one verb of one pod, so one pod can hold the queue at
 # most as long as an extender may.
 CYCLE_DEADLINE_SECONDS = 5.0
-# The client's kept-alive connections beside the workers' writes (--bind-workers at once): a watch
-# a resource (~15), the lease, reloads, load pollers; past the pool, a request opens and drops one.
+# The client's kept-alive connections beside the workers' writes (--bind-workers at once, and the
+# victims' removals: REMOVAL_THREADS): a watch a resource (~15), the lease, reloads, load pollers;
+# past the pool, a request opens and drops one.
 OTHER_CONNECTIONS = 32
 SHUTDOWN_WAIT_SECONDS = 1.0  # at exit, the most time spent waiting on the lease release, and on informers
 
@@ -185,7 +186,9 @@ class Loop:
     def __init__(self, settings: RunSettings, api: KubeApi | None = None) -> None:
         self.settings = settings
         self._own_api = api is None  # (a binding process makes its own client from the same settings)
-        self.api = api or KubeApi(settings.kubeconfig, connections=settings.bind_workers + OTHER_CONNECTIONS)
+        self.api = api or KubeApi(
+            settings.kubeconfig, connections=settings.bind_workers + REMOVAL_THREADS + OTHER_CONNECTIONS
+        )
         self.store = ClusterStore()
         self.stop = threading.Event()
         self.profiles = [self._profile(p, len(settings.effective_profiles) > 1) for p in settings.effective_profiles]

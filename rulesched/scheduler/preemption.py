@@ -129,7 +129,9 @@ def preempt(
     ``cycle_bound``: the cycle's binding of ``pod``, for a check that needs no private one
     (:func:`_nobody_to_evict`)."""
     if cycle_bound is not None and statuses is not None and columns is not None:
-        nobody = _nobody_to_evict(snapshot, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng)
+        nobody = _nobody_to_evict(
+            snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
+        )
         if nobody is not None:
             return nobody
     overlay = ClusterOverlay(snapshot)
@@ -310,6 +312,7 @@ def _potential_rows(
 
 def _nobody_to_evict(
     snapshot: Snapshot,
+    pod: Pod,
     bound: BoundRules,
     memos: NodeMemos,
     columns: NodeColumns,
@@ -317,24 +320,29 @@ def _nobody_to_evict(
     reserved: Reserved | None,
     rng: random.Random | None,
 ) -> Preemption | None:
-    """What :func:`preempt` answers when no pod in the cluster is one the preempt rules allow to
-    evict (every rule reads the victim only through its priority, not the node, and refuses
-    every priority the cluster's pods have: a replay whose pods share one priority), found
-    without a private binding or a look at any node's pods: every potential node has no
-    victims (the nominated node's terminating victims included), the offset is drawn as the
-    dry runs would draw it; None when some pod may be a victim (or no rule applies: not
-    eligible), for the full search. ``bound``: the cycle's binding of the pod (the preempt
-    rules' answers, one per priority, are a function of the pod and the victim's priority)."""
+    """What :func:`preempt` answers when no pod on a potential node (status Unschedulable, or
+    holding nominated pods) is one the preempt rules allow to evict (every rule reads the victim
+    only through its priority, not the node, and refuses every priority those pods have: a
+    replay whose pods share one priority), found without a private binding or a dry run: every
+    potential node has no victims, the offset is drawn as the dry runs would draw it; None when
+    some pod may be a victim, the pod has a nominated node (whose terminating victims the search
+    looks for) or no rule applies (not eligible), for the full search. ``bound``: the cycle's
+    binding of the pod (the preempt rules' answers, one per priority, are a function of the pod
+    and the victim's priority)."""
     if not bound.preempts or not all(rule.by_priority for rule in bound.preempts):
         return None
-    potential = _Potential(bound, memos)
+    if pod.nominated_node_name:  # (its node's terminating victims are looked for: the search)
+        return None
     nodes = snapshot.nodes
-    values = columns.derived(_pod_priorities, _PRIORITY_SETS).tolist()
-    for priorities in set(values):  # (a node of each distinct set holds the example pods asked)
-        if priorities and potential._wanted_of(nodes[values.index(priorities)], priorities):
-            return None
     counts: Counter[str] = Counter()
-    many = len(_potential_rows(nodes, statuses, reserved.nodes if reserved is not None else {}, counts))
+    rows = _potential_rows(nodes, statuses, reserved.nodes if reserved is not None else {}, counts)
+    many = len(rows)
+    if many:  # (only the potential nodes' pods are looked at, in the search as here)
+        potential = _Potential(bound, memos)
+        values = columns.derived(_pod_priorities, _PRIORITY_SETS)[rows].tolist()
+        for priorities in set(values):  # (a node of each distinct set holds the example pods asked)
+            if priorities and potential._wanted_of(nodes[rows[values.index(priorities)]], priorities):
+                return None
     if rng is not None and many:
         rng.randrange(many)  # (where the dry runs would have started: the source moves on alike)
     if many:

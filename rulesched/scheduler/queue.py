@@ -21,7 +21,7 @@ import heapq
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from rulesched.model import Pod
@@ -111,6 +111,9 @@ class SchedulingQueue:
         self.incoming_entities: Callable[[str, str, str], None] | None = None
         self.group_of: Callable[[Pod], str | None] = lambda pod: None  # a pod's group key, if any
         self._flushed: set[str] = set()  # pods moved out of the unschedulable pool by its timeout
+        # Parked preemptors whose victims are still leaving (the scheduler's): a pod's deletion
+        # does not move them (see :meth:`move`). Called under the queue's lock: quick, no calls back.
+        self.awaiting_victims: Callable[[], Collection[str]] = tuple
 
     def __len__(self) -> int:
         with self._lock:
@@ -468,12 +471,22 @@ class SchedulingQueue:
     def move(self, event: Event = Event.OTHER) -> int:
         """Something that could help happened: move the parked pods to backoff. Coarser than
         kube-scheduler's queueing hints: any event moves every parked pod, except that a pod
-        placed moves them only while one of them waits on pods (affinity, spreading).
-        Returns how many moved."""
+        placed moves them only while one of them waits on pods (affinity, spreading), and that
+        a pod's deletion leaves a preemptor parked while victims of its preemption are still
+        leaving (:attr:`awaiting_victims`): tried then, it would only wait for them again, and
+        its backoff would grow. (kube-scheduler's DefaultPreemption keeps such a preemptor out
+        of its cycles by PreEnqueue, with a QueueSkip hint on AssignedPodDelete, while its
+        victims' deletions are being sent; here until they are gone, since a terminating victim
+        still holds its room in both.) The deletion of its last victim moves it; other events
+        move it as any parked pod. Returns how many moved."""
         with self._lock:
             if event is Event.POD_ADDED and not self._waiting:
                 return 0
             moved = list(self._unschedulable)
+            if event is Event.POD_DELETED and moved:
+                held = self.awaiting_victims()
+                if held:
+                    moved = [key for key in moved if key not in held]
             for key in moved:
                 self._unpark(key, event.value)
             return len(moved)

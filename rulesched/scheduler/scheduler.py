@@ -142,6 +142,7 @@ class Scheduler(GangHostMixin):
         # preemptor -> the claims its victims' going frees, not deallocated yet, and the victims'
         # uids (rulesched.semantics.dra_preemption.unsettled)
         self._victim_claims: dict[str, tuple[list[str], frozenset[str]]] = {}
+        self.queue.awaiting_victims = self._awaiting_victims
         self.nominator = Nominator()
         self.gangs = gang.Gangs(clock)  # pod groups and the members they hold back
         self.last_cycle_seconds = 0.0  # the last cycle's own time (filter, score, preempt, assume)
@@ -415,6 +416,12 @@ class Scheduler(GangHostMixin):
         # still there (its create refused).
         delete(stale)
         return False
+
+    def _awaiting_victims(self) -> set[str]:
+        """The preemptors some victim of whose preemption is still in the store (the queue's
+        :attr:`SchedulingQueue.awaiting_victims`: another pod's deletion leaves them parked)."""
+        pod_node = self.store.pod_node
+        return {key for key, victims in self._victims.items() if any(pod_node(v) is not None for v in victims)}
 
     def _victims_remain(self, pod: Pod) -> bool:
         """Whether the victims of the pod's earlier preemption are still leaving: some still

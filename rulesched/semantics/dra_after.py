@@ -26,14 +26,14 @@ MEMO_LIMIT = 100_000  # entries of the store's memo; past it, it starts afresh
 
 
 def shared_allocation(
-    claims: PodClaims, node: Any, devices: object, view: Any
+    claims: PodClaims, node: Any, devices: object, view: Any, key: tuple[Any, ...]
 ) -> tuple[tuple[str, ...], list[Allocation] | None]:
     """The filter's answer with the allocation on ``node`` (reasons, allocations), from the
     store's memo when a pod asking the same had it for the node as it is; ``devices`` and
-    ``view``: the node's devices and the rules' view of it."""
-    key = claims.shared_key(node)
+    ``view``: the node's devices and the rules' view of it; ``key``: ``claims.shared_key(node)``
+    (not None: the caller has it)."""
     memo = claims.memo
-    assert key is not None and memo is not None
+    assert memo is not None
     hit = memo.get(key)
     if hit is not None and hit[0] is devices and hit[1] is node:
         found: tuple[tuple[str, ...], list[Allocation] | None] = hit[2]

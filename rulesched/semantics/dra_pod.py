@@ -254,9 +254,11 @@ class PodClaims:
         if found is not None and results and not found[0] and not self.to_allocate and not self.made.get(node.name):
             return found
         memo = self.memo
-        if (results or self.keep_allocations) and devices is not None and self.shared_key(node) is not None:
-            found = self._nodes[node.name] = shared_allocation(self, node, devices, view)
-            return found
+        if (results or self.keep_allocations) and devices is not None:
+            key = self.shared_key(node)
+            if key is not None:
+                found = self._nodes[node.name] = shared_allocation(self, node, devices, view, key)
+                return found
         if not results and memo is not None and devices is not None and self._spec_key is not None:
             key = (self._spec_key, node.name)
             hit = memo.get(key)
