@@ -4,7 +4,11 @@ The official ``kubernetes`` client does the transport: configuration (a kubeconf
 pod's service account in a cluster), authentication, TLS and the urllib3 connection pool. This
 module asks it for raw responses and decodes the JSON itself, since rulesched decodes API objects
 into its own model (:mod:`rulesched.model.decode`) and the client's generated classes would only
-be thrown away. Failures become the small error tree of :mod:`rulesched.errors`:
+be thrown away. Bodies go as JSON, except bindings and events, which go in Kubernetes' protobuf
+encoding as client-go sends them (:mod:`rulesched.kube.protobuf`: less of the server's CPU);
+answers are asked for in JSON. The client certificate is sent alone, without the CA OpenSSL
+would chain to it (:func:`rulesched.kube.transport.leaf_alone`). Failures become the small
+error tree of :mod:`rulesched.errors`:
 
     KubeError                   anything the API server refused, or could not be reached for
     ├── ConflictError           409: a binding to a pod already bound, a stale resourceVersion
