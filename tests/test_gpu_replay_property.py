@@ -25,24 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from openb import MILLI, GpuNode, TracePod  # noqa: E402
 
-from tests.helpers.gpu_replay import replay  # noqa: E402
-
-MODELS = ("T4", "V100M16", "A100")
-
-
-@st.composite
-def gpu_nodes(draw: st.DrawFn) -> list[GpuNode]:
-    count = draw(st.integers(2, 4))
-    return [
-        GpuNode(
-            f"node-{i}",
-            draw(st.sampled_from([16, 32, 64, 96])) * 1000,
-            draw(st.sampled_from([65_536, 262_144])),
-            draw(st.sampled_from([0, 1, 2, 4])),
-            draw(st.sampled_from(MODELS)),
-        )
-        for i in range(count)
-    ]
+from tests.helpers.gpu_replay import gpu_nodes, replay  # noqa: E402
 
 
 @st.composite

@@ -134,7 +134,7 @@ def test_score_vectors_widen_as_scores_grow(tmp_path: Any, columns_from: int) ->
         rows = np.arange(3, dtype=np.intp)
         bound.ctx.feasible = list(snapshot.nodes)
         assert [tuple(v) for v in table.vectors(rows).tolist()] == [bound.score_vector(n) for n in snapshot.nodes]
-        kinds.append(table._vectors.dtype)
+        kinds.append(table._scores.vectors.dtype)
         table.release()
         state.finish_binding(state.assume(pod(f"r{i}"), "n0").key)
     assert kinds[0] == np.int16 and kinds[-1] in (np.int32, np.int64)

@@ -54,8 +54,11 @@ def test_default_rules_are_keyed_by_the_pod_fields_each_reads() -> None:
     assert shares["filter TaintToleration"] == RuleShare(("tolerations",), False)
     assert shares["score TaintToleration"] == RuleShare(("tolerations",), False)
     assert shares["score NodeAffinity"] == RuleShare(("preferred_node_affinity",), False)
-    assert shares["score NodeResourcesFit"] == RuleShare(("nonzero_requests",), True)
-    assert shares["score NodeResourcesBalancedAllocation"] == RuleShare(("requests",), True)
+    # (read by constant keys alone: keyed by those entries, not by every request)
+    fit_keys = (("nonzero_requests", "cpu"), ("nonzero_requests", "memory"))
+    assert shares["score NodeResourcesFit"] == RuleShare((), True, pod_keys=fit_keys)
+    balanced_keys = (("requests", "cpu"), ("requests", "memory"))
+    assert shares["score NodeResourcesBalancedAllocation"] == RuleShare((), True, pod_keys=balanced_keys)
     # context built-ins read the cluster and the pod whole: never shared
     for name in ("filter InterPodAffinity", "filter PodTopologySpread", "score ImageLocality"):
         assert shares[name] is None, name
@@ -73,9 +76,9 @@ def test_lets_are_followed_and_the_pod_whole_is_not_shared() -> None:
     )
     notes, lets = rules.checked.notes, rules.checked.lets
     got = {r.name: rule_share(r.checked.rule.body, notes, lets) for r in rules.filters}
-    assert got["a"] == RuleShare(("requests",), True)
+    assert got["a"] == RuleShare((), True, pod_keys=(("requests", "cpu"),))
     assert got["b"] == RuleShare((), True)
-    assert got["c"] == RuleShare(("labels",), False)
+    assert got["c"] == RuleShare((), False, pod_keys=(("labels", "x"),))
     assert got["d"] == RuleShare(("name",), False)
     assert rules.class_fields is None  # a rule reads the name: no class is cached, none shares
 

@@ -13,7 +13,8 @@ engine evaluates such a binding over many nodes as numpy columns and keeps what 
   one column per share key, kept in step with the cluster); ``dryrun`` (preemption's dry runs
   over many nodes at once); ``failures`` (why rows fail, as
   kube-scheduler's FitError counts them); ``table`` (a class of equivalent pods' answers per
-  node, recomputed for the rows binds changed);
+  node, recomputed for the rows binds changed) and ``score_rows`` (its score vectors, shared by
+  classes whose scores are all shared rules agreeing on their keys);
 * ``settings``: :class:`EngineSettings`, every budget and threshold of the above.
 
 The scheduler and the faces use the names exported here. The engine imports the language, the

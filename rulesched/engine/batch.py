@@ -100,8 +100,12 @@ class ColumnPlan:
             for kind, compiled in (("filter", rules.filters), ("score", rules.scores)):
                 for position, r in enumerate(compiled):
                     share = rule_share(r.checked.rule.body, notes, lets)
+                    if share is not None and share.calls and not rules.ranks_devices_alike:
+                        share = None  # (devices_after: each pod's allocation ranked its own way)
                     if share is not None:
-                        self._shares[id(r)] = ((kind, position), share, [pod_getter(f) for f in share.pod_fields])
+                        getters = [pod_getter(f) for f in share.pod_fields]
+                        getters += [(_entry(pod_getter(f)[0], key), False) for f, key in share.pod_keys]
+                        self._shares[id(r)] = ((kind, position), share, getters)
 
     def _bodies(self, rules: tuple[CompiledRule, ...]) -> tuple[ast.Expr | None, ...]:
         return tuple(r.checked.rule.body if self._vectorisable[id(r)] else None for r in rules)
@@ -140,6 +144,11 @@ class ColumnPlan:
             () if first else tuple(r.checked.rule.body for r in filter_rules),
             (*none, *(self._labels[id(r)] for r in filter_rules)),
         )
+
+
+def _entry(get: Callable[[Any], Any], key: str) -> Callable[[Any], Any]:
+    """One entry of a pod's map field (None where it has none), for a share key."""
+    return lambda pod: get(pod).get(key)
 
 
 def plan_of(rules: RuleSet) -> ColumnPlan:
@@ -243,9 +252,11 @@ def _shared(
     rows: Rows,
     index: int,
     is_filter: bool,
-) -> npt.NDArray[Any]:
+    per_node: bool = True,
+) -> npt.NDArray[Any] | None:
     """A shareable rule's answers on ``rows`` from its key's column, computing (and keeping)
-    those not known yet."""
+    those not known yet; None when some are not known and could only be computed node by node
+    and ``per_node`` is off (the caller computes them with its other rules)."""
     values, known = shared.column(share, is_filter)
     need = rows[~known[rows]]
     if len(need) >= shared.columns_from:
@@ -265,9 +276,10 @@ def _shared(
     if len(need):
         got = _column(bound, cols, need, index, is_filter) if len(need) >= shared.columns_from else None
         if got is None:
+            if not per_node:
+                return None
             nodes = cols.nodes
-            per_node = _per_node(bound, index, is_filter)
-            answers = bound.watch.each(per_node, need.tolist(), nodes)
+            answers = bound.watch.each(_per_node(bound, index, is_filter), need.tolist(), nodes)
             got = np.array([bool(a) for a in answers] if is_filter else answers, dtype=values.dtype)
         values[need] = got
         known[need] = True
@@ -461,9 +473,10 @@ def score_matrix(
     fixed_bound = 0
     bodies = columns_of(bound)
     shares = bodies.score_shares if shared is not None and bodies is not None else ()
-    watch = bound.watch
     columns: list[tuple[int, npt.NDArray[Any]]] = []
     by_node: list[int] = []  # scores no column evaluation answers: node by node, all of them per node
+    # ... those of them shared: their key's column (values, known), filled from the node-by-node pass
+    deferred: dict[int, tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]] = {}
     for i in range(len(bound.scores)):
         if i in skip:
             continue
@@ -471,32 +484,32 @@ def score_matrix(
         column: npt.NDArray[Any] | None
         if share is not None:
             assert shared is not None
-            column = _shared(bound, shared, share, cols, rows, i, False)
+            column = _shared(bound, shared, share, cols, rows, i, False, per_node=False)
+            if column is None:
+                deferred[i] = shared.column(share, False)
         else:
             column = _column(bound, cols, rows, i, False)
         if column is None:
             by_node.append(i)
         else:
             columns.append((i, column))
-    if len(by_node) == 1:
-        s = bound.scores[by_node[0]]
-        watch.rule = s.name
-        columns.append((by_node[0], np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64)))
-    elif by_node:
-        # One node's rules one after the other, as BoundRules.score_vector runs them: the lets
-        # they share are computed once per (pod, node) (kept in the pod's context, one node at a
-        # time), where a rule over every row, then the next, computed them again for each rule.
-        named = [(bound.scores[i].name, bound.scores[i].score) for i in by_node]
-
-        def row(node: Any) -> list[int]:
-            values = []
-            for name, score in named:
-                watch.rule = name
-                values.append(score(node))
-            return values
-
-        matrix = np.array(watch.each(row, rows.tolist(), nodes), dtype=np.int64).reshape(len(rows), len(by_node))
-        columns += [(i, matrix[:, k]) for k, i in enumerate(by_node)]
+    if by_node:
+        todo = rows
+        if len(deferred) == len(by_node):  # (all shared: the rows any of them lacks)
+            lacking = np.zeros(len(rows), dtype=bool)
+            for _, known in deferred.values():
+                lacking |= ~known[rows]
+            todo = rows[lacking]
+        matrix = _by_node(bound, nodes, todo, by_node)
+        for k, i in enumerate(by_node):
+            got = deferred.get(i)
+            if got is None:
+                columns.append((i, matrix[:, k]))
+            else:
+                values, known = got
+                values[todo] = matrix[:, k]
+                known[todo] = True
+                columns.append((i, values[rows]))
     for i, column in sorted(columns, key=lambda c: c[0]):
         s = bound.scores[i]
         out[:, i] = column
@@ -506,3 +519,25 @@ def score_matrix(
                 raise OverflowError("the sum of unnormalised scores does not fit in int64")
             out[:, -1] += s.weight * column
     return out
+
+
+def _by_node(bound: BoundRules, nodes: Any, rows: Rows, indexes: list[int]) -> npt.NDArray[np.int64]:
+    """Scores ``indexes`` on each row's node, one row each. One node's rules one after the
+    other, as BoundRules.score_vector runs them: the lets they share are computed once per (pod,
+    node) (kept in the pod's context, one node at a time), where a rule over every row, then the
+    next, computed them again for each rule."""
+    watch = bound.watch
+    if len(indexes) == 1:
+        s = bound.scores[indexes[0]]
+        watch.rule = s.name
+        return np.array(watch.each(s.score, rows.tolist(), nodes), dtype=np.int64).reshape(len(rows), 1)
+    named = [(bound.scores[i].name, bound.scores[i].score) for i in indexes]
+
+    def row(node: Any) -> list[int]:
+        values = []
+        for name, score in named:
+            watch.rule = name
+            values.append(score(node))
+        return values
+
+    return np.array(watch.each(row, rows.tolist(), nodes), dtype=np.int64).reshape(len(rows), len(indexes))

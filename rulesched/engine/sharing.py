@@ -8,7 +8,11 @@ of the pod fields it reads) and let every class with that key read them
 (:mod:`rulesched.engine.shared`).
 
 That holds when the body depends on the pod only through ``pod.FIELD`` reads and calls no
-context built-in (those read the cluster and the pod as a whole). :func:`rule_share` decides it
+context built-in (those read the cluster and the pod as a whole) but those whose answer on a node
+is a function of the node and pod fields they name (``Builtin.by_fields``: ``devices_after``, the
+node's devices once the pod's claims are allocated there; their fields join the rule's, and the
+caller decides whether their other inputs, the rule set's device scores, allow sharing: the
+``calls`` noted). :func:`rule_share` decides it
 once per rule when the rules load, following lets, and also says whether the body reads node
 values that change when pods come and go (``schema.NODE_POD_FIELDS``, or the node passed whole
 to a built-in that does not say what it reads): only then do a node's answers go stale when a
@@ -26,6 +30,7 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
+from rulesched.lang.types import MapOf
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,11 @@ class RuleShare:
 
     pod_fields: tuple[str, ...]  # the pod fields it reads, sorted
     pod_bound: bool  # whether it reads node values that change with the node's pods
+    calls: frozenset[str] = frozenset()  # the context built-ins it calls (each ``by_fields``)
+    # Entries of pod map fields it reads only by constant keys (``pod.requests.cpu``,
+    # ``pod.labels["app"]``), as (field, key), sorted: not the whole map (a pod's memory then
+    # does not split a key whose rules read its cpu alone).
+    pod_keys: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,9 +65,15 @@ def rule_share(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
     pod_fields: set[str] = set()
     pod_bound = False
     seen: set[str] = set()
+    calls: set[str] = set()
+    pod_keys: set[tuple[str, str]] = set()
 
     def walk(e: ast.Expr, parent: ast.Expr | None) -> None:
         nonlocal pod_bound
+        entry = _pod_entry(notes, e)
+        if entry is not None:
+            pod_keys.add(entry)
+            return
         if isinstance(e, ast.Name):
             ref = notes.names[id(e)]
             if ref.kind == "let":
@@ -78,7 +94,11 @@ def rule_share(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
                 raise _NotShareable  # (victim: preemption rules are not shared)
             return
         if isinstance(e, ast.Call) and BUILTINS[e.func].context:
-            raise _NotShareable
+            builtin = BUILTINS[e.func]
+            if not builtin.by_fields:
+                raise _NotShareable
+            calls.add(e.func)
+            pod_fields.update(builtin.pod_fields)  # (its node argument: read whole, below)
         for child in ast.children(e):
             walk(child, e)
 
@@ -86,7 +106,29 @@ def rule_share(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
         walk(expr, None)
     except _NotShareable:
         return None
-    return RuleShare(tuple(sorted(pod_fields)), pod_bound)
+    keys = tuple(sorted(k for k in pod_keys if k[0] not in pod_fields))  # (a map read whole: by all of it)
+    return RuleShare(tuple(sorted(pod_fields)), pod_bound, frozenset(calls), keys)
+
+
+def _pod_entry(notes: Annotations, e: ast.Expr) -> tuple[str, str] | None:
+    """(field, key) where ``e`` reads one entry of a pod map field by a constant key:
+    ``pod.F.KEY`` (a resource map) or ``pod.F["KEY"]``; else None."""
+    if isinstance(e, ast.Attr):
+        ref = notes.attrs.get(id(e))
+        key = ref.resource if ref is not None else None
+    elif isinstance(e, ast.Index) and isinstance(e.key, ast.Literal) and type(e.key.value) is str:
+        key = e.key.value
+    else:
+        return None
+    obj = e.obj
+    if key is None or not isinstance(obj, ast.Attr) or not isinstance(obj.obj, ast.Name) or not _field(notes, obj):
+        return None
+    var = notes.names.get(id(obj.obj))
+    if var is None or var.kind in ("let", "bound") or var.name != schema.POD_VARIABLE:
+        return None
+    if not isinstance(schema.RECORDS[schema.POD][obj.name].type, MapOf):
+        return None
+    return obj.name, key
 
 
 def _node_reads(notes: Annotations, parent: ast.Expr | None) -> frozenset[str] | None:

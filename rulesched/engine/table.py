@@ -19,8 +19,7 @@ Next stage: :mod:`rulesched.scheduler.cycle` normalises the columns and picks th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +28,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine.batch import (
     Filters,
+    columns_of,
     dynamic_grouped,
     dynamic_label_mask,
     filter_column,
@@ -39,15 +39,12 @@ from rulesched.engine.batch import (
 )
 from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.engine.failures import FailedRows, GroupReasons, coded, first_failures, group_reasons
+from rulesched.engine.score_rows import ScoreRows, SharedScores
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.shared import Lookups, RowLog, RuleColumns
 from rulesched.lang import BoundFilter, BoundRules
 from rulesched.lang.evaluation.watch import CHECK_EVERY
 
-# The integer types a table's score vectors are kept in, narrowest first, with their ranges.
-_WIDER: tuple[tuple[type[np.signedinteger[Any]], int, int], ...] = tuple(
-    (t, int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int16, np.int32, np.int64)
-)
 FEW_CHANGES = 8  # pod changes a table reads from the journal itself; more: from the shared row log
 
 
@@ -72,6 +69,7 @@ class ColumnStore:
         self._numbers: Rows = np.arange(0, dtype=np.intp)
         self._log = RowLog(settings.log_limit)
         self._shared = RuleColumns(self._log, settings)
+        self._scores = SharedScores(self._log, settings.max_tables)
 
     def rows_by_name(self, snapshot: Snapshot) -> dict[str, int]:
         """Node name -> row in ``snapshot.nodes``: one dict for every table of this node list."""
@@ -99,6 +97,11 @@ class ColumnStore:
         """Shareable rules' answers, for lookups against ``snapshot`` (fewer than
         ``columns_from`` missing rows are computed node by node)."""
         return self._shared.use(snapshot, self.rows_by_name(snapshot), columns_from)
+
+    def score_rows(self, key: Hashable, width: int, snapshot: Snapshot) -> ScoreRows:
+        """The score vectors every class whose scores have share keys ``key`` keeps
+        (:mod:`rulesched.engine.score_rows`), brought up to ``snapshot``."""
+        return self._scores.rows(key, width, snapshot, self.rows_by_name(snapshot))
 
     def current(self, snapshot: Snapshot) -> NodeColumns:
         columns = self._columns
@@ -142,6 +145,8 @@ class NodeTable:
         self._ahead_ratio = 1.0  # rows checked per feasible node found, when dynamic outcomes are known ahead
         self._history: object = None
         self._snapshot: Snapshot | None = None
+        # Its score vectors' key when classes share them (every score a shared rule), else None.
+        self._score_key = _score_key(bound) if store is not None else None
 
     def _reset(self, snapshot: Snapshot) -> None:
         bound = self.bound
@@ -155,7 +160,6 @@ class NodeTable:
         self._rows: Rows = self._store.row_numbers(snapshot) if self._store is not None else np.arange(n, dtype=np.intp)
         self._checked = np.zeros(n, dtype=bool)  # the cached filters' outcome is known
         self._fits = np.zeros(n, dtype=bool)  # ... and it is a pass
-        self._scored = np.zeros(n, dtype=bool)  # the steady score vector is known
         # per cached filter (its index): each row's ``unresolvable`` answer where the node fails
         # it first (-1: not known), for the statuses preemption reads after a walk found no node
         # (a replay that fills the cluster fails many pods of a class, one node changed between)
@@ -165,11 +169,7 @@ class NodeTable:
         # (DynamicResources: node by node, asked of every node for each pod that fits nowhere)
         self._first = np.full(n, -2, dtype=np.int16)
         self._reasons: list[tuple[str, ...] | None] = [None] * n
-        # Steady scores kept in the narrowest integer type that holds every one computed so far
-        # (int16 first: scores are mostly 0-100): at 100 000 nodes a table is then 1.9 MB, not
-        # 7.5, and the tables of a few hundred interleaved classes fit (see cycle.tables_for).
-        self._vectors: npt.NDArray[np.signedinteger[Any]] = np.zeros((n, len(bound.scores) + 1), dtype=np.int16)
-        self._low, self._high = _WIDER[0][1:]  # what the kept type holds
+        self._scores = self._score_rows(snapshot)  # the steady score vectors
         self._history = snapshot.history
         self._generation = snapshot.node_generation
         self._position = snapshot.pod_position
@@ -189,10 +189,13 @@ class NodeTable:
             self._reset(snapshot)
             return
         self._nodes = snapshot.nodes
+        if self._score_key is not None:  # (shared: brought up to date by itself)
+            self._scores = self._score_rows(snapshot)
         if bound.token is not self._token:
             self._token = bound.token
             self._checked[:] = False
-            self._scored[:] = False
+            if self._score_key is None:
+                self._scores.scored[:] = False
             self._unresolvable.clear()
             self._forget_failures(None)
         if snapshot.pod_position != self._position:
@@ -202,17 +205,27 @@ class NodeTable:
             else:  # (a bind or two since the last walk, the usual case for one class: directly)
                 changes = snapshot.pod_changes(self._position)
                 stale = None if changes is None else list({self._row[node.name] for _, _, node in changes})
+            scored = self._scores.scored if self._score_key is None else None
             if stale is None:
                 self._checked[:] = False
-                self._scored[:] = False
+                if scored is not None:
+                    scored[:] = False
                 self._unresolvable.clear()
             else:
                 self._checked[stale] = False
-                self._scored[stale] = False
+                if scored is not None:
+                    scored[stale] = False
                 for known in self._unresolvable.values():
                     known[stale] = -1
             self._forget_failures(stale)
             self._position = snapshot.pod_position
+
+    def _score_rows(self, snapshot: Snapshot) -> ScoreRows:
+        width = len(self.bound.scores) + 1
+        if self._score_key is None:
+            return ScoreRows(len(snapshot.nodes), width, snapshot)
+        assert self._store is not None
+        return self._store.score_rows(self._score_key, width, snapshot)
 
     def release(self) -> None:
         """The walk is over: let go of its snapshot (the rows stay)."""
@@ -340,7 +353,8 @@ class NodeTable:
 
     def vectors(self, rows: Rows) -> npt.NDArray[np.int64]:
         """Score vectors (as ``BoundRules.score_vector``) of the rows, one per row."""
-        stale = rows[~self._scored[rows]]
+        scores = self._scores
+        stale = rows[~scores.scored[rows]]
         watch = self.bound.watch
         if len(stale):
             nodes, steady = self._nodes, self.bound.steady_vector
@@ -357,8 +371,8 @@ class NodeTable:
                         computed.append(steady(nodes[i]))
                     # (a bind's row or two: Python's min and max cost less than numpy's)
                     low, high = min(map(min, computed)), max(map(max, computed))
-                    if self._low <= low and high <= self._high and len(computed) <= 2:
-                        vectors = self._vectors  # (the kept type holds them: no int64 matrix needed)
+                    if scores.holds(low, high) and len(computed) <= 2:
+                        vectors = scores.vectors  # (the kept type holds them: no int64 matrix needed)
                         for i, vector in zip(stale.tolist(), computed, strict=True):
                             vectors[i] = vector
                         matrix = None
@@ -367,9 +381,9 @@ class NodeTable:
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
             if matrix is not None:
-                self._keep(stale, matrix, low, high)
-            self._scored[stale] = True
-        out = self._vectors[rows].astype(np.int64, copy=False)
+                scores.keep(stale, matrix, low, high)
+            scores.scored[stale] = True
+        out = scores.vectors[rows].astype(np.int64, copy=False)
         volatile = self.bound.volatile_scores
         if volatile:
             nodes = [self._nodes[i] for i in rows.tolist()]
@@ -389,15 +403,6 @@ class NodeTable:
                 if score.normalize == "none":
                     out[:, -1] += score.weight * column
         return out
-
-    def _keep(self, rows: Rows, matrix: npt.NDArray[np.int64], low: int, high: int) -> None:
-        """Store score vectors (``low`` .. ``high``: their smallest and largest value), widening
-        the kept type first if one does not fit it."""
-        if not (self._low <= low and high <= self._high):
-            # (int64 always fits: the matrix is int64)
-            dtype, self._low, self._high = next(w for w in _WIDER if w[1] <= low and high <= w[2])
-            self._vectors = self._vectors.astype(dtype)
-        self._vectors[rows] = matrix
 
     def node(self, row: int) -> NodeInfo:
         return self._nodes[row]
@@ -583,3 +588,15 @@ class NodeTable:
                     if len(kept) == need:
                         break
         return np.array(kept, dtype=np.intp)
+
+
+def _score_key(bound: BoundRules) -> Hashable | None:
+    """The key of a cached binding's score vectors when every score of it is a shared rule (the
+    tuple of their share keys: rulesched.engine.sharing), else None."""
+    if not bound.cached or not bound.scores:
+        return None
+    bodies = columns_of(bound)
+    shares = bodies.score_shares if bodies is not None else ()
+    if len(shares) != len(bound.scores) or any(s is None for s in shares):
+        return None
+    return tuple(s.key for s in shares if s is not None)

@@ -1,6 +1,7 @@
 """A GPU replay through `simulate` with FGD (the openb converter's objects), each pod's outcome:
 what tests/test_gpu_replay_property.py and tests/test_kept_failures.py compare between the
-engine's caches and the node-by-node walk (``explain``)."""
+engine's caches and the node-by-node walk (``explain``); and small clusters of the trace's GPU
+nodes to replay them on (a Hypothesis strategy)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benchmarks"))
 
@@ -37,3 +40,21 @@ def replay(nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool)
         ),
     )
     return [(r["pod"], r["node"], r["message"], r["nominated"], r["victims"]) for r in report.iter_rows()]
+
+
+MODELS = ("T4", "V100M16", "A100")
+
+
+@st.composite
+def gpu_nodes(draw: st.DrawFn) -> list[GpuNode]:
+    count = draw(st.integers(2, 4))
+    return [
+        GpuNode(
+            f"node-{i}",
+            draw(st.sampled_from([16, 32, 64, 96])) * 1000,
+            draw(st.sampled_from([65_536, 262_144])),
+            draw(st.sampled_from([0, 1, 2, 4])),
+            draw(st.sampled_from(MODELS)),
+        )
+        for i in range(count)
+    ]

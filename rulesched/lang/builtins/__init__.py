@@ -65,6 +65,10 @@ class Builtin:
     # Its answers are never cached (it moves for every pod): the pod fields it reads need not be
     # equal between pods sharing a binding (rulesched.lang.evaluation.ruleset).
     fresh: bool = False
+    # Its answer on a node is a function of that node and the pod fields above alone, given the
+    # rule set (not the cluster beyond the node, not the pod whole): a rule calling it may share
+    # its answers between classes agreeing on those fields (rulesched.engine.sharing).
+    by_fields: bool = False
     moves: Callable[[Any], bool] | None = None  # for this pod, does every cluster change move it?
     # The node labels the answer depends on, for this pod at this moment (the rest is the
     # context's): nodes alike in those labels get one evaluation (rulesched.engine.vectorise).
@@ -472,6 +476,10 @@ BUILTINS["devices_after"] = Builtin(
     context=True,
     pod_fields=frozenset({"namespace", "resource_claims"}),
     version=groups.steady,
+    # (the allocation of the pod's claims on the node, the rules' device scores ranking the
+    # candidates: the same for pods asking the same when those scores read only the device and
+    # the request; rulesched.engine.batch.ColumnPlan checks that before sharing)
+    by_fields=True,
 )
 
 # dra_score(node): DynamicResources' Score (firstAvailable subrequests, the earlier the better).

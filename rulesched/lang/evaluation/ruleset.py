@@ -233,14 +233,19 @@ class RuleSet:
         device_scores = [r for r in self.device_scores if _applies(r, ctx, watch)]
         if not device_scores:
             return None, (self.digest, ())
-        alike = all(
-            r.body.is_const or (r.body.static is not None and r.body.free <= _DEVICE_ONLY) for r in device_scores
-        )
+        alike = all(_device_only(r) for r in device_scores)
         names = tuple(r.name for r in device_scores)
         key = (self.digest, names) if alike else None
         # ... and reading the device alone, a node's order is the same for every request there
         devices_only = alike and all(schema.REQUEST_VARIABLE not in r.body.free for r in device_scores)
         return device_ranking(device_scores, ctx, watch, (self._rankings, names) if devices_only else None), key
+
+    @functools.cached_property
+    def ranks_devices_alike(self) -> bool:
+        """Whether the device scores rank every pod's candidates alike (none guarded, each
+        reading the device and the request alone): an allocation is then a function of the
+        claims and the node (rules calling ``devices_after`` may be shared between classes)."""
+        return all(r.guard is None and _device_only(r) for r in self.device_scores)
 
     def rebind_claims(self, bound: BoundRules, pod: Pod, cluster: ClusterView | None) -> None:
         """A class's binding rebound to another DRA pod: that pod's claims (and the device
@@ -432,6 +437,11 @@ def pod_getter(name: str) -> tuple[Callable[[Any], Any], bool]:
 
 def _length(get: Callable[[Pod], Any]) -> Callable[[Pod], int]:
     return lambda pod: len(get(pod))
+
+
+def _device_only(rule: CompiledRule) -> bool:
+    """A device score that reads nothing but the device and the request."""
+    return rule.body.is_const or (rule.body.static is not None and rule.body.free <= _DEVICE_ONLY)
 
 
 def _applies(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch) -> bool:
