@@ -91,6 +91,8 @@ class _Compiler:
         self.lock = threading.RLock()  # held while compiling at bind time (unrolled conditions)
         self.domain_codes: dict[int, Any] = {}  # aggregates over domains: their node-stage factories
         self.tokens: dict[Any, object] = {}  # aggregates over domains written alike: one index
+        # Lets' answers kept by their inputs' values, one table per body shape (let_memo).
+        self.kept: dict[Any, dict[tuple[Any, ...], Any]] = {}
 
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
@@ -179,9 +181,12 @@ class _Compiler:
         key = (name, tuple(sorted(slots.items())))
         if key not in self.let_codes:
             value = self.lets[name].value
+            computed = self.code(value, slots)
             code = kept_by_inputs(
-                self.code(value, slots), value, self.notes, self.lets, lambda used: self._let(used, slots)
+                computed, value, self.notes, self.lets, lambda used: self._let(used, slots), self.kept
             )
+            if code is not computed and code.static is not None:  # (node-only: looked up once per node)
+                code = memoised(code, self.memos)
             self.let_codes[key] = once(name, code)
         return self.let_codes[key]
 
@@ -581,7 +586,9 @@ def compile_rules(
         guard = compiler.code(rule.guard, {}) if rule.guard is not None else None
         body = compiler.code(rule.body, slots)
         if not slots:  # (a body reading only lets, with a loop, is kept by their values as a let is)
-            body = kept_by_inputs(body, rule.body, compiler.notes, compiler.lets, lambda used: compiler._let(used, {}))
+            body = kept_by_inputs(
+                body, rule.body, compiler.notes, compiler.lets, lambda used: compiler._let(used, {}), compiler.kept
+            )
         reason = compiler.code(rule.reason, {}) if rule.reason is not None else None
         order = compiler.code(rule.order, {}) if rule.order is not None else None
         unresolvable = compiler.code(rule.unresolvable, {}) if rule.unresolvable is not None else None
