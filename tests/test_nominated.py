@@ -21,7 +21,7 @@ from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.scheduler.nominator import Nominator
-from rulesched.scheduler.scheduler import Observer, Scheduler
+from rulesched.scheduler.scheduler import AWAIT_VICTIMS_SECONDS, Observer, Scheduler
 from rulesched.simulate.driver import Simulation
 from tests.helpers.profiles import examples
 from tests.upstream.harness import default_rules, node, pod
@@ -371,15 +371,34 @@ def test_another_pods_deletion_leaves_a_preemptor_parked_until_its_last_victim_g
     parked = s.queue._unschedulable
     store.remove_pod("default/bystander")
     assert s.queue.move(Event.POD_DELETED) == 1 and set(parked) == {"default/high"}
-    clock.now += 60
+    clock.now += 1.5  # (low's first backoff: 1 s; all within AWAIT_VICTIMS_SECONDS of the preemption)
     assert s.schedule_one() is not None and s.schedule_one() is None  # low again, parked again
     victim_a, victim_b = evictor.pending
     store.remove_pod(victim_a.key)
     assert s.queue.move(Event.POD_DELETED) == 1 and set(parked) == {"default/high"}
-    clock.now += 60
+    clock.now += 2.5  # (its second: 2 s)
     assert s.schedule_one() is not None  # (low)
     store.remove_pod(victim_b.key)
     assert s.queue.move(Event.POD_DELETED) == 2 and not parked
     clock.now += 60
     placed = [s.schedule_one(), s.schedule_one()]
     assert {(r.pod.name, r.node) for r in placed if r is not None} >= {("high", "n1")}
+
+
+def test_a_preemptor_whose_victim_stays_is_moved_by_deletions_again_after_a_while() -> None:
+    """A victim a budget keeps (its eviction refused, retried) may stay for long: past
+    AWAIT_VICTIMS_SECONDS the preemptor is moved by another pod's deletion again, as any parked
+    pod (it may fit elsewhere by then)."""
+    store = cluster("n1", "n2")
+    evictor, clock = ApiEvictor(store), Clock()
+    s = Scheduler(default_rules(), store, SchedulerSettings(), _Binder(), evictor, clock, Ended())
+    store.add_pod(P("victim", 0, on="n1"))
+    store.add_pod(P("other", 200, on="n2"))
+    store.add_pod(P("bystander", 200, cpu="10m", on="n2"))
+    s.add(P("high", 100))
+    first = s.schedule_one()
+    assert first is not None and first.preemption is not None and first.preemption.nominated == "n1"
+    assert s.queue.move(Event.POD_DELETED) == 0  # (held)
+    clock.now += AWAIT_VICTIMS_SECONDS + 0.5  # the victim is still there
+    store.remove_pod("default/bystander")
+    assert s.queue.move(Event.POD_DELETED) == 1

@@ -477,8 +477,9 @@ class SchedulingQueue:
         its backoff would grow. (kube-scheduler's DefaultPreemption keeps such a preemptor out
         of its cycles by PreEnqueue, with a QueueSkip hint on AssignedPodDelete, while its
         victims' deletions are being sent; here until they are gone, since a terminating victim
-        still holds its room in both.) The deletion of its last victim moves it; other events
-        move it as any parked pod. Returns how many moved."""
+        still holds its room in both; the scheduler holds it a few seconds at most, as a victim
+        a budget keeps may stay.) The deletion of its last victim moves it; other events move it
+        as any parked pod. Returns how many moved."""
         with self._lock:
             if event is Event.POD_ADDED and not self._waiting:
                 return 0

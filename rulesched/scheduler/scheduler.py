@@ -89,6 +89,13 @@ def shadow_rejections(shadow: RuleSet, pod: Pod, snapshot: Snapshot, node_name: 
         bound.release()
 
 
+# How long a preemptor whose victims are still there stays parked through other pods' deletions:
+# a deleted victim leaves in about a second; one a budget keeps (the Eviction API's 429, retried
+# every 5 s) may stay for long, and the preemptor is then moved by deletions again, as any
+# parked pod (it may fit elsewhere by then).
+AWAIT_VICTIMS_SECONDS = 5.0
+
+
 def _waits_on_other_pods(pod: Pod) -> bool:
     return bool(pod.pod_affinity or pod.topology_spread_constraints)
 
@@ -139,6 +146,7 @@ class Scheduler(GangHostMixin):
         self._profiles: dict[str, Profile] = {}  # scheduler name -> its profile (others: _default)
         self._bindings: dict[str, _Binding] = {}  # pod key -> binding under way
         self._victims: dict[str, list[str]] = {}  # preemptor -> its victims not yet gone
+        self._preempted_at: dict[str, float] = {}  # preemptor -> when (clock) it last preempted
         # preemptor -> the claims its victims' going frees, not deallocated yet, and the victims'
         # uids (rulesched.semantics.dra_preemption.unsettled)
         self._victim_claims: dict[str, tuple[list[str], frozenset[str]]] = {}
@@ -213,6 +221,7 @@ class Scheduler(GangHostMixin):
                 self.queue.add(state.waiting.pop(first))
         self.queue.delete(key)
         self._victims.pop(key, None)
+        self._preempted_at.pop(key, None)
         self._victim_claims.pop(key, None)
         self.nominator.remove(key)
 
@@ -366,6 +375,7 @@ class Scheduler(GangHostMixin):
         del snapshot
         if outcome is None:
             self._victims.pop(pod.key, None)
+            self._preempted_at.pop(pod.key, None)
             self._victim_claims.pop(pod.key, None)
             result = self._bind(pod, result, rules.digest)  # (before the observer sees it: never changed after)
         elif outcome.nominated is None:
@@ -418,10 +428,15 @@ class Scheduler(GangHostMixin):
         return False
 
     def _awaiting_victims(self) -> set[str]:
-        """The preemptors some victim of whose preemption is still in the store (the queue's
+        """The preemptors some victim of whose preemption is still in the store, for at most
+        :data:`AWAIT_VICTIMS_SECONDS` since they preempted (the queue's
         :attr:`SchedulingQueue.awaiting_victims`: another pod's deletion leaves them parked)."""
-        pod_node = self.store.pod_node
-        return {key for key, victims in self._victims.items() if any(pod_node(v) is not None for v in victims)}
+        pod_node, since = self.store.pod_node, self.clock() - AWAIT_VICTIMS_SECONDS
+        return {
+            key
+            for key, victims in self._victims.items()
+            if self._preempted_at.get(key, since) > since and any(pod_node(v) is not None for v in victims)
+        }
 
     def _victims_remain(self, pod: Pod) -> bool:
         """Whether the victims of the pod's earlier preemption are still leaving: some still
@@ -434,6 +449,7 @@ class Scheduler(GangHostMixin):
                 self._victims[pod.key] = remaining
                 return True
             del self._victims[pod.key]
+            self._preempted_at.pop(pod.key, None)
         held = self._victim_claims.get(pod.key)
         if held:
             left = unsettled(self.store.dra.state.claims, *held)
@@ -448,6 +464,7 @@ class Scheduler(GangHostMixin):
     ) -> None:
         if victims:
             self._victims[pod.key] = [v.key for v in victims]
+            self._preempted_at[pod.key] = self.clock()
             if any(v.resource_claims or v.extended_claim for v in victims):
                 freed = freed_by(self.store.dra.state.claims, victims, pod)
                 if freed[0]:
