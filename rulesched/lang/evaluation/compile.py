@@ -183,12 +183,19 @@ class _Compiler:
             value = self.lets[name].value
             computed = self.code(value, slots)
             code = kept_by_inputs(
-                computed, value, self.notes, self.lets, lambda used: self._let(used, slots), self.kept
+                computed, value, self.notes, self.lets, lambda used: self._input(used, slots), self.kept
             )
             if code is not computed and code.static is not None:  # (node-only: looked up once per node)
                 code = memoised(code, self.memos)
             self.let_codes[key] = once(name, code)
         return self.let_codes[key]
+
+    def _input(self, name: str, slots: dict[str, int]) -> Staged:
+        """A let read as another's key: node-only ones looked up per node (as a use of it is:
+        evaluated again for every key, a chain of lets each reading the one before twice would
+        double at every link)."""
+        code = self._let(name, slots)
+        return memoised(code, self.memos) if code.static is not None and not code.is_const else code
 
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Staged:
         builtin = BUILTINS[func]
@@ -587,7 +594,7 @@ def compile_rules(
         body = compiler.code(rule.body, slots)
         if not slots:  # (a body reading only lets, with a loop, is kept by their values as a let is)
             body = kept_by_inputs(
-                body, rule.body, compiler.notes, compiler.lets, lambda used: compiler._let(used, {}), compiler.kept
+                body, rule.body, compiler.notes, compiler.lets, lambda used: compiler._input(used, {}), compiler.kept
             )
         reason = compiler.code(rule.reason, {}) if rule.reason is not None else None
         order = compiler.code(rule.order, {}) if rule.order is not None else None
