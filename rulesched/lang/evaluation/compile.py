@@ -182,9 +182,13 @@ class _Compiler:
         if key not in self.let_codes:
             value = self.lets[name].value
             computed = self.code(value, slots)
-            code = kept_by_inputs(
-                computed, value, self.notes, self.lets, lambda used: self._input(used, slots), self.kept
-            )
+            code = computed
+            # (node-only lets kept only where compiled outside loops: a loop over a bind-time list
+            # compiles its body once per element, and each would compile its inputs again)
+            if computed.node is not None or not (slots or self.fixed):
+                code = kept_by_inputs(
+                    computed, value, self.notes, self.lets, lambda used: self._input(used, slots), self.kept
+                )
             if code is not computed and code.static is not None:  # (node-only: looked up once per node)
                 code = memoised(code, self.memos)
             self.let_codes[key] = once(name, code)
