@@ -1,7 +1,7 @@
 """The FGD policy's replay speed through `rulesched simulate` (issue 38's speed target).
 
     python benchmarks/bench_fgd_speed.py [--nodes N] [--seed 42] [--rules gpu-fragmentation]
-        [--runs 1] [--against OTHER_TREE]
+        [--runs 1] [--against OTHER_TREE] [--parts]
 
 Replays the default openb trace (or its first N nodes and arrivals drawn for them, as
 bench_fragmentation.py draws them) with the rule set through `simulate` (every node scored,
@@ -10,7 +10,10 @@ seconds, wall seconds, pods per CPU-second, pods/s, peak RSS, and a digest of ev
 and of every pod's (node, message, nomination, victims), so two trees are seen to place alike.
 ``--against`` runs another checkout's rulesched package (this tree's harness) in
 alternation with this one, ``--runs`` times each, each run a fresh process, and prints the
-medians and their ratio (CPU seconds: the machine is shared).
+medians and their ratio (CPU seconds: the machine is shared). ``--parts`` adds in-process CPU
+timers around the feasible side's parts (PARTS: the DRA allocator, the feasible rows, the
+failing walk's first failures, FitError reasons and node statuses, preemption), each run's and
+their medians: steadier than the total when other work shares the machine.
 """
 
 from __future__ import annotations
@@ -29,11 +32,44 @@ sys.path.insert(0, str(HERE))
 
 from bench_diagnosis import in_tree  # noqa: E402  (a sibling script: run in another tree)
 
+# The feasible side's parts, timed in process with --parts (CPU seconds, inclusive; the
+# allocator's runs are inside the feasible rows): steadier on a shared machine than the total.
+PARTS = {
+    "allocator": ("rulesched.semantics.dra", "Allocator", "allocate"),
+    "feasible": ("rulesched.engine.table", "NodeTable", "feasible"),
+    "failures": ("rulesched.engine.table", "NodeTable", "failures"),
+    "reasons": ("rulesched.scheduler.cycle", "", "reason_counts"),
+    "statuses": ("rulesched.scheduler.cycle", "Cycle", "statuses"),
+    "preemption": ("rulesched.scheduler.scheduler", "", "preempt"),
+}
 
-def one(nodes_wanted: int, seed: int, rules: str) -> dict[str, object]:
-    """One replay in this process (this tree's rulesched)."""
+
+def _timed_parts() -> dict[str, float]:
+    """Wrap each of PARTS (where the caller looks it up) with a CPU timer; the sums, by part."""
+    import importlib
+
+    spent = dict.fromkeys(PARTS, 0.0)
+    for part, (module, owner, name) in PARTS.items():
+        where = importlib.import_module(module)
+        holder = getattr(where, owner) if owner else where
+
+        def timed(*args: object, _fn: object = getattr(holder, name), _part: str = part, **kwargs: object) -> object:
+            began = time.process_time()
+            try:
+                return _fn(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                spent[_part] += time.process_time() - began
+
+        setattr(holder, name, timed)
+    return spent
+
+
+def one(nodes_wanted: int, seed: int, rules: str, parts: bool = False) -> dict[str, object]:
+    """One replay in this process (this tree's rulesched); ``parts``: with the parts' timers."""
     import bench_fragmentation as bench
     import openb
+
+    spent = _timed_parts() if parts else None
 
     nodes = openb.read_nodes()
     if nodes_wanted:
@@ -61,6 +97,7 @@ def one(nodes_wanted: int, seed: int, rules: str) -> dict[str, object]:
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "placements": _digest(sorted(placed.items())),
         "outcomes": _digest(rows),
+        **({"parts_cpu_s": {k: round(v, 3) for k, v in spent.items()}} if spent is not None else {}),
     }
 
 
@@ -75,7 +112,15 @@ def in_process(tree: Path, args: argparse.Namespace) -> dict[str, object]:
 
 
 def _passed(args: argparse.Namespace) -> list[str]:
-    return ["--nodes", str(args.nodes), "--seed", str(args.seed), "--rules", args.rules]
+    return [
+        "--nodes",
+        str(args.nodes),
+        "--seed",
+        str(args.seed),
+        "--rules",
+        args.rules,
+        *(["--parts"] if args.parts else []),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rules", default="gpu-fragmentation")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--against", type=Path, help="another rulesched checkout, run in alternation")
+    parser.add_argument("--parts", action="store_true", help="time the feasible side's parts in process too")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:  # (a child: this tree's code, one replay, one JSON line)
-        print(json.dumps(one(args.nodes, args.seed, args.rules)))
+        print(json.dumps(one(args.nodes, args.seed, args.rules, args.parts)))
         return 0
     trees = {"this": HERE.parent}
     if args.against is not None:
@@ -106,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
             f" pods/CPU-s, {statistics.median(float(str(r['pods_per_s'])) for r in rs):.0f} pods/s wall,"
             f" peak RSS {max(int(str(r['peak_rss_mib'])) for r in rs)} MiB"
         )
+    for name, rs in results.items():
+        if rs and "parts_cpu_s" in rs[0]:
+            found = {p: statistics.median(float(r["parts_cpu_s"][p]) for r in rs) for p in PARTS}  # type: ignore[index]
+            print(f"{name}: parts, median CPU s: " + ", ".join(f"{p} {v:.2f}" for p, v in found.items()))
     if "against" in results:
         same = {(r["placements"], r["outcomes"]) for rs in results.values() for r in rs}
         print(f"CPU s ratio this/against: {medians['this'] / medians['against']:.3f}; outcomes same: {len(same) == 1}")

@@ -21,7 +21,8 @@ waiting for a core (its main thread's schedstat: the cycles' own cost, apart fro
 watching and status-writing threads), and the ratio
 rulesched / kube-scheduler of pods/s (>1: rulesched faster) and of CPU per pod (<1: rulesched
 cheaper). ``--logs DIR`` keeps each scheduler's log and its /metrics at the end; ``--rulesched-flag`` passes a
-flag to ``rulesched run`` (a variant, e.g. ``--rulesched-flag=--evict-victims=all``). kube-scheduler runs as scheduler_perf runs
+flag to ``rulesched run`` (a variant, e.g. ``--rulesched-flag=--evict-victims=all``); ``--pprof DIR``
+keeps kube-apiserver's CPU profile of the first ``--pprof-seconds`` of each measured phase. kube-scheduler runs as scheduler_perf runs
 it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
 logging at -v=1; rulesched with its defaults. Pods of evictions and preemptions are removed at
 once by a kubelet stand-in (no kubelets here). Workloads (benchmarks/gen_cluster.py):

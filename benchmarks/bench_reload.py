@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 from rulesched.lang import bundled_rules_dir  # noqa: E402
 from rulesched.lang.frontend.files import content_digest  # noqa: E402
 from rulesched.reload import ReloadOutcome  # noqa: E402
-from rulesched.run.loop import Loop, RunSettings  # noqa: E402
+from rulesched.run.loop import Loop  # noqa: E402
+from rulesched.run.settings import RunSettings  # noqa: E402
 from tests.apiserver import TestApiServer  # noqa: E402
 
 NODES = [f"n{i}" for i in range(6)]

@@ -511,7 +511,8 @@ class Running:
     exit; ``settings`` are RunSettings' (kubeconfig: the admin's unless given)."""
 
     def __init__(self, kube: Kube, **settings: Any) -> None:
-        from rulesched.run.loop import Loop, RunSettings  # (not needed by the fixtures themselves)
+        from rulesched.run.loop import Loop  # (not needed by the fixtures themselves)
+        from rulesched.run.settings import RunSettings  # (nor this)
 
         settings.setdefault("kubeconfig", kube.kubeconfig)
         settings.setdefault("grace_seconds", 2)

@@ -27,7 +27,7 @@ from rulesched.lang.evaluation.bound import BoundFilter, BoundRules, BoundScore
 from rulesched.lang.evaluation.watch import CHECK_EVERY, RuleWatch
 from rulesched.model import Pod
 from rulesched.run.cli import settings_from
-from rulesched.run.loop import RunSettings
+from rulesched.run.settings import RunSettings
 from rulesched.scheduler.cancel import Cancellation
 from rulesched.scheduler.framework import Code, SchedulerSettings
 from rulesched.scheduler.preemption import preempt

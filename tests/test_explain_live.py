@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from rulesched.cli import main
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod, wait_for
 from tests.helpers.scrape import families, fetch, value

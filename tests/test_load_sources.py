@@ -23,7 +23,8 @@ from rulesched.loadsources.prometheus import PrometheusQuery, SourceError, parse
 from rulesched.loadsources.settings import MetricsApiSettings, PrometheusSettings, parse_load_sources
 from rulesched.model.load import NEVER_MEASURED, LoadSnapshot
 from rulesched.run.cli import settings_from
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod, wait_for
 from tests.helpers.timing import Stopwatch

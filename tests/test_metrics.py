@@ -29,7 +29,8 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.engine import EngineSettings
 from rulesched.kube.informer import Delta
 from rulesched.metrics import Registry, exponential_buckets
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from rulesched.scheduler.framework import SchedulerSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess

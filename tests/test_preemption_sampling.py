@@ -18,7 +18,7 @@ import yaml
 from rulesched.cli import main
 from rulesched.engine import ColumnStore, dryrun
 from rulesched.errors import ConfigError
-from rulesched.run.loop import RunSettings
+from rulesched.run.settings import RunSettings
 from rulesched.scheduler import preemption
 from rulesched.scheduler.evaluate import node_statuses
 from rulesched.scheduler.framework import candidate_sampling_errors, check_sampling, num_candidates

@@ -27,7 +27,8 @@ from rulesched.loadsources.poller import LoadSources
 from rulesched.loadsources.prometheus import PrometheusQuery
 from rulesched.loadsources.settings import PrometheusSettings
 from rulesched.model.load import LoadSnapshot
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod, wait_for
 

@@ -151,7 +151,7 @@ def test_the_run_synopsis_names_every_flag_and_the_defaults_it_shows() -> None:
     import argparse
 
     from rulesched.cli import _parser
-    from rulesched.run.loop import RunSettings
+    from rulesched.run.settings import RunSettings
 
     readme = (ROOT / "README.md").read_text()
     synopsis = re.search(r"^rulesched run \[.*?(?=^```)", readme, re.DOTALL | re.MULTILINE)

@@ -1,6 +1,7 @@
 """rulesched's protobuf writes (rulesched/kube/protobuf.py) taken by the real kube-apiserver 1.37:
 a Binding binds the pod it names, uid and all; an Event posted as protobuf reads back, as JSON,
-field for field as the same Event posted as JSON; a refused write's Status still says why.
+field for field as the same Event posted as JSON; a refused write's Status, answered in protobuf to a write whose answer is not read, still says
+why.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def test_bindings_and_events_sent_as_protobuf_read_back_as_sent(k8s: Kube) -> No
     assert api.protobuf
     api.bind(ns, "p", pod["metadata"]["uid"], "pb-node")
     assert k8s.read_pod(ns, "p")["spec"]["nodeName"] == "pb-node"
-    with pytest.raises(ConflictError):  # (a Status answered for a refused write: still read)
+    with pytest.raises(ConflictError, match="already assigned"):  # (its Status answered in protobuf: read)
         api.bind(ns, "p", pod["metadata"]["uid"], "pb-node")
     regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": ns, "name": "p", "uid": pod["metadata"]["uid"]}
     related = dict(regarding, name="other", uid="u-2")
@@ -65,7 +66,8 @@ def test_a_channels_protobuf_binding_is_taken_and_a_refusal_says_why(k8s: Kube) 
     channel.receive()
     assert k8s.read_pod(ns, "q")["spec"]["nodeName"] == "pb-node-2"
     missing = dict(body, metadata={"name": "gone", "namespace": ns})
-    channel.send("POST", PODS.path(ns, "gone", "binding"), missing)
-    with pytest.raises(NotFoundError, match="gone"):
-        channel.receive()
+    for answer in (True, False):  # (the refusal's Status in JSON, then in protobuf)
+        channel.send("POST", PODS.path(ns, "gone", "binding"), missing, answer=answer)
+        with pytest.raises(NotFoundError, match='pods "gone" not found'):
+            channel.receive()
     assert api.protobuf

@@ -21,7 +21,8 @@ import pytest
 from rulesched.errors import ConfigError
 from rulesched.lang import load_rules_text
 from rulesched.reload import Reloader, RulesSources
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args
 from tests.helpers.kube import wait

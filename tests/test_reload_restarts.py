@@ -23,7 +23,8 @@ from rulesched.lang.frontend.files import content_digest
 from rulesched.last_good import DIGEST, SOURCE_VERSION
 from rulesched.rejections import RejectionEvents
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.extender_client import ExtenderProcess, extender_args
 from tests.helpers.timing import Stopwatch

@@ -15,7 +15,8 @@ import yaml
 
 from rulesched.cli import main
 from rulesched.lang.frontend.lint import LintSettings, lint
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 
 GPU = "nvidia.com/gpu"

@@ -235,7 +235,8 @@ def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, 
     and the rest bind in-process, each pod once."""
     from collections import Counter
 
-    from rulesched.run.loop import Loop, RunSettings
+    from rulesched.run.loop import Loop
+    from rulesched.run.settings import RunSettings
 
     for i in range(4):
         server.add("nodes", node(f"n{i}"))

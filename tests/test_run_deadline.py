@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.deadline import HEAVY, lifted
 from tests.helpers.kube import events, pod, wait

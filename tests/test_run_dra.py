@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from rulesched.model.dra import FINALIZER
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod, wait, wait_for
 

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import events, node, pod, wait
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from rulesched.model.groups import POD_GROUP_LABEL
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import events, node, pod, wait
 

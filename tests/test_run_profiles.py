@@ -23,8 +23,9 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError
 from rulesched.lang import RulesHandle, load_rules, load_rules_text, resolve_rules_path
 from rulesched.run.cli import settings_from
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
 from rulesched.run.profiles import ProfileSettings
+from rulesched.run.settings import RunSettings
 from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
 from tests.apiserver import TestApiServer

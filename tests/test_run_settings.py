@@ -182,7 +182,8 @@ def test_the_client_keeps_a_connection_for_each_worker_and_each_watch(server: Te
     ("Connection pool is full, discarding connection", a TLS handshake for each request past it)."""
     from rulesched.kube.api import KubeApi
     from rulesched.mirror import EVERYTHING
-    from rulesched.run.loop import Loop, RunSettings
+    from rulesched.run.loop import Loop
+    from rulesched.run.settings import RunSettings
 
     loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), bind_workers=100))
     assert loop.api._configuration.connection_pool_maxsize >= 100 + len(EVERYTHING)

@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from rulesched.kube.informer import WATCH_FLOOR
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod
 from tests.helpers.timing import Stopwatch

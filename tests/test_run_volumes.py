@@ -15,7 +15,8 @@ from rulesched.kube.volumes import writes_for
 from rulesched.model.decode import decode_pod
 from rulesched.model.decode_storage import decode_pvc
 from rulesched.model.storage import SELECTED_NODE, StorageState
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from rulesched.run.workers import Outcome, Workers
 from rulesched.semantics.volume_binding import Decision
 from tests.apiserver import TestApiServer

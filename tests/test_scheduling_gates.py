@@ -13,7 +13,8 @@ import pytest
 
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pod
-from rulesched.run.loop import Loop, RunSettings
+from rulesched.run.loop import Loop
+from rulesched.run.settings import RunSettings
 from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.simulate.load import load_cluster
 from rulesched.simulate.report import render_json

@@ -124,7 +124,7 @@ def explain_command(args: Any) -> int:
 def server_from_config(path: str) -> str:
     """The ops URL of the scheduler a ``run --config`` file starts, as seen from this host."""
     from rulesched.config import read_config
-    from rulesched.run.loop import RunSettings
+    from rulesched.run.settings import RunSettings
 
     address = read_config(path, RunSettings).get("metrics_bind_address", "0.0.0.0:10251")
     if not address:

@@ -4,7 +4,11 @@ The official ``kubernetes`` client does the transport: configuration (a kubeconf
 pod's service account in a cluster), authentication, TLS and the urllib3 connection pool. This
 module asks it for raw responses and decodes the JSON itself, since rulesched decodes API objects
 into its own model (:mod:`rulesched.model.decode`) and the client's generated classes would only
-be thrown away. Failures become the small error tree of :mod:`rulesched.errors`:
+be thrown away. Bodies go as JSON, except bindings and events, which go in Kubernetes' protobuf
+encoding as client-go sends them (:mod:`rulesched.kube.protobuf`: less of the server's CPU);
+answers are asked for in JSON. The client certificate is sent alone, without the CA OpenSSL
+would chain to it (:func:`rulesched.kube.transport.leaf_alone`). Failures become the small
+error tree of :mod:`rulesched.errors`:
 
     KubeError                   anything the API server refused, or could not be reached for
     ├── ConflictError           409: a binding to a pod already bound, a stale resourceVersion
@@ -183,13 +187,16 @@ class KubeApi:
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = None,
         stream: bool = False,
+        answer: bool = True,
     ) -> Any:
         """One request through the client's connection pool. The client's own request path
         (parameter sanitising, header building, content-type matching: ~110 us a request,
         half a binding's CPU) is skipped; its configuration (host, TLS, proxy) and its
-        credentials (the token, refreshed through its hook) are the client's."""
+        credentials (the token, refreshed through its hook) are the client's. ``answer``
+        False: the answer is not read (None), and for a protobuf body it is asked for in
+        protobuf, which the server encodes for less CPU than JSON (a refusal still says why)."""
         data, content_type = (None, content_type) if body is None else self.encode(body, content_type)
-        headers = self._headers_for(data is not None, content_type)
+        headers = self._headers_for(data is not None, content_type, answer)
         started = time.perf_counter()
         try:
             raw = self._transport.request(
@@ -204,20 +211,22 @@ class KubeApi:
             self._observe(method, "<error>", started)
             raise UnavailableError(f"{method} {path}: {err}") from None
         if raw.status >= 400:
-            answer = raw.data
+            refusal = raw.data
             raw.release_conn()
             self._observe(method, str(raw.status), started)
             if self.refused_protobuf(raw.status, content_type):  # (not taken: again, as JSON)
-                return self._call(method, path, query, body, "application/json", timeout, stream)
-            raise _error(method, path, raw.status, answer)
+                return self._call(method, path, query, body, "application/json", timeout, stream, answer)
+            raise _error(method, path, raw.status, refusal)
         if stream:
             self._observe(method, str(raw.status), None)
             return raw
-        answer = raw.data
+        data = raw.data
         raw.release_conn()
         self._observe(method, str(raw.status), started)
+        if not answer:
+            return None
         try:
-            return _decode(answer) if answer else None
+            return _decode(data) if data else None
         except msgspec.DecodeError as err:
             raise KubeError(f"{method} {path}: {raw.status} with a body that is not JSON: {err}", raw.status) from None
 
@@ -240,10 +249,12 @@ class KubeApi:
             return True
         return False
 
-    def _headers_for(self, body: bool, content_type: str = "application/json") -> dict[str, str]:
+    def _headers_for(self, body: bool, content_type: str = "application/json", answer: bool = True) -> dict[str, str]:
         headers = dict(self._headers)
         if body:
             headers["Content-Type"] = content_type
+            if not answer and content_type == protobuf.CONTENT_TYPE:  # (an answer not read: the cheaper encoding)
+                headers["Accept"] = protobuf.CONTENT_TYPE
         token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
         if token:  # (as the client's auth_settings: its only header credential; certificates are the pool's)
             headers["authorization"] = token
@@ -371,7 +382,7 @@ class KubeApi:
     def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
         """POST pods/binding (ConflictError: already bound)."""
         body = binding_body(namespace, name, uid, node)
-        self._call("POST", PODS.path(namespace, name, "binding"), body=body, timeout=timeout)
+        self._call("POST", PODS.path(namespace, name, "binding"), body=body, timeout=timeout, answer=False)
 
     def evict(self, namespace: str, name: str) -> None:
         """POST pods/eviction (TooManyRequestsError: a PodDisruptionBudget forbids it now)."""
@@ -446,7 +457,7 @@ class KubeApi:
         namespace = body["metadata"]["namespace"]
         for attempt in range(EVENT_ATTEMPTS):
             try:
-                self.create(EVENTS, namespace, body)
+                self._call("POST", EVENTS.path(namespace), body=body, answer=False)
                 return
             except UnavailableError:
                 if attempt == EVENT_ATTEMPTS - 1:
@@ -556,8 +567,9 @@ class WatchStream:
 
 
 def _error(method: str, path: str, status: int, data: bytes) -> KubeError:
+    in_protobuf = protobuf.status_message(data)  # (the Status of a request that asked for protobuf)
     try:
-        message = json.loads(data).get("message") or ""
+        message = in_protobuf[0] if in_protobuf else json.loads(data).get("message") or ""
     except (ValueError, AttributeError):
         message = data[:200].decode("utf-8", "replace")
     text = f"{method} {path}: {status} {message}".rstrip()

@@ -42,7 +42,7 @@ class Channel:
         self,
         connection: Any,
         prefix: str,
-        headers: Callable[[bool, str], dict[str, str]],
+        headers: Callable[[bool, str, bool], dict[str, str]],
         observe: Observe,
         error: Callable[[str, str, int, bytes], KubeError],
         encode: Callable[[Any], tuple[bytes, str]],
@@ -50,18 +50,21 @@ class Channel:
     ) -> None:
         self._connection = connection  # an urllib3 HTTP(S)Connection of the client's pool
         self._prefix = prefix  # the API server's path prefix (behind a proxy at https://host/k8s/c1)
-        self._headers = headers  # (has a body, its type) -> the request's headers: the client's credentials
+        self._headers = (
+            headers  # (has a body, its type, answer read) -> the request's headers: the client's credentials
+        )
         self._encode_body = encode  # body -> (bytes, Content-Type)
         self._refused = refused  # (status, Content-Type sent) -> whether the server refused that encoding
         self._observe = observe
         self._error = error
-        # (method, path, sent at, Content-Type): the request awaiting its answer
-        self._asked: tuple[str, str, float, str] | None = None
+        # (method, path, sent at, Content-Type, answer read): the request awaiting its answer
+        self._asked: tuple[str, str, float, str, bool] | None = None
         self.closed = False
 
-    def send(self, method: str, path: str, body: Any = None) -> None:
+    def send(self, method: str, path: str, body: Any = None, answer: bool = True) -> None:
         """Send a request (with ``body`` if given, encoded as the API encodes it); its answer
-        is :meth:`receive`'s."""
+        is :meth:`receive`'s (``answer`` False: None, asked for in the cheaper encoding, as
+        :meth:`KubeApi._call <rulesched.kube.api.KubeApi._call>`)."""
         assert self._asked is None and not self.closed, "one request at a time, on an open channel"
         data, content_type = (None, "") if body is None else self._encode_body(body)
         started = time.perf_counter()
@@ -73,18 +76,18 @@ class Channel:
                 method,
                 self._prefix + path,
                 body=data,
-                headers=self._headers(data is not None, content_type),
+                headers=self._headers(data is not None, content_type, answer),
                 preload_content=False,
             )
         except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as err:
             self._failed(method, started)
             raise UnavailableError(f"{method} {path}: {err}") from None
-        self._asked = (method, path, started, content_type)
+        self._asked = (method, path, started, content_type, answer)
 
     def receive(self) -> Any:
         """The answer to the request sent: its JSON (None if empty), or the KubeError it is."""
         assert self._asked is not None, "nothing was sent"
-        method, path, started, content_type = self._asked
+        method, path, started, content_type, answer = self._asked
         self._asked = None
         try:
             response = self._connection.getresponse()
@@ -97,6 +100,8 @@ class Channel:
         if status >= 400:
             self._refused(status, content_type)
             raise self._error(method, path, status, data)
+        if not answer:
+            return None
         try:
             return _decode(data) if data else None
         except msgspec.DecodeError as err:

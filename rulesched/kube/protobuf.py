@@ -78,7 +78,7 @@ def encode(body: Mapping[str, Any]) -> bytes:
 
 def _message(name: str, fields: Mapping[str, Any]) -> bytes:
     schema = _MESSAGES[name]
-    out = bytearray()
+    out: list[bytes] = []
     for key, value in fields.items():
         if value is None:
             continue
@@ -87,19 +87,20 @@ def _message(name: str, fields: Mapping[str, Any]) -> bytes:
             raise ValueError(f"no protobuf field here for {name}.{key}")
         number, kind = found
         if kind == _STRING:
-            out += _string(number, _text(name, key, value))
+            out.append(_bytes(number, _text(name, key, value).encode()))
         elif kind == _MAP:
             if not isinstance(value, Mapping):
                 raise ValueError(f"{name}.{key} is not a mapping")
             for k, v in sorted(value.items()):  # (as Go's generated code writes maps: sorted)
-                out += _bytes(number, _string(1, _text(name, key, k)) + _string(2, _text(name, key, v)))
+                entry = _bytes(1, _text(name, key, k).encode()) + _bytes(2, _text(name, key, v).encode())
+                out.append(_bytes(number, entry))
         elif kind == _MICROTIME:
-            out += _bytes(number, _micro_time(_text(name, key, value)))
+            out.append(_bytes(number, _micro_time(_text(name, key, value))))
         else:
             if not isinstance(value, Mapping):
                 raise ValueError(f"{name}.{key} is not an object")
-            out += _bytes(number, _message(kind, value))
-    return bytes(out)
+            out.append(_bytes(number, _message(kind, value)))
+    return b"".join(out)
 
 
 def _text(name: str, key: str, value: Any) -> str:
@@ -137,11 +138,17 @@ def _varint_field(number: int, value: int) -> bytes:
 
 
 def _bytes(number: int, data: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(data)) + data
+    """A length-delimited field (a string, bytes, a message). The binding process encodes one
+    binding and one event a pod: the tag is looked up, a short length is one byte."""
+    size = len(data)
+    return _TAGS[number] + (bytes((size,)) if size < 0x80 else _varint(size)) + data
 
 
 def _string(number: int, text: str) -> bytes:
     return _bytes(number, text.encode())
+
+
+_TAGS = {number: _varint(number << 3 | 2) for number in range(1, 16)}  # (every field number here)
 
 
 # --- reading back ----------------------------------------------------------------------------------

@@ -91,7 +91,7 @@ def leaf_alone(cert_file: str) -> str:
     the CA sent along cost it two more ECDSA verifications a request: measured on the test
     bed, 1.17 against 0.87 ms of its CPU a request (GET of a namespace, 8 threads), the
     0.6-0.7 ms a pod its CPU cost more beside rulesched than beside kube-scheduler (a binding
-    and an event a pod; benchmarks/README.md, Run 5). Given a file that names a chain, OpenSSL
+    and an event a pod; benchmarks/README.md, Run 6). Given a file that names a chain, OpenSSL
     sends that instead and builds none; a chain of the certificate and itself adds no
     verification (nothing in it is an issuer)."""
     try:

@@ -2,5 +2,5 @@
 
 ``loop`` owns the store and the queue on one thread and applies what informers and binding
 workers report; ``workers`` make the API calls of the binding cycle, preemption and events;
-``cli`` builds :class:`rulesched.run.loop.RunSettings` from flags or a config file.
+``cli`` builds :class:`rulesched.run.settings.RunSettings` from flags or a config file.
 """

@@ -97,7 +97,7 @@ def add_run_parser(sub: Any) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> Any:
-    from rulesched.run.loop import RunSettings
+    from rulesched.run.settings import RunSettings
 
     values = read_config(args.config, RunSettings) if args.config else {}
     if "load_sources" in values:

@@ -188,7 +188,7 @@ class Pipeline:
             task.sent = time.monotonic()
             channel = self._channel(i)
             try:
-                channel.send(method, path, body)
+                channel.send(method, path, body, answer=False)  # (its answer is not read)
             except KubeError as err:
                 self._free.append(i)
                 self._done(task, err)
