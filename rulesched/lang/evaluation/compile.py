@@ -378,7 +378,7 @@ class _Compiler:
         # alike within one rule set, whose session owns the store), spans left out.
         shape = ("aggregate", kind, info.elements, expr.var, expr.where, value and expr.value)  # type: ignore[union-attr]
         token = self.tokens.setdefault(shape, object())  # (hashing a tree once, not at every lookup)
-        keyed = self._keyed(expr, inner_slots, slot, value)
+        keyed = domain_stages.keyed_terms(expr, self.notes, lambda e: self.code(e, inner_slots), slot, value)
         if keyed is not None:
             return self._keyed_aggregate(kind, nodes, source, token, *keyed)
 
@@ -406,46 +406,6 @@ class _Compiler:
             return answer
 
         return Staged(source.free | _POD | _CLUSTER, node=make)
-
-    def _keyed(
-        self, expr: ast.Quantifier | ast.Aggregate, inner_slots: dict[str, int], slot: int, value: Staged | None
-    ) -> tuple[list[Any], list[Staged], Any] | None:
-        """For count, any or sum whose where is equalities of strings, each between a value of
-        the element and a pod-side one (``p.labels["app"] == pod.labels["app"] and ...``), and
-        whose value reads the element alone: the element's keys, the pod-side codes, the value.
-        One index then serves every pod, whatever its values (counted by the element's keys)."""
-        if expr.kind not in ("count", "any", "sum"):
-            return None
-        element = frozenset({expr.var})
-        value_fn = None
-        if value is not None:
-            if value.static is None or value.free != element:
-                return None
-            static = value.static
-            value_fn = lambda x: static(None, {slot: x})  # noqa: E731
-        terms: list[ast.Expr] = []
-        pending = [expr.where] if expr.where is not None else []
-        while pending:
-            e = pending.pop()
-            if isinstance(e, ast.Binary) and e.op == "and":
-                pending += [e.right, e.left]
-            else:
-                terms.append(e)
-        keys, sides = [], []
-        for term in terms:
-            if not (isinstance(term, ast.Binary) and term.op == "=="):
-                return None
-            if any(self.notes.types.get(id(side)) != STRING for side in (term.left, term.right)):
-                return None
-            codes = [self.code(side, inner_slots) for side in (term.left, term.right)]
-            of_element = [c for c in codes if c.static is not None and c.free == element]
-            fixed = [c for c in codes if c.is_const or (c.pod is not None and c.free <= _POD)]
-            if len(of_element) != 1 or len(fixed) != 1:
-                return None
-            get = of_element[0].static
-            keys.append(lambda x, get=get: get(None, {slot: x}))
-            sides.append(fixed[0])
-        return keys, sides, value_fn
 
     def _keyed_aggregate(
         self, kind: str, nodes: bool, source: Staged, token: object, keys: list[Any], sides: list[Staged], value: Any

@@ -181,27 +181,12 @@ def body_shape(expr: ast.Expr, notes: Annotations, inputs: Sequence[str]) -> Has
 
 
 def _static_keeper(code: Staged, inputs: Sequence[tuple[Staged, Check]], kept: dict[tuple[Any, ...], Any]) -> NodeFn:
-    inner = code.static
-    assert inner is not None
-    fns = [(c.static, check) for c, check in inputs]
-
-    def keeping(n: Any, env: Any = None) -> Any:
-        key = []
-        for f, check in fns:
-            assert f is not None
-            v = f(n, env)
-            if not check(v):
-                return inner(n, env)
-            key.append(v)
-        k = tuple(key)
-        found = kept.get(k, _MISSING)
-        if found is _MISSING:
-            if len(kept) >= LIMIT:
-                kept.clear()
-            found = kept[k] = inner(n, env)
-        return found
-
-    return keeping
+    fns: list[tuple[NodeFn, Check]] = []
+    for c, check in inputs:
+        assert c.static is not None  # (kept_by_inputs: a node-only let's inputs are node-only)
+        fns.append((c.static, check))
+    assert code.static is not None
+    return _keeping([], fns, code.static, kept)
 
 
 def _keeper(
@@ -219,26 +204,33 @@ def _keeper(
             if not check(v):
                 return fn
             prefix.append(v)
-        fns = [(f(ctx), check) for f, check in node_inputs]
-
-        def keeping(n: Any, env: Any = None) -> Any:
-            key = prefix.copy()
-            for f, check in fns:
-                v = f(n, env)
-                if not check(v):
-                    return fn(n, env)
-                key.append(v)
-            k = tuple(key)
-            found = kept.get(k, _MISSING)
-            if found is _MISSING:
-                if len(kept) >= LIMIT:
-                    kept.clear()
-                found = kept[k] = fn(n, env)
-            return found
-
-        return keeping
+        return _keeping(prefix, [(f(ctx), check) for f, check in node_inputs], fn, kept)
 
     return factory
+
+
+def _keeping(
+    prefix: list[Any], inputs: Sequence[tuple[NodeFn, Check]], fn: NodeFn, kept: dict[tuple[Any, ...], Any]
+) -> NodeFn:
+    """``fn`` looked up in ``kept`` by ``prefix`` (the pod-stage inputs' values) and the node-stage
+    inputs' values; computed (and kept) when missing, computed alone when an input is no key."""
+
+    def keeping(n: Any, env: Any = None) -> Any:
+        key = prefix.copy()
+        for f, check in inputs:
+            v = f(n, env)
+            if not check(v):
+                return fn(n, env)
+            key.append(v)
+        k = tuple(key)
+        found = kept.get(k, _MISSING)
+        if found is _MISSING:
+            if len(kept) >= LIMIT:
+                kept.clear()
+            found = kept[k] = fn(n, env)
+        return found
+
+    return keeping
 
 
 _POD_NODE = frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE})
