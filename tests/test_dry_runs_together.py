@@ -72,6 +72,7 @@ def _pod(name: str, cpu: int, priority: int, node_name: str = "", app: str = "a"
     st.booleans(),
     st.lists(st.tuples(st.integers(0, 8), st.integers(100, 2000), st.sampled_from([10, 100, 1000])), max_size=3),
     st.tuples(st.sampled_from([0, 10, 40, 100]), st.integers(1, 4), st.integers(0, 99)),
+    st.sampled_from([1, 3]),
 )
 def test_dry_runs_together_decide_as_node_by_node(
     outrank: bool,
@@ -83,7 +84,10 @@ def test_dry_runs_together_decide_as_node_by_node(
     own_rules: bool,
     nominated: list[tuple[int, int, int]],
     sample: tuple[int, int, int],
+    batch_from: int,
 ) -> None:
+    # (batch_from 3: chunks of at least three nodes, a shorter tail joining the chunk before it)
+    preemption.BATCH_FROM = batch_from  # (the fixture restores it)
     nodes = [
         node(
             f"n{i}",

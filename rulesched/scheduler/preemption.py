@@ -183,7 +183,8 @@ def _find_candidates(
     so which nodes past the stop it has also tried varies from run to run; here the walk is
     sequential, so the candidates are the same for the same offset (the same seed). Dry runs are
     done together as columns in chunks of the walk (as many nodes as candidates are still
-    wanted, at least BATCH_FROM), whose answers past the stop are dropped: the same candidates
+    wanted, at least BATCH_FROM, and the rest of the walk too when fewer than BATCH_FROM would
+    be left), whose answers past the stop are dropped: the same candidates
     as node by node. A node's reasons are counted (for the message when no node will do) up to
     the stop; when none is found every node was tried."""
     nodes = snapshot.nodes
@@ -198,8 +199,14 @@ def _find_candidates(
     at, left = 0, CHECK_EVERY
     while at < len(order) and not (safe and safe + unsafe >= wanted):
         size = max(wanted - safe - unsafe, 1)
+        if together_ok:
+            size = max(size, BATCH_FROM)
+            if len(order) - at - size < BATCH_FROM:
+                # (a tail shorter than a batch would go node by node, at several times a node's
+                # cost together: it joins this chunk, whose answers past the stop are dropped)
+                size = len(order) - at
         tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims)
-        while at < len(order) and len(tried) < (max(size, BATCH_FROM) if together_ok else size):
+        while at < len(order) and len(tried) < size:
             row = order[at]
             at += 1
             node = nodes[row]
