@@ -161,3 +161,31 @@ def test_a_cancelled_cycle_gives_the_dry_runs_together_up(allowed: int) -> None:
         REAL_PREEMPT(snapshot, default_rules().session(), _pod("incoming", 800, 100), None, None, columns, between)
     assert len(calls) == allowed + 1
     assert [sorted(p.key for p in n.pods) for n in snapshot.nodes] == before
+
+
+def test_a_nominated_pod_whose_anti_affinity_selects_the_preemptor_is_not_added_as_numbers() -> None:
+    """A pod nominated to a node, whose required anti-affinity selects the preemptor, keeps it
+    off that node when added (upstream's InterPodAffinity AddPod counts its terms): the dry runs
+    done together, which add nominated pods as requests and counts only, leave such nodes to the
+    node-by-node dry run, and both ways decide alike."""
+    nodes = [
+        node(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}, allocatable={"cpu": "1", "memory": "8Gi", "pods": "5"})
+        for i in range(4)
+    ]
+    pods = [_pod(f"r{i}-{k}", 300, 0, f"n{i}") for i in range(4) for k in range(3)]
+    incoming = _pod("incoming", 800, 100, app="web")
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    spec = {
+        "priority": 1000,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10m"}}}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+    }
+    # nominated to the node the preemptor would otherwise take (the first in node order)
+    reserved = Reserved({"n0": (pod("held", spec=spec, labels={"app": "db"}, node_name="n0"),)})
+    snapshot = state(nodes, pods, []).snapshot()
+    batched = preemption.preempt(snapshot, default_rules().session(), incoming, None, reserved)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(preemption, "BATCH_FROM", 10**9)
+        alone = preemption.preempt(snapshot, default_rules().session(), incoming, None, reserved)
+    assert alone.nominated not in (None, "n0")
+    assert (batched.nominated, [v.key for v in batched.victims]) == (alone.nominated, [v.key for v in alone.victims])

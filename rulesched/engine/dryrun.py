@@ -138,6 +138,8 @@ class DryRunColumns(NodeColumns):
         # on the node while ``with_held`` (the second of a nominated node's two fit checks).
         self.with_held = False
         self._held = held or [()] * len(off)
+        if not all(held_counted(p) for pods in self._held for p in pods):
+            raise Unsupported("a nominated pod counts beyond its requests")
         self.has_held = np.array([bool(pods) for pods in self._held], dtype=bool)
         self._held_count = np.array([len(pods) for pods in self._held], dtype=np.int64)
         self._held_sums: dict[str, npt.NDArray[np.int64]] = {}
@@ -282,6 +284,14 @@ class _Request:
 
     def __call__(self, pod: Pod) -> int:
         return pod.requests.get(self.resource, 0)
+
+
+def held_counted(pod: Pod) -> bool:
+    """Whether a nominated pod added to a node changes this pod's filters only through what the
+    columns add (its requests, its count, its host ports): not through its required
+    anti-affinity (upstream's InterPodAffinity AddPod counts the terms that select the pod) or
+    DRA claims."""
+    return not (pod.pod_anti_affinity or pod.resource_claims or pod.extended_claim)
 
 
 def _holds_ports(pod: Pod) -> bool:
