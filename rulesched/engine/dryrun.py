@@ -176,13 +176,21 @@ class DryRunColumns(NodeColumns):
                 raise Unsupported("requests beyond int64")
             found = column[self._base_rows]  # (a copy: fancy indexing)
             pods = self._base.column(Path((("field", _PODS), ("len",))), NUMBER)[self._base_rows]
-            for i in np.flatnonzero(pods != self.lengths).tolist():
-                found[i] = sum(p.requests.get(resource, 0) for p in self._off[i])
+            partial = np.flatnonzero(pods != self.lengths)
+            if len(partial):  # the others: the sums of the pods off, from their kept values
+                found[partial] = self._off_sums(self._amounts(resource))[partial]
             if self._back.any():  # (a column first read after some were put back)
                 back = np.where(self._back, self._amounts(resource), 0)
                 found -= np.add.reduceat(back, self.starts) if len(self.starts) else back[:0]
             self._sums[resource] = found
         return found
+
+    def _off_sums(self, amounts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Per row, the sum of ``amounts`` (one per pod taken off at first, as ``flat``)."""
+        # (a 0 after the last pod: reduceat's starts must index the array, and a row with no
+        # pods off, whose start is the next row's, would read that row's first: 0 there)
+        sums = np.add.reduceat(np.append(amounts, 0), self.starts) if len(self.starts) else amounts[:0]
+        return np.where(self.lengths > 0, sums, 0)
 
     def _amounts(self, resource: str) -> npt.NDArray[np.int64]:
         found = self._requests.get(resource)

@@ -44,7 +44,7 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
 from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.budgets import budgets_of, split_by_pdb
+from rulesched.scheduler.budgets import put_back_orders, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -525,7 +525,9 @@ def _dry_runs_together(
     node-by-node dry run). The caller has checked ``node_local(bound)``."""
     if base is None or len(tried) < BATCH_FROM:
         return None
-    orders, violating = _put_back_orders(tried, pdbs)
+    orders, violating = put_back_orders(
+        [potential for _, _, potential in tried], [node for _, node, _ in tried], pdbs, memos
+    )
     nodes = [node for _, node, _ in tried]
     rows = np.array([row for row, _, _ in tried], dtype=np.intp)
     try:
@@ -533,25 +535,6 @@ def _dry_runs_together(
         return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between, memos)
     except Unsupported:
         return None
-
-
-def _put_back_orders(
-    tried: list[tuple[int, Any, list[Pod]]], pdbs: Sequence[PodDisruptionBudget]
-) -> tuple[list[list[Pod]], list[int]]:
-    """Each node's pods in the order they are put back: those whose eviction would violate a
-    budget first (the first ``violating[i]``), then the rest."""
-    orders: list[list[Pod]] = []
-    violating: list[int] = []
-    budgets = budgets_of(pdbs)
-    for _, _, potential in tried:
-        if pdbs:
-            first, rest = split_by_pdb(potential, pdbs, budgets)
-            orders.append(first + rest)
-            violating.append(len(first))
-        else:
-            orders.append(potential)
-            violating.append(0)
-    return orders, violating
 
 
 def _together_candidate(name: str, together: Together, i: int) -> Candidate:
