@@ -33,7 +33,7 @@ from rulesched.engine.batch import columns_of
 from rulesched.engine.columns import NodeColumns, Path, Rows
 from rulesched.engine.encoded import encode
 from rulesched.engine.failures import as_reasons
-from rulesched.lang import BUILTINS, BoundRules
+from rulesched.lang import BUILTINS, BoundRules, RuleSet
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
@@ -64,11 +64,15 @@ def node_local(bound: BoundRules) -> bool:
     """Whether every filter of ``bound`` reads a node only as this module can adjust (see the
     module docstring), for this pod now."""
     bodies = columns_of(bound)
-    if bodies is None or len(bodies.filter_bodies) != len(bound.filters):
+    if bodies is None or len(bodies.filter_bodies) != len(bound.filters) or not isinstance(bound.rule_set, RuleSet):
         return False
     notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
+    kept = bound.rule_set.memo(_LocalBodies).calls
     for i, body in enumerate(bodies.filter_bodies):
-        calls = _calls_if_local(body, notes, lets)
+        hit = kept.get(id(body))
+        if hit is None or hit[0] is not body:
+            hit = kept[id(body)] = (body, _calls_if_local(body, notes, lets))
+        calls = hit[1]
         if calls is None or not all(UNAFFECTED[name](bound.ctx) for name in calls):
             return False
         if bodies.filters[i] is None:  # not vectorisable: grouped by pod-independent fields only
@@ -76,6 +80,15 @@ def node_local(bound: BoundRules) -> bool:
             if fields is None or NODE_POD_FIELDS.intersection(fields):
                 return False
     return True
+
+
+class _LocalBodies:
+    """Kept by a rule set: what :func:`_calls_if_local` found of each of its filter bodies (the
+    rules' own expressions, the same in every binding), worked out once per body rather than
+    once per preemption."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.calls: dict[int, tuple[ast.Expr, frozenset[str] | None]] = {}
 
 
 def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> frozenset[str] | None:
