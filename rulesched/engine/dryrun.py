@@ -357,12 +357,12 @@ def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tu
     """Each row's first failing filter (index) and its reasons, as BoundRules.first_failure
     gives them; for a node holding nominated pods that fits without them, its failure with them
     added (every row must fail one way); raises Unsupported where the columns cannot say."""
-    out = _first_failing(bound, cols, rows)
+    out = first_failing_as_is(bound, cols, rows)
     again = [j for j, (i, _) in enumerate(out) if i < 0]
     if again:
         cols.with_held = True
         try:
-            for j, failure in zip(again, _first_failing(bound, cols, rows[again]), strict=True):
+            for j, failure in zip(again, first_failing_as_is(bound, cols, rows[again]), strict=True):
                 out[j] = failure
         finally:
             cols.with_held = False
@@ -371,8 +371,12 @@ def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tu
     return out
 
 
-def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
-    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit."""
+def first_failing_as_is(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, unknown: tuple[str, ...] | None = None
+) -> list[tuple[int, tuple[str, ...]]]:
+    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit. With
+    ``unknown``, rows whose reasons the columns cannot give get it as theirs instead of the
+    whole call raising Unsupported."""
     bodies = columns_of(bound)
     assert bodies is not None
     out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
@@ -388,10 +392,19 @@ def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[t
                 why = f.reasons(cols.nodes[int(rows[failed[0]])])
                 values = [why] * len(failed)
             else:
-                encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows[failed], {})
-                default = (f"node(s) didn't satisfy rule {f.name}",)
-                table = [as_reasons(v, default) for v in encoded.values]
-                values = [table[c] for c in encoded.codes.tolist()]
+                try:
+                    encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows[failed], {})
+                except Unsupported:
+                    if unknown is None:
+                        raise
+                    encoded = None
+                if encoded is None:
+                    assert unknown is not None
+                    values = [unknown] * len(failed)
+                else:
+                    default = (f"node(s) didn't satisfy rule {f.name}",)
+                    table = [as_reasons(v, default) for v in encoded.values]
+                    values = [table[c] for c in encoded.codes.tolist()]
             for j, why in zip(failed.tolist(), values, strict=True):
                 out[j] = (i, why)
         alive = alive[ok]
