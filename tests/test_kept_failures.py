@@ -1,5 +1,5 @@
 """What a class's node table and the store keep of why nodes fail a pod, and when they let go
-(issue 38's speed work): each row's first failing filter and the DynamicResources reasons
+(issue 38's speed work): each row's first failing filter and its reasons
 (rulesched.engine.NodeTable.failures, group_reasons), kept until the row's node changes; and
 whether a node's pods hold claims evicting them frees (the store's memo, shared by every class
 asking the same: rulesched.semantics.dra_pod.PodClaims.unresolvable), kept until the node or
@@ -37,6 +37,21 @@ def test_a_row_whose_node_changed_is_asked_again_which_filter_it_fails_first() -
     rows = replay(nodes, pods, 1, explain=False)
     assert "Insufficient cpu" in str(rows[0][2])
     assert "cannot allocate all claims" in str(rows[2][2]) and "Insufficient cpu" not in str(rows[2][2])
+    assert rows == replay(nodes, pods, 1, explain=True)
+
+
+def test_a_rows_reasons_are_asked_again_once_its_node_changed() -> None:
+    """A class fails everywhere on cpu alone; pods of another class then take memory on every
+    node (more than a walk checks node by node, so the rows are asked as columns, which keep no
+    reasons); the class's next pod fails on cpu and memory: the reasons kept per row (codes in
+    rulesched.engine.kept_failures) must not be reused for the changed rows."""
+    nodes = [GpuNode(f"n{i:02}", 8000, 65_536, 1, "T4") for i in range(40)]
+    big = [TracePod(f"c{i}", 16_000, 30_000, 0, 0, ()) for i in range(2)]
+    fillers = [TracePod(f"m{i:02}", 100, 40_000, 0, 0, ()) for i in range(40)]
+    pods = [big[0], *fillers, big[1]]
+    rows = replay(nodes, pods, 1, explain=False)
+    assert "Insufficient cpu" in str(rows[0][2]) and "Insufficient memory" not in str(rows[0][2])
+    assert "40 Insufficient memory" in str(rows[-1][2])
     assert rows == replay(nodes, pods, 1, explain=True)
 
 

@@ -38,7 +38,8 @@ from rulesched.engine.batch import (
     volatile_grouped,
 )
 from rulesched.engine.columns import NodeColumns, Rows
-from rulesched.engine.failures import FailedRows, GroupReasons, coded, first_failures, group_reasons
+from rulesched.engine.failures import FailedRows, GroupReasons, first_failures, group_reasons
+from rulesched.engine.kept_failures import KeptFailures
 from rulesched.engine.score_rows import ScoreRows, SharedScores
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.shared import Lookups, RowLog, RuleColumns
@@ -164,11 +165,9 @@ class NodeTable:
         # it first (-1: not known), for the statuses preemption reads after a walk found no node
         # (a replay that fills the cluster fails many pods of a class, one node changed between)
         self._unresolvable: dict[int, npt.NDArray[np.int8]] = {}
-        # ... and, kept alike where no filter is dynamic, each row's first failing filter (its
-        # index, -1: none; -2: not known) and the prechecks' reasons where one is that filter
-        # (DynamicResources: node by node, asked of every node for each pod that fits nowhere)
-        self._first = np.full(n, -2, dtype=np.int16)
-        self._reasons: list[tuple[str, ...] | None] = [None] * n
+        # ... and, kept alike where no filter is dynamic, each row's first failing filter and
+        # its reasons (rulesched.engine.kept_failures)
+        self._kept = KeptFailures(n)
         self._scores = self._score_rows(snapshot)  # the steady score vectors
         self._history = snapshot.history
         self._generation = snapshot.node_generation
@@ -197,7 +196,7 @@ class NodeTable:
             if self._score_key is None:
                 self._scores.scored[:] = False
             self._unresolvable.clear()
-            self._forget_failures(None)
+            self._kept.forget(None)
         if snapshot.pod_position != self._position:
             stale: Rows | list[int] | None
             if self._store is not None and snapshot.pod_position - self._position > FEW_CHANGES:
@@ -217,7 +216,7 @@ class NodeTable:
                     scored[stale] = False
                 for known in self._unresolvable.values():
                     known[stale] = -1
-            self._forget_failures(stale)
+            self._kept.forget(stale)
             self._position = snapshot.pod_position
 
     def _score_rows(self, snapshot: Snapshot) -> ScoreRows:
@@ -414,46 +413,16 @@ class NodeTable:
         asks only the nodes that changed."""
         if self._store is None:
             return None
-        bound = self.bound
-        if bound.dynamic_filters:
-            return first_failures(bound, self._columns(), self._rows, self._shared())
-        first = self._first
-        todo = self._rows[first == -2]
-        if len(todo):
-            first[todo] = -1
-            for group in first_failures(bound, self._columns(), todo, self._shared()):
-                first[group.rows] = group.index
-        failing = first >= 0
-        if not failing.any():
-            return []
-        return [
-            FailedRows(i, bound.filters[i], np.flatnonzero(first == i)) for i in sorted(set(first[failing].tolist()))
-        ]
+        if self.bound.dynamic_filters:
+            return first_failures(self.bound, self._columns(), self._rows, self._shared())
+        return self._kept.failures(self.bound, self._columns(), self._rows, self._shared())
 
     def group_reasons(self, group: FailedRows) -> GroupReasons:
-        """:func:`rulesched.engine.failures.group_reasons` of a group :meth:`failures` gave; a
-        precheck's reasons kept per row (they read the node as its outcome does)."""
-        if group.index >= self.bound.prechecked or self.bound.dynamic_filters:
+        """:func:`rulesched.engine.failures.group_reasons` of a group :meth:`failures` gave,
+        kept per row as the first failures are."""
+        if self.bound.dynamic_filters:
             return group_reasons(self.bound, self._columns(), group)
-        kept = self._reasons
-        rows = group.rows.tolist()
-        missing = [r for r in rows if kept[r] is None]
-        if missing:
-            asked = FailedRows(group.index, group.filter, np.array(missing, dtype=np.intp))
-            found = group_reasons(self.bound, self._columns(), asked)
-            for r, code in zip(missing, found.codes.tolist(), strict=True):
-                kept[r] = found.reasons[code]
-        return coded([kept[r] for r in rows])
-
-    def _forget_failures(self, stale: Rows | list[int] | None) -> None:
-        if stale is None:
-            self._first[:] = -2
-            self._reasons = [None] * len(self._reasons)
-            return
-        self._first[stale] = -2
-        kept = self._reasons
-        for r in stale.tolist() if isinstance(stale, np.ndarray) else stale:
-            kept[r] = None
+        return self._kept.group_reasons(self.bound, self._columns(), group)
 
     def unresolvable_memo(self, index: int, snapshot: Snapshot) -> npt.NDArray[np.int8] | None:
         """Filter ``index``'s kept ``unresolvable`` answers, one per row (-1: not known; the
@@ -526,11 +495,11 @@ class NodeTable:
                 fits[stale] = filter_mask(self.bound, self._columns(), stale, Filters.STATIC, self._shared())
             else:
                 watch, left = self.bound.watch, CHECK_EVERY
-                # A node's first failing filter (and a precheck's reasons) found here is what
-                # failures() would ask again of each of these rows when the walk finds no node:
-                # kept as it keeps them (no filter dynamic: the static failure is the first)
+                # A node's first failing filter and its reasons found here are what failures()
+                # would ask again of each of these rows when the walk finds no node: kept as it
+                # keeps them (no filter dynamic: the static failure is the first)
                 keep = not self.bound.dynamic_indices
-                first, kept, prechecked = self._first, self._reasons, self.bound.prechecked
+                kept = self._kept
                 at = {id(f): index for index, f in enumerate(self.bound.filters)} if keep else {}
                 for i in stale.tolist():
                     left -= 1
@@ -541,11 +510,9 @@ class NodeTable:
                     if not keep:
                         continue
                     if found is None:
-                        first[i] = -1
-                        continue
-                    index = first[i] = at[id(found[0])]
-                    if index < prechecked:
-                        kept[i] = found[1]
+                        kept.keep(i, -1, None)
+                    else:
+                        kept.keep(i, at[id(found[0])], found[1])
             self._checked[stale] = True
 
     def _many(self, stale: Rows) -> bool:
