@@ -102,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         "--creator", choices=CREATORS, default="podload",
         help="speed: what creates the measured pods: testbed/'s podload (Go, as scheduler_perf; default) or python",
     )  # fmt: skip
+    parser.add_argument(
+        "--drain", action="store_true",
+        help="speed: create the measured pods before the scheduler starts; it then drains them (no creation beside it)",
+    )  # fmt: skip
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': standard output)")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
