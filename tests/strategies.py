@@ -192,6 +192,11 @@ LETS = (
     "let loads = collect(x.requests.cpu for x in node.pods)\n"
     "let room = sum(m.w for m in mix where left >= m.cpu) + count(q in loads where q <= left)\n"
     "let third = number(node.free.cpu - pod.requests.cpu) / 3\n"
+    # ... and lets with room's body up to its inputs (node-only ones: kept per node too) share its
+    # table; one differing in an operator does not
+    "let left_now = node.free.cpu\n"
+    "let room_now = sum(m.w for m in mix where left_now >= m.cpu) + count(q in loads where q <= left_now)\n"
+    "let room_less = sum(m.w for m in mix where left_now >= m.cpu) + count(q in loads where q < left_now)\n"
     "let thirds = sum(m.w for m in mix where third >= number(m.cpu))\n"
 )
 
@@ -334,7 +339,7 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
     leaves += env.of("num") + [f"{u}.toleration_seconds" for u in env.of("toleration")]
     leaves += [f"{m}.w" for m in env.of("row")] + [f"len({m}.tags)" for m in env.of("row")]
     if env.node:
-        leaves += ["len(node.pods)", "len(node.taints)", "spread", "fitting", "room", "thirds"]
+        leaves += ["len(node.pods)", "len(node.taints)", "spread", "fitting", "room", "thirds", "room_now", "room_less"]
     op = _pick(draw, ["+", "-", "*", "/", "//", "%"])
     compound: list[Thunk] = (
         []

@@ -91,6 +91,8 @@ class _Compiler:
         self.lock = threading.RLock()  # held while compiling at bind time (unrolled conditions)
         self.domain_codes: dict[int, Any] = {}  # aggregates over domains: their node-stage factories
         self.tokens: dict[Any, object] = {}  # aggregates over domains written alike: one index
+        # Lets' answers kept by their inputs' values, one table per body shape (let_memo).
+        self.kept: dict[Any, dict[tuple[Any, ...], Any]] = {}
 
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
@@ -179,11 +181,25 @@ class _Compiler:
         key = (name, tuple(sorted(slots.items())))
         if key not in self.let_codes:
             value = self.lets[name].value
-            code = kept_by_inputs(
-                self.code(value, slots), value, self.notes, self.lets, lambda used: self._let(used, slots)
-            )
+            computed = self.code(value, slots)
+            code = computed
+            # (node-only lets kept only where compiled outside loops: a loop over a bind-time list
+            # compiles its body once per element, and each would compile its inputs again)
+            if computed.node is not None or not (slots or self.fixed):
+                code = kept_by_inputs(
+                    computed, value, self.notes, self.lets, lambda used: self._input(used, slots), self.kept
+                )
+            if code is not computed and code.static is not None:  # (node-only: looked up once per node)
+                code = memoised(code, self.memos)
             self.let_codes[key] = once(name, code)
         return self.let_codes[key]
+
+    def _input(self, name: str, slots: dict[str, int]) -> Staged:
+        """A let read as another's key: node-only ones looked up per node (as a use of it is:
+        evaluated again for every key, a chain of lets each reading the one before twice would
+        double at every link)."""
+        code = self._let(name, slots)
+        return memoised(code, self.memos) if code.static is not None and not code.is_const else code
 
     def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], slots: dict[str, int]) -> Staged:
         builtin = BUILTINS[func]
@@ -362,7 +378,7 @@ class _Compiler:
         # alike within one rule set, whose session owns the store), spans left out.
         shape = ("aggregate", kind, info.elements, expr.var, expr.where, value and expr.value)  # type: ignore[union-attr]
         token = self.tokens.setdefault(shape, object())  # (hashing a tree once, not at every lookup)
-        keyed = self._keyed(expr, inner_slots, slot, value)
+        keyed = domain_stages.keyed_terms(expr, self.notes, lambda e: self.code(e, inner_slots), slot, value)
         if keyed is not None:
             return self._keyed_aggregate(kind, nodes, source, token, *keyed)
 
@@ -390,46 +406,6 @@ class _Compiler:
             return answer
 
         return Staged(source.free | _POD | _CLUSTER, node=make)
-
-    def _keyed(
-        self, expr: ast.Quantifier | ast.Aggregate, inner_slots: dict[str, int], slot: int, value: Staged | None
-    ) -> tuple[list[Any], list[Staged], Any] | None:
-        """For count, any or sum whose where is equalities of strings, each between a value of
-        the element and a pod-side one (``p.labels["app"] == pod.labels["app"] and ...``), and
-        whose value reads the element alone: the element's keys, the pod-side codes, the value.
-        One index then serves every pod, whatever its values (counted by the element's keys)."""
-        if expr.kind not in ("count", "any", "sum"):
-            return None
-        element = frozenset({expr.var})
-        value_fn = None
-        if value is not None:
-            if value.static is None or value.free != element:
-                return None
-            static = value.static
-            value_fn = lambda x: static(None, {slot: x})  # noqa: E731
-        terms: list[ast.Expr] = []
-        pending = [expr.where] if expr.where is not None else []
-        while pending:
-            e = pending.pop()
-            if isinstance(e, ast.Binary) and e.op == "and":
-                pending += [e.right, e.left]
-            else:
-                terms.append(e)
-        keys, sides = [], []
-        for term in terms:
-            if not (isinstance(term, ast.Binary) and term.op == "=="):
-                return None
-            if any(self.notes.types.get(id(side)) != STRING for side in (term.left, term.right)):
-                return None
-            codes = [self.code(side, inner_slots) for side in (term.left, term.right)]
-            of_element = [c for c in codes if c.static is not None and c.free == element]
-            fixed = [c for c in codes if c.is_const or (c.pod is not None and c.free <= _POD)]
-            if len(of_element) != 1 or len(fixed) != 1:
-                return None
-            get = of_element[0].static
-            keys.append(lambda x, get=get: get(None, {slot: x}))
-            sides.append(fixed[0])
-        return keys, sides, value_fn
 
     def _keyed_aggregate(
         self, kind: str, nodes: bool, source: Staged, token: object, keys: list[Any], sides: list[Staged], value: Any
@@ -581,7 +557,9 @@ def compile_rules(
         guard = compiler.code(rule.guard, {}) if rule.guard is not None else None
         body = compiler.code(rule.body, slots)
         if not slots:  # (a body reading only lets, with a loop, is kept by their values as a let is)
-            body = kept_by_inputs(body, rule.body, compiler.notes, compiler.lets, lambda used: compiler._let(used, {}))
+            body = kept_by_inputs(
+                body, rule.body, compiler.notes, compiler.lets, lambda used: compiler._input(used, {}), compiler.kept
+            )
         reason = compiler.code(rule.reason, {}) if rule.reason is not None else None
         order = compiler.code(rule.order, {}) if rule.order is not None else None
         unresolvable = compiler.code(rule.unresolvable, {}) if rule.unresolvable is not None else None

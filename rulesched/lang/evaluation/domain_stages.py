@@ -7,13 +7,68 @@ found indexable (rulesched.lang.frontend.domain_check); the counts they read are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from rulesched.lang import schema
 from rulesched.lang.builtins import domains
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation.stages import Factory, NodeFn
+from rulesched.lang.evaluation.stages import Factory, NodeFn, Staged
+from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.checked import Annotations
+from rulesched.lang.types import STRING
 
 MANY = "domain many"  # scratch key (with the id of an aggregate's node function): its bulk form
+
+
+_POD = frozenset({schema.POD_VARIABLE})
+
+
+def keyed_terms(
+    expr: ast.Quantifier | ast.Aggregate,
+    notes: Annotations,
+    code: Callable[[ast.Expr], Staged],
+    slot: int,
+    value: Staged | None,
+) -> tuple[list[Any], list[Staged], Any] | None:
+    """For count, any or sum whose where is equalities of strings, each between a value of
+    the element and a pod-side one (``p.labels["app"] == pod.labels["app"] and ...``), and
+    whose value reads the element alone: the element's keys, the pod-side codes, the value
+    (for :func:`keyed`; ``code`` compiles a part of the where in the loop's scope, ``value`` is
+    the value's code). One index then serves every pod, whatever its values (counted by the
+    element's keys). None when the aggregate does not have that shape."""
+    if expr.kind not in ("count", "any", "sum"):
+        return None
+    element = frozenset({expr.var})
+    value_fn = None
+    if value is not None:
+        if value.static is None or value.free != element:
+            return None
+        static = value.static
+        value_fn = lambda x: static(None, {slot: x})  # noqa: E731
+    terms: list[ast.Expr] = []
+    pending = [expr.where] if expr.where is not None else []
+    while pending:
+        e = pending.pop()
+        if isinstance(e, ast.Binary) and e.op == "and":
+            pending += [e.right, e.left]
+        else:
+            terms.append(e)
+    keys, sides = [], []
+    for term in terms:
+        if not (isinstance(term, ast.Binary) and term.op == "=="):
+            return None
+        if any(notes.types.get(id(side)) != STRING for side in (term.left, term.right)):
+            return None
+        codes = [code(side) for side in (term.left, term.right)]
+        of_element = [c for c in codes if c.static is not None and c.free == element]
+        fixed = [c for c in codes if c.is_const or (c.pod is not None and c.free <= _POD)]
+        if len(of_element) != 1 or len(fixed) != 1:
+            return None
+        get = of_element[0].static
+        keys.append(lambda x, get=get: get(None, {slot: x}))
+        sides.append(fixed[0])
+    return keys, sides, value_fn
 
 
 def keyed(

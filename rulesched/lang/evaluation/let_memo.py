@@ -23,7 +23,7 @@ inside the body then costs a lookup); the static cost bound counts every let onc
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from rulesched.lang import schema
@@ -117,35 +117,84 @@ def kept_by_inputs(
     notes: Annotations,
     lets: Mapping[str, ast.Let],
     input_code: Callable[[str], Staged],
+    tables: dict[Hashable, dict[tuple[Any, ...], Any]] | None = None,
 ) -> Staged:
     """``code`` (a let's, whose body is ``value``) with its answers kept by its
     inputs' values, when it loops, reads the pod and the node (a node-stage code that depends on
-    the pod) and reads them only through lets whose values can be keys; else ``code`` as it is.
-    ``input_code(let)`` gives an input let's compiled code."""
-    if code.node is None or not code.free <= _POD_NODE:
+    the pod) or the node alone (a node-only code) and reads them only through lets whose values
+    can be keys; else ``code`` as it is. ``input_code(let)`` gives an input let's compiled code.
+    ``tables``: the compiled set's tables of kept answers, by the let's body up to its inputs
+    (:func:`body_shape`): lets computing the same function of their inputs share one."""
+    static = code.node is None
+    if (static and (code.static is None or code.is_const)) or not code.free <= _POD_NODE:
         return code
     names = let_inputs(value, notes)
     if names is None or not worth_keeping(value):
         return code
-    inputs: list[tuple[Staged, Check]] = []
+    inputs: list[tuple[str, Staged, Check]] = []
     for input_name in names:
         input_staged = input_code(input_name)
         if input_staged.is_const:
             continue  # (the same for every pod and node: no part of the key)
+        if static and input_staged.static is None:
+            return code
         check = key_check(notes.types.get(id(lets[input_name].value)))
         if check is None:
             return code
-        inputs.append((input_staged, check))
-    if not any(c.pod is None for c, _ in inputs):
+        inputs.append((input_name, input_staged, check))
+    if not any(c.pod is None for _, c, _ in inputs):
         return code  # (pod-only inputs: the let is computed once per pod anyway)
-    return Staged(code.free, node=_keeper(code, inputs))
+    # The key: the pod-stage inputs' values, then the others', each in order of first use.
+    inputs.sort(key=lambda i: i[1].pod is None)
+    order = [name for name, _, _ in inputs]
+    shape = (body_shape(value, notes, order), tuple(repr(notes.types.get(id(lets[n].value))) for n in order))
+    kept = {} if tables is None else tables.setdefault(shape, {})
+    keyed = [(c, check) for _, c, check in inputs]
+    if static:
+        return Staged(code.free, static=_static_keeper(code, keyed, kept), cost=code.cost)
+    return Staged(code.free, node=_keeper(code, keyed, kept))
 
 
-def _keeper(code: Staged, inputs: Sequence[tuple[Staged, Check]]) -> Callable[[EvalContext], NodeFn]:
+def body_shape(expr: ast.Expr, notes: Annotations, inputs: Sequence[str]) -> Hashable:
+    """``expr`` as a value, the lets ``inputs`` by their position in it, every other name by
+    its own and every constant with its type (``1`` is not ``1.0``): lets whose bodies have one
+    shape compute the same function of their inputs' values, when those have the same types.
+    (FGD's ``frag_now`` over the GPUs and cpus free now, ``frag_after`` over those after the
+    pod: one table, and a node's ``frag_now`` after a bind is the placed pod's ``frag_after``.)"""
+    position = {name: i for i, name in enumerate(inputs)}
+
+    def shape(e: Any) -> Hashable:
+        if isinstance(e, ast.Name):
+            ref = notes.names.get(id(e))
+            if ref is not None and ref.kind == "let" and ref.name in position:
+                return ("input", position[ref.name])
+        if isinstance(e, ast.Node):
+            return (
+                type(e).__name__,
+                *(shape(getattr(e, f.name)) for f in dataclasses.fields(e) if f.compare),
+            )
+        if isinstance(e, tuple):
+            return tuple(shape(x) for x in e)
+        return (type(e).__name__, e)
+
+    return shape(expr)
+
+
+def _static_keeper(code: Staged, inputs: Sequence[tuple[Staged, Check]], kept: dict[tuple[Any, ...], Any]) -> NodeFn:
+    fns: list[tuple[NodeFn, Check]] = []
+    for c, check in inputs:
+        assert c.static is not None  # (kept_by_inputs: a node-only let's inputs are node-only)
+        fns.append((c.static, check))
+    assert code.static is not None
+    return _keeping([], fns, code.static, kept)
+
+
+def _keeper(
+    code: Staged, inputs: Sequence[tuple[Staged, Check]], kept: dict[tuple[Any, ...], Any]
+) -> Callable[[EvalContext], NodeFn]:
     make = code.factory()
     pod_inputs = [(c.pod, check) for c, check in inputs if c.pod is not None]
     node_inputs = [(c.factory(), check) for c, check in inputs if c.pod is None]
-    kept: dict[tuple[Any, ...], Any] = {}
 
     def factory(ctx: EvalContext) -> NodeFn:
         fn = make(ctx)
@@ -155,26 +204,33 @@ def _keeper(code: Staged, inputs: Sequence[tuple[Staged, Check]]) -> Callable[[E
             if not check(v):
                 return fn
             prefix.append(v)
-        fns = [(f(ctx), check) for f, check in node_inputs]
-
-        def keeping(n: Any, env: Any = None) -> Any:
-            key = prefix.copy()
-            for f, check in fns:
-                v = f(n, env)
-                if not check(v):
-                    return fn(n, env)
-                key.append(v)
-            k = tuple(key)
-            found = kept.get(k, _MISSING)
-            if found is _MISSING:
-                if len(kept) >= LIMIT:
-                    kept.clear()
-                found = kept[k] = fn(n, env)
-            return found
-
-        return keeping
+        return _keeping(prefix, [(f(ctx), check) for f, check in node_inputs], fn, kept)
 
     return factory
+
+
+def _keeping(
+    prefix: list[Any], inputs: Sequence[tuple[NodeFn, Check]], fn: NodeFn, kept: dict[tuple[Any, ...], Any]
+) -> NodeFn:
+    """``fn`` looked up in ``kept`` by ``prefix`` (the pod-stage inputs' values) and the node-stage
+    inputs' values; computed (and kept) when missing, computed alone when an input is no key."""
+
+    def keeping(n: Any, env: Any = None) -> Any:
+        key = prefix.copy()
+        for f, check in inputs:
+            v = f(n, env)
+            if not check(v):
+                return fn(n, env)
+            key.append(v)
+        k = tuple(key)
+        found = kept.get(k, _MISSING)
+        if found is _MISSING:
+            if len(kept) >= LIMIT:
+                kept.clear()
+            found = kept[k] = fn(n, env)
+        return found
+
+    return keeping
 
 
 _POD_NODE = frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE})
