@@ -72,6 +72,7 @@ def _pod(name: str, cpu: int, priority: int, node_name: str = "", app: str = "a"
     st.booleans(),
     st.lists(st.tuples(st.integers(0, 8), st.integers(100, 2000), st.sampled_from([10, 100, 1000])), max_size=3),
     st.tuples(st.sampled_from([0, 10, 40, 100]), st.integers(1, 4), st.integers(0, 99)),
+    st.sampled_from([1, 3]),
 )
 def test_dry_runs_together_decide_as_node_by_node(
     outrank: bool,
@@ -83,7 +84,10 @@ def test_dry_runs_together_decide_as_node_by_node(
     own_rules: bool,
     nominated: list[tuple[int, int, int]],
     sample: tuple[int, int, int],
+    batch_from: int,
 ) -> None:
+    # (batch_from 3: chunks of at least three nodes, a shorter tail joining the chunk before it)
+    preemption.BATCH_FROM = batch_from  # (the fixture restores it)
     nodes = [
         node(
             f"n{i}",
@@ -157,3 +161,31 @@ def test_a_cancelled_cycle_gives_the_dry_runs_together_up(allowed: int) -> None:
         REAL_PREEMPT(snapshot, default_rules().session(), _pod("incoming", 800, 100), None, None, columns, between)
     assert len(calls) == allowed + 1
     assert [sorted(p.key for p in n.pods) for n in snapshot.nodes] == before
+
+
+def test_a_nominated_pod_whose_anti_affinity_selects_the_preemptor_is_not_added_as_numbers() -> None:
+    """A pod nominated to a node, whose required anti-affinity selects the preemptor, keeps it
+    off that node when added (upstream's InterPodAffinity AddPod counts its terms): the dry runs
+    done together, which add nominated pods as requests and counts only, leave such nodes to the
+    node-by-node dry run, and both ways decide alike."""
+    nodes = [
+        node(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}, allocatable={"cpu": "1", "memory": "8Gi", "pods": "5"})
+        for i in range(4)
+    ]
+    pods = [_pod(f"r{i}-{k}", 300, 0, f"n{i}") for i in range(4) for k in range(3)]
+    incoming = _pod("incoming", 800, 100, app="web")
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+    spec = {
+        "priority": 1000,
+        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "10m"}}}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+    }
+    # nominated to the node the preemptor would otherwise take (the first in node order)
+    reserved = Reserved({"n0": (pod("held", spec=spec, labels={"app": "db"}, node_name="n0"),)})
+    snapshot = state(nodes, pods, []).snapshot()
+    batched = preemption.preempt(snapshot, default_rules().session(), incoming, None, reserved)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(preemption, "BATCH_FROM", 10**9)
+        alone = preemption.preempt(snapshot, default_rules().session(), incoming, None, reserved)
+    assert alone.nominated not in (None, "n0")
+    assert (batched.nominated, [v.key for v in batched.victims]) == (alone.nominated, [v.key for v in alone.victims])

@@ -11,7 +11,8 @@ engine evaluates such a binding over many nodes as numpy columns and keeps what 
   bug) is counted, logged and redone node by node;
 * ``sharing`` (which rules' answers classes of pods can share) and ``shared`` (those answers,
   one column per share key, kept in step with the cluster); ``dryrun`` (preemption's dry runs
-  over many nodes at once); ``failures`` (why rows fail, as
+  over many nodes at once) and ``nominated`` (nodes checked with their nominated pods added, many
+  at once); ``failures`` (why rows fail, as
   kube-scheduler's FitError counts them); ``table`` (a class of equivalent pods' answers per
   node, recomputed for the rows binds changed) and ``score_rows`` (its score vectors, shared by
   classes whose scores are all shared rules agreeing on their keys);
@@ -52,6 +53,8 @@ from rulesched.engine.failures import (
     unresolvable_rows,
 )
 from rulesched.engine.fallback import Fallback, observe
+from rulesched.engine.nominated import LEFT as HELD_LEFT
+from rulesched.engine.nominated import held_failures
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
 from rulesched.engine.table import ColumnStore, NodeTable, TableOverflow
@@ -81,6 +84,8 @@ __all__ = [
     "as_reasons",
     "columns_of",
     "dry_runs_together",
+    "held_failures",
+    "HELD_LEFT",
     "dynamic_grouped",
     "encode",
     "filter_column",

@@ -33,7 +33,7 @@ from rulesched.engine.batch import columns_of
 from rulesched.engine.columns import NodeColumns, Path, Rows
 from rulesched.engine.encoded import encode
 from rulesched.engine.failures import as_reasons
-from rulesched.lang import BUILTINS, BoundRules
+from rulesched.lang import BUILTINS, BoundRules, RuleSet
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
@@ -64,11 +64,15 @@ def node_local(bound: BoundRules) -> bool:
     """Whether every filter of ``bound`` reads a node only as this module can adjust (see the
     module docstring), for this pod now."""
     bodies = columns_of(bound)
-    if bodies is None or len(bodies.filter_bodies) != len(bound.filters):
+    if bodies is None or len(bodies.filter_bodies) != len(bound.filters) or not isinstance(bound.rule_set, RuleSet):
         return False
     notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
+    kept = bound.rule_set.memo(_LocalBodies).calls
     for i, body in enumerate(bodies.filter_bodies):
-        calls = _calls_if_local(body, notes, lets)
+        hit = kept.get(id(body))
+        if hit is None or hit[0] is not body:
+            hit = kept[id(body)] = (body, _calls_if_local(body, notes, lets))
+        calls = hit[1]
         if calls is None or not all(UNAFFECTED[name](bound.ctx) for name in calls):
             return False
         if bodies.filters[i] is None:  # not vectorisable: grouped by pod-independent fields only
@@ -76,6 +80,15 @@ def node_local(bound: BoundRules) -> bool:
             if fields is None or NODE_POD_FIELDS.intersection(fields):
                 return False
     return True
+
+
+class _LocalBodies:
+    """Kept by a rule set: what :func:`_calls_if_local` found of each of its filter bodies (the
+    rules' own expressions, the same in every binding), worked out once per body rather than
+    once per preemption."""
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.calls: dict[int, tuple[ast.Expr, frozenset[str] | None]] = {}
 
 
 def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> frozenset[str] | None:
@@ -138,6 +151,8 @@ class DryRunColumns(NodeColumns):
         # on the node while ``with_held`` (the second of a nominated node's two fit checks).
         self.with_held = False
         self._held = held or [()] * len(off)
+        if not all(held_counted(p) for pods in self._held for p in pods):
+            raise Unsupported("a nominated pod counts beyond its requests")
         self.has_held = np.array([bool(pods) for pods in self._held], dtype=bool)
         self._held_count = np.array([len(pods) for pods in self._held], dtype=np.int64)
         self._held_sums: dict[str, npt.NDArray[np.int64]] = {}
@@ -174,13 +189,21 @@ class DryRunColumns(NodeColumns):
                 raise Unsupported("requests beyond int64")
             found = column[self._base_rows]  # (a copy: fancy indexing)
             pods = self._base.column(Path((("field", _PODS), ("len",))), NUMBER)[self._base_rows]
-            for i in np.flatnonzero(pods != self.lengths).tolist():
-                found[i] = sum(p.requests.get(resource, 0) for p in self._off[i])
+            partial = np.flatnonzero(pods != self.lengths)
+            if len(partial):  # the others: the sums of the pods off, from their kept values
+                found[partial] = self._off_sums(self._amounts(resource))[partial]
             if self._back.any():  # (a column first read after some were put back)
                 back = np.where(self._back, self._amounts(resource), 0)
                 found -= np.add.reduceat(back, self.starts) if len(self.starts) else back[:0]
             self._sums[resource] = found
         return found
+
+    def _off_sums(self, amounts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Per row, the sum of ``amounts`` (one per pod taken off at first, as ``flat``)."""
+        # (a 0 after the last pod: reduceat's starts must index the array, and a row with no
+        # pods off, whose start is the next row's, would read that row's first: 0 there)
+        sums = np.add.reduceat(np.append(amounts, 0), self.starts) if len(self.starts) else amounts[:0]
+        return np.where(self.lengths > 0, sums, 0)
 
     def _amounts(self, resource: str) -> npt.NDArray[np.int64]:
         found = self._requests.get(resource)
@@ -284,6 +307,14 @@ class _Request:
         return pod.requests.get(self.resource, 0)
 
 
+def held_counted(pod: Pod) -> bool:
+    """Whether a nominated pod added to a node changes this pod's filters only through what the
+    columns add (its requests, its count, its host ports): not through its required
+    anti-affinity (upstream's InterPodAffinity AddPod counts the terms that select the pod) or
+    DRA claims."""
+    return not (pod.pod_anti_affinity or pod.resource_claims or pod.extended_claim)
+
+
 def _holds_ports(pod: Pod) -> bool:
     return bool(pod.host_ports)
 
@@ -326,12 +357,12 @@ def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tu
     """Each row's first failing filter (index) and its reasons, as BoundRules.first_failure
     gives them; for a node holding nominated pods that fits without them, its failure with them
     added (every row must fail one way); raises Unsupported where the columns cannot say."""
-    out = _first_failing(bound, cols, rows)
+    out = first_failing_as_is(bound, cols, rows)
     again = [j for j, (i, _) in enumerate(out) if i < 0]
     if again:
         cols.with_held = True
         try:
-            for j, failure in zip(again, _first_failing(bound, cols, rows[again]), strict=True):
+            for j, failure in zip(again, first_failing_as_is(bound, cols, rows[again]), strict=True):
                 out[j] = failure
         finally:
             cols.with_held = False
@@ -340,8 +371,12 @@ def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tu
     return out
 
 
-def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
-    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit."""
+def first_failing_as_is(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, unknown: tuple[str, ...] | None = None
+) -> list[tuple[int, tuple[str, ...]]]:
+    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit. With
+    ``unknown``, rows whose reasons the columns cannot give get it as theirs instead of the
+    whole call raising Unsupported."""
     bodies = columns_of(bound)
     assert bodies is not None
     out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
@@ -357,10 +392,19 @@ def _first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[t
                 why = f.reasons(cols.nodes[int(rows[failed[0]])])
                 values = [why] * len(failed)
             else:
-                encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows[failed], {})
-                default = (f"node(s) didn't satisfy rule {f.name}",)
-                table = [as_reasons(v, default) for v in encoded.values]
-                values = [table[c] for c in encoded.codes.tolist()]
+                try:
+                    encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows[failed], {})
+                except Unsupported:
+                    if unknown is None:
+                        raise
+                    encoded = None
+                if encoded is None:
+                    assert unknown is not None
+                    values = [unknown] * len(failed)
+                else:
+                    default = (f"node(s) didn't satisfy rule {f.name}",)
+                    table = [as_reasons(v, default) for v in encoded.values]
+                    values = [table[c] for c in encoded.codes.tolist()]
             for j, why in zip(failed.tolist(), values, strict=True):
                 out[j] = (i, why)
         alive = alive[ok]

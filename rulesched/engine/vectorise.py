@@ -90,6 +90,7 @@ class _Analysis:
     def __init__(self, notes: Annotations, lets: dict[str, ast.Let]) -> None:
         self.notes, self.lets = notes, lets
         self._node: dict[int, bool] = {}
+        self._supported: dict[int, bool] = {}  # (the answer for each expression: it never changes)
 
     def reads_node(self, expr: ast.Expr) -> bool:
         key = id(expr)
@@ -107,6 +108,13 @@ class _Analysis:
         return hit
 
     def supported(self, expr: ast.Expr) -> bool:
+        key = id(expr)
+        hit = self._supported.get(key)
+        if hit is None:
+            hit = self._supported[key] = self._supported_now(expr)
+        return hit
+
+    def _supported_now(self, expr: ast.Expr) -> bool:
         if not self.reads_node(expr):
             return True
         notes = self.notes

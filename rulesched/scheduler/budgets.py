@@ -4,14 +4,17 @@ of every node a preemption dry-runs; the index, and what it found for each pod, 
 as the store hands out the same tuple of budgets (it does until a budget changes), so attempt
 after attempt reuses it.
 
-Used by :mod:`rulesched.scheduler.preemption` (the victims' order, violating ones first).
+Used by :mod:`rulesched.scheduler.preemption` (the victims' order, violating ones first:
+:func:`put_back_orders`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from rulesched.lang import NodeMemos
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.semantics.matching import label_selector_matches
 
@@ -100,3 +103,35 @@ def split_by_pdb(
                     violated = True
         (violating if violated else safe).append(pod)
     return violating, safe
+
+
+_PUT_BACK = ("preemption", "put back")  # a node memo key: a victims list's id -> its order
+_PUT_BACK_KEPT = 8  # orders kept per node (one per set of priorities preemptors may evict there)
+
+
+def put_back_orders(
+    victims: Sequence[list[Pod]], nodes: Sequence[Any], pdbs: Sequence[PodDisruptionBudget], memos: NodeMemos | None
+) -> tuple[list[list[Pod]], list[int]]:
+    """Each node's potential ``victims`` in the order a dry run puts them back: those whose
+    eviction would violate a budget first (the first ``violating[i]``), then the rest. Kept in
+    the node's memo (``memos``, the rule set's) while its potential victims are the same list and
+    the budgets the same tuple: the same order attempt after attempt (and the dry runs' per-pod
+    values, kept beside the list they were read from, are found again)."""
+    if not pdbs:
+        return list(victims), [0] * len(victims)
+    orders: list[list[Pod]] = []
+    violating: list[int] = []
+    budgets = budgets_of(pdbs)
+    for node, potential in zip(nodes, victims, strict=True):
+        memo = None if memos is None else (memos.values(node) or memos.start(node))
+        kept = memo.setdefault(_PUT_BACK, {}) if memo is not None else {}
+        hit = kept.get(id(potential))
+        if hit is None or hit[0] is not potential or hit[1] is not pdbs:
+            first, rest = split_by_pdb(potential, pdbs, budgets)
+            hit = (potential, pdbs, first + rest, len(first))
+            if len(kept) >= _PUT_BACK_KEPT:  # (lists made afresh each time, for pod groups: bounded)
+                kept.clear()
+            kept[id(potential)] = hit
+        orders.append(hit[2])
+        violating.append(hit[3])
+    return orders, violating

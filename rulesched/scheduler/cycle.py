@@ -69,7 +69,7 @@ from rulesched.scheduler.framework import (
     SchedulerSettings,
     num_feasible_nodes_to_find,
 )
-from rulesched.scheduler.nominator import Reserved, ReservedCheck
+from rulesched.scheduler.nominator import AsColumns, Reserved, ReservedCheck
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.scoring import Matrix, select_host, weighted_totals
 
@@ -142,7 +142,9 @@ class Cycle:
         if reserved is None:
             return self._run(pod, snapshot, bound, None, timing)
         memo = self.framework.reserved_memo(bound, reserved.nodes)
-        check = ReservedCheck(reserved, snapshot, session, pod, memo, bound.token)
+        framework = self.framework
+        together = AsColumns(bound, lambda: framework.current(snapshot), lambda: framework.rows_by_name(snapshot))
+        check = ReservedCheck(reserved, snapshot, session, pod, memo, bound.token, together)
         try:
             return self._run(pod, snapshot, bound, check, timing)
         finally:
@@ -412,7 +414,9 @@ def _reserved_rows(
         at = np.isin(rows, held)
         if not at.any():
             return rows
-        fails = [not check.passes(table.node(r).name) for r in rows[at].tolist()]
+        names = [table.node(r).name for r in rows[at].tolist()]
+        check.judge(names)  # (all at once where the columns can)
+        fails = [not check.passes(name) for name in names]
         if not any(fails):
             return rows
         dropped = rows[at][np.array(fails, dtype=bool)]
@@ -477,10 +481,13 @@ def _reserved_reasons(
     nominated pods (the other nodes' reasons come from :func:`failure_reasons`); the failing
     filters' names go into ``rejected_by``."""
     reasons: Counter[str] = Counter()
+    fitting = []  # (those failing on their own have their reasons counted already)
     for name in check.reserved.nodes:
         info = snapshot.node_view(name)
-        if info is None or bound.first_failure(info) is not None:
-            continue
+        if info is not None and bound.first_failure(info) is None:
+            fitting.append(name)
+    check.judge(fitting)
+    for name in fitting:
         status = check.failure(name)
         if status is not None:
             reasons.update(set(status.reasons))

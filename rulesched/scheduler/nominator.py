@@ -24,10 +24,13 @@ Next stage: :mod:`rulesched.scheduler.cycle` and :mod:`rulesched.scheduler.preem
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
+from rulesched.engine import HELD_LEFT, NodeColumns, Unsupported, held_failures
 from rulesched.lang import BoundRules, ForkedIndexes, Session
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Status
@@ -95,6 +98,17 @@ class Reserved:
     nodes: Mapping[str, tuple[Pod, ...]]
 
 
+@dataclasses.dataclass(frozen=True)
+class AsColumns:
+    """What checking many reserved nodes at once needs (:meth:`ReservedCheck.judge`): the
+    cycle's binding of the pod, and the snapshot's nodes as columns with their rows by name
+    (each made when first asked for)."""
+
+    bound: BoundRules
+    columns: Callable[[], NodeColumns]
+    rows: Callable[[], Mapping[str, int]]
+
+
 class ReservedCheck:
     """For one pod in one cycle: whether each reserved node still fits it with its nominated pods
     added (the first of upstream's two filter passes; the caller has run the second, without
@@ -115,10 +129,12 @@ class ReservedCheck:
         pod: Pod,
         memo: dict[str, tuple[Any, int, object, tuple[Pod, ...], Status | None]] | None = None,
         token: object = None,
+        together: AsColumns | None = None,
     ) -> None:
         self.reserved = reserved
         self._snapshot, self._session, self._pod = snapshot, session, pod
         self._memo, self._token = memo, token
+        self._together = together  # (None once the columns could not say: node by node)
         self._answers: dict[str, Status | None] = {}
         self._overlay: ClusterOverlay | None = None
         self._bound: BoundRules | None = None
@@ -132,18 +148,63 @@ class ReservedCheck:
         info = self._snapshot.node_view(node)
         answer: Status | None = None
         if pods and info is not None:
-            memo = self._memo
-            hit = memo.get(node) if memo is not None else None
-            if hit is not None and hit[0] is info and hit[1] == info.generation and hit[2] is self._token:
-                if hit[3] == pods:
-                    answer = hit[4]
-                    self._answers[node] = answer
-                    return answer
+            found = self._kept(node, info, pods)
+            if found is not None:
+                self._answers[node] = found[0]
+                return found[0]
             answer = self._judge(node, pods)
-            if memo is not None:
-                memo[node] = (info, info.generation, self._token, pods, answer)
+            self._keep(node, info, pods, answer)
         self._answers[node] = answer
         return answer
+
+    def _kept(self, node: str, info: Any, pods: tuple[Pod, ...]) -> tuple[Status | None] | None:
+        """The memo's answer for ``node`` (in a 1-tuple), if it still holds."""
+        hit = self._memo.get(node) if self._memo is not None else None
+        if hit is not None and hit[0] is info and hit[1] == info.generation and hit[2] is self._token:
+            if hit[3] == pods:
+                return (hit[4],)
+        return None
+
+    def _keep(self, node: str, info: Any, pods: tuple[Pod, ...], answer: Status | None) -> None:
+        if self._memo is not None:
+            self._memo[node] = (info, info.generation, self._token, pods, answer)
+
+    def judge(self, names: Iterable[str]) -> None:
+        """Check the reserved nodes among ``names`` not checked yet all at once, as columns
+        (:func:`rulesched.engine.held_failures`), where the rules and the nominated pods allow:
+        the same answers :meth:`failure` gives node by node, which it then reads."""
+        together = self._together
+        if together is None:
+            return
+        todo: list[tuple[str, Any, tuple[Pod, ...]]] = []
+        for name in names:
+            pods = self.reserved.nodes.get(name)
+            if name in self._answers or not pods:
+                continue
+            info = self._snapshot.node_view(name)
+            if info is None:
+                continue
+            found = self._kept(name, info, pods)
+            if found is not None:
+                self._answers[name] = found[0]
+                continue
+            todo.append((name, info, pods))
+        if not todo:
+            return
+        row = together.rows()
+        rows = np.array([row[name] for name, _, _ in todo], dtype=np.intp)
+        bound = together.bound
+        try:
+            failures = held_failures(bound, together.columns(), [i for _, i, _ in todo], rows, [p for _, _, p in todo])
+        except Unsupported:
+            self._together = None
+            return
+        for (name, info, pods), failure in zip(todo, failures, strict=True):
+            if failure is HELD_LEFT:  # (checked node by node when asked)
+                continue
+            answer = None if failure is None else Status(bound.filters[failure[0]].name, failure[1], failure[2])
+            self._keep(name, info, pods, answer)
+            self._answers[name] = answer
 
     def _judge(self, node: str, pods: tuple[Pod, ...]) -> Status | None:
         overlay, bound = self._overlay, self._bound

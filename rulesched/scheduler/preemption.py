@@ -44,7 +44,7 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
 from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.budgets import budgets_of, split_by_pdb
+from rulesched.scheduler.budgets import put_back_orders, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -183,7 +183,8 @@ def _find_candidates(
     so which nodes past the stop it has also tried varies from run to run; here the walk is
     sequential, so the candidates are the same for the same offset (the same seed). Dry runs are
     done together as columns in chunks of the walk (as many nodes as candidates are still
-    wanted, at least BATCH_FROM), whose answers past the stop are dropped: the same candidates
+    wanted, at least BATCH_FROM, and the rest of the walk too when fewer than BATCH_FROM would
+    be left), whose answers past the stop are dropped: the same candidates
     as node by node. A node's reasons are counted (for the message when no node will do) up to
     the stop; when none is found every node was tried."""
     nodes = snapshot.nodes
@@ -198,8 +199,14 @@ def _find_candidates(
     at, left = 0, CHECK_EVERY
     while at < len(order) and not (safe and safe + unsafe >= wanted):
         size = max(wanted - safe - unsafe, 1)
+        if together_ok:
+            size = max(size, BATCH_FROM)
+            if len(order) - at - size < BATCH_FROM:
+                # (a tail shorter than a batch would go node by node, at several times a node's
+                # cost together: it joins this chunk, whose answers past the stop are dropped)
+                size = len(order) - at
         tried: list[tuple[int, Any, list[Pod]]] = []  # (row, node, its potential victims)
-        while at < len(order) and len(tried) < (max(size, BATCH_FROM) if together_ok else size):
+        while at < len(order) and len(tried) < size:
             row = order[at]
             at += 1
             node = nodes[row]
@@ -518,7 +525,9 @@ def _dry_runs_together(
     node-by-node dry run). The caller has checked ``node_local(bound)``."""
     if base is None or len(tried) < BATCH_FROM:
         return None
-    orders, violating = _put_back_orders(tried, pdbs)
+    orders, violating = put_back_orders(
+        [potential for _, _, potential in tried], [node for _, node, _ in tried], pdbs, memos
+    )
     nodes = [node for _, node, _ in tried]
     rows = np.array([row for row, _, _ in tried], dtype=np.intp)
     try:
@@ -526,25 +535,6 @@ def _dry_runs_together(
         return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between, memos)
     except Unsupported:
         return None
-
-
-def _put_back_orders(
-    tried: list[tuple[int, Any, list[Pod]]], pdbs: Sequence[PodDisruptionBudget]
-) -> tuple[list[list[Pod]], list[int]]:
-    """Each node's pods in the order they are put back: those whose eviction would violate a
-    budget first (the first ``violating[i]``), then the rest."""
-    orders: list[list[Pod]] = []
-    violating: list[int] = []
-    budgets = budgets_of(pdbs)
-    for _, _, potential in tried:
-        if pdbs:
-            first, rest = split_by_pdb(potential, pdbs, budgets)
-            orders.append(first + rest)
-            violating.append(len(first))
-        else:
-            orders.append(potential)
-            violating.append(0)
-    return orders, violating
 
 
 def _together_candidate(name: str, together: Together, i: int) -> Candidate:

@@ -1,0 +1,85 @@
+"""The second fit check of nodes holding nominated pods, for many nodes at once, as columns.
+
+A pod's cycle checks each node that holds pods nominated there (of its priority or higher)
+twice, as kube-scheduler's RunFilterPluginsWithNominatedPods does: without them (the walk), and
+with them added. Done node by node, the second check puts the pods on a private overlay, binds
+the pod to it afresh and evaluates every filter there. Where every filter reads a node only
+through numbers the columns adjust (:func:`rulesched.engine.dryrun.node_local`: free and
+requested resources, the pod count), adding the nominated pods is adding their requests and
+their count, which :class:`rulesched.engine.dryrun.DryRunColumns` does (with no pod taken off);
+so the nodes are checked in one column evaluation per filter.
+
+Exactness as for the dry runs; besides, a node whose nominated pods could change more than
+those numbers for this pod when added (host ports; required anti-affinity, which upstream's
+InterPodAffinity AddPod counts; DRA claims), or whose failure's reasons or ``unresolvable``
+clause the columns cannot give, is left to the caller's node-by-node check.
+Next stage: :class:`rulesched.scheduler.nominator.ReservedCheck` keeps the answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rulesched.engine.arrays import Unsupported
+from rulesched.engine.batch import columns_of
+from rulesched.engine.columns import NodeColumns, Rows
+from rulesched.engine.dryrun import DryRunColumns, first_failing_as_is, held_counted, node_local
+from rulesched.lang import BoundRules
+from rulesched.model import Pod
+
+LEFT: tuple[int, tuple[str, ...], bool] = (-2, (), False)  # a node left to the node-by-node check
+_UNKNOWN = ("(reasons not given as columns)",)  # (a marker: such rows are LEFT)
+
+# (filter index, its reasons, whether its unresolvable clause holds there); None: fits
+HeldFailure = tuple[int, tuple[str, ...], bool] | None
+
+
+def held_failures(
+    bound: BoundRules, base: NodeColumns, nodes: Sequence[Any], rows: Rows, held: Sequence[Sequence[Pod]]
+) -> list[HeldFailure]:
+    """For each of ``nodes`` (row ``rows[i]`` of ``base``, as the snapshot has it) with the pods
+    ``held[i]`` added: None where the pod passes every filter, else its first failing filter's
+    index (in ``bound.filters``), that filter's reasons and whether its ``unresolvable`` clause
+    holds there, as :meth:`BoundRules.first_failure` and ``status_of`` would give them on the
+    node with those pods added; :data:`LEFT` where the columns cannot say. Raises Unsupported
+    where they can say nothing (the rules read more than the columns adjust)."""
+    if not node_local(bound):
+        raise Unsupported("not node-local")
+    out: list[HeldFailure] = [LEFT] * len(nodes)
+    ours = [i for i, pods in enumerate(held) if all(held_counted(p) and not p.host_ports for p in pods)]
+    if not ours:
+        return out
+    at = np.array(ours, dtype=np.intp)
+    cols = DryRunColumns([nodes[i] for i in ours], base, rows[at], [()] * len(ours), [held[i] for i in ours])
+    cols.with_held = True
+    found = first_failing_as_is(bound, cols, np.arange(len(ours), dtype=np.intp), _UNKNOWN)
+    failing: dict[int, list[int]] = {}
+    for j, (index, why) in enumerate(found):
+        if index < 0:
+            out[ours[j]] = None
+        elif why is not _UNKNOWN:
+            failing.setdefault(index, []).append(j)
+    for index, js in failing.items():
+        try:
+            unresolvable = _unresolvable(bound, cols, index, np.array(js, dtype=np.intp)).tolist()
+        except Unsupported:
+            continue  # (LEFT)
+        for j, holds in zip(js, unresolvable, strict=True):
+            out[ours[j]] = (index, found[j][1], bool(holds))
+    return out
+
+
+def _unresolvable(bound: BoundRules, cols: DryRunColumns, index: int, rows: Rows) -> Any:
+    """Whether filter ``index``'s unresolvable clause holds on each row, as ``cols`` has it."""
+    bodies = columns_of(bound)
+    if bodies is None or not bodies.filter_unresolvable:
+        raise Unsupported("unresolvable clauses not known")
+    condition = bodies.filter_unresolvable[index]
+    if condition is None:  # (the rule has none)
+        return np.zeros(len(rows), dtype=bool)
+    if not bodies.evaluator.supports(condition):
+        raise Unsupported("unresolvable clause not vectorisable")
+    return bodies.evaluator.filter(condition, bound.ctx, cols, rows)

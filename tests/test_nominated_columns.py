@@ -1,0 +1,77 @@
+"""Nodes checked with their nominated pods added, many at once as columns
+(rulesched.engine.held_failures, through ReservedCheck.judge), answer as the node-by-node check
+on a private overlay: the same status (failing rule, reasons, unresolvable) or none, on
+generated clusters (node sizes, taints, pods of every priority, nominated pods with host ports
+or required anti-affinity, which the columns leave to the node-by-node check)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rulesched.engine import ColumnStore
+from rulesched.scheduler.nominator import AsColumns, Reserved, ReservedCheck
+from tests.upstream.harness import default_rules, node, pod, state
+
+
+def _pod(name: str, cpu: int, on: str = "", port: bool = False, anti: bool = False, app: str = "a") -> Any:
+    container: dict[str, Any] = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": f"{cpu}m"}}}
+    if port:
+        container["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    spec: dict[str, Any] = {"priority": 100, "containers": [container]}
+    if anti:
+        term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    return pod(name, spec=spec, labels={"app": app}, node_name=on)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.integers(2, 6), st.booleans()), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(100, 1500)), max_size=20),
+    st.lists(st.tuples(st.integers(0, 7), st.integers(0, 2000), st.booleans(), st.booleans()), max_size=10),
+    st.integers(0, 3000),
+    st.booleans(),
+)
+def test_nodes_checked_together_answer_as_node_by_node(
+    shapes: list[tuple[int, int, bool]],
+    running: list[tuple[int, int]],
+    nominated: list[tuple[int, int, bool, bool]],
+    cpu: int,
+    port: bool,
+) -> None:
+    nodes = [
+        node(
+            f"n{i}",
+            {"kubernetes.io/hostname": f"n{i}"},
+            allocatable={"cpu": str(c), "memory": "8Gi", "pods": str(slots)},
+            taints=[{"key": "k", "effect": "NoSchedule"}] if tainted else (),
+        )
+        for i, (c, slots, tainted) in enumerate(shapes)
+    ]
+    pods = [_pod(f"r{j}", c, f"n{n % len(nodes)}") for j, (n, c) in enumerate(running)]
+    held: dict[str, tuple[Any, ...]] = {}
+    for k, (n, c, ports, anti) in enumerate(nominated):
+        name = f"n{n % len(nodes)}"
+        held[name] = (*held.get(name, ()), _pod(f"held{k}", c, name, ports and k % 2 == 0, anti and k % 3 == 0, "db"))
+    snapshot = state(nodes, pods, []).snapshot()
+    rules = default_rules()
+    incoming = _pod("incoming", cpu, port=port, app="web")
+    session = rules.session()
+    bound = session.bind(incoming, snapshot)
+    columns = ColumnStore().current(snapshot)
+    rows = {n.name: i for i, n in enumerate(snapshot.nodes)}
+    together = AsColumns(bound, lambda: columns, lambda: rows)
+    reserved = Reserved(held)
+    names = [n.name for n in snapshot.nodes]
+    batched = ReservedCheck(reserved, snapshot, session, incoming, together=together)
+    batched.judge(names)
+    alone = ReservedCheck(reserved, snapshot, rules.session(), incoming)
+    try:
+        assert [batched.failure(n) for n in names] == [alone.failure(n) for n in names]
+    finally:
+        batched.release()
+        alone.release()
+        bound.release()
