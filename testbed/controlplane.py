@@ -59,7 +59,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager")  # started in this order
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "podload")
 
 # The feature gates of the DRA and Workload APIs (KEP-4381 and its follow-ups; KEP-4671), every
 # one of 1.37 on, whatever its stage; the rest at their defaults, so that kube-scheduler behaves

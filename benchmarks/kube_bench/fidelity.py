@@ -1,0 +1,308 @@
+"""fidelity: the same generated cluster under kube-scheduler (-v=10: every node's score) and under
+rulesched, pods one at a time; each pod then replayed through rulesched on kube-scheduler's
+state before it, so that a tie broken at random does not make every later pod differ."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gen_cluster import generate
+
+from tests.realk8s import Kube
+
+from .cluster import NS, PodWatch, api_objects, build
+from .processes import Rulesched, Scheduler, Upstream, testbed
+
+FINAL_SCORE = re.compile(
+    r'"Calculated node\'s final score for pod" pod="(?P<pod>[^"]+)" node="(?P<node>[^"]+)" score=(?P<score>-?\d+)'
+)
+PLUGIN_SCORE = re.compile(
+    r'"Plugin scored node for pod" pod="(?P<pod>[^"]+)" plugin="(?P<plugin>[^"]+)" node="(?P<node>[^"]+)" score=(?P<score>-?\d+)'
+)
+
+
+@dataclass
+class Outcome:
+    node: str | None
+    victims: tuple[str, ...]
+    unschedulable: bool
+
+
+def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], timeout: float) -> dict[str, Outcome]:
+    """Create each pod once the previous one settled: bound (its victims gone first), or
+    unschedulable and not nominated; its victims are the pods deleted meanwhile."""
+    out = {}
+    for pod in pending:
+        name = pod["metadata"]["name"]
+        with watch.lock:
+            deleted_before = set(watch.seen.deleted)
+        kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with watch.lock:
+                s = watch.seen
+                if name in s.bound:
+                    break
+                quiet = time.monotonic() - s.last_change > 1.0
+                if name in s.unschedulable and name not in s.nominated and quiet:
+                    break
+            time.sleep(0.02)
+        with watch.lock:
+            s = watch.seen
+            victims = tuple(sorted(set(s.deleted) - deleted_before))
+            out[name] = Outcome(s.bound[name][1] if name in s.bound else None, victims, name not in s.bound)
+    return out
+
+
+def fidelity_run(
+    objects: dict[str, list[dict[str, Any]]], which: str, preemption: bool
+) -> tuple[dict[str, Outcome], dict[str, str], str]:
+    """The pods' outcomes, the running pods' start times (preemption's last criterion reads
+    them), and kube-scheduler's log."""
+    with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
+        build(kube, objects, ready_pods=preemption)
+        started = {
+            p["metadata"]["name"]: p["status"]["startTime"]
+            for p in kube.items(f"/api/v1/namespaces/{NS}/pods")
+            if p.get("status", {}).get("startTime")
+        }
+        scheduler: Scheduler = (
+            Upstream(kube, 100, 10) if which == "kube-scheduler" else Rulesched(kube, 100, Path(work))
+        )
+        scheduler.start()
+        try:
+            watch = PodWatch(kube)
+            watch.start()
+            outcomes = one_at_a_time(kube, watch, objects["pending"], timeout=60)
+            watch.stop()
+        finally:
+            scheduler.stop()
+        log = ""
+        if isinstance(scheduler, Upstream):
+            log = scheduler.log.read_text(errors="replace")
+    return outcomes, started, log
+
+
+def scores_from_log(log: str) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, dict[str, int]]]]:
+    """kube-scheduler's -v=10 log: pod -> node -> final score; pod -> node -> plugin -> score
+    (a pod's last cycle's, as a retried pod logs again)."""
+    finals: dict[str, dict[str, int]] = {}
+    plugins: dict[str, dict[str, dict[str, int]]] = {}
+    for line in log.splitlines():
+        if "final score" in line:
+            m = FINAL_SCORE.search(line)
+            if m:
+                pod = m["pod"].split("/", 1)[-1]
+                if m["node"] in finals.get(pod, {}):
+                    finals[pod] = {}  # a new cycle of the same pod
+                finals.setdefault(pod, {})[m["node"]] = int(m["score"])
+        elif "Plugin scored node" in line:
+            m = PLUGIN_SCORE.search(line)
+            if m:
+                pod = m["pod"].split("/", 1)[-1]
+                plugins.setdefault(pod, {}).setdefault(m["node"], {})[m["plugin"]] = int(m["score"])
+    return finals, plugins
+
+
+def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+    kind = "preemption" if case == "preemption" else "mixed"
+    running = nodes * (4 if kind == "preemption" else 2)
+    cluster = generate(nodes, running, pods, kind, seed)
+    results = {}
+    log = ""
+    start_times: dict[str, str] = {}
+    for which in ("kube-scheduler", "rulesched"):
+        objects = api_objects(json.loads(json.dumps(cluster)))
+        t0 = time.monotonic()
+        outcomes, started, text = fidelity_run(objects, which, kind == "preemption")
+        start_times = started if which == "kube-scheduler" else start_times
+        results[which] = outcomes
+        log = text or log
+        print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+    finals, plugins = scores_from_log(log)
+    ks, rs = results["kube-scheduler"], results["rulesched"]
+    objects = api_objects(json.loads(json.dumps(cluster)))
+    t0 = time.monotonic()
+    replayed = replay_all(objects, ks, start_times)
+    print(f"  fidelity {case}: {len(replayed)} pods replayed on kube-scheduler's states in {time.monotonic() - t0:.0f} s",
+          file=sys.stderr, flush=True)  # fmt: skip
+    sequential = {"compared": 0, "agreed": 0}
+    same_state = {"compared": 0, "agreed": 0, "ties_compared": 0, "ties_agreed": 0, "preemption_ties": 0}
+    differences = []
+    for name, upstream in ks.items():
+        scores = finals.get(name, {})
+        top = max(scores.values()) if scores else None
+        tied = sorted(n for n, v in scores.items() if v == top) if scores else []
+        unique = len(tied) <= 1
+        mine = rs.get(name)
+        if unique:
+            sequential["compared"] += 1
+            if mine is not None and mine.node == upstream.node and mine.victims == upstream.victims:
+                sequential["agreed"] += 1
+        replay = replayed.get(name, {})
+        if "error" in replay:
+            differences.append({"pod": name, "error": replay["error"]})
+            continue
+        if upstream.victims:  # a preemption: the same node nominated, the same victims
+            ok = replay.get("nominated") == upstream.node and replay.get("victims") == list(upstream.victims)
+        elif upstream.node is None:  # unschedulable, nothing to preempt
+            ok = not replay.get("best") and not replay.get("nominated")
+        elif unique:
+            ok = replay.get("best") == [upstream.node]
+        else:  # a tie: the same nodes tie for the best total
+            same_state["ties_compared"] += 1
+            ok = sorted(replay.get("best") or []) == tied
+            same_state["ties_agreed"] += ok
+        if not ok and upstream.victims and preemption_tie(objects, upstream.victims, replay.get("victims") or []):
+            # kube-scheduler's own order cannot decide between these candidates (see preemption_tie)
+            same_state["preemption_ties"] += 1
+            continue
+        if unique or upstream.victims or upstream.node is None:
+            same_state["compared"] += 1
+            same_state["agreed"] += ok
+        if not ok:
+            nodes_ = sorted({n for n in [upstream.node, *(replay.get("best") or [])] if n})
+            differences.append({
+                "pod": name,
+                "kube_scheduler": {"node": upstream.node, "victims": list(upstream.victims), "tied": tied},
+                "rulesched_on_the_same_state": {k: replay.get(k) for k in ("best", "nominated", "victims")},
+                "kube_scheduler_scores": {n: {"total": scores.get(n), **plugins.get(name, {}).get(n, {})} for n in nodes_},
+                "rulesched_scores": {n: (replay.get("scores") or {}).get(n) for n in nodes_},
+            })  # fmt: skip
+    return {
+        "case": case, "nodes": nodes, "pods": pods, "seed": seed,
+        "sequential": {**sequential, "agreement": rate(sequential["agreed"], sequential["compared"])},
+        "same_state": {**same_state, "agreement": rate(same_state["agreed"], same_state["compared"]),
+                       "tie_agreement": rate(same_state["ties_agreed"], same_state["ties_compared"])},
+        "differences": differences,
+        "unschedulable": {w: sum(1 for o in results[w].values() if o.unschedulable) for w in results},
+        "preempted": {w: sum(len(o.victims) for o in results[w].values()) for w in results},
+    }  # fmt: skip
+
+
+def preemption_tie(objects: dict[str, list[dict[str, Any]]], theirs: Any, mine: list[str]) -> bool:
+    """Two victim sets kube-scheduler's pickOneNodeForPreemption cannot order: the same highest
+    victim priority, priority sum and count (no budget covers any of them), and no start time
+    on any victim (pods bound here never start: upstream's GetPodStartTime then takes
+    time.Now(), anew for each candidate as it is scored, so the last candidate scored wins), and
+    pickOneNodeForPreemption scores the candidates in the order of a Go map's iteration, which is
+    random. kube-scheduler's log does not show these ties (no score is logged for a preemption)."""
+    pods = {p["metadata"]["name"]: p for p in objects["running"] + objects["pending"]}
+    started = {p["metadata"]["name"] for p in objects["running"]}  # (made Running and Ready by build)
+    budgets = [b["spec"]["selector"].get("matchLabels", {}) for b in objects["pdbs"]]
+
+    def key(victims: Any) -> tuple[int, int, int] | None:
+        found = [pods.get(v) for v in victims]
+        if not found or any(p is None or p["metadata"]["name"] in started for p in found):
+            return None
+        labels = [p["metadata"].get("labels", {}) for p in found if p]
+        if any(all(lab.get(k) == v for k, v in b.items()) for b in budgets for lab in labels):
+            return None
+        priorities = [int(p["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1]) for p in found if p]
+        return max(priorities), sum(priorities), len(priorities)
+
+    a, b = key(theirs), key(mine)
+    return a is not None and a == b
+
+
+def rate(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def states(
+    objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome]
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """(pod, the pods of kube-scheduler's cluster just before it): the pods before it where
+    kube-scheduler put them, their victims gone (its own victims not yet)."""
+    gone: set[str] = set()
+    placed: list[dict[str, Any]] = []
+    pending = {p["metadata"]["name"]: p for p in objects["pending"]}
+    for name, outcome in ks.items():
+        yield name, [p for p in objects["running"] + placed if p["metadata"]["name"] not in gone]
+        gone.update(outcome.victims)
+        if outcome.node:
+            pod = json.loads(json.dumps(pending[name]))
+            pod["spec"]["nodeName"] = outcome.node
+            placed.append(pod)
+
+
+def with_start_time(pod: dict[str, Any], start_times: dict[str, str]) -> dict[str, Any]:
+    """The pod with the start time it had in kube-scheduler's cluster (the pods made Running
+    there; the others, bound by the scheduler, never started)."""
+    started = start_times.get(pod["metadata"]["name"])
+    return {**pod, "status": {"phase": "Running", "startTime": started}} if started else pod
+
+
+def replay_all(
+    objects: dict[str, list[dict[str, Any]]], ks: dict[str, Outcome], start_times: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    """rulesched's one cycle (as ``rulesched test`` runs it, every node scored) for every pod, on
+    kube-scheduler's cluster as it was just before that pod: the decision compared on the same
+    state, so that a tie kube-scheduler broke at random does not make every later pod differ."""
+    from unittest import mock
+
+    from rulesched.authoring import testfile
+    from rulesched.authoring.ruletest import run_case
+    from rulesched.errors import RuleschedError
+    from rulesched.lang import load_rules, resolve_rules_path
+
+    pending = {p["metadata"]["name"]: p for p in objects["pending"]}
+    out: dict[str, dict[str, Any]] = {}
+    rules = load_rules([resolve_rules_path("default")])  # (once, not once per pod as run_tests would)
+    # The files are JSON written here: read as JSON, not through the YAML reader's pure-Python
+    # constructor (seconds per file of a few hundred nodes on a loaded machine; the rest is the same).
+    as_json = mock.patch.object(testfile, "_load_yaml", lambda path: json.loads(path.read_text()))
+    with tempfile.TemporaryDirectory(prefix="bench-replay-") as d, as_json:
+        for name, pods in states(objects, ks):
+            pods = [with_start_time(p, start_times) for p in pods]
+            case = {
+                "rules": ["default"], "nodes": objects["nodes"], "pods": pods, "pdbs": objects["pdbs"],
+                "priorityClasses": objects["classes"],
+                "cases": [{"name": name, "pod": pending[name], "expect": {"unschedulable": False}}],
+            }  # fmt: skip
+            path = Path(d) / f"{name}.test.yaml"
+            path.write_text(json.dumps(case))
+            try:
+                (case,) = testfile.read_case_file(path).cases
+                got = run_case(rules, case).outcome.as_json()
+            except RuleschedError as err:
+                out[name] = {"error": str(err)}
+                continue
+            best = got["winner"] if isinstance(got["winner"], list) else [got["winner"]] if got["winner"] else []
+            out[name] = {"best": best, "nominated": got["nominated"], "victims": sorted(v.split("/", 1)[1] for v in got["victims"]),
+                         "scores": got["scores"]}  # fmt: skip
+            path.unlink()
+    return out
+
+
+def preemption_case(case: str) -> bool:
+    return case == "preemption"
+
+
+def fidelity(args: argparse.Namespace) -> dict[str, Any]:
+    cases = args.case or ["mixed", "preemption"]
+    out = []
+    for case in cases:
+        nodes = args.nodes or (300 if case == "mixed" else 100)
+        pods = args.pods or (300 if case == "mixed" else 100)
+        result = fidelity_case(case, nodes, pods, args.seed)
+        out.append(result)
+        seq, same = result["sequential"], result["same_state"]
+        print(f"fidelity {case}: on the same state (each pod replayed on kube-scheduler's cluster before it): "
+              f"{same['agreed']}/{same['compared']} unique best nodes or preemptions agree, "
+              f"{same['ties_agreed']}/{same['ties_compared']} tied sets agree, {same['preemption_ties']} preemptions "
+              f"kube-scheduler's own order leaves to chance (equal victims, no start times) set apart; run twice: "
+              f"{seq['agreed']}/{seq['compared']} of the pods with a unique best node agree; "
+              f"unschedulable {result['unschedulable']}; preempted {result['preempted']}")  # fmt: skip
+        for d in result["differences"]:
+            print(f"  {json.dumps(d)}")
+    return {"cases": out}

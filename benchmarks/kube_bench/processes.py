@@ -1,0 +1,219 @@
+"""The processes a run measures: the two schedulers (started and stopped, their CPU, their own
+metrics), the test bed, kube-apiserver's request counts and CPU profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import urllib3
+
+from tests.realk8s import Kube, KubeScheduler, control_plane, free_port
+
+from . import ROOT
+
+# --- the schedulers -----------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of ``pid`` and its descendants still running."""
+    total = 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                total += cpu_seconds(int(child))
+    except OSError:
+        pass
+    return total
+
+
+def main_thread_seconds(pid: int) -> tuple[float, float]:
+    """Seconds the main thread of ``pid`` ran on a core, and waited runnable for one
+    (/proc/PID/task/PID/schedstat). rulesched schedules on its main thread (its other threads
+    bind, watch and write statuses), so this is the scheduling cycles' own CPU; the waiting is
+    the machine's CPU contention (the API server, etcd, other jobs), not the GIL (a thread
+    waiting for the GIL sleeps)."""
+    try:
+        ran, waited, _ = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
+    except (OSError, ValueError):
+        return 0.0, 0.0
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
+class Scheduler:
+    name = ""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def pid(self) -> int: ...  # type: ignore[empty-body]
+    def metrics(self) -> str: ...  # type: ignore[empty-body]
+
+
+ATTEMPTS = re.compile(r'^scheduler_schedule_attempts_total\{[^}]*result="(?P<result>\w+)"[^}]*\} (?P<value>\S+)$', re.M)
+
+
+def attempts(scheduler: Scheduler) -> dict[str, int]:
+    """The scheduler's own count of its scheduling attempts by result (both export kube-scheduler's
+    scheduler_schedule_attempts_total)."""
+    try:
+        text = scheduler.metrics()
+    except (AssertionError, urllib3.exceptions.HTTPError):
+        return {}
+    found: dict[str, int] = {}
+    for m in ATTEMPTS.finditer(text):
+        found[m["result"]] = found.get(m["result"], 0) + int(float(m["value"]))
+    for m in INCOMING.finditer(text):  # (why pods went back to the queue)
+        labels = dict(LABEL.findall(m["labels"]))
+        key = f"{labels.get('queue', '')}<-{labels.get('event', '')}"
+        found[key] = found.get(key, 0) + int(float(m["value"]))
+    return found
+
+
+INCOMING = re.compile(r"^scheduler_queue_incoming_pods_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
+
+
+class Upstream(Scheduler):
+    name = "kube-scheduler"
+
+    def __init__(self, kube: Kube, percentage: int | None, verbosity: int) -> None:
+        connection = {"kubeconfig": kube.kubeconfig, "qps": 5000, "burst": 5000}  # as scheduler_perf
+        config: dict[str, Any] = {"clientConnection": connection}
+        if percentage is not None:
+            config["percentageOfNodesToScore"] = percentage
+        self.scheduler = KubeScheduler(kube, config, (f"--v={verbosity}",))
+
+    def start(self) -> None:
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        self.scheduler.stop()
+
+    def pid(self) -> int:
+        return self.scheduler.pid
+
+    def metrics(self) -> str:
+        return self.scheduler.metrics()
+
+    @property
+    def log(self) -> Path:
+        return self.scheduler.log
+
+
+class Rulesched(Scheduler):
+    name = "rulesched"
+
+    def __init__(self, kube: Kube, percentage: int | None, workdir: Path, flags: tuple[str, ...] = ()) -> None:
+        self.kube = kube
+        self.port = free_port()
+        self.log = workdir / "rulesched.log"
+        self.args = [
+            sys.executable, "-m", "rulesched.cli", "run", "--kubeconfig", kube.kubeconfig,
+            "--scheduler-name", "default-scheduler", "--metrics-bind-address", f"127.0.0.1:{self.port}", *flags,
+        ]  # fmt: skip
+        if percentage is not None:
+            config = workdir / "rulesched-config.yaml"
+            config.write_text(json.dumps({"percentage_of_nodes_to_score": percentage}))
+            self.args += ["--config", str(config)]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        http = urllib3.PoolManager(retries=False)
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            if self.process.poll() is not None:
+                raise RuntimeError("rulesched run exited:\n" + self.log.read_text()[-3000:])
+            try:
+                if http.request("GET", f"http://127.0.0.1:{self.port}/readyz", timeout=2).status == 200:
+                    return
+            except urllib3.exceptions.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("rulesched run not ready after 120 s:\n" + self.log.read_text()[-3000:])
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def metrics(self) -> str:
+        answer = urllib3.PoolManager(retries=False).request("GET", f"http://127.0.0.1:{self.port}/metrics", timeout=5)
+        return str(answer.data.decode())
+
+
+@contextmanager
+def testbed() -> Iterator[Kube]:
+    """A fresh control plane without an audit log (its writes would be API server CPU that is
+    no scheduler's)."""
+    os.environ["RULESCHED_TESTBED_AUDIT"] = "0"
+    with tempfile.TemporaryDirectory(prefix="bench-testbed-") as d, control_plane(Path(d)) as kube:
+        yield kube
+
+
+def component_pid(kube: Kube, component: str) -> int:
+    return int((kube.dir / "run" / f"{component}.pid").read_text())
+
+
+REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def requests_served(kube: Kube) -> dict[str, int]:
+    """kube-apiserver's own count of the requests it served (apiserver_request_total), by
+    ``VERB resource[/subresource]``: the difference over a run, divided by its pods, is what
+    each pod cost in requests (the benchmark's own creations, watch and deletions are alike
+    for both schedulers)."""
+    text = kube._pool.request("GET", kube.url + "/metrics", headers={"Accept": "text/plain"}).data.decode()
+    counts: dict[str, int] = {}
+    for m in REQUEST_TOTAL.finditer(text):
+        labels = dict(LABEL.findall(m["labels"]))
+        what = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+        if labels.get("group"):
+            what = f"{labels['group']}/{what}"
+        key = f"{labels.get('verb', '')} {what}"
+        counts[key] = counts.get(key, 0) + int(float(m["value"]))
+    return counts
+
+
+# --- speed --------------------------------------------------------------------------------------
+
+
+class Profile(threading.Thread):
+    """kube-apiserver's CPU profile (its /debug/pprof/profile, on by default) over ``seconds``
+    from now, written to ``path``: ``go tool pprof -top PATH`` says where the API server's CPU
+    went while the measured pods were created and placed."""
+
+    def __init__(self, kube: Kube, seconds: int, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.seconds, self.path = kube, seconds, path
+        self.started = time.monotonic()
+
+    def run(self) -> None:
+        url = f"{self.kube.url}/debug/pprof/profile?seconds={self.seconds}"
+        answer = self.kube._pool.request("GET", url, timeout=urllib3.Timeout(connect=5, read=self.seconds + 60))
+        if answer.status == 200:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(answer.data)
+        else:
+            print(f"  kube-apiserver's profile: {answer.status} {answer.data[:200]!r}", file=sys.stderr)

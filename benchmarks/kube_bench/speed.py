@@ -1,0 +1,259 @@
+"""speed: each workload's measured pods on a fresh test bed, kube-scheduler then rulesched
+(alternated with --repeat); pods/s, latencies, CPU per pod of every process, requests per pod."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from gen_cluster import generate
+
+from .cluster import WORKLOADS, PodWatch, Workload, api_objects, build, settled
+from .creators import create
+from .processes import (
+    Profile,
+    Rulesched,
+    Scheduler,
+    Upstream,
+    attempts,
+    component_pid,
+    cpu_seconds,
+    main_thread_seconds,
+    requests_served,
+    testbed,
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    seed: int = 1
+    logs: Path | None = None  # keep each scheduler's log and final /metrics here
+    flags: tuple[str, ...] = ()  # rulesched run's
+    pprof: tuple[Path, int] | None = None  # (DIR, seconds): kube-apiserver's CPU profile
+    creator: str = "podload"  # creators.CREATORS
+    # the measured pods created before the scheduler starts, which then drains them: its pods/s
+    # free of the creations' competition for the cores (kube-apiserver's share: bindings, events)
+    drain: bool = False
+
+
+def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any]:
+    logs, flags, pprof = options.logs, options.flags, options.pprof
+    objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, options.seed))
+    with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
+        t0 = time.monotonic()
+        build(kube, objects, ready_pods=workload.kind == "preemption")
+        built = time.monotonic() - t0
+        scheduler: Scheduler = (
+            Upstream(kube, None, 1) if which == "kube-scheduler" else Rulesched(kube, None, Path(work), flags)
+        )
+        names = [p["metadata"]["name"] for p in objects["pending"]]
+        watch = PodWatch(kube)
+        watch.start()
+        creation = create(kube, objects["pending"], options.creator) if options.drain else None
+        scheduler.start()
+        try:
+            pids = {"scheduler": scheduler.pid(), "kube-apiserver": component_pid(kube, "kube-apiserver"),
+                    "etcd": component_pid(kube, "etcd")}  # fmt: skip
+            cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+            main0 = main_thread_seconds(pids["scheduler"])
+            requests0 = requests_served(kube)
+            ready = time.monotonic()
+            profile = None
+            if pprof is not None:  # (DIR, seconds)
+                name = f"{workload.name}-{which}-{time.strftime('%H%M%S')}.kube-apiserver.pprof"
+                profile = Profile(kube, pprof[1], pprof[0] / name)
+                profile.start()
+            own0 = time.process_time()
+            if creation is None:
+                creation = create(kube, objects["pending"], options.creator)
+            created, start = creation.sent, creation.started if not options.drain else ready
+            end = start + 900
+            while time.monotonic() < end and not settled(watch, names, quiet=3.0):
+                time.sleep(0.2)
+            own1 = time.process_time()
+            cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            main1 = main_thread_seconds(pids["scheduler"])
+            requests1 = requests_served(kube)
+            tried = attempts(scheduler)
+            if logs is not None:  # (and its metrics as the run left them)
+                logs.mkdir(parents=True, exist_ok=True)
+                try:
+                    text = scheduler.metrics()
+                except (AssertionError, urllib3.exceptions.HTTPError):
+                    text = ""
+                (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
+            watch.stop()
+            if profile is not None:
+                profile.join()
+        finally:
+            scheduler.stop()
+            if logs is not None:  # (kept: the test bed's directory goes)
+                logs.mkdir(parents=True, exist_ok=True)
+                log = scheduler.log if isinstance(scheduler, (Upstream, Rulesched)) else None
+                if log is not None and log.exists():
+                    (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.log").write_bytes(log.read_bytes())
+    bound = {n: watch.seen.bound[n] for n in names if n in watch.seen.bound}
+    times = sorted(t for t, _ in bound.values())
+    span = times[-1] - times[0] if len(times) > 1 else float("nan")
+    latencies = sorted(bound[n][0] - created[n] for n in bound)
+    # CPU per pod: per the pods bound after the CPU counters started (draining, the scheduler
+    # may bind a few before it says it is ready)
+    count = max(1, sum(1 for t, _ in bound.values() if t >= ready))
+    return {
+        "workload": workload.name, "scheduler": which, "pods": len(names), "bound": len(bound),
+        "flags": list(flags) if which == "rulesched" else [],
+        "unschedulable": sum(1 for n in names if n not in bound and n in watch.seen.unschedulable),
+        "deleted": len(watch.seen.deleted), "pods_per_second": len(bound) / span if span == span and span > 0 else None,
+        "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
+        "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
+        "creator": options.creator, "drain": options.drain,
+        "bound_before_ready": sum(1 for t, _ in bound.values() if t < ready),
+        # "creator": what created the pods (podload's process; the Python creator's: this
+        # process during the creations); "benchmark": this process over the whole measured phase
+        # (the pods' watch and the kubelet stand-in; the Python creator's threads too)
+        "cpu_ms_per_pod": {**{k: 1000 * (cpu1[k] - cpu0[k]) / count for k in pids},
+                           "creator": 1000 * creation.cpu_seconds / count, "benchmark": 1000 * (own1 - own0) / count},
+        # scheduler_perf's SchedulingThroughput of the same bindings (sampled each second)
+        "throughput": sampled_throughput(start, times),
+        "attempts": tried,
+        # rulesched's scheduling thread per attempt (kube-scheduler's main thread is not its
+        # scheduling loop: left out): CPU, and time runnable but waiting for a core
+        "scheduling_thread_ms_per_attempt": (
+            {"cpu": 1000 * (main1[0] - main0[0]) / n_tried, "waiting_for_a_core": 1000 * (main1[1] - main0[1]) / n_tried}
+            if which == "rulesched" and (n_tried := sum(v for k, v in tried.items() if "<-" not in k))
+            else None
+        ),
+        "requests": {k: v - requests0.get(k, 0) for k, v in sorted(requests1.items()) if v != requests0.get(k, 0)},
+        "build_seconds": round(built, 1), "creation_seconds": round(creation.seconds, 1),
+        "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
+        "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
+        # the profile's window: pods created and bound in it (its samples per pod are per these)
+        "profile": None if profile is None else {
+            "path": str(profile.path), "seconds": profile.seconds,
+            "created": sum(1 for t in created.values() if t - profile.started < profile.seconds),
+            "bound": sum(1 for t, _ in bound.values() if t - profile.started < profile.seconds),
+        },
+    }  # fmt: skip
+
+
+def speed(args: argparse.Namespace) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = []
+    options = Options(
+        seed=args.seed, logs=args.logs, flags=tuple(args.rulesched_flag or ()),
+        pprof=(args.pprof, args.pprof_seconds) if args.pprof else None, creator=args.creator, drain=args.drain,
+    )  # fmt: skip
+    for name in args.workload or list(WORKLOADS):
+        for r in range(args.repeat):
+            order = ("kube-scheduler", "rulesched") if r % 2 == 0 else ("rulesched", "kube-scheduler")
+            for which in [w for w in order if w in (args.scheduler or order)]:
+                result = speed_run(WORKLOADS[name], which, options)
+                runs.append(result)
+                print(format_run(result), file=sys.stderr, flush=True)
+    table = []
+    for name in args.workload or list(WORKLOADS):
+        row: dict[str, Any] = {"workload": name}
+        for which in ("kube-scheduler", "rulesched"):
+            mine = [r for r in runs if r["workload"] == name and r["scheduler"] == which]
+            row[which] = {
+                "pods_per_second": median([r["pods_per_second"] for r in mine]),
+                "scheduler_cpu_ms_per_pod": median([r["cpu_ms_per_pod"]["scheduler"] for r in mine]),
+                "apiserver_cpu_ms_per_pod": median([r["cpu_ms_per_pod"]["kube-apiserver"] for r in mine]),
+                "etcd_cpu_ms_per_pod": median([r["cpu_ms_per_pod"]["etcd"] for r in mine]),
+                "creator_cpu_ms_per_pod": median([r["cpu_ms_per_pod"]["creator"] for r in mine]),
+                "throughput_perc50": median([(r["throughput"] or {}).get("Perc50") for r in mine]),
+                "p99_ms": median([r["p99_ms"] for r in mine]),
+                "bound": median([r["bound"] for r in mine]),
+            }
+        ks, rs = row["kube-scheduler"], row["rulesched"]
+        row["ratio_pods_per_second"] = ratio(rs["pods_per_second"], ks["pods_per_second"])
+        row["ratio_scheduler_cpu_per_pod"] = ratio(rs["scheduler_cpu_ms_per_pod"], ks["scheduler_cpu_ms_per_pod"])
+        row["ratio_apiserver_cpu_per_pod"] = ratio(rs["apiserver_cpu_ms_per_pod"], ks["apiserver_cpu_ms_per_pod"])
+        table.append(row)
+    print(format_speed(table))
+    return {"runs": runs, "table": table, "repeat": args.repeat, "load": os.getloadavg()}
+
+
+def sampled_throughput(start: float, bindings: list[float]) -> dict[str, float] | None:
+    """scheduler_perf's SchedulingThroughput (util.go throughputCollector) of these binding times
+    (sorted): a tick each second from ``start``; the first tick that sees a binding only sets the
+    baseline; a tick seeing new bindings records their count over the time since the last
+    recorded tick, once for each interval it spans (ticks seeing none are skipped); Average and
+    the percentiles of those samples as upstream takes them. None when too short to sample."""
+    samples: list[float] = []
+    seen, last, baseline, skipped, i = 0, start, False, 0, 0
+    tick = start + 1.0
+    while bindings and tick < bindings[-1] + 1.0:
+        while i < len(bindings) and bindings[i] <= tick:
+            i += 1
+        if i and not baseline:
+            baseline, seen, last = True, i, tick
+        elif baseline and i == seen:
+            skipped += 1
+        elif baseline:
+            samples += [(i - seen) / (tick - last)] * (skipped + 1)
+            seen, last, skipped = i, tick, 0
+        tick += 1.0
+    if not samples:
+        return None
+    samples.sort()
+
+    def perc(p: int) -> float:
+        return samples[math.ceil(len(samples) * p / 100) - 1]
+
+    return {"Average": sum(samples) / len(samples), "Perc50": perc(50), "Perc90": perc(90), "Perc99": perc(99),
+            "samples": len(samples)}  # fmt: skip
+
+
+def median(values: list[Any]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def format_run(r: dict[str, Any]) -> str:
+    pps = f"{r['pods_per_second']:.0f}" if r["pods_per_second"] else "-"
+    cpu = r["cpu_ms_per_pod"]
+    flags = f" ({' '.join(r['flags'])})" if r.get("flags") else ""
+    return (f"  {r['workload']:<11} {r['scheduler']:<14}{flags} {r['bound']}/{r['pods']} bound, {pps} pods/s, "
+            f"p99 {r['p99_ms'] or 0:.0f} ms; CPU ms/pod: scheduler {cpu['scheduler']:.2f}, "
+            f"kube-apiserver {cpu['kube-apiserver']:.2f}, etcd {cpu['etcd']:.2f}; created in {r['creation_seconds']} s, "
+            f"bindings from {r['first_binding_after_seconds']} s to {r['last_binding_after_seconds']} s; "
+            f"creator ({r['creator']}) CPU {cpu['creator']:.2f} ms/pod, the benchmark's own {cpu['benchmark']:.2f}"
+            + ("" if not (s := r.get("throughput")) else
+               f"; sampled each second: {s['Average']:.0f} pods/s average, {s['Perc50']:.0f} median")
+            + "\n"
+            f"    attempts: {r['attempts']}; requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items())
+            + ("" if not (t := r.get("scheduling_thread_ms_per_attempt")) else
+               f"\n    scheduling thread per attempt: {t['cpu']:.2f} ms CPU, {t['waiting_for_a_core']:.2f} ms waiting for a core"))  # fmt: skip
+
+
+def format_speed(table: list[dict[str, Any]]) -> str:
+    def f(v: float | None, digits: int = 0) -> str:
+        return "-" if v is None else f"{v:.{digits}f}"
+
+    lines = [
+        "workload     | kube-scheduler pods/s | rulesched pods/s | ratio | sched CPU ms/pod ks / rs (ratio) | apiserver CPU ms/pod ks / rs | sampled p50 ks / rs",
+        "-------------|-----------------------|------------------|-------|----------------------------------|------------------------------|--------------------",
+    ]
+    for row in table:
+        ks, rs = row["kube-scheduler"], row["rulesched"]
+        lines.append(
+            f"{row['workload']:<12} | {f(ks['pods_per_second']):>21} | {f(rs['pods_per_second']):>16} | "
+            f"{f(row['ratio_pods_per_second'], 2):>5} | {f(ks['scheduler_cpu_ms_per_pod'], 2):>8} / "
+            f"{f(rs['scheduler_cpu_ms_per_pod'], 2):<7} ({f(row['ratio_scheduler_cpu_per_pod'], 2)}) | "
+            f"{f(ks['apiserver_cpu_ms_per_pod'], 2):>12} / {f(rs['apiserver_cpu_ms_per_pod'], 2):<13} | "
+            f"{f(ks['throughput_perc50'])} / {f(rs['throughput_perc50'])}"
+        )
+    return "\n".join(lines)
