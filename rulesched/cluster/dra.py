@@ -196,6 +196,8 @@ class DraCache:
                 self._held.count(value.allocation, 1)
         elif kind == "classes":
             self.classes_changed = True  # (Filter's verdicts read the classes: every node's may move)
+            # ... and the verdicts and allocations the memo keeps name a class, not its selectors
+            self.memo.clear()
         elif kind == "slices":
             self.pools = {}
             self._slices = None
