@@ -102,8 +102,10 @@ class _Compiler:
         if code.static is None:
             # A loop in another loop's body that reads the pod and the node but no loop's variable
             # is the same for every element: computed once per (pod, node), as a let is (FGD's
-            # `sum(f for f in free_after)`, in its loop over the mix's rows).
-            if slots and code.free <= _POD | _NODE and isinstance(expr, (ast.Quantifier, ast.Aggregate)):
+            # `sum(f for f in free_after)`, in its loop over the mix's rows). Not while a loop is
+            # unrolled: its body, compiled once per element, may read the element as a constant.
+            hoistable = slots and not self.fixed and isinstance(expr, (ast.Quantifier, ast.Aggregate))
+            if hoistable and code.free <= _POD | _NODE:
                 return once(f"#{id(expr)}", code)
             return code
         if code.free <= _NODE and (self._costly(expr) or code.cost >= _WORTH_CACHING):
