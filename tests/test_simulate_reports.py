@@ -6,6 +6,7 @@ node-by-node reference walk, its time accounted apart from the scheduling time."
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import re
@@ -22,6 +23,7 @@ from rulesched.cluster.store import ClusterStore
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.scheduler import cycle as cycle_module
 from rulesched.scheduler.framework import EXPLAIN_FULL, SchedulerSettings
+from rulesched.simulate import run as run_module
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import load_cluster
 from rulesched.simulate.report import render_json, summary_line
@@ -324,3 +326,22 @@ def test_summary_json_explanation_groups_reasons(capsys: pytest.CaptureFixture[s
     web = rows["shop/web-1"]["explanation"]
     assert list(web["scores"]) == ["large-b"] and web["scores"]["large-b"]["total"] == 400
     assert rows["shop/api"]["explanation"] is None  # its nominated node was taken without a walk
+
+
+def test_the_collector_runs_seldom_while_pods_are_scheduled_and_as_before_after() -> None:
+    """`simulate` raises the cyclic collector's thresholds for the run (a tenth of the openb
+    replay's CPU time went to collecting: benchmarks/README.md, issue 38) and puts them back,
+    also when the run fails."""
+    before = gc.get_threshold()
+    during: list[tuple[int, int, int]] = []
+    objects = load_cluster([CLUSTER])
+    simulate(objects, SimulateSettings(cluster=(str(CLUSTER),)), progress=lambda _: during.append(gc.get_threshold()))
+    assert during and set(during) == {run_module.RUN_GC_THRESHOLDS}
+    assert gc.get_threshold() == before
+
+    def fail(_: int) -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        simulate(load_cluster([CLUSTER]), SimulateSettings(cluster=(str(CLUSTER),)), progress=fail)
+    assert gc.get_threshold() == before
