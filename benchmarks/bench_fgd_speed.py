@@ -1,7 +1,7 @@
 """The FGD policy's replay speed through `rulesched simulate` (issue 38's speed target).
 
     python benchmarks/bench_fgd_speed.py [--nodes N] [--seed 42] [--rules gpu-fragmentation]
-        [--runs 1] [--against OTHER_TREE] [--parts]
+        [--runs 1] [--against OTHER_TREE [--together]] [--parts]
 
 Replays the default openb trace (or its first N nodes and arrivals drawn for them, as
 bench_fragmentation.py draws them) with the rule set through `simulate` (every node scored,
@@ -13,7 +13,9 @@ alternation with this one, ``--runs`` times each, each run a fresh process, and 
 medians and their ratio (CPU seconds: the machine is shared). ``--parts`` adds in-process CPU
 timers around the feasible side's parts (PARTS: the DRA allocator, the feasible rows, the
 failing walk's first failures, FitError reasons and node statuses, preemption), each run's and
-their medians: steadier than the total when other work shares the machine.
+their medians: steadier than the total when other work shares the machine. ``--together`` starts
+each pair's two runs at the same moment (one process each) instead of one after the other: on a
+machine other work loads unevenly, both then run under the same load.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import resource
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--against", type=Path, help="another rulesched checkout, run in alternation")
     parser.add_argument("--parts", action="store_true", help="time the feasible side's parts in process too")
+    parser.add_argument("--together", action="store_true", help="with --against: each pair's two runs at once")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:  # (a child: this tree's code, one replay, one JSON line)
@@ -141,8 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         trees["against"] = args.against.resolve()
     results: dict[str, list[dict[str, object]]] = {name: [] for name in trees}
     for _ in range(args.runs):
+        if args.together:  # (both under the same load: steadier ratios on a shared machine)
+            with ThreadPoolExecutor(len(trees)) as pool:
+                pair = dict(zip(trees, pool.map(lambda tree: in_process(tree, args), trees.values()), strict=True))
         for name, tree in trees.items():
-            found = in_process(tree, args)
+            found = pair[name] if args.together else in_process(tree, args)
             results[name].append(found)
             print(name, json.dumps(found), flush=True)
     medians = {name: statistics.median(float(str(r["cpu_s"])) for r in rs) for name, rs in results.items()}

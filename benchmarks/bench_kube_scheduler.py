@@ -14,7 +14,8 @@ bound, as upstream's init pods end up), started and ready before the measured po
 They are created as scheduler_perf's createPods op creates them: by testbed/'s podload (Go,
 client-go, 30 workers, QPS and burst 5000; ``testbed/build`` builds it), not by this Python
 process, whose creations cost the machine's 2 cores more than some schedulers' cycles do
-(``--creator python``: the 16 Python threads of Run 7 and before). Printed per scheduler: pods/s
+(``--creator python``: the 16 Python threads of Run 7 and before); ``--drain`` creates them
+before the scheduler starts, which then drains a full queue alone. Printed per scheduler: pods/s
 from the first binding to the last (as a watch on the pods sees them), scheduler_perf's
 SchedulingThroughput of the same bindings (sampled each second: average and median), p50/p99
 creation-to-binding, CPU seconds per pod of the scheduler's processes (rulesched's binding

@@ -198,6 +198,11 @@ LETS = (
     "let room_now = sum(m.w for m in mix where left_now >= m.cpu) + count(q in loads where q <= left_now)\n"
     "let room_less = sum(m.w for m in mix where left_now >= m.cpu) + count(q in loads where q < left_now)\n"
     "let thirds = sum(m.w for m in mix where third >= number(m.cpu))\n"
+    # ... a let reading left only against the table's cpus: kept by where left falls among them
+    "let sizes = table(w, cpu) [[2, 500m], [1, 0m], [5, 2000m]]\n"
+    # ... a loop in a loop's body reading the pod and the node, not the row: once per (pod, node)
+    "let hoisted = sum(m.w * count(x in node.pods where x.requests.cpu >= pod.requests.cpu) for m in mix)\n"
+    "let ranked = sum(m.w for m in sizes where left > m.cpu) + count(m in sizes where m.cpu >= left or left < 1000m)\n"
 )
 
 
@@ -339,7 +344,18 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
     leaves += env.of("num") + [f"{u}.toleration_seconds" for u in env.of("toleration")]
     leaves += [f"{m}.w" for m in env.of("row")] + [f"len({m}.tags)" for m in env.of("row")]
     if env.node:
-        leaves += ["len(node.pods)", "len(node.taints)", "spread", "fitting", "room", "thirds", "room_now", "room_less"]
+        leaves += [
+            "len(node.pods)",
+            "len(node.taints)",
+            "spread",
+            "fitting",
+            "room",
+            "thirds",
+            "room_now",
+            "room_less",
+            "ranked",
+            "hoisted",
+        ]
     op = _pick(draw, ["+", "-", "*", "/", "//", "%"])
     compound: list[Thunk] = (
         []

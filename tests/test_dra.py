@@ -238,9 +238,9 @@ def test_postfilter_deallocates_a_claim_no_one_uses_so_the_pod_goes_elsewhere(
 def test_the_stores_holdings_follow_the_claims(tmp_path: Path) -> None:
     """What the claims hold, counted by the store as claims are allocated (assumed pods), freed
     and removed, equals the same worked out from scratch (semantics.dra_devices.allocated_state,
-    semantics.dra_pod.device_use)."""
+    semantics.dra_views.device_use)."""
     from rulesched.semantics.dra_devices import allocated_state
-    from rulesched.semantics.dra_pod import device_use
+    from rulesched.semantics.dra_views import device_use
 
     items = [node("n1"), node("n2"), GPU_CLASS, gpus("n1", 2), gpus("n2", 2), template()]
     items += [pod(f"p{i}", resourceClaims=CLAIMS) for i in range(4)]

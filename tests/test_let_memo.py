@@ -6,10 +6,15 @@ input out."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang import RuleSet
+from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
-from rulesched.lang.evaluation.let_memo import body_shape, key_check
+from rulesched.lang.evaluation.let_memo import _rank, body_shape, compared_only_with, key_check
+from rulesched.lang.evaluation.stages import Staged
 from rulesched.lang.frontend import ast
 from rulesched.lang.types import BOOL, NUMBER, QUANTITY, STRING, ListOf, MapOf
 from rulesched.model import Node, Pod
@@ -75,3 +80,69 @@ def test_lets_sharing_a_table_answer_as_the_interpreter_does() -> None:
         if not asked:
             assert [a.score(n) for n in nodes] == [b.score(n) for n in nodes]
             assert [b.score(n) for n in nodes] != [c.score(n) for n in nodes]
+
+
+# Lets reading an int only against a constant table's column (and int constants): kept by where
+# it falls among those values (let_memo.compared_only_with); read any other way, by its value.
+RANKS = (
+    "let mix = table(w, cpu) [[1, 1000m], [2, 3000m], [4, 3000m]]\n"
+    "let left = node.free.cpu - pod.requests.cpu\n"
+    "let under = sum(m.w for m in mix where left > m.cpu) + count(m in mix where m.cpu >= left or left < 500m)\n"
+    "let read = sum(m.w for m in mix where left > m.cpu) + count(m in mix where m.cpu >= left + 1)\n"
+    "score a:\n    under\n"
+    "score b:\n    read\n"
+)
+
+
+def test_an_int_compared_only_with_a_table_column_is_ranked_among_its_values() -> None:
+    checked = load(RANKS)
+    lets = checked.lets
+    mix = Interpreter(checked.notes, lets).let_values(["mix"], EvalContext(Pod("p")), None)[0]
+    table = Staged(frozenset(), const=mix)
+    assert compared_only_with(lets["under"].value, checked.notes, "left", lambda _: table) == (500, 1000, 3000)
+    assert compared_only_with(lets["read"].value, checked.notes, "left", lambda _: table) is None
+
+
+@given(st.lists(st.integers(-5, 5), min_size=1, max_size=4), st.integers(-7, 7), st.integers(-7, 7))
+def test_ints_rank_alike_exactly_when_they_compare_alike_with_every_value(among: list[int], a: int, b: int) -> None:
+    rank = _rank(tuple(sorted(set(among))))
+    alike = all((a < t, a == t) == (b < t, b == t) for t in among)
+    assert (rank(a) == rank(b)) == alike
+    assert rank(1.0) == 1.0 and rank(True) is True  # (no key: evaluated, not looked up)
+
+
+def test_ranked_lets_answer_as_the_interpreter_does_at_and_beside_the_values() -> None:
+    """left at a table's value, one below and one above, on nodes whose pods leave it so: kept
+    answers from one node must not be read for another that compares otherwise."""
+    checked = load(RANKS)
+    rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)
+    nodes = [
+        NodeInfo(Node(f"n{cpu}", allocatable={"cpu": cpu, "pods": 110_000}), ())
+        for cpu in (499, 500, 501, 999, 1000, 1001, 2999, 3000, 3001, 5000)
+    ]
+    for asked in (0, 1, 0, 2):
+        agree(checked, interp, rules.bind(Pod(f"p{asked}", requests={"cpu": asked})), nodes, RANKS)
+
+
+# A loop in a loop's body that reads the pod and the node but not the outer loop's variable is
+# computed once per (pod, node) (rulesched.lang.evaluation.compile, _Compiler.code): kept with the
+# node and its generation, so a node that changes, or another node, computes it afresh.
+HOISTED = (
+    "let mix = table(w, cpu) [[1, 1000m], [2, 3000m]]\n"
+    "let free_after = collect(x.requests.cpu - pod.requests.cpu for x in node.pods)\n"
+    "score a:\n    sum(m.w * number(sum(f for f in free_after where f > 0)) for m in mix where m.cpu > 0)\n"
+    "score b:\n    sum(m.w * count(x in node.pods where x.requests.cpu >= pod.requests.cpu) for m in mix)\n"
+    "score c:\n    sum(m.w * count(x in node.pods where x.requests.cpu + pod.requests.cpu >= m.cpu) for m in mix)\n"
+)
+
+
+def test_loops_hoisted_out_of_a_loop_answer_as_the_interpreter_does_as_nodes_change() -> None:
+    checked = load(HOISTED)
+    rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)
+    nodes = [NodeInfo(Node(f"n{i}", allocatable={"cpu": 8000, "pods": 110_000}), ()) for i in range(2)]
+    for step, asked in enumerate((0, 1000, 2000, 1000)):
+        nodes[step % 2].add_pod(Pod(f"r{step}", node_name=f"n{step % 2}", requests={"cpu": 1000 * step}))
+        bound = rules.bind(Pod(f"p{step}", requests={"cpu": asked}))
+        agree(checked, interp, bound, nodes, HOISTED)
+        nodes[0].add_pod(Pod(f"s{step}", node_name="n0", requests={"cpu": 3000}))  # (after the scores above)
+        agree(checked, interp, bound, nodes, HOISTED)

@@ -137,3 +137,23 @@ def test_a_device_after_an_allocation_is_the_device_replaced() -> None:
         assert [getattr(got, f.name) for f in dataclasses.fields(NodeDevice)] == [
             getattr(want, f.name) for f in dataclasses.fields(NodeDevice)
         ]
+
+
+def test_kept_verdicts_go_when_a_device_class_changes(tmp_path: Path) -> None:
+    """The memo's verdicts and allocations are keyed by what the claims ask, which names the
+    DeviceClass, not its selectors: a class changed to select no device of the node must not
+    leave the verdict a pod of the same claims had before (found stale: issue 38's h-38bind)."""
+    cluster = _cluster(tmp_path, [TracePod("a", 1000, 1024, 1, 1000), TracePod("b", 1000, 1024, 1, 1000)])
+    store = cluster.store(provision=True)
+    rules = load_rules([resolve_rules_path("gpu-fragmentation")])
+    first, second = cluster.pending_pods
+    snapshot = store.snapshot()
+    bound = rules.bind(first, snapshot)
+    assert bound.dra_claims.filter(snapshot.nodes[0]) == ()
+    bound.release()
+    ((name, cls),) = store.dra.state.classes.items()
+    selector = 'device.attributes["gpu.example.com"].model == "A100"'
+    store.dra.put("classes", name, dataclasses.replace(cls, selectors=(selector,)))
+    snapshot = store.snapshot()
+    bound = rules.bind(second, snapshot)
+    assert bound.dra_claims.filter(snapshot.nodes[0]) == ("cannot allocate all claims",)

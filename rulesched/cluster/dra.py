@@ -30,7 +30,8 @@ from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid
 from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools, PooledMap, PooledSet
 from rulesched.semantics.dra_extended import extended_view
-from rulesched.semantics.dra_pod import RELEASABLE, DeviceUse, node_devices, pod_claims
+from rulesched.semantics.dra_pod import RELEASABLE, pod_claims
+from rulesched.semantics.dra_views import DeviceUse, node_devices
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
 
@@ -38,7 +39,7 @@ DRA_KINDS = ("classes", "claims", "templates", "slices")
 class _Held:
     """What the claims' allocations hold, counted as claims come and go, so that neither the
     allocator's AllocatedState nor node.devices' DeviceUse rescans every claim after a bind
-    (semantics.dra.allocated_state and semantics.dra_pod.device_use say the same from scratch)."""
+    (semantics.dra.allocated_state and semantics.dra_views.device_use say the same from scratch)."""
 
     def __init__(self) -> None:
         self.whole: dict[DeviceID, int] = {}  # allocated whole, by how many claims
@@ -195,6 +196,8 @@ class DraCache:
                 self._held.count(value.allocation, 1)
         elif kind == "classes":
             self.classes_changed = True  # (Filter's verdicts read the classes: every node's may move)
+            # ... and the verdicts and allocations the memo keeps name a class, not its selectors
+            self.memo.clear()
         elif kind == "slices":
             self.pools = {}
             self._slices = None

@@ -211,6 +211,12 @@ def filter_mask(
             per_node.append(f)
         else:
             alive[live[~ok]] = False
+    for f in [f for f in per_node if f.many is not None]:  # (many nodes in one call: the DRA precheck)
+        assert f.many is not None
+        live = np.flatnonzero(alive)
+        watch.rule = f.name
+        alive[live[~np.array(watch.each_many(f.many, rows[live].tolist(), cols.nodes), dtype=bool)]] = False
+    per_node = [f for f in per_node if f.many is None]
     if per_node:
         nodes, left = cols.nodes, CHECK_EVERY
         for j in np.flatnonzero(alive).tolist():
@@ -240,6 +246,8 @@ def filter_rows(
     if ok is None:
         f = bound.filters[index]
         bound.watch.rule = f.name
+        if f.many is not None:
+            return np.array(bound.watch.each_many(f.many, rows.tolist(), cols.nodes), dtype=bool)
         return np.array(bound.watch.each(f.passes, rows.tolist(), cols.nodes), dtype=bool)
     return ok.astype(bool, copy=False)
 

@@ -23,22 +23,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 from rulesched.model import Pod
 from rulesched.model.dra import (
     Allocation,
-    Attribute,
     DeviceRequest,
     DraState,
     ExactRequest,
     NodeDevice,
     ResourceClaim,
-    ResourceSlice,
 )
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import Allocator
@@ -53,7 +49,7 @@ from rulesched.semantics.dra_devices import (
 )
 from rulesched.semantics.dra_diagnose import diagnose
 from rulesched.semantics.dra_extended import RequestMapping, claim_requests, earlier_claim, pod_claim, served
-from rulesched.semantics.dra_pools import ALL_FEATURES, Features, gather_pools, node_matches
+from rulesched.semantics.dra_pools import ALL_FEATURES, Features, node_matches
 from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
 
 # A ranking of a request's candidates that also reads the node's view (its node.devices): the
@@ -142,6 +138,34 @@ class PodClaims:
         """Filter: the reasons the pod's claims cannot be had on ``node`` (empty: they can).
         Pods asking the same of a node whose devices have not changed share the verdict."""
         return self._on(node, results=False)[0]
+
+    def passing(self, views: Sequence[Any]) -> list[bool]:
+        """``[not self.filter(view) for view in views]``, for the common case without a call and
+        a key made per node: the node's answer kept, or the allocation shared (dra_after)."""
+        spec, ranking_key = self._spec_key, self.ranking_key
+        if (
+            self.memo is None
+            or self.removed is not None
+            or self.added is not None
+            or spec is None
+            or ranking_key is None
+            or not self.keep_allocations
+        ):
+            return [not self._on(view, results=False)[0] for view in views]
+        kept: dict[str, Any] = self._nodes
+        out = []
+        for view in views:
+            node, devices = getattr(view, "node", view), getattr(view, "devices", None)
+            found = kept.get(node.name)
+            if found is None:
+                if devices is None:
+                    found = self._on(view, results=False)
+                else:
+                    found = kept[node.name] = shared_allocation(
+                        self, node, devices, view, (spec, node.name, ranking_key)
+                    )
+            out.append(not found[0])
+        return out
 
     def allocations(self, node: Any) -> dict[str, Allocation]:
         """Reserve: the allocation, claim key -> allocation, for the claims allocated on ``node``."""
@@ -452,107 +476,6 @@ def pod_claims(
         if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
             out._spec_key = repr([c.spec for c in out.claims])
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceUse:
-    """What the claims' allocations hold of each device: how many hold it, whether one holds
-    it whole, and the capacity shares consume."""
-
-    claims: Mapping[DeviceID, int]
-    whole: AbstractSet[DeviceID]
-    consumed: Mapping[DeviceID, Mapping[str, int]]
-
-
-def device_use(claims: Iterable[ResourceClaim]) -> DeviceUse:
-    counts: dict[DeviceID, int] = {}
-    whole: set[DeviceID] = set()
-    consumed: dict[DeviceID, dict[str, int]] = {}
-    for claim in claims:
-        if claim.allocation is None:
-            continue
-        for r in claim.allocation.devices:
-            counts[r.device_id] = counts.get(r.device_id, 0) + 1
-            if r.admin_access:
-                continue
-            if r.share_id:
-                used = consumed.setdefault(r.device_id, {})
-                for name, amount in (r.consumed_capacity or {}).items():
-                    used[name] = used.get(name, 0) + amount
-            else:
-                whole.add(r.device_id)
-    return DeviceUse(counts, frozenset(whole), consumed)
-
-
-def _text(attr: Attribute) -> str:
-    value = attr.value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return ",".join("true" if v is True else "false" if v is False else str(v) for v in value)
-    return str(value)
-
-
-def node_devices(
-    node: Any,
-    slices: Sequence[ResourceSlice],
-    all_slices: Sequence[ResourceSlice],
-    use: DeviceUse,
-    fixed: dict[DeviceID, tuple[Any, Any, Any, Any]] | None = None,
-) -> tuple[NodeDevice, ...]:
-    """The devices of the complete, valid pools ``node`` reaches (its slices: its own and those
-    naming no node), in the allocator's order, with what claims hold of them. ``fixed``: each
-    device's attributes, numbers and capacity as views, kept per device object (they change only
-    with the slice: a node's refresh after a bind remakes what claims hold alone)."""
-    out = []
-    for pool in gather_pools(slices, node, ALL_FEATURES, all_slices):
-        if pool.incomplete or pool.invalid:
-            continue
-        for s in pool.slices:
-            for d in s.devices:
-                if s.per_device_node_selection and not node_matches(node, d.node_name, d.all_nodes, d.node_selector):
-                    continue
-                device_id = (s.driver, s.pool, d.name)
-                kept = fixed.get(device_id) if fixed is not None else None
-                if kept is None or kept[0] is not d:
-                    kept = (d, *_fixed_views(s.driver, d))
-                    if fixed is not None:
-                        fixed[device_id] = kept
-                _, attributes, numbers, capacity = kept
-                consumed = dict(use.consumed.get(device_id, {}))
-                whole = device_id in use.whole
-                free = {} if whole else {name: value - consumed.get(name, 0) for name, value in capacity.items()}
-                out.append(
-                    NodeDevice(
-                        s.driver,
-                        s.pool,
-                        d.name,
-                        attributes,
-                        numbers,
-                        capacity,
-                        MappingProxyType(consumed),
-                        MappingProxyType(free),
-                        allocated=whole or device_id in use.consumed or use.claims.get(device_id, 0) > 0,
-                        shared=bool(d.allow_multiple_allocations),
-                        claims=use.claims.get(device_id, 0),
-                        taints=d.taints,
-                    )
-                )
-    return tuple(out)
-
-
-def _fixed_views(driver: str, d: Any) -> tuple[Any, Any, Any]:
-    """A device's attributes (as text, by name and driver/name), integer attributes and capacity."""
-    attributes: dict[str, str] = {}
-    numbers: dict[str, int] = {}
-    for name, attr in d.attributes.items():
-        names = (name,) if "/" in name else (name, f"{driver}/{name}")
-        for key in names:
-            attributes[key] = _text(attr)
-            if attr.kind == "int":
-                numbers[key] = attr.value
-    capacity = {name: cap.value for name, cap in d.capacity.items()}
-    return MappingProxyType(attributes), MappingProxyType(numbers), MappingProxyType(capacity)
 
 
 def request_record(claim: ResourceClaim, name: str) -> DeviceRequest:

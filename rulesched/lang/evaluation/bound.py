@@ -65,11 +65,14 @@ class BoundFilter(_Lazy):
     UnschedulableAndUnresolvable rather than Unschedulable), asked only of failing nodes and
     only by those who need it (preemption, the extender, explain), never on the walk."""
 
-    __slots__ = ("name", "_make", "passes", "reasons", "unresolvable")
+    __slots__ = ("name", "_make", "passes", "reasons", "unresolvable", "many")
     _made = frozenset({"passes", "reasons", "unresolvable"})
     passes: Callable[[Any], bool]
     reasons: Callable[[Any], tuple[str, ...]]
     unresolvable: Callable[[Any], bool]
+    # ``[passes(node) for node in nodes]`` in one call, where the filter has it (the
+    # DynamicResources precheck: a walk asks it of many nodes at once), else None
+    many: Callable[[Sequence[Any]], list[bool]] | None
 
     def __init__(
         self,
@@ -78,8 +81,9 @@ class BoundFilter(_Lazy):
         reasons: Callable[[Any], tuple[str, ...]] | None = None,
         unresolvable: Callable[[Any], bool] | None = None,
         make: Make | None = None,
+        many: Callable[[Sequence[Any]], list[bool]] | None = None,
     ) -> None:
-        self.name, self._make = name, make
+        self.name, self._make, self.many = name, make, many
         if passes is not None:
             self.passes = passes
         if reasons is not None:

@@ -43,7 +43,9 @@ def prechecks(
     if not pod.resource_claims and not pod.extended_dra:
         return (), None
     found = dra_claims(pod, cluster, ranking, ranking_key)
-    return (BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, found.unresolvable),), found
+    passes = BoundFilter(DRA_FILTER, lambda node: not found.filter(node), found.filter, found.unresolvable)
+    passes.many = found.passing
+    return (passes,), found
 
 
 def dra_claims(

@@ -254,6 +254,7 @@ class RuleSet:
         bound.filters[0].passes = first[0].passes
         bound.filters[0].reasons = first[0].reasons
         bound.filters[0].unresolvable = first[0].unresolvable
+        bound.filters[0].many = first[0].many
         if claims is not None:
             claims.keep_allocations = self.reads_allocations
         bound.dra_claims = claims

@@ -78,6 +78,18 @@ class RuleWatch:
         if check is not None:
             check()
 
+    def each_many(self, fn: Callable[[Sequence[Any]], list[T]], items: Sequence[int], nodes: Sequence[Any]) -> list[T]:
+        """``fn([nodes[i] for i in items])`` (a function of many nodes at once), in parts of
+        :data:`CHECK_EVERY` items checked between while armed."""
+        check = self._check
+        if check is None or len(items) <= CHECK_EVERY:
+            return fn([nodes[i] for i in items])
+        out: list[T] = []
+        for start in range(0, len(items), CHECK_EVERY):
+            check()
+            out += fn([nodes[i] for i in items[start : start + CHECK_EVERY]])
+        return out
+
     def each(self, fn: Callable[[Any], T], items: Sequence[Any], nodes: Sequence[Any] | None = None) -> list[T]:
         """``[fn(x) for x in items]`` (with ``nodes``: ``[fn(nodes[i]) for i in items]``),
         checking every :data:`CHECK_EVERY` items while armed."""
