@@ -200,6 +200,8 @@ LETS = (
     "let thirds = sum(m.w for m in mix where third >= number(m.cpu))\n"
     # ... a let reading left only against the table's cpus: kept by where left falls among them
     "let sizes = table(w, cpu) [[2, 500m], [1, 0m], [5, 2000m]]\n"
+    # ... a loop in a loop's body reading the pod and the node, not the row: once per (pod, node)
+    "let hoisted = sum(m.w * count(x in node.pods where x.requests.cpu >= pod.requests.cpu) for m in mix)\n"
     "let ranked = sum(m.w for m in sizes where left > m.cpu) + count(m in sizes where m.cpu >= left or left < 1000m)\n"
 )
 
@@ -352,6 +354,7 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
             "room_now",
             "room_less",
             "ranked",
+            "hoisted",
         ]
     op = _pick(draw, ["+", "-", "*", "/", "//", "%"])
     compound: list[Thunk] = (

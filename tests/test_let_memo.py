@@ -122,3 +122,27 @@ def test_ranked_lets_answer_as_the_interpreter_does_at_and_beside_the_values() -
     ]
     for asked in (0, 1, 0, 2):
         agree(checked, interp, rules.bind(Pod(f"p{asked}", requests={"cpu": asked})), nodes, RANKS)
+
+
+# A loop in a loop's body that reads the pod and the node but not the outer loop's variable is
+# computed once per (pod, node) (rulesched.lang.evaluation.compile, _Compiler.code): kept with the
+# node and its generation, so a node that changes, or another node, computes it afresh.
+HOISTED = (
+    "let mix = table(w, cpu) [[1, 1000m], [2, 3000m]]\n"
+    "let free_after = collect(x.requests.cpu - pod.requests.cpu for x in node.pods)\n"
+    "score a:\n    sum(m.w * number(sum(f for f in free_after where f > 0)) for m in mix where m.cpu > 0)\n"
+    "score b:\n    sum(m.w * count(x in node.pods where x.requests.cpu >= pod.requests.cpu) for m in mix)\n"
+    "score c:\n    sum(m.w * count(x in node.pods where x.requests.cpu + pod.requests.cpu >= m.cpu) for m in mix)\n"
+)
+
+
+def test_loops_hoisted_out_of_a_loop_answer_as_the_interpreter_does_as_nodes_change() -> None:
+    checked = load(HOISTED)
+    rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)
+    nodes = [NodeInfo(Node(f"n{i}", allocatable={"cpu": 8000, "pods": 110_000}), ()) for i in range(2)]
+    for step, asked in enumerate((0, 1000, 2000, 1000)):
+        nodes[step % 2].add_pod(Pod(f"r{step}", node_name=f"n{step % 2}", requests={"cpu": 1000 * step}))
+        bound = rules.bind(Pod(f"p{step}", requests={"cpu": asked}))
+        agree(checked, interp, bound, nodes, HOISTED)
+        nodes[0].add_pod(Pod(f"s{step}", node_name="n0", requests={"cpu": 3000}))  # (after the scores above)
+        agree(checked, interp, bound, nodes, HOISTED)

@@ -97,7 +97,16 @@ class _Compiler:
     # Slots: the env index of each bound variable in scope.
     def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged:
         code = coerce(self._compile(expr, slots), self.notes.coercions.get(id(expr)))
-        if code.is_const or code.pod is not None or code.static is None:
+        if code.is_const or code.pod is not None:
+            return code
+        if code.static is None:
+            # A loop in another loop's body that reads the pod and the node but no loop's variable
+            # is the same for every element: computed once per (pod, node), as a let is (FGD's
+            # `sum(f for f in free_after)`, in its loop over the mix's rows). Not while a loop is
+            # unrolled: its body, compiled once per element, may read the element as a constant.
+            hoistable = slots and not self.fixed and isinstance(expr, (ast.Quantifier, ast.Aggregate))
+            if hoistable and code.free <= _POD | _NODE:
+                return once(f"#{id(expr)}", code)
             return code
         if code.free <= _NODE and (self._costly(expr) or code.cost >= _WORTH_CACHING):
             return memoised(code, self.memos)  # (a bound variable or victim varies per node: never cached)
