@@ -208,7 +208,7 @@ class NodePools:
     counters: bool = True  # whether any candidate consumes counters (the first-fit path's test)
     # (class name, class selectors, request selectors, binding conditions' feature) -> whether
     # each candidate (by its order) is selectable, or None when a selector fails on one: what the
-    # first-fit path reads instead of asking each candidate in each run (dra._Run._selectable_mask)
+    # first-fit path reads instead of asking each candidate in each run (dra_search.AllocationRun._selectable_mask)
     selectable: dict[tuple[Any, ...], tuple[bool, ...] | None] = field(default_factory=dict)
 
 
