@@ -13,7 +13,7 @@ from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.lang import RuleSet
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
-from rulesched.lang.evaluation.let_memo import _rank, body_shape, compared_only_with, key_check
+from rulesched.lang.evaluation.let_memo import _rank, body_shape, compared_only_with, key_check, only_looped_over
 from rulesched.lang.evaluation.stages import Staged
 from rulesched.lang.frontend import ast
 from rulesched.lang.types import BOOL, NUMBER, QUANTITY, STRING, ListOf, MapOf
@@ -146,3 +146,33 @@ def test_loops_hoisted_out_of_a_loop_answer_as_the_interpreter_does_as_nodes_cha
         agree(checked, interp, bound, nodes, HOISTED)
         nodes[0].add_pod(Pod(f"s{step}", node_name="n0", requests={"cpu": 3000}))  # (after the scores above)
         agree(checked, interp, bound, nodes, HOISTED)
+
+
+# A list a let reads only by loops whose answer is the same in any order is keyed sorted
+# (let_memo.only_looped_over): nodes whose pods ask alike in another order share an answer.
+ORDERS = (
+    "let loads = collect(x.requests.cpu - pod.requests.cpu for x in node.pods)\n"
+    "let free = sum(q for q in loads where q > 0) + count(q in loads where q > 1000m) + max(q for q in loads)\n"
+    "let scaled = sum(q * 2 for q in loads) + count(q in loads where q > 0)\n"
+    "let first = loads[0] + count(q in loads where q > 0)\n"
+    "score a:\n    number(free)\n"
+    "score b:\n    number(scaled)\n"
+    "score c:\n    number(first)\n"
+)
+
+
+def test_lists_read_only_by_order_free_loops_are_keyed_sorted() -> None:
+    checked = load(ORDERS)
+    lets, notes = checked.lets, checked.notes
+    assert only_looped_over(lets["free"].value, notes, "loads")
+    assert not only_looped_over(lets["scaled"].value, notes, "loads")  # (a sum of values made from them)
+    assert not only_looped_over(lets["first"].value, notes, "loads")
+    rules, interp = RuleSet(checked), Interpreter(checked.notes, checked.lets)
+    nodes = []
+    for i, asks in enumerate([(500, 3000, 0), (3000, 0, 500), (0, 500, 3000), (3000, 3000, 500)]):
+        node = NodeInfo(Node(f"n{i}", allocatable={"cpu": 16000, "pods": 110_000}), ())
+        for j, cpu in enumerate(asks):
+            node.add_pod(Pod(f"r{i}{j}", node_name=f"n{i}", requests={"cpu": cpu}))
+        nodes.append(node)
+    for asked in (0, 500, 0):
+        agree(checked, interp, rules.bind(Pod(f"p{asked}", requests={"cpu": asked})), nodes, ORDERS)
