@@ -497,13 +497,7 @@ class KubeScheduler:
             return ""
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, 10)
 
 
 class Running:
@@ -528,6 +522,17 @@ class Running:
         self.loop.scheduler.queue.wake()
         self.thread.join(timeout=15)
         assert not self.thread.is_alive(), "rulesched run did not stop within 15 s"
+
+
+def stop_process(process: subprocess.Popen[bytes] | None, grace: float) -> None:
+    """Terminate ``process`` if it still runs; kill it when it has not left after ``grace`` s."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def free_port() -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 import urllib3
 
-from tests.realk8s import Kube, KubeScheduler, control_plane, free_port
+from tests.realk8s import Kube, KubeScheduler, control_plane, free_port, stop_process
 
 from . import ROOT
 
@@ -145,13 +145,7 @@ class Rulesched(Scheduler):
         raise RuntimeError("rulesched run not ready after 120 s:\n" + self.log.read_text()[-3000:])
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, 20)
 
     def pid(self) -> int:
         assert self.process is not None
