@@ -209,6 +209,9 @@ class Pipeline:
         except KubeError as err:
             log.debug("binding connection not opened: %s", err)
             channel = self.api.channel()
+        except Exception:  # noqa: BLE001 - never lost: a channel not handed back would never be used again
+            log.exception("binding connection not opened")
+            channel = self.api.channel()
         self._channels[i] = channel
         with self._lock:
             self._opened.append(i)
