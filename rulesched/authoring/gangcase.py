@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from rulesched.authoring.testfile import Case, Expect
+from rulesched.authoring.testcase import Case, Expect
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet
 from rulesched.scheduler.framework import SchedulerSettings

@@ -45,7 +45,8 @@ from types import MappingProxyType
 from typing import Any
 
 from rulesched.authoring.gangcase import compare_group, run_group
-from rulesched.authoring.testfile import Case, CaseFile, Expect, read_case_file
+from rulesched.authoring.testcase import Case, CaseFile, Expect
+from rulesched.authoring.testfile import read_case_file
 from rulesched.cluster.store import ClusterStore
 from rulesched.errors import ConfigError, RuleschedError, RulesError
 from rulesched.lang import RuleSet, Session, load_rules, resolve_rules_path
