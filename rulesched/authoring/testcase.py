@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from rulesched.cluster.store import ClusterStore
 from rulesched.errors import InputError
 from rulesched.model import Node, Pod, PodDisruptionBudget
 from rulesched.model.dra import EMPTY_DRA, DraState
@@ -60,6 +61,19 @@ class Cluster:
     storage: StorageState = EMPTY_STORAGE
     load: LoadSnapshot | None = None  # nodeMetrics: what load-aware rules read
     dra: DraState = EMPTY_DRA  # DeviceClasses, ResourceClaims, templates, ResourceSlices
+
+    def store(self) -> ClusterStore:
+        """A cluster store holding all of it: where a case's cycle (or group attempt) starts."""
+        return ClusterStore.build(
+            self.nodes,
+            self.pods,
+            self.pdbs,
+            {ns.name: ns.labels for ns in self.namespaces},
+            self.workloads,
+            storage=self.storage,
+            load=self.load,
+            dra=self.dra,
+        )
 
 
 @dataclass(frozen=True)
