@@ -406,15 +406,20 @@ def test_preemption_expectations(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert out.splitlines()[-1] == "1 passed, 1 failed"
 
 
-def test_a_group_case_has_the_files_dra_objects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("claimed_by", ["resourceClaimName", "resourceClaimTemplateName"])
+def test_a_group_case_has_the_files_dra_objects(
+    claimed_by: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A group case's cluster holds the file's DeviceClasses, ResourceSlices and ResourceClaims
-    as a one-pod case's does: members claiming GPUs go to the node that has them (built apart
-    from the one-pod case's cluster, the group's once left them out: no member was placed)."""
+    as a one-pod case's does, and every member's template claims are made (not the first
+    member's alone): members claiming GPUs go to the node that has them. (The group's cluster,
+    once built apart from the one-pod case's, left the DRA objects out: no member was placed.)"""
     claim = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
 
     def member(name: str) -> dict[str, Any]:
         spec = pod(name)["spec"]
-        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]
+        source = f"{name}-gpu" if claimed_by == "resourceClaimName" else "one-gpu"
+        spec["resourceClaims"] = [{"name": "gpu", claimed_by: source}]
         spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
         return {"metadata": {"name": name}, "spec": spec}
 
@@ -424,6 +429,11 @@ def test_a_group_case_has_the_files_dra_objects(tmp_path: Path, capsys: pytest.C
         "members": [member("w0"), member("w1")],
         "expect": {"group": {"placed": True}, "members": {"w0": "gpus", "w1": "gpus"}},
     }
+    claims: dict[str, Any] = (
+        {"resourceClaims": [{"metadata": {"name": f"{m}-gpu"}, "spec": claim} for m in ("w0", "w1")]}
+        if claimed_by == "resourceClaimName"
+        else {"resourceClaimTemplates": [{"metadata": {"name": "one-gpu"}, "spec": {"spec": claim}}]}
+    )
     suite = {
         "rules": ["default"],
         "nodes": [node("plain"), node("gpus")],
@@ -444,7 +454,7 @@ def test_a_group_case_has_the_files_dra_objects(tmp_path: Path, capsys: pytest.C
                 },
             }
         ],
-        "resourceClaims": [{"metadata": {"name": f"{m}-gpu"}, "spec": claim} for m in ("w0", "w1")],
+        **claims,
         "cases": [case],
     }
     path = tmp_path / "gang.test.yaml"

@@ -33,7 +33,7 @@ Top-level keys: ``rules`` (a path or a list of paths relative to the file, folde
 of their own: system default spreading), the storage objects ``persistentVolumes``,
 ``persistentVolumeClaims``, ``storageClasses`` and ``csiNodes``, and Dynamic Resource
 Allocation's ``deviceClasses``, ``resourceClaims``, ``resourceClaimTemplates`` and
-``resourceSlices`` (the pod's template claims are made as the resourceclaim controller makes them). A case has ``name`` (unique in the
+``resourceSlices`` (the pending pods' template claims, a group's members' too, are made as the resourceclaim controller makes them). A case has ``name`` (unique in the
 file), ``pod``, ``expect``, and any of the object keys; its own list replaces the file's. YAML
 anchors share other lists (``nodes: &zones [...]``, later ``nodes: *zones``), and a list inside
 an object list is spliced in, so ``pods: [*running, {metadata: ...}]`` adds one pod to a shared
@@ -280,17 +280,20 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
             raise ObjectError(problem, source=f"{path}: {where}", obj=f"Pod {pod.key}", field="spec.nodeName")
     groups, members = _group_case(raw, path, at, classes)
     group = next((g for g in groups if not g.parent), None)
-    pod = members[0] if members else decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)
     dra = DraState(
         {c.name: c for c, _ in decode("deviceClasses", decode_device_class)},
         {c.key: c for c, _ in decode("resourceClaims", decode_resource_claim)},
         {t.key: t for t, _ in decode("resourceClaimTemplates", decode_resource_claim_template)},
         {s.name: s for s, _ in decode("resourceSlices", decode_resource_slice)},
     )
-    if pod.resource_claims and not pod.node_name:  # (the resourceclaim controller's part)
-        pod, made = claims_from_templates(pod, dra.templates, dra.claims)
-        if made:
-            dra = dataclasses.replace(dra, claims={**dra.claims, **{c.key: c for c in made}})
+    pending = list(members) or [decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)]
+    for i, pending_pod in enumerate(pending):  # (the resourceclaim controller's part: every pending pod)
+        if pending_pod.resource_claims and not pending_pod.node_name:
+            pending[i], made = claims_from_templates(pending_pod, dra.templates, dra.claims)
+            if made:
+                dra = dataclasses.replace(dra, claims={**dra.claims, **{c.key: c for c in made}})
+    pod = pending[0]
+    members = tuple(pending) if members else ()
     expect = read_expect(raw["expect"], path, at("expect"), node_names, pod_keys, [m.name for m in members])
     cluster = Cluster(
         tuple(n for n, _ in nodes),
