@@ -9,7 +9,7 @@ is the built-in itself, called per row (the same implementations the closures ca
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -18,11 +18,38 @@ from rulesched.engine.columns import NodeColumns, Path, Rows
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import EvalContext
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.types import STRING
 from rulesched.model import NodeSelectorTerm
 
-if TYPE_CHECKING:  # (the evaluation calls these: typing only)
-    from rulesched.engine.vectorise import Run
+
+class Evaluator(Protocol):
+    """What a call takes from the column evaluator (:class:`rulesched.engine.vectorise.ColumnEvaluator`)."""
+
+    @property
+    def unroll(self) -> int: ...
+
+    def path(self, expr: ast.Expr) -> Path | None: ...
+
+
+class Evaluation(Protocol):
+    """What a call takes from the evaluation it is part of (:class:`rulesched.engine.vectorise._Run`,
+    which calls it): the pod's context, the columns, the annotations, its operands' values."""
+
+    @property
+    def ev(self) -> Evaluator: ...
+
+    @property
+    def ctx(self) -> EvalContext: ...
+
+    @property
+    def cols(self) -> NodeColumns: ...
+
+    @property
+    def notes(self) -> Annotations: ...
+
+    def value(self, expr: ast.Expr, rows: Rows, scope: dict[str, Any]) -> Value: ...
+
 
 _NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
 
@@ -43,7 +70,9 @@ def grouped(name: str, ctx: EvalContext, cols: NodeColumns) -> bool:
     return builtin.columns is not None
 
 
-def call(run: Run, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], rows: Rows, scope: dict[str, Any]) -> Value:
+def call(
+    run: Evaluation, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], rows: Rows, scope: dict[str, Any]
+) -> Value:
     builtin = BUILTINS[func]
     whole_node = len(args) == 1 and run.ev.path(args[0]) == Path()
     if whole_node:  # f(node): answered, where it can be, before the rows' node objects are gathered
@@ -94,7 +123,7 @@ def call(run: Run, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], rows: 
     return column_of(results, run.notes.types[id(expr)])
 
 
-def _node_call(run: Run, expr: ast.Call, builtin: Any, rows: Rows) -> Value | None:
+def _node_call(run: Evaluation, expr: ast.Call, builtin: Any, rows: Rows) -> Value | None:
     """``f(node)`` the same on every node (one value), once per group of nodes alike in a few
     labels, or from the built-in's own columns hook; None: per row, from the node objects."""
     if builtin.uniform is not None:  # the same answer on every node, for this pod: one value
@@ -115,7 +144,7 @@ def _node_call(run: Run, expr: ast.Call, builtin: Any, rows: Rows) -> Value | No
     return None
 
 
-def _shortcut(run: Run, func: str, args: tuple[ast.Expr, ...], values: list[Value], rows: Rows) -> Value | None:
+def _shortcut(run: Evaluation, func: str, args: tuple[ast.Expr, ...], values: list[Value], rows: Rows) -> Value | None:
     """Built-ins whose pod-side argument decides much: nodeSelector matching as a few label
     columns (``subset``), no host ports wanted (``ports_conflict``), a node selector term on
     labels once per group of nodes alike in them (``term_matches``)."""

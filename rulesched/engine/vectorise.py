@@ -57,7 +57,7 @@ from rulesched.lang.schema import zero_value
 from rulesched.lang.types import QUANTITY, MapOf
 from rulesched.lang.values import as_score, binary_function
 
-Step = Callable[["Run", Rows, dict[str, Any]], Value]  # one expression over rows, see ColumnEvaluator.step
+Step = Callable[["_Run", Rows, dict[str, Any]], Value]  # one expression over rows, see ColumnEvaluator.step
 
 
 class ColumnEvaluator:
@@ -80,7 +80,7 @@ class ColumnEvaluator:
         # Per expression, what every evaluation asks first: (reads the node, its path, its
         # type, its coercion), decided once (an evaluation visits each node of a rule's tree).
         self.plans: dict[int, tuple[bool, Path | None, Any, str | None]] = {}
-        # Per expression, the function evaluating it over rows (Run.value), made on first use
+        # Per expression, the function evaluating it over rows (_Run.value), made on first use
         # with those answers and its children's functions inside, so an evaluation no longer
         # looks them up (nor dispatches on the node's kind) at every node of the tree.
         self.steps: dict[int, Step] = {}
@@ -95,7 +95,7 @@ class ColumnEvaluator:
     def evaluate(
         self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows, scope: dict[str, Any] | None = None
     ) -> Value:
-        return Run(self, ctx, cols).value(expr, rows, scope or {})
+        return _Run(self, ctx, cols).value(expr, rows, scope or {})
 
     def filter(self, expr: ast.Expr, ctx: EvalContext, cols: NodeColumns, rows: Rows) -> npt.NDArray[np.bool_]:
         """A filter body's outcome per row."""
@@ -158,7 +158,7 @@ class ColumnEvaluator:
 
     def _compute_step(self, expr: ast.Expr) -> Step:
         """The operators rules are mostly made of, as closures over their operands' steps;
-        the rest through :meth:`Run._compute`."""
+        the rest through :meth:`_Run._compute`."""
         notes, step = self.notes, self.step
         match expr:
             case ast.Name():  # a let that reads the node
@@ -216,7 +216,7 @@ class ColumnEvaluator:
         return None
 
 
-class Run:
+class _Run:
     """One evaluation: the pod's context and the columns; pod-only parts go to the interpreter."""
 
     def __init__(self, ev: ColumnEvaluator, ctx: EvalContext, cols: NodeColumns) -> None:
@@ -314,7 +314,7 @@ class Run:
 
 
 def _over_domain(
-    ev: ColumnEvaluator, expr: ast.Expr, coercion: str | None, run: Run, rows: Rows, scope: dict[str, Any]
+    ev: ColumnEvaluator, expr: ast.Expr, coercion: str | None, run: _Run, rows: Rows, scope: dict[str, Any]
 ) -> Value:
     if scope or id(expr) not in ev.domain_codes:  # nested in a loop: the closures, node by node
         raise Unsupported("an aggregate over a domain inside another loop")
@@ -322,7 +322,7 @@ def _over_domain(
 
 
 def _pod_value(
-    interp: Interpreter, expr: ast.Expr, key: tuple[str, int], run: Run, rows: Rows, scope: dict[str, Any]
+    interp: Interpreter, expr: ast.Expr, key: tuple[str, int], run: _Run, rows: Rows, scope: dict[str, Any]
 ) -> Value:
     """A pod-side value, kept in the context's scratch (cleared whenever the pod or the cluster
     view changes) unless it depends on a quantifier's variable: a rule evaluated as columns
@@ -336,16 +336,16 @@ def _pod_value(
     return value
 
 
-def _whole_nodes(run: Run, rows: Rows, scope: dict[str, Any]) -> Value:
+def _whole_nodes(run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
     return Col(run.cols.objects()[rows])
 
 
-def _path_column(path: Path, kind: Any, run: Run, rows: Rows, scope: dict[str, Any]) -> Value:
+def _path_column(path: Path, kind: Any, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
     cols = run.cols  # (the whole column's bound holds for any rows: no reduction per evaluation)
     return Col(cols.column(path, kind)[rows], cols.bound(path, kind))
 
 
-def _unary(is_not: bool, operand: Step, run: Run, rows: Rows, scope: dict[str, Any]) -> Value:
+def _unary(is_not: bool, operand: Step, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
     v = operand(run, rows, scope)
     if not isinstance(v, Col):  # a shortcut decided it for every row
         return (not v) if is_not else -v
@@ -355,7 +355,7 @@ def _unary(is_not: bool, operand: Step, run: Run, rows: Rows, scope: dict[str, A
     return Col(-v.array, v.bound)
 
 
-def _logic(is_and: bool, left: Step, right: Step, run: Run, rows: Rows, scope: dict[str, Any]) -> Value:
+def _logic(is_and: bool, left: Step, right: Step, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
     """``and``/``or``: the right operand only on the rows the left one leaves undecided."""
     a = left(run, rows, scope)
     if not isinstance(a, Col):
@@ -377,7 +377,7 @@ def _binary(
     types: tuple[Any, Any],
     left: Step,
     right: Step,
-    run: Run,
+    run: _Run,
     rows: Rows,
     scope: dict[str, Any],
 ) -> Value:
@@ -388,7 +388,7 @@ def _binary(
     return binary(op, info.kind, a, b, types[0], types[1], len(rows))
 
 
-def _if(cond: Step, then: Step, otherwise: Step, run: Run, rows: Rows, scope: dict[str, Any]) -> Value:
+def _if(cond: Step, then: Step, otherwise: Step, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
     c = cond(run, rows, scope)
     if not isinstance(c, Col):
         return (then if c else otherwise)(run, rows, scope)

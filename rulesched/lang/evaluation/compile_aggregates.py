@@ -15,7 +15,8 @@ state; the plain loop (:func:`rulesched.lang.evaluation.stages.aggregate_loop`) 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from rulesched.lang.builtins import domains
 from rulesched.lang.context import EvalContext
@@ -25,6 +26,7 @@ from rulesched.lang.evaluation.stages import (
     FREE_NODE,
     FREE_POD,
     NodeFn,
+    NodeMemos,
     Staged,
     aggregate_loop,
     as_pod_node,
@@ -35,11 +37,32 @@ from rulesched.lang.evaluation.stages import (
     unrolled,
 )
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.frontend.domain_check import DomainAggregate, OverDomains
 from rulesched.lang.types import BOOL, DURATION, NUMBER, QUANTITY, STRING
 
-if TYPE_CHECKING:  # (the compiler calls these: typing only)
-    from rulesched.lang.evaluation.compile import Compiler
+
+class Compiling(Protocol):
+    """What these take from the compiler (:class:`rulesched.lang.evaluation.compile.Compiler`,
+    which calls them): its ``code`` for the parts, its annotations and node memos, the tokens
+    aggregates written alike share, and the slots an unrolled body fixes (under its lock)."""
+
+    fixed: dict[int, Any]
+
+    @property
+    def notes(self) -> Annotations: ...
+
+    @property
+    def memos(self) -> NodeMemos: ...
+
+    @property
+    def tokens(self) -> dict[Any, object]: ...
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+
+    def code(self, expr: ast.Expr, slots: dict[str, int]) -> Staged: ...
+
 
 _UNROLL_MAX = 16  # elements of a bind-time list a quantifier is unrolled over
 # types whose == agrees with dict lookup (hash equality), for indexed
@@ -47,7 +70,7 @@ _HASHABLE = (STRING, NUMBER, QUANTITY, DURATION, BOOL)
 
 
 def indexed(
-    compiler: Compiler, expr: ast.Quantifier | ast.Aggregate, iterable: Staged, slot: int, inner_slots: dict[str, int]
+    compiler: Compiling, expr: ast.Quantifier | ast.Aggregate, iterable: Staged, slot: int, inner_slots: dict[str, int]
 ) -> Staged | None:
     """count / any / all over a node-only list, where the condition compares a value of the
     element with a value known at bind time::
@@ -116,7 +139,7 @@ def indexed(
 
 
 def domain_aggregate(
-    compiler: Compiler,
+    compiler: Compiling,
     expr: ast.Quantifier | ast.Aggregate,
     info: DomainAggregate,
     slots: dict[str, int],
@@ -178,7 +201,7 @@ def _keyed_aggregate(
 
 
 def over_domains(
-    compiler: Compiler,
+    compiler: Compiling,
     expr: ast.Quantifier | ast.Aggregate,
     info: OverDomains,
     slots: dict[str, int],
@@ -198,7 +221,7 @@ def over_domains(
 
 
 def unrolled_quantifier(
-    compiler: Compiler,
+    compiler: Compiling,
     expr: ast.Quantifier,
     iterable: Staged,
     where: Staged,
