@@ -31,7 +31,9 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS, domains, identity
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation import domain_stages
+from rulesched.lang.evaluation.element_loops import element_loop, element_test
 from rulesched.lang.evaluation.let_memo import kept_by_inputs, once
+from rulesched.lang.evaluation.operands import whole_product
 from rulesched.lang.evaluation.stages import (
     NO_CTX,
     NodeFn,
@@ -61,8 +63,6 @@ from rulesched.lang.types import (
     NUMBER,
     QUANTITY,
     STRING,
-    TO_MILLI,
-    BinaryInfo,
     ListOf,
     MapOf,
 )
@@ -157,7 +157,7 @@ class _Compiler:
                 fn = binary_function(op, info.kind)
                 lcode = coerce(self.code(left, slots), info.left)
                 rcode = coerce(self.code(right, slots), info.right)
-                if fn is _q_mul and self._whole_product(left, right, lcode, rcode, info):
+                if fn is _q_mul and whole_product(self.notes, left, right, lcode, rcode, info):
                     fn = operator.mul
                 return combine([lcode, rcode], fn)
             case ast.If(cond=cond, then=then, otherwise=otherwise):
@@ -260,19 +260,23 @@ class _Compiler:
             return indexed
         where = self.code(expr.where, inner_slots) if expr.where is not None else None
         value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
+        test = element_test(expr, self.notes, lambda e: self.code(e, inner_slots)) if where else None
+        cond = where if test is None else test.other  # (the condition as the loop runs it)
         parts = [p for p in (where, value) if p is not None]
         free = iterable.free | frozenset().union(*(p.free for p in parts)) - {expr.var}
         kind = expr.kind
         empty = empty_result(kind)
 
         def build(it: NodeFn, wf: NodeFn | None, vf: NodeFn | None) -> NodeFn:
+            if test is not None and wf is not None:
+                return element_loop(kind, slot, it, test, wf, vf, empty)
             return aggregate_loop(kind, slot, it, wf, vf, empty)
 
         if free <= _POD:  # the whole aggregate is pod-only: run it at bind time
-            it_f, w_f, v_f = (as_pod_node(p) for p in (iterable, where, value))
+            it_f, w_f, v_f = (as_pod_node(p) for p in (iterable, cond, value))
 
             def pod_fn(ctx: EvalContext, env: Any) -> Any:
-                node_fn = build(it_f(ctx), w_f(ctx) if where else None, v_f(ctx) if value else None)
+                node_fn = build(it_f(ctx), w_f(ctx) if cond else None, v_f(ctx) if value else None)
                 return node_fn(None, env if env is not None else {})
 
             return Staged(free, pod=pod_fn)
@@ -281,13 +285,13 @@ class _Compiler:
         if not (free & _POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
             static = build(
                 iterable.factory()(NO_CTX),
-                where.factory()(NO_CTX) if where else None,
+                cond.factory()(NO_CTX) if cond else None,
                 value.factory()(NO_CTX) if value else None,
             )
             return Staged(free, static=static, cost=_LOOP_COST)
         it_fac, w_fac, v_fac = (
             iterable.factory(),
-            where.factory() if where else None,
+            cond.factory() if cond else None,
             value.factory() if value else None,
         )
 
@@ -495,22 +499,6 @@ class _Compiler:
             )
 
         return Staged(free, node=make)
-
-    def _whole_product(self, left: ast.Expr, right: ast.Expr, lcode: Staged, rcode: Staged, info: BinaryInfo) -> bool:
-        """Whether quantity * x is sure to be whole, so that plain * does what _q_mul does: a
-        quantity (always int milli-units) times a constant int."""
-
-        def quantity(expr: ast.Expr, coercion: str | None) -> bool:
-            return (
-                self.notes.types[id(expr)] == QUANTITY
-                or coercion == TO_MILLI
-                or self.notes.coercions.get(id(expr)) == TO_MILLI
-            )
-
-        def whole(code: Staged) -> bool:
-            return code.is_const and isinstance(code.const, int) and not isinstance(code.const, bool)
-
-        return (quantity(left, info.left) and whole(rcode)) or (quantity(right, info.right) and whole(lcode))
 
     def _costly(self, expr: ast.Expr) -> bool:
         if isinstance(expr, (ast.Quantifier, ast.Aggregate)):
