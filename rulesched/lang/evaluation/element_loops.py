@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rulesched.lang.evaluation.stages import NodeFn, Staged
+from rulesched.lang.evaluation.stages import NodeFn, Staged, of_values
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.values import COMPARISON, binary_function
@@ -119,17 +119,7 @@ def element_loop(
                 out.append(each(n, env))
             return out
 
-    if kind == "sum":
-        return lambda n, env=None: sum(values(n, env))
-    if kind == "collect":
-        return lambda n, env=None: tuple(values(n, env))
-    pick = min if kind == "min" else max
-
-    def extreme(n: Any, env: Any = None) -> Any:
-        found = values(n, env)
-        return pick(found) if found else empty
-
-    return extreme
+    return of_values(kind, values, empty)
 
 
 def _sized(items: Any) -> Any:
