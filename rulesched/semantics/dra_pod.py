@@ -21,7 +21,6 @@ values, a constraint, capacity, a taint), for ``explain``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from rulesched.model.dra import (
     NodeDevice,
     ResourceClaim,
 )
+from rulesched.model.replaced import replaced
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import Allocator, share_ids
 from rulesched.semantics.dra_after import devices_after, shared_allocation
@@ -534,5 +534,5 @@ def with_claims(pod: Pod, state: DraState) -> Pod:
         if claim is None:
             entries.append(entry)
         else:
-            entries.append(dataclasses.replace(entry, spec=claim.spec, allocated=claim.allocation is not None))
-    return dataclasses.replace(pod, resource_claims=tuple(entries))
+            entries.append(replaced(entry, spec=claim.spec, allocated=claim.allocation is not None))
+    return replaced(pod, resource_claims=tuple(entries))
