@@ -75,6 +75,12 @@ def _least_allocated(requested: int, wanted: int, allocatable: int) -> int:
     return (allocatable - requested - wanted) * 100 // allocatable
 
 
+def _balance(cpu_requested: int, cpu: int, memory_requested: int, memory: int) -> int:
+    """How balanced the node's cpu and memory shares are (each capped at 1), 0 to 100."""
+    cpu_share, memory_share = min(1, cpu_requested / cpu), min(1, memory_requested / memory)
+    return int(math.floor((1 - abs(cpu_share - memory_share) / 2) * 100))
+
+
 def default_scores(pod: Pod, node: NodeInfo, ctx: EvalContext) -> list[int]:
     """Raw scores of the rules that apply to the pod, in rule order."""
     untolerated = 0
@@ -99,12 +105,14 @@ def default_scores(pod: Pod, node: NodeInfo, ctx: EvalContext) -> list[int]:
 
     requests = pod.requests
     if requests.get("cpu", 0) > 0 or requests.get("memory", 0) > 0:
+        # BalancedAllocation as 1.36 scores it (#135573): the balance with the pod against without
         if cpu == 0 or memory == 0:
-            scores.append(100)
+            scores.append(75)  # a single share: balanced with the pod and without
         else:
             requested = node.requested
-            cpu_share = min(1, (requested.get("cpu", 0) + requests.get("cpu", 0)) / cpu)
-            memory_share = min(1, (requested.get("memory", 0) + requests.get("memory", 0)) / memory)
-            scores.append(int(math.floor((1 - abs(cpu_share - memory_share) / 2) * 100)))
+            cpu_now, memory_now = requested.get("cpu", 0), requested.get("memory", 0)
+            with_pod = _balance(cpu_now + requests.get("cpu", 0), cpu, memory_now + requests.get("memory", 0), memory)
+            without = _balance(cpu_now, cpu, memory_now, memory)
+            scores.append(50 + (50 + with_pod - without) // 2)
     scores.append(image_locality(ctx, node))
     return scores

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rulesched import engine
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.engine import NodeColumns, node_fields
-from rulesched.engine.vectorise import vectorisable
+from rulesched.engine.vectorisable import vectorisable
 from rulesched.lang import load_rules
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter

@@ -3,7 +3,7 @@ generated pods and nodes (also as a score, ``if body then 7 else 1``, and in a p
 beside the victim), and again after the node changed:
 
 * quantifiers over a list known at bind time whose condition reads the node, unrolled per
-  element (rulesched.lang.evaluation.compile._Compiler._unrolled): maps' keys, records, constant string
+  element (rulesched.lang.evaluation.compile_aggregates.unrolled_quantifier): maps' keys, records, constant string
   lists, empty lists, numbers (left to the loop), nesting;
 * ``if`` with a branch known for every node — a constant or a pod-only value
   (rulesched.lang.evaluation.stages.if_known)."""

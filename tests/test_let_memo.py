@@ -125,7 +125,7 @@ def test_ranked_lets_answer_as_the_interpreter_does_at_and_beside_the_values() -
 
 
 # A loop in a loop's body that reads the pod and the node but not the outer loop's variable is
-# computed once per (pod, node) (rulesched.lang.evaluation.compile, _Compiler.code): kept with the
+# computed once per (pod, node) (rulesched.lang.evaluation.compile, Compiler.code): kept with the
 # node and its generation, so a node that changes, or another node, computes it afresh.
 HOISTED = (
     "let mix = table(w, cpu) [[1, 1000m], [2, 3000m]]\n"

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rulesched.authoring.ruletest import schedule
-from rulesched.authoring.testfile import Case, read_case_file
+from rulesched.authoring.testcase import Case
+from rulesched.authoring.testfile import read_case_file
 from rulesched.lang import RuleSet, check_texts, load_rules, load_rules_text
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.files import bundled_rules_dir

@@ -68,3 +68,16 @@ def test_test_modules_share_helpers_not_each_other() -> None:
                 if any(part.startswith("test_") for part in name.split(".")):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: imports {name}")
     assert offenders == []
+
+
+def test_modules_stay_a_few_hundred_lines() -> None:
+    """The guide's hard limit: no module of the package or the benchmarks over 600 lines (a
+    module that grows past it is split along a seam a newcomer would guess)."""
+    limit = 600
+    offenders = [
+        f"{path.relative_to(ROOT)}: {count} lines"
+        for folder in ("rulesched", "benchmarks")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > limit
+    ]
+    assert offenders == []

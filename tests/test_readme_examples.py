@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rulesched.authoring.ruletest import Outcome, schedule
-from rulesched.authoring.testfile import Case, read_case_file
+from rulesched.authoring.testcase import Case
+from rulesched.authoring.testfile import read_case_file
 from rulesched.lang import RuleSet, check_texts, load_rules, load_rules_text
 from rulesched.lang.frontend.files import bundled_rules_dir
 from rulesched.lang.frontend.format import format_source

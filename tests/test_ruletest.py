@@ -404,3 +404,60 @@ def test_preemption_expectations(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert code == 1
     assert f"FAIL {path}: wrong victims: victims: expected [], got [batch/low]" in out
     assert out.splitlines()[-1] == "1 passed, 1 failed"
+
+
+@pytest.mark.parametrize("claimed_by", ["resourceClaimName", "resourceClaimTemplateName"])
+def test_a_group_case_has_the_files_dra_objects(
+    claimed_by: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group case's cluster holds the file's DeviceClasses, ResourceSlices and ResourceClaims
+    as a one-pod case's does, and every member's template claims are made (not the first
+    member's alone): members claiming GPUs go to the node that has them. (The group's cluster,
+    once built apart from the one-pod case's, left the DRA objects out: no member was placed.)"""
+    claim = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}}
+
+    def member(name: str) -> dict[str, Any]:
+        spec = pod(name)["spec"]
+        source = f"{name}-gpu" if claimed_by == "resourceClaimName" else "one-gpu"
+        spec["resourceClaims"] = [{"name": "gpu", claimed_by: source}]
+        spec["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+        return {"metadata": {"name": name}, "spec": spec}
+
+    case = {
+        "name": "a gang claiming GPUs goes to the GPU node",
+        "group": {"metadata": {"name": "train"}, "spec": {"minMember": 2}},
+        "members": [member("w0"), member("w1")],
+        "expect": {"group": {"placed": True}, "members": {"w0": "gpus", "w1": "gpus"}},
+    }
+    claims: dict[str, Any] = (
+        {"resourceClaims": [{"metadata": {"name": f"{m}-gpu"}, "spec": claim} for m in ("w0", "w1")]}
+        if claimed_by == "resourceClaimName"
+        else {"resourceClaimTemplates": [{"metadata": {"name": "one-gpu"}, "spec": {"spec": claim}}]}
+    )
+    suite = {
+        "rules": ["default"],
+        "nodes": [node("plain"), node("gpus")],
+        "deviceClasses": [
+            {
+                "metadata": {"name": "gpu.example.com"},
+                "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]},
+            }
+        ],
+        "resourceSlices": [
+            {
+                "metadata": {"name": "gpus"},
+                "spec": {
+                    "driver": "gpu.example.com",
+                    "nodeName": "gpus",
+                    "pool": {"name": "gpus", "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}],
+                },
+            }
+        ],
+        **claims,
+        "cases": [case],
+    }
+    path = tmp_path / "gang.test.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    code, out, _ = run(capsys, path)
+    assert (code, out.splitlines()[-1]) == (0, "1 passed, 0 failed"), out

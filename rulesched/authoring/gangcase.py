@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from rulesched.authoring.testfile import Case, Expect
-from rulesched.cluster.store import ClusterStore
+from rulesched.authoring.testcase import Case, Expect
 from rulesched.lang import RuleSet
 from rulesched.scheduler.framework import SchedulerSettings
 from rulesched.simulate.driver import Simulation
@@ -23,15 +22,7 @@ def run_group(rules: RuleSet, case: Case) -> tuple[Mapping[str, str], bool, str]
     """Each member's node ("" when not bound), whether the group was placed, and its message
     (its last attempt's, or the members' message when it was not attempted)."""
     assert case.group is not None
-    cluster = case.cluster
-    store = ClusterStore.build(
-        cluster.nodes,
-        cluster.pods,
-        cluster.pdbs,
-        {ns.name: ns.labels for ns in cluster.namespaces},
-        cluster.workloads,
-        storage=cluster.storage,
-    )
+    store = case.cluster.store()
     simulation = Simulation(rules, store, SchedulerSettings(percentage_of_nodes_to_score=100))
     for group in case.groups or (case.group,):
         simulation.add_group(group)

@@ -45,8 +45,8 @@ from types import MappingProxyType
 from typing import Any
 
 from rulesched.authoring.gangcase import compare_group, run_group
-from rulesched.authoring.testfile import Case, CaseFile, Expect, read_case_file
-from rulesched.cluster.store import ClusterStore
+from rulesched.authoring.testcase import Case, CaseFile, Expect
+from rulesched.authoring.testfile import read_case_file
 from rulesched.errors import ConfigError, RuleschedError, RulesError
 from rulesched.lang import RuleSet, Session, load_rules, resolve_rules_path
 from rulesched.scheduler.cycle import Cycle
@@ -233,17 +233,7 @@ def run_case(rules: RuleSet, case: Case) -> CaseResult:
 
 def schedule(rules: RuleSet, case: Case) -> Outcome:
     """One cycle of the scheduler for the case's pod, explained, then preemption if no node fits."""
-    cluster = case.cluster
-    store = ClusterStore.build(
-        cluster.nodes,
-        cluster.pods,
-        cluster.pdbs,
-        {ns.name: ns.labels for ns in cluster.namespaces},
-        cluster.workloads,
-        storage=cluster.storage,
-        load=cluster.load,
-        dra=cluster.dra,
-    )
+    store = case.cluster.store()
     pod = dataclasses.replace(case.pod, nominated_node_name="") if case.pod.nominated_node_name else case.pod
     if pod.deleting:  # kube-scheduler never attempts a pod being deleted (skipPodSchedule)
         return Outcome((), MappingProxyType({}), frozenset(), MappingProxyType({}), (), skip_deleting(pod), None)
@@ -258,7 +248,7 @@ def schedule(rules: RuleSet, case: Case) -> Outcome:
         bound.release()
     filtered = MappingProxyType(dict(result.filtered or {}))
     scores = MappingProxyType({node: MappingProxyType(entry) for node, entry in (result.scores or {}).items()})
-    feasible = tuple(n.name for n in cluster.nodes if n.name not in filtered)
+    feasible = tuple(n.name for n in case.cluster.nodes if n.name not in filtered)
     top = max((entry["total"] for entry in scores.values()), default=None)
     best = tuple(name for name in feasible if name in scores and scores[name]["total"] == top)
     unresolvable = frozenset(result.unresolvable or ())

@@ -1,4 +1,5 @@
-"""Rule test files (``*.test.yaml``): their format, read and checked into values for
+"""Rule test files (``*.test.yaml``): their format, read and checked into the values of
+:mod:`rulesched.authoring.testcase` (which also reads ``expect``) for
 :mod:`rulesched.authoring.ruletest`.
 
 A test file sits next to the rules it tests. Each case is one scheduling cycle of one pod on a
@@ -32,7 +33,7 @@ Top-level keys: ``rules`` (a path or a list of paths relative to the file, folde
 of their own: system default spreading), the storage objects ``persistentVolumes``,
 ``persistentVolumeClaims``, ``storageClasses`` and ``csiNodes``, and Dynamic Resource
 Allocation's ``deviceClasses``, ``resourceClaims``, ``resourceClaimTemplates`` and
-``resourceSlices`` (the pod's template claims are made as the resourceclaim controller makes them). A case has ``name`` (unique in the
+``resourceSlices`` (the pending pods' template claims, a group's members' too, are made as the resourceclaim controller makes them). A case has ``name`` (unique in the
 file), ``pod``, ``expect``, and any of the object keys; its own list replaces the file's. YAML
 anchors share other lists (``nodes: &zones [...]``, later ``nodes: *zones``), and a list inside
 an object list is spliced in, so ``pods: [*running, {metadata: ...}]`` adds one pod to a shared
@@ -72,18 +73,17 @@ pass.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
 import yaml
 
-from rulesched.errors import InputError, ObjectError
+from rulesched.authoring.testcase import Case, CaseFile, Cluster, RuleTestError, check_keys, read_expect
+from rulesched.errors import ObjectError
 from rulesched.lang import bundled_rules_dir, resolve_rules_path
-from rulesched.model import Node, Pod, PodDisruptionBudget
+from rulesched.model import Pod
 from rulesched.model.decode import decode_namespace, decode_node, decode_pdb, decode_pod, decode_priority_class
 from rulesched.model.decode_dra import (
     decode_device_class,
@@ -93,7 +93,7 @@ from rulesched.model.decode_dra import (
 )
 from rulesched.model.decode_load import decode_load_document
 from rulesched.model.decode_storage import decode_csinode, decode_pv, decode_pvc, decode_storage_class
-from rulesched.model.dra import EMPTY_DRA, DraState
+from rulesched.model.dra import DraState
 from rulesched.model.fields import Memo, describe
 from rulesched.model.groups import (
     POD_GROUP_LABEL,
@@ -103,8 +103,7 @@ from rulesched.model.groups import (
     group_key,
 )
 from rulesched.model.load import LoadSnapshot
-from rulesched.model.objects import Namespace
-from rulesched.model.storage import EMPTY_STORAGE, StorageState
+from rulesched.model.storage import StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads, decode_controller, decode_service
 from rulesched.semantics.dra_claims import claims_from_templates
 from rulesched.yamlreader import safe_load
@@ -122,19 +121,6 @@ OBJECT_KEYS = ("nodes", "pods", "pdbs", "namespaces", "priorityClasses", *WORKLO
 NODE_METRICS = "nodeMetrics"  # node load: a NodeMetricsList or the simple format (decode_load)
 FILE_KEYS = ("rules", "cases", NODE_METRICS, *OBJECT_KEYS)
 CASE_KEYS = ("name", "pod", "group", "members", "expect", NODE_METRICS, *OBJECT_KEYS)
-EXPECT_KEYS = (
-    "feasible",
-    "winner",
-    "unschedulable",
-    "reasons",
-    "unresolvable",
-    "scores",
-    "message",
-    "nominated",
-    "victims",
-    "group",
-    "members",
-)
 _KINDS = {
     "nodes": "Node",
     "pods": "Pod",
@@ -155,75 +141,13 @@ _KINDS = {
 T = TypeVar("T")
 
 
-class RuleTestError(InputError):
-    """A test file that cannot be used: ``path: field: problem``, one line."""
-
-    def __init__(self, path: Path | str, field: str, problem: str) -> None:
-        self.path, self.field, self.problem = str(path), field, problem
-        super().__init__(": ".join(part for part in (str(path), field, problem) if part))
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """A case's cluster: its nodes, the pods running on them, PDBs, namespaces, and the Services
-    and controllers whose selectors system default spreading reads, and storage."""
-
-    nodes: tuple[Node, ...]
-    pods: tuple[Pod, ...] = ()
-    pdbs: tuple[PodDisruptionBudget, ...] = ()
-    namespaces: tuple[Namespace, ...] = ()
-    workloads: Workloads = NO_WORKLOADS
-    storage: StorageState = EMPTY_STORAGE
-    load: LoadSnapshot | None = None  # nodeMetrics: what load-aware rules read
-    dra: DraState = EMPTY_DRA  # DeviceClasses, ResourceClaims, templates, ResourceSlices
-
-
-@dataclass(frozen=True)
-class Expect:
-    """What a case checks; ``None`` leaves a field unchecked."""
-
-    feasible: frozenset[str] | None = None
-    winner: frozenset[str] | None = None  # one node, or the nodes tying for the highest total
-    unschedulable: bool | None = None
-    reasons: Mapping[str, tuple[str, ...]] | None = None
-    unresolvable: frozenset[str] | None = None  # the filtered nodes preemption cannot help
-    scores: Mapping[str, Mapping[str, int | None]] | None = None  # None: the rule does not apply
-    message: str | None = None
-    nominated: str | None = None  # "" expects no node nominated
-    victims: frozenset[str] | None = None  # pod keys (namespace/name)
-    # group cases (rulesched.authoring.gangcase): the group's outcome and each member's node
-    group_placed: bool | None = None
-    group_message: str | None = None
-    members: Mapping[str, str] | None = None  # member name -> node ("": not bound)
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    pod: Pod
-    cluster: Cluster
-    expect: Expect
-    group: PodGroup | None = None  # a group case: ``members`` placed as a gang, all or nothing
-    members: tuple[Pod, ...] = ()
-    groups: tuple[PodGroup, ...] = ()  # every group of the case (a composite tree's), ``group`` among them
-
-
-@dataclass(frozen=True)
-class CaseFile:
-    """A test file read and checked: the rule set it tests (files or folders) and its cases."""
-
-    path: Path
-    rules: tuple[Path, ...]
-    cases: tuple[Case, ...]
-
-
 def read_case_file(path: Path) -> CaseFile:
     """Read, check and decode one test file, or raise :class:`RuleTestError` (or the decoder's
     :class:`ObjectError`) naming the file and field."""
     doc = _load_yaml(path)
     if not isinstance(doc, dict):
         raise RuleTestError(path, "", f"expected a mapping with 'cases:', got {describe(doc)}")
-    _check_keys(doc, FILE_KEYS, path, str)
+    check_keys(doc, FILE_KEYS, path, str)
     rules = _rules(doc["rules"], path) if "rules" in doc else _folder_rules(path)
     raw_cases = doc.get("cases")
     if not isinstance(raw_cases, list) or not raw_cases:
@@ -259,14 +183,6 @@ def _load_yaml(path: Path) -> Any:
         raise RuleTestError(
             path, "", f"invalid YAML: {str(err).splitlines()[0] if str(err) else 'malformed'}"
         ) from None
-
-
-def _check_keys(raw: Mapping[Any, Any], allowed: Sequence[str], path: Path, field: Callable[[str], str]) -> None:
-    for key in raw:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"did you mean '{close[0]}'?" if close else f"expected one of {', '.join(allowed)}"
-            raise RuleTestError(path, field(str(key)), f"unknown field; {hint}")
 
 
 # --- the rule set --------------------------------------------------------------------------------
@@ -311,7 +227,7 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
     def at(key: str) -> str:
         return f"{label}: {key}"
 
-    _check_keys(raw, CASE_KEYS, path, at)
+    check_keys(raw, CASE_KEYS, path, at)
     for key in ("expect",) if "group" in raw else ("pod", "expect"):
         if key not in raw:
             raise RuleTestError(path, at(key), "missing")
@@ -364,18 +280,21 @@ def _case(raw: Any, label: str, path: Path, shared: Mapping[str, tuple[Any, str]
             raise ObjectError(problem, source=f"{path}: {where}", obj=f"Pod {pod.key}", field="spec.nodeName")
     groups, members = _group_case(raw, path, at, classes)
     group = next((g for g in groups if not g.parent), None)
-    pod = members[0] if members else decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)
     dra = DraState(
         {c.name: c for c, _ in decode("deviceClasses", decode_device_class)},
         {c.key: c for c, _ in decode("resourceClaims", decode_resource_claim)},
         {t.key: t for t, _ in decode("resourceClaimTemplates", decode_resource_claim_template)},
         {s.name: s for s, _ in decode("resourceSlices", decode_resource_slice)},
     )
-    if pod.resource_claims and not pod.node_name:  # (the resourceclaim controller's part)
-        pod, made = claims_from_templates(pod, dra.templates, dra.claims)
-        if made:
-            dra = dataclasses.replace(dra, claims={**dra.claims, **{c.key: c for c in made}})
-    expect = _expect(raw["expect"], path, at("expect"), node_names, pod_keys, [m.name for m in members])
+    pending = list(members) or [decode_pod(raw["pod"], f"{path}: {at('pod')}", classes, memo=memo)]
+    for i, pending_pod in enumerate(pending):  # (the resourceclaim controller's part: every pending pod)
+        if pending_pod.resource_claims and not pending_pod.node_name:
+            pending[i], made = claims_from_templates(pending_pod, dra.templates, dra.claims)
+            if made:
+                dra = dataclasses.replace(dra, claims={**dra.claims, **{c.key: c for c in made}})
+    pod = pending[0]
+    members = tuple(pending) if members else ()
+    expect = read_expect(raw["expect"], path, at("expect"), node_names, pod_keys, [m.name for m in members])
     cluster = Cluster(
         tuple(n for n, _ in nodes),
         tuple(p for p, _ in pods if p.phase not in ("Succeeded", "Failed")),  # finished pods hold nothing
@@ -481,116 +400,3 @@ def _unique(names: list[tuple[str, str]], path: Path, kind: str) -> list[str]:
             raise RuleTestError(path, where, f"duplicate {kind} {name}")
         seen.add(name)
     return [name for name, _ in names]
-
-
-# --- expectations ------------------------------------------------------------------------------------
-
-
-def _expect(
-    raw: Any, path: Path, label: str, nodes: Sequence[str], pods: Sequence[str], members: Sequence[str] = ()
-) -> Expect:
-    if not isinstance(raw, dict) or not raw:
-        got = "an empty mapping" if isinstance(raw, dict) else describe(raw)
-        raise RuleTestError(path, label, f"expected a mapping of checks ({', '.join(EXPECT_KEYS)}), got {got}")
-    _check_keys(raw, EXPECT_KEYS, path, lambda key: f"{label}.{key}")
-
-    def fail(key: str, problem: str) -> RuleTestError:
-        return RuleTestError(path, f"{label}.{key}", problem)
-
-    def node(value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            raise fail(key, f"expected a node name, got {describe(value)}")
-        if value not in nodes:
-            raise fail(key, f"no node {value!r} in this case (nodes: {', '.join(nodes) or 'none'})")
-        return value
-
-    def node_list(value: Any, key: str) -> frozenset[str]:
-        if not isinstance(value, list):
-            raise fail(key, f"expected a list of node names, got {describe(value)}")
-        return frozenset(node(v, f"{key}[{i}]") for i, v in enumerate(value))
-
-    def node_map(value: Any, key: str) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise fail(key, f"expected a mapping of node names, got {describe(value)}")
-        return {node(k, f"{key}.{k}"): v for k, v in value.items()}
-
-    checks: dict[str, Any] = {}
-    if "feasible" in raw:
-        checks["feasible"] = node_list(raw["feasible"], "feasible")
-    if "winner" in raw:
-        winner = raw["winner"]
-        if winner is None:
-            raise fail("winner", "expected a node name or a list of node names (for no node: unschedulable: true)")
-        checks["winner"] = (
-            node_list(winner, "winner") if isinstance(winner, list) else frozenset([node(winner, "winner")])
-        )
-        if not checks["winner"]:
-            raise fail("winner", "an empty list; for no node write unschedulable: true")
-    if "unschedulable" in raw:
-        if not isinstance(raw["unschedulable"], bool):
-            raise fail("unschedulable", f"expected true or false, got {describe(raw['unschedulable'])}")
-        checks["unschedulable"] = raw["unschedulable"]
-    if "unresolvable" in raw:
-        checks["unresolvable"] = node_list(raw["unresolvable"], "unresolvable")
-    if "reasons" in raw:
-        reasons = {}
-        for name, value in node_map(raw["reasons"], "reasons").items():
-            value = [value] if isinstance(value, str) else value
-            if not isinstance(value, list) or not all(isinstance(r, str) for r in value):
-                raise fail(f"reasons.{name}", f"expected a list of reasons (strings), got {describe(value)}")
-            reasons[name] = tuple(value)
-        checks["reasons"] = MappingProxyType(reasons)
-    if "scores" in raw:
-        scores = {}
-        for name, value in node_map(raw["scores"], "scores").items():
-            if not isinstance(value, dict) or not value:
-                raise fail(f"scores.{name}", f"expected a mapping of rule names to scores, got {describe(value)}")
-            for rule, score in value.items():
-                if isinstance(score, bool) or not (score is None or isinstance(score, int)):
-                    raise fail(f"scores.{name}.{rule}", f"expected a whole number (or null), got {describe(score)}")
-            scores[name] = MappingProxyType({str(rule): score for rule, score in value.items()})
-        checks["scores"] = MappingProxyType(scores)
-    if "message" in raw:
-        if not isinstance(raw["message"], str):
-            raise fail("message", f"expected a string, got {describe(raw['message'])}")
-        checks["message"] = raw["message"]
-    if "nominated" in raw:
-        checks["nominated"] = "" if raw["nominated"] is None else node(raw["nominated"], "nominated")
-    if "victims" in raw:
-        victims = raw["victims"]
-        if not isinstance(victims, list) or not all(isinstance(v, str) and v for v in victims):
-            raise fail("victims", f"expected a list of running pods (namespace/name), got {describe(victims)}")
-        keys = frozenset(v if "/" in v else f"default/{v}" for v in victims)
-        unknown = sorted(keys - set(pods))
-        if unknown:
-            raise fail("victims", f"no running pod {unknown[0]!r} in this case")
-        checks["victims"] = keys
-    if ("group" in raw or "members" in raw) and not members:
-        raise fail(
-            "group" if "group" in raw else "members", "only a group case (with 'group' and 'members') expects these"
-        )
-    if "group" in raw:
-        group = raw["group"]
-        if not isinstance(group, dict) or not set(group) <= {"placed", "message"} or not group:
-            raise fail("group", f"expected a mapping with placed (true/false) and/or message, got {describe(group)}")
-        if "placed" in group:
-            if not isinstance(group["placed"], bool):
-                raise fail("group.placed", f"expected true or false, got {describe(group['placed'])}")
-            checks["group_placed"] = group["placed"]
-        if "message" in group:
-            if not isinstance(group["message"], str):
-                raise fail("group.message", f"expected a string, got {describe(group['message'])}")
-            checks["group_message"] = group["message"]
-    if "members" in raw:
-        placed = raw["members"]
-        if not isinstance(placed, dict):
-            raise fail(
-                "members", f"expected a mapping of member names to nodes (null: not bound), got {describe(placed)}"
-            )
-        found = {}
-        for name, value in placed.items():
-            if name not in members:
-                raise fail(f"members.{name}", f"no member {name!r} in this case (members: {', '.join(members)})")
-            found[name] = "" if value is None else node(value, f"members.{name}")
-        checks["members"] = MappingProxyType(found)
-    return Expect(**checks)

@@ -4,7 +4,8 @@ The language (:mod:`rulesched.lang`) compiles rules and binds them to a pod, nod
 engine evaluates such a binding over many nodes as numpy columns and keeps what makes that fast:
 
 * ``columns`` (the nodes as columns, rows, groups of alike nodes), ``arrays`` (typed columns and
-  their operators), ``vectorise`` (the column evaluator), ``domain_columns`` (aggregates over
+  their operators), ``vectorise`` (the column evaluator; ``vectorisable``: which rules it can
+  take; ``column_calls``: built-ins over columns), ``domain_columns`` (aggregates over
   topology domains, once per label value), ``encoded`` (values as codes per row);
 * ``batch``: a binding over rows (``filter_mask``, ``score_matrix``...), its ``ColumnPlan`` per
   rule set and ``ColumnBodies`` per binding; ``fallback``: a column evaluation that raised (a
@@ -58,7 +59,8 @@ from rulesched.engine.nominated import held_failures
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
 from rulesched.engine.table import ColumnStore, NodeTable, TableOverflow
-from rulesched.engine.vectorise import ColumnEvaluator, vectorisable
+from rulesched.engine.vectorisable import vectorisable
+from rulesched.engine.vectorise import ColumnEvaluator
 
 __all__ = [
     "Array",

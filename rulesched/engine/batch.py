@@ -29,10 +29,12 @@ import numpy as np
 import numpy.typing as npt
 
 from rulesched.engine.arrays import Unsupported
+from rulesched.engine.column_calls import grouped
 from rulesched.engine.columns import Groups, NodeColumns, Rows, node_fields, node_labels
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
-from rulesched.engine.vectorise import ColumnEvaluator, grouped, vectorisable
+from rulesched.engine.vectorisable import vectorisable
+from rulesched.engine.vectorise import ColumnEvaluator
 from rulesched.lang import BoundRules, RuleSet
 from rulesched.lang.evaluation.compile import CompiledRule
 from rulesched.lang.evaluation.ruleset import pod_getter

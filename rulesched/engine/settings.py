@@ -27,7 +27,7 @@ imports the engine: ``CHECK_EVERY`` (rulesched.lang.evaluation.watch: nodes eval
 checks whether an evaluation must stop; the engine's walks use the same count so a deadline is
 noticed as promptly in both), ``CLASS_CACHE_SIZE`` (rulesched.lang.evaluation.ruleset: classes of
 pods a session keeps bound; ``max_tables`` matches it, a table per bound class at most), and the
-compiler's bind-time unroll of 16 elements (rulesched.lang.evaluation.compile: a quantifier over a
+compiler's bind-time unroll of 16 elements (rulesched.lang.evaluation.compile_aggregates: a quantifier over a
 bind-time list becomes one closure per element, a cost per pod and per node; the columns'
 ``column_unroll`` below is one numpy operation per element over all rows, so it affords more).
 Next stage: the cycle (rulesched.scheduler.cycle) and the extender build one and pass it down.

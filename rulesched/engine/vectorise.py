@@ -9,7 +9,7 @@ operations over the nodes' columns (:mod:`rulesched.engine.columns`) instead. Bu
 fields that numpy cannot express are called per node inside the column (the same
 implementations); what cannot be expressed at all (a loop over a node's own list, ``in`` over
 lists) leaves the rule to the closures, decided once per rule when the rules load
-(:func:`vectorisable`).
+(:mod:`rulesched.engine.vectorisable`). Built-in calls are :mod:`rulesched.engine.column_calls`'.
 
 Answers are the reference interpreter's, exactly: the pod-only parts are evaluated by
 :class:`rulesched.lang.evaluation.interp.Interpreter` itself, the rest by :mod:`rulesched.engine.arrays`,
@@ -29,9 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rulesched.engine import column_calls
 from rulesched.engine.arrays import (
-    EXACT_LIMIT,
-    SCALAR,
     Col,
     Unsupported,
     Value,
@@ -40,121 +39,25 @@ from rulesched.engine.arrays import (
     bools,
     coerce,
     column_of,
-    extreme,
     merge,
     need_numeric,
     take,
 )
 from rulesched.engine.columns import NodeColumns, Path, Rows
-from rulesched.engine.domain_columns import DomainCodes, domain_column, groupable
+from rulesched.engine.domain_columns import DomainCodes, domain_column
 from rulesched.engine.fallback import ColumnFallbacks
 from rulesched.engine.settings import EngineSettings
+from rulesched.engine.vectorisable import Analysis
 from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.schema import zero_value
-from rulesched.lang.types import QUANTITY, STRING, MapOf
+from rulesched.lang.types import QUANTITY, MapOf
 from rulesched.lang.values import as_score, binary_function
-from rulesched.model import NodeSelectorTerm
 
 Step = Callable[["_Run", Rows, dict[str, Any]], Value]  # one expression over rows, see ColumnEvaluator.step
-_NUMPY_CALLS = frozenset({"abs", "floor", "ceil", "min", "max", "number", "seconds"})
-
-
-def grouped(name: str, ctx: EvalContext, cols: NodeColumns) -> bool:
-    """Whether, for this pod now, the built-in ``f(node)`` costs a few calls over ``cols`` rather
-    than one per node: its answer is the same everywhere, one per group of nodes alike in a few
-    labels, or computed for all rows at once."""
-    if name == "domain":  # aggregates over domains: one answer per label value (domain_columns)
-        return True
-    builtin = BUILTINS[name]
-    if builtin.uniform is not None and builtin.uniform(ctx) is not None:
-        return True
-    if builtin.domain is not None:
-        keys = builtin.domain(ctx)
-        if keys is not None and cols.label_groups(keys) is not None:
-            return True
-    return builtin.columns is not None
-
-
-def vectorisable(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> bool:
-    """Whether :class:`ColumnEvaluator` can evaluate ``expr`` (values may still make it raise
-    :class:`Unsupported`)."""
-    return _Analysis(notes, lets).supported(expr)
-
-
-class _Analysis:
-    def __init__(self, notes: Annotations, lets: dict[str, ast.Let]) -> None:
-        self.notes, self.lets = notes, lets
-        self._node: dict[int, bool] = {}
-        self._supported: dict[int, bool] = {}  # (the answer for each expression: it never changes)
-
-    def reads_node(self, expr: ast.Expr) -> bool:
-        key = id(expr)
-        hit = self._node.get(key)
-        if hit is None:
-            if isinstance(expr, ast.Name):
-                ref = self.notes.names[key]
-                if ref.kind == "let":
-                    hit = self.reads_node(self.lets[ref.name].value)
-                else:  # (the cluster: a domain's answers are not columns; counted as the node's)
-                    hit = ref.kind != "bound" and ref.name in (schema.NODE_VARIABLE, schema.CLUSTER_VARIABLE)
-            else:
-                hit = any(self.reads_node(c) for c in ast.children(expr))
-            self._node[key] = hit
-        return hit
-
-    def supported(self, expr: ast.Expr) -> bool:
-        key = id(expr)
-        hit = self._supported.get(key)
-        if hit is None:
-            hit = self._supported[key] = self._supported_now(expr)
-        return hit
-
-    def _supported_now(self, expr: ast.Expr) -> bool:
-        if not self.reads_node(expr):
-            return True
-        notes = self.notes
-        over_domain = groupable(expr, notes, self.reads_node)
-        if over_domain is not None:
-            return over_domain
-        match expr:
-            case ast.Name():
-                ref = notes.names[id(expr)]
-                if ref.name == schema.CLUSTER_VARIABLE and ref.kind == "var":
-                    return False
-                return ref.kind != "let" or self.supported(self.lets[ref.name].value)
-            case ast.Attr(obj=obj):
-                return self.supported(obj)
-            case ast.Index(obj=obj, key=key):
-                return isinstance(notes.types[id(obj)], MapOf) and not self.reads_node(key) and self.supported(obj)
-            case ast.Call(func=func, args=args):
-                return func != "domain" and all(self.supported(a) for a in args)
-            case ast.Unary(operand=operand):
-                return self.supported(operand)
-            case ast.Binary(op=op, left=left, right=right):
-                if op not in ("and", "or"):
-                    info = notes.binary[id(expr)]
-                    if info.kind == "seq" or op in ("in", "not in", "%"):
-                        return False
-                    if notes.types[id(left)] not in SCALAR or notes.types[id(right)] not in SCALAR:
-                        return False
-                return self.supported(left) and self.supported(right)
-            case ast.If(cond=cond, then=then, otherwise=otherwise):
-                return all(self.supported(e) for e in (cond, then, otherwise))
-            case ast.Quantifier(iterable=iterable, where=where):
-                return not self.reads_node(iterable) and (where is None or self.supported(where))
-            case ast.Aggregate(kind=kind, iterable=iterable, value=value, where=where):
-                return (
-                    kind == "sum"
-                    and not self.reads_node(iterable)
-                    and self.supported(value)
-                    and (where is None or self.supported(where))
-                )
-        return False
 
 
 class ColumnEvaluator:
@@ -172,7 +75,7 @@ class ColumnEvaluator:
         self.unroll = unroll
         self.domain_codes = domain_codes or {}  # the compiled aggregates over domains (compile_rules)
         self.interp = Interpreter(notes, lets)
-        self._analysis = _Analysis(notes, lets)
+        self._analysis = Analysis(notes, lets)
         self._paths: dict[int, Path | None] = {}
         # Per expression, what every evaluation asks first: (reads the node, its path, its
         # type, its coercion), decided once (an evaluation visits each node of a rule's tree).
@@ -352,7 +255,7 @@ class _Run:
                     return maps[k] if k in maps else default
                 return column_of([x[k] if k in x else default for x in maps.array.tolist()], t.value)
             case ast.Call(func=func, args=args):
-                return self._call(expr, func, args, rows, scope)
+                return column_calls.call(self, expr, func, args, rows, scope)
             case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
                 items = self._items(iterable, scope)
                 if where is None:
@@ -405,109 +308,6 @@ class _Run:
             result[open_[done]] = decided_as
             open_ = open_[~done]
         return Col(result)
-
-    def _call(self, expr: ast.Call, func: str, args: tuple[ast.Expr, ...], rows: Rows, scope: dict[str, Any]) -> Value:
-        builtin = BUILTINS[func]
-        whole_node = len(args) == 1 and self.ev.path(args[0]) == Path()
-        if whole_node:  # f(node): answered, where it can be, before the rows' node objects are gathered
-            found = self._node_call(expr, builtin, rows)
-            if found is not None:
-                return found
-        coercions = self.notes.calls[id(expr)]
-        values = [coerce(c, self.value(a, rows, scope)) for a, c in zip(args, coercions, strict=True)]
-        n = len(rows)
-        if not any(isinstance(v, Col) for v in values):  # decided for every row
-            return builtin.impl(self.ctx, *values) if builtin.context else builtin.impl(*values)
-        if func in _NUMPY_CALLS and all(not isinstance(v, Col) or v.array.dtype != object for v in values):
-            if func in ("number", "seconds"):
-                return values[0]
-            if func == "abs":
-                v = values[0]
-                return Col(np.abs(v.array), v.bound)
-            if func in ("floor", "ceil"):
-                v = values[0]
-                if not v.is_float:
-                    return v
-                if not v.bound <= EXACT_LIMIT:  # (NaN too: rows whole by values.whole)
-                    raise Unsupported("floor of a float beyond 2**53")
-                return Col((np.floor if func == "floor" else np.ceil)(v.array).astype(np.int64))
-            if func in ("min", "max"):
-                return extreme(func, values, n)
-        shortcut = self._shortcut(func, args, values, rows)
-        if shortcut is not None:
-            return shortcut
-        if builtin.uniform is not None:  # the same answer on every node, for this pod: one value
-            same = builtin.uniform(self.ctx)
-            if same is not None:
-                return same
-        # Anything else: the built-in itself, called per row.
-        impl = builtin.impl
-        known = [v for v in values if not isinstance(v, Col)]
-        if builtin.context:
-            known.insert(0, self.ctx)
-        last = values[-1]
-        if isinstance(last, Col) and len(known) == len(values) - 1 + builtin.context:
-            # the usual shape (f(pod-side value, node value), f(ctx, node)): one map, no tuples
-            results = list(map(partial(impl, *known), last.array.tolist()))
-        else:
-            columns = [v.array.tolist() if isinstance(v, Col) else [v] * n for v in values]
-            if builtin.context:
-                columns.insert(0, [self.ctx] * n)
-            results = [impl(*a) for a in zip(*columns, strict=True)]
-        return column_of(results, self.notes.types[id(expr)])
-
-    def _node_call(self, expr: ast.Call, builtin: Any, rows: Rows) -> Value | None:
-        """``f(node)`` the same on every node (one value), once per group of nodes alike in a few
-        labels, or from the built-in's own columns hook; None: per row, from the node objects."""
-        if builtin.uniform is not None:  # the same answer on every node, for this pod: one value
-            same: Value | None = builtin.uniform(self.ctx)
-            if same is not None:
-                return same
-        if builtin.domain is not None:
-            # f(node) whose answer depends on a few of the node's labels: once per distinct value
-            keys = builtin.domain(self.ctx)
-            groups = self.cols.label_groups(keys) if keys is not None else None
-            if groups is not None:
-                nodes, ctx = self.cols.nodes, self.ctx
-                answers = [builtin.impl(ctx, nodes[r]) for r in groups.representatives]
-                return Col(column_of(answers, self.notes.types[id(expr)]).array[groups.codes[rows]])
-        if builtin.columns is not None:
-            found: Value = column_of(list(builtin.columns(self.ctx, self.cols, rows)), self.notes.types[id(expr)])
-            return found
-        return None
-
-    def _shortcut(self, func: str, args: tuple[ast.Expr, ...], values: list[Value], rows: Rows) -> Value | None:
-        """Built-ins whose pod-side argument decides much: nodeSelector matching as a few label
-        columns (``subset``), no host ports wanted (``ports_conflict``), a node selector term on
-        labels once per group of nodes alike in them (``term_matches``)."""
-        first = values[0]
-        if isinstance(first, Col) or len(values) != 2 or not isinstance(values[1], Col):
-            return None
-        if func == "ports_conflict" and not first:
-            return False
-        if func == "term_matches" and self.ev.path(args[1]) == Path():
-            # a term on labels alone: once per group of nodes alike in the labels it names
-            if not isinstance(first, NodeSelectorTerm) or not first.match_expressions or first.match_fields:
-                return None
-            groups = self.cols.label_groups(tuple(sorted({r.key for r in first.match_expressions})))
-            if groups is None:
-                return None
-            nodes, impl = self.cols.nodes, BUILTINS[func].impl
-            answers = np.array([bool(impl(first, nodes[r])) for r in groups.representatives], dtype=bool)
-            return Col(answers[groups.codes[rows]])
-        if func == "subset":
-            if not first:
-                return True
-            inner = self.ev.path(args[1])
-            if inner is None or len(first) > self.ev.unroll:
-                return None
-            out = np.ones(len(rows), dtype=bool)
-            for k, v in first.items():  # big.get(k) == v for every key: a missing label is None
-                labels = self.cols.column(inner.then("key", k, None), STRING)[rows]
-                hit = np.asarray(labels == v, dtype=bool)
-                out &= hit
-            return Col(out)
-        return None
 
 
 # --- steps: (run, rows, scope) -> value, see ColumnEvaluator.step -------------------------------

@@ -14,6 +14,7 @@ import platform
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import urllib3
@@ -47,28 +48,19 @@ class Transport:
         timeout: urllib3.Timeout,
         stream: bool,
     ) -> urllib3.BaseHTTPResponse:
-        if self.pool is not None:
-            return self.pool.urlopen(
-                method,
-                self.prefix + target,
-                body=body,
-                headers=headers,
-                retries=False,
-                redirect=False,
-                timeout=timeout,
-                preload_content=False,
-                assert_same_host=False,
-            )
-        return self.manager.urlopen(
-            method,
-            self.host + target,
-            body=body,
-            headers=headers,
-            retries=False,
-            redirect=False,
-            timeout=timeout,
-            preload_content=False,
-        )
+        # Retries are the caller's (with backoff, never for a binding), and so is reading the
+        # answer, whole or as a stream.
+        options: dict[str, Any] = {
+            "body": body,
+            "headers": headers,
+            "retries": False,
+            "redirect": False,
+            "timeout": timeout,
+            "preload_content": False,
+        }
+        if self.pool is not None:  # (the pool's own host: a path is all it needs, and no check)
+            return self.pool.urlopen(method, self.prefix + target, assert_same_host=False, **options)
+        return self.manager.urlopen(method, self.host + target, **options)
 
 
 def user_agent() -> str:

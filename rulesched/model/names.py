@@ -31,44 +31,50 @@ def shown(value: str) -> str:
     return repr(value if len(value) <= 40 else value[:37] + "...")
 
 
+def _checked(value: str, longest: int, pattern: re.Pattern[str], what: str) -> str:
+    """The problem with ``value`` as a name of at most ``longest`` characters that ``pattern``
+    matches whole (``what`` says which, for the message); "" when there is none."""
+    if len(value) > longest:
+        return f"{shown(value)} is longer than {longest} characters"
+    if pattern.fullmatch(value) is None:
+        return f"{shown(value)} is not {what}"
+    return ""
+
+
 @lru_cache(maxsize=_REMEMBERED)
 def dns1123_subdomain(value: str) -> str:
     """A DNS-1123 subdomain (``example.com``): at most 253 characters of lower-case letters,
     digits, '-' and '.', starting and ending with a letter or digit."""
-    if len(value) > 253:
-        return f"{shown(value)} is longer than 253 characters"
-    if _DNS1123_SUBDOMAIN.fullmatch(value) is None:
-        return (
-            f"{shown(value)} is not a lower-case RFC 1123 subdomain (letters a-z, digits, '-' and '.', "
-            "starting and ending with a letter or digit)"
-        )
-    return ""
+    return _checked(
+        value,
+        253,
+        _DNS1123_SUBDOMAIN,
+        "a lower-case RFC 1123 subdomain (letters a-z, digits, '-' and '.', "
+        "starting and ending with a letter or digit)",
+    )
 
 
 @lru_cache(maxsize=_REMEMBERED)
 def dns1123_label(value: str) -> str:
     """A DNS-1123 label (``my-name``): at most 63 characters, a subdomain without dots."""
-    if len(value) > 63:
-        return f"{shown(value)} is longer than 63 characters"
-    if _DNS1123_LABEL.fullmatch(value) is None:
-        return (
-            f"{shown(value)} is not a lower-case RFC 1123 label (letters a-z, digits and '-', "
-            "starting and ending with a letter or digit)"
-        )
-    return ""
+    return _checked(
+        value,
+        63,
+        _DNS1123_LABEL,
+        "a lower-case RFC 1123 label (letters a-z, digits and '-', starting and ending with a letter or digit)",
+    )
 
 
 @lru_cache(maxsize=_REMEMBERED)
 def dns1035_label(value: str) -> str:
     """A DNS-1035 label (Service names): a DNS-1123 label that starts with a letter."""
-    if len(value) > 63:
-        return f"{shown(value)} is longer than 63 characters"
-    if _DNS1035_LABEL.fullmatch(value) is None:
-        return (
-            f"{shown(value)} is not a lower-case RFC 1035 label (letters a-z, digits and '-', "
-            "starting with a letter and ending with a letter or digit)"
-        )
-    return ""
+    return _checked(
+        value,
+        63,
+        _DNS1035_LABEL,
+        "a lower-case RFC 1035 label (letters a-z, digits and '-', "
+        "starting with a letter and ending with a letter or digit)",
+    )
 
 
 @lru_cache(maxsize=_REMEMBERED)
@@ -101,11 +107,9 @@ def qualified_name(value: str) -> str:
 def label_value(value: str) -> str:
     """A label value: empty, or at most 63 characters of letters, digits, '-', '_' and '.'
     starting and ending with a letter or digit."""
-    if len(value) > 63:
-        return f"{shown(value)} is longer than 63 characters"
-    if _LABEL_VALUE.fullmatch(value) is None:
-        return (
-            f"{shown(value)} is not a label value (empty, or letters, digits, '-', '_' and '.' "
-            "starting and ending with a letter or digit)"
-        )
-    return ""
+    return _checked(
+        value,
+        63,
+        _LABEL_VALUE,
+        "a label value (empty, or letters, digits, '-', '_' and '.' starting and ending with a letter or digit)",
+    )

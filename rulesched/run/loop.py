@@ -59,7 +59,8 @@ from rulesched.run.audit import PeriodicAudit
 from rulesched.run.binder import BindingProcess
 from rulesched.run.hooks import WorkerBinder, WorkerReporter
 from rulesched.run.leader import LeaderElector, LeaderSettings
-from rulesched.run.ops import Metrics, OpsServer
+from rulesched.run.ops import Metrics
+from rulesched.run.ops_server import OpsServer
 from rulesched.run.profiles import ProfileSettings
 from rulesched.run.settings import RunSettings
 from rulesched.run.workers import REMOVAL_THREADS, Outcome, Workers, log_bound

@@ -16,7 +16,9 @@ by what it reads:
 No source text is generated or evaluated: every stage is a Python closure over closures. Bound
 variables of aggregates live in a per-evaluation dict (``env``), one slot per nesting level,
 made by the outermost loop; node functions take ``(node, env=None)``.
-The closures are built from :mod:`rulesched.lang.evaluation.stages`.
+The closures are built from :mod:`rulesched.lang.evaluation.stages`; the aggregates with shapes of
+their own (counted by key, over domains, unrolled) are compiled in
+:mod:`rulesched.lang.evaluation.compile_aggregates`.
 Next stage: the scheduler calls :meth:`RuleSet.bind` (see ``rulesched.scheduler``).
 """
 
@@ -28,39 +30,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS, domains
+from rulesched.lang.builtins import BUILTINS, domains, identity
 from rulesched.lang.context import EvalContext
-from rulesched.lang.evaluation import domain_stages
+from rulesched.lang.evaluation import compile_aggregates
+from rulesched.lang.evaluation.element_loops import element_loop, element_test
 from rulesched.lang.evaluation.let_memo import kept_by_inputs, once
 from rulesched.lang.evaluation.stages import (
+    FREE_CLUSTER,
+    FREE_NODE,
+    FREE_POD,
     NO_CTX,
     NodeFn,
     NodeMemos,
     Staged,
     aggregate_loop,
     as_pod_node,
-    chain1,
     coerce,
     combine,
     empty_result,
-    from_counts,
     get_key,
     lazy,
     list_index,
     map1,
     memoised,
-    unrolled,
 )
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import CheckedRule, CheckedRules
-from rulesched.lang.frontend.domain_check import DomainAggregate, OverDomains
+from rulesched.lang.frontend.domain_check import OverDomains
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import (
-    BOOL,
-    DURATION,
-    NUMBER,
     QUANTITY,
-    STRING,
     TO_MILLI,
     BinaryInfo,
     ListOf,
@@ -68,19 +67,16 @@ from rulesched.lang.types import (
 )
 from rulesched.lang.values import _q_mul, binary_function
 
-_POD = frozenset({schema.POD_VARIABLE})
 # A node-only expression costing this many calls or more is cached in the node memos: a cache hit
 # costs about one call and a dict lookup.
 _WORTH_CACHING = 3
 _LOOP_COST = 20
-_UNROLL_MAX = 16  # elements of a bind-time list a quantifier is unrolled over
-# types whose == agrees with dict lookup (hash equality), for _Compiler._indexed
-_HASHABLE = (STRING, NUMBER, QUANTITY, DURATION, BOOL)
-_NODE = frozenset({schema.NODE_VARIABLE})
-_CLUSTER = frozenset({schema.CLUSTER_VARIABLE})  # in ``free``: never memoised per node, never pod-only
 
 
-class _Compiler:
+class Compiler:
+    """One rule set's compilation: the annotations and lets it reads, the node memos its stages
+    cache in, and what its rules share (lets' codes, domain indexes' tokens, kept answers)."""
+
     def __init__(self, checked: CheckedRules, memos: NodeMemos) -> None:
         self.notes = checked.notes
         self.lets = checked.lets
@@ -105,10 +101,10 @@ class _Compiler:
             # `sum(f for f in free_after)`, in its loop over the mix's rows). Not while a loop is
             # unrolled: its body, compiled once per element, may read the element as a constant.
             hoistable = slots and not self.fixed and isinstance(expr, (ast.Quantifier, ast.Aggregate))
-            if hoistable and code.free <= _POD | _NODE:
+            if hoistable and code.free <= FREE_POD | FREE_NODE:
                 return once(f"#{id(expr)}", code)
             return code
-        if code.free <= _NODE and (self._costly(expr) or code.cost >= _WORTH_CACHING):
+        if code.free <= FREE_NODE and (self._costly(expr) or code.cost >= _WORTH_CACHING):
             return memoised(code, self.memos)  # (a bound variable or victim varies per node: never cached)
         return code
 
@@ -176,15 +172,15 @@ class _Compiler:
                 return Staged(frozenset(), const=self.fixed[slot])
             return Staged(frozenset({ref.name}), static=lambda n, env=None: env[slot], chain=(slot, ()))
         if ref.name == schema.POD_VARIABLE:
-            return Staged(_POD, pod=lambda ctx, env: ctx.pod)
+            return Staged(FREE_POD, pod=lambda ctx, env: ctx.pod)
         if ref.name == schema.CLUSTER_VARIABLE:
 
             def cluster(ctx: EvalContext) -> NodeFn:
                 ref = domains.cluster_ref(ctx)
                 return lambda n, env=None: ref
 
-            return Staged(_CLUSTER, node=cluster)
-        return Staged(frozenset({schema.NODE_VARIABLE}), static=lambda n, env=None: n, chain=(None, ()))
+            return Staged(FREE_CLUSTER, node=cluster)
+        return Staged(FREE_NODE, static=lambda n, env=None: n, chain=(None, ()))
 
     def _let(self, name: str, slots: dict[str, int]) -> Staged:
         key = (name, tuple(sorted(slots.items())))
@@ -215,14 +211,16 @@ class _Compiler:
         coercions = self.notes.calls[id(expr)]
         parts = [coerce(self.code(a, slots), c) for a, c in zip(args, coercions, strict=True)]
         if not builtin.context:
+            if builtin.impl is identity:  # (number(): a call less on every path through it)
+                return parts[0]
             return combine(parts, builtin.impl)
         # A built-in that reads the cluster depends on the pod's evaluation context.
         impl = builtin.impl
-        ctx_code = Staged(_POD, pod=lambda ctx, env: ctx)
+        ctx_code = Staged(FREE_POD, pod=lambda ctx, env: ctx)
         code = combine([ctx_code, *parts], impl)
         if func == "domain":  # reads the cluster as it is at each call: a node-stage value
             made = code.factory()
-            return Staged(code.free | _CLUSTER, node=made)
+            return Staged(code.free | FREE_CLUSTER, node=made)
         return code
 
     def _logic(self, expr: ast.Binary, slots: dict[str, int]) -> Staged:
@@ -246,46 +244,50 @@ class _Compiler:
         over_domain = self.notes.domain_aggregates.get(id(expr))
         if over_domain is not None:
             if isinstance(over_domain, OverDomains):
-                code = self._over_domains(expr, over_domain, slots, slot, inner_slots)
+                code = compile_aggregates.over_domains(self, expr, over_domain, slots, slot, inner_slots)
             else:
-                code = self._domain_aggregate(expr, over_domain, slots, slot, inner_slots)
+                code = compile_aggregates.domain_aggregate(self, expr, over_domain, slots, slot, inner_slots)
             if not slots and not self.fixed:  # (in a preempt rule, nested, unrolled: node by node)
                 self.domain_codes.setdefault(id(expr), code.factory())
             return code
         iterable = self.code(expr.iterable, slots)
-        indexed = self._indexed(expr, iterable, slot, inner_slots)
+        indexed = compile_aggregates.indexed(self, expr, iterable, slot, inner_slots)
         if indexed is not None:
             return indexed
         where = self.code(expr.where, inner_slots) if expr.where is not None else None
         value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
+        test = element_test(expr, self.notes, lambda e: self.code(e, inner_slots)) if where else None
+        cond = where if test is None else test.other  # (the condition as the loop runs it)
         parts = [p for p in (where, value) if p is not None]
         free = iterable.free | frozenset().union(*(p.free for p in parts)) - {expr.var}
         kind = expr.kind
         empty = empty_result(kind)
 
         def build(it: NodeFn, wf: NodeFn | None, vf: NodeFn | None) -> NodeFn:
+            if test is not None and wf is not None:
+                return element_loop(kind, slot, it, test, wf, vf, empty)
             return aggregate_loop(kind, slot, it, wf, vf, empty)
 
-        if free <= _POD:  # the whole aggregate is pod-only: run it at bind time
-            it_f, w_f, v_f = (as_pod_node(p) for p in (iterable, where, value))
+        if free <= FREE_POD:  # the whole aggregate is pod-only: run it at bind time
+            it_f, w_f, v_f = (as_pod_node(p) for p in (iterable, cond, value))
 
             def pod_fn(ctx: EvalContext, env: Any) -> Any:
-                node_fn = build(it_f(ctx), w_f(ctx) if where else None, v_f(ctx) if value else None)
+                node_fn = build(it_f(ctx), w_f(ctx) if cond else None, v_f(ctx) if value else None)
                 return node_fn(None, env if env is not None else {})
 
             return Staged(free, pod=pod_fn)
-        if isinstance(expr, ast.Quantifier) and where is not None and not iterable.free - _POD and not self.fixed:
-            return self._unrolled(expr, iterable, where, slot, inner_slots, free)
-        if not (free & _POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
+        if isinstance(expr, ast.Quantifier) and where is not None and not iterable.free - FREE_POD and not self.fixed:
+            return compile_aggregates.unrolled_quantifier(self, expr, iterable, where, slot, inner_slots, free)
+        if not (free & FREE_POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
             static = build(
                 iterable.factory()(NO_CTX),
-                where.factory()(NO_CTX) if where else None,
+                cond.factory()(NO_CTX) if cond else None,
                 value.factory()(NO_CTX) if value else None,
             )
             return Staged(free, static=static, cost=_LOOP_COST)
         it_fac, w_fac, v_fac = (
             iterable.factory(),
-            where.factory() if where else None,
+            cond.factory() if cond else None,
             value.factory() if value else None,
         )
 
@@ -293,206 +295,6 @@ class _Compiler:
             return build(it_fac(ctx), w_fac(ctx) if w_fac else None, v_fac(ctx) if v_fac else None)
 
         return Staged(free, node=factory)
-
-    def _indexed(
-        self, expr: ast.Quantifier | ast.Aggregate, iterable: Staged, slot: int, inner_slots: dict[str, int]
-    ) -> Staged | None:
-        """count / any / all over a node-only list, where the condition compares a value of the
-        element with a value known at bind time::
-
-            count(p in node.pods where p.labels["app"] == pod.labels["app"])
-
-        The node's elements are counted by that value once, in the node's memo (like any
-        node-only aggregate); each pod then costs a dict lookup per node, not a pass over the
-        list. None when the aggregate does not have that shape."""
-        where = expr.where
-        if not isinstance(expr, ast.Quantifier) or not isinstance(where, ast.Binary) or where.op not in ("==", "!="):
-            return None
-        if iterable.static is None or not iterable.free <= _NODE:
-            return None
-        types = self.notes.types
-        if types.get(id(where.left)) not in _HASHABLE or types.get(id(where.right)) not in _HASHABLE:
-            return None  # maps, lists, records: equality is not what a dict lookup does
-        info = self.notes.binary[id(where)]
-        sides = (
-            coerce(self.code(where.left, inner_slots), info.left),
-            coerce(self.code(where.right, inner_slots), info.right),
-        )
-        element = frozenset({expr.var})
-        keyed = [c for c in sides if c.static is not None and c.free == element]
-        known = [c for c in sides if c.pod is not None]  # a constant: the aggregate is node-only
-        if len(keyed) != 1 or len(known) != 1:
-            return None
-        key_of, elements, value = keyed[0].static, iterable.static, known[0].pod
-        assert key_of is not None and elements is not None and value is not None
-        key_chain = keyed[0].chain
-        if key_chain is not None and key_chain[0] == slot:  # a path from the element: no env needed
-            key1 = chain1(key_chain[1])
-
-            def group(n: Any, env: Any = None) -> tuple[dict[Any, int], int]:
-                items = elements(n, env)
-                counts: dict[Any, int] = {}
-                get = counts.get
-                for k in map(key1, items):
-                    counts[k] = get(k, 0) + 1
-                return counts, len(items)
-        else:
-
-            def group(n: Any, env: Any = None) -> tuple[dict[Any, int], int]:
-                if env is None:
-                    env = {}
-                counts: dict[Any, int] = {}
-                total = 0
-                for x in elements(n, env):
-                    env[slot] = x
-                    k = key_of(n, env)
-                    counts[k] = counts.get(k, 0) + 1
-                    total += 1
-                return counts, total
-
-        grouped = memoised(Staged(iterable.free, static=group), self.memos).static
-        assert grouped is not None
-        kind, negate = expr.kind, where.op == "!="
-
-        def make(ctx: EvalContext) -> NodeFn:
-            v = value(ctx, {})
-            if v != v:  # NaN equals nothing, and a dict lookup could still find the same object
-                return from_counts(kind, negate, lambda n, env=None: (0, grouped(n, env)[1]))
-            return from_counts(kind, negate, lambda n, env=None: ((g := grouped(n, env))[0].get(v, 0), g[1]))
-
-        return Staged(iterable.free | known[0].free, node=make)
-
-    def _domain_aggregate(
-        self,
-        expr: ast.Quantifier | ast.Aggregate,
-        info: DomainAggregate,
-        slots: dict[str, int],
-        slot: int,
-        inner_slots: dict[str, int],
-    ) -> Staged:
-        """An aggregate over a domain's pods or nodes, answered from per-domain counts kept by
-        rulesched.lang.builtins.domains. The index is keyed by this aggregate, the domain's
-        label key and the values of its pod-only parts (``info.holes``), computed once per pod;
-        its where and value are made once per index, for a context of the pod that built it
-        (pods with equal pod-only parts give them equal answers)."""
-        source = self.code(info.source, slots)
-        holes = [self.code(h, slots).factory() for h in info.holes]
-        where = self.code(expr.where, inner_slots) if expr.where is not None else None
-        value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
-        w_fac, v_fac = (None if c is None else c.factory() for c in (where, value))
-        source_fac = source.factory()
-        kind, nodes = expr.kind, info.elements == "nodes"
-        # Aggregates written alike (a let used by two rules, the same count in a filter and a
-        # score) share their indexes: the key is the aggregate's text as a tree (names resolve
-        # alike within one rule set, whose session owns the store), spans left out.
-        shape = ("aggregate", kind, info.elements, expr.var, expr.where, value and expr.value)  # type: ignore[union-attr]
-        token = self.tokens.setdefault(shape, object())  # (hashing a tree once, not at every lookup)
-        keyed = domain_stages.keyed_terms(expr, self.notes, lambda e: self.code(e, inner_slots), slot, value)
-        if keyed is not None:
-            return self._keyed_aggregate(kind, nodes, source, token, *keyed)
-
-        def element(fac: Any, private: EvalContext, fixed: dict[int, Any]) -> Any:
-            if fac is None:
-                return None
-            fn = fac(private)
-            return lambda x: fn(None, {**fixed, slot: x})
-
-        def make(ctx: EvalContext) -> NodeFn:
-            of_node, hole_fns, pod = source_fac(ctx), [h(ctx) for h in holes], ctx.pod
-            makers: dict[Any, Any] = {}
-
-            def answer(n: Any, env: Any = None) -> Any:
-                ref = of_node(n, env)
-                values = tuple([domains.freeze(h(n, env)) for h in hole_fns])
-                made = makers.get((ref.key, values))
-                if made is None:  # (env: the victim of a preempt rule, fixed like the pod)
-                    private, fixed = EvalContext(pod), dict(env or {})
-                    made = makers[ref.key, values] = domains.aggregate_index(
-                        kind, ref.key, nodes, element(w_fac, private, fixed), element(v_fac, private, fixed)
-                    )
-                return domains.aggregate(ref, (token, values), kind, made)
-
-            return answer
-
-        return Staged(source.free | _POD | _CLUSTER, node=make)
-
-    def _keyed_aggregate(
-        self, kind: str, nodes: bool, source: Staged, token: object, keys: list[Any], sides: list[Staged], value: Any
-    ) -> Staged:
-        make = domain_stages.keyed(kind, nodes, source.factory(), token, keys, [as_pod_node(c) for c in sides], value)
-        return Staged(source.free | _POD | _CLUSTER, node=make)
-
-    def _over_domains(
-        self,
-        expr: ast.Quantifier | ast.Aggregate,
-        info: OverDomains,
-        slots: dict[str, int],
-        slot: int,
-        inner_slots: dict[str, int],
-    ) -> Staged:
-        """min/max of an indexed domain aggregate over the domains of KEY (see OverDomains): one
-        representative node per domain value among the nodes the where holds for (kept per node
-        generation), the inner aggregate looked up once per representative; the answer is the
-        same on every node, so it is kept until the cluster changes."""
-        inner = self.code(info.inner, inner_slots).factory()
-        key_fac = self.code(info.key, slots).factory()
-        holes = [self.code(h, slots).factory() for h in info.holes]
-        where = self.code(expr.where, inner_slots).factory() if expr.where is not None else None
-        make = domain_stages.over_domains(expr.kind, slot, inner, key_fac, holes, where)
-        return Staged(frozenset({schema.POD_VARIABLE, schema.NODE_VARIABLE}) | _CLUSTER, node=make)
-
-    def _unrolled(
-        self,
-        expr: ast.Quantifier,
-        iterable: Staged,
-        where: Staged,
-        slot: int,
-        inner_slots: dict[str, int],
-        free: frozenset[str],
-    ) -> Staged:
-        """any / all / count over a list known at bind time (``pod.requests``, ``pod.tolerations``)
-        whose condition reads the node: at bind time the condition is compiled once per element
-        with the element as a constant, so what depends on the pod and the element folds away
-        (``pod.requests[r] <= node.free[r]`` becomes ``500 <= node.free.cpu``) and each node
-        costs one closure per element instead of a loop. Compiled conditions are kept per element
-        value; a list of unhashable or too many elements is looped over as usual, with ``where``
-        (the condition compiled for the loop)."""
-        assert expr.where is not None
-        where_expr, kind = expr.where, expr.kind
-        items_of, where_of = iterable.factory(), where.factory()
-        compiled: dict[Any, Staged] = {}
-
-        def condition(item: Any) -> Staged:
-            code = compiled.get(item)
-            if code is None:
-                # Compiling at bind time, possibly on several threads at once: the compiler's
-                # state (fixed slots, let codes) is shared, so one compilation at a time.
-                with self.lock:
-                    code = compiled.get(item)
-                    if code is None:
-                        self.fixed = {slot: item}
-                        try:
-                            code = compiled[item] = self.code(where_expr, inner_slots)
-                        finally:
-                            self.fixed = {}
-            return code
-
-        def make(ctx: EvalContext) -> NodeFn:
-            try:
-                items = list(items_of(ctx)(None, {}))
-                # Numbers are left to the loop: 1, 1.0 and True (or 0.0 and -0.0) are one key.
-                if len(items) > _UNROLL_MAX or any(isinstance(i, (int, float)) for i in items):
-                    raise TypeError("not unrolled")
-                codes = [condition(item) for item in items]
-            except TypeError:  # unhashable elements, numbers, too many
-                return aggregate_loop(kind, slot, items_of(ctx), where_of(ctx), None, None)
-            return unrolled(
-                kind,
-                [c.const if c.is_const else c.factory()(ctx) for c in codes],
-                [c.is_const or c.pod is not None for c in codes],
-            )
-
-        return Staged(free, node=make)
 
     def _whole_product(self, left: ast.Expr, right: ast.Expr, lcode: Staged, rcode: Staged, info: BinaryInfo) -> bool:
         """Whether quantity * x is sure to be whole, so that plain * does what _q_mul does: a
@@ -558,7 +360,7 @@ def compile_rules(
     """The rules compiled, their node-only values cached in ``memos``; ``domain_codes`` receives
     the compiled aggregates over domains (by id of the aggregate) for the column evaluator
     (rulesched.engine.domain_columns)."""
-    compiler = _Compiler(checked, memos)
+    compiler = Compiler(checked, memos)
     out = []
     for c in checked.rules:
         rule = c.rule

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.lang import schema
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation import inline
 from rulesched.lang.values import COERCIONS, _div
@@ -29,6 +30,11 @@ NodeFn = Callable[..., Any]
 Factory = Callable[[EvalContext], NodeFn]
 
 Step = tuple[Any, ...]  # ("fn", f): f(value); ("get", key, default): value.get(key, default)
+
+# The sets of free variables (Staged.free) the compiler tells stages apart by.
+FREE_POD = frozenset({schema.POD_VARIABLE})
+FREE_NODE = frozenset({schema.NODE_VARIABLE})
+FREE_CLUSTER = frozenset({schema.CLUSTER_VARIABLE})  # never memoised per node, never pod-only
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,11 @@ def aggregate_loop(kind: str, slot: int, it: NodeFn, wf: NodeFn | None, vf: Node
                 out.append(vf(n, env))
         return out
 
+    return of_values(kind, values, empty)
+
+
+def of_values(kind: str, values: Callable[[Any, Any], list[Any]], empty: Any) -> NodeFn:
+    """sum / collect / min / max of the values a loop gives (``values(node, env)``)."""
     if kind == "sum":
         return lambda n, env=None: sum(values(n, env))
     if kind == "collect":
@@ -143,7 +154,7 @@ def aggregate_loop(kind: str, slot: int, it: NodeFn, wf: NodeFn | None, vf: Node
 
 def unrolled(kind: str, conditions: list[Any], known: list[bool]) -> NodeFn:
     """any / all / count of conditions, one per element of a list known at bind time; a known
-    condition is a value (``known``), the others node functions. (Compiler._unrolled.)"""
+    condition is a value (``known``), the others node functions. (compile_aggregates.unrolled_quantifier.)"""
     values = [c for c, k in zip(conditions, known, strict=True) if k]
     fns = [c for c, k in zip(conditions, known, strict=True) if not k]
     if kind == "count":
