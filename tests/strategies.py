@@ -260,6 +260,23 @@ def _quantified(draw: st.DrawFn, env: Env, depth: int, make: Callable[[str, str,
     return make(iterable, var, gen(draw, "bool", inner, depth - 1))
 
 
+def _element_loop(draw: st.DrawFn, env: Env, depth: int, kinds: list[str]) -> str:
+    """A loop whose condition compares the element itself with a value not reading it (the
+    compiler's element loops: rulesched.lang.evaluation.element_loops), either side, any
+    comparison, over constant or node-read lists of numbers."""
+    var, inner = env.bind("num")
+    other = gen(draw, "num", env.bind("element")[1], depth - 1)  # (a name taken, never read)
+    op = _pick(draw, ["==", "!=", "<", "<=", ">", ">="])
+    cond = _pick(draw, [f"{var} {op} ({other})", f"({other}) {op} {var}"])
+    lists = ["[0, 1, 2]", "[2, 0.5, 1, 2]", "[]", *(["collect(x.priority for x in node.pods)"] if env.node else [])]
+    items = _pick(draw, lists)
+    kind = _pick(draw, kinds)
+    if kind in ("count", "any", "all"):
+        return f"{kind}({var} in {items} where {cond})"
+    value = _pick(draw, [var, var, f"{var} * ({gen(draw, 'num', inner, depth - 1)})"])
+    return f"{kind}({value} for {var} in {items} where {cond})"
+
+
 def _bool(draw: st.DrawFn, env: Env, depth: int) -> str:
     def g(t: str) -> str:
         return gen(draw, t, env, depth - 1)
@@ -319,6 +336,7 @@ def _bool(draw: st.DrawFn, env: Env, depth: int) -> str:
             lambda: f"({g('qty')}) in [{g('qty')}, {g('num')}]",
             lambda: _quantified(draw, env, depth, lambda it, v, c: f"any({v} in {it} where {c})"),
             lambda: _quantified(draw, env, depth, lambda it, v, c: f"all({v} in {it} where {c})"),
+            lambda: _element_loop(draw, env, depth, ["any", "all"]),
             bare,
         ]
     )
@@ -373,6 +391,7 @@ def _num(draw: st.DrawFn, env: Env, depth: int) -> str:
             lambda: f"({g('num')}) / ({g('qty')})",
             weighted,
             lambda: _quantified(draw, env, depth, lambda it, v, c: f"count({v} in {it} where {c})"),
+            lambda: _element_loop(draw, env, depth, ["count", "sum", "min", "max"]),
             *([aggregate] if env.node else []),
         ]
     )

@@ -1,90 +1,171 @@
-"""rulesched/kube/channel.py's liveness check on a TLS connection opened ahead: a TLS 1.3 server
-(kube-apiserver, and OpenSSL's as here) sends its session tickets just after the handshake, so
-the socket of a connection opened and not yet used has bytes waiting; urllib3's check takes any
-as the end of the connection. The channel reads them and stays open (the binding pipeline opens
-its connections ahead and used to drop every one of them), and a connection the server did
-close is still seen closed."""
+"""A channel's requests and answers, as a scripted HTTP/1.1 server on a socket sees and sends
+them (rulesched.kube.channel writes and reads HTTP itself): the request whole, answers with a
+length, chunked, interim, without a length, cut short; connections kept and reopened."""
 
 from __future__ import annotations
 
-import shutil
+import json
 import socket
-import ssl
-import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-import urllib3
-from urllib3.util.connection import is_connection_dropped
-from urllib3.util.wait import wait_for_read
 
-from rulesched.errors import KubeError
+from rulesched.errors import KubeError, NotFoundError, UnavailableError
+from rulesched.kube.api import KubeApi
 from rulesched.kube.channel import Channel
-from tests.helpers.kube import wait_for
-
-ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
 
-def _server(d: Path, handle: Callable[[ssl.SSLSocket], None]) -> int:
-    """A TLS server for one connection, ``handle``-d after the handshake; its port."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl not installed")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", f"{d}/key.pem", "-out", f"{d}/cert.pem"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(f"{d}/cert.pem", f"{d}/key.pem")
+@dataclass
+class Scripted:
+    """Answers each request read with the next of ``answers`` (raw bytes); records the
+    requests (head lines, body) and how many connections were accepted."""
+
+    answers: list[bytes]
+    requests: list[tuple[list[str], bytes]] = field(default_factory=list)
+    connections: int = 0
+
+    def serve(self, listener: socket.socket) -> None:
+        while self.answers:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:  # (looks again whether the test is over: the listener closed)
+                continue
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                self._exchange(conn)
+
+    def _exchange(self, conn: socket.socket) -> None:
+        buffer = b""
+        while self.answers:
+            while b"\r\n\r\n" not in buffer:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buffer += chunk
+            head, _, buffer = buffer.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            length = next(
+                (int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:")), 0
+            )
+            while len(buffer) < length:
+                buffer += conn.recv(65536)
+            self.requests.append((lines, buffer[:length]))
+            buffer = buffer[length:]
+            answer = self.answers.pop(0)
+            conn.sendall(answer)
+            if (
+                b"connection: close" in answer.lower()
+                or b"content-length" not in answer.lower()
+                and b"chunked" not in answer
+            ):
+                return  # (the answer runs to the end of the connection, or says it closes)
+
+
+Serve = Callable[..., tuple[Scripted, Channel]]
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Serve]:
+    """``serve(*answers)``: a scripted server answering with those, and a channel to it."""
     listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    port = listener.getsockname()[1]
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "t",
+        "clusters": [{"name": "t", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "t", "user": {"token": "secret"}}],
+        "contexts": [{"name": "t", "context": {"cluster": "t", "user": "t"}}],
+    }  # fmt: skip
+    (tmp_path / "kubeconfig").write_text(json.dumps(config))
+    threads = []
 
-    def serve() -> None:
-        conn, _ = listener.accept()
-        with context.wrap_socket(conn, server_side=True) as tls:
-            handle(tls)
-        listener.close()
+    def make(*answers: bytes) -> tuple[Scripted, Channel]:
+        script = Scripted(list(answers))
+        thread = threading.Thread(target=script.serve, args=(listener,), daemon=True)
+        thread.start()
+        threads.append(thread)
+        channel = KubeApi(str(tmp_path / "kubeconfig")).channel()
+        assert channel is not None
+        return script, channel
 
-    threading.Thread(target=serve, daemon=True).start()
-    return int(listener.getsockname()[1])
-
-
-def _channel(d: Path, port: int) -> Channel:
-    context = ssl.create_default_context(cafile=f"{d}/cert.pem")
-    connection = urllib3.connection.HTTPSConnection("127.0.0.1", port, ssl_context=context, timeout=10)
-
-    def error(method: str, path: str, status: int, data: bytes) -> KubeError:
-        return KubeError(f"{method} {path}: {status}", status)
-
-    def encode(body: Any) -> tuple[bytes, str]:
-        return b"{}", "application/json"
-
-    return Channel(connection, "", lambda *_: {}, lambda *_: None, error, encode, lambda *_: False)
+    yield make
+    listener.close()
+    for thread in threads:
+        thread.join(timeout=5)
 
 
-def test_a_connection_opened_ahead_is_not_taken_as_dropped_for_its_session_tickets(tmp_path: Path) -> None:
-    def answer_one(tls: ssl.SSLSocket) -> None:
-        request = b""
-        while b"\r\n\r\n" not in request:
-            request += tls.recv(4096)
-        tls.sendall(ANSWER)
-        tls.recv(1)  # (until the client closes)
+def ok(body: bytes, extra: str = "") -> bytes:
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
 
-    channel = _channel(tmp_path, _server(tmp_path, answer_one))
-    channel.open()
-    sock = channel._connection.sock
-    assert wait_for(lambda: wait_for_read(sock, timeout=0.0), seconds=5.0), "no session ticket came"
-    assert is_connection_dropped(channel._connection)  # (urllib3's check: any byte is the end)
-    assert not channel.dropped
-    channel.send("GET", "/api")
+
+def test_requests_go_whole_on_one_kept_connection(serve: Serve) -> None:
+    script, channel = serve(ok(b'{"a": 1}'), ok(b""), ok(b'{"b": [2]}'))
+    channel.send("POST", "/api/v1/namespaces/default/pods/p/binding", {"apiVersion": "v1", "kind": "Status"})
+    assert channel.receive() == {"a": 1}
+    channel.send("POST", "/apis/x/v1/things", {"apiVersion": "x/v1", "kind": "Thing"}, answer=False)
+    assert channel.receive() is None
+    channel.send("GET", "/api/v1/nodes/n1")
+    assert channel.receive() == {"b": [2]}
+    assert script.connections == 1
+    (first, body), (_, _), (third, empty) = script.requests
+    assert first[0] == "POST /api/v1/namespaces/default/pods/p/binding HTTP/1.1"
+    headers = dict(line.split(": ", 1) for line in first[1:])
+    assert headers["Host"].startswith("127.0.0.1:")
+    assert headers["authorization"] == "Bearer secret"
+    assert headers["Content-Type"] == "application/json"
+    assert json.loads(body) == {"apiVersion": "v1", "kind": "Status"}
+    assert int(headers["Content-Length"]) == len(body)
+    assert third[0] == "GET /api/v1/nodes/n1 HTTP/1.1" and empty == b""
+    assert not any(line.lower().startswith("content-length") for line in third)
+
+
+def test_chunked_interim_and_unlengthed_answers_are_read(serve: Serve) -> None:
+    chunked = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'4;ext=1\r\n{"k"\r\n6\r\n: "v"}\r\n0\r\nTrailer: x\r\n\r\n'
+    )
+    to_the_end = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n[1, 2, 3]"
+    script, channel = serve(chunked, ok(b"{}"), to_the_end, ok(b"true"))
+    for expected in ({"k": "v"}, {}, [1, 2, 3], True):
+        channel.send("GET", "/x")
+        assert channel.receive() == expected
+    assert script.connections == 2  # (the answer read to its connection's end: the next one opened anew)
+
+
+def test_a_closing_answer_and_an_error_status(serve: Serve) -> None:
+    gone = b'{"kind": "Status", "message": "pods \\"p\\" not found", "reason": "NotFound", "code": 404}'
+    script, channel = serve(
+        ok(b"{}", "Connection: close\r\n"),
+        f"HTTP/1.1 404 Not Found\r\nContent-Length: {len(gone)}\r\n\r\n".encode() + gone,
+        ok(b"1"),
+    )
+    channel.send("GET", "/a")
     assert channel.receive() == {}
-    channel.close()
+    channel.send("GET", "/b")
+    with pytest.raises(NotFoundError, match="not found"):
+        channel.receive()
+    channel.send("GET", "/c")  # (an error answer keeps the connection)
+    assert channel.receive() == 1
+    assert script.connections == 2
 
 
-def test_a_connection_the_server_closed_is_dropped(tmp_path: Path) -> None:
-    channel = _channel(tmp_path, _server(tmp_path, lambda tls: None))  # (closed once the handshake is done)
-    channel.open()
-    assert wait_for(lambda: channel.dropped, seconds=5.0)
-    channel.close()
+def test_an_answer_cut_short_fails_and_closes_the_channel(serve: Serve) -> None:
+    _, channel = serve(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"short')
+    channel.send("GET", "/a")
+    with pytest.raises(UnavailableError, match="closed before the whole answer"):
+        channel.receive()
+    assert channel.closed
+
+
+def test_a_header_with_a_line_break_is_never_sent(serve: Serve) -> None:
+    script, channel = serve(ok(b"{}"))
+    with pytest.raises(KubeError, match="line break"):
+        channel.send("GET", "/a\r\nX-Injected: 1")
+    assert script.requests == [] and channel.closed

@@ -66,11 +66,12 @@ def test_compiled_rules_agree_with_the_interpreter(
 
 def test_generated_rules_cover_every_kind_and_the_tricky_shapes() -> None:
     """The generator is not vacuous: across examples it produces each rule kind, guards, nested
-    loops over node pods that read an outer variable, victim reads and exp."""
+    loops over node pods that read an outer variable, victim reads, exp and loops whose condition
+    compares the element itself."""
     seen: set[str] = set()
 
     # derandomize: a fixed, reproducible sample, so the check cannot flake from one run to the next
-    @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(typed_rule_sets())
     def collect(text: str) -> None:
         load(text)
@@ -88,6 +89,7 @@ def test_generated_rules_cover_every_kind_and_the_tricky_shapes() -> None:
             "v1 in",
             "v0.",
             "exp(",
+            "in [2, 0.5, 1, 2] where",
         ):
             if marker in text:
                 seen.add(marker)
@@ -105,4 +107,5 @@ def test_generated_rules_cover_every_kind_and_the_tricky_shapes() -> None:
         "v1 in",
         "v0.",
         "exp(",
+        "in [2, 0.5, 1, 2] where",
     }

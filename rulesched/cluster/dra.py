@@ -26,6 +26,7 @@ from typing import Any
 from rulesched.cluster.cow import CopyOnWrite
 from rulesched.model import Pod
 from rulesched.model.dra import FINALIZER, Allocation, Consumer, DraState, NodeDevice, ResourceClaim
+from rulesched.model.replaced import replaced
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid
 from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools, PooledMap, PooledSet
@@ -317,9 +318,9 @@ class DraCache:
             changed = claim
             if key in allocations:
                 finalizers = claim.finalizers if FINALIZER in claim.finalizers else (*claim.finalizers, FINALIZER)
-                changed = dataclasses.replace(changed, allocation=allocations[key], finalizers=finalizers)
+                changed = replaced(changed, allocation=allocations[key], finalizers=finalizers)
             if not any(c.uid == consumer.uid for c in changed.reserved_for):
-                changed = dataclasses.replace(changed, reserved_for=(*changed.reserved_for, consumer))
+                changed = replaced(changed, reserved_for=(*changed.reserved_for, consumer))
             undo.append((key, claim))
             self.put("claims", key, changed)
             self._assumed[key] = (pod.key, claim.resource_version)

@@ -44,6 +44,7 @@ from rulesched.model import Node, Pod, PodDisruptionBudget, PriorityClass
 from rulesched.model.dra import Allocation, DraState, ResourceClaim
 from rulesched.model.load import LoadSnapshot
 from rulesched.model.objects import EMPTY
+from rulesched.model.replaced import replaced
 from rulesched.model.storage import StorageState
 from rulesched.model.workloads import NO_WORKLOADS, Controller, Service, Workloads
 from rulesched.semantics.disruption import disruptions_allowed
@@ -339,7 +340,7 @@ class ClusterStore:
         the devices chosen for its claims and the claims it uses (:class:`DraCache`); ``made``:
         the claim made for its DRA-served extended resources and its requests' mappings (the
         placed pod names it, as ``status.extendedResourceClaimStatus`` will)."""
-        placed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
+        placed = replaced(pod, node_name=node_name, nominated_node_name="")
         if made is not None:
             placed = dataclasses.replace(placed, extended_claim=made[0].name)
         if pod.volumes:  # VolumeBinding's Reserve: the claims it chose are taken now

@@ -21,7 +21,6 @@ values, a constraint, capacity, a taint), for ``explain``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +35,9 @@ from rulesched.model.dra import (
     NodeDevice,
     ResourceClaim,
 )
+from rulesched.model.replaced import replaced
 from rulesched.semantics.cel import CelCache
-from rulesched.semantics.dra import Allocator
+from rulesched.semantics.dra import Allocator, share_ids
 from rulesched.semantics.dra_after import devices_after, shared_allocation
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid, holds_claims
 from rulesched.semantics.dra_devices import (
@@ -472,10 +472,42 @@ def pod_claims(
                     out.error = f"request {shown}: device class {class_name} does not exist"
                     return out
     if pending and state.allocates:
-        out.allocator = Allocator(list(state.slices.values()), state.classes, allocated, cel, features, pools=pools)
+        shares = _kept(memo, _SHARE_IDS, share_ids) if memo is not None else None
+        out.allocator = Allocator(
+            list(state.slices.values()), state.classes, allocated, cel, features, share_id=shares, pools=pools
+        )
         if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
-            out._spec_key = repr([c.spec for c in out.claims])
+            specs = [c.spec for c in out.claims]
+            out._spec_key = repr(specs) if memo is None else _spec_key(memo, specs)
     return out
+
+
+# The store's memo keys (objects: no other key equals them) of its source of share IDs, one for
+# all pods (a uuid4 per pod's allocator was a tenth of the pod's DRA setup on the openb replay),
+# and of its specs' keys by the specs themselves (a template's claims share its spec object).
+_SHARE_IDS = object()
+_SPEC_KEYS = object()
+
+
+def _kept(memo: dict[Any, Any], key: object, make: Callable[[], Any]) -> Any:
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = make()
+    return found
+
+
+def _spec_key(memo: dict[Any, Any], specs: list[Any]) -> str:
+    """``repr(specs)``, kept by the specs' identity (each spec held by its entry)."""
+    kept: dict[tuple[int, ...], tuple[list[Any], str]] = _kept(memo, _SPEC_KEYS, dict)
+    ids = tuple(map(id, specs))
+    hit = kept.get(ids)
+    if hit is not None and all(a is b for a, b in zip(hit[0], specs, strict=True)):
+        return hit[1]
+    if len(kept) > 1_000:
+        kept.clear()
+    found = repr(specs)
+    kept[ids] = (specs, found)
+    return found
 
 
 def request_record(claim: ResourceClaim, name: str) -> DeviceRequest:
@@ -502,5 +534,5 @@ def with_claims(pod: Pod, state: DraState) -> Pod:
         if claim is None:
             entries.append(entry)
         else:
-            entries.append(dataclasses.replace(entry, spec=claim.spec, allocated=claim.allocation is not None))
-    return dataclasses.replace(pod, resource_claims=tuple(entries))
+            entries.append(replaced(entry, spec=claim.spec, allocated=claim.allocation is not None))
+    return replaced(pod, resource_claims=tuple(entries))

@@ -151,6 +151,12 @@ def _check_quantity(args: Sequence[Type]) -> tuple[Type, tuple[str | None, ...]]
 # --- implementations -----------------------------------------------------------------------
 
 
+def identity(value: Any) -> Any:
+    """``number``'s work: its argument arrives coerced to a number already (the checker's
+    coercion); the compiler leaves the call out (rulesched.lang.evaluation.compile)."""
+    return value
+
+
 def _quantity(value: Any) -> int:
     if isinstance(value, int):
         return value  # already milli-units (numbers were coerced by the checker)
@@ -255,7 +261,7 @@ BUILTINS: dict[str, Builtin] = {
         Builtin(
             "number",
             _check_number,
-            lambda x: x,
+            identity,
             "number(quantity | duration) -> number",
             "A quantity in whole units (500m is 0.5), a duration in seconds.",
         ),

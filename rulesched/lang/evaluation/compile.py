@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rulesched.lang import schema
-from rulesched.lang.builtins import BUILTINS, domains
+from rulesched.lang.builtins import BUILTINS, domains, identity
 from rulesched.lang.context import EvalContext
 from rulesched.lang.evaluation import compile_aggregates
+from rulesched.lang.evaluation.element_loops import element_loop, element_test
 from rulesched.lang.evaluation.let_memo import kept_by_inputs, once
 from rulesched.lang.evaluation.stages import (
     FREE_CLUSTER,
@@ -210,6 +211,8 @@ class Compiler:
         coercions = self.notes.calls[id(expr)]
         parts = [coerce(self.code(a, slots), c) for a, c in zip(args, coercions, strict=True)]
         if not builtin.context:
+            if builtin.impl is identity:  # (number(): a call less on every path through it)
+                return parts[0]
             return combine(parts, builtin.impl)
         # A built-in that reads the cluster depends on the pod's evaluation context.
         impl = builtin.impl
@@ -253,19 +256,23 @@ class Compiler:
             return indexed
         where = self.code(expr.where, inner_slots) if expr.where is not None else None
         value = self.code(expr.value, inner_slots) if isinstance(expr, ast.Aggregate) else None
+        test = element_test(expr, self.notes, lambda e: self.code(e, inner_slots)) if where else None
+        cond = where if test is None else test.other  # (the condition as the loop runs it)
         parts = [p for p in (where, value) if p is not None]
         free = iterable.free | frozenset().union(*(p.free for p in parts)) - {expr.var}
         kind = expr.kind
         empty = empty_result(kind)
 
         def build(it: NodeFn, wf: NodeFn | None, vf: NodeFn | None) -> NodeFn:
+            if test is not None and wf is not None:
+                return element_loop(kind, slot, it, test, wf, vf, empty)
             return aggregate_loop(kind, slot, it, wf, vf, empty)
 
         if free <= FREE_POD:  # the whole aggregate is pod-only: run it at bind time
-            it_f, w_f, v_f = (as_pod_node(p) for p in (iterable, where, value))
+            it_f, w_f, v_f = (as_pod_node(p) for p in (iterable, cond, value))
 
             def pod_fn(ctx: EvalContext, env: Any) -> Any:
-                node_fn = build(it_f(ctx), w_f(ctx) if where else None, v_f(ctx) if value else None)
+                node_fn = build(it_f(ctx), w_f(ctx) if cond else None, v_f(ctx) if value else None)
                 return node_fn(None, env if env is not None else {})
 
             return Staged(free, pod=pod_fn)
@@ -274,13 +281,13 @@ class Compiler:
         if not (free & FREE_POD) and all(p.pod is None and p.node is None for p in (iterable, *parts)):
             static = build(
                 iterable.factory()(NO_CTX),
-                where.factory()(NO_CTX) if where else None,
+                cond.factory()(NO_CTX) if cond else None,
                 value.factory()(NO_CTX) if value else None,
             )
             return Staged(free, static=static, cost=_LOOP_COST)
         it_fac, w_fac, v_fac = (
             iterable.factory(),
-            where.factory() if where else None,
+            cond.factory() if cond else None,
             value.factory() if value else None,
         )
 

@@ -134,6 +134,11 @@ def aggregate_loop(kind: str, slot: int, it: NodeFn, wf: NodeFn | None, vf: Node
                 out.append(vf(n, env))
         return out
 
+    return of_values(kind, values, empty)
+
+
+def of_values(kind: str, values: Callable[[Any, Any], list[Any]], empty: Any) -> NodeFn:
+    """sum / collect / min / max of the values a loop gives (``values(node, env)``)."""
     if kind == "sum":
         return lambda n, env=None: sum(values(n, env))
     if kind == "collect":
