@@ -30,7 +30,8 @@ server gives: no final chunk, an RST), ``error_rate`` of requests answered 500/5
 ``bind_conflict_rate`` of bindings answered 409, ``fail_bindings`` (pod keys whose first binding
 is answered 500, once each), ``reset_bindings`` (pod keys whose first binding request gets its
 connection reset, no answer, once each), ``slow_bindings`` (pod keys whose bindings are answered
-``slow_seconds`` late, the other requests meanwhile answered as ever), ``gone_on_resume`` (every watch that resumes
+``slow_seconds`` late, the other requests meanwhile answered as ever), ``slow_events`` (every
+event created answered ``slow_seconds`` late), ``gone_on_resume`` (every watch that resumes
 from a resourceVersion gets 410), ``delay`` seconds before every answer, ``bookmark_every``
 seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute),
 ``refuse_protobuf`` (a protobuf body answered 415, as from a server taking only JSON);
@@ -127,6 +128,7 @@ class Faults:
     reset_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each gets an RST, no answer
     slow_bindings: tuple[str, ...] = ()  # namespace/name: each binding answered slow_seconds late
     slow_seconds: float = 1.0
+    slow_events: bool = False  # each event answered slow_seconds late
     gone_on_resume: bool = False
     delay: float = 0.0
     seed: int = 0
@@ -566,6 +568,8 @@ class _Handler(BaseHTTPRequestHandler):
         if sub == "eviction":
             self._evict(namespace, name)
             return
+        if plural == "events" and self.server.faults.slow_events:
+            time.sleep(self.server.faults.slow_seconds)
         meta = body.setdefault("metadata", {})
         if namespace:
             meta["namespace"] = namespace
@@ -874,6 +878,12 @@ class TestApiServer:
 
     def restart(self) -> None:
         self._server.drop_connections()
+
+    @property
+    def connections(self) -> int:
+        """Connections accepted (since the last :meth:`restart`)."""
+        with self._server._lock:
+            return len(self._server._connections)
 
     def add(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Create an object directly (set-up)."""

@@ -229,6 +229,49 @@ def test_a_slow_answer_holds_up_no_other_binding(server: TestApiServer, tmp_path
     assert events == sorted(names)
 
 
+def test_events_leave_channels_to_bindings(server: TestApiServer, tmp_path: Path) -> None:
+    """Scheduled events hold at most a quarter of the channels (rulesched.run.pipeline), and a
+    binding goes before the events waiting: with every event answered 3 s late, a binding handed
+    over after four others is answered at once. (In the order they became ready, on every
+    channel, it waited behind the four events: on the test bed's preemption workload, bindings
+    waited 1-2 s so, and some of those pods, assumed, were chosen as victims meanwhile.)"""
+    names = ["a", "b", "c", "d", "late"]
+    process, seen = on_n1(server, tmp_path, *names)  # (4 channels: 1 for events)
+    server.set_faults(slow_events=True, slow_seconds=3.0)
+    try:
+        for name in names[:4]:
+            assert process.bind(target(name), "n1", "", math.inf)
+        process.flush()
+        assert wait_for(lambda: len(seen.outcomes) == 4)
+        assert wait_for(lambda: sum(path.endswith("/events") for _, path in server.store.requests) >= 1)
+        time.sleep(0.2)  # (the events that may go have gone)
+        assert process.bind(target("late"), "n1", "", math.inf)
+        handed = time.monotonic()
+        process.flush()
+        assert wait_for(lambda: len(seen.outcomes) == 5, seconds=10.0)
+        answered = time.monotonic() - handed
+    finally:
+        process.stop(wait=0.1)
+    assert seen.outcomes[-1].key == "default/late" and seen.outcomes[-1].ok
+    assert answered < 1.5, f"the binding waited {answered:.1f}s behind events"
+
+
+def test_connections_are_opened_before_the_first_binding(server: TestApiServer, tmp_path: Path) -> None:
+    """The pipeline opens its connections (TCP and TLS) ahead, several at once, on threads of
+    their own: on the loaded test bed, opened by the pipeline's thread as each was first
+    needed, a burst's first 64 bindings went out one per 30-100 ms while no answer was read."""
+    process, seen = on_n1(server, tmp_path, "a")
+    try:
+        assert wait_for(lambda: server.connections == 4, seconds=10.0)
+        assert process.bind(target("a"), "n1", "", math.inf)
+        process.flush()
+        assert wait_for(lambda: seen.finished == 1)
+    finally:
+        process.stop()
+    assert [(o.key, o.ok) for o in seen.outcomes] == [("default/a", True)]
+    assert server.connections == 4  # (the binding and its event went on connections opened ahead)
+
+
 def test_the_loop_binds_on_when_its_binding_process_dies(server: TestApiServer, tmp_path: Path) -> None:
     """Killed while bindings are under way (the server answers slowly): those come back failed,
     their pods are requeued (the server may have bound some already: a retry's 409 says where),

@@ -173,12 +173,17 @@ REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<v
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
+def apiserver_metrics(kube: Kube) -> str:
+    """kube-apiserver's /metrics as text."""
+    return str(kube._pool.request("GET", kube.url + "/metrics", headers={"Accept": "text/plain"}).data.decode())
+
+
 def requests_served(kube: Kube) -> dict[str, int]:
     """kube-apiserver's own count of the requests it served (apiserver_request_total), by
     ``VERB resource[/subresource]``: the difference over a run, divided by its pods, is what
     each pod cost in requests (the benchmark's own creations, watch and deletions are alike
     for both schedulers)."""
-    text = kube._pool.request("GET", kube.url + "/metrics", headers={"Accept": "text/plain"}).data.decode()
+    text = apiserver_metrics(kube)
     counts: dict[str, int] = {}
     for m in REQUEST_TOTAL.finditer(text):
         labels = dict(LABEL.findall(m["labels"]))

@@ -24,6 +24,7 @@ from .processes import (
     Rulesched,
     Scheduler,
     Upstream,
+    apiserver_metrics,
     attempts,
     component_pid,
     cpu_seconds,
@@ -91,6 +92,10 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
                 except (AssertionError, urllib3.exceptions.HTTPError):
                     text = ""
                 (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
+                # (and kube-apiserver's: its request latencies by verb and resource, as it served them)
+                (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.kube-apiserver.metrics").write_text(
+                    apiserver_metrics(kube)
+                )
             watch.stop()
             if profile is not None:
                 profile.join()

@@ -27,6 +27,7 @@ Next stage: :mod:`rulesched.run.pipeline` binds with channels.
 from __future__ import annotations
 
 import re
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -70,6 +71,39 @@ class Channel:
         port = connection.port
         self._host = f"Host: {host}" + ("" if port in (None, connection.default_port) else f":{port}")
 
+    def open(self) -> None:
+        """Connect now (TCP, and TLS: a round trip or two and the certificates' checks) rather
+        than in the first :meth:`send`; a failure closes the channel."""
+        try:
+            self._connection.connect()
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            self.close()
+            raise UnavailableError(f"connecting: {err}") from None
+
+    @property
+    def dropped(self) -> bool:
+        """Whether the server closed the connection while it was idle (a connection not opened
+        yet was not dropped: :meth:`send` opens it). urllib3's check takes any byte waiting as
+        the end; but a TLS 1.3 server (kube-apiserver: Go's) sends its session tickets just
+        after the handshake, so a connection opened ahead (:meth:`open`) always had some: they
+        are read here, and only an end of stream (or bytes no request asked for) is dropped."""
+        sock = self._connection.sock
+        if sock is None or not is_connection_dropped(self._connection):
+            return False
+        timeout = sock.gettimeout()
+        try:
+            sock.settimeout(0.0)
+            return not sock.recv(1)  # (b"": the end; a byte: an answer to nothing, as broken)
+        except (ssl.SSLWantReadError, BlockingIOError):
+            return False  # (TLS records only, no data: open)
+        except OSError:
+            return True
+        finally:
+            try:
+                sock.settimeout(timeout)
+            except OSError:
+                pass
+
     def send(self, method: str, path: str, body: Any = None, answer: bool = True) -> None:
         """Send a request (with ``body`` if given, encoded as the API encodes it); its answer
         is :meth:`receive`'s (``answer`` False: None, asked for in the cheaper encoding, as
@@ -79,7 +113,7 @@ class Channel:
         started = time.perf_counter()
         connection = self._connection
         try:
-            if connection.sock is not None and is_connection_dropped(connection):
+            if self.dropped:
                 connection.close()  # (the server closed it while idle: open it again, as the pool would)
             if connection.sock is None:
                 connection.connect()  # (the pool's connection: its TLS, certificates and timeouts)
