@@ -522,5 +522,7 @@ class Loop:
                     self.workers.gated(pod)
             else:
                 scheduler.delete(pod.key)  # terminating, or handed to another scheduler
-        if applied.event is not None:
+        if applied.gone is not None:  # (the parked pods its room may help: the queueing hints)
+            scheduler.pod_gone(applied.gone)
+        elif applied.event is not None:
             scheduler.queue.move(applied.event)
