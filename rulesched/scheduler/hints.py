@@ -8,9 +8,8 @@ are user-written, so rulesched cannot know from a rule's name what it reads; it 
 themselves, on the one node the deletion changed:
 
 A pod ``gone`` left node N (deleted, finished, or its assumption dropped). For a parked pod P
-whose filters each read only the node they judge (:func:`rulesched.engine.node_local`: the
-node's own fields, its pods' requests and count; nothing of other nodes, domains or the
-cluster), N is the only node whose answer for P changed, so P's next attempt can differ from its
+whose filters each read only the node they judge (:func:`rulesched.engine.only_its_node`:
+the node's own fields and pods; nothing of other nodes, domains or the cluster), N is the only node whose answer for P changed, so P's next attempt can differ from its
 last only on N: by fitting there, or by its preemption finding victims there. The requeue is
 skipped only when both are ruled out on the cluster as it is now:
 
@@ -35,7 +34,7 @@ import logging
 from collections.abc import Callable
 
 from rulesched.cluster.snapshot import Snapshot
-from rulesched.engine import node_local
+from rulesched.engine import only_its_node
 from rulesched.lang import RuleSet, Session
 from rulesched.model import Pod
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
@@ -59,9 +58,7 @@ def reads_beyond_its_node(pod: Pod) -> bool:
     )
 
 
-def deletion_may_help(
-    pod: Pod, gone: Pod, snapshot: Snapshot, session: Session, reserved: Reserved | None
-) -> bool:
+def deletion_may_help(pod: Pod, gone: Pod, snapshot: Snapshot, session: Session, reserved: Reserved | None) -> bool:
     """Whether ``gone``'s leaving its node may make the parked ``pod`` schedulable or let its
     preemption find victims (see the module docstring); True whenever that cannot be ruled out."""
     node_name = gone.node_name
@@ -76,7 +73,7 @@ def deletion_may_help(
         return True
     bound = session.bind(pod, snapshot)
     try:
-        if not node_local(bound):
+        if not only_its_node(bound):
             return True
         if bound.first_failure(node) is None:
             if reserved is None or node_name not in reserved.nodes:
