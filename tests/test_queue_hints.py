@@ -47,7 +47,7 @@ def helps(parked: Pod, gone: Pod, store: ClusterStore, nominator: Nominator | No
     """Remove ``gone`` from the store (as the informer does), then ask the hint."""
     store.remove_pod(gone.key)
     hint = DeletionHint(
-        gone, store.snapshot(), lambda p: rules or default_rules(), (nominator or Nominator()).reserved_for
+        [gone], store.snapshot(), lambda p: rules or default_rules(), (nominator or Nominator()).reserved_for
     )
     try:
         return hint(parked)
@@ -68,7 +68,7 @@ def test_upstream_queue_on_other_pod_deleted() -> None:
 def test_upstream_skip_queue_on_unscheduled_pod_deleted() -> None:
     """ "skip-queue-on-unscheduled-pod-deleted": a pod on no node held nothing: QueueSkip."""
     store = store_with()
-    hint = DeletionHint(P("gone", 0), store.snapshot(), lambda p: default_rules(), Nominator().reserved_for)
+    hint = DeletionHint([P("gone", 0)], store.snapshot(), lambda p: default_rules(), Nominator().reserved_for)
     assert hint(P("pod1", 0)) is False
     hint.close()
 
@@ -171,9 +171,9 @@ def test_a_deletion_moves_only_the_pods_the_freed_node_may_help() -> None:
     assert set(s.queue._unschedulable) == {"default/low", "default/mid"}
     store.remove_pod(a.key)
     # "low": no room, nothing of lower priority; "mid" never preempts (Never) and has no room either
-    assert s.pod_gone(a) == 0
+    assert s.pods_gone([a]) == 0
     store.remove_pod(b.key)
-    assert s.pod_gone(b) == 2  # now both fit
+    assert s.pods_gone([b]) == 2  # now both fit
 
 
 def test_a_failed_binding_frees_its_room_for_the_parked_pods() -> None:
@@ -229,3 +229,18 @@ def test_a_terminating_victim_is_not_evicted_again() -> None:
     assert result is not None and result.preemption is not None
     victims = {v.key for v in result.preemption.victims}
     assert evictor.evicted == sorted(victims - {"default/old"})
+
+
+def test_deletions_reported_together_are_judged_each_on_its_node() -> None:
+    """One drain's deletions: the pod moves if any node one of them left may take it."""
+    a, b = P("a", 1000, cpu="400m", on="fake"), P("b", 1000, cpu="400m", on="fake")
+    store = store_with(a, b)
+    store.remove_pod(a.key)
+    store.remove_pod("default/filler")  # "other" empties: the 900m pod fits there
+    filler = P("filler", 1000, on="other")
+    hint = DeletionHint([a, filler], store.snapshot(), lambda p: default_rules(), Nominator().reserved_for)
+    assert hint(P("big", 0, cpu="900m")) is True
+    hint.close()
+    alone = DeletionHint([a], store.snapshot(), lambda p: default_rules(), Nominator().reserved_for)
+    assert alone(P("big", 0, cpu="900m")) is False  # ("other" was not reported: not looked at)
+    alone.close()

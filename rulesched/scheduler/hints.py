@@ -7,7 +7,8 @@ there every deletion moves every pod the resource fit rejected, wherever the roo
 are user-written, so rulesched cannot know from a rule's name what it reads; it asks the rules
 themselves, on the one node the deletion changed:
 
-A pod ``gone`` left node N (deleted, finished, or its assumption dropped). For a parked pod P
+A pod ``gone`` left node N (deleted, finished, or its assumption dropped; the deletions the
+informers report together are judged together, each on its node). For a parked pod P
 whose filters each read only the node they judge (:func:`rulesched.engine.only_its_node`:
 the node's own fields and pods; nothing of other nodes, domains or the cluster), N is the only node whose answer for P changed, so P's next attempt can differ from its
 last only on N: by fitting there, or by its preemption finding victims there. The requeue is
@@ -31,7 +32,7 @@ Next stage: :meth:`rulesched.scheduler.queue.SchedulingQueue.move` keeps parked 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine import only_its_node
@@ -58,54 +59,62 @@ def reads_beyond_its_node(pod: Pod) -> bool:
     )
 
 
-def deletion_may_help(pod: Pod, gone: Pod, snapshot: Snapshot, session: Session, reserved: Reserved | None) -> bool:
-    """Whether ``gone``'s leaving its node may make the parked ``pod`` schedulable or let its
-    preemption find victims (see the module docstring); True whenever that cannot be ruled out."""
-    node_name = gone.node_name
-    if not node_name:
-        # An unassigned pod held nothing (NodeResourcesFit: QueueSkip); a nominated one's end
-        # is the scheduler's to report (Scheduler._nominations_freed).
+def deletion_may_help(
+    pod: Pod, gone: Sequence[Pod], snapshot: Snapshot, session: Session, reserved: Reserved | None
+) -> bool:
+    """Whether the pods ``gone`` leaving their nodes may make the parked ``pod`` schedulable or
+    let its preemption find victims (see the module docstring); True whenever that cannot be
+    ruled out. Judged on the cluster as it is now: every node one of them left, in one binding."""
+    # An unassigned pod held nothing (NodeResourcesFit: QueueSkip); a nominated one's end is
+    # the scheduler's to report (Scheduler._end_nomination).
+    names = sorted({g.node_name for g in gone if g.node_name})
+    if not names:
         return False
     if reads_beyond_its_node(pod):
         return True
-    node = snapshot.node_view(node_name)
-    if node is None:
+    found = [snapshot.node_view(name) for name in names]
+    nodes = [node for node in found if node is not None]
+    if len(nodes) < len(found):
         return True
     bound = session.bind(pod, snapshot)
+    check: ReservedCheck | None = None
     try:
         if not only_its_node(bound):
             return True
-        if bound.first_failure(node) is None:
-            if reserved is None or node_name not in reserved.nodes:
-                return True
-            check = ReservedCheck(reserved, snapshot, session, pod)
-            try:
-                if check.failure(node_name) is None:
-                    return True
-            finally:
-                check.release()
         preempts = bound.preempts
-        return bool(preempts) and any(all(rule.allows(node, victim) for rule in preempts) for victim in node.pods)
+        for node in nodes:
+            if bound.first_failure(node) is None:
+                if reserved is None or node.name not in reserved.nodes:
+                    return True
+                check = check or ReservedCheck(reserved, snapshot, session, pod)
+                if check.failure(node.name) is None:
+                    return True
+            if preempts and any(all(rule.allows(node, victim) for rule in preempts) for victim in node.pods):
+                return True
+        return False
     except Exception:  # noqa: BLE001 -- a rule that fails here is the cycle's to report; requeue (upstream: Queue on error)
         log.debug("queueing hint failed; requeued", exc_info=True, extra={"pod": pod.key})
         return True
     finally:
+        if check is not None:
+            check.release()
         bound.release()
 
 
 class DeletionHint:
-    """The hint for one deletion, over every parked pod: one snapshot and one session per rule
-    set for them all (``rules_of``: the parked pod's rule set, None when its profile has none
-    loaded; ``reserved_for``: the nominations it must respect). Call :meth:`close` after use."""
+    """The hint for pods gone from their nodes, over every parked pod: one snapshot and one
+    session per rule set for them all (``rules_of``: the parked pod's rule set, None when its
+    profile has none loaded; ``reserved_for``: the nominations it must respect). Call
+    :meth:`close` after use."""
 
     def __init__(
         self,
-        gone: Pod,
+        gone: Sequence[Pod],
         snapshot: Snapshot,
         rules_of: Callable[[Pod], RuleSet | None],
         reserved_for: Callable[[Pod], Reserved | None],
     ) -> None:
-        self.gone = gone
+        self.gone = tuple(gone)
         self._snapshot: Snapshot | None = snapshot
         self._rules_of, self._reserved_for = rules_of, reserved_for
         self._sessions: dict[int, Session] = {}

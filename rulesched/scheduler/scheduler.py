@@ -42,7 +42,7 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
@@ -232,7 +232,7 @@ class Scheduler(GangHostMixin):
         """End a nomination whose pod is not placed there (the node it had, if any): the parked
         pods of its priority or lower may fit in the room it held, and are moved (as kube-
         scheduler moves them when a pod's nominatedNodeName is cleared or the pod deleted:
-        eventhandlers.go, getLEPriorityPreCheck). The hints of :meth:`pod_gone` count on it."""
+        eventhandlers.go, getLEPriorityPreCheck). The hints of :meth:`pods_gone` count on it."""
         pod = self.nominator.pod_of(key)
         if pod is None:
             return None
@@ -240,9 +240,9 @@ class Scheduler(GangHostMixin):
         self.queue.move(Event.POD_DELETED, lambda parked: parked.priority <= top)
         return self.nominator.remove(key)
 
-    def pod_gone(self, gone: Pod) -> int:
-        """An assigned pod left its node (deleted, finished, its assumption dropped): the parked
-        pods it may help move to the queue (:mod:`rulesched.scheduler.hints`). Returns how many."""
+    def pods_gone(self, gone: Sequence[Pod]) -> int:
+        """Assigned pods left their nodes (deleted, finished, their assumption dropped): the
+        parked pods they may help move to the queue (:mod:`rulesched.scheduler.hints`)."""
         hint = DeletionHint(gone, self.store.snapshot(), self._hint_rules, self.nominator.reserved_for)
         try:
             return self.queue.move(Event.POD_DELETED, hint)
@@ -250,8 +250,7 @@ class Scheduler(GangHostMixin):
             hint.close()
 
     def _hint_rules(self, pod: Pod) -> RuleSet | None:
-        """The rule set a parked pod is judged by (None: no hint for it: rules not loaded, a
-        member of a pod group)."""
+        """A parked pod's rule set for the hint (None: no hint: rules not loaded, a group's member)."""
         profile = self.profile_of(pod)
         if not profile.rules.loaded or (self.gangs.groups and self.gangs.group_of(pod) is not None):
             return None
@@ -513,10 +512,8 @@ class Scheduler(GangHostMixin):
             self.observer.nominations_ended(displaced)
         at_once = getattr(self.evictor, "at_once", True)
         for victim in victims:
-            # A victim terminating already (an earlier preemption's, or deleted by someone else)
-            # is sent nothing more: it goes by itself, as kube-scheduler's executor skips the API
-            # call for a victim with a deletionTimestamp. (A store evictor is the only one to
-            # remove it.)
+            # A victim terminating already is sent nothing more (kube-scheduler's executor skips
+            # a victim with a deletionTimestamp); a store evictor is the only one to remove it.
             if at_once or not victim.deleting:
                 self.evictor.evict(victim, pod)
         log.log(VERBOSE, "nominated; evicting %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
@@ -579,7 +576,7 @@ class Scheduler(GangHostMixin):
         self.store.forget(pod.key)
         # The room it was assumed to take is free again (handleBindingCycleError: the forgotten
         # pod as an AssignedPodDelete).
-        self.pod_gone(dataclasses.replace(pod, node_name=node))
+        self.pods_gone([dataclasses.replace(pod, node_name=node)])
         # A failed binding ends the pod's nomination, in the scheduler and in its status
         # (handleBindingCycleError's clearNominatedNode: kubernetes PR #135007, 1.35).
         self._end_nomination(pod.key)
