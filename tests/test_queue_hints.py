@@ -117,6 +117,9 @@ def test_room_held_for_a_nominated_pod_of_its_priority_or_higher_is_not_its_room
 def test_a_node_failing_another_filter_does_not_requeue() -> None:
     victim = P("victim", 0, on="fake")
     assert helps(P("parked", 50), victim, store_with(victim, tainted=True)) is False
+    # nor when pods it may evict remain there: the taint is unresolvable, preemption passes it over
+    victim, low = P("victim", 0, cpu="400m", on="fake"), P("low", 0, cpu="400m", on="fake")
+    assert helps(P("parked", 50), victim, store_with(victim, low, tainted=True)) is False
 
 
 @pytest.mark.parametrize(

@@ -16,8 +16,10 @@ skipped only when both are ruled out on the cluster as it is now:
 
 - P does not fit N, judged as its cycle judges it (without and with the pods nominated to N of
   its priority or higher: :class:`rulesched.scheduler.nominator.ReservedCheck`), and
-- no pod left on N is one P may evict (every applicable preempt rule allows it), or no preempt
-  rule applies to P: preemption's dry run on N then removes nothing and is the same check.
+- its preemption cannot use N: the filter failing it there says ``unresolvable`` (preemption
+  passes such a node over), or no pod left on N is one P may evict (every applicable preempt
+  rule allows it), or no preempt rule applies to P (its dry run on N would remove nothing and
+  be the same check).
 
 Anything else is requeued: a pod reading more than its node (pod affinity, spreading, domain and
 cluster aggregates), with volumes or resource claims, of a pod group, an error in a rule, a node
@@ -83,12 +85,15 @@ def deletion_may_help(
             return True
         preempts = bound.preempts
         for node in nodes:
-            if bound.first_failure(node) is None:
+            failure = bound.first_failure(node)
+            if failure is None:
                 if reserved is None or node.name not in reserved.nodes:
                     return True
                 check = check or ReservedCheck(reserved, snapshot, session, pod)
                 if check.failure(node.name) is None:
                     return True
+            elif failure[0].unresolvable(node):
+                continue  # (its preemption passes the node over: the rules say evicting cannot help)
             if preempts and any(all(rule.allows(node, victim) for rule in preempts) for victim in node.pods):
                 return True
         return False
