@@ -247,3 +247,17 @@ def test_deletions_reported_together_are_judged_each_on_its_node() -> None:
     alone = DeletionHint([a], store.snapshot(), lambda p: default_rules(), Nominator().reserved_for)
     assert alone(P("big", 0, cpu="900m")) is False  # ("other" was not reported: not looked at)
     alone.close()
+
+
+def test_a_preemptor_waiting_for_its_victims_moves_only_where_it_fits() -> None:
+    """Its next cycle will not preempt while its victims are still leaving (it waits for them,
+    PodEligibleToPreemptOthers): a pod it could evict elsewhere does not move it; room does."""
+    a, low = P("a", 1000, cpu="400m", on="fake"), P("low", 0, cpu="400m", on="fake")
+    store = store_with(a, low)
+    store.remove_pod(a.key)
+    for waiting, expected in ((True, False), (False, True)):
+        hint = DeletionHint(
+            [a], store.snapshot(), lambda p: default_rules(), Nominator().reserved_for, lambda p, w=waiting: not w
+        )
+        assert hint(P("big", 10, cpu="900m")) is expected, waiting
+        hint.close()

@@ -7,8 +7,8 @@ there every deletion moves every pod the resource fit rejected, wherever the roo
 are user-written, so rulesched cannot know from a rule's name what it reads; it asks the rules
 themselves, on the one node the deletion changed:
 
-A pod ``gone`` left node N (deleted, finished, or its assumption dropped; the deletions the
-informers report together are judged together, each on its node). For a parked pod P
+A pod ``gone`` left node N (deleted, finished, its assumption dropped, or a nomination to N
+ended; the deletions the informers report together are judged together, each on its node). For a parked pod P
 whose filters each read only the node they judge (:func:`rulesched.engine.only_its_node`:
 the node's own fields and pods; nothing of other nodes, domains or the cluster), N is the only node whose answer for P changed, so P's next attempt can differ from its
 last only on N: by fitting there, or by its preemption finding victims there. The requeue is
@@ -19,15 +19,17 @@ skipped only when both are ruled out on the cluster as it is now:
 - its preemption cannot use N: the filter failing it there says ``unresolvable`` (preemption
   passes such a node over), or no pod left on N is one P may evict (every applicable preempt
   rule allows it), or no preempt rule applies to P (its dry run on N would remove nothing and
-  be the same check).
+  be the same check), or its next cycle will not preempt at all (victims of its earlier
+  preemption are still leaving: it waits for them, as upstream's PodEligibleToPreemptOthers
+  keeps it from preempting again; their going is itself such an event).
 
 Anything else is requeued: a pod reading more than its node (pod affinity, spreading, domain and
 cluster aggregates), with volumes or resource claims, of a pod group, an error in a rule, a node
 not found. Since every skipped event is proven not to help when it happens, and the store holds
 every change since, the proof is always about the cluster as it is. A nomination that ends
-without its pod placed frees the room it reserved: the scheduler moves the parked pods of its
-priority or lower then (upstream's Update handler with getLEPriorityPreCheck), so the check
-above may count on the nominations it sees.
+without its pod placed frees the room it reserved on its node: the scheduler asks the same hint
+then, for the parked pods of its priority or lower (upstream's Update handler moves those, with
+getLEPriorityPreCheck), so the check above may count on the nominations it sees.
 Next stage: :meth:`rulesched.scheduler.queue.SchedulingQueue.move` keeps parked what this rules out.
 """
 
@@ -62,11 +64,17 @@ def reads_beyond_its_node(pod: Pod) -> bool:
 
 
 def deletion_may_help(
-    pod: Pod, gone: Sequence[Pod], snapshot: Snapshot, session: Session, reserved: Reserved | None
+    pod: Pod,
+    gone: Sequence[Pod],
+    snapshot: Snapshot,
+    session: Session,
+    reserved: Reserved | None,
+    may_preempt: bool = True,
 ) -> bool:
     """Whether the pods ``gone`` leaving their nodes may make the parked ``pod`` schedulable or
     let its preemption find victims (see the module docstring); True whenever that cannot be
-    ruled out. Judged on the cluster as it is now: every node one of them left, in one binding."""
+    ruled out. Judged on the cluster as it is now: every node one of them left, in one binding.
+    ``may_preempt`` False: the pod's next cycle will not preempt (it waits for its victims)."""
     # An unassigned pod held nothing (NodeResourcesFit: QueueSkip); a nominated one's end is
     # the scheduler's to report (Scheduler._end_nomination).
     names = sorted({g.node_name for g in gone if g.node_name})
@@ -83,7 +91,7 @@ def deletion_may_help(
     try:
         if not only_its_node(bound):
             return True
-        preempts = bound.preempts
+        preempts = bound.preempts if may_preempt else ()
         for node in nodes:
             failure = bound.first_failure(node)
             if failure is None:
@@ -118,8 +126,10 @@ class DeletionHint:
         snapshot: Snapshot,
         rules_of: Callable[[Pod], RuleSet | None],
         reserved_for: Callable[[Pod], Reserved | None],
+        may_preempt: Callable[[Pod], bool] = lambda pod: True,
     ) -> None:
         self.gone = tuple(gone)
+        self._may_preempt = may_preempt
         self._snapshot: Snapshot | None = snapshot
         self._rules_of, self._reserved_for = rules_of, reserved_for
         self._sessions: dict[int, Session] = {}
@@ -132,7 +142,8 @@ class DeletionHint:
         session = self._sessions.get(id(rules))
         if session is None:
             session = self._sessions[id(rules)] = rules.session()
-        helps = deletion_may_help(pod, self.gone, snapshot, session, self._reserved_for(pod))
+        reserved = self._reserved_for(pod)
+        helps = deletion_may_help(pod, self.gone, snapshot, session, reserved, self._may_preempt(pod))
         self.skipped += not helps
         return helps
 

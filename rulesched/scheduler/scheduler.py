@@ -42,7 +42,7 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
@@ -66,7 +66,7 @@ from rulesched.scheduler.framework import (
 )
 from rulesched.scheduler.gang_host import GangHostMixin
 from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
-from rulesched.scheduler.hints import DeletionHint
+from rulesched.scheduler.hint_host import HintHostMixin
 from rulesched.scheduler.interfaces import Binder, Evictor, Observer, StoreEvictor
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
@@ -117,7 +117,7 @@ class _Binding:
     result: CycleResult
 
 
-class Scheduler(GangHostMixin):
+class Scheduler(GangHostMixin, HintHostMixin):
     def __init__(
         self,
         rules: RulesHandle | RuleSet,
@@ -227,34 +227,6 @@ class Scheduler(GangHostMixin):
         self._preempted_at.pop(key, None)
         self._victim_claims.pop(key, None)
         self._end_nomination(key)
-
-    def _end_nomination(self, key: str) -> str | None:
-        """End a nomination whose pod is not placed there (the node it had, if any): the parked
-        pods of its priority or lower may fit in the room it held, and are moved (as kube-
-        scheduler moves them when a pod's nominatedNodeName is cleared or the pod deleted:
-        eventhandlers.go, getLEPriorityPreCheck). The hints of :meth:`pods_gone` count on it."""
-        pod = self.nominator.pod_of(key)
-        if pod is None:
-            return None
-        top = pod.priority
-        self.queue.move(Event.POD_DELETED, lambda parked: parked.priority <= top)
-        return self.nominator.remove(key)
-
-    def pods_gone(self, gone: Sequence[Pod]) -> int:
-        """Assigned pods left their nodes (deleted, finished, their assumption dropped): the
-        parked pods they may help move to the queue (:mod:`rulesched.scheduler.hints`)."""
-        hint = DeletionHint(gone, self.store.snapshot(), self._hint_rules, self.nominator.reserved_for)
-        try:
-            return self.queue.move(Event.POD_DELETED, hint)
-        finally:
-            hint.close()
-
-    def _hint_rules(self, pod: Pod) -> RuleSet | None:
-        """A parked pod's rule set for the hint (None: no hint: rules not loaded, a group's member)."""
-        profile = self.profile_of(pod)
-        if not profile.rules.loaded or (self.gangs.groups and self.gangs.group_of(pod) is not None):
-            return None
-        return profile.rules.rules
 
     @property
     def bindings_in_flight(self) -> int:
