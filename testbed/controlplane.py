@@ -196,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     except TestbedError as e:
         print(f"testbed {args.command}: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # (DIR not writable, a full disk: the path and the reason, not a traceback)
+        print(f"testbed {args.command}: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import controlplane, errors, processes
+from testbed import components, controlplane, errors, processes
 
 # exit(2) ends the calling thread only (exit_group(2) is what sys.exit reaches).
 SYS_EXIT = {"x86_64": 60, "aarch64": 93}.get(platform.machine())
@@ -69,3 +69,19 @@ def test_a_restart_without_a_test_bed_is_one_line(tmp_path: Path, capsys: pytest
     assert controlplane.main(["restart", str(tmp_path), "kube-apiserver"]) == 1
     err = capsys.readouterr().err
     assert err == f"testbed restart: no test bed in {tmp_path}: {tmp_path}/run/ports.json: No such file or directory\n"
+
+
+def test_up_in_a_directory_it_cannot_make_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in components.BINARIES:  # (stand-ins: up checks they are there before anything)
+        (fake / name).write_text("#!/bin/sh\n")
+        (fake / name).chmod(0o755)
+    monkeypatch.setenv("RULESCHED_K8S_BIN", str(fake))
+    (tmp_path / "file").write_text("")
+    bed = tmp_path / "file" / "bed"  # (under a file: no directory can be made there)
+    assert controlplane.main(["up", "--detach", str(bed)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("testbed up: ") and str(bed) in err and len(err.splitlines()) == 1, err
