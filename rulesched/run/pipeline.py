@@ -250,9 +250,10 @@ class Pipeline:
         return None
 
     def _release(self, i: int) -> None:
-        """Channel ``i``'s request is over: it takes the next, or is opened again if it failed."""
+        """Channel ``i``'s request is over: it takes the next, or is opened again (by an opener)
+        if it failed or the server closed its connection with the answer."""
         channel = self._channels[i]
-        if channel is None or channel.closed:
+        if channel is None or channel.closed or not channel.connected:
             self._open(i)
         else:
             self._free.append(i)
