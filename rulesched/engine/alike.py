@@ -31,6 +31,7 @@ from typing import Any
 
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
+from rulesched.lang.builtins.dra import devices_after_key
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.types import ListOf, MapOf, Type
@@ -158,21 +159,30 @@ class DeviceKeys:
         self._limit = limit
         self._codes: dict[tuple[Any, ...], int] = {}  # a device's content -> its number
         self._devices: dict[int, tuple[Any, int]] = {}  # id(device) -> (it, its number)
-        self._lists: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(tuple) -> (it, its numbers)
+        # id(tuple) -> (it, its numbers, each device id's position)
+        self._lists: dict[int, tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]] = {}
         # In every key: numbers given after a restart are not those before, so keys made before
         # it never equal keys made after.
         self.epoch = 0
 
     def of(self, devices: tuple[Any, ...]) -> tuple[int, ...]:
         """The numbers of ``devices``' contents, in order."""
+        return self._list(devices)[1]
+
+    def positions(self, devices: tuple[Any, ...]) -> dict[tuple[str, str, str], int]:
+        """Each of ``devices``' id -> its position among them."""
+        return self._list(devices)[2]
+
+    def _list(self, devices: tuple[Any, ...]) -> tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]:
         hit = self._lists.get(id(devices))
         if hit is not None and hit[0] is devices:
-            return hit[1]
+            return hit
         if len(self._lists) >= self._limit or len(self._devices) >= self._limit:
             self._restart()
         numbers = tuple(self._number(d) for d in devices)
-        self._lists[id(devices)] = (devices, numbers)  # (kept alive: its id is never another's)
-        return numbers
+        # (kept alive by the entry: its id is never another's)
+        found = self._lists[id(devices)] = (devices, numbers, {d.id: i for i, d in enumerate(devices)})
+        return found
 
     def _number(self, d: Any) -> int:
         hit = self._devices.get(id(d))
@@ -209,8 +219,7 @@ def keyer(reads: NodeReads, ctx: Any, devices: DeviceKeys) -> Callable[[Any], Ha
     fields = schema.RECORDS[schema.NODE]
     getters = [(fields[name].get, key) for name, key in reads.paths]
     get_devices = fields["devices"].get
-    after = BUILTINS[AFTER].impl if reads.after else None
-    with_devices = reads.devices
+    with_devices, with_after = reads.devices, reads.after
 
     def key(node: Any) -> Hashable | None:
         parts: list[Any] = [devices.epoch]
@@ -223,9 +232,15 @@ def keyer(reads: NodeReads, ctx: Any, devices: DeviceKeys) -> Callable[[Any], Ha
             else:
                 return None
         if with_devices:
-            parts.append(devices.of(get_devices(node)))
-        if after is not None:
-            parts.append(devices.of(after(ctx, node)))
+            now = get_devices(node)
+            parts.append(devices.of(now))
+            if with_after:
+                # (devices_after(node) is node.devices with the devices the allocation takes
+                # changed: which, and how, is the rest of its key)
+                after = devices_after_key(ctx, node, devices.positions(now))
+                if after is None:
+                    return None
+                parts.append(after)
         return tuple(parts)
 
     return key

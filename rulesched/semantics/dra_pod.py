@@ -38,7 +38,7 @@ from rulesched.model.dra import (
 from rulesched.model.replaced import replaced
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import Allocator, share_ids
-from rulesched.semantics.dra_after import devices_after, shared_allocation
+from rulesched.semantics.dra_after import after_key, devices_after, shared_allocation
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid, holds_claims
 from rulesched.semantics.dra_devices import (
     AllocatedState,
@@ -310,6 +310,10 @@ class PodClaims:
     def devices_after(self, view: Any) -> tuple[NodeDevice, ...]:
         """``view.devices`` once the claims are allocated on the node (see dra_after)."""
         return devices_after(self, view)
+
+    def after_key(self, view: Any, positions: Mapping[tuple[str, str, str], int]) -> Hashable | None:
+        """What :meth:`devices_after` changes of ``view.devices``, as a key (see dra_after)."""
+        return after_key(self, view, positions)
 
     def _filter(
         self,
