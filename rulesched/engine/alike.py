@@ -37,7 +37,7 @@ from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.types import ListOf, MapOf, Type
 
 AFTER = "devices_after"
-LIMIT = 50_000  # devices and device lists interned; past it, the tables start afresh
+LIMIT = 50_000  # device objects, lists and contents kept (see DeviceKeys)
 _ABSENT = object()  # (a map entry's key where the node's map has no such entry)
 
 
@@ -157,8 +157,10 @@ class DeviceKeys:
 
     def __init__(self, limit: int = LIMIT) -> None:
         self._limit = limit
-        self._codes: dict[tuple[Any, ...], int] = {}  # a device's content -> its number
-        self._devices: dict[int, tuple[Any, int]] = {}  # id(device) -> (it, its number)
+        # a device's content -> its number (past ``limit`` contents, numbering starts again)
+        self._codes: dict[tuple[Any, ...], int] = {}
+        # id(device) -> (it, its number); past ``limit`` devices, forgotten (kept alive meanwhile)
+        self._devices: dict[int, tuple[Any, int]] = {}
         # id(tuple) -> (it, its numbers, each device id's position)
         self._lists: dict[int, tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]] = {}
         # In every key: numbers given after a restart are not those before, so keys made before
@@ -178,6 +180,10 @@ class DeviceKeys:
         if hit is not None and hit[0] is devices:
             return hit
         if len(self._lists) >= self._limit or len(self._devices) >= self._limit:
+            # (the objects seen go, their contents' numbers stay: keys made before still hold)
+            self._lists.clear()
+            self._devices.clear()
+        if len(self._codes) >= self._limit:
             self._restart()
         numbers = tuple(self._number(d) for d in devices)
         # (kept alive by the entry: its id is never another's)

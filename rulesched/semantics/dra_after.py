@@ -80,7 +80,7 @@ def after_key(claims: PodClaims, view: Any, positions: Mapping[tuple[str, str, s
     if claims.error or not devices or not claims.to_allocate:
         return ()
     taken: list[tuple[int, bool, frozenset[tuple[str, int]]]] = []
-    for alloc in claims.allocations(view).values():
+    for alloc in claims.allocated(view):
         for r in alloc.devices:
             if r.admin_access:
                 continue

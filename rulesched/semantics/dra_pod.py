@@ -167,6 +167,11 @@ class PodClaims:
             out.append(not found[0])
         return out
 
+    def allocated(self, node: Any) -> Sequence[Allocation]:
+        """``allocations(node).values()``, in order, without making the dict."""
+        reasons, allocations = self._on(node)
+        return () if reasons or allocations is None else allocations
+
     def allocations(self, node: Any) -> dict[str, Allocation]:
         """Reserve: the allocation, claim key -> allocation, for the claims allocated on ``node``."""
         reasons, allocations = self._on(node)
