@@ -169,13 +169,10 @@ class DeviceKeys:
 
     def of(self, devices: tuple[Any, ...]) -> tuple[int, ...]:
         """The numbers of ``devices``' contents, in order."""
-        return self._list(devices)[1]
+        return self.numbered(devices)[1]
 
-    def positions(self, devices: tuple[Any, ...]) -> dict[tuple[str, str, str], int]:
-        """Each of ``devices``' id -> its position among them."""
-        return self._list(devices)[2]
-
-    def _list(self, devices: tuple[Any, ...]) -> tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]:
+    def numbered(self, devices: tuple[Any, ...]) -> tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]:
+        """``devices``, the numbers of their contents in order, and each one's id -> its position."""
         hit = self._lists.get(id(devices))
         if hit is not None and hit[0] is devices:
             return hit
@@ -226,6 +223,7 @@ def keyer(reads: NodeReads, ctx: Any, devices: DeviceKeys) -> Callable[[Any], Ha
     getters = [(fields[name].get, key) for name, key in reads.paths]
     get_devices = fields["devices"].get
     with_devices, with_after = reads.devices, reads.after
+    numbered = devices.numbered
 
     def key(node: Any) -> Hashable | None:
         parts: list[Any] = [devices.epoch]
@@ -238,12 +236,12 @@ def keyer(reads: NodeReads, ctx: Any, devices: DeviceKeys) -> Callable[[Any], Ha
             else:
                 return None
         if with_devices:
-            now = get_devices(node)
-            parts.append(devices.of(now))
+            now, numbers, positions = numbered(get_devices(node))
+            parts.append(numbers)
             if with_after:
                 # (devices_after(node) is node.devices with the devices the allocation takes
                 # changed: which, and how, is the rest of its key)
-                after = devices_after_key(ctx, node, devices.positions(now))
+                after = devices_after_key(ctx, node, positions)
                 if after is None:
                     return None
                 parts.append(after)

@@ -79,7 +79,7 @@ def after_key(claims: PodClaims, view: Any, positions: Mapping[tuple[str, str, s
     devices: tuple[NodeDevice, ...] = getattr(view, "devices", ())
     if claims.error or not devices or not claims.to_allocate:
         return ()
-    taken: list[tuple[int, bool, frozenset[tuple[str, int]]]] = []
+    taken: list[tuple[int, tuple[tuple[str, int], ...] | None]] = []
     for alloc in claims.allocated(view):
         for r in alloc.devices:
             if r.admin_access:
@@ -87,13 +87,12 @@ def after_key(claims: PodClaims, view: Any, positions: Mapping[tuple[str, str, s
             at = positions.get(r.device_id)
             if at is None:
                 return None
+            # (whole: None; a share: what it consumes, as items: equal maps in another order key
+            # apart, which costs a look-up, never a wrong answer)
             taken.append(
-                (at, bool(r.share_id), frozenset((r.consumed_capacity or {}).items()) if r.share_id else _WHOLE)
+                (at, tuple(r.consumed_capacity.items()) if r.consumed_capacity else ()) if r.share_id else (at, None)
             )
     return tuple(taken)
-
-
-_WHOLE: frozenset[tuple[str, int]] = frozenset()
 
 
 def _after_allocations(devices: tuple[NodeDevice, ...], allocations: Any) -> tuple[NodeDevice, ...]:
