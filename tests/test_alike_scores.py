@@ -187,3 +187,20 @@ def test_nodes_alike_are_scored_once() -> None:
         outcomes = replay(nodes, pods, 3, explain=False)
     assert all(o[1] for o in outcomes)
     assert computed == [1, 1]  # (the second pod: the node the first took, unlike the others)
+
+
+def test_nodes_alike_but_given_other_devices_score_apart(tmp_path: Path) -> None:
+    """A device score reading the pool ranks node-0's GPUs its own way (the most free first):
+    nodes alike in their devices then get other GPUs for one pod, so other devices after it, and
+    score apart (keyed by their devices alone, node-1 read node-0's vector)."""
+    text = FGD.read_text().replace(
+        '    1000 - number(device.free["milli"])',
+        '    if device.pool == "node-0" then number(device.free["milli"]) else 1000 - number(device.free["milli"])',
+    )
+    assert text != FGD.read_text()
+    rules = tmp_path / "fgd-pool.rules"
+    rules.write_text(text)
+    nodes = [GpuNode(f"node-{i}", 32_000, 262_144, 2, "T4") for i in range(2)]
+    pods = [TracePod(f"p{i:03}", 1000, 1024, 1, milli, ()) for i, milli in enumerate([750, 250, 500, 750, 250])]
+    with mock.patch.object(NodeTable, "vectors", _checking(NodeTable.vectors)):
+        replay(nodes, pods, 0, explain=False, rules=str(rules))
