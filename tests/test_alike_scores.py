@@ -68,7 +68,7 @@ def test_what_a_node_is_not_keyed_by() -> None:
     assert _reads('count(p in domain(node, "zone").pods where p.namespace == "a")') is None
     assert _reads("len(node.devices)") is None
     assert _reads("dra_score(node)") is None
-    assert _reads("len(node_devices)", 'let node_devices = node.devices\n\n') is None
+    assert _reads("len(node_devices)", "let node_devices = node.devices\n\n") is None
 
 
 def _device(name: str, pool: str, free: int, claims: int = 0) -> NodeDevice:
@@ -100,12 +100,19 @@ def test_device_lists_are_numbered_by_content_but_for_the_pool() -> None:
 
 def test_device_numbers_are_never_reused_after_a_restart() -> None:
     keys = DeviceKeys(limit=2)
-    first = keys.of((_device("gpu-0", "a", 1000),))
+    keys.of((_device("gpu-0", "a", 1000),))
     epoch = keys.epoch
     keys.of((_device("gpu-0", "a", 300),))
-    keys.of((_device("gpu-0", "a", 200),))  # (past the limit: numbers start again)
+    assert keys.of((_device("gpu-0", "a", 200),)) == (0,)  # (past the limit: numbering starts again)
     assert keys.epoch != epoch  # (keys hold the epoch: a number given again means nothing old)
-    assert keys.of((_device("gpu-0", "a", 1000),)) is not first
+
+
+def test_a_nodes_list_is_kept_by_its_name() -> None:
+    keys = DeviceKeys()
+    a, b = (_device("gpu-0", "a", 1000),), (_device("gpu-0", "a", 500),)
+    assert keys.numbered(a, "a")[0] is a
+    assert keys.numbered(b, "a")[0] is b  # (the node's list now replaces the one before)
+    assert keys.numbered(a, "b")[1] != keys.numbered(b, "a")[1]
 
 
 @st.composite

@@ -5,21 +5,26 @@ the node changes. Yet many nodes are alike: a cluster is built from a few machin
 nodes of one type holding alike pods are alike to every rule that reads neither their name nor
 their labels. On the openb replay FGD scores 98,163 stale rows, of only 19,376 distinct contents
 (score key, the node's free cpu, its GPUs now and after the pod's allocation). So a score row is
-looked up by that content first, and computed only when no node alike had it computed.
+looked up by that content first, and computed only when no node alike had it computed. (What
+it saves is less than the rows suggest: the rows found alike are mostly those whose lets the
+kept answers, rulesched.lang.evaluation.let_memo, answered cheaply; 2% of the replay's CPU.)
 
 That is sound when the scores read the node only through values the key holds.
 :func:`node_reads` decides it once per rule, as :mod:`rulesched.engine.sharing` decides what a rule
 reads of the pod: the body (and the lets it reads) may read ``node.F`` (the key holds the field's
 value) or one entry of a map field, ``node.F.KEY`` / ``node.F["KEY"]`` (that entry), may call
-``devices_after(node)`` (the key holds the node's devices and the devices after the allocation,
-as rules see them), reads no other variable than the pod and the node (no cluster, no victim),
+``devices_after(node)`` (the key holds the node's devices and which of them the pod's allocation
+takes, and how: the devices after it follow from those; the allocator's other inputs, a device
+score reading the pool say, may take others on a node alike, which then keys apart), reads no
+other variable than the pod and the node (no cluster, no victim),
 calls no other built-in that takes a node or a device, and reads no device's ``pool`` (the one
 field of a device that names its node: every other one is in the key). The pod side is the
 score rows' own key (a class's, or classes sharing them), so nothing else moves a score's answer.
 
-A device's content is interned as a number, once per device object (the store makes new ones
-only for a node whose devices changed), and a list of devices as the tuple of those numbers,
-once per tuple (``devices_after`` gives pods asking the same one tuple per node state).
+A device's content is interned as a number and a node's list of devices as the tuple of those
+numbers, once per list (the store makes a node a new one only when what claims hold there
+changes; the node's list now is kept by its name); ``devices_after(node)`` is keyed by the devices the allocation takes (their positions
+in the node's list) and how, without working out the devices after it.
 Next stage: :meth:`rulesched.engine.table.NodeTable.vectors` looks rows up by these keys.
 """
 
@@ -37,7 +42,7 @@ from rulesched.lang.frontend.checked import Annotations
 from rulesched.lang.types import ListOf, MapOf, Type
 
 AFTER = "devices_after"
-LIMIT = 50_000  # device objects, lists and contents kept (see DeviceKeys)
+LIMIT = 20_000  # device lists and contents kept (see DeviceKeys)
 _ABSENT = object()  # (a map entry's key where the node's map has no such entry)
 
 
@@ -159,38 +164,35 @@ class DeviceKeys:
         self._limit = limit
         # a device's content -> its number (past ``limit`` contents, numbering starts again)
         self._codes: dict[tuple[Any, ...], int] = {}
-        # id(device) -> (it, its number); past ``limit`` devices, forgotten (kept alive meanwhile)
-        self._devices: dict[int, tuple[Any, int]] = {}
-        # id(tuple) -> (it, its numbers, each device id's position)
-        self._lists: dict[int, tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]] = {}
+        # slot (a node's name) -> its list, the list's numbers and each device id's position. The
+        # store makes a node a new tuple of new devices when what claims hold there changes, so
+        # a list's devices are numbered once, and only the node's list now is kept.
+        self._lists: dict[Hashable, tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]] = {}
         # In every key: numbers given after a restart are not those before, so keys made before
         # it never equal keys made after.
         self.epoch = 0
 
-    def of(self, devices: tuple[Any, ...]) -> tuple[int, ...]:
-        """The numbers of ``devices``' contents, in order."""
-        return self.numbered(devices)[1]
+    def of(self, devices: tuple[Any, ...], slot: Hashable = None) -> tuple[int, ...]:
+        """The numbers of ``devices``' contents, in order (``slot``: as :meth:`numbered`)."""
+        return self.numbered(devices, slot)[1]
 
-    def numbered(self, devices: tuple[Any, ...]) -> tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]:
-        """``devices``, the numbers of their contents in order, and each one's id -> its position."""
-        hit = self._lists.get(id(devices))
+    def numbered(
+        self, devices: tuple[Any, ...], slot: Hashable = None
+    ) -> tuple[Any, tuple[int, ...], dict[tuple[str, str, str], int]]:
+        """``devices``, the numbers of their contents in order, and each one's id -> its
+        position; kept in ``slot`` (a node's name: its list now) until another list takes it."""
+        hit = self._lists.get(slot)
         if hit is not None and hit[0] is devices:
             return hit
-        if len(self._lists) >= self._limit or len(self._devices) >= self._limit:
-            # (the objects seen go, their contents' numbers stay: keys made before still hold)
-            self._lists.clear()
-            self._devices.clear()
+        if len(self._lists) >= self._limit:
+            self._lists.clear()  # (the lists seen go, their contents' numbers stay: keys still hold)
         if len(self._codes) >= self._limit:
             self._restart()
         numbers = tuple(self._number(d) for d in devices)
-        # (kept alive by the entry: its id is never another's)
-        found = self._lists[id(devices)] = (devices, numbers, {d.id: i for i, d in enumerate(devices)})
+        found = self._lists[slot] = (devices, numbers, {d.id: i for i, d in enumerate(devices)})
         return found
 
     def _number(self, d: Any) -> int:
-        hit = self._devices.get(id(d))
-        if hit is not None and hit[0] is d:
-            return hit[1]
         content = (
             d.driver,
             d.name,
@@ -204,13 +206,10 @@ class DeviceKeys:
             d.claims,
             d.taints,
         )
-        number = self._codes.setdefault(content, len(self._codes))
-        self._devices[id(d)] = (d, number)
-        return number
+        return self._codes.setdefault(content, len(self._codes))
 
     def _restart(self) -> None:
         self._codes.clear()
-        self._devices.clear()
         self._lists.clear()
         self.epoch += 1
 
@@ -236,7 +235,7 @@ def keyer(reads: NodeReads, ctx: Any, devices: DeviceKeys) -> Callable[[Any], Ha
             else:
                 return None
         if with_devices:
-            now, numbers, positions = numbered(get_devices(node))
+            now, numbers, positions = numbered(get_devices(node), node.name)
             parts.append(numbers)
             if with_after:
                 # (devices_after(node) is node.devices with the devices the allocation takes

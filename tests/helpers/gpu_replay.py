@@ -37,9 +37,7 @@ def replay(
         objects = load_cluster([f.name])
     report = simulate(
         objects,
-        SimulateSettings(
-            cluster=(), rules=(rules,), seed=seed, percentage_of_nodes_to_score=100, explain=explain
-        ),
+        SimulateSettings(cluster=(), rules=(rules,), seed=seed, percentage_of_nodes_to_score=100, explain=explain),
     )
     return [(r["pod"], r["node"], r["message"], r["nominated"], r["victims"]) for r in report.iter_rows()]
 
