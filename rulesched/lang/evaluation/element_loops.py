@@ -78,7 +78,13 @@ def element_loop(
     """``aggregate_loop(kind, slot, it, where, vf, empty)`` for a condition ``where`` that is
     ``test`` (``other``: its other side's node function)."""
     compare, left = test.compare, test.element_left
-    keep = _KEEP.get((compare, left)) or _keep_by(compare, left)
+    kept = _KEEP.get((compare, left))
+    if kept is None:
+
+        def keep(items: Any, k: Any) -> list[Any]:
+            return [x for x in items if compare(x, k)] if left else [x for x in items if compare(k, x)]
+    else:
+        keep = kept
 
     def matching(n: Any, env: Any) -> list[Any]:
         if env is None:
@@ -145,13 +151,6 @@ _KEEP: dict[tuple[Callable[[Any, Any], Any], bool], Keep] = {
     (operator.eq, False): lambda items, k: [x for x in items if k == x],
     (operator.ne, False): lambda items, k: [x for x in items if k != x],
 }
-
-
-def _keep_by(compare: Callable[[Any, Any], Any], left: bool) -> Keep:
-    """The elements kept, for a comparison not in :data:`_KEEP` (``in``, ``not in``)."""
-    if left:
-        return lambda items, k: [x for x in items if compare(x, k)]
-    return lambda items, k: [x for x in items if compare(k, x)]
 
 
 def _sized(items: Any) -> Any:
