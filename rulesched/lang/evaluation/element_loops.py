@@ -16,7 +16,6 @@ element.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -78,23 +77,15 @@ def element_loop(
     """``aggregate_loop(kind, slot, it, where, vf, empty)`` for a condition ``where`` that is
     ``test`` (``other``: its other side's node function)."""
     compare, left = test.compare, test.element_left
-    kept = _KEEP.get((compare, left))
-    if kept is None:
-
-        def keep(items: Any, k: Any) -> list[Any]:
-            return [x for x in items if compare(x, k)] if left else [x for x in items if compare(k, x)]
-    else:
-        keep = kept
 
     def matching(n: Any, env: Any) -> list[Any]:
         if env is None:
             env = {}
-        items = it(n, env)
-        if type(items) is not tuple and type(items) is not list:
-            items = list(items)
+        items = _sized(it(n, env))
         if not items:
             return []  # (the other side not computed: the plain loop would not have)
-        return keep(items, other(n, env))
+        k = other(n, env)
+        return [x for x in items if compare(x, k)] if left else [x for x in items if compare(k, x)]
 
     if kind == "count":
         return lambda n, env=None: len(matching(n, env))
@@ -129,28 +120,6 @@ def element_loop(
             return out
 
     return of_values(kind, values, empty)
-
-
-Keep = Callable[[Any, Any], list[Any]]
-# The elements for which ``x OP k`` (element on the left) or ``k OP x`` holds, with the operator
-# written in the comprehension: a call to ``operator.ge`` per element is most of what a loop over
-# a node's GPUs costs (frag_after's misses: ~236 such calls each). The same operator on the same
-# operands in the same order, so the same answers (``binary_function`` gives these six for
-# comparisons of anything but lists).
-_KEEP: dict[tuple[Callable[[Any, Any], Any], bool], Keep] = {
-    (operator.lt, True): lambda items, k: [x for x in items if x < k],
-    (operator.le, True): lambda items, k: [x for x in items if x <= k],
-    (operator.gt, True): lambda items, k: [x for x in items if x > k],
-    (operator.ge, True): lambda items, k: [x for x in items if x >= k],
-    (operator.eq, True): lambda items, k: [x for x in items if x == k],
-    (operator.ne, True): lambda items, k: [x for x in items if x != k],
-    (operator.lt, False): lambda items, k: [x for x in items if k < x],
-    (operator.le, False): lambda items, k: [x for x in items if k <= x],
-    (operator.gt, False): lambda items, k: [x for x in items if k > x],
-    (operator.ge, False): lambda items, k: [x for x in items if k >= x],
-    (operator.eq, False): lambda items, k: [x for x in items if k == x],
-    (operator.ne, False): lambda items, k: [x for x in items if k != x],
-}
 
 
 def _sized(items: Any) -> Any:
