@@ -428,20 +428,41 @@ def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> n
 
 
 class Together:
-    """What the dry runs of many nodes at once found, by index into the nodes tried: why the pod
-    fits some not even with every potential victim gone (``no_fit``), and the budget violations
-    of each candidate (``candidates``), whose victims :meth:`victims` gives and of which
-    :meth:`choosable` says which pick_candidate may choose. Nodes in neither are left to the
-    node-by-node dry run."""
+    """What the dry runs of many nodes at once found, by index into the nodes tried: those the
+    pod fits not even with every potential victim gone (``no_fit``; why: :meth:`no_fit_reasons`),
+    and the budget violations of each candidate (``candidates``), whose victims :meth:`victims`
+    gives and of which :meth:`choosable` says which pick_candidate may choose. Nodes in neither
+    are left to the node-by-node dry run."""
 
     def __init__(self) -> None:
-        self.no_fit: dict[int, tuple[str, ...]] = {}
+        self.no_fit: frozenset[int] = frozenset()
         self.candidates: dict[int, int] = {}
+        self._reasons: dict[int, tuple[str, ...]] | None = None
+        self._bound: BoundRules | None = None
         self._cols: DryRunColumns | None = None
         self._gone = np.zeros(0, dtype=bool)
         self._violations = np.zeros(0, dtype=np.int64)
         self._orders: Sequence[Sequence[Pod]] = ()
         self.violating: Sequence[int] = ()  # per node: how many of its pods put back first break a budget
+
+    def no_fit_reasons(self) -> dict[int, tuple[str, ...]]:
+        """Why the pod fits each ``no_fit`` node not even with every potential victim gone, as
+        BoundRules.first_failure gives it; those the columns cannot give are missing (their dry
+        run node by node says). Worked out when first asked: only a preemption that finds no
+        candidate reports them (its FitError message), so most never are. The columns are as
+        the dry runs left them; no step ever touched a ``no_fit`` node's rows, so its answers
+        are those of the moment its fit was checked."""
+        if self._reasons is None:
+            self._reasons = {}
+            rows = np.array(sorted(self.no_fit), dtype=np.intp)
+            if len(rows) and self._bound is not None and self._cols is not None:
+                try:
+                    failures = first_failing(self._bound, self._cols, rows)
+                except Unsupported:  # (their reasons: node by node)
+                    failures = []
+                for i, (_, why) in zip(rows.tolist(), failures, strict=False):
+                    self._reasons[i] = why
+        return self._reasons
 
     def victims(self, i: int) -> list[Pod]:
         """Candidate ``i``'s victims, in the order they were tried."""
@@ -484,14 +505,8 @@ def dry_runs_together(
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
     fits = passing(bound, cols, every)
-    no_fit = every[~fits]
-    if len(no_fit):
-        try:
-            failures = first_failing(bound, cols, no_fit)
-        except Unsupported:  # (their reasons: node by node)
-            failures = []
-        for i, (_, why) in zip(no_fit.tolist(), failures, strict=False):
-            out.no_fit[i] = why
+    out.no_fit = frozenset(every[~fits].tolist())  # (why: asked later, if ever; no step changes their rows)
+    out._bound = bound
     lengths, starts = cols.lengths, cols.starts
     gone = np.zeros(len(cols.flat), dtype=bool)
     finished = []
