@@ -69,10 +69,7 @@ def node_local(bound: BoundRules) -> bool:
     notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
     kept = bound.rule_set.memo(_LocalBodies).calls
     for i, body in enumerate(bodies.filter_bodies):
-        hit = kept.get(id(body))
-        if hit is None or hit[0] is not body:
-            hit = kept[id(body)] = (body, _calls_if_local(body, notes, lets))
-        calls = hit[1]
+        calls = _local(kept, body, notes, lets)[0]
         if calls is None or not all(UNAFFECTED[name](bound.ctx) for name in calls):
             return False
         if bodies.filters[i] is None:  # not vectorisable: grouped by pod-independent fields only
@@ -82,20 +79,43 @@ def node_local(bound: BoundRules) -> bool:
     return True
 
 
+def changing_filters(bound: BoundRules) -> list[int]:
+    """The indices of the filters of ``bound`` (node-local: :func:`node_local`) that read what a
+    pod put back on a node changes (its pods, free or requested resources, host ports). The
+    others' answers are the same with any of its pods off: a node that passed every filter with
+    all of them off passes those with any put back."""
+    bodies = columns_of(bound)
+    assert bodies is not None and isinstance(bound.rule_set, RuleSet)
+    notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
+    kept = bound.rule_set.memo(_LocalBodies).calls
+    return [i for i, body in enumerate(bodies.filter_bodies) if _local(kept, body, notes, lets)[1]]
+
+
+_Local = tuple[frozenset[str] | None, bool]  # (the context built-ins called, or None; whether pod fields are read)
+
+
 class _LocalBodies:
     """Kept by a rule set: what :func:`_calls_if_local` found of each of its filter bodies (the
     rules' own expressions, the same in every binding), worked out once per body rather than
     once per preemption."""
 
     def __init__(self, rules: RuleSet) -> None:
-        self.calls: dict[int, tuple[ast.Expr, frozenset[str] | None]] = {}
+        self.calls: dict[int, tuple[ast.Expr, _Local]] = {}
 
 
-def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> frozenset[str] | None:
+def _local(kept: dict[int, tuple[ast.Expr, _Local]], body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Local:
+    hit = kept.get(id(body))
+    if hit is None or hit[0] is not body:
+        hit = kept[id(body)] = (body, _calls_if_local(body, notes, lets))
+    return hit[1]
+
+
+def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Local:
     """The context built-ins ``body`` calls, if it reads the node only in ways a dry run's
-    columns adjust; else None."""
+    columns adjust (else None), and whether it reads a field of the node's pods."""
     calls: set[str] = set()
     seen: set[str] = set()
+    reads_pods = False
 
     def walk(e: ast.Expr, parent: ast.Expr | None, grand: ast.Expr | None) -> bool:
         if isinstance(e, ast.Call) and BUILTINS[e.func].context:
@@ -112,7 +132,9 @@ def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> fro
             if ref.kind == "bound" or ref.name != NODE_VARIABLE:
                 return True
             if isinstance(parent, ast.Attr):
+                nonlocal reads_pods
                 field = parent.name
+                reads_pods = reads_pods or field in NODE_POD_FIELDS
                 if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
                     return True
                 if field == "pods":
@@ -126,7 +148,7 @@ def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> fro
             return False
         return all(walk(c, e, parent) for c in ast.children(e))
 
-    return frozenset(calls) if walk(body, None, None) else None
+    return (frozenset(calls) if walk(body, None, None) else None), reads_pods
 
 
 class DryRunColumns(NodeColumns):
@@ -328,24 +350,28 @@ def _started(pod: Pod) -> float:
     return pod.start_time or np.inf
 
 
-def passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
-    """Whether each row's node (as ``cols`` has it now) passes every filter, and for nodes
-    holding nominated pods with those added as well (RunFilterPluginsWithNominatedPods); raises
-    Unsupported where the columns cannot say."""
-    ok = _passing(bound, cols, rows)
+def passing(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None = None
+) -> npt.NDArray[np.bool_]:
+    """Whether each row's node (as ``cols`` has it now) passes every filter (or those of
+    ``filters``, by index), and for nodes holding nominated pods with those added as well
+    (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say."""
+    ok = _passing(bound, cols, rows, filters)
     held = np.flatnonzero(ok & cols.has_held[rows])
     if len(held):
         cols.with_held = True
         try:
-            ok[held] = _passing(bound, cols, rows[held])
+            ok[held] = _passing(bound, cols, rows[held], filters)
         finally:
             cols.with_held = False
     return ok
 
 
-def _passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
+def _passing(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None
+) -> npt.NDArray[np.bool_]:
     alive = np.ones(len(rows), dtype=bool)
-    for i in range(len(bound.filters)):
+    for i in range(len(bound.filters)) if filters is None else filters:
         live = np.flatnonzero(alive)
         if not len(live):
             break
@@ -507,6 +533,9 @@ def dry_runs_together(
     fits = passing(bound, cols, every)
     out.no_fit = frozenset(every[~fits].tolist())  # (why: asked later, if ever; no step changes their rows)
     out._bound = bound
+    # (each step asks only the filters a pod put back can change: every other one passed on
+    # these nodes with all of their pods off, and answers alike with any put back)
+    changing = changing_filters(bound)
     lengths, starts = cols.lengths, cols.starts
     gone = np.zeros(len(cols.flat), dtype=bool)
     finished = []
@@ -520,7 +549,7 @@ def dry_runs_together(
             between()
         at = starts[step] + k
         cols.put(at, step, 1)
-        ok = passing(bound, cols, step)
+        ok = passing(bound, cols, step, changing)
         if not ok.all():  # those that no longer fit with it back: it goes
             cols.put(at[~ok], step[~ok], -1)
             gone[at[~ok]] = True
