@@ -28,8 +28,11 @@ again).
 What each binding gets is what a worker gives it: the write only while the lease holds (else
 "not leading"), a 409 read to say where the pod is bound, a failed outcome for any other error
 (the scheduler forgets the assumed pod and requeues it: bindings are never retried), the event
-posted only for a binding that succeeded, a connection failure of an event retried through the
-blocking call (which retries a few times, as client-go's broadcaster does).
+posted only for a binding that succeeded, an event whose request failed without an answer (its
+connection, or no answer within the timeout) retried a few times with backoff, as client-go's
+broadcaster does (:data:`EVENT_ATTEMPTS`), here on the pipeline's channels: through the blocking
+call, the pipeline's thread waited out each retry's backoff and timeout (six, 30 s each, for an
+API server that had stopped answering) while no other answer was read and no binding sent.
 
 Next stage: the outcomes go back to the scheduler (:mod:`rulesched.run.binder`'s writer).
 """
@@ -37,6 +40,7 @@ Next stage: the outcomes go back to the scheduler (:mod:`rulesched.run.binder`'s
 from __future__ import annotations
 
 import collections
+import heapq
 import logging
 import os
 import selectors
@@ -47,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from rulesched.errors import KubeError, UnavailableError
-from rulesched.kube.api import KubeApi, binding_body, event_body
+from rulesched.kube.api import EVENT_ATTEMPTS, KubeApi, binding_body, event_body
 from rulesched.kube.channel import Channel
 from rulesched.kube.resources import EVENTS, PODS
 from rulesched.run.workers import Outcome, Target, failed_binding, reference, scheduled_note
@@ -77,6 +81,7 @@ class _Task:
     until: float
     event: bool = False
     sent: float = 0.0  # (monotonic) when it went out
+    attempt: int = 0  # (an event) tries that failed without an answer
 
 
 class Pipeline:
@@ -106,6 +111,9 @@ class Pipeline:
         self._openers = ThreadPoolExecutor(max_workers=OPENERS, thread_name_prefix="open")
         self._bindings: collections.deque[_Task] = collections.deque()  # bindings to send, in order
         self._events: collections.deque[_Task] = collections.deque()  # events to send, after the bindings
+        # events to send again once their backoff is over: (due (monotonic), order, task)
+        self._retries: list[tuple[float, int, _Task]] = []
+        self._retried = 0
         self._in_flight: dict[int, _Task] = {}  # channel -> its request, sent, not yet answered
         # (channel, request) in the order they were sent, so in the order their timeouts come (one
         # client timeout for every channel): only the front is ever checked. Answered requests stay
@@ -164,7 +172,8 @@ class Pipeline:
                     self._bindings.append(_Task(*self._waiting.popleft()))
                 self._free += self._opened
                 self._opened.clear()
-                if not self._bindings and not self._events and not self._in_flight and self._closing:
+                idle = not self._bindings and not self._events and not self._retries and not self._in_flight
+                if idle and self._closing:
                     return
             try:
                 self._send_ready()
@@ -173,7 +182,7 @@ class Pipeline:
                         continue
                     # (set under the lock bind() takes: a binding handed over from here on wakes the select)
                     self._asleep = True
-                ready = self._selector.select(self._select_seconds())
+                ready = self._selector.select(self._select_timeout())
                 with self._lock:
                     self._asleep = False
                 for key, _ in ready:
@@ -186,6 +195,16 @@ class Pipeline:
                 log.exception("binding pipeline failed")
                 for i in list(self._in_flight):
                     self._failed(i, UnavailableError("binding pipeline failed"))
+
+    def _select_timeout(self) -> float | None:
+        """How long to wait for an answer: until the oldest may have timed out, or the first
+        retry is due, whichever comes first (None: until woken)."""
+        timeout = self._select_seconds()
+        if self._retries and self._free and self._events_in_flight < self._event_channels:
+            # (else a channel freed, or handed back by an opener, wakes the select)
+            due = max(0.0, self._retries[0][0] - time.monotonic())
+            timeout = due if timeout is None else min(timeout, due)
+        return timeout
 
     def _drain_wake(self) -> None:
         try:
@@ -236,19 +255,25 @@ class Pipeline:
         return None
 
     def _release(self, i: int) -> None:
-        """Channel ``i``'s request is over: it takes the next, or is opened again if it failed."""
+        """Channel ``i``'s request is over: it takes the next, or is opened again (by an opener)
+        if it failed or the server closed its connection with the answer."""
         channel = self._channels[i]
-        if channel is None or channel.closed:
+        if channel is None or channel.closed or not channel.connected:
             self._open(i)
         else:
             self._free.append(i)
 
     def _next(self) -> _Task | None:
-        """The request to send next: the first binding waiting, else the first event if events
-        hold fewer than their share of the channels."""
+        """The request to send next: the first binding waiting, else, if events hold fewer than
+        their share of the channels, the first event retried whose backoff is over, else the
+        first event waiting."""
         if self._bindings:
             return self._bindings.popleft()
-        if self._events and self._events_in_flight < self._event_channels:
+        if self._events_in_flight >= self._event_channels:
+            return None
+        if self._retries and self._retries[0][0] <= time.monotonic():
+            return heapq.heappop(self._retries)[2]
+        if self._events:
             return self._events.popleft()
         return None
 
@@ -260,7 +285,10 @@ class Pipeline:
                 continue
             i = self._channel()
             if i is None:  # (each free one had been closed by the server: back to the front of its line)
-                (self._events if task.event else self._bindings).appendleft(task)
+                if task.attempt:
+                    self._retry_at(time.monotonic(), task)
+                else:
+                    (self._events if task.event else self._bindings).appendleft(task)
                 return
             if task.event:
                 note = scheduled_note(task.pod.key, task.node, task.rules)
@@ -350,9 +378,10 @@ class Pipeline:
         """A request is over: tell the binding's outcome (and queue its event), or end its work."""
         pod, node = task.pod, task.node
         if task.event:
-            if isinstance(error, UnavailableError):
-                self._post_again(task)
-            elif error is not None:
+            if isinstance(error, UnavailableError) and task.attempt + 1 < EVENT_ATTEMPTS:
+                self._retry(task)
+                return
+            if error is not None:
                 log.warning("event Scheduled not posted: %s", error, extra={"pod": pod.key})
             self.finished()
             return
@@ -373,13 +402,13 @@ class Pipeline:
             self.outcome(Outcome(pod.key, task.node, False, "not leading", profile=pod.scheduler_name))
         self.finished()
 
-    def _post_again(self, task: _Task) -> None:
-        """An event whose connection failed: the blocking call, with its retries."""
-        if time.monotonic() >= task.until:
-            return
-        pod = task.pod
-        note = scheduled_note(pod.key, task.node, task.rules)
-        try:
-            self.api.post_event(reference(pod), "Normal", "Scheduled", "Binding", note, pod.scheduler_name)
-        except KubeError as err:
-            log.warning("event Scheduled not posted: %s", err, extra={"pod": pod.key})
+    def _retry(self, task: _Task) -> None:
+        """An event whose request failed without an answer: sent again after a backoff (as
+        KubeApi.post_event's: 50 ms, doubling)."""
+        delay = 0.05 * 2**task.attempt
+        task.attempt += 1
+        self._retry_at(time.monotonic() + delay, task)
+
+    def _retry_at(self, due: float, task: _Task) -> None:
+        self._retried += 1  # (the heap's tie-break: tasks do not compare)
+        heapq.heappush(self._retries, (due, self._retried, task))
