@@ -58,7 +58,7 @@ from rulesched.run.workers import Outcome, Target, failed_binding, reference, sc
 
 log = logging.getLogger(__name__)
 _Binding = tuple[Target, str, str, float]  # the pod, its node, the rules' digest, write until (monotonic)
-SELECT_SECONDS = 1.0  # while answers are awaited, how often the oldest is checked against the timeout
+SELECT_SECONDS = 1.0  # while answers are awaited, the longest wait in select before the timeouts are checked
 # Scheduled events in flight at most 1/EVENT_SHARE of the channels (at least one): the others stay
 # free for bindings, and fewer requests share the API server with them. With 64 channels that is
 # 16 events at once, ~800 events/s at 20 ms an answer: more than the scheduler binds.
@@ -115,6 +115,11 @@ class Pipeline:
         self._retries: list[tuple[float, int, _Task]] = []
         self._retried = 0
         self._in_flight: dict[int, _Task] = {}  # channel -> its request, sent, not yet answered
+        # (channel, request) in the order they were sent, so in the order their timeouts come (one
+        # client timeout for every channel): only the front is ever checked. Answered requests stay
+        # until they reach the front (each is removed once: amortised O(1) a request). Scanning
+        # every request in flight after each answer was ~12% of this thread on the mixed workload.
+        self._by_sent: collections.deque[tuple[int, _Task]] = collections.deque()
         self._events_in_flight = 0
         self._event_channels = max(1, self.width // EVENT_SHARE)
         self._thread = threading.Thread(target=self._run, name="pipeline", daemon=True)
@@ -194,7 +199,7 @@ class Pipeline:
     def _select_timeout(self) -> float | None:
         """How long to wait for an answer: until the oldest may have timed out, or the first
         retry is due, whichever comes first (None: until woken)."""
-        timeout = SELECT_SECONDS if self._in_flight else None
+        timeout = self._select_seconds()
         if self._retries and self._free and self._events_in_flight < self._event_channels:
             # (else a channel freed, or handed back by an opener, wakes the select)
             due = max(0.0, self._retries[0][0] - time.monotonic())
@@ -303,6 +308,7 @@ class Pipeline:
                 self._done(task, err)
                 continue
             self._in_flight[i] = task
+            self._by_sent.append((i, task))
             self._events_in_flight += task.event
             self._selector.register(channel.fileno(), selectors.EVENT_READ, i)
 
@@ -320,13 +326,35 @@ class Pipeline:
         self._release(i)
         self._done(task, error)
 
+    def _oldest(self) -> tuple[int, _Task] | None:
+        """The request in flight sent first (answered ones at the front dropped on the way)."""
+        while self._by_sent:
+            i, task = self._by_sent[0]
+            if self._in_flight.get(i) is task:
+                return i, task
+            self._by_sent.popleft()
+        return None
+
+    def _deadline(self, i: int, task: _Task) -> float:
+        channel = self._channels[i]
+        return task.sent + (channel.timeout if channel is not None else 0.0)
+
+    def _select_seconds(self) -> float | None:
+        """How long select may wait: until the oldest request's timeout, at most SELECT_SECONDS;
+        for ever with nothing in flight (a new binding or an opened channel wakes it)."""
+        oldest = self._oldest()
+        if oldest is None:
+            return None
+        return min(SELECT_SECONDS, max(0.0, self._deadline(*oldest) - time.monotonic()))
+
     def _time_out(self) -> None:
-        """Requests unanswered past the client's timeout fail; their channels are opened anew."""
+        """Requests unanswered past the client's timeout fail; their channels are opened anew.
+        Only the oldest ones are looked at: the rest were sent later and time out later."""
         now = time.monotonic()
-        for i, task in list(self._in_flight.items()):
+        while (oldest := self._oldest()) is not None and now > self._deadline(*oldest):
+            i = oldest[0]
             channel = self._channels[i]
-            if channel is not None and now - task.sent > channel.timeout:
-                self._failed(i, UnavailableError(f"no answer within {channel.timeout:g}s"))
+            self._failed(i, UnavailableError(f"no answer within {channel.timeout if channel else 0:g}s"))
 
     def _taken(self, i: int) -> _Task:
         """Channel ``i``'s request, no longer in flight."""
