@@ -34,7 +34,8 @@ connection reset, no answer, once each), ``slow_bindings`` (pod keys whose bindi
 event created answered ``slow_seconds`` late), ``gone_on_resume`` (every watch that resumes
 from a resourceVersion gets 410), ``delay`` seconds before every answer, ``bookmark_every``
 seconds between bookmarks on a quiet watch (1 s here; a real server sends one about a minute),
-``refuse_protobuf`` (a protobuf body answered 415, as from a server taking only JSON);
+``refuse_protobuf`` (a protobuf body answered 415, as from a server taking only JSON),
+``close_connections`` (every answer says ``Connection: close`` and its connection is closed);
 ``POST /_restart`` closes every connection (a restart that keeps etcd).
 
 Bodies are JSON, or Kubernetes' protobuf for the kinds rulesched sends so (bindings, events:
@@ -138,6 +139,7 @@ class Faults:
     metrics_unavailable: bool = False  # metrics.k8s.io answers 503 (metrics-server down)
     metrics_delay: float = 0.0  # seconds before every metrics.k8s.io answer (a slow metrics-server)
     refuse_protobuf: bool = False  # protobuf bodies answered 415 (as a server or proxy taking only JSON)
+    close_connections: bool = False  # every answer with Connection: close, its connection closed after it
 
 
 @dataclass(frozen=True)
@@ -272,6 +274,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.server.faults.close_connections:
+            self.send_header("Connection", "close")
+            self.close_connection = True
         # headers and body in one write (end_headers would write the headers alone)
         self._headers_buffer.extend((b"\r\n", data))  # type: ignore[attr-defined]
         self.flush_headers()

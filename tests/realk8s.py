@@ -53,7 +53,6 @@ client). Its attributes and methods:
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import secrets
@@ -72,6 +71,8 @@ from urllib.parse import urlencode
 import urllib3
 import yaml
 
+# (the test bed's choice of port, below the ephemeral range: a restarted server finds its port)
+from testbed.processes import free_port
 from tests.helpers.kube import pod as pod_object
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -533,15 +534,6 @@ def stop_process(process: subprocess.Popen[bytes] | None, grace: float) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def free_port() -> int:
-    """The test bed's choice (below the ephemeral range: a restarted server finds its port)."""
-    spec = importlib.util.spec_from_file_location("testbed_controlplane", TESTBED / "controlplane.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return int(module.free_port())
 
 
 @contextlib.contextmanager

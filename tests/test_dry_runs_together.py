@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rulesched.engine import ColumnStore
+from rulesched.engine import ColumnStore, dryrun
 from rulesched.lang.load import load_rules_text
 from rulesched.scheduler import preemption
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
@@ -189,3 +189,18 @@ def test_a_nominated_pod_whose_anti_affinity_selects_the_preemptor_is_not_added_
         alone = preemption.preempt(snapshot, default_rules().session(), incoming, None, reserved)
     assert alone.nominated not in (None, "n0")
     assert (batched.nominated, [v.key for v in batched.victims]) == (alone.nominated, [v.key for v in alone.victims])
+
+
+def test_each_step_asks_only_the_filters_a_pod_put_back_changes() -> None:
+    """The steps of the dry runs together ask only the filters reading what a pod put back
+    changes (rulesched.engine.dryrun.changing_filters): of the default profile's, those reading
+    the node's pods, free resources and host ports; never taints, labels or the node's name,
+    which every node tried passed with all of its pods off."""
+    rules = default_rules()
+    cluster = state([node("n0", allocatable={"cpu": "2", "memory": "8Gi", "pods": "5"})], [])
+    incoming = _pod("incoming", 500, 10, port=True)
+    bound = rules.bind(incoming, cluster.snapshot())
+    assert dryrun.node_local(bound)
+    names = [bound.filters[i].name for i in dryrun.changing_filters(bound)]
+    assert "NodeResourcesFit" in names and "NodePorts" in names
+    assert not {"TaintToleration", "NodeAffinity", "NodeName", "NodeUnschedulable"} & set(names)

@@ -83,7 +83,14 @@ class Setup:
         return total
 
 
-@pytest.fixture(params=[(True, False), (False, False), (True, True)], ids=["node-names", "whole-nodes", "bind-verb"])
+# (nodeCacheCapable, bindVerb): the extender's setups, each test run on those that can change its outcome
+NODE_NAMES, WHOLE_NODES, BIND_VERB = (True, False), (False, False), (True, True)
+WITHOUT_BIND = pytest.mark.parametrize(
+    "setup", [NODE_NAMES, WHOLE_NODES], ids=["node-names", "whole-nodes"], indirect=True
+)
+
+
+@pytest.fixture(params=[NODE_NAMES, WHOLE_NODES, BIND_VERB], ids=["node-names", "whole-nodes", "bind-verb"])
 def setup(request: pytest.FixtureRequest, k8s: Kube, tmp_path: Path) -> Iterator[tuple[Setup, bool, bool]]:
     node_cache, bind = request.param
     k8s.await_gone("rulesched")
@@ -153,13 +160,12 @@ def ready(s: Setup) -> bool:
         return False
 
 
+@WITHOUT_BIND  # (preemption does not depend on who binds)
 def test_preemption_through_the_extenders_preempt_verb(setup: tuple[Setup, bool, bool]) -> None:
     """Two full nodes of low-priority pods; a high-priority pod: kube-scheduler proposes
     victims, the extender's preempt rule (lower priority may be evicted) keeps them, the victim
     is deleted (left terminating: no kubelet; the test removes it) and the pod bound."""
     s, node_cache, bind = setup
-    if bind:
-        pytest.skip("(preemption does not depend on who binds)")
     k8s = s.k8s
     ns = k8s.namespace()
     k8s.create("/apis/scheduling.k8s.io/v1/priorityclasses", {"metadata": {"name": "ext-high"}, "value": 1000})
@@ -179,6 +185,7 @@ def test_preemption_through_the_extenders_preempt_verb(setup: tuple[Setup, bool,
         assert s.calls("preempt") >= 1
 
 
+@WITHOUT_BIND  # (who binds does not change what the filter answers)
 def test_a_pod_asking_an_extended_resource_served_by_dra(setup: tuple[Setup, bool, bool]) -> None:
     """KEP-5004 with the extender in front: a DeviceClass serves `example.com/gpu` and node
     dra-1 publishes two GPUs (its allocatable has no `example.com/gpu`). With rules that check
@@ -187,8 +194,6 @@ def test_a_pod_asking_an_extended_resource_served_by_dra(setup: tuple[Setup, boo
     kube-scheduler, which allocates one and binds the pod there (the claim it made named in the
     pod's status). Before the extender knew classes it answered "Insufficient example.com/gpu"."""
     s, node_cache, bind = setup
-    if bind:
-        pytest.skip("(who binds does not change what the filter answers)")
     k8s = s.k8s
     ns = k8s.namespace()
     k8s.node("dra-1", cpu="4", memory="16Gi")

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from rulesched.engine.alike import NodeReads, node_reads
 from rulesched.engine.arrays import Unsupported
 from rulesched.engine.column_calls import grouped
 from rulesched.engine.columns import Groups, NodeColumns, Rows, node_fields, node_labels
@@ -77,6 +78,10 @@ class ColumnBodies:
     # Each filter's label keys when it reads the node only through them (columns.node_labels:
     # rules over topology domains), else None: evaluated once per group of nodes alike in them.
     filter_labels: tuple[tuple[str, ...] | None, ...] = ()
+    # What the steady scores read of the node, when it is only values a key holds
+    # (rulesched.engine.alike: nodes alike in them share score vectors); None otherwise, and
+    # for bindings that are not cached.
+    score_reads: NodeReads | None = None
 
 
 Getter = tuple[Callable[[Any], Any], bool]
@@ -94,6 +99,7 @@ class ColumnPlan:
         self._vectorisable = {id(r): vectorisable(r.checked.rule.body, notes, lets) for r in both}
         self._fields = {id(r): node_fields(r.checked.rule.body, notes, lets) for r in both}
         self._labels = {id(r): node_labels(r.checked.rule.body, notes, lets) for r in rules.filters}
+        self._reads = {id(r): node_reads(r.checked.rule.body, notes, lets) for r in rules.scores}
         # Per rule: the pod fields it alone reads, when classes agreeing on them may share its
         # answers (rulesched.engine.sharing); with the getters of those fields.
         self._share_token = object()  # in every key: another set's rule at the same position differs
@@ -125,6 +131,19 @@ class ColumnPlan:
             out.append(Shared((self._share_token, rule, values), share.pod_bound))
         return tuple(out)
 
+    def _steady_reads(self, bound: BoundRules) -> NodeReads | None:
+        """What the binding's steady scores read of the node, joined (None: more than a key holds)."""
+        joined = NodeReads()
+        volatile = bound.volatile_indexes
+        for i, r in enumerate(bound.compiled[1]):
+            if i in volatile:
+                continue
+            reads = self._reads.get(id(r))
+            if reads is None:
+                return None
+            joined = joined.join(reads)
+        return joined
+
     def bodies(self, bound: BoundRules) -> ColumnBodies:
         """The plan applied to one binding: its rules in its order, its pod's share keys."""
         filter_rules, score_rules = bound.compiled
@@ -145,6 +164,7 @@ class ColumnPlan:
             () if first else tuple(r.checked.rule.unresolvable for r in filter_rules),
             () if first else tuple(r.checked.rule.body for r in filter_rules),
             (*none, *(self._labels[id(r)] for r in filter_rules)),
+            self._steady_reads(bound) if cache else None,
         )
 
 

@@ -69,10 +69,7 @@ def node_local(bound: BoundRules) -> bool:
     notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
     kept = bound.rule_set.memo(_LocalBodies).calls
     for i, body in enumerate(bodies.filter_bodies):
-        hit = kept.get(id(body))
-        if hit is None or hit[0] is not body:
-            hit = kept[id(body)] = (body, _calls_if_local(body, notes, lets))
-        calls = hit[1]
+        calls = _local(kept, body, notes, lets)[0]
         if calls is None or not all(UNAFFECTED[name](bound.ctx) for name in calls):
             return False
         if bodies.filters[i] is None:  # not vectorisable: grouped by pod-independent fields only
@@ -82,20 +79,43 @@ def node_local(bound: BoundRules) -> bool:
     return True
 
 
+def changing_filters(bound: BoundRules) -> list[int]:
+    """The indices of the filters of ``bound`` (node-local: :func:`node_local`) that read what a
+    pod put back on a node changes (its pods, free or requested resources, host ports). The
+    others' answers are the same with any of its pods off: a node that passed every filter with
+    all of them off passes those with any put back."""
+    bodies = columns_of(bound)
+    assert bodies is not None and isinstance(bound.rule_set, RuleSet)
+    notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
+    kept = bound.rule_set.memo(_LocalBodies).calls
+    return [i for i, body in enumerate(bodies.filter_bodies) if _local(kept, body, notes, lets)[1]]
+
+
+_Local = tuple[frozenset[str] | None, bool]  # (the context built-ins called, or None; whether pod fields are read)
+
+
 class _LocalBodies:
     """Kept by a rule set: what :func:`_calls_if_local` found of each of its filter bodies (the
     rules' own expressions, the same in every binding), worked out once per body rather than
     once per preemption."""
 
     def __init__(self, rules: RuleSet) -> None:
-        self.calls: dict[int, tuple[ast.Expr, frozenset[str] | None]] = {}
+        self.calls: dict[int, tuple[ast.Expr, _Local]] = {}
 
 
-def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> frozenset[str] | None:
+def _local(kept: dict[int, tuple[ast.Expr, _Local]], body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Local:
+    hit = kept.get(id(body))
+    if hit is None or hit[0] is not body:
+        hit = kept[id(body)] = (body, _calls_if_local(body, notes, lets))
+    return hit[1]
+
+
+def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Local:
     """The context built-ins ``body`` calls, if it reads the node only in ways a dry run's
-    columns adjust; else None."""
+    columns adjust (else None), and whether it reads a field of the node's pods."""
     calls: set[str] = set()
     seen: set[str] = set()
+    reads_pods = False
 
     def walk(e: ast.Expr, parent: ast.Expr | None, grand: ast.Expr | None) -> bool:
         if isinstance(e, ast.Call) and BUILTINS[e.func].context:
@@ -112,7 +132,9 @@ def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> fro
             if ref.kind == "bound" or ref.name != NODE_VARIABLE:
                 return True
             if isinstance(parent, ast.Attr):
+                nonlocal reads_pods
                 field = parent.name
+                reads_pods = reads_pods or field in NODE_POD_FIELDS
                 if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
                     return True
                 if field == "pods":
@@ -126,7 +148,7 @@ def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> fro
             return False
         return all(walk(c, e, parent) for c in ast.children(e))
 
-    return frozenset(calls) if walk(body, None, None) else None
+    return (frozenset(calls) if walk(body, None, None) else None), reads_pods
 
 
 class DryRunColumns(NodeColumns):
@@ -328,24 +350,28 @@ def _started(pod: Pod) -> float:
     return pod.start_time or np.inf
 
 
-def passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
-    """Whether each row's node (as ``cols`` has it now) passes every filter, and for nodes
-    holding nominated pods with those added as well (RunFilterPluginsWithNominatedPods); raises
-    Unsupported where the columns cannot say."""
-    ok = _passing(bound, cols, rows)
+def passing(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None = None
+) -> npt.NDArray[np.bool_]:
+    """Whether each row's node (as ``cols`` has it now) passes every filter (or those of
+    ``filters``, by index), and for nodes holding nominated pods with those added as well
+    (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say."""
+    ok = _passing(bound, cols, rows, filters)
     held = np.flatnonzero(ok & cols.has_held[rows])
     if len(held):
         cols.with_held = True
         try:
-            ok[held] = _passing(bound, cols, rows[held])
+            ok[held] = _passing(bound, cols, rows[held], filters)
         finally:
             cols.with_held = False
     return ok
 
 
-def _passing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> npt.NDArray[np.bool_]:
+def _passing(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None
+) -> npt.NDArray[np.bool_]:
     alive = np.ones(len(rows), dtype=bool)
-    for i in range(len(bound.filters)):
+    for i in range(len(bound.filters)) if filters is None else filters:
         live = np.flatnonzero(alive)
         if not len(live):
             break
@@ -428,20 +454,41 @@ def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> n
 
 
 class Together:
-    """What the dry runs of many nodes at once found, by index into the nodes tried: why the pod
-    fits some not even with every potential victim gone (``no_fit``), and the budget violations
-    of each candidate (``candidates``), whose victims :meth:`victims` gives and of which
-    :meth:`choosable` says which pick_candidate may choose. Nodes in neither are left to the
-    node-by-node dry run."""
+    """What the dry runs of many nodes at once found, by index into the nodes tried: those the
+    pod fits not even with every potential victim gone (``no_fit``; why: :meth:`no_fit_reasons`),
+    and the budget violations of each candidate (``candidates``), whose victims :meth:`victims`
+    gives and of which :meth:`choosable` says which pick_candidate may choose. Nodes in neither
+    are left to the node-by-node dry run."""
 
     def __init__(self) -> None:
-        self.no_fit: dict[int, tuple[str, ...]] = {}
+        self.no_fit: frozenset[int] = frozenset()
         self.candidates: dict[int, int] = {}
+        self._reasons: dict[int, tuple[str, ...]] | None = None
+        self._bound: BoundRules | None = None
         self._cols: DryRunColumns | None = None
         self._gone = np.zeros(0, dtype=bool)
         self._violations = np.zeros(0, dtype=np.int64)
         self._orders: Sequence[Sequence[Pod]] = ()
         self.violating: Sequence[int] = ()  # per node: how many of its pods put back first break a budget
+
+    def no_fit_reasons(self) -> dict[int, tuple[str, ...]]:
+        """Why the pod fits each ``no_fit`` node not even with every potential victim gone, as
+        BoundRules.first_failure gives it; those the columns cannot give are missing (their dry
+        run node by node says). Worked out when first asked: only a preemption that finds no
+        candidate reports them (its FitError message), so most never are. The columns are as
+        the dry runs left them; no step ever touched a ``no_fit`` node's rows, so its answers
+        are those of the moment its fit was checked."""
+        if self._reasons is None:
+            self._reasons = {}
+            rows = np.array(sorted(self.no_fit), dtype=np.intp)
+            if len(rows) and self._bound is not None and self._cols is not None:
+                try:
+                    failures = first_failing(self._bound, self._cols, rows)
+                except Unsupported:  # (their reasons: node by node)
+                    failures = []
+                for i, (_, why) in zip(rows.tolist(), failures, strict=False):
+                    self._reasons[i] = why
+        return self._reasons
 
     def victims(self, i: int) -> list[Pod]:
         """Candidate ``i``'s victims, in the order they were tried."""
@@ -484,14 +531,11 @@ def dry_runs_together(
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
     fits = passing(bound, cols, every)
-    no_fit = every[~fits]
-    if len(no_fit):
-        try:
-            failures = first_failing(bound, cols, no_fit)
-        except Unsupported:  # (their reasons: node by node)
-            failures = []
-        for i, (_, why) in zip(no_fit.tolist(), failures, strict=False):
-            out.no_fit[i] = why
+    out.no_fit = frozenset(every[~fits].tolist())  # (why: asked later, if ever; no step changes their rows)
+    out._bound = bound
+    # (each step asks only the filters a pod put back can change: every other one passed on
+    # these nodes with all of their pods off, and answers alike with any put back)
+    changing = changing_filters(bound)
     lengths, starts = cols.lengths, cols.starts
     gone = np.zeros(len(cols.flat), dtype=bool)
     finished = []
@@ -505,7 +549,7 @@ def dry_runs_together(
             between()
         at = starts[step] + k
         cols.put(at, step, 1)
-        ok = passing(bound, cols, step)
+        ok = passing(bound, cols, step, changing)
         if not ok.all():  # those that no longer fit with it back: it goes
             cols.put(at[~ok], step[~ok], -1)
             gone[at[~ok]] = True

@@ -21,7 +21,8 @@ Next stage: :meth:`rulesched.engine.table.NodeTable.vectors` reads and fills the
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import cachetools
@@ -32,16 +33,28 @@ from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine.columns import Rows
 from rulesched.engine.shared import RowLog
 
+ALIKE_LIMIT = 50_000  # vectors kept by their nodes' keys; past it, they start afresh
+
 # The integer types vectors are kept in, narrowest first, with their ranges.
 _WIDER: tuple[tuple[type[np.signedinteger[Any]], int, int], ...] = tuple(
     (t, int(np.iinfo(t).min), int(np.iinfo(t).max)) for t in (np.int16, np.int32, np.int64)
 )
 
 
+@dataclass(frozen=True)
+class Alike:
+    """Stale rows as :meth:`ScoreRows.from_alike` leaves them: those to compute, their nodes'
+    keys (None: no key), and (row, a row to compute) for the rows alike to one of them."""
+
+    rows: Rows
+    keys: list[Hashable | None]
+    copies: list[tuple[int, int]]
+
+
 class ScoreRows:
     """Score vectors (each score, then the fixed sum) per row, and whether each row is known."""
 
-    __slots__ = ("vectors", "scored", "low", "high", "history", "generation", "position")
+    __slots__ = ("vectors", "scored", "low", "high", "history", "generation", "position", "alike")
 
     def __init__(self, rows: int, width: int, snapshot: Snapshot) -> None:
         # Kept in the narrowest integer type that holds every one computed so far (int16 first:
@@ -51,6 +64,9 @@ class ScoreRows:
         self.scored = np.zeros(rows, dtype=bool)
         self.low, self.high = _WIDER[0][1:]  # what the kept type holds
         self.history, self.generation, self.position = snapshot.history, snapshot.node_generation, snapshot.pod_position
+        # Vectors by the content of a node they were computed on (rulesched.engine.alike): a
+        # stale row whose node is alike to one computed before reads it here.
+        self.alike: dict[Hashable, tuple[int, ...]] = {}
 
     def holds(self, low: int, high: int) -> bool:
         return self.low <= low and high <= self.high
@@ -63,6 +79,52 @@ class ScoreRows:
             dtype, self.low, self.high = next(w for w in _WIDER if w[1] <= low and high <= w[2])
             self.vectors = self.vectors.astype(dtype)
         self.vectors[rows] = matrix
+
+    def from_alike(self, stale: Rows, key_of: Callable[[Any], Hashable | None], nodes: Sequence[Any]) -> Alike:
+        """The stale rows whose node is alike to one scored before (``key_of`` its node: equal
+        keys, equal vectors; rulesched.engine.alike) take its vector; of the rest, one row per
+        key is to be computed (:attr:`Alike.rows`), the others copy it (:meth:`keep_alike`)."""
+        alike = self.alike
+        found_rows: list[int] = []
+        found: list[tuple[int, ...]] = []
+        todo: list[int] = []
+        keys: list[Hashable | None] = []
+        first: dict[Hashable, int] = {}  # a key to compute -> its row
+        copies: list[tuple[int, int]] = []  # (row, the row computed for its key)
+        for i in stale.tolist():
+            key = key_of(nodes[i])
+            try:
+                vector = alike.get(key) if key is not None else None
+            except TypeError:  # (a value no key can hold)
+                key = vector = None
+            if vector is not None:
+                found_rows.append(i)
+                found.append(vector)
+            elif key is not None and key in first:  # (a node alike in this batch: computed once)
+                copies.append((i, first[key]))
+            else:
+                todo.append(i)
+                keys.append(key)
+                if key is not None:
+                    first[key] = i
+        if found:
+            matrix = np.array(found, dtype=np.int64)
+            self.keep(np.array(found_rows, dtype=np.intp), matrix, int(matrix.min()), int(matrix.max()))
+        rows = stale if len(todo) == len(stale) else np.array(todo, dtype=np.intp)
+        return Alike(rows, keys, copies)
+
+    def keep_alike(self, computed: Alike) -> None:
+        """Keep the vectors of the rows computed by their nodes' keys, and copy them to the rows
+        alike to them."""
+        alike, vectors = self.alike, self.vectors
+        if len(alike) > ALIKE_LIMIT:
+            alike.clear()
+        for i, key in zip(computed.rows.tolist(), computed.keys, strict=True):
+            if key is not None:
+                alike[key] = tuple(vectors[i].tolist())
+        if computed.copies:
+            to, source = zip(*computed.copies, strict=True)
+            vectors[list(to)] = vectors[list(source)]
 
     def current(self, snapshot: Snapshot) -> bool:
         """Whether these rows are of ``snapshot``'s node list, at or before its position."""

@@ -26,6 +26,7 @@ import numpy.typing as npt
 
 from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
+from rulesched.engine.alike import DeviceKeys, keyer
 from rulesched.engine.batch import (
     Filters,
     columns_of,
@@ -71,6 +72,7 @@ class ColumnStore:
         self._log = RowLog(settings.log_limit)
         self._shared = RuleColumns(self._log, settings)
         self._scores = SharedScores(self._log, settings.max_tables)
+        self.device_keys = DeviceKeys()  # (every table's alike keys number devices alike)
 
     def rows_by_name(self, snapshot: Snapshot) -> dict[str, int]:
         """Node name -> row in ``snapshot.nodes``: one dict for every table of this node list."""
@@ -148,6 +150,9 @@ class NodeTable:
         self._snapshot: Snapshot | None = None
         # Its score vectors' key when classes share them (every score a shared rule), else None.
         self._score_key = _score_key(bound) if store is not None else None
+        # A node's key by what the steady scores read of it, when that is all they read
+        # (rulesched.engine.alike: rows of nodes alike share vectors), else None.
+        self._alike = _alike_keyer(bound, store) if store is not None else None
 
     def _reset(self, snapshot: Snapshot) -> None:
         bound = self.bound
@@ -195,6 +200,7 @@ class NodeTable:
             self._checked[:] = False
             if self._score_key is None:
                 self._scores.scored[:] = False
+                self._scores.alike.clear()
             self._unresolvable.clear()
             self._kept.forget(None)
         if snapshot.pod_position != self._position:
@@ -357,13 +363,19 @@ class NodeTable:
         watch = self.bound.watch
         if len(stale):
             nodes, steady = self._nodes, self.bound.steady_vector
+            computing, alike = stale, None
+            if self._alike is not None:
+                alike = scores.from_alike(stale, self._alike, nodes)
+                computing = alike.rows
             try:
-                if self._many(stale):
-                    matrix = score_matrix(self.bound, self._columns(), stale, True, self._shared())
+                if not len(computing):
+                    matrix = None
+                elif self._many(computing):
+                    matrix = score_matrix(self.bound, self._columns(), computing, True, self._shared())
                     low, high = int(matrix.min()), int(matrix.max())
                 else:
                     left, computed = CHECK_EVERY, []
-                    for i in stale.tolist():
+                    for i in computing.tolist():
                         left -= 1
                         if not left:
                             left = watch.tick()
@@ -372,7 +384,7 @@ class NodeTable:
                     low, high = min(map(min, computed)), max(map(max, computed))
                     if scores.holds(low, high) and len(computed) <= 2:
                         vectors = scores.vectors  # (the kept type holds them: no int64 matrix needed)
-                        for i, vector in zip(stale.tolist(), computed, strict=True):
+                        for i, vector in zip(computing.tolist(), computed, strict=True):
                             vectors[i] = vector
                         matrix = None
                     else:
@@ -380,7 +392,9 @@ class NodeTable:
             except OverflowError as e:
                 raise TableOverflow(str(e)) from None
             if matrix is not None:
-                scores.keep(stale, matrix, low, high)
+                scores.keep(computing, matrix, low, high)
+            if alike is not None:
+                scores.keep_alike(alike)
             scores.scored[stale] = True
         out = scores.vectors[rows].astype(np.int64, copy=False)
         volatile = self.bound.volatile_scores
@@ -555,6 +569,12 @@ class NodeTable:
                     if len(kept) == need:
                         break
         return np.array(kept, dtype=np.intp)
+
+
+def _alike_keyer(bound: BoundRules, store: ColumnStore) -> Callable[[NodeInfo], Hashable | None] | None:
+    bodies = columns_of(bound)
+    reads = bodies.score_reads if bodies is not None else None
+    return None if reads is None else keyer(reads, bound.ctx, store.device_keys)
 
 
 def _score_key(bound: BoundRules) -> Hashable | None:

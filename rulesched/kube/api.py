@@ -205,7 +205,6 @@ class KubeApi:
                 data,
                 headers,
                 self._timeout_of(timeout or self._timeout),
-                stream,
             )
         except (urllib3.exceptions.HTTPError, OSError) as err:
             self._observe(method, "<error>", started)

@@ -157,6 +157,12 @@ class Channel:
         except msgspec.DecodeError as err:
             raise KubeError(f"{method} {path}: {status} with a body that is not JSON: {err}", status) from None
 
+    @property
+    def connected(self) -> bool:
+        """Whether its connection is open (the server may have closed it with an answer:
+        ``Connection: close``, or a body read to the end of the connection)."""
+        return self._connection.sock is not None
+
     def fileno(self) -> int:
         """The connection's socket (open while a request awaits its answer), to wait on it in a
         selector with other channels' (:mod:`rulesched.run.pipeline`)."""

@@ -46,10 +46,9 @@ class Transport:
         body: bytes | None,
         headers: dict[str, str],
         timeout: urllib3.Timeout,
-        stream: bool,
     ) -> urllib3.BaseHTTPResponse:
         # Retries are the caller's (with backoff, never for a binding), and so is reading the
-        # answer, whole or as a stream.
+        # answer, whole or as a stream: the answer is never preloaded.
         options: dict[str, Any] = {
             "body": body,
             "headers": headers,

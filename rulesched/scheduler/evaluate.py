@@ -81,6 +81,10 @@ def node_statuses(bound: BoundRules, nodes: Sequence[Any]) -> dict[str, Code]:
     """Node name -> status for each of ``nodes`` that fails a filter: UNSCHEDULABLE, or
     UNSCHEDULABLE_AND_UNRESOLVABLE when the first filter it fails says so for it (the
     ``unresolvable`` clause is evaluated here, on failing nodes only). Nodes that fit are left out."""
+    # The same walk as failure_reasons', written twice on purpose: folded into one generator of
+    # (node, failure) it cost 17% more CPU for failure_reasons and 5% for this (fastest of 31
+    # runs, 5,000 failing nodes, answers memoised: 4.28 -> 5.02 ms; the FitError path of every
+    # unschedulable cycle whose table kept no failures).
     out: dict[str, Code] = {}
     watch, left = bound.watch, CHECK_EVERY
     for node in nodes:

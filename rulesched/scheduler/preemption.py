@@ -185,8 +185,8 @@ def _find_candidates(
     done together as columns in chunks of the walk (as many nodes as candidates are still
     wanted, at least BATCH_FROM, and the rest of the walk too when fewer than BATCH_FROM would
     be left), whose answers past the stop are dropped: the same candidates
-    as node by node. A node's reasons are counted (for the message when no node will do) up to
-    the stop; when none is found every node was tried."""
+    as node by node. When none is found (every node was tried), why the pod fits none is
+    counted for the message; else it is not worked out at all."""
     nodes = snapshot.nodes
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     together_ok = columns is not None and node_local(bound)
@@ -197,6 +197,7 @@ def _find_candidates(
     # rounding down to 0 with minCandidateNodesAbsolute 0 gives, would find none at all there.)
     room = max(wanted, 1)
     at, left = 0, CHECK_EVERY
+    unfit: list[tuple[Together, int, str, list[Pod]]] = []  # nodes the dry runs together found no fit on
     while at < len(order) and not (safe and safe + unsafe >= wanted):
         size = max(wanted - safe - unsafe, 1)
         if together_ok:
@@ -229,13 +230,12 @@ def _find_candidates(
                 break
             outcome: Candidate | NoFit | int | None = together.candidates.get(i) if together is not None else None
             if outcome is None:
-                why = together.no_fit.get(i) if together is not None else None
-                if why is None:
-                    if between is not None:
-                        between()
-                    outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
-                else:
-                    outcome = NoFit(why)
+                if together is not None and i in together.no_fit:
+                    unfit.append((together, i, node.name, victims))  # (why: asked only if no candidate is found)
+                    continue
+                if between is not None:
+                    between()
+                outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
             if isinstance(outcome, NoFit):
                 counts.update(set(outcome.reasons))
                 continue
@@ -254,6 +254,15 @@ def _find_candidates(
             kept.sort(key=lambda i: tried[i][0])  # (node order, as pick_candidate takes them)
             for i in together.choosable(kept) if rank else kept:
                 found.append((tried[i][0], _together_candidate(tried[i][1].name, together, i)))
+    if not found:  # (the FitError message counts why the pod fits none of them; else unused)
+        for together, i, name, victims in unfit:
+            why = together.no_fit_reasons().get(i)
+            if why is None:  # (the columns cannot say: node by node)
+                if between is not None:
+                    between()
+                outcome = select_victims(overlay, bound, name, victims, held.get(name, ()))
+                why = outcome.reasons if isinstance(outcome, NoFit) else ()
+            counts.update(set(why))
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
 

@@ -15,6 +15,7 @@ are the very objects it was made from (kept alive by the entry, so never another
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from rulesched.model.dra import Allocation, DeviceResult, NodeDevice
@@ -66,6 +67,32 @@ def devices_after(claims: PodClaims, view: Any) -> tuple[NodeDevice, ...]:
         if hit is not None and hit[0] is devices and hit[1] is node:
             memo[key] = (*hit[:3], after)
     return after
+
+
+def after_key(claims: PodClaims, view: Any, positions: Mapping[tuple[str, str, str], int]) -> Hashable | None:
+    """What :func:`devices_after` gives beyond ``view.devices``, as a key: for each device the
+    allocation takes (as :func:`_after_allocations` does: admin access takes nothing), its
+    position among ``view.devices`` (``positions``: device id -> position), whether it is taken
+    whole, and what a share consumes. Equal keys on nodes whose devices are alike but for their
+    pool, devices after alike but for their pool (tests/test_alike_scores.py holds it to
+    devices_after). None where a device taken is not among them."""
+    devices: tuple[NodeDevice, ...] = getattr(view, "devices", ())
+    if claims.error or not devices or not claims.to_allocate:
+        return ()
+    taken: list[tuple[int, tuple[tuple[str, int], ...] | None]] = []
+    for alloc in claims.allocated(view):
+        for r in alloc.devices:
+            if r.admin_access:
+                continue
+            at = positions.get(r.device_id)
+            if at is None:
+                return None
+            # (whole: None; a share: what it consumes, as items: equal maps in another order key
+            # apart, which costs a look-up, never a wrong answer)
+            taken.append(
+                (at, tuple(r.consumed_capacity.items()) if r.consumed_capacity else ()) if r.share_id else (at, None)
+            )
+    return tuple(taken)
 
 
 def _after_allocations(devices: tuple[NodeDevice, ...], allocations: Any) -> tuple[NodeDevice, ...]:

@@ -34,11 +34,12 @@ from rulesched.model.dra import (
     ExactRequest,
     NodeDevice,
     ResourceClaim,
+    ResourceSlice,
 )
 from rulesched.model.replaced import replaced
 from rulesched.semantics.cel import CelCache
 from rulesched.semantics.dra import Allocator, share_ids
-from rulesched.semantics.dra_after import devices_after, shared_allocation
+from rulesched.semantics.dra_after import after_key, devices_after, shared_allocation
 from rulesched.semantics.dra_claims import claim_keys, consumer_uid, holds_claims
 from rulesched.semantics.dra_devices import (
     AllocatedState,
@@ -166,6 +167,11 @@ class PodClaims:
                     )
             out.append(not found[0])
         return out
+
+    def allocated(self, node: Any) -> Sequence[Allocation]:
+        """``allocations(node).values()``, in order, without making the dict."""
+        reasons, allocations = self._on(node)
+        return () if reasons or allocations is None else allocations
 
     def allocations(self, node: Any) -> dict[str, Allocation]:
         """Reserve: the allocation, claim key -> allocation, for the claims allocated on ``node``."""
@@ -310,6 +316,10 @@ class PodClaims:
     def devices_after(self, view: Any) -> tuple[NodeDevice, ...]:
         """``view.devices`` once the claims are allocated on the node (see dra_after)."""
         return devices_after(self, view)
+
+    def after_key(self, view: Any, positions: Mapping[tuple[str, str, str], int]) -> Hashable | None:
+        """What :meth:`devices_after` changes of ``view.devices``, as a key (see dra_after)."""
+        return after_key(self, view, positions)
 
     def _filter(
         self,
@@ -473,9 +483,8 @@ def pod_claims(
                     return out
     if pending and state.allocates:
         shares = _kept(memo, _SHARE_IDS, share_ids) if memo is not None else None
-        out.allocator = Allocator(
-            list(state.slices.values()), state.classes, allocated, cel, features, share_id=shares, pools=pools
-        )
+        slices = _slice_list(memo, pools, state.slices)
+        out.allocator = Allocator(slices, state.classes, allocated, cel, features, share_id=shares, pools=pools)
         if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
             specs = [c.spec for c in out.claims]
             out._spec_key = repr(specs) if memo is None else _spec_key(memo, specs)
@@ -484,9 +493,27 @@ def pod_claims(
 
 # The store's memo keys (objects: no other key equals them) of its source of share IDs, one for
 # all pods (a uuid4 per pod's allocator was a tenth of the pod's DRA setup on the openb replay),
-# and of its specs' keys by the specs themselves (a template's claims share its spec object).
+# of its specs' keys by the specs themselves (a template's claims share its spec object), and of
+# the slices as a list (a list of every slice made per pod was 2% of the replay).
 _SHARE_IDS = object()
 _SPEC_KEYS = object()
+_SLICE_LIST = object()
+
+
+def _slice_list(
+    memo: dict[Any, Any] | None, pools: dict[str, NodePools] | None, slices: Mapping[str, ResourceSlice]
+) -> list[ResourceSlice]:
+    """``list(slices.values())``, kept in the store's memo while ``pools`` (the store's per-node
+    pools, a new table whenever a slice changes: rulesched.cluster.dra) and ``slices`` are the
+    objects it was made with."""
+    if memo is None or pools is None:
+        return list(slices.values())
+    hit = memo.get(_SLICE_LIST)
+    if hit is not None and hit[0] is pools and hit[1] is slices:
+        kept: list[ResourceSlice] = hit[2]
+        return kept
+    found = memo[_SLICE_LIST] = (pools, slices, list(slices.values()))
+    return found[2]
 
 
 def _kept(memo: dict[Any, Any], key: object, make: Callable[[], Any]) -> Any:

@@ -23,9 +23,11 @@ from rulesched.simulate.load import load_cluster  # noqa: E402
 from rulesched.simulate.run import SimulateSettings, simulate  # noqa: E402
 
 
-def replay(nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool) -> list[tuple[Any, ...]]:
+def replay(
+    nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool, rules: str = "gpu-fragmentation"
+) -> list[tuple[Any, ...]]:
     """Each pod's node, message, nomination and victims, the pods (arriving as drawn: enough to
-    fill the nodes) through simulate with FGD."""
+    fill the nodes) through simulate with FGD (or ``rules``: a rules file's path)."""
     rank = list(range(len(nodes)))  # (the converter's node order label; FGD does not read it)
     random.Random(seed).shuffle(rank)
     items = list(openb_to_k8s.objects(nodes, pods, rank, "dra"))
@@ -35,9 +37,7 @@ def replay(nodes: list[GpuNode], pods: list[TracePod], seed: int, explain: bool)
         objects = load_cluster([f.name])
     report = simulate(
         objects,
-        SimulateSettings(
-            cluster=(), rules=("gpu-fragmentation",), seed=seed, percentage_of_nodes_to_score=100, explain=explain
-        ),
+        SimulateSettings(cluster=(), rules=(rules,), seed=seed, percentage_of_nodes_to_score=100, explain=explain),
     )
     return [(r["pod"], r["node"], r["message"], r["nominated"], r["victims"]) for r in report.iter_rows()]
 

@@ -17,6 +17,7 @@ allocator as the filter, :mod:`rulesched.semantics.dra_pod`, kept once per pod a
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 from rulesched.lang.context import EvalContext
@@ -72,3 +73,13 @@ def devices_after(ctx: EvalContext, node: Any) -> tuple[NodeDevice, ...]:
     if not ctx.pod.resource_claims or not devices:
         return devices
     return _claims(ctx).devices_after(node)
+
+
+def devices_after_key(ctx: EvalContext, node: Any, positions: Mapping[tuple[str, str, str], int]) -> Hashable | None:
+    """What ``devices_after(node)`` changes of ``node.devices`` (the devices the allocation takes,
+    by their position in ``positions``, and how), as a key: nodes whose devices are alike but for
+    their pool and equal in this key have devices after alike but for their pool
+    (rulesched.engine.alike); None when it cannot say."""
+    if not ctx.pod.resource_claims or not getattr(node, "devices", ()):
+        return ()
+    return _claims(ctx).after_key(node, positions)
