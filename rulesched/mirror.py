@@ -92,6 +92,7 @@ class Applied:
     settled: str | None = None
     groups: tuple[PodGroup, ...] = ()  # pod groups that appeared or changed
     removed_groups: tuple[str, ...] = ()  # keys of pod groups deleted
+    gone: Pod | None = None  # with POD_DELETED: the pod that left its node, as the store held it
 
 
 def relevant(old: Node | None, new: Node) -> bool:
@@ -158,8 +159,8 @@ class Mirror:
         deleted = delta.type == "DELETED"
         if kind == "Pod":
             if deleted:
-                gone = store.remove_pod(delta.key) is not None
-                return Applied(Event.POD_DELETED if gone else None, settled=delta.key)
+                gone = store.remove_pod(delta.key)
+                return Applied(Event.POD_DELETED if gone is not None else None, settled=delta.key, gone=gone)
             return self.place(self.decode_pod(obj, "watch"), any_waiting_on_pods)
         if kind == "Node":
             if deleted:
@@ -243,7 +244,7 @@ class Mirror:
         if pod.node_name or pod.phase in ("Succeeded", "Failed"):
             self.store.upsert_pod(pod)
             if pod.phase in ("Succeeded", "Failed"):
-                return Applied(Event.POD_DELETED, settled=pod.key)
+                return Applied(Event.POD_DELETED, settled=pod.key, gone=pod if pod.node_name else None)
             return Applied(Event.POD_ADDED if any_waiting_on_pods else None, settled=pod.key)
         return Applied(pending=pod)
 

@@ -8,6 +8,7 @@ here with the victim's uid as a precondition."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -138,3 +139,36 @@ def test_a_victim_gone_before_its_deletion_is_done_with(error: Exception) -> Non
     executed = remove(api, NONE, [])
     assert [c for c in api.calls if c[0] == "delete"] == [("delete", "web-1", "u-1"), ("delete", "loose", "u-2")]
     assert executed and {result for result, _ in executed} == {"success"}
+
+
+class BlockingApi(RecordingApi):
+    """A DELETE that waits until ``release`` is set (the API server answering later)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def delete(self, resource: Any, namespace: str, name: str, uid: str = "") -> None:
+        self.release.wait(10)
+        super().delete(resource, namespace, name, uid)
+
+
+def test_a_victim_whose_removal_is_under_way_is_not_sent_again() -> None:
+    """Two preemptors choose the same victim while its DELETE is unanswered: one patch, one
+    DELETE, one event (kube-scheduler's executor sends nothing for a victim already terminating);
+    once that removal is over, a later preemption may hand it over again."""
+    api = BlockingApi()
+    workers = Workers(api, outcomes=lambda o: None, threads=1, evict_victims=NONE, budgets=lambda: [])  # type: ignore[arg-type]
+    workers.evict(LOOSE, pod("first", uid="u-first"))
+    workers.evict(LOOSE, pod("second", uid="u-second"))  # under way: not sent again
+    api.release.set()
+    end = time.monotonic() + 10
+    while workers.in_flight and time.monotonic() < end:
+        time.sleep(0.01)
+    assert [c[0] for c in api.calls] == ["patch", "delete", "event"]
+    workers.evict(LOOSE, pod("third", uid="u-third"))  # over: sent again (were it still there)
+    end = time.monotonic() + 10
+    while workers.in_flight and time.monotonic() < end:
+        time.sleep(0.01)
+    workers.shutdown(wait=True)
+    assert [c[0] for c in api.calls] == ["patch", "delete", "event", "patch", "delete", "event"]

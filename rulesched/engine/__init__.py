@@ -54,6 +54,7 @@ from rulesched.engine.failures import (
     unresolvable_rows,
 )
 from rulesched.engine.fallback import Fallback, observe
+from rulesched.engine.locality import only_its_node
 from rulesched.engine.nominated import LEFT as HELD_LEFT
 from rulesched.engine.nominated import held_failures
 from rulesched.engine.settings import EngineSettings
@@ -99,6 +100,7 @@ __all__ = [
     "KnownFailures",
     "node_fields",
     "node_local",
+    "only_its_node",
     "observe",
     "plan_of",
     "reason_counts",

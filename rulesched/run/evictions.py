@@ -73,6 +73,9 @@ class EvictionsMixin:
     budgets: Callable[[], Sequence[PodDisruptionBudget]]
 
     _removals: ThreadPoolExecutor  # the victims' own threads (their removal, not their events)
+    # (uid or key) of the victims whose removal is under way here: from evict() until it succeeded
+    # or was given up (see evict)
+    _removing: set[str]
 
     def _submit(self, fn: Callable[..., object], *args: Any, pool: ThreadPoolExecutor | None = None) -> None:
         raise NotImplementedError
@@ -100,9 +103,23 @@ class EvictionsMixin:
         last is evicted or given up. (The scheduler hands a preemption's victims over in one
         go, microseconds apart; each victim is two API calls.) Whether it goes through the
         Eviction API or a DELETE is decided here, on the caller's thread, from the budgets
-        :attr:`budgets` gives now (:func:`through_eviction`)."""
+        :attr:`budgets` gives now (:func:`through_eviction`).
+
+        A victim whose removal is under way already (handed over by an earlier preemption, its
+        DELETE or eviction not answered yet, or being retried) is not sent again: another
+        preemptor may choose it while it is still in the store, as kube-scheduler's does, and
+        kube-scheduler's executor then sends nothing for it once it sees it terminating
+        (prepareCandidateAsync: ``victim.DeletionTimestamp != nil``; the scheduler skips those,
+        :meth:`rulesched.scheduler.scheduler.Scheduler._nominate`). Here the window before the
+        watch shows it terminating is covered too: its patch, DELETE and event were sent once."""
         kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
         key = f"{kind}/{preemptor.key if group is None else group.key}"
+        removing = victim.uid or victim.key
+        with self._lock:
+            if removing in self._removing:
+                log.debug("removal under way already", extra={"pod": victim.key, "preemptor": preemptor.key})
+                return
+            self._removing.add(removing)
         eviction = through_eviction(self.evict_victims, victim, self.budgets())
         with self._lock:
             execution = self._executions.get(key)
@@ -124,8 +141,11 @@ class EvictionsMixin:
         try:
             result = self._evict_once(victim, preemptor, attempt, group, execution, eviction)
         finally:
-            if result is not None and execution:
-                self._executed(execution, result)
+            if result is not None:
+                with self._lock:  # (over: a later preemption may hand it over again, if it is still there)
+                    self._removing.discard(victim.uid or victim.key)
+                if execution:
+                    self._executed(execution, result)
 
     def _executed(self, key: str, result: str) -> None:
         with self._lock:

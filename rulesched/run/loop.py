@@ -112,6 +112,7 @@ class Loop:
         for profile in self.profiles:  # once each: the set is that scheduler's whole policy
             self._check_fit(profile)
         self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot] = queue.SimpleQueue()
+        self._gone: list[Pod] = []  # pods gone from their nodes in this drain: judged together at its end
         self.workers = Workers(
             self.api,
             self._deliver,
@@ -475,6 +476,9 @@ class Loop:
             try:
                 item = self._inbox.get_nowait()
             except queue.Empty:
+                if self._gone:  # (the queueing hints once for the drain's deletions: rulesched.scheduler.hints)
+                    gone, self._gone = self._gone, []
+                    self.scheduler.pods_gone(gone)
                 return
             try:
                 if isinstance(item, Outcome):
@@ -522,5 +526,7 @@ class Loop:
                     self.workers.gated(pod)
             else:
                 scheduler.delete(pod.key)  # terminating, or handed to another scheduler
-        if applied.event is not None:
+        if applied.gone is not None:
+            self._gone.append(applied.gone)
+        elif applied.event is not None:
             scheduler.queue.move(applied.event)

@@ -146,6 +146,7 @@ class Workers(EvictionsMixin):
         self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
         self._closed = False
         self._executions: dict[str, PreemptionExecution] = {}  # preemptions whose evictions are under way
+        self._removing: set[str] = set()  # victims whose removal is under way (rulesched.run.evictions)
         # told when one preemption's evictions are all over: (preemptor kind, result, seconds)
         self.executed: Callable[[str, str, float], None] = lambda kind, result, seconds: None
         self.in_flight = 0

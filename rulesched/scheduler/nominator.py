@@ -69,6 +69,11 @@ class Nominator:
     def node_of(self, key: str) -> str | None:
         return self._node_of.get(key)
 
+    def pod_of(self, key: str) -> Pod | None:
+        """The pod as nominated (placed on its node), if it is."""
+        node = self._node_of.get(key)
+        return None if node is None else self._on[node][key]
+
     def pods_on(self, node: str) -> list[Pod]:
         return list(self._on.get(node, {}).values())
 

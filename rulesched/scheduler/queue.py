@@ -468,7 +468,7 @@ class SchedulingQueue:
             else:
                 self._push_active(settled, ATTEMPT_FAILURE)
 
-    def move(self, event: Event = Event.OTHER) -> int:
+    def move(self, event: Event = Event.OTHER, worth: Callable[[Pod], bool] | None = None) -> int:
         """Something that could help happened: move the parked pods to backoff. Coarser than
         kube-scheduler's queueing hints: any event moves every parked pod, except that a pod
         placed moves them only while one of them waits on pods (affinity, spreading), and that
@@ -479,7 +479,9 @@ class SchedulingQueue:
         victims' deletions are being sent; here until they are gone, since a terminating victim
         still holds its room in both; the scheduler holds it a few seconds at most, as a victim
         a budget keeps may stay.) The deletion of its last victim moves it; other events move it
-        as any parked pod. Returns how many moved."""
+        as any parked pod. ``worth``: the event's queueing hint (kube-scheduler's
+        QueueingHintFn: :mod:`rulesched.scheduler.hints`): a parked pod it says False for stays
+        parked. Returns how many moved."""
         with self._lock:
             if event is Event.POD_ADDED and not self._waiting:
                 return 0
@@ -488,6 +490,9 @@ class SchedulingQueue:
                 held = self.awaiting_victims()
                 if held:
                     moved = [key for key in moved if key not in held]
+            if worth is not None:
+                parked = self._unschedulable
+                moved = [key for key in moved if worth(parked[key].pod)]
             for key in moved:
                 self._unpark(key, event.value)
             return len(moved)

@@ -66,6 +66,7 @@ from rulesched.scheduler.framework import (
 )
 from rulesched.scheduler.gang_host import GangHostMixin
 from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
+from rulesched.scheduler.hint_host import HintHostMixin
 from rulesched.scheduler.interfaces import Binder, Evictor, Observer, StoreEvictor
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
@@ -116,7 +117,7 @@ class _Binding:
     result: CycleResult
 
 
-class Scheduler(GangHostMixin):
+class Scheduler(GangHostMixin, HintHostMixin):
     def __init__(
         self,
         rules: RulesHandle | RuleSet,
@@ -208,6 +209,8 @@ class Scheduler(GangHostMixin):
             return
         node = pod.nominated_node_name or self.nominator.node_of(pod.key)
         if node:
+            if self.nominator.node_of(pod.key) not in (None, node):
+                self._end_nomination(pod.key)
             self.nominator.nominate(pod, node)
 
     def delete(self, key: str) -> None:
@@ -223,7 +226,7 @@ class Scheduler(GangHostMixin):
         self._victims.pop(key, None)
         self._preempted_at.pop(key, None)
         self._victim_claims.pop(key, None)
-        self.nominator.remove(key)
+        self._end_nomination(key)
 
     @property
     def bindings_in_flight(self) -> int:
@@ -273,7 +276,7 @@ class Scheduler(GangHostMixin):
         message += f" (rules {self._cycle_rules})"
         log.warning("%s; retrying with backoff", message, extra={**extra, "deadline": f"{seconds:g}s"})
         # a scheduling error ends the pod's nomination (clearNominatedNode, kubernetes PR #135007)
-        if self.nominator.remove(pod.key) is not None or pod.nominated_node_name:
+        if self._end_nomination(pod.key) is not None or pod.nominated_node_name:
             self.observer.nominations_ended([pod])
         self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
 
@@ -379,7 +382,7 @@ class Scheduler(GangHostMixin):
             self._victim_claims.pop(pod.key, None)
             result = self._bind(pod, result, rules.digest)  # (before the observer sees it: never changed after)
         elif outcome.nominated is None:
-            if outcome.eligible and self.nominator.remove(pod.key) is not None:
+            if outcome.eligible and self._end_nomination(pod.key) is not None:
                 # upstream clears the nomination when preemption finds no node
                 self.observer.nominations_ended([pod])
             self.queue.unschedulable(
@@ -469,19 +472,25 @@ class Scheduler(GangHostMixin):
                 freed = freed_by(self.store.dra.state.claims, victims, pod)
                 if freed[0]:
                     self._victim_claims[pod.key] = freed
+        if self.nominator.node_of(pod.key) not in (None, node):
+            self._end_nomination(pod.key)
         self.nominator.nominate(pod, node)
         # Lower-priority pods nominated to the node lose it to the preemptor (upstream clears
         # their status.nominatedNodeName).
         displaced = self.nominator.lower_on(node, pod.priority)
         for other in displaced:
-            self.nominator.remove(other.key)
+            self._end_nomination(other.key)
         if displaced:
             self.observer.nominations_ended(displaced)
+        at_once = getattr(self.evictor, "at_once", True)
         for victim in victims:
-            self.evictor.evict(victim, pod)
+            # A victim terminating already is sent nothing more (kube-scheduler's executor skips
+            # a victim with a deletionTimestamp); a store evictor is the only one to remove it.
+            if at_once or not victim.deleting:
+                self.evictor.evict(victim, pod)
         log.log(VERBOSE, "nominated; evicting %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
         nominated = dataclasses.replace(pod, nominated_node_name=node)
-        if victims and not getattr(self.evictor, "at_once", True):
+        if victims and not at_once:
             # The victims leave through the API server: their deletions, as events, move the
             # parked preemptor (and the other parked pods) back, as kube-scheduler's queue
             # does; tried at once it would only fail on the victims still there.
@@ -537,9 +546,12 @@ class Scheduler(GangHostMixin):
                 self.queue.move(Event.POD_ADDED)  # a new pod can satisfy affinity or spreading
             return
         self.store.forget(pod.key)
+        # The room it was assumed to take is free again (handleBindingCycleError: the forgotten
+        # pod as an AssignedPodDelete).
+        self.pods_gone([dataclasses.replace(pod, node_name=node)])
         # A failed binding ends the pod's nomination, in the scheduler and in its status
         # (handleBindingCycleError's clearNominatedNode: kubernetes PR #135007, 1.35).
-        self.nominator.remove(pod.key)
+        self._end_nomination(pod.key)
         if pod.nominated_node_name:
             self.observer.nominations_ended([pod])
         log.warning("binding failed; retrying with backoff", extra={"pod": pod.key, "node": node, "reason": reason})

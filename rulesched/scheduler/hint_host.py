@@ -1,0 +1,86 @@
+"""The scheduler's side of the queueing hints (:mod:`rulesched.scheduler.hints`): which parked
+pods move when pods leave their nodes or nominations end.
+
+A mixin of :class:`rulesched.scheduler.scheduler.Scheduler`, apart so that the scheduler's own
+module keeps to pending pods, the cycle and binding. Both kinds of room freed on a node go
+through one hint: a pod gone from a node (:meth:`HintHostMixin.pods_gone`: deleted, finished,
+its assumption dropped after a failed binding) and a nomination ended without its pod placed
+there (:meth:`HintHostMixin._end_nomination`: kube-scheduler moves the parked pods of its
+priority or lower then, eventhandlers.go getLEPriorityPreCheck; a higher one never had to leave
+it room). Judged by the hint, only those the freed node may help move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from rulesched.cluster.store import ClusterStore
+from rulesched.lang import RuleSet
+from rulesched.model import Pod
+from rulesched.scheduler import gang
+from rulesched.scheduler.cluster_events import Event
+from rulesched.scheduler.hints import DeletionHint
+from rulesched.scheduler.nominator import Nominator
+from rulesched.scheduler.queue import SchedulingQueue
+from rulesched.semantics.dra_preemption import unsettled
+
+if TYPE_CHECKING:
+    from rulesched.scheduler.scheduler import Profile
+
+
+class HintHostMixin:
+    """Parked pods moved by the room pods and nominations free. The attributes below are the
+    scheduler's."""
+
+    store: ClusterStore
+    queue: SchedulingQueue
+    nominator: Nominator
+    gangs: gang.Gangs
+    _victims: dict[str, list[str]]
+    _victim_claims: dict[str, tuple[list[str], frozenset[str]]]
+    profile_of: Callable[[Pod], Profile]
+
+    def pods_gone(self, gone: Sequence[Pod]) -> int:
+        """Assigned pods left their nodes: the parked pods they may help move to the queue.
+        Returns how many moved."""
+        return self._move_if_helped(gone, None)
+
+    def _end_nomination(self, key: str) -> str | None:
+        """End a nomination whose pod is not placed there (returns the node it had, if any): the
+        parked pods of its priority or lower that the room it held may help move."""
+        held = self.nominator.pod_of(key)
+        node = self.nominator.remove(key)
+        if held is not None:  # (nominated pods are kept placed on their node: the room freed there)
+            self._move_if_helped([held], held.priority)
+        return node
+
+    def _move_if_helped(self, gone: Sequence[Pod], up_to: int | None) -> int:
+        """Move the parked pods (of priority ``up_to`` or lower, if given) whose rules say the
+        room ``gone`` freed on their nodes may help them."""
+        hint = DeletionHint(
+            gone, self.store.snapshot(), self._hint_rules, self.nominator.reserved_for, self._may_preempt
+        )
+        try:
+            if up_to is None:
+                return self.queue.move(Event.POD_DELETED, hint)
+            return self.queue.move(Event.POD_DELETED, lambda pod: pod.priority <= up_to and hint(pod))
+        finally:
+            hint.close()
+
+    def _hint_rules(self, pod: Pod) -> RuleSet | None:
+        """A parked pod's rule set for the hint (None: no hint: rules not loaded, a group's member)."""
+        profile = self.profile_of(pod)
+        if not profile.rules.loaded or (self.gangs.groups and self.gangs.group_of(pod) is not None):
+            return None
+        return profile.rules.rules
+
+    def _may_preempt(self, pod: Pod) -> bool:
+        """Whether the pod's next cycle may preempt: not while victims of its earlier preemption
+        are still leaving (the cycle then waits for them: Scheduler._victims_remain, as upstream's
+        PodEligibleToPreemptOthers), a state only their own going ends, itself an event."""
+        pod_node = self.store.pod_node
+        if any(pod_node(v) is not None for v in self._victims.get(pod.key, ())):
+            return False
+        held = self._victim_claims.get(pod.key)
+        return not (held and unsettled(self.store.dra.state.claims, *held))

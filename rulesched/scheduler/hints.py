@@ -1,0 +1,153 @@
+"""Queueing hints: whether a running pod's going may make a parked pod schedulable.
+
+kube-scheduler 1.37 asks each plugin that rejected a parked pod whether an event may help it
+(QueueingHintFn). For an assigned pod's deletion NodeResourcesFit answers Queue for any pod that
+was on a node or nominated to one (noderesources/fit.go isSchedulableAfterAssignedPodDelete), so
+there every deletion moves every pod the resource fit rejected, wherever the room appears. Rules
+are user-written, so rulesched cannot know from a rule's name what it reads; it asks the rules
+themselves, on the one node the deletion changed:
+
+A pod ``gone`` left node N (deleted, finished, its assumption dropped, or a nomination to N
+ended; the deletions the informers report together are judged together, each on its node). For a parked pod P
+whose filters each read only the node they judge (:func:`rulesched.engine.only_its_node`:
+the node's own fields and pods; nothing of other nodes, domains or the cluster), N is the only node whose answer for P changed, so P's next attempt can differ from its
+last only on N: by fitting there, or by its preemption finding victims there. The requeue is
+skipped only when both are ruled out on the cluster as it is now:
+
+- P does not fit N, judged as its cycle judges it (without and with the pods nominated to N of
+  its priority or higher: :class:`rulesched.scheduler.nominator.ReservedCheck`), and
+- its preemption cannot use N: the filter failing it there says ``unresolvable`` (preemption
+  passes such a node over), or no pod left on N is one P may evict (every applicable preempt
+  rule allows it), or no preempt rule applies to P (its dry run on N would remove nothing and
+  be the same check), or its next cycle will not preempt at all (victims of its earlier
+  preemption are still leaving: it waits for them, as upstream's PodEligibleToPreemptOthers
+  keeps it from preempting again; their going is itself such an event).
+
+Anything else is requeued: a pod reading more than its node (pod affinity, spreading, domain and
+cluster aggregates), with volumes or resource claims, of a pod group, an error in a rule, a node
+not found. Since every skipped event is proven not to help when it happens, and the store holds
+every change since, the proof is always about the cluster as it is. A nomination that ends
+without its pod placed frees the room it reserved on its node: the scheduler asks the same hint
+then, for the parked pods of its priority or lower (upstream's Update handler moves those, with
+getLEPriorityPreCheck), so the check above may count on the nominations it sees.
+Next stage: :meth:`rulesched.scheduler.queue.SchedulingQueue.move` keeps parked what this rules out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from rulesched.cluster.snapshot import Snapshot
+from rulesched.engine import only_its_node
+from rulesched.lang import RuleSet, Session
+from rulesched.model import Pod
+from rulesched.scheduler.nominator import Reserved, ReservedCheck
+
+log = logging.getLogger(__name__)
+
+
+def reads_beyond_its_node(pod: Pod) -> bool:
+    """Whether the pod asks for what its filters judge from more than one node's pods and
+    resources (claims, volumes, pod (anti-)affinity, spreading) or belongs to a pod group: no
+    single-node proof then."""
+    return bool(
+        pod.resource_claims
+        or pod.extended_requests
+        or pod.extended_claim
+        or pod.volumes
+        or pod.pod_affinity
+        or pod.pod_anti_affinity
+        or pod.topology_spread_constraints
+        or pod.scheduling_group
+    )
+
+
+def deletion_may_help(
+    pod: Pod,
+    gone: Sequence[Pod],
+    snapshot: Snapshot,
+    session: Session,
+    reserved: Reserved | None,
+    may_preempt: bool = True,
+) -> bool:
+    """Whether the pods ``gone`` leaving their nodes may make the parked ``pod`` schedulable or
+    let its preemption find victims (see the module docstring); True whenever that cannot be
+    ruled out. Judged on the cluster as it is now: every node one of them left, in one binding.
+    ``may_preempt`` False: the pod's next cycle will not preempt (it waits for its victims)."""
+    # An unassigned pod held nothing (NodeResourcesFit: QueueSkip); a nominated one's end is
+    # the scheduler's to report (Scheduler._end_nomination).
+    names = sorted({g.node_name for g in gone if g.node_name})
+    if not names:
+        return False
+    if reads_beyond_its_node(pod):
+        return True
+    found = [snapshot.node_view(name) for name in names]
+    nodes = [node for node in found if node is not None]
+    if len(nodes) < len(found):
+        return True
+    bound = session.bind(pod, snapshot)
+    check: ReservedCheck | None = None
+    try:
+        if not only_its_node(bound):
+            return True
+        preempts = bound.preempts if may_preempt else ()
+        for node in nodes:
+            failure = bound.first_failure(node)
+            if failure is None:
+                if reserved is None or node.name not in reserved.nodes:
+                    return True
+                check = check or ReservedCheck(reserved, snapshot, session, pod)
+                if check.failure(node.name) is None:
+                    return True
+            elif failure[0].unresolvable(node):
+                continue  # (its preemption passes the node over: the rules say evicting cannot help)
+            if preempts and any(all(rule.allows(node, victim) for rule in preempts) for victim in node.pods):
+                return True
+        return False
+    except Exception:  # noqa: BLE001 -- a rule that fails here is the cycle's to report; requeue (upstream: Queue on error)
+        log.debug("queueing hint failed; requeued", exc_info=True, extra={"pod": pod.key})
+        return True
+    finally:
+        if check is not None:
+            check.release()
+        bound.release()
+
+
+class DeletionHint:
+    """The hint for pods gone from their nodes, over every parked pod: one snapshot and one
+    session per rule set for them all (``rules_of``: the parked pod's rule set, None when its
+    profile has none loaded; ``reserved_for``: the nominations it must respect). Call
+    :meth:`close` after use."""
+
+    def __init__(
+        self,
+        gone: Sequence[Pod],
+        snapshot: Snapshot,
+        rules_of: Callable[[Pod], RuleSet | None],
+        reserved_for: Callable[[Pod], Reserved | None],
+        may_preempt: Callable[[Pod], bool] = lambda pod: True,
+    ) -> None:
+        self.gone = tuple(gone)
+        self._may_preempt = may_preempt
+        self._snapshot: Snapshot | None = snapshot
+        self._rules_of, self._reserved_for = rules_of, reserved_for
+        self._sessions: dict[int, Session] = {}
+        self.skipped = 0
+
+    def __call__(self, pod: Pod) -> bool:
+        rules, snapshot = self._rules_of(pod), self._snapshot
+        if rules is None or snapshot is None:
+            return True
+        session = self._sessions.get(id(rules))
+        if session is None:
+            session = self._sessions[id(rules)] = rules.session()
+        reserved = self._reserved_for(pod)
+        helps = deletion_may_help(pod, self.gone, snapshot, session, reserved, self._may_preempt(pod))
+        self.skipped += not helps
+        return helps
+
+    def close(self) -> None:
+        """Let go of the snapshot (the store changes in place again once nobody holds it)."""
+        self._snapshot = None
+        self._sessions.clear()
