@@ -34,6 +34,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rulesched.engine.sharing import constant_entry, is_field_read
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.builtins.dra import devices_after_key
@@ -90,7 +91,7 @@ def node_reads(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
             elif ref.kind == "bound" or ref.name == schema.POD_VARIABLE:
                 pass
             elif ref.name == schema.NODE_VARIABLE:
-                if not (isinstance(parent, ast.Attr) and _field(notes, parent)):
+                if not (isinstance(parent, ast.Attr) and is_field_read(notes, parent)):
                     raise _NotAlike  # (the node whole: passed on, compared, ...)
                 assert isinstance(parent, ast.Attr)
                 if parent.name == "devices":
@@ -119,29 +120,15 @@ def node_reads(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
 def _node_entry(notes: Annotations, e: ast.Expr) -> tuple[str, str] | None:
     """(field, key) where ``e`` reads one entry of a node map field by a constant key:
     ``node.F.KEY`` (a resource map) or ``node.F["KEY"]``; else None."""
-    if isinstance(e, ast.Attr):
-        ref = notes.attrs.get(id(e))
-        key = ref.resource if ref is not None else None
-    elif isinstance(e, ast.Index) and isinstance(e.key, ast.Literal) and type(e.key.value) is str:
-        key = e.key.value
-    else:
+    entry = constant_entry(notes, e, schema.NODE)
+    if entry is None or not _is_node(notes, entry[0].obj):
         return None
-    obj = e.obj
-    if key is None or not isinstance(obj, ast.Attr) or not _is_node(notes, obj.obj) or not _field(notes, obj):
-        return None
-    if not isinstance(schema.RECORDS[schema.NODE][obj.name].type, MapOf):
-        return None
-    return obj.name, key
+    return entry[0].name, entry[1]
 
 
 def _is_node(notes: Annotations, e: ast.Expr) -> bool:
     ref = notes.names.get(id(e)) if isinstance(e, ast.Name) else None
     return ref is not None and ref.kind == "var" and ref.name == schema.NODE_VARIABLE
-
-
-def _field(notes: Annotations, attr: ast.Attr) -> bool:
-    ref = notes.attrs.get(id(attr))
-    return ref is not None and ref.field is not None
 
 
 def _holds_node_values(t: Type | None) -> bool:

@@ -30,7 +30,7 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
-from rulesched.lang.types import MapOf
+from rulesched.lang.types import MapOf, Record
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def rule_share(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
             elif ref.kind == "bound":
                 pass
             elif ref.name == schema.POD_VARIABLE:
-                if not (isinstance(parent, ast.Attr) and _field(notes, parent)):
+                if not (isinstance(parent, ast.Attr) and is_field_read(notes, parent)):
                     raise _NotShareable
                 assert isinstance(parent, ast.Attr)
                 pod_fields.add(parent.name)
@@ -113,6 +113,19 @@ def rule_share(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
 def _pod_entry(notes: Annotations, e: ast.Expr) -> tuple[str, str] | None:
     """(field, key) where ``e`` reads one entry of a pod map field by a constant key:
     ``pod.F.KEY`` (a resource map) or ``pod.F["KEY"]``; else None."""
+    entry = constant_entry(notes, e, schema.POD)
+    if entry is None or not isinstance(entry[0].obj, ast.Name):
+        return None
+    var = notes.names.get(id(entry[0].obj))
+    if var is None or var.kind in ("let", "bound") or var.name != schema.POD_VARIABLE:
+        return None
+    return entry[0].name, entry[1]
+
+
+def constant_entry(notes: Annotations, e: ast.Expr, record: Record) -> tuple[ast.Attr, str] | None:
+    """(the field's read, key) where ``e`` reads one entry of a map field of ``record`` by a
+    constant key, ``X.F.KEY`` (a resource map) or ``X.F["KEY"]``, whatever X is; else None.
+    (Shared with engine/alike.py, which asks it of ``node``.)"""
     if isinstance(e, ast.Attr):
         ref = notes.attrs.get(id(e))
         key = ref.resource if ref is not None else None
@@ -121,26 +134,25 @@ def _pod_entry(notes: Annotations, e: ast.Expr) -> tuple[str, str] | None:
     else:
         return None
     obj = e.obj
-    if key is None or not isinstance(obj, ast.Attr) or not isinstance(obj.obj, ast.Name) or not _field(notes, obj):
+    if key is None or not isinstance(obj, ast.Attr) or not is_field_read(notes, obj):
         return None
-    var = notes.names.get(id(obj.obj))
-    if var is None or var.kind in ("let", "bound") or var.name != schema.POD_VARIABLE:
+    field = schema.RECORDS[record].get(obj.name)
+    if field is None or not isinstance(field.type, MapOf):
         return None
-    if not isinstance(schema.RECORDS[schema.POD][obj.name].type, MapOf):
-        return None
-    return obj.name, key
+    return obj, key
 
 
 def _node_reads(notes: Annotations, parent: ast.Expr | None) -> frozenset[str] | None:
     """The node fields read where ``node`` appears under ``parent``; None: it is used whole
     (passed to a built-in that does not say what it reads, say), so it may read anything."""
-    if isinstance(parent, ast.Attr) and _field(notes, parent):
+    if isinstance(parent, ast.Attr) and is_field_read(notes, parent):
         return frozenset((parent.name,))
     if isinstance(parent, ast.Call):
         return BUILTINS[parent.func].node_fields
     return None
 
 
-def _field(notes: Annotations, attr: ast.Attr) -> bool:
+def is_field_read(notes: Annotations, attr: ast.Attr) -> bool:
+    """Whether ``attr`` reads a record's field (not a resource of a map, say)."""
     ref = notes.attrs.get(id(attr))
     return ref is not None and ref.field is not None
