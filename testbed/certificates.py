@@ -23,21 +23,7 @@ def make_pki(pki: Path) -> None:
     if shutil.which("openssl") is None:
         raise TestbedError("openssl is not installed (apt-get install openssl)")
     pki.mkdir(parents=True, exist_ok=True)
-    key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl(
-        "req",
-        "-x509",
-        *key,
-        "-days",
-        "3650",
-        "-subj",
-        "/CN=rulesched-testbed-ca",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        cwd=pki,
-    )
+    _self_signed(pki, "rulesched-testbed-ca", "ca")
     leaves = {
         "apiserver": (
             "/CN=kube-apiserver",
@@ -50,7 +36,7 @@ def make_pki(pki: Path) -> None:
         "kube-scheduler": ("/CN=system:kube-scheduler", "clientAuth", None),
     }
     for name, (subject, usage, san) in leaves.items():
-        request = ["req", *key, "-subj", subject, "-keyout", f"{name}.key", "-out", f"{name}.csr"]
+        request = ["req", *_NEW_KEY, "-subj", subject, "-keyout", f"{name}.key", "-out", f"{name}.csr"]
         extensions = [f"extendedKeyUsage={usage}", "keyUsage=critical,digitalSignature,keyEncipherment"]
         if san:
             extensions.append(f"subjectAltName={san}")
@@ -78,24 +64,11 @@ def make_pki(pki: Path) -> None:
     openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
     # The aggregation layer's front proxy (kube-apiserver's --requestheader-* and --proxy-client-*,
     # as kubeadm sets them): APIService backends such as metrics-server can then be added.
-    openssl(
-        "req",
-        "-x509",
-        *key,
-        "-days",
-        "3650",
-        "-subj",
-        "/CN=front-proxy-ca",
-        "-keyout",
-        "front-proxy-ca.key",
-        "-out",
-        "front-proxy-ca.crt",
-        cwd=pki,
-    )
+    _self_signed(pki, "front-proxy-ca", "front-proxy-ca")
     (pki / "front-proxy-client.ext").write_text("extendedKeyUsage=clientAuth\n")
     openssl(
         "req",
-        *key,
+        *_NEW_KEY,
         "-subj",
         "/CN=front-proxy-client",
         "-keyout",
@@ -143,3 +116,24 @@ def write_kubeconfig(path: Path, server: str, pki: Path, user: str) -> None:
     }
     path.write_text(json.dumps(config, indent=2) + "\n")
     path.chmod(0o600)
+
+
+_NEW_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")  # EC P-256, unencrypted
+
+
+def _self_signed(pki: Path, common_name: str, name: str) -> None:
+    """A CA of its own: ``name``.key and ``name``.crt in ``pki``, valid ten years."""
+    openssl(
+        "req",
+        "-x509",
+        *_NEW_KEY,
+        "-days",
+        "3650",
+        "-subj",
+        f"/CN={common_name}",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.crt",
+        cwd=pki,
+    )
