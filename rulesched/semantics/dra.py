@@ -54,6 +54,7 @@ from rulesched.semantics.dra_devices import (
     Candidate,
     NodePools,
 )
+from rulesched.semantics.dra_first_fit import FirstFits
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, Pool, gather_pools
 from rulesched.semantics.dra_search import AllocationRun, Ranking
 
@@ -84,6 +85,7 @@ class Allocator:
         share_id: Callable[[], str] | None = None,
         pools: dict[str, NodePools] | None = None,
         first_fit: bool = True,
+        taken: FirstFits | None = None,
     ) -> None:
         self.features = features
         self.classes = classes
@@ -100,9 +102,15 @@ class Allocator:
         # the common case's path (see AllocationRun._first_fit); off: always the search (its test variant)
         self.first_fit = first_fit
         self.first_fits = 0  # allocations the first-fit path answered, summed
+        # what the first-fit path took on nodes alike, shared between allocators (the store's;
+        # None: not kept): see rulesched.semantics.dra_first_fit
+        self.taken = taken
         # node name -> (its pools, their candidates in order): they depend on the slices and the
         # node only, so allocators of one slice set may share them (``pools``: the store's)
         self.pools: dict[str, NodePools] = pools if pools is not None else {}
+        # claims' ids -> the claims and their checked requests (AllocationRun._requests): what does
+        # not depend on the node, checked once for the many nodes a pod's allocator runs on
+        self.plans: dict[tuple[int, ...], tuple[tuple[ResourceClaim, ...], dict[Any, Any]]] = {}
 
     def slices_for(self, node: Any) -> list[ResourceSlice]:
         """The node's own slices and those naming no node (the candidates of gather_pools)."""
@@ -128,7 +136,14 @@ class Allocator:
                     for d in s.devices:
                         candidates.append(Candidate(d, s, pool, len(candidates)))
             counters = any(c.device.consumes_counters for c in candidates)
-            found = self.pools[node.name] = NodePools(pools, candidates, node.labels, counters)
+            found = self.pools[node.name] = NodePools(
+                pools,
+                candidates,
+                node.labels,
+                counters,
+                pool_ids=tuple(dict.fromkeys(c.id[:2] for c in candidates)),
+                content=tuple((tuple(c.device.capacity.items()), c.device.taints) for c in candidates),
+            )
         return found.pools, found.candidates
 
     def allocate(

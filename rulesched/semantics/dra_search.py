@@ -20,6 +20,7 @@ from rulesched.model.dra import (
     ExactRequest,
     ResourceClaim,
 )
+from rulesched.semantics import dra_first_fit as first_fits
 from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits, plain_fits
 from rulesched.semantics.dra_counters import CounterUse
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 # candidates in upstream's order (pool, slice, device), the order to try them in.
 Ranking = Callable[[ResourceClaim, str, Sequence[Candidate]], Sequence[Candidate]]
 _NOTHING: Mapping[str, int] = {}  # (a device no share holds: nothing consumed; never written)
+_UNKNOWN: tuple[int, ...] = (-1,)  # (no answer kept: compared by identity)
 
 
 class _Stop(Exception):
@@ -82,6 +84,52 @@ class AllocationRun:
         a = self.a
         self.pools, self.node_candidates = a.pools_for(self.node)
         self.any_counters = a.pools[self.node.name].counters
+        self._requests()
+        try:
+            if a.first_fit and self._first_fit_applies():
+                a.first_fits += 1
+                done = self._first_fit()
+            else:
+                done = self._one(0, 0, 0, 0, False, 0)
+        except _Stop:
+            return None
+        except _TooMany:
+            done = False
+        except CelError as err:  # (only raised with the claim or class named: see _selectable)
+            raise AllocationError(str(err)) from None
+        if not done:
+            if any(p.invalid for p in self.pools):
+                raise AllocationError("invalid resource pools were encountered", on_node=True)
+            return None
+        if not results:
+            return []
+        return [self._result(ci) for ci in range(len(self.claims))]
+
+    def _requests(self) -> None:
+        """The claims' requests checked (and each claim's constraints, afresh: they record the
+        devices taken). Unless a request asks for All (its devices are the node's), none of it
+        depends on the node: kept in the allocator by the claims' identities for its next runs
+        (the same errors, raised on every node, are not kept)."""
+        a = self.a
+        key = tuple(map(id, self.claims))
+        kept = a.plans.get(key)
+        if kept is not None and all(x is y for x, y in zip(kept[0], self.claims, strict=True)):
+            self.requests = kept[1]
+        else:
+            self._check_requests()
+            if not any(d.spec.allocation_mode == ALL for d in self.requests.values()):
+                a.plans[key] = (tuple(self.claims), self.requests)
+        for claim in self.claims:
+            self.constraints.append(
+                [
+                    Constraint(c.requests, c.match_attribute or c.distinct_attribute, bool(c.match_attribute))
+                    for c in claim.spec.constraints
+                ]
+                if claim.spec.constraints
+                else []
+            )
+
+    def _check_requests(self) -> None:
         for ci, claim in enumerate(self.claims):
             minimum = 0
             for ri, request in enumerate(claim.spec.requests):
@@ -116,31 +164,6 @@ class AllocationRun:
                         f"claim {_claim_name(claim)}, request {request.name}: adding {per_request} devices exceeds the claim limit of {ALLOCATION_RESULTS_MAX}, with {minimum} already accounted for"
                     )
                 minimum += per_request
-            self.constraints.append(
-                [
-                    Constraint(c.requests, c.match_attribute or c.distinct_attribute, bool(c.match_attribute))
-                    for c in claim.spec.constraints
-                ]
-            )
-        try:
-            if a.first_fit and self._first_fit_applies():
-                a.first_fits += 1
-                done = self._first_fit()
-            else:
-                done = self._one(0, 0, 0, 0, False, 0)
-        except _Stop:
-            return None
-        except _TooMany:
-            done = False
-        except CelError as err:  # (only raised with the claim or class named: see _selectable)
-            raise AllocationError(str(err)) from None
-        if not done:
-            if any(p.invalid for p in self.pools):
-                raise AllocationError("invalid resource pools were encountered", on_node=True)
-            return None
-        if not results:
-            return []
-        return [self._result(ci) for ci in range(len(self.claims))]
 
     def _validate(self, ci: int, ri: int, si: int, name: str, parent: str, spec: ExactRequest) -> RequestData:
         claim = self.claims[ci]
@@ -290,19 +313,42 @@ class AllocationRun:
 
     def _first_fit(self) -> bool:
         """What ``_one`` answers when ``_first_fit_applies``, with the same checks in the same
-        order (so the same CEL or capacity error, if any), without the search's bookkeeping.
-        tests/upstream/dra/test_allocator_table.py runs upstream's table through both."""
+        order (so the same CEL or capacity error, if any), without the search's bookkeeping;
+        the candidates taken found in the store's table where a node alike had them
+        (:mod:`~rulesched.semantics.dra_first_fit`). tests/upstream/dra/test_allocator_table.py
+        runs upstream's table through both."""
         data = self.requests[0, 0, 0]
-        left = data.count
-        if left <= 0:
+        if data.count <= 0:
             return True
-        consumable, taints = self.features.consumable_capacity, self.features.device_taints
-        fractional = self.features.fractional_capacity_range
-        results = self.results[0]
-        held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
         selectable = self._selectable_mask(data)
+        candidates = self._candidates(data, 0)
+        table = self.a.taken
+        key = (
+            first_fits.key(self, table, data, selectable, candidates)
+            if table is not None and selectable is not None
+            else None
+        )
+        if key is not None:
+            assert table is not None
+            taken = table.answers.get(key, _UNKNOWN)
+            if taken is not _UNKNOWN:
+                for order in taken or ():
+                    self._take_first(data, self.node_candidates[order])
+                return taken is not None
+        done = self._first_fit_loop(data, selectable, candidates)
+        if key is not None:
+            assert table is not None
+            table.remember(key, tuple(r[1].order for r in self.results[0]) if done else None)
+        return done
+
+    def _first_fit_loop(
+        self, data: RequestData, selectable: tuple[bool, ...] | None, candidates: list[Candidate]
+    ) -> bool:
+        left = data.count
+        consumable, taints = self.features.consumable_capacity, self.features.device_taints
+        held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
         pool: Pool | None = None
-        for cand in self._candidates(data, 0):
+        for cand in candidates:
             device, device_id = cand.device, cand.id
             if cand.pool is not pool:  # (what other claims hold there: the pool found once, not per device)
                 pool = cand.pool
@@ -320,19 +366,24 @@ class AllocationRun:
                     continue
             if taints and taint_blocks(device, data.spec.tolerations) is not None:
                 continue
-            consumed: dict[str, int] | None = None
-            share = ""
-            if consumable and device.allow_multiple_allocations:
-                consumed = consumed_all(asked, device.capacity, fractional)
-                share = self.a.share_id()
-                self.allocating_capacity[device_id] = dict(consumed)
-            else:
-                self.allocating[device_id] = {0}
-            results.append((data, cand, share, consumed or None))
+            self._take_first(data, cand)
             left -= 1
             if not left:
                 return True
         return False
+
+    def _take_first(self, data: RequestData, cand: Candidate) -> None:
+        """The first-fit path takes ``cand``: a share of it (its own share ID), or all of it."""
+        device = cand.device
+        consumed: dict[str, int] | None = None
+        share = ""
+        if self.features.consumable_capacity and device.allow_multiple_allocations:
+            consumed = consumed_all(data.spec.capacity, device.capacity, self.features.fractional_capacity_range)
+            share = self.a.share_id()
+            self.allocating_capacity[cand.id] = dict(consumed)
+        else:
+            self.allocating[cand.id] = {0}
+        self.results[0].append((data, cand, share, consumed or None))
 
     def _selectable_mask(self, data: RequestData) -> tuple[bool, ...] | None:
         """:meth:`_selectable` of each of the node's candidates (by ``order``) for the request,
