@@ -54,7 +54,6 @@ from rulesched.semantics.dra_devices import (
     Candidate,
     NodePools,
 )
-from rulesched.semantics.dra_first_fit import FirstFits
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, Pool, gather_pools
 from rulesched.semantics.dra_search import AllocationRun, Ranking
 
@@ -85,7 +84,6 @@ class Allocator:
         share_id: Callable[[], str] | None = None,
         pools: dict[str, NodePools] | None = None,
         first_fit: bool = True,
-        taken: FirstFits | None = None,
     ) -> None:
         self.features = features
         self.classes = classes
@@ -102,9 +100,6 @@ class Allocator:
         # the common case's path (see AllocationRun._first_fit); off: always the search (its test variant)
         self.first_fit = first_fit
         self.first_fits = 0  # allocations the first-fit path answered, summed
-        # what the first-fit path took on nodes alike, shared between allocators (the store's;
-        # None: not kept): see rulesched.semantics.dra_first_fit
-        self.taken = taken
         # node name -> (its pools, their candidates in order): they depend on the slices and the
         # node only, so allocators of one slice set may share them (``pools``: the store's)
         self.pools: dict[str, NodePools] = pools if pools is not None else {}
@@ -136,14 +131,7 @@ class Allocator:
                     for d in s.devices:
                         candidates.append(Candidate(d, s, pool, len(candidates)))
             counters = any(c.device.consumes_counters for c in candidates)
-            found = self.pools[node.name] = NodePools(
-                pools,
-                candidates,
-                node.labels,
-                counters,
-                pool_ids=tuple(dict.fromkeys(c.id[:2] for c in candidates)),
-                content=tuple((tuple(c.device.capacity.items()), c.device.taints) for c in candidates),
-            )
+            found = self.pools[node.name] = NodePools(pools, candidates, node.labels, counters)
         return found.pools, found.candidates
 
     def allocate(

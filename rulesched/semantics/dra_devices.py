@@ -210,14 +210,6 @@ class NodePools:
     # each candidate (by its order) is selectable, or None when a selector fails on one: what the
     # first-fit path reads instead of asking each candidate in each run (dra_search.AllocationRun._selectable_mask)
     selectable: dict[tuple[Any, ...], tuple[bool, ...] | None] = field(default_factory=dict)
-    # the candidates' pools (driver, pool), each once: where what other claims hold is read
-    pool_ids: tuple[tuple[str, str], ...] = ()
-    # each candidate's capacities and taints (by order): what the first-fit path reads of it
-    # beyond what the selectable key holds (dra_first_fit)
-    content: tuple[Any, ...] = ()
-    # the node's state last seen (the store's frozen parts of what other claims hold in each of
-    # pool_ids) and what the first-fit path reads of it (dra_first_fit.node_state)
-    state: list[Any] = field(default_factory=list)
 
 
 def lookup_attribute(device: Device, driver: str, name: str) -> Any:

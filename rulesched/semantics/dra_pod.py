@@ -50,7 +50,6 @@ from rulesched.semantics.dra_devices import (
 )
 from rulesched.semantics.dra_diagnose import diagnose
 from rulesched.semantics.dra_extended import RequestMapping, claim_requests, earlier_claim, pod_claim, served
-from rulesched.semantics.dra_first_fit import FirstFits
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, node_matches
 from rulesched.semantics.dra_preemption import gone_uids, local_devices, releasable
 
@@ -485,10 +484,7 @@ def pod_claims(
     if pending and state.allocates:
         shares = _kept(memo, _SHARE_IDS, share_ids) if memo is not None else None
         slices = _slice_list(memo, pools, state.slices)
-        taken = _kept(memo, _FIRST_FITS, FirstFits) if memo is not None and pools is not None else None
-        out.allocator = Allocator(
-            slices, state.classes, allocated, cel, features, share_id=shares, pools=pools, taken=taken
-        )
+        out.allocator = Allocator(slices, state.classes, allocated, cel, features, share_id=shares, pools=pools)
         if not out.extended and all(c.allocation is None for c in out.claims):  # (verdicts shareable)
             specs = [c.spec for c in out.claims]
             out._spec_key = repr(specs) if memo is None else _spec_key(memo, specs)
@@ -502,7 +498,6 @@ def pod_claims(
 _SHARE_IDS = object()
 _SPEC_KEYS = object()
 _SLICE_LIST = object()
-_FIRST_FITS = object()  # (... and of what the allocator's first-fit path took on nodes alike)
 
 
 def _slice_list(

@@ -10,6 +10,7 @@ per-node pools.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,6 @@ from rulesched.model.dra import (
     ExactRequest,
     ResourceClaim,
 )
-from rulesched.semantics import dra_first_fit as first_fits
 from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.dra_capacity import CapacityError, consumed_all, fits, plain_fits
 from rulesched.semantics.dra_counters import CounterUse
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 # candidates in upstream's order (pool, slice, device), the order to try them in.
 Ranking = Callable[[ResourceClaim, str, Sequence[Candidate]], Sequence[Candidate]]
 _NOTHING: Mapping[str, int] = {}  # (a device no share holds: nothing consumed; never written)
-_UNKNOWN: tuple[int, ...] = (-1,)  # (no answer kept: compared by identity)
 
 
 class _Stop(Exception):
@@ -106,14 +105,14 @@ class AllocationRun:
         return [self._result(ci) for ci in range(len(self.claims))]
 
     def _requests(self) -> None:
-        """The claims' requests checked (and each claim's constraints, afresh: they record the
-        devices taken). Unless a request asks for All (its devices are the node's), none of it
-        depends on the node: kept in the allocator by the claims' identities for its next runs
-        (the same errors, raised on every node, are not kept)."""
+        """The claims' requests checked, and each claim's constraints made afresh (they record
+        the devices taken). Unless a request asks for All (its devices are the node's), none of
+        the checking depends on the node: its requests are kept in the allocator, by the claims'
+        identities, for its runs on other nodes (errors, the same on every node, are not kept)."""
         a = self.a
         key = tuple(map(id, self.claims))
         kept = a.plans.get(key)
-        if kept is not None and all(x is y for x, y in zip(kept[0], self.claims, strict=True)):
+        if kept is not None and all(map(operator.is_, kept[0], self.claims)):
             self.requests = kept[1]
         else:
             self._check_requests()
@@ -313,42 +312,19 @@ class AllocationRun:
 
     def _first_fit(self) -> bool:
         """What ``_one`` answers when ``_first_fit_applies``, with the same checks in the same
-        order (so the same CEL or capacity error, if any), without the search's bookkeeping;
-        the candidates taken found in the store's table where a node alike had them
-        (:mod:`~rulesched.semantics.dra_first_fit`). tests/upstream/dra/test_allocator_table.py
-        runs upstream's table through both."""
+        order (so the same CEL or capacity error, if any), without the search's bookkeeping.
+        tests/upstream/dra/test_allocator_table.py runs upstream's table through both."""
         data = self.requests[0, 0, 0]
-        if data.count <= 0:
-            return True
-        selectable = self._selectable_mask(data)
-        candidates = self._candidates(data, 0)
-        table = self.a.taken
-        key = (
-            first_fits.key(self, table, data, selectable, candidates)
-            if table is not None and selectable is not None
-            else None
-        )
-        if key is not None:
-            assert table is not None
-            taken = table.answers.get(key, _UNKNOWN)
-            if taken is not _UNKNOWN:
-                for order in taken or ():
-                    self._take_first(data, self.node_candidates[order])
-                return taken is not None
-        done = self._first_fit_loop(data, selectable, candidates)
-        if key is not None:
-            assert table is not None
-            table.remember(key, tuple(r[1].order for r in self.results[0]) if done else None)
-        return done
-
-    def _first_fit_loop(
-        self, data: RequestData, selectable: tuple[bool, ...] | None, candidates: list[Candidate]
-    ) -> bool:
         left = data.count
+        if left <= 0:
+            return True
         consumable, taints = self.features.consumable_capacity, self.features.device_taints
+        fractional = self.features.fractional_capacity_range
+        results = self.results[0]
         held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
+        selectable = self._selectable_mask(data)
         pool: Pool | None = None
-        for cand in candidates:
+        for cand in self._candidates(data, 0):
             device, device_id = cand.device, cand.id
             if cand.pool is not pool:  # (what other claims hold there: the pool found once, not per device)
                 pool = cand.pool
@@ -366,24 +342,19 @@ class AllocationRun:
                     continue
             if taints and taint_blocks(device, data.spec.tolerations) is not None:
                 continue
-            self._take_first(data, cand)
+            consumed: dict[str, int] | None = None
+            share = ""
+            if consumable and device.allow_multiple_allocations:
+                consumed = consumed_all(asked, device.capacity, fractional)
+                share = self.a.share_id()
+                self.allocating_capacity[device_id] = dict(consumed)
+            else:
+                self.allocating[device_id] = {0}
+            results.append((data, cand, share, consumed or None))
             left -= 1
             if not left:
                 return True
         return False
-
-    def _take_first(self, data: RequestData, cand: Candidate) -> None:
-        """The first-fit path takes ``cand``: a share of it (its own share ID), or all of it."""
-        device = cand.device
-        consumed: dict[str, int] | None = None
-        share = ""
-        if self.features.consumable_capacity and device.allow_multiple_allocations:
-            consumed = consumed_all(data.spec.capacity, device.capacity, self.features.fractional_capacity_range)
-            share = self.a.share_id()
-            self.allocating_capacity[cand.id] = dict(consumed)
-        else:
-            self.allocating[cand.id] = {0}
-        self.results[0].append((data, cand, share, consumed or None))
 
     def _selectable_mask(self, data: RequestData) -> tuple[bool, ...] | None:
         """:meth:`_selectable` of each of the node's candidates (by ``order``) for the request,
