@@ -53,6 +53,7 @@ from rulesched.semantics.dra_devices import (
     AllocatedState,
     Candidate,
     NodePools,
+    sole_capacity,
 )
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, Pool, gather_pools
 from rulesched.semantics.dra_search import AllocationRun, Ranking
@@ -131,7 +132,8 @@ class Allocator:
                     for d in s.devices:
                         candidates.append(Candidate(d, s, pool, len(candidates)))
             counters = any(c.device.consumes_counters for c in candidates)
-            found = self.pools[node.name] = NodePools(pools, candidates, node.labels, counters)
+            sole = tuple(sole_capacity(c.device.capacity) for c in candidates)
+            found = self.pools[node.name] = NodePools(pools, candidates, node.labels, counters, sole_capacity=sole)
         return found.pools, found.candidates
 
     def allocate(

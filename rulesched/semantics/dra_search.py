@@ -323,6 +323,13 @@ class AllocationRun:
         results = self.results[0]
         held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
         selectable = self._selectable_mask(data)
+        # a request asking one capacity (a share's milli) of devices with that one capacity: the
+        # check plain_fits makes, in line (amount >= 0: else plain_fits says ask fits)
+        ask_name, ask_amount = "", -1
+        if asked is not None and len(asked) == 1:
+            ((ask_name, ask_amount),) = asked.items()
+        sole = self.a.pools[self.node.name].sole_capacity
+        tolerations = data.spec.tolerations
         pool: Pool | None = None
         for cand in self._candidates(data, 0):
             device, device_id = cand.device, cand.id
@@ -337,10 +344,16 @@ class AllocationRun:
             elif not selectable[cand.order]:
                 continue
             if consumable and (device.capacity or asked is not None):
-                ok = plain_fits(capacity_in_pool.get(device_id, _NOTHING), asked, device.capacity)
-                if not (self._capacity_fits(data, cand) if ok is None else ok):
-                    continue
-            if taints and taint_blocks(device, data.spec.tolerations) is not None:
+                one = sole[cand.order] if ask_amount >= 0 else None
+                if one is not None and one[0] == ask_name:
+                    used = capacity_in_pool.get(device_id)
+                    if (used.get(ask_name, 0) if used else 0) + ask_amount > one[1]:
+                        continue
+                else:
+                    ok = plain_fits(capacity_in_pool.get(device_id, _NOTHING), asked, device.capacity)
+                    if not (self._capacity_fits(data, cand) if ok is None else ok):
+                        continue
+            if taints and device.taints and taint_blocks(device, tolerations) is not None:
                 continue
             consumed: dict[str, int] | None = None
             share = ""
