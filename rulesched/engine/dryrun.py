@@ -351,44 +351,97 @@ def _started(pod: Pod) -> float:
 
 
 def passing(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None = None
+    bound: BoundRules,
+    cols: DryRunColumns,
+    rows: Rows,
+    filters: Sequence[int] | None = None,
+    known: Known | None = None,
 ) -> npt.NDArray[np.bool_]:
     """Whether each row's node (as ``cols`` has it now) passes every filter (or those of
     ``filters``, by index), and for nodes holding nominated pods with those added as well
-    (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say."""
-    ok = _passing(bound, cols, rows, filters)
+    (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say.
+    ``known``: what the cycle found of the filters no pod changes, read instead of asked."""
+    ok = _passing(bound, cols, rows, filters, known)
     held = np.flatnonzero(ok & cols.has_held[rows])
     if len(held):
+        # (a nominated pod added changes only what a pod put back would: the other filters
+        # passed on these rows just now, and answer alike with the nominated pods added)
+        changing = changing_filters(bound)
+        again = changing if filters is None else [i for i in filters if i in changing]
         cols.with_held = True
         try:
-            ok[held] = _passing(bound, cols, rows[held], filters)
+            ok[held] = _passing(bound, cols, rows[held], again)
         finally:
             cols.with_held = False
     return ok
 
 
+class Known:
+    """What the cycle's walk found of the nodes tried, as the snapshot has them (every pod on,
+    no nominated pod added): per row of a :class:`DryRunColumns`, the index (in ``bound.filters``)
+    of the first filter its node failed, -1 where it passed them all. A filter no pod changes
+    (:func:`changing_filters`) answers the same with any of the node's pods off or nominated pods
+    added, so for it a row's answer is known: it passes if the row failed a later filter first
+    (or none), fails if it failed this one first, and is asked only if it failed an earlier
+    (changing) one first."""
+
+    __slots__ = ("first", "steady")
+
+    def __init__(self, bound: BoundRules, first: npt.NDArray[np.intp]) -> None:
+        self.first = first
+        changing = set(changing_filters(bound))
+        self.steady = frozenset(i for i in range(len(bound.filters)) if i not in changing)
+
+    def answers(self, index: int, rows: Rows) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None:
+        """For filter ``index`` on ``rows``: (known, passes) per row (``passes`` meaningful where
+        ``known``); None when nothing is known of it."""
+        if index not in self.steady:
+            return None
+        first = self.first[rows]
+        return ~((first >= 0) & (first < index)), (first < 0) | (first > index)
+
+
+def _ask(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int, known: Known | None
+) -> npt.NDArray[np.bool_]:
+    """Whether each row passes filter ``index``: what ``known`` says, the rest evaluated."""
+    found = known.answers(index, rows) if known is not None else None
+    if found is None:
+        return _filter(bound, cols, rows, index)
+    have, ok = found
+    ask = np.flatnonzero(~have)
+    if len(ask):
+        ok[ask] = _filter(bound, cols, rows[ask], index)
+    return ok
+
+
 def _passing(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None, known: Known | None = None
 ) -> npt.NDArray[np.bool_]:
     alive = np.ones(len(rows), dtype=bool)
     for i in range(len(bound.filters)) if filters is None else filters:
         live = np.flatnonzero(alive)
         if not len(live):
             break
-        alive[live[~_filter(bound, cols, rows[live], i)]] = False
+        alive[live[~_ask(bound, cols, rows[live], i, known)]] = False
     return alive
 
 
-def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
+def first_failing(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, known: Known | None = None
+) -> list[tuple[int, tuple[str, ...]]]:
     """Each row's first failing filter (index) and its reasons, as BoundRules.first_failure
     gives them; for a node holding nominated pods that fits without them, its failure with them
-    added (every row must fail one way); raises Unsupported where the columns cannot say."""
-    out = first_failing_as_is(bound, cols, rows)
+    added (every row must fail one way); raises Unsupported where the columns cannot say.
+    ``known``: as for :func:`passing`."""
+    out = first_failing_as_is(bound, cols, rows, known=known)
     again = [j for j, (i, _) in enumerate(out) if i < 0]
     if again:
         cols.with_held = True
         try:
-            for j, failure in zip(again, first_failing_as_is(bound, cols, rows[again]), strict=True):
+            # (fitting without them, a row fails with them only a filter a pod added changes)
+            found = first_failing_as_is(bound, cols, rows[again], filters=changing_filters(bound))
+            for j, failure in zip(again, found, strict=True):
                 out[j] = failure
         finally:
             cols.with_held = False
@@ -398,19 +451,26 @@ def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tu
 
 
 def first_failing_as_is(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, unknown: tuple[str, ...] | None = None
+    bound: BoundRules,
+    cols: DryRunColumns,
+    rows: Rows,
+    unknown: tuple[str, ...] | None = None,
+    filters: Sequence[int] | None = None,
+    known: Known | None = None,
 ) -> list[tuple[int, tuple[str, ...]]]:
     """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit. With
     ``unknown``, rows whose reasons the columns cannot give get it as theirs instead of the
-    whole call raising Unsupported."""
+    whole call raising Unsupported. ``filters``: only these are asked (by index, in rule
+    order), every other one known to pass on these rows; ``known``: as for :func:`passing`."""
     bodies = columns_of(bound)
     assert bodies is not None
     out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
     alive = np.arange(len(rows))
-    for i, f in enumerate(bound.filters):
+    for i in range(len(bound.filters)) if filters is None else filters:
         if not len(alive):
             break
-        ok = _filter(bound, cols, rows[alive], i)
+        f = bound.filters[i]
+        ok = _ask(bound, cols, rows[alive], i, known)
         failed = alive[~ok]
         if len(failed):
             expr = bodies.filter_reasons[i]
@@ -466,6 +526,7 @@ class Together:
         self._reasons: dict[int, tuple[str, ...]] | None = None
         self._bound: BoundRules | None = None
         self._cols: DryRunColumns | None = None
+        self._known: Known | None = None
         self._gone = np.zeros(0, dtype=bool)
         self._violations = np.zeros(0, dtype=np.int64)
         self._orders: Sequence[Sequence[Pod]] = ()
@@ -483,7 +544,7 @@ class Together:
             rows = np.array(sorted(self.no_fit), dtype=np.intp)
             if len(rows) and self._bound is not None and self._cols is not None:
                 try:
-                    failures = first_failing(self._bound, self._cols, rows)
+                    failures = first_failing(self._bound, self._cols, rows, self._known)
                 except Unsupported:  # (their reasons: node by node)
                     failures = []
                 for i, (_, why) in zip(rows.tolist(), failures, strict=False):
@@ -517,22 +578,26 @@ def dry_runs_together(
     held: Sequence[Sequence[Pod]] = (),
     between: Callable[[], None] | None = None,
     memos: NodeMemos | None = None,
+    first: npt.NDArray[np.intp] | None = None,
 ) -> Together:
     """SelectVictimsOnNode for each of ``nodes`` (rows ``rows`` of ``base``) at once: every pod of
     ``orders[i]`` off, then each put back in that order and kept if the pod still fits beside it;
     the first ``violating[i]`` of them would violate a budget if evicted. ``held[i]``: the pods
     nominated to node i the pod must fit beside as well. ``between`` is called before the first
     fit check and each step after (each a few column evaluations over the nodes still
-    undecided): it may raise to give the dry runs up (nothing outside them has changed)."""
+    undecided): it may raise to give the dry runs up (nothing outside them has changed).
+    ``first[i]``: the first filter node i failed in the cycle's walk, as :class:`Known` reads it
+    (None: not known)."""
     out = Together()
     if between is not None:
         between()
     cols = DryRunColumns(nodes, base, rows, orders, held, memos)
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
-    fits = passing(bound, cols, every)
+    known = Known(bound, first) if first is not None else None
+    fits = passing(bound, cols, every, known=known)
     out.no_fit = frozenset(every[~fits].tolist())  # (why: asked later, if ever; no step changes their rows)
-    out._bound = bound
+    out._bound, out._known = bound, known
     # (each step asks only the filters a pod put back can change: every other one passed on
     # these nodes with all of their pods off, and answers alike with any put back)
     changing = changing_filters(bound)

@@ -174,10 +174,12 @@ class ReservedCheck:
         if self._memo is not None:
             self._memo[node] = (info, info.generation, self._token, pods, answer)
 
-    def judge(self, names: Iterable[str]) -> None:
+    def judge(self, names: Iterable[str], fitting: bool = False) -> None:
         """Check the reserved nodes among ``names`` not checked yet all at once, as columns
         (:func:`rulesched.engine.held_failures`), where the rules and the nominated pods allow:
-        the same answers :meth:`failure` gives node by node, which it then reads."""
+        the same answers :meth:`failure` gives node by node, which it then reads. ``fitting``:
+        the pod passes every filter on each of ``names`` without its nominated pods (the
+        walk's feasible nodes), which spares asking the filters those pods cannot change."""
         together = self._together
         if together is None:
             return
@@ -200,7 +202,8 @@ class ReservedCheck:
         rows = np.array([row[name] for name, _, _ in todo], dtype=np.intp)
         bound = together.bound
         try:
-            failures = held_failures(bound, together.columns(), [i for _, i, _ in todo], rows, [p for _, _, p in todo])
+            nodes, held = [i for _, i, _ in todo], [p for _, _, p in todo]
+            failures = held_failures(bound, together.columns(), nodes, rows, held, fitting)
         except Unsupported:
             self._together = None
             return

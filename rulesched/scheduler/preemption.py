@@ -149,7 +149,10 @@ def preempt(
     potential = _Potential(bound, session.rules.node_memos, victim_order)
     order, many = _rows_to_try(snapshot, statuses, held, potential, columns, counts, rng)
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
-    candidates = _find_candidates(snapshot, overlay, bound, order, wanted, potential, columns, held, between, counts)
+    first = _cycle_first(statuses, bound)
+    candidates = _find_candidates(
+        snapshot, overlay, bound, order, wanted, potential, columns, held, between, counts, first
+    )
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
@@ -174,6 +177,7 @@ def _find_candidates(
     held: Mapping[str, Sequence[Pod]],
     between: Callable[[], None] | None,
     counts: Counter[str],
+    first: npt.NDArray[np.intp] | None = None,
 ) -> list[Candidate]:
     """DryRunPreemption: the nodes of ``order`` (rows, from the offset on, wrapping) are
     dry-run in that order until at least one candidate would violate no PodDisruptionBudget and
@@ -186,7 +190,9 @@ def _find_candidates(
     wanted, at least BATCH_FROM, and the rest of the walk too when fewer than BATCH_FROM would
     be left), whose answers past the stop are dropped: the same candidates
     as node by node. When none is found (every node was tried), why the pod fits none is
-    counted for the message; else it is not worked out at all."""
+    counted for the message; else it is not worked out at all. ``first``: per row, the first
+    filter the cycle's walk found the node failing (:func:`_cycle_first`), for the dry runs
+    together to read rather than ask again."""
     nodes = snapshot.nodes
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     together_ok = columns is not None and node_local(bound)
@@ -220,7 +226,7 @@ def _find_candidates(
                 continue
             tried.append((row, node, allowed))
         together = (
-            _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between, potential.memos)
+            _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between, potential.memos, first)
             if together_ok
             else None
         )
@@ -265,6 +271,17 @@ def _find_candidates(
             counts.update(set(why))
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
+
+
+def _cycle_first(statuses: Mapping[str, Code], bound: BoundRules) -> npt.NDArray[np.intp] | None:
+    """Per row, the first filter (index in ``bound.filters``) the cycle's walk found each node
+    failing (-1: none), when the statuses carry it and the cycle's binding had the same filters
+    in the same order as ``bound``; else None."""
+    if not isinstance(statuses, NodeStatuses) or statuses.first is None:
+        return None
+    if statuses.filters != tuple(f.name for f in bound.filters):
+        return None
+    return statuses.first
 
 
 def _rows_to_try(
@@ -528,6 +545,7 @@ def _dry_runs_together(
     held: Mapping[str, Sequence[Pod]],
     between: Callable[[], None] | None = None,
     memos: NodeMemos | None = None,
+    first: npt.NDArray[np.intp] | None = None,
 ) -> Together | None:
     """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.engine.dryrun`),
     by index into ``tried``; None when the columns cannot (every node is then left to the
@@ -541,7 +559,8 @@ def _dry_runs_together(
     rows = np.array([row for row, _, _ in tried], dtype=np.intp)
     try:
         nominated = [held.get(node.name, ()) for node in nodes] if held else []
-        return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between, memos)
+        known = first[rows] if first is not None else None
+        return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between, memos, known)
     except Unsupported:
         return None
 
