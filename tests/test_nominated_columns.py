@@ -69,9 +69,17 @@ def test_nodes_checked_together_answer_as_node_by_node(
     batched = ReservedCheck(reserved, snapshot, session, incoming, together=together)
     batched.judge(names)
     alone = ReservedCheck(reserved, snapshot, rules.session(), incoming)
+    # the nodes the pod fits without their nominated pods (a walk's feasible rows), judged
+    # asking only the filters those pods change
+    fitting = [n.name for n in snapshot.nodes if bound.first_failure(n) is None]
+    spared = ReservedCheck(reserved, snapshot, rules.session(), incoming, together=together)
+    spared.judge(fitting, fitting=True)
     try:
-        assert [batched.failure(n) for n in names] == [alone.failure(n) for n in names]
+        expected = [alone.failure(n) for n in names]
+        assert [batched.failure(n) for n in names] == expected
+        assert [spared.failure(n) for n in fitting] == [e for n, e in zip(names, expected, strict=True) if n in fitting]
     finally:
         batched.release()
         alone.release()
+        spared.release()
         bound.release()
