@@ -361,7 +361,7 @@ def passing(
     ``filters``, by index), and for nodes holding nominated pods with those added as well
     (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say.
     ``known``: what the cycle found of the filters no pod changes, read instead of asked."""
-    ok = _passing(bound, cols, rows, filters, known)
+    ok = passing_as_is(bound, cols, rows, filters, known)
     held = np.flatnonzero(ok & cols.has_held[rows])
     if len(held):
         # (a nominated pod added changes only what a pod put back would: the other filters
@@ -370,7 +370,7 @@ def passing(
         again = changing if filters is None else [i for i in filters if i in changing]
         cols.with_held = True
         try:
-            ok[held] = _passing(bound, cols, rows[held], again)
+            ok[held] = passing_as_is(bound, cols, rows[held], again)
         finally:
             cols.with_held = False
     return ok
@@ -415,9 +415,11 @@ def _ask(
     return ok
 
 
-def _passing(
+def passing_as_is(
     bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None, known: Known | None = None
 ) -> npt.NDArray[np.bool_]:
+    """:func:`passing` as ``cols`` has the nodes now (nominated pods added only if
+    ``cols.with_held``)."""
     alive = np.ones(len(rows), dtype=bool)
     for i in range(len(bound.filters)) if filters is None else filters:
         live = np.flatnonzero(alive)
