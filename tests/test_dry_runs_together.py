@@ -139,10 +139,16 @@ def test_dry_runs_together_decide_as_node_by_node(
     statuses = NodeStatuses(codes, snapshot.nodes, {n.name: i for i, n in enumerate(snapshot.nodes)})
     kw["rng"] = random.Random(seed)
     as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses, reserved, **kw)
-    # and with what the cycle's walk found of each node (its first failing filter), which the dry
-    # runs read for the filters no pod changes instead of asking them again
+    # and as a cycle calls it: with what its walk found of each node (its first failing filter),
+    # which the dry runs read for the filters no pod changes instead of asking them again, and
+    # its binding of the pod (the dry runs together evaluate through it; node by node, through a
+    # private one on an overlay)
     kw["rng"] = random.Random(seed)
-    with_first = preemption.preempt(snapshot, rules.session(), incoming, _walked(rules, incoming, snapshot), reserved, **kw)
+    session = rules.session()
+    cycle_bound = session.bind(incoming, snapshot)
+    walked = _walked(rules, incoming, snapshot)
+    with_first = preemption.preempt(snapshot, session, incoming, walked, reserved, cycle_bound=cycle_bound, **kw)
+    cycle_bound.release()
     with pytest.MonkeyPatch.context() as m:
         m.setattr(preemption, "BATCH_FROM", 10**9)
         kw["rng"] = random.Random(seed)

@@ -401,9 +401,7 @@ class Known:
         return ~((first >= 0) & (first < index)), (first < 0) | (first > index)
 
 
-def _ask(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int, known: Known | None
-) -> npt.NDArray[np.bool_]:
+def _ask(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int, known: Known | None) -> npt.NDArray[np.bool_]:
     """Whether each row passes filter ``index``: what ``known`` says, the rest evaluated."""
     found = known.answers(index, rows) if known is not None else None
     if found is None:

@@ -126,16 +126,19 @@ def preempt(
     :func:`_find_candidates`. ``victim_order``: the victims' importance, most important first, when pod
     groups make it more than :func:`importance` (upstream's MoreImportantVictim: a group's pods
     before single pods of the same priority; :func:`rulesched.scheduler.victims.order_key`).
-    ``cycle_bound``: the cycle's binding of ``pod``, for a check that needs no private one
-    (:func:`_nobody_to_evict`)."""
+    ``cycle_bound``: the cycle's binding of ``pod`` (on ``snapshot``, which nothing here
+    changes), for what reads the snapshot as it is: the preempt rules, the statuses, a check
+    that needs no dry run (:func:`_nobody_to_evict`) and the dry runs done together, as columns
+    (whose column bodies the walk has compiled already); the dry runs node by node, which take
+    pods off and put them back, have a private binding on an overlay, made when first needed."""
     if cycle_bound is not None and statuses is not None and columns is not None:
         nobody = _nobody_to_evict(
             snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
         )
         if nobody is not None:
             return nobody
-    overlay = ClusterOverlay(snapshot)
-    bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
+    private = _Private(session, pod, snapshot)
+    bound = cycle_bound if cycle_bound is not None else private.bound()
     if not bound.preempts:
         return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.", eligible=False)
     if statuses is None:
@@ -151,7 +154,7 @@ def preempt(
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
     first = _cycle_first(statuses, bound)
     candidates = _find_candidates(
-        snapshot, overlay, bound, order, wanted, potential, columns, held, between, counts, first
+        snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first
     )
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
@@ -166,9 +169,29 @@ def found_message(node: str, victims: int) -> str:
     return f"preemption: found a potential placement for pod on node {node}, preempting {victims} victims"
 
 
+class _Private:
+    """A private binding of the pod on an overlay of the snapshot (the dry runs node by node take
+    pods off it and put them back), bound when first asked for."""
+
+    def __init__(self, session: Session, pod: Pod, snapshot: Snapshot) -> None:
+        self._session, self._pod, self._snapshot = session, pod, snapshot
+        self._found: tuple[ClusterOverlay, BoundRules] | None = None
+
+    def bound(self) -> BoundRules:
+        return self.get()[1]
+
+    def get(self) -> tuple[ClusterOverlay, BoundRules]:
+        """The overlay and the binding on it."""
+        if self._found is None:
+            session, snapshot = self._session, self._snapshot
+            overlay = ClusterOverlay(snapshot)
+            self._found = (overlay, session.bind_private(self._pod, overlay, ForkedIndexes(session.indexes, snapshot)))
+        return self._found
+
+
 def _find_candidates(
     snapshot: Snapshot,
-    overlay: ClusterOverlay,
+    private: _Private,
     bound: BoundRules,
     order: Sequence[int],
     wanted: int,
@@ -190,7 +213,9 @@ def _find_candidates(
     wanted, at least BATCH_FROM, and the rest of the walk too when fewer than BATCH_FROM would
     be left), whose answers past the stop are dropped: the same candidates
     as node by node. When none is found (every node was tried), why the pod fits none is
-    counted for the message; else it is not worked out at all. ``first``: per row, the first
+    counted for the message; else it is not worked out at all. ``bound`` evaluates the dry runs
+    together (on the snapshot's columns), ``private`` those node by node (on its overlay).
+    ``first``: per row, the first
     filter the cycle's walk found the node failing (:func:`_cycle_first`), for the dry runs
     together to read rather than ask again."""
     nodes = snapshot.nodes
@@ -241,7 +266,7 @@ def _find_candidates(
                     continue
                 if between is not None:
                     between()
-                outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
+                outcome = select_victims(*private.get(), node.name, victims, held.get(node.name, ()))
             if isinstance(outcome, NoFit):
                 counts.update(set(outcome.reasons))
                 continue
@@ -266,7 +291,7 @@ def _find_candidates(
             if why is None:  # (the columns cannot say: node by node)
                 if between is not None:
                     between()
-                outcome = select_victims(overlay, bound, name, victims, held.get(name, ()))
+                outcome = select_victims(*private.get(), name, victims, held.get(name, ()))
                 why = outcome.reasons if isinstance(outcome, NoFit) else ()
             counts.update(set(why))
     found.sort(key=lambda c: c[0])
