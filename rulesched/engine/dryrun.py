@@ -356,24 +356,40 @@ def passing(
     rows: Rows,
     filters: Sequence[int] | None = None,
     known: Known | None = None,
+    failed: Failed | None = None,
 ) -> npt.NDArray[np.bool_]:
     """Whether each row's node (as ``cols`` has it now) passes every filter (or those of
     ``filters``, by index), and for nodes holding nominated pods with those added as well
     (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say.
-    ``known``: what the cycle found of the filters no pod changes, read instead of asked."""
-    ok = passing_as_is(bound, cols, rows, filters, known)
+    ``known``: what the cycle found of the filters no pod changes, read instead of asked.
+    ``failed``: where to note the filter each failing row failed first."""
+    ok = passing_as_is(bound, cols, rows, filters, known, None if failed is None else failed.as_is)
     held = np.flatnonzero(ok & cols.has_held[rows])
     if len(held):
         # (a nominated pod added changes only what a pod put back would: the other filters
         # passed on these rows just now, and answer alike with the nominated pods added)
         changing = changing_filters(bound)
         again = changing if filters is None else [i for i in filters if i in changing]
+        at = None if failed is None else np.full(len(held), -1, dtype=np.intp)
         cols.with_held = True
         try:
-            ok[held] = passing_as_is(bound, cols, rows[held], again)
+            ok[held] = passing_as_is(bound, cols, rows[held], again, failed=at)
         finally:
             cols.with_held = False
+        if failed is not None and at is not None:
+            failed.with_held[held] = at
     return ok
+
+
+class Failed:
+    """Per row of a :func:`passing` call, the filter (index) it failed first as the columns have
+    it (``as_is``), or only with its nominated pods added (``with_held``); -1 where not."""
+
+    __slots__ = ("as_is", "with_held")
+
+    def __init__(self, rows: int) -> None:
+        self.as_is = np.full(rows, -1, dtype=np.intp)
+        self.with_held = np.full(rows, -1, dtype=np.intp)
 
 
 class Known:
@@ -414,40 +430,25 @@ def _ask(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int, known: 
 
 
 def passing_as_is(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None, known: Known | None = None
+    bound: BoundRules,
+    cols: DryRunColumns,
+    rows: Rows,
+    filters: Sequence[int] | None,
+    known: Known | None = None,
+    failed: npt.NDArray[np.intp] | None = None,
 ) -> npt.NDArray[np.bool_]:
     """:func:`passing` as ``cols`` has the nodes now (nominated pods added only if
-    ``cols.with_held``)."""
+    ``cols.with_held``); ``failed[j]`` is set to the filter row j failed first."""
     alive = np.ones(len(rows), dtype=bool)
     for i in range(len(bound.filters)) if filters is None else filters:
         live = np.flatnonzero(alive)
         if not len(live):
             break
-        alive[live[~_ask(bound, cols, rows[live], i, known)]] = False
+        dead = live[~_ask(bound, cols, rows[live], i, known)]
+        alive[dead] = False
+        if failed is not None:
+            failed[dead] = i
     return alive
-
-
-def first_failing(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, known: Known | None = None
-) -> list[tuple[int, tuple[str, ...]]]:
-    """Each row's first failing filter (index) and its reasons, as BoundRules.first_failure
-    gives them; for a node holding nominated pods that fits without them, its failure with them
-    added (every row must fail one way); raises Unsupported where the columns cannot say.
-    ``known``: as for :func:`passing`."""
-    out = first_failing_as_is(bound, cols, rows, known=known)
-    again = [j for j, (i, _) in enumerate(out) if i < 0]
-    if again:
-        cols.with_held = True
-        try:
-            # (fitting without them, a row fails with them only a filter a pod added changes)
-            found = first_failing_as_is(bound, cols, rows[again], filters=changing_filters(bound))
-            for j, failure in zip(again, found, strict=True):
-                out[j] = failure
-        finally:
-            cols.with_held = False
-    if any(i < 0 for i, _ in out):
-        raise AssertionError("first_failing asked of a row that fits")
-    return out
 
 
 def first_failing_as_is(
@@ -456,45 +457,47 @@ def first_failing_as_is(
     rows: Rows,
     unknown: tuple[str, ...] | None = None,
     filters: Sequence[int] | None = None,
-    known: Known | None = None,
 ) -> list[tuple[int, tuple[str, ...]]]:
-    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit. With
-    ``unknown``, rows whose reasons the columns cannot give get it as theirs instead of the
-    whole call raising Unsupported. ``filters``: only these are asked (by index, in rule
-    order), every other one known to pass on these rows; ``known``: as for :func:`passing`."""
-    bodies = columns_of(bound)
-    assert bodies is not None
+    """Each row's first failing filter (index) and its reasons as ``cols`` has the nodes now,
+    as BoundRules.first_failure gives them; (-1, ()) for rows that fit. With ``unknown``, rows
+    whose reasons the columns cannot give get it as theirs instead of the whole call raising
+    Unsupported. ``filters``: only these are asked (by index, in rule order), every other one
+    known to pass on these rows."""
     out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
     alive = np.arange(len(rows))
     for i in range(len(bound.filters)) if filters is None else filters:
         if not len(alive):
             break
-        f = bound.filters[i]
-        ok = _ask(bound, cols, rows[alive], i, known)
+        ok = _filter(bound, cols, rows[alive], i)
         failed = alive[~ok]
         if len(failed):
-            expr = bodies.filter_reasons[i]
-            if expr is None:
-                why = f.reasons(cols.nodes[int(rows[failed[0]])])
-                values = [why] * len(failed)
-            else:
-                try:
-                    encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows[failed], {})
-                except Unsupported:
-                    if unknown is None:
-                        raise
-                    encoded = None
-                if encoded is None:
-                    assert unknown is not None
-                    values = [unknown] * len(failed)
-                else:
-                    default = (f"node(s) didn't satisfy rule {f.name}",)
-                    table = [as_reasons(v, default) for v in encoded.values]
-                    values = [table[c] for c in encoded.codes.tolist()]
-            for j, why in zip(failed.tolist(), values, strict=True):
+            for j, why in zip(failed.tolist(), failing_reasons(bound, cols, rows[failed], i, unknown), strict=True):
                 out[j] = (i, why)
         alive = alive[ok]
     return out
+
+
+def failing_reasons(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int, unknown: tuple[str, ...] | None = None
+) -> list[tuple[str, ...]]:
+    """The reasons of filter ``index`` on each of ``rows``, which fail it (as ``cols`` has them
+    now); with ``unknown``, that for every row when the columns cannot give them (else
+    Unsupported is raised)."""
+    bodies = columns_of(bound)
+    assert bodies is not None
+    f = bound.filters[index]
+    expr = bodies.filter_reasons[index]
+    if expr is None:
+        return [f.reasons(cols.nodes[int(rows[0])])] * len(rows)
+    try:
+        encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows, {})
+    except Unsupported:
+        if unknown is None:
+            raise
+        return [unknown] * len(rows)
+    default = (f"node(s) didn't satisfy rule {f.name}",)
+    table = [as_reasons(v, default) for v in encoded.values]
+    return [table[c] for c in encoded.codes.tolist()]
 
 
 def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> npt.NDArray[np.bool_]:
@@ -526,7 +529,7 @@ class Together:
         self._reasons: dict[int, tuple[str, ...]] | None = None
         self._bound: BoundRules | None = None
         self._cols: DryRunColumns | None = None
-        self._known: Known | None = None
+        self._failed: Failed | None = None
         self._gone = np.zeros(0, dtype=bool)
         self._violations = np.zeros(0, dtype=np.int64)
         self._orders: Sequence[Sequence[Pod]] = ()
@@ -542,13 +545,12 @@ class Together:
         if self._reasons is None:
             self._reasons = {}
             rows = np.array(sorted(self.no_fit), dtype=np.intp)
-            if len(rows) and self._bound is not None and self._cols is not None:
-                try:
-                    failures = first_failing(self._bound, self._cols, rows, self._known)
+            bound, cols, failed = self._bound, self._cols, self._failed
+            if len(rows) and bound is not None and cols is not None and failed is not None:
+                try:  # (each row's failing filter as the fit check found it: only its reasons asked)
+                    self._reasons = _reasons_at(bound, cols, rows, failed)
                 except Unsupported:  # (their reasons: node by node)
-                    failures = []
-                for i, (_, why) in zip(rows.tolist(), failures, strict=False):
-                    self._reasons[i] = why
+                    self._reasons = {}
         return self._reasons
 
     def victims(self, i: int) -> list[Pod]:
@@ -595,9 +597,10 @@ def dry_runs_together(
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
     known = Known(bound, first) if first is not None else None
-    fits = passing(bound, cols, every, known=known)
+    failed = Failed(m)  # (which filter each node failed: its reasons asked later, if ever)
+    fits = passing(bound, cols, every, known=known, failed=failed)
     out.no_fit = frozenset(every[~fits].tolist())  # (why: asked later, if ever; no step changes their rows)
-    out._bound, out._known = bound, known
+    out._bound, out._failed = bound, failed
     # (each step asks only the filters a pod put back can change: every other one passed on
     # these nodes with all of their pods off, and answers alike with any put back)
     changing = changing_filters(bound)
@@ -626,6 +629,24 @@ def dry_runs_together(
     out.candidates = dict(zip(done.tolist(), violations[done].tolist(), strict=True))
     out._cols, out._gone, out._violations, out._orders = cols, gone, violations, orders
     out.violating = violating
+    return out
+
+
+def _reasons_at(bound: BoundRules, cols: DryRunColumns, rows: Rows, failed: Failed) -> dict[int, tuple[str, ...]]:
+    """The reasons of each of ``rows`` (which failed the fit check) for the filter ``failed``
+    says it failed first there, as BoundRules.first_failure gives them (with the node's
+    nominated pods added where it failed only with them)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for held, at in ((False, failed.as_is[rows]), (True, failed.with_held[rows])):
+        for index in sorted(set(at[at >= 0].tolist())):
+            mine = rows[at == index]
+            cols.with_held = held
+            try:
+                out.update(zip(mine.tolist(), failing_reasons(bound, cols, mine, index), strict=True))
+            finally:
+                cols.with_held = False
+    if len(out) != len(rows):
+        raise AssertionError("a row that failed the fit check has no failing filter")
     return out
 
 
