@@ -30,7 +30,6 @@ rewrites ``DisruptionTarget``: see
 
 from __future__ import annotations
 
-import math
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +41,7 @@ import numpy.typing as npt
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
-from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
+from rulesched.lang import CHECK_EVERY, BoundRules, ForkedIndexes, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.budgets import put_back_orders, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
@@ -55,11 +54,11 @@ from rulesched.scheduler.framework import (
     num_candidates,
 )
 from rulesched.scheduler.nominator import Reserved
+from rulesched.scheduler.potential import PRIORITY_SETS, Potential, importance, pod_priorities, started
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
-_PRIORITY_SETS = ListOf(NUMBER)  # (the column's type: object, a frozenset per node)
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
 BATCH_FROM = 16  # nodes tried from which their dry runs go together, as columns
 OUTRANK = True  # dry runs together hand pick_candidate only the candidates it may choose
@@ -80,17 +79,6 @@ class NoFit:
 
 
 _LEFT = NoFit(())  # (a sentinel: a node left to the node-by-node dry run)
-
-
-def _started(pod: Pod) -> float:
-    """GetPodStartTime: a pod without status.startTime (assumed, or bound but not started yet)
-    counts as starting now, i.e. after every pod that has one."""
-    return pod.start_time or math.inf
-
-
-def importance(pod: Pod) -> tuple[int, float]:
-    """Sort key, most important first (MoreImportantPod: higher priority, then started earlier)."""
-    return (-pod.priority, _started(pod))
 
 
 @dataclass(frozen=True)
@@ -149,7 +137,7 @@ def preempt(
         return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
-    potential = _Potential(bound, session.rules.node_memos, victim_order)
+    potential = Potential(bound, session.rules.node_memos, victim_order)
     order, many = _rows_to_try(snapshot, statuses, held, potential, columns, counts, rng)
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
     first = _cycle_first(statuses, bound)
@@ -195,7 +183,7 @@ def _find_candidates(
     bound: BoundRules,
     order: Sequence[int],
     wanted: int,
-    potential: _Potential,
+    potential: Potential,
     columns: NodeColumns | None,
     held: Mapping[str, Sequence[Pod]],
     between: Callable[[], None] | None,
@@ -313,7 +301,7 @@ def _rows_to_try(
     snapshot: Snapshot,
     statuses: Mapping[str, Code],
     held: Mapping[str, Any],
-    potential: _Potential,
+    potential: Potential,
     columns: NodeColumns | None,
     counts: Counter[str],
     rng: random.Random | None = None,
@@ -396,8 +384,8 @@ def _nobody_to_evict(
     rows = _potential_rows(nodes, statuses, reserved.nodes if reserved is not None else {}, counts)
     many = len(rows)
     if many:  # (only the potential nodes' pods are looked at, in the search as here)
-        potential = _Potential(bound, memos)
-        values = columns.derived(_pod_priorities, _PRIORITY_SETS)[rows].tolist()
+        potential = Potential(bound, memos)
+        values = columns.derived(pod_priorities, PRIORITY_SETS)[rows].tolist()
         for priorities in set(values):  # (a node of each distinct set holds the example pods asked)
             if priorities and potential._wanted_of(nodes[rows[values.index(priorities)]], priorities):
                 return None
@@ -406,72 +394,6 @@ def _nobody_to_evict(
     if many:
         counts[NO_VICTIMS] += many
     return Preemption(None, message="preemption: " + fit_error(len(nodes), counts))
-
-
-def _pod_priorities(node: Any) -> frozenset[int]:
-    """The priorities of a node's pods (a node column: rulesched.engine.columns)."""
-    return frozenset(p.priority for p in node.pods)
-
-
-_PRIORITIES = ("preemption", "priorities")  # a node memo key: its pods' priorities
-
-
-class _Potential:
-    """The pods of a node every applicable preempt rule allows to be evicted. Rules that read
-    the victim only through its priority (the default's ``victim.priority < pod.priority``) are
-    asked once per priority, and a node whose pods' priorities (kept in the node's memo until it
-    changes) are all refused is passed over without looking at its pods."""
-
-    def __init__(
-        self, bound: BoundRules, memos: NodeMemos, order: Callable[[Pod], tuple[Any, ...]] | None = None
-    ) -> None:
-        self.rules = bound.preempts
-        self.order = order
-        self.memos = memos  # (the rule set's node memos: the node's priorities and victims kept there)
-        self.by_priority = all(rule.by_priority for rule in self.rules)
-        self._allowed: dict[int, bool] = {}
-        self._wanted: dict[frozenset[int], frozenset[int]] = {}  # a node's priorities -> those allowed
-
-    def wanted_rows(self, nodes: Sequence[Any], columns: NodeColumns, rows: Any) -> Any:
-        """Whether each row's node holds a pod of a priority the rules allow to evict."""
-        values = columns.derived(_pod_priorities, _PRIORITY_SETS)[rows].tolist()
-        verdict: dict[frozenset[int], bool] = {}
-        for row, priorities in zip(rows.tolist(), values, strict=True):
-            if priorities not in verdict:
-                verdict[priorities] = bool(self._wanted_of(nodes[row], priorities))
-        return np.array([verdict[p] for p in values], dtype=bool)
-
-    def _wanted_of(self, node: Any, priorities: frozenset[int]) -> frozenset[int]:
-        """Those of ``priorities`` (of the node's pods) the rules allow to evict."""
-        wanted = self._wanted.get(priorities)
-        if wanted is None:
-            allowed, rules = self._allowed, self.rules
-            for priority in priorities:
-                if priority not in allowed:
-                    example = next(p for p in node.pods if p.priority == priority)
-                    allowed[priority] = all(rule.allows(node, example) for rule in rules)
-            wanted = self._wanted[priorities] = frozenset(q for q in priorities if allowed[q])
-        return wanted
-
-    def victims(self, node: Any) -> list[Pod]:
-        """The node's potential victims, most important first (a list not to be changed)."""
-        rules = self.rules
-        if self.order is not None:  # (groups' units: not kept in the node's memo)
-            return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=self.order)
-        if not self.by_priority:
-            return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=importance)
-        memo = self.memos.values(node) or self.memos.start(node)
-        priorities = memo.get(_PRIORITIES)
-        if priorities is None:
-            priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
-        wanted = self._wanted_of(node, priorities)
-        if not wanted:
-            return []
-        key = (_PRIORITIES, wanted)  # (the same pods for every pod allowed these)
-        found: list[Pod] | None = memo.get(key)
-        if found is None:
-            found = memo[key] = sorted((p for p in node.pods if p.priority in wanted), key=importance)
-        return found
 
 
 def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:
@@ -629,4 +551,4 @@ def pick_candidate(
 def _earliest_start_of_highest(victims: Sequence[Pod]) -> float:
     """GetEarliestPodStartTime among the highest-priority victims; later is better."""
     top = victims[0].priority
-    return min(_started(v) for v in victims if v.priority == top)
+    return min(started(v) for v in victims if v.priority == top)
