@@ -361,7 +361,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.binder.plan = deque(plan)
         self.scheduler.run()
         queue = self.scheduler.queue
-        assert not queue._active and not queue._backoff and not queue._error_backoff, "run() returned before the queue settled"
+        assert not queue._active and not queue._backoff and not queue._error_backoff, (
+            "run() returned before the queue settled"
+        )
         self.binder.plan.clear()
         for key in queue._unschedulable:
             assert self.state.pod_node(key) is None

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 ORDERING_WINDOW = 1.0  # backoffQOrderingWindowDuration (and the backoff queue's flush period)
-_MAX_SHIFT = 64  # (a doubling past this exceeds any maximum: upstream's shift works on int64)
+_MAX_SHIFT = 1000  # (doubling this often exceeds any maximum; and a float holds 2**1000)
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,11 @@ class Attempts:
 
 def backoff_duration(count: int, initial: float, maximum: float) -> float:
     """calculateBackoffDuration for a single pod."""
-    if count <= 0:
+    if count <= 0 or initial <= 0:
         return 0.0
-    shift = min(count - 1, _MAX_SHIFT)
-    if initial > maximum / 2**shift:
+    shift = count - 1
+    # (upstream's ``initial > maximum >> shift`` on integer nanoseconds; compared exactly here)
+    if shift >= _MAX_SHIFT or initial * 2**shift > maximum:
         return maximum
     return float(initial * 2**shift)
 

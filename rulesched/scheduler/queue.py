@@ -21,7 +21,6 @@ Next stage: :mod:`rulesched.scheduler.cycle` schedules what :meth:`pop` returns.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 import threading
@@ -33,6 +32,7 @@ from rulesched.model import Pod
 from rulesched.scheduler import backoff
 from rulesched.scheduler.backoff import Attempts
 from rulesched.scheduler.cluster_events import Event
+from rulesched.scheduler.pod_versions import keep_nomination, same_for_scheduling
 
 UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 
@@ -67,21 +67,6 @@ class _Parked:
     rejected_by: frozenset[str] = frozenset()  # the filters that failed it (its unschedulable plugins)
 
 
-# What a pending pod's update may change without changing where it can go: its status (the
-# PodScheduled condition a scheduler writes after each failed attempt is no field of Pod at all;
-# the nominated node is the scheduler's own note). kube-scheduler's queue likewise leaves a parked
-# pod parked on such an update: PodSchedulingPropertiesChange finds no property changed, and no
-# plugin of the default profile registers the plain Pod/Update event of the pod itself; requeued
-# by it, every attempt's own status patch would bring the pod back for another attempt.
-_STATUS_ONLY = frozenset({"nominated_node_name"})
-_SCHEDULING_FIELDS = tuple(f.name for f in dataclasses.fields(Pod) if f.name not in _STATUS_ONLY)
-
-
-def same_for_scheduling(a: Pod, b: Pod) -> bool:
-    """Whether two versions of a pod differ at most in what cannot change where it fits."""
-    return a is b or all(getattr(a, name) == getattr(b, name) for name in _SCHEDULING_FIELDS)
-
-
 class SchedulingQueue:
     def __init__(
         self,
@@ -89,13 +74,11 @@ class SchedulingQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         unschedulable_max: float = UNSCHEDULABLE_MAX_SECONDS,
-        pop_from_backoff: bool = True,
     ) -> None:
         self._clock = clock
         self._initial = initial_backoff
         self._max = max_backoff
         self._unschedulable_max = unschedulable_max
-        self._pop_from_backoff = pop_from_backoff  # the SchedulerPopFromBackoffQ feature gate
         self._seq = itertools.count()
         self._heaps: dict[str, list[_Entry]] = {ACTIVE: [], BACKOFF: [], ERROR_BACKOFF: []}
         self._active, self._backoff, self._error_backoff = (self._heaps[h] for h in (ACTIVE, BACKOFF, ERROR_BACKOFF))
@@ -342,7 +325,7 @@ class SchedulingQueue:
                 entry = None
                 if self._active:
                     entry = heapq.heappop(self._active)
-                elif self._backoff and self._pop_from_backoff:
+                elif self._backoff:  # (SchedulerPopFromBackoffQ)
                     entry = heapq.heappop(self._backoff)
                     self._report(ACTIVE, POP_FROM_BACKOFF, entry.pod)
                 if entry is not None:
@@ -435,7 +418,7 @@ class SchedulingQueue:
                 if not same_for_scheduling(pod, settled):  # updated during its cycle: try the new version soon
                     self._after_backoff(settled, ATTEMPT_FAILURE)
                     return
-                pod = _keep_nomination(settled, pod)  # (its status only changed: parked as the newer version)
+                pod = keep_nomination(settled, pod)  # (its status only changed: parked as the newer version)
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods
@@ -497,7 +480,7 @@ class SchedulingQueue:
             if settled is None or settled.key in self._queued:
                 return
             if settled is not pod:
-                settled = _keep_nomination(settled, pod)
+                settled = keep_nomination(settled, pod)
             if backoff:
                 self._failed(pod.key, error=True)
                 self._after_backoff(settled, ATTEMPT_FAILURE)
@@ -571,7 +554,7 @@ class SchedulingQueue:
 
     def _push(self, pod: Pod, heap: str, event: str | None) -> None:
         params = self._params.setdefault(pod.key, Attempts(self._clock()))  # (a new pod: Timestamp now)
-        order = (-pod.priority, params.timestamp, next(self._seq))
+        order: tuple[float, ...] = (-pod.priority, params.timestamp, next(self._seq))
         if heap != ACTIVE:
             ends = backoff.expiry(params, self._initial, self._max)
             assert ends is not None  # (only a pod backing off goes to a backoff heap)
@@ -611,10 +594,3 @@ class SchedulingQueue:
 def _label(heap: str) -> str:
     """The sub-queue a heap is in kube-scheduler's metrics (its error backoff queue is backoff)."""
     return BACKOFF if heap == ERROR_BACKOFF else heap
-
-
-def _keep_nomination(newer: Pod, requeued: Pod) -> Pod:
-    """A pod updated during its cycle keeps the node its preemption nominated."""
-    if requeued.nominated_node_name and not newer.nominated_node_name:
-        return dataclasses.replace(newer, nominated_node_name=requeued.nominated_node_name)
-    return newer
