@@ -1,8 +1,8 @@
-"""The scheduling queue: active pods by priority then arrival, backoff, and the unschedulable pool.
+"""The scheduling queue: active pods by priority then arrival or last failure, backoff, and the unschedulable pool.
 
 As in kube-scheduler 1.37.2, a pod that fits nowhere waits in the unschedulable pool until the
-cluster changes in a way that could help (:meth:`SchedulingQueue.move`), or for at most five
-minutes; it then goes to the active queue, or to the backoff queue while its backoff (1 s doubling
+cluster changes in a way that could help (:meth:`SchedulingQueue.move`), or for five minutes
+(upstream looks every 30 s, so 5:00-5:30 there); it then goes to the active queue, or to the backoff queue while its backoff (1 s doubling
 per failed attempt, up to 10 s by default) counted from its last failed attempt has not run out
 (:mod:`rulesched.scheduler.backoff`). A pod whose attempt failed by an error (a failed binding)
 backs off in the error backoff queue. With nothing active, :meth:`SchedulingQueue.pop` takes the
