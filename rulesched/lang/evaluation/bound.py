@@ -190,6 +190,9 @@ class BoundRules:
         # a DRA pod's claims (rulesched.semantics.dra_pod.PodClaims), which its DynamicResources
         # precheck filters with; Reserve reads the chosen node's allocation from them
         self.dra_claims: Any = None
+        # ... and the device scores' ranking its claims are allocated by, with what it depends on
+        # (RuleSet._ranking): the class's, made when the class is bound
+        self.device_ranking: Any = None
         self.refresh()
 
     def rebind(self, pod: Pod, cluster: ClusterView | None) -> None:
