@@ -55,6 +55,11 @@ class _Held:
         self._shares: dict[tuple[str, str], frozenset[tuple[str, str, str, str]]] = {}
         self._shared_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
         self._consumed: dict[tuple[str, str], Mapping[DeviceID, Mapping[str, int]]] = {}
+        # The names of those four tables an AllocatedState made since holds (allocated): copied
+        # before the next change to them, the others changed in place. A bind changes one pool
+        # in one or two of them (a whole GPU: the devices allocated whole; a share: the shares'),
+        # so a bind copies those, not all four (each a pool per node: 1,213 entries on openb).
+        self._lent: set[str] = set()
 
     def count(self, alloc: Allocation, sign: int) -> None:
         pools: set[tuple[str, str]] = set()
@@ -83,21 +88,36 @@ class _Held:
         """Pool ``pool``'s frozen parts made again from its counts (a pool: a node's few devices)."""
         whole = self._pool_whole.get(pool)
         shares = self._pool_shares.get(pool)
-        _put(self._whole, pool, frozenset(whole) if whole else None)
-        _put(self._shares, pool, frozenset(shares) if shares else None)
+        self._put("_whole", pool, frozenset(whole) if whole else None)
+        self._put("_shares", pool, frozenset(shares) if shares else None)
         devices = {s[:3] for s in shares} if shares else set()
-        _put(self._shared_devices, pool, frozenset(devices) if devices else None)
+        self._put("_shared_devices", pool, frozenset(devices) if devices else None)
         consumed = {d: MappingProxyType(dict(self.consumed[d])) for d in devices if d in self.consumed}
-        _put(self._consumed, pool, MappingProxyType(consumed) if consumed else None)
+        self._put("_consumed", pool, MappingProxyType(consumed) if consumed else None)
+
+    def _put(self, name: str, pool: tuple[str, str], value: Any) -> None:
+        """Table ``name``'s entry of ``pool`` set to ``value`` (None: none), unless it is equal
+        already (the part kept: an AllocatedState holding the table sees no change), the table
+        copied first while an AllocatedState holds it."""
+        table: dict[tuple[str, str], Any] = getattr(self, name)
+        if table.get(pool) == value:
+            return
+        if name in self._lent:
+            self._lent.discard(name)
+            table = dict(table)
+            setattr(self, name, table)
+        _put(table, pool, value)
 
     def allocated(self) -> AllocatedState:
-        """The allocator's view: a copy of the per-pool tables (one entry a pool), not of every
-        device held (each pool's parts are frozen and remade when a claim changes it)."""
+        """The allocator's view: the per-pool tables (one entry a pool) as they are now, not a
+        copy of every device held (each pool's parts are frozen and remade when a claim changes
+        it; a table is copied before it changes while the view holds it)."""
+        self._lent.update(("_whole", "_shares", "_consumed", "_shared_devices"))
         return AllocatedState(
-            PooledSet(dict(self._whole)),
-            PooledSet(dict(self._shares)),
-            PooledMap(dict(self._consumed)),
-            PooledSet(dict(self._shared_devices)),
+            PooledSet(self._whole),
+            PooledSet(self._shares),
+            PooledMap(self._consumed),
+            PooledSet(self._shared_devices),
         )
 
     def use(self) -> DeviceUse:
