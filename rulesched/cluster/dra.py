@@ -32,7 +32,7 @@ from rulesched.semantics.dra_claims import claim_keys, consumer_uid
 from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools, PooledMap, PooledSet
 from rulesched.semantics.dra_extended import extended_view
 from rulesched.semantics.dra_pod import RELEASABLE, pod_claims
-from rulesched.semantics.dra_views import DeviceUse, node_devices
+from rulesched.semantics.dra_views import DeviceUse, node_devices, node_pools
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
 
@@ -169,6 +169,9 @@ class DraCache:
         # the slices, those of each node and those naming none (node.devices' refresh; kept
         # until the slices change)
         self._slices: tuple[list[Any], dict[str, list[Any]], list[Any]] | None = None
+        # ... and the pools each node reaches from them, with the Node they were gathered for (a
+        # node's refresh after a bind remakes its devices' views, not its pools)
+        self._node_pools: dict[str, tuple[Any, list[Any]]] = {}
         self.allocates = True  # False: kube-scheduler allocates (the extender; DraState.allocates)
         self._fixed: dict[Any, Any] = {}  # device id -> its views that change with the slice alone (node_devices)
 
@@ -222,6 +225,7 @@ class DraCache:
         elif kind == "slices":
             self.pools = {}
             self._slices = None
+            self._node_pools = {}
             self._fixed = {}
             for s in (self._maps["slices"].get(key), value):
                 if s is not None:
@@ -278,11 +282,14 @@ class DraCache:
         use = self._use
         out = {}
         for name in names:
-            views = (
-                node_devices(nodes[name].node, on_node.get(name, []) + shared, slices, use, self._fixed)
-                if slices
-                else ()
-            )
+            views: tuple[NodeDevice, ...] = ()
+            if slices:
+                node = nodes[name].node
+                reached = on_node.get(name, []) + shared
+                kept = self._node_pools.get(name)
+                if kept is None or kept[0] is not node:
+                    kept = self._node_pools[name] = (node, node_pools(node, reached, slices))
+                views = node_devices(node, reached, slices, use, self._fixed, kept[1])
             for view in views:
                 self._seen_on.setdefault(view.id, set()).add(name)
             out[name] = views
@@ -293,6 +300,7 @@ class DraCache:
         self.mark(None)
         self.pools = {}
         self._slices = None
+        self._node_pools = {}
         for kind in DRA_KINDS:
             self._maps[kind] = dict(getattr(state, kind))
             self._cow.made_now(f"dra_{kind}")

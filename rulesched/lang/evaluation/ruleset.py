@@ -27,11 +27,10 @@ import dataclasses
 import functools
 import operator
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Mapping, MutableMapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
-
-import cachetools
 
 from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
@@ -329,7 +328,8 @@ class Session:
 
     def __init__(self, rules: RuleSet) -> None:
         self.rules = rules
-        self.classes: cachetools.LRUCache[Any, BoundRules] = cachetools.LRUCache(CLASS_CACHE_SIZE)
+        # (an OrderedDict, the least recently used first: a hit is ~0.1 us, cachetools' LRU ~2 us)
+        self.classes: OrderedDict[Any, BoundRules] = OrderedDict()
         self.indexes = new_index_store()
         self.watch = RuleWatch()
         self.claims_keys = ClaimsKeys()
@@ -359,13 +359,17 @@ class Session:
             key = (key, claims_key)
         if rules.class_tokens:  # guards decided by cluster objects: a change makes a new class
             key = (key, tuple([token(cluster) for token in rules.class_tokens]))
-        bound = self.classes.get(key)
+        classes = self.classes
+        bound = classes.get(key)
         if bound is not None:
+            classes.move_to_end(key)
             bound.rebind(pod, cluster)
             if pod.resource_claims:
                 rules.rebind_claims(bound, pod, cluster)
             return bound
-        bound = self.classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True, watch=self.watch)
+        bound = classes[key] = rules.bind_new(pod, cluster, self.indexes, cache=True, watch=self.watch)
+        if len(classes) > CLASS_CACHE_SIZE:
+            classes.popitem(last=False)
         return bound
 
     def bind_private(self, pod: Pod, cluster: ClusterView, indexes: MutableMapping[Any, Any]) -> BoundRules:
