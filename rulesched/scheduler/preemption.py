@@ -30,6 +30,7 @@ rewrites ``DisruptionTarget``: see
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections import Counter
@@ -367,8 +368,14 @@ def _nobody_to_evict(
 
 
 def _pod_priorities(node: Any) -> frozenset[int]:
-    """The priorities of a node's pods (a node column: rulesched.engine.columns)."""
-    return frozenset(p.priority for p in node.pods)
+    """The priorities of a node's pods (a node column: rulesched.engine.columns), one object per
+    distinct set (a set of the column's values, per failing pod, then compares by identity)."""
+    return _one_of(frozenset(p.priority for p in node.pods))
+
+
+@functools.lru_cache(maxsize=256)
+def _one_of(priorities: frozenset[int]) -> frozenset[int]:
+    return priorities  # (the first set equal to it that was asked for)
 
 
 _PRIORITIES = ("preemption", "priorities")  # a node memo key: its pods' priorities
