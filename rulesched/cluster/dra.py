@@ -19,6 +19,7 @@ Next stage: :mod:`rulesched.cluster.snapshot` carries them to the cycle.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -55,11 +56,12 @@ class _Held:
         self._shares: dict[tuple[str, str], frozenset[tuple[str, str, str, str]]] = {}
         self._shared_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
         self._consumed: dict[tuple[str, str], Mapping[DeviceID, Mapping[str, int]]] = {}
-        # The names of those four tables an AllocatedState made since holds (allocated): copied
-        # before the next change to them, the others changed in place. A bind changes one pool
-        # in one or two of them (a whole GPU: the devices allocated whole; a share: the shares'),
-        # so a bind copies those, not all four (each a pool per node: 1,213 entries on openb).
-        self._lent: set[str] = set()
+        # Those four tables an AllocatedState made since reads (allocated), by name, with the
+        # view that reads each (weakly): copied before the next change to them while the view is
+        # alive, else changed in place. A bind changes one pool in one or two of them (a whole
+        # GPU: the devices allocated whole; a share: the shares'), and the cycle's views are
+        # gone by then unless someone kept them (each table a pool per node: 1,213 entries on openb).
+        self._lent: dict[str, weakref.ref[Any]] = {}
 
     def count(self, alloc: Allocation, sign: int) -> None:
         pools: set[tuple[str, str]] = set()
@@ -102,8 +104,8 @@ class _Held:
         table: dict[tuple[str, str], Any] = getattr(self, name)
         if table.get(pool) == value:
             return
-        if name in self._lent:
-            self._lent.discard(name)
+        lent = self._lent.pop(name, None)
+        if lent is not None and lent() is not None:
             table = dict(table)
             setattr(self, name, table)
         _put(table, pool, value)
@@ -112,13 +114,11 @@ class _Held:
         """The allocator's view: the per-pool tables (one entry a pool) as they are now, not a
         copy of every device held (each pool's parts are frozen and remade when a claim changes
         it; a table is copied before it changes while the view holds it)."""
-        self._lent.update(("_whole", "_shares", "_consumed", "_shared_devices"))
-        return AllocatedState(
-            PooledSet(self._whole),
-            PooledSet(self._shares),
-            PooledMap(self._consumed),
-            PooledSet(self._shared_devices),
-        )
+        whole, shares, shared = PooledSet(self._whole), PooledSet(self._shares), PooledSet(self._shared_devices)
+        consumed = PooledMap(self._consumed)
+        views = {"_whole": whole, "_shares": shares, "_consumed": consumed, "_shared_devices": shared}
+        self._lent = {name: weakref.ref(view) for name, view in views.items()}
+        return AllocatedState(whole, shares, consumed, shared)
 
     def use(self) -> DeviceUse:
         """What the claims hold now, read in place (valid until the next change: the store works
