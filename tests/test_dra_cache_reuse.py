@@ -37,8 +37,7 @@ from rulesched.semantics.dra_pod import with_claims  # noqa: E402
 from rulesched.semantics.dra_views import device_use, node_devices  # noqa: E402
 from rulesched.simulate.driver import Simulation  # noqa: E402
 from rulesched.simulate.load import load_cluster  # noqa: E402
-from tests.helpers.gpu_replay import gpu_nodes  # noqa: E402
-from tests.test_gpu_replay_property import gpu_pods  # noqa: E402
+from tests.helpers.gpu_replay import gpu_nodes, gpu_pods  # noqa: E402
 
 
 def _fresh_devices(store: Any, name: str) -> tuple[Any, ...]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
+import types
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -29,26 +31,40 @@ def _fields(cls: type) -> tuple[str, ...] | None:
 
 
 @functools.cache
-def _copier(cls: type) -> tuple[Callable[[Any, dict[str, Any]], Any], frozenset[str]] | None:
-    """For a class :func:`_fields` accepts, a function storing each field of a copy (one line
-    per field, as dataclasses writes ``__init__``: ~2.5x faster than a loop over the names
-    with ``getattr``), the changes stored over them; and the field names."""
+def _copier(
+    cls: type,
+) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[Callable[[Any, Any], None], ...], frozenset[str]] | None:
+    """For a class :func:`_fields` accepts: every field's value read at once (``attrgetter``)
+    and each field's slot setter, in field order (~1.6x faster than ``getattr`` and
+    ``object.__setattr__`` by name for each field), and the field names; None when some field
+    is not a slot of the class or its bases."""
     names = _fields(cls)
     if names is None:
         return None
-    lines = ["def copy(obj, changes):", "    new = make(cls)"]
-    lines += [f"    store(new, {name!r}, obj.{name})" for name in names]
-    lines += ["    for name, value in changes.items():", "        store(new, name, value)", "    return new"]
-    space: dict[str, Any] = {"make": object.__new__, "cls": cls, "store": object.__setattr__}
-    exec("\n".join(lines), space)  # (the names are a dataclass's fields: identifiers)
-    return space["copy"], frozenset(names)
+    setters = []
+    for name in names:
+        slot = next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+        if not isinstance(slot, types.MemberDescriptorType):
+            return None
+        setters.append(slot.__set__)
+    if len(names) == 1:  # (attrgetter of one name gives the value, not a tuple)
+        only = names[0]
+        return (lambda obj: (getattr(obj, only),)), tuple(setters), frozenset(names)
+    get: Callable[[Any], tuple[Any, ...]] = operator.attrgetter(*names) if names else (lambda obj: ())
+    return get, tuple(setters), frozenset(names)
 
 
 def replaced(obj: T, **changes: Any) -> T:
     """``dataclasses.replace(obj, **changes)``."""
     cls: type = type(obj)
     copier = _copier(cls)
-    if copier is None or not changes.keys() <= copier[1]:
+    if copier is None or not changes.keys() <= copier[2]:
         return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
-    new: T = copier[0](obj, changes)
+    get, setters, _ = copier
+    new: T = object.__new__(cls)
+    for set_field, value in zip(setters, get(obj), strict=True):
+        set_field(new, value)
+    store = object.__setattr__
+    for name, value in changes.items():
+        store(new, name, value)
     return new
