@@ -36,6 +36,16 @@ def batched(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+# a filter no pod changes (it reads a label), resolvable (evicting is thought to help there), after
+# NodeResourcesFit: the dry runs read its answers from the cycle's walk where that knew them
+ZONE_RULES = """
+extends "default"
+
+filter zone_ok:
+    node.labels["zone"] != "bad"
+    else "node(s) in a bad zone"
+"""
+
 PORTS_RULES = """
 extends "default"
 
@@ -69,7 +79,7 @@ def _pod(name: str, cpu: int, priority: int, node_name: str = "", app: str = "a"
     st.integers(200, 3500),
     st.sampled_from([10, 100, 1000]),
     st.booleans(),
-    st.booleans(),
+    st.sampled_from(["default", "ports", "zone"]),
     st.lists(st.tuples(st.integers(0, 8), st.integers(100, 2000), st.sampled_from([10, 100, 1000])), max_size=3),
     st.tuples(st.sampled_from([0, 10, 40, 100]), st.integers(1, 4), st.integers(0, 99)),
     st.sampled_from([1, 3]),
@@ -81,7 +91,7 @@ def test_dry_runs_together_decide_as_node_by_node(
     cpu: int,
     priority: int,
     budgets: bool,
-    own_rules: bool,
+    own_rules: str,
     nominated: list[tuple[int, int, int]],
     sample: tuple[int, int, int],
     batch_from: int,
@@ -91,6 +101,7 @@ def test_dry_runs_together_decide_as_node_by_node(
     nodes = [
         node(
             f"n{i}",
+            {"zone": "bad" if i % 4 == 1 else "good"},
             allocatable={"cpu": str(c), "memory": "8Gi", "pods": "5"},
             taints=[{"key": "k", "effect": "NoSchedule"}] if tainted and i % 3 == 0 else (),
         )
@@ -102,8 +113,9 @@ def test_dry_runs_together_decide_as_node_by_node(
     ]
     pdbs = [pdb("b0", "default", {"app": "app0"}, 1)] if budgets else []
     cluster = state(nodes, pods, pdbs)
-    rules = load_rules_text({"r.rules": PORTS_RULES}) if own_rules else default_rules()
-    incoming = _pod("incoming", cpu, priority, port=own_rules)
+    own = {"ports": PORTS_RULES, "zone": ZONE_RULES}.get(own_rules)
+    rules = load_rules_text({"r.rules": own}) if own is not None else default_rules()
+    incoming = _pod("incoming", cpu, priority, port=own_rules == "ports")
     snapshot = cluster.snapshot()
     preemption.OUTRANK = outrank  # (the fixture restores it)
     held: dict[str, tuple[Any, ...]] = {}
@@ -127,6 +139,16 @@ def test_dry_runs_together_decide_as_node_by_node(
     statuses = NodeStatuses(codes, snapshot.nodes, {n.name: i for i, n in enumerate(snapshot.nodes)})
     kw["rng"] = random.Random(seed)
     as_array = preemption.preempt(snapshot, rules.session(), incoming, statuses, reserved, **kw)
+    # and as a cycle calls it: with what its walk found of each node (its first failing filter),
+    # which the dry runs read for the filters no pod changes instead of asking them again, and
+    # its binding of the pod (the dry runs together evaluate through it; node by node, through a
+    # private one on an overlay)
+    kw["rng"] = random.Random(seed)
+    session = rules.session()
+    cycle_bound = session.bind(incoming, snapshot)
+    walked = _walked(rules, incoming, snapshot)
+    with_first = preemption.preempt(snapshot, session, incoming, walked, reserved, cycle_bound=cycle_bound, **kw)
+    cycle_bound.release()
     with pytest.MonkeyPatch.context() as m:
         m.setattr(preemption, "BATCH_FROM", 10**9)
         kw["rng"] = random.Random(seed)
@@ -134,6 +156,23 @@ def test_dry_runs_together_decide_as_node_by_node(
     expected = (alone.nominated, [v.key for v in alone.victims], alone.message)
     assert (batched.nominated, [v.key for v in batched.victims], batched.message) == expected
     assert (as_array.nominated, [v.key for v in as_array.victims], as_array.message) == expected
+    assert (with_first.nominated, [v.key for v in with_first.victims], with_first.message) == expected
+
+
+def _walked(rules: Any, incoming: Any, snapshot: Any) -> NodeStatuses:
+    """The node statuses as a cycle whose walk found no node hands them over: codes, and each
+    node's first failing filter (node by node here, as BoundRules.first_failure gives it)."""
+    bound = rules.bind(incoming, snapshot)
+    index = {id(f): i for i, f in enumerate(bound.filters)}
+    codes, first = [], []
+    for n in snapshot.nodes:
+        failure = bound.first_failure(n)
+        first.append(-1 if failure is None else index[id(failure[0])])
+        codes.append(0 if failure is None else 2 if failure[0].unresolvable(n) else 1)
+    names = tuple(f.name for f in bound.filters)
+    rows = {n.name: i for i, n in enumerate(snapshot.nodes)}
+    bound.release()
+    return NodeStatuses(np.array(codes, dtype=np.int8), snapshot.nodes, rows, np.array(first, dtype=np.intp), names)
 
 
 class _GiveUp(Exception):

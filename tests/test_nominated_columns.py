@@ -69,9 +69,26 @@ def test_nodes_checked_together_answer_as_node_by_node(
     batched = ReservedCheck(reserved, snapshot, session, incoming, together=together)
     batched.judge(names)
     alone = ReservedCheck(reserved, snapshot, rules.session(), incoming)
+    # the nodes the pod fits without their nominated pods (a walk's feasible rows), judged
+    # asking only the filters those pods change
+    fitting = [n.name for n in snapshot.nodes if bound.first_failure(n) is None]
+    memo: dict[str, Any] = {}  # (a class's, across cycles: unasked verdicts kept as such)
+    spared = ReservedCheck(reserved, snapshot, rules.session(), incoming, memo, bound.token, together)
+    spared.judge(fitting, fitting=True)
+    later = ReservedCheck(reserved, snapshot, rules.session(), incoming, memo, bound.token, together)
+    later.judge(fitting, fitting=True)
     try:
-        assert [batched.failure(n) for n in names] == [alone.failure(n) for n in names]
+        expected = [alone.failure(n) for n in names]
+        assert [batched.failure(n) for n in names] == expected
+        wanted = [e for n, e in zip(names, expected, strict=True) if n in fitting]
+        # whether each fits is known without asking why (passes), and why, when asked, is the same
+        assert [spared.passes(n) for n in fitting] == [e is None for e in wanted]
+        assert [spared.failure(n) for n in fitting] == wanted
+        assert [later.passes(n) for n in reversed(fitting)] == [e is None for e in reversed(wanted)]
+        assert [later.failure(n) for n in reversed(fitting)] == list(reversed(wanted))
     finally:
+        later.release()
         batched.release()
         alone.release()
+        spared.release()
         bound.release()

@@ -55,6 +55,7 @@ from rulesched.engine.failures import (
 )
 from rulesched.engine.fallback import Fallback, observe
 from rulesched.engine.locality import only_its_node
+from rulesched.engine.nominated import FAILS as HELD_FAILS
 from rulesched.engine.nominated import LEFT as HELD_LEFT
 from rulesched.engine.nominated import held_failures
 from rulesched.engine.settings import EngineSettings
@@ -88,6 +89,7 @@ __all__ = [
     "columns_of",
     "dry_runs_together",
     "held_failures",
+    "HELD_FAILS",
     "HELD_LEFT",
     "dynamic_grouped",
     "encode",

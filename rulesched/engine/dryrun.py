@@ -16,7 +16,9 @@ no pod changes (labels, taints, allocatable), or the node passed whole to a buil
 no pod-dependent field or whose answer, for this pod, no removal of running pods can change
 (:data:`UNAFFECTED`). Anything else — a value the columns cannot hold exactly, a victim holding
 host ports, a reason the columns cannot give — sends the node (or the whole preemption) back to
-the node-by-node dry run, which gives the same answers.
+the node-by-node dry run, which gives the same answers. The columns, and which rules qualify:
+:mod:`rulesched.engine.dryrun_columns`. A node the cycle's walk already judged (its first
+failing filter) is not asked again the filters no pod changes (:class:`Known`).
 Next stage: :func:`rulesched.scheduler.preemption.pick_candidate` over the candidates.
 """
 
@@ -28,317 +30,34 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.engine.arrays import Array, Unsupported
+from rulesched.engine.arrays import Unsupported
 from rulesched.engine.batch import columns_of
-from rulesched.engine.columns import NodeColumns, Path, Rows
+from rulesched.engine.columns import NodeColumns, Rows
+from rulesched.engine.dryrun_columns import UNAFFECTED, DryRunColumns, changing_filters, held_counted, node_local
 from rulesched.engine.encoded import encode
 from rulesched.engine.failures import as_reasons
-from rulesched.lang import BUILTINS, BoundRules, RuleSet
+from rulesched.lang import BoundRules
 from rulesched.lang.evaluation.stages import NodeMemos
-from rulesched.lang.frontend import ast
-from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
-from rulesched.lang.types import NUMBER, QUANTITY
 from rulesched.model import Pod
 
-# Cluster-wide built-ins whose answer, for this pod, no removal of running pods can change.
-UNAFFECTED: dict[str, Callable[[Any], bool]] = {
-    "pod_affinity_ok": lambda ctx: not ctx.pod.pod_affinity,
-    "pod_anti_affinity_ok": lambda ctx: not ctx.pod.pod_anti_affinity,
-    "existing_anti_affinity_ok": lambda ctx: _nothing_counted(ctx),
-}
+__all__ = [
+    "SMALL",
+    "UNAFFECTED",
+    "DryRunColumns",
+    "Failed",
+    "Known",
+    "Together",
+    "changing_filters",
+    "dry_runs_together",
+    "failing_reasons",
+    "first_failing_as_is",
+    "held_counted",
+    "node_local",
+    "passing",
+    "passing_as_is",
+]
 
-
-def _nothing_counted(ctx: Any) -> bool:
-    """No running pod's required anti-affinity selects the pod: removing pods counts nothing either."""
-    uniform = BUILTINS["existing_anti_affinity_ok"].uniform
-    return uniform is not None and uniform(ctx) is True
-
-
-_FIELD_OF = {id(f.get): name for name, f in RECORDS[NODE].items()}
-_REQUESTED, _PODS = RECORDS[NODE]["requested"].get, RECORDS[NODE]["pods"].get
-_RESOURCE_SUMS = {"free": 1, "requested": -1}  # field -> sign of what is off (non-zero requests: not kept)
 SMALL = 8  # rows left in a step below which the dry runs finish node by node
-
-
-def node_local(bound: BoundRules) -> bool:
-    """Whether every filter of ``bound`` reads a node only as this module can adjust (see the
-    module docstring), for this pod now."""
-    bodies = columns_of(bound)
-    if bodies is None or len(bodies.filter_bodies) != len(bound.filters) or not isinstance(bound.rule_set, RuleSet):
-        return False
-    notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
-    kept = bound.rule_set.memo(_LocalBodies).calls
-    for i, body in enumerate(bodies.filter_bodies):
-        calls = _local(kept, body, notes, lets)[0]
-        if calls is None or not all(UNAFFECTED[name](bound.ctx) for name in calls):
-            return False
-        if bodies.filters[i] is None:  # not vectorisable: grouped by pod-independent fields only
-            fields = bodies.filter_fields[i]
-            if fields is None or NODE_POD_FIELDS.intersection(fields):
-                return False
-    return True
-
-
-def changing_filters(bound: BoundRules) -> list[int]:
-    """The indices of the filters of ``bound`` (node-local: :func:`node_local`) that read what a
-    pod put back on a node changes (its pods, free or requested resources, host ports). The
-    others' answers are the same with any of its pods off: a node that passed every filter with
-    all of them off passes those with any put back."""
-    bodies = columns_of(bound)
-    assert bodies is not None and isinstance(bound.rule_set, RuleSet)
-    notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
-    kept = bound.rule_set.memo(_LocalBodies).calls
-    return [i for i, body in enumerate(bodies.filter_bodies) if _local(kept, body, notes, lets)[1]]
-
-
-_Local = tuple[frozenset[str] | None, bool]  # (the context built-ins called, or None; whether pod fields are read)
-
-
-class _LocalBodies:
-    """Kept by a rule set: what :func:`_calls_if_local` found of each of its filter bodies (the
-    rules' own expressions, the same in every binding), worked out once per body rather than
-    once per preemption."""
-
-    def __init__(self, rules: RuleSet) -> None:
-        self.calls: dict[int, tuple[ast.Expr, _Local]] = {}
-
-
-def _local(kept: dict[int, tuple[ast.Expr, _Local]], body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Local:
-    hit = kept.get(id(body))
-    if hit is None or hit[0] is not body:
-        hit = kept[id(body)] = (body, _calls_if_local(body, notes, lets))
-    return hit[1]
-
-
-def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Local:
-    """The context built-ins ``body`` calls, if it reads the node only in ways a dry run's
-    columns adjust (else None), and whether it reads a field of the node's pods."""
-    calls: set[str] = set()
-    seen: set[str] = set()
-    reads_pods = False
-
-    def walk(e: ast.Expr, parent: ast.Expr | None, grand: ast.Expr | None) -> bool:
-        if isinstance(e, ast.Call) and BUILTINS[e.func].context:
-            if e.func not in UNAFFECTED:
-                return False
-            calls.add(e.func)
-        if isinstance(e, ast.Name):
-            ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name in seen:
-                    return True
-                seen.add(ref.name)
-                return walk(lets[ref.name].value, None, None)
-            if ref.kind == "bound" or ref.name != NODE_VARIABLE:
-                return True
-            if isinstance(parent, ast.Attr):
-                nonlocal reads_pods
-                field = parent.name
-                reads_pods = reads_pods or field in NODE_POD_FIELDS
-                if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
-                    return True
-                if field == "pods":
-                    return isinstance(grand, ast.Call) and grand.func == "len"
-                return isinstance(grand, ast.Attr | ast.Index)  # a resource of free/requested
-            if isinstance(parent, ast.Call):  # the node whole, to a built-in
-                builtin = BUILTINS[parent.func]
-                if builtin.context:
-                    return parent.func in UNAFFECTED
-                return builtin.node_fields is not None and not (builtin.node_fields & NODE_POD_FIELDS)
-            return False
-        return all(walk(c, e, parent) for c in ast.children(e))
-
-    return (frozenset(calls) if walk(body, None, None) else None), reads_pods
-
-
-class DryRunColumns(NodeColumns):
-    """The tried nodes (row i: ``nodes[i]``, row ``rows[i]`` of ``base``) as they are with the
-    pods in ``off`` taken off. Columns of fields no pod changes come from ``base``; free,
-    requested and non-zero requested resources and the pod count are ``base``'s adjusted by what
-    is off; host ports are ``base``'s while no pod off holds one. Anything else read raises
-    Unsupported."""
-
-    def __init__(
-        self,
-        nodes: Sequence[Any],
-        base: NodeColumns,
-        rows: Rows,
-        off: Sequence[Sequence[Pod]],
-        held: Sequence[Sequence[Pod]] = (),
-        memos: NodeMemos | None = None,
-    ) -> None:
-        super().__init__(nodes)
-        self._memos = memos  # the rule set's node memos: per-node values of the pods taken off
-        # Pods nominated to each row's node (held for the pod's priority or higher): counted as
-        # on the node while ``with_held`` (the second of a nominated node's two fit checks).
-        self.with_held = False
-        self._held = held or [()] * len(off)
-        if not all(held_counted(p) for pods in self._held for p in pods):
-            raise Unsupported("a nominated pod counts beyond its requests")
-        self.has_held = np.array([bool(pods) for pods in self._held], dtype=bool)
-        self._held_count = np.array([len(pods) for pods in self._held], dtype=np.int64)
-        self._held_sums: dict[str, npt.NDArray[np.int64]] = {}
-        self._held_ports = any(p.host_ports for pods in self._held for p in pods)
-        self._base, self._base_rows = base, rows
-        self._fixed: dict[Path, Array] = {}
-        # The pods taken off at first, flattened (row i's are flat[starts[i]:starts[i] + len(off[i])]),
-        # which of them are back, and per row: how many are off, how many of those hold host
-        # ports, and (made when a column first needs one) the sums of their requests of a resource.
-        self.lengths = np.array([len(pods) for pods in off], dtype=np.intp)
-        self.starts = np.zeros(len(off), dtype=np.intp)
-        np.cumsum(self.lengths[:-1], out=self.starts[1:])
-        self.flat = [p for pods in off for p in pods]
-        self._off = off
-        self._back = np.zeros(len(self.flat), dtype=bool)
-        self.count = self.lengths.astype(np.int64)
-        self._holds_ports = self.flat_values("ports", _holds_ports, bool)
-        self._ports = (
-            np.add.reduceat(self._holds_ports.astype(np.int64), self.starts)
-            if self._holds_ports.any() and len(off)
-            else np.zeros(len(off), dtype=np.int64)
-        )
-        self._requests: dict[str, npt.NDArray[np.int64]] = {}  # resource -> per flat pod
-        self._sums: dict[str, npt.NDArray[np.int64]] = {}
-
-    def _sum(self, resource: str) -> npt.NDArray[np.int64]:
-        """Requests of ``resource`` off, per row."""
-        found = self._sums.get(resource)
-        if found is None:
-            # where every pod is off (the usual case) the node's own sum, read as a column
-            requested = Path((("field", _REQUESTED), ("key", resource, 0)))
-            column = self._base.column(requested, QUANTITY)
-            if column.dtype != np.int64:
-                raise Unsupported("requests beyond int64")
-            found = column[self._base_rows]  # (a copy: fancy indexing)
-            pods = self._base.column(Path((("field", _PODS), ("len",))), NUMBER)[self._base_rows]
-            partial = np.flatnonzero(pods != self.lengths)
-            if len(partial):  # the others: the sums of the pods off, from their kept values
-                found[partial] = self._off_sums(self._amounts(resource))[partial]
-            if self._back.any():  # (a column first read after some were put back)
-                back = np.where(self._back, self._amounts(resource), 0)
-                found -= np.add.reduceat(back, self.starts) if len(self.starts) else back[:0]
-            self._sums[resource] = found
-        return found
-
-    def _off_sums(self, amounts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Per row, the sum of ``amounts`` (one per pod taken off at first, as ``flat``)."""
-        # (a 0 after the last pod: reduceat's starts must index the array, and a row with no
-        # pods off, whose start is the next row's, would read that row's first: 0 there)
-        sums = np.add.reduceat(np.append(amounts, 0), self.starts) if len(self.starts) else amounts[:0]
-        return np.where(self.lengths > 0, sums, 0)
-
-    def _amounts(self, resource: str) -> npt.NDArray[np.int64]:
-        found = self._requests.get(resource)
-        if found is None:
-            found = self._requests[resource] = self.flat_values(f"requests:{resource}", _Request(resource), np.int64)
-        return found
-
-    def flat_values(self, what: str, value: Callable[[Pod], Any], dtype: Any) -> Array:
-        """``value`` of every pod taken off at first, flattened as ``flat``. Per node the values
-        are kept in its memo beside the list of its pods they belong to (the potential victims
-        a node memo keeps: reused while the node is unchanged)."""
-        parts = []
-        key = ("dry-run", what)
-        for node, pods in zip(self.nodes, self._off, strict=True):
-            memo = None if self._memos is None else (self._memos.values(node) or self._memos.start(node))
-            hit = memo.get(key) if memo is not None else None
-            if hit is not None and hit[0] is pods:
-                parts.append(hit[1])
-                continue
-            found = np.fromiter(map(value, pods), dtype=dtype, count=len(pods))
-            if memo is not None:
-                memo[key] = (pods, found)
-            parts.append(found)
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-    def put(self, at: Rows, rows: Rows, sign: int) -> None:
-        """Put the pods at flat positions ``at`` back on the nodes of ``rows`` (``sign`` 1), or
-        take them off again (-1); each row at most once."""
-        self.count[rows] -= sign
-        self._back[at] = sign > 0
-        for resource, column in self._sums.items():
-            column[rows] -= sign * self._amounts(resource)[at]
-        held = self._holds_ports[at]
-        if held.any():
-            self._ports[rows] -= sign * held.astype(np.int64)
-
-    def column(self, path: Path, kind: Any) -> Array:
-        steps = path.steps
-        if not steps:
-            raise Unsupported("whole nodes")  # (objects() serves built-ins taking the node)
-        field = _FIELD_OF.get(id(steps[0][1])) if steps[0][0] == "field" else None
-        if field is None:
-            raise Unsupported("a derived column")
-        base = self._fixed.get(path)
-        if base is None:
-            base = self._fixed[path] = self._base.column(path, kind)[self._base_rows]
-        if field not in NODE_POD_FIELDS:
-            return base
-        held = self.with_held
-        if field == "used_ports" and len(steps) == 1:
-            if self._ports.any() or (held and self._held_ports):
-                raise Unsupported("a pod taken off or nominated holds host ports")
-            return base
-        if field == "pods" and len(steps) == 2 and steps[1][0] == "len":
-            return self._adjusted(base, (self._held_count if held else 0) - self.count)
-        if field in _RESOURCE_SUMS and len(steps) == 2 and steps[1][0] == "key":
-            off = self._sum(steps[1][1])
-            if held:
-                off = off - self._held_sum(steps[1][1])
-            return self._adjusted(base, _RESOURCE_SUMS[field] * off)
-        raise Unsupported(f"{field} read as a whole")
-
-    def _held_sum(self, resource: str) -> npt.NDArray[np.int64]:
-        found = self._held_sums.get(resource)
-        if found is None:
-            found = self._held_sums[resource] = np.array(
-                [sum(p.requests.get(resource, 0) for p in pods) for pods in self._held], dtype=np.int64
-            )
-        return found
-
-    @staticmethod
-    def _adjusted(base: Array, delta: npt.NDArray[np.int64]) -> Array:
-        if base.dtype != np.int64:
-            raise Unsupported("not an int64 column")
-        return base + delta  # (both far below 2**62: quantities in milli-units, pod counts)
-
-    def bound(self, path: Path, kind: Any) -> int | float | None:
-        a = self.column(path, kind)
-        if a.dtype == object or a.dtype == bool:
-            return None
-        if not len(a):
-            return 0
-        return float(np.max(np.abs(a))) if a.dtype.kind == "f" else int(max(int(a.max()), -int(a.min())))
-
-    def derived(self, get: Callable[[Any], Any], kind: Any) -> Array:
-        raise Unsupported("a derived column")
-
-    def update(self, rows: Sequence[int], nodes: Sequence[Any] | None = None, pods_only: bool = False) -> None:
-        raise AssertionError("dry-run columns do not follow the cluster")
-
-
-class _Request:
-    """A pod's request of one resource (0 when it asks for none)."""
-
-    __slots__ = ("resource",)
-
-    def __init__(self, resource: str) -> None:
-        self.resource = resource
-
-    def __call__(self, pod: Pod) -> int:
-        return pod.requests.get(self.resource, 0)
-
-
-def held_counted(pod: Pod) -> bool:
-    """Whether a nominated pod added to a node changes this pod's filters only through what the
-    columns add (its requests, its count, its host ports): not through its required
-    anti-affinity (upstream's InterPodAffinity AddPod counts the terms that select the pod) or
-    DRA claims."""
-    return not (pod.pod_anti_affinity or pod.resource_claims or pod.extended_claim)
-
-
-def _holds_ports(pod: Pod) -> bool:
-    return bool(pod.host_ports)
 
 
 def _priority(pod: Pod) -> int:
@@ -351,90 +70,153 @@ def _started(pod: Pod) -> float:
 
 
 def passing(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None = None
+    bound: BoundRules,
+    cols: DryRunColumns,
+    rows: Rows,
+    filters: Sequence[int] | None = None,
+    known: Known | None = None,
+    failed: Failed | None = None,
 ) -> npt.NDArray[np.bool_]:
     """Whether each row's node (as ``cols`` has it now) passes every filter (or those of
     ``filters``, by index), and for nodes holding nominated pods with those added as well
-    (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say."""
-    ok = _passing(bound, cols, rows, filters)
+    (RunFilterPluginsWithNominatedPods); raises Unsupported where the columns cannot say.
+    ``known``: what the cycle found of the filters no pod changes, read instead of asked.
+    ``failed``: where to note the filter each failing row failed first."""
+    ok = passing_as_is(bound, cols, rows, filters, known, None if failed is None else failed.as_is)
     held = np.flatnonzero(ok & cols.has_held[rows])
     if len(held):
+        # (a nominated pod added changes only what a pod put back would: the other filters
+        # passed on these rows just now, and answer alike with the nominated pods added)
+        changing = changing_filters(bound)
+        again = changing if filters is None else [i for i in filters if i in changing]
+        at = None if failed is None else np.full(len(held), -1, dtype=np.intp)
         cols.with_held = True
         try:
-            ok[held] = _passing(bound, cols, rows[held], filters)
+            ok[held] = passing_as_is(bound, cols, rows[held], again, failed=at)
         finally:
             cols.with_held = False
+        if failed is not None and at is not None:
+            failed.with_held[held] = at
     return ok
 
 
-def _passing(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, filters: Sequence[int] | None
+class Failed:
+    """Per row of a :func:`passing` call, the filter (index) it failed first as the columns have
+    it (``as_is``), or only with its nominated pods added (``with_held``); -1 where not."""
+
+    __slots__ = ("as_is", "with_held")
+
+    def __init__(self, rows: int) -> None:
+        self.as_is = np.full(rows, -1, dtype=np.intp)
+        self.with_held = np.full(rows, -1, dtype=np.intp)
+
+
+class Known:
+    """What the cycle's walk found of the nodes tried, as the snapshot has them (every pod on,
+    no nominated pod added): per row of a :class:`DryRunColumns`, the index (in ``bound.filters``)
+    of the first filter its node failed, -1 where it passed them all. A filter no pod changes
+    (:func:`changing_filters`) answers the same with any of the node's pods off or nominated pods
+    added, so for it a row's answer is known: it passes if the row failed a later filter first
+    (or none), fails if it failed this one first, and is asked only if it failed an earlier
+    (changing) one first."""
+
+    __slots__ = ("first", "steady")
+
+    def __init__(self, bound: BoundRules, first: npt.NDArray[np.intp]) -> None:
+        self.first = first
+        changing = set(changing_filters(bound))
+        self.steady = frozenset(i for i in range(len(bound.filters)) if i not in changing)
+
+    def answers(self, index: int, rows: Rows) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]] | None:
+        """For filter ``index`` on ``rows``: (known, passes) per row (``passes`` meaningful where
+        ``known``); None when nothing is known of it."""
+        if index not in self.steady:
+            return None
+        first = self.first[rows]
+        return ~((first >= 0) & (first < index)), (first < 0) | (first > index)
+
+
+def _ask(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int, known: Known | None) -> npt.NDArray[np.bool_]:
+    """Whether each row passes filter ``index``: what ``known`` says, the rest evaluated."""
+    found = known.answers(index, rows) if known is not None else None
+    if found is None:
+        return _filter(bound, cols, rows, index)
+    have, ok = found
+    ask = np.flatnonzero(~have)
+    if len(ask):
+        ok[ask] = _filter(bound, cols, rows[ask], index)
+    return ok
+
+
+def passing_as_is(
+    bound: BoundRules,
+    cols: DryRunColumns,
+    rows: Rows,
+    filters: Sequence[int] | None,
+    known: Known | None = None,
+    failed: npt.NDArray[np.intp] | None = None,
 ) -> npt.NDArray[np.bool_]:
+    """:func:`passing` as ``cols`` has the nodes now (nominated pods added only if
+    ``cols.with_held``); ``failed[j]`` is set to the filter row j failed first."""
     alive = np.ones(len(rows), dtype=bool)
     for i in range(len(bound.filters)) if filters is None else filters:
         live = np.flatnonzero(alive)
         if not len(live):
             break
-        alive[live[~_filter(bound, cols, rows[live], i)]] = False
+        dead = live[~_ask(bound, cols, rows[live], i, known)]
+        alive[dead] = False
+        if failed is not None:
+            failed[dead] = i
     return alive
 
 
-def first_failing(bound: BoundRules, cols: DryRunColumns, rows: Rows) -> list[tuple[int, tuple[str, ...]]]:
-    """Each row's first failing filter (index) and its reasons, as BoundRules.first_failure
-    gives them; for a node holding nominated pods that fits without them, its failure with them
-    added (every row must fail one way); raises Unsupported where the columns cannot say."""
-    out = first_failing_as_is(bound, cols, rows)
-    again = [j for j, (i, _) in enumerate(out) if i < 0]
-    if again:
-        cols.with_held = True
-        try:
-            for j, failure in zip(again, first_failing_as_is(bound, cols, rows[again]), strict=True):
-                out[j] = failure
-        finally:
-            cols.with_held = False
-    if any(i < 0 for i, _ in out):
-        raise AssertionError("first_failing asked of a row that fits")
-    return out
-
-
 def first_failing_as_is(
-    bound: BoundRules, cols: DryRunColumns, rows: Rows, unknown: tuple[str, ...] | None = None
+    bound: BoundRules,
+    cols: DryRunColumns,
+    rows: Rows,
+    unknown: tuple[str, ...] | None = None,
+    filters: Sequence[int] | None = None,
 ) -> list[tuple[int, tuple[str, ...]]]:
-    """:func:`first_failing` as ``cols`` has the nodes now; (-1, ()) for rows that fit. With
-    ``unknown``, rows whose reasons the columns cannot give get it as theirs instead of the
-    whole call raising Unsupported."""
-    bodies = columns_of(bound)
-    assert bodies is not None
+    """Each row's first failing filter (index) and its reasons as ``cols`` has the nodes now,
+    as BoundRules.first_failure gives them; (-1, ()) for rows that fit. With ``unknown``, rows
+    whose reasons the columns cannot give get it as theirs instead of the whole call raising
+    Unsupported. ``filters``: only these are asked (by index, in rule order), every other one
+    known to pass on these rows."""
     out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
     alive = np.arange(len(rows))
-    for i, f in enumerate(bound.filters):
+    for i in range(len(bound.filters)) if filters is None else filters:
         if not len(alive):
             break
         ok = _filter(bound, cols, rows[alive], i)
         failed = alive[~ok]
         if len(failed):
-            expr = bodies.filter_reasons[i]
-            if expr is None:
-                why = f.reasons(cols.nodes[int(rows[failed[0]])])
-                values = [why] * len(failed)
-            else:
-                try:
-                    encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows[failed], {})
-                except Unsupported:
-                    if unknown is None:
-                        raise
-                    encoded = None
-                if encoded is None:
-                    assert unknown is not None
-                    values = [unknown] * len(failed)
-                else:
-                    default = (f"node(s) didn't satisfy rule {f.name}",)
-                    table = [as_reasons(v, default) for v in encoded.values]
-                    values = [table[c] for c in encoded.codes.tolist()]
-            for j, why in zip(failed.tolist(), values, strict=True):
+            for j, why in zip(failed.tolist(), failing_reasons(bound, cols, rows[failed], i, unknown), strict=True):
                 out[j] = (i, why)
         alive = alive[ok]
     return out
+
+
+def failing_reasons(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int, unknown: tuple[str, ...] | None = None
+) -> list[tuple[str, ...]]:
+    """The reasons of filter ``index`` on each of ``rows``, which fail it (as ``cols`` has them
+    now); with ``unknown``, that for every row when the columns cannot give them (else
+    Unsupported is raised)."""
+    bodies = columns_of(bound)
+    assert bodies is not None
+    f = bound.filters[index]
+    expr = bodies.filter_reasons[index]
+    if expr is None:
+        return [f.reasons(cols.nodes[int(rows[0])])] * len(rows)
+    try:
+        encoded = encode(bodies.evaluator, expr, bound.ctx, cols, rows, {})
+    except Unsupported:
+        if unknown is None:
+            raise
+        return [unknown] * len(rows)
+    default = (f"node(s) didn't satisfy rule {f.name}",)
+    table = [as_reasons(v, default) for v in encoded.values]
+    return [table[c] for c in encoded.codes.tolist()]
 
 
 def _filter(bound: BoundRules, cols: DryRunColumns, rows: Rows, index: int) -> npt.NDArray[np.bool_]:
@@ -466,6 +248,7 @@ class Together:
         self._reasons: dict[int, tuple[str, ...]] | None = None
         self._bound: BoundRules | None = None
         self._cols: DryRunColumns | None = None
+        self._failed: Failed | None = None
         self._gone = np.zeros(0, dtype=bool)
         self._violations = np.zeros(0, dtype=np.int64)
         self._orders: Sequence[Sequence[Pod]] = ()
@@ -481,13 +264,12 @@ class Together:
         if self._reasons is None:
             self._reasons = {}
             rows = np.array(sorted(self.no_fit), dtype=np.intp)
-            if len(rows) and self._bound is not None and self._cols is not None:
-                try:
-                    failures = first_failing(self._bound, self._cols, rows)
+            bound, cols, failed = self._bound, self._cols, self._failed
+            if len(rows) and bound is not None and cols is not None and failed is not None:
+                try:  # (each row's failing filter as the fit check found it: only its reasons asked)
+                    self._reasons = _reasons_at(bound, cols, rows, failed)
                 except Unsupported:  # (their reasons: node by node)
-                    failures = []
-                for i, (_, why) in zip(rows.tolist(), failures, strict=False):
-                    self._reasons[i] = why
+                    self._reasons = {}
         return self._reasons
 
     def victims(self, i: int) -> list[Pod]:
@@ -517,22 +299,27 @@ def dry_runs_together(
     held: Sequence[Sequence[Pod]] = (),
     between: Callable[[], None] | None = None,
     memos: NodeMemos | None = None,
+    first: npt.NDArray[np.intp] | None = None,
 ) -> Together:
     """SelectVictimsOnNode for each of ``nodes`` (rows ``rows`` of ``base``) at once: every pod of
     ``orders[i]`` off, then each put back in that order and kept if the pod still fits beside it;
     the first ``violating[i]`` of them would violate a budget if evicted. ``held[i]``: the pods
     nominated to node i the pod must fit beside as well. ``between`` is called before the first
     fit check and each step after (each a few column evaluations over the nodes still
-    undecided): it may raise to give the dry runs up (nothing outside them has changed)."""
+    undecided): it may raise to give the dry runs up (nothing outside them has changed).
+    ``first[i]``: the first filter node i failed in the cycle's walk, as :class:`Known` reads it
+    (None: not known)."""
     out = Together()
     if between is not None:
         between()
     cols = DryRunColumns(nodes, base, rows, orders, held, memos)
     m = len(nodes)
     every = np.arange(m, dtype=np.intp)
-    fits = passing(bound, cols, every)
+    known = Known(bound, first) if first is not None else None
+    failed = Failed(m)  # (which filter each node failed: its reasons asked later, if ever)
+    fits = passing(bound, cols, every, known=known, failed=failed)
     out.no_fit = frozenset(every[~fits].tolist())  # (why: asked later, if ever; no step changes their rows)
-    out._bound = bound
+    out._bound, out._failed = bound, failed
     # (each step asks only the filters a pod put back can change: every other one passed on
     # these nodes with all of their pods off, and answers alike with any put back)
     changing = changing_filters(bound)
@@ -561,6 +348,24 @@ def dry_runs_together(
     out.candidates = dict(zip(done.tolist(), violations[done].tolist(), strict=True))
     out._cols, out._gone, out._violations, out._orders = cols, gone, violations, orders
     out.violating = violating
+    return out
+
+
+def _reasons_at(bound: BoundRules, cols: DryRunColumns, rows: Rows, failed: Failed) -> dict[int, tuple[str, ...]]:
+    """The reasons of each of ``rows`` (which failed the fit check) for the filter ``failed``
+    says it failed first there, as BoundRules.first_failure gives them (with the node's
+    nominated pods added where it failed only with them)."""
+    out: dict[int, tuple[str, ...]] = {}
+    for held, at in ((False, failed.as_is[rows]), (True, failed.with_held[rows])):
+        for index in sorted(set(at[at >= 0].tolist())):
+            mine = rows[at == index]
+            cols.with_held = held
+            try:
+                out.update(zip(mine.tolist(), failing_reasons(bound, cols, mine, index), strict=True))
+            finally:
+                cols.with_held = False
+    if len(out) != len(rows):
+        raise AssertionError("a row that failed the fit check has no failing filter")
     return out
 
 

@@ -26,11 +26,19 @@ import numpy as np
 from rulesched.engine.arrays import Unsupported
 from rulesched.engine.batch import columns_of
 from rulesched.engine.columns import NodeColumns, Rows
-from rulesched.engine.dryrun import DryRunColumns, first_failing_as_is, held_counted, node_local
+from rulesched.engine.dryrun import (
+    DryRunColumns,
+    changing_filters,
+    first_failing_as_is,
+    held_counted,
+    node_local,
+    passing_as_is,
+)
 from rulesched.lang import BoundRules
 from rulesched.model import Pod
 
 LEFT: tuple[int, tuple[str, ...], bool] = (-2, (), False)  # a node left to the node-by-node check
+FAILS: tuple[int, tuple[str, ...], bool] = (-3, (), False)  # fails; which filter and why not asked
 _UNKNOWN = ("(reasons not given as columns)",)  # (a marker: such rows are LEFT)
 
 # (filter index, its reasons, whether its unresolvable clause holds there); None: fits
@@ -38,14 +46,24 @@ HeldFailure = tuple[int, tuple[str, ...], bool] | None
 
 
 def held_failures(
-    bound: BoundRules, base: NodeColumns, nodes: Sequence[Any], rows: Rows, held: Sequence[Sequence[Pod]]
+    bound: BoundRules,
+    base: NodeColumns,
+    nodes: Sequence[Any],
+    rows: Rows,
+    held: Sequence[Sequence[Pod]],
+    fitting: bool = False,
+    reasons: bool = True,
 ) -> list[HeldFailure]:
     """For each of ``nodes`` (row ``rows[i]`` of ``base``, as the snapshot has it) with the pods
     ``held[i]`` added: None where the pod passes every filter, else its first failing filter's
     index (in ``bound.filters``), that filter's reasons and whether its ``unresolvable`` clause
     holds there, as :meth:`BoundRules.first_failure` and ``status_of`` would give them on the
     node with those pods added; :data:`LEFT` where the columns cannot say. Raises Unsupported
-    where they can say nothing (the rules read more than the columns adjust)."""
+    where they can say nothing (the rules read more than the columns adjust). ``fitting``: the
+    pod passes every filter on each of ``nodes`` as it is, so only the filters that nominated
+    pods added can change are asked (:func:`rulesched.engine.dryrun.changing_filters`: the
+    others answer there as without them). Without ``reasons``, a failing node's answer is
+    :data:`FAILS` (which filter, its reasons and unresolvable clause not asked)."""
     if not node_local(bound):
         raise Unsupported("not node-local")
     out: list[HeldFailure] = [LEFT] * len(nodes)
@@ -55,7 +73,13 @@ def held_failures(
     at = np.array(ours, dtype=np.intp)
     cols = DryRunColumns([nodes[i] for i in ours], base, rows[at], [()] * len(ours), [held[i] for i in ours])
     cols.with_held = True
-    found = first_failing_as_is(bound, cols, np.arange(len(ours), dtype=np.intp), _UNKNOWN)
+    asked = changing_filters(bound) if fitting else None
+    every = np.arange(len(ours), dtype=np.intp)
+    if not reasons:
+        for j, fits in enumerate(passing_as_is(bound, cols, every, asked).tolist()):
+            out[ours[j]] = None if fits else FAILS
+        return out
+    found = first_failing_as_is(bound, cols, every, _UNKNOWN, asked)
     failing: dict[int, list[int]] = {}
     for j, (index, why) in enumerate(found):
         if index < 0:

@@ -326,9 +326,12 @@ class Cycle:
             return node_statuses(bound, snapshot.nodes)
         known = kept[4]
         codes = np.zeros(len(snapshot.nodes), dtype=np.int8)
+        first = np.full(len(snapshot.nodes), -1, dtype=np.intp)  # (the walk looked at every node)
         for i, group in enumerate(known.failed):  # (the unresolvable answers the diagnosis asked, kept)
             codes[group.rows] = 1 + known.unresolvable(i).astype(np.int8)
-        return NodeStatuses(codes, snapshot.nodes, self.framework.rows_by_name(snapshot))
+            first[group.rows] = group.index
+        names = tuple(f.name for f in bound.filters)
+        return NodeStatuses(codes, snapshot.nodes, self.framework.rows_by_name(snapshot), first, names)
 
     def _explain(
         self,
@@ -415,7 +418,7 @@ def _reserved_rows(
         if not at.any():
             return rows
         names = [table.node(r).name for r in rows[at].tolist()]
-        check.judge(names)  # (all at once where the columns can)
+        check.judge(names, fitting=True)  # (all at once where the columns can; the walk's feasible rows)
         fails = [not check.passes(name) for name in names]
         if not any(fails):
             return rows
@@ -486,7 +489,7 @@ def _reserved_reasons(
         info = snapshot.node_view(name)
         if info is not None and bound.first_failure(info) is None:
             fitting.append(name)
-    check.judge(fitting)
+    check.judge(fitting, fitting=True)
     for name in fitting:
         status = check.failure(name)
         if status is not None:

@@ -102,12 +102,23 @@ def node_statuses(bound: BoundRules, nodes: Sequence[Any]) -> dict[str, Code]:
 class NodeStatuses(Mapping[str, Code]):
     """:func:`node_statuses` as an array over a snapshot's nodes (``codes[row]``: 0 the node
     fits, 1 Unschedulable, 2 UnschedulableAndUnresolvable), for callers that read it per row
-    (preemption); a Mapping of the failing nodes' names for the others."""
+    (preemption); a Mapping of the failing nodes' names for the others. ``first``, when the
+    cycle's walk knew it: per row the index of the first filter the node failed (-1: none),
+    in the filters named ``filters`` (the cycle's binding's, in its order), which preemption's
+    dry runs read instead of asking again (:class:`rulesched.engine.dryrun.Known`)."""
 
     _CODES = (None, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
-    def __init__(self, codes: npt.NDArray[np.int8], nodes: Sequence[Any], rows: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        codes: npt.NDArray[np.int8],
+        nodes: Sequence[Any],
+        rows: Mapping[str, int],
+        first: npt.NDArray[np.intp] | None = None,
+        filters: tuple[str, ...] = (),
+    ) -> None:
         self.codes, self.nodes, self.rows = codes, nodes, rows
+        self.first, self.filters = first, filters
 
     def __getitem__(self, name: str) -> Code:
         row = self.rows.get(name)

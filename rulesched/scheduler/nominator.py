@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.engine import HELD_LEFT, NodeColumns, Unsupported, held_failures
+from rulesched.engine import HELD_FAILS, HELD_LEFT, NodeColumns, Unsupported, held_failures
 from rulesched.lang import BoundRules, ForkedIndexes, Session
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Status
@@ -103,6 +103,11 @@ class Reserved:
     nodes: Mapping[str, tuple[Pod, ...]]
 
 
+# A verdict kept for a node that fails with its nominated pods added when only whether it fits
+# was asked (ReservedCheck.judge with ``fitting``); its status is asked when wanted.
+_UNASKED = Status("", ("(why: not asked yet)",))
+
+
 @dataclasses.dataclass(frozen=True)
 class AsColumns:
     """What checking many reserved nodes at once needs (:meth:`ReservedCheck.judge`): the
@@ -147,6 +152,21 @@ class ReservedCheck:
     def failure(self, node: str) -> Status | None:
         """The status of ``node`` with its nominated pods added (its first failing filter);
         None if it fits (or holds no nominations for this pod)."""
+        answer = self._verdict(node)
+        if answer is not _UNASKED:
+            return answer
+        self._ask_why()
+        answer = self._answers[node]
+        if answer is _UNASKED:  # (the columns could not say why: node by node)
+            pods, info = self.reserved.nodes[node], self._snapshot.node_view(node)
+            answer = self._judge(node, pods)
+            self._keep(node, info, pods, answer)
+            self._answers[node] = answer
+        return answer
+
+    def _verdict(self, node: str) -> Status | None:
+        """:meth:`failure`, or :data:`_UNASKED` for a node :meth:`judge` found failing without
+        asking why."""
         if node in self._answers:
             return self._answers[node]
         pods = self.reserved.nodes.get(node)
@@ -155,12 +175,37 @@ class ReservedCheck:
         if pods and info is not None:
             found = self._kept(node, info, pods)
             if found is not None:
-                self._answers[node] = found[0]
-                return found[0]
-            answer = self._judge(node, pods)
-            self._keep(node, info, pods, answer)
+                answer = found[0]
+            else:
+                answer = self._judge(node, pods)
+                self._keep(node, info, pods, answer)
         self._answers[node] = answer
         return answer
+
+    def _ask_why(self) -> None:
+        """The statuses of every node :meth:`judge` found failing without asking why, all at once
+        (those the columns cannot give stay unasked: :meth:`failure` asks them node by node).
+        Each fit the pod without its nominated pods when judged, on the node as it is now (a
+        kept answer holds only while the node and the class's token are the same)."""
+        together = self._together
+        todo = [name for name, answer in self._answers.items() if answer is _UNASKED]
+        if together is None or not todo:
+            return
+        infos = [self._snapshot.node_view(name) for name in todo]
+        held = [self.reserved.nodes[name] for name in todo]
+        row = together.rows()
+        rows = np.array([row[name] for name in todo], dtype=np.intp)
+        bound = together.bound
+        try:
+            failures = held_failures(bound, together.columns(), infos, rows, held, fitting=True)
+        except Unsupported:
+            return
+        for name, info, pods, failure in zip(todo, infos, held, failures, strict=True):
+            if failure is HELD_LEFT or failure is None:  # (None: cannot be, it failed just now)
+                continue
+            answer = Status(bound.filters[failure[0]].name, failure[1], failure[2])
+            self._keep(name, info, pods, answer)
+            self._answers[name] = answer
 
     def _kept(self, node: str, info: Any, pods: tuple[Pod, ...]) -> tuple[Status | None] | None:
         """The memo's answer for ``node`` (in a 1-tuple), if it still holds."""
@@ -174,10 +219,14 @@ class ReservedCheck:
         if self._memo is not None:
             self._memo[node] = (info, info.generation, self._token, pods, answer)
 
-    def judge(self, names: Iterable[str]) -> None:
+    def judge(self, names: Iterable[str], fitting: bool = False) -> None:
         """Check the reserved nodes among ``names`` not checked yet all at once, as columns
         (:func:`rulesched.engine.held_failures`), where the rules and the nominated pods allow:
-        the same answers :meth:`failure` gives node by node, which it then reads."""
+        the same answers :meth:`failure` gives node by node, which it then reads. ``fitting``:
+        the pod passes every filter on each of ``names`` without its nominated pods (the
+        walk's feasible nodes), which spares asking the filters those pods cannot change; and
+        only whether each fits is asked then (:meth:`passes`), a failing node's status when
+        :meth:`failure` first asks for one (:meth:`_ask_why`)."""
         together = self._together
         if together is None:
             return
@@ -200,14 +249,19 @@ class ReservedCheck:
         rows = np.array([row[name] for name, _, _ in todo], dtype=np.intp)
         bound = together.bound
         try:
-            failures = held_failures(bound, together.columns(), [i for _, i, _ in todo], rows, [p for _, _, p in todo])
+            nodes, held = [i for _, i, _ in todo], [p for _, _, p in todo]
+            # (a walk keeping its feasible nodes needs only whether they fit: why, when asked)
+            failures = held_failures(bound, together.columns(), nodes, rows, held, fitting, reasons=not fitting)
         except Unsupported:
             self._together = None
             return
         for (name, info, pods), failure in zip(todo, failures, strict=True):
             if failure is HELD_LEFT:  # (checked node by node when asked)
                 continue
-            answer = None if failure is None else Status(bound.filters[failure[0]].name, failure[1], failure[2])
+            if failure is HELD_FAILS:  # (why: asked only if someone asks, all at once)
+                answer: Status | None = _UNASKED
+            else:
+                answer = None if failure is None else Status(bound.filters[failure[0]].name, failure[1], failure[2])
             self._keep(name, info, pods, answer)
             self._answers[name] = answer
 
@@ -236,7 +290,7 @@ class ReservedCheck:
         self._overlay = self._bound = None
 
     def passes(self, node: str) -> bool:
-        return node not in self.reserved.nodes or self.failure(node) is None
+        return node not in self.reserved.nodes or self._verdict(node) is None
 
     def keep(self, nodes: Sequence[Any]) -> list[Any]:
         """Those of ``nodes`` (node infos) that pass."""

@@ -30,8 +30,6 @@ rewrites ``DisruptionTarget``: see
 
 from __future__ import annotations
 
-import functools
-import math
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +41,7 @@ import numpy.typing as npt
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
-from rulesched.lang import CHECK_EVERY, NUMBER, BoundRules, ForkedIndexes, ListOf, NodeMemos, Session
+from rulesched.lang import CHECK_EVERY, BoundRules, ForkedIndexes, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.budgets import put_back_orders, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
@@ -56,11 +54,11 @@ from rulesched.scheduler.framework import (
     num_candidates,
 )
 from rulesched.scheduler.nominator import Reserved
+from rulesched.scheduler.potential import PRIORITY_SETS, Potential, importance, pod_priorities, started
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
-_PRIORITY_SETS = ListOf(NUMBER)  # (the column's type: object, a frozenset per node)
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
 BATCH_FROM = 16  # nodes tried from which their dry runs go together, as columns
 OUTRANK = True  # dry runs together hand pick_candidate only the candidates it may choose
@@ -81,17 +79,6 @@ class NoFit:
 
 
 _LEFT = NoFit(())  # (a sentinel: a node left to the node-by-node dry run)
-
-
-def _started(pod: Pod) -> float:
-    """GetPodStartTime: a pod without status.startTime (assumed, or bound but not started yet)
-    counts as starting now, i.e. after every pod that has one."""
-    return pod.start_time or math.inf
-
-
-def importance(pod: Pod) -> tuple[int, float]:
-    """Sort key, most important first (MoreImportantPod: higher priority, then started earlier)."""
-    return (-pod.priority, _started(pod))
 
 
 @dataclass(frozen=True)
@@ -127,16 +114,19 @@ def preempt(
     :func:`_find_candidates`. ``victim_order``: the victims' importance, most important first, when pod
     groups make it more than :func:`importance` (upstream's MoreImportantVictim: a group's pods
     before single pods of the same priority; :func:`rulesched.scheduler.victims.order_key`).
-    ``cycle_bound``: the cycle's binding of ``pod``, for a check that needs no private one
-    (:func:`_nobody_to_evict`)."""
+    ``cycle_bound``: the cycle's binding of ``pod`` (on ``snapshot``, which nothing here
+    changes), for what reads the snapshot as it is: the preempt rules, the statuses, a check
+    that needs no dry run (:func:`_nobody_to_evict`) and the dry runs done together, as columns
+    (whose column bodies the walk has compiled already); the dry runs node by node, which take
+    pods off and put them back, have a private binding on an overlay, made when first needed."""
     if cycle_bound is not None and statuses is not None and columns is not None:
         nobody = _nobody_to_evict(
             snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
         )
         if nobody is not None:
             return nobody
-    overlay = ClusterOverlay(snapshot)
-    bound = session.bind_private(pod, overlay, ForkedIndexes(session.indexes, snapshot))
+    private = _Private(session, pod, snapshot)
+    bound = cycle_bound if cycle_bound is not None else private.bound()
     if not bound.preempts:
         return Preemption(None, message="preemption: not eligible due to preemptionPolicy=Never.", eligible=False)
     if statuses is None:
@@ -147,10 +137,13 @@ def preempt(
         return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
-    potential = _Potential(bound, session.rules.node_memos, victim_order)
+    potential = Potential(bound, session.rules.node_memos, victim_order)
     order, many = _rows_to_try(snapshot, statuses, held, potential, columns, counts, rng)
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
-    candidates = _find_candidates(snapshot, overlay, bound, order, wanted, potential, columns, held, between, counts)
+    first = _cycle_first(statuses, bound)
+    candidates = _find_candidates(
+        snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first
+    )
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
@@ -164,17 +157,38 @@ def found_message(node: str, victims: int) -> str:
     return f"preemption: found a potential placement for pod on node {node}, preempting {victims} victims"
 
 
+class _Private:
+    """A private binding of the pod on an overlay of the snapshot (the dry runs node by node take
+    pods off it and put them back), bound when first asked for."""
+
+    def __init__(self, session: Session, pod: Pod, snapshot: Snapshot) -> None:
+        self._session, self._pod, self._snapshot = session, pod, snapshot
+        self._found: tuple[ClusterOverlay, BoundRules] | None = None
+
+    def bound(self) -> BoundRules:
+        return self.get()[1]
+
+    def get(self) -> tuple[ClusterOverlay, BoundRules]:
+        """The overlay and the binding on it."""
+        if self._found is None:
+            session, snapshot = self._session, self._snapshot
+            overlay = ClusterOverlay(snapshot)
+            self._found = (overlay, session.bind_private(self._pod, overlay, ForkedIndexes(session.indexes, snapshot)))
+        return self._found
+
+
 def _find_candidates(
     snapshot: Snapshot,
-    overlay: ClusterOverlay,
+    private: _Private,
     bound: BoundRules,
     order: Sequence[int],
     wanted: int,
-    potential: _Potential,
+    potential: Potential,
     columns: NodeColumns | None,
     held: Mapping[str, Sequence[Pod]],
     between: Callable[[], None] | None,
     counts: Counter[str],
+    first: npt.NDArray[np.intp] | None = None,
 ) -> list[Candidate]:
     """DryRunPreemption: the nodes of ``order`` (rows, from the offset on, wrapping) are
     dry-run in that order until at least one candidate would violate no PodDisruptionBudget and
@@ -187,7 +201,11 @@ def _find_candidates(
     wanted, at least BATCH_FROM, and the rest of the walk too when fewer than BATCH_FROM would
     be left), whose answers past the stop are dropped: the same candidates
     as node by node. When none is found (every node was tried), why the pod fits none is
-    counted for the message; else it is not worked out at all."""
+    counted for the message; else it is not worked out at all. ``bound`` evaluates the dry runs
+    together (on the snapshot's columns), ``private`` those node by node (on its overlay).
+    ``first``: per row, the first
+    filter the cycle's walk found the node failing (:func:`_cycle_first`), for the dry runs
+    together to read rather than ask again."""
     nodes = snapshot.nodes
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     together_ok = columns is not None and node_local(bound)
@@ -221,7 +239,7 @@ def _find_candidates(
                 continue
             tried.append((row, node, allowed))
         together = (
-            _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between, potential.memos)
+            _dry_runs_together(bound, columns, tried, snapshot.pdbs, held, between, potential.memos, first)
             if together_ok
             else None
         )
@@ -236,7 +254,7 @@ def _find_candidates(
                     continue
                 if between is not None:
                     between()
-                outcome = select_victims(overlay, bound, node.name, victims, held.get(node.name, ()))
+                outcome = select_victims(*private.get(), node.name, victims, held.get(node.name, ()))
             if isinstance(outcome, NoFit):
                 counts.update(set(outcome.reasons))
                 continue
@@ -261,18 +279,29 @@ def _find_candidates(
             if why is None:  # (the columns cannot say: node by node)
                 if between is not None:
                     between()
-                outcome = select_victims(overlay, bound, name, victims, held.get(name, ()))
+                outcome = select_victims(*private.get(), name, victims, held.get(name, ()))
                 why = outcome.reasons if isinstance(outcome, NoFit) else ()
             counts.update(set(why))
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
 
 
+def _cycle_first(statuses: Mapping[str, Code], bound: BoundRules) -> npt.NDArray[np.intp] | None:
+    """Per row, the first filter (index in ``bound.filters``) the cycle's walk found each node
+    failing (-1: none), when the statuses carry it and the cycle's binding had the same filters
+    in the same order as ``bound``; else None."""
+    if not isinstance(statuses, NodeStatuses) or statuses.first is None:
+        return None
+    if statuses.filters != tuple(f.name for f in bound.filters):
+        return None
+    return statuses.first
+
+
 def _rows_to_try(
     snapshot: Snapshot,
     statuses: Mapping[str, Code],
     held: Mapping[str, Any],
-    potential: _Potential,
+    potential: Potential,
     columns: NodeColumns | None,
     counts: Counter[str],
     rng: random.Random | None = None,
@@ -355,8 +384,8 @@ def _nobody_to_evict(
     rows = _potential_rows(nodes, statuses, reserved.nodes if reserved is not None else {}, counts)
     many = len(rows)
     if many:  # (only the potential nodes' pods are looked at, in the search as here)
-        potential = _Potential(bound, memos)
-        values = columns.derived(_pod_priorities, _PRIORITY_SETS)[rows].tolist()
+        potential = Potential(bound, memos)
+        values = columns.derived(pod_priorities, PRIORITY_SETS)[rows].tolist()
         for priorities in set(values):  # (a node of each distinct set holds the example pods asked)
             if priorities and potential._wanted_of(nodes[rows[values.index(priorities)]], priorities):
                 return None
@@ -365,78 +394,6 @@ def _nobody_to_evict(
     if many:
         counts[NO_VICTIMS] += many
     return Preemption(None, message="preemption: " + fit_error(len(nodes), counts))
-
-
-def _pod_priorities(node: Any) -> frozenset[int]:
-    """The priorities of a node's pods (a node column: rulesched.engine.columns), one object per
-    distinct set (a set of the column's values, per failing pod, then compares by identity)."""
-    return _one_of(frozenset(p.priority for p in node.pods))
-
-
-@functools.lru_cache(maxsize=256)
-def _one_of(priorities: frozenset[int]) -> frozenset[int]:
-    return priorities  # (the first set equal to it that was asked for)
-
-
-_PRIORITIES = ("preemption", "priorities")  # a node memo key: its pods' priorities
-
-
-class _Potential:
-    """The pods of a node every applicable preempt rule allows to be evicted. Rules that read
-    the victim only through its priority (the default's ``victim.priority < pod.priority``) are
-    asked once per priority, and a node whose pods' priorities (kept in the node's memo until it
-    changes) are all refused is passed over without looking at its pods."""
-
-    def __init__(
-        self, bound: BoundRules, memos: NodeMemos, order: Callable[[Pod], tuple[Any, ...]] | None = None
-    ) -> None:
-        self.rules = bound.preempts
-        self.order = order
-        self.memos = memos  # (the rule set's node memos: the node's priorities and victims kept there)
-        self.by_priority = all(rule.by_priority for rule in self.rules)
-        self._allowed: dict[int, bool] = {}
-        self._wanted: dict[frozenset[int], frozenset[int]] = {}  # a node's priorities -> those allowed
-
-    def wanted_rows(self, nodes: Sequence[Any], columns: NodeColumns, rows: Any) -> Any:
-        """Whether each row's node holds a pod of a priority the rules allow to evict."""
-        values = columns.derived(_pod_priorities, _PRIORITY_SETS)[rows].tolist()
-        verdict: dict[frozenset[int], bool] = {}
-        for row, priorities in zip(rows.tolist(), values, strict=True):
-            if priorities not in verdict:
-                verdict[priorities] = bool(self._wanted_of(nodes[row], priorities))
-        return np.array([verdict[p] for p in values], dtype=bool)
-
-    def _wanted_of(self, node: Any, priorities: frozenset[int]) -> frozenset[int]:
-        """Those of ``priorities`` (of the node's pods) the rules allow to evict."""
-        wanted = self._wanted.get(priorities)
-        if wanted is None:
-            allowed, rules = self._allowed, self.rules
-            for priority in priorities:
-                if priority not in allowed:
-                    example = next(p for p in node.pods if p.priority == priority)
-                    allowed[priority] = all(rule.allows(node, example) for rule in rules)
-            wanted = self._wanted[priorities] = frozenset(q for q in priorities if allowed[q])
-        return wanted
-
-    def victims(self, node: Any) -> list[Pod]:
-        """The node's potential victims, most important first (a list not to be changed)."""
-        rules = self.rules
-        if self.order is not None:  # (groups' units: not kept in the node's memo)
-            return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=self.order)
-        if not self.by_priority:
-            return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=importance)
-        memo = self.memos.values(node) or self.memos.start(node)
-        priorities = memo.get(_PRIORITIES)
-        if priorities is None:
-            priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
-        wanted = self._wanted_of(node, priorities)
-        if not wanted:
-            return []
-        key = (_PRIORITIES, wanted)  # (the same pods for every pod allowed these)
-        found: list[Pod] | None = memo.get(key)
-        if found is None:
-            found = memo[key] = sorted((p for p in node.pods if p.priority in wanted), key=importance)
-        return found
 
 
 def _rule_order(snapshot: Snapshot, bound: BoundRules) -> Callable[[Candidate], tuple[float, ...]] | None:
@@ -535,6 +492,7 @@ def _dry_runs_together(
     held: Mapping[str, Sequence[Pod]],
     between: Callable[[], None] | None = None,
     memos: NodeMemos | None = None,
+    first: npt.NDArray[np.intp] | None = None,
 ) -> Together | None:
     """:func:`select_victims` for many nodes at once, as columns (:mod:`rulesched.engine.dryrun`),
     by index into ``tried``; None when the columns cannot (every node is then left to the
@@ -548,7 +506,8 @@ def _dry_runs_together(
     rows = np.array([row for row, _, _ in tried], dtype=np.intp)
     try:
         nominated = [held.get(node.name, ()) for node in nodes] if held else []
-        return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between, memos)
+        known = first[rows] if first is not None else None
+        return dry_runs_together(bound, base, nodes, rows, orders, violating, nominated, between, memos, known)
     except Unsupported:
         return None
 
@@ -592,4 +551,4 @@ def pick_candidate(
 def _earliest_start_of_highest(victims: Sequence[Pod]) -> float:
     """GetEarliestPodStartTime among the highest-priority victims; later is better."""
     top = victims[0].priority
-    return min(_started(v) for v in victims if v.priority == top)
+    return min(started(v) for v in victims if v.priority == top)
