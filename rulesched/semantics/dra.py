@@ -53,6 +53,7 @@ from rulesched.semantics.dra_devices import (
     AllocatedState,
     Candidate,
     NodePools,
+    sole_capacity,
 )
 from rulesched.semantics.dra_pools import ALL_FEATURES, Features, Pool, gather_pools
 from rulesched.semantics.dra_search import AllocationRun, Ranking
@@ -103,6 +104,9 @@ class Allocator:
         # node name -> (its pools, their candidates in order): they depend on the slices and the
         # node only, so allocators of one slice set may share them (``pools``: the store's)
         self.pools: dict[str, NodePools] = pools if pools is not None else {}
+        # claims' ids -> the claims and their checked requests (AllocationRun._requests): what does
+        # not depend on the node, checked once for the many nodes a pod's allocator runs on
+        self.plans: dict[tuple[int, ...], tuple[tuple[ResourceClaim, ...], dict[Any, Any]]] = {}
 
     def slices_for(self, node: Any) -> list[ResourceSlice]:
         """The node's own slices and those naming no node (the candidates of gather_pools)."""
@@ -128,7 +132,8 @@ class Allocator:
                     for d in s.devices:
                         candidates.append(Candidate(d, s, pool, len(candidates)))
             counters = any(c.device.consumes_counters for c in candidates)
-            found = self.pools[node.name] = NodePools(pools, candidates, node.labels, counters)
+            sole = tuple(sole_capacity(c.device.capacity) for c in candidates)
+            found = self.pools[node.name] = NodePools(pools, candidates, node.labels, counters, sole_capacity=sole)
         return found.pools, found.candidates
 
     def allocate(

@@ -210,6 +210,9 @@ class NodePools:
     # each candidate (by its order) is selectable, or None when a selector fails on one: what the
     # first-fit path reads instead of asking each candidate in each run (dra_search.AllocationRun._selectable_mask)
     selectable: dict[tuple[Any, ...], tuple[bool, ...] | None] = field(default_factory=dict)
+    # each candidate's capacity (by order) when it is one capacity without a request policy,
+    # (its name, its value), else None: the first-fit path's capacity check without plain_fits
+    sole_capacity: tuple[tuple[str, int] | None, ...] = ()
 
 
 def lookup_attribute(device: Device, driver: str, name: str) -> Any:
@@ -233,6 +236,15 @@ def tolerates(toleration: DeviceToleration, taint: DeviceTaint) -> bool:
     if toleration.operator == "Exists":
         return True
     return toleration.value == taint.value
+
+
+def sole_capacity(capacity: Mapping[str, Any]) -> tuple[str, int] | None:
+    """(name, value) of a device's capacity that is one entry without a request policy (a GPU's
+    milli), else None."""
+    if len(capacity) != 1:
+        return None
+    ((name, cap),) = capacity.items()
+    return None if cap.request_policy is not None else (name, cap.value)
 
 
 def taint_blocks(device: Device, tolerations: Sequence[DeviceToleration]) -> DeviceTaint | None:

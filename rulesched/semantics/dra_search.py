@@ -10,6 +10,7 @@ per-node pools.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,52 @@ class AllocationRun:
         a = self.a
         self.pools, self.node_candidates = a.pools_for(self.node)
         self.any_counters = a.pools[self.node.name].counters
+        self._requests()
+        try:
+            if a.first_fit and self._first_fit_applies():
+                a.first_fits += 1
+                done = self._first_fit()
+            else:
+                done = self._one(0, 0, 0, 0, False, 0)
+        except _Stop:
+            return None
+        except _TooMany:
+            done = False
+        except CelError as err:  # (only raised with the claim or class named: see _selectable)
+            raise AllocationError(str(err)) from None
+        if not done:
+            if any(p.invalid for p in self.pools):
+                raise AllocationError("invalid resource pools were encountered", on_node=True)
+            return None
+        if not results:
+            return []
+        return [self._result(ci) for ci in range(len(self.claims))]
+
+    def _requests(self) -> None:
+        """The claims' requests checked, and each claim's constraints made afresh (they record
+        the devices taken). Unless a request asks for All (its devices are the node's), none of
+        the checking depends on the node: its requests are kept in the allocator, by the claims'
+        identities, for its runs on other nodes (errors, the same on every node, are not kept)."""
+        a = self.a
+        key = tuple(map(id, self.claims))
+        kept = a.plans.get(key)
+        if kept is not None and all(map(operator.is_, kept[0], self.claims)):
+            self.requests = kept[1]
+        else:
+            self._check_requests()
+            if not any(d.spec.allocation_mode == ALL for d in self.requests.values()):
+                a.plans[key] = (tuple(self.claims), self.requests)
+        for claim in self.claims:
+            self.constraints.append(
+                [
+                    Constraint(c.requests, c.match_attribute or c.distinct_attribute, bool(c.match_attribute))
+                    for c in claim.spec.constraints
+                ]
+                if claim.spec.constraints
+                else []
+            )
+
+    def _check_requests(self) -> None:
         for ci, claim in enumerate(self.claims):
             minimum = 0
             for ri, request in enumerate(claim.spec.requests):
@@ -116,31 +163,6 @@ class AllocationRun:
                         f"claim {_claim_name(claim)}, request {request.name}: adding {per_request} devices exceeds the claim limit of {ALLOCATION_RESULTS_MAX}, with {minimum} already accounted for"
                     )
                 minimum += per_request
-            self.constraints.append(
-                [
-                    Constraint(c.requests, c.match_attribute or c.distinct_attribute, bool(c.match_attribute))
-                    for c in claim.spec.constraints
-                ]
-            )
-        try:
-            if a.first_fit and self._first_fit_applies():
-                a.first_fits += 1
-                done = self._first_fit()
-            else:
-                done = self._one(0, 0, 0, 0, False, 0)
-        except _Stop:
-            return None
-        except _TooMany:
-            done = False
-        except CelError as err:  # (only raised with the claim or class named: see _selectable)
-            raise AllocationError(str(err)) from None
-        if not done:
-            if any(p.invalid for p in self.pools):
-                raise AllocationError("invalid resource pools were encountered", on_node=True)
-            return None
-        if not results:
-            return []
-        return [self._result(ci) for ci in range(len(self.claims))]
 
     def _validate(self, ci: int, ri: int, si: int, name: str, parent: str, spec: ExactRequest) -> RequestData:
         claim = self.claims[ci]
@@ -301,6 +323,13 @@ class AllocationRun:
         results = self.results[0]
         held, held_capacity, asked = self.a.allocated.devices, self.a.allocated.capacity, data.spec.capacity
         selectable = self._selectable_mask(data)
+        # a request asking one capacity (a share's milli) of devices with that one capacity: the
+        # check plain_fits makes, in line (amount >= 0: else plain_fits says ask fits)
+        ask_name, ask_amount = "", -1
+        if asked is not None and len(asked) == 1:
+            ((ask_name, ask_amount),) = asked.items()
+        sole = self.a.pools[self.node.name].sole_capacity
+        tolerations = data.spec.tolerations
         pool: Pool | None = None
         for cand in self._candidates(data, 0):
             device, device_id = cand.device, cand.id
@@ -315,10 +344,16 @@ class AllocationRun:
             elif not selectable[cand.order]:
                 continue
             if consumable and (device.capacity or asked is not None):
-                ok = plain_fits(capacity_in_pool.get(device_id, _NOTHING), asked, device.capacity)
-                if not (self._capacity_fits(data, cand) if ok is None else ok):
-                    continue
-            if taints and taint_blocks(device, data.spec.tolerations) is not None:
+                one = sole[cand.order] if ask_amount >= 0 else None
+                if one is not None and one[0] == ask_name:
+                    used = capacity_in_pool.get(device_id)
+                    if (used.get(ask_name, 0) if used else 0) + ask_amount > one[1]:
+                        continue
+                else:
+                    ok = plain_fits(capacity_in_pool.get(device_id, _NOTHING), asked, device.capacity)
+                    if not (self._capacity_fits(data, cand) if ok is None else ok):
+                        continue
+            if taints and device.taints and taint_blocks(device, tolerations) is not None:
                 continue
             consumed: dict[str, int] | None = None
             share = ""
