@@ -25,37 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 from openb import MILLI, GpuNode, TracePod  # noqa: E402
 
-from tests.helpers.gpu_replay import gpu_nodes, replay  # noqa: E402
-
-
-@st.composite
-def gpu_pods(draw: st.DrawFn) -> list[TracePod]:
-    shapes = draw(
-        st.lists(
-            st.one_of(
-                st.tuples(st.sampled_from([1000, 4000, 12000]), st.just(0), st.just(0), st.just(())),
-                st.tuples(
-                    st.sampled_from([1000, 4000, 8000]),
-                    st.just(1),
-                    st.sampled_from([100, 250, 470, 500, 810]),
-                    st.sampled_from([(), (), ("T4",), ("V100M16", "A100")]),
-                ),
-                st.tuples(
-                    st.sampled_from([2000, 8000, 16000]), st.sampled_from([1, 2, 4]), st.just(MILLI), st.just(())
-                ),
-            ),
-            min_size=1,
-            max_size=6,
-        )
-    )
-    memories = draw(st.lists(st.sampled_from([1024, 4096, 30_000, 120_000]), min_size=1, max_size=3, unique=True))
-    picks = draw(
-        st.lists(st.tuples(st.integers(0, len(shapes) - 1), st.integers(0, len(memories) - 1)), min_size=5, max_size=40)
-    )
-    return [
-        TracePod(f"p{i:03}", shapes[s][0], memories[m], shapes[s][1], shapes[s][2], shapes[s][3])
-        for i, (s, m) in enumerate(picks)
-    ]
+from tests.helpers.gpu_replay import gpu_nodes, gpu_pods, replay  # noqa: E402
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

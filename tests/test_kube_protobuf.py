@@ -235,3 +235,31 @@ def test_a_server_that_refuses_protobuf_gets_json_from_then_on(server: TestApiSe
     assert not api.protobuf
     bound = {k: p["spec"].get("nodeName") for k, p in server.store.objects["pods"].items()}
     assert bound == {"default/a": "n1", "default/b": None, "default/c": "n1"}
+
+
+def test_the_answers_not_read_are_asked_for_in_protobuf(server: TestApiServer, tmp_path: Path) -> None:
+    """A status patch, a deletion, an eviction: the server answers with the whole pod (or a
+    Status), which rulesched never reads, so it is asked for in protobuf first (cheaper for the
+    server to encode), JSON where the kind has none; a read still asks for JSON."""
+    server.add("nodes", node("n1"))
+    for name in ("a", "b"):
+        server.add("pods", pod(name))
+    api = KubeApi(server.kubeconfig(str(tmp_path / "kubeconfig")))
+    accepts: list[tuple[str, str]] = []
+    send = api._transport.request
+
+    def recording(method: str, url: str, data: Any, headers: dict[str, str], timeout: Any) -> Any:
+        accepts.append((method, headers["Accept"]))
+        return send(method, url, data, headers, timeout)
+
+    api._transport.request = recording  # type: ignore[method-assign]
+    api.patch_pod_status("default", "a", {"status": {"nominatedNodeName": "n1"}}, strategic=True)
+    api.delete(PODS, "default", "b")
+    api.get(PODS, "default", "a")
+    assert accepts == [
+        ("PATCH", "application/vnd.kubernetes.protobuf, application/json"),
+        ("DELETE", "application/vnd.kubernetes.protobuf, application/json"),
+        ("GET", "application/json"),
+    ]
+    assert server.store.objects["pods"]["default/a"]["status"]["nominatedNodeName"] == "n1"
+    assert "default/b" not in server.store.objects["pods"]

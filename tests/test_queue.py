@@ -30,7 +30,7 @@ def where(queue: SchedulingQueue, key: str) -> str:
     """Which sub-queue holds the pod."""
     if any(e.pod.key == key for e in queue._active):
         return "active"
-    if any(e.pod.key == key for e in queue._backoff):
+    if any(e.pod.key == key and not e.dead for e in (*queue._backoff, *queue._error_backoff)):
         return "backoff"
     if key in queue._unschedulable:
         return "unschedulable"
@@ -129,18 +129,17 @@ def test_parked_pods_move_on_events_and_after_five_minutes() -> None:
     assert queue.any_waiting_on_pods
     assert queue.move(Event.NODE_ADDED) == 2
     assert not queue.any_waiting_on_pods
-    for pod in (queue.pop(), queue.pop()):  # their backoff has not passed yet
-        assert pod is None
-    clock.now += 10
+    # their backoff (from their failed attempts, at 0) has not passed, but nothing is active:
+    # popped from the backoff queue at once (SchedulerPopFromBackoffQ)
     a, b = queue.pop(), queue.pop()
     assert a is not None and b is not None
     queue.unschedulable(a)
     assert queue.move(Event.POD_ADDED) == 0  # nobody waits on pods: a new pod helps no one
     clock.now += 299
     assert queue.pop() is None
-    clock.now += 1  # five minutes in the pool: tried again anyway (after its backoff)
-    queue.pop()
-    assert where(queue, a.key) == "backoff"
+    clock.now += 1  # five minutes in the pool: tried again anyway (its backoff long over: at once)
+    again = queue.pop()
+    assert again is not None and again.key == a.key
 
 
 def test_a_preemptor_awaiting_its_victims_is_not_moved_by_another_pods_deletion() -> None:
@@ -187,7 +186,9 @@ def test_backoff_doubles_up_to_the_maximum() -> None:
         assert ready is not None
         waits.append(ready - start)
         clock.now = ready
-    assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    # the expiry is truncated to its one-second window, and the pod goes active at the next
+    # window (failing on whole seconds here, each wait is the backoff plus that second)
+    assert waits == [2.0, 3.0, 5.0, 9.0, 11.0, 11.0]
 
 
 def test_a_blocking_pop_waits_for_a_pod_and_can_be_woken() -> None:

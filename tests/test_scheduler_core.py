@@ -34,7 +34,7 @@ def test_a_binding_under_way_holds_the_node_and_finishes_or_rolls_back() -> None
     assert not store.is_assumed("default/a")
     scheduler.binding_finished("default/b", ok=False, reason="409 Conflict")
     assert store.pod_node("default/b") is None  # rolled back, and retried after its backoff
-    assert any(e.pod.key == "default/b" for e in scheduler.queue._backoff)
+    assert any(e.pod.key == "default/b" for e in scheduler.queue._error_backoff)  # (an error: its own queue)
     assert ("bound", "default/a") in seen.events and ("failed", "default/b") in seen.events
     scheduler.binding_finished("default/unknown", ok=True)  # an outcome nobody waits for
     assert scheduler.bindings_in_flight == 0

@@ -328,7 +328,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert self.binder.calls[calls:] == [(key, result.node, False)]
             assert not self.state.is_assumed(key)
             assert self.state.pod_node(key) is None and not self._on_a_node(key)
-            assert any(e.pod.key == key for e in queue._backoff), "a failed bind must requeue with backoff"
+            assert any(e.pod.key == key for e in queue._error_backoff), "a failed bind must requeue with backoff"
         else:
             assert len(self.binder.calls) == calls
             assert self.state.pod_node(key) is None
@@ -361,7 +361,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.binder.plan = deque(plan)
         self.scheduler.run()
         queue = self.scheduler.queue
-        assert not queue._active and not queue._backoff, "run() returned before the queue settled"
+        assert not queue._active and not queue._backoff and not queue._error_backoff, (
+            "run() returned before the queue settled"
+        )
         self.binder.plan.clear()
         for key in queue._unschedulable:
             assert self.state.pod_node(key) is None

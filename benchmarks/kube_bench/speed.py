@@ -62,6 +62,11 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         creation = create(kube, objects["pending"], options.creator) if options.drain else None
         scheduler.start()
         try:
+            stamp = f"{workload.name}-{which}-{time.strftime('%H%M%S')}"
+            if logs is not None:  # (kube-apiserver's metrics as the measured phase starts, scraped before
+                # its CPU is read: diff them with the end's)
+                logs.mkdir(parents=True, exist_ok=True)
+                (logs / f"{stamp}.kube-apiserver.start.metrics").write_text(apiserver_metrics(kube))
             pids = {"scheduler": scheduler.pid(), "kube-apiserver": component_pid(kube, "kube-apiserver"),
                     "etcd": component_pid(kube, "etcd")}  # fmt: skip
             cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
@@ -93,9 +98,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
                     text = ""
                 (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
                 # (and kube-apiserver's: its request latencies by verb and resource, as it served them)
-                (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.kube-apiserver.metrics").write_text(
-                    apiserver_metrics(kube)
-                )
+                (logs / f"{stamp}.kube-apiserver.metrics").write_text(apiserver_metrics(kube))
             watch.stop()
             if profile is not None:
                 profile.join()

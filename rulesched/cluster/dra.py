@@ -19,6 +19,7 @@ Next stage: :mod:`rulesched.cluster.snapshot` carries them to the cycle.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -32,7 +33,7 @@ from rulesched.semantics.dra_claims import claim_keys, consumer_uid
 from rulesched.semantics.dra_devices import AllocatedState, DeviceID, NodePools, PooledMap, PooledSet
 from rulesched.semantics.dra_extended import extended_view
 from rulesched.semantics.dra_pod import RELEASABLE, pod_claims
-from rulesched.semantics.dra_views import DeviceUse, node_devices
+from rulesched.semantics.dra_views import DeviceUse, node_devices, node_pools
 
 DRA_KINDS = ("classes", "claims", "templates", "slices")
 
@@ -55,6 +56,12 @@ class _Held:
         self._shares: dict[tuple[str, str], frozenset[tuple[str, str, str, str]]] = {}
         self._shared_devices: dict[tuple[str, str], frozenset[DeviceID]] = {}
         self._consumed: dict[tuple[str, str], Mapping[DeviceID, Mapping[str, int]]] = {}
+        # Those four tables an AllocatedState made since reads (allocated), by name, with the
+        # view that reads each (weakly): copied before the next change to them while the view is
+        # alive, else changed in place. A bind changes one pool in one or two of them (a whole
+        # GPU: the devices allocated whole; a share: the shares'), and the cycle's views are
+        # gone by then unless someone kept them (each table a pool per node: 1,213 entries on openb).
+        self._lent: dict[str, weakref.ref[Any]] = {}
 
     def count(self, alloc: Allocation, sign: int) -> None:
         pools: set[tuple[str, str]] = set()
@@ -83,22 +90,35 @@ class _Held:
         """Pool ``pool``'s frozen parts made again from its counts (a pool: a node's few devices)."""
         whole = self._pool_whole.get(pool)
         shares = self._pool_shares.get(pool)
-        _put(self._whole, pool, frozenset(whole) if whole else None)
-        _put(self._shares, pool, frozenset(shares) if shares else None)
+        self._put("_whole", pool, frozenset(whole) if whole else None)
+        self._put("_shares", pool, frozenset(shares) if shares else None)
         devices = {s[:3] for s in shares} if shares else set()
-        _put(self._shared_devices, pool, frozenset(devices) if devices else None)
+        self._put("_shared_devices", pool, frozenset(devices) if devices else None)
         consumed = {d: MappingProxyType(dict(self.consumed[d])) for d in devices if d in self.consumed}
-        _put(self._consumed, pool, MappingProxyType(consumed) if consumed else None)
+        self._put("_consumed", pool, MappingProxyType(consumed) if consumed else None)
+
+    def _put(self, name: str, pool: tuple[str, str], value: Any) -> None:
+        """Table ``name``'s entry of ``pool`` set to ``value`` (None: none), unless it is equal
+        already (the part kept: an AllocatedState holding the table sees no change), the table
+        copied first while an AllocatedState holds it."""
+        table: dict[tuple[str, str], Any] = getattr(self, name)
+        if table.get(pool) == value:
+            return
+        lent = self._lent.pop(name, None)
+        if lent is not None and lent() is not None:
+            table = dict(table)
+            setattr(self, name, table)
+        _put(table, pool, value)
 
     def allocated(self) -> AllocatedState:
-        """The allocator's view: a copy of the per-pool tables (one entry a pool), not of every
-        device held (each pool's parts are frozen and remade when a claim changes it)."""
-        return AllocatedState(
-            PooledSet(dict(self._whole)),
-            PooledSet(dict(self._shares)),
-            PooledMap(dict(self._consumed)),
-            PooledSet(dict(self._shared_devices)),
-        )
+        """The allocator's view: the per-pool tables (one entry a pool) as they are now, not a
+        copy of every device held (each pool's parts are frozen and remade when a claim changes
+        it; a table is copied before it changes while the view holds it)."""
+        whole, shares, shared = PooledSet(self._whole), PooledSet(self._shares), PooledSet(self._shared_devices)
+        consumed = PooledMap(self._consumed)
+        views = {"_whole": whole, "_shares": shares, "_consumed": consumed, "_shared_devices": shared}
+        self._lent = {name: weakref.ref(view) for name, view in views.items()}
+        return AllocatedState(whole, shares, consumed, shared)
 
     def use(self) -> DeviceUse:
         """What the claims hold now, read in place (valid until the next change: the store works
@@ -149,6 +169,9 @@ class DraCache:
         # the slices, those of each node and those naming none (node.devices' refresh; kept
         # until the slices change)
         self._slices: tuple[list[Any], dict[str, list[Any]], list[Any]] | None = None
+        # ... and the pools each node reaches from them, with the Node they were gathered for (a
+        # node's refresh after a bind remakes its devices' views, not its pools)
+        self._node_pools: dict[str, tuple[Any, list[Any]]] = {}
         self.allocates = True  # False: kube-scheduler allocates (the extender; DraState.allocates)
         self._fixed: dict[Any, Any] = {}  # device id -> its views that change with the slice alone (node_devices)
 
@@ -202,6 +225,7 @@ class DraCache:
         elif kind == "slices":
             self.pools = {}
             self._slices = None
+            self._node_pools = {}
             self._fixed = {}
             for s in (self._maps["slices"].get(key), value):
                 if s is not None:
@@ -258,11 +282,14 @@ class DraCache:
         use = self._use
         out = {}
         for name in names:
-            views = (
-                node_devices(nodes[name].node, on_node.get(name, []) + shared, slices, use, self._fixed)
-                if slices
-                else ()
-            )
+            views: tuple[NodeDevice, ...] = ()
+            if slices:
+                node = nodes[name].node
+                reached = on_node.get(name, []) + shared
+                kept = self._node_pools.get(name)
+                if kept is None or kept[0] is not node:
+                    kept = self._node_pools[name] = (node, node_pools(node, reached, slices))
+                views = node_devices(node, reached, slices, use, self._fixed, kept[1])
             for view in views:
                 self._seen_on.setdefault(view.id, set()).add(name)
             out[name] = views
@@ -273,6 +300,7 @@ class DraCache:
         self.mark(None)
         self.pools = {}
         self._slices = None
+        self._node_pools = {}
         for kind in DRA_KINDS:
             self._maps[kind] = dict(getattr(state, kind))
             self._cow.made_now(f"dra_{kind}")

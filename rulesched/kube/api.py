@@ -252,8 +252,11 @@ class KubeApi:
         headers = dict(self._headers)
         if body:
             headers["Content-Type"] = content_type
-            if not answer and content_type == protobuf.CONTENT_TYPE:  # (an answer not read: the cheaper encoding)
-                headers["Accept"] = protobuf.CONTENT_TYPE
+        if not answer and self.protobuf:
+            # An answer not read is asked for in protobuf, which the server encodes for less CPU
+            # than JSON (a pod's status patch or deletion answers with the whole pod), JSON where
+            # it has none (custom resources), as client-go's Accept for built-in kinds.
+            headers["Accept"] = protobuf.ACCEPT_UNREAD
         token = self._configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
         if token:  # (as the client's auth_settings: its only header credential; certificates are the pool's)
             headers["authorization"] = token
@@ -375,7 +378,7 @@ class KubeApi:
         """DELETE; ``uid``: only that object (a precondition: ConflictError when the name is
         another's now)."""
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
-        self._call("DELETE", resource.path(namespace, name), body=body)
+        self._call("DELETE", resource.path(namespace, name), body=body, answer=False)
 
     # --- what the scheduler writes --------------------------------------------------------------
     def bind(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
@@ -386,7 +389,7 @@ class KubeApi:
     def evict(self, namespace: str, name: str) -> None:
         """POST pods/eviction (TooManyRequestsError: a PodDisruptionBudget forbids it now)."""
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        self._call("POST", PODS.path(namespace, name, "eviction"), body=body)
+        self._call("POST", PODS.path(namespace, name, "eviction"), body=body, answer=False)
 
     def patch(
         self,
@@ -403,6 +406,7 @@ class KubeApi:
             body=patch,
             content_type="application/merge-patch+json",
             timeout=timeout,
+            answer=False,
         )
 
     def patch_status(
@@ -413,7 +417,11 @@ class KubeApi:
         merge by type, as kube-scheduler patches them)."""
         kind = "strategic-merge-patch" if strategic else "merge-patch"
         self._call(
-            "PATCH", resource.path(namespace, name, "status"), body=patch, content_type=f"application/{kind}+json"
+            "PATCH",
+            resource.path(namespace, name, "status"),
+            body=patch,
+            content_type=f"application/{kind}+json",
+            answer=False,
         )
 
     def served_versions(self, group: str) -> tuple[str, ...]:
@@ -433,7 +441,7 @@ class KubeApi:
         strategic merge patch, as kube-scheduler's PatchPodStatus sends: ``status.conditions``
         entries merge by ``type``, so the pod's other conditions stay."""
         kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
-        self._call("PATCH", PODS.path(namespace, name, "status"), body=patch, content_type=kind)
+        self._call("PATCH", PODS.path(namespace, name, "status"), body=patch, content_type=kind, answer=False)
 
     def post_event(
         self,

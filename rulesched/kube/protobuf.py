@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
+# Accept for an answer not read: protobuf, else JSON (the server's choice: custom resources have no protobuf)
+ACCEPT_UNREAD = f"{CONTENT_TYPE}, application/json"
 MAGIC = b"k8s\x00"
 
 _STRING, _MAP, _MICROTIME = "string", "map", "microtime"

@@ -6,6 +6,7 @@ Next stage: :mod:`rulesched.scheduler.preemption`'s dry runs over them.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,8 +32,14 @@ def importance(pod: Pod) -> tuple[int, float]:
 
 
 def pod_priorities(node: Any) -> frozenset[int]:
-    """The priorities of a node's pods (a node column: rulesched.engine.columns)."""
-    return frozenset(p.priority for p in node.pods)
+    """The priorities of a node's pods (a node column: rulesched.engine.columns), one object per
+    distinct set (a set of the column's values, per failing pod, then compares by identity)."""
+    return _one_of(frozenset(p.priority for p in node.pods))
+
+
+@functools.lru_cache(maxsize=256)
+def _one_of(priorities: frozenset[int]) -> frozenset[int]:
+    return priorities  # (the first set equal to it that was asked for)
 
 
 _PRIORITIES = ("preemption", "priorities")  # a node memo key: its pods' priorities

@@ -1,9 +1,14 @@
-"""The scheduling queue: active pods by priority then arrival, backoff, and the unschedulable pool.
+"""The scheduling queue: active pods by priority then arrival or last failure, backoff, and the unschedulable pool.
 
-As in kube-scheduler, a pod that fits nowhere waits in the unschedulable pool until the cluster
-changes in a way that could help (:meth:`SchedulingQueue.move`), or for at most five minutes;
-it then waits out its backoff (1 s doubling per failed attempt, up to 10 s by default) before it
-is tried again. Pending pods can be updated (a changed spec goes back to be tried at once) or
+As in kube-scheduler 1.37.2, a pod that fits nowhere waits in the unschedulable pool until the
+cluster changes in a way that could help (:meth:`SchedulingQueue.move`), or for five minutes
+(upstream looks every 30 s, so 5:00-5:30 there); it then goes to the active queue, or to the backoff queue while its backoff (1 s doubling
+per failed attempt, up to 10 s by default) counted from its last failed attempt has not run out
+(:mod:`rulesched.scheduler.backoff`). A pod whose attempt failed by an error (a failed binding)
+backs off in the error backoff queue. With nothing active, :meth:`SchedulingQueue.pop` takes the
+head of the backoff queue at once, its backoff not yet over (SchedulerPopFromBackoffQ, on by
+default since 1.33: a scheduler with nothing else to do does not sit out a backoff); never the
+error backoff queue's. Pending pods can be updated (a changed spec goes back to be tried at once) or
 deleted in every sub-queue, and while a cycle holds them (in flight). Time comes from a clock
 function so the simulator can run on virtual time; :meth:`pop` can wait for a pod on a real one.
 
@@ -16,7 +21,6 @@ Next stage: :mod:`rulesched.scheduler.cycle` schedules what :meth:`pop` returns.
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 import threading
@@ -25,26 +29,33 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from rulesched.model import Pod
+from rulesched.scheduler import backoff
+from rulesched.scheduler.backoff import Attempts
 from rulesched.scheduler.cluster_events import Event
+from rulesched.scheduler.pod_versions import keep_nomination, same_for_scheduling
 
 UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
 
 # Sub-queues and the events that move pods into them, as kube-scheduler's metrics name them.
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
+ERROR_BACKOFF = "error-backoff"  # (a heap of its own; reported as backoff, as upstream's metrics do)
 # (1.37's framework.UnscheduledPod labels, as kube-scheduler 1.37.2's own metric shows them)
 POD_ADD, POD_UPDATE = "UnscheduledPodAdd", "UnscheduledPodUpdate"
-ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT = (
+ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT, POP_FROM_BACKOFF = (
     "ScheduleAttemptFailure",
     "BackoffComplete",
     "UnschedulableTimeout",
+    "PopFromBackoffQ",
 )
 
 
 @dataclass(order=True)
 class _Entry:
-    sort_key: tuple[float, int]
+    # active: (-priority, timestamp, seq), PrioritySort's order; backoff: (expiry, -priority,
+    # timestamp, seq), lessBackoffCompletedWithPriority's; error backoff: (expiry, seq)
+    sort_key: tuple[float, ...]
     pod: Pod = field(compare=False)
-    active: bool = field(default=True, compare=False)  # in the active heap (else backoff)
+    heap: str = field(default=ACTIVE, compare=False)  # ACTIVE, BACKOFF or ERROR_BACKOFF
     dead: bool = field(default=False, compare=False)  # taken out (take): skipped when it comes up
 
 
@@ -54,21 +65,6 @@ class _Parked:
     since: float
     waits_on_pods: bool  # a newly placed pod could help it (pod affinity, spreading)
     rejected_by: frozenset[str] = frozenset()  # the filters that failed it (its unschedulable plugins)
-
-
-# What a pending pod's update may change without changing where it can go: its status (the
-# PodScheduled condition a scheduler writes after each failed attempt is no field of Pod at all;
-# the nominated node is the scheduler's own note). kube-scheduler's queue likewise leaves a parked
-# pod parked on such an update: PodSchedulingPropertiesChange finds no property changed, and no
-# plugin of the default profile registers the plain Pod/Update event of the pod itself; requeued
-# by it, every attempt's own status patch would bring the pod back for another attempt.
-_STATUS_ONLY = frozenset({"nominated_node_name"})
-_SCHEDULING_FIELDS = tuple(f.name for f in dataclasses.fields(Pod) if f.name not in _STATUS_ONLY)
-
-
-def same_for_scheduling(a: Pod, b: Pod) -> bool:
-    """Whether two versions of a pod differ at most in what cannot change where it fits."""
-    return a is b or all(getattr(a, name) == getattr(b, name) for name in _SCHEDULING_FIELDS)
 
 
 class SchedulingQueue:
@@ -84,13 +80,15 @@ class SchedulingQueue:
         self._max = max_backoff
         self._unschedulable_max = unschedulable_max
         self._seq = itertools.count()
-        self._active: list[_Entry] = []
-        self._backoff: list[_Entry] = []  # sort key: (ready time, seq)
-        self._dead_active = 0  # entries taken out of the heaps but still in them (take)
-        self._dead_backoff = 0
+        self._heaps: dict[str, list[_Entry]] = {ACTIVE: [], BACKOFF: [], ERROR_BACKOFF: []}
+        self._active, self._backoff, self._error_backoff = (self._heaps[h] for h in (ACTIVE, BACKOFF, ERROR_BACKOFF))
+        self._dead = dict.fromkeys(self._heaps, 0)  # entries taken out of the heaps but still in them (take)
         self._unschedulable: dict[str, _Parked] = {}
         self._waiting = 0  # parked pods that wait on pods
         self._attempts: dict[str, int] = {}
+        # pod key -> its queueing parameters (the backoff's input), from its arrival until it
+        # leaves the queue (bound or deleted)
+        self._params: dict[str, Attempts] = {}
         self._queued: dict[str, _Entry | None] = {}  # pod key -> its heap entry (None: parked)
         self._in_flight: dict[str, Pod | None] = {}  # popped, not yet settled -> newer version (None: none)
         self._deleted_in_flight: set[str] = set()
@@ -117,15 +115,17 @@ class SchedulingQueue:
 
     def __len__(self) -> int:
         with self._lock:
-            dead = self._dead_active + self._dead_backoff
-            return len(self._active) + len(self._backoff) - dead + len(self._unschedulable)
+            return self._live(*self._heaps) + len(self._unschedulable)
+
+    def _live(self, *heaps: str) -> int:
+        return sum(len(self._heaps[h]) - self._dead[h] for h in heaps)
 
     def counts(self) -> dict[str, int]:
         """Pending pods per sub-queue (kube-scheduler's scheduler_pending_pods{queue})."""
         with self._lock:
             return {
-                "active": len(self._active) - self._dead_active,
-                "backoff": len(self._backoff) - self._dead_backoff,
+                "active": self._live(ACTIVE),
+                "backoff": self._live(BACKOFF, ERROR_BACKOFF),
                 "unschedulable": len(self._unschedulable),
                 "in_flight": len(self._in_flight),
                 "gated": len(self._gated),
@@ -181,8 +181,7 @@ class SchedulingQueue:
         with self._lock:
             found: dict[tuple[str, str], int] = {}
             groups: dict[str, set[str]] = {}
-            heaps = ((ACTIVE, self._active), (BACKOFF, self._backoff))
-            pods = [(name, e.pod) for name, heap in heaps for e in heap if not e.dead]
+            pods = [(_label(e.heap), e.pod) for heap in self._heaps.values() for e in heap if not e.dead]
             pods += [(UNSCHEDULABLE, parked.pod) for parked in self._unschedulable.values()]
             pods += [("gated", pod) for pod in self._gated.values()]
             for queue, pod in pods:
@@ -265,9 +264,9 @@ class SchedulingQueue:
                 return
             entry = self._queued[key]
             assert entry is not None
-            if entry.pod.priority != pod.priority and entry.active:
-                self._remove(self._active, entry)
-                self._push_active(pod, None)  # (reordered, not new: nothing to report)
+            if entry.pod.priority != pod.priority:  # (reordered in its heap, not new: nothing to report)
+                self._remove(self._heaps[entry.heap], entry)
+                self._push(pod, entry.heap, None)
             else:
                 entry.pod = pod
 
@@ -278,6 +277,7 @@ class SchedulingQueue:
             self._attempts.pop(key, None)
             self._entered.pop(key, None)
             self._flushed.discard(key)
+            self._params.pop(key, None)
             if self._gated.pop(key, None) is not None:
                 return True
             if key in self._in_flight:
@@ -291,7 +291,7 @@ class SchedulingQueue:
                 del self._queued[key]
             else:
                 del self._queued[key]
-                self._remove(self._active if entry.active else self._backoff, entry)
+                self._remove(self._heaps[entry.heap], entry)
             return True
 
     def _gates(self, pod: Pod) -> bool:
@@ -313,16 +313,22 @@ class SchedulingQueue:
 
     # --- the scheduler's side ----------------------------------------------------------------------
     def pop(self, timeout: float | None = 0.0) -> Pod | None:
-        """The next pod to schedule: highest priority, earliest arrival. With ``timeout`` 0 (the
-        default) None at once when none is ready; otherwise wait up to ``timeout`` seconds (None:
-        no limit) for one, returning None early when :meth:`wake` or :meth:`close` is called."""
+        """The next pod to schedule: highest priority, then the earliest to arrive or last fail;
+        with none active, the backoff queue's head (see the module's docstring). With ``timeout``
+        0 (the default) None at once when none is ready; otherwise wait up to ``timeout`` seconds
+        (None: no limit) for one, returning None early when :meth:`wake` or :meth:`close` is called."""
         with self._lock:
             end = None if timeout is None else self._clock() + timeout
             while True:
                 self._flush()
                 self._prune()
+                entry = None
                 if self._active:
                     entry = heapq.heappop(self._active)
+                elif self._backoff:  # (SchedulerPopFromBackoffQ)
+                    entry = heapq.heappop(self._backoff)
+                    self._report(ACTIVE, POP_FROM_BACKOFF, entry.pod)
+                if entry is not None:
                     pod = entry.pod
                     del self._queued[pod.key]
                     self._in_flight[pod.key] = None
@@ -339,13 +345,14 @@ class SchedulingQueue:
 
     def _due_times(self) -> list[float]:
         """When the next backed-off pod is ready, and when the longest-parked pod must move."""
-        due = []
         self._prune()
-        if self._backoff:
-            due.append(self._backoff[0].sort_key[0])
+        due = self._backoff_due()
         if self._unschedulable:
             due.append(next(iter(self._unschedulable.values())).since + self._unschedulable_max)
         return due
+
+    def _backoff_due(self) -> list[float]:
+        return [backoff.ready_at(h[0].sort_key[0]) for h in (self._backoff, self._error_backoff) if h]
 
     def wake(self) -> None:
         """Make a waiting :meth:`pop` return None (an event arrived for the scheduler's thread
@@ -366,6 +373,7 @@ class SchedulingQueue:
             self._deleted_in_flight.discard(key)
             self._attempts.pop(key, None)
             self._entered.pop(key, None)
+            self._params.pop(key, None)
 
     def _settle(self, pod: Pod) -> Pod | None:
         """The version of an in-flight pod to requeue, or None if it was deleted meanwhile."""
@@ -380,11 +388,22 @@ class SchedulingQueue:
         """When the earliest backing-off pod becomes ready (the simulator jumps its clock there)."""
         with self._lock:
             self._prune()
-            return self._backoff[0].sort_key[0] if self._backoff else None
+            due = self._backoff_due()
+            return min(due) if due else None
 
     def backoff_seconds(self, key: str) -> float:
-        attempts = max(1, self._attempts.get(key, 1))
-        return float(min(self._max, self._initial * 2 ** (attempts - 1)))
+        """The pod's backoff after its failures so far (0: none), before the window alignment."""
+        with self._lock:
+            params = self._params.get(key)
+            if params is None or self._max == 0:
+                return 0.0
+            count = params.errors or params.unschedulable
+            return backoff.backoff_duration(count, self._initial, self._max)
+
+    def _failed(self, key: str, error: bool = False) -> None:
+        """An attempt of the pod failed now: its counts and timestamp move on."""
+        now = self._clock()
+        self._params[key] = self._params.get(key, Attempts(now)).failed(now, error)
 
     def unschedulable(self, pod: Pod, waits_on_pods: bool = False, rejected_by: frozenset[str] = frozenset()) -> None:
         """The pod fit nowhere: park it until the cluster changes. ``waits_on_pods``: a newly
@@ -394,11 +413,12 @@ class SchedulingQueue:
             settled = self._settle(pod)
             if settled is None:
                 return
+            self._failed(pod.key)
             if settled is not pod:
                 if not same_for_scheduling(pod, settled):  # updated during its cycle: try the new version soon
-                    self._push_backoff(settled, ATTEMPT_FAILURE)
+                    self._after_backoff(settled, ATTEMPT_FAILURE)
                     return
-                pod = _keep_nomination(settled, pod)  # (its status only changed: parked as the newer version)
+                pod = keep_nomination(settled, pod)  # (its status only changed: parked as the newer version)
             self._queued[pod.key] = None
             self._unschedulable[pod.key] = _Parked(pod, self._clock(), waits_on_pods, rejected_by)
             self._waiting += waits_on_pods
@@ -423,10 +443,7 @@ class SchedulingQueue:
                     assert isinstance(entry, _Entry)
                     pod = entry.pod
                     entry.dead = True  # (left in its heap, skipped there: no re-heapify per member)
-                    if entry.active:
-                        self._dead_active += 1
-                    else:
-                        self._dead_backoff += 1
+                    self._dead[entry.heap] += 1
                 del self._queued[key]
                 self._in_flight[key] = None
                 self._attempts[key] = self._attempts.get(key, 0) + 1
@@ -456,15 +473,17 @@ class SchedulingQueue:
         return self._waiting > 0
 
     def requeue(self, pod: Pod, backoff: bool = True) -> None:
-        """Try the pod again: after its backoff (a failed bind), or at once (after preemption)."""
+        """Try the pod again: after its backoff (an error: a failed bind, a cycle given up; the
+        error backoff queue), or at once (after preemption, new rules)."""
         with self._lock:
             settled = self._settle(pod)
             if settled is None or settled.key in self._queued:
                 return
             if settled is not pod:
-                settled = _keep_nomination(settled, pod)
+                settled = keep_nomination(settled, pod)
             if backoff:
-                self._push_backoff(settled, ATTEMPT_FAILURE)
+                self._failed(pod.key, error=True)
+                self._after_backoff(settled, ATTEMPT_FAILURE)
             else:
                 self._push_active(settled, ATTEMPT_FAILURE)
 
@@ -503,47 +522,62 @@ class SchedulingQueue:
 
     # --- heaps --------------------------------------------------------------------------------------
     def _unpark(self, key: str, event: str, pod: Pod | None = None) -> None:
-        """From the unschedulable pool to backoff (as ``pod``, its newer version, if given)."""
+        """From the unschedulable pool to backoff, or active if its backoff is over (as ``pod``,
+        its newer version, if given)."""
         parked = self._unschedulable.pop(key)
         self._waiting -= parked.waits_on_pods
         del self._queued[key]
-        self._push_backoff(pod or parked.pod, event)
+        self._after_backoff(pod or parked.pod, event)
+
+    def _after_backoff(self, pod: Pod, event: str) -> None:
+        """requeueEntityWithQueueingStrategy's queueAfterBackoff: to the backoff queue (the error
+        one after an error) while the pod's backoff runs, else straight to the active queue."""
+        params = self._params.get(pod.key)
+        ends = None if params is None else backoff.expiry(params, self._initial, self._max)
+        if ends is None or not backoff.backing_off(ends, self._clock()):
+            self._push_active(pod, event)
+            return
+        assert params is not None
+        heap = ERROR_BACKOFF if params.last_was_error else BACKOFF
+        self._push(pod, heap, event)
 
     def _prune(self) -> None:
         """Drop the taken-out entries at the heads of the heaps."""
-        while self._active and self._active[0].dead:
-            heapq.heappop(self._active)
-            self._dead_active -= 1
-        while self._backoff and self._backoff[0].dead:
-            heapq.heappop(self._backoff)
-            self._dead_backoff -= 1
+        for name, heap in self._heaps.items():
+            while heap and heap[0].dead:
+                heapq.heappop(heap)
+                self._dead[name] -= 1
 
     def _push_active(self, pod: Pod, event: str | None) -> None:
-        entry = _Entry((-pod.priority, next(self._seq)), pod, active=True)
-        heapq.heappush(self._active, entry)
-        self._queued[pod.key] = entry
+        self._push(pod, ACTIVE, event)
         self._entered.setdefault(pod.key, self._clock())
+
+    def _push(self, pod: Pod, heap: str, event: str | None) -> None:
+        params = self._params.setdefault(pod.key, Attempts(self._clock()))  # (a new pod: Timestamp now)
+        order: tuple[float, ...] = (-pod.priority, params.timestamp, next(self._seq))
+        if heap != ACTIVE:
+            ends = backoff.expiry(params, self._initial, self._max)
+            assert ends is not None  # (only a pod backing off goes to a backoff heap)
+            order = (ends, *order) if heap == BACKOFF else (ends, order[-1])
+        entry = _Entry(order, pod, heap)
+        heapq.heappush(self._heaps[heap], entry)
+        self._queued[pod.key] = entry
         self._ready.notify_all()
         if event is not None:
-            self._report(ACTIVE, event, pod)
-
-    def _push_backoff(self, pod: Pod, event: str) -> None:
-        ready = self._clock() + self.backoff_seconds(pod.key)
-        entry = _Entry((ready, next(self._seq)), pod, active=False)
-        heapq.heappush(self._backoff, entry)
-        self._queued[pod.key] = entry
-        self._ready.notify_all()
-        self._report(BACKOFF, event, pod)
+            self._report(_label(heap), event, pod)
 
     def _flush(self) -> None:
-        """Backed-off pods whose time came go active; pods parked too long go to backoff."""
+        """Backed-off pods whose time came go active; pods parked too long go to backoff (or
+        active, their backoff over)."""
         now = self._clock()
-        while self._backoff and self._backoff[0].sort_key[0] <= now:
-            entry = heapq.heappop(self._backoff)
-            if entry.dead:
-                self._dead_backoff -= 1
-                continue
-            self._push_active(entry.pod, BACKOFF_COMPLETE)
+        for name in (BACKOFF, ERROR_BACKOFF):  # (popAllBackoffCompleted: both queues)
+            heap = self._heaps[name]
+            while heap and not backoff.backing_off(heap[0].sort_key[0], now):
+                entry = heapq.heappop(heap)
+                if entry.dead:
+                    self._dead[name] -= 1
+                    continue
+                self._push_active(entry.pod, BACKOFF_COMPLETE)
         if self._unschedulable:
             # Parked in order of arrival (a clock never goes back): the stale ones come first.
             limit = now - self._unschedulable_max
@@ -557,8 +591,6 @@ class SchedulingQueue:
                 self._unpark(key, UNSCHEDULABLE_TIMEOUT)
 
 
-def _keep_nomination(newer: Pod, requeued: Pod) -> Pod:
-    """A pod updated during its cycle keeps the node its preemption nominated."""
-    if requeued.nominated_node_name and not newer.nominated_node_name:
-        return dataclasses.replace(newer, nominated_node_name=requeued.nominated_node_name)
-    return newer
+def _label(heap: str) -> str:
+    """The sub-queue a heap is in kube-scheduler's metrics (its error backoff queue is backoff)."""
+    return BACKOFF if heap == ERROR_BACKOFF else heap

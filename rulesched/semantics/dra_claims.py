@@ -13,7 +13,6 @@ written by hand), with the 5 characters derived from the pod and entry so that r
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -21,6 +20,7 @@ from types import MappingProxyType
 from rulesched.model import Pod
 from rulesched.model.dra import POD_CLAIM_ANNOTATION, ResourceClaim, ResourceClaimTemplate
 from rulesched.model.objects import PodClaim
+from rulesched.model.replaced import replaced
 
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # apimachinery's rand.String
 _MAX_BASE = 57
@@ -61,7 +61,7 @@ def claims_from_templates(
             continue
         name = generate_name(pod.name, entry.name) + _suffix(pod, entry.name)
         if f"{pod.namespace}/{name}" in claims:
-            entries.append(dataclasses.replace(entry, generated=name))
+            entries.append(replaced(entry, generated=name))
             continue
         annotations = dict(template.annotations)
         annotations[POD_CLAIM_ANNOTATION] = entry.name
@@ -79,7 +79,7 @@ def claims_from_templates(
         entries.append(PodClaim(entry.name, "", entry.template_name, name))
     if not made:
         return pod, []
-    return dataclasses.replace(pod, resource_claims=tuple(entries)), made
+    return replaced(pod, resource_claims=tuple(entries)), made
 
 
 def consumer_uid(pod: Pod) -> str:

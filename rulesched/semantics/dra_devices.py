@@ -57,7 +57,7 @@ class PooledSet(AbstractSet[Any]):
     devices), so a new state copies the table of pools, not every device held in the cluster
     (:mod:`rulesched.cluster.dra`). Set operations give plain frozensets."""
 
-    __slots__ = ("_by_pool", "_len")
+    __slots__ = ("_by_pool", "_len", "__weakref__")  # (the store copies a table only while one is alive)
 
     def __init__(self, by_pool: Mapping[tuple[str, str], AbstractSet[Any]]) -> None:
         self._by_pool = by_pool
@@ -92,7 +92,7 @@ class PooledSet(AbstractSet[Any]):
 class PooledMap(Mapping[DeviceID, Mapping[str, int]]):
     """A device id -> amounts map kept as one frozen map per pool (see :class:`PooledSet`)."""
 
-    __slots__ = ("_by_pool", "_len")
+    __slots__ = ("_by_pool", "_len", "__weakref__")  # (the store copies a table only while one is alive)
 
     def __init__(self, by_pool: Mapping[tuple[str, str], Mapping[DeviceID, Mapping[str, int]]]) -> None:
         self._by_pool = by_pool

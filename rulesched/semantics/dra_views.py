@@ -12,7 +12,7 @@ from typing import Any
 
 from rulesched.model.dra import Attribute, NodeDevice, ResourceClaim, ResourceSlice
 from rulesched.semantics.dra_devices import DeviceID
-from rulesched.semantics.dra_pools import ALL_FEATURES, gather_pools, node_matches
+from rulesched.semantics.dra_pools import ALL_FEATURES, Pool, gather_pools, node_matches
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,14 +59,18 @@ def node_devices(
     slices: Sequence[ResourceSlice],
     all_slices: Sequence[ResourceSlice],
     use: DeviceUse,
-    fixed: dict[DeviceID, tuple[Any, Any, Any, Any]] | None = None,
+    fixed: dict[DeviceID, tuple[Any, Any, Any, Any, Any]] | None = None,
+    pools: Sequence[Pool] | None = None,
 ) -> tuple[NodeDevice, ...]:
     """The devices of the complete, valid pools ``node`` reaches (its slices: its own and those
     naming no node), in the allocator's order, with what claims hold of them. ``fixed``: each
     device's attributes, numbers and capacity as views, kept per device object (they change only
-    with the slice: a node's refresh after a bind remakes what claims hold alone)."""
+    with the slice: a node's refresh after a bind remakes what claims hold alone), and its last
+    view with what claims held of it then: the same view again while they hold the same (a
+    bind changes one or two of a node's devices; the others' views stay the objects they were).
+    ``pools``: ``node_pools(node, slices, all_slices)``, when the caller keeps them."""
     out = []
-    for pool in gather_pools(slices, node, ALL_FEATURES, all_slices):
+    for pool in node_pools(node, slices, all_slices) if pools is None else pools:
         if pool.incomplete or pool.invalid:
             continue
         for s in pool.slices:
@@ -76,30 +80,43 @@ def node_devices(
                 device_id = (s.driver, s.pool, d.name)
                 kept = fixed.get(device_id) if fixed is not None else None
                 if kept is None or kept[0] is not d:
-                    kept = (d, *_fixed_views(s.driver, d))
+                    kept = (d, *_fixed_views(s.driver, d), None)
                     if fixed is not None:
                         fixed[device_id] = kept
-                _, attributes, numbers, capacity = kept
-                consumed = dict(use.consumed.get(device_id, {}))
+                _, attributes, numbers, capacity, last = kept
+                held = use.consumed.get(device_id)
                 whole = device_id in use.whole
+                claims = use.claims.get(device_id, 0)
+                held_as = (whole, held is not None, claims, held or {})
+                if last is not None and last[0] == held_as:
+                    out.append(last[1])
+                    continue
+                consumed = dict(held or {})
                 free = {} if whole else {name: value - consumed.get(name, 0) for name, value in capacity.items()}
-                out.append(
-                    NodeDevice(
-                        s.driver,
-                        s.pool,
-                        d.name,
-                        attributes,
-                        numbers,
-                        capacity,
-                        MappingProxyType(consumed),
-                        MappingProxyType(free),
-                        allocated=whole or device_id in use.consumed or use.claims.get(device_id, 0) > 0,
-                        shared=bool(d.allow_multiple_allocations),
-                        claims=use.claims.get(device_id, 0),
-                        taints=d.taints,
-                    )
+                view = NodeDevice(
+                    s.driver,
+                    s.pool,
+                    d.name,
+                    attributes,
+                    numbers,
+                    capacity,
+                    MappingProxyType(consumed),
+                    MappingProxyType(free),
+                    allocated=whole or held is not None or claims > 0,
+                    shared=bool(d.allow_multiple_allocations),
+                    claims=claims,
+                    taints=d.taints,
                 )
+                out.append(view)
+                if fixed is not None:  # (what claims held, copied: the use's own maps change in place)
+                    fixed[device_id] = (*kept[:4], ((whole, held is not None, claims, consumed), view))
     return tuple(out)
+
+
+def node_pools(node: Any, slices: Sequence[ResourceSlice], all_slices: Sequence[ResourceSlice]) -> list[Pool]:
+    """The pools ``node`` reaches from its slices (its own and those naming no node), as
+    :func:`node_devices` walks them: a function of the slices and the Node alone."""
+    return gather_pools(slices, node, ALL_FEATURES, all_slices)
 
 
 def _fixed_views(driver: str, d: Any) -> tuple[Any, Any, Any]:

@@ -120,11 +120,12 @@ def simulate(
         min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
     )
     simulation = Simulation(rules, store, scheduler_settings)
-    for group in objects.groups:
-        simulation.add_group(group)
-    pending = pods_to_schedule(objects, settings)
-    for pod in pending:
-        simulation.add(pod)
+    with collecting_seldom():  # (a full collection while queueing walked the whole loaded cluster)
+        for group in objects.groups:
+            simulation.add_group(group)
+        pending = pods_to_schedule(objects, settings)
+        for pod in pending:
+            simulation.add(pod)
     # The loaded cluster lives as long as the run: keep the cyclic collector from walking it
     # again at every full collection (it costs more the bigger the cluster).
     gc.collect()

@@ -1,7 +1,8 @@
 """A GPU replay through `simulate` with FGD (the openb converter's objects), each pod's outcome:
 what tests/test_gpu_replay_property.py and tests/test_kept_failures.py compare between the
 engine's caches and the node-by-node walk (``explain``); and small clusters of the trace's GPU
-nodes to replay them on (a Hypothesis strategy)."""
+nodes and pod sequences of its kinds to replay on them (Hypothesis strategies, also for
+tests/test_dra_cache_reuse.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benchmarks"))
 
 import openb_to_k8s  # noqa: E402
-from openb import GpuNode, TracePod  # noqa: E402
+from openb import MILLI, GpuNode, TracePod  # noqa: E402
 
 from rulesched.simulate.load import load_cluster  # noqa: E402
 from rulesched.simulate.run import SimulateSettings, simulate  # noqa: E402
@@ -57,4 +58,34 @@ def gpu_nodes(draw: st.DrawFn) -> list[GpuNode]:
             draw(st.sampled_from(MODELS)),
         )
         for i in range(count)
+    ]
+
+
+@st.composite
+def gpu_pods(draw: st.DrawFn) -> list[TracePod]:
+    shapes = draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.sampled_from([1000, 4000, 12000]), st.just(0), st.just(0), st.just(())),
+                st.tuples(
+                    st.sampled_from([1000, 4000, 8000]),
+                    st.just(1),
+                    st.sampled_from([100, 250, 470, 500, 810]),
+                    st.sampled_from([(), (), ("T4",), ("V100M16", "A100")]),
+                ),
+                st.tuples(
+                    st.sampled_from([2000, 8000, 16000]), st.sampled_from([1, 2, 4]), st.just(MILLI), st.just(())
+                ),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    memories = draw(st.lists(st.sampled_from([1024, 4096, 30_000, 120_000]), min_size=1, max_size=3, unique=True))
+    picks = draw(
+        st.lists(st.tuples(st.integers(0, len(shapes) - 1), st.integers(0, len(memories) - 1)), min_size=5, max_size=40)
+    )
+    return [
+        TracePod(f"p{i:03}", shapes[s][0], memories[m], shapes[s][1], shapes[s][2], shapes[s][3])
+        for i, (s, m) in enumerate(picks)
     ]

@@ -76,4 +76,5 @@ def cluster(nodes: int, cpus: str = "4") -> ClusterStore:
 
 
 def requeued(scheduler: Scheduler, key: str) -> bool:
-    return any(e.pod.key == key for e in scheduler.queue._backoff)
+    # (a cycle given up is an error: the error backoff queue)
+    return any(e.pod.key == key for e in scheduler.queue._error_backoff)

@@ -190,6 +190,9 @@ class BoundRules:
         # a DRA pod's claims (rulesched.semantics.dra_pod.PodClaims), which its DynamicResources
         # precheck filters with; Reserve reads the chosen node's allocation from them
         self.dra_claims: Any = None
+        # ... and the device scores' ranking its claims are allocated by, with what it depends on
+        # (RuleSet._ranking): the class's, made when the class is bound
+        self.device_ranking: Any = None
         self.refresh()
 
     def rebind(self, pod: Pod, cluster: ClusterView | None) -> None:
@@ -215,6 +218,11 @@ class BoundRules:
         ctx = self.ctx
         ctx.cluster, ctx.feasible = None, None
         ctx.scratch.clear()
+        if self.dra_claims is not None:  # (its allocator reads the store's tables, copied while read)
+            self.dra_claims = None
+            first = self.filters[0]  # (the DynamicResources precheck: rebind_claims makes it anew)
+            first.passes = first.reasons = first.unresolvable = _released
+            first.many = None
 
     def refresh(self) -> None:
         """Start afresh after a cluster change: per-pod precomputation and version stamps."""
@@ -450,6 +458,10 @@ class BoundRules:
         ]
         fixed = sum(s.weight * v for s, v in zip(self.scores, values, strict=True) if s.normalize == "none")
         return (*values, fixed)
+
+
+def _released(node: Any) -> Any:
+    raise RuntimeError("a released binding's DRA claims were asked of (rebind it first)")
 
 
 def _moves(name: str, ctx: EvalContext) -> bool:
