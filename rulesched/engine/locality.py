@@ -15,60 +15,16 @@ Next stage: :func:`rulesched.scheduler.hints.deletion_may_help`.
 
 from __future__ import annotations
 
-from typing import Any
-
-from rulesched.engine.batch import columns_of
 from rulesched.engine.dryrun import UNAFFECTED
-from rulesched.lang import BUILTINS, BoundRules, RuleSet
-from rulesched.lang.frontend import ast
-from rulesched.lang.schema import CLUSTER_VARIABLE
+from rulesched.lang import BoundRules, RuleSet
 
 
 def only_its_node(bound: BoundRules) -> bool:
     """Whether every filter of ``bound`` reads only the node it judges (see the module
-    docstring), for this pod now."""
-    bodies = columns_of(bound)
-    if bodies is None or len(bodies.filter_bodies) != len(bound.filters) or not isinstance(bound.rule_set, RuleSet):
-        return False
-    notes, lets = bodies.evaluator.notes, bodies.evaluator.lets
-    kept = bound.rule_set.memo(_Kept).calls
-    for body in bodies.filter_bodies:
-        hit = kept.get(id(body))
-        if hit is None or hit[0] is not body:
-            hit = kept[id(body)] = (body, _context_calls(body, notes, lets))
-        calls = hit[1]
-        if calls is None or not all(UNAFFECTED[name](bound.ctx) for name in calls):
-            return False
-    return True
-
-
-class _Kept:
-    """Kept by a rule set: :func:`_context_calls` of each filter body, worked out once."""
-
-    def __init__(self, rules: RuleSet) -> None:
-        self.calls: dict[int, tuple[ast.Expr, frozenset[str] | None]] = {}
-
-
-def _context_calls(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> frozenset[str] | None:
-    """The context built-ins ``body`` calls (all of them in :data:`UNAFFECTED`), or None when it
-    reads ``cluster`` or calls another context built-in (``domain`` among them)."""
-    calls: set[str] = set()
-    seen: set[str] = set()
-
-    def walk(e: ast.Expr) -> bool:
-        if isinstance(e, ast.Call) and BUILTINS[e.func].context:
-            if e.func not in UNAFFECTED:
-                return False
-            calls.add(e.func)
-        if isinstance(e, ast.Name):
-            ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name in seen:
-                    return True
-                seen.add(ref.name)
-                return walk(lets[ref.name].value)
-            if ref.kind != "bound" and ref.name == CLUSTER_VARIABLE:
-                return False
-        return all(walk(c) for c in ast.children(e))
-
-    return frozenset(calls) if walk(body) else None
+    docstring), for this pod now. Read from what compiling found of each filter: the context
+    built-ins its body calls, lets included, ``cluster`` counted as ``domain``
+    (:attr:`rulesched.lang.evaluation.compile.CompiledRule.context`)."""
+    filters = bound.compiled[0]
+    if not isinstance(bound.rule_set, RuleSet) or bound.prechecked or len(filters) != len(bound.filters):
+        return False  # (a binding made by hand, or prechecks the compiled rules do not show)
+    return all(name in UNAFFECTED and UNAFFECTED[name](bound.ctx) for r in filters for name in r.context)
