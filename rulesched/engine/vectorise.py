@@ -321,15 +321,28 @@ def _over_domain(
     return coerce(coercion, domain_column(expr, ev.domain_codes, ev.notes, ev.interp, run.ctx, run.cols, rows))
 
 
+# Types of a quantifier variable's value that key a kept pod-side value (a resource name of
+# ``pod.requests``, say): equal values of one of these types are interchangeable. Not float
+# (0.0 == -0.0, yet 1 / x tells them apart) nor records and lists (compared by value or not
+# hashable at all).
+_KEYED = frozenset({str, int, bool})
+
+
 def _pod_value(
     interp: Interpreter, expr: ast.Expr, key: tuple[str, int], run: _Run, rows: Rows, scope: dict[str, Any]
 ) -> Value:
     """A pod-side value, kept in the context's scratch (cleared whenever the pod or the cluster
-    view changes) unless it depends on a quantifier's variable: a rule evaluated as columns
-    several times in a cycle (per window, per shared fill) asks for the same ones."""
-    if scope:
-        return interp.evaluate(expr, run.ctx, None, scope)
+    view changes): a rule evaluated as columns several times in a cycle (per window, per shared
+    fill, each step of preemption's dry runs) asks for the same ones. One that depends on
+    quantifiers' variables is kept under their values too, when all of them are of a
+    :data:`_KEYED` type (``pod.requests[r]`` for each ``r in pod.requests``); else asked anew."""
     scratch = run.ctx.scratch
+    if scope:
+        for v in scope.values():
+            if type(v) not in _KEYED:
+                return interp.evaluate(expr, run.ctx, None, scope)
+        # (the type beside each value: 1 and True are equal keys, yet str() tells them apart)
+        key = (*key, *((name, type(v), v) for name, v in scope.items()))  # type: ignore[assignment]
     if key in scratch:
         return scratch[key]
     value = scratch[key] = interp.evaluate(expr, run.ctx, None, scope)
