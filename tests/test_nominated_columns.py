@@ -123,17 +123,17 @@ def test_why_a_judged_node_fails_asks_only_the_filter_it_failed(monkeypatch: Any
         for check in checks:  # (the second reads the first's unasked verdicts from the memo)
             check.judge(names, fitting=True)
             assert [check.passes(n) for n in names] == [False, True, True]
+        filter_, reasons = dryrun._filter, dryrun.failing_reasons
+
+        def counted_filter(b: Any, cols: Any, rows_: Any, index: int) -> Any:
+            asked.append(f"filter {b.filters[index].name}")
+            return filter_(b, cols, rows_, index)
+
+        def counted_reasons(b: Any, cols: Any, rows_: Any, index: int, unknown: Any = None) -> Any:
+            asked.append(f"reasons {b.filters[index].name}")
+            return reasons(b, cols, rows_, index, unknown)
+
         for check in checks:
-            filter_, reasons = dryrun._filter, dryrun.failing_reasons
-
-            def counted_filter(b: Any, cols: Any, rows_: Any, index: int) -> Any:
-                asked.append(f"filter {b.filters[index].name}")
-                return filter_(b, cols, rows_, index)
-
-            def counted_reasons(b: Any, cols: Any, rows_: Any, index: int, unknown: Any = None) -> Any:
-                asked.append(f"reasons {b.filters[index].name}")
-                return reasons(b, cols, rows_, index, unknown)
-
             monkeypatch.setattr(dryrun, "_filter", counted_filter)
             monkeypatch.setattr(dryrun, "failing_reasons", counted_reasons)
             assert [check.failure(n) for n in names] == expected
