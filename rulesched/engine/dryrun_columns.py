@@ -25,6 +25,7 @@ from rulesched.engine.columns import NodeColumns, Path, Rows
 from rulesched.lang import BUILTINS, BoundRules, RuleSet
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.through_lets import DONE, INTO, STOP, Visit, is_rule_variable, through_lets
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
 from rulesched.lang.types import NUMBER, QUANTITY
 from rulesched.model import Pod
@@ -102,41 +103,37 @@ def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Lo
     """The context built-ins ``body`` calls, if it reads the node only in ways a dry run's
     columns adjust (else None), and whether it reads a field of the node's pods."""
     calls: set[str] = set()
-    seen: set[str] = set()
     reads_pods = False
 
-    def walk(e: ast.Expr, parent: ast.Expr | None, grand: ast.Expr | None) -> bool:
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
+        nonlocal reads_pods
         if isinstance(e, ast.Call) and BUILTINS[e.func].context:
             if e.func not in UNAFFECTED:
-                return False
+                return STOP
             calls.add(e.func)
+            return INTO
+        if isinstance(e, ast.Attr) and is_rule_variable(notes, e.obj, NODE_VARIABLE):  # node.FIELD
+            field = e.name
+            reads_pods = reads_pods or field in NODE_POD_FIELDS
+            if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
+                return DONE
+            if field == "pods":
+                return DONE if isinstance(parent, ast.Call) and parent.func == "len" else STOP
+            return DONE if isinstance(parent, ast.Attr | ast.Index) else STOP  # a resource of free/requested
         if isinstance(e, ast.Name):
             ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name in seen:
-                    return True
-                seen.add(ref.name)
-                return walk(lets[ref.name].value, None, None)
             if ref.kind == "bound" or ref.name != NODE_VARIABLE:
-                return True
-            if isinstance(parent, ast.Attr):
-                nonlocal reads_pods
-                field = parent.name
-                reads_pods = reads_pods or field in NODE_POD_FIELDS
-                if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
-                    return True
-                if field == "pods":
-                    return isinstance(grand, ast.Call) and grand.func == "len"
-                return isinstance(grand, ast.Attr | ast.Index)  # a resource of free/requested
+                return DONE
             if isinstance(parent, ast.Call):  # the node whole, to a built-in
                 builtin = BUILTINS[parent.func]
                 if builtin.context:
-                    return parent.func in UNAFFECTED
-                return builtin.node_fields is not None and not (builtin.node_fields & NODE_POD_FIELDS)
-            return False
-        return all(walk(c, e, parent) for c in ast.children(e))
+                    return DONE if parent.func in UNAFFECTED else STOP
+                local = builtin.node_fields is not None and not (builtin.node_fields & NODE_POD_FIELDS)
+                return DONE if local else STOP
+            return STOP
+        return INTO
 
-    return (frozenset(calls) if walk(body, None, None) else None), reads_pods
+    return (frozenset(calls) if through_lets(body, notes, lets, visit) else None), reads_pods
 
 
 class DryRunColumns(NodeColumns):
