@@ -90,6 +90,7 @@ def test_columns_as_the_nodes_with_those_pods_removed(
     for _ in range(2 if twice else 1):  # (the second time from what the first kept)
         cols = DryRunColumns(nodes, base, rows, off, memos=memos)
         removed = [set(map(id, pods)) for pods in off]
+        _agree(cols, nodes, removed, rows)  # (read before a put: what put changes is read anew)
         # put back the k-th pod off of each row listed (each row once)
         chosen = {i % len(nodes): k for k, i in enumerate(back) if off[i % len(nodes)]}
         if chosen:
@@ -98,16 +99,23 @@ def test_columns_as_the_nodes_with_those_pods_removed(
             cols.put(at, step, 1)
             for i, j in zip(step.tolist(), at.tolist(), strict=True):
                 removed[i].discard(id(cols.flat[j]))
-        left = [NodeInfo(n.node, [p for p in n.pods if id(p) not in removed[i]]) for i, n in enumerate(nodes)]
-        truth = NodeColumns(left)
-        for path, kind in COLUMNS:
-            assert cols.column(path, kind).tolist() == truth.column(path, kind)[rows].tolist(), path
+        _agree(cols, nodes, removed, rows)
         holding = any(p.host_ports for i, pods in enumerate(off) for p in pods if id(p) in removed[i])
         if holding:
             with pytest.raises(Unsupported):
                 cols.column(PORTS, None)
         else:
             cols.column(PORTS, None)
+
+
+def _agree(cols: DryRunColumns, nodes: list[NodeInfo], removed: list[set[int]], rows: np.ndarray) -> None:
+    """The columns and their bounds are those of the nodes without the pods in ``removed``."""
+    left = [NodeInfo(n.node, [p for p in n.pods if id(p) not in removed[i]]) for i, n in enumerate(nodes)]
+    truth = NodeColumns(left)
+    for path, kind in COLUMNS:
+        expected = truth.column(path, kind)[rows]
+        assert cols.column(path, kind).tolist() == expected.tolist(), path
+        assert cols.bound(path, kind) == int(np.abs(expected).max()), path
 
 
 def test_kept_sums_are_read_again_while_the_pods_off_are_the_same_list() -> None:

@@ -168,6 +168,11 @@ class DryRunColumns(NodeColumns):
         self._held_ports = any(p.host_ports for pods in self._held for p in pods)
         self._base, self._base_rows = base, rows
         self._fixed: dict[Path, Array] = {}
+        # The columns and their bounds as the rows are now (with the nominated pods or not), as
+        # read so far: a fit check's filters, reasons and unresolvable clauses read the same
+        # ones (``put`` changes them: it forgets these)
+        self._now: dict[tuple[Path, bool], Array] = {}
+        self._bounds: dict[tuple[Path, bool], int | float | None] = {}
         # The pods taken off at first, flattened (row i's are flat[starts[i]:starts[i] + len(off[i])]),
         # which of them are back, and per row: how many are off, how many of those hold host
         # ports, and (made when a column first needs one) the sums of their requests of a resource.
@@ -249,6 +254,8 @@ class DryRunColumns(NodeColumns):
     def put(self, at: Rows, rows: Rows, sign: int) -> None:
         """Put the pods at flat positions ``at`` back on the nodes of ``rows`` (``sign`` 1), or
         take them off again (-1); each row at most once."""
+        self._now.clear()
+        self._bounds.clear()
         self.count[rows] -= sign
         self._back[at] = sign > 0
         for resource, column in self._sums.items():
@@ -258,6 +265,13 @@ class DryRunColumns(NodeColumns):
             self._ports[rows] -= sign * held.astype(np.int64)
 
     def column(self, path: Path, kind: Any) -> Array:
+        key = (path, self.with_held)
+        found = self._now.get(key)
+        if found is None:
+            found = self._now[key] = self._column(path, kind)
+        return found
+
+    def _column(self, path: Path, kind: Any) -> Array:
         steps = path.steps
         if not steps:
             raise Unsupported("whole nodes")  # (objects() serves built-ins taking the node)
@@ -298,6 +312,12 @@ class DryRunColumns(NodeColumns):
         return base + delta  # (both far below 2**62: quantities in milli-units, pod counts)
 
     def bound(self, path: Path, kind: Any) -> int | float | None:
+        key = (path, self.with_held)
+        if key not in self._bounds:
+            self._bounds[key] = self._bound(path, kind)
+        return self._bounds[key]
+
+    def _bound(self, path: Path, kind: Any) -> int | float | None:
         a = self.column(path, kind)
         if a.dtype == object or a.dtype == bool:
             return None
