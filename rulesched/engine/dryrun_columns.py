@@ -172,7 +172,7 @@ class DryRunColumns(NodeColumns):
         # read so far: a fit check's filters, reasons and unresolvable clauses read the same
         # ones (``put`` changes them: it forgets these)
         self._now: dict[tuple[Path, bool], Array] = {}
-        self._bounds: dict[tuple[Path, bool], int | float | None] = {}
+        self._bounds_now: dict[tuple[Path, bool], int | float | None] = {}
         # The pods taken off at first, flattened (row i's are flat[starts[i]:starts[i] + len(off[i])]),
         # which of them are back, and per row: how many are off, how many of those hold host
         # ports, and (made when a column first needs one) the sums of their requests of a resource.
@@ -255,7 +255,7 @@ class DryRunColumns(NodeColumns):
         """Put the pods at flat positions ``at`` back on the nodes of ``rows`` (``sign`` 1), or
         take them off again (-1); each row at most once."""
         self._now.clear()
-        self._bounds.clear()
+        self._bounds_now.clear()
         self.count[rows] -= sign
         self._back[at] = sign > 0
         for resource, column in self._sums.items():
@@ -313,9 +313,9 @@ class DryRunColumns(NodeColumns):
 
     def bound(self, path: Path, kind: Any) -> int | float | None:
         key = (path, self.with_held)
-        if key not in self._bounds:
-            self._bounds[key] = self._bound(path, kind)
-        return self._bounds[key]
+        if key not in self._bounds_now:
+            self._bounds_now[key] = self._bound(path, kind)
+        return self._bounds_now[key]
 
     def _bound(self, path: Path, kind: Any) -> int | float | None:
         a = self.column(path, kind)
