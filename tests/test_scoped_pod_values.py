@@ -96,3 +96,29 @@ def test_values_under_a_record_are_asked_each_time() -> None:
         assert bodies.evaluator.filter(bodies.filters[1], bound.ctx, NodeColumns(cluster), rows).tolist() == [True] * 4
         asked.append([c["t"].key for c in calls if c])
     assert asked[0] == asked[1] and set(asked[0]) == {"a", "b"}
+
+
+def test_constants_and_variables_are_not_asked() -> None:
+    """Literals (coerced as the interpreter would) and a quantifier's variable itself are read
+    without the interpreter; the list a quantifier walks is asked once per cycle."""
+    checked = load(
+        "filter room:\n    all(r in pod.requests where node.free[r] - 500m >= pod.requests[r] - 0 or r == node.name)\n"
+    )
+    cluster = _cluster()
+    cols = NodeColumns(cluster)
+    rows = np.arange(len(cluster), dtype=np.intp)
+    pod = Pod("p", requests={"cpu": 3000, "memory": 2**29})
+    bound = RuleSet(checked).bind(pod)
+    bodies = engine.columns_of(bound)
+    assert bodies is not None and bodies.filters[0] is not None
+    interp = Interpreter(checked.notes, checked.lets)
+    expected = [bool(interp.body(checked.rules[0], EvalContext(pod), n)) for n in cluster]
+    assert expected == [True, False, False, False]
+    calls: list[dict[str, Any]] = []
+    _asked(bodies.evaluator.interp, calls)
+    assert bodies.evaluator.filter(bodies.filters[0], bound.ctx, cols, rows).tolist() == expected
+    first = len(calls)
+    assert 0 < first <= 1 + 2 * 2  # (pod.requests once; per resource pod.requests[r] - 0 and r == ...: no 500m, no r)
+    calls.clear()
+    assert bodies.evaluator.filter(bodies.filters[0], bound.ctx, cols, rows[::-1]).tolist() == expected[::-1]
+    assert calls == []
