@@ -30,7 +30,15 @@ from typing import Any
 import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.engine import HELD_LEFT, HELD_NOT_ASKED, NodeColumns, Unsupported, held_failures, held_reasons
+from rulesched.engine import (
+    HELD_LEFT,
+    HELD_NOT_ASKED,
+    HeldFailure,
+    NodeColumns,
+    Unsupported,
+    held_failures,
+    held_reasons,
+)
 from rulesched.lang import BoundRules, ForkedIndexes, Session
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Status
@@ -201,22 +209,38 @@ class ReservedCheck:
         index_of: dict[str, int] = {}
         for i, f in enumerate(bound.filters):  # (a name twice: which one failed is not known)
             index_of[f.name] = -1 if f.name in index_of else i
-        todo = [name for name, _ in unasked]
+        todo = [(name, self._snapshot.node_view(name), self.reserved.nodes[name]) for name, _ in unasked]
         first = [index_of.get(rule, -1) for _, rule in unasked]
-        infos = [self._snapshot.node_view(name) for name in todo]
-        held = [self.reserved.nodes[name] for name in todo]
+        self._settle(todo, lambda b, cols, nodes, rows, held: held_reasons(b, cols, nodes, rows, held, first))
+
+    def _settle(
+        self,
+        todo: list[tuple[str, Any, tuple[Pod, ...]]],
+        ask: Callable[[BoundRules, NodeColumns, list[Any], Any, list[tuple[Pod, ...]]], list[HeldFailure]],
+    ) -> bool:
+        """Ask the nodes of ``todo`` (name, view, nominated pods) at once as columns, through
+        ``ask`` (:func:`rulesched.engine.held_failures` or ``held_reasons``), and keep each
+        answer given (a node the columns leave is asked node by node when wanted); False when
+        the columns can say nothing."""
+        together = self._together
+        assert together is not None
         row = together.rows()
-        rows = np.array([row[name] for name in todo], dtype=np.intp)
+        rows = np.array([row[name] for name, _, _ in todo], dtype=np.intp)
+        bound = together.bound
         try:
-            failures = held_reasons(bound, together.columns(), infos, rows, held, first)
+            failures = ask(bound, together.columns(), [i for _, i, _ in todo], rows, [p for _, _, p in todo])
         except Unsupported:
-            return
-        for name, info, pods, failure in zip(todo, infos, held, failures, strict=True):
-            if failure is HELD_LEFT or failure is None:  # (None: cannot be, it failed just now)
+            return False
+        for (name, info, pods), failure in zip(todo, failures, strict=True):
+            if failure is HELD_LEFT:  # (checked node by node when asked)
                 continue
-            answer = Status(bound.filters[failure[0]].name, failure[1], failure[2])
+            answer: Status | None = None
+            if failure is not None:  # (reasons not asked: asked only if someone asks, all at once)
+                why = _NOT_ASKED if failure[1] is HELD_NOT_ASKED else failure[1]
+                answer = Status(bound.filters[failure[0]].name, why, failure[2])
             self._keep(name, info, pods, answer)
             self._answers[name] = answer
+        return True
 
     def _kept(self, node: str, info: Any, pods: tuple[Pod, ...]) -> tuple[Status | None] | None:
         """The memo's answer for ``node`` (in a 1-tuple), if it still holds."""
@@ -254,29 +278,11 @@ class ReservedCheck:
                 self._answers[name] = found[0]
                 continue
             todo.append((name, info, pods))
-        if not todo:
-            return
-        row = together.rows()
-        rows = np.array([row[name] for name, _, _ in todo], dtype=np.intp)
-        bound = together.bound
-        try:
-            nodes, held = [i for _, i, _ in todo], [p for _, _, p in todo]
-            # (a walk keeping its feasible nodes needs only whether they fit: why, when asked)
-            failures = held_failures(bound, together.columns(), nodes, rows, held, fitting, reasons=not fitting)
-        except Unsupported:
+        # (a walk keeping its feasible nodes needs only whether they fit: why, when asked)
+        if todo and not self._settle(
+            todo, lambda b, cols, nodes, rows, held: held_failures(b, cols, nodes, rows, held, fitting, not fitting)
+        ):
             self._together = None
-            return
-        for (name, info, pods), failure in zip(todo, failures, strict=True):
-            if failure is HELD_LEFT:  # (checked node by node when asked)
-                continue
-            if failure is None:
-                answer: Status | None = None
-            elif failure[1] is HELD_NOT_ASKED:  # (why: asked only if someone asks, all at once)
-                answer = Status(bound.filters[failure[0]].name, _NOT_ASKED)
-            else:
-                answer = Status(bound.filters[failure[0]].name, failure[1], failure[2])
-            self._keep(name, info, pods, answer)
-            self._answers[name] = answer
 
     def _judge(self, node: str, pods: tuple[Pod, ...]) -> Status | None:
         overlay, bound = self._overlay, self._bound
