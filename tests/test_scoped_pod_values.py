@@ -6,6 +6,7 @@ reads its own value."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,29 +53,37 @@ def _asked(interp: Interpreter, calls: list[dict[str, Any]]) -> None:
     interp.evaluate = recorded  # type: ignore[method-assign]
 
 
-def test_each_element_reads_its_own_value_and_asks_once() -> None:
-    checked = load(TEXT)
-    rules = RuleSet(checked)
+def _first_filter(
+    checked: Any, pod: Pod
+) -> tuple[Callable[[np.ndarray], np.ndarray], list[bool], list[dict[str, Any]]]:
+    """The first filter of ``checked`` bound to ``pod``, as columns over :func:`_cluster`'s rows;
+    the interpreter's answers node by node; the scopes of what the columns ask it from now on."""
     cluster = _cluster()
     cols = NodeColumns(cluster)
-    rows = np.arange(len(cluster), dtype=np.intp)
+    bound = RuleSet(checked).bind(pod)
+    bodies = engine.columns_of(bound)
+    assert bodies is not None and bodies.filters[0] is not None
+    body, evaluator = bodies.filters[0], bodies.evaluator
+    interp = Interpreter(checked.notes, checked.lets)
+    expected = [bool(interp.body(checked.rules[0], EvalContext(pod), n)) for n in cluster]
+    calls: list[dict[str, Any]] = []
+    _asked(evaluator.interp, calls)
+    return (lambda rows: evaluator.filter(body, bound.ctx, cols, rows)), expected, calls
+
+
+def test_each_element_reads_its_own_value_and_asks_once() -> None:
     # cpu asks more than n1 has, memory more than n0 and n2 have: a value kept without its
     # resource name would answer every element with the first one's request
     pod = Pod("p", requests={"cpu": 2000, "memory": 2**30 + 1})
-    bound = rules.bind(pod)
-    bodies = engine.columns_of(bound)
-    assert bodies is not None and bodies.filters[0] is not None
-    interp = Interpreter(checked.notes, checked.lets)
-    expected = [bool(interp.body(checked.rules[0], EvalContext(pod), n)) for n in cluster]
+    filter_, expected, calls = _first_filter(load(TEXT), pod)
     assert expected == [False, False, False, True]
-    calls: list[dict[str, Any]] = []
-    _asked(bodies.evaluator.interp, calls)
-    first = bodies.evaluator.filter(bodies.filters[0], bound.ctx, cols, rows).tolist()
+    rows = np.arange(len(expected), dtype=np.intp)
+    first = filter_(rows).tolist()
     scoped = [c for c in calls if c]
     assert first == expected
     assert sorted({c["r"] for c in scoped}) == ["cpu", "memory"]
     calls.clear()
-    again = bodies.evaluator.filter(bodies.filters[0], bound.ctx, cols, rows[::-1]).tolist()
+    again = filter_(rows[::-1]).tolist()
     assert again == expected[::-1]
     assert [c for c in calls if c] == []  # every value under r from the scratch
 
@@ -104,21 +113,12 @@ def test_constants_and_variables_are_not_asked() -> None:
     checked = load(
         "filter room:\n    all(r in pod.requests where node.free[r] - 500m >= pod.requests[r] - 0 or r == node.name)\n"
     )
-    cluster = _cluster()
-    cols = NodeColumns(cluster)
-    rows = np.arange(len(cluster), dtype=np.intp)
-    pod = Pod("p", requests={"cpu": 3000, "memory": 2**29})
-    bound = RuleSet(checked).bind(pod)
-    bodies = engine.columns_of(bound)
-    assert bodies is not None and bodies.filters[0] is not None
-    interp = Interpreter(checked.notes, checked.lets)
-    expected = [bool(interp.body(checked.rules[0], EvalContext(pod), n)) for n in cluster]
+    filter_, expected, calls = _first_filter(checked, Pod("p", requests={"cpu": 3000, "memory": 2**29}))
     assert expected == [True, False, False, False]
-    calls: list[dict[str, Any]] = []
-    _asked(bodies.evaluator.interp, calls)
-    assert bodies.evaluator.filter(bodies.filters[0], bound.ctx, cols, rows).tolist() == expected
+    rows = np.arange(len(expected), dtype=np.intp)
+    assert filter_(rows).tolist() == expected
     first = len(calls)
     assert 0 < first <= 1 + 2 * 2  # (pod.requests once; per resource pod.requests[r] - 0 and r == ...: no 500m, no r)
     calls.clear()
-    assert bodies.evaluator.filter(bodies.filters[0], bound.ctx, cols, rows[::-1]).tolist() == expected[::-1]
+    assert filter_(rows[::-1]).tolist() == expected[::-1]
     assert calls == []
