@@ -82,12 +82,31 @@ def _timed_parts() -> dict[str, float]:
     return spent
 
 
+def _timed_loop() -> list[float]:
+    """A CPU timer around simulate's scheduling loop (Simulation.run); its sum, as a list of one."""
+    from rulesched.simulate.driver import Simulation
+
+    spent = [0.0]
+    run = Simulation.run
+
+    def timed(self: Simulation, *args: object, **kwargs: object) -> object:
+        began = time.process_time()
+        try:
+            return run(self, *args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            spent[0] += time.process_time() - began
+
+    Simulation.run = timed  # type: ignore[assignment,method-assign]
+    return spent
+
+
 def one(nodes_wanted: int, seed: int, rules: str, parts: bool = False) -> dict[str, object]:
     """One replay in this process (this tree's rulesched); ``parts``: with the parts' timers."""
     import bench_fragmentation as bench
     import openb
 
     spent = _timed_parts() if parts else None
+    loop = _timed_loop()
 
     nodes = openb.read_nodes()
     if nodes_wanted:
@@ -117,6 +136,10 @@ def one(nodes_wanted: int, seed: int, rules: str, parts: bool = False) -> dict[s
         "simulate_s": round(report.seconds, 2),
         "simulate_pods_per_s": round(pods / report.seconds, 1) if report.seconds else 0.0,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        # the window's CPU seconds in simulate's loop and outside it (converting, loading, the
+        # rules, the collector's walks before and after): the outside, steadier than the whole
+        "loop_cpu_s": round(loop[0], 2),
+        "outside_cpu_s": round(cpu - loop[0], 2),
         "placements": _digest(sorted(placed.items())),
         "outcomes": _digest(rows),
         **({"parts_cpu_s": {k: round(v, 3) for k, v in spent.items()}} if spent is not None else {}),
@@ -276,6 +299,10 @@ def report(results: dict[str, list[dict[str, object]]]) -> None:
                 else ""
             )
         )
+    for name, rs in results.items():
+        if rs and all("outside_cpu_s" in r for r in rs):
+            loop, outside = (statistics.median(float(str(r[k])) for r in rs) for k in ("loop_cpu_s", "outside_cpu_s"))
+            print(f"{name}: median CPU s in simulate's loop {loop:.2f}, outside it {outside:.2f}")
     for name, rs in results.items():
         if rs and "parts_cpu_s" in rs[0]:
             found = {p: statistics.median(float(r["parts_cpu_s"][p]) for r in rs) for p in PARTS}  # type: ignore[index]
