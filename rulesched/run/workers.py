@@ -8,8 +8,9 @@ already: the worker reads where, and the outcome says so (the pod is then taken 
 not retried). Evictions of preemption victims (each marked with the DisruptionTarget condition
 first, as kube-scheduler marks them), ``FailedScheduling`` events and pod status patches
 (PodScheduled condition, nominatedNodeName) go through the same pool; a victim goes through the
-Eviction API when a PodDisruptionBudget selects it, else with a DELETE (``--evict-victims``), and
-an eviction that a budget refuses (429) is retried later, never fatal (:mod:`rulesched.run.evictions`).
+Eviction API when a PodDisruptionBudget selects it, else with a DELETE (``--evict-victims``); an
+eviction that a budget refuses (429) is reported to the scheduler, which tries the preemptor again
+(:mod:`rulesched.run.evictions`).
 
 Fencing: every write checks ``may_write`` (the leader election's
 :meth:`rulesched.run.leader.LeaderElector.holds`) right before its API call; a replica that may
@@ -42,7 +43,7 @@ from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
-from rulesched.run.evictions import ALL, EvictionsMixin, PreemptionExecution
+from rulesched.run.evictions import ALL, EvictionsMixin, PreemptionExecution, RemovalFailed
 from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,7 @@ class Workers(EvictionsMixin):
         self._removing: set[str] = set()  # victims whose removal is under way (rulesched.run.evictions)
         # told when one preemption's evictions are all over: (preemptor kind, result, seconds)
         self.executed: Callable[[str, str, float], None] = lambda kind, result, seconds: None
+        self.removal_failed: Callable[[RemovalFailed], None] = lambda failed: None  # (the loop's inbox)
         self.in_flight = 0
         self.refused = 0  # writes not made: the lease may be lost
 
