@@ -35,6 +35,7 @@ class Outcome:
     node: str | None
     victims: tuple[str, ...]
     unschedulable: bool
+    seconds: float = 0.0  # from its creation until it settled (or the timeout)
 
 
 def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], timeout: float) -> dict[str, Outcome]:
@@ -46,7 +47,8 @@ def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], ti
         with watch.lock:
             deleted_before = set(watch.seen.deleted)
         kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
-        end = time.monotonic() + timeout
+        created = time.monotonic()
+        end = created + timeout
         while time.monotonic() < end:
             with watch.lock:
                 s = watch.seen
@@ -59,7 +61,8 @@ def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], ti
         with watch.lock:
             s = watch.seen
             victims = tuple(sorted(set(s.deleted) - deleted_before))
-            out[name] = Outcome(s.bound[name][1] if name in s.bound else None, victims, name not in s.bound)
+            node = s.bound[name][1] if name in s.bound else None
+            out[name] = Outcome(node, victims, name not in s.bound, time.monotonic() - created)
     return out
 
 
@@ -118,6 +121,7 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
     running = nodes * (4 if kind == "preemption" else 2)
     cluster = generate(nodes, running, pods, kind, seed)
     results = {}
+    settle: dict[str, dict[str, Any]] = {}  # per scheduler: the pods' settle times summed, the slowest
     log = ""
     start_times: dict[str, str] = {}
     for which in ("kube-scheduler", "rulesched"):
@@ -127,7 +131,14 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
         start_times = started if which == "kube-scheduler" else start_times
         results[which] = outcomes
         log = text or log
-        print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+        slowest = max(outcomes, key=lambda n: outcomes[n].seconds, default="")
+        settle[which] = {
+            "seconds": round(sum(o.seconds for o in outcomes.values()), 1),
+            "slowest": [slowest, round(outcomes[slowest].seconds, 1) if slowest else 0.0],
+        }
+        print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s (the pods settled in "
+              f"{settle[which]['seconds']} s; slowest {slowest} {settle[which]['slowest'][1]} s)",
+              file=sys.stderr, flush=True)  # fmt: skip
     finals, plugins = scores_from_log(log)
     ks, rs = results["kube-scheduler"], results["rulesched"]
     objects = api_objects(json.loads(json.dumps(cluster)))
@@ -186,6 +197,7 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
         "differences": differences,
         "unschedulable": {w: sum(1 for o in results[w].values() if o.unschedulable) for w in results},
         "preempted": {w: sum(len(o.victims) for o in results[w].values()) for w in results},
+        "settle": settle,
     }  # fmt: skip
 
 
