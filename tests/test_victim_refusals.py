@@ -262,3 +262,35 @@ def test_throttling_is_retried_and_reported_when_given_up(monkeypatch: pytest.Mo
         workers.shutdown(wait=True)
         assert api.evictions == 3
         assert [(f.victim, f.refused) for f in failed] == [("default/web", False)]
+
+
+class SlowFirstApi:
+    """Status patches recorded as they land; the first one takes a while (a busy connection)."""
+
+    def __init__(self) -> None:
+        self.landed: list[Any] = []
+
+    def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:
+        if not self.landed and patch["status"].get("nominatedNodeName") == "n1":
+            time.sleep(0.3)
+        self.landed.append(patch["status"].get("nominatedNodeName"))
+
+    def post_event(self, *args: Any, **kw: Any) -> None:
+        pass
+
+
+def test_a_pods_nomination_set_then_cleared_lands_in_that_order() -> None:
+    """The nomination written with the first attempt's condition, then cleared by the next
+    attempt a few milliseconds later (its victim's eviction refused): on a pool of threads the
+    clearing could land first and leave the pod nominated; a pod's status writes go in order."""
+    api = SlowFirstApi()
+    workers = Workers(api, outcomes=lambda o: None, threads=4)  # type: ignore[arg-type]
+    high = P("high", 100)
+    workers.unschedulable(high, "preemption: found a potential placement", nominated="n1")
+    workers.nominate(high, "")
+    workers.nominate(P("other"), "n2")  # (another pod's write is not held behind them)
+    end = time.monotonic() + 5
+    while workers.in_flight and time.monotonic() < end:
+        time.sleep(0.01)
+    workers.shutdown(wait=True)
+    assert api.landed == ["n2", "n1", None]
