@@ -24,8 +24,8 @@ budgets (which only order its candidates). rulesched evicts the victims a budget
 when none better is found: without the refusal remembered, the next attempt would choose the same
 victim and meet the same 429, for as long as the budget holds. Spared, the victim is no candidate
 victim: the preemptor's next attempt chooses another node or other victims, or stays
-unschedulable saying why (:data:`rulesched.scheduler.preemption.REFUSED`); a budget that later allows a disruption moves the
-parked pods (:meth:`RemovalsMixin.budgets_changed`).
+unschedulable saying why (:data:`rulesched.scheduler.preemption.REFUSED`); a budget that later
+allows a disruption moves the parked pods (:meth:`RemovalsMixin.budgets_changed`).
 """
 
 from __future__ import annotations
