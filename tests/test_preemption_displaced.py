@@ -15,16 +15,21 @@ how often it happens on a busy cluster is a matter of how long victims take to l
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.scheduler.scheduler import Scheduler
-from tests.test_queue_hints import P
-from tests.upstream.harness import default_rules, node
+from tests.upstream.harness import default_rules, node, pod
 
 SMALL = {"cpu": "1", "memory": "1Gi", "pods": "10"}
+
+
+def P(name: str, prio: int, on: str = "", **spec: Any) -> Pod:
+    body = {"priority": prio, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+    return pod(name, spec={**body, **spec}, node_name=on)
 
 
 class _Binder:
