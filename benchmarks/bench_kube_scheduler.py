@@ -85,12 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, help="fidelity: nodes (default 300 mixed, 100 preemption)")
     parser.add_argument("--pods", type=int, help="fidelity: pending pods (default 300 mixed, 100 preemption)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--logs", type=Path, metavar="DIR", help="speed: keep each scheduler's log in DIR")
+    parser.add_argument("--logs", type=Path, metavar="DIR", help="keep each scheduler's log in DIR")
     parser.add_argument(
         "--rulesched-flag",
         action="append",
         metavar="FLAG",
-        help="speed: a flag for `rulesched run` (repeatable), e.g. --rulesched-flag=--evict-victims=all",
+        help="a flag for `rulesched run` (repeatable), e.g. --rulesched-flag=--evict-victims=all",
     )
     parser.add_argument(
         "--pprof",

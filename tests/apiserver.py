@@ -128,6 +128,7 @@ class Faults:
     fail_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each answered 500
     reset_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each gets an RST, no answer
     slow_bindings: tuple[str, ...] = ()  # namespace/name: each binding answered slow_seconds late
+    slow_evictions: tuple[str, ...] = ()  # namespace/name: each eviction answered slow_seconds late
     slow_seconds: float = 1.0
     slow_events: bool = False  # each event answered slow_seconds late
     gone_on_resume: bool = False
@@ -645,6 +646,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _evict(self, namespace: str | None, name: str | None) -> None:
         store = self.server.store
+        if f"{namespace}/{name}" in self.server.faults.slow_evictions:  # (as the real one retrying its budget's update)
+            time.sleep(self.server.faults.slow_seconds)
         with store.changed:
             pod = store.objects["pods"].get(f"{namespace}/{name}")
             if pod is None:

@@ -21,7 +21,8 @@ from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.cycle import Cycle
 from rulesched.scheduler.framework import Binding, Code, SchedulerSettings
 from rulesched.scheduler.nominator import Nominator
-from rulesched.scheduler.scheduler import AWAIT_VICTIMS_SECONDS, Observer, Scheduler
+from rulesched.scheduler.removals import AWAIT_VICTIMS_SECONDS
+from rulesched.scheduler.scheduler import Observer, Scheduler
 from rulesched.simulate.driver import Simulation
 from tests.helpers.profiles import examples
 from tests.upstream.harness import default_rules, node, pod

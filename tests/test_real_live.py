@@ -67,8 +67,9 @@ def test_preemption_goes_through_evictions_the_real_disruption_controller_allows
     rulesched, the Eviction API leaves it terminating (no kubelet), the preemptor waits,
     nominated, until the test removes it, then binds there. A second high pod needs the other
     web pod gone: the PDB, now at 1 healthy, allows none (the real controller's status), the
-    eviction is answered 429 and retried, the pod is never deleted; once the PDB is relaxed,
-    the retry succeeds and the second pod binds."""
+    eviction is answered 429, the pod is never deleted (nor evicted again while the budget
+    holds); once the PDB is relaxed, the controller's new status moves the second pod, its
+    eviction succeeds and it binds."""
     ns = k8s.namespace()
     priority_class(k8s, "high", 1000)
     for n in ("n1", "n2"):
@@ -111,7 +112,7 @@ def test_preemption_goes_through_evictions_the_real_disruption_controller_allows
         assert refused, "the PDB-refused eviction was not seen"
         assert not k8s.read_pod(ns, survivor)["metadata"].get("deletionTimestamp")
         k8s.patch(POLICY.format(ns=ns) + "/web", {"spec": {"minAvailable": 0}})
-        assert k8s.wait(lambda: k8s.read_pod(ns, survivor)["metadata"].get("deletionTimestamp"), 30)  # retried (5 s)
+        assert k8s.wait(lambda: k8s.read_pod(ns, survivor)["metadata"].get("deletionTimestamp"), 30)  # preempted anew
         k8s.remove_terminating(ns)
         assert k8s.wait(lambda: k8s.read_pod(ns, "high-2")["spec"].get("nodeName"), 30)
     evictions = [e for e in k8s.audit(mark) if e["objectRef"].get("subresource") == "eviction"]
@@ -165,6 +166,55 @@ def test_a_victim_no_budget_selects_is_deleted_and_one_a_budget_selects_evicted(
         ("web-1", "patch", "status", 200),
     ], writes
     assert [w for w in writes if w[0] == "loose"] == [("loose", "patch", "status", 200), ("loose", "delete", "", 200)]
+
+
+def test_a_victim_its_budget_protects_stalls_its_preemptor_seconds_not_minutes(k8s: Kube) -> None:
+    """n1 (2 cpu) runs web-1 (2 cpu, Ready) under a PDB minAvailable 1: the real disruption
+    controller allows no disruption. A high-priority 2-cpu pod has only web-1 to preempt: the dry
+    run takes it (the only candidate, as upstream's would), its eviction is refused (429), and
+    within seconds the pod is unschedulable saying why, its nomination cleared (before: nominated
+    and waiting for web-1 until the unschedulable pool's five-minute flush, then evicting it again).
+    A node n2 running a low-priority pod no budget selects then appears: the pod preempts there
+    and is bound on n2; web-1 was asked for once, never deleted."""
+    ns = k8s.namespace()
+    priority_class(k8s, "high", 1000)
+    k8s.node("n1", cpu="2")
+    running_pod(k8s, ns, "web-1", "n1", "2", app="web")
+    spec = {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    k8s.create(POLICY.format(ns=ns), {"metadata": {"name": "web"}, "spec": spec})
+    assert k8s.wait(lambda: pdb_status(k8s, ns, "web").get("currentHealthy") == 1, 30)
+    assert pdb_status(k8s, ns, "web")["disruptionsAllowed"] == 0
+    mark = k8s.audit_mark()
+
+    def web_evictions() -> list[int]:
+        return [
+            e["responseStatus"]["code"]
+            for e in k8s.audit(mark)
+            if e["objectRef"].get("subresource") == "eviction" and e["objectRef"].get("name") == "web-1"
+        ]
+
+    def said_why(pod: dict[str, Any]) -> bool:
+        """Unschedulable, saying a budget refused, and no longer nominated."""
+        message = (condition(pod, "PodScheduled") or {}).get("message", "")
+        return "PodDisruptionBudget refused" in message and not pod.get("status", {}).get("nominatedNodeName")
+
+    with Running(k8s):
+        created = time.monotonic()
+        k8s.pod(ns, "high", cpu="2", spec={"priorityClassName": "high"})
+        assert k8s.wait(lambda: web_evictions() == [429], 30), web_evictions()
+        refused = k8s.wait(lambda: said_why(k8s.read_pod(ns, "high")), 30)
+        settled = time.monotonic() - created
+        assert refused, k8s.read_pod(ns, "high").get("status")
+        assert settled < 15, f"unschedulable after {settled:.1f} s"
+        time.sleep(2.0)
+        assert web_evictions() == [429]  # not asked again while the budget holds
+        running_pod(k8s, ns, "loose", "n2", "2")  # (bound to n2 before the node is known)
+        k8s.node("n2", cpu="2")
+        assert k8s.wait(lambda: k8s.read_pod(ns, "loose")["metadata"].get("deletionTimestamp"), 30)
+        k8s.remove_terminating(ns)
+        assert k8s.wait(lambda: k8s.read_pod(ns, "high")["spec"].get("nodeName") == "n2", 30)
+    assert web_evictions() == [429]
+    assert not k8s.read_pod(ns, "web-1")["metadata"].get("deletionTimestamp")
 
 
 RULES_A = 'extends "default"\n\nfilter only_a:\n    node.name == "a"\n    else "not a"\n'

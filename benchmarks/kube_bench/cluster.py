@@ -171,6 +171,8 @@ class PodWatch(threading.Thread):
             if nominated and seen.nominated.get(name) != nominated:
                 seen.nominated[name] = nominated
                 seen.last_change = now
+            elif not nominated and not node and seen.nominated.pop(name, None) is not None:
+                seen.last_change = now  # its nomination cleared: its preemption found no node any more
             for c in obj.get("status", {}).get("conditions", []):
                 if c["type"] == "PodScheduled" and c["status"] == "False" and not node:
                     if name not in seen.unschedulable:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -35,6 +36,7 @@ class Outcome:
     node: str | None
     victims: tuple[str, ...]
     unschedulable: bool
+    seconds: float = 0.0  # from its creation until it settled (or the timeout)
 
 
 def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], timeout: float) -> dict[str, Outcome]:
@@ -46,7 +48,8 @@ def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], ti
         with watch.lock:
             deleted_before = set(watch.seen.deleted)
         kube.create(f"/api/v1/namespaces/{NS}/pods", pod)
-        end = time.monotonic() + timeout
+        created = time.monotonic()
+        end = created + timeout
         while time.monotonic() < end:
             with watch.lock:
                 s = watch.seen
@@ -59,15 +62,21 @@ def one_at_a_time(kube: Kube, watch: PodWatch, pending: list[dict[str, Any]], ti
         with watch.lock:
             s = watch.seen
             victims = tuple(sorted(set(s.deleted) - deleted_before))
-            out[name] = Outcome(s.bound[name][1] if name in s.bound else None, victims, name not in s.bound)
+            node = s.bound[name][1] if name in s.bound else None
+            out[name] = Outcome(node, victims, name not in s.bound, time.monotonic() - created)
     return out
 
 
 def fidelity_run(
-    objects: dict[str, list[dict[str, Any]]], which: str, preemption: bool
+    objects: dict[str, list[dict[str, Any]]],
+    which: str,
+    preemption: bool,
+    keep: Path | None = None,
+    flags: tuple[str, ...] = (),
 ) -> tuple[dict[str, Outcome], dict[str, str], str]:
     """The pods' outcomes, the running pods' start times (preemption's last criterion reads
-    them), and kube-scheduler's log."""
+    them), and kube-scheduler's log; ``keep``: where to copy the scheduler's log; ``flags``:
+    rulesched run's own."""
     with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
         build(kube, objects, ready_pods=preemption)
         started = {
@@ -76,7 +85,7 @@ def fidelity_run(
             if p.get("status", {}).get("startTime")
         }
         scheduler: Scheduler = (
-            Upstream(kube, 100, 10) if which == "kube-scheduler" else Rulesched(kube, 100, Path(work))
+            Upstream(kube, 100, 10) if which == "kube-scheduler" else Rulesched(kube, 100, Path(work), flags)
         )
         scheduler.start()
         try:
@@ -86,6 +95,9 @@ def fidelity_run(
             watch.stop()
         finally:
             scheduler.stop()
+            if keep is not None:
+                keep.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(scheduler.log, keep)
         log = ""
         if isinstance(scheduler, Upstream):
             log = scheduler.log.read_text(errors="replace")
@@ -113,21 +125,32 @@ def scores_from_log(log: str) -> tuple[dict[str, dict[str, int]], dict[str, dict
     return finals, plugins
 
 
-def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+def fidelity_case(
+    case: str, nodes: int, pods: int, seed: int, logs: Path | None = None, flags: tuple[str, ...] = ()
+) -> dict[str, Any]:
     kind = "preemption" if case == "preemption" else "mixed"
     running = nodes * (4 if kind == "preemption" else 2)
     cluster = generate(nodes, running, pods, kind, seed)
     results = {}
+    settle: dict[str, dict[str, Any]] = {}  # per scheduler: the pods' settle times summed, the slowest
     log = ""
     start_times: dict[str, str] = {}
     for which in ("kube-scheduler", "rulesched"):
         objects = api_objects(json.loads(json.dumps(cluster)))
         t0 = time.monotonic()
-        outcomes, started, text = fidelity_run(objects, which, kind == "preemption")
+        keep = logs / f"fidelity-{case}-{which}.log" if logs is not None else None
+        outcomes, started, text = fidelity_run(objects, which, kind == "preemption", keep, flags)
         start_times = started if which == "kube-scheduler" else start_times
         results[which] = outcomes
         log = text or log
-        print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+        slowest = max(outcomes, key=lambda n: outcomes[n].seconds, default="")
+        settle[which] = {
+            "seconds": round(sum(o.seconds for o in outcomes.values()), 1),
+            "slowest": [slowest, round(outcomes[slowest].seconds, 1) if slowest else 0.0],
+        }
+        print(f"  fidelity {case}: {which} done in {time.monotonic() - t0:.0f} s (the pods settled in "
+              f"{settle[which]['seconds']} s; slowest {slowest} {settle[which]['slowest'][1]} s)",
+              file=sys.stderr, flush=True)  # fmt: skip
     finals, plugins = scores_from_log(log)
     ks, rs = results["kube-scheduler"], results["rulesched"]
     objects = api_objects(json.loads(json.dumps(cluster)))
@@ -186,6 +209,7 @@ def fidelity_case(case: str, nodes: int, pods: int, seed: int) -> dict[str, Any]
         "differences": differences,
         "unschedulable": {w: sum(1 for o in results[w].values() if o.unschedulable) for w in results},
         "preempted": {w: sum(len(o.victims) for o in results[w].values()) for w in results},
+        "settle": settle,
     }  # fmt: skip
 
 
@@ -294,7 +318,7 @@ def fidelity(args: argparse.Namespace) -> dict[str, Any]:
     for case in cases:
         nodes = args.nodes or (300 if case == "mixed" else 100)
         pods = args.pods or (300 if case == "mixed" else 100)
-        result = fidelity_case(case, nodes, pods, args.seed)
+        result = fidelity_case(case, nodes, pods, args.seed, args.logs, tuple(args.rulesched_flag or ()))
         out.append(result)
         seq, same = result["sequential"], result["same_state"]
         print(f"fidelity {case}: on the same state (each pod replayed on kube-scheduler's cluster before it): "

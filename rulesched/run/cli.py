@@ -50,7 +50,8 @@ def add_run_parser(sub: Any) -> None:
         "--evict-victims",
         choices=("budgeted", "all", "none"),
         help="preemption's victims through the Eviction API: those a PodDisruptionBudget selects, the others "
-        "deleted as kube-scheduler deletes every victim (budgeted, the default); all; or none",
+        "deleted as kube-scheduler deletes every victim (budgeted, the default); all; or none. A victim whose "
+        "eviction a budget refuses is spared while the budget holds; its preemptor tries again at once",
     )
     run.add_argument(
         "--cycle-deadline",

@@ -11,9 +11,21 @@ inside the API server (it reads the pod, lists the budgets, writes its own Disru
 condition, then deletes); and while the API server retries the evictions under a busy budget
 (every 500 ms), the preemptor waits on all of its victims. Which budgets select a victim is read
 from the store when the scheduler hands it over (a budget created after that is not seen: the
-same window kube-scheduler has for every victim). A 429 (a budget forbids it now) or another
-failure is retried every ``EVICTION_RETRY_SECONDS``, never fatal. The victims of one preemption
-are timed together (scheduler_preemption_execution_duration_seconds).
+same window kube-scheduler has for every victim). The victims of one preemption are timed
+together (scheduler_preemption_execution_duration_seconds).
+
+An eviction a budget refuses (the Eviction API's 429, "would violate the pod's disruption
+budget") is not retried: the refusal is reported to the scheduler at once (:class:`RemovalFailed`,
+through ``removal_failed``), which tries the preemptor again and spares the victim from then on
+(:mod:`rulesched.scheduler.removals`). At the first refusal, not after retries: the dry run chose
+the victim from the budgets' status in the store, as upstream's does (preferring candidates that
+violate no budget, taking one that does when none better is found); a 429 says that choice cannot
+be carried out now (the store was behind the budget, or the candidate knowingly violated it), so
+the preemptor decides anew on the cluster as it is, as kube-scheduler's executor activates its
+preemptor when an API call fails. Retrying would evict the victim later, for a preemption its
+preemptor may meanwhile have given up (another node, other victims), while the preemptor waited.
+Any other failure (throttling's 429, a 5xx, the server unreachable) is retried every
+``EVICTION_RETRY_SECONDS``, and reported the same way when given up after ``EVICTION_TRIES``.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ from rulesched.semantics.disruption import covers
 
 log = logging.getLogger("rulesched.run.workers")  # (one logger for the pool's lines)
 EVICTION_RETRY_SECONDS = 5.0
+EVICTION_TRIES = 21  # a removal failing otherwise is tried this often in all, then given up
 # --evict-victims: which victims go through the Eviction API (the others: a plain DELETE)
 BUDGETED, ALL, NONE = "budgeted", "all", "none"
 EVICT_VICTIMS = (BUDGETED, ALL, NONE)
@@ -49,6 +62,24 @@ def through_eviction(mode: str, victim: Pod, pdbs: Sequence[PodDisruptionBudget]
     if mode == BUDGETED:
         return any(covers(pdb, victim) for pdb in pdbs)
     return mode == ALL
+
+
+def refused_by_budget(err: KubeError) -> bool:
+    """Whether an eviction's failure is a PodDisruptionBudget's refusal (the Eviction API's 429,
+    eviction.go checkAndDecrement: "Cannot evict pod as it would violate the pod's disruption
+    budget."), not throttling (API Priority and Fairness answers 429 too)."""
+    return isinstance(err, TooManyRequestsError) and "disruption budget" in str(err)
+
+
+@dataclass(frozen=True)
+class RemovalFailed:
+    """A victim's removal failed, for the scheduler's thread
+    (:meth:`rulesched.scheduler.removals.RemovalsMixin.removal_failed`)."""
+
+    victim: str  # namespace/name
+    preemptor: str  # the pod it was evicted for
+    refused: bool  # a PodDisruptionBudget refused its eviction; else given up after retries
+    reason: str
 
 
 @dataclass
@@ -68,6 +99,7 @@ class EvictionsMixin:
     _lock: threading.Lock
     _executions: dict[str, PreemptionExecution]
     executed: Callable[[str, str, float], None]
+    removal_failed: Callable[[RemovalFailed], None]  # told of each failed removal (off the scheduler's thread)
     evict_victims: str  # one of EVICT_VICTIMS
     # the cluster's budgets now (the store's, read on the scheduler's thread, which hands victims over)
     budgets: Callable[[], Sequence[PodDisruptionBudget]]
@@ -128,6 +160,13 @@ class EvictionsMixin:
             execution.pending += 1
         self._submit(self._evict, victim, preemptor, 0, group, key, eviction, pool=self._removals)
 
+    def removing(self, victim: Pod) -> bool:
+        """Whether ``victim``'s removal is under way here (handed over, not yet over: its calls
+        unanswered, or being retried; a failure is reported when it ends): the preemptor keeps
+        waiting for it (:func:`rulesched.scheduler.removals.leaving`)."""
+        with self._lock:
+            return (victim.uid or victim.key) in self._removing
+
     def _evict(
         self,
         victim: Pod,
@@ -138,14 +177,20 @@ class EvictionsMixin:
         eviction: bool = True,
     ) -> None:
         result: str | None = "error"  # "success", "error", or None: retried later
+        failed = None
         try:
-            result = self._evict_once(victim, preemptor, attempt, group, execution, eviction)
+            outcome = self._evict_once(victim, preemptor, attempt, group, execution, eviction)
+            if isinstance(outcome, RemovalFailed):
+                failed, outcome = outcome, "error"
+            result = outcome
         finally:
             if result is not None:
                 with self._lock:  # (over: a later preemption may hand it over again, if it is still there)
                     self._removing.discard(victim.uid or victim.key)
                 if execution:
                     self._executed(execution, result)
+        if failed is not None:  # (once it may be handed over again: the preemptor is tried at once)
+            self.removal_failed(failed)
 
     def _executed(self, key: str, result: str) -> None:
         with self._lock:
@@ -162,7 +207,7 @@ class EvictionsMixin:
 
     def _evict_once(
         self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None, execution: str, eviction: bool
-    ) -> str | None:
+    ) -> str | RemovalFailed | None:
         """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
         (reason PreemptionByScheduler), then its removal (``eviction``: through the Eviction API,
         so its PodDisruptionBudget holds; else a DELETE, as kube-scheduler's, with the victim's
@@ -170,7 +215,7 @@ class EvictionsMixin:
         Preempted event (sent on the shared pool, apart from the removal) naming the preemptor as
         related: the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
         kube-scheduler's executor names a podGroupExecutorPreemptor. Returns how it ended
-        (None: it is retried later)."""
+        (None: it is retried later; a :class:`RemovalFailed`: refused by a budget, or given up)."""
         if self._fenced("eviction", victim, victim.node_name or ""):
             return "error"  # (not retried: a later leader preempts anew if it must)
         try:
@@ -205,14 +250,16 @@ class EvictionsMixin:
         except (TooManyRequestsError, KubeError) as err:
             if isinstance(err, ConflictError) and not eviction:
                 return "success"  # the uid precondition: the victim is gone, another pod has its name
-            if attempt >= 20:
-                log.warning(
-                    "%s given up: %s",
-                    "eviction" if eviction else "deletion",
+            refused = eviction and refused_by_budget(err)
+            if refused or attempt + 1 >= EVICTION_TRIES:  # (the first refusal: see the module's docstring)
+                log.log(
+                    logging.INFO if refused else logging.WARNING,
+                    "%s: %s",
+                    "eviction refused" if refused else ("eviction" if eviction else "deletion") + " given up",
                     err,
                     extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
                 )
-                return "error"
+                return RemovalFailed(victim.key, preemptor.key, refused, str(err))
             self._retry(victim, preemptor, attempt, group, execution, eviction, str(err))
             return None
         return "success"

@@ -57,6 +57,7 @@ from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.audit import PeriodicAudit
 from rulesched.run.binder import BindingProcess
+from rulesched.run.evictions import RemovalFailed
 from rulesched.run.hooks import WorkerBinder, WorkerReporter
 from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics
@@ -111,7 +112,7 @@ class Loop:
         self._fit_checked: set[str] = set()  # profiles whose first set was checked for no-resource-fit
         for profile in self.profiles:  # once each: the set is that scheduler's whole policy
             self._check_fit(profile)
-        self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot | RemovalFailed] = queue.SimpleQueue()
         self._gone: list[Pod] = []  # pods gone from their nodes in this drain: judged together at its end
         self.workers = Workers(
             self.api,
@@ -135,6 +136,7 @@ class Loop:
         )
         self.metrics = Metrics([p.name for p in self.profiles])
         self.workers.executed = self.metrics.preemption_executed
+        self.workers.removal_failed = self._deliver  # (applied between cycles: RemovalsMixin.removal_failed)
         for profile in self.profiles:
             self.metrics.set_rules(profile.name, profile.rules.digest, profile.rules.rules.files)
             if profile.reloader.origin != "sources":  # refused at start (running the last good record, or nothing)
@@ -306,7 +308,7 @@ class Loop:
         election always; with it, while the lease is held for sure (fencing)."""
         return self.elector is None or self.elector.holds()
 
-    def _deliver(self, item: Delta | Outcome | LoadSnapshot) -> None:
+    def _deliver(self, item: Delta | Outcome | LoadSnapshot | RemovalFailed) -> None:
         self._inbox.put(item)
         self.scheduler.queue.wake()
 
@@ -483,6 +485,8 @@ class Loop:
             try:
                 if isinstance(item, Outcome):
                     self._outcome(item)
+                elif isinstance(item, RemovalFailed):
+                    self.scheduler.removal_failed(item.victim, item.refused)
                 elif isinstance(item, LoadSnapshot):
                     if item.version > self.store.load.measured.version:  # (two pollers may race to the inbox)
                         self.store.set_load(item)
@@ -510,6 +514,8 @@ class Loop:
             scheduler.delete(applied.settled)  # bound (by us, confirmed, or elsewhere), finished or gone
             if delta.type == "DELETED":
                 self.workers.forget(applied.settled)
+        if delta.kind == "PodDisruptionBudget":  # (a victim spared after a refusal may be evictable now)
+            scheduler.budgets_changed()
         for key in applied.removed_groups:
             scheduler.remove_group(key)
         for group in applied.groups:

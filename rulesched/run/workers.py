@@ -8,8 +8,9 @@ already: the worker reads where, and the outcome says so (the pod is then taken 
 not retried). Evictions of preemption victims (each marked with the DisruptionTarget condition
 first, as kube-scheduler marks them), ``FailedScheduling`` events and pod status patches
 (PodScheduled condition, nominatedNodeName) go through the same pool; a victim goes through the
-Eviction API when a PodDisruptionBudget selects it, else with a DELETE (``--evict-victims``), and
-an eviction that a budget refuses (429) is retried later, never fatal (:mod:`rulesched.run.evictions`).
+Eviction API when a PodDisruptionBudget selects it, else with a DELETE (``--evict-victims``); an
+eviction that a budget refuses (429) is reported to the scheduler, which tries the preemptor again
+(:mod:`rulesched.run.evictions`).
 
 Fencing: every write checks ``may_write`` (the leader election's
 :meth:`rulesched.run.leader.LeaderElector.holds`) right before its API call; a replica that may
@@ -25,6 +26,7 @@ Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import threading
@@ -42,7 +44,7 @@ from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
-from rulesched.run.evictions import ALL, EvictionsMixin, PreemptionExecution
+from rulesched.run.evictions import ALL, EvictionsMixin, PreemptionExecution, RemovalFailed
 from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
@@ -147,8 +149,11 @@ class Workers(EvictionsMixin):
         self._closed = False
         self._executions: dict[str, PreemptionExecution] = {}  # preemptions whose evictions are under way
         self._removing: set[str] = set()  # victims whose removal is under way (rulesched.run.evictions)
+        # pod key -> its status writes not yet sent, in order (see _in_order)
+        self._status_writes: dict[str, collections.deque[tuple[Callable[..., object], tuple[Any, ...]]]] = {}
         # told when one preemption's evictions are all over: (preemptor kind, result, seconds)
         self.executed: Callable[[str, str, float], None] = lambda kind, result, seconds: None
+        self.removal_failed: Callable[[RemovalFailed], None] = lambda failed: None  # (the loop's inbox)
         self.in_flight = 0
         self.refused = 0  # writes not made: the lease may be lost
 
@@ -210,6 +215,33 @@ class Workers(EvictionsMixin):
                     self.finished()
 
         (pool or self._pool).submit(run)
+
+    def _in_order(self, pod: Pod, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the pool after the pod's status writes handed over before it: a
+        pod's nomination set then cleared a few milliseconds later (its victim's eviction refused,
+        its next attempt finding no node) must reach the API server in that order, which two
+        threads of the pool do not promise. (A pod's writes queue behind the one under way; other
+        pods' go on.)"""
+        with self._lock:
+            waiting = self._status_writes.get(pod.key)
+            if waiting is not None:  # (one under way: its task sends this one after it)
+                waiting.append((fn, args))
+                return
+            self._status_writes[pod.key] = collections.deque([(fn, args)])
+        self._submit(self._write_in_order, pod.key)
+
+    def _write_in_order(self, key: str) -> None:
+        while True:
+            with self._lock:
+                waiting = self._status_writes[key]
+                if not waiting:
+                    del self._status_writes[key]
+                    return
+                fn, args = waiting.popleft()
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - as _submit: logged, and the pod's next writes still go
+                log.exception("worker task failed")
 
     # --- binding ----------------------------------------------------------------------------------
     def bind(
@@ -334,7 +366,7 @@ class Workers(EvictionsMixin):
                 self.nominate(pod, nominated)
             return
         annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)} if event else None
-        self._submit(self._unschedulable, pod, message, reason, annotations, condition, nominated)
+        self._in_order(pod, self._unschedulable, pod, message, reason, annotations, condition, nominated)
 
     def scheduler_error(self, pod: Pod, message: str) -> None:
         """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
@@ -368,7 +400,7 @@ class Workers(EvictionsMixin):
                 return
             self._last_event[pod.key] = (marked, time.monotonic())
             self._pod_condition[pod.key] = ("SchedulingGated", message)
-        self._submit(self._condition, pod, "SchedulingGated", message)
+        self._in_order(pod, self._condition, pod, "SchedulingGated", message)
 
     def _condition(self, pod: Pod, reason: str, message: str, nominated: str | None = None) -> None:
         condition = {
@@ -388,7 +420,7 @@ class Workers(EvictionsMixin):
 
     def nominate(self, pod: Pod, node: str) -> None:
         """Set the pod's status.nominatedNodeName; an empty ``node`` clears it."""
-        self._submit(self._patch_status, pod, {"status": {"nominatedNodeName": node or None}})
+        self._in_order(pod, self._patch_status, pod, {"status": {"nominatedNodeName": node or None}})
 
     def pod_group_status(self, group: PodGroup, status: dict[str, Any]) -> None:
         """Merge ``status`` into a scheduler-plugins PodGroup's status (``scheduleStartTime``

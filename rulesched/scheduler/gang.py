@@ -64,6 +64,7 @@ class GroupState:
     last_message: str = ""
     last: dict[str, CycleResult] = field(default_factory=dict)  # each member's last result
     victims: list[str] = field(default_factory=list)  # its preemption's victims, until they leave
+    preempted_at: float = 0.0  # when (the clock) it last preempted
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,11 @@ class GangHost(Protocol):
         ...
 
     def group_of(self, pod: Pod) -> PodGroup | None: ...
+
+    def victims_leaving(self, victims: Sequence[str], since: float) -> list[str]:
+        """Of a preemption's ``victims`` (at ``since``), those still leaving
+        (rulesched.scheduler.removals.leaving)."""
+        ...
 
     def group_done(self, outcome: GroupOutcome, seconds: float) -> None:
         """A group attempt ended (metrics, the PodGroup's status)."""
@@ -430,9 +436,10 @@ def _record(host: GangHost, gangs: Gangs, outcome: GroupOutcome, began: float) -
 
 
 def _victims_remain(host: GangHost, state: GroupState) -> bool:
-    """Whether the group's last preemption's victims are still on their nodes: wait for them
-    rather than preempt again (upstream's PodEligibleToPreemptOthers, for the group)."""
-    state.victims = [key for key in state.victims if host.store.pod_node(key) is not None]
+    """Whether the group's last preemption's victims are still leaving: wait for them rather
+    than preempt again (upstream's PodEligibleToPreemptOthers, for the group); for a few seconds,
+    then only for those seen terminating (rulesched.scheduler.removals.leaving)."""
+    state.victims = host.victims_leaving(state.victims, state.preempted_at)
     return bool(state.victims)
 
 
@@ -452,7 +459,7 @@ def _preempted(
     """Evict the victims, nominate the members and try the group again at once."""
     nominated = [*((m, r.fitted or "") for m, r, _ in placed), *preemption.nominated]
     host.evict_for_group(preemption.victims, pod, nominated)
-    state.victims = [v.key for v in preemption.victims]
+    state.victims, state.preempted_at = [v.key for v in preemption.victims], now
     message = (
         f"pod group {group.key}: {len(nominated)} members fit once {len(preemption.victims)} pod(s) are "
         "preempted; nominated, waiting for them to leave."

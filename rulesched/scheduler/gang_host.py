@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from rulesched.cluster.store import ClusterStore
@@ -52,6 +52,9 @@ class GangHostMixin:
 
     def _bind(self, pod: Pod, result: CycleResult, rules: str, placed: Pod | None = None) -> CycleResult:
         raise NotImplementedError
+
+    def spared_victims(self) -> Mapping[str, frozenset[str]]:
+        raise NotImplementedError  # (rulesched.scheduler.removals)
 
     def set_group(self, group: PodGroup) -> None:
         """A pod group appeared or changed: its members held back are tried again (for the
@@ -114,7 +117,8 @@ class GangHostMixin:
         watch.arm(self.cancel.check)
         try:
             snapshot = self.store.snapshot()
-            return preempt(snapshot, session, pod, None, self.nominator.reserved_for(pod), None, self.cancel.check)
+            reserved, spared = self.nominator.reserved_for(pod), self.spared_victims()
+            return preempt(snapshot, session, pod, None, reserved, None, self.cancel.check, spared=spared)
         except CycleCancelled as cancelled:
             cancelled.rule = watch.rule
             raise

@@ -40,6 +40,8 @@ class HintHostMixin:
     nominator: Nominator
     gangs: gang.Gangs
     _victims: dict[str, list[str]]
+    _preempted_at: dict[str, float]
+    victims_leaving: Callable[[Sequence[str], float], list[str]]
     _victim_claims: dict[str, tuple[list[str], frozenset[str]]]
     profile_of: Callable[[Pod], Profile]
 
@@ -96,15 +98,17 @@ class HintHostMixin:
 
     def _may_preempt(self, pod: Pod) -> bool:
         """Whether the pod's next cycle may preempt: not while victims of its earlier preemption
-        are still leaving (the cycle then waits for them: Scheduler._victims_remain, as upstream's
-        PodEligibleToPreemptOthers), a state only their own going ends, itself an event."""
+        are still leaving (the cycle then waits for them: RemovalsMixin._victims_remain, as
+        upstream's PodEligibleToPreemptOthers), a state their own going ends, itself an event (or
+        time, for victims not seen terminating: rulesched.scheduler.removals.leaving)."""
         return self._done_waiting(pod.key)
 
     def _done_waiting(self, key: str) -> bool:
-        """Whether no victim of the pod's earlier preemption is left (nor a claim their going
-        frees, not deallocated yet)."""
-        pod_node = self.store.pod_node
-        if any(pod_node(v) is not None for v in self._victims.get(key, ())):
+        """Whether the pod's earlier preemption leaves it nothing to wait for: no victim still
+        leaving (:func:`rulesched.scheduler.removals.leaving`), nor a claim their going frees
+        not deallocated yet."""
+        victims = self._victims.get(key)
+        if victims and self.victims_leaving(victims, self._preempted_at.get(key, 0.0)):
             return False
         held = self._victim_claims.get(key)
         return not (held and unsettled(self.store.dra.state.claims, *held))

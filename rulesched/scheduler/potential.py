@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,10 +52,17 @@ class Potential:
     changes) are all refused is passed over without looking at its pods."""
 
     def __init__(
-        self, bound: BoundRules, memos: NodeMemos, order: Callable[[Pod], tuple[Any, ...]] | None = None
+        self,
+        bound: BoundRules,
+        memos: NodeMemos,
+        order: Callable[[Pod], tuple[Any, ...]] | None = None,
+        spared: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         self.rules = bound.preempts
         self.order = order
+        # node name -> keys of pods there no preemption may choose (their eviction refused:
+        # rulesched.scheduler.removals); rare, so left out of what the memos keep
+        self.spared = spared or {}
         self.memos = memos  # (the rule set's node memos: the node's priorities and victims kept there)
         self.by_priority = all(rule.by_priority for rule in self.rules)
         self._allowed: dict[int, bool] = {}
@@ -84,6 +91,15 @@ class Potential:
 
     def victims(self, node: Any) -> list[Pod]:
         """The node's potential victims, most important first (a list not to be changed)."""
+        spared = self.spared.get(node.name) if self.spared else None
+        found = self._victims(node)
+        return [p for p in found if p.key not in spared] if spared else found
+
+    def spares(self, node: Any) -> bool:
+        """Whether some pod of the node is spared (then a node without victims says so)."""
+        return bool(self.spared) and node.name in self.spared
+
+    def _victims(self, node: Any) -> list[Pod]:
         rules = self.rules
         if self.order is not None:  # (groups' units: not kept in the node's memo)
             return sorted((p for p in node.pods if all(rule.allows(node, p) for rule in rules)), key=self.order)

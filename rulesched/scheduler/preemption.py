@@ -57,6 +57,8 @@ from rulesched.scheduler.nominator import Reserved
 from rulesched.scheduler.potential import PRIORITY_SETS, Potential, importance, pod_priorities, started
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
+# a node whose only potential victims are spared (rulesched.scheduler.removals): their eviction refused
+REFUSED = "No preemption victims but pods whose eviction a PodDisruptionBudget refused"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
@@ -101,6 +103,7 @@ def preempt(
     rng: random.Random | None = None,
     victim_order: Callable[[Pod], tuple[Any, ...]] | None = None,
     cycle_bound: BoundRules | None = None,
+    spared: Mapping[str, frozenset[str]] | None = None,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
@@ -118,7 +121,10 @@ def preempt(
     changes), for what reads the snapshot as it is: the preempt rules, the statuses, a check
     that needs no dry run (:func:`_nobody_to_evict`) and the dry runs done together, as columns
     (whose column bodies the walk has compiled already); the dry runs node by node, which take
-    pods off and put them back, have a private binding on an overlay, made when first needed."""
+    pods off and put them back, have a private binding on an overlay, made when first needed.
+    ``spared``: node name -> keys of pods there that are no potential victims (their eviction
+    was refused: :mod:`rulesched.scheduler.removals`); a node left without victims by them counts
+    as :data:`REFUSED` in the message."""
     if cycle_bound is not None and statuses is not None and columns is not None:
         nobody = _nobody_to_evict(
             snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
@@ -137,7 +143,7 @@ def preempt(
         return Preemption(None, message=NOT_ELIGIBLE_TERMINATING, eligible=False)
     held = reserved.nodes if reserved is not None else {}
     counts: Counter[str] = Counter()
-    potential = Potential(bound, session.rules.node_memos, victim_order)
+    potential = Potential(bound, session.rules.node_memos, victim_order, spared)
     order, many = _rows_to_try(snapshot, statuses, held, potential, columns, counts, rng)
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
     first = _cycle_first(statuses, bound)
@@ -235,7 +241,7 @@ def _find_candidates(
                 left = bound.watch.tick()
             allowed = potential.victims(node)
             if not allowed:
-                counts[NO_VICTIMS] += 1
+                counts[REFUSED if potential.spares(node) else NO_VICTIMS] += 1
                 continue
             tried.append((row, node, allowed))
         together = (

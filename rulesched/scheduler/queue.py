@@ -1,16 +1,17 @@
 """The scheduling queue: active pods by priority then arrival or last failure, backoff, and the unschedulable pool.
 
 As in kube-scheduler 1.37.2, a pod that fits nowhere waits in the unschedulable pool until the
-cluster changes in a way that could help (:meth:`SchedulingQueue.move`), or for five minutes
-(upstream looks every 30 s, so 5:00-5:30 there); it then goes to the active queue, or to the backoff queue while its backoff (1 s doubling
-per failed attempt, up to 10 s by default) counted from its last failed attempt has not run out
+cluster changes in a way that could help (:meth:`SchedulingQueue.move`), it is activated
+(:meth:`SchedulingQueue.activate`), or for five minutes (upstream looks every 30 s: 5:00-5:30);
+it then goes to the active queue, or to the backoff queue while its backoff (1 s doubling per
+failed attempt, up to 10 s by default) counted from its last failed attempt has not run out
 (:mod:`rulesched.scheduler.backoff`). A pod whose attempt failed by an error (a failed binding)
 backs off in the error backoff queue. With nothing active, :meth:`SchedulingQueue.pop` takes the
 head of the backoff queue at once, its backoff not yet over (SchedulerPopFromBackoffQ, on by
-default since 1.33: a scheduler with nothing else to do does not sit out a backoff); never the
-error backoff queue's. Pending pods can be updated (a changed spec goes back to be tried at once) or
-deleted in every sub-queue, and while a cycle holds them (in flight). Time comes from a clock
-function so the simulator can run on virtual time; :meth:`pop` can wait for a pod on a real one.
+default since 1.33); never the error backoff queue's. Pending pods can be updated (a changed
+spec is tried again at once) or deleted in every sub-queue, and while a cycle holds them (in
+flight). Time comes from a clock function so the simulator can run on virtual time; :meth:`pop`
+can wait for a pod on a real one.
 
 The queue is safe to call from several threads (the scheduler pops on one, events may arrive on
 another); nothing here is on the per-node hot path. Every pod entering a sub-queue is reported
@@ -41,11 +42,12 @@ ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
 ERROR_BACKOFF = "error-backoff"  # (a heap of its own; reported as backoff, as upstream's metrics do)
 # (1.37's framework.UnscheduledPod labels, as kube-scheduler 1.37.2's own metric shows them)
 POD_ADD, POD_UPDATE = "UnscheduledPodAdd", "UnscheduledPodUpdate"
-ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT, POP_FROM_BACKOFF = (
+ATTEMPT_FAILURE, BACKOFF_COMPLETE, UNSCHEDULABLE_TIMEOUT, POP_FROM_BACKOFF, FORCE_ACTIVATE = (
     "ScheduleAttemptFailure",
     "BackoffComplete",
     "UnschedulableTimeout",
     "PopFromBackoffQ",
+    "ForceActivate",
 )
 
 
@@ -134,11 +136,10 @@ class SchedulingQueue:
     def unschedulable_rules(self) -> Counter[str]:
         """Rule name -> parked pods it failed (kube-scheduler's scheduler_unschedulable_pods: a
         pod counts under every filter that rejected it)."""
-        with self._lock:
-            found: Counter[str] = Counter()
-            for parked in self._unschedulable.values():
-                found.update(parked.rejected_by)
-            return found
+        found: Counter[str] = Counter()
+        for (_, rule), count in self.unschedulable_by_profile().items():
+            found[rule] += count
+        return found
 
     def unschedulable_by_profile(self) -> Counter[tuple[str, str]]:
         """(scheduler name, rule name) -> parked pods of that profile the rule failed
@@ -391,15 +392,6 @@ class SchedulingQueue:
             due = self._backoff_due()
             return min(due) if due else None
 
-    def backoff_seconds(self, key: str) -> float:
-        """The pod's backoff after its failures so far (0: none), before the window alignment."""
-        with self._lock:
-            params = self._params.get(key)
-            if params is None or self._max == 0:
-                return 0.0
-            count = params.errors or params.unschedulable
-            return backoff.backoff_duration(count, self._initial, self._max)
-
     def _failed(self, key: str, error: bool = False) -> None:
         """An attempt of the pod failed now: its counts and timestamp move on."""
         now = self._clock()
@@ -431,24 +423,24 @@ class SchedulingQueue:
         together with the one popped."""
         with self._lock:
             taken = []
-            for key in keys:
-                entry = self._queued.get(key, False)
-                if entry is False:
-                    continue
-                if entry is None:
-                    parked = self._unschedulable.pop(key)
-                    self._waiting -= parked.waits_on_pods
-                    pod = parked.pod
-                else:
-                    assert isinstance(entry, _Entry)
-                    pod = entry.pod
-                    entry.dead = True  # (left in its heap, skipped there: no re-heapify per member)
-                    self._dead[entry.heap] += 1
-                del self._queued[key]
+            for key in (k for k in keys if k in self._queued):
+                taken.append(self._take_out(key, self._queued[key]))
                 self._in_flight[key] = None
                 self._attempts[key] = self._attempts.get(key, 0) + 1
-                taken.append(pod)
             return taken
+
+    def _take_out(self, key: str, entry: _Entry | None) -> Pod:
+        """Out of the unschedulable pool (``entry`` None) or its heap, where it is left dead."""
+        if entry is None:
+            parked = self._unschedulable.pop(key)
+            self._waiting -= parked.waits_on_pods
+            pod = parked.pod
+        else:
+            pod = entry.pod
+            entry.dead = True  # (left in its heap, skipped there: no re-heapify per member)
+            self._dead[entry.heap] += 1
+        del self._queued[key]
+        return pod
 
     def hold(self, pod: Pod) -> Pod | None:
         """A pod in flight leaves the queue without being placed: its group holds it (waiting
@@ -486,6 +478,18 @@ class SchedulingQueue:
                 self._after_backoff(settled, ATTEMPT_FAILURE)
             else:
                 self._push_active(settled, ATTEMPT_FAILURE)
+
+    def activate(self, key: str) -> bool:
+        """kube-scheduler's Activate: a parked or backing-off pod goes to the active queue now,
+        its backoff skipped (a preemptor whose victims' removal failed). False: not there."""
+        with self._lock:
+            if key not in self._queued:
+                return False
+            entry = self._queued[key]
+            if entry is not None and entry.heap == ACTIVE:
+                return False
+            self._push_active(self._take_out(key, entry), FORCE_ACTIVATE)
+            return True
 
     def move(self, event: Event = Event.OTHER, worth: Callable[[Pod], bool] | None = None) -> int:
         """Something that could help happened: move the parked pods to backoff. Coarser than

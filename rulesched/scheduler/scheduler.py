@@ -71,9 +71,10 @@ from rulesched.scheduler.interfaces import Binder, Evictor, Observer, StoreEvict
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import SchedulingQueue
+from rulesched.scheduler.removals import Refusals, RemovalsMixin
 from rulesched.scheduler.runtime import Framework
 from rulesched.scheduler.victims import order_key
-from rulesched.semantics.dra_preemption import freed_by, unsettled
+from rulesched.semantics.dra_preemption import freed_by
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +89,6 @@ def shadow_rejections(shadow: RuleSet, pod: Pod, snapshot: Snapshot, node_name: 
         return tuple(f.name for f in bound.filters if not f.passes(node))
     finally:
         bound.release()
-
-
-# How long a preemptor whose victims are still there stays parked through other pods' deletions:
-# a deleted victim leaves in about a second; one a budget keeps (the Eviction API's 429, retried
-# every 5 s) may stay for long, and the preemptor is then moved by deletions again, as any
-# parked pod (it may fit elsewhere by then).
-AWAIT_VICTIMS_SECONDS = 5.0
 
 
 def _waits_on_other_pods(pod: Pod) -> bool:
@@ -117,7 +111,7 @@ class _Binding:
     result: CycleResult
 
 
-class Scheduler(GangHostMixin, HintHostMixin):
+class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
     def __init__(
         self,
         rules: RulesHandle | RuleSet,
@@ -151,6 +145,7 @@ class Scheduler(GangHostMixin, HintHostMixin):
         # preemptor -> the claims its victims' going frees, not deallocated yet, and the victims'
         # uids (rulesched.semantics.dra_preemption.unsettled)
         self._victim_claims: dict[str, tuple[list[str], frozenset[str]]] = {}
+        self.refusals = Refusals()  # victims whose eviction a budget refused (rulesched.scheduler.removals)
         self.queue.awaiting_victims = self._awaiting_victims
         self.nominator = Nominator()
         self.gangs = gang.Gangs(clock)  # pod groups and the members they hold back
@@ -354,6 +349,7 @@ class Scheduler(GangHostMixin, HintHostMixin):
                         cycle.preemption_rng,
                         order,
                         bound,
+                        self.spared_victims(),
                     )
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)
@@ -428,38 +424,6 @@ class Scheduler(GangHostMixin, HintHostMixin):
         # retry before that would make its new claim under the same name while the old one is
         # still there (its create refused).
         delete(stale)
-        return False
-
-    def _awaiting_victims(self) -> set[str]:
-        """The preemptors some victim of whose preemption is still in the store, for at most
-        :data:`AWAIT_VICTIMS_SECONDS` since they preempted (the queue's
-        :attr:`SchedulingQueue.awaiting_victims`: another pod's deletion leaves them parked)."""
-        pod_node, since = self.store.pod_node, self.clock() - AWAIT_VICTIMS_SECONDS
-        return {
-            key
-            for key, victims in self._victims.items()
-            if self._preempted_at.get(key, since) > since and any(pod_node(v) is not None for v in victims)
-        }
-
-    def _victims_remain(self, pod: Pod) -> bool:
-        """Whether the victims of the pod's earlier preemption are still leaving: some still
-        in the store, or (DRA) a claim their going frees not deallocated yet by the resourceclaim
-        controller (KEP-5690's settling: preempting again meanwhile would evict more pods)."""
-        victims = self._victims.get(pod.key)
-        if victims:
-            remaining = [key for key in victims if self.store.pod_node(key) is not None]
-            if remaining:
-                self._victims[pod.key] = remaining
-                return True
-            del self._victims[pod.key]
-            self._preempted_at.pop(pod.key, None)
-        held = self._victim_claims.get(pod.key)
-        if held:
-            left = unsettled(self.store.dra.state.claims, *held)
-            if left:
-                self._victim_claims[pod.key] = (left, held[1])
-                return True
-            del self._victim_claims[pod.key]
         return False
 
     def _nominate(

@@ -106,7 +106,7 @@ def unplaced(
     status = result.message
     statuses = _complete(gangs, root, result)
     state = gangs.state(root.key)
-    state.victims = [k for k in state.victims if host.store.pod_node(k) is not None]
+    state.victims = host.victims_leaving(state.victims, state.preempted_at)
     if result.error:
         preemption = None
     elif state.victims:  # its last preemption's victims are still leaving: wait for them
@@ -141,7 +141,7 @@ def unplaced(
     if preemption is not None and preemption.victims:
         nominated = [(originals[k], node) for k, node in preemption.nominated.items() if k in originals]
         host.evict_for_group(preemption.victims, pod, nominated, root)
-        state.victims = [v.key for v in preemption.victims]
+        state.victims, state.preempted_at = [v.key for v in preemption.victims], now
         for member, node in nominated:
             results[member.key].preemption = Preemption(node, preemption.victims if member.key == pod.key else ())
         host.queue.requeue(pod, backoff=False)
