@@ -212,17 +212,29 @@ def place_with_rules(
     objects (openb_to_k8s.py), the pods pending in arrival order, each attempted in that order (a
     pod that failed never fits later: pods never leave). With `--gpus dra` a GPU is a device
     shared by claims asking GPU milli."""
+    import gc
     import tempfile
 
+    import msgspec
     import openb_to_k8s
 
     from rulesched.simulate.load import load_cluster
     from rulesched.simulate.run import SimulateSettings, simulate
 
-    items = list(openb_to_k8s.objects(nodes, workload.pods, workload.node_rank, run.gpus))
-    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
-        # (dumps, not dump: json.dump encodes in Python, dumps in C, the same text 5x faster)
-        f.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    # The collector paused while the trace is converted: its dicts and lists hold no cycles,
+    # and the full collections the converting set off walked them with everything else (0.2
+    # CPU s on the whole trace). msgspec encodes the same objects as json.dumps ~4x faster.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        items = list(openb_to_k8s.objects(nodes, workload.pods, workload.node_rank, run.gpus))
+        text = msgspec.json.encode({"apiVersion": "v1", "kind": "List", "items": items})
+        del items
+    finally:
+        if collecting:
+            gc.enable()
+    with tempfile.NamedTemporaryFile("wb", suffix=".json") as f:
+        f.write(text)
         f.flush()
         objects = load_cluster([f.name])
     settings = SimulateSettings(

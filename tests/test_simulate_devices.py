@@ -6,6 +6,7 @@ figure equals the benchmark harness's (benchmarks/fgd_reference.py) on the same 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -70,6 +71,21 @@ def test_json_and_summary_give_the_same_figures(tmp_path: Path, capsys: pytest.C
     assert lines[1] == "devices: 2 allocated, 0 partly of 3, 0.3 devices fragmented, 0 stranded"
 
 
+def test_nodes_alike_but_for_their_cpu_count_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three nodes of two idle A100s; n2's cpu all taken by a running pod. The mix: that pod's
+    shape (no device: every free GPU is lost to it) and a gated GPU pod's (one GPU, one cpu: it
+    fits n1 and n3, not n2). n1 and n3 count a GPU each (half the mix), n2 both, stranded too:
+    the report, which works out nodes alike once, tells n2 from the others by its cpu."""
+    items = [node("n1"), node("n2"), node("n3"), GPU_CLASS, template(), *(gpus(n, 2) for n in ("n1", "n2", "n3"))]
+    items += [
+        pod("busy", node_name="n2", cpu="4"),
+        pod("later", resourceClaims=CLAIMS, schedulingGates=[{"name": "g"}]),
+    ]
+    assert main(["simulate", str(write(tmp_path, items)), "--output", "json"]) == 0
+    devices = json.loads(capsys.readouterr().out)["summary"]["devices"]["total"]
+    assert (devices["devices"], devices["fragmented"], devices["stranded"]) == (6, 4.0, 2)
+
+
 def test_device_group_names_the_attribute(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", str(cluster(tmp_path)), "--output", "json", "--device-group", "vendor"]) == 0
     devices = json.loads(capsys.readouterr().out)["summary"]["devices"]
@@ -129,12 +145,16 @@ def test_no_devices_no_section(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "<h2>Devices</h2>" not in capsys.readouterr().out
 
 
-def test_fragmentation_equals_the_harness_on_a_trace_subset() -> None:
+@pytest.mark.parametrize("arrived", [None, 6])
+def test_fragmentation_equals_the_harness_on_a_trace_subset(arrived: int | None) -> None:
     """Twelve nodes of the trace's kinds (GPUs with capacity `milli`, shared), the paper's
     arrivals of 200 trace-like pods through the FGD rules: the report's fragmentation is the
     reference model's measure over the same end state (each node's cpu and GPUs left) against
-    the typical pods of the same pods; milli allocated is what the claims hold."""
+    the typical pods of the same pods; milli allocated is what the claims hold. With the first
+    6 arrivals only, nodes of a kind stay alike (untouched): the report works their figures
+    out once, and they are still each node's."""
     workload = arrivals(trace(), NODES, 42)
+    workload = dataclasses.replace(workload, pods=workload.pods[:arrived])
     placed, report = bench.place_with_rules(NODES, workload, bench.Run("t", "gpu-fragmentation", 42, "rules", "random"))
     devices = report.devices
     assert devices is not None and devices.measure == "milli"
@@ -151,7 +171,12 @@ def test_fragmentation_equals_the_harness_on_a_trace_subset() -> None:
         row[1] += 1000 * n.gpus
     got = {g.value: [v // 1000 for v in g.capacity["milli"]] for g in devices.groups}
     assert got == by_model
-    assert devices.pods == len(workload.pods) and sum(n is not None for n in placed.values()) < len(workload.pods)
+    assert devices.pods == len(workload.pods)
+    if arrived is None:
+        assert sum(n is not None for n in placed.values()) < len(workload.pods)
+    else:  # (nodes alike at the end: of one model, with the same cpu and GPUs left)
+        ends = [(n.model, cpu[n.name], tuple(left[n.name])) for n in NODES]
+        assert len(set(ends)) < len(ends)
 
 
 def test_the_harness_reports_simulates_fragmentation_for_rules_runs(monkeypatch: pytest.MonkeyPatch) -> None:

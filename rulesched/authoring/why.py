@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,6 +211,10 @@ def _key(text: str) -> str:
 
 def ask_server(settings: ExplainSettings) -> dict[str, Any]:
     """The running scheduler's answer (its ops endpoint; see rulesched.run.ops)."""
+    import urllib.error  # (here: http.client and ssl cost every command ~0.05 CPU s to import)
+    import urllib.parse
+    import urllib.request
+
     assert settings.server is not None
     base = settings.server.rstrip("/")
     if urllib.parse.urlsplit(base).scheme not in ("http", "https"):  # (127.0.0.1:10251 reads as scheme "127.0.0.1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import signal
 from typing import TYPE_CHECKING, Any
@@ -11,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rulesched.config import add_rules_arguments, host_port, merge_flags, read_config
 
 if TYPE_CHECKING:
+    import asyncio
+
     from rulesched.reload import Reloader
 
 log = logging.getLogger(__name__)
@@ -76,12 +77,16 @@ def settings_from(args: argparse.Namespace) -> Any:
 
 
 def extender_command(args: argparse.Namespace) -> int:
+    import asyncio  # (here: every other command's start would import it for nothing)
+
     from rulesched.extender.server import serve
 
     return asyncio.run(serve(settings_from(args), _stop_on_signals))
 
 
 def _stop_on_signals(stop: asyncio.Event, reloader: Reloader) -> None:
+    import asyncio
+
     loop = asyncio.get_running_loop()
 
     def stopping(signum: signal.Signals) -> None:

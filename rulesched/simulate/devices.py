@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
-from rulesched.model.dra import Device, DraState, ExactRequest, NodeDevice
+from rulesched.model.dra import ClaimSpec, Device, DraState, NodeDevice
 from rulesched.semantics.cel import CelCache, CelError
 from rulesched.semantics.fragmentation import Ask, Shape, Slot, mix, node_fragmentation, stranded
 
@@ -127,20 +127,31 @@ def device_report(state: ClusterStore, pods: Iterable[Pod], group_by: str = GROU
     units = _units(d for info in nodes for d in info.devices)
     everyone = {p.key: p for p in state.pods()}
     everyone.update((p.key, p) for p in pods)
-    target = mix(_shape(p, dra) for p in everyone.values())
+    asks: dict[tuple[int, ...], tuple[Ask, ...]] = {}  # (the pods of one template ask alike)
+    target = mix(_shape(p, dra, asks) for p in everyone.values())
     models = {(s.driver, s.pool, d.name): d for s in dra.slices.values() for d in s.devices}
     accepts = _Accepts(models, target)
     groups: dict[tuple[str, str], DeviceGroup] = {}
     seen: set[tuple[str, str, str]] = set()  # a device shared by several nodes counts once
+    # (nodes alike, the same free cpu and devices of the same kinds equally free, have the same
+    # figures: worked out once, ~0.4 CPU s less on the openb trace's 1,213 nodes)
+    figures: dict[tuple[object, ...], tuple[list[float], list[int]]] = {}
     for info in nodes:
         devices = info.devices
         if not devices:
             continue
-        slots = [_slot(d, units[d.driver]) for d in devices]
+        slots = tuple(_slot(d, units[d.driver]) for d in devices)
         cpu_free = info.free.get("cpu", 0)
-        tables = [accepts.of(i, devices) for i in range(len(target))]
-        frag = node_fragmentation(target, cpu_free, slots, tables)
-        lost = stranded(target, cpu_free, slots, tables)
+        kinds = tuple(accepts.kind(d) for d in devices)
+        alike = (cpu_free, slots, kinds)
+        found = figures.get(alike)
+        if found is None:
+            tables = accepts.tables(kinds)
+            found = figures[alike] = (
+                node_fragmentation(target, cpu_free, slots, tables),
+                stranded(target, cpu_free, slots, tables),
+            )
+        frag, lost = found
         for d, slot, f, s in zip(devices, slots, frag, lost, strict=True):
             if d.id in seen:
                 continue
@@ -182,7 +193,8 @@ def _count(g: DeviceGroup, d: NodeDevice) -> None:
         row[1] += total
 
 
-def _requests(pod: Pod, dra: DraState) -> list[ExactRequest]:
+def _specs(pod: Pod, dra: DraState) -> list[ClaimSpec]:
+    """The specs of the pod's claims: its templates', or its claims'."""
     out = []
     for entry in pod.resource_claims:
         spec = None
@@ -192,44 +204,75 @@ def _requests(pod: Pod, dra: DraState) -> list[ExactRequest]:
         if spec is None and entry.claim:
             claim = dra.claims.get(f"{pod.namespace}/{entry.claim}")
             spec = claim.spec if claim is not None else None
-        for request in spec.requests if spec is not None else ():
-            # a prioritized list: its first choice stands for it
-            exact = request.exactly or (request.first_available[0][1] if request.first_available else None)
-            if exact is not None and not exact.admin_access:
-                out.append(exact)
+        if spec is not None:
+            out.append(spec)
     return out
 
 
-def _shape(pod: Pod, dra: DraState) -> Shape:
-    asks = []
-    for r in _requests(pod, dra):
-        cls = dra.classes.get(r.device_class_name)
-        selectors = (*(cls.selectors if cls is not None else ("false",)), *r.selectors)
-        capacity = tuple(sorted((r.capacity or {}).items()))
-        asks.append(Ask(0 if r.allocation_mode == "All" else r.count, capacity, selectors))
-    return Shape(pod.requests.get("cpu", 0), tuple(sorted(asks)))
+def _shape(pod: Pod, dra: DraState, known: dict[tuple[int, ...], tuple[Ask, ...]]) -> Shape:
+    """The pod's shape; ``known``: the asks worked out so far, by their specs' identities (the
+    pods of one template share its spec; every spec lives in ``dra`` as long as ``known``)."""
+    specs = _specs(pod, dra)
+    key = tuple(map(id, specs))
+    found = known.get(key)
+    if found is None:
+        asks = []
+        for spec in specs:
+            for request in spec.requests:
+                # a prioritized list: its first choice stands for it
+                r = request.exactly or (request.first_available[0][1] if request.first_available else None)
+                if r is None or r.admin_access:
+                    continue
+                cls = dra.classes.get(r.device_class_name)
+                selectors = (*(cls.selectors if cls is not None else ("false",)), *r.selectors)
+                capacity = tuple(sorted((r.capacity or {}).items()))
+                asks.append(Ask(0 if r.allocation_mode == "All" else r.count, capacity, selectors))
+        found = known[key] = tuple(sorted(asks))
+    return Shape(pod.requests.get("cpu", 0), found)
 
 
 class _Accepts:
     """Which devices each request of each shape may have: the selectors, evaluated once per
-    (selectors, driver, device attributes and capacity)."""
+    (selectors, device kind); a device's kind is its driver, attributes and capacity, all the
+    selectors read."""
 
     def __init__(self, models: Mapping[tuple[str, str, str], Device], target: Sequence[tuple[float, Shape]]):
         self.models = models
         self.target = target
         self.cel = CelCache()
         self.verdicts: dict[tuple[object, ...], bool] = {}
+        self.kinds: dict[tuple[str, str, str], tuple[object, ...]] = {}  # device id -> its kind
+        self.first: dict[tuple[object, ...], Device | None] = {}  # a kind -> its first device's model
+        self.of_kinds: dict[tuple[object, ...], list[list[list[bool]]]] = {}  # a node's kinds -> its tables
 
-    def of(self, i: int, devices: Sequence[NodeDevice]) -> list[list[bool]]:
-        return [[self._one(ask.selectors, d) for d in devices] for ask in self.target[i][1].asks]
+    def kind(self, d: NodeDevice) -> tuple[object, ...]:
+        found = self.kinds.get(d.id)
+        if found is None:
+            found = self.kinds[d.id] = (
+                d.driver,
+                tuple(sorted(d.attributes.items())),
+                tuple(sorted(d.capacity.items())),
+            )
+            self.first.setdefault(found, self.models.get(d.id))
+        return found
 
-    def _one(self, selectors: tuple[str, ...], d: NodeDevice) -> bool:
-        model = self.models.get(d.id)
-        key = (selectors, d.driver, tuple(sorted(d.attributes.items())), tuple(sorted(d.capacity.items())))
+    def tables(self, kinds: tuple[tuple[object, ...], ...]) -> list[list[list[bool]]]:
+        """Per shape of the target, per request, per device of a node whose devices are of
+        ``kinds``: whether the request may have the device (:func:`fits`' ``accepts``)."""
+        found = self.of_kinds.get(kinds)
+        if found is None:
+            found = self.of_kinds[kinds] = [
+                [[self._one(ask.selectors, kind) for kind in kinds] for ask in shape.asks] for _, shape in self.target
+            ]
+        return found
+
+    def _one(self, selectors: tuple[str, ...], kind: tuple[object, ...]) -> bool:
+        key = (selectors, kind)
         found = self.verdicts.get(key)
         if found is None:
+            model = self.first[kind]
             try:
-                found = model is not None and all(self.cel.matches(s, model, d.driver) for s in selectors)
+                found = model is not None and all(self.cel.matches(s, model, str(kind[0])) for s in selectors)
             except CelError:
                 found = False
             self.verdicts[key] = found

@@ -102,6 +102,7 @@ def simulate(
     pod's first attempt."""
     check_sampling(settings.min_candidate_nodes_percentage, settings.min_candidate_nodes_absolute)
     check_percentage_of_nodes_to_score(settings.percentage_of_nodes_to_score)
+    freeze_loaded()
     rules = load_rules([resolve_rules_path(r) for r in settings.rules])
     try:
         rules = changed_rules(rules, rule_changes) or rules
@@ -120,18 +121,19 @@ def simulate(
         min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
     )
     simulation = Simulation(rules, store, scheduler_settings)
-    with collecting_seldom():  # (a full collection while queueing walked the whole loaded cluster)
+    # (then frozen too: the rules, the store and the queue live as long as the run)
+    with collecting_seldom(then_freeze=True):  # (a full collection while queueing walked the whole loaded cluster)
         for group in objects.groups:
             simulation.add_group(group)
         pending = pods_to_schedule(objects, settings)
         for pod in pending:
             simulation.add(pod)
-    # The loaded cluster lives as long as the run: keep the cyclic collector from walking it
-    # again at every full collection (it costs more the bigger the cluster).
-    gc.collect()
-    gc.freeze()
     started = time.perf_counter()
-    with collecting_seldom():
+    # What the run made and kept (its caches, the cluster's state, the history the report reads)
+    # lives as long as the report: frozen too when the run ends. Otherwise the first collection
+    # at the restored thresholds walks all of it to free nothing (0.4 CPU s after the openb
+    # replay) and, in `rulesched simulate`, so do the collections at interpreter exit (1.5 s).
+    with collecting_seldom(run_thresholds(), then_freeze=True):
         simulation.run(progress)
     elapsed = time.perf_counter() - started
     explaining = simulation.recorder.explain_seconds  # timed apart by each cycle: not scheduling
@@ -198,6 +200,22 @@ def _stderr_is_tty() -> bool:
     return stderr is not None and stderr.isatty()
 
 
+def freeze_loaded() -> None:
+    """Freeze (:func:`gc.freeze`) every object the collector tracks now: the loaded cluster lives
+    as long as the run, and the collector would walk it again at every full collection (it costs
+    more the bigger the cluster) to free nothing. What an earlier :func:`simulate` froze goes back
+    first and is collected if its caller has dropped it since, so that runs one after another in
+    one process (tests, bench_fragmentation's workers) hold one run's objects at most, not every
+    run's. With nothing frozen before (`rulesched simulate`: one run a process) there is no such
+    collection: it walked the whole loaded cluster (~0.2 CPU s on the openb trace) to free a few
+    thousand objects of the rules' compile and the imports, which stay frozen instead (until the
+    next run, or the process's exit); :func:`load_cluster` makes no cycles."""
+    if gc.get_freeze_count():
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
+
+
 # The cyclic collector's thresholds while pods are scheduled: a cycle makes and drops many
 # small objects (bindings' lets, score rows, allocations), few of them in reference cycles, and
 # at CPython's default (a young collection every 700 allocations, older ones every 10 of those)
@@ -206,14 +224,34 @@ def _stderr_is_tty() -> bool:
 RUN_GC_THRESHOLDS = (50_000, 20, 10)
 
 
+def run_thresholds() -> tuple[int, int, int]:
+    """:data:`RUN_GC_THRESHOLDS`, the young generation's grown to the objects frozen before the
+    run (the loaded cluster, the rules, the queue, the process's modules), as Go's collector
+    lets its heap grow by as much as is live (GOGC=100). A young collection walks every object
+    made since the last and still alive, and a run keeps most of what it makes (caches, the
+    history): the openb replay's 15 young collections walked ~750,000 objects (0.4-0.5 CPU s)
+    to free 684; with ~280,000 frozen, 2 walk ~550,000 (~0.28 s). Cyclic garbage still waits at
+    most as many allocations as the cluster has objects."""
+    young, middle, old = RUN_GC_THRESHOLDS
+    return max(young, gc.get_freeze_count()), middle, old
+
+
 @contextmanager
-def collecting_seldom(thresholds: tuple[int, int, int] = RUN_GC_THRESHOLDS) -> Iterator[None]:
-    """The collector's thresholds set to ``thresholds`` for the block, then put back."""
+def collecting_seldom(
+    thresholds: tuple[int, int, int] = RUN_GC_THRESHOLDS, *, then_freeze: bool = False
+) -> Iterator[None]:
+    """The collector's thresholds set to ``thresholds`` for the block, then put back;
+    ``then_freeze``: every object tracked then is frozen (:func:`gc.freeze`) first, also when
+    the block fails, so that no collection at the restored thresholds walks what the block kept.
+    Frozen objects are never collected until :func:`gc.unfreeze` (the next :func:`simulate` calls
+    it), though refcounting frees them as ever."""
     before = gc.get_threshold()
     gc.set_threshold(*thresholds)
     try:
         yield
     finally:
+        if then_freeze:
+            gc.freeze()
         gc.set_threshold(*before)
 
 
