@@ -30,7 +30,9 @@ cheaper). ``--logs DIR`` keeps each scheduler's log and its /metrics at the end;
 flag to ``rulesched run`` (a variant, e.g. ``--rulesched-flag=--evict-victims=all``); ``--pprof DIR``
 keeps kube-apiserver's CPU profile of the first ``--pprof-seconds`` of each measured phase. kube-scheduler runs as scheduler_perf runs
 it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
-logging at -v=1; rulesched with its defaults. Pods of evictions and preemptions are removed at
+logging at -v=1 (``--kube-scheduler-verbosity``); rulesched with its defaults. Each run also
+reports each scheduler's own preemption counts (kube-scheduler's metrics, which rulesched
+exports alike: preemptions that chose victims, victims, the mean time to send their removals). Pods of evictions and preemptions are removed at
 once by a kubelet stand-in (no kubelets here). Workloads (benchmarks/gen_cluster.py):
 ``basic-1000`` and ``basic-5000`` (scheduler_perf's SchedulingBasic: 1000 or 5000 nodes, 1000
 running pods, 3000 or 5000 measured), ``mixed`` (1000 nodes of four shapes, taints, cordons,
@@ -106,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--drain", action="store_true",
         help="speed: create the measured pods before the scheduler starts; it then drains them (no creation beside it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--kube-scheduler-verbosity", type=int, default=1, metavar="N",
+        help="speed: kube-scheduler's -v (default 1, as scheduler_perf; 2 logs each preemption, its preemptor, "
+        "node and victims, for benchmarks/preemption_log.py)",
     )  # fmt: skip
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-': standard output)")
     args = parser.parse_args(argv)

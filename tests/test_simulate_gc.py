@@ -38,13 +38,14 @@ def _tracked(obj: object) -> bool:
 
 
 def test_what_the_run_kept_is_frozen_and_the_next_run_lets_go_of_what_was_dropped() -> None:
-    report = simulate(load_cluster([CLUSTER]), SETTINGS)
-    state = report.state  # (the cluster's store: the run's caches and the history beside it)
+    made_in_run: list[_Cyclic] = []  # (garbage in a cycle, made while pods are scheduled)
+    report = simulate(load_cluster([CLUSTER]), SETTINGS, progress=lambda _: made_in_run.append(_Cyclic()))
     made = [h.last for h in report.history.values()]  # (each pod's last cycle: made by the run)
-    assert made and not any(_tracked(m) for m in made) and not _tracked(state)
-    gone = weakref.ref(state)
+    assert made and not any(_tracked(m) for m in made) and not _tracked(report.state)
+    gone = weakref.ref(made_in_run[0])
     expected = _outputs(report)
-    del report, state
+    del report, made
+    made_in_run.clear()
     gc.collect()
     assert gone() is not None  # frozen: no collection frees it, though nothing holds it
     again = simulate(load_cluster([CLUSTER]), SETTINGS)

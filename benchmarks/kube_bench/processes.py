@@ -64,13 +64,17 @@ class Scheduler:
 ATTEMPTS = re.compile(r'^scheduler_schedule_attempts_total\{[^}]*result="(?P<result>\w+)"[^}]*\} (?P<value>\S+)$', re.M)
 
 
-def attempts(scheduler: Scheduler) -> dict[str, int]:
-    """The scheduler's own count of its scheduling attempts by result (both export kube-scheduler's
-    scheduler_schedule_attempts_total)."""
+def scheduler_metrics(scheduler: Scheduler) -> str:
+    """The scheduler's /metrics as text ("" when it cannot be read: a scheduler that died)."""
     try:
-        text = scheduler.metrics()
+        return scheduler.metrics()
     except (AssertionError, urllib3.exceptions.HTTPError):
-        return {}
+        return ""
+
+
+def attempts(text: str) -> dict[str, int]:
+    """The scheduler's own count of its scheduling attempts by result (both export kube-scheduler's
+    scheduler_schedule_attempts_total), from its metrics ``text``."""
     found: dict[str, int] = {}
     for m in ATTEMPTS.finditer(text):
         found[m["result"]] = found.get(m["result"], 0) + int(float(m["value"]))
@@ -79,6 +83,31 @@ def attempts(scheduler: Scheduler) -> dict[str, int]:
         key = f"{labels.get('queue', '')}<-{labels.get('event', '')}"
         found[key] = found.get(key, 0) + int(float(m["value"]))
     return found
+
+
+def _sample(text: str, name: str, where: str = "") -> float:
+    """The sum of metric ``name``'s samples in ``text`` (those whose labels contain ``where``)."""
+    pattern = re.compile(rf"^{name}(?:\{{(?P<labels>[^}}]*)\}})? (?P<value>\S+)$", re.M)
+    return sum(float(m["value"]) for m in pattern.finditer(text) if where in (m["labels"] or ""))
+
+
+def preemptions(text: str) -> dict[str, float]:
+    """The scheduler's own preemption counts, from its metrics ``text`` (kube-scheduler's, which
+    rulesched exports alike): PostFilter's attempts (scheduler_preemption_attempts_total), the
+    preemptions that chose victims and the victims (scheduler_preemption_victims' count and sum:
+    every victim chosen, those already leaving too, as upstream's observeVictims counts them),
+    and the mean time a preemption's removals took to send (single pods'
+    scheduler_preemption_execution_duration_seconds, in ms). Empty without metrics."""
+    if "scheduler_preemption_attempts_total" not in text:
+        return {}
+    executions = _sample(text, "scheduler_preemption_execution_duration_seconds_count", 'preemptor="pod"')
+    spent = _sample(text, "scheduler_preemption_execution_duration_seconds_sum", 'preemptor="pod"')
+    return {
+        "attempts": int(_sample(text, "scheduler_preemption_attempts_total")),
+        "preemptions": int(_sample(text, "scheduler_preemption_victims_count")),
+        "victims": int(_sample(text, "scheduler_preemption_victims_sum")),
+        "execution_ms": 1000 * spent / executions if executions else 0.0,
+    }
 
 
 INCOMING = re.compile(r"^scheduler_queue_incoming_pods_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)

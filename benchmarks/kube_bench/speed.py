@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import urllib3
 from gen_cluster import generate
 
 from .cluster import WORKLOADS, PodWatch, Workload, api_objects, build, settled
@@ -29,7 +28,9 @@ from .processes import (
     component_pid,
     cpu_seconds,
     main_thread_seconds,
+    preemptions,
     requests_served,
+    scheduler_metrics,
     testbed,
 )
 
@@ -44,6 +45,7 @@ class Options:
     # the measured pods created before the scheduler starts, which then drains them: its pods/s
     # free of the creations' competition for the cores (kube-apiserver's share: bindings, events)
     drain: bool = False
+    kube_scheduler_verbosity: int = 1  # its -v: 1 as scheduler_perf; 2 logs each preemption
 
 
 def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any]:
@@ -54,7 +56,9 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         build(kube, objects, ready_pods=workload.kind == "preemption")
         built = time.monotonic() - t0
         scheduler: Scheduler = (
-            Upstream(kube, None, 1) if which == "kube-scheduler" else Rulesched(kube, None, Path(work), flags)
+            Upstream(kube, None, options.kube_scheduler_verbosity)
+            if which == "kube-scheduler"
+            else Rulesched(kube, None, Path(work), flags)
         )
         names = [p["metadata"]["name"] for p in objects["pending"]]
         watch = PodWatch(kube)
@@ -89,13 +93,10 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
             cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
             main1 = main_thread_seconds(pids["scheduler"])
             requests1 = requests_served(kube)
-            tried = attempts(scheduler)
+            text = scheduler_metrics(scheduler)
+            tried, preempted = attempts(text), preemptions(text)
             if logs is not None:  # (and its metrics as the run left them)
                 logs.mkdir(parents=True, exist_ok=True)
-                try:
-                    text = scheduler.metrics()
-                except (AssertionError, urllib3.exceptions.HTTPError):
-                    text = ""
                 (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
                 # (and kube-apiserver's: its request latencies by verb and resource, as it served them)
                 (logs / f"{stamp}.kube-apiserver.metrics").write_text(apiserver_metrics(kube))
@@ -133,6 +134,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         # scheduler_perf's SchedulingThroughput of the same bindings (sampled each second)
         "throughput": sampled_throughput(start, times),
         "attempts": tried,
+        "preemptions": preempted,
         # rulesched's scheduling thread per attempt (kube-scheduler's main thread is not its
         # scheduling loop: left out): CPU, and time runnable but waiting for a core
         "scheduling_thread_ms_per_attempt": (
@@ -158,6 +160,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     options = Options(
         seed=args.seed, logs=args.logs, flags=tuple(args.rulesched_flag or ()),
         pprof=(args.pprof, args.pprof_seconds) if args.pprof else None, creator=args.creator, drain=args.drain,
+        kube_scheduler_verbosity=args.kube_scheduler_verbosity,
     )  # fmt: skip
     for name in args.workload or list(WORKLOADS):
         for r in range(args.repeat):
@@ -180,6 +183,8 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
                 "throughput_perc50": median([(r["throughput"] or {}).get("Perc50") for r in mine]),
                 "p99_ms": median([r["p99_ms"] for r in mine]),
                 "bound": median([r["bound"] for r in mine]),
+                "preemptions": median([r["preemptions"].get("preemptions") for r in mine]),
+                "victims": median([r["preemptions"].get("victims") for r in mine]),
             }
         ks, rs = row["kube-scheduler"], row["rulesched"]
         row["ratio_pods_per_second"] = ratio(rs["pods_per_second"], ks["pods_per_second"])
@@ -242,7 +247,11 @@ def format_run(r: dict[str, Any]) -> str:
             + ("" if not (s := r.get("throughput")) else
                f"; sampled each second: {s['Average']:.0f} pods/s average, {s['Perc50']:.0f} median")
             + "\n"
-            f"    attempts: {r['attempts']}; requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items())
+            f"    attempts: {r['attempts']}; "
+            + ("" if not (p := r.get("preemptions")) else
+               f"preemptions {p['preemptions']} with {p['victims']} victims (of {p['attempts']} tried), "
+               f"their removals sent in {p['execution_ms']:.0f} ms on average; ")
+            + "requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items())
             + ("" if not (t := r.get("scheduling_thread_ms_per_attempt")) else
                f"\n    scheduling thread per attempt: {t['cpu']:.2f} ms CPU, {t['waiting_for_a_core']:.2f} ms waiting for a core"))  # fmt: skip
 

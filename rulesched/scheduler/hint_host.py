@@ -7,7 +7,9 @@ through one hint: a pod gone from a node (:meth:`HintHostMixin.pods_gone`: delet
 its assumption dropped after a failed binding) and a nomination ended without its pod placed
 there (:meth:`HintHostMixin._end_nomination`: kube-scheduler moves the parked pods of its
 priority or lower then, eventhandlers.go getLEPriorityPreCheck; a higher one never had to leave
-it room). Judged by the hint, only those the freed node may help move.
+it room). Judged by the hint, only those the freed node may help move; and a preemptor parked
+while its victims leave moves when the last of them goes, whatever the hint says of that node
+(its nomination may have been taken meanwhile: :meth:`HintHostMixin._awaited`).
 """
 
 from __future__ import annotations
@@ -44,9 +46,26 @@ class HintHostMixin:
     profile_of: Callable[[Pod], Profile]
 
     def pods_gone(self, gone: Sequence[Pod]) -> int:
-        """Assigned pods left their nodes: the parked pods they may help move to the queue.
+        """Assigned pods left their nodes: the parked pods they may help move to the queue, and
+        the preemptors whose last victims they were, whatever the hint says (:meth:`_awaited`).
         Returns how many moved."""
-        return self._move_if_helped(gone, None)
+        return self._move_if_helped(gone, None, self._awaited(gone))
+
+    def _awaited(self, gone: Sequence[Pod]) -> frozenset[str]:
+        """The preemptors the last of whose victims is among ``gone`` (their waiting ends now).
+        Upstream moves them by their victims' deletion (NodeResourcesFit's hint answers Queue
+        for every assigned pod's deletion, noderesources/fit.go
+        isSchedulableAfterAssignedPodDelete). The hint narrows a deletion to the node it freed,
+        which holds for a pod whose last attempt found no node; a preemptor's found one, its
+        nomination, and a higher-priority preemptor may have ended that since, taking the node
+        (the executor's getLowerPriorityNominatedPods and clearNominatedNodeName): its next
+        attempt may then preempt on any node, so the node its victim freed says nothing of it."""
+        if not self._victims or not gone:
+            return frozenset()
+        keys = {g.key for g in gone}
+        return frozenset(
+            key for key, victims in self._victims.items() if not keys.isdisjoint(victims) and self._done_waiting(key)
+        )
 
     def _end_nomination(self, key: str) -> str | None:
         """End a nomination whose pod is not placed there (returns the node it had, if any): the
@@ -57,15 +76,15 @@ class HintHostMixin:
             self._move_if_helped([held], held.priority)
         return node
 
-    def _move_if_helped(self, gone: Sequence[Pod], up_to: int | None) -> int:
+    def _move_if_helped(self, gone: Sequence[Pod], up_to: int | None, always: frozenset[str] = frozenset()) -> int:
         """Move the parked pods (of priority ``up_to`` or lower, if given) whose rules say the
-        room ``gone`` freed on their nodes may help them."""
+        room ``gone`` freed on their nodes may help them (and those of ``always``)."""
         hint = DeletionHint(
             gone, self.store.snapshot(), self._hint_rules, self.nominator.reserved_for, self._may_preempt
         )
         try:
             if up_to is None:
-                return self.queue.move(Event.POD_DELETED, hint)
+                return self.queue.move(Event.POD_DELETED, lambda pod: pod.key in always or hint(pod))
             return self.queue.move(Event.POD_DELETED, lambda pod: pod.priority <= up_to and hint(pod))
         finally:
             hint.close()
@@ -82,8 +101,14 @@ class HintHostMixin:
         are still leaving (the cycle then waits for them: RemovalsMixin._victims_remain, as
         upstream's PodEligibleToPreemptOthers), a state their own going ends, itself an event (or
         time, for victims not seen terminating: rulesched.scheduler.removals.leaving)."""
-        victims = self._victims.get(pod.key)
-        if victims and self.victims_leaving(victims, self._preempted_at.get(pod.key, 0.0)):
+        return self._done_waiting(pod.key)
+
+    def _done_waiting(self, key: str) -> bool:
+        """Whether the pod's earlier preemption leaves it nothing to wait for: no victim still
+        leaving (:func:`rulesched.scheduler.removals.leaving`), nor a claim their going frees
+        not deallocated yet."""
+        victims = self._victims.get(key)
+        if victims and self.victims_leaving(victims, self._preempted_at.get(key, 0.0)):
             return False
-        held = self._victim_claims.get(pod.key)
+        held = self._victim_claims.get(key)
         return not (held and unsettled(self.store.dra.state.claims, *held))

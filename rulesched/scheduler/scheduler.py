@@ -439,19 +439,23 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
         if self.nominator.node_of(pod.key) not in (None, node):
             self._end_nomination(pod.key)
         self.nominator.nominate(pod, node)
+        at_once = getattr(self.evictor, "at_once", True)
+        # A victim terminating already is sent nothing more (kube-scheduler's executor skips a
+        # victim with a deletionTimestamp); a store evictor is the only one to remove it.
+        sent = [victim for victim in victims if at_once or not victim.deleting]
         # Lower-priority pods nominated to the node lose it to the preemptor (upstream clears
-        # their status.nominatedNodeName).
-        displaced = self.nominator.lower_on(node, pod.priority)
+        # their status.nominatedNodeName: getLowerPriorityNominatedPods, clearNominatedNodeName).
+        # kube-scheduler 1.37.2's asynchronous executor does that in the goroutine that sends the
+        # removals, which prepareCandidateAsync does not start when it has no victim to send
+        # (every one terminating already): their nominations then stay. (Its synchronous
+        # prepareCandidate, a store evictor's counterpart here, clears them always.)
+        displaced = self.nominator.lower_on(node, pod.priority) if sent or at_once else []
         for other in displaced:
             self._end_nomination(other.key)
         if displaced:
             self.observer.nominations_ended(displaced)
-        at_once = getattr(self.evictor, "at_once", True)
-        for victim in victims:
-            # A victim terminating already is sent nothing more (kube-scheduler's executor skips
-            # a victim with a deletionTimestamp); a store evictor is the only one to remove it.
-            if at_once or not victim.deleting:
-                self.evictor.evict(victim, pod)
+        for victim in sent:
+            self.evictor.evict(victim, pod)
         log.log(VERBOSE, "nominated; evicting %d pod(s)", len(victims), extra={"pod": pod.key, "node": node})
         nominated = dataclasses.replace(pod, nominated_node_name=node)
         if victims and not at_once:
