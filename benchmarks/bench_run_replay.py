@@ -8,8 +8,9 @@ digest of those decisions, which a change meant to be decision-neutral must leav
     python benchmarks/bench_run_replay.py /tmp/c.json [--repeat 3] [--profile OUT.prof] [--dump OUT.json]
     PYTHONPATH=<tree> python benchmarks/bench_run_replay.py /tmp/c.json   # another checkout's rulesched
 
-``--count``: also how many column evaluations and rule bindings the cycles made (counted, so the
-same every run, unlike CPU seconds on a shared machine). Figures only; no assertions.
+``--count``: also how many column evaluations, rule bindings and interpreter evaluations (every
+expression it evaluates, sub-expressions too) the cycles made (counted, so the same every run,
+unlike CPU seconds on a shared machine). Figures only; no assertions.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.vectorise import ColumnEvaluator
 from rulesched.lang import load_rules, resolve_rules_path
+from rulesched.lang.evaluation.interp import Interpreter
 from rulesched.lang.evaluation.ruleset import RuleSet
 from rulesched.scheduler.framework import Code, CycleResult, SchedulerSettings
 from rulesched.scheduler.reasons import annotation_value
@@ -38,8 +40,9 @@ WALK_CHUNK = 448  # rulesched.run.loop.WALK_CHUNK
 
 
 def _counting(counts: collections.Counter[str]) -> None:
-    """Count ColumnEvaluator.evaluate and RuleSet.bind_new calls into ``counts``."""
-    evaluate, bind_new = ColumnEvaluator.evaluate, RuleSet.bind_new
+    """Count ColumnEvaluator.evaluate, RuleSet.bind_new and Interpreter.evaluate calls (each
+    expression the reference interpreter evaluates, its sub-expressions too) into ``counts``."""
+    evaluate, bind_new, interpret = ColumnEvaluator.evaluate, RuleSet.bind_new, Interpreter.evaluate
 
     def counted_evaluate(self: Any, *args: Any, **named: Any) -> Any:
         counts["column evaluations"] += 1
@@ -49,8 +52,13 @@ def _counting(counts: collections.Counter[str]) -> None:
         counts["bindings made"] += 1
         return bind_new(self, *args, **named)
 
+    def counted_interpret(self: Any, *args: Any, **named: Any) -> Any:
+        counts["interpreter evaluations"] += 1
+        return interpret(self, *args, **named)
+
     ColumnEvaluator.evaluate = counted_evaluate  # type: ignore[method-assign]
     RuleSet.bind_new = counted_bind  # type: ignore[method-assign]
+    Interpreter.evaluate = counted_interpret  # type: ignore[method-assign]
 
 
 def replay(path: str, profile: str | None = None) -> tuple[float, list[list[Any]]]:

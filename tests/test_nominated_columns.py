@@ -11,7 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rulesched.engine import ColumnStore
+from rulesched.engine import ColumnStore, dryrun
 from rulesched.scheduler.nominator import AsColumns, Reserved, ReservedCheck
 from tests.upstream.harness import default_rules, node, pod, state
 
@@ -91,4 +91,55 @@ def test_nodes_checked_together_answer_as_node_by_node(
         batched.release()
         alone.release()
         spared.release()
+        bound.release()
+
+
+def test_why_a_judged_node_fails_asks_only_the_filter_it_failed(monkeypatch: Any) -> None:
+    """A node the pod fits alone but not beside its nominated pods, judged verdict first: when
+    its status is asked, only the reasons and unresolvable clause of the filter it failed are
+    (no filter is evaluated again), in this check and in a later one reading the class's memo."""
+    nodes = [
+        node(f"n{i}", {"kubernetes.io/hostname": f"n{i}"}, allocatable={"cpu": "2", "memory": "8Gi", "pods": "10"})
+        for i in range(3)
+    ]
+    held = {"n0": (_pod("held0", 1500, "n0", app="db"),), "n2": (_pod("held2", 200, "n2", app="db"),)}
+    snapshot = state(nodes, [_pod("r0", 300, "n1")], []).snapshot()
+    rules = default_rules()
+    incoming = _pod("incoming", 1000, app="web")
+    session = rules.session()
+    bound = session.bind(incoming, snapshot)
+    columns = ColumnStore().current(snapshot)
+    rows = {n.name: i for i, n in enumerate(snapshot.nodes)}
+    together = AsColumns(bound, lambda: columns, lambda: rows)
+    names = [n.name for n in snapshot.nodes]
+    alone = ReservedCheck(Reserved(held), snapshot, rules.session(), incoming)
+    memo: dict[str, Any] = {}
+    checks = [ReservedCheck(Reserved(held), snapshot, session, incoming, memo, bound.token, together) for _ in range(2)]
+    asked: list[str] = []
+    try:
+        expected = [alone.failure(n) for n in names]
+        assert [e is None for e in expected] == [False, True, True], expected
+        assert expected[0] is not None and expected[0].rule == "NodeResourcesFit"
+        for check in checks:  # (the second reads the first's unasked verdicts from the memo)
+            check.judge(names, fitting=True)
+            assert [check.passes(n) for n in names] == [False, True, True]
+        filter_, reasons = dryrun._filter, dryrun.failing_reasons
+
+        def counted_filter(b: Any, cols: Any, rows_: Any, index: int) -> Any:
+            asked.append(f"filter {b.filters[index].name}")
+            return filter_(b, cols, rows_, index)
+
+        def counted_reasons(b: Any, cols: Any, rows_: Any, index: int, unknown: Any = None) -> Any:
+            asked.append(f"reasons {b.filters[index].name}")
+            return reasons(b, cols, rows_, index, unknown)
+
+        for check in checks:
+            monkeypatch.setattr(dryrun, "_filter", counted_filter)
+            monkeypatch.setattr(dryrun, "failing_reasons", counted_reasons)
+            assert [check.failure(n) for n in names] == expected
+            monkeypatch.undo()
+        assert asked == ["reasons NodeResourcesFit", "reasons NodeResourcesFit"]
+    finally:
+        for check in (*checks, alone):
+            check.release()
         bound.release()

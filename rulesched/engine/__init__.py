@@ -55,9 +55,9 @@ from rulesched.engine.failures import (
 )
 from rulesched.engine.fallback import Fallback, observe
 from rulesched.engine.locality import only_its_node
-from rulesched.engine.nominated import FAILS as HELD_FAILS
 from rulesched.engine.nominated import LEFT as HELD_LEFT
-from rulesched.engine.nominated import held_failures
+from rulesched.engine.nominated import NOT_ASKED as HELD_NOT_ASKED
+from rulesched.engine.nominated import HeldFailure, held_failures, held_reasons
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.sharing import RuleShare, Shared, rule_share
 from rulesched.engine.table import ColumnStore, NodeTable, TableOverflow
@@ -89,8 +89,10 @@ __all__ = [
     "columns_of",
     "dry_runs_together",
     "held_failures",
-    "HELD_FAILS",
+    "held_reasons",
+    "HELD_NOT_ASKED",
     "HELD_LEFT",
+    "HeldFailure",
     "dynamic_grouped",
     "encode",
     "filter_column",

@@ -40,6 +40,7 @@ from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.builtins.dra import devices_after_key
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
+from rulesched.lang.frontend.through_lets import DONE, INTO, Visit, is_rule_variable, through_lets
 from rulesched.lang.types import ListOf, MapOf, Type
 
 AFTER = "devices_after"
@@ -72,23 +73,18 @@ def node_reads(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
     depend on more than that and the pod."""
     paths: set[tuple[str, str | None]] = set()
     devices = after = False
-    seen: set[str] = set()
 
-    def walk(e: ast.Expr, parent: ast.Expr | None) -> None:
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
         nonlocal devices, after
         if isinstance(e, ast.Attr) and e.name == "pool":
             raise _NotAlike  # (a device's pool names its node)
         entry = _node_entry(notes, e)
         if entry is not None:
             paths.add(entry)
-            return
+            return DONE
         if isinstance(e, ast.Name):
             ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name not in seen:
-                    seen.add(ref.name)
-                    walk(lets[ref.name].value, None)
-            elif ref.kind == "bound" or ref.name == schema.POD_VARIABLE:
+            if ref.kind == "bound" or ref.name == schema.POD_VARIABLE:
                 pass
             elif ref.name == schema.NODE_VARIABLE:
                 if not (isinstance(parent, ast.Attr) and is_field_read(notes, parent)):
@@ -100,18 +96,17 @@ def node_reads(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
                     paths.add((parent.name, None))
             else:
                 raise _NotAlike  # (the cluster, a victim)
-            return
+            return DONE
         if isinstance(e, ast.Call):
-            if e.func == AFTER and len(e.args) == 1 and _is_node(notes, e.args[0]):
+            if e.func == AFTER and len(e.args) == 1 and is_rule_variable(notes, e.args[0], schema.NODE_VARIABLE):
                 devices = after = True
-                return
+                return DONE
             if BUILTINS[e.func].context or any(_holds_node_values(notes.types.get(id(a))) for a in e.args):
                 raise _NotAlike
-        for child in ast.children(e):
-            walk(child, e)
+        return INTO
 
     try:
-        walk(expr, None)
+        through_lets(expr, notes, lets, visit)
     except _NotAlike:
         return None
     return NodeReads(tuple(sorted(paths, key=lambda p: (p[0], p[1] or ""))), devices, after)
@@ -121,14 +116,9 @@ def _node_entry(notes: Annotations, e: ast.Expr) -> tuple[str, str] | None:
     """(field, key) where ``e`` reads one entry of a node map field by a constant key:
     ``node.F.KEY`` (a resource map) or ``node.F["KEY"]``; else None."""
     entry = constant_entry(notes, e, schema.NODE)
-    if entry is None or not _is_node(notes, entry[0].obj):
+    if entry is None or not is_rule_variable(notes, entry[0].obj, schema.NODE_VARIABLE):
         return None
     return entry[0].name, entry[1]
-
-
-def _is_node(notes: Annotations, e: ast.Expr) -> bool:
-    ref = notes.names.get(id(e)) if isinstance(e, ast.Name) else None
-    return ref is not None and ref.kind == "var" and ref.name == schema.NODE_VARIABLE
 
 
 def _holds_node_values(t: Type | None) -> bool:

@@ -22,6 +22,7 @@ from rulesched.engine.settings import EngineSettings
 from rulesched.lang import schema
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
+from rulesched.lang.frontend.through_lets import DONE, INTO, STOP, Visit, is_rule_variable, through_lets
 from rulesched.lang.types import STRING, Type
 
 Rows = npt.NDArray[np.intp]  # indexes into NodeColumns.nodes
@@ -347,27 +348,21 @@ def node_fields(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
     """The node fields ``expr`` reads, when it reads the node only as ``node.FIELD`` (sorted);
     None when it passes the node as a whole (to a built-in) or reads none."""
     found: set[str] = set()
-    seen: set[str] = set()
 
-    def walk(e: ast.Expr, parent: ast.Expr | None) -> bool:
-        if isinstance(e, ast.Name):
-            ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name not in seen:
-                    seen.add(ref.name)
-                    return walk(lets[ref.name].value, None)
-                return True
-            if ref.kind == "bound" or ref.name != schema.NODE_VARIABLE:
-                return True
-            attr = notes.attrs.get(id(parent)) if isinstance(parent, ast.Attr) else None
-            if attr is None or attr.field is None:
-                return False
-            assert isinstance(parent, ast.Attr)
-            found.add(parent.name)
-            return True
-        return all(walk(c, e) for c in ast.children(e))
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
+        if not isinstance(e, ast.Name):
+            return INTO
+        ref = notes.names[id(e)]
+        if ref.kind == "bound" or ref.name != schema.NODE_VARIABLE:
+            return DONE
+        attr = notes.attrs.get(id(parent)) if isinstance(parent, ast.Attr) else None
+        if attr is None or attr.field is None:
+            return STOP
+        assert isinstance(parent, ast.Attr)
+        found.add(parent.name)
+        return DONE
 
-    if not walk(expr, None) or not found:
+    if not through_lets(expr, notes, lets, visit) or not found:
         return None
     return tuple(sorted(found))
 
@@ -379,7 +374,6 @@ def node_labels(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
     pod in one cluster state, whatever else the rule reads (sorted; None otherwise, or when it
     reads the node not at all). Rules over topology domains are so: once per zone or rack."""
     found: set[str] = set()
-    seen: set[str] = set()
 
     def constant(e: ast.Expr) -> str | None:
         if isinstance(e, ast.Literal):
@@ -391,10 +385,7 @@ def node_labels(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
         return None
 
     def is_node(e: ast.Expr) -> bool:
-        if not isinstance(e, ast.Name):
-            return False
-        ref = notes.names.get(id(e))
-        return ref is not None and ref.kind == "var" and ref.name == schema.NODE_VARIABLE
+        return is_rule_variable(notes, e, schema.NODE_VARIABLE)
 
     def node_labels_attr(e: ast.Expr) -> bool:
         return isinstance(e, ast.Attr) and e.name == "labels" and is_node(e.obj)
@@ -411,24 +402,19 @@ def node_labels(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) ->
                 return e.args[1]
         return None
 
-    def walk(e: ast.Expr) -> bool:
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
         key_expr = label_key(e)
         if key_expr is not None:
             key = constant(key_expr)
             if key is None:
-                return False
+                return STOP
             found.add(key)
-            return True
+            return DONE
         if isinstance(e, ast.Name):
             ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name not in seen:
-                    seen.add(ref.name)
-                    return walk(lets[ref.name].value)
-                return True
-            return ref.kind == "bound" or ref.name != schema.NODE_VARIABLE
-        return all(walk(c) for c in ast.children(e))
+            return DONE if ref.kind == "bound" or ref.name != schema.NODE_VARIABLE else STOP
+        return INTO
 
-    if not walk(expr) or not found:
+    if not through_lets(expr, notes, lets, visit) or not found:
         return None
     return tuple(sorted(found))

@@ -50,7 +50,7 @@ __all__ = [
     "changing_filters",
     "dry_runs_together",
     "failing_reasons",
-    "first_failing_as_is",
+    "failing_reasons_at",
     "held_counted",
     "node_local",
     "passing",
@@ -170,29 +170,18 @@ def passing_as_is(
     return alive
 
 
-def first_failing_as_is(
-    bound: BoundRules,
-    cols: DryRunColumns,
-    rows: Rows,
-    unknown: tuple[str, ...] | None = None,
-    filters: Sequence[int] | None = None,
-) -> list[tuple[int, tuple[str, ...]]]:
-    """Each row's first failing filter (index) and its reasons as ``cols`` has the nodes now,
-    as BoundRules.first_failure gives them; (-1, ()) for rows that fit. With ``unknown``, rows
-    whose reasons the columns cannot give get it as theirs instead of the whole call raising
-    Unsupported. ``filters``: only these are asked (by index, in rule order), every other one
-    known to pass on these rows."""
-    out: list[tuple[int, tuple[str, ...]]] = [(-1, ())] * len(rows)
-    alive = np.arange(len(rows))
-    for i in range(len(bound.filters)) if filters is None else filters:
-        if not len(alive):
-            break
-        ok = _filter(bound, cols, rows[alive], i)
-        failed = alive[~ok]
-        if len(failed):
-            for j, why in zip(failed.tolist(), failing_reasons(bound, cols, rows[failed], i, unknown), strict=True):
-                out[j] = (i, why)
-        alive = alive[ok]
+def failing_reasons_at(
+    bound: BoundRules, cols: DryRunColumns, rows: Rows, at: npt.NDArray[np.intp], unknown: tuple[str, ...] | None = None
+) -> list[tuple[str, ...] | None]:
+    """For each of ``rows`` where ``at`` names a filter (index, >= 0), which the row fails first
+    (as ``cols`` has it now): that filter's reasons there, as :func:`failing_reasons` gives them
+    (with ``unknown``: it, for the rows of a filter whose reasons the columns cannot give); None
+    where ``at`` is negative. Each filter's rows are asked together."""
+    out: list[tuple[str, ...] | None] = [None] * len(rows)
+    for index in sorted(set(at[at >= 0].tolist())):
+        mine = np.flatnonzero(at == index)
+        for j, why in zip(mine.tolist(), failing_reasons(bound, cols, rows[mine], index, unknown), strict=True):
+            out[j] = why
     return out
 
 
@@ -357,13 +346,12 @@ def _reasons_at(bound: BoundRules, cols: DryRunColumns, rows: Rows, failed: Fail
     nominated pods added where it failed only with them)."""
     out: dict[int, tuple[str, ...]] = {}
     for held, at in ((False, failed.as_is[rows]), (True, failed.with_held[rows])):
-        for index in sorted(set(at[at >= 0].tolist())):
-            mine = rows[at == index]
-            cols.with_held = held
-            try:
-                out.update(zip(mine.tolist(), failing_reasons(bound, cols, mine, index), strict=True))
-            finally:
-                cols.with_held = False
+        cols.with_held = held
+        try:
+            found = failing_reasons_at(bound, cols, rows, at)
+        finally:
+            cols.with_held = False
+        out.update((row, why) for row, why in zip(rows.tolist(), found, strict=True) if why is not None)
     if len(out) != len(rows):
         raise AssertionError("a row that failed the fit check has no failing filter")
     return out

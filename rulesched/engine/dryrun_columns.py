@@ -13,7 +13,7 @@ Next stage: :mod:`rulesched.engine.dryrun`, the dry runs over these columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,7 @@ from rulesched.engine.columns import NodeColumns, Path, Rows
 from rulesched.lang import BUILTINS, BoundRules, RuleSet
 from rulesched.lang.evaluation.stages import NodeMemos
 from rulesched.lang.frontend import ast
+from rulesched.lang.frontend.through_lets import DONE, INTO, STOP, Visit, is_rule_variable, through_lets
 from rulesched.lang.schema import NODE, NODE_POD_FIELDS, NODE_VARIABLE, RECORDS
 from rulesched.lang.types import NUMBER, QUANTITY
 from rulesched.model import Pod
@@ -102,41 +103,37 @@ def _calls_if_local(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> _Lo
     """The context built-ins ``body`` calls, if it reads the node only in ways a dry run's
     columns adjust (else None), and whether it reads a field of the node's pods."""
     calls: set[str] = set()
-    seen: set[str] = set()
     reads_pods = False
 
-    def walk(e: ast.Expr, parent: ast.Expr | None, grand: ast.Expr | None) -> bool:
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
+        nonlocal reads_pods
         if isinstance(e, ast.Call) and BUILTINS[e.func].context:
             if e.func not in UNAFFECTED:
-                return False
+                return STOP
             calls.add(e.func)
+            return INTO
+        if isinstance(e, ast.Attr) and is_rule_variable(notes, e.obj, NODE_VARIABLE):  # node.FIELD
+            field = e.name
+            reads_pods = reads_pods or field in NODE_POD_FIELDS
+            if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
+                return DONE
+            if field == "pods":
+                return DONE if isinstance(parent, ast.Call) and parent.func == "len" else STOP
+            return DONE if isinstance(parent, ast.Attr | ast.Index) else STOP  # a resource of free/requested
         if isinstance(e, ast.Name):
             ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name in seen:
-                    return True
-                seen.add(ref.name)
-                return walk(lets[ref.name].value, None, None)
             if ref.kind == "bound" or ref.name != NODE_VARIABLE:
-                return True
-            if isinstance(parent, ast.Attr):
-                nonlocal reads_pods
-                field = parent.name
-                reads_pods = reads_pods or field in NODE_POD_FIELDS
-                if field not in NODE_POD_FIELDS or field == "used_ports":  # (ports: checked per victim)
-                    return True
-                if field == "pods":
-                    return isinstance(grand, ast.Call) and grand.func == "len"
-                return isinstance(grand, ast.Attr | ast.Index)  # a resource of free/requested
+                return DONE
             if isinstance(parent, ast.Call):  # the node whole, to a built-in
                 builtin = BUILTINS[parent.func]
                 if builtin.context:
-                    return parent.func in UNAFFECTED
-                return builtin.node_fields is not None and not (builtin.node_fields & NODE_POD_FIELDS)
-            return False
-        return all(walk(c, e, parent) for c in ast.children(e))
+                    return DONE if parent.func in UNAFFECTED else STOP
+                local = builtin.node_fields is not None and not (builtin.node_fields & NODE_POD_FIELDS)
+                return DONE if local else STOP
+            return STOP
+        return INTO
 
-    return (frozenset(calls) if walk(body, None, None) else None), reads_pods
+    return (frozenset(calls) if through_lets(body, notes, lets, visit) else None), reads_pods
 
 
 class DryRunColumns(NodeColumns):
@@ -156,7 +153,9 @@ class DryRunColumns(NodeColumns):
         memos: NodeMemos | None = None,
     ) -> None:
         super().__init__(nodes)
-        self._memos = memos  # the rule set's node memos: per-node values of the pods taken off
+        # Per row, the values of its pods off kept so far (flat_values), from its node memo
+        # when the rule set's node memos are given and the node holds them for these pods
+        self._kept = _kept_values(nodes, off, memos)
         # Pods nominated to each row's node (held for the pod's priority or higher): counted as
         # on the node while ``with_held`` (the second of a nominated node's two fit checks).
         self.with_held = False
@@ -169,6 +168,11 @@ class DryRunColumns(NodeColumns):
         self._held_ports = any(p.host_ports for pods in self._held for p in pods)
         self._base, self._base_rows = base, rows
         self._fixed: dict[Path, Array] = {}
+        # The columns and their bounds as the rows are now (with the nominated pods or not), as
+        # read so far: a fit check's filters, reasons and unresolvable clauses read the same
+        # ones (``put`` changes them: it forgets these)
+        self._now: dict[tuple[Path, bool], Array] = {}
+        self._bounds_now: dict[tuple[Path, bool], int | float | None] = {}
         # The pods taken off at first, flattened (row i's are flat[starts[i]:starts[i] + len(off[i])]),
         # which of them are back, and per row: how many are off, how many of those hold host
         # ports, and (made when a column first needs one) the sums of their requests of a resource.
@@ -179,12 +183,9 @@ class DryRunColumns(NodeColumns):
         self._off = off
         self._back = np.zeros(len(self.flat), dtype=bool)
         self.count = self.lengths.astype(np.int64)
-        self._holds_ports = self.flat_values("ports", _holds_ports, bool)
-        self._ports = (
-            np.add.reduceat(self._holds_ports.astype(np.int64), self.starts)
-            if self._holds_ports.any() and len(off)
-            else np.zeros(len(off), dtype=np.int64)
-        )
+        # per row, how many of its pods off hold host ports (which of them: when one is put back)
+        self._ports = np.array(self._per_row("ports held", range(len(off)), _ports_held), dtype=np.int64)
+        self._any_ports = bool(self._ports.any())
         self._requests: dict[str, npt.NDArray[np.int64]] = {}  # resource -> per flat pod
         self._sums: dict[str, npt.NDArray[np.int64]] = {}
 
@@ -200,20 +201,38 @@ class DryRunColumns(NodeColumns):
             found = column[self._base_rows]  # (a copy: fancy indexing)
             pods = self._base.column(Path((("field", _PODS), ("len",))), NUMBER)[self._base_rows]
             partial = np.flatnonzero(pods != self.lengths)
-            if len(partial):  # the others: the sums of the pods off, from their kept values
-                found[partial] = self._off_sums(self._amounts(resource))[partial]
+            if len(partial):  # the others: the sums of the pods off, kept per node
+                found[partial] = self._kept_sums(resource, partial)
             if self._back.any():  # (a column first read after some were put back)
-                back = np.where(self._back, self._amounts(resource), 0)
-                found -= np.add.reduceat(back, self.starts) if len(self.starts) else back[:0]
+                found -= self._row_sums(np.where(self._back, self._amounts(resource), 0))
             self._sums[resource] = found
         return found
 
-    def _off_sums(self, amounts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    def _row_sums(self, amounts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Per row, the sum of ``amounts`` (one per pod taken off at first, as ``flat``)."""
         # (a 0 after the last pod: reduceat's starts must index the array, and a row with no
         # pods off, whose start is the next row's, would read that row's first: 0 there)
         sums = np.add.reduceat(np.append(amounts, 0), self.starts) if len(self.starts) else amounts[:0]
         return np.where(self.lengths > 0, sums, 0)
+
+    def _kept_sums(self, resource: str, rows: Rows) -> npt.NDArray[np.int64]:
+        """Per row of ``rows``, the requests of ``resource`` of its pods taken off at first."""
+        sums = self._per_row(f"sum:{resource}", rows.tolist(), _Sum(resource))
+        if sums and not -(2**62) < min(sums) <= max(sums) < 2**62:  # (the columns' int64, with room)
+            raise Unsupported("requests beyond int64")
+        return np.array(sums, dtype=np.int64)
+
+    def _per_row(self, what: str, rows: Iterable[int], of: Callable[[Sequence[Pod]], int]) -> list[int]:
+        """``of`` each of ``rows``' pods taken off at first, kept per node under ``what``
+        (:func:`_kept_values`): the rows asked only, not a value per pod."""
+        out = []
+        for i in rows:
+            kept = self._kept[i]
+            found = kept.get(what)
+            if found is None:
+                found = kept[what] = of(self._off[i])
+            out.append(found)
+        return out
 
     def _amounts(self, resource: str) -> npt.NDArray[np.int64]:
         found = self._requests.get(resource)
@@ -223,34 +242,36 @@ class DryRunColumns(NodeColumns):
 
     def flat_values(self, what: str, value: Callable[[Pod], Any], dtype: Any) -> Array:
         """``value`` of every pod taken off at first, flattened as ``flat``. Per node the values
-        are kept in its memo beside the list of its pods they belong to (the potential victims
-        a node memo keeps: reused while the node is unchanged)."""
+        are kept (:func:`_kept_values`) under ``what``, which names ``value``."""
         parts = []
-        key = ("dry-run", what)
-        for node, pods in zip(self.nodes, self._off, strict=True):
-            memo = None if self._memos is None else (self._memos.values(node) or self._memos.start(node))
-            hit = memo.get(key) if memo is not None else None
-            if hit is not None and hit[0] is pods:
-                parts.append(hit[1])
-                continue
-            found = np.fromiter(map(value, pods), dtype=dtype, count=len(pods))
-            if memo is not None:
-                memo[key] = (pods, found)
+        for kept, pods in zip(self._kept, self._off, strict=True):
+            found = kept.get(what)
+            if found is None:
+                found = kept[what] = np.fromiter(map(value, pods), dtype=dtype, count=len(pods))
             parts.append(found)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
     def put(self, at: Rows, rows: Rows, sign: int) -> None:
         """Put the pods at flat positions ``at`` back on the nodes of ``rows`` (``sign`` 1), or
         take them off again (-1); each row at most once."""
+        self._now.clear()
+        self._bounds_now.clear()
         self.count[rows] -= sign
         self._back[at] = sign > 0
         for resource, column in self._sums.items():
             column[rows] -= sign * self._amounts(resource)[at]
-        held = self._holds_ports[at]
-        if held.any():
+        if self._any_ports:
+            held = self.flat_values("ports", _holds_ports, bool)[at]
             self._ports[rows] -= sign * held.astype(np.int64)
 
     def column(self, path: Path, kind: Any) -> Array:
+        key = (path, self.with_held)
+        found = self._now.get(key)
+        if found is None:
+            found = self._now[key] = self._column(path, kind)
+        return found
+
+    def _column(self, path: Path, kind: Any) -> Array:
         steps = path.steps
         if not steps:
             raise Unsupported("whole nodes")  # (objects() serves built-ins taking the node)
@@ -291,6 +312,12 @@ class DryRunColumns(NodeColumns):
         return base + delta  # (both far below 2**62: quantities in milli-units, pod counts)
 
     def bound(self, path: Path, kind: Any) -> int | float | None:
+        key = (path, self.with_held)
+        if key not in self._bounds_now:
+            self._bounds_now[key] = self._bound(path, kind)
+        return self._bounds_now[key]
+
+    def _bound(self, path: Path, kind: Any) -> int | float | None:
         a = self.column(path, kind)
         if a.dtype == object or a.dtype == bool:
             return None
@@ -305,6 +332,27 @@ class DryRunColumns(NodeColumns):
         raise AssertionError("dry-run columns do not follow the cluster")
 
 
+_KEPT = ("dry-run",)  # the node memos' key of the values kept for a node's pods off
+
+
+def _kept_values(nodes: Sequence[Any], off: Sequence[Sequence[Pod]], memos: NodeMemos | None) -> list[dict[str, Any]]:
+    """Per node, what is known of its pods ``off`` so far, by name: values per pod
+    (``flat_values``) and per node (``_per_row``: the sums of their requests, how many hold
+    host ports). With ``memos``, the node's memo keeps them beside the list of pods they belong
+    to (the potential victims a node memo keeps: the same list while the node is unchanged), so
+    the dry runs of later preemptions read them again."""
+    if memos is None:
+        return [{} for _ in off]
+    out: list[dict[str, Any]] = []
+    for node, pods in zip(nodes, off, strict=True):
+        memo = memos.values(node) or memos.start(node)
+        hit = memo.get(_KEPT)
+        if hit is None or hit[0] is not pods:
+            hit = memo[_KEPT] = (pods, {})
+        out.append(hit[1])
+    return out
+
+
 class _Request:
     """A pod's request of one resource (0 when it asks for none)."""
 
@@ -317,6 +365,19 @@ class _Request:
         return pod.requests.get(self.resource, 0)
 
 
+class _Sum:
+    """The requests of one resource of some pods, summed."""
+
+    __slots__ = ("resource",)
+
+    def __init__(self, resource: str) -> None:
+        self.resource = resource
+
+    def __call__(self, pods: Sequence[Pod]) -> int:
+        resource = self.resource
+        return sum(p.requests.get(resource, 0) for p in pods)
+
+
 def held_counted(pod: Pod) -> bool:
     """Whether a nominated pod added to a node changes this pod's filters only through what the
     columns add (its requests, its count, its host ports): not through its required
@@ -327,3 +388,8 @@ def held_counted(pod: Pod) -> bool:
 
 def _holds_ports(pod: Pod) -> bool:
     return bool(pod.host_ports)
+
+
+def _ports_held(pods: Sequence[Pod]) -> int:
+    """How many of ``pods`` hold host ports."""
+    return sum(1 for p in pods if p.host_ports)

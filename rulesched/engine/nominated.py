@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rulesched.engine.arrays import Unsupported
 from rulesched.engine.batch import columns_of
@@ -29,7 +30,7 @@ from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.engine.dryrun import (
     DryRunColumns,
     changing_filters,
-    first_failing_as_is,
+    failing_reasons_at,
     held_counted,
     node_local,
     passing_as_is,
@@ -38,7 +39,9 @@ from rulesched.lang import BoundRules
 from rulesched.model import Pod
 
 LEFT: tuple[int, tuple[str, ...], bool] = (-2, (), False)  # a node left to the node-by-node check
-FAILS: tuple[int, tuple[str, ...], bool] = (-3, (), False)  # fails; which filter and why not asked
+# The reasons of a failing node when they were not asked (``held_failures`` without ``reasons``):
+# (its first failing filter, NOT_ASKED, False); ``held_reasons`` asks them later.
+NOT_ASKED: tuple[str, ...] = ("(reasons not asked)",)
 _UNKNOWN = ("(reasons not given as columns)",)  # (a marker: such rows are LEFT)
 
 # (filter index, its reasons, whether its unresolvable clause holds there); None: fits
@@ -63,37 +66,81 @@ def held_failures(
     pod passes every filter on each of ``nodes`` as it is, so only the filters that nominated
     pods added can change are asked (:func:`rulesched.engine.dryrun.changing_filters`: the
     others answer there as without them). Without ``reasons``, a failing node's answer is
-    :data:`FAILS` (which filter, its reasons and unresolvable clause not asked)."""
+    (its first failing filter, :data:`NOT_ASKED`, False): :func:`held_reasons` asks the rest."""
+    out: list[HeldFailure] = [LEFT] * len(nodes)
+    found = _held_columns(bound, base, nodes, rows, held)
+    if found is None:
+        return out
+    cols, ours = found
+    asked = changing_filters(bound) if fitting else None
+    failed = np.full(len(ours), -1, dtype=np.intp)
+    passing_as_is(bound, cols, np.arange(len(ours), dtype=np.intp), asked, failed=failed)
+    for j, index in enumerate(failed.tolist()):
+        if index < 0:
+            out[ours[j]] = None
+        elif not reasons:
+            out[ours[j]] = (index, NOT_ASKED, False)
+    if reasons:
+        _ask_reasons(bound, cols, ours, failed, out)
+    return out
+
+
+def held_reasons(
+    bound: BoundRules,
+    base: NodeColumns,
+    nodes: Sequence[Any],
+    rows: Rows,
+    held: Sequence[Sequence[Pod]],
+    first: Sequence[int],
+) -> list[HeldFailure]:
+    """:func:`held_failures`' answers for nodes it found failing without asking why, each
+    (as it is still) failing filter ``first[i]`` first with ``held[i]`` added: that filter's
+    reasons and unresolvable clause are asked, no filter again; :data:`LEFT` where the columns
+    cannot give them (or ``first[i]`` is negative)."""
+    out: list[HeldFailure] = [LEFT] * len(nodes)
+    found = _held_columns(bound, base, nodes, rows, held)
+    if found is not None:
+        cols, ours = found
+        _ask_reasons(bound, cols, ours, np.array([first[i] for i in ours], dtype=np.intp), out)
+    return out
+
+
+def _held_columns(
+    bound: BoundRules, base: NodeColumns, nodes: Sequence[Any], rows: Rows, held: Sequence[Sequence[Pod]]
+) -> tuple[DryRunColumns, list[int]] | None:
+    """The columns of those of ``nodes`` whose pods ``held`` the columns can add (as numbers:
+    no host ports, no required anti-affinity, no DRA claims), with them added, and which nodes
+    they are; None when there are none. Raises Unsupported when the rules are not node-local."""
     if not node_local(bound):
         raise Unsupported("not node-local")
-    out: list[HeldFailure] = [LEFT] * len(nodes)
     ours = [i for i, pods in enumerate(held) if all(held_counted(p) and not p.host_ports for p in pods)]
     if not ours:
-        return out
+        return None
     at = np.array(ours, dtype=np.intp)
     cols = DryRunColumns([nodes[i] for i in ours], base, rows[at], [()] * len(ours), [held[i] for i in ours])
     cols.with_held = True
-    asked = changing_filters(bound) if fitting else None
-    every = np.arange(len(ours), dtype=np.intp)
-    if not reasons:
-        for j, fits in enumerate(passing_as_is(bound, cols, every, asked).tolist()):
-            out[ours[j]] = None if fits else FAILS
-        return out
-    found = first_failing_as_is(bound, cols, every, _UNKNOWN, asked)
-    failing: dict[int, list[int]] = {}
-    for j, (index, why) in enumerate(found):
-        if index < 0:
-            out[ours[j]] = None
-        elif why is not _UNKNOWN:
-            failing.setdefault(index, []).append(j)
-    for index, js in failing.items():
+    return cols, ours
+
+
+def _ask_reasons(
+    bound: BoundRules, cols: DryRunColumns, ours: list[int], failed: npt.NDArray[np.intp], out: list[HeldFailure]
+) -> None:
+    """For each row j of ``cols`` failing filter ``failed[j]`` first (>= 0): ``out[ours[j]]``
+    becomes (that filter, its reasons, its unresolvable clause) where the columns can give
+    them (else it is left as it is: :data:`LEFT`)."""
+    whys = failing_reasons_at(bound, cols, np.arange(len(ours), dtype=np.intp), failed, _UNKNOWN)
+    for index in sorted(set(failed[failed >= 0].tolist())):
+        js = [j for j in np.flatnonzero(failed == index).tolist() if whys[j] is not _UNKNOWN]
+        if not js:
+            continue
         try:
             unresolvable = _unresolvable(bound, cols, index, np.array(js, dtype=np.intp)).tolist()
         except Unsupported:
             continue  # (LEFT)
         for j, holds in zip(js, unresolvable, strict=True):
-            out[ours[j]] = (index, found[j][1], bool(holds))
-    return out
+            why = whys[j]
+            assert why is not None
+            out[ours[j]] = (index, why, bool(holds))
 
 
 def _unresolvable(bound: BoundRules, cols: DryRunColumns, index: int, rows: Rows) -> Any:

@@ -30,6 +30,7 @@ from rulesched.lang import schema
 from rulesched.lang.builtins import BUILTINS
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import Annotations
+from rulesched.lang.frontend.through_lets import DONE, INTO, Visit, through_lets
 from rulesched.lang.types import MapOf, Record
 
 
@@ -64,23 +65,18 @@ def rule_share(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
     built-in, another variable)."""
     pod_fields: set[str] = set()
     pod_bound = False
-    seen: set[str] = set()
     calls: set[str] = set()
     pod_keys: set[tuple[str, str]] = set()
 
-    def walk(e: ast.Expr, parent: ast.Expr | None) -> None:
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
         nonlocal pod_bound
         entry = _pod_entry(notes, e)
         if entry is not None:
             pod_keys.add(entry)
-            return
+            return DONE
         if isinstance(e, ast.Name):
             ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name not in seen:
-                    seen.add(ref.name)
-                    walk(lets[ref.name].value, None)
-            elif ref.kind == "bound":
+            if ref.kind == "bound":
                 pass
             elif ref.name == schema.POD_VARIABLE:
                 if not (isinstance(parent, ast.Attr) and is_field_read(notes, parent)):
@@ -92,18 +88,17 @@ def rule_share(expr: ast.Expr, notes: Annotations, lets: dict[str, ast.Let]) -> 
                 pod_bound = pod_bound or read is None or bool(read & schema.NODE_POD_FIELDS)
             else:
                 raise _NotShareable  # (victim: preemption rules are not shared)
-            return
+            return DONE
         if isinstance(e, ast.Call) and BUILTINS[e.func].context:
             builtin = BUILTINS[e.func]
             if not builtin.by_fields:
                 raise _NotShareable
             calls.add(e.func)
             pod_fields.update(builtin.pod_fields)  # (its node argument: read whole, below)
-        for child in ast.children(e):
-            walk(child, e)
+        return INTO
 
     try:
-        walk(expr, None)
+        through_lets(expr, notes, lets, visit)
     except _NotShareable:
         return None
     keys = tuple(sorted(k for k in pod_keys if k[0] not in pod_fields))  # (a map read whole: by all of it)

@@ -144,6 +144,10 @@ class ColumnEvaluator:
         if id(expr) in self.notes.domain_aggregates:  # (compiled where it stands alone: domain_columns)
             return partial(_over_domain, self, expr, coercion)
         if not reads_node:  # a pod-side value, the same for every row: the interpreter's
+            if isinstance(expr, ast.Literal):  # (known now, as the interpreter would give it)
+                return partial(_constant, coerce(coercion, expr.value))
+            if isinstance(expr, ast.Name) and self.notes.names[id(expr)].kind == "bound":
+                return partial(_variable, expr.id, coercion)  # (a quantifier's: in the scope)
             return partial(_pod_value, self.interp, expr, ("column pod value", id(expr)))
         base: Step
         if path is not None and not path.steps:
@@ -257,13 +261,13 @@ class _Run:
             case ast.Call(func=func, args=args):
                 return column_calls.call(self, expr, func, args, rows, scope)
             case ast.Quantifier(kind=kind, var=var, iterable=iterable, where=where):
-                items = self._items(iterable, scope)
+                items = self._items(iterable, rows, scope)
                 if where is None:
                     return len(items) if kind == "count" else bool(items) if kind == "any" else True
                 return self._quantify(kind, var, items, where, rows, scope)
             case ast.Aggregate(var=var, iterable=iterable, value=value, where=where):
                 total: Value = 0
-                for item in self._items(iterable, scope):
+                for item in self._items(iterable, rows, scope):
                     item_scope = {**scope, var: item}
                     v = self.value(value, rows, item_scope)
                     if where is not None:
@@ -277,8 +281,9 @@ class _Run:
                 return total
         raise Unsupported(f"cannot evaluate {type(expr).__name__} as columns")
 
-    def _items(self, iterable: ast.Expr, scope: dict[str, Any]) -> list[Any]:
-        items = list(self.ev.interp.evaluate(iterable, self.ctx, None, scope))
+    def _items(self, iterable: ast.Expr, rows: Rows, scope: dict[str, Any]) -> list[Any]:
+        # (pod-side, as the analysis demands: kept in the scratch as other pod-side values)
+        items = list(self.value(iterable, rows, scope))
         if len(items) > self.ev.unroll:
             raise Unsupported("list too long to unroll")
         return items
@@ -321,15 +326,36 @@ def _over_domain(
     return coerce(coercion, domain_column(expr, ev.domain_codes, ev.notes, ev.interp, run.ctx, run.cols, rows))
 
 
+# Types of a quantifier variable's value that key a kept pod-side value (a resource name of
+# ``pod.requests``, say): equal values of one of these types are interchangeable. Not float
+# (0.0 == -0.0, yet 1 / x tells them apart) nor records and lists (compared by value or not
+# hashable at all).
+_KEYED = frozenset({str, int, bool})
+
+
+def _constant(value: Any, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
+    return value
+
+
+def _variable(name: str, coercion: str | None, run: _Run, rows: Rows, scope: dict[str, Any]) -> Value:
+    return coerce(coercion, scope[name])
+
+
 def _pod_value(
     interp: Interpreter, expr: ast.Expr, key: tuple[str, int], run: _Run, rows: Rows, scope: dict[str, Any]
 ) -> Value:
     """A pod-side value, kept in the context's scratch (cleared whenever the pod or the cluster
-    view changes) unless it depends on a quantifier's variable: a rule evaluated as columns
-    several times in a cycle (per window, per shared fill) asks for the same ones."""
-    if scope:
-        return interp.evaluate(expr, run.ctx, None, scope)
+    view changes): a rule evaluated as columns several times in a cycle (per window, per shared
+    fill, each step of preemption's dry runs) asks for the same ones. One that depends on
+    quantifiers' variables is kept under their values too, when all of them are of a
+    :data:`_KEYED` type (``pod.requests[r]`` for each ``r in pod.requests``); else asked anew."""
     scratch = run.ctx.scratch
+    if scope:
+        for v in scope.values():
+            if type(v) not in _KEYED:
+                return interp.evaluate(expr, run.ctx, None, scope)
+        # (the type beside each value: 1 and True are equal keys, yet str() tells them apart)
+        key = (*key, *((name, type(v), v) for name, v in scope.items()))  # type: ignore[assignment]
     if key in scratch:
         return scratch[key]
     value = scratch[key] = interp.evaluate(expr, run.ctx, None, scope)

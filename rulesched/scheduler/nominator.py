@@ -30,7 +30,15 @@ from typing import Any
 import numpy as np
 
 from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
-from rulesched.engine import HELD_FAILS, HELD_LEFT, NodeColumns, Unsupported, held_failures
+from rulesched.engine import (
+    HELD_LEFT,
+    HELD_NOT_ASKED,
+    HeldFailure,
+    NodeColumns,
+    Unsupported,
+    held_failures,
+    held_reasons,
+)
 from rulesched.lang import BoundRules, ForkedIndexes, Session
 from rulesched.model import Pod
 from rulesched.scheduler.framework import Status
@@ -103,9 +111,14 @@ class Reserved:
     nodes: Mapping[str, tuple[Pod, ...]]
 
 
-# A verdict kept for a node that fails with its nominated pods added when only whether it fits
-# was asked (ReservedCheck.judge with ``fitting``); its status is asked when wanted.
-_UNASKED = Status("", ("(why: not asked yet)",))
+# The reasons of a status kept for a node that fails with its nominated pods added when only
+# whether it fits was asked (ReservedCheck.judge with ``fitting``): the rule is the filter it
+# failed first, its reasons and unresolvable clause are asked when wanted (_ask_why).
+_NOT_ASKED = ("(why: not asked yet)",)
+
+
+def _unasked(answer: Status | None) -> bool:
+    return answer is not None and answer.reasons is _NOT_ASKED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,11 +166,11 @@ class ReservedCheck:
         """The status of ``node`` with its nominated pods added (its first failing filter);
         None if it fits (or holds no nominations for this pod)."""
         answer = self._verdict(node)
-        if answer is not _UNASKED:
+        if not _unasked(answer):
             return answer
         self._ask_why()
         answer = self._answers[node]
-        if answer is _UNASKED:  # (the columns could not say why: node by node)
+        if _unasked(answer):  # (the columns could not say why: node by node)
             pods, info = self.reserved.nodes[node], self._snapshot.node_view(node)
             answer = self._judge(node, pods)
             self._keep(node, info, pods, answer)
@@ -165,8 +178,8 @@ class ReservedCheck:
         return answer
 
     def _verdict(self, node: str) -> Status | None:
-        """:meth:`failure`, or :data:`_UNASKED` for a node :meth:`judge` found failing without
-        asking why."""
+        """:meth:`failure`, or an unasked status (:func:`_unasked`) for a node :meth:`judge` found
+        failing without asking why."""
         if node in self._answers:
             return self._answers[node]
         pods = self.reserved.nodes.get(node)
@@ -183,29 +196,51 @@ class ReservedCheck:
         return answer
 
     def _ask_why(self) -> None:
-        """The statuses of every node :meth:`judge` found failing without asking why, all at once
-        (those the columns cannot give stay unasked: :meth:`failure` asks them node by node).
-        Each fit the pod without its nominated pods when judged, on the node as it is now (a
-        kept answer holds only while the node and the class's token are the same)."""
+        """The statuses of every node :meth:`judge` found failing without asking why, all at once:
+        only the reasons and unresolvable clause of the filter each failed first, no filter
+        asked again (those the columns cannot give stay unasked: :meth:`failure` asks them node
+        by node). Each is as judged, on the node as it is now (a kept answer holds only while
+        the node, the class's token and the nominated pods are the same)."""
         together = self._together
-        todo = [name for name, answer in self._answers.items() if answer is _UNASKED]
-        if together is None or not todo:
+        unasked = [(name, a.rule) for name, a in self._answers.items() if a is not None and a.reasons is _NOT_ASKED]
+        if together is None or not unasked:
             return
-        infos = [self._snapshot.node_view(name) for name in todo]
-        held = [self.reserved.nodes[name] for name in todo]
+        bound = together.bound
+        index_of: dict[str, int] = {}
+        for i, f in enumerate(bound.filters):  # (a name twice: which one failed is not known)
+            index_of[f.name] = -1 if f.name in index_of else i
+        todo = [(name, self._snapshot.node_view(name), self.reserved.nodes[name]) for name, _ in unasked]
+        first = [index_of.get(rule, -1) for _, rule in unasked]
+        self._settle(todo, lambda b, cols, nodes, rows, held: held_reasons(b, cols, nodes, rows, held, first))
+
+    def _settle(
+        self,
+        todo: list[tuple[str, Any, tuple[Pod, ...]]],
+        ask: Callable[[BoundRules, NodeColumns, list[Any], Any, list[tuple[Pod, ...]]], list[HeldFailure]],
+    ) -> bool:
+        """Ask the nodes of ``todo`` (name, view, nominated pods) at once as columns, through
+        ``ask`` (:func:`rulesched.engine.held_failures` or ``held_reasons``), and keep each
+        answer given (a node the columns leave is asked node by node when wanted); False when
+        the columns can say nothing."""
+        together = self._together
+        assert together is not None
         row = together.rows()
-        rows = np.array([row[name] for name in todo], dtype=np.intp)
+        rows = np.array([row[name] for name, _, _ in todo], dtype=np.intp)
         bound = together.bound
         try:
-            failures = held_failures(bound, together.columns(), infos, rows, held, fitting=True)
+            failures = ask(bound, together.columns(), [i for _, i, _ in todo], rows, [p for _, _, p in todo])
         except Unsupported:
-            return
-        for name, info, pods, failure in zip(todo, infos, held, failures, strict=True):
-            if failure is HELD_LEFT or failure is None:  # (None: cannot be, it failed just now)
+            return False
+        for (name, info, pods), failure in zip(todo, failures, strict=True):
+            if failure is HELD_LEFT:  # (checked node by node when asked)
                 continue
-            answer = Status(bound.filters[failure[0]].name, failure[1], failure[2])
+            answer: Status | None = None
+            if failure is not None:  # (reasons not asked: asked only if someone asks, all at once)
+                why = _NOT_ASKED if failure[1] is HELD_NOT_ASKED else failure[1]
+                answer = Status(bound.filters[failure[0]].name, why, failure[2])
             self._keep(name, info, pods, answer)
             self._answers[name] = answer
+        return True
 
     def _kept(self, node: str, info: Any, pods: tuple[Pod, ...]) -> tuple[Status | None] | None:
         """The memo's answer for ``node`` (in a 1-tuple), if it still holds."""
@@ -243,27 +278,11 @@ class ReservedCheck:
                 self._answers[name] = found[0]
                 continue
             todo.append((name, info, pods))
-        if not todo:
-            return
-        row = together.rows()
-        rows = np.array([row[name] for name, _, _ in todo], dtype=np.intp)
-        bound = together.bound
-        try:
-            nodes, held = [i for _, i, _ in todo], [p for _, _, p in todo]
-            # (a walk keeping its feasible nodes needs only whether they fit: why, when asked)
-            failures = held_failures(bound, together.columns(), nodes, rows, held, fitting, reasons=not fitting)
-        except Unsupported:
+        # (a walk keeping its feasible nodes needs only whether they fit: why, when asked)
+        if todo and not self._settle(
+            todo, lambda b, cols, nodes, rows, held: held_failures(b, cols, nodes, rows, held, fitting, not fitting)
+        ):
             self._together = None
-            return
-        for (name, info, pods), failure in zip(todo, failures, strict=True):
-            if failure is HELD_LEFT:  # (checked node by node when asked)
-                continue
-            if failure is HELD_FAILS:  # (why: asked only if someone asks, all at once)
-                answer: Status | None = _UNASKED
-            else:
-                answer = None if failure is None else Status(bound.filters[failure[0]].name, failure[1], failure[2])
-            self._keep(name, info, pods, answer)
-            self._answers[name] = answer
 
     def _judge(self, node: str, pods: tuple[Pod, ...]) -> Status | None:
         overlay, bound = self._overlay, self._bound

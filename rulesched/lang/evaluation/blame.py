@@ -33,6 +33,7 @@ from rulesched.lang.evaluation.prechecks import DRA_FILTER, dra_diagnosis
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import CheckedRule, CheckedRules
 from rulesched.lang.frontend.printer import expr_text
+from rulesched.lang.frontend.through_lets import INTO, STOP, Visit, through_lets
 from rulesched.lang.types import BOOL, DURATION, QUANTITY, STRING, Type
 
 VALUE_WIDTH = 60  # a value's text beyond this is cut (a list of 500 taints is not a reason)
@@ -152,17 +153,11 @@ class _Walk:
     def _reads_node(self, expr: ast.Expr) -> bool:
         """Whether ``expr`` reads the node (directly or through a let): else it is false on
         every node alike."""
-        stack = [expr]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, ast.Name):
-                ref = self.notes.names.get(id(e))
-                if ref is not None and ref.kind == "let":
-                    stack.append(self.lets[e.id].value)
-                elif e.id == schema.NODE_VARIABLE:
-                    return True
-            stack.extend(ast.children(e))
-        return False
+
+        def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:  # (STOP: it does)
+            return STOP if isinstance(e, ast.Name) and e.id == schema.NODE_VARIABLE else INTO
+
+        return not through_lets(expr, self.notes, self.lets, visit)
 
 
 def _disjuncts(expr: ast.Expr) -> list[ast.Expr]:

@@ -57,6 +57,7 @@ from rulesched.lang.evaluation.stages import (
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import CheckedRule, CheckedRules
 from rulesched.lang.frontend.domain_check import OverDomains
+from rulesched.lang.frontend.through_lets import INTO, Visit, is_rule_variable, through_lets
 from rulesched.lang.schema import zero_value
 from rulesched.lang.types import (
     QUANTITY,
@@ -382,18 +383,14 @@ def compile_rules(
 
 def _context_calls(expr: ast.Expr, checked: CheckedRules) -> frozenset[str]:
     found: set[str] = set()
-    seen_lets: set[str] = set()
-    stack = [expr]
-    while stack:
-        e = stack.pop()
+    notes = checked.notes
+
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
         if isinstance(e, ast.Call) and BUILTINS[e.func].context:
             found.add(e.func)
-        elif isinstance(e, ast.Name):
-            ref = checked.notes.names.get(id(e))
-            if ref is not None and ref.kind == "var" and ref.name == schema.CLUSTER_VARIABLE:
-                found.add("domain")  # the cluster is the domain of every node (its version)
-            if ref is not None and ref.kind == "let" and ref.name not in seen_lets:
-                seen_lets.add(ref.name)
-                stack.append(checked.lets[ref.name].value)
-        stack.extend(ast.children(e))
+        elif is_rule_variable(notes, e, schema.CLUSTER_VARIABLE):
+            found.add("domain")  # the cluster is the domain of every node (its version)
+        return INTO
+
+    through_lets(expr, notes, checked.lets, visit)
     return frozenset(found)

@@ -54,6 +54,7 @@ from rulesched.lang.evaluation.watch import RuleWatch
 from rulesched.lang.frontend import ast
 from rulesched.lang.frontend.checked import CheckedRules
 from rulesched.lang.frontend.files import content_digest
+from rulesched.lang.frontend.through_lets import DONE, INTO, STOP, Visit, through_lets
 from rulesched.lang.types import MapOf
 from rulesched.lang.values import SCORE_LIMIT, as_score
 from rulesched.model import Pod
@@ -555,26 +556,20 @@ def _score_part(rule: CompiledRule, ctx: EvalContext, part: str) -> Callable[[An
 def _victim_priority_only(body: ast.Expr, notes: Any, lets: dict[str, ast.Let]) -> bool:
     """Whether a preempt body reads the victim only as ``victim.priority``, and not the node
     (lets included): its answer is then one per priority, for a given pod."""
-    seen: set[str] = set()
 
-    def ok(e: ast.Expr, parent: ast.Expr | None) -> bool:
-        if isinstance(e, ast.Name):
-            ref = notes.names[id(e)]
-            if ref.kind == "let":
-                if ref.name in seen:
-                    return True
-                seen.add(ref.name)
-                return ok(lets[ref.name].value, None)
-            if ref.kind == "bound":
-                return True
-            if ref.name == schema.NODE_VARIABLE:
-                return False
-            if ref.name == schema.VICTIM_VARIABLE:
-                return isinstance(parent, ast.Attr) and parent.name == "priority"
-            return True
-        return all(ok(c, e) for c in ast.children(e))
+    def visit(e: ast.Expr, parent: ast.Expr | None) -> Visit:
+        if not isinstance(e, ast.Name):
+            return INTO
+        ref = notes.names[id(e)]
+        if ref.kind == "bound":
+            return DONE
+        if ref.name == schema.NODE_VARIABLE:
+            return STOP
+        if ref.name == schema.VICTIM_VARIABLE:
+            return DONE if isinstance(parent, ast.Attr) and parent.name == "priority" else STOP
+        return DONE
 
-    return ok(body, None)
+    return through_lets(body, notes, lets, visit)
 
 
 def _bind_preempt(rule: CompiledRule, ctx: EvalContext, watch: RuleWatch, by_priority: bool = False) -> BoundPreempt:
