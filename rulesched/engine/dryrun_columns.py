@@ -186,6 +186,7 @@ class DryRunColumns(NodeColumns):
         # per row, how many of its pods off hold host ports (which of them: when one is put back)
         self._ports = np.array(self._per_row("ports held", range(len(off)), _ports_held), dtype=np.int64)
         self._any_ports = bool(self._ports.any())
+        self._holds_ports: npt.NDArray[np.bool_] | None = None  # per flat pod, made at the first put that needs it
         self._requests: dict[str, npt.NDArray[np.int64]] = {}  # resource -> per flat pod
         self._sums: dict[str, npt.NDArray[np.int64]] = {}
 
@@ -261,7 +262,9 @@ class DryRunColumns(NodeColumns):
         for resource, column in self._sums.items():
             column[rows] -= sign * self._amounts(resource)[at]
         if self._any_ports:
-            held = self.flat_values("ports", _holds_ports, bool)[at]
+            if self._holds_ports is None:  # (flattened once: a dry run puts pods back many times)
+                self._holds_ports = self.flat_values("ports", _holds_ports, bool)
+            held = self._holds_ports[at]
             self._ports[rows] -= sign * held.astype(np.int64)
 
     def column(self, path: Path, kind: Any) -> Array:
