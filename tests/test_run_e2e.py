@@ -191,6 +191,8 @@ def test_a_refused_eviction_is_not_retried_until_the_budget_allows_it(server: Te
         server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 1}})  # the budget recovers
         assert wait_for(lambda: server.store.objects["pods"]["default/high"]["spec"].get("nodeName") == "n1", 30)
         assert sorted(server.store.evictions) == ["default/low-a", "default/low-b"]
+        # (each eviction sent, and the refusal told back, by the binding process: rulesched.run.remover)
+        assert loop._binding is not None and loop._binding.removals_answered == 3
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()
