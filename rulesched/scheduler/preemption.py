@@ -59,6 +59,9 @@ from rulesched.scheduler.potential import PRIORITY_SETS, Potential, importance, 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 # a node whose only potential victims are spared (rulesched.scheduler.removals): their eviction refused
 REFUSED = "No preemption victims but pods whose eviction a PodDisruptionBudget refused"
+# a node whose victims would violate a PodDisruptionBudget, where evictions keep budgets (the
+# Eviction API refuses them: ``budgets_refuse``)
+VIOLATES_BUDGET = "No preemption victims found without violating a PodDisruptionBudget"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
@@ -104,6 +107,7 @@ def preempt(
     victim_order: Callable[[Pod], tuple[Any, ...]] | None = None,
     cycle_bound: BoundRules | None = None,
     spared: Mapping[str, frozenset[str]] | None = None,
+    budgets_refuse: bool = False,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
@@ -124,7 +128,10 @@ def preempt(
     pods off and put them back, have a private binding on an overlay, made when first needed.
     ``spared``: node name -> keys of pods there that are no potential victims (their eviction
     was refused: :mod:`rulesched.scheduler.removals`); a node left without victims by them counts
-    as :data:`REFUSED` in the message."""
+    as :data:`REFUSED` in the message. ``budgets_refuse``: the victims a budget selects go through
+    the Eviction API, which refuses an eviction that would violate the budget (``run
+    --evict-victims`` budgeted or all): a candidate whose victims the store says would violate
+    one is futile, so it is none (counted as :data:`VIOLATES_BUDGET`; see :func:`_find_candidates`)."""
     if cycle_bound is not None and statuses is not None and columns is not None:
         nobody = _nobody_to_evict(
             snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
@@ -148,7 +155,7 @@ def preempt(
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
     first = _cycle_first(statuses, bound)
     candidates = _find_candidates(
-        snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first
+        snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first, budgets_refuse
     )
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
@@ -195,6 +202,7 @@ def _find_candidates(
     between: Callable[[], None] | None,
     counts: Counter[str],
     first: npt.NDArray[np.intp] | None = None,
+    budgets_refuse: bool = False,
 ) -> list[Candidate]:
     """DryRunPreemption: the nodes of ``order`` (rows, from the offset on, wrapping) are
     dry-run in that order until at least one candidate would violate no PodDisruptionBudget and
@@ -211,7 +219,14 @@ def _find_candidates(
     together (on the snapshot's columns), ``private`` those node by node (on its overlay).
     ``first``: per row, the first
     filter the cycle's walk found the node failing (:func:`_cycle_first`), for the dry runs
-    together to read rather than ask again."""
+    together to read rather than ask again.
+
+    ``budgets_refuse``: a candidate violating some budget is dropped, counted as
+    :data:`VIOLATES_BUDGET`, yet still counts towards the stop as upstream's (so whenever some
+    candidate violates none, the candidates left are those upstream finds that violate none, of
+    which its pickOneNodeForPreemption, fewest violations first, takes its pick anyway); when
+    every candidate violates one, upstream would pick among them an eviction the Eviction API
+    refuses (its plain DELETE never meets one), and here the pod stays unschedulable."""
     nodes = snapshot.nodes
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     together_ok = columns is not None and node_local(bound)
@@ -269,6 +284,9 @@ def _find_candidates(
                 continue  # (upstream's list of violating candidates is full: dropped)
             if violations:
                 unsafe += 1
+                if budgets_refuse:  # (futile: its eviction would be refused)
+                    counts[VIOLATES_BUDGET] += 1
+                    continue
             else:
                 safe += 1
             if isinstance(outcome, int):
