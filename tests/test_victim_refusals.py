@@ -27,7 +27,7 @@ from rulesched.scheduler.queue import FORCE_ACTIVATE, SchedulingQueue
 from rulesched.scheduler.removals import AWAIT_VICTIMS_SECONDS
 from rulesched.scheduler.scheduler import Observer, Scheduler
 from rulesched.simulate.driver import Simulation
-from tests.upstream.harness import default_rules, node, pdb, pod
+from tests.upstream.harness import default_rules, node, pdb, pg, pod
 
 SMALL = {"cpu": "1", "memory": "1Gi", "pods": "10"}
 BUDGET_429 = "POST /api/v1/namespaces/default/pods/web/eviction: 429 Cannot evict pod as it would violate the pod's disruption budget."
@@ -341,21 +341,19 @@ def test_where_budgets_refuse_a_candidate_violating_none_is_taken_as_upstream_wo
 
 def test_workload_preemption_spares_a_refused_victim() -> None:
     """A pod group's preemption (rulesched.scheduler.workload_preemption) leaves a victim whose
-    eviction a budget refused, as the per-pod preemption does: node1 holds p1 (started later: the
-    less important, which upstream's reprieve evicts) and p2; p1 refused while its budget's
-    status is the one seen, p2 goes instead."""
-    from tests.upstream.harness import pg
-    from tests.upstream.test_workload_preemption import HIGH, LOW, _node, _pdb, _pod
-
+    eviction a budget refused, as the per-pod preemption does: n1 (two pods at most) holds p1
+    (priority 0, the less important, which upstream's reprieve evicts) and p2 (priority 10); p1
+    refused while its budget's status is the one seen, p2 goes instead."""
     for spare, evicted in ((False, ["p1"]), (True, ["p2"])):
-        running = [_pod("p1", LOW, "node1", labels={"app": "web"}, start=2), _pod("p2", LOW, "node1", start=1)]
-        store = ClusterStore.build([_node("node1", 2)], running, [_pdb("web", 1)])
+        n1 = node("n1", allocatable={"cpu": "32", "memory": "64Gi", "pods": "2"})
+        store = ClusterStore.build([n1], [P("p1", 0, on="n1", app="web"), P("p2", 10, on="n1")], [])
+        store.set_pdb(pdb("web", "default", {"app": "web"}, 1))
         sim = Simulation(default_rules(), store, SchedulerSettings())
         if spare:
             p1 = next(p for p in store.pods() if p.name == "p1")
             sim.scheduler.refusals.add(p1, store.pdbs)
-        sim.add_group(pg("preemptor-pg", 1, priority=HIGH))
-        sim.add(_pod("p", HIGH, group="preemptor-pg"))
+        sim.add_group(pg("preemptor-pg", 1, priority=1000))
+        sim.add(pod("p", spec={"priority": 1000, "schedulingGroup": {"podGroupName": "preemptor-pg"}}))
         sim.run()
         assert sorted(p.name for p in sim.evicted) == evicted
-        assert sim.history["default/p"].node == "node1"
+        assert sim.history["default/p"].node == "n1"
