@@ -133,7 +133,7 @@ def test_a_victim_no_budget_selects_is_deleted_and_one_a_budget_selects_evicted(
     running_pod(k8s, ns, "loose", "n1", "1", app="loose")
     web_budget(k8s, ns, min_available=0)
     mark = k8s.audit_mark()
-    with Running(k8s):
+    with Running(k8s) as loop:
         k8s.pod(ns, "high", cpu="2", spec={"priorityClassName": "high"})
         gone = {
             name: k8s.wait(
@@ -149,6 +149,7 @@ def test_a_victim_no_budget_selects_is_deleted_and_one_a_budget_selects_evicted(
         assert condition(gone["loose"], "rulesched.io/PreemptedByScheduler") is not None
         k8s.remove_terminating(ns)
         assert k8s.wait(lambda: k8s.read_pod(ns, "high")["spec"].get("nodeName") == "n1", 30)
+        assert loop._binding.removals_answered == 2  # (both removed by the binding process: rulesched.run.remover)
     writes = [
         (e["objectRef"].get("name"), e["verb"], e["objectRef"].get("subresource", ""), e["responseStatus"]["code"])
         for e in k8s.audit(mark)
@@ -196,13 +197,14 @@ def test_a_victim_its_budget_protects_is_not_asked_for(k8s: Kube) -> None:
         message = (condition(pod, "PodScheduled") or {}).get("message", "")
         return VIOLATES_BUDGET in message and not pod.get("status", {}).get("nominatedNodeName")
 
-    with Running(k8s):
+    with Running(k8s) as loop:
         created = time.monotonic()
         k8s.pod(ns, "high", cpu="2", spec={"priorityClassName": "high"})
         refused = k8s.wait(lambda: said_why(k8s.read_pod(ns, "high")), 30)
         settled = time.monotonic() - created
         assert refused, k8s.read_pod(ns, "high").get("status")
         assert settled < 15, f"unschedulable after {settled:.1f} s"
+        assert loop._binding.removals_answered == 0  # (no removal sent)
         time.sleep(2.0)
         assert web_evictions() == []
         running_pod(k8s, ns, "loose", "n2", "2")  # (bound to n2 before the node is known)
@@ -210,6 +212,7 @@ def test_a_victim_its_budget_protects_is_not_asked_for(k8s: Kube) -> None:
         assert k8s.wait(lambda: k8s.read_pod(ns, "loose")["metadata"].get("deletionTimestamp"), 30)
         k8s.remove_terminating(ns)
         assert k8s.wait(lambda: k8s.read_pod(ns, "high")["spec"].get("nodeName") == "n2", 30)
+        assert loop._binding.removals_answered == 1  # loose's, answered by the binding process
     assert web_evictions() == []
     assert not k8s.read_pod(ns, "web-1")["metadata"].get("deletionTimestamp")
 

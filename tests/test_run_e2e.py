@@ -194,6 +194,8 @@ def test_a_refused_eviction_is_not_retried_until_the_budget_allows_it(server: Te
         server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 1}})  # a new status
         assert wait_for(lambda: server.store.objects["pods"]["default/high"]["spec"].get("nodeName") == "n1", 30)
         assert sorted(server.store.evictions) == ["default/low-a", "default/low-b"]
+        # (each eviction sent, and the refusal told back, by the binding process: rulesched.run.remover)
+        assert loop._binding is not None and loop._binding.removals_answered == 3
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()
@@ -224,6 +226,7 @@ def test_victims_a_budget_protects_are_not_asked_for(server: TestApiServer, tmp_
         server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 2}})
         assert wait_for(lambda: server.store.objects["pods"]["default/high"]["spec"].get("nodeName") == "n1", 30)
         assert sorted(server.store.evictions) == ["default/low-a", "default/low-b"]
+        assert loop._binding is not None and loop._binding.removals_answered == 2  # (none before the new status)
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()

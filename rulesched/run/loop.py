@@ -334,6 +334,7 @@ class Loop:
                 self.workers.process_finished,
                 self._observe_request,
                 self.scheduler.queue.wake,
+                removed=self.workers.removal_answered,  # (victims' removals: rulesched.run.remover)
             )
             try:
                 self.workers.use_process(process.start())
