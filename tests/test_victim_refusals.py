@@ -33,8 +33,8 @@ SMALL = {"cpu": "1", "memory": "1Gi", "pods": "10"}
 BUDGET_429 = "POST /api/v1/namespaces/default/pods/web/eviction: 429 Cannot evict pod as it would violate the pod's disruption budget."
 
 
-def P(name: str, prio: int = 0, on: str = "", **labels: str) -> Pod:
-    spec = {"priority": prio, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+def P(name: str, prio: int = 0, on: str = "", cpu: str = "1", **labels: str) -> Pod:
+    spec = {"priority": prio, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
     return pod(name, spec=spec, node_name=on, labels=labels or None, uid=f"uid-{name}")
 
 
@@ -337,6 +337,24 @@ def test_where_budgets_refuse_a_candidate_violating_none_is_taken_as_upstream_wo
     store.set_pdb(pdb("web", "default", {"app": "web"}, 0))
     s.add(P("high", 100))
     assert attempt(s).preemption.nominated == "n1" and evictor.sent == ["web"]  # type: ignore[union-attr]
+
+
+def test_where_budgets_refuse_upstreams_count_of_violations_does_not_drop_a_candidate() -> None:
+    """Upstream counts violations over every potential victim (filterPodsWithPDBViolation): with
+    a budget allowing one disruption over n1's two pods, a (1 cpu, the more important) and b (2
+    cpu), b counts as violating, and it is the victim (the pod needs 2 cpu). Evicted alone it
+    takes the budget to zero: the Eviction API allows it, so the candidate is kept and b
+    preempted."""
+    store, evictor, clock, ended = ClusterStore(), Evictor(), Clock(), Ended()
+    store.add_node(node("n1", allocatable={"cpu": "3", "memory": "1Gi", "pods": "10"}))
+    s = Scheduler(default_rules(), store, SchedulerSettings(budgets_refuse=True), _Binder(), evictor, clock, ended)
+    store.add_pod(P("a", 5, on="n1", app="web"))
+    store.add_pod(P("b", 0, on="n1", cpu="2", app="web"))
+    store.set_pdb(pdb("web", "default", {"app": "web"}, 1))
+    s.add(P("high", 100, cpu="2"))
+    first = attempt(s)
+    assert first.preemption is not None and first.preemption.nominated == "n1", first.preemption
+    assert first.preemption.pdb_violations == 1 and evictor.sent == ["b"]
 
 
 def test_workload_preemption_spares_a_refused_victim() -> None:

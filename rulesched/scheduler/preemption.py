@@ -43,7 +43,7 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
 from rulesched.lang import CHECK_EVERY, BoundRules, ForkedIndexes, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.budgets import put_back_orders, split_by_pdb
+from rulesched.scheduler.budgets import budgets_of, put_back_orders, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -221,12 +221,14 @@ def _find_candidates(
     filter the cycle's walk found the node failing (:func:`_cycle_first`), for the dry runs
     together to read rather than ask again.
 
-    ``budgets_refuse``: a candidate violating some budget is dropped, counted as
-    :data:`VIOLATES_BUDGET`, yet still counts towards the stop as upstream's (so whenever some
-    candidate violates none, the candidates left are those upstream finds that violate none, of
-    which its pickOneNodeForPreemption, fewest violations first, takes its pick anyway); when
-    every candidate violates one, upstream would pick among them an eviction the Eviction API
-    refuses (its plain DELETE never meets one), and here the pod stays unschedulable."""
+    ``budgets_refuse``: a candidate whose victims, evicted, would take some budget below zero
+    (:func:`_refused`) is dropped, counted as :data:`VIOLATES_BUDGET`, yet still counts towards
+    the stop as upstream's. Upstream's violation count (filterPodsWithPDBViolation over all the
+    potential victims, those reprieved included) is kept for the order: a candidate it counts as
+    violating may well be evicted, its budgets counted over its victims alone. So the pick is
+    upstream's whenever upstream's pick is not refused (the best of all candidates is the best of
+    those kept); where upstream would send an eviction the Eviction API refuses (its plain DELETE
+    never meets one), the next best is taken, or, with none left, the pod stays unschedulable."""
     nodes = snapshot.nodes
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     together_ok = columns is not None and node_local(bound)
@@ -284,9 +286,12 @@ def _find_candidates(
                 continue  # (upstream's list of violating candidates is full: dropped)
             if violations:
                 unsafe += 1
-                if budgets_refuse:  # (futile: its eviction would be refused)
-                    counts[VIOLATES_BUDGET] += 1
-                    continue
+                if budgets_refuse:
+                    if isinstance(outcome, int):  # (its victims, to see whether evicting them is futile)
+                        outcome = _together_candidate(node.name, together, i)  # type: ignore[arg-type]
+                    if _refused(outcome.victims, snapshot.pdbs):
+                        counts[VIOLATES_BUDGET] += 1
+                        continue
             else:
                 safe += 1
             if isinstance(outcome, int):
@@ -308,6 +313,13 @@ def _find_candidates(
             counts.update(set(why))
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
+
+
+def _refused(victims: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> bool:
+    """Whether evicting ``victims`` would take some budget below zero, as the store has the
+    budgets: the Eviction API would refuse one of them (checkAndDecrement; order does not matter:
+    a budget covering more victims than it allows disruptions refuses one, whichever comes last)."""
+    return bool(pdbs) and bool(split_by_pdb(victims, pdbs, budgets_of(pdbs))[0])
 
 
 def _cycle_first(statuses: Mapping[str, Code], bound: BoundRules) -> npt.NDArray[np.intp] | None:
