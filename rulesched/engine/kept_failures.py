@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from rulesched.engine.arrays import unique_codes
 from rulesched.engine.batch import SharedColumns
 from rulesched.engine.columns import NodeColumns, Rows
 from rulesched.engine.failures import FailedRows, GroupReasons, first_failures, group_reasons
@@ -108,7 +109,11 @@ class KeptFailures:
 def first_seen(codes: npt.NDArray[np.int32], values: list[tuple[str, ...]]) -> GroupReasons:
     """Rows' reasons given as codes into ``values``, as GroupReasons has them: codes into their
     distinct tuples, in the order their first row has them."""
-    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    distinct, inverse = unique_codes(codes)
+    if len(distinct) == 1:  # (the usual case: every row of the group fails alike)
+        return GroupReasons(inverse, [values[int(distinct[0])]])
+    first = np.full(len(distinct), len(codes), dtype=np.intp)
+    np.minimum.at(first, inverse, np.arange(len(codes), dtype=np.intp))  # (each code's first row)
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), dtype=np.intp)
     rank[order] = np.arange(len(order), dtype=np.intp)
