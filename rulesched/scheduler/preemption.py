@@ -316,9 +316,9 @@ def _find_candidates(
                 outcome = select_victims(*private.get(), name, victims, held.get(name, ()))
                 why = outcome.reasons if isinstance(outcome, NoFit) else ()
             alike[why] += 1
-        for why, nodes in alike.items():
+        for why, failing in alike.items():
             for reason in set(why):
-                counts[reason] += nodes
+                counts[reason] += failing
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
 
