@@ -108,8 +108,14 @@ class KeptFailures:
 def first_seen(codes: npt.NDArray[np.int32], values: list[tuple[str, ...]]) -> GroupReasons:
     """Rows' reasons given as codes into ``values``, as GroupReasons has them: codes into their
     distinct tuples, in the order their first row has them."""
-    distinct, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), dtype=np.intp)
-    rank[order] = np.arange(len(order), dtype=np.intp)
-    return GroupReasons(rank[inverse].reshape(-1), [values[int(distinct[o])] for o in order.tolist()])
+    # (dict.fromkeys keeps the first-seen order a sort had to be undone for: np.unique with its
+    # index and inverse sorted the group's codes on every failing pod; the codes are small
+    # numbers, so a table numbers them back)
+    distinct = list(dict.fromkeys(codes.tolist()))
+    if len(distinct) <= 1:
+        if not distinct:
+            return GroupReasons(np.zeros(0, dtype=np.intp), [])
+        return GroupReasons(np.zeros(len(codes), dtype=np.intp), [values[distinct[0]]])
+    rank = np.empty(max(distinct) + 1, dtype=np.intp)
+    rank[distinct] = np.arange(len(distinct), dtype=np.intp)
+    return GroupReasons(rank[codes], [values[c] for c in distinct])
