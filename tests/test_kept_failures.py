@@ -98,10 +98,15 @@ def test_the_store_forgets_what_a_nodes_claims_free_when_they_change(tmp_path: P
     assert (RELEASABLE, "b") in store.dra.memo
 
 
-@given(st.lists(st.integers(0, 40), max_size=300))
+@given(
+    st.one_of(
+        st.lists(st.integers(0, 40), max_size=300),
+        st.builds(lambda code, rows: [code] * rows, st.integers(0, 40), st.integers(0, 300)),  # (one reason)
+    )
+)
 def test_first_seen_numbers_reasons_in_the_order_their_first_row_has_them(codes: list[int]) -> None:
-    """first_seen (dict.fromkeys and a table) equals the sort it replaced (np.unique with its
-    first indices and inverse, re-ranked by first appearance)."""
+    """first_seen (one reason told by the bounds, else dict.fromkeys and a table) equals the
+    sort it replaced (np.unique with its first indices and inverse, re-ranked by first row)."""
     values = [(f"reason {i}",) for i in range(41)]
     array = np.array(codes, dtype=np.int32)
     found = first_seen(array, values)
