@@ -129,6 +129,9 @@ class Faults:
     reset_bindings: tuple[str, ...] = ()  # namespace/name: the first binding of each gets an RST, no answer
     slow_bindings: tuple[str, ...] = ()  # namespace/name: each binding answered slow_seconds late
     slow_evictions: tuple[str, ...] = ()  # namespace/name: each eviction answered slow_seconds late
+    # namespace/name: each eviction refused (429) as a budget refuses it, whatever the budget's status
+    # (the API server's budget ahead of the status a scheduler's store has seen)
+    refuse_evictions: tuple[str, ...] = ()
     slow_seconds: float = 1.0
     slow_events: bool = False  # each event answered slow_seconds late
     gone_on_resume: bool = False
@@ -652,6 +655,10 @@ class _Handler(BaseHTTPRequestHandler):
             pod = store.objects["pods"].get(f"{namespace}/{name}")
             if pod is None:
                 self._send(404, _status(404, "NotFound", f"pods {name} not found"))
+                return
+            if f"{namespace}/{name}" in self.server.faults.refuse_evictions:
+                refusal = "Cannot evict pod as it would violate the pod's disruption budget."
+                self._send(429, _status(429, "TooManyRequests", refusal))
                 return
             labels = pod.get("metadata", {}).get("labels") or {}
             for pdb in store.objects["poddisruptionbudgets"].values():

@@ -16,6 +16,7 @@ import pytest
 
 from rulesched.run.loop import Loop
 from rulesched.run.settings import RunSettings
+from rulesched.scheduler.preemption import VIOLATES_BUDGET
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod, wait_for
 from tests.helpers.timing import Stopwatch
@@ -164,18 +165,19 @@ def pod_status(server: TestApiServer, name: str) -> dict[str, Any]:
 
 def test_a_refused_eviction_is_not_retried_until_the_budget_allows_it(server: TestApiServer, tmp_path: Path) -> None:
     """A high-priority pod fits only once both low-priority pods on the node go; their budget
-    allows one disruption, so the second eviction is refused (429). The refusal is reported at
+    allows two disruptions as the scheduler's store has it, but the API server refuses low-b's
+    eviction (429: its budget ahead of the status the store has seen). The refusal is reported at
     once: the preemptor is tried again within a second, finds no victim but the one the budget
     protects (spared, not evicted again), so it stays unschedulable saying so, its nomination
-    cleared. Once the budget allows a disruption, it preempts again and is bound there."""
-    guarded_node(server)
+    cleared. Once the budget's status changes, it preempts again and is bound there."""
+    guarded_node(server, allowed=2)
+    server.set_faults(refuse_evictions=("default/low-b",))
     server.add("pods", pod("high", cpu="2", spec={"priority": 1000}))
     loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
     try:
-        assert wait_for(lambda: len(server.store.evictions) == 1, 20)
-        refused = "default/low-b" if server.store.evictions == ["default/low-a"] else "default/low-a"
+        assert wait_for(lambda: server.store.evictions == ["default/low-a"], 20)
 
         def message() -> str:
             conditions = pod_status(server, "high").get("conditions") or [{}]
@@ -184,13 +186,47 @@ def test_a_refused_eviction_is_not_retried_until_the_budget_allows_it(server: Te
         assert wait_for(lambda: "PodDisruptionBudget refused" in message(), 5), message()
         assert "nominatedNodeName" not in pod_status(server, "high")
         time.sleep(1.0)  # not evicted again meanwhile: one refusal in all
-        refusals = [w for w in server.store.writes if w[1].endswith(refused.split("/")[1] + "/eviction")]
+        refusals = [w for w in server.store.writes if w[1].endswith("low-b/eviction")]
         assert len(refusals) == 1, refusals
         assert not server.store.objects["pods"]["default/high"]["spec"].get("nodeName")
+        server.set_faults()
         budget = server.store.objects["poddisruptionbudgets"]["default/guard"]
-        server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 1}})  # the budget recovers
+        server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 1}})  # a new status
         assert wait_for(lambda: server.store.objects["pods"]["default/high"]["spec"].get("nodeName") == "n1", 30)
         assert sorted(server.store.evictions) == ["default/low-a", "default/low-b"]
+        # (each eviction sent, and the refusal told back, by the binding process: rulesched.run.remover)
+        assert loop._binding is not None and loop._binding.removals_answered == 3
+    finally:
+        loop.stop.set()
+        loop.scheduler.queue.wake()
+        thread.join(timeout=10)
+
+
+def test_victims_a_budget_protects_are_not_asked_for(server: TestApiServer, tmp_path: Path) -> None:
+    """The budget allows one disruption and the preemptor needs both pods gone: the only candidate
+    would violate it, so with the victims evicted through the Eviction API (--evict-victims
+    budgeted, the default) it is none (upstream's kube-scheduler, deleting its victims, would take
+    it): nothing is evicted, the pod stays unschedulable saying why. A new status of the budget
+    allowing two tries it again: both are evicted and it is bound."""
+    guarded_node(server, allowed=1)
+    server.add("pods", pod("high", cpu="2", spec={"priority": 1000}))
+    loop = Loop(RunSettings(kubeconfig=server.kubeconfig(str(tmp_path / "kubeconfig")), grace_seconds=2))
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+
+        def message() -> str:
+            conditions = pod_status(server, "high").get("conditions") or [{}]
+            return str(conditions[0].get("message", ""))
+
+        assert wait_for(lambda: VIOLATES_BUDGET in message(), 20), message()
+        time.sleep(1.0)
+        assert server.store.evictions == [] and "nominatedNodeName" not in pod_status(server, "high")
+        budget = server.store.objects["poddisruptionbudgets"]["default/guard"]
+        server.update("poddisruptionbudgets", {**budget, "status": {"disruptionsAllowed": 2}})
+        assert wait_for(lambda: server.store.objects["pods"]["default/high"]["spec"].get("nodeName") == "n1", 30)
+        assert sorted(server.store.evictions) == ["default/low-a", "default/low-b"]
+        assert loop._binding is not None and loop._binding.removals_answered == 2  # (none before the new status)
     finally:
         loop.stop.set()
         loop.scheduler.queue.wake()

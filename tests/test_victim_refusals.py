@@ -22,18 +22,19 @@ from rulesched.run import evictions
 from rulesched.run.evictions import BUDGETED, RemovalFailed, refused_by_budget
 from rulesched.run.workers import Workers
 from rulesched.scheduler.framework import Binding, Code, CycleResult, SchedulerSettings
-from rulesched.scheduler.preemption import REFUSED
+from rulesched.scheduler.preemption import REFUSED, VIOLATES_BUDGET
 from rulesched.scheduler.queue import FORCE_ACTIVATE, SchedulingQueue
 from rulesched.scheduler.removals import AWAIT_VICTIMS_SECONDS
 from rulesched.scheduler.scheduler import Observer, Scheduler
-from tests.upstream.harness import default_rules, node, pdb, pod
+from rulesched.simulate.driver import Simulation
+from tests.upstream.harness import default_rules, node, pdb, pg, pod
 
 SMALL = {"cpu": "1", "memory": "1Gi", "pods": "10"}
 BUDGET_429 = "POST /api/v1/namespaces/default/pods/web/eviction: 429 Cannot evict pod as it would violate the pod's disruption budget."
 
 
-def P(name: str, prio: int = 0, on: str = "", **labels: str) -> Pod:
-    spec = {"priority": prio, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]}
+def P(name: str, prio: int = 0, on: str = "", cpu: str = "1", **labels: str) -> Pod:
+    spec = {"priority": prio, "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
     return pod(name, spec=spec, node_name=on, labels=labels or None, uid=f"uid-{name}")
 
 
@@ -294,3 +295,83 @@ def test_a_pods_nomination_set_then_cleared_lands_in_that_order() -> None:
         time.sleep(0.01)
     workers.shutdown(wait=True)
     assert api.landed == ["n2", "n1", None]
+
+
+def test_where_budgets_refuse_a_candidate_violating_one_is_none() -> None:
+    """With ``budgets_refuse`` (``run --evict-victims`` budgeted or all: the Eviction API refuses
+    an eviction violating a budget), n1's only victim, under a budget allowing no disruption, is
+    no candidate: nothing is evicted and the pod stays unschedulable saying why, where upstream's
+    pickOneNodeForPreemption (fewest violations first, but any candidate) would take it and
+    meet the 429. A budget's change tries it again; allowing a disruption now, it preempts."""
+    s, store, evictor, clock, _ = setup("n1")
+    s.settings = dataclasses.replace(s.settings, budgets_refuse=True)
+    s.cycle.settings = s.settings
+    store.add_pod(P("web", 0, on="n1", app="web"))
+    store.set_pdb(pdb("web", "default", {"app": "web"}, 0))
+    s.add(P("high", 100))
+    first = attempt(s)
+    assert first.code is Code.UNSCHEDULABLE and first.preemption is not None
+    assert first.preemption.nominated is None and evictor.sent == []
+    assert VIOLATES_BUDGET in first.preemption.message, first.preemption.message
+    assert s.schedule_one() is None  # parked
+    store.set_pdb(pdb("web", "default", {"app": "web"}, 1))
+    s.budgets_changed()  # (activated: no backoff to wait out)
+    second = attempt(s)
+    assert second.preemption is not None and second.preemption.nominated == "n1" and evictor.sent == ["web"]
+
+
+def test_where_budgets_refuse_a_candidate_violating_none_is_taken_as_upstream_would() -> None:
+    """Upstream orders candidates by their violations first: n2's victim (priority 50, no budget)
+    is taken over n1's (priority 0, its budget allowing none), with or without ``budgets_refuse``;
+    and without it, n1's alone is taken (the preemption the refusals then spare)."""
+    for refuse in (False, True):
+        s, store, evictor, _, _ = setup("n1", "n2")
+        s.settings = s.cycle.settings = dataclasses.replace(s.settings, budgets_refuse=refuse)
+        store.add_pod(P("web", 0, on="n1", app="web"))
+        store.add_pod(P("other", 50, on="n2"))
+        store.set_pdb(pdb("web", "default", {"app": "web"}, 0))
+        s.add(P("high", 100))
+        assert attempt(s).preemption.nominated == "n2" and evictor.sent == ["other"]  # type: ignore[union-attr]
+    s, store, evictor, _, _ = setup("n1")
+    store.add_pod(P("web", 0, on="n1", app="web"))
+    store.set_pdb(pdb("web", "default", {"app": "web"}, 0))
+    s.add(P("high", 100))
+    assert attempt(s).preemption.nominated == "n1" and evictor.sent == ["web"]  # type: ignore[union-attr]
+
+
+def test_where_budgets_refuse_upstreams_count_of_violations_does_not_drop_a_candidate() -> None:
+    """Upstream counts violations over every potential victim (filterPodsWithPDBViolation): with
+    a budget allowing one disruption over n1's two pods, a (1 cpu, the more important) and b (2
+    cpu), b counts as violating, and it is the victim (the pod needs 2 cpu). Evicted alone it
+    takes the budget to zero: the Eviction API allows it, so the candidate is kept and b
+    preempted."""
+    store, evictor, clock, ended = ClusterStore(), Evictor(), Clock(), Ended()
+    store.add_node(node("n1", allocatable={"cpu": "3", "memory": "1Gi", "pods": "10"}))
+    s = Scheduler(default_rules(), store, SchedulerSettings(budgets_refuse=True), _Binder(), evictor, clock, ended)
+    store.add_pod(P("a", 5, on="n1", app="web"))
+    store.add_pod(P("b", 0, on="n1", cpu="2", app="web"))
+    store.set_pdb(pdb("web", "default", {"app": "web"}, 1))
+    s.add(P("high", 100, cpu="2"))
+    first = attempt(s)
+    assert first.preemption is not None and first.preemption.nominated == "n1", first.preemption
+    assert first.preemption.pdb_violations == 1 and evictor.sent == ["b"]
+
+
+def test_workload_preemption_spares_a_refused_victim() -> None:
+    """A pod group's preemption (rulesched.scheduler.workload_preemption) leaves a victim whose
+    eviction a budget refused, as the per-pod preemption does: n1 (two pods at most) holds p1
+    (priority 0, the less important, which upstream's reprieve evicts) and p2 (priority 10); p1
+    refused while its budget's status is the one seen, p2 goes instead."""
+    for spare, evicted in ((False, ["p1"]), (True, ["p2"])):
+        n1 = node("n1", allocatable={"cpu": "32", "memory": "64Gi", "pods": "2"})
+        store = ClusterStore.build([n1], [P("p1", 0, on="n1", app="web"), P("p2", 10, on="n1")], [])
+        store.set_pdb(pdb("web", "default", {"app": "web"}, 1))
+        sim = Simulation(default_rules(), store, SchedulerSettings())
+        if spare:
+            p1 = next(p for p in store.pods() if p.name == "p1")
+            sim.scheduler.refusals.add(p1, store.pdbs)
+        sim.add_group(pg("preemptor-pg", 1, priority=1000))
+        sim.add(pod("p", spec={"priority": 1000, "schedulingGroup": {"podGroupName": "preemptor-pg"}}))
+        sim.run()
+        assert sorted(p.name for p in sim.evicted) == evicted
+        assert sim.history["default/p"].node == "n1"

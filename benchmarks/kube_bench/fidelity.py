@@ -185,7 +185,11 @@ def fidelity_case(
             same_state["ties_compared"] += 1
             ok = sorted(replay.get("best") or []) == tied
             same_state["ties_agreed"] += ok
-        if not ok and upstream.victims and preemption_tie(objects, upstream.victims, replay.get("victims") or []):
+        if (
+            not ok
+            and upstream.victims
+            and preemption_tie(objects, upstream.victims, replay.get("victims") or [], start_times)
+        ):
             # kube-scheduler's own order cannot decide between these candidates (see preemption_tie)
             same_state["preemption_ties"] += 1
             continue
@@ -213,26 +217,36 @@ def fidelity_case(
     }  # fmt: skip
 
 
-def preemption_tie(objects: dict[str, list[dict[str, Any]]], theirs: Any, mine: list[str]) -> bool:
-    """Two victim sets kube-scheduler's pickOneNodeForPreemption cannot order: the same highest
-    victim priority, priority sum and count (no budget covers any of them), and no start time
-    on any victim (pods bound here never start: upstream's GetPodStartTime then takes
-    time.Now(), anew for each candidate as it is scored, so the last candidate scored wins), and
-    pickOneNodeForPreemption scores the candidates in the order of a Go map's iteration, which is
-    random. kube-scheduler's log does not show these ties (no score is logged for a preemption)."""
+def preemption_tie(
+    objects: dict[str, list[dict[str, Any]]], theirs: Any, mine: list[str], start_times: dict[str, str]
+) -> bool:
+    """Two victim sets kube-scheduler's pickOneNodeForPreemption cannot order (v1.37.2,
+    framework/preemption/preemption.go): no budget covers any victim, the same highest victim
+    priority, priority sum and count, and the same earliest start time among the highest-priority
+    victims (util.GetEarliestPodStartTime). Start times are whole seconds in the API (metav1.Time
+    drops the fraction), so victims started in the same second tie; a victim that never started
+    (pods bound here never do) counts as time.Now(), taken anew for each candidate as it is
+    scored, so two such sets tie too (the last one scored wins). The candidates left are taken in
+    the order of a Go map's iteration, which is random. kube-scheduler's log does not show these
+    ties (no score is logged for a preemption)."""
     pods = {p["metadata"]["name"]: p for p in objects["running"] + objects["pending"]}
-    started = {p["metadata"]["name"] for p in objects["running"]}  # (made Running and Ready by build)
     budgets = [b["spec"]["selector"].get("matchLabels", {}) for b in objects["pdbs"]]
 
-    def key(victims: Any) -> tuple[int, int, int] | None:
+    def priority(pod: dict[str, Any]) -> int:
+        return int(pod["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1])
+
+    def key(victims: Any) -> tuple[int, int, int, str] | None:
         found = [pods.get(v) for v in victims]
-        if not found or any(p is None or p["metadata"]["name"] in started for p in found):
+        if not found or any(p is None for p in found):
             return None
         labels = [p["metadata"].get("labels", {}) for p in found if p]
         if any(all(lab.get(k) == v for k, v in b.items()) for b in budgets for lab in labels):
             return None
-        priorities = [int(p["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1]) for p in found if p]
-        return max(priorities), sum(priorities), len(priorities)
+        priorities = [priority(p) for p in found if p]
+        highest = max(priorities)
+        # RFC 3339 in UTC ("...Z") sorts as time does; "~" (after every digit) stands for now
+        earliest = min(start_times.get(p["metadata"]["name"], "~") for p in found if p and priority(p) == highest)
+        return highest, sum(priorities), len(priorities), earliest
 
     a, b = key(theirs), key(mine)
     return a is not None and a == b

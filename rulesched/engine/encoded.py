@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from rulesched.engine.arrays import SCALAR, Col, Unsupported, bools
 from rulesched.engine.columns import NodeColumns, Rows
-from rulesched.engine.vectorise import ColumnEvaluator
+from rulesched.engine.vectorise import ColumnEvaluator, pod_value
 from rulesched.lang.context import EvalContext
 from rulesched.lang.frontend import ast
 from rulesched.lang.schema import zero_value
@@ -70,7 +70,7 @@ def _encode(
     n = len(rows)
     analysis = ev._analysis
     if not analysis.reads_node(expr):  # the same on every row
-        return Encoded.constant(ev.interp.evaluate(expr, ctx, None, scope), n)
+        return Encoded.constant(_pod_side(ev, expr, ctx, scope), n)
     notes = ev.notes
     if notes.types.get(id(expr)) in SCALAR and ev.supports(expr):  # a string over the node, say: a column
         try:
@@ -83,7 +83,7 @@ def _encode(
         case ast.If(cond=cond, then=then, otherwise=otherwise):
             mask = _condition(ev, cond, ctx, cols, rows, scope)
             if mask is None:  # (decided for every row by a pod-side condition)
-                taken = ev.interp.evaluate(cond, ctx, None, scope)
+                taken = _pod_side(ev, cond, ctx, scope)
                 return encode(ev, then if taken else otherwise, ctx, cols, rows, scope)
             if mask.all() or not mask.any():
                 return encode(ev, then if mask.all() else otherwise, ctx, cols, rows, scope)
@@ -107,21 +107,21 @@ def _encode(
                 out = _combine(out, encode(ev, item, ctx, cols, rows, scope), _append)
             return out
         case ast.Index(obj=obj, key=key) if not analysis.reads_node(key):
-            k = ev.interp.evaluate(key, ctx, None, scope)
+            k = _pod_side(ev, key, ctx, scope)
             container = encode(ev, obj, ctx, cols, rows, scope)
             t = notes.types[id(obj)]
             return Encoded(container.codes, [_index(t, v, k) for v in container.values])
         case ast.Aggregate(kind="collect", value=value, var=var, iterable=iterable, where=where) if (
             not analysis.reads_node(iterable)
         ):
-            elements = list(ev.interp.evaluate(iterable, ctx, None, scope))
+            elements = list(_pod_side(ev, iterable, ctx, scope))
             if len(elements) > ev.unroll:
                 raise Unsupported("list too long to unroll")
             out = Encoded.constant((), n)
             for item in elements:
                 inner = {**scope, var: item}
                 mask = None if where is None else _condition(ev, where, ctx, cols, rows, inner)
-                if mask is None and where is not None and not ev.interp.evaluate(where, ctx, None, inner):
+                if mask is None and where is not None and not _pod_side(ev, where, ctx, inner):
                     continue  # (left out on every row by a pod-side condition)
                 if mask is None:
                     got = encode(ev, value, ctx, cols, rows, inner)
@@ -134,6 +134,13 @@ def _encode(
                 out = _combine(out, got, _concat)
             return out
     raise Unsupported(f"cannot encode {type(expr).__name__}")
+
+
+def _pod_side(ev: ColumnEvaluator, expr: ast.Expr, ctx: EvalContext, scope: dict[str, Any]) -> Any:
+    """A pod-side part's value, kept in the context's scratch as the column evaluator keeps its
+    own (the same key: one value whichever asks first; a reason is encoded every cycle that
+    finds no node, its parts the pod's)."""
+    return pod_value(ev.interp, expr, ("column pod value", id(expr)), ctx, scope)
 
 
 def _condition(

@@ -344,21 +344,28 @@ def _variable(name: str, coercion: str | None, run: _Run, rows: Rows, scope: dic
 def _pod_value(
     interp: Interpreter, expr: ast.Expr, key: tuple[str, int], run: _Run, rows: Rows, scope: dict[str, Any]
 ) -> Value:
+    return pod_value(interp, expr, key, run.ctx, scope)
+
+
+def pod_value(
+    interp: Interpreter, expr: ast.Expr, key: tuple[str, int], ctx: EvalContext, scope: dict[str, Any]
+) -> Any:
     """A pod-side value, kept in the context's scratch (cleared whenever the pod or the cluster
     view changes): a rule evaluated as columns several times in a cycle (per window, per shared
-    fill, each step of preemption's dry runs) asks for the same ones. One that depends on
-    quantifiers' variables is kept under their values too, when all of them are of a
-    :data:`_KEYED` type (``pod.requests[r]`` for each ``r in pod.requests``); else asked anew."""
-    scratch = run.ctx.scratch
+    fill, each step of preemption's dry runs; a reason encoded, :mod:`rulesched.engine.encoded`)
+    asks for the same ones. One that depends on quantifiers' variables is kept under their
+    values too, when all of them are of a :data:`_KEYED` type (``pod.requests[r]`` for each
+    ``r in pod.requests``); else asked anew. ``key``: ``("column pod value", id(expr))``."""
+    scratch = ctx.scratch
     if scope:
         for v in scope.values():
             if type(v) not in _KEYED:
-                return interp.evaluate(expr, run.ctx, None, scope)
+                return interp.evaluate(expr, ctx, None, scope)
         # (the type beside each value: 1 and True are equal keys, yet str() tells them apart)
         key = (*key, *((name, type(v), v) for name, v in scope.items()))  # type: ignore[assignment]
     if key in scratch:
         return scratch[key]
-    value = scratch[key] = interp.evaluate(expr, run.ctx, None, scope)
+    value = scratch[key] = interp.evaluate(expr, ctx, None, scope)
     return value
 
 

@@ -16,6 +16,8 @@ Lines are JSON arrays. Parent to child::
 
     ["lease", UNTIL]     writes are allowed until UNTIL (monotonic clock; null: no election)
     ["bind", NAMESPACE, NAME, UID, NODE, RULES, SCHEDULER]
+    ["remove", NAMESPACE, NAME, UID, ...]   a preemption victim's removal: the fields of
+                         :class:`rulesched.run.evictions.Removal` (:mod:`rulesched.run.remover`)
 
 Child to parent::
 
@@ -23,6 +25,9 @@ Child to parent::
     ["outcome", KEY, NODE, OK, REASON, BOUND_ELSEWHERE, SECONDS, PROFILE, RULES]
                          (the child has written the ``bound`` log line of an OK one)
     ["done", N]          N bindings' work is over (their Scheduled events too)
+    ["removed", TOKEN, HOW]   a removal's end: "removed", "gone" (404), "error" (not sent: the
+                         lease), or [REFUSED, REASON]: failed, refused by a budget (the Eviction
+                         API's 429, not retried) or given up after retries
     ["requests", [[METHOD, CODE, SECONDS], ...]]   API requests, for the parent's rest_client
                          metrics
 
@@ -37,7 +42,10 @@ parent ends it by closing the pipe (it finishes its work and exits), or kills it
 period. If the child dies, every binding it had not answered fails (requeued), the parent binds
 in-process, and starts a child again after RESTART_SECONDS (1 s, doubling to a minute). Pods
 with volume choices always bind in-process (their writes and their undo stay with the parent's
-worker).
+worker). Removals go the same way: written at once (a preemptor waits on them), each one's end
+applied by the parent as its own threads' (:meth:`rulesched.run.evictions.EvictionsMixin.removal_over`);
+those a dead child had not answered fail (their preemptors tried again at once), and the parent
+removes on its own threads until a child lives again.
 
 Next stage: :mod:`rulesched.run.loop` applies the outcomes.
 """
@@ -63,8 +71,10 @@ import msgspec
 from rulesched.errors import ConfigError
 from rulesched.kube.api import KubeApi
 from rulesched.logs import LogSettings, configure, installed
+from rulesched.run.evictions import Ended, Removal, RemovalFailed
 from rulesched.run.pipeline import Pipeline
-from rulesched.run.workers import Outcome, Target, Workers, log_bound
+from rulesched.run.remover import Remover
+from rulesched.run.workers import REMOVAL_THREADS, Outcome, Target, Workers, log_bound
 
 log = logging.getLogger(__name__)
 _encode = msgspec.json.Encoder().encode
@@ -122,7 +132,8 @@ def _wire_until(until: float) -> float | None:
 class BindingProcess:
     """(The scheduler's side.) The child, the pipe to it, and the thread reading its answers:
     ``outcome`` for each binding, ``finished`` once its work is over, ``observe`` for each
-    request (the parent's metrics), ``wake`` after each read's answers, all on that thread."""
+    request (the parent's metrics), ``wake`` after each read's answers, ``removed`` for each
+    removal, all on that thread."""
 
     def __init__(
         self,
@@ -133,12 +144,16 @@ class BindingProcess:
         finished: Callable[[], None],
         observe: Callable[[str, str, float], None],
         wake: Callable[[], None] = lambda: None,
+        removed: Callable[[Removal, Ended], None] = lambda removal, ended: None,
     ) -> None:
         self.kubeconfig, self.threads, self.agent = kubeconfig, threads, agent
         self.outcome, self.finished, self.observe = outcome, finished, observe
         self.wake = wake  # once after the outcomes of one read, not after each
+        self.removed = removed
+        self.removals_answered = 0  # removals the child ended (not those a dead child left)
         self._lock = threading.Lock()
         self._pending: dict[str, tuple[str, str]] = {}  # key -> (node, profile): no outcome yet
+        self._removals: dict[str, Removal] = {}  # token -> a removal handed over, not yet ended
         self._unfinished = 0  # bindings sent, their "done" not yet read
         self._until: float | None = -1.0
         self._alive = False
@@ -199,14 +214,32 @@ class BindingProcess:
             now = time.monotonic()
             if not buffer:
                 self._buffered_since = now
-            if wire != self._until:
-                buffer.append(_encode(["lease", wire]))
-                self._until = wire
+            self._lease(wire)
             buffer.append(_encode(["bind", pod.namespace, pod.name, pod.uid, node, rules, pod.scheduler_name]))
             self._pending[pod.key] = (node, pod.scheduler_name)
             self._unfinished += 1
             if now - self._buffered_since >= BATCH_SECONDS:
                 self._write(process)
+        return True
+
+    def _lease(self, wire: float | None) -> None:
+        """(Under the lock.) The lease line, before a line that follows a change of it."""
+        if wire != self._until:
+            self._buffer.append(_encode(["lease", wire]))
+            self._until = wire
+
+    def remove(self, removal: Removal, until: float) -> bool:
+        """Hand a victim's removal over, written at once with what waits (its preemptor waits on
+        it; a preemption's victims come microseconds apart, and preemptions are few); False when
+        the child is gone (remove in-process instead)."""
+        with self._lock:
+            process = self._process
+            if not self._alive or self._closing or process is None or process.stdin is None:
+                return False
+            self._lease(_wire_until(until))
+            self._buffer.append(_encode(["remove", *removal.wire()]))
+            self._removals[removal.token] = removal
+            self._write(process)
         return True
 
     def flush(self, late_only: bool = False) -> None:
@@ -268,6 +301,14 @@ class BindingProcess:
                 self._unfinished -= message[1]
             for _ in range(message[1]):
                 self.finished()
+        elif kind == "removed":
+            _, token, how = message
+            with self._lock:
+                removal = self._removals.pop(token, None)
+                self.removals_answered += removal is not None
+            if removal is not None:
+                failed = isinstance(how, list)
+                self.removed(removal, RemovalFailed(removal.key, removal.preemptor, *how) if failed else how)
 
     def _ended(self) -> None:
         """The child's answers ended: every binding it left unanswered failed (requeued)."""
@@ -275,6 +316,7 @@ class BindingProcess:
             self._alive = False
             pending, self._pending = self._pending, {}
             unfinished, self._unfinished = self._unfinished, 0
+            removals, self._removals = list(self._removals.values()), {}
             closing = self._closing
         if not closing:
             code = _exit_code(self._process)
@@ -290,6 +332,8 @@ class BindingProcess:
             self.outcome(Outcome(key, node, False, "the binding process ended", profile=profile))
         for _ in range(unfinished):
             self.finished()
+        for removal in removals:  # (sent or not, its preemptor tries again at once)
+            self.removed(removal, RemovalFailed(removal.key, removal.preemptor, False, "the binding process ended"))
         self.wake()
 
     def _restart_later(self) -> None:
@@ -361,6 +405,7 @@ class _LineWriter:
         self._outcomes: collections.deque[Outcome] = collections.deque()
         self._requests: collections.deque[list[Any]] = collections.deque()  # written with the next lines
         self._done: collections.deque[None] = collections.deque()  # one entry per binding whose work is over
+        self._removed: collections.deque[list[Any]] = collections.deque()  # ["removed", TOKEN, HOW] lines
         self._wake = threading.Event()
         self._idle = False
         self._closing = False
@@ -380,6 +425,13 @@ class _LineWriter:
         if self._idle:
             self._wake.set()
 
+    def removed(self, removal: Removal, ended: Ended) -> None:
+        """A removal's end (:mod:`rulesched.run.remover`)."""
+        how = [ended.refused, ended.reason] if isinstance(ended, RemovalFailed) else ended
+        self._removed.append(["removed", removal.token, how])
+        if self._idle:
+            self._wake.set()
+
     def request(self, method: str, code: str, seconds: float) -> None:
         """An API request, sent with the next lines (no wake-up of its own)."""
         self._requests.append([method, code, seconds])
@@ -391,10 +443,10 @@ class _LineWriter:
         self._thread.join()
 
     def _write(self) -> None:
-        lines, done = self._outcomes, self._done
+        lines, done, removed = self._outcomes, self._done, self._removed
         last = -math.inf  # when lines were last written
         while True:
-            if not lines and not done:
+            if not lines and not done and not removed:
                 if self._closing:
                     if self._requests:  # (the last requests' observations)
                         self._flush(0)
@@ -403,7 +455,7 @@ class _LineWriter:
                     time.sleep(LINGER_SECONDS)
                     continue
                 self._idle = True
-                if not lines and not done and not self._closing:  # (checked again: a send may have seen busy)
+                if not (lines or done or removed or self._closing):  # (checked again: a send may have seen busy)
                     self._wake.wait()
                 self._wake.clear()
                 self._idle = False
@@ -424,6 +476,8 @@ class _LineWriter:
             ["outcome", o.key, o.node, o.ok, o.reason, o.bound_elsewhere, o.seconds, o.profile, o.rules]
             for o in written
         ]
+        removed = self._removed
+        batch += [removed.popleft() for _ in range(len(removed))]
         if requests:
             batch.append(["requests", [requests.popleft() for _ in range(len(requests))]])
         if finished:
@@ -453,13 +507,13 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
 
     api.observer = observe
 
+    may_write = lambda: time.monotonic() < until[0]  # noqa: E731 - (the removals' fencing too)
+    remover = Remover(api, REMOVAL_THREADS, may_write, writer.removed)
     pipeline, workers = None, None  # a pipeline on channels; through a proxy (no channels), threads
     if Pipeline.available(api):
         pipeline = Pipeline(api, threads, writer.outcome, writer.done)
     else:
-        workers = Workers(
-            api, writer.outcome, threads, may_write=lambda: time.monotonic() < until[0], finished=writer.done
-        )
+        workers = Workers(api, writer.outcome, threads, may_write=may_write, finished=writer.done)
     for line in incoming:
         message = _decode(line)
         if message[0] == "lease":
@@ -471,6 +525,9 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
                 pipeline.bind(target, node, rules, until[0])
             elif workers is not None:
                 workers.bind(target, node, rules)
+        elif message[0] == "remove":
+            remover.remove(Removal.from_wire(message[1:]))
+    remover.close()
     if pipeline is not None:
         pipeline.close()
     if workers is not None:

@@ -50,8 +50,9 @@ def add_run_parser(sub: Any) -> None:
         "--evict-victims",
         choices=("budgeted", "all", "none"),
         help="preemption's victims through the Eviction API: those a PodDisruptionBudget selects, the others "
-        "deleted as kube-scheduler deletes every victim (budgeted, the default); all; or none. A victim whose "
-        "eviction a budget refuses is spared while the budget holds; its preemptor tries again at once",
+        "deleted as kube-scheduler deletes every victim (budgeted, the default); all; or none. Under budgeted and "
+        "all, victims that would violate a budget are not chosen; a victim whose eviction a budget refuses all "
+        "the same is spared while the budget holds, its preemptor tried again at once",
     )
     run.add_argument(
         "--cycle-deadline",

@@ -35,9 +35,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import KubeApi
@@ -82,6 +82,151 @@ class RemovalFailed:
     reason: str
 
 
+@dataclass(frozen=True)
+class Removal:
+    """One victim's removal as it is handed over: to the evict threads here, or down the pipe to
+    the binding process (:mod:`rulesched.run.binder`, :mod:`rulesched.run.remover`), whose line
+    carries these fields in this order (:meth:`wire`). Everything in it is decided by the
+    scheduling process when the scheduler hands the victim over: how it goes, its status patch,
+    its Preempted event."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str  # where it runs (logs)
+    preemptor: str  # the preemptor's key (logs, :class:`RemovalFailed`)
+    execution: str  # the preemption it belongs to (:class:`PreemptionExecution`'s key)
+    eviction: bool  # through the Eviction API (else a DELETE with the uid as a precondition)
+    patch: dict[str, Any]  # the DisruptionTarget status patch (:func:`_preempted_status`)
+    note: str  # the Preempted event's
+    reporter: str  # the scheduler reporting the event: the preemptor's profile
+    related: dict[str, str]  # the event's related object: the preemptor, or its group
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def token(self) -> str:
+        """What marks it under way (:meth:`EvictionsMixin.removing`): the victim's uid, or key."""
+        return self.uid or self.key
+
+    def wire(self) -> list[Any]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    @classmethod
+    def from_wire(cls, values: list[Any]) -> Removal:
+        return cls(*values)
+
+
+def removal_for(victim: Pod, preemptor: Pod, group: PodGroup | None, execution: str, eviction: bool) -> Removal:
+    """The removal of ``victim`` for ``preemptor`` (or its ``group``): the Preempted event names
+    the preemptor as related, the pod, or for workload-aware preemption its PodGroup (or
+    CompositePodGroup), as kube-scheduler's executor names a podGroupExecutorPreemptor."""
+    kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
+    uid = preemptor.uid if group is None else group.uid
+    # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
+    where = victim.node_name if group is None else "cluster"
+    related = (
+        {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "namespace": preemptor.namespace,
+            "name": preemptor.name,
+            "uid": preemptor.uid,
+        }
+        if group is None
+        else _group_reference(group)
+    )
+    return Removal(
+        victim.namespace,
+        victim.name,
+        victim.uid,
+        victim.node_name or "",
+        preemptor.key,
+        execution,
+        eviction,
+        _preempted_status(preemptor, kind),
+        f"Preempted by {kind} {uid} on node {where}",
+        preemptor.scheduler_name,
+        related,
+    )
+
+
+# How a removal's attempt ended (:func:`remove_once`): the victim removed (its Preempted event
+# follows), gone already, not sent (fenced), or a failure to report; None: to be tried again.
+REMOVED, GONE, NOT_SENT = "removed", "gone", "error"
+Ended = str | RemovalFailed
+
+
+def execution_result(ended: Ended) -> str:
+    """The preemption execution metric's result for one victim's end."""
+    return "success" if ended in (REMOVED, GONE) else "error"
+
+
+def remove_once(api: KubeApi, removal: Removal, attempt: int, fenced: Callable[[str], bool]) -> Ended | None:
+    """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
+    (reason PreemptionByScheduler), then its removal (``eviction``: through the Eviction API,
+    so its PodDisruptionBudget holds; else a DELETE, as kube-scheduler's, with the victim's
+    uid as a precondition: a pod of the same name made since is not the victim). ``fenced(what)``
+    is asked before each write (True: this replica must not write; the attempt ends
+    :data:`NOT_SENT`, not retried: a later leader preempts anew if it must). Returns how it
+    ended; None: it is to be tried again in EVICTION_RETRY_SECONDS (logged here). The caller
+    posts the Preempted event of a victim :data:`REMOVED`."""
+    extra = {"pod": removal.key, "node": removal.node or None, "preemptor": removal.preemptor}
+    what = "eviction" if removal.eviction else "deletion"
+    try:
+        if fenced("eviction"):
+            return NOT_SENT
+        api.patch_pod_status(removal.namespace, removal.name, removal.patch, strategic=True)
+        if fenced(what):
+            return NOT_SENT
+        if removal.eviction:
+            api.evict(removal.namespace, removal.name)
+        else:
+            api.delete(PODS, removal.namespace, removal.name, uid=removal.uid)
+        log.info("evicted" if removal.eviction else "deleted", extra=extra)
+    except NotFoundError:
+        return GONE
+    except (TooManyRequestsError, KubeError) as err:
+        if isinstance(err, ConflictError) and not removal.eviction:
+            return GONE  # the uid precondition: the victim is gone, another pod has its name
+        refused = removal.eviction and refused_by_budget(err)
+        if refused or attempt + 1 >= EVICTION_TRIES:  # (the first refusal: see the module's docstring)
+            level = logging.INFO if refused else logging.WARNING
+            log.log(level, "%s: %s", "eviction refused" if refused else what + " given up", err, extra=extra)
+            return RemovalFailed(removal.key, removal.preemptor, refused, str(err))
+        log.info("%s refused (%s); retrying in %gs", what, err, EVICTION_RETRY_SECONDS, extra=extra)
+        return None
+    return REMOVED
+
+
+def post_preempted(api: KubeApi, removal: Removal) -> None:
+    """The victim's Preempted event, reported by the preemptor's scheduler, naming the preemptor
+    (or its group) as related."""
+    regarding = {"kind": "Pod", "apiVersion": "v1", "namespace": removal.namespace, "name": removal.name}
+    try:
+        api.post_event(
+            {**regarding, "uid": removal.uid},
+            "Normal",
+            "Preempted",
+            "Preempting",
+            removal.note,
+            removal.reporter,
+            related=removal.related,
+        )
+    except KubeError as err:
+        log.warning("event Preempted not posted: %s", err, extra={"pod": removal.key})
+
+
+class RemovalChannel(Protocol):
+    """Where removals go when they leave this process (:class:`rulesched.run.binder.BindingProcess`)."""
+
+    @property
+    def alive(self) -> bool: ...
+    def remove(self, removal: Removal, until: float) -> bool: ...
+
+
 @dataclass
 class PreemptionExecution:
     """One preemption's evictions under way (see :meth:`EvictionsMixin.evict`)."""
@@ -103,29 +248,26 @@ class EvictionsMixin:
     evict_victims: str  # one of EVICT_VICTIMS
     # the cluster's budgets now (the store's, read on the scheduler's thread, which hands victims over)
     budgets: Callable[[], Sequence[PodDisruptionBudget]]
+    may_write: Callable[[], bool]
+    lease_until: Callable[[], float]
 
     _removals: ThreadPoolExecutor  # the victims' own threads (their removal, not their events)
     # (uid or key) of the victims whose removal is under way here: from evict() until it succeeded
     # or was given up (see evict)
     _removing: set[str]
 
+    @property
+    def remover(self) -> RemovalChannel | None:
+        """The binding process, which removes victims while it lives (else this one's threads)."""
+        raise NotImplementedError
+
     def _submit(self, fn: Callable[..., object], *args: Any, pool: ThreadPoolExecutor | None = None) -> None:
         raise NotImplementedError
 
-    def _fenced(self, what: str, pod: Any, node: str = "") -> bool:
+    def _handed_over(self, send: Callable[[], bool]) -> bool:
         raise NotImplementedError
 
-    def _event(
-        self,
-        pod: Any,
-        type_: str,
-        reason: str,
-        action: str,
-        note: str,
-        related: Any = None,
-        related_ref: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None,
-    ) -> None:
+    def _fenced(self, what: str, pod: Any, node: str = "") -> bool:
         raise NotImplementedError
 
     def evict(self, victim: Pod, preemptor: Pod, group: PodGroup | None = None) -> None:
@@ -136,6 +278,14 @@ class EvictionsMixin:
         go, microseconds apart; each victim is two API calls.) Whether it goes through the
         Eviction API or a DELETE is decided here, on the caller's thread, from the budgets
         :attr:`budgets` gives now (:func:`through_eviction`).
+
+        The calls go from the binding process while it lives and this replica may write
+        (:mod:`rulesched.run.remover`: on the scheduling process's threads they waited for the
+        interpreter lock behind the scheduling thread, a victim's DELETE sent 0.35-0.64 s after
+        the preemption, median, on the saturated 2-core test bed, against kube-scheduler's
+        0.07-0.11 s, and while it lingered later preemptors preempted again on its node); else
+        on this process's evict threads. Either way its end comes back to
+        :meth:`removal_over`.
 
         A victim whose removal is under way already (handed over by an earlier preemption, its
         DELETE or eviction not answered yet, or being retried) is not sent again: another
@@ -152,13 +302,19 @@ class EvictionsMixin:
                 log.debug("removal under way already", extra={"pod": victim.key, "preemptor": preemptor.key})
                 return
             self._removing.add(removing)
-        eviction = through_eviction(self.evict_victims, victim, self.budgets())
+        removal = removal_for(
+            victim, preemptor, group, key, through_eviction(self.evict_victims, victim, self.budgets())
+        )
         with self._lock:
             execution = self._executions.get(key)
             if execution is None:
                 execution = self._executions[key] = PreemptionExecution(kind, time.monotonic())
             execution.pending += 1
-        self._submit(self._evict, victim, preemptor, 0, group, key, eviction, pool=self._removals)
+        remover = self.remover
+        if remover is not None and remover.alive and self.may_write():
+            if self._handed_over(lambda: remover.remove(removal, self.lease_until())):
+                return
+        self._submit(self._evict, removal, 0, pool=self._removals)
 
     def removing(self, victim: Pod) -> bool:
         """Whether ``victim``'s removal is under way here (handed over, not yet over: its calls
@@ -167,30 +323,33 @@ class EvictionsMixin:
         with self._lock:
             return (victim.uid or victim.key) in self._removing
 
-    def _evict(
-        self,
-        victim: Pod,
-        preemptor: Pod,
-        attempt: int,
-        group: PodGroup | None = None,
-        execution: str = "",
-        eviction: bool = True,
-    ) -> None:
-        result: str | None = "error"  # "success", "error", or None: retried later
-        failed = None
+    def _evict(self, removal: Removal, attempt: int) -> None:
+        ended: Ended | None = NOT_SENT
         try:
-            outcome = self._evict_once(victim, preemptor, attempt, group, execution, eviction)
-            if isinstance(outcome, RemovalFailed):
-                failed, outcome = outcome, "error"
-            result = outcome
+            ended = remove_once(self.api, removal, attempt, lambda what: self._fenced(what, removal, removal.node))
+            if ended is None:
+                self._retry(removal, attempt)
+            elif ended == REMOVED:
+                # (on the shared pool: the victim is gone, its event waits its turn there, as
+                # client-go's event broadcaster sends kube-scheduler's events apart from the executor)
+                self._submit(self._preempted_event, removal)
         finally:
-            if result is not None:
-                with self._lock:  # (over: a later preemption may hand it over again, if it is still there)
-                    self._removing.discard(victim.uid or victim.key)
-                if execution:
-                    self._executed(execution, result)
-        if failed is not None:  # (once it may be handed over again: the preemptor is tried at once)
-            self.removal_failed(failed)
+            if ended is not None:
+                self.removal_over(removal, ended)
+
+    def removal_over(self, removal: Removal, ended: Ended) -> None:
+        """(Any thread: an evict thread's, the binding process's reader.) A victim's removal is
+        over: it may be handed over again (were it still there), its preemption's timing counts
+        it, and a failure goes to the scheduler, which tries the preemptor again at once."""
+        with self._lock:
+            self._removing.discard(removal.token)
+        self._executed(removal.execution, execution_result(ended))
+        if isinstance(ended, RemovalFailed):
+            self.removal_failed(ended)
+
+    def _preempted_event(self, removal: Removal) -> None:
+        if not self._fenced("Preempted event", removal):
+            post_preempted(self.api, removal)
 
     def _executed(self, key: str, result: str) -> None:
         with self._lock:
@@ -205,83 +364,8 @@ class EvictionsMixin:
         seconds = time.monotonic() - execution.started
         self.executed(execution.kind, "error" if execution.failed else "success", seconds)
 
-    def _evict_once(
-        self, victim: Pod, preemptor: Pod, attempt: int, group: PodGroup | None, execution: str, eviction: bool
-    ) -> str | RemovalFailed | None:
-        """As kube-scheduler's prepareCandidate: the victim's DisruptionTarget condition first
-        (reason PreemptionByScheduler), then its removal (``eviction``: through the Eviction API,
-        so its PodDisruptionBudget holds; else a DELETE, as kube-scheduler's, with the victim's
-        uid as a precondition: a pod of the same name made since is not the victim), then the
-        Preempted event (sent on the shared pool, apart from the removal) naming the preemptor as
-        related: the pod, or for workload-aware preemption its PodGroup (or CompositePodGroup), as
-        kube-scheduler's executor names a podGroupExecutorPreemptor. Returns how it ended
-        (None: it is retried later; a :class:`RemovalFailed`: refused by a budget, or given up)."""
-        if self._fenced("eviction", victim, victim.node_name or ""):
-            return "error"  # (not retried: a later leader preempts anew if it must)
-        try:
-            kind = "pod" if group is None else ("compositepodgroup" if group.composite else "podgroup")
-            patch = _preempted_status(preemptor, kind)
-            self.api.patch_pod_status(victim.namespace, victim.name, patch, strategic=True)
-            if eviction:
-                self.api.evict(victim.namespace, victim.name)
-            else:
-                self.api.delete(PODS, victim.namespace, victim.name, uid=victim.uid)
-            log.info(
-                "evicted" if eviction else "deleted",
-                extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
-            )
-            uid = preemptor.uid if group is None else group.uid
-            # (a group's candidate is the whole cluster: PodGroupEvaluator.Preempt names it "cluster")
-            where = victim.node_name if group is None else "cluster"
-            # (on the shared pool: the victim is gone, its event waits its turn there, as
-            # client-go's event broadcaster sends kube-scheduler's events apart from the executor)
-            self._submit(
-                self._event,
-                victim,
-                "Normal",
-                "Preempted",
-                "Preempting",
-                f"Preempted by {kind} {uid} on node {where}",
-                preemptor,
-                None if group is None else _group_reference(group),
-            )
-        except NotFoundError:
-            return "success"  # gone already
-        except (TooManyRequestsError, KubeError) as err:
-            if isinstance(err, ConflictError) and not eviction:
-                return "success"  # the uid precondition: the victim is gone, another pod has its name
-            refused = eviction and refused_by_budget(err)
-            if refused or attempt + 1 >= EVICTION_TRIES:  # (the first refusal: see the module's docstring)
-                log.log(
-                    logging.INFO if refused else logging.WARNING,
-                    "%s: %s",
-                    "eviction refused" if refused else ("eviction" if eviction else "deletion") + " given up",
-                    err,
-                    extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
-                )
-                return RemovalFailed(victim.key, preemptor.key, refused, str(err))
-            self._retry(victim, preemptor, attempt, group, execution, eviction, str(err))
-            return None
-        return "success"
-
-    def _retry(
-        self,
-        victim: Pod,
-        preemptor: Pod,
-        attempt: int,
-        group: PodGroup | None,
-        execution: str,
-        eviction: bool,
-        why: str,
-    ) -> None:
-        log.info(
-            "%s refused (%s); retrying in %gs",
-            "eviction" if eviction else "deletion",
-            why,
-            EVICTION_RETRY_SECONDS,
-            extra={"pod": victim.key, "node": victim.node_name, "preemptor": preemptor.key},
-        )
-        retry = (self._evict, victim, preemptor, attempt + 1, group, execution, eviction)
+    def _retry(self, removal: Removal, attempt: int) -> None:
+        retry = (self._evict, removal, attempt + 1)
         timer = threading.Timer(EVICTION_RETRY_SECONDS, self._submit, retry, {"pool": self._removals})
         timer.daemon = True
         timer.start()

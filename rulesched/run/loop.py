@@ -57,7 +57,7 @@ from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
 from rulesched.run.audit import PeriodicAudit
 from rulesched.run.binder import BindingProcess
-from rulesched.run.evictions import RemovalFailed
+from rulesched.run.evictions import NONE, RemovalFailed
 from rulesched.run.hooks import WorkerBinder, WorkerReporter
 from rulesched.run.leader import LeaderElector, LeaderSettings
 from rulesched.run.ops import Metrics
@@ -133,6 +133,7 @@ class Loop:
             cycle_deadline_seconds=settings.cycle_deadline or None,
             min_candidate_nodes_percentage=settings.min_candidate_nodes_percentage,
             min_candidate_nodes_absolute=settings.min_candidate_nodes_absolute,
+            budgets_refuse=settings.evict_victims != NONE,  # (budgeted and all go through the Eviction API)
         )
         self.metrics = Metrics([p.name for p in self.profiles])
         self.workers.executed = self.metrics.preemption_executed
@@ -333,6 +334,7 @@ class Loop:
                 self.workers.process_finished,
                 self._observe_request,
                 self.scheduler.queue.wake,
+                removed=self.workers.removal_answered,  # (victims' removals: rulesched.run.remover)
             )
             try:
                 self.workers.use_process(process.start())

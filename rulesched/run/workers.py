@@ -44,7 +44,7 @@ from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
-from rulesched.run.evictions import ALL, EvictionsMixin, PreemptionExecution, RemovalFailed
+from rulesched.run.evictions import ALL, Ended, EvictionsMixin, PreemptionExecution, Removal, RemovalFailed
 from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,7 @@ class BindingChannel(Protocol):
     @property
     def alive(self) -> bool: ...
     def bind(self, pod: Target, node: str, rules: str, until: float) -> bool: ...
+    def remove(self, removal: Removal, until: float) -> bool: ...
     def flush(self, late_only: bool = False) -> None: ...
     def close(self) -> None: ...
     def stop(self) -> None: ...
@@ -160,6 +161,33 @@ class Workers(EvictionsMixin):
     def use_process(self, process: BindingChannel) -> None:
         """Bind through ``process`` from now on (:mod:`rulesched.run.binder`)."""
         self.process = process
+
+    @property
+    def remover(self) -> BindingChannel | None:
+        """Victims' removals go to the binding process too (rulesched.run.evictions)."""
+        return self.process
+
+    def _handed_over(self, send: Callable[[], bool]) -> bool:
+        """Count a task the binding process takes in :attr:`in_flight` (its answer takes it back
+        off); False when ``send()`` found the process gone (do it here instead). Once closed,
+        nothing is taken (True: done with, as :meth:`_submit` drops it)."""
+        with self._lock:
+            if self._closed:
+                return True
+            self.in_flight += 1
+        if send():
+            return True
+        with self._lock:
+            self.in_flight -= 1
+        return False
+
+    def removal_answered(self, removal: Removal, ended: Ended) -> None:
+        """(The binding process's reader thread.) A removal handed over is over (:meth:`removal_over`)."""
+        try:
+            self.removal_over(removal, ended)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
     def process_finished(self) -> None:
         """(The binding process's reader thread.) One binding handed over is over."""
@@ -259,14 +287,8 @@ class Workers(EvictionsMixin):
         and while this replica may write, the binding process does it if there is one."""
         process = self.process
         if process is not None and not volumes and not claims and process.alive and self.may_write():
-            with self._lock:
-                if self._closed:
-                    return
-                self.in_flight += 1
-            if process.bind(pod, node, rules, self.lease_until()):
+            if self._handed_over(lambda: process.bind(pod, node, rules, self.lease_until())):
                 return
-            with self._lock:
-                self.in_flight -= 1
         self._submit(self._bind, pod, node, rules, volumes, claims)
 
     def _bind(
@@ -491,31 +513,15 @@ class Workers(EvictionsMixin):
         return True
 
     def _event(
-        self,
-        pod: Target,
-        type_: str,
-        reason: str,
-        action: str,
-        note: str,
-        related: Target | None = None,
-        related_ref: dict[str, str] | None = None,
-        annotations: dict[str, str] | None = None,
+        self, pod: Target, type_: str, reason: str, action: str, note: str, annotations: dict[str, str] | None = None
     ) -> None:
-        """An event about ``pod``, reported by the scheduler of the profile that acted: the
-        pod's own, or for a victim (``related`` is its preemptor) the preemptor's. ``related_ref``
-        names another related object (a preempting PodGroup)."""
+        """An event about ``pod``, reported by the scheduler of the profile that acted (the pod's
+        own; a victim's Preempted event: rulesched.run.evictions.post_preempted)."""
         if self._fenced(f"{reason} event", pod):
             return
         try:
             self.api.post_event(
-                reference(pod),
-                type_,
-                reason,
-                action,
-                note,
-                (related or pod).scheduler_name,
-                related=related_ref or (reference(related) if related is not None else None),
-                annotations=annotations,
+                reference(pod), type_, reason, action, note, pod.scheduler_name, annotations=annotations
             )
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})

@@ -352,7 +352,8 @@ class Cycle:
         began = time.perf_counter()
         window = (start + np.arange(looked, dtype=np.intp)) % result.num_nodes
         full = self.settings.explanation == EXPLAIN_FULL
-        result.explanation = explain_walk(table, window, rows, matrix, result.node, check, full, known)
+        codes_only = not self.settings.explanation  # (a diagnosis: its codes are what is read)
+        result.explanation = explain_walk(table, window, rows, matrix, result.node, check, full, known, codes_only)
         result.explain_seconds += time.perf_counter() - began
 
 

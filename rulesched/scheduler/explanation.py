@@ -41,9 +41,12 @@ TERM_NODES = 3  # of them, those with their scores' terms (the lets they read; E
 
 
 class _Groups:
-    """Filtered nodes, counted by reason as they come (in walk order)."""
+    """Filtered nodes, counted by reason as they come (in walk order). ``codes_only``: only the
+    reasons as codes are wanted (a diagnosis: ``SchedulerSettings.diagnose`` without
+    ``explanation``), so rows counted together (:func:`_add_alike`) leave the reason groups and
+    the nodes' names out."""
 
-    def __init__(self, full: bool, pod: Any = None) -> None:
+    def __init__(self, full: bool, pod: Any = None, codes_only: bool = False) -> None:
         self.groups: dict[str, list[Any]] = {}  # reason -> [nodes, unresolvable, names, values seen]
         # the reasons as codes (rulesched.scheduler.reasons), with each one's nearest shortfall
         self.pod = pod
@@ -53,6 +56,7 @@ class _Groups:
         self.unresolvable_names: list[str] = []
         self.failed: dict[str, tuple[str, ...]] | None = {} if full else None
         self.unresolvable_nodes: set[str] | None = set() if full else None
+        self.codes_only = codes_only and not full
 
     def add(
         self,
@@ -121,14 +125,17 @@ def explain_walk(
     check: ReservedCheck | None,
     full: bool,
     known: KnownFailures | None = None,
+    codes_only: bool = False,
 ) -> Explanation:
     """The explanation of a table walk that looked at ``window`` (rows in walk order) and found
     ``feasible`` (scored as ``matrix`` when the cycle scored them; else scored here), choosing
     ``chosen``. ``check``: the nominations the pod had to leave room for. ``known``: what the
-    walk learned of its failing rows when it found none (their filters, reasons, unresolvable)."""
+    walk learned of its failing rows when it found none (their filters, reasons, unresolvable).
+    ``codes_only``: the reasons as codes are what is read (a diagnosis, for the FailedScheduling
+    event's annotation and the metrics): with ``known``, no reason groups nor names."""
     bound = table.bound
     failed = window[~np.isin(window, feasible)] if len(feasible) else window
-    groups = _Groups(full, bound.ctx.pod)
+    groups = _Groups(full, bound.ctx.pod, codes_only)
     if known is not None and not len(feasible):
         _add_known(groups, table, known, failed, check)
         return groups.explanation(len(window), tuple(s.name for s in bound.scores), 0, ())
@@ -203,7 +210,6 @@ def _add_alike(
     counted at once: what :meth:`_Groups.add` would make of its rows one by one, the names
     still the first :data:`NAMED` in walk order and each reason's nearest node the first in
     walk order with the smallest shortfall."""
-    pod = groups.pod
     kinds = np.full(len(failed), -1, dtype=np.intp)
     about: list[tuple[str, tuple[str, ...], bool]] = []  # kind -> (rule, reasons, unresolvable)
     for i, g in enumerate(known.failed):
@@ -230,6 +236,7 @@ def _add_alike(
     order = np.argsort(kinds, kind="stable")  # each kind's rows together, in walk order
     bounds = np.searchsorted(kinds[order], np.arange(len(about) + 1))
     rows_of = [order[bounds[k] : bounds[k + 1]] for k in range(len(about))]  # positions in walk order
+    codes_only = groups.codes_only  # (no reason groups nor names then: the codes alone are read)
 
     def name(at: int) -> str:
         return str(table.node(int(failed[at])).name)
@@ -244,14 +251,12 @@ def _add_alike(
     for k, (rule, reasons, unresolvable) in enumerate(about):
         at, count = rows_of[k], len(rows_of[k])
         for reason in dict.fromkeys(reasons):
-            entry = by_reason.setdefault(reason, [0, 0, []])
-            entry[0] += count
-            entry[1] += count if unresolvable else 0
-            entry[2].append(at)
-            entry = by_message.setdefault((rule, reason), [0, 0, []])
-            entry[0] += count
-            entry[1] += count if unresolvable else 0
-            entry[2].append(at)
+            for entry in (by_message.setdefault((rule, reason), [0, 0, []]),) + (
+                () if codes_only else (by_reason.setdefault(reason, [0, 0, []]),)
+            ):
+                entry[0] += count
+                entry[1] += count if unresolvable else 0
+                entry[2].append(at)
         if unresolvable:
             unresolvable_at.append(at)
     for reason, (count, unresolvable, positions) in by_reason.items():
@@ -263,18 +268,32 @@ def _add_alike(
         group[2] = (group[2] + first(positions))[:NAMED]
     if unresolvable_at:
         groups.unresolvable += sum(len(a) for a in unresolvable_at)
-        groups.unresolvable_names = (groups.unresolvable_names + first(unresolvable_at))[:NAMED]
+        if not codes_only:
+            groups.unresolvable_names = (groups.unresolvable_names + first(unresolvable_at))[:NAMED]
+    _add_counted(groups, table, known, failed, by_message)
+
+
+def _add_counted(
+    groups: _Groups,
+    table: NodeTable,
+    known: KnownFailures,
+    failed: Rows,
+    by_message: dict[tuple[str, str], list[Any]],
+) -> None:
+    """Each (rule, message)'s rows (positions into ``failed``, walk order) into the tally: its
+    code, node counts, and the first node in walk order with the smallest shortfall."""
+    pod = groups.pod
     for (rule, message), (count, unresolvable, positions) in by_message.items():
         why = classify(rule, message)
         short = why.resource if why.code in (ReasonCode.INSUFFICIENT_RESOURCE, ReasonCode.TOO_MANY_PODS) else ""
         joined = np.sort(np.concatenate(positions)) if len(positions) > 1 else positions[0]
         if not short or short == "pods":  # (pods: 1 short everywhere) the first node in walk order
-            lack, nearest = (1000 if short else None), name(int(joined[0]))
+            lack, at = (1000 if short else None), int(joined[0])
         else:
             lacks = pod.requests.get(short, 0) - known.free(short, failed[joined])
             best = int(np.argmin(lacks))  # (the first of the smallest)
-            lack, nearest = int(lacks[best]), name(int(joined[best]))
-        groups.tally.add_counted(why, count, unresolvable, lack, nearest)
+            lack, at = int(lacks[best]), int(joined[best])
+        groups.tally.add_counted(why, count, unresolvable, lack, str(table.node(int(failed[at])).name))
 
 
 def _best(

@@ -126,6 +126,12 @@ class SchedulerSettings:
     # (rulesched.scheduler.preemption; checked by candidate_sampling_errors).
     min_candidate_nodes_percentage: int = MIN_CANDIDATE_NODES_PERCENTAGE
     min_candidate_nodes_absolute: int = MIN_CANDIDATE_NODES_ABSOLUTE
+    # The victims a PodDisruptionBudget selects are evicted through the Eviction API, which refuses
+    # an eviction violating the budget (``run --evict-victims`` budgeted, the default, or all): a
+    # preemption candidate the store says would violate one is futile and is not taken
+    # (rulesched.scheduler.preemption). False: victims are deleted whatever the budgets, as
+    # kube-scheduler deletes them (the simulator; ``--evict-victims=none``).
+    budgets_refuse: bool = False
 
 
 EXPLAIN_SUMMARY, EXPLAIN_FULL = "summary", "full"

@@ -118,7 +118,10 @@ class GangHostMixin:
         try:
             snapshot = self.store.snapshot()
             reserved, spared = self.nominator.reserved_for(pod), self.spared_victims()
-            return preempt(snapshot, session, pod, None, reserved, None, self.cancel.check, spared=spared)
+            refuse = profile.cycle.settings.budgets_refuse
+            return preempt(
+                snapshot, session, pod, None, reserved, None, self.cancel.check, spared=spared, budgets_refuse=refuse
+            )
         except CycleCancelled as cancelled:
             cancelled.rule = watch.rule
             raise

@@ -43,7 +43,7 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
 from rulesched.lang import CHECK_EVERY, BoundRules, ForkedIndexes, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.budgets import put_back_orders, split_by_pdb
+from rulesched.scheduler.budgets import budgets_of, put_back_orders, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -59,6 +59,9 @@ from rulesched.scheduler.potential import PRIORITY_SETS, Potential, importance, 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 # a node whose only potential victims are spared (rulesched.scheduler.removals): their eviction refused
 REFUSED = "No preemption victims but pods whose eviction a PodDisruptionBudget refused"
+# a node whose victims would violate a PodDisruptionBudget, where evictions keep budgets (the
+# Eviction API refuses them: ``budgets_refuse``)
+VIOLATES_BUDGET = "No preemption victims found without violating a PodDisruptionBudget"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
 _PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
@@ -104,6 +107,7 @@ def preempt(
     victim_order: Callable[[Pod], tuple[Any, ...]] | None = None,
     cycle_bound: BoundRules | None = None,
     spared: Mapping[str, frozenset[str]] | None = None,
+    budgets_refuse: bool = False,
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
@@ -124,7 +128,10 @@ def preempt(
     pods off and put them back, have a private binding on an overlay, made when first needed.
     ``spared``: node name -> keys of pods there that are no potential victims (their eviction
     was refused: :mod:`rulesched.scheduler.removals`); a node left without victims by them counts
-    as :data:`REFUSED` in the message."""
+    as :data:`REFUSED` in the message. ``budgets_refuse``: the victims a budget selects go through
+    the Eviction API, which refuses an eviction that would violate the budget (``run
+    --evict-victims`` budgeted or all): a candidate whose victims the store says would violate
+    one is futile, so it is none (counted as :data:`VIOLATES_BUDGET`; see :func:`_find_candidates`)."""
     if cycle_bound is not None and statuses is not None and columns is not None:
         nobody = _nobody_to_evict(
             snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
@@ -148,7 +155,7 @@ def preempt(
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
     first = _cycle_first(statuses, bound)
     candidates = _find_candidates(
-        snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first
+        snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first, budgets_refuse
     )
     if not candidates:
         return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
@@ -195,6 +202,7 @@ def _find_candidates(
     between: Callable[[], None] | None,
     counts: Counter[str],
     first: npt.NDArray[np.intp] | None = None,
+    budgets_refuse: bool = False,
 ) -> list[Candidate]:
     """DryRunPreemption: the nodes of ``order`` (rows, from the offset on, wrapping) are
     dry-run in that order until at least one candidate would violate no PodDisruptionBudget and
@@ -211,7 +219,16 @@ def _find_candidates(
     together (on the snapshot's columns), ``private`` those node by node (on its overlay).
     ``first``: per row, the first
     filter the cycle's walk found the node failing (:func:`_cycle_first`), for the dry runs
-    together to read rather than ask again."""
+    together to read rather than ask again.
+
+    ``budgets_refuse``: a candidate whose victims, evicted, would take some budget below zero
+    (:func:`_refused`) is dropped, counted as :data:`VIOLATES_BUDGET`, yet still counts towards
+    the stop as upstream's. Upstream's violation count (filterPodsWithPDBViolation over all the
+    potential victims, those reprieved included) is kept for the order: a candidate it counts as
+    violating may well be evicted, its budgets counted over its victims alone. So the pick is
+    upstream's whenever upstream's pick is not refused (the best of all candidates is the best of
+    those kept); where upstream would send an eviction the Eviction API refuses (its plain DELETE
+    never meets one), the next best is taken, or, with none left, the pod stays unschedulable."""
     nodes = snapshot.nodes
     rank = OUTRANK and not any(p.order is not None for p in bound.preempts)
     together_ok = columns is not None and node_local(bound)
@@ -269,6 +286,12 @@ def _find_candidates(
                 continue  # (upstream's list of violating candidates is full: dropped)
             if violations:
                 unsafe += 1
+                if budgets_refuse:
+                    if isinstance(outcome, int):  # (its victims, to see whether evicting them is futile)
+                        outcome = _together_candidate(node.name, together, i)  # type: ignore[arg-type]
+                    if _refused(outcome.victims, snapshot.pdbs):
+                        counts[VIOLATES_BUDGET] += 1
+                        continue
             else:
                 safe += 1
             if isinstance(outcome, int):
@@ -290,6 +313,13 @@ def _find_candidates(
             counts.update(set(why))
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
+
+
+def _refused(victims: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> bool:
+    """Whether evicting ``victims`` would take some budget below zero, as the store has the
+    budgets: the Eviction API would refuse one of them (checkAndDecrement; order does not matter:
+    a budget covering more victims than it allows disruptions refuses one, whichever comes last)."""
+    return bool(pdbs) and bool(split_by_pdb(victims, pdbs, budgets_of(pdbs))[0])
 
 
 def _cycle_first(statuses: Mapping[str, Code], bound: BoundRules) -> npt.NDArray[np.intp] | None:

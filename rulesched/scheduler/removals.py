@@ -106,6 +106,9 @@ class Refusals:
 
     def __init__(self) -> None:
         self._by_key: dict[str, Refusal] = {}
+        # preemptors every candidate of whose last preemption would have violated a budget (with
+        # ``SchedulerSettings.budgets_refuse``): tried again when a budget changes
+        self.held: set[str] = set()
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -205,9 +208,13 @@ class RemovalsMixin:
         )
 
     def budgets_changed(self) -> None:
-        """(The scheduler's thread.) A PodDisruptionBudget changed: if a victim spared after a
-        refusal may be evicted now, the parked pods are tried again (kube-scheduler has no such
-        event: it never meets a refusal)."""
+        """(The scheduler's thread.) A PodDisruptionBudget changed: the preemptors whose every
+        candidate violated a budget are tried again, and if a victim spared after a refusal may be
+        evicted now, the parked pods are (kube-scheduler has no such event: it never meets a
+        refusal)."""
+        for key in sorted(self.refusals.held):  # (a budget may allow their victims' evictions now)
+            self.queue.activate(key)
+        self.refusals.held.clear()
         before = len(self.refusals)
         if before:
             self.refusals.spared(self.store)

@@ -13,7 +13,9 @@ Upstream's PodGroupEvaluator (framework/preemption/podgrouppreemption.go), step 
    ``all`` (1.36: ``PodGroup``) goes with every placed pod of its group (of the highest such
    ancestor of a composite tree); any other pod alone. A unit's priority is its root group's
    (a pod of no group: its own). Units of lower priority than the preemptor, whose every pod the
-   ``preempt`` rules let the preemptor evict, are the potential victims.
+   ``preempt`` rules let the preemptor evict, are the potential victims. Beyond upstream, as
+   for single-pod preemption: a unit holding a pod whose eviction a PodDisruptionBudget
+   refused, while the refusal holds (``spared_victims``: rulesched.scheduler.removals), is none.
 4. All of them are taken off the cluster and the group placed once more (the whole algorithm,
    placements included). If it still does not fit, nothing is evicted.
 5. Otherwise the units are put back one by one — those whose eviction would violate a
@@ -52,6 +54,8 @@ class PreemptingHost(GangHost, Protocol):
     def fits_on(self, pod: Pod, node: str) -> bool: ...
 
     def victims_allowed(self, preemptor: Pod, candidates: Sequence[Pod]) -> set[str] | None: ...
+
+    def spared_victims(self) -> Mapping[str, frozenset[str]]: ...
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,13 @@ def _preempt(host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mappin
     allowed = host.victims_allowed(preemptor, shown)
     if allowed is None:
         return GroupPreemption(PREFIX + NOT_ELIGIBLE, code=UNSCHEDULABLE)
+    # (a unit holding a pod whose eviction a budget refused is spared whole, as the per-pod
+    # preemption spares such a pod: rulesched.scheduler.removals)
+    spared = {key for keys in host.spared_victims().values() for key in keys}
     potential = [
-        u for u in victim_units(running, gangs) if u.priority < root.priority and all(p.key in allowed for p in u.pods)
+        u
+        for u in victim_units(running, gangs)
+        if u.priority < root.priority and all(p.key in allowed and p.key not in spared for p in u.pods)
     ]
     if not potential:
         return GroupPreemption(PREFIX + NO_VICTIMS, code=UNRESOLVABLE)
