@@ -1,6 +1,6 @@
 """engine.arrays.unique_codes is np.unique(return_inverse=True) for non-negative codes, counted by a
-table instead of sorted; kept_failures.first_seen orders the distinct reasons by their first row
-as it did with np.unique(return_index=True), on any codes (below the table's limit and beyond)."""
+table instead of sorted (below the table's limit and beyond); kept_failures.first_seen orders the
+distinct reasons by their first row."""
 
 from __future__ import annotations
 
