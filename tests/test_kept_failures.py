@@ -14,11 +14,16 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import openb_to_k8s  # noqa: E402
 from openb import MILLI, GpuNode, TracePod  # noqa: E402
 
+from rulesched.engine.kept_failures import first_seen  # noqa: E402
 from rulesched.lang import load_rules, resolve_rules_path  # noqa: E402
 from rulesched.scheduler.framework import SchedulerSettings  # noqa: E402
 from rulesched.semantics.dra_pod import RELEASABLE  # noqa: E402
@@ -91,3 +96,24 @@ def test_the_store_forgets_what_a_nodes_claims_free_when_they_change(tmp_path: P
     store.dra.put("claims", key, dataclasses.replace(claim, reserved_for=()))
     assert (RELEASABLE, "a") not in store.dra.memo
     assert (RELEASABLE, "b") in store.dra.memo
+
+
+@given(
+    st.one_of(
+        st.lists(st.integers(0, 40), max_size=300),
+        st.builds(lambda code, rows: [code] * rows, st.integers(0, 40), st.integers(0, 300)),  # (one reason)
+    )
+)
+def test_first_seen_numbers_reasons_in_the_order_their_first_row_has_them(codes: list[int]) -> None:
+    """first_seen (one reason told by the bounds, else dict.fromkeys and a table) equals the
+    sort it replaced (np.unique with its first indices and inverse, re-ranked by first row)."""
+    values = [(f"reason {i}",) for i in range(41)]
+    array = np.array(codes, dtype=np.int32)
+    found = first_seen(array, values)
+    distinct, first, inverse = np.unique(array, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.intp)
+    rank[order] = np.arange(len(order), dtype=np.intp)
+    assert found.codes.tolist() == rank[inverse].reshape(-1).tolist()
+    assert found.reasons == [values[int(distinct[o])] for o in order.tolist()]
+    assert [found.reasons[c] for c in found.codes.tolist()] == [values[c] for c in codes]

@@ -24,7 +24,7 @@ cluster's snapshot and the model; nothing below it imports it (import-linter con
 Next stage: the scheduler (:mod:`rulesched.scheduler`): the cycle walks a class's table.
 """
 
-from rulesched.engine.arrays import Array, Unsupported
+from rulesched.engine.arrays import Array, Unsupported, unique_codes
 from rulesched.engine.batch import (
     ColumnBodies,
     ColumnPlan,
@@ -65,6 +65,7 @@ from rulesched.engine.vectorisable import vectorisable
 from rulesched.engine.vectorise import ColumnEvaluator
 
 __all__ = [
+    "unique_codes",
     "Array",
     "ColumnBodies",
     "ColumnEvaluator",

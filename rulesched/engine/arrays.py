@@ -373,3 +373,19 @@ def coerce(coercion: str | None, v: Value) -> Value:
             raise Unsupported("quantity beyond 2**53 as a number")
         return Col(np.divide(x, 1000.0), None)
     raise AssertionError(coercion)  # pragma: no cover
+
+
+SMALL_CODES = 1 << 16  # the largest code unique_codes counts by a table (larger: numpy's sort)
+
+
+def unique_codes(codes: npt.NDArray[np.integer[Any]]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """``np.unique(codes, return_inverse=True)`` for non-negative integer codes (the distinct
+    codes ascending, and each code's index among them), counted by a table of the codes below
+    :data:`SMALL_CODES` rather than sorted (a few distinct codes over hundreds of rows: reasons
+    per node, what every failed cycle counts)."""
+    if not len(codes) or int(codes.min()) < 0 or int(codes.max()) >= SMALL_CODES:
+        distinct, inverse = np.unique(codes, return_inverse=True)
+        return distinct.astype(np.intp, copy=False), inverse.astype(np.intp, copy=False).reshape(-1)
+    present = np.bincount(codes) > 0
+    index = np.cumsum(present, dtype=np.intp) - 1
+    return np.flatnonzero(present), index[codes]

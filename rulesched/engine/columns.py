@@ -37,6 +37,16 @@ class Path:
 
     steps: tuple[tuple[Any, ...], ...] = ()
 
+    def __post_init__(self) -> None:
+        # (the column's cache key, hashed at every read: the steps' hash made once)
+        object.__setattr__(self, "_hash", hash(self.steps))
+
+    def __hash__(self) -> int:
+        return self._hash  # type: ignore[attr-defined,no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path, (self.steps,))  # (made anew: a string's hash is the process's own)
+
     def then(self, *step: Any) -> Path:
         return Path((*self.steps, step))
 

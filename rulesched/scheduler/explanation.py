@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rulesched.engine import KnownFailures, NodeTable, Rows, TableOverflow
+from rulesched.engine import KnownFailures, NodeTable, Rows, TableOverflow, unique_codes
 from rulesched.lang import BoundRules, RuleSet
 from rulesched.scheduler.framework import Explanation, ReasonGroup, ScoredNode
 from rulesched.scheduler.nominator import ReservedCheck
@@ -218,7 +218,7 @@ def _add_alike(
             continue
         at = position[mine]
         key = known.reasons[i].codes[at] * 2 + known.unresolvable(i)[at]
-        distinct, inverse = np.unique(key, return_inverse=True)
+        distinct, inverse = unique_codes(key)
         kinds[mine] = len(about) + inverse
         about.extend((g.filter.name, known.reasons[i].reasons[k // 2], bool(k % 2)) for k in distinct.tolist())
     if check is not None:  # rows that fit on their own, not with the pods nominated to them

@@ -25,7 +25,6 @@ from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.hints import DeletionHint
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.queue import SchedulingQueue
-from rulesched.semantics.dra_preemption import unsettled
 
 if TYPE_CHECKING:
     from rulesched.scheduler.scheduler import Profile
@@ -41,8 +40,7 @@ class HintHostMixin:
     gangs: gang.Gangs
     _victims: dict[str, list[str]]
     _preempted_at: dict[str, float]
-    victims_leaving: Callable[[Sequence[str], float], list[str]]
-    _victim_claims: dict[str, tuple[list[str], frozenset[str]]]
+    left_to_wait: Callable[[str], tuple[list[str], list[str]]]
     profile_of: Callable[[Pod], Profile]
 
     def pods_gone(self, gone: Sequence[Pod]) -> int:
@@ -104,11 +102,6 @@ class HintHostMixin:
         return self._done_waiting(pod.key)
 
     def _done_waiting(self, key: str) -> bool:
-        """Whether the pod's earlier preemption leaves it nothing to wait for: no victim still
-        leaving (:func:`rulesched.scheduler.removals.leaving`), nor a claim their going frees
-        not deallocated yet."""
-        victims = self._victims.get(key)
-        if victims and self.victims_leaving(victims, self._preempted_at.get(key, 0.0)):
-            return False
-        held = self._victim_claims.get(key)
-        return not (held and unsettled(self.store.dra.state.claims, *held))
+        """Whether the pod's earlier preemption leaves it nothing to wait for."""
+        remaining, claims = self.left_to_wait(key)
+        return not (remaining or claims)

@@ -109,7 +109,9 @@ class Potential:
         priorities = memo.get(_PRIORITIES)
         if priorities is None:
             priorities = memo[_PRIORITIES] = frozenset(p.priority for p in node.pods)
-        wanted = self._wanted_of(node, priorities)
+        wanted = self._wanted.get(priorities)  # (known after a node or two: no call)
+        if wanted is None:
+            wanted = self._wanted_of(node, priorities)
         if not wanted:
             return []
         key = (_PRIORITIES, wanted)  # (the same pods for every pod allowed these)

@@ -303,14 +303,22 @@ def _find_candidates(
             for i in together.choosable(kept) if rank else kept:
                 found.append((tried[i][0], _together_candidate(tried[i][1].name, together, i)))
     if not found:  # (the FitError message counts why the pod fits none of them; else unused)
+        alike: Counter[tuple[str, ...]] = Counter()  # (nodes mostly fail alike: each reason tuple once)
+        reasons_of: dict[int, dict[int, tuple[str, ...]]] = {}  # (each dry run's, asked once)
         for together, i, name, victims in unfit:
-            why = together.no_fit_reasons().get(i)
+            known = reasons_of.get(id(together))
+            if known is None:
+                known = reasons_of[id(together)] = together.no_fit_reasons()
+            why = known.get(i)
             if why is None:  # (the columns cannot say: node by node)
                 if between is not None:
                     between()
                 outcome = select_victims(*private.get(), name, victims, held.get(name, ()))
                 why = outcome.reasons if isinstance(outcome, NoFit) else ()
-            counts.update(set(why))
+            alike[why] += 1
+        for why, failing in alike.items():
+            for reason in set(why):
+                counts[reason] += failing
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
 

@@ -159,27 +159,32 @@ class RemovalsMixin:
         under_way = getattr(self.evictor, "removing", None)
         return leaving(self.store, victims, since, self.clock(), under_way)
 
+    def left_to_wait(self, key: str) -> tuple[list[str], list[str]]:
+        """What the pod's earlier preemption still waits for: its victims still leaving
+        (:func:`leaving`), and (DRA) the claims their going frees that the resourceclaim
+        controller has not deallocated yet (KEP-5690's settling: preempting again meanwhile would
+        evict more pods). Asked without changing anything (the queue's hints ask it)."""
+        victims = self._victims.get(key)
+        remaining = self.victims_leaving(victims, self._preempted_at.get(key, 0.0)) if victims else []
+        held = self._victim_claims.get(key)
+        return remaining, unsettled(self.store.dra.state.claims, *held) if held else []
+
     def _victims_remain(self, pod: Pod) -> bool:
-        """Whether the victims of the pod's earlier preemption are still leaving (:func:`leaving`),
-        or (DRA) a claim their going frees is not deallocated yet by the resourceclaim controller
-        (KEP-5690's settling: preempting again meanwhile would evict more pods)."""
-        victims = self._victims.get(pod.key)
+        """Whether the pod's earlier preemption still waits (:meth:`left_to_wait`); what it no
+        longer waits for is forgotten."""
+        remaining, claims = self.left_to_wait(pod.key)
+        if remaining:
+            self._victims[pod.key] = remaining
+            return True
+        victims = self._victims.pop(pod.key, None)
         if victims:
-            remaining = self.victims_leaving(victims, self._preempted_at.get(pod.key, 0.0))
-            if remaining:
-                self._victims[pod.key] = remaining
-                return True
             if any(self.store.pod_node(key) is not None for key in victims):
                 log.info("its victims were not removed; preempting anew", extra={"pod": pod.key})
-            del self._victims[pod.key]
             self._preempted_at.pop(pod.key, None)
-        held = self._victim_claims.get(pod.key)
-        if held:
-            left = unsettled(self.store.dra.state.claims, *held)
-            if left:
-                self._victim_claims[pod.key] = (left, held[1])
-                return True
-            del self._victim_claims[pod.key]
+        held = self._victim_claims.pop(pod.key, None)
+        if claims and held:
+            self._victim_claims[pod.key] = (claims, held[1])
+            return True
         return False
 
     def removal_failed(self, victim: str, refused: bool) -> None:
