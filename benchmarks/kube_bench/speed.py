@@ -110,6 +110,10 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
                 log = scheduler.log if isinstance(scheduler, (Upstream, Rulesched)) else None
                 if log is not None and log.exists():
                     (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.log").write_bytes(log.read_bytes())
+                # (and kube-apiserver's log: which watchers it closed as unresponsive, among others)
+                served = kube.dir / "logs" / "kube-apiserver.log"
+                if served.exists():
+                    (logs / f"{stamp}.kube-apiserver.log").write_bytes(served.read_bytes())
     bound = {n: watch.seen.bound[n] for n in names if n in watch.seen.bound}
     times = sorted(t for t, _ in bound.values())
     span = times[-1] - times[0] if len(times) > 1 else float("nan")
