@@ -357,6 +357,21 @@ def test_where_budgets_refuse_upstreams_count_of_violations_does_not_drop_a_cand
     assert first.preemption.pdb_violations == 1 and evictor.sent == ["b"]
 
 
+def test_where_budgets_refuse_a_victim_not_started_is_no_refusal() -> None:
+    """The Eviction API deletes a Pending pod (bound, never started: no kubelet ran it) or one
+    being deleted without asking its budget (v1.37.2 eviction.go canIgnorePDB), so such a victim
+    under a budget allowing no disruption keeps its candidate: it is evicted, as a real API
+    server does (tests/test_real_deploy.py's guarded pods)."""
+    s, store, evictor, _, _ = setup("n1")
+    s.settings = s.cycle.settings = dataclasses.replace(s.settings, budgets_refuse=True)
+    store.add_pod(dataclasses.replace(P("web", 0, on="n1", app="web"), phase="Pending"))
+    store.set_pdb(pdb("web", "default", {"app": "web"}, 0))
+    s.add(P("high", 100))
+    first = attempt(s)
+    assert first.preemption is not None and first.preemption.nominated == "n1", first.preemption
+    assert evictor.sent == ["web"]
+
+
 def test_workload_preemption_spares_a_refused_victim() -> None:
     """A pod group's preemption (rulesched.scheduler.workload_preemption) leaves a victim whose
     eviction a budget refused, as the per-pod preemption does: n1 (two pods at most) holds p1

@@ -326,8 +326,20 @@ def _find_candidates(
 def _refused(victims: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> bool:
     """Whether evicting ``victims`` would take some budget below zero, as the store has the
     budgets: the Eviction API would refuse one of them (checkAndDecrement; order does not matter:
-    a budget covering more victims than it allows disruptions refuses one, whichever comes last)."""
-    return bool(pdbs) and bool(split_by_pdb(victims, pdbs, budgets_of(pdbs))[0])
+    a budget covering more victims than it allows disruptions refuses one, whichever comes last).
+    A victim the Eviction API deletes without asking its budget does not count (v1.37.2
+    pkg/registry/core/pod/storage/eviction.go canIgnorePDB: phase Pending, Succeeded or Failed,
+    or already being deleted; a pod bound whose kubelet has not started it is Pending). Not
+    modelled: a Running pod not Ready, which the API evicts while its budget is healthy
+    (IfHealthyBudget) or always (AlwaysAllow); the store keeps no readiness, so such a candidate
+    counts as refused: skipped here where the API might have allowed it."""
+    checked = [v for v in victims if not _ignores_budgets(v)]
+    return bool(pdbs) and bool(checked) and bool(split_by_pdb(checked, pdbs, budgets_of(pdbs))[0])
+
+
+def _ignores_budgets(pod: Pod) -> bool:
+    """eviction.go canIgnorePDB: the Eviction API deletes such a pod whatever its budgets say."""
+    return pod.deleting or pod.phase in ("Pending", "Succeeded", "Failed")
 
 
 def _cycle_first(statuses: Mapping[str, Code], bound: BoundRules) -> npt.NDArray[np.intp] | None:
