@@ -4,8 +4,9 @@ of every node a preemption dry-runs; the index, and what it found for each pod, 
 as the store hands out the same tuple of budgets (it does until a budget changes), so attempt
 after attempt reuses it.
 
-Used by :mod:`rulesched.scheduler.preemption` (the victims' order, violating ones first:
-:func:`put_back_orders`).
+Used by :mod:`rulesched.scheduler.preemption`: the victims' order, violating ones first
+(:func:`put_back_orders`), and, where evictions keep budgets, which candidates the Eviction API
+would refuse (:func:`eviction_refused`).
 """
 
 from __future__ import annotations
@@ -135,3 +136,22 @@ def put_back_orders(
         orders.append(hit[2])
         violating.append(hit[3])
     return orders, violating
+
+
+def eviction_refused(victims: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> bool:
+    """Whether evicting ``victims`` would take some budget below zero, as the store has the
+    budgets: the Eviction API would refuse one of them (checkAndDecrement; order does not matter:
+    a budget covering more victims than it allows disruptions refuses one, whichever comes last).
+    A victim the Eviction API deletes without asking its budget does not count (v1.37.2
+    pkg/registry/core/pod/storage/eviction.go canIgnorePDB: phase Pending, Succeeded or Failed,
+    or already being deleted; a pod bound whose kubelet has not started it is Pending). Not
+    modelled: a Running pod not Ready, which the API evicts while its budget is healthy
+    (IfHealthyBudget) or always (AlwaysAllow); the store keeps no readiness, so such a candidate
+    counts as refused: skipped here where the API might have allowed it."""
+    checked = [v for v in victims if not ignores_budgets(v)]
+    return bool(pdbs) and bool(checked) and bool(split_by_pdb(checked, pdbs, budgets_of(pdbs))[0])
+
+
+def ignores_budgets(pod: Pod) -> bool:
+    """eviction.go canIgnorePDB: the Eviction API deletes such a pod whatever its budgets say."""
+    return pod.deleting or pod.phase in ("Pending", "Succeeded", "Failed")

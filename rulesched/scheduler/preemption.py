@@ -43,7 +43,7 @@ from rulesched.cluster.snapshot import ClusterOverlay, Snapshot
 from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_together, node_local
 from rulesched.lang import CHECK_EVERY, BoundRules, ForkedIndexes, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
-from rulesched.scheduler.budgets import budgets_of, put_back_orders, split_by_pdb
+from rulesched.scheduler.budgets import eviction_refused, put_back_orders, split_by_pdb
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -222,7 +222,7 @@ def _find_candidates(
     together to read rather than ask again.
 
     ``budgets_refuse``: a candidate whose victims, evicted, would take some budget below zero
-    (:func:`_refused`) is dropped, counted as :data:`VIOLATES_BUDGET`, yet still counts towards
+    (:func:`~rulesched.scheduler.budgets.eviction_refused`) is dropped, counted as :data:`VIOLATES_BUDGET`, yet still counts towards
     the stop as upstream's. Upstream's violation count (filterPodsWithPDBViolation over all the
     potential victims, those reprieved included) is kept for the order: a candidate it counts as
     violating may well be evicted, its budgets counted over its victims alone. So the pick is
@@ -289,7 +289,7 @@ def _find_candidates(
                 if budgets_refuse:
                     if isinstance(outcome, int):  # (its victims, to see whether evicting them is futile)
                         outcome = _together_candidate(node.name, together, i)  # type: ignore[arg-type]
-                    if _refused(outcome.victims, snapshot.pdbs):
+                    if eviction_refused(outcome.victims, snapshot.pdbs):
                         counts[VIOLATES_BUDGET] += 1
                         continue
             else:
@@ -321,25 +321,6 @@ def _find_candidates(
                 counts[reason] += failing
     found.sort(key=lambda c: c[0])
     return [c for _, c in found]
-
-
-def _refused(victims: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> bool:
-    """Whether evicting ``victims`` would take some budget below zero, as the store has the
-    budgets: the Eviction API would refuse one of them (checkAndDecrement; order does not matter:
-    a budget covering more victims than it allows disruptions refuses one, whichever comes last).
-    A victim the Eviction API deletes without asking its budget does not count (v1.37.2
-    pkg/registry/core/pod/storage/eviction.go canIgnorePDB: phase Pending, Succeeded or Failed,
-    or already being deleted; a pod bound whose kubelet has not started it is Pending). Not
-    modelled: a Running pod not Ready, which the API evicts while its budget is healthy
-    (IfHealthyBudget) or always (AlwaysAllow); the store keeps no readiness, so such a candidate
-    counts as refused: skipped here where the API might have allowed it."""
-    checked = [v for v in victims if not _ignores_budgets(v)]
-    return bool(pdbs) and bool(checked) and bool(split_by_pdb(checked, pdbs, budgets_of(pdbs))[0])
-
-
-def _ignores_budgets(pod: Pod) -> bool:
-    """eviction.go canIgnorePDB: the Eviction API deletes such a pod whatever its budgets say."""
-    return pod.deleting or pod.phase in ("Pending", "Succeeded", "Failed")
 
 
 def _cycle_first(statuses: Mapping[str, Code], bound: BoundRules) -> npt.NDArray[np.intp] | None:
