@@ -525,3 +525,46 @@ def test_postfilter_deletes_the_claim_an_earlier_attempt_left(
     assert [c.uid for c in claim.reserved_for] == ["uid-p"] and placed.extended_claim == claim.name
     if named_in_status:
         assert claim.name != name  # the earlier one is gone; the new one has rulesched's name
+
+
+def test_postfilter_deletes_a_claim_once_while_its_deletion_is_under_way(tmp_path: Path) -> None:
+    """The live scheduler hands the earlier claim's deletion to a worker and waits for the
+    informer to report it gone; a retry in between (the finalizer's removal is a claim event
+    that moves the pod) found the same claim and sent a second DELETE (tests/test_run_dra.py's
+    earlier-attempt case failed about one run in seven). Upstream deletes within PostFilter, so no
+    attempt sees the claim in between: one delete per claim. A claim made afresh under the same
+    name (another uid) that is stale again is deleted again."""
+    from rulesched.lang import load_rules, resolve_rules_path
+    from rulesched.model.decode_dra import decode_resource_claim
+    from rulesched.scheduler.framework import SchedulerSettings
+    from rulesched.semantics.dra_extended import claim_name
+    from rulesched.simulate.driver import InMemoryBinder, Simulation
+
+    class Deleting(InMemoryBinder):
+        def __init__(self) -> None:
+            self.deleted: list[tuple[str, str]] = []
+
+        def delete_claim(self, claim: Any) -> None:  # handed to a worker: the claim stays for now
+            self.deleted.append((claim.key, claim.uid))
+
+    pending = _pod("p")
+    name = claim_name(decode_pod(pending, "test", {}))
+    earlier = _earlier(name)
+    earlier["metadata"]["uid"] = "claim-1"
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump_all([GPU_CLASS, _node("n1"), _slice("n1", 1), earlier, pending]))
+    cluster = load_cluster([path])
+    store = cluster.store()
+    binder = Deleting()
+    sim = Simulation(load_rules([resolve_rules_path("default")]), store, SchedulerSettings(), binder)
+    for p in cluster.pending_pods:
+        sim.add(p)
+    key = f"default/{name}"
+    for _ in range(3):
+        sim.scheduler.schedule_one()
+        assert sim.queue.activate("default/p")
+    assert binder.deleted == [(key, "claim-1")]
+    earlier["metadata"]["uid"] = "claim-2"  # gone, and made again by another scheduler's attempt
+    store.dra.put("claims", key, decode_resource_claim(earlier, "test"))
+    sim.scheduler.schedule_one()
+    assert binder.deleted == [(key, "claim-1"), (key, "claim-2")]

@@ -145,6 +145,8 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
         # preemptor -> the claims its victims' going frees, not deallocated yet, and the victims'
         # uids (rulesched.semantics.dra_preemption.unsettled)
         self._victim_claims: dict[str, tuple[list[str], frozenset[str]]] = {}
+        # claims whose deletion was handed to the binder (key -> uid), until the store drops them
+        self._deleting_claims: dict[str, str] = {}
         self.refusals = Refusals()  # victims whose eviction a budget refused (rulesched.scheduler.removals)
         self.queue.awaiting_victims = self._awaiting_victims
         self.nominator = Nominator()
@@ -425,8 +427,15 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
             return True
         # The claim leaves the store when the informer reports it gone, which moves the pod: a
         # retry before that would make its new claim under the same name while the old one is
-        # still there (its create refused).
-        delete(stale)
+        # still there (its create refused). Upstream deletes within PostFilter, so no retry sees
+        # the claim in between; here a worker does, and a retry in between (the finalizer's
+        # removal is a claim event that moves the pod) must not send a second delete.
+        claims = self.store.dra.state.claims
+        for key in [k for k, uid in self._deleting_claims.items() if getattr(claims.get(k), "uid", None) != uid]:
+            del self._deleting_claims[key]
+        if self._deleting_claims.get(stale.key) != stale.uid:
+            self._deleting_claims[stale.key] = stale.uid
+            delete(stale)
         return False
 
     def _nominate(
