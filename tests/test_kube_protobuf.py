@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from rulesched.errors import KubeError
 from rulesched.kube import protobuf
-from rulesched.kube.api import KubeApi, binding_body, event_body
+from rulesched.kube.api import KubeApi
+from rulesched.kube.bodies import binding_body, event_body
 from rulesched.kube.resources import PODS
 from tests.apiserver import TestApiServer
 from tests.helpers.kube import node, pod

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from rulesched.errors import ConflictError, NotFoundError
-from rulesched.kube.api import KubeApi, event_body
+from rulesched.kube.api import KubeApi
+from rulesched.kube.bodies import event_body
 from rulesched.kube.channel import Channel
 from rulesched.kube.resources import EVENTS, PODS
 from tests.realk8s import Kube

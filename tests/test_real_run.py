@@ -91,6 +91,43 @@ def test_binding_and_failures_read_back_as_kube_schedulers(k8s: Kube, tmp_path: 
     assert reason["shortfall"] in (1, 2, 3)  # 3 cpu less what n1 had free then (both "fits" pods land there)
 
 
+def test_a_second_failure_posts_a_second_event_as_kube_schedulers(k8s: Kube) -> None:
+    """client-go's events.k8s.io/v1 broadcaster, which kube-scheduler's events go through, makes
+    a repeated event a series only when it is isomorphic, the object reference included, and the
+    reference carries the pod's resourceVersion: a pod that failed, had its PodScheduled
+    condition written, and failed again with another message gets a second event, not a series
+    (seen here on the real kube-scheduler; rulesched.run.event_series). The retry: a node big
+    enough but tainted (NodeResourcesFit's hint requeues the pod; the taint turns it away)."""
+    k8s.node("n1", cpu="2")
+    ours, theirs = k8s.namespace("ours"), k8s.namespace("theirs")
+    for ns, scheduler in ((ours, "rulesched"), (theirs, "default-scheduler")):
+        k8s.pod(ns, "too-big", cpu="3", scheduler=scheduler)
+
+    def failed(ns: str) -> list[dict[str, Any]]:
+        return sorted((e for e in k8s.events(ns) if e["reason"] == "FailedScheduling"), key=lambda e: e["eventTime"])
+
+    def tainted(ns: str) -> list[dict[str, Any]]:
+        return [e for e in failed(ns) if "untolerated taint" in e["note"]]
+
+    with k8s.kube_scheduler(), Running(k8s):
+        for ns in (ours, theirs):
+            assert k8s.wait(lambda ns=ns: failed(ns), 30)
+        k8s.node("n2", cpu="8", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
+        for ns in (ours, theirs):
+            assert k8s.wait(lambda ns=ns: tainted(ns), 30), (ns, failed(ns))
+        time.sleep(1.0)  # (nothing more to come)
+    for ns in (ours, theirs):
+        first, *_ = failed(ns)
+        (second,) = tainted(ns)
+        assert first["metadata"]["name"] != second["metadata"]["name"] and "series" not in first, (ns, first)
+        assert first["note"].startswith("0/1 nodes are available: 1 Insufficient cpu."), (ns, first)
+        assert second["note"].startswith("0/2 nodes are available:"), (ns, second)
+        message = condition(k8s.read_pod(ns, "too-big"), "PodScheduled")["message"]  # type: ignore[index]
+        assert message == second["note"], (ns, message)
+        # the reference names the version of the pod the failed cycle read, as client-go's does
+        assert second["regarding"]["resourceVersion"] != first["regarding"]["resourceVersion"], (ns, second)
+
+
 def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:
     """The same preemption in two namespaces, on two nodes of their own (a nodeSelector each):
     a 2-cpu node running a low-priority 2-cpu pod; a high-priority 2-cpu pod. Both delete

@@ -1,10 +1,13 @@
 """What the workers write for an unschedulable pod, request by request (issue 35: no more than
 kube-scheduler sends per pod): the PodScheduled condition only when it changed (kube-scheduler's
-updatePod), the nomination in the same patch, the FailedScheduling event at most once a minute
-for one message."""
+updatePod), the nomination in the same patch, the FailedScheduling events as client-go's
+events.k8s.io/v1 broadcaster sends kube-scheduler's (rulesched.run.event_series): a new event
+when the pod's resourceVersion changed since its last one (a write to the pod, seen), else the
+last one made a series (one patch), later repeats counted until the series ends."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -23,8 +26,27 @@ class RecordingApi:
         self.calls: list[tuple[str, Any]] = []
         self.refuse_patches = False
 
-    def post_event(self, regarding: dict[str, str], type_: str, reason: str, *args: Any, **kw: Any) -> None:
-        self.calls.append(("event", reason))
+        self.events: set[str] = set()  # the events' names, as posted
+
+    def post_event(
+        self,
+        regarding: Any,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        by: str,
+        related: Any = None,
+        annotations: Any = None,
+        name: str = "",
+        series: dict[str, Any] | None = None,
+    ) -> None:
+        self.calls.append(("event", reason) if series is None else ("event", reason, series["count"]))
+        self.events.add(name)
+
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        self.calls.append(("series", patch["series"]["count"]))
+        return name in self.events
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any], strategic: bool = False) -> None:
         if self.refuse_patches:
@@ -60,7 +82,12 @@ def shapes(calls: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return out
 
 
-P = pod("p")
+P = dataclasses.replace(pod("p"), resource_version="1")
+
+
+def seen(version: int) -> Any:
+    """P as the informer has it after the writes that made ``version``."""
+    return dataclasses.replace(P, resource_version=str(version))
 
 
 def test_nomination_goes_in_the_condition_patch(clock: list[float]) -> None:
@@ -79,25 +106,27 @@ def test_nomination_goes_in_the_condition_patch(clock: list[float]) -> None:
 
 def test_an_unchanged_condition_is_not_patched_again(clock: list[float]) -> None:
     def later(w: Workers) -> None:
-        clock[0] += 61  # past the event's minute: the event again, the same condition not
+        clock[0] += 61
         w.unschedulable(P, "m1")
 
     calls = run(RecordingApi(), lambda w: w.unschedulable(P, "m1"), lambda w: w.unschedulable(P, "m1"), later)
-    assert [k for k, _ in calls] == ["event", "patch", "event"]
+    # the second (the same resourceVersion) makes the event a series; the third is counted
+    assert calls == [("event", "FailedScheduling"), ("patch", calls[1][1]), ("series", 2)]
 
 
 def test_a_changed_message_or_reason_is_patched(clock: list[float]) -> None:
     calls = run(
         RecordingApi(),
         lambda w: w.unschedulable(P, "m1"),
-        lambda w: w.unschedulable(P, "m2"),
-        lambda w: w.scheduler_error(P, "m2"),  # same message, reason SchedulerError
+        lambda w: w.unschedulable(seen(2), "m2"),  # (each after the last patch was seen)
+        lambda w: w.scheduler_error(seen(3), "m2"),  # same message, reason SchedulerError
     )
     assert [(k, w.get("condition", ("",) * 4)[2:]) if k == "patch" else (k,) for k, w in shapes(calls)] == [
         ("event",),
         ("patch", ("Unschedulable", "m1")),
         ("event",),
         ("patch", ("Unschedulable", "m2")),
+        ("event",),
         ("patch", ("SchedulerError", "m2")),
     ]
 
@@ -105,7 +134,7 @@ def test_a_changed_message_or_reason_is_patched(clock: list[float]) -> None:
 def test_a_nomination_without_anything_else_new_is_patched_alone(clock: list[float]) -> None:
     calls = run(RecordingApi(), lambda w: w.unschedulable(P, "m1"), lambda w: w.unschedulable(P, "m1", nominated=""))
     assert shapes(calls)[-1] == ("patch", {"nominatedNodeName": None})
-    assert len(calls) == 3
+    assert [k for k, *_ in calls] == ["event", "patch", "series", "patch"]
 
 
 def test_a_refused_patch_is_written_again_next_time(clock: list[float]) -> None:
@@ -117,9 +146,9 @@ def test_a_refused_patch_is_written_again_next_time(clock: list[float]) -> None:
     while workers.in_flight and time.monotonic_ns() < deadline:  # (the refusal lands first)
         time.sleep(0.01)
     api.refuse_patches = False
-    workers.unschedulable(P, "m1")  # within the minute: no event, the condition again
+    workers.unschedulable(P, "m1")  # the condition again; the event a series
     workers.shutdown(wait=True)
-    assert [k for k, _ in api.calls] == ["event", "patch"]
+    assert [k for k, *_ in api.calls] == ["event", "series", "patch"]
 
 
 def test_forgotten_pods_are_written_afresh(clock: list[float]) -> None:
@@ -129,4 +158,67 @@ def test_forgotten_pods_are_written_afresh(clock: list[float]) -> None:
         lambda w: w.forget(P.key),
         lambda w: w.unschedulable(P, "m1"),
     )
-    assert [k for k, _ in calls] == ["event", "patch", "event", "patch"]
+    assert [k for k, *_ in calls] == ["event", "patch", "series", "patch"]  # (the series outlives it)
+
+
+def test_a_change_seen_since_the_last_event_makes_a_new_event(clock: list[float]) -> None:
+    """The event's reference carries the pod's resourceVersion: the same failure after any
+    change to the pod (here its condition, patched and seen) is another event."""
+    calls = run(RecordingApi(), lambda w: w.unschedulable(P, "m1"), lambda w: w.unschedulable(seen(2), "m1"))
+    assert [k for k, *_ in calls] == ["event", "patch", "event"]
+
+
+def test_repeats_are_counted_and_the_count_written_when_the_series_ends(clock: list[float]) -> None:
+    """client-go's recordToSink and finishSeries (event_broadcaster.go): a failure with nothing
+    written to the pod since the last event makes that event a series, later ones cost no
+    request; six minutes after the last one the count is written and the series forgotten, so
+    the next failure posts a new event."""
+
+    def again(seconds: float = 1.0) -> Any:
+        def step(w: Workers) -> None:
+            clock[0] += seconds
+            w.unschedulable(P, "m")
+
+        return step
+
+    steps = [again() for _ in range(10)] + [again(6 * 60 + 1), again()]
+    calls = [c for c in run(RecordingApi(), *steps) if c[0] != "patch"]
+    # (the ended series' count is not written in the pod's order: compared as a multiset)
+    assert sorted(calls) == sorted(
+        [
+            ("event", "FailedScheduling"),  # 1st, then its condition patched (not seen: no informer here)
+            ("series", 2),  # 2nd
+            ("series", 10),  # 3rd-10th counted; the series ended: its count written
+            ("event", "FailedScheduling"),  # 11th: a new event
+            ("series", 2),  # 12th
+        ]
+    )
+
+
+def test_a_lasting_series_count_is_written_every_thirty_minutes(clock: list[float]) -> None:
+    """refreshExistingEventSeries: a series seen every five minutes never ends; its count is
+    written each thirty minutes."""
+
+    def again(w: Workers) -> None:
+        clock[0] += 5 * 60
+        w.unschedulable(P, "m")
+
+    calls = [c for c in run(RecordingApi(), *([again] * 15)) if c[0] != "patch"]
+    # (the count as it stood when thirty minutes had passed, before that moment's event)
+    assert calls == [("event", "FailedScheduling"), ("series", 2), ("series", 7), ("series", 13)]
+
+
+def test_a_series_whose_event_is_gone_is_posted_with_its_count(clock: list[float]) -> None:
+    """recordEvent: the series' patch finds no event (deleted, or its post failed): the event is
+    posted again, under its name, with the series."""
+    api = RecordingApi()
+
+    def deleted(w: Workers) -> None:  # (once the event is posted)
+        deadline = time.monotonic_ns() + 10**10
+        while (w.in_flight or not api.events) and time.monotonic_ns() < deadline:
+            time.sleep(0.01)
+        api.events.clear()
+
+    steps = [lambda w: w.unschedulable(P, "m1"), deleted, lambda w: w.unschedulable(P, "m1")]
+    calls = [c for c in run(api, *steps) if c[0] != "patch"]
+    assert calls == [("event", "FailedScheduling"), ("series", 2), ("event", "FailedScheduling", 2)]

@@ -34,10 +34,8 @@ import math
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -56,6 +54,7 @@ from rulesched.errors import (
     UnavailableError,
 )
 from rulesched.kube import protobuf
+from rulesched.kube.bodies import binding_body, event_body
 from rulesched.kube.channel import Channel
 from rulesched.kube.resources import EVENTS, PODS, Resource, Scope
 from rulesched.kube.transport import URLLIB3_2, Transport, leaf_alone, user_agent
@@ -398,13 +397,16 @@ class KubeApi:
         name: str,
         patch: dict[str, Any],
         timeout: float | None = None,
+        strategic: bool = False,
     ) -> None:
-        """A JSON merge patch (``None`` removes a field): the scheduler's volume choices."""
+        """A JSON merge patch (``None`` removes a field): the scheduler's volume choices; with
+        ``strategic`` a strategic merge patch (an event's series)."""
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
         self._call(
             "PATCH",
             resource.path(namespace, name),
             body=patch,
-            content_type="application/merge-patch+json",
+            content_type=f"application/{kind}+json",
             timeout=timeout,
             answer=False,
         )
@@ -453,14 +455,21 @@ class KubeApi:
         by: str,
         related: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        name: str | None = None,
+        series: dict[str, Any] | None = None,
     ) -> None:
         """An events.k8s.io/v1 Event about ``regarding`` (kind, apiVersion, namespace, name, uid),
         naming ``related`` too if given (a victim's Preempted event: its preemptor), with
-        ``annotations`` on its metadata; a connection failure is retried a few times, as
-        client-go's event broadcaster does."""
+        ``annotations`` on its metadata, posted as ``name`` if given (else client-go's name for
+        it), with ``series`` if given (a series whose first event is gone); a connection failure
+        is retried a few times, as client-go's event broadcaster does."""
         body = event_body(regarding, type_, reason, action, note, by, related)
         if annotations:
             body["metadata"]["annotations"] = dict(annotations)
+        if name:
+            body["metadata"]["name"] = name
+        if series:
+            body["series"] = series
         namespace = body["metadata"]["namespace"]
         for attempt in range(EVENT_ATTEMPTS):
             try:
@@ -471,54 +480,14 @@ class KubeApi:
                     raise
                 time.sleep(0.05 * 2**attempt)
 
-
-def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
-    """A pods/binding request's Binding (the uid: only that pod, not one recreated under its name)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-    }
-
-
-def event_body(
-    regarding: dict[str, str],
-    type_: str,
-    reason: str,
-    action: str,
-    note: str,
-    by: str,
-    related: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """An events.k8s.io/v1 Event (see :meth:`KubeApi.post_event`); POST it to EVENTS in
-    ``["metadata"]["namespace"]``."""
-    namespace = regarding.get("namespace") or "default"
-    name = regarding.get("name") or "object"
-    body: dict[str, Any] = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": event_name(name), "namespace": namespace},
-        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "reportingController": by,
-        "reportingInstance": by,
-        "action": action,
-        "reason": reason,
-        "type": type_,
-        "note": note[:1024],
-        "regarding": regarding,
-    }
-    if related is not None:
-        body["related"] = related
-    return body
-
-
-def event_name(regarding: str) -> str:
-    """client-go's event name (GenerateEventName): the object's name, a dot, the time in
-    nanoseconds in hex; a UUID when that is too long for a name. (A ``generateName`` ending in
-    a dot, as this once sent, is refused by the real API server: not a DNS subdomain prefix.)"""
-    name = f"{regarding}.{time.time_ns():x}"
-    return name if len(name) <= 253 else str(uuid.uuid4())
+    def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
+        """A strategic merge patch of an event (its ``series``, as client-go's broadcaster
+        patches a repeated event); False if the event is gone."""
+        try:
+            self.patch(EVENTS, namespace, name, patch, strategic=True)
+        except NotFoundError:
+            return False
+        return True
 
 
 _decode = msgspec.json.Decoder().decode  # (3 us a pod where json.loads takes 8)

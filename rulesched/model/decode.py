@@ -195,6 +195,7 @@ def decode_pod(
         extended_claim=_extended_claim(status, where) if status.get("extendedResourceClaimStatus") else "",
         scheduling_group=_scheduling_group(spec, where) if spec.get("schedulingGroup") or "workloadRef" in spec else "",
         required_features=required_features(spec, where),
+        resource_version=get_str(meta, "resourceVersion", where, "metadata"),
     )
 
 

@@ -220,6 +220,8 @@ class Pod:
     # the topology domain a group attempt tries (label key -> value; rulesched.scheduler.workloads):
     # rules read it as group.domain
     domain: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    # metadata.resourceVersion: part of the identity of an event about the pod (rulesched.run.event_series)
+    resource_version: str = ""
 
     @property
     def claims(self) -> tuple[str, ...]:

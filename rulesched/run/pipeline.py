@@ -51,7 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from rulesched.errors import KubeError, UnavailableError
-from rulesched.kube.api import EVENT_ATTEMPTS, KubeApi, binding_body, event_body
+from rulesched.kube.api import EVENT_ATTEMPTS, KubeApi
+from rulesched.kube.bodies import binding_body, event_body
 from rulesched.kube.channel import Channel
 from rulesched.kube.resources import EVENTS, PODS
 from rulesched.run.workers import Outcome, Target, failed_binding, reference, scheduled_note

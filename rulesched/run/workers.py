@@ -39,16 +39,17 @@ from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError
 from rulesched.kube.api import KubeApi
+from rulesched.kube.bodies import event_name
 from rulesched.kube.claims import ClaimWrite, deallocate_claim, delete_claim, release_claims, write_claims
 from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
+from rulesched.run.event_series import EventSeries, Key, Send, Write
 from rulesched.run.evictions import ALL, Ended, EvictionsMixin, PreemptionExecution, Removal, RemovalFailed
 from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
-EVENT_INTERVAL_SECONDS = 60.0  # the same FailedScheduling message for a pod at most this often
 REMOVAL_THREADS = 16  # preemption's victims removed at once, at most (their own pool)
 
 
@@ -143,7 +144,8 @@ class Workers(EvictionsMixin):
             max_workers=max(1, min(threads, REMOVAL_THREADS)), thread_name_prefix="evict"
         )
         self._lock = threading.Lock()
-        self._last_event: dict[str, tuple[str, float]] = {}  # pod key -> (message, when)
+        self._gated: dict[str, str] = {}  # pod key -> the gates its SchedulingGated condition names
+        self._series = EventSeries()  # FailedScheduling events as client-go's broadcaster counts them
         # pod key -> its PodScheduled=False condition as this process last wrote it (reason, message)
         self._pod_condition: dict[str, tuple[str, str]] = {}
         self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
@@ -367,28 +369,32 @@ class Workers(EvictionsMixin):
         nodes: int = 0,
         nominated: str | None = None,
     ) -> None:
-        """FailedScheduling event, at most once a minute for the same message (a pod retried
-        every few seconds must not flood), and the PodScheduled=False condition (``reason``)
-        when it differs from the one this process last wrote (kube-scheduler's updatePod
-        patches only a changed condition). ``nominated``: the pod's new nominatedNodeName
-        ("" clears it), sent in the same status patch, as updatePod sends both. The event
-        carries ``codes``, the reasons as codes, in its annotation
-        :data:`rulesched.scheduler.reasons.ANNOTATION` (``nodes``: the nodes there were)."""
+        """A FailedScheduling event, counted as client-go's broadcaster counts kube-scheduler's
+        (:mod:`rulesched.run.event_series`: the first posted, the second making it a series, the
+        rest counted), and the PodScheduled=False condition (``reason``) when it differs from
+        the one this process last wrote (kube-scheduler's updatePod patches only a changed
+        condition). ``nominated``: the pod's new nominatedNodeName ("" clears it), sent in the
+        same status patch, as updatePod sends both. The event carries ``codes``, the reasons as
+        codes, in its annotation :data:`rulesched.scheduler.reasons.ANNOTATION` (``nodes``: the
+        nodes there were)."""
         now = time.monotonic()
         with self._lock:
-            last = self._last_event.get(pod.key)
-            event = last is None or last[0] != message or now - last[1] >= EVENT_INTERVAL_SECONDS
-            if event:
-                self._last_event[pod.key] = (message, now)
+            key = Key(
+                "Warning", "Scheduling", "FailedScheduling", pod.scheduler_name, pod.key, pod.uid, pod.resource_version
+            )
+            due = self._series.due(now)
+            send, series = self._series.observe(key, pod.namespace, event_name(pod.name), now)
             condition = self._pod_condition.get(pod.key) != (reason, message)
             if condition:
                 self._pod_condition[pod.key] = (reason, message)
-        if not event and not condition:
+        for ended in due:
+            self._submit(self._write_series, ended)
+        if send is Send.NOTHING and not condition:
             if nominated is not None:
                 self.nominate(pod, nominated)
             return
-        annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)} if event else None
-        self._in_order(pod, self._unschedulable, pod, message, reason, annotations, condition, nominated)
+        annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)}
+        self._in_order(pod, self._unschedulable, pod, message, reason, annotations, condition, nominated, send, series)
 
     def scheduler_error(self, pod: Pod, message: str) -> None:
         """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
@@ -400,27 +406,44 @@ class Workers(EvictionsMixin):
         pod: Pod,
         message: str,
         reason: str,
-        annotations: dict[str, str] | None,
-        condition: bool = True,
-        nominated: str | None = None,
+        annotations: dict[str, str],
+        condition: bool,
+        nominated: str | None,
+        send: Send,
+        series: Write,
     ) -> None:
-        if annotations is not None:
-            self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, annotations=annotations)
+        if send is Send.EVENT:
+            self._event(pod, "Warning", "FailedScheduling", "Scheduling", message, annotations, series.name)
+        elif send is Send.SERIES:
+            self._write_series(series, pod, message, annotations)
         if condition:
             self._condition(pod, reason, message, nominated)
         elif nominated is not None:
             self._patch_status(pod, {"status": {"nominatedNodeName": nominated or None}})
+
+    def _write_series(self, series: Write, pod: Pod | None = None, note: str = "", annotations: Any = None) -> None:
+        """The series' count written on its first event (client-go's recordEvent); if that event
+        is gone (deleted, or never posted), the pod's event posted with the series. Without
+        ``pod``: an ended or lasting series' count (finishSeries, refreshExistingEventSeries)."""
+        if not self.may_write() if pod is None else self._fenced("FailedScheduling event", pod):
+            return
+        try:
+            if self.api.patch_event(series.namespace, series.name, {"series": series.fields()}) or pod is None:
+                return
+        except KubeError as err:
+            log.warning("event series not written: %s", err, extra={"object": f"{series.namespace}/{series.name}"})
+            return
+        self._event(pod, "Warning", "FailedScheduling", "Scheduling", note, annotations, series.name, series.fields())
 
     def gated(self, pod: Pod) -> None:
         """PodScheduled=False, reason SchedulingGated (as kube-scheduler marks a gated pod), once
         per pod and set of gates; no event."""
         message = "Scheduling is blocked due to non-empty scheduling gates"
         with self._lock:
-            marked = "gated:" + ",".join(pod.scheduling_gates)
-            last = self._last_event.get(pod.key)
-            if last is not None and last[0] == marked:
+            marked = ",".join(pod.scheduling_gates)
+            if self._gated.get(pod.key) == marked:
                 return
-            self._last_event[pod.key] = (marked, time.monotonic())
+            self._gated[pod.key] = marked
             self._pod_condition[pod.key] = ("SchedulingGated", message)
         self._in_order(pod, self._condition, pod, "SchedulingGated", message)
 
@@ -496,7 +519,7 @@ class Workers(EvictionsMixin):
 
     def forget(self, key: str) -> None:
         with self._lock:
-            self._last_event.pop(key, None)
+            self._gated.pop(key, None)
             self._pod_condition.pop(key, None)
 
     def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> bool:
@@ -513,7 +536,15 @@ class Workers(EvictionsMixin):
         return True
 
     def _event(
-        self, pod: Target, type_: str, reason: str, action: str, note: str, annotations: dict[str, str] | None = None
+        self,
+        pod: Target,
+        type_: str,
+        reason: str,
+        action: str,
+        note: str,
+        annotations: dict[str, str] | None = None,
+        name: str | None = None,
+        series: dict[str, Any] | None = None,
     ) -> None:
         """An event about ``pod``, reported by the scheduler of the profile that acted (the pod's
         own; a victim's Preempted event: rulesched.run.evictions.post_preempted)."""
@@ -521,7 +552,7 @@ class Workers(EvictionsMixin):
             return
         try:
             self.api.post_event(
-                reference(pod), type_, reason, action, note, pod.scheduler_name, annotations=annotations
+                reference(pod), type_, reason, action, note, pod.scheduler_name, None, annotations, name, series
             )
         except KubeError as err:
             log.warning("event %s not posted: %s", reason, err, extra={"pod": pod.key})
@@ -545,5 +576,8 @@ def failed_binding(api: KubeApi, pod: Target, node: str, seconds: float, err: Ku
 
 
 def reference(pod: Target) -> dict[str, str]:
-    """An ObjectReference to the pod, as events name the objects they are about."""
-    return {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+    """An ObjectReference to the pod, as events name the objects they are about (client-go's
+    GetReference: with the resourceVersion of the pod as read, when known)."""
+    ref = {"kind": "Pod", "apiVersion": "v1", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+    version = getattr(pod, "resource_version", "")
+    return {**ref, "resourceVersion": version} if version else ref

@@ -13,8 +13,9 @@ from rulesched.model import Pod
 # the nominated node is the scheduler's own note). kube-scheduler's queue likewise leaves a parked
 # pod parked on such an update: PodSchedulingPropertiesChange finds no property changed, and no
 # plugin of the default profile registers the plain Pod/Update event of the pod itself; requeued
-# by it, every attempt's own status patch would bring the pod back for another attempt.
-_STATUS_ONLY = frozenset({"nominated_node_name"})
+# by it, every attempt's own status patch would bring the pod back for another attempt. The
+# resourceVersion changes with every write (upstream's isPodUpdated strips it too).
+_STATUS_ONLY = frozenset({"nominated_node_name", "resource_version"})
 _SCHEDULING_FIELDS = tuple(f.name for f in dataclasses.fields(Pod) if f.name not in _STATUS_ONLY)
 
 
