@@ -73,3 +73,15 @@ def test_cached_existing_anti_affinity_answer_follows_a_new_pod() -> None:
     failure = again.first_failure(n1)
     assert failure is not None and failure[1] == ("node(s) didn't satisfy existing pods anti-affinity rules",)
     assert again.first_failure(state.node_view("n3")) is None
+
+
+def test_the_binding_news_confirms_an_assumption_without_a_change() -> None:
+    """The informer's bound pod differs from the assumed one in its resourceVersion (the binding
+    wrote it): the assumption is confirmed with no counter moved, so the cycle's tables keep
+    the node's row (a field compared there made every binding a change)."""
+    state = ClusterStore.build([node("n1", {"kubernetes.io/hostname": "n1"})], [])
+    pending = dataclasses.replace(pod("c"), resource_version="7")
+    state.assume(pending, "n1")
+    before = counters(state)
+    state.add_pod(dataclasses.replace(pending, node_name="n1", resource_version="8"))
+    assert moved(before, counters(state)) == (False, False, False)

@@ -53,11 +53,14 @@ from rulesched.semantics.volume_binding import Decision
 FINISHED = ("Succeeded", "Failed")
 
 
-_POD_FIELDS = tuple(f.name for f in dataclasses.fields(Pod))
+# (not its resourceVersion, which every write changes: the binding's news would never confirm an
+# assumption without a change)
+_POD_FIELDS = tuple(f.name for f in dataclasses.fields(Pod) if f.name != "resource_version")
 
 
 def same_pod(a: Pod, b: Pod) -> bool:
-    """Whether two pods are equal in every field (Pod compares by identity)."""
+    """Whether two pods are equal in every field but their resourceVersion (Pod compares by
+    identity)."""
     return all(getattr(a, name) == getattr(b, name) for name in _POD_FIELDS)
 
 
