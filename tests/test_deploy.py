@@ -46,7 +46,7 @@ USED = {
     ("", "pods/status"): {"patch"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("scheduling.k8s.io", "priorityclasses"): {"list", "watch"},
-    ("events.k8s.io", "events"): {"create"},
+    ("events.k8s.io", "events"): {"create", "patch"},  # (patch: a repeated event's series)
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("", "configmaps"): {"get", "list", "watch", "create", "update"},  # update, and get, on NAME-last-good only
     **WORKLOAD_READS,
