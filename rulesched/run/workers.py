@@ -393,7 +393,10 @@ class Workers(EvictionsMixin):
             if nominated is not None:
                 self.nominate(pod, nominated)
             return
-        annotations = {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)}
+        # (the reasons' codes encoded only when an event may be posted: not for a counted repeat)
+        annotations = (
+            None if send is Send.NOTHING else {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)}
+        )
         self._in_order(pod, self._unschedulable, pod, message, reason, annotations, condition, nominated, send, series)
 
     def scheduler_error(self, pod: Pod, message: str) -> None:
@@ -406,7 +409,7 @@ class Workers(EvictionsMixin):
         pod: Pod,
         message: str,
         reason: str,
-        annotations: dict[str, str],
+        annotations: dict[str, str] | None,
         condition: bool,
         nominated: str | None,
         send: Send,
@@ -425,7 +428,8 @@ class Workers(EvictionsMixin):
         """The series' count written on its first event (client-go's recordEvent); if that event
         is gone (deleted, or never posted), the pod's event posted with the series. Without
         ``pod``: an ended or lasting series' count (finishSeries, refreshExistingEventSeries)."""
-        if not self.may_write() if pod is None else self._fenced("FailedScheduling event", pod):
+        allowed = self.may_write() if pod is None else not self._fenced("FailedScheduling event", pod)
+        if not allowed:
             return
         try:
             if self.api.patch_event(series.namespace, series.name, {"series": series.fields()}) or pod is None:
