@@ -93,6 +93,7 @@ class Applied:
     groups: tuple[PodGroup, ...] = ()  # pod groups that appeared or changed
     removed_groups: tuple[str, ...] = ()  # keys of pod groups deleted
     gone: Pod | None = None  # with POD_DELETED: the pod that left its node, as the store held it
+    node: str | None = None  # with NODE_ADDED and NODE_CHANGED: the node's name
 
 
 def relevant(old: Node | None, new: Node) -> bool:
@@ -170,7 +171,7 @@ class Mirror:
             old = store.node_view(node.name)
             store.add_node(node)
             if relevant(old.node if old is not None else None, node):
-                return Applied(Event.NODE_ADDED if old is None else Event.NODE_CHANGED)
+                return Applied(Event.NODE_ADDED if old is None else Event.NODE_CHANGED, node=node.name)
         elif kind == "PodDisruptionBudget":
             if deleted:
                 store.remove_pdb(delta.key)

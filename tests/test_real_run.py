@@ -118,9 +118,8 @@ def test_a_second_failure_posts_a_second_event_as_kube_schedulers(k8s: Kube) -> 
         time.sleep(1.0)  # (nothing more to come)
     for ns in (ours, theirs):
         first, *_ = failed(ns)
-        # (a later attempt, after n2's own update, may post another: a third event when the pod's
-        # condition was seen written in between, else a series; kube-scheduler's hints skip that
-        # update, rulesched's coarser ones do not)
+        # (the first of the events naming the taint: n2 is created, then its status written; both
+        # schedulers' hints skip the first, without allocatable, and queue the pod for the second)
         second = tainted(ns)[0]
         assert first["metadata"]["name"] != second["metadata"]["name"] and "series" not in first, (ns, first)
         assert first["note"].startswith("0/1 nodes are available: 1 Insufficient cpu."), (ns, first)

@@ -114,6 +114,7 @@ class Loop:
             self._check_fit(profile)
         self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot | RemovalFailed] = queue.SimpleQueue()
         self._gone: list[Pod] = []  # pods gone from their nodes in this drain: judged together at its end
+        self._nodes: dict[Event, set[str]] = {}  # nodes added or changed in this drain: likewise
         self.workers = Workers(
             self.api,
             self._deliver,
@@ -483,6 +484,10 @@ class Loop:
                 if self._gone:  # (the queueing hints once for the drain's deletions: rulesched.scheduler.hints)
                     gone, self._gone = self._gone, []
                     self.scheduler.pods_gone(gone)
+                if self._nodes:  # (and once for its nodes added or changed)
+                    nodes, self._nodes = self._nodes, {}
+                    for event, names in nodes.items():
+                        self.scheduler.nodes_changed(event, sorted(names))
                 return
             try:
                 if isinstance(item, Outcome):
@@ -536,5 +541,7 @@ class Loop:
                 scheduler.delete(pod.key)  # terminating, or handed to another scheduler
         if applied.gone is not None:
             self._gone.append(applied.gone)
+        elif applied.node is not None and applied.event is not None:
+            self._nodes.setdefault(applied.event, set()).add(applied.node)
         elif applied.event is not None:
             scheduler.queue.move(applied.event)

@@ -1,5 +1,5 @@
 """The scheduler's side of the queueing hints (:mod:`rulesched.scheduler.hints`): which parked
-pods move when pods leave their nodes or nominations end.
+pods move when pods leave their nodes, nominations end, or nodes are added or changed.
 
 A mixin of :class:`rulesched.scheduler.scheduler.Scheduler`, apart so that the scheduler's own
 module keeps to pending pods, the cycle and binding. Both kinds of room freed on a node go
@@ -22,7 +22,7 @@ from rulesched.lang import RuleSet
 from rulesched.model import Pod
 from rulesched.scheduler import gang
 from rulesched.scheduler.cluster_events import Event
-from rulesched.scheduler.hints import DeletionHint
+from rulesched.scheduler.hints import DeletionHint, NodeChangeHint
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.queue import SchedulingQueue
 
@@ -48,6 +48,16 @@ class HintHostMixin:
         the preemptors whose last victims they were, whatever the hint says (:meth:`_awaited`).
         Returns how many moved."""
         return self._move_if_helped(gone, None, self._awaited(gone))
+
+    def nodes_changed(self, event: Event, names: Sequence[str]) -> int:
+        """Nodes ``names`` were added or changed (``event``): the parked pods one of whose
+        rejecting filters passes on one of them now move (rulesched.scheduler.hints:
+        node_change_may_help). Returns how many moved."""
+        hint = NodeChangeHint(names, self.store.snapshot(), self._hint_rules)
+        try:
+            return self.queue.move(event, judge=hint)
+        finally:
+            hint.close()
 
     def _awaited(self, gone: Sequence[Pod]) -> frozenset[str]:
         """The preemptors the last of whose victims is among ``gone`` (their waiting ends now).

@@ -1,4 +1,5 @@
-"""Queueing hints: whether a running pod's going may make a parked pod schedulable.
+"""Queueing hints: whether a running pod's going, or a node's change, may make a parked pod
+schedulable.
 
 kube-scheduler 1.37 asks each plugin that rejected a parked pod whether an event may help it
 (QueueingHintFn). For an assigned pod's deletion NodeResourcesFit answers Queue for any pod that
@@ -30,6 +31,20 @@ every change since, the proof is always about the cluster as it is. A nomination
 without its pod placed frees the room it reserved on its node: the scheduler asks the same hint
 then, for the parked pods of its priority or lower (upstream's Update handler moves those, with
 getLEPriorityPreCheck), so the check above may count on the nominations it sees.
+
+A node added or changed (its labels, taints, allocatable or schedulability: what
+:func:`rulesched.mirror.relevant` reports) is judged as kube-scheduler judges it: each plugin
+that rejected the parked pod in its last attempt (its unschedulable plugins) is asked whether the
+pod now passes that plugin's own check on the node (noderesources/fit.go, tainttoleration,
+nodeaffinity, nodeunschedulable: isSchedulableAfterNodeChange), and one Queue moves it. Here
+the plugins are the filter rules that failed the pod (``rejected_by``), each evaluated alone on
+the node; preemption is not asked (upstream's node hints ask fit alone). So a taint removed from
+a node the pod still lacks room on moves it (the taint's filter passes now), to fail again, as
+upstream's TaintToleration does; a new node failing the pod only on a filter that did not
+reject it before moves it too (its FailedScheduling message then counts the new node, as
+kube-scheduler's). One difference is left, towards a retry: upstream's hints skip a change that
+leaves their check as it was (the node passed it before too, e.g. fit.go's
+"skip-queue-on-node-unrelated-changes"); the node's earlier state is gone from the store here.
 Next stage: :meth:`rulesched.scheduler.queue.SchedulingQueue.move` keeps parked what this rules out.
 """
 
@@ -114,6 +129,33 @@ def deletion_may_help(
         bound.release()
 
 
+def node_change_may_help(
+    pod: Pod, rejected_by: frozenset[str], names: Sequence[str], snapshot: Snapshot, session: Session
+) -> bool:
+    """Whether nodes ``names`` added or changed (labels, taints, allocatable, schedulability) may
+    make the parked ``pod`` schedulable: one of the filters that failed it in its last attempt
+    (``rejected_by``: its unschedulable plugins) passes on one of them now (see the module
+    docstring). True whenever that cannot be ruled out: none of those filters known."""
+    if reads_beyond_its_node(pod):
+        return True
+    nodes = [snapshot.node_view(name) for name in names]
+    if any(node is None for node in nodes):
+        return True
+    bound = session.bind(pod, snapshot)
+    try:
+        if not only_its_node(bound):
+            return True
+        rejecting = [f for f in bound.filters if f.name in rejected_by]
+        if not rejecting:  # (upstream: a pod no plugin rejected is queued on any event)
+            return True
+        return any(f.passes(node) for node in nodes for f in rejecting)
+    except Exception:  # noqa: BLE001 -- a rule that fails here is the cycle's to report; requeue (upstream: Queue on error)
+        log.debug("queueing hint failed; requeued", exc_info=True, extra={"pod": pod.key})
+        return True
+    finally:
+        bound.release()
+
+
 class DeletionHint:
     """The hint for pods gone from their nodes, over every parked pod: one snapshot and one
     session per rule set for them all (``rules_of``: the parked pod's rule set, None when its
@@ -144,6 +186,35 @@ class DeletionHint:
             session = self._sessions[id(rules)] = rules.session()
         reserved = self._reserved_for(pod)
         helps = deletion_may_help(pod, self.gone, snapshot, session, reserved, self._may_preempt(pod))
+        self.skipped += not helps
+        return helps
+
+    def close(self) -> None:
+        """Let go of the snapshot (the store changes in place again once nobody holds it)."""
+        self._snapshot = None
+        self._sessions.clear()
+
+
+class NodeChangeHint:
+    """The hint for nodes added or changed (``names``), over every parked pod (call it with the
+    pod and the filters that failed it: :meth:`SchedulingQueue.move`'s ``judge``): one snapshot
+    and one session per rule set for them all. Call :meth:`close` after use."""
+
+    def __init__(self, names: Sequence[str], snapshot: Snapshot, rules_of: Callable[[Pod], RuleSet | None]) -> None:
+        self.names = tuple(sorted(set(names)))
+        self._snapshot: Snapshot | None = snapshot
+        self._rules_of = rules_of
+        self._sessions: dict[int, Session] = {}
+        self.skipped = 0
+
+    def __call__(self, pod: Pod, rejected_by: frozenset[str]) -> bool:
+        rules, snapshot = self._rules_of(pod), self._snapshot
+        if rules is None or snapshot is None:
+            return True
+        session = self._sessions.get(id(rules))
+        if session is None:
+            session = self._sessions[id(rules)] = rules.session()
+        helps = node_change_may_help(pod, rejected_by, self.names, snapshot, session)
         self.skipped += not helps
         return helps
 

@@ -36,6 +36,8 @@ from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.pod_versions import keep_nomination, same_for_scheduling
 
 UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
+Worth = Callable[[Pod], bool]  # a queueing hint: may the event help this parked pod?
+Judge = Callable[[Pod, frozenset[str]], bool]  # ... told the filters that failed it too
 
 # Sub-queues and the events that move pods into them, as kube-scheduler's metrics name them.
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
@@ -491,20 +493,16 @@ class SchedulingQueue:
             self._push_active(self._take_out(key, entry), FORCE_ACTIVATE)
             return True
 
-    def move(self, event: Event = Event.OTHER, worth: Callable[[Pod], bool] | None = None) -> int:
-        """Something that could help happened: move the parked pods to backoff. Coarser than
-        kube-scheduler's queueing hints: any event moves every parked pod, except that a pod
-        placed moves them only while one of them waits on pods (affinity, spreading), and that
-        a pod's deletion leaves a preemptor parked while victims of its preemption are still
-        leaving (:attr:`awaiting_victims`): tried then, it would only wait for them again, and
-        its backoff would grow. (kube-scheduler's DefaultPreemption keeps such a preemptor out
-        of its cycles by PreEnqueue, with a QueueSkip hint on AssignedPodDelete, while its
-        victims' deletions are being sent; here until they are gone, since a terminating victim
-        still holds its room in both; the scheduler holds it a few seconds at most, as a victim
-        a budget keeps may stay.) The deletion of its last victim moves it; other events move it
-        as any parked pod. ``worth``: the event's queueing hint (kube-scheduler's
-        QueueingHintFn: :mod:`rulesched.scheduler.hints`): a parked pod it says False for stays
-        parked. Returns how many moved."""
+    def move(self, event: Event = Event.OTHER, worth: Worth | None = None, judge: Judge | None = None) -> int:
+        """Something that could help happened: move the parked pods to backoff, those the
+        event's queueing hint allows (``worth``, or ``judge`` told the filters that failed the pod
+        too: kube-scheduler's QueueingHintFn, :mod:`rulesched.scheduler.hints`; without one, all).
+        A pod placed moves them only while one of them waits on pods (affinity, spreading); a
+        pod's deletion leaves a preemptor parked while its victims are still leaving
+        (:attr:`awaiting_victims`: tried then, it would only wait again, its backoff grown;
+        upstream's PreEnqueue and QueueSkip on AssignedPodDelete keep it out while the deletions
+        are sent, here until they are gone, a terminating victim holding its room in both). The
+        deletion of its last victim moves it. Returns how many moved."""
         with self._lock:
             if event is Event.POD_ADDED and not self._waiting:
                 return 0
@@ -513,9 +511,11 @@ class SchedulingQueue:
                 held = self.awaiting_victims()
                 if held:
                     moved = [key for key in moved if key not in held]
+            parked = self._unschedulable
             if worth is not None:
-                parked = self._unschedulable
                 moved = [key for key in moved if worth(parked[key].pod)]
+            if judge is not None:
+                moved = [key for key in moved if judge(parked[key].pod, parked[key].rejected_by)]
             for key in moved:
                 self._unpark(key, event.value)
             return len(moved)
