@@ -195,6 +195,22 @@ def test_repeats_are_counted_and_the_count_written_when_the_series_ends(clock: l
     )
 
 
+def test_an_ended_series_count_is_written_without_another_failure(clock: list[float]) -> None:
+    """finishSeries runs on its own ticker: a series whose pod never fails again has its count
+    written once it ends (the loop's sweep), not only when some other pod fails."""
+
+    def again(w: Workers) -> None:
+        clock[0] += 1.0
+        w.unschedulable(P, "m")
+
+    def later(w: Workers) -> None:
+        clock[0] += 6 * 60 + 1
+        w.sweep_series()
+
+    calls = [c for c in run(RecordingApi(), again, again, again, later) if c[0] != "patch"]
+    assert calls == [("event", "FailedScheduling"), ("series", 2), ("series", 3)]
+
+
 def test_a_lasting_series_count_is_written_every_thirty_minutes(clock: list[float]) -> None:
     """refreshExistingEventSeries: a series seen every five minutes never ends; its count is
     written each thirty minutes."""

@@ -386,6 +386,7 @@ class Loop:
             now = time.monotonic()
             if now - last_expiry > 1.0:
                 self.scheduler.expire_assumed()
+                self.workers.sweep_series()  # (ended FailedScheduling series: their counts)
                 last_expiry = now
         self.shutdown()
 

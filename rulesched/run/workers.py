@@ -399,6 +399,16 @@ class Workers(EvictionsMixin):
         )
         self._in_order(pod, self._unschedulable, pod, message, reason, annotations, condition, nominated, send, series)
 
+    def sweep_series(self) -> None:
+        """Write the counts of the event series that ended or lasted thirty minutes (client-go's
+        finishSeries and refreshExistingEventSeries run on their own tickers: an ended series'
+        count was written here only when some other pod failed). Called by the loop each second;
+        :meth:`EventSeries.due` looks once a minute at most."""
+        with self._lock:
+            due = self._series.due(time.monotonic())
+        for ended in due:
+            self._submit(self._write_series, ended)
+
     def scheduler_error(self, pod: Pod, message: str) -> None:
         """The pod's cycle failed (its deadline passed): as kube-scheduler reports an error, a
         FailedScheduling event and PodScheduled=False with reason SchedulerError."""
