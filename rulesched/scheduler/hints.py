@@ -156,11 +156,40 @@ def node_change_may_help(
         bound.release()
 
 
-class DeletionHint:
-    """The hint for pods gone from their nodes, over every parked pod: one snapshot and one
-    session per rule set for them all (``rules_of``: the parked pod's rule set, None when its
-    profile has none loaded; ``reserved_for``: the nominations it must respect). Call
-    :meth:`close` after use."""
+class _Hint:
+    """What a hint over every parked pod keeps: one snapshot, one session per rule set, how many
+    pods it kept parked. Call :meth:`close` after use."""
+
+    def __init__(self, snapshot: Snapshot, rules_of: Callable[[Pod], RuleSet | None]) -> None:
+        self._snapshot: Snapshot | None = snapshot
+        self._rules_of = rules_of
+        self._sessions: dict[int, Session] = {}
+        self.skipped = 0
+
+    def _session(self, pod: Pod) -> tuple[Snapshot, Session] | None:
+        """The snapshot and the pod's rule set's session (None: no rules, or closed: requeue)."""
+        rules, snapshot = self._rules_of(pod), self._snapshot
+        if rules is None or snapshot is None:
+            return None
+        session = self._sessions.get(id(rules))
+        if session is None:
+            session = self._sessions[id(rules)] = rules.session()
+        return snapshot, session
+
+    def _counted(self, helps: bool) -> bool:
+        self.skipped += not helps
+        return helps
+
+    def close(self) -> None:
+        """Let go of the snapshot (the store changes in place again once nobody holds it)."""
+        self._snapshot = None
+        self._sessions.clear()
+
+
+class DeletionHint(_Hint):
+    """The hint for pods gone from their nodes, over every parked pod (``rules_of``: the parked
+    pod's rule set, None when its profile has none loaded; ``reserved_for``: the nominations it
+    must respect)."""
 
     def __init__(
         self,
@@ -170,55 +199,31 @@ class DeletionHint:
         reserved_for: Callable[[Pod], Reserved | None],
         may_preempt: Callable[[Pod], bool] = lambda pod: True,
     ) -> None:
+        super().__init__(snapshot, rules_of)
         self.gone = tuple(gone)
         self._may_preempt = may_preempt
-        self._snapshot: Snapshot | None = snapshot
-        self._rules_of, self._reserved_for = rules_of, reserved_for
-        self._sessions: dict[int, Session] = {}
-        self.skipped = 0
+        self._reserved_for = reserved_for
 
     def __call__(self, pod: Pod) -> bool:
-        rules, snapshot = self._rules_of(pod), self._snapshot
-        if rules is None or snapshot is None:
+        found = self._session(pod)
+        if found is None:
             return True
-        session = self._sessions.get(id(rules))
-        if session is None:
-            session = self._sessions[id(rules)] = rules.session()
+        snapshot, session = found
         reserved = self._reserved_for(pod)
-        helps = deletion_may_help(pod, self.gone, snapshot, session, reserved, self._may_preempt(pod))
-        self.skipped += not helps
-        return helps
-
-    def close(self) -> None:
-        """Let go of the snapshot (the store changes in place again once nobody holds it)."""
-        self._snapshot = None
-        self._sessions.clear()
+        return self._counted(deletion_may_help(pod, self.gone, snapshot, session, reserved, self._may_preempt(pod)))
 
 
-class NodeChangeHint:
-    """The hint for nodes added or changed (``names``), over every parked pod (call it with the
-    pod and the filters that failed it: :meth:`SchedulingQueue.move`'s ``judge``): one snapshot
-    and one session per rule set for them all. Call :meth:`close` after use."""
+class NodeChangeHint(_Hint):
+    """The hint for nodes added or changed (``names``), over every parked pod: call it with the
+    pod and the filters that failed it (:meth:`SchedulingQueue.move`'s ``judge``)."""
 
     def __init__(self, names: Sequence[str], snapshot: Snapshot, rules_of: Callable[[Pod], RuleSet | None]) -> None:
+        super().__init__(snapshot, rules_of)
         self.names = tuple(sorted(set(names)))
-        self._snapshot: Snapshot | None = snapshot
-        self._rules_of = rules_of
-        self._sessions: dict[int, Session] = {}
-        self.skipped = 0
 
     def __call__(self, pod: Pod, rejected_by: frozenset[str]) -> bool:
-        rules, snapshot = self._rules_of(pod), self._snapshot
-        if rules is None or snapshot is None:
+        found = self._session(pod)
+        if found is None:
             return True
-        session = self._sessions.get(id(rules))
-        if session is None:
-            session = self._sessions[id(rules)] = rules.session()
-        helps = node_change_may_help(pod, rejected_by, self.names, snapshot, session)
-        self.skipped += not helps
-        return helps
-
-    def close(self) -> None:
-        """Let go of the snapshot (the store changes in place again once nobody holds it)."""
-        self._snapshot = None
-        self._sessions.clear()
+        snapshot, session = found
+        return self._counted(node_change_may_help(pod, rejected_by, self.names, snapshot, session))
