@@ -164,6 +164,11 @@ def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:
         assert mine["message"] == "rulesched: preempting to accommodate a higher priority pod"
         marked = condition(got[ours]["low"], "rulesched.io/PreemptedByScheduler")
         assert marked is not None and marked["status"] == "True"
+        # 1.37's conditions carry the pod's generation when written (PodObservedGenerationTracking;
+        # the victim's graceful deletion bumps its generation after), the preemptor's PodScheduled too
+        assert mine.get("observedGeneration") == upstream.get("observedGeneration") == 1, (mine, upstream)
+        scheduled = [condition(got[ns]["high"], "PodScheduled") for ns in (ours, theirs)]
+        assert [c and c.get("observedGeneration") for c in scheduled] == [1, 1], scheduled
         for reason, name in (("Preempted", "low"), ("FailedScheduling", "high")):
             m, u = event(k8s, ours, reason, name), event(k8s, theirs, reason, name)
             assert m is not None and u is not None

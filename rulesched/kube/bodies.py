@@ -9,6 +9,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from rulesched.model import Pod
+
 
 def binding_body(namespace: str, name: str, uid: str, node: str) -> dict[str, Any]:
     """A pods/binding request's Binding (the uid: only that pod, not one recreated under its name)."""
@@ -57,3 +59,11 @@ def event_name(regarding: str) -> str:
     a dot, as this once sent, is refused by the real API server: not a DNS subdomain prefix.)"""
     name = f"{regarding}.{time.time_ns():x}"
     return name if len(name) <= 253 else str(uuid.uuid4())
+
+
+def observed_generation(pod: Pod) -> dict[str, int]:
+    """A condition's ``observedGeneration`` as kube-scheduler 1.37 writes it on the PodScheduled
+    and DisruptionTarget conditions it sets (CalculatePodConditionObservedGeneration, with
+    PodObservedGenerationTracking on: the pod's metadata.generation); none for a pod read without
+    one."""
+    return {"observedGeneration": pod.generation} if pod.generation else {}

@@ -196,6 +196,7 @@ def decode_pod(
         scheduling_group=_scheduling_group(spec, where) if spec.get("schedulingGroup") or "workloadRef" in spec else "",
         required_features=required_features(spec, where),
         resource_version=get_str(meta, "resourceVersion", where, "metadata"),
+        generation=get_int(meta, "generation", where, "metadata"),
     )
 
 

@@ -222,6 +222,9 @@ class Pod:
     domain: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     # metadata.resourceVersion: part of the identity of an event about the pod (rulesched.run.event_series)
     resource_version: str = ""
+    # metadata.generation: the observedGeneration of the conditions a scheduler writes on it (1.37,
+    # PodObservedGenerationTracking: CalculatePodConditionObservedGeneration)
+    generation: int = 0
 
     @property
     def claims(self) -> tuple[str, ...]:

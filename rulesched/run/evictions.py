@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError, TooManyRequestsError
 from rulesched.kube.api import KubeApi
+from rulesched.kube.bodies import observed_generation
 from rulesched.kube.resources import PODS
 from rulesched.model import DISRUPTION_TARGET, PREEMPTED_CONDITION, PREEMPTION_BY_SCHEDULER, Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
@@ -147,7 +148,7 @@ def removal_for(victim: Pod, preemptor: Pod, group: PodGroup | None, execution: 
         preemptor.key,
         execution,
         eviction,
-        _preempted_status(preemptor, kind),
+        _preempted_status(preemptor, kind, victim),
         f"Preempted by {kind} {uid} on node {where}",
         preemptor.scheduler_name,
         related,
@@ -384,7 +385,7 @@ def _group_reference(group: PodGroup) -> dict[str, str]:
     return {"kind": kind, "apiVersion": group.api, "namespace": group.namespace, "name": group.name, "uid": group.uid}
 
 
-def _preempted_status(preemptor: Pod, kind: str = "pod") -> dict[str, Any]:
+def _preempted_status(preemptor: Pod, kind: str = "pod", victim: Pod | None = None) -> dict[str, Any]:
     """The status patch that marks a victim (strategic: its other conditions stay): upstream's
     DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
     rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
@@ -400,6 +401,7 @@ def _preempted_status(preemptor: Pod, kind: str = "pod") -> dict[str, Any]:
                     "reason": PREEMPTION_BY_SCHEDULER,
                     "message": message,
                     "lastTransitionTime": when,
+                    **(observed_generation(victim) if victim is not None else {}),
                 }
                 for kind in (DISRUPTION_TARGET, PREEMPTED_CONDITION)
             ]

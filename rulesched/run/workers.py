@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from rulesched.errors import ConflictError, KubeError, NotFoundError
 from rulesched.kube.api import KubeApi
-from rulesched.kube.bodies import event_name
+from rulesched.kube.bodies import event_name, observed_generation
 from rulesched.kube.claims import ClaimWrite, deallocate_claim, delete_claim, release_claims, write_claims
 from rulesched.kube.resources import PODGROUPS, PODS, workload_pod_groups
 from rulesched.kube.volumes import VolumeWrite, apply_writes, revert_writes
@@ -468,6 +468,7 @@ class Workers(EvictionsMixin):
             "reason": reason,
             "message": message,
             "lastTransitionTime": _now()[:19] + "Z",
+            **observed_generation(pod),
         }
         status: dict[str, Any] = {"conditions": [condition]}
         if nominated is not None:
