@@ -154,7 +154,7 @@ def test_the_queue_keeps_parked_what_the_hint_rules_out() -> None:
         queue.add(Pod(name))
         assert queue.pop() is not None
         queue.unschedulable(Pod(name))
-    assert queue.move(Event.POD_DELETED, lambda p: p.name == "move") == 1
+    assert queue.move(Event.POD_DELETED, lambda p, _: p.name == "move") == 1
     assert set(queue._unschedulable) == {"default/keep"}
     assert queue.move(Event.OTHER) == 1  # any other event moves it
 

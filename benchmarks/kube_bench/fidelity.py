@@ -244,23 +244,18 @@ def preemption_tie(
     scored, so two such sets tie too (the last one scored wins). The candidates left are taken in
     the order of a Go map's iteration, which is random. kube-scheduler's log does not show these
     ties (no score is logged for a preemption)."""
-    pods = {p["metadata"]["name"]: p for p in objects["running"] + objects["pending"]}
-    budgets = [b["spec"]["selector"].get("matchLabels", {}) for b in objects["pdbs"]]
-
-    def priority(pod: dict[str, Any]) -> int:
-        return int(pod["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1])
+    pods, budgets = _by_name(objects), _budget_selectors(objects)
 
     def key(victims: Any) -> tuple[int, int, int, str] | None:
         found = [pods.get(v) for v in victims]
         if not found or any(p is None for p in found):
             return None
-        labels = [p["metadata"].get("labels", {}) for p in found if p]
-        if any(all(lab.get(k) == v for k, v in b.items()) for b in budgets for lab in labels):
+        if any(_budgeted(p, budgets) for p in found if p):
             return None
-        priorities = [priority(p) for p in found if p]
+        priorities = [_priority(p) for p in found if p]
         highest = max(priorities)
         # RFC 3339 in UTC ("...Z") sorts as time does; "~" (after every digit) stands for now
-        earliest = min(start_times.get(p["metadata"]["name"], "~") for p in found if p and priority(p) == highest)
+        earliest = min(start_times.get(p["metadata"]["name"], "~") for p in found if p and _priority(p) == highest)
         return highest, sum(priorities), len(priorities), earliest
 
     a, b = key(theirs), key(mine)
@@ -282,18 +277,32 @@ def reprieve_tie(
     differ = set(theirs) ^ set(mine)
     if not differ:
         return False
-    pods = {p["metadata"]["name"]: p for p in objects["running"] + objects["pending"]}
-    budgets = [b["spec"]["selector"].get("matchLabels", {}) for b in objects["pdbs"]]
+    pods, budgets = _by_name(objects), _budget_selectors(objects)
     keys = set()
     for name in differ:
         pod = pods.get(name)
         if pod is None:
             return False
-        labels = pod["metadata"].get("labels", {})
-        budgeted = any(all(labels.get(k) == v for k, v in b.items()) for b in budgets)
-        priority = int(pod["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1])
-        keys.add((priority, start_times.get(name, "~"), budgeted))
+        keys.add((_priority(pod), start_times.get(name, "~"), _budgeted(pod, budgets)))
     return len(keys) == 1
+
+
+def _by_name(objects: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in objects["running"] + objects["pending"]}
+
+
+def _budget_selectors(objects: dict[str, list[dict[str, Any]]]) -> list[dict[str, str]]:
+    return [b["spec"]["selector"].get("matchLabels", {}) for b in objects["pdbs"]]
+
+
+def _budgeted(pod: dict[str, Any], budgets: list[dict[str, str]]) -> bool:
+    """Whether a budget's selector (matchLabels: the generated budgets') selects the pod."""
+    labels = pod["metadata"].get("labels", {})
+    return any(all(labels.get(k) == v for k, v in b.items()) for b in budgets)
+
+
+def _priority(pod: dict[str, Any]) -> int:
+    return int(pod["spec"].get("priorityClassName", "bench-priority-0").rsplit("-", 1)[1])
 
 
 def rate(a: int, b: int) -> float | None:

@@ -385,7 +385,7 @@ def _group_reference(group: PodGroup) -> dict[str, str]:
     return {"kind": kind, "apiVersion": group.api, "namespace": group.namespace, "name": group.name, "uid": group.uid}
 
 
-def _preempted_status(preemptor: Pod, kind: str = "pod", victim: Pod | None = None) -> dict[str, Any]:
+def _preempted_status(preemptor: Pod, kind: str, victim: Pod) -> dict[str, Any]:
     """The status patch that marks a victim (strategic: its other conditions stay): upstream's
     DisruptionTarget condition, and rulesched's own, which the Eviction API leaves alone when it
     rewrites DisruptionTarget to EvictionByEvictionAPI, so rulesched still knows its victims
@@ -401,7 +401,7 @@ def _preempted_status(preemptor: Pod, kind: str = "pod", victim: Pod | None = No
                     "reason": PREEMPTION_BY_SCHEDULER,
                     "message": message,
                     "lastTransitionTime": when,
-                    **(observed_generation(victim) if victim is not None else {}),
+                    **observed_generation(victim),
                 }
                 for kind in (DISRUPTION_TARGET, PREEMPTED_CONDITION)
             ]

@@ -55,7 +55,7 @@ class HintHostMixin:
         node_change_may_help). Returns how many moved."""
         hint = NodeChangeHint(names, self.store.snapshot(), self._hint_rules)
         try:
-            return self.queue.move(event, judge=hint)
+            return self.queue.move(event, hint)
         finally:
             hint.close()
 
@@ -92,8 +92,8 @@ class HintHostMixin:
         )
         try:
             if up_to is None:
-                return self.queue.move(Event.POD_DELETED, lambda pod: pod.key in always or hint(pod))
-            return self.queue.move(Event.POD_DELETED, lambda pod: pod.priority <= up_to and hint(pod))
+                return self.queue.move(Event.POD_DELETED, lambda pod, _: pod.key in always or hint(pod))
+            return self.queue.move(Event.POD_DELETED, lambda pod, _: pod.priority <= up_to and hint(pod))
         finally:
             hint.close()
 

@@ -215,7 +215,7 @@ class DeletionHint(_Hint):
 
 class NodeChangeHint(_Hint):
     """The hint for nodes added or changed (``names``), over every parked pod: call it with the
-    pod and the filters that failed it (:meth:`SchedulingQueue.move`'s ``judge``)."""
+    pod and the filters that failed it (:meth:`SchedulingQueue.move`'s ``worth``)."""
 
     def __init__(self, names: Sequence[str], snapshot: Snapshot, rules_of: Callable[[Pod], RuleSet | None]) -> None:
         super().__init__(snapshot, rules_of)

@@ -36,8 +36,8 @@ from rulesched.scheduler.cluster_events import Event
 from rulesched.scheduler.pod_versions import keep_nomination, same_for_scheduling
 
 UNSCHEDULABLE_MAX_SECONDS = 300.0  # kube-scheduler's podMaxInUnschedulablePodsDuration
-Worth = Callable[[Pod], bool]  # a queueing hint: may the event help this parked pod?
-Judge = Callable[[Pod, frozenset[str]], bool]  # ... told the filters that failed it too
+# a queueing hint: may the event help this parked pod (told the filters that failed it)?
+Worth = Callable[[Pod, frozenset[str]], bool]
 
 # Sub-queues and the events that move pods into them, as kube-scheduler's metrics name them.
 ACTIVE, BACKOFF, UNSCHEDULABLE = "active", "backoff", "unschedulable"
@@ -493,10 +493,10 @@ class SchedulingQueue:
             self._push_active(self._take_out(key, entry), FORCE_ACTIVATE)
             return True
 
-    def move(self, event: Event = Event.OTHER, worth: Worth | None = None, judge: Judge | None = None) -> int:
+    def move(self, event: Event = Event.OTHER, worth: Worth | None = None) -> int:
         """Something that could help happened: move the parked pods to backoff, those the
-        event's queueing hint allows (``worth``, or ``judge`` told the filters that failed the pod
-        too: kube-scheduler's QueueingHintFn, :mod:`rulesched.scheduler.hints`; without one, all).
+        event's queueing hint allows (``worth``, told the pod and the filters that failed it:
+        kube-scheduler's QueueingHintFn, :mod:`rulesched.scheduler.hints`; without one, all).
         A pod placed moves them only while one of them waits on pods (affinity, spreading); a
         pod's deletion leaves a preemptor parked while its victims are still leaving
         (:attr:`awaiting_victims`: tried then, it would only wait again, its backoff grown;
@@ -511,11 +511,9 @@ class SchedulingQueue:
                 held = self.awaiting_victims()
                 if held:
                     moved = [key for key in moved if key not in held]
-            parked = self._unschedulable
             if worth is not None:
-                moved = [key for key in moved if worth(parked[key].pod)]
-            if judge is not None:
-                moved = [key for key in moved if judge(parked[key].pod, parked[key].rejected_by)]
+                parked = self._unschedulable
+                moved = [key for key in moved if worth(parked[key].pod, parked[key].rejected_by)]
             for key in moved:
                 self._unpark(key, event.value)
             return len(moved)
