@@ -94,6 +94,7 @@ class Applied:
     removed_groups: tuple[str, ...] = ()  # keys of pod groups deleted
     gone: Pod | None = None  # with POD_DELETED: the pod that left its node, as the store held it
     node: str | None = None  # with NODE_ADDED and NODE_CHANGED: the node's name
+    before: Node | None = None  # with NODE_CHANGED: the Node as the store held it before
 
 
 def relevant(old: Node | None, new: Node) -> bool:
@@ -168,10 +169,13 @@ class Mirror:
                 store.remove_node(delta.key)
                 return Applied()
             node = decode_node(obj, "watch")
-            old = store.node_view(node.name)
+            view = store.node_view(node.name)
+            # (read before the store takes the change: it updates a view no snapshot holds in place)
+            before = view.node if view is not None else None
             store.add_node(node)
-            if relevant(old.node if old is not None else None, node):
-                return Applied(Event.NODE_ADDED if old is None else Event.NODE_CHANGED, node=node.name)
+            if relevant(before, node):
+                event = Event.NODE_ADDED if before is None else Event.NODE_CHANGED
+                return Applied(event, node=node.name, before=before)
         elif kind == "PodDisruptionBudget":
             if deleted:
                 store.remove_pdb(delta.key)

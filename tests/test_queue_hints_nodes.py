@@ -1,6 +1,6 @@
 """Queueing hints for a node added or changed (rulesched.scheduler.hints: NodeChangeHint): a
 parked pod moves when one of the filters that failed it in its last attempt (its unschedulable
-plugins) passes on the node now. kube-scheduler 1.37.2's tables for the same event, each case
+plugins) passes on the node now and failed there before the change. kube-scheduler 1.37.2's tables for the same event, each case
 with its source (pkg/scheduler/framework/plugins/...: noderesources/fit_test.go
 Test_isSchedulableAfterNodeChange, tainttoleration/taint_toleration_test.go
 TestIsSchedulableAfterNodeChange, nodeaffinity/node_affinity_test.go
@@ -12,10 +12,13 @@ counterpart: the informer decodes a node before any hint sees it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rulesched.cluster.store import ClusterStore
+from rulesched.kube.informer import Delta
+from rulesched.mirror import Mirror
 from rulesched.model import Node, Pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.cluster_events import Event
@@ -46,12 +49,14 @@ def N(
 
 def helps(parked: Pod, new: Node, old: Node | None = None, rejected_by: Sequence[str] = ("NodeResourcesFit",)) -> bool:
     """The store as the informer leaves it after the change (``old`` replaced by ``new``), then
-    the hint for ``new``'s name, for a pod ``rejected_by`` failed."""
+    the hint for ``new``'s name (told ``old``, as the loop tells it the Node the store held),
+    for a pod ``rejected_by`` failed."""
     store = ClusterStore()
     if old is not None:
         store.add_node(old)
     store.add_node(new)
-    hint = NodeChangeHint([new.name], store.snapshot(), lambda p: default_rules())
+    before = {} if old is None else {new.name: old}
+    hint = NodeChangeHint([new.name], store.snapshot(), lambda p: default_rules(), before)
     try:
         return hint(parked, frozenset(rejected_by))
     finally:
@@ -82,21 +87,36 @@ def test_fit_queue_on_node_add_with_sufficient_resources() -> None:
     assert helps(P(requests={"memory": "2Gi"}), N(allocatable=mem("4Gi"))) is True
 
 
-def test_fit_unrelated_change_to_a_node_that_fits_queues_here() -> None:
+def test_fit_skip_queue_on_node_unrelated_changes() -> None:
     """ "skip-queue-on-node-unrelated-changes": the node fitted before and after, the requested
-    resources not increased: upstream's QueueSkip (its hint compares the old node too). The
-    store keeps the node as it is now only: NodeResourcesFit passes there, so Queue (the one
-    difference, towards a retry)."""
+    resources not increased: QueueSkip (NodeResourcesFit passed there before the change too)."""
     old = N(allocatable={"cpu": "4", "memory": "2Gi", "pods": "10"})
     new = N(allocatable={"cpu": "3", "memory": "2Gi", "pods": "10"})
-    assert helps(P(requests={"memory": "2Gi"}), new, old) is True
+    assert helps(P(requests={"memory": "2Gi"}), new, old) is False
 
 
-def test_fit_queue_on_pod_requested_resources_increase() -> None:
-    """ "queue-on-pod-requested-resources-increase": Queue."""
+def test_fit_requested_resources_increase_on_a_node_that_fitted_skips_here() -> None:
+    """ "queue-on-pod-requested-resources-increase": upstream's Queue (memory grew on a node the
+    pod fits empty). Here NodeResourcesFit passed on the node before the change as after it, so
+    the change moves nothing (the one difference, towards fewer retries: the module docstring)."""
     old = N(allocatable={"cpu": "4", "memory": "2Gi", "pods": "10"})
     new = N(allocatable={"cpu": "4", "memory": "3Gi", "pods": "10"})
-    assert helps(P(requests={"memory": "2Gi"}), new, old) is True
+    assert helps(P(requests={"memory": "2Gi"}), new, old) is False
+
+
+def test_fit_resources_increase_on_a_node_its_pods_filled_queues() -> None:
+    """The same increase on a node whose pods left the pod no room before: Queue (the fit
+    fails before the change, with the pods the node holds, and passes after it)."""
+    store = ClusterStore()
+    old = N(allocatable={"cpu": "4", "memory": "2Gi", "pods": "10"})
+    new = N(allocatable={"cpu": "4", "memory": "3Gi", "pods": "10"})
+    store.add_node(new)
+    store.add_pod(P("holder", requests={"memory": "1Gi"}, nodeName="nodeA"))
+    hint = NodeChangeHint(["nodeA"], store.snapshot(), lambda p: default_rules(), {"nodeA": old})
+    try:
+        assert hint(P(requests={"memory": "2Gi"}), frozenset({"NodeResourcesFit"})) is True
+    finally:
+        hint.close()
 
 
 def test_fit_skip_queue_on_node_changes_from_suitable_to_unsuitable() -> None:
@@ -195,10 +215,9 @@ def test_affinity_queue_on_label_change_to_matching() -> None:
     assert helps(P(**AFFINITY_FOO_BAR), N(labels={"foo": "bar"}), N(), rejected_by=AFFINITY) is True
 
 
-def test_affinity_unrelated_change_on_a_matching_node_queues_here() -> None:
+def test_affinity_skip_unrelated_change_on_a_matching_node() -> None:
     """ "skip queue on node changes unrelated to Pod's node affinity" (the node matched before
-    and after): upstream's QueueSkip; here NodeAffinity passes on the node as it is now: Queue
-    (the same difference as fit's unrelated change above)."""
+    and after): QueueSkip."""
     assert (
         helps(
             P(**AFFINITY_FOO_BAR),
@@ -206,7 +225,7 @@ def test_affinity_unrelated_change_on_a_matching_node_queues_here() -> None:
             N(labels={"foo": "bar"}),
             rejected_by=AFFINITY,
         )
-        is True
+        is False
     )
 
 
@@ -305,8 +324,9 @@ class _Evictor:
 
 def test_scheduler_moves_only_the_pods_a_node_change_helps() -> None:
     """Through the scheduler and its queue: two pods parked unschedulable (one asking 2Gi, one
-    asking for a label no node has); the node grows to 4Gi: the first moves, the second stays
-    parked; the label added then moves the second."""
+    asking for a label no node has); a label neither asks for added: both stay parked; the node
+    grows to 4Gi: the first moves, the second stays parked; the label added then moves the
+    second."""
     store = ClusterStore()
     store.add_node(N(allocatable=mem("1Gi")))
     s = Scheduler(default_rules(), store, SchedulerSettings(), _Binder(), _Evictor())
@@ -316,9 +336,42 @@ def test_scheduler_moves_only_the_pods_a_node_change_helps() -> None:
     for _ in range(2):
         assert s.schedule_one() is not None
     assert s.queue.counts()["unschedulable"] == 2
-    store.add_node(N(allocatable=mem("4Gi")))
-    assert s.nodes_changed(Event.NODE_CHANGED, ["nodeA"]) == 1
+    small = N(allocatable=mem("1Gi"))
+    store.add_node(N(allocatable=mem("1Gi"), labels={"zone": "z1"}))  # (nothing either filter reads)
+    assert s.nodes_changed(Event.NODE_CHANGED, ["nodeA"], {"nodeA": small}) == 0
+    assert s.queue.counts()["unschedulable"] == 2
+    grown = N(allocatable=mem("4Gi"))
+    store.add_node(grown)
+    assert s.nodes_changed(Event.NODE_CHANGED, ["nodeA"], {"nodeA": small}) == 1
     assert s.queue.counts()["unschedulable"] == 1
     store.add_node(N(allocatable=mem("4Gi"), labels={"team": "a"}))
-    assert s.nodes_changed(Event.NODE_CHANGED, ["nodeA"]) == 1
+    assert s.nodes_changed(Event.NODE_CHANGED, ["nodeA"], {"nodeA": grown}) == 1
     assert s.queue.counts()["unschedulable"] == 0
+
+
+def test_the_informer_reports_the_node_as_it_was_before_the_change() -> None:
+    """rulesched.mirror: a node's update is reported with the Node the store held before it
+    (what the hint judges the change against), though the store updates in place a node view no
+    snapshot holds; a status heartbeat (nothing a filter reads) is no event at all."""
+    store = ClusterStore()
+    mirror = Mirror(None, store, lambda delta: None, threading.Event(), resources=())  # type: ignore[arg-type]
+
+    def obj(labels: Mapping[str, str], heartbeat: str = "t0") -> dict[str, Any]:
+        return {
+            "kind": "Node",
+            "metadata": {"name": "node-a", "labels": dict(labels)},
+            "spec": {},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"},
+                "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}],
+            },
+        }
+
+    added = mirror.apply(Delta("Node", "ADDED", obj({})))
+    assert (added.event, added.node, added.before) == (Event.NODE_ADDED, "node-a", None)
+    changed = mirror.apply(Delta("Node", "MODIFIED", obj({"team": "a"})))
+    assert (changed.event, changed.node) == (Event.NODE_CHANGED, "node-a")
+    assert changed.before is not None and dict(changed.before.labels) == {}
+    view = store.node_view("node-a")
+    assert view is not None and dict(view.labels) == {"team": "a"}
+    assert mirror.apply(Delta("Node", "MODIFIED", obj({"team": "a"}, heartbeat="t1"))).event is None

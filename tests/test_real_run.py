@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import urllib3
+
 from tests.realk8s import Kube, Running
 
 
@@ -128,6 +130,49 @@ def test_a_second_failure_posts_a_second_event_as_kube_schedulers(k8s: Kube) -> 
         assert message == second["note"], (ns, message)
         # the reference names the version of the pod the failed cycle read, as client-go's does
         assert second["regarding"]["resourceVersion"] != first["regarding"]["resourceVersion"], (ns, second)
+
+
+def unschedulable_attempts(metrics: str) -> float:
+    """scheduler_schedule_attempts_total{result="unschedulable"}, summed over profiles."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("scheduler_schedule_attempts_total{") and 'result="unschedulable"' in line
+    )
+
+
+def test_a_node_change_unrelated_to_the_rejecting_filters_retries_nothing(k8s: Kube) -> None:
+    """Both schedulers' queueing hints for a changed node (rulesched.scheduler.hints): a pod too
+    big for n1 (NodeResourcesFit) and turned away by n2's taint (TaintToleration). A label added
+    to n2 leaves both filters' answers there as they were (fit passed before and passes; the
+    taint failed before and fails): neither scheduler tries the pod again (kube-scheduler's
+    fit.go and taint_toleration.go hints skip it; rulesched's failed there before the change too
+    and so skips it). The taint removed then: both place the pod on n2."""
+    k8s.node("n1", cpu="2")
+    k8s.node("n2", cpu="8", taints=[{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
+    ours, theirs = k8s.namespace("ours"), k8s.namespace("theirs")
+    for ns, scheduler in ((ours, "rulesched"), (theirs, "default-scheduler")):
+        k8s.pod(ns, "too-big", cpu="3", scheduler=scheduler)
+
+    def failed(ns: str) -> bool:
+        return any(e["reason"] == "FailedScheduling" for e in k8s.events(ns))
+
+    with k8s.kube_scheduler() as theirs_scheduler, Running(k8s, metrics_bind_address="127.0.0.1:0") as loop:
+        assert k8s.wait(lambda: failed(ours) and failed(theirs), 30)
+
+        def attempts() -> tuple[float, float]:
+            answer = urllib3.PoolManager().request("GET", f"http://127.0.0.1:{loop.ops.port}/metrics")
+            return unschedulable_attempts(answer.data.decode()), unschedulable_attempts(theirs_scheduler.metrics())
+
+        time.sleep(2.0)  # (the first attempts over: n2's status write may have moved the pods once)
+        settled = attempts()
+        k8s.patch("/api/v1/nodes/n2", {"metadata": {"labels": {"unrelated": "yes"}}})
+        time.sleep(3.0)  # (a pod moved would be tried again within its 1-2 s backoff)
+        assert attempts() == settled, (settled, attempts())
+        k8s.patch("/api/v1/nodes/n2", {"spec": {"taints": None}})
+        for ns in (ours, theirs):
+            placed = k8s.wait(lambda ns=ns: k8s.read_pod(ns, "too-big")["spec"].get("nodeName") == "n2", 30)
+            assert placed, (ns, loop.scheduler.queue.counts(), k8s.read_pod(ns, "too-big")["status"])
 
 
 def test_preemption_reads_back_as_kube_schedulers(k8s: Kube) -> None:

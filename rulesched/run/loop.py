@@ -51,7 +51,7 @@ from rulesched.kube.resources import PODGROUPS, WORKLOAD_API_GROUP, Resource, co
 from rulesched.lang import RuleSet, RulesHandle, startup_warning
 from rulesched.loadsources.poller import LoadSources
 from rulesched.mirror import EVERYTHING, Mirror
-from rulesched.model import Pod, PriorityClass
+from rulesched.model import Node, Pod, PriorityClass
 from rulesched.model.groups import group_key
 from rulesched.model.load import LoadSnapshot
 from rulesched.reload import Reloader, ReloadOutcome, ReloadSettings, RulesSources
@@ -114,7 +114,8 @@ class Loop:
             self._check_fit(profile)
         self._inbox: queue.SimpleQueue[Delta | Outcome | LoadSnapshot | RemovalFailed] = queue.SimpleQueue()
         self._gone: list[Pod] = []  # pods gone from their nodes in this drain: judged together at its end
-        self._nodes: dict[Event, set[str]] = {}  # nodes added or changed in this drain: likewise
+        # nodes added or changed in this drain, likewise: name -> its Node before (None: added)
+        self._nodes: dict[Event, dict[str, Node | None]] = {}
         self.workers = Workers(
             self.api,
             self._deliver,
@@ -487,8 +488,9 @@ class Loop:
                     self.scheduler.pods_gone(gone)
                 if self._nodes:  # (and once for its nodes added or changed)
                     nodes, self._nodes = self._nodes, {}
-                    for event, names in nodes.items():
-                        self.scheduler.nodes_changed(event, sorted(names))
+                    for event, changed in nodes.items():
+                        before = {name: node for name, node in changed.items() if node is not None}
+                        self.scheduler.nodes_changed(event, sorted(changed), before)
                 return
             try:
                 if isinstance(item, Outcome):
@@ -543,6 +545,7 @@ class Loop:
         if applied.gone is not None:
             self._gone.append(applied.gone)
         elif applied.node is not None and applied.event is not None:
-            self._nodes.setdefault(applied.event, set()).add(applied.node)
+            # (a node changed twice in a drain: judged against the Node before the first change)
+            self._nodes.setdefault(applied.event, {}).setdefault(applied.node, applied.before)
         elif applied.event is not None:
             scheduler.queue.move(applied.event)

@@ -14,15 +14,15 @@ while its victims leave moves when the last of them goes, whatever the hint says
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.lang import RuleSet
-from rulesched.model import Pod
+from rulesched.model import Node, Pod
 from rulesched.scheduler import gang
 from rulesched.scheduler.cluster_events import Event
-from rulesched.scheduler.hints import DeletionHint, NodeChangeHint
+from rulesched.scheduler.hints import EMPTY_BEFORE, DeletionHint, NodeChangeHint
 from rulesched.scheduler.nominator import Nominator
 from rulesched.scheduler.queue import SchedulingQueue
 
@@ -49,11 +49,12 @@ class HintHostMixin:
         Returns how many moved."""
         return self._move_if_helped(gone, None, self._awaited(gone))
 
-    def nodes_changed(self, event: Event, names: Sequence[str]) -> int:
-        """Nodes ``names`` were added or changed (``event``): the parked pods one of whose
-        rejecting filters passes on one of them now move (rulesched.scheduler.hints:
-        node_change_may_help). Returns how many moved."""
-        hint = NodeChangeHint(names, self.store.snapshot(), self._hint_rules)
+    def nodes_changed(self, event: Event, names: Sequence[str], before: Mapping[str, Node] = EMPTY_BEFORE) -> int:
+        """Nodes ``names`` were added or changed (``event``; ``before``: the changed ones' Nodes
+        as they were): the parked pods one of whose rejecting filters passes on one of them now,
+        and failed there before, move (rulesched.scheduler.hints: node_change_may_help). Returns
+        how many moved."""
+        hint = NodeChangeHint(names, self.store.snapshot(), self._hint_rules, before)
         try:
             return self.queue.move(event, hint)
         finally:

@@ -42,24 +42,45 @@ the node; preemption is not asked (upstream's node hints ask fit alone). So a ta
 a node the pod still lacks room on moves it (the taint's filter passes now), to fail again, as
 upstream's TaintToleration does; a new node failing the pod only on a filter that did not
 reject it before moves it too (its FailedScheduling message then counts the new node, as
-kube-scheduler's). One difference is left, towards a retry: upstream's hints skip a change that
-leaves their check as it was (the node passed it before too, e.g. fit.go's
-"skip-queue-on-node-unrelated-changes"); the node's earlier state is gone from the store here.
+kube-scheduler's). A change that leaves the filter's answer as it was moves nothing: a changed
+node is judged twice, as it is now and as it was before the change (``before``: the Node the
+store held, with the pods it holds now), and the filter must fail there before and pass now, as
+upstream's hints skip a change unrelated to their check (fit.go's
+"skip-queue-on-node-unrelated-changes", tainttoleration's "skip-unrelated-change", nodeaffinity's
+"skip queue on node changes unrelated to Pod's node affinity"). One difference is left, towards
+fewer retries: NodeResourcesFit's hint queues a pod whenever a resource it asks for grew on a node
+it fits empty, even one it fitted before the change ("queue-on-pod-requested-resources-increase");
+here a node whose fit the change leaves passing moves nothing: the pod's next attempt would find
+this node as its filters judged it before.
 Next stage: :meth:`rulesched.scheduler.queue.SchedulingQueue.move` keeps parked what this rules out.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
+from rulesched.cluster.nodeinfo import NodeInfo
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.engine import only_its_node
 from rulesched.lang import RuleSet, Session
-from rulesched.model import Pod
+from rulesched.model import Node, Pod
 from rulesched.scheduler.nominator import Reserved, ReservedCheck
 
 log = logging.getLogger(__name__)
+
+
+EMPTY_BEFORE: Mapping[str, Node] = MappingProxyType({})
+
+
+def as_before(node: NodeInfo, old: Node) -> NodeInfo:
+    """The node view as it was before a change of its Node: ``old`` with the pods it holds now
+    (a copy; the snapshot's view stays as it is). The pods' own comings and goings are judged
+    by their own hint, on the node as it is now."""
+    was = node.clone(node.epoch)
+    was.set_node(old)
+    return was
 
 
 def reads_beyond_its_node(pod: Pod) -> bool:
@@ -130,16 +151,24 @@ def deletion_may_help(
 
 
 def node_change_may_help(
-    pod: Pod, rejected_by: frozenset[str], names: Sequence[str], snapshot: Snapshot, session: Session
+    pod: Pod,
+    rejected_by: frozenset[str],
+    names: Sequence[str],
+    snapshot: Snapshot,
+    session: Session,
+    before: Mapping[str, Node] = EMPTY_BEFORE,
 ) -> bool:
     """Whether nodes ``names`` added or changed (labels, taints, allocatable, schedulability) may
     make the parked ``pod`` schedulable: one of the filters that failed it in its last attempt
-    (``rejected_by``: its unschedulable plugins) passes on one of them now (see the module
-    docstring). True whenever that cannot be ruled out: none of those filters known."""
+    (``rejected_by``: its unschedulable plugins) passes on one of them now, and failed there
+    before the change (``before``: a changed node's Node as it was; a node not in it was added)
+    (see the module docstring). True whenever that cannot be ruled out: none of those filters
+    known."""
     if reads_beyond_its_node(pod):
         return True
-    nodes = [snapshot.node_view(name) for name in names]
-    if any(node is None for node in nodes):
+    found = [snapshot.node_view(name) for name in names]
+    nodes = [node for node in found if node is not None]
+    if len(nodes) < len(found):
         return True
     bound = session.bind(pod, snapshot)
     try:
@@ -148,7 +177,17 @@ def node_change_may_help(
         rejecting = [f for f in bound.filters if f.name in rejected_by]
         if not rejecting:  # (upstream: a pod no plugin rejected is queued on any event)
             return True
-        return any(f.passes(node) for node in nodes for f in rejecting)
+        for node in nodes:
+            passing = [f for f in rejecting if f.passes(node)]
+            if not passing:
+                continue
+            old = before.get(node.name)
+            if old is None:  # (added: nothing failed it there before)
+                return True
+            was = as_before(node, old)
+            if any(not f.passes(was) for f in passing):
+                return True
+        return False
     except Exception:  # noqa: BLE001 -- a rule that fails here is the cycle's to report; requeue (upstream: Queue on error)
         log.debug("queueing hint failed; requeued", exc_info=True, extra={"pod": pod.key})
         return True
@@ -214,16 +253,24 @@ class DeletionHint(_Hint):
 
 
 class NodeChangeHint(_Hint):
-    """The hint for nodes added or changed (``names``), over every parked pod: call it with the
-    pod and the filters that failed it (:meth:`SchedulingQueue.move`'s ``worth``)."""
+    """The hint for nodes added or changed (``names``; ``before``: the changed ones' Nodes before
+    the change), over every parked pod: call it with the pod and the filters that failed it
+    (:meth:`SchedulingQueue.move`'s ``worth``)."""
 
-    def __init__(self, names: Sequence[str], snapshot: Snapshot, rules_of: Callable[[Pod], RuleSet | None]) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        snapshot: Snapshot,
+        rules_of: Callable[[Pod], RuleSet | None],
+        before: Mapping[str, Node] = EMPTY_BEFORE,
+    ) -> None:
         super().__init__(snapshot, rules_of)
         self.names = tuple(sorted(set(names)))
+        self.before = before  # a changed node's Node before the change (an added one: absent)
 
     def __call__(self, pod: Pod, rejected_by: frozenset[str]) -> bool:
         found = self._session(pod)
         if found is None:
             return True
         snapshot, session = found
-        return self._counted(node_change_may_help(pod, rejected_by, self.names, snapshot, session))
+        return self._counted(node_change_may_help(pod, rejected_by, self.names, snapshot, session, self.before))
