@@ -217,6 +217,45 @@ def test_a_victim_its_budget_protects_is_not_asked_for(k8s: Kube) -> None:
     assert not k8s.read_pod(ns, "web-1")["metadata"].get("deletionTimestamp")
 
 
+def test_a_victim_not_ready_its_healthy_budget_lets_go_is_evicted(k8s: Kube) -> None:
+    """n1 and n2 (2 cpu each) run web-1 (Running, not Ready) and web-2 (Running and Ready)
+    under a PDB minAvailable 1, unhealthyPodEvictionPolicy unset (IfHealthyBudget): the real
+    disruption controller counts one healthy pod of one desired and allows no disruption. The
+    Eviction API still lets web-1 go (not Ready, its budget healthy: eviction.go), so a
+    high-priority 2-cpu pod preempts web-1 on n1, through the Eviction API, and is bound there;
+    web-2, whose eviction would be refused, is never asked for."""
+    ns = k8s.namespace()
+    priority_class(k8s, "high", 1000)
+    k8s.node("n1", cpu="2")
+    k8s.node("n2", cpu="2")
+    k8s.pod(ns, "web-1", cpu="2", spec={"nodeName": "n1"}, metadata={"labels": {"app": "web"}})
+    k8s.patch(
+        f"/api/v1/namespaces/{ns}/pods/web-1/status",
+        {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}},
+    )
+    running_pod(k8s, ns, "web-2", "n2", "2", app="web")
+    spec = {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    k8s.create(POLICY.format(ns=ns), {"metadata": {"name": "web"}, "spec": spec})
+    assert k8s.wait(lambda: pdb_status(k8s, ns, "web").get("currentHealthy") == 1, 30), pdb_status(k8s, ns, "web")
+    status = pdb_status(k8s, ns, "web")
+    assert (status["disruptionsAllowed"], status["desiredHealthy"]) == (0, 1), status
+    mark = k8s.audit_mark()
+    with Running(k8s):
+        k8s.pod(ns, "high", cpu="2", spec={"priorityClassName": "high"})
+        assert k8s.wait(lambda: k8s.read_pod(ns, "web-1")["metadata"].get("deletionTimestamp"), 30), k8s.read_pod(
+            ns, "high"
+        ).get("status")
+        k8s.remove_terminating(ns)
+        assert k8s.wait(lambda: k8s.read_pod(ns, "high")["spec"].get("nodeName") == "n1", 30)
+    evictions = {
+        (e["objectRef"].get("name"), e["responseStatus"].get("code"))
+        for e in k8s.audit(mark)
+        if e["objectRef"].get("subresource") == "eviction"
+    }
+    assert evictions == {("web-1", 201)}, evictions
+    assert not k8s.read_pod(ns, "web-2")["metadata"].get("deletionTimestamp")
+
+
 RULES_A = 'extends "default"\n\nfilter only_a:\n    node.name == "a"\n    else "not a"\n'
 RULES_B = 'extends "default"\n\nfilter only_b:\n    node.name == "b"\n    else "not b"\n'
 

@@ -7,6 +7,7 @@ Next stage: :mod:`rulesched.cluster` (store and snapshot), and the rules see the
 """
 
 from rulesched.model.objects import (
+    ALWAYS_ALLOW,
     DISRUPTION_TARGET,
     PREEMPTED_CONDITION,
     PREEMPTION_BY_SCHEDULER,
@@ -29,6 +30,7 @@ from rulesched.model.objects import (
 from rulesched.model.quantity import QuantityError, format_quantity, parse_quantity
 
 __all__ = [
+    "ALWAYS_ALLOW",
     "DISRUPTION_TARGET",
     "PREEMPTED_CONDITION",
     "PREEMPTION_BY_SCHEDULER",

@@ -43,8 +43,10 @@ from rulesched.model.names import dns1123_label, dns1123_subdomain, shown
 from rulesched.model.objects import (
     DISRUPTION_TARGET,
     EMPTY_RESOURCES,
+    IF_HEALTHY_BUDGET,
     PREEMPTED_CONDITION,
     PREEMPTION_BY_SCHEDULER,
+    UNHEALTHY_POD_EVICTION_POLICIES,
     LabelSelector,
     Namespace,
     Node,
@@ -187,6 +189,7 @@ def decode_pod(
         start_time=get_time(status, "startTime", where, "status"),
         deleting=meta.get("deletionTimestamp") is not None,
         preempted_by_scheduler=_preempted_by_scheduler(status, where),
+        ready=_ready(status, where),
         owner=_controller(meta, where),
         scheduling_gates=_gates(spec, where),
         volumes=pod_volumes(spec, name, where) if spec.get("volumes") else (),
@@ -259,6 +262,16 @@ def _check_pod_spec(spec: Mapping[str, Any], status: Mapping[str, Any], where: W
             check(where, dns1123_subdomain, node, f"{at}.{key}")
 
 
+def _ready(status: Mapping[str, Any], where: Where) -> bool:
+    """podutil.IsPodReady: the first condition of type Ready says True."""
+    if not status.get("conditions"):
+        return False
+    for path, cond in get_maps(status, "conditions", where, "status"):
+        if get_str(cond, "type", where, path) == "Ready":
+            return get_str(cond, "status", where, path) == "True"
+    return False
+
+
 def _preempted_by_scheduler(status: Mapping[str, Any], where: Where) -> bool:
     """The DisruptionTarget condition a scheduler sets on the pods it preempts (reason
     PreemptionByScheduler), or rulesched's own condition, which outlives the Eviction API's
@@ -313,13 +326,19 @@ def decode_pdb(obj: object, source: str = "", *, names: bool = True) -> PodDisru
     """A PodDisruptionBudget with the disruptions its status allows now. Without a status
     (``status_known`` false) it allows 0 until :func:`rulesched.semantics.disruption.disruptions_allowed`
     computes it from the pods, as the disruption controller would."""
-    obj, _, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True, names=names)
+    obj, meta, name, namespace, where = object_metadata(obj, "PodDisruptionBudget", source, True, names=names)
     spec = get_map(obj, "spec", where, "")
     selector = label_selector(spec.get("selector"), where, "spec.selector")
     if obj.get("apiVersion") == "policy/v1beta1" and selector == LabelSelector():
         selector = None  # in v1beta1 an empty selector selected nothing; in v1, everything
     status = get_map(obj, "status", where, "")
     allowed = get_int(status, "disruptionsAllowed", where, "status")
+    policy = get_str(spec, "unhealthyPodEvictionPolicy", where, "spec") or IF_HEALTHY_BUDGET
+    if policy not in UNHEALTHY_POD_EVICTION_POLICIES:
+        raise where.error(
+            f"{policy!r}: expected one of {', '.join(UNHEALTHY_POD_EVICTION_POLICIES)}",
+            "spec.unhealthyPodEvictionPolicy",
+        )
     return PodDisruptionBudget(
         name,
         namespace,
@@ -328,6 +347,12 @@ def decode_pdb(obj: object, source: str = "", *, names: bool = True) -> PodDisru
         min_available=_int_or_percent(spec, "minAvailable", where),
         max_unavailable=_int_or_percent(spec, "maxUnavailable", where),
         status_known="disruptionsAllowed" in status,
+        disrupted_pods=frozenset(get_map(status, "disruptedPods", where, "status")),
+        unhealthy_pod_eviction_policy=policy,
+        current_healthy=get_int(status, "currentHealthy", where, "status"),
+        desired_healthy=get_int(status, "desiredHealthy", where, "status"),
+        generation_behind="observedGeneration" in status
+        and get_int(status, "observedGeneration", where, "status") < get_int(meta, "generation", where, "metadata"),
     )
 
 

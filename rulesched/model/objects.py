@@ -25,6 +25,9 @@ EMPTY_RESOURCES: Mapping[str, int] = MappingProxyType({})
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 PREEMPTED_CONDITION = "rulesched.io/PreemptedByScheduler"
+# spec.unhealthyPodEvictionPolicy of a PodDisruptionBudget (policy/v1)
+IF_HEALTHY_BUDGET, ALWAYS_ALLOW = "IfHealthyBudget", "AlwaysAllow"
+UNHEALTHY_POD_EVICTION_POLICIES = (IF_HEALTHY_BUDGET, ALWAYS_ALLOW)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,7 @@ class Pod:
     # a scheduler preempted it: condition DisruptionTarget=True with reason PreemptionByScheduler,
     # or rulesched's own PREEMPTED_CONDITION=True (kept when an eviction rewrites DisruptionTarget)
     preempted_by_scheduler: bool = False
+    ready: bool = False  # condition Ready=True (podutil.IsPodReady): what the Eviction API calls healthy
     # spec.resourceClaims (Dynamic Resource Allocation), with the claims made from templates
     resource_claims: tuple[PodClaim, ...] = ()
     # the containers asking for extended resources, which a DeviceClass may serve (KEP-5004),
@@ -270,6 +274,17 @@ class PodDisruptionBudget:
     min_available: int | str | None = None  # a count or "N%"
     max_unavailable: int | str | None = None
     status_known: bool = True
+    # What the Eviction API reads besides disruptions_allowed (v1.37.2 eviction.go): the pods
+    # whose eviction it let through and the controller has not seen go yet (status.disruptedPods,
+    # names; the scheduler's victim choice does not count them down again either), the policy for
+    # pods not Ready (spec.unhealthyPodEvictionPolicy), status.currentHealthy and desiredHealthy,
+    # and whether the controller has not yet seen the spec (status.observedGeneration behind
+    # metadata.generation: every eviction refused until it has)
+    disrupted_pods: frozenset[str] = frozenset()
+    unhealthy_pod_eviction_policy: str = "IfHealthyBudget"
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    generation_behind: bool = False
 
     @property
     def key(self) -> str:

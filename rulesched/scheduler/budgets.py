@@ -17,6 +17,7 @@ from typing import Any
 
 from rulesched.lang import NodeMemos
 from rulesched.model import Pod, PodDisruptionBudget
+from rulesched.semantics.disruption import EvictionLedger
 from rulesched.semantics.matching import label_selector_matches
 
 
@@ -28,7 +29,7 @@ class Budgets:
     namespace alone. Budgets with no selector, or an empty one, select nothing here (as
     filterPodsWithPDBViolation skips them)."""
 
-    __slots__ = ("_by_label", "_by_namespace", "_selected", "pdbs")
+    __slots__ = ("_by_label", "_by_namespace", "_everything", "_selected", "pdbs")
 
     def __init__(self, pdbs: Sequence[PodDisruptionBudget]) -> None:
         self.pdbs = pdbs
@@ -38,6 +39,7 @@ class Budgets:
         self._selected: dict[str, tuple[Mapping[str, str], list[int]]] = {}
         self._by_label: dict[tuple[str, str, str], list[int]] = {}
         self._by_namespace: dict[str, list[int]] = {}
+        self._everything: dict[str, list[int]] = {}  # empty selectors, per namespace (see evicting)
         for i, pdb in enumerate(pdbs):
             selector = pdb.selector
             if selector is None:
@@ -47,6 +49,8 @@ class Budgets:
                 self._by_label.setdefault((pdb.namespace, key, value), []).append(i)
             elif selector.match_expressions:
                 self._by_namespace.setdefault(pdb.namespace, []).append(i)
+            else:
+                self._everything.setdefault(pdb.namespace, []).append(i)
 
     def selecting(self, pod: Pod) -> list[int]:
         """The indices of the budgets whose selector matches the pod."""
@@ -61,6 +65,12 @@ class Budgets:
         chosen = [i for i in found if label_selector_matches(self.pdbs[i].selector, labels)]
         self._selected[pod.key] = (labels, chosen)
         return chosen
+
+    def evicting(self, pod: Pod) -> list[PodDisruptionBudget]:
+        """The budgets the Eviction API finds for the pod (eviction.go getPodDisruptionBudgets):
+        those :meth:`selecting` it, and in policy/v1 those with an empty selector, which cover
+        every pod of their namespace there (the scheduler's victim choice skips them)."""
+        return [self.pdbs[i] for i in self.selecting(pod) + self._everything.get(pod.namespace, [])]
 
 
 @dataclass
@@ -99,6 +109,8 @@ def split_by_pdb(
         violated = False
         if pod.labels:
             for i in budgets.selecting(pod):
+                if pod.name in pdbs[i].disrupted_pods:
+                    continue  # (its eviction went through already: not counted down twice)
                 allowed[i] -= 1
                 if allowed[i] < 0:
                     violated = True
@@ -139,19 +151,13 @@ def put_back_orders(
 
 
 def eviction_refused(victims: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]) -> bool:
-    """Whether evicting ``victims`` would take some budget below zero, as the store has the
-    budgets: the Eviction API would refuse one of them (checkAndDecrement; order does not matter:
-    a budget covering more victims than it allows disruptions refuses one, whichever comes last).
-    A victim the Eviction API deletes without asking its budget does not count (v1.37.2
-    pkg/registry/core/pod/storage/eviction.go canIgnorePDB: phase Pending, Succeeded or Failed,
-    or already being deleted; a pod bound whose kubelet has not started it is Pending). Not
-    modelled: a Running pod not Ready, which the API evicts while its budget is healthy
-    (IfHealthyBudget) or always (AlwaysAllow); the store keeps no readiness, so such a candidate
-    counts as refused: skipped here where the API might have allowed it."""
-    checked = [v for v in victims if not ignores_budgets(v)]
-    return bool(pdbs) and bool(checked) and bool(split_by_pdb(checked, pdbs, budgets_of(pdbs))[0])
-
-
-def ignores_budgets(pod: Pod) -> bool:
-    """eviction.go canIgnorePDB: the Eviction API deletes such a pod whatever its budgets say."""
-    return pod.deleting or pod.phase in ("Pending", "Succeeded", "Failed")
+    """Whether the Eviction API would refuse one of ``victims``, evicted one after another, as
+    the store has the budgets (:class:`rulesched.semantics.disruption.EvictionLedger`: a victim
+    it deletes without asking its budget, one not Ready its budget's policy lets go, a budget
+    counted down by the victims before; a pod two budgets cover is refused, as are budgets the
+    controller has not caught up with)."""
+    if not pdbs:
+        return False
+    budgets = budgets_of(pdbs)
+    ledger = EvictionLedger()
+    return not all(ledger.allows(victim, budgets.evicting(victim)) for victim in victims)

@@ -1,5 +1,6 @@
 """PodDisruptionBudgets: the disruption controller's arithmetic, for budgets read without a
-status (files written by hand), and which pods a budget covers.
+status (files written by hand), which pods a budget covers, and what the Eviction API answers
+(:class:`EvictionLedger`).
 
 Next stage: :meth:`rulesched.cluster.store.ClusterStore.build` fills in the status of such budgets;
 preemption (:mod:`rulesched.scheduler.preemption`) reads ``disruptions_allowed`` to choose victims.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from rulesched.model import Pod, PodDisruptionBudget
+from rulesched.model import ALWAYS_ALLOW, Pod, PodDisruptionBudget
 from rulesched.semantics.matching import label_selector_matches
 
 
@@ -44,3 +45,50 @@ def scaled(value: int | str, total: int) -> int:
     if isinstance(value, int):
         return value
     return -(-int(value[:-1]) * total // 100)
+
+
+# eviction.go MaxDisruptedPodSize: more evictions than this not yet seen by the controller refuse
+MAX_DISRUPTED_POD_SIZE = 2000
+
+
+def ignores_budgets(pod: Pod) -> bool:
+    """eviction.go canIgnorePDB: the Eviction API deletes such a pod whatever its budgets say
+    (phase Pending, Succeeded or Failed, or being deleted already; a pod bound whose kubelet has
+    not started it is Pending)."""
+    return pod.deleting or pod.phase in ("Pending", "Succeeded", "Failed")
+
+
+class EvictionLedger:
+    """What the Eviction API answers evictions sent one after another (v1.37.2
+    pkg/registry/core/pod/storage/eviction.go), each told the budgets that cover its pod as the
+    API finds them (:func:`covers`: the namespace's budgets whose selector matches the labels;
+    in policy/v1 an empty selector covers every pod). An eviction it lets through counts its
+    budget down for those after it (checkAndDecrement writes the budget's status)."""
+
+    __slots__ = ("_left",)
+
+    def __init__(self) -> None:
+        self._left: dict[str, int] = {}  # budget key -> the disruptions it allows still
+
+    def allows(self, pod: Pod, budgets: Iterable[PodDisruptionBudget]) -> bool:
+        """Whether evicting ``pod`` would be let through (and if so, counted)."""
+        if ignores_budgets(pod):  # canIgnorePDB
+            return True
+        found = list(budgets)
+        if not found:
+            return True
+        if (
+            len(found) > 1
+        ):  # 500: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+            return False
+        pdb = found[0]
+        if not pod.ready:  # (IsPodReady is what the API calls healthy)
+            if pdb.unhealthy_pod_eviction_policy == ALWAYS_ALLOW:
+                return True
+            if pdb.current_healthy >= pdb.desired_healthy > 0:  # IfHealthyBudget, the default
+                return True  # (not counted: an unhealthy pod's going disrupts nothing)
+        left = self._left.get(pdb.key, pdb.disruptions_allowed)
+        if pdb.generation_behind or left <= 0 or len(pdb.disrupted_pods) > MAX_DISRUPTED_POD_SIZE:
+            return False  # 429 (spec not yet seen; none allowed) or 403 (negative; too many unconfirmed)
+        self._left[pdb.key] = left - 1
+        return True

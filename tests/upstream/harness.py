@@ -70,13 +70,23 @@ def pod(
     return decode_pod(obj, "test", names=False)
 
 
-def pdb(name: str, namespace: str, match_labels: Mapping[str, str], disruptions_allowed: int) -> PodDisruptionBudget:
+def pdb(
+    name: str,
+    namespace: str,
+    match_labels: Mapping[str, str],
+    disruptions_allowed: int,
+    disrupted: Sequence[str] = (),
+) -> PodDisruptionBudget:
+    """A budget (``disrupted``: its status.disruptedPods, the pods whose eviction went through)."""
+    status: dict[str, Any] = {"disruptionsAllowed": disruptions_allowed}
+    if disrupted:
+        status["disruptedPods"] = {name: "2026-12-04T00:00:00Z" for name in disrupted}
     return decode_pdb(
         {
             "kind": "PodDisruptionBudget",
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"selector": {"matchLabels": dict(match_labels)}},
-            "status": {"disruptionsAllowed": disruptions_allowed},
+            "status": status,
         },
         "test",
         names=False,

@@ -26,9 +26,7 @@ Not ported (rulesched does not model what they need):
   four "pod with SchedulingGroup ..." cases (pod groups, topology-aware workload scheduling).
 - TestDryRunPreemption "a pod that does not fit on any node", "a pod that fits with no preemption",
   "a pod that fits on one node with no preemption", "get Unschedulable in the preemption phase when
-  the filter plugins filtering the nodes" (fake filter plugins); "preemption with violation of the
-  pdb with pod whose eviction was processed, the victim belongs to DisruptedPods" and "... the
-  victim which belongs to DisruptedPods is treated as 'nonViolating'" (PDB status.disruptedPods).
+  the filter plugins filtering the nodes" (fake filter plugins).
 - TestPreempt's four extender tables (extenders).
 
 The last table is not upstream's: it pins util.GetPodStartTime's rule (a pod without a start time
@@ -402,6 +400,25 @@ DRY_RUN = [
         SAME_PDB_PODS,
         [pdb("pdb", "default", APP_FOO, 1)],
         {"node1": (["p1.1", "p1.2"], 1)},
+    ),
+    # the budget's status.disruptedPods names p1.2: its eviction went through, it is not counted
+    # down again (FilterVictimsWithPDBViolation)
+    (
+        "preemption with violation of the pdb with pod whose eviction was processed, the victim belongs to DisruptedPods",
+        ("node1",),
+        P("p", HIGH, req=VERY_LARGE),
+        SAME_PDB_PODS,
+        [pdb("pdb", "default", APP_FOO, 1, disrupted=["p1.2"])],
+        {"node1": (["p1.1", "p1.2"], 0)},
+    ),
+    (
+        "preemption with violation of the pdb with pod whose eviction was processed, the victim which belongs to "
+        "DisruptedPods is treated as 'nonViolating'",
+        ("node1",),
+        P("p", HIGH, req=VERY_LARGE),
+        [*SAME_PDB_PODS, P("p1.3", MID, "node1", MEDIUM, labels=APP_FOO)],
+        [pdb("pdb", "default", APP_FOO, 1, disrupted=["p1.3"])],
+        {"node1": (["p1.1", "p1.2", "p1.3"], 1)},
     ),
 ]
 
