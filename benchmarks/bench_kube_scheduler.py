@@ -28,7 +28,9 @@ watching and status-writing threads), and the ratio
 rulesched / kube-scheduler of pods/s (>1: rulesched faster) and of CPU per pod (<1: rulesched
 cheaper). ``--logs DIR`` keeps each scheduler's log and its /metrics at the end; ``--rulesched-flag`` passes a
 flag to ``rulesched run`` (a variant, e.g. ``--rulesched-flag=--evict-victims=all``); ``--pprof DIR``
-keeps kube-apiserver's CPU profile of the first ``--pprof-seconds`` of each measured phase. kube-scheduler runs as scheduler_perf runs
+keeps kube-apiserver's CPU profile of the first ``--pprof-seconds`` of each measured phase; ``--audit DIR``
+keeps its audit log of every client and prints how long it took to answer each client's requests, while the
+pods were created and after. kube-scheduler runs as scheduler_perf runs
 it: client QPS and burst 5000, default profile, ``percentageOfNodesToScore`` adaptive (both),
 logging at -v=1 (``--kube-scheduler-verbosity``); rulesched with its defaults. Each run also
 reports each scheduler's own preemption counts (kube-scheduler's metrics, which rulesched
@@ -101,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pprof-seconds", type=int, default=15, help="speed: the profile's length from the first creation"
     )
+    parser.add_argument(
+        "--audit", type=Path, metavar="DIR",
+        help="speed: keep kube-apiserver's audit log of every client in DIR, and print each client's request "
+        "latencies from it (costs the API server some CPU)",
+    )  # fmt: skip
     parser.add_argument(
         "--creator", choices=CREATORS, default="podload",
         help="speed: what creates the measured pods: testbed/'s podload (Go, as scheduler_perf; default) or python",

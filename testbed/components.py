@@ -193,10 +193,17 @@ def commands(d: Path, bin_dir: Path, ports: dict[str, int]) -> dict[str, list[st
 
 
 def audit_flags(d: Path) -> list[str]:
-    if os.environ.get("RULESCHED_TESTBED_AUDIT", "1") == "0":
+    """The audit log's flags: RULESCHED_TESTBED_AUDIT "0" none; "all" every client's requests
+    (the benchmark's --audit: the control plane's own too); else (the tests') every request but
+    those of kube-controller-manager and the API server itself."""
+    mode = os.environ.get("RULESCHED_TESTBED_AUDIT", "1")
+    if mode == "0":
         return []
+    rules = AUDIT_POLICY["rules"]
+    if mode == "all":
+        rules = [r for r in rules if "users" not in r and "userGroups" not in r]
     policy = d / "audit-policy.json"
-    policy.write_text(json.dumps(AUDIT_POLICY, indent=2) + "\n")
+    policy.write_text(json.dumps({**AUDIT_POLICY, "rules": rules}, indent=2) + "\n")
     return [f"--audit-policy-file={policy}", f"--audit-log-path={d / 'logs' / 'audit.log'}", "--audit-log-maxsize=0"]
 
 

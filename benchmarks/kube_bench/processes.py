@@ -191,10 +191,10 @@ class Rulesched(Scheduler):
 
 
 @contextmanager
-def testbed() -> Iterator[Kube]:
-    """A fresh control plane without an audit log (its writes would be API server CPU that is
-    no scheduler's)."""
-    os.environ["RULESCHED_TESTBED_AUDIT"] = "0"
+def testbed(audit: bool = False) -> Iterator[Kube]:
+    """A fresh control plane, without an audit log (its writes would be API server CPU that is
+    no scheduler's) unless ``audit``: then one of every client's requests (``--audit``)."""
+    os.environ["RULESCHED_TESTBED_AUDIT"] = "all" if audit else "0"
     with tempfile.TemporaryDirectory(prefix="bench-testbed-") as d, control_plane(Path(d)) as kube:
         yield kube
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from gen_cluster import generate
 
+from .audit import format_latencies
+from .audit import latencies as api_latencies
 from .cluster import WORKLOADS, PodWatch, Workload, api_objects, build, settled
 from .creators import create
 from .processes import (
@@ -46,12 +48,16 @@ class Options:
     # free of the creations' competition for the cores (kube-apiserver's share: bindings, events)
     drain: bool = False
     kube_scheduler_verbosity: int = 1  # its -v: 1 as scheduler_perf; 2 logs each preemption
+    # keep kube-apiserver's audit log (every client, Metadata level) here, and report each
+    # client's request latencies from it (audit.py; the log costs the API server some CPU)
+    audit: Path | None = None
 
 
 def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any]:
     logs, flags, pprof = options.logs, options.flags, options.pprof
     objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, options.seed))
-    with testbed() as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
+    api_latency = None
+    with testbed(audit=options.audit is not None) as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
         t0 = time.monotonic()
         build(kube, objects, ready_pods=workload.kind == "preemption")
         built = time.monotonic() - t0
@@ -76,7 +82,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
             cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
             main0 = main_thread_seconds(pids["scheduler"])
             requests0 = requests_served(kube)
-            ready = time.monotonic()
+            ready, ready_wall = time.monotonic(), time.time()
             profile = None
             if pprof is not None:  # (DIR, seconds)
                 name = f"{workload.name}-{which}-{time.strftime('%H%M%S')}.kube-apiserver.pprof"
@@ -114,6 +120,12 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
                 served = kube.dir / "logs" / "kube-apiserver.log"
                 if served.exists():
                     (logs / f"{stamp}.kube-apiserver.log").write_bytes(served.read_bytes())
+            audited = kube.dir / "logs" / "audit.log"
+            if options.audit is not None and audited.exists():  # (kept, and read: the test bed goes)
+                options.audit.mkdir(parents=True, exist_ok=True)
+                kept = options.audit / f"{stamp}.audit.log"
+                kept.write_bytes(audited.read_bytes())
+                api_latency = api_latencies(kept, ready_wall)
     bound = {n: watch.seen.bound[n] for n in names if n in watch.seen.bound}
     times = sorted(t for t, _ in bound.values())
     span = times[-1] - times[0] if len(times) > 1 else float("nan")
@@ -151,6 +163,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
         "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
         # the profile's window: pods created and bound in it (its samples per pod are per these)
+        "api_latency": api_latency,  # --audit: each client's requests, as the API server took them
         "profile": None if profile is None else {
             "path": str(profile.path), "seconds": profile.seconds,
             "created": sum(1 for t in created.values() if t - profile.started < profile.seconds),
@@ -164,7 +177,7 @@ def speed(args: argparse.Namespace) -> dict[str, Any]:
     options = Options(
         seed=args.seed, logs=args.logs, flags=tuple(args.rulesched_flag or ()),
         pprof=(args.pprof, args.pprof_seconds) if args.pprof else None, creator=args.creator, drain=args.drain,
-        kube_scheduler_verbosity=args.kube_scheduler_verbosity,
+        kube_scheduler_verbosity=args.kube_scheduler_verbosity, audit=args.audit,
     )  # fmt: skip
     for name in args.workload or list(WORKLOADS):
         for r in range(args.repeat):
@@ -257,7 +270,10 @@ def format_run(r: dict[str, Any]) -> str:
                f"their removals sent in {p['execution_ms']:.0f} ms on average; ")
             + "requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items())
             + ("" if not (t := r.get("scheduling_thread_ms_per_attempt")) else
-               f"\n    scheduling thread per attempt: {t['cpu']:.2f} ms CPU, {t['waiting_for_a_core']:.2f} ms waiting for a core"))  # fmt: skip
+               f"\n    scheduling thread per attempt: {t['cpu']:.2f} ms CPU, {t['waiting_for_a_core']:.2f} ms waiting for a core")
+            + ("" if not (a := r.get("api_latency")) else
+               f"\n    API server's answers by client (audit log; creations over {a['creating_seconds']} s after the start):\n"
+               + format_latencies(a)))  # fmt: skip
 
 
 def format_speed(table: list[dict[str, Any]]) -> str:
