@@ -18,11 +18,37 @@ CA = "-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n"
 def test_one_certificate_is_written_twice_and_the_original_left_alone(tmp_path: Path) -> None:
     given = tmp_path / "client.crt"
     given.write_text("a comment openssl skips\n" + LEAF)
-    path = leaf_alone(str(given))
+    copies = tmp_path / "tmp"
+    copies.mkdir()
+    path = leaf_alone(str(given), str(copies))
     assert path != str(given)
     assert Path(path).read_text() == LEAF + LEAF
     assert given.read_text() == "a comment openssl skips\n" + LEAF
-    os.unlink(path)
+    assert os.stat(path).st_mode & 0o077 == 0  # (the user's alone)
+    # a second process of the same certificate (or one restarted after a kill) shares the copy
+    assert leaf_alone(str(given), str(copies)) == path
+    assert os.listdir(copies) == [os.path.basename(path)]
+    # another certificate, another copy; a copy changed since is written again
+    other = tmp_path / "other.crt"
+    other.write_text(LEAF.replace("leaf", "other"))
+    assert leaf_alone(str(other), str(copies)) != path
+    Path(path).write_text("garbled")
+    assert leaf_alone(str(given), str(copies)) == path and Path(path).read_text() == LEAF + LEAF
+    assert len(os.listdir(copies)) == 2
+
+
+def test_a_link_in_the_copys_place_is_replaced_not_followed(tmp_path: Path) -> None:
+    given = tmp_path / "client.crt"
+    given.write_text(LEAF)
+    copies = tmp_path / "tmp"
+    copies.mkdir()
+    path = Path(leaf_alone(str(given), str(copies)))
+    target = tmp_path / "elsewhere"
+    target.write_text(LEAF + LEAF)
+    path.unlink()
+    path.symlink_to(target)
+    assert leaf_alone(str(given), str(copies)) == str(path)
+    assert not path.is_symlink() and target.read_text() == LEAF + LEAF
 
 
 def test_a_chain_or_an_unreadable_file_is_used_as_it_is(tmp_path: Path) -> None:

@@ -8,10 +8,12 @@ Next stage: :class:`rulesched.kube.api.KubeApi` sends its requests through these
 from __future__ import annotations
 
 import atexit
+import hashlib
 import importlib.metadata
 import os
 import platform
 import socket
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -69,7 +71,7 @@ def user_agent() -> str:
     return f"rulesched/{__version__} ({system}) {socket.gethostname()}_{os.getpid()}"
 
 
-def leaf_alone(cert_file: str) -> str:
+def leaf_alone(cert_file: str, directory: str | None = None) -> str:
     """A certificate file that makes OpenSSL send the client certificate in ``cert_file`` alone,
     as client-go (Go's TLS) sends it: the path of a copy holding that one certificate twice, or
     ``cert_file`` itself when it holds a chain already (or cannot be read: the client's own
@@ -84,7 +86,11 @@ def leaf_alone(cert_file: str) -> str:
     0.6-0.7 ms a pod its CPU cost more beside rulesched than beside kube-scheduler (a binding
     and an event a pod; benchmarks/README.md, Run 6). Given a file that names a chain, OpenSSL
     sends that instead and builds none; a chain of the certificate and itself adds no
-    verification (nothing in it is an issuer)."""
+    verification (nothing in it is an issuer).
+
+    The copy is named by its content (and the user) in ``directory`` (the temporary directory):
+    every process of the same certificate shares one file, and one killed (SIGKILL, a
+    failover) leaves none behind that the next start does not reuse."""
     try:
         text = Path(cert_file).read_text()
     except (OSError, UnicodeDecodeError):
@@ -94,11 +100,25 @@ def leaf_alone(cert_file: str) -> str:
     start = text.index(PEM_CERTIFICATE)
     end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
     leaf = text[start:end] + "\n"
-    fd, path = tempfile.mkstemp(prefix="rulesched-client-cert-", suffix=".crt")
+    doubled = leaf + leaf
+    folder = Path(directory or tempfile.gettempdir())
+    digest = hashlib.sha256(doubled.encode()).hexdigest()[:20]
+    path = folder / f"rulesched-client-cert-{os.getuid()}-{digest}.crt"
+    try:
+        found = path.lstat()  # (a regular file of this user's, not a link someone put there)
+        if stat.S_ISREG(found.st_mode) and found.st_uid == os.getuid() and path.read_text() == doubled:
+            return str(path)
+    except (OSError, UnicodeDecodeError):
+        pass
+    fd, written = tempfile.mkstemp(prefix="rulesched-client-cert-", suffix=".tmp", dir=folder)
     with os.fdopen(fd, "w") as out:
-        out.write(leaf + leaf)
-    atexit.register(_remove, path)
-    return path
+        out.write(doubled)
+    try:
+        os.replace(written, path)  # (atomic: a process starting beside this one reads it whole)
+    except OSError:  # (another user's file of that name in a shared directory: this copy, removed at exit)
+        atexit.register(_remove, written)
+        return written
+    return str(path)
 
 
 def _remove(path: str) -> None:
