@@ -405,11 +405,6 @@ class ClusterStore:
 
     # --- budgets and namespaces ------------------------------------------------------------------
     def set_pdb(self, pdb: PodDisruptionBudget) -> None:
-        if self._pdbs.get(pdb.key) == pdb:
-            # (a status update that changed none of what is kept, as most of the disruption
-            # controller's are: the budgets tuple stays the same object, and so do the memos
-            # keyed on it, the victims' orders of every node among them)
-            return
         self._pdbs[pdb.key] = pdb
         self._pdb_tuple = tuple(self._pdbs.values())
         self._changed()
