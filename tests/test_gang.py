@@ -8,14 +8,17 @@ reject) are asserted here as what a whole simulation does with the pods.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
+from rulesched.model.decode import decode_pdb
 from rulesched.model.groups import POD_GROUP_LABEL, PodGroup, decode_pod_group
 from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.scheduler.gang_preemption import GANG_VIOLATES_BUDGET
 from rulesched.simulate.driver import Simulation
 from tests.upstream.harness import default_rules, node, pod
 
@@ -185,6 +188,38 @@ def test_a_gang_is_preempted_whole_or_not_at_all() -> None:
     sim = _run([_node("n0"), _node("n1")], [_member("urgent", None, "3", priority=100)], [_group("g", 2)], running)
     assert list(_bound(sim)) == ["default/urgent"]
     assert sorted(p.key for p in sim.evicted) == ["default/g-0", "default/g-1"]  # both, not one
+
+
+@pytest.mark.parametrize("budgets_refuse", [False, True])
+def test_a_gang_member_taken_along_whose_eviction_a_budget_refuses(budgets_refuse: bool) -> None:
+    """The preemption chooses g-0 on n0 (no budget covers it; n1's g-1 is under a budget
+    allowing no disruption); the gang takes g-1 along. Deleting its victims, as kube-scheduler
+    does, both go; where evictions keep budgets (``budgets_refuse``), g-1's eviction would be
+    refused, so the preemption evicts nobody and says why (the preemption had checked g-0 alone)."""
+    running = [
+        dataclasses.replace(_member(f"g-{i}", "g", "3", priority=0, bound=f"n{i}"), phase="Running", ready=True)
+        for i in range(2)
+    ]
+    guard = decode_pdb(
+        {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "guard", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"guarded": "yes"}}},
+            "status": {"disruptionsAllowed": 0},
+        },
+        "test",
+    )
+    running[1] = dataclasses.replace(running[1], labels={**running[1].labels, "guarded": "yes"})
+    store = ClusterStore.build([_node("n0"), _node("n1")], running, [guard])
+    sim = Simulation(default_rules(), store, SchedulerSettings(budgets_refuse=budgets_refuse))
+    sim.add_group(_group("g", 2))
+    sim.add(_member("urgent", None, "3", priority=100))
+    sim.run()
+    if not budgets_refuse:
+        assert sorted(p.key for p in sim.evicted) == ["default/g-0", "default/g-1"]
+        return
+    assert sim.evicted == [] and _bound(sim) == {}
+    assert GANG_VIOLATES_BUDGET in (sim.history["default/urgent"].last or pytest.fail()).message
 
 
 def test_mirror_hands_pod_groups_of_both_apis_to_the_scheduler() -> None:

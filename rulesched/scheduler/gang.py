@@ -109,6 +109,10 @@ class GangHost(Protocol):
 
     def group_of(self, pod: Pod) -> PodGroup | None: ...
 
+    def refuses_evictions(self, pod: Pod) -> bool:
+        """Whether ``pod``'s victims go through the Eviction API (its profile's ``budgets_refuse``)."""
+        ...
+
     def victims_leaving(self, victims: Sequence[str], since: float) -> list[str]:
         """Of a preemption's ``victims`` (at ``since``), those still leaving
         (rulesched.scheduler.removals.leaving)."""

@@ -131,6 +131,9 @@ class GangHostMixin:
     def group_of(self, pod: Pod) -> PodGroup | None:
         return self.gangs.group_of(pod) if self.gangs.groups else None
 
+    def refuses_evictions(self, pod: Pod) -> bool:
+        return self.profile_of(pod).cycle.settings.budgets_refuse
+
     def fits_on(self, pod: Pod, node: str) -> bool:
         """Whether ``pod`` passes every filter on ``node`` as the store has it now (workload-aware
         preemption's reprieve check, upstream's RunFilterPluginsWithNominatedPods on one node)."""

@@ -14,7 +14,9 @@ those nodes first). If not, the store is put back and nothing is evicted.
 For victims: a victim that is a member of a known scheduler-plugins group with a minimum above
 one, or of a workload API group in disruption mode ``all``, takes its unit's other placed
 members with it (:func:`whole_gangs`); if any of them may not be preempted by the preemptor (its
-priority is not lower), the preemption evicts nobody.
+priority is not lower), the preemption evicts nobody; nor, where evictions keep budgets, if the
+Eviction API would refuse one of the members taken along (:func:`widened_refused`: the
+preemption checked the victims it chose, not those the gang adds).
 Next stage: the scheduler evicts and nominates (:mod:`rulesched.scheduler.scheduler`).
 """
 
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup, group_key
+from rulesched.scheduler.budgets import eviction_refused
 from rulesched.scheduler.framework import CycleResult, Preemption
 from rulesched.scheduler.victims import effective_priority, highest_all
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from rulesched.scheduler.gang import Gangs
 
 GANG_NOT_PREEMPTIBLE = "preemption: a victim's gang has members this pod may not preempt."
+GANG_VIOLATES_BUDGET = "preemption: a victim's gang has members whose eviction a PodDisruptionBudget refuses."
 
 
 class GroupPreemptor(Protocol):
@@ -45,6 +49,11 @@ class GroupPreemptor(Protocol):
         ...
 
     def group_of(self, pod: Pod) -> PodGroup | None: ...
+
+    def refuses_evictions(self, pod: Pod) -> bool:
+        """Whether ``pod``'s victims go through the Eviction API, which refuses what a budget
+        forbids (its profile's ``budgets_refuse``)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -76,6 +85,13 @@ def whole_gangs(host: GroupPreemptor, victims: Sequence[Pod], preemptor: Pod) ->
     return list(out.values())
 
 
+def widened_refused(host: GroupPreemptor, chosen: Sequence[Pod], whole: Sequence[Pod], preemptor: Pod) -> bool:
+    """Whether the victims ``whole_gangs`` widened ``chosen`` to would have an eviction refused
+    (where ``preemptor``'s evictions keep budgets): the gangs' members taken along were not
+    among the candidates the preemption checked against the budgets."""
+    return len(whole) > len(chosen) and host.refuses_evictions(preemptor) and eviction_refused(whole, host.store.pdbs)
+
+
 def preempt_for_group(
     host: GroupPreemptor,
     group: PodGroup,
@@ -99,7 +115,7 @@ def preempt_for_group(
             if outcome.nominated is None:
                 continue
             whole = whole_gangs(host, outcome.victims, member)
-            if whole is None:
+            if whole is None or widened_refused(host, outcome.victims, whole, member):
                 continue
             for victim in whole:
                 gone = host.store.remove_pod(victim.key, forget=False)

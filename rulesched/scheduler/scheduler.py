@@ -65,7 +65,7 @@ from rulesched.scheduler.framework import (
     SchedulerSettings,
 )
 from rulesched.scheduler.gang_host import GangHostMixin
-from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, whole_gangs
+from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, GANG_VIOLATES_BUDGET, whole_gangs, widened_refused
 from rulesched.scheduler.hint_host import HintHostMixin
 from rulesched.scheduler.interfaces import Binder, Evictor, Observer, StoreEvictor
 from rulesched.scheduler.nominator import Nominator
@@ -360,6 +360,9 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
                         whole = whole_gangs(self, outcome.victims, pod)
                         if whole is None:
                             outcome = Preemption(None, message=GANG_NOT_PREEMPTIBLE)
+                        elif widened_refused(self, outcome.victims, whole, pod):
+                            outcome = Preemption(None, message=GANG_VIOLATES_BUDGET)
+                            self.refusals.held.add(pod.key)  # (tried again when a budget changes)
                         else:
                             outcome = dataclasses.replace(outcome, victims=tuple(whole))
                     waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)
