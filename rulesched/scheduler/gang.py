@@ -113,6 +113,10 @@ class GangHost(Protocol):
         """Whether ``pod``'s victims go through the Eviction API (its profile's ``budgets_refuse``)."""
         ...
 
+    def hold_for_budgets(self, key: str) -> None:
+        """Try pod ``key`` again when a PodDisruptionBudget changes (its preemption was futile)."""
+        ...
+
     def victims_leaving(self, victims: Sequence[str], since: float) -> list[str]:
         """Of a preemption's ``victims`` (at ``since``), those still leaving
         (rulesched.scheduler.removals.leaving)."""

@@ -28,6 +28,7 @@ from rulesched.scheduler.preemption import preempt
 from rulesched.scheduler.queue import SchedulingQueue
 
 if TYPE_CHECKING:
+    from rulesched.scheduler.removals import Refusals
     from rulesched.scheduler.scheduler import Profile
 
 log = logging.getLogger("rulesched.scheduler.scheduler")  # (one logger for the scheduler's lines)
@@ -45,6 +46,7 @@ class GangHostMixin:
     evictor: Evictor
     observer: Observer
     clock: Callable[[], float]
+    refusals: Refusals
     _cycle_rules: str
 
     def profile_of(self, pod: Pod) -> Profile:
@@ -133,6 +135,9 @@ class GangHostMixin:
 
     def refuses_evictions(self, pod: Pod) -> bool:
         return self.profile_of(pod).cycle.settings.budgets_refuse
+
+    def hold_for_budgets(self, key: str) -> None:
+        self.refusals.held.add(key)
 
     def fits_on(self, pod: Pod, node: str) -> bool:
         """Whether ``pod`` passes every filter on ``node`` as the store has it now (workload-aware

@@ -22,7 +22,11 @@ Upstream's PodGroupEvaluator (framework/preemption/podgrouppreemption.go), step 
    PodDisruptionBudget first, then the rest, most important first (MoreImportantVictim:
    priority, then composite over group over pod, then larger, then older) — and a unit stays
    when every member still fits its proposed node with it there; the rest are the victims.
-   The members are nominated to their proposed nodes.
+   The members are nominated to their proposed nodes. Beyond upstream, where evictions keep
+   budgets (the preemptor's ``budgets_refuse``): victims the Eviction API would refuse one of
+   make the preemption futile, so nothing is evicted (``No preemption victims found without
+   violating a PodDisruptionBudget``; the group is tried again when a budget changes), as a
+   single pod's candidate with such victims is none.
 
 The cluster is left as it was given. Beyond upstream: scheduler-plugins' gangs (minimum above
 one) are units too, as for single-pod preemption (:func:`rulesched.scheduler.gang_preemption.whole_gangs`).
@@ -39,7 +43,9 @@ from typing import Protocol
 
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup, group_key
+from rulesched.scheduler.budgets import eviction_refused
 from rulesched.scheduler.gang import GangHost, Gangs
+from rulesched.scheduler.preemption import VIOLATES_BUDGET
 from rulesched.scheduler.victims import Unit, effective_priority, more_important, split_by_pdb, victim_units
 from rulesched.scheduler.workload_placement import Attempt
 
@@ -159,6 +165,8 @@ def _preempt(host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mappin
             store.add_pod(pod)
     chosen.sort(key=more_important)
     victims = tuple(p for unit in chosen for p in unit.pods)
+    if host.refuses_evictions(preemptor) and eviction_refused(victims, store.pdbs):
+        return GroupPreemption(PREFIX + VIOLATES_BUDGET, code=UNSCHEDULABLE)
     message = f"{PREFIX}found a placement for podgroup, preempting {len(victims)} victims"
     disruptions = sum(1 for unit in chosen if unit.kind != "Pod")
     nominated = {p.key: node for p, node in assignments}

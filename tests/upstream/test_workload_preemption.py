@@ -6,18 +6,21 @@ Upstream's cases drive the evaluator with a mock scheduling function and nodes w
 counts pods; here each case is a cluster whose nodes hold that many pods (``pods`` allocatable),
 the preemptor a PodGroup whose pods fit nowhere until victims go, and the outcome what a whole
 simulation evicts. Cases whose mock assignment no real scheduler would make (the group fits
-without preempting) are left out.
+without preempting) are left out. The last case is rulesched's own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.decode import decode_pdb, decode_pod
 from rulesched.model.groups import PodGroup
 from rulesched.scheduler.framework import SchedulerSettings
+from rulesched.scheduler.preemption import VIOLATES_BUDGET
 from rulesched.simulate.driver import Simulation
 from tests.upstream.harness import default_rules, node, pg
 
@@ -74,9 +77,10 @@ def _preempt(
     preemptors: list[Pod],
     preemptor_group: PodGroup,
     pdbs: list[Any] = (),  # type: ignore[assignment]
+    budgets_refuse: bool = False,
 ) -> Simulation:
     store = ClusterStore.build(nodes, running, list(pdbs))
-    sim = Simulation(default_rules(), store, SchedulerSettings())
+    sim = Simulation(default_rules(), store, SchedulerSettings(budgets_refuse=budgets_refuse))
     for group in (*groups, preemptor_group):
         sim.add_group(group)
     for p in preemptors:
@@ -345,3 +349,25 @@ def test_single_mode_group_pod_goes_alone() -> None:
     running = [_cpu_pod("g1-1", LOW, "2", "node1", "pg1"), _cpu_pod("g1-2", LOW, "2", "node1", "pg1")]
     sim = _single(running, [pg("pg1", 2, priority=LOW)], _cpu_pod("p", HIGH, "2"))
     assert len(_evicted(sim)) == 1
+
+
+@pytest.mark.parametrize("budgets_refuse", [False, True])
+def test_a_group_whose_only_victims_a_budget_protects(budgets_refuse: bool) -> None:
+    """rulesched's own: the group fits only if victim-pdb goes, whose budget allows no
+    disruption. kube-scheduler deletes it all the same; where evictions keep budgets
+    (``budgets_refuse``, rulesched run's default) its eviction would be refused, so the
+    preemption evicts nobody and says why."""
+    sim = _preempt(
+        [_node("node1", 1)],
+        [_pod("victim-pdb", LOW, "node1", labels={"app": "foo"})],
+        [],
+        [_pod("p", HIGH, group="preemptor-pg")],
+        pg("preemptor-pg", 1, priority=HIGH),
+        [_pdb("foo", 0)],
+        budgets_refuse=budgets_refuse,
+    )
+    if not budgets_refuse:
+        assert _evicted(sim) == ["victim-pdb"]
+        return
+    assert _evicted(sim) == []
+    assert VIOLATES_BUDGET in _message(sim), _message(sim)
