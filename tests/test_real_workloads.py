@@ -474,7 +474,9 @@ def _preemption_phase(k8s: Kube, ns: str, scheduler: str, marker: str) -> dict[s
     events = [e for e in events if e["reason"] == "Preempted"]
     k8s.remove_terminating(ns)
     placed = k8s.wait(lambda: bound_all(k8s, ns, ["gang-0", "gang-1"]), 60)
-    condition = k8s.wait(lambda: initially_scheduled(k8s, ns, "gang"), 30)
+    # (once True: a scheduler may write it False first, while the victims leave)
+    k8s.wait(lambda: (initially_scheduled(k8s, ns, "gang") or {}).get("status") == "True", 30)
+    condition = initially_scheduled(k8s, ns, "gang")  # (as it stands: False if it never turned True)
     uid = group["metadata"]["uid"]
     return {
         "victims": victims,
