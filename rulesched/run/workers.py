@@ -246,19 +246,18 @@ class Workers(EvictionsMixin):
 
         (pool or self._pool).submit(run)
 
-    def _in_order(self, pod: Pod, fn: Callable[..., object], *args: Any) -> None:
-        """Run ``fn(*args)`` on the pool after the pod's status writes handed over before it: a
-        pod's nomination set then cleared a few milliseconds later (its victim's eviction refused,
-        its next attempt finding no node) must reach the API server in that order, which two
-        threads of the pool do not promise. (A pod's writes queue behind the one under way; other
-        pods' go on.)"""
+    def _in_order(self, key: str, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on the pool after the writes for ``key`` (a pod's; ``group ...``) handed
+        over before it: a pod's nomination set then cleared a few milliseconds later (its victim's
+        eviction refused, its next attempt finding no node), a group's condition False then True,
+        must reach the API server in that order, which two threads of the pool do not promise."""
         with self._lock:
-            waiting = self._status_writes.get(pod.key)
+            waiting = self._status_writes.get(key)
             if waiting is not None:  # (one under way: its task sends this one after it)
                 waiting.append((fn, args))
                 return
-            self._status_writes[pod.key] = collections.deque([(fn, args)])
-        self._submit(self._write_in_order, pod.key)
+            self._status_writes[key] = collections.deque([(fn, args)])
+        self._submit(self._write_in_order, key)
 
     def _write_in_order(self, key: str) -> None:
         while True:
@@ -397,7 +396,9 @@ class Workers(EvictionsMixin):
         annotations = (
             None if send is Send.NOTHING else {ANNOTATION: annotation_value(codes or pod_reasons(message), nodes)}
         )
-        self._in_order(pod, self._unschedulable, pod, message, reason, annotations, condition, nominated, send, series)
+        self._in_order(
+            pod.key, self._unschedulable, pod, message, reason, annotations, condition, nominated, send, series
+        )
 
     def sweep_series(self) -> None:
         """Write the counts of the event series that ended or lasted thirty minutes (client-go's
@@ -459,7 +460,7 @@ class Workers(EvictionsMixin):
                 return
             self._gated[pod.key] = marked
             self._pod_condition[pod.key] = ("SchedulingGated", message)
-        self._in_order(pod, self._condition, pod, "SchedulingGated", message)
+        self._in_order(pod.key, self._condition, pod, "SchedulingGated", message)
 
     def _condition(self, pod: Pod, reason: str, message: str, nominated: str | None = None) -> None:
         condition = {
@@ -480,7 +481,7 @@ class Workers(EvictionsMixin):
 
     def nominate(self, pod: Pod, node: str) -> None:
         """Set the pod's status.nominatedNodeName; an empty ``node`` clears it."""
-        self._in_order(pod, self._patch_status, pod, {"status": {"nominatedNodeName": node or None}})
+        self._in_order(pod.key, self._patch_status, pod, {"status": {"nominatedNodeName": node or None}})
 
     def pod_group_status(self, group: PodGroup, status: dict[str, Any]) -> None:
         """Merge ``status`` into a scheduler-plugins PodGroup's status (``scheduleStartTime``
@@ -508,7 +509,7 @@ class Workers(EvictionsMixin):
             "reason": reason,
             "message": message,
         }
-        self._submit(self._pod_group_status, group, {"status": {"conditions": [condition]}})
+        self._in_order(f"group {group.key}", self._pod_group_status, group, {"status": {"conditions": [condition]}})
 
     def _pod_group_status(self, group: PodGroup, patch: dict[str, Any]) -> None:
         if not self.may_write():
