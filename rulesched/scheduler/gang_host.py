@@ -120,7 +120,7 @@ class GangHostMixin:
         try:
             snapshot = self.store.snapshot()
             reserved, spared = self.nominator.reserved_for(pod), self.spared_victims()
-            refuse = profile.cycle.settings.budgets_refuse
+            refuse = self.refuses_evictions(pod)
             return preempt(
                 snapshot, session, pod, None, reserved, None, self.cancel.check, spared=spared, budgets_refuse=refuse
             )

@@ -355,14 +355,14 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
                         settings.budgets_refuse,
                     )
                     if outcome.nominated is None and VIOLATES_BUDGET in outcome.message:
-                        self.refusals.held.add(pod.key)  # (tried again when a budget changes)
+                        self.hold_for_budgets(pod.key)  # (tried again when a budget changes)
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)
                         if whole is None:
                             outcome = Preemption(None, message=GANG_NOT_PREEMPTIBLE)
                         elif widened_refused(self, outcome.victims, whole, pod):
                             outcome = Preemption(None, message=GANG_VIOLATES_BUDGET)
-                            self.refusals.held.add(pod.key)  # (tried again when a budget changes)
+                            self.hold_for_budgets(pod.key)  # (tried again when a budget changes)
                         else:
                             outcome = dataclasses.replace(outcome, victims=tuple(whole))
                     waiting = outcome.message == NOT_ELIGIBLE_TERMINATING  # (as above: its victims are leaving)

@@ -78,6 +78,7 @@ class GroupPreemption:
     disruptions: int = 0
     violations: int = 0
     seconds: float = 0.0
+    futile: bool = False  # the victims' evictions would be refused: tried again when a budget changes
 
 
 def policy_of(root: PodGroup, members: Sequence[Pod]) -> str:
@@ -166,7 +167,7 @@ def _preempt(host: PreemptingHost, gangs: Gangs, root: PodGroup, members: Mappin
     chosen.sort(key=more_important)
     victims = tuple(p for unit in chosen for p in unit.pods)
     if host.refuses_evictions(preemptor) and eviction_refused(victims, store.pdbs):
-        return GroupPreemption(PREFIX + VIOLATES_BUDGET, code=UNSCHEDULABLE)
+        return GroupPreemption(PREFIX + VIOLATES_BUDGET, code=UNSCHEDULABLE, futile=True)
     message = f"{PREFIX}found a placement for podgroup, preempting {len(victims)} victims"
     disruptions = sum(1 for unit in chosen if unit.kind != "Pod")
     nominated = {p.key: node for p, node in assignments}

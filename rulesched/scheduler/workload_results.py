@@ -20,7 +20,6 @@ from rulesched.model import Pod
 from rulesched.model.groups import PodGroup, group_key
 from rulesched.scheduler.framework import Code, CycleResult, GroupDetail, Preemption
 from rulesched.scheduler.gang import GangHost, Gangs, GroupOutcome, _record, _wait
-from rulesched.scheduler.preemption import VIOLATES_BUDGET
 from rulesched.scheduler.workload_placement import UNSCHEDULABLE, Attempt, GroupResult
 from rulesched.scheduler.workload_preemption import ONGOING, PREFIX, GroupPreemption, preempt_for_group
 
@@ -114,7 +113,7 @@ def unplaced(
         preemption = GroupPreemption(PREFIX + ONGOING, code="Success")
     else:
         preemption = preempt_for_group(host, gangs, root, members, run)  # type: ignore[arg-type]
-        if preemption.message == PREFIX + VIOLATES_BUDGET:
+        if preemption.futile:
             host.hold_for_budgets(pod.key)
     # the post filter's status is appended to every group's (applyPodGroupPostFilterResult)
     suffix = preemption.message if preemption is not None else ""
