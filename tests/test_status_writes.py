@@ -132,9 +132,82 @@ def test_a_changed_message_or_reason_is_patched(clock: list[float]) -> None:
 
 
 def test_a_nomination_without_anything_else_new_is_patched_alone(clock: list[float]) -> None:
-    calls = run(RecordingApi(), lambda w: w.unschedulable(P, "m1"), lambda w: w.unschedulable(P, "m1", nominated=""))
+    nominated = dataclasses.replace(P, nominated_node_name="n1")
+    calls = run(
+        RecordingApi(),
+        lambda w: w.unschedulable(nominated, "m1"),
+        lambda w: w.unschedulable(nominated, "m1", nominated=""),
+    )
     assert shapes(calls)[-1] == ("patch", {"nominatedNodeName": None})
     assert [k for k, *_ in calls] == ["event", "patch", "series", "patch"]
+
+
+# What the pod holds already is not written again (kube-scheduler 1.37's PodStatusPatchCall:
+# syncStatus finds nothing to change and Execute sends nothing); while the informer has not
+# brought back this process's own write, the write is what the pod holds (rulesched.run.written).
+
+
+def test_clearing_a_nomination_the_pod_has_not_sends_nothing(clock: list[float]) -> None:
+    calls = run(RecordingApi(), lambda w: w.unschedulable(P, "m1"), lambda w: w.nominate(P, ""))
+    assert [k for k, *_ in calls] == ["event", "patch"]
+
+
+def test_a_nomination_the_pod_has_is_not_sent_again(clock: list[float]) -> None:
+    nominated = dataclasses.replace(P, nominated_node_name="n1")
+    calls = run(
+        RecordingApi(),
+        lambda w: w.nominate(nominated, "n1"),
+        lambda w: w.unschedulable(nominated, "m1", nominated="n1"),
+    )
+    assert shapes(calls) == [
+        ("event", "FailedScheduling"),
+        ("patch", {"condition": ("PodScheduled", "False", "Unschedulable", "m1")}),
+    ]
+
+
+def test_a_nomination_cleared_twice_before_the_pod_is_seen_again_is_sent_once(clock: list[float]) -> None:
+    nominated = dataclasses.replace(P, nominated_node_name="n1")
+    calls = run(RecordingApi(), lambda w: w.nominate(nominated, ""), lambda w: w.nominate(nominated, ""))
+    assert calls == [("patch", {"nominatedNodeName": None})]
+
+
+def test_a_nomination_written_but_not_yet_seen_is_what_the_pod_holds(clock: list[float]) -> None:
+    """Nominated to n1 against version 1; the informer still has version 1 without it: clearing
+    it is sent (the pod seen would say there is nothing to clear), and nominating n1 again is not."""
+    calls = run(
+        RecordingApi(),
+        lambda w: w.nominate(P, "n1"),
+        lambda w: w.nominate(P, "n1"),
+        lambda w: w.nominate(P, ""),
+    )
+    assert calls == [("patch", {"nominatedNodeName": "n1"}), ("patch", {"nominatedNodeName": None})]
+
+
+def test_once_a_newer_pod_is_seen_it_says_what_is_held(clock: list[float]) -> None:
+    """Cleared against version 1; version 3 (someone nominated it to n2 since) is seen: clearing
+    again is sent; version 4 seen without a nomination: nothing to clear."""
+    nominated = dataclasses.replace(P, nominated_node_name="n1")
+    calls = run(
+        RecordingApi(),
+        lambda w: w.nominate(nominated, ""),
+        lambda w: w.nominate(dataclasses.replace(seen(3), nominated_node_name="n2"), ""),
+        lambda w: w.nominate(seen(4), ""),
+    )
+    assert calls == [("patch", {"nominatedNodeName": None})] * 2
+
+
+def test_a_refused_nomination_is_sent_again(clock: list[float]) -> None:
+    api = RecordingApi()
+    api.refuse_patches = True
+    workers = Workers(api, outcomes=lambda o: None, threads=1)  # type: ignore[arg-type]
+    workers.nominate(P, "n1")
+    deadline = time.monotonic_ns() + 10**10
+    while workers.in_flight and time.monotonic_ns() < deadline:
+        time.sleep(0.01)
+    api.refuse_patches = False
+    workers.nominate(P, "n1")
+    workers.shutdown(wait=True)
+    assert api.calls == [("patch", {"nominatedNodeName": "n1"})]
 
 
 def test_a_refused_patch_is_written_again_next_time(clock: list[float]) -> None:

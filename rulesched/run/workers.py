@@ -47,6 +47,7 @@ from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.model.groups import PodGroup
 from rulesched.run.event_series import EventSeries, Key, Send, Write
 from rulesched.run.evictions import ALL, Ended, EvictionsMixin, PreemptionExecution, Removal, RemovalFailed
+from rulesched.run.written import Written
 from rulesched.scheduler.reasons import ANNOTATION, Reason, annotation_value, pod_reasons
 
 log = logging.getLogger(__name__)
@@ -144,11 +145,8 @@ class Workers(EvictionsMixin):
             max_workers=max(1, min(threads, REMOVAL_THREADS)), thread_name_prefix="evict"
         )
         self._lock = threading.Lock()
-        self._gated: dict[str, str] = {}  # pod key -> the gates its SchedulingGated condition names
         self._series = EventSeries()  # FailedScheduling events as client-go's broadcaster counts them
-        # pod key -> its PodScheduled=False condition as this process last wrote it (reason, message)
-        self._pod_condition: dict[str, tuple[str, str]] = {}
-        self._last_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition as last written
+        self._written = Written()  # each pod's and group's status as this process last wrote it
         self._closed = False
         self._executions: dict[str, PreemptionExecution] = {}  # preemptions whose evictions are under way
         self._removing: set[str] = set()  # victims whose removal is under way (rulesched.run.evictions)
@@ -383,14 +381,12 @@ class Workers(EvictionsMixin):
             )
             due = self._series.due(now)
             send, series = self._series.observe(key, pod.namespace, event_name(pod.name), now)
-            condition = self._pod_condition.get(pod.key) != (reason, message)
-            if condition:
-                self._pod_condition[pod.key] = (reason, message)
+            condition = self._written.condition_changes(pod.key, reason, message)
+            if nominated is not None and not self._written.nomination_changes(pod, nominated):
+                nominated = None  # (the pod has it already)
         for ended in due:
             self._submit(self._write_series, ended)
-        if send is Send.NOTHING and not condition:
-            if nominated is not None:
-                self.nominate(pod, nominated)
+        if send is Send.NOTHING and not condition and nominated is None:
             return
         # (the reasons' codes encoded only when an event may be posted: not for a counted repeat)
         annotations = (
@@ -433,7 +429,7 @@ class Workers(EvictionsMixin):
         if condition:
             self._condition(pod, reason, message, nominated)
         elif nominated is not None:
-            self._patch_status(pod, {"status": {"nominatedNodeName": nominated or None}})
+            self._nominate(pod, nominated)
 
     def _write_series(self, series: Write, pod: Pod | None = None, note: str = "", annotations: Any = None) -> None:
         """The series' count written on its first event (client-go's recordEvent); if that event
@@ -455,11 +451,8 @@ class Workers(EvictionsMixin):
         per pod and set of gates; no event."""
         message = "Scheduling is blocked due to non-empty scheduling gates"
         with self._lock:
-            marked = ",".join(pod.scheduling_gates)
-            if self._gated.get(pod.key) == marked:
+            if not self._written.gates_change(pod.key, ",".join(pod.scheduling_gates), message):
                 return
-            self._gated[pod.key] = marked
-            self._pod_condition[pod.key] = ("SchedulingGated", message)
         self._in_order(pod.key, self._condition, pod, "SchedulingGated", message)
 
     def _condition(self, pod: Pod, reason: str, message: str, nominated: str | None = None) -> None:
@@ -476,12 +469,21 @@ class Workers(EvictionsMixin):
             status["nominatedNodeName"] = nominated or None
         if not self._patch_status(pod, {"status": status}):
             with self._lock:  # (not written: the next attempt writes it again)
-                if self._pod_condition.get(pod.key) == (reason, message):
-                    del self._pod_condition[pod.key]
+                self._written.condition_failed(pod.key, reason, message)
+                if nominated is not None:
+                    self._written.nomination_failed(pod.key, nominated)
 
     def nominate(self, pod: Pod, node: str) -> None:
-        """Set the pod's status.nominatedNodeName; an empty ``node`` clears it."""
-        self._in_order(pod.key, self._patch_status, pod, {"status": {"nominatedNodeName": node or None}})
+        """Set the pod's status.nominatedNodeName ("" clears it), unless the pod has it already."""
+        with self._lock:
+            if not self._written.nomination_changes(pod, node):
+                return
+        self._in_order(pod.key, self._nominate, pod, node)
+
+    def _nominate(self, pod: Pod, node: str) -> None:
+        if not self._patch_status(pod, {"status": {"nominatedNodeName": node or None}}):
+            with self._lock:
+                self._written.nomination_failed(pod.key, node)
 
     def pod_group_status(self, group: PodGroup, status: dict[str, Any]) -> None:
         """Merge ``status`` into a scheduler-plugins PodGroup's status (``scheduleStartTime``
@@ -498,9 +500,8 @@ class Workers(EvictionsMixin):
         value = "True" if status else "False"
         with self._lock:
             mark = f"{group.uid}/{group.generation}:{value}:{reason}:{message}"
-            if self._last_condition.get(group.key) == mark:
+            if not self._written.group_condition_changes(group.key, mark):
                 return
-            self._last_condition[group.key] = mark
         condition = {
             "type": group.condition_type,
             "status": value,
@@ -535,8 +536,7 @@ class Workers(EvictionsMixin):
 
     def forget(self, key: str) -> None:
         with self._lock:
-            self._gated.pop(key, None)
-            self._pod_condition.pop(key, None)
+            self._written.forget(key)
 
     def _patch_status(self, pod: Pod, patch: dict[str, Any]) -> bool:
         """The patch sent (True), or not: fenced, or refused (the pod gone: True, nothing to write)."""
