@@ -212,7 +212,18 @@ def test_decoded_fields() -> None:
     assert (pdb.unhealthy_pod_eviction_policy, pdb.current_healthy, pdb.desired_healthy) == ("AlwaysAllow", 4, 3)
     assert pdb.disrupted_pods == frozenset({"p0", "p1"}) and not pdb.generation_behind
     assert budget(1).unhealthy_pod_eviction_policy == "IfHealthyBudget"
-    assert pod(ready=True).ready and not pod(ready=False).ready and not pod(ready=None).ready
+    assert pod(ready=True).ready and not pod(ready=False).ready
+    # no conditions at all: only a file written by hand; Running there is taken as Ready
+    assert pod(ready=None).ready and not pod(ready=None, phase="Pending").ready
+    assert not decode_pod(
+        {
+            "kind": "Pod",
+            "metadata": {"name": "t1", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}]},
+        },
+        "test",
+    ).ready  # (the API's pod with no Ready condition: not Ready)
 
 
 def test_an_unknown_policy_is_one_line_naming_the_field() -> None:

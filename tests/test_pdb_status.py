@@ -26,8 +26,9 @@ def pdb(spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str,
     return obj
 
 
-def web(i: int, phase: str = "Running") -> Any:
-    return dataclasses.replace(pod(f"w{i}", labels={"app": "web"}, node_name="n1"), phase=phase)
+def web(i: int, phase: str = "Running", ready: bool | None = None) -> Any:
+    ready = phase == "Running" if ready is None else ready
+    return dataclasses.replace(pod(f"w{i}", labels={"app": "web"}, node_name="n1"), phase=phase, ready=ready)
 
 
 @pytest.mark.parametrize(
@@ -51,6 +52,17 @@ def test_computed_like_the_disruption_controller(
     pods = [web(i) for i in range(running)] + [web(100 + i, "Pending") for i in range(pending)]
     pods.append(pod("other", labels={"app": "db"}, node_name="n1"))
     assert disruptions_allowed(budget, pods) == allowed
+
+
+def test_the_controller_counts_ready_pods_not_terminating_nor_disrupted() -> None:
+    """countHealthyPods (pkg/controller/disruption): a pod is healthy when Ready (IsPodReady),
+    not being deleted, and not in status.disruptedPods (an eviction granted, not yet seen)."""
+    budget = decode_pdb(pdb({"minAvailable": 1}))
+    pods = [web(0), web(1), web(2)]
+    assert disruptions_allowed(budget, pods) == 2
+    assert disruptions_allowed(budget, [web(0), web(1), web(2, ready=False)]) == 1  # Running, not Ready
+    assert disruptions_allowed(budget, [web(0), web(1), dataclasses.replace(web(2), deleting=True)]) == 1
+    assert disruptions_allowed(dataclasses.replace(budget, disrupted_pods=frozenset({"w2"})), pods) == 1
 
 
 def test_a_status_is_taken_as_is_and_stores_compute_the_rest() -> None:

@@ -24,12 +24,12 @@ def covers(pdb: PodDisruptionBudget, pod: Pod) -> bool:
 
 def disruptions_allowed(pdb: PodDisruptionBudget, pods: Iterable[Pod]) -> int:
     """What the disruption controller puts in ``status.disruptionsAllowed``: healthy pods the
-    budget selects (running, not terminating), less the healthy pods it wants: ``minAvailable``
-    (a count, or a percentage of the selected pods rounded up), or the selected pods less
-    ``maxUnavailable`` (likewise); 0 at least. (The controller counts the expected pods from
-    their controllers' scale; here, the pods selected.)"""
+    budget selects (Ready, not terminating, not in ``disruptedPods``: countHealthyPods), less
+    the healthy pods it wants: ``minAvailable`` (a count, or a percentage of the selected pods
+    rounded up), or the selected pods less ``maxUnavailable`` (likewise); 0 at least. (The
+    controller counts the expected pods from their controllers' scale; here, the pods selected.)"""
     selected = [p for p in pods if covers(pdb, p)]
-    healthy = sum(1 for p in selected if p.phase == "Running" and not p.deleting)
+    healthy = sum(1 for p in selected if p.ready and not p.deleting and p.name not in pdb.disrupted_pods)
     expected = len(selected)
     desired = 0
     if pdb.max_unavailable is not None:
