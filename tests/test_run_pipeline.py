@@ -92,6 +92,30 @@ def test_a_connection_the_server_closed_with_its_answer_is_opened_again_off_the_
     assert inline == []
 
 
+def test_the_pipeline_says_when_its_connections_are_open(server: TestApiServer, tmp_path: Path) -> None:
+    """The binding process says it takes bindings once its channels are open (each a TLS
+    handshake: made after it said so, they went on while the first bindings waited);
+    ``wait_open`` waits for every channel's first opening, a failed one counted too, within its
+    bound."""
+    api = KubeApi(server.kubeconfig(str(tmp_path / "kubeconfig")))
+    pipeline = Pipeline(api, 6, lambda o: None, lambda: None)
+    try:
+        assert pipeline.wait_open(15.0) == 6
+        assert wait_for(lambda: server.connections == 6)  # (the server's accepts follow the kernel's)
+    finally:
+        pipeline.close()
+        api.close()
+    config = Path(server.kubeconfig(str(tmp_path / "kubeconfig2")))
+    config.write_text(config.read_text().replace(server.url, "http://127.0.0.1:1"))
+    dead = KubeApi(str(config))  # (nothing listens: each opening fails at once, and is counted)
+    pipeline = Pipeline(dead, 3, lambda o: None, lambda: None)
+    try:
+        assert pipeline.wait_open(15.0) == 3
+    finally:
+        pipeline.close()
+        dead.close()
+
+
 class Seen:
     def __init__(self) -> None:
         self.outcomes: dict[str, tuple[Outcome, float]] = {}  # pod key -> its outcome and when (monotonic)

@@ -98,6 +98,9 @@ STOP_WAIT_SECONDS = 1.0  # at shutdown, how long the child may take to exit once
 # A child that died is started again after the first of these, doubling up to the second (and
 # from the first again if it had lived longer than that); meanwhile the workers bind in-process.
 RESTART_SECONDS = (1.0, 60.0)
+# At most this long the child waits for its pipeline's connections before it says it is ready
+# (an API server that is slow to answer: the bindings then open what is missing, as before).
+OPEN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -496,8 +499,8 @@ class _LineWriter:
 
 
 def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
-    """(The child's side.) Bind what the parent sends until it closes the pipe; then finish."""
-    os.write(out_fd, _encode(["ready"]) + b"\n")  # (before the writer's thread: nothing else writes yet)
+    """(The child's side.) Bind what the parent sends until it closes the pipe; then finish.
+    Ready (told to the parent) once the pipeline's connections are open, or OPEN_SECONDS on."""
     writer = _LineWriter(out_fd)
     until = [-math.inf]  # nothing is written before the parent says until when
 
@@ -512,8 +515,11 @@ def serve(api: KubeApi, threads: int, incoming: IO[bytes], out_fd: int) -> None:
     pipeline, workers = None, None  # a pipeline on channels; through a proxy (no channels), threads
     if Pipeline.available(api):
         pipeline = Pipeline(api, threads, writer.outcome, writer.done)
+        pipeline.wait_open(OPEN_SECONDS)
     else:
         workers = Workers(api, writer.outcome, threads, may_write=may_write, finished=writer.done)
+    # (the writer's thread writes nothing before a binding's outcome: this line comes first)
+    os.write(out_fd, _encode(["ready"]) + b"\n")
     for line in incoming:
         message = _decode(line)
         if message[0] == "lease":

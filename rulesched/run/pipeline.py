@@ -109,6 +109,7 @@ class Pipeline:
         self._channels: list[Channel | None] = [None] * self.width
         self._free: list[int] = []  # channels open (or failed to open) and without a request
         self._opened: list[int] = []  # (under the lock) channels the openers have handed back
+        self._first_opened = threading.Semaphore(0)  # released once a channel per channel first opened
         self._openers = ThreadPoolExecutor(max_workers=OPENERS, thread_name_prefix="open")
         self._bindings: collections.deque[_Task] = collections.deque()  # bindings to send, in order
         self._events: collections.deque[_Task] = collections.deque()  # events to send, after the bindings
@@ -241,8 +242,21 @@ class Pipeline:
         with self._lock:
             self._opened.append(i)
             asleep = self._asleep
+        if old is None:
+            self._first_opened.release()
         if asleep:
             self._wake()
+
+    def wait_open(self, seconds: float) -> int:
+        """Wait, at most ``seconds``, for every channel's first opening (or its failure): how
+        many were opened (handed back) meanwhile. The binding process says it takes bindings
+        after this: each opening is a TLS handshake, a few ms of both sides' CPU, and 64 of them
+        made once the scheduler had begun went on while the first bindings waited."""
+        deadline = time.monotonic() + seconds
+        for opened in range(self.width):
+            if not self._first_opened.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                return opened
+        return self.width
 
     def _channel(self) -> int | None:
         """A channel to send on (None: none is open); those the server closed while they were
