@@ -131,12 +131,14 @@ def test_a_changed_message_or_reason_is_patched(clock: list[float]) -> None:
     ]
 
 
+NOMINATED = dataclasses.replace(P, nominated_node_name="n1")  # (as the informer has it)
+
+
 def test_a_nomination_without_anything_else_new_is_patched_alone(clock: list[float]) -> None:
-    nominated = dataclasses.replace(P, nominated_node_name="n1")
     calls = run(
         RecordingApi(),
-        lambda w: w.unschedulable(nominated, "m1"),
-        lambda w: w.unschedulable(nominated, "m1", nominated=""),
+        lambda w: w.unschedulable(NOMINATED, "m1"),
+        lambda w: w.unschedulable(NOMINATED, "m1", nominated=""),
     )
     assert shapes(calls)[-1] == ("patch", {"nominatedNodeName": None})
     assert [k for k, *_ in calls] == ["event", "patch", "series", "patch"]
@@ -153,11 +155,10 @@ def test_clearing_a_nomination_the_pod_has_not_sends_nothing(clock: list[float])
 
 
 def test_a_nomination_the_pod_has_is_not_sent_again(clock: list[float]) -> None:
-    nominated = dataclasses.replace(P, nominated_node_name="n1")
     calls = run(
         RecordingApi(),
-        lambda w: w.nominate(nominated, "n1"),
-        lambda w: w.unschedulable(nominated, "m1", nominated="n1"),
+        lambda w: w.nominate(NOMINATED, "n1"),
+        lambda w: w.unschedulable(NOMINATED, "m1", nominated="n1"),
     )
     assert shapes(calls) == [
         ("event", "FailedScheduling"),
@@ -166,8 +167,7 @@ def test_a_nomination_the_pod_has_is_not_sent_again(clock: list[float]) -> None:
 
 
 def test_a_nomination_cleared_twice_before_the_pod_is_seen_again_is_sent_once(clock: list[float]) -> None:
-    nominated = dataclasses.replace(P, nominated_node_name="n1")
-    calls = run(RecordingApi(), lambda w: w.nominate(nominated, ""), lambda w: w.nominate(nominated, ""))
+    calls = run(RecordingApi(), lambda w: w.nominate(NOMINATED, ""), lambda w: w.nominate(NOMINATED, ""))
     assert calls == [("patch", {"nominatedNodeName": None})]
 
 
@@ -186,42 +186,39 @@ def test_a_nomination_written_but_not_yet_seen_is_what_the_pod_holds(clock: list
 def test_once_a_newer_pod_is_seen_it_says_what_is_held(clock: list[float]) -> None:
     """Cleared against version 1; version 3 (someone nominated it to n2 since) is seen: clearing
     again is sent; version 4 seen without a nomination: nothing to clear."""
-    nominated = dataclasses.replace(P, nominated_node_name="n1")
     calls = run(
         RecordingApi(),
-        lambda w: w.nominate(nominated, ""),
+        lambda w: w.nominate(NOMINATED, ""),
         lambda w: w.nominate(dataclasses.replace(seen(3), nominated_node_name="n2"), ""),
         lambda w: w.nominate(seen(4), ""),
     )
     assert calls == [("patch", {"nominatedNodeName": None})] * 2
 
 
-def test_a_refused_nomination_is_sent_again(clock: list[float]) -> None:
+def refused_then_accepted(step: Any) -> list[tuple[str, Any]]:
+    """``step`` with the pod's status patches refused, and once the refusal has landed, again
+    with them accepted: the calls recorded."""
     api = RecordingApi()
     api.refuse_patches = True
     workers = Workers(api, outcomes=lambda o: None, threads=1)  # type: ignore[arg-type]
-    workers.nominate(P, "n1")
-    deadline = time.monotonic_ns() + 10**10
-    while workers.in_flight and time.monotonic_ns() < deadline:
-        time.sleep(0.01)
-    api.refuse_patches = False
-    workers.nominate(P, "n1")
-    workers.shutdown(wait=True)
-    assert api.calls == [("patch", {"nominatedNodeName": "n1"})]
-
-
-def test_a_refused_patch_is_written_again_next_time(clock: list[float]) -> None:
-    api = RecordingApi()
-    api.refuse_patches = True
-    workers = Workers(api, outcomes=lambda o: None, threads=1)  # type: ignore[arg-type]
-    workers.unschedulable(P, "m1")
+    step(workers)
     deadline = time.monotonic_ns() + 10**10
     while workers.in_flight and time.monotonic_ns() < deadline:  # (the refusal lands first)
         time.sleep(0.01)
     api.refuse_patches = False
-    workers.unschedulable(P, "m1")  # the condition again; the event a series
+    step(workers)
     workers.shutdown(wait=True)
-    assert [k for k, *_ in api.calls] == ["event", "series", "patch"]
+    return api.calls
+
+
+def test_a_refused_nomination_is_sent_again(clock: list[float]) -> None:
+    calls = refused_then_accepted(lambda w: w.nominate(P, "n1"))
+    assert calls == [("patch", {"nominatedNodeName": "n1"})]
+
+
+def test_a_refused_patch_is_written_again_next_time(clock: list[float]) -> None:
+    calls = refused_then_accepted(lambda w: w.unschedulable(P, "m1"))  # the event a series the second time
+    assert [k for k, *_ in calls] == ["event", "series", "patch"]
 
 
 def test_forgotten_pods_are_written_afresh(clock: list[float]) -> None:
