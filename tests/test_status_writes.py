@@ -195,9 +195,9 @@ def test_once_a_newer_pod_is_seen_it_says_what_is_held(clock: list[float]) -> No
     assert calls == [("patch", {"nominatedNodeName": None})] * 2
 
 
-def refused_then_accepted(step: Any) -> list[tuple[str, Any]]:
-    """``step`` with the pod's status patches refused, and once the refusal has landed, again
-    with them accepted: the calls recorded."""
+def refused_then_accepted(step: Any, then: Any = None) -> list[tuple[str, Any]]:
+    """``step`` with the pod's status patches refused, and once the refusal has landed, ``then``
+    (``step`` again by default) with them accepted: the calls recorded."""
     api = RecordingApi()
     api.refuse_patches = True
     workers = Workers(api, outcomes=lambda o: None, threads=1)  # type: ignore[arg-type]
@@ -206,7 +206,7 @@ def refused_then_accepted(step: Any) -> list[tuple[str, Any]]:
     while workers.in_flight and time.monotonic_ns() < deadline:  # (the refusal lands first)
         time.sleep(0.01)
     api.refuse_patches = False
-    step(workers)
+    (then or step)(workers)
     workers.shutdown(wait=True)
     return api.calls
 
@@ -214,6 +214,13 @@ def refused_then_accepted(step: Any) -> list[tuple[str, Any]]:
 def test_a_refused_nomination_is_sent_again(clock: list[float]) -> None:
     calls = refused_then_accepted(lambda w: w.nominate(P, "n1"))
     assert calls == [("patch", {"nominatedNodeName": "n1"})]
+    # even when the pod the scheduler hands over carries the nomination (its book's: the
+    # scheduler's copy of a pod says what it nominated, written or not)
+    on_n1 = NOMINATED
+    calls = refused_then_accepted(lambda w: w.nominate(P, "n1"), lambda w: w.nominate(on_n1, "n1"))
+    assert calls == [("patch", {"nominatedNodeName": "n1"})]
+    calls = refused_then_accepted(lambda w: w.unschedulable(P, "m1", nominated="n1"))
+    assert shapes(calls)[-1] == ("patch", {"nominatedNodeName": "n1", "condition": shapes(calls)[-1][1]["condition"]})
 
 
 def test_a_refused_patch_is_written_again_next_time(clock: list[float]) -> None:

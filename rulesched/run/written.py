@@ -31,6 +31,9 @@ class Written:
         self._condition: dict[str, tuple[str, str]] = {}  # pod key -> PodScheduled=False (reason, message)
         self._gates: dict[str, str] = {}  # pod key -> the gates its SchedulingGated condition names
         self._nomination: dict[str, Nomination] = {}
+        # pods whose last nomination write failed: the next is sent whatever the pod seen says
+        # (the scheduler's copy of a pod carries its own book's nomination, written or not)
+        self._unsure: set[str] = set()
         self._group_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition's mark
 
     def group_condition_changes(self, key: str, mark: str) -> bool:
@@ -70,19 +73,22 @@ class Written:
         else what ``pod`` says. If it does, it is recorded as written."""
         last = self._nomination.get(pod.key)
         holds = last.node if last is not None and last.against == pod.resource_version else pod.nominated_node_name
-        if holds == node:
+        if holds == node and pod.key not in self._unsure:
             return False
+        self._unsure.discard(pod.key)
         self._nomination[pod.key] = Nomination(node, pod.resource_version)
         return True
 
     def nomination_failed(self, key: str, node: str) -> None:
-        """The nomination was not written: forgotten, so the pod decides next time."""
+        """The nomination was not written: the next one is sent."""
         last = self._nomination.get(key)
         if last is not None and last.node == node:
             del self._nomination[key]
+            self._unsure.add(key)
 
     def forget(self, key: str) -> None:
         """The pod is bound or gone."""
         self._gates.pop(key, None)
         self._condition.pop(key, None)
         self._nomination.pop(key, None)
+        self._unsure.discard(key)
