@@ -16,14 +16,28 @@ Not thread-safe: :class:`rulesched.run.workers.Workers` calls it under its lock.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rulesched.model import Pod
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
 class Nomination:
-    node: str  # "" when the write cleared it
+    # "" when the write cleared it; None when the write failed: what the server holds is not
+    # known, and the next write goes whatever the pod seen says (the scheduler's copy of a pod
+    # carries its own book's nomination, written or not)
+    node: str | None
     against: str  # the resourceVersion of the pod the write was decided on
+
+
+def _changes(record: dict[str, V], key: str, value: V) -> bool:
+    """Whether ``value`` differs from the one ``record`` holds for ``key``; if so, recorded."""
+    if record.get(key) == value:
+        return False
+    record[key] = value
+    return True
 
 
 class Written:
@@ -31,34 +45,24 @@ class Written:
         self._condition: dict[str, tuple[str, str]] = {}  # pod key -> PodScheduled=False (reason, message)
         self._gates: dict[str, str] = {}  # pod key -> the gates its SchedulingGated condition names
         self._nomination: dict[str, Nomination] = {}
-        # pods whose last nomination write failed: the next is sent whatever the pod seen says
-        # (the scheduler's copy of a pod carries its own book's nomination, written or not)
-        self._unsure: set[str] = set()
         self._group_condition: dict[str, str] = {}  # workload API PodGroup key -> its condition's mark
 
     def group_condition_changes(self, key: str, mark: str) -> bool:
         """Whether a workload PodGroup's condition (``mark``: its uid, generation, status,
         reason and message) differs from the one last written; if so, recorded as written."""
-        if self._group_condition.get(key) == mark:
-            return False
-        self._group_condition[key] = mark
-        return True
+        return _changes(self._group_condition, key, mark)
 
     def condition_changes(self, key: str, reason: str, message: str) -> bool:
         """Whether a PodScheduled=False condition ``(reason, message)`` differs from the one last
         written to the pod (kube-scheduler's updatePod patches only a changed condition); if it
         does, it is recorded as written."""
-        if self._condition.get(key) == (reason, message):
-            return False
-        self._condition[key] = (reason, message)
-        return True
+        return _changes(self._condition, key, (reason, message))
 
     def gates_change(self, key: str, gates: str, message: str) -> bool:
         """Whether the pod's SchedulingGated condition, naming ``gates``, is still to be written
         (once per pod and set of gates); if so, recorded as written."""
-        if self._gates.get(key) == gates:
+        if not _changes(self._gates, key, gates):
             return False
-        self._gates[key] = gates
         self._condition[key] = ("SchedulingGated", message)
         return True
 
@@ -72,10 +76,12 @@ class Written:
         server holds: what this process last wrote while ``pod`` is the version it wrote against,
         else what ``pod`` says. If it does, it is recorded as written."""
         last = self._nomination.get(pod.key)
-        holds = last.node if last is not None and last.against == pod.resource_version else pod.nominated_node_name
-        if holds == node and pod.key not in self._unsure:
+        if last is None or (last.node is not None and last.against != pod.resource_version):
+            holds: str | None = pod.nominated_node_name
+        else:
+            holds = last.node
+        if holds == node:
             return False
-        self._unsure.discard(pod.key)
         self._nomination[pod.key] = Nomination(node, pod.resource_version)
         return True
 
@@ -83,12 +89,10 @@ class Written:
         """The nomination was not written: the next one is sent."""
         last = self._nomination.get(key)
         if last is not None and last.node == node:
-            del self._nomination[key]
-            self._unsure.add(key)
+            self._nomination[key] = Nomination(None, last.against)
 
     def forget(self, key: str) -> None:
         """The pod is bound or gone."""
         self._gates.pop(key, None)
         self._condition.pop(key, None)
         self._nomination.pop(key, None)
-        self._unsure.discard(key)

@@ -198,6 +198,9 @@ class Preemption:
     # stays; True with no node nominated: no node would help, and a nomination it had ends.
     eligible: bool = True
     pdb_violations: int = 0  # the chosen victims' PodDisruptionBudget violations (for the metric)
+    # no node nominated, and some candidate was dropped because the Eviction API would refuse
+    # its victims: worth trying again when a budget changes
+    futile: bool = False
 
 
 @dataclass(slots=True)

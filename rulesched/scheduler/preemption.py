@@ -158,7 +158,8 @@ def preempt(
         snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first, budgets_refuse
     )
     if not candidates:
-        return Preemption(None, message="preemption: " + fit_error(len(snapshot.nodes), counts))
+        message = "preemption: " + fit_error(len(snapshot.nodes), counts)
+        return Preemption(None, message=message, futile=VIOLATES_BUDGET in counts)
     chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
     message = found_message(chosen.node, len(chosen.victims))
     return Preemption(chosen.node, chosen.victims, message=message, pdb_violations=chosen.pdb_violations)

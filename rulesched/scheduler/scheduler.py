@@ -69,7 +69,7 @@ from rulesched.scheduler.gang_preemption import GANG_NOT_PREEMPTIBLE, GANG_VIOLA
 from rulesched.scheduler.hint_host import HintHostMixin
 from rulesched.scheduler.interfaces import Binder, Evictor, Observer, StoreEvictor
 from rulesched.scheduler.nominator import Nominator
-from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, VIOLATES_BUDGET, Sampling, preempt
+from rulesched.scheduler.preemption import NOT_ELIGIBLE_TERMINATING, Sampling, preempt
 from rulesched.scheduler.queue import SchedulingQueue
 from rulesched.scheduler.removals import Refusals, RemovalsMixin
 from rulesched.scheduler.runtime import Framework
@@ -354,7 +354,7 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
                         self.spared_victims(),
                         settings.budgets_refuse,
                     )
-                    if outcome.nominated is None and VIOLATES_BUDGET in outcome.message:
+                    if outcome.futile:
                         self.hold_for_budgets(pod.key)  # (tried again when a budget changes)
                     if outcome.victims and self.gangs.groups:  # gangs go whole or not at all
                         whole = whole_gangs(self, outcome.victims, pod)
