@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rulesched.engine import ColumnStore, dryrun
+from rulesched.engine import ColumnStore
 from rulesched.scheduler import preemption
 
 
@@ -18,7 +18,6 @@ def batch_every_preemption(monkeypatch: pytest.MonkeyPatch, calls: list[int] | N
     tables observe them); ``calls`` gets one entry per batch of dry runs."""
     monkeypatch.setattr(preemption, "BATCH_FROM", 1)
     monkeypatch.setattr(preemption, "OUTRANK", False)
-    monkeypatch.setattr(dryrun, "SMALL", 1)
     real, together = preemption.preempt, preemption.dry_runs_together
 
     def with_columns(
