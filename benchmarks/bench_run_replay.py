@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rulesched.engine import collecting_seldom
 from rulesched.engine.settings import EngineSettings
 from rulesched.engine.vectorise import ColumnEvaluator
 from rulesched.lang import load_rules, resolve_rules_path
@@ -95,7 +96,7 @@ def replay(path: str, profile: str | None = None) -> tuple[float, list[list[Any]
     gc.freeze()
     profiler = cProfile.Profile() if profile else None
     started = time.process_time()
-    with simrun.collecting_seldom():
+    with collecting_seldom():
         if profiler is not None:
             profiler.enable()
         simulation.run()

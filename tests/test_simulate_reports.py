@@ -20,10 +20,10 @@ import yaml
 from rulesched import __version__
 from rulesched.cli import main
 from rulesched.cluster.store import ClusterStore
+from rulesched.engine import RUN_GC_THRESHOLDS
 from rulesched.lang import load_rules, resolve_rules_path
 from rulesched.scheduler import cycle as cycle_module
 from rulesched.scheduler.framework import EXPLAIN_FULL, SchedulerSettings
-from rulesched.simulate import run as run_module
 from rulesched.simulate.driver import Simulation
 from rulesched.simulate.load import load_cluster
 from rulesched.simulate.report import render_json, summary_line
@@ -343,7 +343,7 @@ def test_the_collector_runs_seldom_while_pods_are_scheduled_and_as_before_after(
 
     objects = load_cluster([CLUSTER])
     simulate(objects, SimulateSettings(cluster=(str(CLUSTER),)), progress=progress)
-    young, *older = run_module.RUN_GC_THRESHOLDS
+    young, *older = RUN_GC_THRESHOLDS
     ((grown, *rest),) = set(during)
     # (frozen objects refcounting frees leave the frozen generation: a few since the run began)
     assert rest == older and grown >= max(young, frozen[0]) and (grown == young or grown - frozen[0] < 1_000)

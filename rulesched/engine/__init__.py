@@ -17,7 +17,8 @@ engine evaluates such a binding over many nodes as numpy columns and keeps what 
   kube-scheduler's FitError counts them); ``table`` (a class of equivalent pods' answers per
   node, recomputed for the rows binds changed) and ``score_rows`` (its score vectors, shared by
   classes whose scores are all shared rules agreeing on their keys);
-* ``settings``: :class:`EngineSettings`, every budget and threshold of the above.
+* ``settings``: :class:`EngineSettings`, every budget and threshold of the above; ``collector``:
+  the cyclic garbage collector's settings while pods are scheduled.
 
 The scheduler and the faces use the names exported here. The engine imports the language, the
 cluster's snapshot and the model; nothing below it imports it (import-linter contracts).
@@ -39,6 +40,14 @@ from rulesched.engine.batch import (
     score_column,
     score_matrix,
     volatile_grouped,
+)
+from rulesched.engine.collector import (
+    RUN_GC_THRESHOLDS,
+    collecting_seldom,
+    freeze_loaded,
+    keep_loaded,
+    let_go,
+    run_thresholds,
 )
 from rulesched.engine.columns import Groups, NodeColumns, Path, Rows, node_fields
 from rulesched.engine.dryrun import Together, dry_runs_together, node_local
@@ -65,6 +74,12 @@ from rulesched.engine.vectorisable import vectorisable
 from rulesched.engine.vectorise import ColumnEvaluator
 
 __all__ = [
+    "RUN_GC_THRESHOLDS",
+    "collecting_seldom",
+    "freeze_loaded",
+    "keep_loaded",
+    "let_go",
+    "run_thresholds",
     "unique_codes",
     "Array",
     "ColumnBodies",

@@ -42,7 +42,7 @@ from typing import Any
 
 from rulesched.cluster.snapshot import Snapshot
 from rulesched.cluster.store import ClusterStore
-from rulesched.engine import EngineSettings
+from rulesched.engine import EngineSettings, keep_loaded, let_go
 from rulesched.errors import InputError
 from rulesched.explain_service import ExplainService, LiveView, SnapshotHandOff
 from rulesched.kube.api import KubeApi
@@ -172,6 +172,7 @@ class Loop:
         # The first lists are in the store (kube-scheduler's /readyz check sched-handler-sync:
         # its event handlers have taken in the informers' initial lists), latched.
         self._handlers_synced = False
+        self._collector: tuple[int, int, int] | None = None  # (the collector's thresholds before keep_loaded)
         # /debug/explain: a snapshot handed over between cycles, evaluated on the request's thread
         self._handoff = SnapshotHandOff(self.scheduler.queue.wake)
         self.explainer = ExplainService(self._live_view, group=self._last_group_attempt)
@@ -358,6 +359,9 @@ class Loop:
         self._drain()  # (the last lists: so the counts below are what the caches hold)
         if self.ready:
             self._handlers_synced = True
+            # (what the first lists loaded lives as long as the process: out of the cyclic
+            # collector's sight, which collects seldom from now on: rulesched.engine.collector)
+            self._collector = keep_loaded()
             log.info(
                 "caches synced",
                 extra={
@@ -413,6 +417,9 @@ class Loop:
         self.load.join(timeout=0.1)
         for profile in self.profiles:
             profile.reloader.join(timeout=0.1)
+        if self._collector is not None:
+            let_go(self._collector)
+            self._collector = None
 
     def _observe_request(self, method: str, code: str, seconds: float) -> None:
         """(The binding process's reader thread.) One of its requests, for rest_client metrics."""

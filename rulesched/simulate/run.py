@@ -10,7 +10,6 @@ when stderr is a terminal, never otherwise (pipes, CI, tests): see :func:`wants_
 
 from __future__ import annotations
 
-import gc
 import logging
 import sys
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from rulesched.engine import collecting_seldom, freeze_loaded, run_thresholds
 from rulesched.errors import InputError
 from rulesched.lang import load_rules, resolve_rules_path, startup_warning
 from rulesched.model import Pod
@@ -198,61 +198,6 @@ def simulate_command(settings: SimulateSettings) -> int:
 def _stderr_is_tty() -> bool:
     stderr = sys.stderr
     return stderr is not None and stderr.isatty()
-
-
-def freeze_loaded() -> None:
-    """Freeze (:func:`gc.freeze`) every object the collector tracks now: the loaded cluster lives
-    as long as the run, and the collector would walk it again at every full collection (it costs
-    more the bigger the cluster) to free nothing. What an earlier :func:`simulate` froze goes back
-    first and is collected if its caller has dropped it since, so that runs one after another in
-    one process (tests, bench_fragmentation's workers) hold one run's objects at most, not every
-    run's. With nothing frozen before (`rulesched simulate`: one run a process) there is no such
-    collection: it walked the whole loaded cluster (~0.2 CPU s on the openb trace) to free a few
-    thousand objects of the rules' compile and the imports, which stay frozen instead (until the
-    next run, or the process's exit); :func:`load_cluster` makes no cycles."""
-    if gc.get_freeze_count():
-        gc.unfreeze()
-        gc.collect()
-    gc.freeze()
-
-
-# The cyclic collector's thresholds while pods are scheduled: a cycle makes and drops many
-# small objects (bindings' lets, score rows, allocations), few of them in reference cycles, and
-# at CPython's default (a young collection every 700 allocations, older ones every 10 of those)
-# the openb replay spent about a tenth of its CPU time collecting (2.9 s of 27, 1,739
-# collections); at these, 0.7 s (21), peak RSS the same.
-RUN_GC_THRESHOLDS = (50_000, 20, 10)
-
-
-def run_thresholds() -> tuple[int, int, int]:
-    """:data:`RUN_GC_THRESHOLDS`, the young generation's grown to the objects frozen before the
-    run (the loaded cluster, the rules, the queue, the process's modules), as Go's collector
-    lets its heap grow by as much as is live (GOGC=100). A young collection walks every object
-    made since the last and still alive, and a run keeps most of what it makes (caches, the
-    history): the openb replay's 15 young collections walked ~750,000 objects (0.4-0.5 CPU s)
-    to free 684; with ~280,000 frozen, 2 walk ~550,000 (~0.28 s). Cyclic garbage still waits at
-    most as many allocations as the cluster has objects."""
-    young, middle, old = RUN_GC_THRESHOLDS
-    return max(young, gc.get_freeze_count()), middle, old
-
-
-@contextmanager
-def collecting_seldom(
-    thresholds: tuple[int, int, int] = RUN_GC_THRESHOLDS, *, then_freeze: bool = False
-) -> Iterator[None]:
-    """The collector's thresholds set to ``thresholds`` for the block, then put back;
-    ``then_freeze``: every object tracked then is frozen (:func:`gc.freeze`) first, also when
-    the block fails, so that no collection at the restored thresholds walks what the block kept.
-    Frozen objects are never collected until :func:`gc.unfreeze` (the next :func:`simulate` calls
-    it), though refcounting frees them as ever."""
-    before = gc.get_threshold()
-    gc.set_threshold(*thresholds)
-    try:
-        yield
-    finally:
-        if then_freeze:
-            gc.freeze()
-        gc.set_threshold(*before)
 
 
 @contextmanager
