@@ -73,15 +73,16 @@ def collecting_seldom(
 
 def keep_loaded() -> tuple[int, int, int]:
     """For a process that schedules from now on, for as long as it runs (``rulesched run`` once
-    its caches synced): collect once, freeze what is left (the first lists, the rules, the
-    modules) and collect at :func:`run_thresholds` from now on; returns the thresholds before,
-    for :func:`let_go`. A reference cycle among the frozen objects that becomes garbage later is
-    never collected (refcounting frees the rest): what can stay so is bounded by what was loaded.
-    At CPython's defaults the live preemption benchmark's scheduling process spent ~0.7 s of its
-    ~5 s of CPU in 987 collections, its 7 full ones ~70 ms each (benchmarks/README.md, Run 29)."""
+    its caches synced): freeze what it holds (the first lists, the rules, the modules) and
+    collect at :func:`run_thresholds` from now on; returns the thresholds before, for
+    :func:`let_go`. No collection first: it would walk all of it to free the few thousand
+    objects the imports and the rules' compile left, which stay frozen instead (and a test
+    process running loop after loop paid a full collection of its whole heap at each start: the
+    suite took 2 minutes longer). A reference cycle among the frozen objects that becomes garbage
+    later is never collected (refcounting frees the rest): what can stay so is bounded by what
+    was loaded. At CPython's defaults the live preemption benchmark's scheduling process spent
+    ~590 ms of its measured phase in 397 collections, 3 of them full (benchmarks/README.md, Run 29)."""
     before = gc.get_threshold()
-    gc.unfreeze()
-    gc.collect()
     gc.freeze()
     gc.set_threshold(*run_thresholds())
     return before
