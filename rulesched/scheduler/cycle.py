@@ -416,19 +416,23 @@ def _reserved_rows(
     added (``held``: the rows of nodes holding nominations), which go into ``dropped``; the walk
     goes on past them (never past its start) until ``wanted`` fit."""
 
+    holding = np.zeros(count, dtype=bool)  # (a mask over the rows: np.isin sorted both sides each time)
+    holding[held] = True
+
     def keep(rows: Rows) -> Rows:
-        at = np.isin(rows, held)
+        at = holding[rows]
         if not at.any():
             return rows
         names = [table.node(r).name for r in rows[at].tolist()]
         check.judge(names, fitting=True)  # (all at once where the columns can; the walk's feasible rows)
-        fails = [not check.passes(name) for name in names]
-        if not any(fails):
+        fails = np.array([not check.passes(name) for name in names], dtype=bool)
+        if not fails.any():
             return rows
-        out = rows[at][np.array(fails, dtype=bool)]
+        out = rows[at][fails]
         if dropped is not None:
             dropped.extend(out.tolist())
-        return rows[~np.isin(rows, out)]
+        at[at] = fails  # (the rows dropped)
+        return rows[~at]
 
     kept = keep(rows)
     if len(kept) == len(rows):
