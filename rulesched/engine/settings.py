@@ -13,11 +13,10 @@ extender's its own (``columns_from`` 64, steps of 448); the framework hands it t
 evaluator is one per rule set, whichever face evaluates it (rulesched.engine.batch.ColumnPlan):
 it is made with the default ``column_unroll``.
 
-Left as module constants, with their reason: preemption's ``BATCH_FROM`` (16 nodes tried from
-which dry runs go together; rulesched.scheduler.preemption) and the dry runs' ``SMALL`` (8 rows
-left below which they finish node by node; rulesched.engine.dryrun): preemption does not take
-the framework's settings yet, and tests lower both to batch every preemption; they belong here
-once it does. ``FEW_GROUPS`` (rulesched.engine.batch: up to 8 groups of nodes alike in the labels
+Left as a module constant, with its reason: preemption's ``BATCH_FROM`` (16 nodes tried from
+which dry runs go together; rulesched.scheduler.preemption): preemption does not take the
+framework's settings yet, and tests lower it to batch every preemption; it belongs here once it
+does. (The dry runs together go on to the last node: rulesched.engine.dryrun.) ``FEW_GROUPS`` (rulesched.engine.batch: up to 8 groups of nodes alike in the labels
 a filter reads, it is evaluated node by node on one node of each rather than as columns) is a
 crossover of two costs measured on this machine's interpreter, not a budget: results do not
 depend on it either.
