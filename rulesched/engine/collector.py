@@ -5,8 +5,9 @@ as it runs, and its cycles make and drop many small objects, few of them in refe
 CPython's default thresholds the collector walks the kept objects again and again to free
 nothing: :func:`freeze_loaded` moves what is loaded out of its sight, :func:`run_thresholds`
 collects the young generation as seldom as Go's collector would. ``rulesched simulate`` runs
-under :func:`collecting_seldom`; ``rulesched run`` and the extender freeze what their first lists
-loaded and keep these thresholds from then on.
+under :func:`collecting_seldom`; ``rulesched run`` freezes what its first lists loaded and keeps
+these thresholds from then on (:func:`keep_loaded`). (The extender freezes each large batch its
+informers deliver: rulesched.extender.service.)
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def keep_loaded() -> tuple[int, int, int]:
 
 
 def let_go(before: tuple[int, int, int]) -> None:
-    """Undo :func:`keep_loaded` (the loop has stopped; a process running loops one after another,
-    as the tests do, keeps one loop's objects frozen at most)."""
+    """Undo :func:`keep_loaded` (the loop has stopped: in a process running loops one after
+    another, as the tests do, what one loop froze is the collector's again)."""
     gc.unfreeze()
     gc.set_threshold(*before)

@@ -16,7 +16,8 @@ it is made with the default ``column_unroll``.
 Left as a module constant, with its reason: preemption's ``BATCH_FROM`` (16 nodes tried from
 which dry runs go together; rulesched.scheduler.preemption): preemption does not take the
 framework's settings yet, and tests lower it to batch every preemption; it belongs here once it
-does. (The dry runs together go on to the last node: rulesched.engine.dryrun.) ``FEW_GROUPS`` (rulesched.engine.batch: up to 8 groups of nodes alike in the labels
+does. (The dry runs together go on to the last node: rulesched.engine.dryrun.)
+``FEW_GROUPS`` (rulesched.engine.batch: up to 8 groups of nodes alike in the labels
 a filter reads, it is evaluated node by node on one node of each rather than as columns) is a
 crossover of two costs measured on this machine's interpreter, not a budget: results do not
 depend on it either.
