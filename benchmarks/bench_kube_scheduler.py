@@ -40,7 +40,9 @@ once by a kubelet stand-in (no kubelets here). Workloads (benchmarks/gen_cluster
 running pods, 3000 or 5000 measured), ``mixed`` (1000 nodes of four shapes, taints, cordons,
 200 Deployments' pods with tolerations, selectors, affinity, spreading; 1000 running, 3000
 measured), ``preemption`` (500 nodes full of pods of priority 0-3, some under PDBs; 500 measured
-pods of priority 0-4 that need room: many preempt).
+pods of priority 0-4 that need room: many preempt) and ``preemption-drained`` (the same, its pods
+created before the scheduler starts, as ``--drain``: side by side by default, since the two
+differ most on the machine's saturation, Run 29).
 
 **fidelity** — the same generated cluster twice on fresh test beds, once with kube-scheduler
 (at -v=10, which logs every node's score for every pod) and once with ``rulesched run``, both

@@ -55,6 +55,7 @@ class Options:
 
 def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any]:
     logs, flags, pprof = options.logs, options.flags, options.pprof
+    drain = options.drain or workload.drain
     objects = api_objects(generate(workload.nodes, workload.running, workload.pending, workload.kind, options.seed))
     api_latency = None
     with testbed(audit=options.audit is not None) as kube, tempfile.TemporaryDirectory(prefix="bench-") as work:
@@ -69,7 +70,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         names = [p["metadata"]["name"] for p in objects["pending"]]
         watch = PodWatch(kube)
         watch.start()
-        creation = create(kube, objects["pending"], options.creator) if options.drain else None
+        creation = create(kube, objects["pending"], options.creator) if drain else None
         scheduler.start()
         try:
             stamp = f"{workload.name}-{which}-{time.strftime('%H%M%S')}"
@@ -91,7 +92,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
             own0 = time.process_time()
             if creation is None:
                 creation = create(kube, objects["pending"], options.creator)
-            created, start = creation.sent, creation.started if not options.drain else ready
+            created, start = creation.sent, creation.started if not drain else ready
             end = start + 900
             while time.monotonic() < end and not settled(watch, names, quiet=3.0):
                 time.sleep(0.2)
@@ -140,7 +141,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         "deleted": len(watch.seen.deleted), "pods_per_second": len(bound) / span if span == span and span > 0 else None,
         "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else None,
         "p99_ms": 1000 * latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)] if latencies else None,
-        "creator": options.creator, "drain": options.drain,
+        "creator": options.creator, "drain": drain,
         "bound_before_ready": sum(1 for t, _ in bound.values() if t < ready),
         # "creator": what created the pods (podload's process; the Python creator's: this
         # process during the creations); "benchmark": this process over the whole measured phase
