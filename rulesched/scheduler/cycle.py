@@ -275,7 +275,7 @@ class Cycle:
         dropped: list[int] = []  # rows that fit on their own, not with their nominated pods
         if check is not None:
             held = self.framework.rows_by_name(snapshot)
-            held_rows = np.array(sorted(held[n] for n in check.reserved.nodes if n in held), dtype=np.intp)
+            held_rows = np.array([held[n] for n in check.reserved.nodes if n in held], dtype=np.intp)
             rows, looked = _reserved_rows(check, table, rows, looked, start, wanted, count, held_rows, between, dropped)
         looked = self._processed(snapshot, start, looked, missed)
         self.next_start = (start + looked) % count
@@ -409,8 +409,8 @@ def _reserved_rows(
     wanted: int,
     count: int,
     held: Rows,
-    between: Callable[[], None] | None = None,
-    dropped: list[int] | None = None,
+    between: Callable[[], None] | None,
+    dropped: list[int],
 ) -> tuple[Rows, int]:
     """The table walk's rows without the nodes that do not fit once their nominated pods are
     added (``held``: the rows of nodes holding nominations), which go into ``dropped``; the walk
@@ -428,10 +428,8 @@ def _reserved_rows(
         fails = np.array([not check.passes(name) for name in names], dtype=bool)
         if not fails.any():
             return rows
-        out = rows[at][fails]
-        if dropped is not None:
-            dropped.extend(out.tolist())
-        at[at] = fails  # (the rows dropped)
+        at[at] = fails  # (now the rows dropped)
+        dropped.extend(rows[at].tolist())
         return rows[~at]
 
     kept = keep(rows)
