@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
+
 from rulesched.cluster.store import ClusterStore
 from rulesched.model import Pod
 from rulesched.model.groups import PodGroup
@@ -93,3 +95,72 @@ def test_a_higher_preemptor_takes_the_node_and_the_leaving_victim_of_a_lower_one
     assert again is not None and again.preemption is not None and again.preemption.nominated == "b"
     assert [v.name for v in again.preemption.victims] == ["other"]
     assert evictor.evicted == [("victim", "lower"), ("other", "lower")]
+
+
+# Beyond upstream, within its choices: among candidates equal by every criterion of
+# pickOneNodeForPreemption upstream takes whichever a Go map yields first; rulesched takes one
+# whose node holds no lower-priority pod's nomination, so that the lower preemptor keeps the node
+# its victims are leaving (speed Run 30).
+
+
+def _equal_nodes(count: int) -> tuple[ClusterStore, list[Pod]]:
+    store = ClusterStore()
+    victims = []
+    for i in range(count):
+        store.add_node(node(f"n{i:02d}", allocatable=SMALL))
+        victims.append(P(f"v{i:02d}", 0, on=f"n{i:02d}"))
+        store.add_pod(victims[-1])
+    return store, victims
+
+
+@pytest.mark.parametrize("count", [2, 20], ids=["node-by-node", "together"])
+@pytest.mark.parametrize("terminating", [False, True], ids=["removal-sent", "terminating"])
+def test_of_equal_candidates_a_higher_preemptor_leaves_a_lower_ones_node(count: int, terminating: bool) -> None:
+    store, victims = _equal_nodes(count)
+    now = [0.0]
+    evictor = _Evictor()
+    s = Scheduler(default_rules(), store, SchedulerSettings(), _Binder(), evictor, clock=lambda: now[0])
+
+    s.add(P("lower", 3))
+    first = s.schedule_one()
+    assert first is not None and first.preemption is not None and first.preemption.nominated is not None
+    taken = first.preemption.nominated
+    (victim,) = first.preemption.victims
+    if terminating:
+        store.upsert_pod(dataclasses.replace(victim, deleting=True, preempted_by_scheduler=True))
+
+    s.add(P("higher", 4))
+    second = s.schedule_one()
+    assert second is not None and second.preemption is not None
+    # every node is as good (one victim of priority 0 each): not the one "lower" waits on
+    assert second.preemption.nominated not in (None, taken)
+    assert s.nominator.node_of("default/lower") == taken
+    assert s.nominator.node_of("default/higher") == second.preemption.nominated
+    assert len(evictor.evicted) == 2 and evictor.evicted[0] == (victim.name, "lower")
+
+
+def test_a_cheaper_node_is_still_taken_though_a_lower_preemptor_waits_on_it() -> None:
+    # Not a tie: the node "lower" took holds the cheapest victim (priority 0 against 1), and
+    # upstream's order takes it whoever waits there (as the first test above).
+    store, _ = _equal_nodes(2)
+    store.upsert_pod(P("v01", 1, on="n01"))
+    evictor = _Evictor()
+    s = Scheduler(default_rules(), store, SchedulerSettings(), _Binder(), evictor, clock=lambda: 0.0)
+    s.add(P("lower", 3))
+    first = s.schedule_one()
+    assert first is not None and first.preemption is not None and first.preemption.nominated == "n00"
+    s.add(P("higher", 4))
+    second = s.schedule_one()
+    assert second is not None and second.preemption is not None and second.preemption.nominated == "n00"
+
+
+def test_pick_candidate_prefers_among_equals_a_node_no_lower_pod_is_nominated_to() -> None:
+    from rulesched.scheduler.preemption import Candidate, pick_candidate
+
+    cheap, dear = P("cheap", 0, on="x"), P("dear", 2, on="x")
+    equal = [Candidate("a", (cheap,), 0), Candidate("b", (cheap,), 0), Candidate("c", (cheap,), 0)]
+    assert pick_candidate(equal).node == "a"
+    assert pick_candidate(equal, displacing=frozenset({"a"})).node == "b"
+    assert pick_candidate(equal, displacing=frozenset({"a", "b", "c"})).node == "a"  # (all alike: the first)
+    unequal = [Candidate("a", (cheap,), 0), Candidate("b", (dear,), 0)]
+    assert pick_candidate(unequal, displacing=frozenset({"a"})).node == "a"  # (the criteria first)

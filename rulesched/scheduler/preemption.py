@@ -108,6 +108,7 @@ def preempt(
     cycle_bound: BoundRules | None = None,
     spared: Mapping[str, frozenset[str]] | None = None,
     budgets_refuse: bool = False,
+    displacing: frozenset[str] = frozenset(),
 ) -> Preemption:
     """Find the node and victims for ``pod``; the caller evicts and nominates. ``statuses`` are
     the cycle's filter statuses of the nodes (a node missing from them counts as unresolvable, as
@@ -131,7 +132,9 @@ def preempt(
     as :data:`REFUSED` in the message. ``budgets_refuse``: the victims a budget selects go through
     the Eviction API, which refuses an eviction that would violate the budget (``run
     --evict-victims`` budgeted or all): a candidate whose victims the store says would violate
-    one is futile, so it is none (counted as :data:`VIOLATES_BUDGET`; see :func:`_find_candidates`)."""
+    one is futile, so it is none (counted as :data:`VIOLATES_BUDGET`; see :func:`_find_candidates`).
+    ``displacing``: the nodes holding a lower-priority pod's nomination, which taking them would
+    end; of candidates upstream's order leaves equal, one elsewhere is chosen (:func:`pick_candidate`)."""
     if cycle_bound is not None and statuses is not None and columns is not None:
         nobody = _nobody_to_evict(
             snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
@@ -155,12 +158,24 @@ def preempt(
     wanted = num_candidates(many, sampling.percentage, sampling.absolute)
     first = _cycle_first(statuses, bound)
     candidates = _find_candidates(
-        snapshot, private, bound, order, wanted, potential, columns, held, between, counts, first, budgets_refuse
+        snapshot,
+        private,
+        bound,
+        order,
+        wanted,
+        potential,
+        columns,
+        held,
+        between,
+        counts,
+        first,
+        budgets_refuse,
+        displacing,
     )
     if not candidates:
         message = "preemption: " + fit_error(len(snapshot.nodes), counts)
         return Preemption(None, message=message, futile=VIOLATES_BUDGET in counts)
-    chosen = pick_candidate(candidates, _rule_order(snapshot, bound))
+    chosen = pick_candidate(candidates, _rule_order(snapshot, bound), displacing)
     message = found_message(chosen.node, len(chosen.victims))
     return Preemption(chosen.node, chosen.victims, message=message, pdb_violations=chosen.pdb_violations)
 
@@ -204,6 +219,7 @@ def _find_candidates(
     counts: Counter[str],
     first: npt.NDArray[np.intp] | None = None,
     budgets_refuse: bool = False,
+    displacing: frozenset[str] = frozenset(),
 ) -> list[Candidate]:
     """DryRunPreemption: the nodes of ``order`` (rows, from the offset on, wrapping) are
     dry-run in that order until at least one candidate would violate no PodDisruptionBudget and
@@ -301,7 +317,8 @@ def _find_candidates(
                 found.append((row, outcome))
         if together is not None and kept:
             kept.sort(key=lambda i: tried[i][0])  # (node order, as pick_candidate takes them)
-            for i in together.choosable(kept) if rank else kept:
+            avoid = {i for i in kept if tried[i][1].name in displacing} if displacing else None
+            for i in together.choosable(kept, avoid) if rank else kept:
                 found.append((tried[i][0], _together_candidate(tried[i][1].name, together, i)))
     if not found:  # (the FitError message counts why the pod fits none of them; else unused)
         alike: Counter[tuple[str, ...]] = Counter()  # (nodes mostly fail alike: each reason tuple once)
@@ -559,10 +576,19 @@ def _together_candidate(name: str, together: Together, i: int) -> Candidate:
 
 
 def pick_candidate(
-    candidates: Sequence[Candidate], rule_order: Callable[[Candidate], tuple[float, ...]] | None = None
+    candidates: Sequence[Candidate],
+    rule_order: Callable[[Candidate], tuple[float, ...]] | None = None,
+    displacing: frozenset[str] = frozenset(),
 ) -> Candidate:
     """pickOneNodeForPreemption, after the preempt rules' own ``order``: each criterion keeps
-    only the best candidates until one is left; then the first in node order."""
+    only the best candidates until one is left; then the first in node order whose node is not
+    in ``displacing`` (holding a lower-priority pod's nomination), else the first.
+
+    Upstream leaves the choice among candidates equal by every criterion to the order of a Go
+    map (random). Where one of them is nominated to a lower-priority pod that is waiting for its
+    victims to leave, taking that node ends the nomination (prepareCandidate clears it) and the
+    displaced pod must find a place again, most often by another preemption: so among equals
+    rulesched takes another node, a choice upstream may make too."""
     for c in candidates:
         if not c.victims:
             return c
@@ -583,6 +609,8 @@ def pick_candidate(
         remaining = [c for c, v in zip(remaining, values, strict=True) if v == best]
         if len(remaining) == 1:
             break
+    if displacing and len(remaining) > 1:
+        return next((c for c in remaining if c.node not in displacing), remaining[0])
     return remaining[0]
 
 

@@ -353,6 +353,7 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
                         bound,
                         self.spared_victims(),
                         settings.budgets_refuse,
+                        self.nominator.displaced_by(pod),
                     )
                     if outcome.futile:
                         self.hold_for_budgets(pod.key)  # (tried again when a budget changes)

@@ -105,9 +105,9 @@ def candidates(monkeypatch: pytest.MonkeyPatch, cluster: Any, incoming: Any) -> 
     seen: list[preemption.Candidate] = []
     real = preemption.pick_candidate
 
-    def spy(cands: Any, order: Any = None) -> Any:
+    def spy(cands: Any, order: Any = None, displacing: frozenset[str] = frozenset()) -> Any:
         seen.extend(cands)
-        return real(cands, order)
+        return real(cands, order, displacing)
 
     monkeypatch.setattr(preemption, "pick_candidate", spy)
     preemption.preempt(cluster.snapshot(), default_rules().session(), incoming)
@@ -503,9 +503,9 @@ def test_dry_run_preemption_samples_the_nodes(
     seen: list[preemption.Candidate] = []
     real = preemption.pick_candidate
 
-    def spy(cands: Any, order: Any = None) -> Any:
+    def spy(cands: Any, order: Any = None, displacing: frozenset[str] = frozenset()) -> Any:
         seen.extend(cands)
-        return real(cands, order)
+        return real(cands, order, displacing)
 
     monkeypatch.setattr(preemption, "pick_candidate", spy)
     cluster = state(nodes(*FIVE), pods, pdbs)
