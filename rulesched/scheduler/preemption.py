@@ -11,7 +11,8 @@ victims. If the pod fits once all of them are gone, as many as possible are repr
 whose eviction would violate a PodDisruptionBudget first, then the rest, most important first —
 and the remaining ones are the node's victims. The node is then chosen by upstream's order:
 fewest PDB violations, lowest highest-victim priority, smallest priority sum, fewest victims,
-latest start time of the highest-priority victims.
+latest start time of the highest-priority victims; of candidates still equal (upstream takes
+whichever its map yields first), one whose node holds no lower-priority pod's nomination.
 
 The dry runs take pods off and put them back on a :class:`rulesched.cluster.snapshot.ClusterOverlay`
 of the cycle's snapshot (cloned node infos, a private continuation of the pod journal, indexes
