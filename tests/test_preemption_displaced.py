@@ -155,7 +155,7 @@ def test_a_cheaper_node_is_still_taken_though_a_lower_preemptor_waits_on_it() ->
 
 
 def test_pick_candidate_prefers_among_equals_a_node_no_lower_pod_is_nominated_to() -> None:
-    from rulesched.scheduler.preemption import Candidate, pick_candidate
+    from rulesched.scheduler.candidates import Candidate, pick_candidate
 
     cheap, dear = P("cheap", 0, on="x"), P("dear", 2, on="x")
     equal = [Candidate("a", (cheap,), 0), Candidate("b", (cheap,), 0), Candidate("c", (cheap,), 0)]

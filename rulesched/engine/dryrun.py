@@ -19,7 +19,7 @@ host ports, a reason the columns cannot give — sends the node (or the whole pr
 the node-by-node dry run, which gives the same answers. The columns, and which rules qualify:
 :mod:`rulesched.engine.dryrun_columns`. A node the cycle's walk already judged (its first
 failing filter) is not asked again the filters no pod changes (:class:`Known`).
-Next stage: :func:`rulesched.scheduler.preemption.pick_candidate` over the candidates.
+Next stage: :func:`rulesched.scheduler.candidates.pick_candidate` over the candidates.
 """
 
 from __future__ import annotations
@@ -368,7 +368,7 @@ def _choosable(
     """Of the ``done`` rows (in node order), those pick_candidate may choose: the first needing no
     victim, and the first of those best by its criteria (fewest budget violations, lowest
     highest victim priority, smallest priority sum, fewest victims, latest start of the highest
-    priority victims: rulesched.scheduler.preemption.pick_candidate, without the rules' order),
+    priority victims: rulesched.scheduler.candidates.pick_candidate, without the rules' order),
     the first not in ``avoid`` when the best are several."""
     starts, lengths = cols.starts, cols.lengths
     offset = 2**31  # (as pick_candidate: upstream's MaxInt32 + 1)

@@ -35,7 +35,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +45,7 @@ from rulesched.engine import NodeColumns, Together, Unsupported, dry_runs_togeth
 from rulesched.lang import CHECK_EVERY, BoundRules, ForkedIndexes, NodeMemos, Session
 from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.scheduler.budgets import eviction_refused, put_back_orders, split_by_pdb
+from rulesched.scheduler.candidates import Candidate, pick_candidate
 from rulesched.scheduler.evaluate import NodeStatuses, node_statuses
 from rulesched.scheduler.framework import (
     MIN_CANDIDATE_NODES_ABSOLUTE,
@@ -55,7 +56,7 @@ from rulesched.scheduler.framework import (
     num_candidates,
 )
 from rulesched.scheduler.nominator import Reserved
-from rulesched.scheduler.potential import PRIORITY_SETS, Potential, importance, pod_priorities, started
+from rulesched.scheduler.potential import PRIORITY_SETS, Potential, importance, pod_priorities
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 # a node whose only potential victims are spared (rulesched.scheduler.removals): their eviction refused
@@ -65,15 +66,8 @@ REFUSED = "No preemption victims but pods whose eviction a PodDisruptionBudget r
 VIOLATES_BUDGET = "No preemption victims found without violating a PodDisruptionBudget"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NOT_ELIGIBLE_TERMINATING = "preemption: not eligible due to a terminating pod on the nominated node."
-_PRIORITY_OFFSET = 2**31  # upstream adds MaxInt32+1 so that sums of negative priorities compare
 BATCH_FROM = 16  # nodes tried from which their dry runs go together, as columns
 OUTRANK = True  # dry runs together hand pick_candidate only the candidates it may choose
-
-
-class Candidate(NamedTuple):  # (a tuple: made for every node a preemption tries, thousands at once)
-    node: str
-    victims: tuple[Pod, ...]  # most important first
-    pdb_violations: int
 
 
 @dataclass(frozen=True)
@@ -574,48 +568,3 @@ def _together_candidate(name: str, together: Together, i: int) -> Candidate:
     # (put back in importance order, unless budgets reordered them)
     chosen = tuple(sorted(victims, key=importance)) if together.violating[i] else tuple(victims)
     return Candidate(name, chosen, together.candidates[i])
-
-
-def pick_candidate(
-    candidates: Sequence[Candidate],
-    rule_order: Callable[[Candidate], tuple[float, ...]] | None = None,
-    displacing: frozenset[str] = frozenset(),
-) -> Candidate:
-    """pickOneNodeForPreemption, after the preempt rules' own ``order``: each criterion keeps
-    only the best candidates until one is left; then the first in node order whose node is not
-    in ``displacing`` (holding a lower-priority pod's nomination), else the first.
-
-    Upstream leaves the choice among candidates equal by every criterion to the order of a Go
-    map (random). Where one of them is nominated to a lower-priority pod that is waiting for its
-    victims to leave, taking that node ends the nomination (prepareCandidate clears it) and the
-    displaced pod must find a place again, most often by another preemption: so among equals
-    rulesched takes another node, a choice upstream may make too."""
-    for c in candidates:
-        if not c.victims:
-            return c
-    criteria: list[Callable[[Candidate], Any]] = []
-    if rule_order is not None:
-        criteria.append(lambda c: tuple(-v for v in rule_order(c)))
-    criteria += [
-        lambda c: -c.pdb_violations,
-        lambda c: -c.victims[0].priority,
-        lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),
-        lambda c: -len(c.victims),
-        lambda c: _earliest_start_of_highest(c.victims),
-    ]
-    remaining = list(candidates)
-    for criterion in criteria:
-        values = [criterion(c) for c in remaining]
-        best = max(values)
-        remaining = [c for c, v in zip(remaining, values, strict=True) if v == best]
-        if len(remaining) == 1:
-            break
-    if displacing and len(remaining) > 1:
-        return next((c for c in remaining if c.node not in displacing), remaining[0])
-    return remaining[0]
-
-
-def _earliest_start_of_highest(victims: Sequence[Pod]) -> float:
-    """GetEarliestPodStartTime among the highest-priority victims; later is better."""
-    top = victims[0].priority
-    return min(started(v) for v in victims if v.priority == top)

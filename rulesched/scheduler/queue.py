@@ -8,15 +8,12 @@ failed attempt, up to 10 s by default) counted from its last failed attempt has 
 (:mod:`rulesched.scheduler.backoff`). A pod whose attempt failed by an error (a failed binding)
 backs off in the error backoff queue. With nothing active, :meth:`SchedulingQueue.pop` takes the
 head of the backoff queue at once, its backoff not yet over (SchedulerPopFromBackoffQ, on by
-default since 1.33); never the error backoff queue's. One difference, towards less waiting: an idle
-kube-scheduler's Pop (both queues empty) is woken only by a pod entering the active queue, so a
-pod an event then moves to the backoff queue waits its backoff out there; here the next pop takes
-it (the live loop pops again after applying the events that woke it). Taking it only on a pop
-after one that took a pod, as upstream, was measured on the test bed's raced preemption workload
-(benchmarks/README.md, speed Run 30): no fewer attempts, no gain. Pending pods can be updated (a changed
-spec is tried again at once) or deleted in every sub-queue, and while a cycle holds them (in
-flight). Time comes from a clock function so the simulator can run on virtual time; :meth:`pop`
-can wait for a pod on a real one.
+default since 1.33); never the error backoff queue's. Unlike an idle kube-scheduler's Pop (woken by
+active-queue adds only), a pop after one that found nothing takes it too (measured no worse:
+benchmarks/README.md, speed Run 30). Pending pods can be updated (a changed spec is tried again
+at once) or deleted in every sub-queue, and while a cycle holds them (in flight). Time comes from
+a clock function so the simulator can run on virtual time; :meth:`pop` can wait for a pod on a
+real one.
 
 The queue is safe to call from several threads (the scheduler pops on one, events may arrive on
 another); nothing here is on the per-node hot path. Every pod entering a sub-queue is reported
