@@ -33,9 +33,10 @@ def pick_candidate(
 
     Upstream leaves the choice among candidates equal by every criterion to the order of a Go
     map (random). Where one of them is nominated to a lower-priority pod that is waiting for its
-    victims to leave, taking that node ends the nomination (prepareCandidate clears it) and the
-    displaced pod must find a place again, most often by another preemption: so among equals
-    rulesched takes another node, a choice upstream may make too."""
+    victims to leave, taking that node takes the room they free (and ends the nomination when
+    there are removals to send: prepareCandidate), and the displaced pod must find a place
+    again, most often by another preemption: so among equals rulesched takes another node, a
+    choice upstream may make too."""
     for c in candidates:
         if not c.victims:
             return c
