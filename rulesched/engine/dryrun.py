@@ -24,7 +24,7 @@ Next stage: :func:`rulesched.scheduler.candidates.pick_candidate` over the candi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -264,15 +264,15 @@ class Together:
         s, n = int(self._cols.starts[i]), int(self._cols.lengths[i])
         return [p for p, g in zip(self._orders[i], self._gone[s : s + n].tolist(), strict=True) if g]
 
-    def choosable(self, indices: Sequence[int], avoid: Collection[int] | None = None) -> list[int]:
+    def choosable(self, indices: Sequence[int], ties: bool = False) -> list[int]:
         """Of the candidates ``indices`` (in node order), those pick_candidate may choose among
-        them: the first needing no victim, and the first of those best by its criteria, not one
-        of ``avoid`` if another is as good (pick_candidate's ``displacing``)."""
+        them: the first needing no victim, and the first of those best by its criteria (with
+        ``ties``, every one of those best: pick_candidate then breaks the tie)."""
         if not indices:
             return []
         assert self._cols is not None
         done = np.asarray(indices, dtype=np.intp)
-        found: list[int] = _choosable(self._cols, self._gone, self._violations, done, avoid).tolist()
+        found: list[int] = _choosable(self._cols, self._gone, self._violations, done, ties).tolist()
         return found
 
 
@@ -363,13 +363,13 @@ def _choosable(
     gone: npt.NDArray[np.bool_],
     violations: npt.NDArray[np.int64],
     done: Rows,
-    avoid: Collection[int] | None = None,
+    ties: bool = False,
 ) -> Rows:
     """Of the ``done`` rows (in node order), those pick_candidate may choose: the first needing no
     victim, and the first of those best by its criteria (fewest budget violations, lowest
     highest victim priority, smallest priority sum, fewest victims, latest start of the highest
     priority victims: rulesched.scheduler.candidates.pick_candidate, without the rules' order),
-    the first not in ``avoid`` when the best are several."""
+    or with ``ties`` all of those best."""
     starts, lengths = cols.starts, cols.lengths
     offset = 2**31  # (as pick_candidate: upstream's MaxInt32 + 1)
     priority = cols.flat_values("priority", _priority, np.int64)
@@ -387,9 +387,5 @@ def _choosable(
             remaining = remaining[values == values.max()]
             if len(remaining) == 1:
                 break
-        if avoid and len(remaining) > 1:
-            elsewhere = [i for i in remaining.tolist() if i not in avoid]
-            if elsewhere:
-                remaining = np.array(elsewhere[:1], dtype=np.intp)
-        keep.append(remaining[:1])
+        keep.append(remaining if ties else remaining[:1])
     return np.concatenate(keep)

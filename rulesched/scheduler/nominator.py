@@ -91,14 +91,8 @@ class Nominator:
         return [p for p in self._on.get(node, {}).values() if p.priority < priority]
 
     def displaced_by(self, pod: Pod) -> frozenset[str]:
-        """The nodes holding a nomination ``pod`` would end if it took them: a pod other than
-        itself nominated there with a lower priority (as :meth:`lower_on`)."""
-        if not self._node_of:
-            return frozenset()
-        key, priority = pod.key, pod.priority
-        return frozenset(
-            node for node, pods in self._on.items() if any(k != key and p.priority < priority for k, p in pods.items())
-        )
+        """The nodes a pod of lower priority than ``pod`` is nominated to (:meth:`lower_on`)."""
+        return frozenset(node for node in self._on if self.lower_on(node, pod.priority))
 
     def reserved_for(self, pod: Pod) -> Reserved | None:
         """What ``pod`` must leave alone: per node, the pods nominated there with a priority at

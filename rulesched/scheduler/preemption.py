@@ -128,8 +128,8 @@ def preempt(
     the Eviction API, which refuses an eviction that would violate the budget (``run
     --evict-victims`` budgeted or all): a candidate whose victims the store says would violate
     one is futile, so it is none (counted as :data:`VIOLATES_BUDGET`; see :func:`_find_candidates`).
-    ``displacing``: the nodes holding a lower-priority pod's nomination, which taking them would
-    end; of candidates upstream's order leaves equal, one elsewhere is chosen (:func:`pick_candidate`)."""
+    ``displacing``: the nodes a lower-priority pod is nominated to; of candidates upstream's
+    order leaves equal, one elsewhere is chosen (:func:`pick_candidate`)."""
     if cycle_bound is not None and statuses is not None and columns is not None:
         nobody = _nobody_to_evict(
             snapshot, pod, cycle_bound, session.rules.node_memos, columns, statuses, reserved, rng
@@ -312,8 +312,7 @@ def _find_candidates(
                 found.append((row, outcome))
         if together is not None and kept:
             kept.sort(key=lambda i: tried[i][0])  # (node order, as pick_candidate takes them)
-            avoid = {i for i in kept if tried[i][1].name in displacing} if displacing else None
-            for i in together.choosable(kept, avoid) if rank else kept:
+            for i in together.choosable(kept, ties=bool(displacing)) if rank else kept:
                 found.append((tried[i][0], _together_candidate(tried[i][1].name, together, i)))
     if not found:  # (the FitError message counts why the pod fits none of them; else unused)
         alike: Counter[tuple[str, ...]] = Counter()  # (nodes mostly fail alike: each reason tuple once)
