@@ -163,6 +163,10 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         "build_seconds": round(built, 1), "creation_seconds": round(creation.seconds, 1),
         "first_binding_after_seconds": round(times[0] - start, 2) if times else None,
         "last_binding_after_seconds": round(times[-1] - start, 2) if times else None,
+        # the bindings in each second from the measured phase's start: where the time went (a
+        # raced preemption's last second often waits on backoffs and victims, not on the cycles)
+        "bindings_by_second": [sum(1 for t in times if s <= t - start < s + 1) for s in range(int(times[-1] - start) + 1)]
+        if times else [],
         # the profile's window: pods created and bound in it (its samples per pod are per these)
         "api_latency": api_latency,  # --audit: each client's requests, as the API server took them
         "profile": None if profile is None else {
