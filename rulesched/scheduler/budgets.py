@@ -1,9 +1,8 @@
 """Which PodDisruptionBudgets a preemption's victims would violate (filterPodsWithPDBViolation):
 each budget found by a pod's labels through an index, instead of every budget tried on every pod
 of every node a preemption dry-runs; the index, and what it found for each pod, kept for as long
-as the store's budgets select as before (a new tuple comes with every change, most of them of a
-budget's status: the disruption controller's and each eviction's), so attempt after attempt
-reuses it.
+as the store hands out the same tuple of budgets (it does until a budget changes), so attempt
+after attempt reuses it.
 
 Used by :mod:`rulesched.scheduler.preemption`: the victims' order, violating ones first
 (:func:`put_back_orders`), and, where evictions keep budgets, which candidates the Eviction API
@@ -21,8 +20,6 @@ from rulesched.model import Pod, PodDisruptionBudget
 from rulesched.semantics.disruption import EvictionLedger
 from rulesched.semantics.matching import label_selector_matches
 
-_SELECTED_KEPT = 65536  # pods whose budgets are kept (see Budgets)
-
 
 class Budgets:
     """Which budgets may select a pod, found by its labels instead of trying every budget on
@@ -32,32 +29,17 @@ class Budgets:
     namespace alone. Budgets with no selector, or an empty one, select nothing here (as
     filterPodsWithPDBViolation skips them)."""
 
-    __slots__ = ("_by_label", "_by_namespace", "_counts", "_everything", "_selected", "counts", "pdbs")
+    __slots__ = ("_by_label", "_by_namespace", "_everything", "_selected", "pdbs")
 
-    # pod key -> (its labels, the budgets selecting it): a pod's answer kept while its labels are
-    # the same object (a pod is tried on many attempts; see budgets_of for how long it lives)
-    _selected: dict[str, tuple[Mapping[str, str], list[int]]]
-    _by_label: dict[tuple[str, str, str], list[int]]
-    _by_namespace: dict[str, list[int]]
-    _everything: dict[str, list[int]]  # empty selectors, per namespace (see evicting)
-
-    def __init__(self, pdbs: Sequence[PodDisruptionBudget], like: Budgets | None = None) -> None:
+    def __init__(self, pdbs: Sequence[PodDisruptionBudget]) -> None:
         self.pdbs = pdbs
-        # What a split by budget reads besides the selectors; ``counts`` stays the same object
-        # while they do, so orders made from them are kept (put_back_orders).
-        self._counts = tuple((pdb.disruptions_allowed, pdb.disrupted_pods) for pdb in pdbs)
-        same = like is not None and _same_selectors(like.pdbs, pdbs)
-        self.counts: object = like.counts if like is not None and same and like._counts == self._counts else object()
-        if like is not None and same:
-            # A change of status only (the disruption controller's, or an eviction's): the index
-            # and what it found for each pod still hold, the budgets being at the same places
-            # (what it found is forgotten now and then: pods come and go while budgets stay).
-            if len(like._selected) > _SELECTED_KEPT:
-                like._selected.clear()
-            self._selected, self._by_label = like._selected, like._by_label
-            self._by_namespace, self._everything = like._by_namespace, like._everything
-            return
-        self._selected, self._by_label, self._by_namespace, self._everything = {}, {}, {}, {}
+        # pod key -> (its labels, the budgets selecting it): a pod's answer kept while its labels
+        # are the same object (a pod is tried on many attempts; the index lives as long as the
+        # cluster's budgets tuple does: see budgets_of)
+        self._selected: dict[str, tuple[Mapping[str, str], list[int]]] = {}
+        self._by_label: dict[tuple[str, str, str], list[int]] = {}
+        self._by_namespace: dict[str, list[int]] = {}
+        self._everything: dict[str, list[int]] = {}  # empty selectors, per namespace (see evicting)
         for i, pdb in enumerate(pdbs):
             selector = pdb.selector
             if selector is None:
@@ -103,20 +85,12 @@ class _LastBudgets:
 _LAST = _LastBudgets()
 
 
-def _same_selectors(before: Sequence[PodDisruptionBudget], now: Sequence[PodDisruptionBudget]) -> bool:
-    return len(before) == len(now) and all(
-        a.namespace == b.namespace and (a.selector is b.selector or a.selector == b.selector)
-        for a, b in zip(before, now, strict=True)
-    )
-
-
 def budgets_of(pdbs: Sequence[PodDisruptionBudget]) -> Budgets:
-    """The index of ``pdbs``: the last one built, while they are the same tuple; a new tuple
-    whose budgets select as the last one's did (their status changed) shares its index."""
+    """The index of ``pdbs``: the last one built, while they are the same tuple."""
     entry = _LAST.entry
     if entry is None or entry[0] is not pdbs:
         # (one attribute, set whole: a reader on another thread sees one entry or the other)
-        entry = _LAST.entry = (pdbs, Budgets(pdbs, None if entry is None else entry[1]))
+        entry = _LAST.entry = (pdbs, Budgets(pdbs))
     return entry[1]
 
 
@@ -154,9 +128,8 @@ def put_back_orders(
     """Each node's potential ``victims`` in the order a dry run puts them back: those whose
     eviction would violate a budget first (the first ``violating[i]``), then the rest. Kept in
     the node's memo (``memos``, the rule set's) while its potential victims are the same list and
-    the budgets count as before (their selectors, allowed disruptions and disrupted pods): the
-    same order attempt after attempt (and the dry runs' per-pod values, kept beside the list they
-    were read from, are found again)."""
+    the budgets the same tuple: the same order attempt after attempt (and the dry runs' per-pod
+    values, kept beside the list they were read from, are found again)."""
     if not pdbs:
         return list(victims), [0] * len(victims)
     orders: list[list[Pod]] = []
@@ -166,9 +139,9 @@ def put_back_orders(
         memo = None if memos is None else (memos.values(node) or memos.start(node))
         kept = memo.setdefault(_PUT_BACK, {}) if memo is not None else {}
         hit = kept.get(id(potential))
-        if hit is None or hit[0] is not potential or hit[1] is not budgets.counts:
+        if hit is None or hit[0] is not potential or hit[1] is not pdbs:
             first, rest = split_by_pdb(potential, pdbs, budgets)
-            hit = (potential, budgets.counts, first + rest, len(first))
+            hit = (potential, pdbs, first + rest, len(first))
             if len(kept) >= _PUT_BACK_KEPT:  # (lists made afresh each time, for pod groups: bounded)
                 kept.clear()
             kept[id(potential)] = hit
