@@ -1,8 +1,10 @@
 """A generated cluster replayed offline with ``rulesched run``'s scheduler settings (the
 FailedScheduling diagnosis, cycle timings, the live walk chunk), every attempt recorded as the
 run's reporter reads it: node, message, nomination, victims and the FailedScheduling event's
-reason-code annotation. Prints the scheduling CPU (process time of the cycles alone) and a
-digest of those decisions, which a change meant to be decision-neutral must leave the same.
+reason-code annotation. Prints the scheduling CPU (process time of the cycles alone), a cycle's
+CPU by outcome (as the live scheduler's rulesched_scheduling_cycle_cpu_seconds counts it: the
+live figures beside these say what running among the other processes costs) and a digest of
+those decisions, which a change meant to be decision-neutral must leave the same.
 
     python benchmarks/gen_cluster.py --nodes 500 --running 2500 --pending 500 --workload preemption > /tmp/c.json
     python benchmarks/bench_run_replay.py /tmp/c.json [--repeat 3] [--profile OUT.prof] [--dump OUT.json]
@@ -62,8 +64,12 @@ def _counting(counts: collections.Counter[str]) -> None:
     Interpreter.evaluate = counted_interpret  # type: ignore[method-assign]
 
 
-def replay(path: str, profile: str | None = None) -> tuple[float, list[list[Any]]]:
-    """One replay: the cycles' process time and every attempt's record."""
+def replay(
+    path: str, profile: str | None = None, by_outcome: dict[str, list[float]] | None = None
+) -> tuple[float, list[list[Any]]]:
+    """One replay: the cycles' process time and every attempt's record; ``by_outcome`` gets
+    each outcome's cycles and their CPU (``CycleTiming.cpu_seconds``, as the live scheduler's
+    rulesched_scheduling_cycle_cpu_seconds counts it)."""
     objects = load_cluster([path], skip_missing_nodes=True)
     options = simrun.SimulateSettings(cluster=(path,))
     rules = load_rules([resolve_rules_path(r) for r in options.rules])
@@ -75,6 +81,10 @@ def replay(path: str, profile: str | None = None) -> tuple[float, list[list[Any]
 
     def attempted(result: CycleResult) -> None:
         recorded(result)
+        if by_outcome is not None and result.timing is not None:
+            kept = by_outcome.setdefault(result.outcome, [0, 0.0])
+            kept[0] += 1
+            kept[1] += result.timing.cpu_seconds
         codes = result.reason_codes() if result.code is Code.UNSCHEDULABLE else ()
         preemption = result.preemption
         log.append(
@@ -122,13 +132,15 @@ def main() -> None:
         _counting(counts)
     seconds = []
     for i in range(args.repeat):
-        cpu, log = replay(args.cluster, args.profile if i == 0 else None)
+        outcomes: dict[str, list[float]] = {}
+        cpu, log = replay(args.cluster, args.profile if i == 0 else None, outcomes)
         seconds.append(cpu)
         digest = hashlib.sha256(json.dumps(log, sort_keys=True, default=str).encode()).hexdigest()[:16]
         unplaced = sum(1 for entry in log if entry[1] != Code.SCHEDULED.value)
         print(
             f"run {i}: {len(log)} attempts ({unplaced} unplaced), CPU {cpu:.2f} s, "
-            f"{1000 * cpu / max(1, len(log)):.2f} ms an attempt, digest {digest}",
+            f"{1000 * cpu / max(1, len(log)):.2f} ms an attempt, digest {digest}; a cycle's CPU by outcome: "
+            + ", ".join(f"{k} {1000 * t / n:.2f} ms ({n:.0f})" for k, (n, t) in sorted(outcomes.items())),
             flush=True,
         )
         if args.dump and i == 0:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, Summary
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -96,7 +96,7 @@ class Labelled:
     looked up once: prometheus-client validates the values and takes a lock on every call (~5 us,
     several times per scheduled pod). The children are the metric's own; none is ever removed."""
 
-    def __init__(self, metric: Counter | Histogram) -> None:
+    def __init__(self, metric: Counter | Histogram | Summary) -> None:
         self.metric = metric
         self._children: dict[tuple[str, ...], Any] = {}
 

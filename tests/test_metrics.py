@@ -74,6 +74,7 @@ SCHEDULER: dict[str, tuple[str, set[str], list[float] | None]] = {
     "rulesched_binding_process_cpu_seconds_total": ("counter", set(), None),
     "rulesched_binding_process_resident_memory_bytes": ("gauge", set(), None),
     "rulesched_rules_info": ("gauge", {"hash", "files", "profile"}, None),
+    "rulesched_scheduling_cycle_cpu_seconds": ("summary", {"outcome", "profile"}, None),
     # 1.36-1.37 (pkg/scheduler/metrics/metrics.go at v1.37.2)
     "scheduler_queued_entities": ("gauge", {"queue", "type"}, None),
     "scheduler_queue_incoming_entities_total": ("counter", {"queue", "event", "type"}, None),
@@ -231,6 +232,13 @@ def test_scheduler_metrics_are_kube_schedulers(scheduler_scrape: tuple[str, Test
     assert value(plugins, "_count", extension_point="Score") >= 1  # two nodes fit "fits": scored
     assert value(found["leader_election_master_status"], name="rulesched") == 1
     assert value(found["rulesched_binding_process_resident_memory_bytes"]) > 10e6  # (a Python process)
+    # each cycle's CPU by outcome: the four that fitted (one binding failed), high's nomination,
+    # and the failures (huge's, failing's first, high's before its preemption)
+    cpu = found["rulesched_scheduling_cycle_cpu_seconds"]
+    assert value(cpu, "_count", outcome="scheduled", profile="rulesched") >= 4
+    assert value(cpu, "_count", outcome="nominated", profile="rulesched") == 1
+    assert value(cpu, "_count", outcome="unschedulable", profile="rulesched") >= 1
+    assert 0 < value(cpu, "_sum", outcome="scheduled", profile="rulesched") < 10
     host = server.url.split("://", 1)[1]
     requests = found["rest_client_requests_total"]
     assert value(requests, "_total", code="500", method="POST", host=host) == 1  # the failed binding

@@ -110,6 +110,20 @@ def preemptions(text: str) -> dict[str, float]:
     }
 
 
+def cycle_cpu(text: str) -> dict[str, dict[str, float]]:
+    """rulesched's own CPU a scheduling cycle took on its thread, by outcome (scheduled,
+    nominated, unschedulable; rulesched_scheduling_cycle_cpu_seconds): each one's cycles and mean
+    ms. Empty for kube-scheduler (it has no such metric)."""
+    found: dict[str, dict[str, float]] = {}
+    for outcome in ("scheduled", "nominated", "unschedulable"):
+        where = f'outcome="{outcome}"'
+        count = _sample(text, "rulesched_scheduling_cycle_cpu_seconds_count", where)
+        if count:
+            spent = _sample(text, "rulesched_scheduling_cycle_cpu_seconds_sum", where)
+            found[outcome] = {"cycles": int(count), "ms": 1000 * spent / count}
+    return found
+
+
 INCOMING = re.compile(r"^scheduler_queue_incoming_pods_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
 
 

@@ -29,6 +29,7 @@ from .processes import (
     attempts,
     component_pid,
     cpu_seconds,
+    cycle_cpu,
     main_thread_seconds,
     preemptions,
     requests_served,
@@ -101,7 +102,7 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
             main1 = main_thread_seconds(pids["scheduler"])
             requests1 = requests_served(kube)
             text = scheduler_metrics(scheduler)
-            tried, preempted = attempts(text), preemptions(text)
+            tried, preempted, cycles = attempts(text), preemptions(text), cycle_cpu(text)
             if logs is not None:  # (and its metrics as the run left them)
                 logs.mkdir(parents=True, exist_ok=True)
                 (logs / f"{workload.name}-{which}-{time.strftime('%H%M%S')}.metrics").write_text(text)
@@ -152,6 +153,8 @@ def speed_run(workload: Workload, which: str, options: Options) -> dict[str, Any
         "throughput": sampled_throughput(start, times),
         "attempts": tried,
         "preemptions": preempted,
+        # rulesched's cycles by outcome: how many, and the CPU each took on the scheduling thread
+        "cycle_cpu": cycles,
         # rulesched's scheduling thread per attempt (kube-scheduler's main thread is not its
         # scheduling loop: left out): CPU, and time runnable but waiting for a core
         "scheduling_thread_ms_per_attempt": (
@@ -276,6 +279,8 @@ def format_run(r: dict[str, Any]) -> str:
             + "requests per pod: " + ", ".join(f"{k} {v / r['pods']:.2f}" for k, v in r["requests"].items())
             + ("" if not (t := r.get("scheduling_thread_ms_per_attempt")) else
                f"\n    scheduling thread per attempt: {t['cpu']:.2f} ms CPU, {t['waiting_for_a_core']:.2f} ms waiting for a core")
+            + ("" if not (c := r.get("cycle_cpu")) else
+               "; a cycle's CPU by outcome: " + ", ".join(f"{k} {v['ms']:.2f} ms ({v['cycles']})" for k, v in c.items()))
             + ("" if not (a := r.get("api_latency")) else
                f"\n    API server's answers by client (audit log; creations over {a['creating_seconds']} s after the start):\n"
                + format_latencies(a)))  # fmt: skip

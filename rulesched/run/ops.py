@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from prometheus_client import Counter, Gauge, Histogram, Info
+from prometheus_client import Counter, Gauge, Histogram, Info, Summary
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
@@ -361,6 +361,15 @@ class Metrics:
             ["rule", "profile"],
             registry=r,
         )
+        self.cycle_cpu = Summary(
+            "rulesched_scheduling_cycle_cpu_seconds",
+            "CPU seconds each scheduling cycle took on the scheduling thread (its waits for a core "
+            "or for the interpreter lock left out), by outcome: scheduled (a node fitted), nominated "
+            "(preemption chose victims) or unschedulable.",
+            ["outcome", "profile"],
+            registry=r,
+        )
+        self._cycle_cpu = Labelled(self.cycle_cpu)
         self.unschedulable_reasons = Counter(
             "rulesched_unschedulable_reasons",
             "Unschedulable attempts by each reason code they were refused for (docs/explain-and-audit.md, "
@@ -434,6 +443,8 @@ class Metrics:
             for (point, rule), seconds in (timing.rule_seconds or {}).items():
                 self._plugins(rule, point, SUCCESS).observe(seconds)
         preemption = result.preemption
+        if timing is not None and timing.cpu_seconds:
+            self._cycle_cpu(result.outcome, profile).observe(timing.cpu_seconds)
         if preemption is not None:  # (PostFilter ran: upstream counts every run as an attempt)
             self.preemption_attempts.inc()
             if preemption.nominated is not None:  # (the executor's observeVictims)

@@ -214,6 +214,9 @@ class CycleTiming:
     phases: list[tuple[str, str, float]] = field(default_factory=list)
     algorithm_seconds: float = 0.0
     rule_seconds: dict[tuple[str, str], float] | None = None
+    # The CPU the cycle took on its thread (``time.thread_time``): without the waits for a core
+    # or for the interpreter lock that the times above include (rulesched's own metric).
+    cpu_seconds: float = 0.0
 
     def phase(self, point: str, since: float, status: str = SUCCESS) -> float:
         """An extension point that began at ``since`` ended now; returns now."""
@@ -389,6 +392,17 @@ class CycleResult:
         if self.group_message:
             return f"{self.group_message} This pod: {self.member}"
         return self.member
+
+    @property
+    def outcome(self) -> str:
+        """``scheduled`` (a node fitted), ``nominated`` (preemption chose victims) or
+        ``unschedulable``: the kinds of cycle whose costs differ most (a failing cycle also works
+        out why, and preemption dry-runs nodes)."""
+        if self.code is Code.SCHEDULED:
+            return "scheduled"
+        if self.preemption is not None and self.preemption.nominated is not None:
+            return "nominated"
+        return "unschedulable"
 
     def reason_codes(self) -> tuple[Reason, ...]:
         """Why it is not placed, as codes (rulesched.scheduler.reasons): the pod's or its

@@ -278,6 +278,7 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
         self.observer.cycle_failed(pod, message, self.last_cycle_seconds)
 
     def _cycle(self, pod: Pod, profile: Profile, started: float) -> CycleResult:
+        cpu_started = time.thread_time()
         group = self.gangs.group_of(pod) if self.gangs.groups else None
         if group is not None or pod.scheduling_group:
             self._cycle_rules = profile.rules.rules.digest
@@ -398,6 +399,8 @@ class Scheduler(RemovalsMixin, GangHostMixin, HintHostMixin):
         else:
             self._nominate(pod, outcome.nominated, outcome.victims, result.rejected_by)
         self.last_cycle_seconds = time.perf_counter() - started
+        if result.timing is not None:
+            result.timing.cpu_seconds = time.thread_time() - cpu_started
         self.observer.attempted(result)
         return result
 
