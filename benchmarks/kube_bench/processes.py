@@ -111,17 +111,20 @@ def preemptions(text: str) -> dict[str, float]:
 
 
 def cycle_cpu(text: str) -> dict[str, dict[str, float]]:
-    """rulesched's own CPU a scheduling cycle took on its thread, by outcome (scheduled,
-    nominated, unschedulable; rulesched_scheduling_cycle_cpu_seconds): each one's cycles and mean
-    ms. Empty for kube-scheduler (it has no such metric)."""
-    found: dict[str, dict[str, float]] = {}
-    for outcome in ("scheduled", "nominated", "unschedulable"):
-        where = f'outcome="{outcome}"'
-        count = _sample(text, "rulesched_scheduling_cycle_cpu_seconds_count", where)
-        if count:
-            spent = _sample(text, "rulesched_scheduling_cycle_cpu_seconds_sum", where)
-            found[outcome] = {"cycles": int(count), "ms": 1000 * spent / count}
-    return found
+    """rulesched's own CPU a scheduling cycle took on its thread, by outcome (its metric
+    rulesched_scheduling_cycle_cpu_seconds, every profile together): each outcome's cycles and
+    their mean ms. Empty for kube-scheduler (it has no such metric)."""
+    totals: dict[str, dict[str, float]] = {}
+    for m in CYCLE_CPU.finditer(text):
+        found = totals.setdefault(m["outcome"], {"count": 0.0, "sum": 0.0})
+        found[m["part"]] += float(m["value"])
+    return {k: {"cycles": int(t["count"]), "ms": 1000 * t["sum"] / t["count"]} for k, t in totals.items() if t["count"]}
+
+
+CYCLE_CPU = re.compile(
+    r'^rulesched_scheduling_cycle_cpu_seconds_(?P<part>count|sum)\{[^}]*outcome="(?P<outcome>\w+)"[^}]*\} (?P<value>\S+)$',
+    re.M,
+)
 
 
 INCOMING = re.compile(r"^scheduler_queue_incoming_pods_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$", re.M)
